@@ -1,0 +1,60 @@
+// day0: the command-line twin of the workbench. Parses, dispatches to a registered command.
+#include "command.h"
+
+#include "base/log.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv)
+{
+    using namespace day0::cli;
+
+    CLI::App app("day0: plan, load, verify, run, compare and profile a new LLM on day zero", "day0");
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string(DAY0_VERSION));
+    GlobalOptions global;
+    app.add_flag("--json", global.json, "machine-readable output on stdout")->configurable(false);
+    app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+
+    std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+    for (const auto& command : commands()) {
+        CLI::App* sub = app.add_subcommand(command.name, command.description);
+        // "--json" is accepted after the verb too, as documented for every subcommand.
+        sub->add_flag("--json", global.json, "machine-readable output on stdout");
+        sub->add_flag("-q,--quiet", global.quiet, "no progress bars");
+        runners.emplace_back(sub, command.setup(*sub, global));
+    }
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        fmt::print(stderr, "day0: error: {}\n", e.what());
+        fmt::print(stderr, "run 'day0 --help' for usage\n");
+        return 2;
+    }
+
+    if (global.json) {
+        // Keep stdout clean for the JSON document; diagnostics go to stderr only.
+        day0::setLogLevel(day0::LogLevel::Warning);
+    }
+    for (auto& [sub, run] : runners) {
+        if (sub->parsed()) {
+            try {
+                return run();
+            } catch (const std::exception& e) {
+                fmt::print(stderr, "day0: internal error: {}\n", e.what());
+                return 3;
+            }
+        }
+    }
+    return 2;
+}

@@ -1,0 +1,82 @@
+#include "base/file_util.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <system_error>
+
+namespace day0 {
+
+namespace fs = std::filesystem;
+
+std::string displayPath(const fs::path& path)
+{
+    std::error_code ec;
+    const auto rel = fs::relative(path, fs::current_path(ec), ec);
+    if (!ec && !rel.empty() && rel.string().size() < path.string().size()
+        && rel.string().rfind("..", 0) != 0) {
+        return rel.string();
+    }
+    return path.string();
+}
+
+Result<std::string> readFile(const fs::path& path)
+{
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+        return Error::badInput(fmt::format("{}: is a folder, expected a file", displayPath(path)));
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return Error::badInput(
+            fmt::format("{}: cannot open: {}", displayPath(path), std::strerror(errno)));
+    }
+    std::string data;
+    in.seekg(0, std::ios::end);
+    const auto size = in.tellg();
+    if (size < 0) {
+        return Error::badInput(fmt::format("{}: cannot determine size", displayPath(path)));
+    }
+    data.resize(std::size_t(size));
+    in.seekg(0);
+    in.read(data.data(), size);
+    if (!in) {
+        return Error::badInput(fmt::format("{}: read failed", displayPath(path)));
+    }
+    return data;
+}
+
+Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)
+{
+    const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    std::random_device rd;
+    const auto tmp = dir / fmt::format(".{}.tmp-{:08x}", path.filename().string(), rd());
+    {
+        std::FILE* f = std::fopen(tmp.c_str(), "wb");
+        if (!f) {
+            return Error::badInput(
+                fmt::format("{}: cannot write: {}", displayPath(path), std::strerror(errno)));
+        }
+        const bool wrote = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+        const bool flushed = std::fflush(f) == 0;
+        const bool closed = std::fclose(f) == 0;
+        if (!wrote || !flushed || !closed) {
+            std::error_code ec;
+            fs::remove(tmp, ec);
+            return Error::badInput(fmt::format("{}: write failed", displayPath(path)));
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        return Error::badInput(fmt::format("{}: cannot rename into place: {}", displayPath(path), ec.message()));
+    }
+    return success();
+}
+
+} // namespace day0

@@ -1,0 +1,176 @@
+#pragma once
+
+#include "base/dtype.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace day0::model {
+
+/// The model families whose Hugging Face config.json we read. A family fixes the module layout
+/// and therefore the checkpoint tensor names.
+enum class Family {
+    Llama, ///< llama (incl. llama3 rope scaling)
+    Mistral,
+    Mixtral,
+    Qwen2,
+    Qwen2Moe,
+    Qwen3,
+    Qwen3Moe,
+    DeepseekV2,
+    DeepseekV3, ///< also Kimi-K2, DeepSeek-R1, DeepSeek-V3.2, Kimi-K2.5 text tower
+    Llama4, ///< text tower
+    Glm4Moe,
+    Qwen2Vl,
+    Qwen25Vl,
+    Qwen3Vl,
+    Qwen3VlMoe,
+    GenericDecoder, ///< unknown model_type with the standard decoder keys (a warning is given)
+};
+
+/// How queries attend to keys and values.
+enum class AttentionKind {
+    MHA, ///< kv heads == heads
+    GQA, ///< 1 < kv heads < heads
+    MQA, ///< one kv head
+    MLA, ///< DeepSeek multi-head latent attention
+};
+
+/// How a MoE router turns logits into expert weights.
+enum class RouterScoring { Softmax, Sigmoid };
+
+/// RoPE scaling as declared in config.json `rope_scaling` (type "default" when absent).
+struct RopeScaling {
+    std::string type = "default"; ///< default, linear, dynamic, llama3, yarn, mrope, ...
+    double factor = 1.0;
+    double lowFreqFactor = 1.0; ///< llama3
+    double highFreqFactor = 4.0; ///< llama3
+    std::int64_t originalMaxPositions = 0; ///< llama3, yarn
+    double betaFast = 32.0; ///< yarn
+    double betaSlow = 1.0; ///< yarn
+    double mscale = 1.0; ///< yarn (DeepSeek)
+    double mscaleAllDim = 0.0; ///< yarn (DeepSeek)
+    std::vector<std::int64_t> mropeSection; ///< Qwen VL M-RoPE sections (t, h, w)
+};
+
+/// DeepSeek multi-head latent attention dimensions.
+struct MlaSpec {
+    std::int64_t qLoraRank = 0; ///< 0: q is projected directly (no q_a/q_b)
+    std::int64_t kvLoraRank = 0;
+    std::int64_t qkNopeHeadDim = 0;
+    std::int64_t qkRopeHeadDim = 0;
+    std::int64_t vHeadDim = 0;
+    /// DeepSeek-V3.2 sparse-attention indexer (extra weights per layer), 0 when absent.
+    std::int64_t indexerHeads = 0;
+    std::int64_t indexerHeadDim = 0;
+    std::int64_t indexerTopK = 0;
+};
+
+/// Mixture-of-experts feed-forward parameters (for the layers that are MoE).
+struct MoeSpec {
+    std::int64_t numExperts = 0; ///< routed experts
+    std::int64_t topK = 0; ///< experts selected per token
+    std::int64_t expertIntermediate = 0; ///< width of one routed expert's MLP
+    std::int64_t numSharedExperts = 0; ///< DeepSeek/Kimi/GLM shared experts (fused into one MLP)
+    std::int64_t sharedIntermediate = 0; ///< total width of the shared-expert MLP (0: none)
+    bool sharedExpertGate = false; ///< Qwen2-MoE sigmoid gate on the shared expert
+    RouterScoring scoring = RouterScoring::Softmax;
+    bool expertScoreBias = false; ///< DeepSeek-V3 `e_score_correction_bias` (noaux_tc)
+    bool normTopkProb = false;
+    double routedScalingFactor = 1.0;
+    std::int64_t numGroups = 1; ///< group-limited routing: n_group
+    std::int64_t topkGroup = 1;
+    bool packedExperts = false; ///< experts stored as fused 3-D tensors (Llama-4, Qwen3-VL-MoE)
+};
+
+/// Block-wise FP8 quantisation as published by DeepSeek-V3/Kimi-K2/Qwen3-FP8.
+struct QuantizationSpec {
+    std::string method; ///< "fp8"
+    DType weightDtype = DType::F8E4M3;
+    std::int64_t blockRows = 128; ///< weight_block_size[0]
+    std::int64_t blockCols = 128; ///< weight_block_size[1]
+    std::string scaleSuffix = "weight_scale_inv"; ///< name of the per-block scale tensor
+    std::vector<std::string> skippedModules; ///< modules_to_not_convert / ignored_layers
+};
+
+/// The vision tower of a Qwen VL model.
+struct VisionSpec {
+    std::string kind; ///< "qwen2_vl", "qwen2_5_vl", "qwen3_vl"
+    std::int64_t depth = 0;
+    std::int64_t hiddenSize = 0;
+    std::int64_t intermediateSize = 0;
+    std::int64_t numHeads = 0;
+    std::int64_t patchSize = 14;
+    std::int64_t temporalPatchSize = 2;
+    std::int64_t spatialMergeSize = 2;
+    std::int64_t inChannels = 3;
+    std::int64_t outHiddenSize = 0; ///< width after the patch merger (= text hidden size)
+    std::int64_t numPositionEmbeddings = 0; ///< Qwen3-VL learned position embedding
+    std::vector<std::int64_t> deepstackIndexes; ///< Qwen3-VL deepstack mergers
+    std::string hiddenAct;
+};
+
+/// Per-decoder-layer variations.
+struct LayerSpec {
+    bool moe = false; ///< feed-forward is a MoE (else dense MLP)
+    bool rope = true; ///< Llama-4 NoPE layers have false
+    std::int64_t slidingWindow = 0; ///< 0: full attention
+    std::int64_t attentionChunk = 0; ///< Llama-4 chunked attention, 0: none
+};
+
+/// A typed reading of a Hugging Face config.json: everything the graph builder, the memory
+/// estimator and the engine need, with the source's quirks resolved.
+struct ModelSpec {
+    std::string name; ///< bundled short name or the folder name
+    std::string modelType; ///< config `model_type` as written
+    Family family = Family::Llama;
+    std::string architecture; ///< architectures[0]
+
+    std::int64_t hiddenSize = 0;
+    std::int64_t numLayers = 0; ///< decoder layers, without MTP
+    std::int64_t numHeads = 0;
+    std::int64_t numKvHeads = 0;
+    std::int64_t headDim = 0; ///< q/k/v head width (MLA: qkNope + qkRope for q/k; see mla)
+    std::int64_t intermediateSize = 0; ///< dense MLP width
+    std::int64_t vocabSize = 0;
+    std::int64_t maxPositions = 0;
+
+    AttentionKind attention = AttentionKind::MHA;
+    MlaSpec mla;
+    bool qkNorm = false; ///< Qwen3 per-head RMSNorm on q and k
+    bool attentionBias = false; ///< q/k/v biases (Qwen2) or all projections
+    bool attentionOutputBias = false; ///< o_proj bias
+    bool mlpBias = false;
+
+    std::string hiddenAct = "silu";
+    bool gatedMlp = true; ///< SwiGLU-style gate/up/down
+    double normEps = 1e-6;
+    double ropeTheta = 10000.0;
+    RopeScaling ropeScaling;
+    bool tieEmbeddings = false;
+
+    DType dtype = DType::BF16; ///< torch_dtype of the published weights
+    std::optional<QuantizationSpec> quantization;
+
+    std::optional<MoeSpec> moe;
+    std::vector<LayerSpec> layers; ///< numLayers entries
+    std::int64_t numMtpLayers = 0; ///< DeepSeek num_nextn_predict_layers
+
+    std::optional<VisionSpec> vision;
+
+    std::vector<std::string> warnings; ///< e.g. "generic decoder reading of model_type 'foo'"
+
+    /// Number of decoder layers whose feed-forward is MoE.
+    [[nodiscard]] std::int64_t numMoeLayers() const;
+    /// Query heads × the q/k head width (the attention inner width).
+    [[nodiscard]] std::int64_t qHeadWidth() const;
+};
+
+/// Lower-case name of a family ("deepseek_v3").
+std::string familyName(Family family);
+/// "MHA", "GQA", "MQA", "MLA".
+std::string attentionKindName(AttentionKind kind);
+
+} // namespace day0::model
