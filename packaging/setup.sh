@@ -21,7 +21,7 @@ packages=(
     libopenblas-dev libcli11-dev libfmt-dev
     libgtest-dev libgmock-dev libbenchmark-dev
     clang libclang-rt-14-dev
-    python3
+    python3 python3-numpy python3-torch
 )
 
 missing=()
