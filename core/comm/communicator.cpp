@@ -1,53 +1,51 @@
 #include "comm/communicator.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 
 namespace day0::comm {
 
 namespace {
 
-/// A request whose outcome is already known.
-class FinishedRequest final : public Request {
-public:
-    explicit FinishedRequest(Result<void> outcome)
-        : m_outcome(std::move(outcome))
+    /// A request whose outcome is already known.
+    class FinishedRequest final : public Request {
+    public:
+        explicit FinishedRequest(Result<void> outcome)
+            : m_outcome(std::move(outcome))
+        {
+        }
+        Result<void> wait() override { return m_outcome; }
+
+    private:
+        Result<void> m_outcome;
+    };
+
+    template <typename T> void reduceTyped(T* acc, const T* in, std::size_t count, ReduceOp op)
     {
+        switch (op) {
+        case ReduceOp::Sum:
+            for (std::size_t i = 0; i < count; ++i) {
+                acc[i] += in[i];
+            }
+            break;
+        case ReduceOp::Prod:
+            for (std::size_t i = 0; i < count; ++i) {
+                acc[i] *= in[i];
+            }
+            break;
+        case ReduceOp::Max:
+            for (std::size_t i = 0; i < count; ++i) {
+                acc[i] = std::max(acc[i], in[i]);
+            }
+            break;
+        case ReduceOp::Min:
+            for (std::size_t i = 0; i < count; ++i) {
+                acc[i] = std::min(acc[i], in[i]);
+            }
+            break;
+        }
     }
-    Result<void> wait() override { return m_outcome; }
-
-private:
-    Result<void> m_outcome;
-};
-
-template <typename T>
-void reduceTyped(T* acc, const T* in, std::size_t count, ReduceOp op)
-{
-    switch (op) {
-    case ReduceOp::Sum:
-        for (std::size_t i = 0; i < count; ++i) {
-            acc[i] += in[i];
-        }
-        break;
-    case ReduceOp::Prod:
-        for (std::size_t i = 0; i < count; ++i) {
-            acc[i] *= in[i];
-        }
-        break;
-    case ReduceOp::Max:
-        for (std::size_t i = 0; i < count; ++i) {
-            acc[i] = std::max(acc[i], in[i]);
-        }
-        break;
-    case ReduceOp::Min:
-        for (std::size_t i = 0; i < count; ++i) {
-            acc[i] = std::min(acc[i], in[i]);
-        }
-        break;
-    }
-}
 
 } // namespace
 
@@ -88,14 +86,16 @@ Result<void> reduceInto(void* acc, const void* in, std::size_t count, DType type
         reduceTyped(static_cast<double*>(acc), static_cast<const double*>(in), count, op);
         return success();
     case DType::I32:
-        reduceTyped(static_cast<std::int32_t*>(acc), static_cast<const std::int32_t*>(in), count, op);
+        reduceTyped(
+            static_cast<std::int32_t*>(acc), static_cast<const std::int32_t*>(in), count, op);
         return success();
     case DType::I64:
-        reduceTyped(static_cast<std::int64_t*>(acc), static_cast<const std::int64_t*>(in), count, op);
+        reduceTyped(
+            static_cast<std::int64_t*>(acc), static_cast<const std::int64_t*>(in), count, op);
         return success();
     default:
-        return Error::unsupported(
-            fmt::format("reduction over {} is not supported (F32, F64, I32, I64 are)", dtypeName(type)));
+        return Error::unsupported(fmt::format(
+            "reduction over {} is not supported (F32, F64, I32, I64 are)", dtypeName(type)));
     }
 }
 

@@ -71,33 +71,45 @@ public:
     [[nodiscard]] virtual std::string name() const = 0;
 
     /// recv[i] = op over ranks of send[i]; send may equal recv (in place).
-    virtual Result<void> allReduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) = 0;
+    virtual Result<void> allReduce(
+        const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
+        = 0;
     /// recv = concat over ranks of send (count elements each; recv holds size()*count).
     virtual Result<void> allGather(const void* send, void* recv, std::size_t count, DType type) = 0;
     /// recv = slice rank() (count elements) of the reduction of send (size()*count elements).
-    virtual Result<void> reduceScatter(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) = 0;
+    virtual Result<void> reduceScatter(
+        const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
+        = 0;
     /// Block j of send (count elements) goes to rank j; block i of recv comes from rank i.
     virtual Result<void> allToAll(const void* send, void* recv, std::size_t count, DType type) = 0;
     /// Variable-size all-to-all: counts and displacements in elements, one per rank.
     virtual Result<void> allToAllV(const void* send, const std::vector<std::size_t>& sendCounts,
-        const std::vector<std::size_t>& sendDispls, void* recv, const std::vector<std::size_t>& recvCounts,
-        const std::vector<std::size_t>& recvDispls, DType type) = 0;
+        const std::vector<std::size_t>& sendDispls, void* recv,
+        const std::vector<std::size_t>& recvCounts, const std::vector<std::size_t>& recvDispls,
+        DType type)
+        = 0;
     /// Copies root's buffer to every rank.
     virtual Result<void> broadcast(void* buffer, std::size_t count, DType type, int root) = 0;
     /// Sends to `peer`; matched by (source, tag) on the receiver. Does not wait for the receiver.
-    virtual Result<void> send(const void* buffer, std::size_t count, DType type, int peer, int tag = 0) = 0;
+    virtual Result<void> send(
+        const void* buffer, std::size_t count, DType type, int peer, int tag = 0)
+        = 0;
     /// Receives exactly `count` elements from `peer` with `tag`.
-    virtual Result<void> recv(void* buffer, std::size_t count, DType type, int peer, int tag = 0) = 0;
+    virtual Result<void> recv(void* buffer, std::size_t count, DType type, int peer, int tag = 0)
+        = 0;
     /// Waits until every rank arrived.
     virtual Result<void> barrier() = 0;
     /// Collective: ranks with the same `color` form a new communicator, ordered by (key, rank).
     /// A negative color returns nullptr (the rank joins no group). `name` labels the new group.
-    virtual Result<std::shared_ptr<Communicator>> split(int color, int key, const std::string& name) = 0;
+    virtual Result<std::shared_ptr<Communicator>> split(int color, int key, const std::string& name)
+        = 0;
 
     /// Asynchronous all-reduce; the default runs it at once and returns a finished request.
-    virtual std::unique_ptr<Request> allReduceAsync(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
+    virtual std::unique_ptr<Request> allReduceAsync(
+        const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
 
-    /// Installs an observer called after every call on this communicator (and groups split from it).
+    /// Installs an observer called after every call on this communicator (and groups split from
+    /// it).
     virtual void setObserver(CollectiveObserver observer) = 0;
 
     /// Marks the job failed with `reason`: every pending and later call on every rank returns an

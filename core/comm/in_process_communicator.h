@@ -16,7 +16,8 @@ struct InProcessOptions {
 
 /// Creates `size` communicators that talk through shared memory, one per rank, for single-process
 /// parallel runs (one thread per rank). Thread-safe across ranks.
-std::vector<std::shared_ptr<Communicator>> createInProcessWorld(int size, InProcessOptions options = {});
+std::vector<std::shared_ptr<Communicator>> createInProcessWorld(
+    int size, InProcessOptions options = {});
 
 /// Runs fn(comm) for every rank of a new in-process world on its own thread and waits for all.
 /// The first rank to fail aborts the world so the others stop; the returned error names it.

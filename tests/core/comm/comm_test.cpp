@@ -1,9 +1,8 @@
 #include "comm/in_process_communicator.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
+#include <gtest/gtest.h>
 #include <mutex>
 #include <numeric>
 
@@ -84,7 +83,8 @@ TEST(InProcess, AllToAllVMovesUnevenBlocks)
     constexpr int kRanks = 3;
     auto outcome = runInProcess(kRanks, [&](Communicator& c) -> Result<void> {
         const auto r = std::size_t(c.rank());
-        std::vector<std::size_t> sendCounts(kRanks), sendDispls(kRanks), recvCounts(kRanks), recvDispls(kRanks);
+        std::vector<std::size_t> sendCounts(kRanks), sendDispls(kRanks), recvCounts(kRanks),
+            recvDispls(kRanks);
         std::vector<float> send;
         for (std::size_t j = 0; j < kRanks; ++j) {
             sendCounts[j] = r + j + 1;
@@ -98,7 +98,8 @@ TEST(InProcess, AllToAllVMovesUnevenBlocks)
             total += recvCounts[i];
         }
         std::vector<float> recv(total);
-        DAY0_TRY(c.allToAllV(send.data(), sendCounts, sendDispls, recv.data(), recvCounts, recvDispls, DType::F32));
+        DAY0_TRY(c.allToAllV(
+            send.data(), sendCounts, sendDispls, recv.data(), recvCounts, recvDispls, DType::F32));
         for (std::size_t i = 0; i < kRanks; ++i) {
             for (std::size_t k = 0; k < recvCounts[i]; ++k) {
                 EXPECT_EQ(recv[recvDispls[i] + k], float(10 * i + r));
@@ -166,7 +167,8 @@ TEST(InProcess, MismatchedCollectivesFailOnEveryRank)
         return c.allGather(&x, y, 1, DType::F32);
     });
     ASSERT_FALSE(outcome.ok());
-    EXPECT_NE(outcome.error().message.find("rank 1 called all_gather while rank 0 called all_reduce"),
+    EXPECT_NE(
+        outcome.error().message.find("rank 1 called all_gather while rank 0 called all_reduce"),
         std::string::npos)
         << outcome.error().message;
 }
@@ -185,10 +187,13 @@ TEST(InProcess, HungRankTimesOutWithNamedRanks)
             return c.barrier();
         },
         options);
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_FALSE(outcome.ok());
-    EXPECT_NE(outcome.error().message.find("timed out"), std::string::npos) << outcome.error().message;
-    EXPECT_NE(outcome.error().message.find("ranks not arrived: 2"), std::string::npos) << outcome.error().message;
+    EXPECT_NE(outcome.error().message.find("timed out"), std::string::npos)
+        << outcome.error().message;
+    EXPECT_NE(outcome.error().message.find("ranks not arrived: 2"), std::string::npos)
+        << outcome.error().message;
     EXPECT_LT(waited, 5.0);
 }
 
@@ -201,7 +206,8 @@ TEST(InProcess, FailingRankStopsTheOthers)
         }
         return c.barrier();
     });
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_FALSE(outcome.ok());
     EXPECT_EQ(outcome.error().message, "rank 1 could not open its shard");
     EXPECT_LT(waited, 5.0); // far below the 60 s default timeout: the abort woke the others
