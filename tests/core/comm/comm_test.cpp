@@ -9,15 +9,6 @@
 using namespace day0;
 using namespace day0::comm;
 
-namespace {
-
-Result<void> expectOk(Result<void> r)
-{
-    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-    return r;
-}
-
-} // namespace
 
 TEST(InProcess, AllReduceSumsInPlaceAcrossRanks)
 {
