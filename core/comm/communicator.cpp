@@ -8,44 +8,44 @@ namespace day0::comm {
 
 namespace {
 
-    /// A request whose outcome is already known.
-    class FinishedRequest final : public Request {
-    public:
-        explicit FinishedRequest(Result<void> outcome)
-            : m_outcome(std::move(outcome))
-        {
-        }
-        Result<void> wait() override { return m_outcome; }
-
-    private:
-        Result<void> m_outcome;
-    };
-
-    template <typename T> void reduceTyped(T* acc, const T* in, std::size_t count, ReduceOp op)
+/// A request whose outcome is already known.
+class FinishedRequest final : public Request {
+public:
+    explicit FinishedRequest(Result<void> outcome)
+        : m_outcome(std::move(outcome))
     {
-        switch (op) {
-        case ReduceOp::Sum:
-            for (std::size_t i = 0; i < count; ++i) {
-                acc[i] += in[i];
-            }
-            break;
-        case ReduceOp::Prod:
-            for (std::size_t i = 0; i < count; ++i) {
-                acc[i] *= in[i];
-            }
-            break;
-        case ReduceOp::Max:
-            for (std::size_t i = 0; i < count; ++i) {
-                acc[i] = std::max(acc[i], in[i]);
-            }
-            break;
-        case ReduceOp::Min:
-            for (std::size_t i = 0; i < count; ++i) {
-                acc[i] = std::min(acc[i], in[i]);
-            }
-            break;
-        }
     }
+    Result<void> wait() override { return m_outcome; }
+
+private:
+    Result<void> m_outcome;
+};
+
+template <typename T> void reduceTyped(T* acc, const T* in, std::size_t count, ReduceOp op)
+{
+    switch (op) {
+    case ReduceOp::Sum:
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] += in[i];
+        }
+        break;
+    case ReduceOp::Prod:
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] *= in[i];
+        }
+        break;
+    case ReduceOp::Max:
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] = std::max(acc[i], in[i]);
+        }
+        break;
+    case ReduceOp::Min:
+        for (std::size_t i = 0; i < count; ++i) {
+            acc[i] = std::min(acc[i], in[i]);
+        }
+        break;
+    }
+}
 
 } // namespace
 

@@ -18,6 +18,27 @@ TEST(InProcess, PassesTheConformanceSuite)
     }
 }
 
+TEST(InProcess, SendRecvIsMatchedBySourceAndTag)
+{
+    // Host communicators match by (source, tag): receiving in another order than sent works.
+    auto outcome = runInProcess(3, [&](Communicator& c) -> Result<void> {
+        const int next = (c.rank() + 1) % c.size();
+        const int prev = (c.rank() + c.size() - 1) % c.size();
+        const float a[3] = { float(c.rank()), 1, 2 };
+        const float b[1] = { float(c.rank() + 100) };
+        DAY0_TRY(c.send(b, 1, DType::F32, next, 7));
+        DAY0_TRY(c.send(a, 3, DType::F32, next, 5));
+        float ra[3] = {};
+        float rb[1] = {};
+        DAY0_TRY(c.recv(ra, 3, DType::F32, prev, 5));
+        DAY0_TRY(c.recv(rb, 1, DType::F32, prev, 7));
+        EXPECT_EQ(ra[0], float(prev));
+        EXPECT_EQ(rb[0], float(prev + 100));
+        return success();
+    });
+    EXPECT_TRUE(outcome.ok()) << outcome.error().message;
+}
+
 TEST(InProcess, MismatchedCollectivesFailOnEveryRank)
 {
     auto outcome = runInProcess(2, [&](Communicator& c) -> Result<void> {
