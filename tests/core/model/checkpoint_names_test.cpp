@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <vector>
 
 using namespace day0;
@@ -405,4 +406,30 @@ TEST(LayerGraphLookup, BlocksAnchorsAndFind)
     EXPECT_NE(g.findTensor("model.visual.pos_embed.weight"), nullptr);
     EXPECT_EQ(g.findTensor("model.visual.pos_embed"), nullptr);
     EXPECT_EQ(g.summaries.size(), g.blocks.size());
+}
+
+// Qwen3-VL dense (qwen3_vl): the Qwen3 decoder under model.language_model with a dense MLP.
+TEST(Qwen3VlCheckpoint, DenseVariant)
+{
+    auto json
+        = readJsonFile(std::filesystem::path(DAY0_RESOURCE_DIR) / "configs/qwen3-vl-30b-a3b.json");
+    ASSERT_TRUE(json.ok());
+    (*json)["model_type"] = "qwen3_vl";
+    (*json)["architectures"] = { "Qwen3VLForConditionalGeneration" };
+    auto& text = (*json)["text_config"];
+    for (const char* key : { "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+             "decoder_sparse_step", "mlp_only_layers" }) {
+        text.erase(key);
+    }
+    text["model_type"] = "qwen3_vl_text";
+    auto spec = readConfig(*json, "qwen3-vl-dense.json");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(spec->family, Family::Qwen3Vl);
+    EXPECT_FALSE(spec->moe.has_value());
+    const LayerGraph g = buildLayerGraph(*spec);
+    expectTensor(
+        g, "model.language_model.layers.5.mlp.gate_proj.weight", { 6144, 2048 }, DType::BF16);
+    expectTensor(g, "model.language_model.layers.5.self_attn.q_norm.weight", { 128 }, DType::BF16);
+    expectTensor(g, "model.visual.blocks.3.attn.proj.bias", { 1152 }, DType::BF16);
+    EXPECT_EQ(g.findTensor("model.language_model.layers.5.mlp.gate.weight"), nullptr);
 }
