@@ -7,9 +7,10 @@
 #include "progress_bar.h"
 #include "table.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
-#include <fmt/format.h>
 #include <optional>
 
 namespace day0::cli {

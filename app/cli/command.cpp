@@ -1,18 +1,19 @@
 #include "command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
-#include <fmt/format.h>
 
 namespace day0::cli {
 
 namespace {
 
-    std::vector<Command>& registry()
-    {
-        static std::vector<Command> list;
-        return list;
-    }
+std::vector<Command>& registry()
+{
+    static std::vector<Command> list;
+    return list;
+}
 
 } // namespace
 

@@ -3,8 +3,9 @@
 #include "command.h"
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <fmt/format.h>
+
+#include <cstdio>
 
 int main(int argc, char** argv)
 {

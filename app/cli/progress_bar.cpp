@@ -1,9 +1,10 @@
 #include "progress_bar.h"
 
-#include <chrono>
-#include <cstdio>
 #include <fmt/format.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 
 namespace day0::cli {
 

@@ -1,7 +1,8 @@
 #include "exec/attention.h"
 
-#include <algorithm>
 #include <cblas.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>

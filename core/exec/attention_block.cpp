@@ -2,9 +2,10 @@
 #include "exec/attention.h"
 #include "exec/forward.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <type_traits>
 
 namespace day0::exec::detail {

@@ -4,11 +4,12 @@
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <variant>
 
 namespace day0::exec {

@@ -1,9 +1,10 @@
 // The feed-forward sub-blocks of Forward: gated MLPs and mixture-of-experts.
 #include "exec/forward.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <type_traits>
 
 namespace day0::exec::detail {

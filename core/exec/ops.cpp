@@ -2,11 +2,12 @@
 
 #include "base/thread_pool.h"
 
-#include <algorithm>
 #include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <type_traits>
 
 namespace day0::exec {

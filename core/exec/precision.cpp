@@ -2,11 +2,12 @@
 
 #include "numerics/float_formats.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 #include <utility>
 #include <vector>
 

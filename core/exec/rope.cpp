@@ -1,8 +1,9 @@
 #include "exec/rope.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <numbers>
 
 namespace day0::exec {

@@ -2,8 +2,9 @@
 
 #include "numerics/tensor_file.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace day0::exec {
 

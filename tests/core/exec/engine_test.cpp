@@ -4,9 +4,10 @@
 #include "numerics/tensor_file.h"
 #include "tiny_models.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
-#include <gtest/gtest.h>
 
 using namespace day0;
 using namespace day0::exec;

@@ -5,8 +5,9 @@
 #include "exec/router.h"
 #include "numerics/float_formats.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <numbers>
 #include <vector>
 

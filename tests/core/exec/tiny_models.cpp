@@ -234,18 +234,20 @@ TinyModel tinyDeepseekV3()
     return m;
 }
 
-void writeCheckpoint(const TinyModel& model, const std::filesystem::path& dir)
+void writeCheckpoint(const TinyModel& model, const std::filesystem::path& dir, DType storage)
 {
     std::filesystem::create_directories(dir);
     std::vector<numerics::NamedTensor> tensors;
     for (const auto& [name, t] : model.weights) {
-        tensors.push_back({ name, t });
+        tensors.push_back({ name, storage == DType::F32 ? t : t.to(storage) });
     }
     if (!numerics::writeTensorFile(dir / "model.safetensors", tensors, { { "format", "pt" } })
              .ok()) {
         throw std::runtime_error("cannot write " + (dir / "model.safetensors").string());
     }
-    std::ofstream(dir / "config.json") << model.config.dump(2) << "\n";
+    auto config = model.config;
+    config["torch_dtype"] = storage == DType::BF16 ? "bfloat16" : "float32";
+    std::ofstream(dir / "config.json") << config.dump(2) << "\n";
 }
 
 } // namespace day0::test

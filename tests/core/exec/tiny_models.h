@@ -6,9 +6,10 @@
 #include "model/model_spec.h"
 #include "numerics/tensor.h"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 
 namespace day0::test {
@@ -25,7 +26,8 @@ TinyModel tinyQwen3Moe(); ///< QK-norm, head_dim != hidden/heads, top-2 of 8 exp
 TinyModel tinyDeepseekV3(); ///< MLA, YaRN, sigmoid grouped routing with bias, shared expert
 TinyModel tinyQwen2(); ///< q/k/v biases
 
-/// Writes config.json and model.safetensors into `dir` (created).
-void writeCheckpoint(const TinyModel& model, const std::filesystem::path& dir);
+/// Writes config.json and model.safetensors into `dir` (created), weights stored as `storage`.
+void writeCheckpoint(
+    const TinyModel& model, const std::filesystem::path& dir, DType storage = DType::F32);
 
 } // namespace day0::test

@@ -6,12 +6,13 @@
 #include "numerics/tensor_file.h"
 #include "tiny_models.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 using namespace day0;
 
