@@ -148,6 +148,14 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         table = std::move(*t);
         o.table = &*table;
     }
+    std::error_code ec;
+    if (!std::filesystem::exists(a.checkpoint, ec)) {
+        return reportError(
+            Error::badInput(fmt::format("'{}' is a bundled configuration without weights; run a "
+                                        "checkpoint folder with *.safetensors "
+                                        "(day0 shrink makes a small one of the same architecture)",
+                a.checkpoint)));
+    }
     auto weights = exec::openSafetensorsWeights(a.checkpoint);
     if (!weights) {
         return reportError(weights.error().withContext("weights"));

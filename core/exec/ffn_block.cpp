@@ -1,4 +1,5 @@
 // The feed-forward sub-blocks of Forward: gated MLPs and mixture-of-experts.
+#include "exec/emulated_ops.h"
 #include "exec/forward.h"
 
 #include <fmt/format.h>
@@ -24,17 +25,7 @@ void Forward<T>::mlp(const std::string& module, const std::string& gate, const s
     linear(module + "." + up, x, u.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Mlp, layer);
     if constexpr (std::is_same_v<T, float>) {
-        if (mode != PrecisionMode::F32 && mode != PrecisionMode::F64) {
-            // HF: act_fn(gate) is stored in the activation dtype before the product.
-            activate(g.data(), n * inter, m_activation);
-            roundAct(g.data(), n * inter, mode);
-            for (std::size_t i = 0; i < g.size(); ++i) {
-                g[i] *= u[i];
-            }
-            roundAct(g.data(), n * inter, mode);
-        } else {
-            gatedActivate(g.data(), u.data(), n * inter, m_activation);
-        }
+        emulatedGatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
     } else {
         gatedActivate(g.data(), u.data(), n * inter, m_activation);
     }

@@ -1,5 +1,6 @@
 #include "exec/forward.h"
 
+#include "exec/emulated_ops.h"
 #include "exec/ops.h"
 
 #include <fmt/format.h>
@@ -222,29 +223,16 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
         && mode != PrecisionMode::F64) {
         mode = PrecisionMode::F32; // DeepSeek-V3 computes its router in fp32 (HF and reference)
     }
-    const T* xp = x;
-    std::vector<T> rounded;
-    if constexpr (std::is_same_v<T, float>) {
-        if (mode != PrecisionMode::F32 && mode != PrecisionMode::F64) {
-            rounded.assign(x, x + n * in);
-            roundGemmInput(rounded, n, in, mode, m_plan.fp8Scaling, false);
-            xp = rounded.data();
-        }
-    }
     const std::string weightName = module == "lm_head" && !hasWeight("lm_head.weight")
         ? std::string("model.embed_tokens.weight")
         : module + ".weight";
     const T* w = gemmWeight(weightName, mode, out, in);
     const T* bias = weight(module + ".bias");
-    exec::linear<T>(xp, w, nullptr, y, n, in, out);
-    if (bias != nullptr) {
-        std::vector<T> b(bias, bias + out);
-        roundAct(b.data(), out, mode);
-        for (std::int64_t r = 0; r < n; ++r) {
-            addInPlace(y + r * out, b.data(), out);
-        }
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedLinear(x, w, bias, y, n, in, out, mode, m_plan.fp8Scaling);
+    } else {
+        exec::linear<T>(x, w, bias, y, n, in, out);
     }
-    roundAct(y, n * out, mode);
     if (capture) {
         taps.record(module, y, { n, out });
     }
@@ -258,20 +246,8 @@ void Forward<T>::rmsNormOp(
     const T* w = weight(module + ".weight");
     const double eps = m_spec.normEps;
     if constexpr (std::is_same_v<T, float>) {
-        if (mode != PrecisionMode::F32 && mode != PrecisionMode::F64) {
-            // HF: normalise in fp32, cast to the activation dtype, then multiply by the weight.
-            rmsNorm<T>(x, nullptr, y, n, dim, eps);
-            roundAct(y, n * dim, mode);
-            std::vector<T> wr(w, w + dim);
-            roundAct(wr.data(), dim, mode);
-            for (std::int64_t r = 0; r < n; ++r) {
-                for (std::int64_t i = 0; i < dim; ++i) {
-                    y[r * dim + i] *= wr[std::size_t(i)];
-                }
-            }
-            roundAct(y, n * dim, mode);
-            return;
-        }
+        emulatedRmsNorm(x, w, y, n, dim, eps, mode);
+        return;
     }
     rmsNorm<T>(x, w, y, n, dim, eps);
 }

@@ -163,7 +163,17 @@ PrecisionMode PrecisionPlan::modeFor(numerics::OpKind kind, int layer) const
         }
     }
     const auto it = perOpKind.find(kind);
-    return it != perOpKind.end() ? it->second : base;
+    if (it != perOpKind.end()) {
+        return it->second;
+    }
+    // fp8 and int8 quantise the projections only: published FP8/W8A16 checkpoints keep the
+    // embedding, the norms, the router and lm_head in bf16, and so do the engines that run them.
+    const bool quantised = base == PrecisionMode::F8E4M3 || base == PrecisionMode::F8E5M2
+        || base == PrecisionMode::Int8;
+    if (quantised && kind != numerics::OpKind::Linear) {
+        return PrecisionMode::BF16;
+    }
+    return base;
 }
 
 std::string PrecisionPlan::describe() const

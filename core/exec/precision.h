@@ -39,7 +39,10 @@ enum class Fp8Scaling {
 };
 
 /// Which precision every op of a run uses: a base mode, overrides per op kind (attention,
-/// router, ...) and per decoder layer (a layer override wins over an op-kind override).
+/// router, ...) and per decoder layer (a layer override wins over an op-kind override). With an
+/// fp8 or int8 base only the projections (op kind Linear) are quantised; embedding, norms,
+/// attention, activations, router and lm_head run in bf16 unless overridden, as in published
+/// FP8 / W8A16 checkpoints.
 struct PrecisionPlan {
     PrecisionMode base = PrecisionMode::F32;
     std::map<numerics::OpKind, PrecisionMode> perOpKind;

@@ -1,8 +1,9 @@
 // JSON and CSV forms of a DumpComparison (the `day0 compare` outputs).
 #include "numerics/dump_compare.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace day0::numerics {
 

@@ -4,9 +4,10 @@
 #include "numerics/metrics.h"
 #include "numerics/tensor.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

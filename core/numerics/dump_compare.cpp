@@ -1,8 +1,9 @@
 #include "numerics/dump_compare.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <set>
 
 namespace day0::numerics {

@@ -7,6 +7,7 @@
 #include "numerics/tolerance.h"
 
 #include <nlohmann/json.hpp>
+
 #include <optional>
 #include <stop_token>
 #include <string>

@@ -1,8 +1,9 @@
 #include "numerics/metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <functional>
 #include <numeric>
 

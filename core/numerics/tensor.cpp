@@ -2,10 +2,11 @@
 
 #include "numerics/float_formats.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <limits>
 #include <new>
 #include <stdexcept>

@@ -3,10 +3,11 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 
-#include <algorithm>
-#include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
 
 namespace day0::numerics {
 

@@ -4,12 +4,13 @@
 #include "base/resources.h"
 #include "numerics/float_formats.h"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <utility>
 

@@ -3,8 +3,9 @@
 #include "base/dtype.h"
 #include "base/result.h"
 
-#include <filesystem>
 #include <nlohmann/json_fwd.hpp>
+
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>

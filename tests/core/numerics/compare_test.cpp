@@ -1,8 +1,9 @@
 #include "numerics/dump.h"
 #include "numerics/dump_compare.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <random>
 
 using namespace day0;

@@ -1,9 +1,10 @@
 #include "numerics/float_formats.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <gtest/gtest.h>
 #include <limits>
 #include <random>
 #include <vector>

@@ -1,7 +1,8 @@
 #include "numerics/metrics.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <limits>
 #include <vector>
 

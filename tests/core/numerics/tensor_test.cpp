@@ -2,6 +2,7 @@
 #include "numerics/tensor.h"
 
 #include <gtest/gtest.h>
+
 #include <numeric>
 #include <stdexcept>
 #include <vector>

@@ -1,9 +1,10 @@
 #include "base/resources.h"
 #include "numerics/tolerance.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <cmath>
 
 using namespace day0;
 using namespace day0::numerics;
