@@ -37,9 +37,11 @@ bool isDetailCapture(const std::string& name)
 /// Collects the captures of every step and concatenates them along the token dimension.
 template <typename T> class CaptureTaps final : public detail::Taps<T> {
 public:
-    CaptureTaps(const CaptureOptions& options, const numerics::Dump* inject)
+    CaptureTaps(
+        const CaptureOptions& options, const numerics::Dump* inject, const PrecisionPlan& plan)
         : m_options(options)
         , m_inject(inject)
+        , m_plan(plan)
     {
     }
 
@@ -115,7 +117,10 @@ public:
                 std::memcpy(all.rawData() + offset, s.rawData(), std::size_t(s.byteSize()));
                 offset += s.byteSize();
             }
-            dump.add(name, all, !statsOnly || name == "lm_head", m_ops[name]);
+            const auto kind = numerics::opKindForAnchor(name);
+            const PrecisionMode mode = m_plan.modeFor(kind, numerics::layerOfAnchor(name));
+            dump.add(name, all, !statsOnly || name == "lm_head", m_ops[name],
+                mode != m_plan.base ? std::string(precisionName(mode)) : std::string());
             steps.clear();
         }
         return dump;
@@ -134,6 +139,7 @@ private:
 
     const CaptureOptions& m_options;
     const numerics::Dump* m_inject;
+    const PrecisionPlan& m_plan;
     std::int64_t m_row = 0;
     std::vector<std::string> m_order;
     std::map<std::string, std::vector<Tensor>> m_steps;
@@ -385,7 +391,7 @@ Result<RunResult> Engine::Impl::run(
     }
     detail::Forward<T> forward(spec, weights, options.precision, capacity);
     DAY0_TRY(forward.init());
-    CaptureTaps<T> taps(options.capture, options.injectFrom);
+    CaptureTaps<T> taps(options.capture, options.injectFrom, options.precision);
     RunResult result;
     std::vector<std::int64_t> fed = options.promptIds;
     progress.setTotal(options.newTokens);

@@ -70,6 +70,9 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
         if (r.shapeMismatch) {
             row["target_shape"] = r.targetShape;
         }
+        if (!r.opPrecision.empty()) {
+            row["op_precision"] = r.opPrecision;
+        }
         if (r.metrics) {
             row["metrics"] = metricsJson(*r.metrics);
         }

@@ -50,7 +50,8 @@ Result<std::vector<std::int64_t>> readIntArray(
 
 } // namespace
 
-void Dump::add(const std::string& name, const Tensor& tensor, bool store, std::string op)
+void Dump::add(const std::string& name, const Tensor& tensor, bool store, std::string op,
+    std::string precision)
 {
     CaptureInfo c;
     c.name = name;
@@ -59,6 +60,7 @@ void Dump::add(const std::string& name, const Tensor& tensor, bool store, std::s
     c.stored = store;
     c.stats = computeStats(tensor);
     c.op = std::move(op);
+    c.precision = std::move(precision);
     if (store) {
         m_tensors[name] = tensor.contiguous();
     } else {
@@ -117,6 +119,9 @@ nlohmann::json dumpToJson(const Dump& dump)
             { "stats", statsToJson(c.stats) } };
         if (!c.op.empty()) {
             entry["op"] = c.op;
+        }
+        if (!c.precision.empty()) {
+            entry["precision"] = c.precision;
         }
         captures.push_back(std::move(entry));
     }
@@ -194,6 +199,7 @@ Result<Dump> dumpFromJson(const nlohmann::json& json, const std::string& origin)
         c.dtype = *dtype;
         c.stored = e.value("stored", false);
         c.op = e.value("op", "");
+        c.precision = e.value("precision", "");
         if (e.contains("stats") && e["stats"].is_object()) {
             const auto& s = e["stats"];
             c.stats.count = s.value("count", std::int64_t(0));

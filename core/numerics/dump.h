@@ -27,6 +27,9 @@ struct CaptureInfo {
     bool stored = false;
     TensorStats stats;
     std::string op; ///< op kind override ("moe" for a MoE block's "mlp"); empty: from the name
+    /// The precision this op itself ran in when it differs per op ("bf16" for the norms of an
+    /// fp8 run); empty: the run's precision.
+    std::string precision;
 };
 
 /// What a dump records about the run that produced it (dump.json).
@@ -51,7 +54,8 @@ public:
 
     /// Adds a capture (replacing one of the same name); statistics are computed here and the
     /// tensor is kept only if `store`.
-    void add(const std::string& name, const Tensor& tensor, bool store, std::string op = {});
+    void add(const std::string& name, const Tensor& tensor, bool store, std::string op = {},
+        std::string precision = {});
     /// Adds a capture that has statistics only (e.g. read from a dump.json).
     void addInfo(CaptureInfo info);
     /// Attaches the full tensor of an existing capture.

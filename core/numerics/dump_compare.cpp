@@ -183,6 +183,9 @@ void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOp
         in.klMean = row.logits->klMean;
         in.top1Agreement = row.logits->top1Agreement;
     }
+    // The run's precision keys the rules even for ops that ran in another one (the bf16 norms
+    // of an fp8 run): a sub-module's error in inject mode still includes what earlier ops of its
+    // layer contributed, so it is judged as part of the run.
     row.verdict = judge(table, cmp.precision, row.kind, in);
 }
 
@@ -254,6 +257,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         row.layer = layerOfAnchor(rc.name);
         row.shape = rc.shape;
         row.targetShape = tc->shape;
+        row.opPrecision = tc->precision;
         row.shapeMismatch = rc.shape != tc->shape;
         const Tensor* rt = reference.tensor(rc.name);
         const Tensor* tt = target.tensor(rc.name);

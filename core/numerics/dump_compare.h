@@ -45,6 +45,7 @@ struct CaptureComparison {
     int layer = -1;
     Shape shape;
     bool shapeMismatch = false;
+    std::string opPrecision; ///< the target op's own precision, when the dump records it (shown)
     Shape targetShape;
     bool statsOnly = false; ///< a side lacks the full tensor
     std::optional<ErrorMetrics> metrics; ///< accumulated error (propagated runs)
