@@ -111,7 +111,7 @@ TEST(Engine, EmulatedPrecisionsDriftWithoutNaN)
         double low;
         double high;
     };
-    for (const auto& m : { test::tinyLlama(), test::tinyDeepseekV3() }) {
+    for (const auto& m : allModels()) {
         SCOPED_TRACE(m.spec.modelType);
         MemoryWeights w(m.weights);
         Engine e = makeEngine(m, w, false);

@@ -225,7 +225,7 @@ TEST(Dump, JsonRoundTrip)
     Dump d = makeDump("bf16", {}, nullptr);
     d.info.generatedIds = { 9 };
     Tensor experts = Tensor::fromInts({ 3, 2 }, std::vector<std::int64_t> { 0, 1, 2, 3, 1, 0 });
-    d.add("model.layers.1.mlp.gate#topk", experts, false, "router_selection");
+    d.add("model.layers.1.mlp.gate#topk", experts, false, "router_selection", "bf16");
     const auto json = dumpToJson(d);
     auto back = dumpFromJson(json, "dump.json");
     ASSERT_TRUE(back.ok()) << back.error().message;
@@ -234,6 +234,8 @@ TEST(Dump, JsonRoundTrip)
     EXPECT_EQ(back->info.generatedIds, d.info.generatedIds);
     ASSERT_EQ(back->captures().size(), 5u);
     EXPECT_EQ(back->captures()[4].op, "router_selection");
+    EXPECT_EQ(back->captures()[4].precision, "bf16");
+    EXPECT_TRUE(back->captures()[0].precision.empty());
     EXPECT_TRUE(back->captures()[0].stored);
     EXPECT_EQ(back->tensor("model.embed_tokens"), nullptr);
     EXPECT_NEAR(back->captures()[1].stats.rms, d.captures()[1].stats.rms, 1e-12);
