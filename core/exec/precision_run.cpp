@@ -52,6 +52,9 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         ref.precision = PrecisionPlan { *options.reference, {}, {}, Fp8Scaling::PerTensor };
         // The reference keeps full tensors so that inject mode and the comparison can use them.
         ref.capture.statsOnly = false;
+        if (options.inject) {
+            ref.capture.filters.clear(); // inject mode reads every layer's output
+        }
         progress.setStage("reference run");
         auto r = (*e)->run(ref, progress, stop);
         if (!r) {
