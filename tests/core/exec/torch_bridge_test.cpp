@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 using namespace day0;
 
@@ -134,5 +135,63 @@ TEST(TorchBridge, Fp32LogitsAgreeWithPyTorch)
         EXPECT_LE(a.logitsRelL2, 1e-6);
         EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;
         EXPECT_GE(a.common, 2u + 4u * std::size_t(m.spec.numLayers));
+    }
+}
+
+TEST(TorchBridge, EmulatedBf16DriftsLikePyTorchBf16)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The error of our emulated bf16 against fp32, as a ratio to the error PyTorch's own bf16
+    // forward has against the same fp32 reference (the measured noise floor of day0 compare).
+    for (const auto& m : { test::tinyLlama(), test::tinyDeepseekV3() }) {
+        SCOPED_TRACE(m.spec.modelType);
+        const auto dir
+            = std::filesystem::temp_directory_path() / ("day0_torch_bf16_" + m.spec.modelType);
+        std::filesystem::remove_all(dir);
+        test::writeCheckpoint(m, dir, DType::BF16);
+        Progress p;
+        // The checkpoint holds bf16 weights: the fp32 reference runs on the same rounded values.
+        std::map<std::string, numerics::Tensor> rounded;
+        for (const auto& [name, t] : m.weights) {
+            rounded[name] = t.to(DType::BF16).to(DType::F32);
+        }
+        exec::MemoryWeights roundedWeights(rounded);
+        auto fromCheckpoint = exec::Engine::create(m.spec, roundedWeights, false, p, {});
+        ASSERT_TRUE(fromCheckpoint.ok());
+        exec::RunOptions o;
+        o.precision = *exec::parsePrecisionPlan("fp32");
+        o.promptIds = { 5, 77, 12, 200, 31, 9, 44, 101 };
+        o.newTokens = 3;
+        const auto ref = fromCheckpoint->run(o, p, {});
+        ASSERT_TRUE(ref.ok());
+        o.precision = *exec::parsePrecisionPlan("bf16");
+        o.forcedTokens = { ref->generated[0], ref->generated[1] };
+        const auto ours = fromCheckpoint->run(o, p, {});
+        ASSERT_TRUE(ours.ok());
+        const std::string command = fmt::format(
+            "{} {} {} --ids {} --tokens 3 --forced {} --dtype bfloat16 --out {} > {} 2>&1", kPython,
+            bridgeScript().string(), dir.string(), fmt::join(o.promptIds, ","),
+            fmt::join(o.forcedTokens, ","), (dir / "torch").string(), (dir / "torch.log").string());
+        ASSERT_EQ(std::system(command.c_str()), 0) << command;
+        const auto torch = numerics::readDump(dir / "torch");
+        ASSERT_TRUE(torch.ok()) << torch.error().message;
+        for (const auto& c : ref->dump.captures()) {
+            const auto* r = ref->dump.tensor(c.name);
+            const auto* t = torch->tensor(c.name);
+            if (r == nullptr || t == nullptr || c.name.ends_with("#topk")
+                || c.name == "model.embed_tokens") {
+                continue;
+            }
+            const double oursErr = numerics::compareTensors(*r, *ours->dump.tensor(c.name))->relL2;
+            const double torchErr = numerics::compareTensors(*r, *t)->relL2;
+            std::printf("%-12s %-42s day0 bf16 %.2e  torch bf16 %.2e  ratio %.2f\n",
+                m.spec.modelType.c_str(), c.name.c_str(), oursErr, torchErr, oursErr / torchErr);
+            EXPECT_GT(oursErr / torchErr, 0.5) << c.name;
+            EXPECT_LT(oursErr / torchErr, 2.0) << c.name;
+        }
+        std::filesystem::remove_all(dir);
     }
 }
