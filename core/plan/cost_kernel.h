@@ -7,9 +7,34 @@
 #include "plan/cost_model.h"
 #include "plan/memory_kernel.h"
 
+#include <array>
 #include <vector>
 
 namespace day0::plan::detail {
+
+/// A small array on the stack, on the heap when a model has unusually many layer classes.
+template <typename T> class ScratchArray {
+public:
+    explicit ScratchArray(std::size_t n)
+    {
+        if (n > m_small.size()) {
+            m_big.resize(n);
+            m_data = m_big.data();
+        } else {
+            m_data = m_small.data();
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            m_data[i] = T {};
+        }
+    }
+    T& operator[](std::size_t i) { return m_data[i]; }
+    const T& operator[](std::size_t i) const { return m_data[i]; }
+
+private:
+    std::array<T, 16> m_small {};
+    std::vector<T> m_big;
+    T* m_data = nullptr;
+};
 
 /// Link figures of a cluster for the alpha-beta model.
 struct Network {
@@ -57,6 +82,48 @@ struct CostTables {
 
 CostTables makeCostTables(
     const ModelSummary& model, const Workload& workload, const hardware::Cluster& cluster);
+
+/// One micro-batch's time on one stage, split by kind (training).
+struct StageTime {
+    double compute = 0; ///< forward + backward (+ recompute)
+    double forward = 0; ///< forward-only compute, for overlap windows
+    double tp = 0;
+    double ep = 0;
+    double cp = 0;
+    double pp = 0;
+    double zero3 = 0; ///< exposed ZeRO-3 gathers and reduce-scatters (set by the combiner)
+    [[nodiscard]] double total() const { return compute + tp + ep + cp + pp + zero3; }
+};
+
+/// What one micro-batch costs a stage before recompute and ZeRO are applied: forward compute
+/// seconds and communication seconds per pass.
+struct StageWork {
+    double dense = 0; ///< forward GEMMs outside routed experts and attention scores
+    double core = 0; ///< forward attention scores and values
+    double routed = 0; ///< forward routed-expert GEMMs
+    double tp = 0; ///< TP/SP/ETP collectives per pass
+    double ep = 0; ///< expert all-to-all per pass
+    double cp = 0; ///< context-parallel ring per pass
+    double pp = 0; ///< pipeline hand-offs per micro-batch (all passes)
+};
+
+/// Work of every stage into out[0 .. pp) for the layout's micro-batch; independent of the
+/// recompute mode and ZeRO stage. Per-class layer costs are computed once and scaled by each
+/// stage's layer counts.
+void stageWork(const ModelSummary& model, const CostTables& tables, const Layout& layout,
+    const Workload& workload, const CostOptions& options, StageWork* out);
+
+/// Stage times under the layout's recompute mode (ZeRO-3 terms excluded) into out[0 .. pp).
+void stageTimes(const Layout& layout, const StageWork* work, StageTime* out);
+
+/// Step time without data-parallel, optimizer and ZeRO-3 terms (all ≥ 0): a lower bound that
+/// lets the planner skip layouts that cannot enter its top list.
+double pipelineLowerBound(const Layout& layout, const StageTime* times);
+
+/// Step time of a layout from its stages' times and weights (ZeRO stage taken from `layout`).
+TrainingCost combineStageTimes(const CostTables& tables, const Layout& layout,
+    const Workload& workload, const CostOptions& options, const StageWeights* weights,
+    const StageTime* times);
 
 /// Training step time from precomputed stage weights (`weights[s]` for every stage).
 TrainingCost trainingCost(const ModelSummary& model, const CostTables& tables, const Layout& layout,

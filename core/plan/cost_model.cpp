@@ -5,6 +5,7 @@
 #include "plan/rank_layout.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -14,7 +15,8 @@ namespace detail {
 
 namespace {
 
-double log2Steps(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(double(n))); }
+/// ⌈log2 n⌉: steps of a tree-like collective phase.
+double log2Steps(int n) { return n <= 1 ? 0.0 : double(std::bit_width(unsigned(n - 1))); }
 
 /// Σ_{i=1..s} min(i, w): keys attended over a causal sequence of s tokens with window w.
 double causalSpanSum(double s, double w)
@@ -134,110 +136,6 @@ CostTables makeCostTables(
 
 namespace {
 
-/// One micro-batch's time on one stage, split by kind (training).
-struct StageTime {
-    double compute = 0;
-    double forward = 0; ///< forward-only compute, for overlap windows
-    double tp = 0;
-    double ep = 0;
-    double cp = 0;
-    double pp = 0;
-    double zero3 = 0;
-    [[nodiscard]] double total() const { return compute + tp + ep + cp + pp + zero3; }
-};
-
-StageTime stageTime(const ModelSummary& m, const CostTables& tab, const Layout& l,
-    const Workload& wl, const CostOptions& o, const StageWeights& w, int stage)
-{
-    StageTime st;
-    const Network& net = tab.net;
-    const double tokens = double(l.microBatch) * wl.seqLength / l.cp; // per CP rank
-    const double perTp = tokens / l.tp;
-    const double peak = l.weights == DType::F8E4M3 ? tab.peakFp8 : tab.peakBf16;
-    const double denseEff = rowsEfficiency(tokens, o);
-    const double load = o.expertLoadFactor;
-    const double u = l.sp ? l.tp : 1.0;
-    const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0; // fwd, bwd, recomputed fwd
-    const int first = l.stageStart[std::size_t(stage)];
-    const int last = l.stageStart[std::size_t(stage) + 1];
-
-    double denseTime = 0;
-    double coreTime = 0;
-    double routedTime = 0;
-    double tpTime = 0;
-    double epTime = 0;
-    double cpTime = 0;
-    const double hiddenBytes = tokens * m.hidden * 2.0;
-    const double tpCollective = collectiveTime(hiddenBytes, 1, l.tp, net, 1);
-    auto addLayers = [&](std::size_t c, double n) {
-        const auto& s = m.classes[c].shape;
-        const auto& f = tab.classes[c];
-        denseTime += n * perTp * f.dense / (peak * denseEff);
-        coreTime += n * perTp * f.core / (tab.peakBf16 * o.computeEfficiency);
-        // SP: an all-gather before and a reduce-scatter after attention and after the MLP (or
-        // the shared experts); without SP the same volume moves as two all-reduces.
-        double collectives = 2.0 + (!s.moe || s.sharedFfn > 0 ? 2.0 : 0.0);
-        tpTime += n * collectives * tpCollective;
-        if (s.moe) {
-            const double sent = perTp * s.topK * load; // routed copies this rank dispatches
-            const double rowsPerExpert = sent * l.etp * l.ep / std::max(1.0, s.experts);
-            routedTime += n * perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o));
-            epTime += n * 2.0 * allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
-            tpTime += n * 2.0 * collectiveTime(sent * l.etp * s.hidden * 2.0, 1, l.etp, net, 1);
-        }
-        if (l.cp > 1) {
-            const double block = tokens * s.kvHeads / l.tp * (s.qkHeadDim + s.vHeadDim) * 2.0;
-            const GroupSpan span = groupSpan(l.tp, l.cp, net.domainSize);
-            const double hop = span.domains > 1 ? net.interLatency + block / net.interBandwidth
-                                                : net.intraLatency + block / net.intraBandwidth;
-            // Forward passes K/V around the ring; backward passes K/V and dK/dV.
-            cpTime += n * (l.cp - 1) * hop * 1.5;
-        }
-    };
-    for (std::size_t c = 0; c < m.classes.size(); ++c) {
-        const int n = m.countInRange(int(c), first, last);
-        if (n > 0) {
-            addLayers(c, n);
-        }
-    }
-    if (stage == l.pp - 1) {
-        denseTime += perTp * tab.headFlops / (peak * denseEff);
-        if (wl.includeMtp && m.numMtp > 0 && m.mtpClass >= 0) {
-            addLayers(std::size_t(m.mtpClass), m.numMtp);
-            denseTime += m.numMtp * perTp * tab.mtpExtraFlops / (peak * denseEff);
-        }
-    }
-    const double forward = denseTime + coreTime + routedTime;
-    double compute = 3.0 * forward;
-    if (l.recompute == Recompute::Selective) {
-        compute += coreTime;
-    } else if (l.recompute == Recompute::Full) {
-        compute += forward;
-    }
-    st.compute = compute;
-    st.forward = forward;
-    st.tp = tpTime * passes;
-    st.ep = epTime * passes;
-    // Ring attention overlaps its transfers with the attention blocks it computes.
-    st.cp = std::max(0.0, cpTime * passes / 2.0 - 3.0 * coreTime);
-    if (l.pp > 1) {
-        const int distance = l.tp * l.cp * l.dp;
-        st.pp = 2.0 * l.vpp * sendTime(hiddenBytes / u, distance, net);
-    }
-    if (l.zero >= 3) {
-        // FSDP gathers the stage's weights for the forward and again for the backward and
-        // reduce-scatters the gradients, every micro-batch, overlapped with compute.
-        const double gather = collectiveTime(w.denseBytes, l.tp, l.dp * l.cp, net, 1)
-            + collectiveTime(w.expertBytes, l.etp * l.ep, l.expertDp(), net, 1);
-        const double grads
-            = collectiveTime(w.denseParams * dtypeSize(l.grads), l.tp, l.dp * l.cp, net, 1)
-            + collectiveTime(
-                w.expertParams * dtypeSize(l.grads), l.etp * l.ep, l.expertDp(), net, 1);
-        st.zero3 = std::max(0.0, 2.0 * gather + grads - compute);
-    }
-    return st;
-}
-
 /// Exposed data-parallel time and optimizer time of one stage (once per step).
 std::pair<double, double> stepTail(const CostTables& tab, const Layout& l, const CostOptions& o,
     const StageWeights& w, const StageTime& st)
@@ -268,10 +166,130 @@ std::pair<double, double> stepTail(const CostTables& tab, const Layout& l, const
     return { dp, optimizer };
 }
 
+/// FSDP gathers the stage's weights for the forward and again for the backward and
+/// reduce-scatters the gradients, every micro-batch, overlapped with that micro-batch's compute.
+double zero3Exposed(const CostTables& tab, const Layout& l, const StageWeights& w, double compute)
+{
+    const Network& net = tab.net;
+    const double gather = collectiveTime(w.denseBytes, l.tp, l.dp * l.cp, net, 1)
+        + collectiveTime(w.expertBytes, l.etp * l.ep, l.expertDp(), net, 1);
+    const double grads
+        = collectiveTime(w.denseParams * dtypeSize(l.grads), l.tp, l.dp * l.cp, net, 1)
+        + collectiveTime(w.expertParams * dtypeSize(l.grads), l.etp * l.ep, l.expertDp(), net, 1);
+    return std::max(0.0, 2.0 * gather + grads - compute);
+}
+
 } // namespace
 
-TrainingCost trainingCost(const ModelSummary& m, const CostTables& tab, const Layout& l,
-    const Workload& wl, const CostOptions& o, const StageWeights* weights)
+void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, const Workload& wl,
+    const CostOptions& o, StageWork* out)
+{
+    const Network& net = tab.net;
+    const double tokens = double(l.microBatch) * wl.seqLength / l.cp; // per CP rank
+    const double perTp = tokens / l.tp;
+    const double peak = l.weights == DType::F8E4M3 ? tab.peakFp8 : tab.peakBf16;
+    const double denseEff = rowsEfficiency(tokens, o);
+    const double load = o.expertLoadFactor;
+    const double u = l.sp ? l.tp : 1.0;
+    const double hiddenBytes = tokens * m.hidden * 2.0;
+    const double tpCollective = collectiveTime(hiddenBytes, 1, l.tp, net, 1);
+    const GroupSpan cpSpan = groupSpan(l.tp, l.cp, net.domainSize);
+
+    // One layer of each class, computed once for all stages.
+    ScratchArray<StageWork> perClass(m.classes.size());
+    for (std::size_t c = 0; c < m.classes.size(); ++c) {
+        const auto& s = m.classes[c].shape;
+        const auto& f = tab.classes[c];
+        StageWork& lc = perClass[c];
+        lc.dense = perTp * f.dense / (peak * denseEff);
+        lc.core = perTp * f.core / (tab.peakBf16 * o.computeEfficiency);
+        // SP: an all-gather before and a reduce-scatter after attention and after the MLP (or
+        // the shared experts); without SP the same volume moves as two all-reduces.
+        lc.tp = (2.0 + (!s.moe || s.sharedFfn > 0 ? 2.0 : 0.0)) * tpCollective;
+        if (s.moe) {
+            const double sent = perTp * s.topK * load; // routed copies this rank dispatches
+            const double rowsPerExpert = sent * l.etp * l.ep / std::max(1.0, s.experts);
+            lc.routed = perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o));
+            lc.ep = 2.0 * allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
+            lc.tp += 2.0 * collectiveTime(sent * l.etp * s.hidden * 2.0, 1, l.etp, net, 1);
+        }
+        if (l.cp > 1) {
+            const double block = tokens * s.kvHeads / l.tp * (s.qkHeadDim + s.vHeadDim) * 2.0;
+            const double hop = cpSpan.domains > 1 ? net.interLatency + block / net.interBandwidth
+                                                  : net.intraLatency + block / net.intraBandwidth;
+            // Forward passes K/V around the ring; backward passes K/V and dK/dV.
+            lc.cp = (l.cp - 1) * hop * 1.5;
+        }
+    }
+    const double send
+        = l.pp > 1 ? 2.0 * l.vpp * sendTime(hiddenBytes / u, l.tp * l.cp * l.dp, net) : 0.0;
+
+    for (int stage = 0; stage < l.pp; ++stage) {
+        const int first = l.stageStart[std::size_t(stage)];
+        const int last = l.stageStart[std::size_t(stage) + 1];
+        StageWork sum;
+        auto add = [&](const StageWork& lc, double n) {
+            sum.dense += n * lc.dense;
+            sum.core += n * lc.core;
+            sum.routed += n * lc.routed;
+            sum.tp += n * lc.tp;
+            sum.ep += n * lc.ep;
+            sum.cp += n * lc.cp;
+        };
+        for (std::size_t c = 0; c < m.classes.size(); ++c) {
+            const int n = m.countInRange(int(c), first, last);
+            if (n > 0) {
+                add(perClass[c], n);
+            }
+        }
+        if (stage == l.pp - 1) {
+            sum.dense += perTp * tab.headFlops / (peak * denseEff);
+            if (wl.includeMtp && m.numMtp > 0 && m.mtpClass >= 0) {
+                add(perClass[std::size_t(m.mtpClass)], m.numMtp);
+                sum.dense += m.numMtp * perTp * tab.mtpExtraFlops / (peak * denseEff);
+            }
+        }
+        sum.pp = send;
+        out[stage] = sum;
+    }
+}
+
+void stageTimes(const Layout& l, const StageWork* work, StageTime* out)
+{
+    const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0; // fwd, bwd, recomputed fwd
+    for (int stage = 0; stage < l.pp; ++stage) {
+        const StageWork& w = work[stage];
+        StageTime& st = out[stage];
+        st = StageTime {};
+        st.forward = w.dense + w.core + w.routed;
+        st.compute = 3.0 * st.forward;
+        if (l.recompute == Recompute::Selective) {
+            st.compute += w.core;
+        } else if (l.recompute == Recompute::Full) {
+            st.compute += st.forward;
+        }
+        st.tp = w.tp * passes;
+        st.ep = w.ep * passes;
+        // Ring attention overlaps its transfers with the attention blocks it computes.
+        st.cp = std::max(0.0, w.cp * passes / 2.0 - 3.0 * w.core);
+        st.pp = w.pp;
+    }
+}
+
+double pipelineLowerBound(const Layout& l, const StageTime* times)
+{
+    double sum = 0;
+    double worst = 0;
+    for (int s = 0; s < l.pp; ++s) {
+        const double t = times[s].total();
+        sum += t;
+        worst = std::max(worst, t);
+    }
+    return l.numMicroBatches * worst + (sum - worst) / l.vpp;
+}
+
+TrainingCost combineStageTimes(const CostTables& tab, const Layout& l, const Workload& wl,
+    const CostOptions& o, const StageWeights* weights, const StageTime* times)
 {
     TrainingCost cost;
     double sum = 0;
@@ -280,7 +298,10 @@ TrainingCost trainingCost(const ModelSummary& m, const CostTables& tab, const La
     double dp = 0;
     double optimizer = 0;
     for (int s = 0; s < l.pp; ++s) {
-        const StageTime st = stageTime(m, tab, l, wl, o, weights[s], s);
+        StageTime st = times[s];
+        if (l.zero >= 3) {
+            st.zero3 = zero3Exposed(tab, l, weights[s], st.compute);
+        }
         const double t = st.total();
         sum += t;
         if (t > worst) {
@@ -308,6 +329,16 @@ TrainingCost trainingCost(const ModelSummary& m, const CostTables& tab, const La
     cost.modelFlops = tab.modelFlopsPerSequence * sequences;
     cost.mfu = cost.modelFlops / (cost.stepTime * l.world * tab.peakBf16);
     return cost;
+}
+
+TrainingCost trainingCost(const ModelSummary& m, const CostTables& tab, const Layout& l,
+    const Workload& wl, const CostOptions& o, const StageWeights* weights)
+{
+    std::vector<StageWork> work(static_cast<std::size_t>(l.pp));
+    std::vector<StageTime> times(static_cast<std::size_t>(l.pp));
+    stageWork(m, tab, l, wl, o, work.data());
+    stageTimes(l, work.data(), times.data());
+    return combineStageTimes(tab, l, wl, o, weights, times.data());
 }
 
 } // namespace detail

@@ -1,8 +1,9 @@
 #include "plan/layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace day0::plan {
 

@@ -3,9 +3,10 @@
 #include "plan/memory_kernel.h"
 #include "plan/rank_layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace day0::plan {
 

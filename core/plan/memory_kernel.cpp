@@ -3,6 +3,8 @@
 #include "plan/activation_model.h"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 
 namespace day0::plan::detail {
 
@@ -138,43 +140,67 @@ double inFlightMicroBatches(const Layout& l, int stage)
     return chunks / l.vpp;
 }
 
+void trainingActivationsAll(
+    const ModelSummary& m, const Layout& l, const Workload& wl, const MemoryOptions& o, double* out)
+{
+    const ActivationContext ctx = trainingContext(l, wl, o);
+    const std::size_t classes = m.classes.size();
+    // One layer of each class, computed once for all stages.
+    std::array<double, 16> perClassSmall {};
+    std::array<double, 16> workSmall {};
+    std::vector<double> perClassBig;
+    std::vector<double> workBig;
+    double* perClass = perClassSmall.data();
+    double* work = workSmall.data();
+    if (classes > perClassSmall.size()) {
+        perClassBig.resize(classes);
+        workBig.resize(classes);
+        perClass = perClassBig.data();
+        work = workBig.data();
+    }
+    for (std::size_t c = 0; c < classes; ++c) {
+        perClass[c] = layerActivationBytes(m.classes[c].shape, ctx);
+        work[c] = l.recompute == Recompute::Full ? fullRecomputeWorkingSet(m.classes[c].shape, ctx)
+                                                 : 0.0;
+    }
+    const double embedding = embeddingActivationBytes(m.hidden, ctx);
+    const double output = outputActivationBytes(m.hidden, m.vocab, ctx);
+    for (int stage = 0; stage < l.pp; ++stage) {
+        const int first = l.stageStart[std::size_t(stage)];
+        const int last = l.stageStart[std::size_t(stage) + 1];
+        double perMicroBatch = stage == 0 ? embedding : 0.0;
+        double workingSet = 0.0;
+        for (std::size_t c = 0; c < classes; ++c) {
+            const int n = m.countInRange(int(c), first, last);
+            if (n > 0) {
+                perMicroBatch += n * perClass[c];
+                workingSet = std::max(workingSet, work[c]);
+            }
+        }
+        double total = perMicroBatch * inFlightMicroBatches(l, stage) + workingSet;
+        if (stage == l.pp - 1) {
+            // The last stage runs the head and loss right before the backward pass: one
+            // micro-batch.
+            total += output;
+            if (wl.includeMtp && m.numMtp > 0 && m.mtpClass >= 0) {
+                const double u = l.sp ? l.tp : 1.0;
+                // Per MTP layer: its transformer layer, the two norm inputs and the concatenated
+                // eh_proj input (2h wide), and its own logits.
+                const double extra
+                    = ctx.tokens * (2.0 * 2.0 * m.hidden / u + 2.0 * 2.0 * m.hidden / u);
+                total += m.numMtp * (perClass[std::size_t(m.mtpClass)] + extra + output);
+            }
+        }
+        out[stage] = total;
+    }
+}
+
 double trainingActivations(
     const ModelSummary& m, const Layout& l, const Workload& wl, const MemoryOptions& o, int stage)
 {
-    const ActivationContext ctx = trainingContext(l, wl, o);
-    const int first = l.stageStart[std::size_t(stage)];
-    const int last = l.stageStart[std::size_t(stage) + 1];
-    double perMicroBatch = 0.0;
-    double workingSet = 0.0;
-    for (std::size_t c = 0; c < m.classes.size(); ++c) {
-        const int n = m.countInRange(int(c), first, last);
-        if (n == 0) {
-            continue;
-        }
-        perMicroBatch += n * layerActivationBytes(m.classes[c].shape, ctx);
-        if (l.recompute == Recompute::Full) {
-            workingSet = std::max(workingSet, fullRecomputeWorkingSet(m.classes[c].shape, ctx));
-        }
-    }
-    if (stage == 0) {
-        perMicroBatch += embeddingActivationBytes(m.hidden, ctx);
-    }
-    double total = perMicroBatch * inFlightMicroBatches(l, stage) + workingSet;
-    if (stage == l.pp - 1) {
-        // The last stage runs the head and loss right before the backward pass: one micro-batch.
-        total += outputActivationBytes(m.hidden, m.vocab, ctx);
-        if (wl.includeMtp && m.numMtp > 0 && m.mtpClass >= 0) {
-            const auto& shape = m.classes[std::size_t(m.mtpClass)].shape;
-            const double u = l.sp ? l.tp : 1.0;
-            // Per MTP layer: its transformer layer, the two norm inputs and the concatenated
-            // eh_proj input (2h wide), and its own logits.
-            const double extra = ctx.tokens * (2.0 * 2.0 * m.hidden / u + 2.0 * 2.0 * m.hidden / u);
-            total += m.numMtp
-                * (layerActivationBytes(shape, ctx) + extra
-                    + outputActivationBytes(m.hidden, m.vocab, ctx));
-        }
-    }
-    return total;
+    std::vector<double> all(static_cast<std::size_t>(l.pp));
+    trainingActivationsAll(m, l, wl, o, all.data());
+    return all[std::size_t(stage)];
 }
 
 double inferenceKvCache(const ModelSummary& m, const Layout& l, const Workload& wl, int stage)

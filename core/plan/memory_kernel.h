@@ -51,6 +51,11 @@ ModelStates modelStates(const StageWeights& w, const Layout& layout);
 /// m·vpp) times the 1/vpp of the stage's layers each chunk holds.
 double inFlightMicroBatches(const Layout& layout, int stage);
 
+/// Activation bytes of every stage (training) into out[0 .. pp), in-flight micro-batches
+/// included; per-class layer figures are computed once.
+void trainingActivationsAll(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const MemoryOptions& options, double* out);
+
 /// Activation bytes of stage `stage` (training), in-flight micro-batches included.
 double trainingActivations(const ModelSummary& model, const Layout& layout,
     const Workload& workload, const MemoryOptions& options, int stage);

@@ -1,8 +1,9 @@
 #include "plan/model_summary.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 
 namespace day0::plan {
@@ -12,15 +13,6 @@ namespace {
 using model::Component;
 using model::TensorKind;
 using model::TensorSpec;
-
-double numelOf(const TensorSpec& t)
-{
-    double n = 1.0;
-    for (const auto d : t.shape) {
-        n *= double(d);
-    }
-    return t.shape.empty() ? 0.0 : n;
-}
 
 double& bucketOf(ShardSplit& split, const TensorSpec& t)
 {
@@ -56,7 +48,7 @@ double fp8BlockScaleBytes(const TensorSpec& t)
 {
     const auto n = t.shape.size();
     const double rows = double(t.shape[n - 2]);
-    const double cols = double(t.shape[n - 1]);
+    const double cols = double(t.shape[n - 1]) * t.packFactor; // logical input width
     double blocks = std::ceil(rows / 128.0) * std::ceil(cols / 128.0);
     for (std::size_t i = 0; i + 2 < n; ++i) {
         blocks *= double(t.shape[i]);
@@ -66,14 +58,13 @@ double fp8BlockScaleBytes(const TensorSpec& t)
 
 void addTensor(BlockWeights& w, const TensorSpec& t)
 {
-    const double numel = numelOf(t);
-    const double bytes = numel * dtypeSize(t.dtype);
-    bucketOf(w.checkpointBytes, t) += bytes;
-    if (t.kind == TensorKind::Scale) {
+    bucketOf(w.checkpointBytes, t) += double(t.bytes());
+    if (t.kind == TensorKind::Scale || t.kind == TensorKind::Metadata) {
         return;
     }
-    bucketOf(w.params, t) += numel;
-    bucketOf(w.fp8Bytes, t) += quantisable(t) ? numel + fp8BlockScaleBytes(t) : numel * 2.0;
+    const double params = double(t.params());
+    bucketOf(w.params, t) += params;
+    bucketOf(w.fp8Bytes, t) += quantisable(t) ? params + fp8BlockScaleBytes(t) : params * 2.0;
 }
 
 bool sameWeights(const BlockWeights& a, const BlockWeights& b)
@@ -109,6 +100,16 @@ const LayerShape& ModelSummary::representativeShape() const
 
 LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer)
 {
+    model::LayerSpec ls;
+    ls.moe = spec.moe.has_value();
+    if (layer >= 0 && std::size_t(layer) < spec.layers.size()) {
+        ls = spec.layers[std::size_t(layer)];
+    }
+    return layerShapeFromSpec(spec, ls);
+}
+
+LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSpec& ls)
+{
     LayerShape s;
     s.attention = spec.attention;
     s.hidden = double(spec.hiddenSize);
@@ -124,11 +125,6 @@ LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer)
         s.kvHeads = double(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads);
         s.qkHeadDim = double(spec.headDim);
         s.vHeadDim = double(spec.headDim);
-    }
-    model::LayerSpec ls;
-    ls.moe = spec.moe.has_value();
-    if (layer >= 0 && std::size_t(layer) < spec.layers.size()) {
-        ls = spec.layers[std::size_t(layer)];
     }
     s.window = double(ls.slidingWindow > 0 ? ls.slidingWindow : ls.attentionChunk);
     s.gated = spec.gatedMlp;
@@ -153,6 +149,8 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
     m.vocab = double(spec.vocabSize);
     m.numLayers = int(spec.numLayers);
     m.tiedEmbeddings = spec.tieEmbeddings;
+    m.blockFp8Checkpoint
+        = spec.quantization && spec.quantization->scheme == model::QuantScheme::BlockFp8;
 
     std::vector<BlockWeights> perLayer(std::size_t(std::max(0, m.numLayers)));
     std::map<int, BlockWeights> mtpLayers;
@@ -160,10 +158,8 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
     std::map<DType, double> paramsByDtype;
     for (const auto& block : graph.blocks) {
         for (const auto& t : block.tensors) {
-            if (t.kind == TensorKind::Scale) {
-                m.blockFp8Checkpoint = true;
-            } else {
-                paramsByDtype[t.dtype] += numelOf(t);
+            if (t.kind == TensorKind::Weight) {
+                paramsByDtype[t.dtype] += double(t.params());
             }
             switch (block.kind) {
             case model::BlockKind::Embedding:
@@ -228,8 +224,10 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
         m.mtpShared = mtpShared.count(mtpLayers.begin()->first)
             ? mtpShared[mtpLayers.begin()->first]
             : BlockWeights {};
-        // The MTP block repeats the last decoder layer's transformer shape (DeepSeek-V3).
-        LayerShape shape = layerShapeFromSpec(spec, m.numLayers - 1);
+        // The MTP block is a decoder layer of its own pattern (DeepSeek-V3: like the last layer).
+        const LayerShape shape = spec.mtpLayers.empty()
+            ? layerShapeFromSpec(spec, m.numLayers - 1)
+            : layerShapeFromSpec(spec, spec.mtpLayers.front());
         for (std::size_t c = 0; c < m.classes.size(); ++c) {
             if (m.classes[c].shape == shape) {
                 m.mtpClass = int(c);

@@ -86,7 +86,7 @@ struct ModelSummary {
     int numLayers = 0; ///< decoder layers (MTP excluded)
     bool tiedEmbeddings = false;
     DType checkpointDtype = DType::BF16; ///< dtype most weights are stored in
-    bool blockFp8Checkpoint = false; ///< weights published as block-FP8 with scales
+    bool blockFp8Checkpoint = false; ///< linear weights published as block-FP8 (GEMMs in FP8)
 
     std::vector<LayerClass> classes;
     std::vector<int> layerClass; ///< class of each decoder layer
@@ -122,6 +122,8 @@ struct ModelSummary {
 
 /// Shapes of decoder layer `layer` read from a spec (no weights).
 LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer);
+/// Shapes of a decoder layer with the given per-layer pattern.
+LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSpec& layer);
 
 /// Builds the summary from a layer graph: weights per class from the tensors' roles,
 /// components and layers; shapes from graph.spec.

@@ -1,7 +1,8 @@
 #include "plan/parallel_plan.h"
 
-#include <charconv>
 #include <fmt/format.h>
+
+#include <charconv>
 
 namespace day0::plan {
 

@@ -5,10 +5,11 @@
 #include "plan/memory_kernel.h"
 #include "plan/rank_layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <unordered_map>
 
@@ -38,9 +39,9 @@ public:
     }
     void addMemory(RejectKind kind, const Layout& l, int rank, double over)
     {
-        const Rejection key { kind };
-        ++m_counts[key];
-        auto& miss = m_closest[key];
+        const std::size_t k = kind == RejectKind::StatesOverMemory ? 0 : 1;
+        ++m_memory[k];
+        auto& miss = m_memoryMiss[k];
         if (miss.example.empty() || over < miss.over) {
             miss.over = over;
             miss.example = fmt::format("{}: rank {} over by {}", formatPlan(l.toPlan()), rank,
@@ -50,12 +51,15 @@ public:
     std::vector<RejectedGroup> groups() const
     {
         std::vector<RejectedGroup> out;
-        for (const auto& [r, n] : m_counts) {
-            RejectedGroup g { describeRejection(r), n, {} };
-            if (const auto it = m_closest.find(r); it != m_closest.end()) {
-                g.example = it->second.example;
+        const RejectKind memoryKinds[2] = { RejectKind::StatesOverMemory, RejectKind::OverMemory };
+        for (std::size_t k = 0; k < 2; ++k) {
+            if (m_memory[k] > 0) {
+                out.push_back({ describeRejection({ memoryKinds[k] }), m_memory[k],
+                    m_memoryMiss[k].example });
             }
-            out.push_back(std::move(g));
+        }
+        for (const auto& [r, n] : m_counts) {
+            out.push_back({ describeRejection(r), n, {} });
         }
         std::sort(out.begin(), out.end(), [](const RejectedGroup& a, const RejectedGroup& b) {
             return a.count != b.count ? a.count > b.count : a.reason < b.reason;
@@ -69,7 +73,8 @@ private:
         std::string example;
     };
     std::unordered_map<Rejection, std::int64_t, RejectionHash> m_counts;
-    std::unordered_map<Rejection, Miss, RejectionHash> m_closest;
+    std::int64_t m_memory[2] = { 0, 0 }; // StatesOverMemory, OverMemory: too frequent to hash
+    Miss m_memoryMiss[2];
 };
 
 /// Keeps the N fastest layouts without sorting everything.
@@ -192,6 +197,14 @@ struct Sweep {
         tally.add(r, n);
     }
 
+    // Scratch buffers reused across layouts.
+    std::vector<double> states;
+    std::vector<double> zeroBuffers;
+    std::vector<double> transient;
+    std::vector<double> activations;
+    std::vector<detail::StageWork> work;
+    std::vector<detail::StageTime> times;
+
     void training(Layout& l, std::vector<detail::StageWeights>& weights);
     void inference(Layout& l, std::vector<detail::StageWeights>& weights);
 };
@@ -206,8 +219,8 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
     }
     // Model states per ZeRO stage and stage do not depend on micro-batch or recompute.
     const std::size_t nz = opt.zero.size();
-    std::vector<double> states(nz * std::size_t(pp));
-    std::vector<double> zeroBuffers(nz * std::size_t(pp));
+    states.resize(nz * std::size_t(pp));
+    zeroBuffers.resize(nz * std::size_t(pp));
     for (std::size_t z = 0; z < nz; ++z) {
         l.zero = opt.zero[z];
         for (int s = 0; s < pp; ++s) {
@@ -220,8 +233,10 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
         = mo.cudaContext + mo.ncclPerGroup * detail::communicatorCount(l, model.hasMoe());
     const double grow = 1.0 + mo.fragmentation;
     const std::int64_t perMb = std::int64_t(opt.recompute.size() * nz);
-    std::vector<double> transient(static_cast<std::size_t>(pp));
-    std::vector<double> activations(static_cast<std::size_t>(pp));
+    transient.resize(std::size_t(pp));
+    activations.resize(std::size_t(pp));
+    work.resize(std::size_t(pp));
+    times.resize(std::size_t(pp));
     const int globalBatch = wl.globalBatch;
     for (const int mb : opt.microBatches) {
         const std::int64_t perStep = std::int64_t(l.dp) * mb;
@@ -240,11 +255,15 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
             const auto b = detail::stageBuffers(model, l, wl, mo, s);
             transient[std::size_t(s)] = b.comm + b.moeDispatch;
         }
+        // What a micro-batch costs each stage depends on neither recompute nor ZeRO: computed
+        // once, the first time a layout of this micro-batch size fits.
+        bool worked = false;
         for (const Recompute rc : opt.recompute) {
             l.recompute = rc;
-            for (int s = 0; s < pp; ++s) {
-                activations[std::size_t(s)] = detail::trainingActivations(model, l, wl, mo, s);
-            }
+            detail::trainingActivationsAll(model, l, wl, mo, activations.data());
+            // Stage times do not depend on the ZeRO stage: computed once, when a layout fits.
+            bool timed = false;
+            double bestPossible = 0;
             for (std::size_t z = 0; z < nz; ++z) {
                 l.zero = opt.zero[z];
                 ++evaluated;
@@ -263,18 +282,31 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
                     }
                     worstStates = std::max(worstStates, states[i] * grow + runtime);
                 }
-                const int rank = RankLayout(l).firstRankOfStage(worstStage);
-                if (worstStates > capacity) {
-                    tally.addMemory(RejectKind::StatesOverMemory, l, rank, worst - capacity);
-                    continue;
-                }
                 if (worst > capacity) {
-                    tally.addMemory(RejectKind::OverMemory, l, rank, worst - capacity);
+                    const int rank = RankLayout(l).firstRankOfStage(worstStage);
+                    tally.addMemory(worstStates > capacity ? RejectKind::StatesOverMemory
+                                                           : RejectKind::OverMemory,
+                        l, rank, worst - capacity);
                     continue;
                 }
                 ++feasible;
-                const TrainingCost cost
-                    = detail::trainingCost(model, tables, l, wl, opt.cost, weights.data());
+                if (!timed) {
+                    if (!worked) {
+                        detail::stageWork(model, tables, l, wl, opt.cost, work.data());
+                        worked = true;
+                    }
+                    detail::stageTimes(l, work.data(), times.data());
+                    bestPossible = double(l.globalBatch) * wl.seqLength
+                        / detail::pipelineLowerBound(l, times.data());
+                    timed = true;
+                }
+                // Data-parallel, optimizer and ZeRO-3 time only add: skip what cannot enter the
+                // list.
+                if (!top.wants(bestPossible)) {
+                    continue;
+                }
+                const TrainingCost cost = detail::combineStageTimes(
+                    tables, l, wl, opt.cost, weights.data(), times.data());
                 if (!top.wants(cost.tokensPerSecond)) {
                     continue;
                 }
@@ -282,7 +314,7 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
                 p.layout = l;
                 p.maxMemory = worst;
                 p.mostLoadedStage = worstStage;
-                p.mostLoadedRank = rank;
+                p.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
                 p.stepTime = cost.stepTime;
                 p.tokensPerSecond = cost.tokensPerSecond;
                 p.training = cost;
