@@ -91,8 +91,8 @@ struct StageTime {
     double ep = 0;
     double cp = 0;
     double pp = 0;
-    double zero3 = 0; ///< exposed ZeRO-3 gathers and reduce-scatters (set by the combiner)
-    [[nodiscard]] double total() const { return compute + tp + ep + cp + pp + zero3; }
+    double zero = 0; ///< exposed ZeRO-2/3 per-micro-batch collectives (set by the combiner)
+    [[nodiscard]] double total() const { return compute + tp + ep + cp + pp + zero; }
 };
 
 /// What one micro-batch costs a stage before recompute and ZeRO are applied: forward compute

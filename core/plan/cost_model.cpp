@@ -150,8 +150,12 @@ std::pair<double, double> stepTail(const CostTables& tab, const Layout& l, const
         reduce = collectiveTime(w.denseParams * gradBytes, l.tp, denseGroup, net, 2)
             + collectiveTime(w.expertParams * gradBytes, l.etp * l.ep, expertGroup, net, 2);
     } else if (l.zero <= 2) {
-        reduce = collectiveTime(w.denseParams * gradBytes, l.tp, denseGroup, net, 1)
-            + collectiveTime(w.expertParams * gradBytes, l.etp * l.ep, expertGroup, net, 1);
+        // ZeRO-1 reduce-scatters the accumulated gradients once per step; ZeRO-2 keeps no full
+        // gradient buffer and reduce-scatters every micro-batch (see zeroPerMicroBatch).
+        if (l.zero == 1) {
+            reduce = collectiveTime(w.denseParams * gradBytes, l.tp, denseGroup, net, 1)
+                + collectiveTime(w.expertParams * gradBytes, l.etp * l.ep, expertGroup, net, 1);
+        }
         gather = collectiveTime(w.denseBytes, l.tp, denseGroup, net, 1)
             + collectiveTime(w.expertBytes, l.etp * l.ep, expertGroup, net, 1);
     }
@@ -166,17 +170,26 @@ std::pair<double, double> stepTail(const CostTables& tab, const Layout& l, const
     return { dp, optimizer };
 }
 
-/// FSDP gathers the stage's weights for the forward and again for the backward and
-/// reduce-scatters the gradients, every micro-batch, overlapped with that micro-batch's compute.
-double zero3Exposed(const CostTables& tab, const Layout& l, const StageWeights& w, double compute)
+/// Exposed per-micro-batch data-parallel traffic of ZeRO-2 and ZeRO-3. ZeRO-2 partitions the
+/// gradients, so every micro-batch's gradients are reduce-scattered during its backward pass.
+/// ZeRO-3 (FSDP) also gathers the stage's weights for the forward and again for the backward,
+/// overlapped with that micro-batch's compute.
+double zeroPerMicroBatch(
+    const CostTables& tab, const Layout& l, const StageWeights& w, const StageTime& st)
 {
+    if (l.zero < 2) {
+        return 0.0;
+    }
     const Network& net = tab.net;
-    const double gather = collectiveTime(w.denseBytes, l.tp, l.dp * l.cp, net, 1)
-        + collectiveTime(w.expertBytes, l.etp * l.ep, l.expertDp(), net, 1);
     const double grads
         = collectiveTime(w.denseParams * dtypeSize(l.grads), l.tp, l.dp * l.cp, net, 1)
         + collectiveTime(w.expertParams * dtypeSize(l.grads), l.etp * l.ep, l.expertDp(), net, 1);
-    return std::max(0.0, 2.0 * gather + grads - compute);
+    if (l.zero == 2) {
+        return std::max(0.0, grads - (st.compute - st.forward));
+    }
+    const double gather = collectiveTime(w.denseBytes, l.tp, l.dp * l.cp, net, 1)
+        + collectiveTime(w.expertBytes, l.etp * l.ep, l.expertDp(), net, 1);
+    return std::max(0.0, 2.0 * gather + grads - st.compute);
 }
 
 } // namespace
@@ -299,9 +312,7 @@ TrainingCost combineStageTimes(const CostTables& tab, const Layout& l, const Wor
     double optimizer = 0;
     for (int s = 0; s < l.pp; ++s) {
         StageTime st = times[s];
-        if (l.zero >= 3) {
-            st.zero3 = zero3Exposed(tab, l, weights[s], st.compute);
-        }
+        st.zero = zeroPerMicroBatch(tab, l, weights[s], st);
         const double t = st.total();
         sum += t;
         if (t > worst) {
@@ -319,9 +330,9 @@ TrainingCost combineStageTimes(const CostTables& tab, const Layout& l, const Wor
     b.tp = m_ * slowest.tp;
     b.ep = m_ * slowest.ep;
     b.cp = m_ * slowest.cp;
-    b.pp = m_ * (slowest.pp + slowest.zero3);
+    b.pp = m_ * slowest.pp;
     b.bubble = (sum - worst) / l.vpp;
-    b.dp = dp;
+    b.dp = m_ * slowest.zero + dp;
     b.optimizer = optimizer;
     cost.stepTime = b.compute + b.tp + b.ep + b.cp + b.pp + b.bubble + b.dp + b.optimizer;
     const double sequences = l.globalBatch;

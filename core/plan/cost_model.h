@@ -27,6 +27,7 @@ struct TrainingBreakdown {
     double cp = 0; ///< context-parallel K/V ring, the part not hidden behind attention
     double pp = 0; ///< pipeline send/receive between stages
     double dp = 0; ///< gradient reduce-scatter / all-reduce and parameter all-gather, exposed
+                   ///< (ZeRO-2/3: also the per-micro-batch traffic)
     double bubble = 0; ///< pipeline fill and drain
     double optimizer = 0; ///< optimizer step (memory-bound)
 };

@@ -15,27 +15,40 @@ bool divides(double d, double n) { return d > 0 && n > 0 && std::fmod(n, d) == 0
 
 ParallelPlan Layout::toPlan() const
 {
+    const bool train = mode == Mode::Train;
     ParallelPlan p;
     p.tp = tp;
     p.pp = pp;
     p.ep = ep;
-    p.etp = etp;
+    // Keys at the value resolveLayout would derive anyway are left out of the plan string.
+    const int defaultEtp = !train && ep > 1 ? 1 : tp;
+    p.etp = etp != defaultEtp ? etp : 0;
     p.dp = dp;
     p.cp = cp;
-    p.sp = sp;
+    if (sp != (train && tp > 1)) {
+        p.sp = sp;
+    }
     p.zero = zero;
     p.recompute = recompute;
-    p.microBatch = microBatch;
     p.vpp = vpp;
-    if (mode == Mode::Train) {
+    if (train) {
+        // In inference the batch comes from the workload, not from the plan.
+        p.microBatch = microBatch;
         p.globalBatch = globalBatch;
     }
-    if (pp > 1) {
-        for (int s = 0; s < pp; ++s) {
-            p.stageLayers.push_back(stageLayers(s));
-        }
+    std::vector<int> counts;
+    for (int s = 0; s < pp; ++s) {
+        counts.push_back(stageLayers(s));
     }
-    if (!checkpointWeights) {
+    const int layers = stageStart.back();
+    if (counts == splitStages(layers, pp, StageSplit::Balanced)) {
+        p.split = StageSplit::Balanced;
+    } else if (counts == splitStages(layers, pp, StageSplit::LightEnds)) {
+        p.split = StageSplit::LightEnds;
+    } else {
+        p.stageLayers = counts;
+    }
+    if (!checkpointWeights && (!train || weights != DType::BF16)) {
         p.weights = weights;
     }
     if (kv != DType::BF16) {

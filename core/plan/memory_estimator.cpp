@@ -22,9 +22,9 @@ std::vector<std::string> notesFor(
     const bool train = l.mode == Mode::Train;
     if (train) {
         notes.push_back(fmt::format(
-            "activations: Korthikanti et al. 2022 per layer, {} with sequence parallelism {}, "
-            "recompute={}, {}",
-            l.tp > 1 ? fmt::format("tp={}", l.tp) : "no TP", l.sp ? "on" : "off",
+            "activations: Korthikanti et al. 2022 per layer, {}, recompute={}, {}",
+            l.tp > 1 ? fmt::format("tp={} with sequence parallelism {}", l.tp, l.sp ? "on" : "off")
+                     : std::string("no tensor parallelism"),
             recomputeName(l.recompute),
             o.flashAttention ? "fused attention (no s×s scores kept)"
                              : "unfused attention (s×s scores kept)"));
@@ -56,9 +56,12 @@ std::vector<std::string> notesFor(
                 s.topK, o.expertLoadFactor));
         }
         if (l.cp > 1) {
-            notes.push_back(fmt::format("models more than Megatron: context parallelism splits "
-                                        "activations by cp={} and adds a K/V ring buffer",
-                l.cp));
+            notes.push_back(fmt::format(
+                "models more than Megatron: context parallelism splits activations by cp={}, adds "
+                "a "
+                "K/V ring buffer and shards ZeRO states over dp×cp={} (Megatron's formula ignores "
+                "CP and divides by dp={})",
+                l.cp, l.dp * l.cp, l.dp));
         }
         if (l.vpp > 1) {
             notes.push_back(fmt::format("interleaved 1F1B with vpp={}: the first stage holds "

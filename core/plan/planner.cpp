@@ -54,12 +54,12 @@ public:
         const RejectKind memoryKinds[2] = { RejectKind::StatesOverMemory, RejectKind::OverMemory };
         for (std::size_t k = 0; k < 2; ++k) {
             if (m_memory[k] > 0) {
-                out.push_back({ describeRejection({ memoryKinds[k] }), m_memory[k],
-                    m_memoryMiss[k].example });
+                out.push_back({ { memoryKinds[k] }, describeRejection({ memoryKinds[k] }),
+                    m_memory[k], m_memoryMiss[k].example });
             }
         }
         for (const auto& [r, n] : m_counts) {
-            out.push_back({ describeRejection(r), n, {} });
+            out.push_back({ r, describeRejection(r), n, {} });
         }
         std::sort(out.begin(), out.end(), [](const RejectedGroup& a, const RejectedGroup& b) {
             return a.count != b.count ? a.count > b.count : a.reason < b.reason;
@@ -80,14 +80,27 @@ private:
 /// Keeps the N fastest layouts without sorting everything.
 class TopList {
 public:
-    explicit TopList(int n)
+    TopList(int n, bool distinct)
         : m_n(std::max(1, n))
+        , m_distinct(distinct)
     {
     }
     /// True if a layout with this throughput would be kept (so the caller builds it).
     [[nodiscard]] bool wants(double tokensPerSecond) const { return tokensPerSecond > m_floor; }
     void offer(PlannedLayout&& p)
     {
+        if (m_distinct) {
+            // One entry per parallel structure: the best of its micro-batch, ZeRO, recompute,
+            // split and interleaving variants.
+            for (auto& item : m_items) {
+                if (sameStructure(item.layout, p.layout)) {
+                    if (better(p, item)) {
+                        item = std::move(p);
+                    }
+                    return;
+                }
+            }
+        }
         m_items.push_back(std::move(p));
         if (m_items.size() >= std::size_t(m_n) * 4) {
             trim();
@@ -100,14 +113,19 @@ public:
     }
 
 private:
+    static bool sameStructure(const Layout& a, const Layout& b)
+    {
+        return a.tp == b.tp && a.pp == b.pp && a.ep == b.ep && a.etp == b.etp && a.dp == b.dp
+            && a.cp == b.cp;
+    }
+    static bool better(const PlannedLayout& a, const PlannedLayout& b)
+    {
+        return a.tokensPerSecond != b.tokensPerSecond ? a.tokensPerSecond > b.tokensPerSecond
+                                                      : a.maxMemory < b.maxMemory;
+    }
     void trim()
     {
-        std::sort(
-            m_items.begin(), m_items.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
-                return a.tokensPerSecond != b.tokensPerSecond
-                    ? a.tokensPerSecond > b.tokensPerSecond
-                    : a.maxMemory < b.maxMemory;
-            });
+        std::sort(m_items.begin(), m_items.end(), better);
         if (m_items.size() > std::size_t(m_n)) {
             m_items.resize(std::size_t(m_n));
         }
@@ -116,6 +134,7 @@ private:
         }
     }
     int m_n;
+    bool m_distinct = true;
     double m_floor = -1.0;
     std::vector<PlannedLayout> m_items;
 };
@@ -186,7 +205,7 @@ struct Sweep {
         , opt(o)
         , tables(detail::makeCostTables(m, o.workload, c))
         , capacity(c.deviceMemory() * (1.0 - o.headroom))
-        , top(o.top)
+        , top(o.top, o.distinct)
         , domainIsNode(c.domainSize == c.gpusPerNode)
     {
     }

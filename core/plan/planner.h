@@ -21,6 +21,7 @@ struct PlannerOptions {
     MemoryOptions memory;
     CostOptions cost;
     int top = 10; ///< layouts to keep, fastest first
+    bool distinct = true; ///< keep only the best variant of each (tp, pp, ep, etp, dp, cp)
     double headroom = 0.0; ///< fraction of device memory to leave free beyond the estimate
     std::vector<int> tp; ///< candidate sizes; empty: every divisor of the GPU count
     std::vector<int> pp;
@@ -50,6 +51,7 @@ struct PlannedLayout {
 
 /// Layouts rejected for the same reason.
 struct RejectedGroup {
+    Rejection rejection; ///< the reason with its numbers (memory reasons: the kind only)
     std::string reason; ///< "tp=16 > 8 GPUs per node", "does not fit in device memory ..."
     std::int64_t count = 0;
     std::string

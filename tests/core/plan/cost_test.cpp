@@ -4,8 +4,9 @@
 #include "plan/cost_model.h"
 #include "test_models.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using namespace day0;
 using namespace day0::plan;

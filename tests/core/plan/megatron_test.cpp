@@ -7,8 +7,9 @@
 #include "plan/memory_estimator.h"
 #include "test_models.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using namespace day0;
 using namespace day0::plan;

@@ -5,6 +5,7 @@
 #include "test_models.h"
 
 #include <gtest/gtest.h>
+
 #include <numeric>
 
 using namespace day0;
