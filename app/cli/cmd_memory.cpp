@@ -9,6 +9,7 @@
 #include "plan/megatron_memory.h"
 #include "plan/memory_estimator.h"
 #include "plan/plan_json.h"
+#include "plan/rank_layout.h"
 #include "table.h"
 
 #include <fmt/format.h>
@@ -47,7 +48,75 @@ struct MemoryArgs {
     bool dropout = false;
     bool noMtp = false;
     bool allRanks = false;
+    bool groups = false;
 };
+
+/// "0-7", "0, 8, 16, 24" or "0, 8, …, 248 (32 ranks)".
+std::string rankList(const std::vector<int>& ranks)
+{
+    if (ranks.size() == 1) {
+        return std::to_string(ranks.front());
+    }
+    const int stride = ranks[1] - ranks[0];
+    bool progression = true;
+    for (std::size_t i = 1; i < ranks.size(); ++i) {
+        progression = progression && ranks[i] - ranks[i - 1] == stride;
+    }
+    if (progression && stride == 1) {
+        return fmt::format("{}-{}", ranks.front(), ranks.back());
+    }
+    if (ranks.size() <= 6) {
+        std::string out;
+        for (const int r : ranks) {
+            out += (out.empty() ? "" : ", ") + std::to_string(r);
+        }
+        return out;
+    }
+    return fmt::format("{}, {}, …, {} ({} ranks{})", ranks[0], ranks[1], ranks.back(), ranks.size(),
+        progression ? fmt::format(", stride {}", stride) : "");
+}
+
+std::vector<GroupKind> groupKinds(bool experts)
+{
+    std::vector<GroupKind> kinds { GroupKind::Tensor, GroupKind::Context, GroupKind::Data,
+        GroupKind::Pipeline };
+    if (experts) {
+        kinds.insert(
+            kinds.end(), { GroupKind::ExpertTensor, GroupKind::Expert, GroupKind::ExpertData });
+    }
+    return kinds;
+}
+
+/// {"tp": {"size", "stride", "groups": [[ranks], ...]}, ...}: what the topology view colours by.
+nlohmann::json groupsJson(const RankLayout& ranks, bool experts)
+{
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto kind : groupKinds(experts)) {
+        j[groupKindName(kind)] = { { "size", ranks.groupSize(kind) },
+            { "stride", ranks.stride(kind) }, { "groups", ranks.groups(kind) } };
+    }
+    return j;
+}
+
+void printGroups(const RankLayout& ranks, const hardware::Cluster& cluster, bool experts)
+{
+    Table table({ "group", "size", "groups", "rank 0 is with", "spans" },
+        { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Left,
+            Table::Align::Left });
+    for (const auto kind : groupKinds(experts)) {
+        const auto members = ranks.group(kind, 0);
+        const int nodes = cluster.nodeOf(members.back()) - cluster.nodeOf(members.front()) + 1;
+        const bool oneDomain
+            = cluster.domainOf(members.front()) == cluster.domainOf(members.back());
+        table.addRow({ groupKindName(kind), std::to_string(ranks.groupSize(kind)),
+            std::to_string(ranks.numGroups(kind)), rankList(members),
+            oneDomain ? "one NVLink domain"
+                      : fmt::format("{} nodes", std::min(nodes, int(members.size()))) });
+    }
+    fmt::print("Process groups (Megatron order tp-cp-ep-dp-pp; rank r runs on GPU r of node r / "
+               "{}):\n{}\n",
+        cluster.gpusPerNode, table.render());
+}
 
 std::string gib(Bytes b) { return formatBytes(b); }
 
@@ -192,6 +261,9 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
         auto j = memoryReportJson(report, megatron ? &*megatron : nullptr);
         j["model"] = spec->name;
         j["cluster"] = cluster->name;
+        if (a.groups) {
+            j["groups"] = groupsJson(RankLayout(*layout), summary.hasMoe());
+        }
         fmt::print("{}\n", j.dump(2));
         return exit;
     }
@@ -260,6 +332,10 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
             gib(first->weights + first->gradients + first->optimizer), gib(first->activations),
             gib(first->total));
     }
+    if (a.groups) {
+        fmt::print("\n");
+        printGroups(RankLayout(l), *cluster, summary.hasMoe());
+    }
     const Bytes free = report.deviceMemory - report.maxTotal;
     fmt::print("\n{}: the most loaded GPU needs {} of {} ({} {}).\n",
         report.fits ? "Fits" : "Does not fit", gib(report.maxTotal), gib(report.deviceMemory),
@@ -320,6 +396,7 @@ const bool kRegistered = registerCommand({
         app.add_flag("--no-mtp", a->noMtp, "leave the model's MTP layers out");
         app.add_flag(
             "--all-ranks", a->allRanks, "one entry per rank instead of per pipeline stage");
+        app.add_flag("--groups", a->groups, "list the TP/CP/DP/PP (and expert) process groups");
         app.footer("Exit status: 0 when it fits, 1 when it does not, 2 on bad input.");
         return [a, &global] { return runMemory(*a, global); };
     },

@@ -100,7 +100,7 @@ std::string modelLine(
         spec.hiddenSize);
 }
 
-void printTraining(const PlanResult& r, const hardware::Cluster& cluster)
+void printTraining(const PlanResult& r, const hardware::Cluster& cluster, bool experts)
 {
     Table layouts({ "#", "tp", "pp", "layers/stage", "vpp", "ep", "etp", "dp", "cp", "mb", "zero",
                       "recompute", "memory/GPU", "step", "tokens/s", "MFU" },
@@ -117,9 +117,9 @@ void printTraining(const PlanResult& r, const hardware::Cluster& cluster)
         const auto& b = p.training.breakdown;
         const double mem = cluster.deviceMemory();
         layouts.addRow({ std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.pp),
-            stageSplit(l), std::to_string(l.vpp), std::to_string(l.ep), std::to_string(l.etp),
-            std::to_string(l.dp), std::to_string(l.cp), std::to_string(l.microBatch),
-            std::to_string(l.zero), recomputeName(l.recompute),
+            stageSplit(l), std::to_string(l.vpp), experts ? std::to_string(l.ep) : "-",
+            experts ? std::to_string(l.etp) : "-", std::to_string(l.dp), std::to_string(l.cp),
+            std::to_string(l.microBatch), std::to_string(l.zero), recomputeName(l.recompute),
             fmt::format("{} ({})", gib(p.maxMemory), share(p.maxMemory, mem)),
             formatDuration(Seconds(p.stepTime)), formatCount(p.tokensPerSecond),
             fmt::format("{:.0f}%", 100.0 * p.training.mfu) });
@@ -187,7 +187,7 @@ void explainTraining(const PlannedLayout& best, const PlanResult& r,
     (void)r;
 }
 
-void printInference(const PlanResult& r, const hardware::Cluster& cluster)
+void printInference(const PlanResult& r, const hardware::Cluster& cluster, bool experts)
 {
     Table layouts({ "#", "tp", "pp", "ep", "dp", "batch", "memory/GPU", "TTFT", "TPOT", "tokens/s",
                       "tokens/s/GPU", "decode bound" },
@@ -203,7 +203,8 @@ void printInference(const PlanResult& r, const hardware::Cluster& cluster)
             ? "communication"
             : (b.decodeMemory > b.decodeCompute ? "memory bandwidth" : "compute");
         layouts.addRow({ std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.pp),
-            std::to_string(l.ep), std::to_string(l.dp), std::to_string(l.microBatch),
+            experts ? std::to_string(l.ep) : "-", std::to_string(l.dp),
+            std::to_string(l.microBatch),
             fmt::format("{} ({})", gib(p.maxMemory), share(p.maxMemory, cluster.deviceMemory())),
             formatDuration(Seconds(p.inference.ttft)), formatDuration(Seconds(p.inference.tpot)),
             formatCount(p.tokensPerSecond), formatCount(p.tokensPerSecond / l.world), bound });
@@ -391,10 +392,10 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         return 1;
     }
     if (*mode == Mode::Train) {
-        printTraining(r, *cluster);
+        printTraining(r, *cluster, summary.hasMoe());
         explainTraining(r.layouts.front(), r, *cluster, summary, o.workload);
     } else {
-        printInference(r, *cluster);
+        printInference(r, *cluster, summary.hasMoe());
         const auto& best = r.layouts.front();
         fmt::print(
             "Layout #1: {} serving {} sequences per replica: TPOT {}, TTFT {} for a {}-token "
