@@ -3,6 +3,7 @@
 #include "base/units.h"
 #include "plan/cost_kernel.h"
 #include "plan/memory_kernel.h"
+#include "plan/planner_support.h"
 #include "plan/rank_layout.h"
 
 #include <fmt/format.h>
@@ -11,181 +12,14 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <optional>
 
 namespace day0::plan {
 
 namespace {
 
-struct RejectionHash {
-    std::size_t operator()(const Rejection& r) const noexcept
-    {
-        std::size_t h = std::size_t(r.kind);
-        for (const auto v : { r.a, r.b, r.c }) {
-            h = h * 1000003u ^ std::hash<std::int64_t>()(v);
-        }
-        return h;
-    }
-};
-
-/// Counts rejections by reason and keeps the closest memory miss of each memory reason.
-class RejectTally {
-public:
-    void add(const Rejection& r, std::int64_t n)
-    {
-        if (n > 0) {
-            m_counts[r] += n;
-        }
-    }
-    void addMemory(RejectKind kind, const Layout& l, int rank, double over)
-    {
-        const std::size_t k = kind == RejectKind::StatesOverMemory ? 0 : 1;
-        ++m_memory[k];
-        auto& miss = m_memoryMiss[k];
-        if (miss.example.empty() || over < miss.over) {
-            miss.over = over;
-            miss.example = fmt::format("{}: rank {} over by {}", formatPlan(l.toPlan()), rank,
-                formatBytes(Bytes(std::int64_t(over))));
-        }
-    }
-    std::vector<RejectedGroup> groups() const
-    {
-        std::vector<RejectedGroup> out;
-        const RejectKind memoryKinds[2] = { RejectKind::StatesOverMemory, RejectKind::OverMemory };
-        for (std::size_t k = 0; k < 2; ++k) {
-            if (m_memory[k] > 0) {
-                out.push_back({ { memoryKinds[k] }, describeRejection({ memoryKinds[k] }),
-                    m_memory[k], m_memoryMiss[k].example });
-            }
-        }
-        for (const auto& [r, n] : m_counts) {
-            out.push_back({ r, describeRejection(r), n, {} });
-        }
-        std::sort(out.begin(), out.end(), [](const RejectedGroup& a, const RejectedGroup& b) {
-            return a.count != b.count ? a.count > b.count : a.reason < b.reason;
-        });
-        return out;
-    }
-
-private:
-    struct Miss {
-        double over = 0;
-        std::string example;
-    };
-    std::unordered_map<Rejection, std::int64_t, RejectionHash> m_counts;
-    std::int64_t m_memory[2] = { 0, 0 }; // StatesOverMemory, OverMemory: too frequent to hash
-    Miss m_memoryMiss[2];
-};
-
-/// Keeps the N fastest layouts without sorting everything.
-class TopList {
-public:
-    TopList(int n, bool distinct)
-        : m_n(std::max(1, n))
-        , m_distinct(distinct)
-    {
-    }
-    /// True if a layout with this throughput would be kept (so the caller builds it).
-    [[nodiscard]] bool wants(double tokensPerSecond) const { return tokensPerSecond > m_floor; }
-    void offer(PlannedLayout&& p)
-    {
-        if (m_distinct) {
-            // One entry per parallel structure: the best of its micro-batch, ZeRO, recompute,
-            // split and interleaving variants.
-            for (auto& item : m_items) {
-                if (sameStructure(item.layout, p.layout)) {
-                    if (better(p, item)) {
-                        item = std::move(p);
-                    }
-                    return;
-                }
-            }
-        }
-        m_items.push_back(std::move(p));
-        if (m_items.size() >= std::size_t(m_n) * 4) {
-            trim();
-        }
-    }
-    std::vector<PlannedLayout> take()
-    {
-        trim();
-        return std::move(m_items);
-    }
-
-private:
-    static bool sameStructure(const Layout& a, const Layout& b)
-    {
-        return a.tp == b.tp && a.pp == b.pp && a.ep == b.ep && a.etp == b.etp && a.dp == b.dp
-            && a.cp == b.cp;
-    }
-    static bool better(const PlannedLayout& a, const PlannedLayout& b)
-    {
-        return a.tokensPerSecond != b.tokensPerSecond ? a.tokensPerSecond > b.tokensPerSecond
-                                                      : a.maxMemory < b.maxMemory;
-    }
-    void trim()
-    {
-        std::sort(m_items.begin(), m_items.end(), better);
-        if (m_items.size() > std::size_t(m_n)) {
-            m_items.resize(std::size_t(m_n));
-        }
-        if (m_items.size() == std::size_t(m_n)) {
-            m_floor = m_items.back().tokensPerSecond;
-        }
-    }
-    int m_n;
-    bool m_distinct = true;
-    double m_floor = -1.0;
-    std::vector<PlannedLayout> m_items;
-};
-
-std::vector<int> candidates(const std::vector<int>& wanted, int world)
-{
-    std::vector<int> out;
-    for (const int d : divisorsOf(world)) {
-        if (wanted.empty() || std::find(wanted.begin(), wanted.end(), d) != wanted.end()) {
-            out.push_back(d);
-        }
-    }
-    return out;
-}
-
-struct Split {
-    StageSplit policy;
-    std::vector<int> start;
-};
-
-std::vector<Split> splitsFor(const ModelSummary& m, int pp, bool uneven)
-{
-    std::vector<Split> out;
-    for (const auto policy : { StageSplit::Balanced, StageSplit::LightEnds }) {
-        if (policy == StageSplit::LightEnds && (!uneven || pp == 1)) {
-            continue;
-        }
-        const auto counts = splitStages(m.numLayers, pp, policy);
-        if (counts.empty()) {
-            continue;
-        }
-        Split s { policy, { 0 } };
-        for (const int c : counts) {
-            s.start.push_back(s.start.back() + c);
-        }
-        if (std::none_of(
-                out.begin(), out.end(), [&](const Split& o) { return o.start == s.start; })) {
-            out.push_back(std::move(s));
-        }
-    }
-    return out;
-}
-
-int minStageLayers(const std::vector<int>& start)
-{
-    int smallest = std::numeric_limits<int>::max();
-    for (std::size_t s = 0; s + 1 < start.size(); ++s) {
-        smallest = std::min(smallest, start[s + 1] - start[s]);
-    }
-    return smallest;
-}
+using detail::RejectTally;
+using detail::TopList;
 
 struct Sweep {
     const ModelSummary& model;
@@ -224,6 +58,11 @@ struct Sweep {
     std::vector<detail::StageWork> work;
     std::vector<detail::StageTime> times;
 
+    /// Every layout of one (tp, pp, cp): splits, interleaving, experts, then training or
+    /// inference variants.
+    void shape(int tp, int pp, int cp, const std::vector<int>& etps,
+        const std::optional<Rejection>& tpReject, Layout& l,
+        std::vector<detail::StageWeights>& weights);
     void training(Layout& l, std::vector<detail::StageWeights>& weights);
     void inference(Layout& l, std::vector<detail::StageWeights>& weights);
 };
@@ -412,6 +251,77 @@ void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
     }
 }
 
+void Sweep::shape(int tp, int pp, int cp, const std::vector<int>& etps,
+    const std::optional<Rejection>& tpReject, Layout& l, std::vector<detail::StageWeights>& weights)
+{
+    const bool train = opt.workload.mode == Mode::Train;
+    const int world = cluster.worldSize();
+    const int dp = int(world / (std::int64_t(tp) * pp * cp));
+    const std::int64_t perLayout = train
+        ? std::int64_t(opt.microBatches.size() * opt.zero.size() * opt.recompute.size())
+        : 1;
+    const auto splits = detail::splitsFor(model, pp, opt.unevenSplits);
+    std::vector<int> vpps { 1 };
+    if (train && pp > 1 && !opt.vpp.empty()) {
+        vpps = opt.vpp;
+    }
+    std::vector<int> eps { 1 };
+    if (model.hasMoe()) {
+        // Training: EP × ETP × EDP = tp·cp·dp ranks of a stage; inference engines spread
+        // experts over the tp·dp ranks that serve attention.
+        eps = detail::candidates(opt.ep, train ? world / pp : tp * dp);
+    }
+    const std::int64_t etpCount = train ? std::int64_t(etps.size()) : 1;
+    const std::int64_t perVpp = std::int64_t(eps.size()) * etpCount * perLayout;
+    const std::int64_t leaves = std::max<std::int64_t>(1, std::int64_t(splits.size()))
+        * std::int64_t(vpps.size()) * perVpp;
+    if (tpReject) {
+        reject(*tpReject, leaves);
+        return;
+    }
+    if (splits.empty()) {
+        reject({ RejectKind::PpLayers, pp, model.numLayers }, leaves);
+        return;
+    }
+    if (train && cp > 1 && opt.workload.seqLength % (2 * cp) != 0) {
+        reject({ RejectKind::CpSequence, cp, opt.workload.seqLength }, leaves);
+        return;
+    }
+    l.tp = tp;
+    l.pp = pp;
+    l.cp = cp;
+    l.dp = dp;
+    l.sp = train && tp > 1;
+    weights.resize(std::size_t(pp));
+    for (const auto& split : splits) {
+        l.stageStart = split.start;
+        const int smallest = detail::minStageLayers(split.start);
+        for (const int vpp : vpps) {
+            if (vpp > 1 && smallest < vpp) {
+                reject({ RejectKind::VppLayers, vpp, smallest }, perVpp);
+                continue;
+            }
+            l.vpp = vpp;
+            for (const int ep : eps) {
+                const std::vector<int> inferEtp { ep > 1 ? 1 : tp };
+                for (const int etp : train ? etps : inferEtp) {
+                    if (auto r = checkExperts(model, tp, cp, dp, ep, etp)) {
+                        reject(*r, perLayout);
+                        continue;
+                    }
+                    l.ep = ep;
+                    l.etp = etp;
+                    if (train) {
+                        training(l, weights);
+                    } else {
+                        inference(l, weights);
+                    }
+                }
+            }
+        }
+    }
+}
+
 std::vector<std::string> sweepNotes(
     const ModelSummary& m, const hardware::Cluster& c, const PlannerOptions& o)
 {
@@ -474,12 +384,9 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     Sweep sweep(model, cluster, options);
     const bool train = options.workload.mode == Mode::Train;
     const int world = cluster.worldSize();
-    const auto tps = candidates(options.tp, world);
-    const auto pps = candidates(options.pp, world);
-    const auto cps = train ? candidates(options.cp, world) : std::vector<int> { 1 };
-    const std::int64_t perLayout = train
-        ? std::int64_t(options.microBatches.size() * options.zero.size() * options.recompute.size())
-        : 1;
+    const auto tps = detail::candidates(options.tp, world);
+    const auto pps = detail::candidates(options.pp, world);
+    const auto cps = train ? detail::candidates(options.cp, world) : std::vector<int> { 1 };
 
     std::int64_t triples = 0;
     for (const int tp : tps) {
@@ -499,7 +406,6 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     l.weights = train ? DType::BF16 : model.checkpointDtype;
     l.checkpointWeights = !train;
     std::vector<detail::StageWeights> weights;
-
     for (const int tp : tps) {
         const auto tpReject
             = checkTensorParallel(model, tp, cluster.domainSize, sweep.domainIsNode);
@@ -522,77 +428,7 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
                     return Error::cancelled();
                 }
                 progress.advance();
-                const int dp = int(world / modelRanks);
-                const auto splits = splitsFor(model, pp, options.unevenSplits);
-                std::vector<int> vpps { 1 };
-                if (train && pp > 1) {
-                    vpps.clear();
-                    for (const int v : options.vpp) {
-                        vpps.push_back(v);
-                    }
-                    if (vpps.empty()) {
-                        vpps.push_back(1);
-                    }
-                }
-                std::vector<int> eps { 1 };
-                if (model.hasMoe()) {
-                    eps = candidates(options.ep, world / pp);
-                    if (!train) {
-                        eps = candidates(options.ep, tp * dp);
-                    }
-                }
-                const std::int64_t etpCount = train ? std::int64_t(etps.size()) : 1;
-                const std::int64_t perSplit
-                    = std::int64_t(vpps.size()) * std::int64_t(eps.size()) * etpCount * perLayout;
-                const std::int64_t leaves
-                    = std::max<std::int64_t>(1, std::int64_t(splits.size())) * perSplit;
-                if (tpReject) {
-                    sweep.reject(*tpReject, leaves);
-                    continue;
-                }
-                if (splits.empty()) {
-                    sweep.reject({ RejectKind::PpLayers, pp, model.numLayers }, leaves);
-                    continue;
-                }
-                if (train && cp > 1 && options.workload.seqLength % (2 * cp) != 0) {
-                    sweep.reject(
-                        { RejectKind::CpSequence, cp, options.workload.seqLength }, leaves);
-                    continue;
-                }
-                l.tp = tp;
-                l.pp = pp;
-                l.cp = cp;
-                l.dp = dp;
-                l.sp = train && tp > 1;
-                weights.resize(std::size_t(pp));
-                for (const auto& split : splits) {
-                    l.stageStart = split.start;
-                    const int smallest = minStageLayers(split.start);
-                    for (const int vpp : vpps) {
-                        if (vpp > 1 && smallest < vpp) {
-                            sweep.reject({ RejectKind::VppLayers, vpp, smallest },
-                                std::int64_t(eps.size()) * etpCount * perLayout);
-                            continue;
-                        }
-                        l.vpp = vpp;
-                        for (const int ep : eps) {
-                            const std::vector<int> inferEtp { ep > 1 ? 1 : tp };
-                            for (const int etp : train ? etps : inferEtp) {
-                                if (auto r = checkExperts(model, tp, cp, dp, ep, etp)) {
-                                    sweep.reject(*r, perLayout);
-                                    continue;
-                                }
-                                l.ep = ep;
-                                l.etp = etp;
-                                if (train) {
-                                    sweep.training(l, weights);
-                                } else {
-                                    sweep.inference(l, weights);
-                                }
-                            }
-                        }
-                    }
-                }
+                sweep.shape(tp, pp, cp, etps, tpReject, l, weights);
             }
         }
     }
