@@ -324,15 +324,15 @@ TrainingCost combineStageTimes(const CostTables& tab, const Layout& l, const Wor
         dp = std::max(dp, stageDp);
         optimizer = std::max(optimizer, stageOpt);
     }
-    const double m_ = l.numMicroBatches;
+    const double micro = l.numMicroBatches;
     auto& b = cost.breakdown;
-    b.compute = m_ * slowest.compute;
-    b.tp = m_ * slowest.tp;
-    b.ep = m_ * slowest.ep;
-    b.cp = m_ * slowest.cp;
-    b.pp = m_ * slowest.pp;
+    b.compute = micro * slowest.compute;
+    b.tp = micro * slowest.tp;
+    b.ep = micro * slowest.ep;
+    b.cp = micro * slowest.cp;
+    b.pp = micro * slowest.pp;
     b.bubble = (sum - worst) / l.vpp;
-    b.dp = m_ * slowest.zero + dp;
+    b.dp = micro * slowest.zero + dp;
     b.optimizer = optimizer;
     cost.stepTime = b.compute + b.tp + b.ep + b.cp + b.pp + b.bubble + b.dp + b.optimizer;
     const double sequences = l.globalBatch;
