@@ -162,16 +162,17 @@ void explainTraining(const PlannedLayout& best, const PlanResult& r,
             span <= domain ? "one node" : fmt::format("{} nodes", (span + domain - 1) / domain),
             share(b.ep, step));
     }
+    const std::string microBatches
+        = fmt::format("{} micro-batch{} of {} sequence{}", l.numMicroBatches,
+            l.numMicroBatches == 1 ? "" : "es", l.microBatch, l.microBatch == 1 ? "" : "s");
     if (l.pp > 1) {
-        fmt::print(
-            "  - {} pipeline stages of {} layers{}; {} micro-batches of {} sequence(s) per step "
-            "keep the fill-and-drain bubble at {}.\n",
+        fmt::print("  - {} pipeline stages of {} layers{}; {} per step keep the fill-and-drain "
+                   "bubble at {}.\n",
             l.pp, stageSplit(l), l.vpp > 1 ? fmt::format(" in {} interleaved chunks", l.vpp) : "",
-            l.numMicroBatches, l.microBatch, share(b.bubble, step));
+            microBatches, share(b.bubble, step));
     } else {
-        fmt::print(
-            "  - no pipeline: every rank holds all {} layers; {} micro-batches of {} per step.\n",
-            m.numLayers, l.numMicroBatches, l.microBatch);
+        fmt::print("  - no pipeline: every rank holds all {} layers; {} per step.\n", m.numLayers,
+            microBatches);
     }
     fmt::print("  - {} data-parallel replicas{}; the gradient reduce-scatter overlaps the last "
                "backward, leaving {} exposed.\n",
