@@ -1,0 +1,156 @@
+#include "history/run_json.h"
+
+#include "history/run_store_impl.h"
+
+#include <cmath>
+
+namespace day0::history {
+
+namespace {
+
+using nlohmann::json;
+
+json number(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+json optionalNumber(const std::optional<double>& value) { return value ? number(*value) : json(nullptr); }
+
+json optionalBytes(const std::optional<Bytes>& value) { return value ? json(value->value) : json(nullptr); }
+
+json layerRow(const RunComparison& c, const LayerDelta& d)
+{
+    return { { "anchor", c.name(d.anchor) }, { "layer", d.layer }, { "submodule", c.name(d.subModule) },
+        { "metric", c.name(d.metric) }, { "a", optionalNumber(d.a) }, { "b", optionalNumber(d.b) } };
+}
+
+json memoryRows(const std::vector<MemoryDelta>& rows)
+{
+    json out = json::array();
+    for (const MemoryDelta& d : rows) {
+        out.push_back({ { "rank", d.rank }, { "stage", d.stage }, { "component", d.component },
+            { "a", optionalBytes(d.a) }, { "b", optionalBytes(d.b) }, { "delta", d.delta().value } });
+    }
+    return out;
+}
+
+} // namespace
+
+json toJson(const RunInfo& info)
+{
+    return {
+        { "id", info.id.value() },
+        { "uuid", info.uuid },
+        { "kind", toString(info.kind) },
+        { "created", formatIso(info.created) },
+        { "label", info.label },
+        { "status", toString(info.status) },
+        { "model", info.modelName },
+        { "model_fingerprint", info.modelFingerprint },
+        { "plan", info.plan },
+        { "precision", info.precision },
+        { "backend", info.backend },
+        { "host", info.host },
+        { "software_version", info.softwareVersion },
+        { "command", info.command },
+        { "message", info.message },
+        { "duration_s", info.duration ? number(info.duration->value) : json(nullptr) },
+    };
+}
+
+json toJson(const RunRecord& run, bool withLayers)
+{
+    json out = toJson(run.info);
+    json properties = json::object();
+    for (const Property& p : run.properties) {
+        properties[p.key] = p.value;
+    }
+    out["properties"] = std::move(properties);
+    json metrics = json::array();
+    for (const Metric& m : run.metrics) {
+        metrics.push_back({ { "name", m.name }, { "value", number(m.value) }, { "unit", m.unit } });
+    }
+    out["metrics"] = std::move(metrics);
+    json memory = json::array();
+    for (const MemoryEntry& e : run.memory) {
+        memory.push_back({ { "rank", e.rank }, { "stage", e.stage }, { "component", e.component },
+            { "bytes", e.bytes.value } });
+    }
+    out["memory"] = std::move(memory);
+    json artifacts = json::array();
+    for (const Artifact& a : run.artifacts) {
+        artifacts.push_back({ { "kind", a.kind }, { "path", a.path }, { "size", optionalBytes(a.size) },
+            { "sha256", a.sha256.empty() ? json(nullptr) : json(a.sha256) } });
+    }
+    out["artifacts"] = std::move(artifacts);
+    json events = json::array();
+    for (const Event& e : run.events) {
+        events.push_back({ { "time", formatIso(e.time) }, { "level", detail::levelName(e.level) },
+            { "message", e.message } });
+    }
+    out["events"] = std::move(events);
+    if (withLayers) {
+        json layers = json::array();
+        const LayerMetrics& l = run.layers;
+        for (std::size_t i = 0; i < l.size(); ++i) {
+            layers.push_back({ { "anchor", l.anchor(i) }, { "layer", l.row(i).layer },
+                { "submodule", l.subModule(i) }, { "metric", l.metric(i) }, { "value", number(l.row(i).value) } });
+        }
+        out["layer_metrics"] = std::move(layers);
+    }
+    return out;
+}
+
+json toJson(const RunCounts& counts)
+{
+    return { { "metrics", counts.metrics }, { "properties", counts.properties },
+        { "layer_metrics", counts.layerMetrics }, { "memory", counts.memory },
+        { "artifacts", counts.artifacts }, { "events", counts.events } };
+}
+
+json toJson(const RunComparison& c, std::size_t topLayers, bool allLayers)
+{
+    json out;
+    out["a"] = toJson(c.a);
+    out["b"] = toJson(c.b);
+    json fields = json::array();
+    for (const FieldChange& f : c.fields) {
+        fields.push_back({ { "field", f.field }, { "a", f.a }, { "b", f.b } });
+    }
+    out["fields"] = std::move(fields);
+    const auto seconds = [](const std::optional<Seconds>& s) {
+        return s ? std::optional<double>(s->value) : std::optional<double>();
+    };
+    const MetricDelta duration { "duration", "s", seconds(c.durationA), seconds(c.durationB) };
+    out["duration_s"] = { { "a", optionalNumber(duration.a) }, { "b", optionalNumber(duration.b) },
+        { "delta", optionalNumber(duration.delta()) } };
+    json metrics = json::array();
+    for (const MetricDelta& m : c.metrics) {
+        metrics.push_back({ { "name", m.name }, { "unit", m.unit }, { "a", optionalNumber(m.a) },
+            { "b", optionalNumber(m.b) }, { "delta", optionalNumber(m.delta()) },
+            { "relative", optionalNumber(m.relative()) } });
+    }
+    out["metrics"] = std::move(metrics);
+    out["memory"] = memoryRows(c.memory);
+    out["memory_totals"] = memoryRows(c.memoryTotals);
+    json summary = json::array();
+    json largest = json::array();
+    for (const LayerMetricSummary& s : c.layerSummary) {
+        summary.push_back({ { "metric", s.metric }, { "aligned", s.aligned }, { "only_a", s.onlyA },
+            { "only_b", s.onlyB }, { "increased", s.increased }, { "decreased", s.decreased },
+            { "geomean_ratio", number(s.geomeanRatio) } });
+        for (const std::size_t i : largestLayerChanges(c, s.metric, topLayers)) {
+            largest.push_back(layerRow(c, c.layers[i]));
+        }
+    }
+    out["layer_summary"] = std::move(summary);
+    out["largest_layer_changes"] = std::move(largest);
+    if (allLayers) {
+        json layers = json::array();
+        for (const LayerDelta& d : c.layers) {
+            layers.push_back(layerRow(c, d));
+        }
+        out["layers"] = std::move(layers);
+    }
+    return out;
+}
+
+} // namespace day0::history

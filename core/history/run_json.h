@@ -1,0 +1,35 @@
+#pragma once
+
+#include "history/run_compare.h"
+#include "history/run_record.h"
+#include "history/run_store.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+
+namespace day0::history {
+
+/// A run header as JSON: {"id", "uuid", "kind", "created" (ISO 8601 UTC), "label", "status",
+/// "model", "model_fingerprint", "plan", "precision", "backend", "host", "software_version",
+/// "command", "message", "duration_s" (null when unknown)}.
+nlohmann::json toJson(const RunInfo& info);
+
+/// A whole run: the header keys plus "properties" (object), "metrics" [{name, value, unit}],
+/// "memory" [{rank, stage, component, bytes}], "artifacts" [{kind, path, size, sha256}],
+/// "events" [{time, level, message}] and, when `withLayers`, "layer_metrics"
+/// [{anchor, layer, submodule, metric, value}]. NaN and infinite values are written as null.
+nlohmann::json toJson(const RunRecord& run, bool withLayers = true);
+
+/// Child row counts: {"metrics", "properties", "layer_metrics", "memory", "artifacts", "events"}.
+nlohmann::json toJson(const RunCounts& counts);
+
+/// A comparison: {"a", "b" (headers), "fields" [{field, a, b}], "duration_s" {a, b, delta},
+/// "metrics" [{name, unit, a, b, delta, relative}], "memory" and "memory_totals"
+/// [{rank, stage, component, a, b, delta}], "layer_summary" [{metric, aligned, only_a, only_b,
+/// increased, decreased, geomean_ratio}], "largest_layer_changes" [{anchor, layer, submodule,
+/// metric, a, b}] (up to `topLayers` per metric) and, when `allLayers`, "layers" (every aligned
+/// row in the same form).
+nlohmann::json toJson(const RunComparison& comparison, std::size_t topLayers, bool allLayers);
+
+} // namespace day0::history
