@@ -290,28 +290,43 @@ Result<bool> RunStore::remove(RunId id)
 Result<void> RunStore::checkIntegrity() const
 {
     std::lock_guard lock(m_state->mutex);
-    std::vector<std::string> problems;
-    for (const char* pragma : { "PRAGMA integrity_check", "PRAGMA foreign_key_check" }) {
+    const auto failed = [&](const std::string& what) {
+        return Error::checkFailed(fmt::format("{}: integrity check failed: {}", displayPath(file()), what));
+    };
+    // integrity_check reports damage as rows; foreign_key_check reports one row per orphan.
+    // Either may also stop with an error when the damage is bad enough.
+    const std::pair<const char*, bool> checks[] = { { "PRAGMA integrity_check", true },
+        { "PRAGMA foreign_key_check", false } };
+    for (const auto& [pragma, rowsAreMessages] : checks) {
         auto stmt = m_state->db.prepare(pragma);
-        DAY0_TRY(stmt);
+        if (!stmt) {
+            return failed(stmt.error().message);
+        }
+        std::vector<std::string> problems;
         for (;;) {
             auto row = stmt->step();
-            DAY0_TRY(row);
+            if (!row) {
+                return failed(row.error().message);
+            }
             if (!*row) {
                 break;
             }
-            const std::string text(stmt->columnText(0));
+            std::string text(stmt->columnText(0));
+            if (!rowsAreMessages) {
+                text = fmt::format("row {} of table '{}' refers to a missing {}", stmt->columnInt(1),
+                    text, stmt->columnText(2));
+            }
             if (text != "ok" && problems.size() < 5) {
-                problems.push_back(text.empty() ? std::string("foreign key violation") : text);
+                problems.push_back(std::move(text));
             }
         }
-    }
-    if (!problems.empty()) {
-        std::string joined;
-        for (const auto& p : problems) {
-            joined += joined.empty() ? p : "; " + p;
+        if (!problems.empty()) {
+            std::string joined;
+            for (const auto& p : problems) {
+                joined += joined.empty() ? p : "; " + p;
+            }
+            return failed(joined);
         }
-        return Error::checkFailed(fmt::format("{}: integrity check failed: {}", displayPath(file()), joined));
     }
     return success();
 }
