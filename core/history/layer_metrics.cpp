@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <unordered_set>
 
 namespace day0::history {
@@ -130,6 +132,41 @@ std::string LayerMetrics::firstDuplicate() const
         }
     }
     return {};
+}
+
+std::vector<LayerMetricStats> summarize(const LayerMetrics& metrics)
+{
+    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+    std::vector<LayerMetricStats> out;
+    std::vector<std::size_t> slot(metrics.names().size(), std::size_t(-1));
+    std::vector<std::uint32_t> maxAnchor;
+    for (const auto& row : metrics.rows()) {
+        if (slot[row.metric] == std::size_t(-1)) {
+            slot[row.metric] = out.size();
+            out.push_back({ metrics.name(row.metric), 0, 0, kNaN, kNaN, {} });
+            maxAnchor.push_back(row.anchor);
+        }
+        const std::size_t k = slot[row.metric];
+        LayerMetricStats& s = out[k];
+        ++s.count;
+        if (std::isnan(row.value)) {
+            ++s.nanCount;
+            continue;
+        }
+        if (std::isnan(s.min) || row.value < s.min) {
+            s.min = row.value;
+        }
+        if (std::isnan(s.max) || row.value > s.max) {
+            s.max = row.value;
+            maxAnchor[k] = row.anchor;
+        }
+    }
+    for (std::size_t k = 0; k < out.size(); ++k) {
+        if (!std::isnan(out[k].max)) {
+            out[k].maxAnchor = metrics.name(maxAnchor[k]);
+        }
+    }
+    return out;
 }
 
 std::vector<DepthPoint> depthCurve(

@@ -75,6 +75,19 @@ private:
     std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> m_index;
 };
 
+/// The spread of one layer metric over the anchors of a run.
+struct LayerMetricStats {
+    std::string metric;
+    std::size_t count = 0; ///< rows with this metric
+    std::size_t nanCount = 0; ///< of which NaN
+    double min = 0.0; ///< over the non-NaN values (NaN when all are NaN)
+    double max = 0.0;
+    std::string maxAnchor; ///< where the maximum is (first such anchor)
+};
+
+/// One LayerMetricStats per metric name, in order of first appearance.
+std::vector<LayerMetricStats> summarize(const LayerMetrics& metrics);
+
 /// One point of an error-versus-depth curve.
 struct DepthPoint {
     int layer = -1;

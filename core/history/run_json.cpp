@@ -1,8 +1,11 @@
 #include "history/run_json.h"
 
-#include "history/run_store_impl.h"
+#include "base/json_util.h"
+
+#include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 namespace day0::history {
 
@@ -30,6 +33,85 @@ json memoryRows(const std::vector<MemoryDelta>& rows)
             { "a", optionalBytes(d.a) }, { "b", optionalBytes(d.b) }, { "delta", d.delta().value } });
     }
     return out;
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Calls `read(reader)` for every element of the array at `key`; the first problem wins.
+template <typename Read>
+Result<void> forEachElement(const json& object, const char* key, const std::string& origin, Read&& read)
+{
+    if (!object.contains(key) || object.at(key).is_null()) {
+        return success();
+    }
+    const json& array = object.at(key);
+    if (!array.is_array()) {
+        return Error::badInput(fmt::format("{}: '{}' must be an array", origin, key));
+    }
+    for (std::size_t i = 0; i < array.size(); ++i) {
+        JsonReader reader(array[i], fmt::format("{}: {}[{}]", origin, key, i));
+        read(reader);
+        if (!reader.ok()) {
+            return reader.error();
+        }
+    }
+    return success();
+}
+
+Result<Timestamp> readTime(JsonReader& reader, const std::string& key)
+{
+    const std::string text = reader.stringOr(key, "");
+    if (!reader.ok()) {
+        return reader.error();
+    }
+    if (text.empty()) {
+        return Timestamp {};
+    }
+    auto time = parseTime(text, now());
+    if (!time || text.find('-') == std::string::npos) {
+        reader.fail(key, fmt::format("must be an ISO 8601 time, found '{}'", text));
+        return reader.error();
+    }
+    return *time;
+}
+
+Result<void> readHeader(const json& object, const std::string& origin, RunInfo& info)
+{
+    JsonReader r(object, origin);
+    info.uuid = r.stringOr("uuid", "");
+    const std::string kind = r.stringOr("kind", "");
+    const std::string status = r.stringOr("status", "ok");
+    info.label = r.stringOr("label", "");
+    info.modelName = r.stringOr("model", "");
+    info.modelFingerprint = r.stringOr("model_fingerprint", "");
+    info.plan = r.stringOr("plan", "");
+    info.precision = r.stringOr("precision", "");
+    info.backend = r.stringOr("backend", "");
+    info.host = r.stringOr("host", "");
+    info.softwareVersion = r.stringOr("software_version", "");
+    info.command = r.stringOr("command", "");
+    info.message = r.stringOr("message", "");
+    if (r.has("duration_s")) {
+        info.duration = Seconds(r.numberOr("duration_s", 0.0));
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (kind.empty()) {
+        r.fail("kind", "is missing");
+        return r.error();
+    }
+    auto parsedKind = parseRunKind(kind);
+    auto parsedStatus = parseRunStatus(status);
+    if (!parsedKind || !parsedStatus) {
+        return (parsedKind ? parsedStatus.error() : parsedKind.error()).withContext(origin);
+    }
+    info.kind = *parsedKind;
+    info.status = *parsedStatus;
+    auto created = readTime(r, "created");
+    DAY0_TRY(created);
+    info.created = *created;
+    return success();
 }
 
 } // namespace
@@ -83,7 +165,7 @@ json toJson(const RunRecord& run, bool withLayers)
     out["artifacts"] = std::move(artifacts);
     json events = json::array();
     for (const Event& e : run.events) {
-        events.push_back({ { "time", formatIso(e.time) }, { "level", detail::levelName(e.level) },
+        events.push_back({ { "time", formatIso(e.time) }, { "level", levelName(e.level) },
             { "message", e.message } });
     }
     out["events"] = std::move(events);
@@ -151,6 +233,64 @@ json toJson(const RunComparison& c, std::size_t topLayers, bool allLayers)
         out["layers"] = std::move(layers);
     }
     return out;
+}
+
+Result<RunRecord> runFromJson(const json& object, const std::string& origin)
+{
+    if (!object.is_object()) {
+        return Error::badInput(fmt::format("{}: expected a run (a JSON object)", origin));
+    }
+    RunRecord run;
+    DAY0_TRY(readHeader(object, origin, run.info));
+    if (object.contains("properties") && !object.at("properties").is_null()) {
+        const json& properties = object.at("properties");
+        if (!properties.is_object()) {
+            return Error::badInput(fmt::format("{}: 'properties' must be an object", origin));
+        }
+        for (const auto& [key, value] : properties.items()) {
+            if (!value.is_string()) {
+                return Error::badInput(fmt::format("{}: properties: '{}' must be a string", origin, key));
+            }
+            run.setProperty(key, value.get<std::string>());
+        }
+    }
+    DAY0_TRY(forEachElement(object, "metrics", origin, [&](JsonReader& r) {
+        run.addMetric(r.stringOr("name", ""), r.numberOr("value", kNaN), r.stringOr("unit", ""));
+    }));
+    DAY0_TRY(forEachElement(object, "memory", origin, [&](JsonReader& r) {
+        run.addMemory(int(r.intOr("rank", -1)), int(r.intOr("stage", -1)), r.stringOr("component", ""),
+            Bytes(r.requireInt("bytes")));
+    }));
+    DAY0_TRY(forEachElement(object, "artifacts", origin, [&](JsonReader& r) {
+        Artifact a { r.stringOr("kind", ""), r.stringOr("path", ""), std::nullopt, r.stringOr("sha256", "") };
+        if (auto size = r.optionalInt("size")) {
+            a.size = Bytes(*size);
+        }
+        run.addArtifact(std::move(a));
+    }));
+    DAY0_TRY(forEachElement(object, "events", origin, [&](JsonReader& r) {
+        Event e { {}, parseLevel(r.stringOr("level", "info")), r.stringOr("message", "") };
+        auto time = readTime(r, "time");
+        if (time) {
+            e.time = *time;
+        }
+        run.events.push_back(std::move(e));
+    }));
+    DAY0_TRY(forEachElement(object, "layer_metrics", origin, [&](JsonReader& r) {
+        const std::string anchor = r.stringOr("anchor", "");
+        const std::string metric = r.stringOr("metric", "");
+        const double value = r.numberOr("value", kNaN);
+        if (r.has("layer") || r.has("submodule")) {
+            run.layers.add(anchor, int(r.intOr("layer", -1)), r.stringOr("submodule", ""), metric, value);
+        } else {
+            run.layers.add(anchor, metric, value);
+        }
+    }));
+    auto valid = run.validate();
+    if (!valid) {
+        return valid.error().withContext(origin);
+    }
+    return run;
 }
 
 } // namespace day0::history

@@ -3,6 +3,7 @@
 #include "history/run_compare.h"
 #include "history/run_record.h"
 #include "history/run_store.h"
+#include "base/result.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,5 +32,12 @@ nlohmann::json toJson(const RunCounts& counts);
 /// metric, a, b}] (up to `topLayers` per metric) and, when `allLayers`, "layers" (every aligned
 /// row in the same form).
 nlohmann::json toJson(const RunComparison& comparison, std::size_t topLayers, bool allLayers);
+
+/// Reads a run written by toJson(const RunRecord&) back (`day0 runs import`): the id is dropped
+/// (the store assigns one), the uuid and creation time are kept. Missing optional keys take
+/// their defaults; a layer row without "layer"/"submodule" has them parsed from its anchor.
+/// NaN values written as null read back as NaN. Errors name `origin` and the offending key
+/// ("run.json: metrics[2]: 'value' must be a number").
+Result<RunRecord> runFromJson(const nlohmann::json& json, const std::string& origin);
 
 } // namespace day0::history

@@ -53,6 +53,35 @@ Result<RunStatus> parseRunStatus(std::string_view text)
     return parseName<RunStatus>(text, kStatusNames, "status");
 }
 
+std::string_view levelName(LogLevel level)
+{
+    switch (level) {
+    case LogLevel::Debug:
+        return "debug";
+    case LogLevel::Info:
+        return "info";
+    case LogLevel::Warning:
+        return "warning";
+    case LogLevel::Error:
+        return "error";
+    }
+    return "info";
+}
+
+LogLevel parseLevel(std::string_view text)
+{
+    if (text == "debug") {
+        return LogLevel::Debug;
+    }
+    if (text == "warning") {
+        return LogLevel::Warning;
+    }
+    if (text == "error") {
+        return LogLevel::Error;
+    }
+    return LogLevel::Info;
+}
+
 Result<Artifact> makeArtifact(std::string kind, const std::filesystem::path& path)
 {
     namespace fs = std::filesystem;

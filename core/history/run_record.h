@@ -88,6 +88,11 @@ struct Artifact {
 /// its files). The error names the path.
 Result<Artifact> makeArtifact(std::string kind, const std::filesystem::path& path);
 
+/// "debug", "info", "warning", "error": how event levels are stored and shown.
+std::string_view levelName(LogLevel level);
+/// The inverse of levelName; unknown text reads as Info.
+LogLevel parseLevel(std::string_view text);
+
 /// One line of the run's event log.
 struct Event {
     Timestamp time {};

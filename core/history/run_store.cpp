@@ -89,7 +89,7 @@ Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, 
         for (std::size_t i = 0; i < record.events.size(); ++i) {
             const Event& e = record.events[i];
             (*stmt)->bind(1, runId).bind(2, std::int64_t(i)).bind(3, e.time.time_since_epoch().count());
-            (*stmt)->bind(4, detail::levelName(e.level)).bind(5, e.message);
+            (*stmt)->bind(4, levelName(e.level)).bind(5, e.message);
             DAY0_TRY((*stmt)->run());
         }
     }

@@ -27,10 +27,6 @@ struct StoreState {
 extern const char* const kInfoColumns;
 /// Reads a RunInfo from a row selected with kInfoColumns.
 RunInfo readInfo(const Statement& row);
-/// "debug", "info", "warning", "error".
-std::string_view levelName(LogLevel level);
-/// The inverse of levelName; unknown text reads as Info.
-LogLevel parseLevel(std::string_view text);
 
 } // namespace detail
 

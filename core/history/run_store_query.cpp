@@ -44,35 +44,6 @@ RunInfo readInfo(const Statement& row)
     return info;
 }
 
-std::string_view levelName(LogLevel level)
-{
-    switch (level) {
-    case LogLevel::Debug:
-        return "debug";
-    case LogLevel::Info:
-        return "info";
-    case LogLevel::Warning:
-        return "warning";
-    case LogLevel::Error:
-        return "error";
-    }
-    return "info";
-}
-
-LogLevel parseLevel(std::string_view text)
-{
-    if (text == "debug") {
-        return LogLevel::Debug;
-    }
-    if (text == "warning") {
-        return LogLevel::Warning;
-    }
-    if (text == "error") {
-        return LogLevel::Error;
-    }
-    return LogLevel::Info;
-}
-
 } // namespace detail
 
 namespace {
@@ -216,7 +187,7 @@ Result<void> loadChildren(const detail::StoreState& impl, std::int64_t runId, Ru
     DAY0_TRY(query("SELECT time_us, level, message FROM events WHERE run_id = ?1 ORDER BY seq",
         [&](const Statement& r) {
             record.events.push_back({ Timestamp(std::chrono::microseconds(r.columnInt(0))),
-                detail::parseLevel(r.columnText(1)), std::string(r.columnText(2)) });
+                parseLevel(r.columnText(1)), std::string(r.columnText(2)) });
         }));
     return success();
 }

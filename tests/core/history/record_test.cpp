@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 
 using namespace day0;
@@ -231,4 +232,24 @@ TEST(Recording, RecordRunHonoursOptions)
     ASSERT_FALSE(failed.ok());
     EXPECT_NE(failed.error().message.find("bad.sqlite"), std::string::npos);
     setRecordingOptions(saved);
+}
+
+TEST(LayerMetricsTable, SummarizeFindsSpreadAndNaN)
+{
+    LayerMetrics m;
+    m.add("model.layers.0", "rel_l2", 0.2);
+    m.add("model.layers.1", "rel_l2", std::numeric_limits<double>::quiet_NaN());
+    m.add("model.layers.2", "rel_l2", 0.7);
+    m.add("model.layers.3", "rel_l2", 0.1);
+    m.add("model.layers.0", "cos", std::numeric_limits<double>::quiet_NaN());
+    const auto stats = summarize(m);
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_EQ(stats[0].metric, "rel_l2");
+    EXPECT_EQ(stats[0].count, 4u);
+    EXPECT_EQ(stats[0].nanCount, 1u);
+    EXPECT_EQ(stats[0].min, 0.1);
+    EXPECT_EQ(stats[0].max, 0.7);
+    EXPECT_EQ(stats[0].maxAnchor, "model.layers.2");
+    EXPECT_TRUE(std::isnan(stats[1].max));
+    EXPECT_EQ(stats[1].maxAnchor, "");
 }
