@@ -96,44 +96,62 @@ Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, 
     return success();
 }
 
-// Maps the record's interned names onto rows of the shared `names` table.
-Result<std::vector<std::int64_t>> storeNames(const detail::StoreState& impl, const LayerMetrics& layers)
+// Maps the record's interned names onto rows of the shared `names` table. Names met for the
+// first time in this transaction are collected in `pending`.
+Result<std::vector<std::int64_t>> storeNames(
+    const detail::StoreState& state, const LayerMetrics& layers, detail::NameIds& pending)
 {
     std::vector<bool> used(layers.names().size(), false);
     for (const auto& row : layers.rows()) {
         used[row.anchor] = used[row.subModule] = used[row.metric] = true;
     }
-    auto select = impl.statement("SELECT id FROM names WHERE text = ?1");
-    DAY0_TRY(select);
-    auto insert = impl.statement("INSERT INTO names (text) VALUES (?1)");
-    DAY0_TRY(insert);
     std::vector<std::int64_t> ids(layers.names().size(), 0);
+    Statement* select = nullptr;
+    Statement* insert = nullptr;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         if (!used[i]) {
             continue;
         }
-        (*select)->bind(1, layers.names()[i]);
-        auto found = (*select)->step();
-        DAY0_TRY(found);
-        if (*found) {
-            ids[i] = (*select)->columnInt(0);
-            (*select)->reset();
+        const std::string& text = layers.names()[i];
+        if (const auto known = state.committedNames.find(text); known != state.committedNames.end()) {
+            ids[i] = known->second;
             continue;
         }
-        (*select)->reset();
-        (*insert)->bind(1, layers.names()[i]);
-        DAY0_TRY((*insert)->run());
-        ids[i] = impl.db.lastInsertRowId();
+        if (const auto seen = pending.find(text); seen != pending.end()) {
+            ids[i] = seen->second;
+            continue;
+        }
+        if (!select) {
+            auto s = state.statement("SELECT id FROM names WHERE text = ?1");
+            DAY0_TRY(s);
+            auto n = state.statement("INSERT INTO names (text) VALUES (?1)");
+            DAY0_TRY(n);
+            select = *s;
+            insert = *n;
+        }
+        select->bind(1, text);
+        auto found = select->step();
+        DAY0_TRY(found);
+        if (*found) {
+            ids[i] = select->columnInt(0);
+        } else {
+            insert->bind(1, text);
+            DAY0_TRY(insert->run());
+            ids[i] = state.db.lastInsertRowId();
+        }
+        select->reset();
+        pending.emplace(text, ids[i]);
     }
     return ids;
 }
 
-Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId, const LayerMetrics& layers)
+Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId, const LayerMetrics& layers,
+    detail::NameIds& pending)
 {
     if (layers.empty()) {
         return success();
     }
-    auto ids = storeNames(impl, layers);
+    auto ids = storeNames(impl, layers, pending);
     DAY0_TRY(ids);
     auto stmt = impl.statement(kInsertLayer);
     DAY0_TRY(stmt);
@@ -149,7 +167,7 @@ Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId, co
     return success();
 }
 
-Result<RunId> writeRun(const detail::StoreState& impl, const RunRecord& record)
+Result<RunId> writeRun(const detail::StoreState& impl, const RunRecord& record, detail::NameIds& pending)
 {
     const RunInfo& info = record.info;
     if (!info.uuid.empty()) {
@@ -190,7 +208,7 @@ Result<RunId> writeRun(const detail::StoreState& impl, const RunRecord& record)
     DAY0_TRY(insert.run());
     const std::int64_t runId = impl.db.lastInsertRowId();
     DAY0_TRY(insertChildren(impl, runId, record));
-    DAY0_TRY(insertLayers(impl, runId, record.layers));
+    DAY0_TRY(insertLayers(impl, runId, record.layers, pending));
     return RunId(runId);
 }
 
@@ -264,12 +282,14 @@ Result<std::vector<RunId>> RunStore::commitAll(std::span<const RunRecord> record
     DAY0_TRY(transaction);
     std::vector<RunId> ids;
     ids.reserve(records.size());
+    detail::NameIds pending;
     for (const RunRecord& record : records) {
-        auto id = writeRun(*m_state, record);
+        auto id = writeRun(*m_state, record, pending);
         DAY0_TRY(id);
         ids.push_back(*id);
     }
     DAY0_TRY(transaction->commit());
+    m_state->committedNames.merge(pending);
     return ids;
 }
 

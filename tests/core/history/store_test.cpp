@@ -177,6 +177,35 @@ TEST(RunStore, NamesAreSharedAcrossRuns)
     EXPECT_EQ(rawCount(store.file(), "layer_metrics"), 128);
 }
 
+TEST(RunStore, NamesOfARolledBackCommitAreNotRemembered)
+{
+    TempDir dir("rollback");
+    auto store = openOrDie(dir / "runs.sqlite");
+    auto other = openOrDie(dir / "runs.sqlite");
+    RunRecord fresh(RunKind::Run);
+    fresh.layers.add("model.layers.9.brand_new", "fresh_metric", 1.5);
+    RunRecord clash = makeSeededRecord(8, 0);
+    clash.info.uuid = makeUuid();
+    ASSERT_TRUE(store.commit(clash).ok());
+    // The batch inserts the new names, then fails on the uuid and rolls back.
+    const std::vector<RunRecord> batch { fresh, clash };
+    ASSERT_FALSE(store.commitAll(batch).ok());
+    EXPECT_EQ(rawCount(store.file(), "names"), 0);
+    // Another connection now takes the ids the rolled-back names had.
+    RunRecord elsewhere(RunKind::Run);
+    elsewhere.layers.add("model.layers.0.other", "other_metric", 2.0);
+    ASSERT_TRUE(other.commit(elsewhere).ok());
+    auto id = store.commit(fresh);
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    auto loaded = store.load(*id);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    ASSERT_EQ(loaded->layers.size(), 1u);
+    EXPECT_EQ(loaded->layers.anchor(0), "model.layers.9.brand_new");
+    EXPECT_EQ(loaded->layers.subModule(0), "brand_new");
+    EXPECT_EQ(loaded->layers.metric(0), "fresh_metric");
+    EXPECT_EQ(other.load(*id)->layers.metric(0), "fresh_metric");
+}
+
 TEST(RunStore, InvalidRecordWritesNothing)
 {
     TempDir dir("invalid");
