@@ -2,20 +2,19 @@
 
 #include "history/recording.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstdio>
+#include <fmt/format.h>
 
 namespace day0::cli {
 
 namespace {
 
-std::vector<Command>& registry()
-{
-    static std::vector<Command> list;
-    return list;
-}
+    std::vector<Command>& registry()
+    {
+        static std::vector<Command> list;
+        return list;
+    }
 
 } // namespace
 
@@ -66,6 +65,9 @@ std::optional<RunId> recordResult(const history::RunRecord& record)
     return *id;
 }
 
-void printWarning(const std::string& message) { fmt::print(stderr, "day0: warning: {}\n", message); }
+void printWarning(const std::string& message)
+{
+    fmt::print(stderr, "day0: warning: {}\n", message);
+}
 
 } // namespace day0::cli

@@ -4,7 +4,6 @@
 #include "base/strong_id.h"
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <optional>
 #include <string>
