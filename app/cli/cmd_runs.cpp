@@ -1,19 +1,17 @@
 // day0 runs list|show|compare|export|delete: the run history kept in the SQLite store.
-#include "command.h"
-#include "table.h"
-
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "command.h"
 #include "history/recording.h"
 #include "history/run_compare.h"
 #include "history/run_json.h"
 #include "history/run_store.h"
-
-#include <fmt/format.h>
+#include "table.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <map>
 #include <memory>
 
@@ -148,7 +146,8 @@ int runList(const RunsArgs& args, const GlobalOptions& global)
         total = *counted;
     }
     if (global.json) {
-        nlohmann::json out { { "store", file.string() }, { "total", total }, { "runs", nlohmann::json::array() } };
+        nlohmann::json out { { "store", file.string() }, { "total", total },
+            { "runs", nlohmann::json::array() } };
         for (const RunInfo& info : runs) {
             out["runs"].push_back(toJson(info));
         }
@@ -156,20 +155,23 @@ int runList(const RunsArgs& args, const GlobalOptions& global)
         return 0;
     }
     if (runs.empty()) {
-        fmt::print(stderr, "no runs{} in {}\n", total > 0 ? " on this page" : "", displayPath(file));
+        fmt::print(
+            stderr, "no runs{} in {}\n", total > 0 ? " on this page" : "", displayPath(file));
         return 0;
     }
-    Table table({ "ID", "CREATED", "KIND", "STATUS", "MODEL", "PLAN", "PRECISION", "DURATION", "LABEL" },
-        { Align::Right, Align::Left, Align::Left, Align::Left, Align::Left, Align::Left, Align::Left,
-            Align::Right, Align::Left });
+    Table table(
+        { "ID", "CREATED", "KIND", "STATUS", "MODEL", "PLAN", "PRECISION", "DURATION", "LABEL" },
+        { Align::Right, Align::Left, Align::Left, Align::Left, Align::Left, Align::Left,
+            Align::Left, Align::Right, Align::Left });
     for (const RunInfo& info : runs) {
-        table.addRow({ std::to_string(info.id.value()), formatLocal(info.created), std::string(toString(info.kind)),
-            std::string(toString(info.status)), info.modelName, info.plan, info.precision,
-            durationText(info.duration), info.label });
+        table.addRow({ std::to_string(info.id.value()), formatLocal(info.created),
+            std::string(toString(info.kind)), std::string(toString(info.status)), info.modelName,
+            info.plan, info.precision, durationText(info.duration), info.label });
     }
     fmt::print("{}", table.render());
     if (std::int64_t(runs.size()) < total) {
-        fmt::print(stderr, "showing the newest {} of {} runs (--limit 0 lists all)\n", runs.size(), total);
+        fmt::print(
+            stderr, "showing the newest {} of {} runs (--limit 0 lists all)\n", runs.size(), total);
     }
     return 0;
 }
@@ -185,10 +187,13 @@ void printHeader(const RunRecord& run)
         }
     };
     field("kind", std::string(toString(info.kind)));
-    field("status", std::string(toString(info.status)) + (info.message.empty() ? "" : ": " + info.message));
+    field("status",
+        std::string(toString(info.status)) + (info.message.empty() ? "" : ": " + info.message));
     field("created", formatLocal(info.created));
     field("label", info.label);
-    field("model", info.modelName + (info.modelFingerprint.empty() ? "" : "  (" + info.modelFingerprint + ")"));
+    field("model",
+        info.modelName
+            + (info.modelFingerprint.empty() ? "" : "  (" + info.modelFingerprint + ")"));
     field("plan", info.plan);
     field("precision", info.precision);
     field("backend", info.backend);
@@ -237,8 +242,8 @@ void printLayers(const LayerMetrics& layers, bool all)
     Table stats({ "LAYER METRIC", "ROWS", "NaN", "MIN", "MAX", "MAX AT" },
         { Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Left });
     for (const LayerMetricStats& s : summarize(layers)) {
-        stats.addRow({ s.metric, std::to_string(s.count), std::to_string(s.nanCount), formatValue(s.min, ""),
-            formatValue(s.max, ""), s.maxAnchor });
+        stats.addRow({ s.metric, std::to_string(s.count), std::to_string(s.nanCount),
+            formatValue(s.min, ""), formatValue(s.max, ""), s.maxAnchor });
     }
     fmt::print("\nlayer metrics\n{}", stats.render());
     if (!all) {
@@ -247,8 +252,9 @@ void printLayers(const LayerMetrics& layers, bool all)
     Table rows({ "ANCHOR", "LAYER", "SUBMODULE", "METRIC", "VALUE" },
         { Align::Left, Align::Right, Align::Left, Align::Left, Align::Right });
     for (std::size_t i = 0; i < layers.size(); ++i) {
-        rows.addRow({ layers.anchor(i), layers.row(i).layer < 0 ? "-" : std::to_string(layers.row(i).layer),
-            layers.subModule(i), layers.metric(i), formatValue(layers.row(i).value, "") });
+        rows.addRow(
+            { layers.anchor(i), layers.row(i).layer < 0 ? "-" : std::to_string(layers.row(i).layer),
+                layers.subModule(i), layers.metric(i), formatValue(layers.row(i).value, "") });
     }
     fmt::print("\n{}", rows.render());
 }
@@ -270,13 +276,7 @@ int runShow(const RunsArgs& args, const GlobalOptions& global)
     }
     if (global.json) {
         nlohmann::json out = toJson(*run, args.layers);
-        out["layer_summary"] = nlohmann::json::array();
-        for (const LayerMetricStats& s : summarize(run->layers)) {
-            out["layer_summary"].push_back({ { "metric", s.metric }, { "rows", s.count }, { "nan", s.nanCount },
-                { "min", std::isfinite(s.min) ? nlohmann::json(s.min) : nlohmann::json(nullptr) },
-                { "max", std::isfinite(s.max) ? nlohmann::json(s.max) : nlohmann::json(nullptr) },
-                { "max_anchor", s.maxAnchor } });
-        }
+        out["layer_summary"] = toJson(summarize(run->layers));
         fmt::print("{}\n", out.dump(2));
         return 0;
     }
@@ -292,9 +292,11 @@ int runShow(const RunsArgs& args, const GlobalOptions& global)
         printMemory(run->memory);
     }
     if (!run->artifacts.empty()) {
-        Table artifacts({ "ARTIFACT", "PATH", "SIZE", "SHA256" }, { Align::Left, Align::Left, Align::Right, Align::Left });
+        Table artifacts({ "ARTIFACT", "PATH", "SIZE", "SHA256" },
+            { Align::Left, Align::Left, Align::Right, Align::Left });
         for (const Artifact& a : run->artifacts) {
-            artifacts.addRow({ a.kind, a.path, a.size ? formatBytes(*a.size) : "-", a.sha256.substr(0, 16) });
+            artifacts.addRow(
+                { a.kind, a.path, a.size ? formatBytes(*a.size) : "-", a.sha256.substr(0, 16) });
         }
         fmt::print("\n{}", artifacts.render());
     }
@@ -335,7 +337,8 @@ void printComparison(const RunComparison& c, const RunsArgs& args)
     for (const MetricDelta* m : { &duration }) {
         if (m->a || m->b) {
             metrics.addRow({ m->name, optionalValue(m->a, m->unit), optionalValue(m->b, m->unit),
-                m->delta() ? formatSigned(*m->delta(), m->unit) : "", formatRelative(m->relative()) });
+                m->delta() ? formatSigned(*m->delta(), m->unit) : "",
+                formatRelative(m->relative()) });
         }
     }
     for (const MetricDelta& m : c.metrics) {
@@ -352,34 +355,39 @@ void printComparison(const RunComparison& c, const RunsArgs& args)
                 if (changedOnly && d.a && d.b && d.delta().value == 0) {
                     continue;
                 }
-                memory.addRow({ d.rank < 0 ? "-" : std::to_string(d.rank), d.stage < 0 ? "-" : std::to_string(d.stage),
-                    d.component, d.a ? formatBytes(*d.a) : "-", d.b ? formatBytes(*d.b) : "-",
+                memory.addRow({ d.rank < 0 ? "-" : std::to_string(d.rank),
+                    d.stage < 0 ? "-" : std::to_string(d.stage), d.component,
+                    d.a ? formatBytes(*d.a) : "-", d.b ? formatBytes(*d.b) : "-",
                     formatBytesDelta(d.delta()) });
             }
         };
         addRows(c.memory, !args.all);
         memory.addSeparator();
         addRows(c.memoryTotals, false);
-        fmt::print("\nmemory{}\n{}", args.all ? "" : " (changed components and totals; --all for every one)",
+        fmt::print("\nmemory{}\n{}",
+            args.all ? "" : " (changed components and totals; --all for every one)",
             memory.render());
     }
 
     if (c.layers.empty()) {
         return;
     }
-    Table summary({ "LAYER METRIC", "ALIGNED", "ONLY A", "ONLY B", "B > A", "B < A", "GEOMEAN B/A" },
-        { Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right });
+    Table summary(
+        { "LAYER METRIC", "ALIGNED", "ONLY A", "ONLY B", "B > A", "B < A", "GEOMEAN B/A" },
+        { Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right,
+            Align::Right });
     for (const LayerMetricSummary& s : c.layerSummary) {
-        summary.addRow({ s.metric, std::to_string(s.aligned), std::to_string(s.onlyA), std::to_string(s.onlyB),
-            std::to_string(s.increased), std::to_string(s.decreased), formatValue(s.geomeanRatio, "") });
+        summary.addRow({ s.metric, std::to_string(s.aligned), std::to_string(s.onlyA),
+            std::to_string(s.onlyB), std::to_string(s.increased), std::to_string(s.decreased),
+            formatValue(s.geomeanRatio, "") });
     }
     fmt::print("\n{}", summary.render());
     Table changes({ "METRIC", "ANCHOR", "A", "B", "B/A" },
         { Align::Left, Align::Left, Align::Right, Align::Right, Align::Right });
     const auto addChange = [&](const LayerDelta& d) {
         const bool ratio = d.a && d.b && *d.a != 0.0;
-        changes.addRow({ c.name(d.metric), c.name(d.anchor), optionalValue(d.a, ""), optionalValue(d.b, ""),
-            ratio ? formatValue(*d.b / *d.a, "") : "" });
+        changes.addRow({ c.name(d.metric), c.name(d.anchor), optionalValue(d.a, ""),
+            optionalValue(d.b, ""), ratio ? formatValue(*d.b / *d.a, "") : "" });
     };
     if (args.all) {
         for (const LayerDelta& d : c.layers) {
@@ -392,7 +400,10 @@ void printComparison(const RunComparison& c, const RunsArgs& args)
             }
         }
     }
-    fmt::print("\n{}{}", args.all ? "" : fmt::format("largest changes (top {} per metric; --all for every row)\n", args.top),
+    fmt::print("\n{}{}",
+        args.all
+            ? ""
+            : fmt::format("largest changes (top {} per metric; --all for every row)\n", args.top),
         changes.render());
 }
 
@@ -482,7 +493,8 @@ int runDelete(const RunsArgs& args, const GlobalOptions& global)
         }
     }
     if (global.json) {
-        fmt::print("{}\n", nlohmann::json { { "store", store->file().string() }, { "deleted", deleted } }.dump(2));
+        fmt::print("{}\n",
+            nlohmann::json { { "store", store->file().string() }, { "deleted", deleted } }.dump(2));
     }
     return 0;
 }
@@ -497,7 +509,8 @@ int runImport(const RunsArgs& args, const GlobalOptions& global)
         }
         const bool many = json->is_array();
         for (std::size_t i = 0; i < (many ? json->size() : 1); ++i) {
-            const std::string origin = many ? fmt::format("{}: run [{}]", displayPath(file), i) : displayPath(file);
+            const std::string origin
+                = many ? fmt::format("{}: run [{}]", displayPath(file), i) : displayPath(file);
             auto run = runFromJson(many ? (*json)[i] : *json, origin);
             if (!run) {
                 return reportError(run.error());
@@ -529,11 +542,13 @@ int runImport(const RunsArgs& args, const GlobalOptions& global)
         imported.push_back(id.value());
     }
     if (global.json) {
-        fmt::print("{}\n", nlohmann::json { { "store", store->file().string() }, { "imported", imported },
-            { "skipped", skipped } }.dump(2));
+        fmt::print("{}\n",
+            nlohmann::json { { "store", store->file().string() }, { "imported", imported },
+                { "skipped", skipped } }
+                .dump(2));
     } else {
-        fmt::print(stderr, "imported {} run{} into {}{}\n", ids->size(), ids->size() == 1 ? "" : "s",
-            displayPath(store->file()),
+        fmt::print(stderr, "imported {} run{} into {}{}\n", ids->size(),
+            ids->size() == 1 ? "" : "s", displayPath(store->file()),
             skipped.empty() ? "" : fmt::format("; skipped {} already there", skipped.size()));
     }
     return 0;
@@ -554,21 +569,26 @@ std::function<int()> setupRuns(CLI::App& app, const GlobalOptions& global)
     list->add_option("--model", args->model, "model name contains this (case-insensitive)");
     list->add_option("--kind", args->kind, "plan, verify, run, compare, trace or validate");
     list->add_option("--status", args->status, "ok, failed, error or cancelled");
-    list->add_option("--since", args->since, "created at or after: 2025-07-11, 2025-07-11T09:30, 7d, 12h");
+    list->add_option(
+        "--since", args->since, "created at or after: 2025-07-11, 2025-07-11T09:30, 7d, 12h");
     list->add_option("--until", args->until, "created before (same forms as --since)");
     list->add_option("--label", args->label, "label contains this (case-insensitive)");
     list->add_option("--precision", args->precision, "precision equals this (bf16, fp8, ...)");
-    list->add_option("--limit", args->limit, "at most this many runs; 0 lists all")->capture_default_str();
+    list->add_option("--limit", args->limit, "at most this many runs; 0 lists all")
+        ->capture_default_str();
 
     const char* runHelp = "run id, uuid (prefix), 'last' or 'last~N'";
-    CLI::App* show = sub("show", "show one run: header, metrics, memory, artifacts, layer metrics, log");
+    CLI::App* show
+        = sub("show", "show one run: header, metrics, memory, artifacts, layer metrics, log");
     show->add_option("run", args->run, runHelp)->required();
     show->add_flag("--layers", args->layers, "list every layer metric row");
 
-    CLI::App* compare = sub("compare", "compare run B against run A: fields, metrics, memory, layer metrics");
+    CLI::App* compare
+        = sub("compare", "compare run B against run A: fields, metrics, memory, layer metrics");
     compare->add_option("a", args->a, "baseline run (" + std::string(runHelp) + ")")->required();
     compare->add_option("b", args->b, "run compared with the baseline")->required();
-    compare->add_option("--top", args->top, "largest layer changes shown per metric")->capture_default_str();
+    compare->add_option("--top", args->top, "largest layer changes shown per metric")
+        ->capture_default_str();
     compare->add_flag("--all", args->all, "every memory component and layer row, changed or not");
 
     CLI::App* exporter = sub("export", "write one run with everything it holds as JSON");
@@ -579,7 +599,8 @@ std::function<int()> setupRuns(CLI::App& app, const GlobalOptions& global)
     remove->add_option("runs", args->victims, runHelp)->required();
 
     CLI::App* importer = sub("import", "add runs from JSON files written by 'runs export'");
-    importer->add_option("files", args->imports, "JSON files, each one run or an array of runs")->required();
+    importer->add_option("files", args->imports, "JSON files, each one run or an array of runs")
+        ->required();
 
     return [args, &global, list, show, compare, exporter, remove, importer]() {
         if (list->parsed()) {

@@ -42,7 +42,8 @@ AnchorPosition parseAnchor(std::string_view anchor)
                 if (!rest.empty() && rest.front() == '.') {
                     rest.remove_prefix(1);
                 }
-                const std::string_view prefix = start == 0 ? std::string_view() : anchor.substr(0, start - 1);
+                const std::string_view prefix
+                    = start == 0 ? std::string_view() : anchor.substr(0, start - 1);
                 AnchorPosition position { layer, std::string(rest) };
                 if (!isMainStack(prefix)) {
                     position.subModule = std::string(prefix) + ":" + position.subModule;
@@ -105,7 +106,8 @@ std::vector<std::string> LayerMetrics::metricNames() const
     return out;
 }
 
-std::optional<std::size_t> LayerMetrics::find(std::string_view anchor, std::string_view metric) const
+std::optional<std::size_t> LayerMetrics::find(
+    std::string_view anchor, std::string_view metric) const
 {
     const auto a = m_index.find(anchor);
     const auto m = m_index.find(metric);

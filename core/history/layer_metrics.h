@@ -52,23 +52,33 @@ public:
     [[nodiscard]] const Row& row(std::size_t i) const { return m_rows[i]; }
     [[nodiscard]] const std::vector<std::string>& names() const { return m_names; }
     [[nodiscard]] const std::string& name(std::uint32_t index) const { return m_names[index]; }
-    [[nodiscard]] const std::string& anchor(std::size_t i) const { return m_names[m_rows[i].anchor]; }
+    [[nodiscard]] const std::string& anchor(std::size_t i) const
+    {
+        return m_names[m_rows[i].anchor];
+    }
     [[nodiscard]] const std::string& subModule(std::size_t i) const
     {
         return m_names[m_rows[i].subModule];
     }
-    [[nodiscard]] const std::string& metric(std::size_t i) const { return m_names[m_rows[i].metric]; }
+    [[nodiscard]] const std::string& metric(std::size_t i) const
+    {
+        return m_names[m_rows[i].metric];
+    }
     /// The distinct metric names, in order of first appearance.
     [[nodiscard]] std::vector<std::string> metricNames() const;
     /// The index of the first row with this anchor and metric, if any (linear scan).
-    [[nodiscard]] std::optional<std::size_t> find(std::string_view anchor, std::string_view metric) const;
+    [[nodiscard]] std::optional<std::size_t> find(
+        std::string_view anchor, std::string_view metric) const;
     /// The first (anchor, metric) pair given twice, as "anchor / metric"; empty when none.
     [[nodiscard]] std::string firstDuplicate() const;
 
 private:
     struct NameHash {
         using is_transparent = void;
-        std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+        std::size_t operator()(std::string_view s) const
+        {
+            return std::hash<std::string_view>()(s);
+        }
     };
     std::vector<Row> m_rows;
     std::vector<std::string> m_names;

@@ -101,8 +101,8 @@ void compareLayers(const RunRecord& a, const RunRecord& b, RunComparison& out)
     index.reserve(a.layers.size());
     out.layers.reserve(std::max(a.layers.size(), b.layers.size()));
     for (const auto& row : a.layers.rows()) {
-        LayerDelta d { mapA[row.anchor], mapA[row.subModule], mapA[row.metric], row.layer, row.value,
-            std::nullopt };
+        LayerDelta d { mapA[row.anchor], mapA[row.subModule], mapA[row.metric], row.layer,
+            row.value, std::nullopt };
         index.emplace(key(d.anchor, d.metric), out.layers.size());
         out.layers.push_back(d);
     }
@@ -113,7 +113,8 @@ void compareLayers(const RunRecord& a, const RunRecord& b, RunComparison& out)
         if (it != index.end()) {
             out.layers[it->second].b = row.value;
         } else {
-            out.layers.push_back({ anchor, mapB[row.subModule], metric, row.layer, std::nullopt, row.value });
+            out.layers.push_back(
+                { anchor, mapB[row.subModule], metric, row.layer, std::nullopt, row.value });
         }
     }
     out.names = names.names();
@@ -232,7 +233,9 @@ std::vector<std::size_t> largestLayerChanges(
     }
     const std::size_t n = std::min(count, scored.size());
     std::partial_sort(scored.begin(), scored.begin() + std::ptrdiff_t(n), scored.end(),
-        [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+        [](const auto& x, const auto& y) {
+            return x.first > y.first || (x.first == y.first && x.second < y.second);
+        });
     std::vector<std::size_t> out;
     out.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {

@@ -2,9 +2,8 @@
 
 #include "base/json_util.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 
 namespace day0::history {
@@ -15,14 +14,21 @@ using nlohmann::json;
 
 json number(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
 
-json optionalNumber(const std::optional<double>& value) { return value ? number(*value) : json(nullptr); }
+json optionalNumber(const std::optional<double>& value)
+{
+    return value ? number(*value) : json(nullptr);
+}
 
-json optionalBytes(const std::optional<Bytes>& value) { return value ? json(value->value) : json(nullptr); }
+json optionalBytes(const std::optional<Bytes>& value)
+{
+    return value ? json(value->value) : json(nullptr);
+}
 
 json layerRow(const RunComparison& c, const LayerDelta& d)
 {
-    return { { "anchor", c.name(d.anchor) }, { "layer", d.layer }, { "submodule", c.name(d.subModule) },
-        { "metric", c.name(d.metric) }, { "a", optionalNumber(d.a) }, { "b", optionalNumber(d.b) } };
+    return { { "anchor", c.name(d.anchor) }, { "layer", d.layer },
+        { "submodule", c.name(d.subModule) }, { "metric", c.name(d.metric) },
+        { "a", optionalNumber(d.a) }, { "b", optionalNumber(d.b) } };
 }
 
 json memoryRows(const std::vector<MemoryDelta>& rows)
@@ -30,7 +36,8 @@ json memoryRows(const std::vector<MemoryDelta>& rows)
     json out = json::array();
     for (const MemoryDelta& d : rows) {
         out.push_back({ { "rank", d.rank }, { "stage", d.stage }, { "component", d.component },
-            { "a", optionalBytes(d.a) }, { "b", optionalBytes(d.b) }, { "delta", d.delta().value } });
+            { "a", optionalBytes(d.a) }, { "b", optionalBytes(d.b) },
+            { "delta", d.delta().value } });
     }
     return out;
 }
@@ -39,7 +46,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Calls `read(reader)` for every element of the array at `key`; the first problem wins.
 template <typename Read>
-Result<void> forEachElement(const json& object, const char* key, const std::string& origin, Read&& read)
+Result<void> forEachElement(
+    const json& object, const char* key, const std::string& origin, Read&& read)
 {
     if (!object.contains(key) || object.at(key).is_null()) {
         return success();
@@ -159,8 +167,9 @@ json toJson(const RunRecord& run, bool withLayers)
     out["memory"] = std::move(memory);
     json artifacts = json::array();
     for (const Artifact& a : run.artifacts) {
-        artifacts.push_back({ { "kind", a.kind }, { "path", a.path }, { "size", optionalBytes(a.size) },
-            { "sha256", a.sha256.empty() ? json(nullptr) : json(a.sha256) } });
+        artifacts.push_back(
+            { { "kind", a.kind }, { "path", a.path }, { "size", optionalBytes(a.size) },
+                { "sha256", a.sha256.empty() ? json(nullptr) : json(a.sha256) } });
     }
     out["artifacts"] = std::move(artifacts);
     json events = json::array();
@@ -174,18 +183,22 @@ json toJson(const RunRecord& run, bool withLayers)
         const LayerMetrics& l = run.layers;
         for (std::size_t i = 0; i < l.size(); ++i) {
             layers.push_back({ { "anchor", l.anchor(i) }, { "layer", l.row(i).layer },
-                { "submodule", l.subModule(i) }, { "metric", l.metric(i) }, { "value", number(l.row(i).value) } });
+                { "submodule", l.subModule(i) }, { "metric", l.metric(i) },
+                { "value", number(l.row(i).value) } });
         }
         out["layer_metrics"] = std::move(layers);
     }
     return out;
 }
 
-json toJson(const RunCounts& counts)
+json toJson(const std::vector<LayerMetricStats>& stats)
 {
-    return { { "metrics", counts.metrics }, { "properties", counts.properties },
-        { "layer_metrics", counts.layerMetrics }, { "memory", counts.memory },
-        { "artifacts", counts.artifacts }, { "events", counts.events } };
+    json out = json::array();
+    for (const LayerMetricStats& s : stats) {
+        out.push_back({ { "metric", s.metric }, { "rows", s.count }, { "nan", s.nanCount },
+            { "min", number(s.min) }, { "max", number(s.max) }, { "max_anchor", s.maxAnchor } });
+    }
+    return out;
 }
 
 json toJson(const RunComparison& c, std::size_t topLayers, bool allLayers)
@@ -249,7 +262,8 @@ Result<RunRecord> runFromJson(const json& object, const std::string& origin)
         }
         for (const auto& [key, value] : properties.items()) {
             if (!value.is_string()) {
-                return Error::badInput(fmt::format("{}: properties: '{}' must be a string", origin, key));
+                return Error::badInput(
+                    fmt::format("{}: properties: '{}' must be a string", origin, key));
             }
             run.setProperty(key, value.get<std::string>());
         }
@@ -258,11 +272,12 @@ Result<RunRecord> runFromJson(const json& object, const std::string& origin)
         run.addMetric(r.stringOr("name", ""), r.numberOr("value", kNaN), r.stringOr("unit", ""));
     }));
     DAY0_TRY(forEachElement(object, "memory", origin, [&](JsonReader& r) {
-        run.addMemory(int(r.intOr("rank", -1)), int(r.intOr("stage", -1)), r.stringOr("component", ""),
-            Bytes(r.requireInt("bytes")));
+        run.addMemory(int(r.intOr("rank", -1)), int(r.intOr("stage", -1)),
+            r.stringOr("component", ""), Bytes(r.requireInt("bytes")));
     }));
     DAY0_TRY(forEachElement(object, "artifacts", origin, [&](JsonReader& r) {
-        Artifact a { r.stringOr("kind", ""), r.stringOr("path", ""), std::nullopt, r.stringOr("sha256", "") };
+        Artifact a { r.stringOr("kind", ""), r.stringOr("path", ""), std::nullopt,
+            r.stringOr("sha256", "") };
         if (auto size = r.optionalInt("size")) {
             a.size = Bytes(*size);
         }
@@ -281,7 +296,8 @@ Result<RunRecord> runFromJson(const json& object, const std::string& origin)
         const std::string metric = r.stringOr("metric", "");
         const double value = r.numberOr("value", kNaN);
         if (r.has("layer") || r.has("submodule")) {
-            run.layers.add(anchor, int(r.intOr("layer", -1)), r.stringOr("submodule", ""), metric, value);
+            run.layers.add(
+                anchor, int(r.intOr("layer", -1)), r.stringOr("submodule", ""), metric, value);
         } else {
             run.layers.add(anchor, metric, value);
         }

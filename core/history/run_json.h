@@ -1,13 +1,12 @@
 #pragma once
 
+#include "base/result.h"
 #include "history/run_compare.h"
 #include "history/run_record.h"
 #include "history/run_store.h"
-#include "base/result.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 
 namespace day0::history {
 
@@ -22,8 +21,8 @@ nlohmann::json toJson(const RunInfo& info);
 /// [{anchor, layer, submodule, metric, value}]. NaN and infinite values are written as null.
 nlohmann::json toJson(const RunRecord& run, bool withLayers = true);
 
-/// Child row counts: {"metrics", "properties", "layer_metrics", "memory", "artifacts", "events"}.
-nlohmann::json toJson(const RunCounts& counts);
+/// Layer metric spreads: [{metric, rows, nan, min, max, max_anchor}] (null for NaN bounds).
+nlohmann::json toJson(const std::vector<LayerMetricStats>& stats);
 
 /// A comparison: {"a", "b" (headers), "fields" [{field, a, b}], "duration_s" {a, b, delta},
 /// "metrics" [{name, unit, a, b, delta, relative}], "memory" and "memory_totals"

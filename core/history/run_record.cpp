@@ -2,17 +2,15 @@
 
 #include "base/file_util.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <array>
+#include <cerrno>
+#include <fmt/format.h>
 #include <random>
 #include <set>
+#include <sys/random.h>
 #include <system_error>
 #include <tuple>
-
-#include <sys/random.h>
 
 namespace day0::history {
 
@@ -22,7 +20,8 @@ constexpr std::array kKindNames { "plan", "verify", "run", "compare", "trace", "
 constexpr std::array kStatusNames { "ok", "failed", "error", "cancelled" };
 
 template <typename Enum, std::size_t N>
-Result<Enum> parseName(std::string_view text, const std::array<const char*, N>& names, const char* what)
+Result<Enum> parseName(
+    std::string_view text, const std::array<const char*, N>& names, const char* what)
 {
     for (std::size_t i = 0; i < N; ++i) {
         if (text == names[i]) {
@@ -34,7 +33,8 @@ Result<Enum> parseName(std::string_view text, const std::array<const char*, N>& 
         valid += valid.empty() ? "" : ", ";
         valid += name;
     }
-    return Error::badInput(fmt::format("unknown run {} '{}' (expected one of: {})", what, text, valid));
+    return Error::badInput(
+        fmt::format("unknown run {} '{}' (expected one of: {})", what, text, valid));
 }
 
 } // namespace
@@ -102,7 +102,8 @@ Result<Artifact> makeArtifact(std::string kind, const std::filesystem::path& pat
         size = std::int64_t(fs::file_size(path, ec));
     }
     if (ec) {
-        return Error::badInput(fmt::format("{}: cannot read size: {}", displayPath(path), ec.message()));
+        return Error::badInput(
+            fmt::format("{}: cannot read size: {}", displayPath(path), ec.message()));
     }
     Artifact artifact;
     artifact.kind = std::move(kind);
@@ -181,7 +182,8 @@ Result<void> RunRecord::validate() const
             return Error::badInput("run record: a property has an empty key");
         }
         if (!names.insert(property.key).second) {
-            return Error::badInput(fmt::format("run record: property '{}' given twice", property.key));
+            return Error::badInput(
+                fmt::format("run record: property '{}' given twice", property.key));
         }
     }
     std::set<std::tuple<int, int, std::string_view>> parts;
@@ -190,15 +192,16 @@ Result<void> RunRecord::validate() const
             return Error::badInput("run record: a memory entry has an empty component name");
         }
         if (!parts.insert({ entry.rank, entry.stage, entry.component }).second) {
-            return Error::badInput(fmt::format("run record: memory component '{}' of rank {} stage {} "
-                                               "given twice",
-                entry.component, entry.rank, entry.stage));
+            return Error::badInput(
+                fmt::format("run record: memory component '{}' of rank {} stage {} "
+                            "given twice",
+                    entry.component, entry.rank, entry.stage));
         }
     }
     for (const auto& artifact : artifacts) {
         if (artifact.path.empty()) {
-            return Error::badInput(fmt::format("run record: artifact of kind '{}' has an empty path",
-                artifact.kind));
+            return Error::badInput(
+                fmt::format("run record: artifact of kind '{}' has an empty path", artifact.kind));
         }
     }
     for (const auto& row : layers.rows()) {

@@ -5,11 +5,9 @@
 #include "history/run_store_impl.h"
 #include "history/schema.h"
 
-#include <fmt/format.h>
-
 #include <array>
+#include <fmt/format.h>
 #include <system_error>
-
 #include <unistd.h>
 
 namespace day0::history {
@@ -33,7 +31,8 @@ std::string hostName()
     return buffer.data();
 }
 
-Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, const RunRecord& record)
+Result<void> insertChildren(
+    const detail::StoreState& impl, std::int64_t runId, const RunRecord& record)
 {
     if (!record.metrics.empty()) {
         auto stmt = impl.statement(
@@ -41,7 +40,12 @@ Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, 
         DAY0_TRY(stmt);
         for (std::size_t i = 0; i < record.metrics.size(); ++i) {
             const Metric& m = record.metrics[i];
-            (*stmt)->bind(1, runId).bind(2, std::int64_t(i)).bind(3, m.name).bind(4, m.value).bind(5, m.unit);
+            (*stmt)
+                ->bind(1, runId)
+                .bind(2, std::int64_t(i))
+                .bind(3, m.name)
+                .bind(4, m.value)
+                .bind(5, m.unit);
             DAY0_TRY((*stmt)->run());
         }
     }
@@ -56,8 +60,9 @@ Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, 
         }
     }
     if (!record.memory.empty()) {
-        auto stmt = impl.statement("INSERT INTO memory (run_id, seq, rank, stage, component, bytes) "
-                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        auto stmt
+            = impl.statement("INSERT INTO memory (run_id, seq, rank, stage, component, bytes) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
         DAY0_TRY(stmt);
         for (std::size_t i = 0; i < record.memory.size(); ++i) {
             const MemoryEntry& e = record.memory[i];
@@ -88,7 +93,10 @@ Result<void> insertChildren(const detail::StoreState& impl, std::int64_t runId, 
         DAY0_TRY(stmt);
         for (std::size_t i = 0; i < record.events.size(); ++i) {
             const Event& e = record.events[i];
-            (*stmt)->bind(1, runId).bind(2, std::int64_t(i)).bind(3, e.time.time_since_epoch().count());
+            (*stmt)
+                ->bind(1, runId)
+                .bind(2, std::int64_t(i))
+                .bind(3, e.time.time_since_epoch().count());
             (*stmt)->bind(4, levelName(e.level)).bind(5, e.message);
             DAY0_TRY((*stmt)->run());
         }
@@ -113,7 +121,8 @@ Result<std::vector<std::int64_t>> storeNames(
             continue;
         }
         const std::string& text = layers.names()[i];
-        if (const auto known = state.committedNames.find(text); known != state.committedNames.end()) {
+        if (const auto known = state.committedNames.find(text);
+            known != state.committedNames.end()) {
             ids[i] = known->second;
             continue;
         }
@@ -145,8 +154,8 @@ Result<std::vector<std::int64_t>> storeNames(
     return ids;
 }
 
-Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId, const LayerMetrics& layers,
-    detail::NameIds& pending)
+Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId,
+    const LayerMetrics& layers, detail::NameIds& pending)
 {
     if (layers.empty()) {
         return success();
@@ -167,7 +176,8 @@ Result<void> insertLayers(const detail::StoreState& impl, std::int64_t runId, co
     return success();
 }
 
-Result<RunId> writeRun(const detail::StoreState& impl, const RunRecord& record, detail::NameIds& pending)
+Result<RunId> writeRun(
+    const detail::StoreState& impl, const RunRecord& record, detail::NameIds& pending)
 {
     const RunInfo& info = record.info;
     if (!info.uuid.empty()) {
@@ -178,8 +188,8 @@ Result<RunId> writeRun(const detail::StoreState& impl, const RunRecord& record, 
         DAY0_TRY(found);
         (*existing)->reset();
         if (*found) {
-            return Error::badInput(fmt::format(
-                "{}: a run with uuid {} is stored already", displayPath(impl.db.file()), info.uuid));
+            return Error::badInput(fmt::format("{}: a run with uuid {} is stored already",
+                displayPath(impl.db.file()), info.uuid));
         }
     }
     auto stmt = impl.statement(kInsertRun);
@@ -242,17 +252,19 @@ Result<RunStore> RunStore::open(const std::filesystem::path& file, const Options
     if (options.createIfMissing && file.has_parent_path()) {
         std::filesystem::create_directories(file.parent_path(), ec);
         if (ec) {
-            return Error::badInput(fmt::format("{}: cannot create the store's folder: {}",
-                displayPath(file), ec.message()));
+            return Error::badInput(fmt::format(
+                "{}: cannot create the store's folder: {}", displayPath(file), ec.message()));
         }
     }
     if (!options.createIfMissing && !std::filesystem::exists(file, ec)) {
         return Error::badInput(fmt::format("{}: no run store at this path", displayPath(file)));
     }
     if (std::filesystem::is_directory(file, ec)) {
-        return Error::badInput(fmt::format("{}: is a folder, expected a run store file", displayPath(file)));
+        return Error::badInput(
+            fmt::format("{}: is a folder, expected a run store file", displayPath(file)));
     }
-    const auto mode = options.createIfMissing ? Database::Open::CreateIfMissing : Database::Open::ExistingOnly;
+    const auto mode
+        = options.createIfMissing ? Database::Open::CreateIfMissing : Database::Open::ExistingOnly;
     auto db = openStoreDatabase(file, mode, options.busyTimeout);
     DAY0_TRY(db);
     auto impl = std::make_unique<detail::StoreState>();
@@ -311,12 +323,13 @@ Result<void> RunStore::checkIntegrity() const
 {
     std::lock_guard lock(m_state->mutex);
     const auto failed = [&](const std::string& what) {
-        return Error::checkFailed(fmt::format("{}: integrity check failed: {}", displayPath(file()), what));
+        return Error::checkFailed(
+            fmt::format("{}: integrity check failed: {}", displayPath(file()), what));
     };
     // integrity_check reports damage as rows; foreign_key_check reports one row per orphan.
     // Either may also stop with an error when the damage is bad enough.
-    const std::pair<const char*, bool> checks[] = { { "PRAGMA integrity_check", true },
-        { "PRAGMA foreign_key_check", false } };
+    const std::pair<const char*, bool> checks[]
+        = { { "PRAGMA integrity_check", true }, { "PRAGMA foreign_key_check", false } };
     for (const auto& [pragma, rowsAreMessages] : checks) {
         auto stmt = m_state->db.prepare(pragma);
         if (!stmt) {
@@ -333,8 +346,8 @@ Result<void> RunStore::checkIntegrity() const
             }
             std::string text(stmt->columnText(0));
             if (!rowsAreMessages) {
-                text = fmt::format("row {} of table '{}' refers to a missing {}", stmt->columnInt(1),
-                    text, stmt->columnText(2));
+                text = fmt::format("row {} of table '{}' refers to a missing {}",
+                    stmt->columnInt(1), text, stmt->columnText(2));
             }
             if (text != "ok" && problems.size() < 5) {
                 problems.push_back(std::move(text));

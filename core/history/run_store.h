@@ -65,7 +65,10 @@ public:
     /// Opens (and, if allowed, creates along with its folder) the store at `file` and migrates it
     /// to the current schema.
     static Result<RunStore> open(const std::filesystem::path& file, const Options& options);
-    static Result<RunStore> open(const std::filesystem::path& file) { return open(file, Options {}); }
+    static Result<RunStore> open(const std::filesystem::path& file)
+    {
+        return open(file, Options {});
+    }
 
     RunStore(RunStore&&) noexcept;
     RunStore& operator=(RunStore&&) noexcept;

@@ -3,11 +3,10 @@
 #include "history/run_store.h"
 #include "history/run_store_impl.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <fmt/format.h>
 #include <unordered_map>
 #include <variant>
 
@@ -95,8 +94,7 @@ Where whereFor(const RunFilter& filter)
 }
 
 // Steps through a query, calling `onRow` for each row.
-template <typename OnRow>
-Result<void> forEachRow(Statement& stmt, OnRow&& onRow)
+template <typename OnRow> Result<void> forEachRow(Statement& stmt, OnRow&& onRow)
 {
     for (;;) {
         auto row = stmt.step();
@@ -129,9 +127,10 @@ Result<void> loadLayers(const detail::StoreState& impl, std::int64_t runId, Laye
         if (!found) {
             failure = found.error();
         } else if (!*found) {
-            failure = Error::badInput(fmt::format("{}: run {} refers to name {} that the store lacks "
-                                                  "(the database is damaged)",
-                displayPath(impl.db.file()), runId, id));
+            failure
+                = Error::badInput(fmt::format("{}: run {} refers to name {} that the store lacks "
+                                              "(the database is damaged)",
+                    displayPath(impl.db.file()), runId, id));
         } else {
             text = (*nameOf)->columnText(0);
         }
@@ -168,13 +167,15 @@ Result<void> loadChildren(const detail::StoreState& impl, std::int64_t runId, Ru
         }));
     DAY0_TRY(query("SELECT key, value FROM properties WHERE run_id = ?1 ORDER BY seq",
         [&](const Statement& r) {
-            record.properties.push_back({ std::string(r.columnText(0)), std::string(r.columnText(1)) });
+            record.properties.push_back(
+                { std::string(r.columnText(0)), std::string(r.columnText(1)) });
         }));
-    DAY0_TRY(query("SELECT rank, stage, component, bytes FROM memory WHERE run_id = ?1 ORDER BY seq",
-        [&](const Statement& r) {
-            record.memory.push_back({ int(r.columnInt(0)), int(r.columnInt(1)),
-                std::string(r.columnText(2)), Bytes(r.columnInt(3)) });
-        }));
+    DAY0_TRY(
+        query("SELECT rank, stage, component, bytes FROM memory WHERE run_id = ?1 ORDER BY seq",
+            [&](const Statement& r) {
+                record.memory.push_back({ int(r.columnInt(0)), int(r.columnInt(1)),
+                    std::string(r.columnText(2)), Bytes(r.columnInt(3)) });
+            }));
     DAY0_TRY(query("SELECT kind, path, size, sha256 FROM artifacts WHERE run_id = ?1 ORDER BY seq",
         [&](const Statement& r) {
             Artifact a { std::string(r.columnText(0)), std::string(r.columnText(1)), std::nullopt,
@@ -194,13 +195,15 @@ Result<void> loadChildren(const detail::StoreState& impl, std::int64_t runId, Ru
 
 Error noSuchRun(const std::filesystem::path& file, std::string_view reference)
 {
-    return Error::badInput(fmt::format("{}: no run '{}' in this store", displayPath(file), reference));
+    return Error::badInput(
+        fmt::format("{}: no run '{}' in this store", displayPath(file), reference));
 }
 
 bool allDigits(std::string_view text)
 {
-    return !text.empty()
-        && std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+    });
 }
 
 } // namespace
@@ -209,14 +212,16 @@ Result<std::vector<RunInfo>> RunStore::list(const RunFilter& filter) const
 {
     std::lock_guard lock(m_state->mutex);
     const Where where = whereFor(filter);
-    auto stmt = m_state->db.prepare(fmt::format("SELECT {} FROM runs{} ORDER BY created_us DESC, id DESC "
-                                               "LIMIT {} OFFSET {}",
-        detail::kInfoColumns, where.sql, filter.limit > 0 ? filter.limit : -1,
-        std::max<std::int64_t>(filter.offset, 0)));
+    auto stmt
+        = m_state->db.prepare(fmt::format("SELECT {} FROM runs{} ORDER BY created_us DESC, id DESC "
+                                          "LIMIT {} OFFSET {}",
+            detail::kInfoColumns, where.sql, filter.limit > 0 ? filter.limit : -1,
+            std::max<std::int64_t>(filter.offset, 0)));
     DAY0_TRY(stmt);
     where.bind(*stmt);
     std::vector<RunInfo> runs;
-    DAY0_TRY(forEachRow(*stmt, [&](const Statement& row) { runs.push_back(detail::readInfo(row)); }));
+    DAY0_TRY(
+        forEachRow(*stmt, [&](const Statement& row) { runs.push_back(detail::readInfo(row)); }));
     return runs;
 }
 
@@ -242,7 +247,8 @@ Result<RunRecord> RunStore::load(RunId id, bool withLayers) const
         ~EndRead() { (void)db.exec("COMMIT"); }
     } endRead { m_state->db };
 
-    auto stmt = m_state->statement(fmt::format("SELECT {} FROM runs WHERE id = ?1", detail::kInfoColumns));
+    auto stmt = m_state->statement(
+        fmt::format("SELECT {} FROM runs WHERE id = ?1", detail::kInfoColumns));
     DAY0_TRY(stmt);
     (*stmt)->bind(1, id.value());
     auto found = (*stmt)->step();
@@ -273,7 +279,8 @@ Result<RunCounts> RunStore::counts(RunId id) const
         { "events", &counts.events },
     };
     for (const auto& [table, out] : tables) {
-        auto stmt = m_state->statement(fmt::format("SELECT count(*) FROM {} WHERE run_id = ?1", table));
+        auto stmt
+            = m_state->statement(fmt::format("SELECT count(*) FROM {} WHERE run_id = ?1", table));
         DAY0_TRY(stmt);
         (*stmt)->bind(1, id.value());
         auto row = (*stmt)->step();
@@ -293,14 +300,16 @@ Result<RunId> RunStore::resolve(std::string_view reference) const
         std::int64_t back = 0;
         if (reference != "last") {
             const auto digits = reference.substr(5);
-            const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), back);
+            const auto [ptr, ec]
+                = std::from_chars(digits.data(), digits.data() + digits.size(), back);
             if (ec != std::errc() || ptr != digits.data() + digits.size() || back < 0) {
                 return Error::badInput(fmt::format("'{}' is not a run reference: use an id, a uuid "
                                                    "(prefix), 'last' or 'last~N'",
                     reference));
             }
         }
-        sql = fmt::format("SELECT id FROM runs ORDER BY created_us DESC, id DESC LIMIT 2 OFFSET {}", back);
+        sql = fmt::format(
+            "SELECT id FROM runs ORDER BY created_us DESC, id DESC LIMIT 2 OFFSET {}", back);
     } else if (allDigits(reference)) {
         sql = "SELECT id FROM runs WHERE id = ?1";
         key = reference;
@@ -309,9 +318,10 @@ Result<RunId> RunStore::resolve(std::string_view reference) const
             && std::all_of(reference.begin(), reference.end(),
                 [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
         if (!uuidLike) {
-            return Error::badInput(fmt::format("'{}' is not a run reference: use an id, a uuid "
-                                               "(prefix of 4 or more characters), 'last' or 'last~N'",
-                reference));
+            return Error::badInput(
+                fmt::format("'{}' is not a run reference: use an id, a uuid "
+                            "(prefix of 4 or more characters), 'last' or 'last~N'",
+                    reference));
         }
         // Every uuid character sorts below 'g', so [prefix, prefix + "g") is the prefix's range.
         sql = "SELECT id FROM runs WHERE uuid >= ?1 AND uuid < ?1 || 'g' LIMIT 2";
@@ -340,8 +350,9 @@ Result<RunId> RunStore::resolve(std::string_view reference) const
         auto second = stmt->step();
         DAY0_TRY(second);
         if (*second) {
-            return Error::badInput(fmt::format("{}: '{}' matches more than one run; give more of the uuid",
-                displayPath(file()), reference));
+            return Error::badInput(
+                fmt::format("{}: '{}' matches more than one run; give more of the uuid",
+                    displayPath(file()), reference));
         }
     }
     return id;

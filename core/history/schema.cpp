@@ -2,10 +2,9 @@
 
 #include "base/file_util.h"
 
+#include <array>
 #include <fmt/format.h>
 #include <sqlite3.h>
-
-#include <array>
 
 namespace day0::history {
 
@@ -161,8 +160,8 @@ Result<void> migrate(const Database& db, std::span<const Migration> migrations)
     return transaction->commit();
 }
 
-Result<Database> openStoreDatabase(const std::filesystem::path& file, Database::Open mode,
-    std::chrono::milliseconds busyTimeout)
+Result<Database> openStoreDatabase(
+    const std::filesystem::path& file, Database::Open mode, std::chrono::milliseconds busyTimeout)
 {
     auto db = Database::open(file, mode);
     if (!db) {

@@ -27,8 +27,8 @@ std::span<const Migration> storeMigrations();
 /// not from a newer schema (before anything is written, so such files are never modified), sets
 /// the busy timeout, WAL journaling, full synchronous commits and foreign keys, then applies the
 /// missing migrations in one transaction. Errors name the file.
-Result<Database> openStoreDatabase(const std::filesystem::path& file, Database::Open mode,
-    std::chrono::milliseconds busyTimeout);
+Result<Database> openStoreDatabase(
+    const std::filesystem::path& file, Database::Open mode, std::chrono::milliseconds busyTimeout);
 
 /// Applies the migrations above the database's user_version in one write transaction (re-reading
 /// the version inside it, so concurrent openers migrate once). Exposed for tests.

@@ -2,11 +2,10 @@
 
 #include "base/file_util.h"
 
-#include <fmt/format.h>
-#include <sqlite3.h>
-
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
+#include <sqlite3.h>
 #include <utility>
 
 namespace day0::history {
@@ -37,8 +36,8 @@ Error sqliteError(
         break;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        message = fmt::format(
-            "{}: {}: the store stayed locked by another writer ({})", displayPath(file), what, detail);
+        message = fmt::format("{}: {}: the store stayed locked by another writer ({})",
+            displayPath(file), what, detail);
         break;
     default:
         break;
@@ -111,7 +110,8 @@ Error Statement::stepError(int code) const
             c = ' ';
         }
     }
-    return sqliteError(fileOfStatement(m_stmt), code, fmt::format("'{}'", what), sqlite3_errmsg(db));
+    return sqliteError(
+        fileOfStatement(m_stmt), code, fmt::format("'{}'", what), sqlite3_errmsg(db));
 }
 
 Result<bool> Statement::step()
@@ -221,8 +221,8 @@ Result<Statement> Database::prepare(std::string_view sql, bool persistent) const
     const unsigned flags = persistent ? SQLITE_PREPARE_PERSISTENT : 0;
     const int rc = sqlite3_prepare_v3(m_db, sql.data(), int(sql.size()), flags, &stmt, nullptr);
     if (rc != SQLITE_OK) {
-        return sqliteError(m_file, rc,
-            fmt::format("cannot prepare '{}'", sql.substr(0, 60)), sqlite3_errmsg(m_db));
+        return sqliteError(m_file, rc, fmt::format("cannot prepare '{}'", sql.substr(0, 60)),
+            sqlite3_errmsg(m_db));
     }
     return Statement(stmt);
 }

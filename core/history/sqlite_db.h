@@ -15,8 +15,8 @@ namespace day0::history {
 /// Maps a SQLite result code onto an Error whose message starts with the store file.
 /// Corruption, locking, permissions and full disks are BadInput (exit 2: the store is the input);
 /// API misuse is Internal.
-Error sqliteError(const std::filesystem::path& file, int code, std::string_view what,
-    std::string_view detail);
+Error sqliteError(
+    const std::filesystem::path& file, int code, std::string_view what, std::string_view detail);
 
 /// One prepared statement (RAII; move-only). Bind indices are 1-based as in SQLite, columns
 /// 0-based. Not thread-safe: use it from the thread that owns its Database.

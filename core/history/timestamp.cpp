@@ -1,10 +1,9 @@
 #include "history/timestamp.h"
 
-#include <fmt/format.h>
-
 #include <cctype>
 #include <charconv>
 #include <ctime>
+#include <fmt/format.h>
 #include <optional>
 
 namespace day0::history {
@@ -81,8 +80,9 @@ std::optional<Timestamp> parseCalendar(std::string_view text)
     int year = 0;
     int month = 0;
     int day = 0;
-    if (!readDigits(text, pos, 4, year) || !expect(text, pos, '-') || !readDigits(text, pos, 2, month)
-        || !expect(text, pos, '-') || !readDigits(text, pos, 2, day)) {
+    if (!readDigits(text, pos, 4, year) || !expect(text, pos, '-')
+        || !readDigits(text, pos, 2, month) || !expect(text, pos, '-')
+        || !readDigits(text, pos, 2, day)) {
         return std::nullopt;
     }
     int hour = 0;
@@ -144,8 +144,8 @@ std::string formatIso(Timestamp time)
     const std::time_t t = secs.time_since_epoch().count();
     std::tm tm {};
     ::gmtime_r(&t, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900,
+        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
 }
 
 std::string formatLocal(Timestamp time)
@@ -165,9 +165,10 @@ Result<Timestamp> parseTime(std::string_view text, Timestamp reference)
     if (auto calendar = parseCalendar(text)) {
         return *calendar;
     }
-    return Error::badInput(fmt::format("'{}' is not a time: use 2025-07-11, 2025-07-11T09:30[:05][Z] "
-                                       "(local time unless Z), or an age such as 90m, 12h, 7d, 2w",
-        text));
+    return Error::badInput(
+        fmt::format("'{}' is not a time: use 2025-07-11, 2025-07-11T09:30[:05][Z] "
+                    "(local time unless Z), or an age such as 90m, 12h, 7d, 2w",
+            text));
 }
 
 } // namespace day0::history

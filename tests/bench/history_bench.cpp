@@ -11,16 +11,14 @@
 #include "history/schema.h"
 
 #include <benchmark/benchmark.h>
-#include <fmt/format.h>
-#include <sqlite3.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fmt/format.h>
 #include <map>
 #include <random>
+#include <sqlite3.h>
 #include <string>
-
 #include <unistd.h>
 
 namespace {
@@ -40,7 +38,8 @@ constexpr int kListedRuns = 10'000;
 const std::filesystem::path& benchDir()
 {
     static const std::filesystem::path dir = [] {
-        auto path = std::filesystem::temp_directory_path() / fmt::format("day0_history_bench_{}", ::getpid());
+        auto path = std::filesystem::temp_directory_path()
+            / fmt::format("day0_history_bench_{}", ::getpid());
         std::filesystem::remove_all(path);
         std::filesystem::create_directories(path);
         std::atexit([] { std::filesystem::remove_all(benchDir()); });
@@ -63,8 +62,9 @@ const RunRecord& bigRun()
         r.layers.reserve(kLayerRows);
         for (int layer = 0; r.layers.size() < kLayerRows; ++layer) {
             std::vector<std::string> anchors;
-            for (const char* sub : { "input_layernorm", "self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa",
-                     "self_attn.o_proj", "self_attn", "post_attention_layernorm", "mlp.gate", "mlp.shared_experts" }) {
+            for (const char* sub : { "input_layernorm", "self_attn.q_a_proj",
+                     "self_attn.kv_a_proj_with_mqa", "self_attn.o_proj", "self_attn",
+                     "post_attention_layernorm", "mlp.gate", "mlp.shared_experts" }) {
                 anchors.push_back(fmt::format("model.layers.{}.{}", layer, sub));
             }
             for (int expert = 0; expert < 384; ++expert) {
@@ -101,7 +101,10 @@ void check(int rc, sqlite3* db, const char* what)
     }
 }
 
-void exec(sqlite3* db, const char* sql) { check(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), db, sql); }
+void exec(sqlite3* db, const char* sql)
+{
+    check(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), db, sql);
+}
 
 // The floor: one prepared INSERT stepped 100,000 times inside one transaction, ids known.
 void rawInsertLoop(benchmark::State& state)
@@ -125,7 +128,8 @@ void rawInsertLoop(benchmark::State& state)
     sqlite3_stmt* names = nullptr;
     check(sqlite3_prepare_v2(db, "SELECT id, text FROM names", -1, &names, nullptr), db, "names");
     while (sqlite3_step(names) == SQLITE_ROW) {
-        ids[reinterpret_cast<const char*>(sqlite3_column_text(names, 1))] = sqlite3_column_int64(names, 0);
+        ids[reinterpret_cast<const char*>(sqlite3_column_text(names, 1))]
+            = sqlite3_column_int64(names, 0);
     }
     sqlite3_finalize(names);
     std::vector<std::int64_t> local(run.layers.names().size());
@@ -134,12 +138,17 @@ void rawInsertLoop(benchmark::State& state)
     }
 
     sqlite3_stmt* runInsert = nullptr;
-    check(sqlite3_prepare_v2(db, "INSERT INTO runs (uuid, kind, created_us, status) VALUES (?1, 'run', 0, 'ok')",
-              -1, &runInsert, nullptr), db, "prepare run");
+    check(sqlite3_prepare_v2(db,
+              "INSERT INTO runs (uuid, kind, created_us, status) VALUES (?1, 'run', 0, 'ok')", -1,
+              &runInsert, nullptr),
+        db, "prepare run");
     sqlite3_stmt* insert = nullptr;
     check(sqlite3_prepare_v2(db,
-              "INSERT INTO layer_metrics (run_id, seq, anchor_id, layer, submodule_id, metric_id, value) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1, &insert, nullptr), db, "prepare");
+              "INSERT INTO layer_metrics (run_id, seq, anchor_id, layer, submodule_id, metric_id, "
+              "value) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+              -1, &insert, nullptr),
+        db, "prepare");
     for (auto _ : state) {
         exec(db, "BEGIN IMMEDIATE");
         const std::string uuid = makeUuid();
@@ -192,7 +201,8 @@ void buildRecord(benchmark::State& state)
         LayerMetrics layers;
         layers.reserve(kLayerRows);
         for (std::size_t i = 0; i < source.layers.size(); ++i) {
-            layers.add(source.layers.anchor(i), source.layers.metric(i), source.layers.row(i).value);
+            layers.add(
+                source.layers.anchor(i), source.layers.metric(i), source.layers.row(i).value);
         }
         benchmark::DoNotOptimize(layers.rows().data());
     }
@@ -245,9 +255,12 @@ void rawSelect(benchmark::State& state)
     check(sqlite3_open((benchDir() / "list.sqlite").c_str(), &db), db, "open");
     sqlite3_stmt* stmt = nullptr;
     check(sqlite3_prepare_v2(db,
-              "SELECT id, uuid, kind, created_us, label, status, model_name, model_fingerprint, plan, "
+              "SELECT id, uuid, kind, created_us, label, status, model_name, model_fingerprint, "
+              "plan, "
               "precision, backend, host, software_version, command, message, duration_s FROM runs "
-              "ORDER BY created_us DESC, id DESC", -1, &stmt, nullptr), db, "prepare");
+              "ORDER BY created_us DESC, id DESC",
+              -1, &stmt, nullptr),
+        db, "prepare");
     for (auto _ : state) {
         std::size_t bytes = 0;
         while (sqlite3_step(stmt) == SQLITE_ROW) {
@@ -287,7 +300,8 @@ public:
     void Finalize() override
     {
         ConsoleReporter::Finalize();
-        const auto ms = [&](const char* name) { return m_milliseconds[name + std::string("/real_time")]; };
+        const auto ms
+            = [&](const char* name) { return m_milliseconds[name + std::string("/real_time")]; };
         const double raw = ms("rawInsertLoop");
         const double commit = ms("storeCommit");
         const double build = ms("buildRecord");
@@ -295,18 +309,22 @@ public:
         const double list = ms("storeList");
         if (raw > 0.0 && commit > 0.0) {
             fmt::print("\nwriting {} layer metrics in one run:\n", kLayerRows);
-            fmt::print("  RunStore::commit     {:8.1f} ms  {:5.2f}x the plain insert loop ({:.1f} ms)  "
-                       "goal <= 1.2x and < 1000 ms: {}\n",
-                commit, commit / raw, raw, commit / raw <= 1.2 && commit < 1000.0 ? "met" : "MISSED");
+            fmt::print(
+                "  RunStore::commit     {:8.1f} ms  {:5.2f}x the plain insert loop ({:.1f} ms)  "
+                "goal <= 1.2x and < 1000 ms: {}\n",
+                commit, commit / raw, raw,
+                commit / raw <= 1.2 && commit < 1000.0 ? "met" : "MISSED");
             if (build > 0.0) {
-                fmt::print("  filling the record   {:8.1f} ms  {:5.2f}x the plain insert loop (engine side)\n",
+                fmt::print("  filling the record   {:8.1f} ms  {:5.2f}x the plain insert loop "
+                           "(engine side)\n",
                     build, build / raw);
             }
         }
         if (select > 0.0 && list > 0.0) {
             fmt::print("listing {} runs:\n", kListedRuns);
-            fmt::print("  RunStore::list       {:8.1f} ms  {:5.2f}x stepping the raw SELECT ({:.1f} ms)  "
-                       "goal < 100 ms: {}\n",
+            fmt::print(
+                "  RunStore::list       {:8.1f} ms  {:5.2f}x stepping the raw SELECT ({:.1f} ms)  "
+                "goal < 100 ms: {}\n",
                 list, list / select, select, list < 100.0 ? "met" : "MISSED");
         }
     }

@@ -1,12 +1,10 @@
 #include "cli_runner.h"
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <sstream>
-
 #include <unistd.h>
 
 using day0::test::runDay0;
@@ -20,7 +18,8 @@ const std::string kData = std::string(DAY0_TEST_DATA_DIR) + "/history/";
 std::string importedStore(const std::string& name)
 {
     const std::string store = scratchDir(name) + "/runs.sqlite";
-    const auto r = runDay0({ "runs", "import", kData + "run_bf16.json", kData + "run_fp8.json", "--store", store });
+    const auto r = runDay0(
+        { "runs", "import", kData + "run_bf16.json", kData + "run_fp8.json", "--store", store });
     EXPECT_EQ(r.exitCode, 0) << r.err;
     return store;
 }
@@ -79,12 +78,14 @@ TEST(RunsCli, ShowPrintsEverySection)
     const std::string store = importedStore("runs_show");
     const auto text = runDay0({ "runs", "show", "last", "--store", store });
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    for (const char* expected : { "fp8 kernels v2", "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "tp=2,pp=2",
-             "h200:1x4", "171.2 tok/s", "310 ms", "weights", "1.00 GiB", "/runs/dumps/fp8", "rel_l2",
-             "model.layers.3.mlp", "layer 3 mlp slower than expected" }) {
+    for (const char* expected :
+        { "fp8 kernels v2", "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "tp=2,pp=2", "h200:1x4",
+            "171.2 tok/s", "310 ms", "weights", "1.00 GiB", "/runs/dumps/fp8", "rel_l2",
+            "model.layers.3.mlp", "layer 3 mlp slower than expected" }) {
         EXPECT_NE(text.out.find(expected), std::string::npos) << expected << "\n" << text.out;
     }
-    EXPECT_EQ(text.out.find("model.layers.2.mlp.gate"), std::string::npos) << "rows only with --layers";
+    EXPECT_EQ(text.out.find("model.layers.2.mlp.gate"), std::string::npos)
+        << "rows only with --layers";
     const auto rows = runDay0({ "runs", "show", "2", "--layers", "--store", store });
     EXPECT_NE(rows.out.find("model.layers.2.mlp.gate"), std::string::npos);
 
@@ -96,7 +97,8 @@ TEST(RunsCli, ShowPrintsEverySection)
     EXPECT_EQ(json["layer_summary"][0]["metric"], "rel_l2");
     EXPECT_EQ(json["layer_summary"][0]["rows"], 21);
     EXPECT_EQ(json["layer_summary"][0]["max_anchor"], "lm_head");
-    const auto withRows = runDay0({ "runs", "show", "1", "--layers", "--store", store, "--json" }).json();
+    const auto withRows
+        = runDay0({ "runs", "show", "1", "--layers", "--store", store, "--json" }).json();
     EXPECT_EQ(withRows["layer_metrics"].size(), 41u);
 }
 
@@ -120,15 +122,19 @@ TEST(RunsCli, CompareAlignsLayersAndMemory)
     EXPECT_EQ(json["layer_summary"][0]["aligned"], 21);
     EXPECT_EQ(json["layer_summary"][0]["increased"], 20);
     EXPECT_NEAR(json["layer_summary"][0]["geomean_ratio"].get<double>(), 4.0, 1e-9);
-    EXPECT_EQ(json["largest_layer_changes"][0]["anchor"], "lm_head") << "a value turning NaN comes first";
+    EXPECT_EQ(json["largest_layer_changes"][0]["anchor"], "lm_head")
+        << "a value turning NaN comes first";
     EXPECT_TRUE(json["largest_layer_changes"][0]["b"].is_null());
     EXPECT_FALSE(json.contains("layers"));
-    EXPECT_EQ(runDay0({ "runs", "compare", "1", "2", "--all", "--store", store, "--json" }).json()["layers"].size(), 41u);
+    EXPECT_EQ(runDay0({ "runs", "compare", "1", "2", "--all", "--store", store, "--json" })
+                  .json()["layers"]
+                  .size(),
+        41u);
 
     const auto text = runDay0({ "runs", "compare", "1", "last", "--store", store, "--top", "2" });
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    for (const char* expected : { "precision", "bf16", "fp8", "+52.75 tok/s", "+44.5%", "-1.00 GiB", "GEOMEAN B/A",
-             "largest changes (top 2 per metric" }) {
+    for (const char* expected : { "precision", "bf16", "fp8", "+52.75 tok/s", "+44.5%", "-1.00 GiB",
+             "GEOMEAN B/A", "largest changes (top 2 per metric" }) {
         EXPECT_NE(text.out.find(expected), std::string::npos) << expected << "\n" << text.out;
     }
 }
@@ -143,7 +149,8 @@ TEST(RunsCli, ExportImportRoundTrip)
     EXPECT_EQ(exported["layer_metrics"].size(), 41u);
     EXPECT_TRUE(exported["layer_metrics"][40]["value"].is_null());
 
-    const auto toFile = runDay0({ "runs", "export", "2", "-o", dir + "/run.json", "--store", store });
+    const auto toFile
+        = runDay0({ "runs", "export", "2", "-o", dir + "/run.json", "--store", store });
     ASSERT_EQ(toFile.exitCode, 0) << toFile.err;
     EXPECT_EQ(nlohmann::json::parse(readText(dir + "/run.json")), exported);
 
@@ -166,7 +173,8 @@ TEST(RunsCli, DeleteResolvesEveryRunFirst)
     const auto typo = runDay0({ "runs", "delete", "2", "99", "--store", store });
     EXPECT_EQ(typo.exitCode, 2);
     EXPECT_NE(typo.err.find("runs.sqlite: no run '99'"), std::string::npos) << typo.err;
-    EXPECT_EQ(runDay0({ "runs", "list", "--store", store, "--json" }).json()["total"], 2) << "nothing deleted";
+    EXPECT_EQ(runDay0({ "runs", "list", "--store", store, "--json" }).json()["total"], 2)
+        << "nothing deleted";
 
     const auto r = runDay0({ "runs", "delete", "9a8b7c6d", "--store", store, "--json" });
     ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -180,7 +188,8 @@ TEST(RunsCli, DeleteResolvesEveryRunFirst)
 TEST(RunsCli, StoreComesFromOptionOrEnvironment)
 {
     const std::string envStore = (std::filesystem::temp_directory_path()
-        / fmt::format("day0_cli_store_{}.sqlite", ::getpid())).string();
+        / fmt::format("day0_cli_store_{}.sqlite", ::getpid()))
+                                     .string();
     std::filesystem::remove(envStore);
     std::filesystem::remove(envStore + "-wal");
     std::filesystem::remove(envStore + "-shm");
@@ -202,7 +211,8 @@ TEST(RunsCli, StoreComesFromOptionOrEnvironment)
     EXPECT_FALSE(std::filesystem::exists(missing)) << "listing must not create a store";
     const auto show = runDay0({ "runs", "show", "1", "--store", missing });
     EXPECT_EQ(show.exitCode, 2);
-    EXPECT_NE(show.err.find("none.sqlite: no run store at this path"), std::string::npos) << show.err;
+    EXPECT_NE(show.err.find("none.sqlite: no run store at this path"), std::string::npos)
+        << show.err;
 }
 
 TEST(RunsCli, BadInputExitsTwoNamingFileAndProblem)
@@ -216,9 +226,11 @@ TEST(RunsCli, BadInputExitsTwoNamingFileAndProblem)
     EXPECT_NE(corrupt.err.find("not a SQLite database"), std::string::npos) << corrupt.err;
     EXPECT_EQ(readText(garbage), std::string(4096, 'x')) << "a corrupt store is never overwritten";
 
-    const auto bad = runDay0({ "runs", "import", kData + "bad_run.json", "--store", dir + "/s.sqlite" });
+    const auto bad
+        = runDay0({ "runs", "import", kData + "bad_run.json", "--store", dir + "/s.sqlite" });
     EXPECT_EQ(bad.exitCode, 2);
-    EXPECT_NE(bad.err.find("bad_run.json: metrics[1]: 'value' must be a number"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("bad_run.json: metrics[1]: 'value' must be a number"), std::string::npos)
+        << bad.err;
 
     const std::string store = importedStore("runs_bad_store");
     const auto kind = runDay0({ "runs", "list", "--kind", "train", "--store", store });

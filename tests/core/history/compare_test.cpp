@@ -1,9 +1,8 @@
 #include "history/run_compare.h"
 #include "history/run_json.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <limits>
 
 using namespace day0;

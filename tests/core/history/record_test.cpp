@@ -5,11 +5,10 @@
 #include "history/timestamp.h"
 #include "test_util.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <limits>
 #include <set>
 
@@ -75,15 +74,18 @@ TEST(LayerMetricsTable, DepthCurveFollowsLayers)
 
 TEST(RunRecordBuild, EnumsRoundTripAndRejectUnknown)
 {
-    for (RunKind k : { RunKind::Plan, RunKind::Verify, RunKind::Run, RunKind::Compare, RunKind::Trace, RunKind::Validate }) {
+    for (RunKind k : { RunKind::Plan, RunKind::Verify, RunKind::Run, RunKind::Compare,
+             RunKind::Trace, RunKind::Validate }) {
         EXPECT_EQ(parseRunKind(toString(k)).value(), k);
     }
-    for (RunStatus s : { RunStatus::Ok, RunStatus::Failed, RunStatus::Error, RunStatus::Cancelled }) {
+    for (RunStatus s :
+        { RunStatus::Ok, RunStatus::Failed, RunStatus::Error, RunStatus::Cancelled }) {
         EXPECT_EQ(parseRunStatus(toString(s)).value(), s);
     }
     const auto bad = parseRunKind("train");
     ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.error().message.find("plan, verify, run, compare, trace, validate"), std::string::npos);
+    EXPECT_NE(
+        bad.error().message.find("plan, verify, run, compare, trace, validate"), std::string::npos);
     EXPECT_FALSE(parseRunStatus("passed").ok());
 }
 
@@ -108,7 +110,8 @@ TEST(RunRecordBuild, ValidateNamesTheField)
     r.addMemory(0, 0, "weights", Bytes(1)).addMemory(0, 0, "weights", Bytes(2));
     auto v = r.validate();
     ASSERT_FALSE(v.ok());
-    EXPECT_NE(v.error().message.find("memory component 'weights' of rank 0 stage 0"), std::string::npos);
+    EXPECT_NE(
+        v.error().message.find("memory component 'weights' of rank 0 stage 0"), std::string::npos);
     RunRecord u(RunKind::Plan);
     u.info.uuid = "nope";
     EXPECT_FALSE(u.validate().ok());
@@ -154,11 +157,13 @@ TEST(Time, ParsesDatesAgesAndIso)
     // change, so compare through the local formatter instead.
     EXPECT_EQ(formatLocal(parseTime("2025-06-15", ref).value()), "2025-06-15 00:00:00");
     EXPECT_EQ(formatLocal(parseTime("2025-06-15 09:30", ref).value()), "2025-06-15 09:30:00");
-    for (const char* bad : { "", "yesterday", "2025-13-01", "2025-06-15T25:00", "5y", "-3d", "2025-06-15Zx" }) {
+    for (const char* bad :
+        { "", "yesterday", "2025-13-01", "2025-06-15T25:00", "5y", "-3d", "2025-06-15Zx" }) {
         const auto r = parseTime(bad, ref);
         EXPECT_FALSE(r.ok()) << bad;
     }
-    EXPECT_NE(parseTime("soon", ref).error().message.find("'soon' is not a time"), std::string::npos);
+    EXPECT_NE(
+        parseTime("soon", ref).error().message.find("'soon' is not a time"), std::string::npos);
 }
 
 TEST(Recording, StorePathPrecedence)

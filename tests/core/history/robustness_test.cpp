@@ -3,21 +3,19 @@
 #include "history/run_store.h"
 #include "test_util.h"
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <poll.h>
 #include <random>
 #include <set>
 #include <sstream>
-#include <thread>
-
-#include <csignal>
-#include <poll.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace day0;
@@ -32,7 +30,8 @@ namespace {
 constexpr std::size_t kRowsPerRun = 600;
 
 // Every run in the store must be exactly what its seed says (no half-written run).
-void expectEveryRunComplete(RunStore& store, std::size_t rows, std::set<std::uint64_t>* seeds = nullptr)
+void expectEveryRunComplete(
+    RunStore& store, std::size_t rows, std::set<std::uint64_t>* seeds = nullptr)
 {
     auto runs = store.list();
     ASSERT_TRUE(runs.ok()) << runs.error().message;
@@ -294,15 +293,18 @@ TEST(RunStoreKill, KilledWritersNeverCorruptNorLoseCommittedRuns)
         expectEveryRunComplete(*store, kRowsPerRun * 4, &present);
         for (const std::uint64_t c : committed) {
             if (!deleted.contains(c) && !deleting.contains(c)) {
-                ASSERT_TRUE(present.contains(c)) << "round " << round << ": committed run " << c << " was lost";
+                ASSERT_TRUE(present.contains(c))
+                    << "round " << round << ": committed run " << c << " was lost";
             }
         }
         for (const std::uint64_t d : deleted) {
-            ASSERT_FALSE(present.contains(d)) << "round " << round << ": deleted run " << d << " came back";
+            ASSERT_FALSE(present.contains(d))
+                << "round " << round << ": deleted run " << d << " came back";
         }
     }
     std::printf("killed %d writers, %d of them inside a transaction; %zu runs committed\n", kKills,
         killedWhileWriting, committed.size());
     EXPECT_GE(killedWhileWriting, kKills / 3) << "most kills should land inside a transaction";
-    EXPECT_GE(committed.size(), std::size_t(kKills - 3)) << "the writers should have committed runs";
+    EXPECT_GE(committed.size(), std::size_t(kKills - 3))
+        << "the writers should have committed runs";
 }

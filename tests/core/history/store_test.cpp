@@ -3,13 +3,12 @@
 #include "history/schema.h"
 #include "test_util.h"
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-#include <sqlite3.h>
-
 #include <cmath>
+#include <fmt/format.h>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <limits>
+#include <sqlite3.h>
 
 using namespace day0;
 using namespace day0::history;
@@ -49,8 +48,7 @@ std::int64_t rawCount(const std::filesystem::path& file, const std::string& tabl
     return n.ok() ? *n : -1;
 }
 
-template <typename Set>
-RunFilter with(Set set)
+template <typename Set> RunFilter with(Set set)
 {
     RunFilter filter;
     set(filter);
@@ -173,7 +171,8 @@ TEST(RunStore, NamesAreSharedAcrossRuns)
     ASSERT_TRUE(store.commit(makeSeededRecord(1, 64)).ok());
     const auto names = rawCount(store.file(), "names");
     ASSERT_TRUE(store.commit(makeSeededRecord(2, 64)).ok());
-    EXPECT_EQ(rawCount(store.file(), "names"), names) << "the same anchors must not be stored twice";
+    EXPECT_EQ(rawCount(store.file(), "names"), names)
+        << "the same anchors must not be stored twice";
     EXPECT_EQ(rawCount(store.file(), "layer_metrics"), 128);
 }
 
@@ -215,7 +214,8 @@ TEST(RunStore, InvalidRecordWritesNothing)
     r.layers.add("model.layers.0.mlp", "rel_l2", 2.0);
     auto id = store.commit(r);
     ASSERT_FALSE(id.ok());
-    EXPECT_NE(id.error().message.find("model.layers.0.mlp / rel_l2"), std::string::npos) << id.error().message;
+    EXPECT_NE(id.error().message.find("model.layers.0.mlp / rel_l2"), std::string::npos)
+        << id.error().message;
     EXPECT_NE(id.error().message.find("runs.sqlite"), std::string::npos);
 
     RunRecord twice = makeSeededRecord(4, 0);
@@ -300,15 +300,34 @@ TEST(RunStore, ListFiltersAndOrders)
         return out;
     };
     using V = std::vector<std::string>;
-    EXPECT_EQ(labels(RunFilter {}), (V { "qwen3-8b/verify", "deepseek-v3/run", "kimi-k2/run", "Kimi-K2/plan" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.model = "KIMI"; })), (V { "kimi-k2/run", "Kimi-K2/plan" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.kind = RunKind::Run; })), (V { "deepseek-v3/run", "kimi-k2/run" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.status = RunStatus::Ok; })), (V { "deepseek-v3/run", "Kimi-K2/plan" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.since = base + day; f.until = base + 3 * day; })), (V { "deepseek-v3/run", "kimi-k2/run" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.label = "fp8"; })), (V { "deepseek-v3/run", "kimi-k2/run" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.precision = "bf16"; })), (V { "qwen3-8b/verify", "Kimi-K2/plan" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.limit = 2; f.offset = 1; })), (V { "deepseek-v3/run", "kimi-k2/run" }));
-    EXPECT_EQ(labels(with([&](RunFilter& f) { f.model = "kimi"; f.kind = RunKind::Run; f.status = RunStatus::Failed; })), (V { "kimi-k2/run" }));
+    EXPECT_EQ(labels(RunFilter {}),
+        (V { "qwen3-8b/verify", "deepseek-v3/run", "kimi-k2/run", "Kimi-K2/plan" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.model = "KIMI"; })),
+        (V { "kimi-k2/run", "Kimi-K2/plan" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.kind = RunKind::Run; })),
+        (V { "deepseek-v3/run", "kimi-k2/run" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.status = RunStatus::Ok; })),
+        (V { "deepseek-v3/run", "Kimi-K2/plan" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) {
+        f.since = base + day;
+        f.until = base + 3 * day;
+    })),
+        (V { "deepseek-v3/run", "kimi-k2/run" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.label = "fp8"; })),
+        (V { "deepseek-v3/run", "kimi-k2/run" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.precision = "bf16"; })),
+        (V { "qwen3-8b/verify", "Kimi-K2/plan" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) {
+        f.limit = 2;
+        f.offset = 1;
+    })),
+        (V { "deepseek-v3/run", "kimi-k2/run" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) {
+        f.model = "kimi";
+        f.kind = RunKind::Run;
+        f.status = RunStatus::Failed;
+    })),
+        (V { "kimi-k2/run" }));
     EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.label = "fp8"; })), 2);
     EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.model = "nothing"; })), 0);
 }
@@ -358,7 +377,8 @@ TEST(RunStore, RemoveDeletesEverythingOfOneRun)
     EXPECT_EQ(*store.count(), 1);
     for (const char* table : { "metrics", "properties", "memory", "artifacts", "events" }) {
         auto db = Database::open(store.file(), Database::Open::ExistingOnly);
-        auto n = db->queryInt(fmt::format("SELECT count(*) FROM {} WHERE run_id = {}", table, drop.value()));
+        auto n = db->queryInt(
+            fmt::format("SELECT count(*) FROM {} WHERE run_id = {}", table, drop.value()));
         EXPECT_EQ(*n, 0) << table;
     }
     EXPECT_EQ(rawCount(store.file(), "layer_metrics"), 30);
@@ -424,7 +444,8 @@ TEST(RunStoreSchema, NewerSchemaIsRefusedAndUntouched)
     ASSERT_FALSE(store.ok());
     EXPECT_EQ(store.error().code, ErrorCode::BadInput);
     EXPECT_NE(store.error().message.find("runs.sqlite"), std::string::npos);
-    EXPECT_NE(store.error().message.find(fmt::format("schema version {}", kSchemaVersion + 1)), std::string::npos)
+    EXPECT_NE(store.error().message.find(fmt::format("schema version {}", kSchemaVersion + 1)),
+        std::string::npos)
         << store.error().message;
     EXPECT_NE(store.error().message.find("newer"), std::string::npos);
     EXPECT_EQ(fileBytes(file), before);
@@ -443,7 +464,8 @@ TEST(RunStoreSchema, NonDatabaseFileIsRefusedAndUntouched)
     ASSERT_FALSE(store.ok());
     EXPECT_EQ(store.error().code, ErrorCode::BadInput);
     EXPECT_NE(store.error().message.find("runs.sqlite"), std::string::npos);
-    EXPECT_NE(store.error().message.find("not a SQLite database"), std::string::npos) << store.error().message;
+    EXPECT_NE(store.error().message.find("not a SQLite database"), std::string::npos)
+        << store.error().message;
     EXPECT_EQ(fileBytes(file), garbage);
 }
 
@@ -451,11 +473,14 @@ TEST(RunStoreSchema, ForeignDatabaseIsRefusedAndUntouched)
 {
     TempDir dir("foreign");
     const auto file = dir / "other.sqlite";
-    rawExec(file, "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes VALUES (1, 'hi');");
+    rawExec(file,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes VALUES (1, "
+        "'hi');");
     const std::string before = fileBytes(file);
     auto store = RunStore::open(file);
     ASSERT_FALSE(store.ok());
-    EXPECT_NE(store.error().message.find("not a Day0 run store"), std::string::npos) << store.error().message;
+    EXPECT_NE(store.error().message.find("not a Day0 run store"), std::string::npos)
+        << store.error().message;
     EXPECT_EQ(fileBytes(file), before);
 
     rawExec(dir / "app.sqlite", "PRAGMA application_id = 1234;");
@@ -485,7 +510,8 @@ TEST(RunStoreSchema, CorruptPagesAreReportedNotRepaired)
         const auto check = store->checkIntegrity();
         ASSERT_FALSE(check.ok());
         EXPECT_NE(check.error().message.find("runs.sqlite"), std::string::npos);
-        EXPECT_NE(check.error().message.find("integrity check failed"), std::string::npos) << check.error().message;
+        EXPECT_NE(check.error().message.find("integrity check failed"), std::string::npos)
+            << check.error().message;
     } else {
         EXPECT_NE(store.error().message.find("runs.sqlite"), std::string::npos);
     }
@@ -510,7 +536,8 @@ TEST(RunStoreSchema, MigrationsApplyInOrderAndRollBackOnFailure)
 
     auto failed = migrate(*db, steps);
     ASSERT_FALSE(failed.ok());
-    EXPECT_NE(failed.error().message.find("schema version 3"), std::string::npos) << failed.error().message;
+    EXPECT_NE(failed.error().message.find("schema version 3"), std::string::npos)
+        << failed.error().message;
     EXPECT_EQ(*db->queryInt("PRAGMA user_version"), 2);
     EXPECT_EQ(*db->queryInt("SELECT count(*) FROM sqlite_schema WHERE name = 'u'"), 0);
 

@@ -1,19 +1,17 @@
 #include "test_util.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
+#include <fmt/format.h>
 #include <fstream>
 #include <random>
 #include <sstream>
-
 #include <unistd.h>
 
 namespace day0::history::test {
 
 TempDir::TempDir(const std::string& name)
     : m_path(std::filesystem::temp_directory_path()
-          / fmt::format("day0_history_{}_{}_{}", name, ::getpid(), std::random_device()()))
+        / fmt::format("day0_history_{}_{}_{}", name, ::getpid(), std::random_device()()))
 {
     std::filesystem::remove_all(m_path);
     std::filesystem::create_directories(m_path);
@@ -48,8 +46,9 @@ RunRecord makeSeededRecord(std::uint64_t seed, std::size_t layerRows)
         record.addMemory(rank, rank / 2, "kv_cache", Bytes(std::int64_t(rng() % (1ULL << 36))));
     }
     record.addArtifact({ "dump", fmt::format("/dumps/{}", seed), Bytes(std::int64_t(seed)), "" });
-    record.events.push_back({ Timestamp(std::chrono::microseconds(1'700'000'000'000'000LL + std::int64_t(seed))),
-        LogLevel::Info, fmt::format("event of {}", seed) });
+    record.events.push_back(
+        { Timestamp(std::chrono::microseconds(1'700'000'000'000'000LL + std::int64_t(seed))),
+            LogLevel::Info, fmt::format("event of {}", seed) });
     const char* subModules[] = { "self_attn.q_proj", "self_attn", "mlp", "" };
     record.layers.reserve(layerRows);
     for (std::size_t i = 0; i < layerRows; ++i) {
@@ -76,31 +75,36 @@ std::string differenceFromSeed(const RunRecord& stored, std::uint64_t seed, std:
     const RunInfo& a = stored.info;
     const RunInfo& b = expected.info;
     if (a.kind != b.kind || a.status != b.status || a.label != b.label || a.modelName != b.modelName
-        || a.modelFingerprint != b.modelFingerprint || a.plan != b.plan || a.precision != b.precision
-        || a.duration != b.duration) {
+        || a.modelFingerprint != b.modelFingerprint || a.plan != b.plan
+        || a.precision != b.precision || a.duration != b.duration) {
         return fmt::format("run {}: header differs", a.label);
     }
-    if (stored.metrics.size() != expected.metrics.size() || stored.memory.size() != expected.memory.size()
-        || stored.artifacts.size() != expected.artifacts.size() || stored.events.size() != expected.events.size()
+    if (stored.metrics.size() != expected.metrics.size()
+        || stored.memory.size() != expected.memory.size()
+        || stored.artifacts.size() != expected.artifacts.size()
+        || stored.events.size() != expected.events.size()
         || stored.properties.size() != expected.properties.size()) {
         return fmt::format("run {}: child row counts differ", a.label);
     }
     for (std::size_t i = 0; i < expected.metrics.size(); ++i) {
-        if (stored.metrics[i].name != expected.metrics[i].name || stored.metrics[i].value != expected.metrics[i].value) {
+        if (stored.metrics[i].name != expected.metrics[i].name
+            || stored.metrics[i].value != expected.metrics[i].value) {
             return fmt::format("run {}: metric {} differs", a.label, i);
         }
     }
     for (std::size_t i = 0; i < expected.memory.size(); ++i) {
-        if (stored.memory[i].bytes != expected.memory[i].bytes || stored.memory[i].component != expected.memory[i].component) {
+        if (stored.memory[i].bytes != expected.memory[i].bytes
+            || stored.memory[i].component != expected.memory[i].component) {
             return fmt::format("run {}: memory entry {} differs", a.label, i);
         }
     }
     if (stored.layers.size() != expected.layers.size()) {
-        return fmt::format("run {}: {} layer rows stored, {} written", a.label, stored.layers.size(),
-            expected.layers.size());
+        return fmt::format("run {}: {} layer rows stored, {} written", a.label,
+            stored.layers.size(), expected.layers.size());
     }
     for (std::size_t i = 0; i < expected.layers.size(); ++i) {
-        if (stored.layers.anchor(i) != expected.layers.anchor(i) || stored.layers.metric(i) != expected.layers.metric(i)
+        if (stored.layers.anchor(i) != expected.layers.anchor(i)
+            || stored.layers.metric(i) != expected.layers.metric(i)
             || stored.layers.row(i).value != expected.layers.row(i).value) {
             return fmt::format("run {}: layer row {} differs", a.label, i);
         }

@@ -16,7 +16,10 @@ public:
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
     [[nodiscard]] const std::filesystem::path& path() const { return m_path; }
-    [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
+    [[nodiscard]] std::filesystem::path operator/(const std::string& name) const
+    {
+        return m_path / name;
+    }
 
 private:
     std::filesystem::path m_path;
