@@ -8,10 +8,11 @@
 #include "history/run_store.h"
 #include "table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 
@@ -220,7 +221,7 @@ void printMemory(const std::vector<MemoryEntry>& memory)
     }
     std::vector<std::string> head { "RANK", "STAGE" };
     head.insert(head.end(), components.begin(), components.end());
-    head.push_back("total");
+    head.emplace_back("total");
     Table table(head, std::vector<Align>(head.size(), Align::Right));
     for (const auto& [key, byComponent] : cells) {
         std::vector<std::string> row { key.first < 0 ? "-" : std::to_string(key.first),

@@ -40,6 +40,10 @@ std::filesystem::path storePath();
 ///     auto id = history::recordRun(record);   // nullopt under --no-record
 ///     if (!id) { printWarning(id.error().message); }
 ///
+/// In app/cli, `cli::recordResult(record)` (command.h) does exactly this in one line. Fill the
+/// record as the work goes (addMetric, addMemory, layers.add, addArtifact, addEvent, info.duration,
+/// info.status/message) and record it once at the end, also when the work failed.
+///
 /// Fills the software version and command line from RecordingOptions when the record leaves them
 /// empty. Returns nullopt without touching any file when recording is disabled. Opens the store
 /// for this one call, so it is safe from any thread and from several processes at once. Errors

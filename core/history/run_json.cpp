@@ -2,8 +2,9 @@
 
 #include "base/json_util.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <limits>
 
 namespace day0::history {

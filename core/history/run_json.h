@@ -5,8 +5,9 @@
 #include "history/run_record.h"
 #include "history/run_store.h"
 
-#include <cstddef>
 #include <nlohmann/json.hpp>
+
+#include <cstddef>
 
 namespace day0::history {
 

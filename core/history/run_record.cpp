@@ -2,13 +2,14 @@
 
 #include "base/file_util.h"
 
+#include <fmt/format.h>
+#include <sys/random.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <fmt/format.h>
 #include <random>
 #include <set>
-#include <sys/random.h>
 #include <system_error>
 #include <tuple>
 

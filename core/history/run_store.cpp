@@ -5,10 +5,11 @@
 #include "history/run_store_impl.h"
 #include "history/schema.h"
 
-#include <array>
 #include <fmt/format.h>
-#include <system_error>
 #include <unistd.h>
+
+#include <array>
+#include <system_error>
 
 namespace day0::history {
 

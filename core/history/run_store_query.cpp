@@ -3,10 +3,11 @@
 #include "history/run_store.h"
 #include "history/run_store_impl.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fmt/format.h>
 #include <unordered_map>
 #include <variant>
 

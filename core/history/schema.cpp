@@ -2,9 +2,10 @@
 
 #include "base/file_util.h"
 
-#include <array>
 #include <fmt/format.h>
 #include <sqlite3.h>
+
+#include <array>
 
 namespace day0::history {
 
@@ -13,7 +14,9 @@ namespace {
 // Version 1. Child tables are keyed by (run_id, seq): rows of one run are contiguous and in the
 // order the engine produced them, so loading and deleting a run are range operations and the
 // 100k-row layer table needs no secondary index. Names of anchors, sub-modules and layer metrics
-// are interned in `names`, so a layer row is a few integers and a double.
+// are interned in `names`, so a layer row is a few integers and a double. Rows of `names` are
+// never updated nor deleted (RunStore caches their ids across commits), so a later schema must
+// keep them stable.
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,

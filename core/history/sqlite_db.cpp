@@ -2,10 +2,11 @@
 
 #include "base/file_util.h"
 
-#include <cmath>
 #include <fmt/format.h>
-#include <limits>
 #include <sqlite3.h>
+
+#include <cmath>
+#include <limits>
 #include <utility>
 
 namespace day0::history {

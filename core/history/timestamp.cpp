@@ -1,9 +1,10 @@
 #include "history/timestamp.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <charconv>
 #include <ctime>
-#include <fmt/format.h>
 #include <optional>
 
 namespace day0::history {
@@ -65,7 +66,7 @@ std::optional<Timestamp> parseAge(std::string_view text, Timestamp reference)
         unitSeconds = 86400;
         break;
     case 'w':
-        unitSeconds = 7 * 86400;
+        unitSeconds = std::int64_t(7) * 86400;
         break;
     default:
         return std::nullopt;

@@ -11,15 +11,16 @@
 #include "history/schema.h"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <map>
 #include <random>
-#include <sqlite3.h>
 #include <string>
-#include <unistd.h>
 
 namespace {
 

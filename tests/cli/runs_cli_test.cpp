@@ -1,11 +1,12 @@
 #include "cli_runner.h"
 
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <gtest/gtest.h>
-#include <sstream>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;

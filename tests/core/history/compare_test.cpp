@@ -1,8 +1,9 @@
 #include "history/run_compare.h"
 #include "history/run_json.h"
 
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <limits>
 
 using namespace day0;

@@ -5,10 +5,11 @@
 #include "history/timestamp.h"
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <limits>
 #include <set>
 

@@ -3,20 +3,21 @@
 #include "history/run_store.h"
 #include "test_util.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-#include <poll.h>
 #include <random>
 #include <set>
 #include <sstream>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 using namespace day0;
 using namespace day0::history;

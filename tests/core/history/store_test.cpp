@@ -3,12 +3,13 @@
 #include "history/schema.h"
 #include "test_util.h"
 
-#include <cmath>
 #include <fmt/format.h>
-#include <fstream>
 #include <gtest/gtest.h>
-#include <limits>
 #include <sqlite3.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
 
 using namespace day0;
 using namespace day0::history;

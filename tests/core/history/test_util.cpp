@@ -1,11 +1,12 @@
 #include "test_util.h"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 namespace day0::history::test {
 
