@@ -121,6 +121,7 @@ struct PlotWidget::Private {
     QVector<double> hLimits;
     QVector<double> vLimits;
     QStringList categories;
+    bool horizontalBars = false;
     AxisFormat xFormat = AxisFormat::Number;
     AxisFormat yFormat = AxisFormat::Number;
     bool xLog = false;
@@ -128,6 +129,10 @@ struct PlotWidget::Private {
     HeatmapData heatmap;
 
     [[nodiscard]] QCPAxis* axis(Axis a) const { return a == Axis::X ? plot->xAxis : plot->yAxis; }
+    /// The axis bars are placed along, and the one their values grow on.
+    [[nodiscard]] QCPAxis* keyAxis() const { return horizontalBars ? plot->yAxis : plot->xAxis; }
+    [[nodiscard]] QCPAxis* valueAxis() const { return horizontalBars ? plot->xAxis : plot->yAxis; }
+    [[nodiscard]] AxisFormat valueFormat() const { return horizontalBars ? xFormat : yFormat; }
     void applyTicker(Axis a);
     void applyTheme(const QPalette& palette);
     [[nodiscard]] QString tooltipAt(const QPointF& pos) const;
@@ -140,7 +145,7 @@ void PlotWidget::Private::applyTicker(Axis a)
     const AxisFormat format = a == Axis::X ? xFormat : yFormat;
     QCPAxis* ax = axis(a);
     ax->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-    if (a == Axis::X && !categories.isEmpty()) {
+    if (ax == keyAxis() && !categories.isEmpty()) {
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
         const int every = std::max(1, int(std::ceil(categories.size() / 24.0)));
         for (int i = 0; i < categories.size(); i += every) {
@@ -218,9 +223,12 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
         }
     }
     if (!bars.isEmpty()) {
-        const int category = int(std::lround(plot->xAxis->pixelToCoord(pos.x())));
-        const double y = plot->yAxis->pixelToCoord(pos.y());
-        if (category >= 0 && category < categories.size() && y >= 0) {
+        const double key = horizontalBars ? plot->yAxis->pixelToCoord(pos.y())
+                                          : plot->xAxis->pixelToCoord(pos.x());
+        const double value = horizontalBars ? plot->xAxis->pixelToCoord(pos.x())
+                                            : plot->yAxis->pixelToCoord(pos.y());
+        const int category = int(std::lround(key));
+        if (category >= 0 && category < categories.size() && value >= 0) {
             QString text = QStringLiteral("<b>") + categories[category] + QStringLiteral("</b><table>");
             double total = 0;
             for (const auto* b : bars) {
@@ -228,12 +236,12 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
                 total += v;
                 if (v != 0.0) {
                     text += QStringLiteral("<tr><td>") + b->name()
-                        + QStringLiteral("</td><td align=right>&nbsp;") + formatValue(yFormat, v)
+                        + QStringLiteral("</td><td align=right>&nbsp;") + formatValue(valueFormat(), v)
                         + QStringLiteral("</td></tr>");
                 }
             }
             text += QStringLiteral("<tr><td><b>total</b></td><td align=right>&nbsp;<b>")
-                + formatValue(yFormat, total) + QStringLiteral("</b></td></tr></table>");
+                + formatValue(valueFormat(), total) + QStringLiteral("</b></td></tr></table>");
             return text;
         }
     }
@@ -302,7 +310,9 @@ PlotWidget::PlotWidget(QWidget* parent)
     d->plot->legend->setWrap(6);
     d->plot->legend->setMargins(QMargins(6, 0, 6, 2));
     d->plot->legend->setVisible(true);
-    d->plot->legend->setFont(font());
+    QFont legendFont = font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
+    d->plot->legend->setFont(legendFont);
     d->plot->setMouseTracking(true);
 
     connect(d->plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
@@ -323,7 +333,10 @@ PlotWidget::PlotWidget(QWidget* parent)
             }
         }
         if (!d->bars.isEmpty()) {
-            const int c = int(std::lround(d->plot->xAxis->pixelToCoord(event->position().x())));
+            const double key = d->horizontalBars
+                ? d->plot->yAxis->pixelToCoord(event->position().y())
+                : d->plot->xAxis->pixelToCoord(event->position().x());
+            const int c = int(std::lround(key));
             if (c >= 0 && c < d->categories.size()) {
                 emit categoryClicked(c);
             }
@@ -350,6 +363,7 @@ void PlotWidget::clear()
     d->hLimits.clear();
     d->vLimits.clear();
     d->categories.clear();
+    d->horizontalBars = false;
     d->xFormat = d->yFormat = AxisFormat::Number;
     d->xLog = d->yLog = false;
     d->applyTicker(Axis::X);
@@ -381,13 +395,16 @@ void PlotWidget::setLogScale(Axis axis, bool log)
 
 void PlotWidget::setLegendVisible(bool visible) { d->plot->legend->setVisible(visible); }
 
-void PlotWidget::setStackedBars(const QStringList& categories, const QVector<BarLayer>& layers)
+void PlotWidget::setStackedBars(
+    const QStringList& categories, const QVector<BarLayer>& layers, Qt::Orientation orientation)
 {
     for (auto* b : d->bars) {
         d->plot->removePlottable(b);
     }
     d->bars.clear();
     d->categories = categories;
+    d->horizontalBars = orientation == Qt::Horizontal;
+    d->plot->yAxis->setRangeReversed(d->horizontalBars);
     QVector<double> keys(categories.size());
     for (int i = 0; i < keys.size(); ++i) {
         keys[i] = i;
@@ -395,7 +412,7 @@ void PlotWidget::setStackedBars(const QStringList& categories, const QVector<Bar
     const double width = categories.size() > 64 ? 0.9 : 0.65;
     QCPBars* below = nullptr;
     for (const auto& layer : layers) {
-        auto* bars = new QCPBars(d->plot->xAxis, d->plot->yAxis);
+        auto* bars = new QCPBars(d->keyAxis(), d->valueAxis());
         bars->setName(layer.name);
         bars->setWidth(width);
         bars->setStackingGap(0);
@@ -412,6 +429,7 @@ void PlotWidget::setStackedBars(const QStringList& categories, const QVector<Bar
         d->bars.push_back(bars);
     }
     d->applyTicker(Axis::X);
+    d->applyTicker(Axis::Y);
 }
 
 void PlotWidget::setLineSeries(const QVector<PlotSeries>& series)
@@ -610,13 +628,15 @@ void PlotWidget::rescaleAndReplot()
         ax->setRange(lower, r.upper + span * 0.08);
     };
     const bool hasBars = !d->bars.isEmpty();
-    pad(plot->yAxis, d->yLog, d->hLimits, hasBars);
     if (hasBars) {
-        plot->xAxis->setRange(-0.6, d->categories.size() - 0.4);
+        const bool h = d->horizontalBars;
+        pad(d->valueAxis(), h ? d->xLog : d->yLog, h ? d->vLimits : d->hLimits, true);
+        d->keyAxis()->setRange(-0.6, d->categories.size() - 0.4);
     } else if (d->colorMap) {
         plot->xAxis->setRange(-0.5, d->heatmap.columns - 0.5);
         plot->yAxis->setRange(-0.5, d->heatmap.rows - 0.5);
     } else {
+        pad(plot->yAxis, d->yLog, d->hLimits, false);
         pad(plot->xAxis, d->xLog, d->vLimits, false);
     }
     plot->replot(QCustomPlot::rpQueuedReplot);

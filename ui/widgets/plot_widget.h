@@ -80,8 +80,10 @@ public:
     void setLogScale(Axis axis, bool log);
     void setLegendVisible(bool visible);
 
-    /// Bars stacked per category (x axis shows the category names).
-    void setStackedBars(const QStringList& categories, const QVector<BarLayer>& layers);
+    /// Bars stacked per category. Vertical: categories along X, values on Y. Horizontal:
+    /// categories down the Y axis (first on top), values on X.
+    void setStackedBars(const QStringList& categories, const QVector<BarLayer>& layers,
+        Qt::Orientation orientation = Qt::Vertical);
     /// Adds line series (replacing previous lines, keeping bars and scatters).
     void setLineSeries(const QVector<PlotSeries>& series);
     /// Adds marker-only series (replacing previous scatters); pointClicked reports clicks.

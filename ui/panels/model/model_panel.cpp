@@ -68,7 +68,9 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
     m_paramView->setObjectName(QStringLiteral("modelParameterTable"));
     m_paramView->horizontalHeader()->setObjectName(QStringLiteral("modelParameterHeader"));
     m_paramView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_paramView->horizontalHeader()->setStretchLastSection(true);
+    m_paramView->horizontalHeader()->setStretchLastSection(false);
+    m_paramView->horizontalHeader()->setSectionResizeMode(
+        ParameterTableModel::Component, QHeaderView::Stretch);
     m_paramView->verticalHeader()->hide();
     m_paramView->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
     m_paramView->setAlternatingRowColors(true);
@@ -99,14 +101,16 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
             m_session.selectAnchor(current.data(ModelTreeModel::AnchorRole).toString());
         });
 
+    // Left: the summary above the parameter table; right: the chart.
+    auto* left = new QSplitter(Qt::Vertical, this);
+    left->setObjectName(QStringLiteral("modelLeftSplitter"));
+    left->addWidget(summary);
+    left->addWidget(m_paramView);
     auto* top = new QSplitter(Qt::Horizontal, this);
     top->setObjectName(QStringLiteral("modelTopSplitter"));
-    top->addWidget(summary);
-    top->addWidget(m_paramView);
+    top->addWidget(left);
     top->addWidget(m_chart);
-    top->setStretchFactor(0, 3);
-    top->setStretchFactor(1, 3);
-    top->setStretchFactor(2, 4);
+    top->setSizes({ 520, 600 });
 
     auto* bottom = new QWidget(this);
     auto* bottomLayout = new QVBoxLayout(bottom);
@@ -118,8 +122,7 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
     split->setObjectName(QStringLiteral("modelSplitter"));
     split->addWidget(top);
     split->addWidget(bottom);
-    split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 3);
+    split->setSizes({ 560, 400 });
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addWidget(split);
@@ -144,7 +147,6 @@ void ModelPanel::onModelChanged()
     const auto graph = m_session.graph();
     m_treeModel->setGraph(graph);
     m_paramModel->setCounts(graph ? graph->countParameters() : model::ParameterCounts {});
-    m_paramView->resizeColumnsToContents();
     updateSummary();
     updateChart();
     if (graph) {
@@ -260,9 +262,9 @@ void ModelPanel::updateChart()
         inactive.values << double(c.total - c.active);
     }
     m_chart->setTitle(tr("Parameters by component"));
-    m_chart->setStackedBars(categories, { active, inactive });
-    m_chart->setAxisFormat(PlotWidget::Axis::Y, AxisFormat::Count);
-    m_chart->setAxisLabel(PlotWidget::Axis::Y, tr("parameters"));
+    m_chart->setStackedBars(categories, { active, inactive }, Qt::Horizontal);
+    m_chart->setAxisFormat(PlotWidget::Axis::X, AxisFormat::Count);
+    m_chart->setAxisLabel(PlotWidget::Axis::X, tr("parameters"));
     m_chart->rescaleAndReplot();
 }
 

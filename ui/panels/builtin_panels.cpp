@@ -1,0 +1,17 @@
+#include "panels/builtin_panels.h"
+
+#include "panels/model/model_panel.h"
+#include "shell/panel_registry.h"
+
+namespace day0::ui {
+
+void registerBuiltinPanels(PanelRegistry& registry)
+{
+    registry.add({ QStringLiteral("model"), QObject::tr("Model"), QKeySequence(QObject::tr("Ctrl+1")),
+        PanelArea::Left, 10, false,
+        [](PanelContext& context, QWidget* parent) -> QWidget* {
+            return new ModelPanel(context.session, parent);
+        } });
+}
+
+} // namespace day0::ui
