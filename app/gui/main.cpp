@@ -1,6 +1,7 @@
 // day0-workbench: parses the command line, wires the session, jobs and panels, and shows the
 // main window (or renders screenshots of the panels offscreen).
 #include "base/resources.h"
+#include "hardware/cluster.h"
 #include "jobs/job_runner.h"
 #include "panels/builtin_panels.h"
 #include "session/session.h"
@@ -54,7 +55,13 @@ int main(int argc, char** argv)
     const QCommandLineOption themeOption(QStringLiteral("theme"),
         QStringLiteral("light, dark or system (default: the saved preference; light for screenshots)."),
         QStringLiteral("theme"));
-    parser.addOptions({ screenshotOption, outOption, themeOption });
+    const QCommandLineOption clusterOption(QStringLiteral("cluster"),
+        QStringLiteral("Cluster: profile:nodes x GPUs (h200:32x8) or a JSON file."), QStringLiteral("cluster"));
+    const QCommandLineOption modeOption(QStringLiteral("mode"),
+        QStringLiteral("train or infer (default: train)."), QStringLiteral("mode"));
+    const QCommandLineOption planOption(QStringLiteral("plan"),
+        QStringLiteral("Starting plan, e.g. tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full."), QStringLiteral("plan"));
+    parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption, planOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
@@ -76,9 +83,30 @@ int main(int argc, char** argv)
     QApplication::setWindowIcon(QIcon(
         QString::fromStdString((day0::resourceDir() / "icons" / "day0-workbench.svg").string())));
 
+    // The embedded default: Kimi-K2 training on 32 nodes × 8 H200.
+    Session session;
+    const QString clusterArg = parser.isSet(clusterOption) ? parser.value(clusterOption) : preferences.defaultCluster;
+    auto cluster = day0::hardware::parseCluster(clusterArg.toStdString());
+    auto plan = day0::plan::parsePlan(parser.isSet(planOption)
+            ? parser.value(planOption).toStdString()
+            : std::string("tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full"));
+    const auto mode = parser.isSet(modeOption) ? day0::plan::parseMode(parser.value(modeOption).toStdString())
+                                               : std::optional(preferences.defaultTraining ? day0::plan::Mode::Train
+                                                                                          : day0::plan::Mode::Infer);
+    if (!cluster || !plan || !mode) {
+        std::fprintf(stderr, "day0-workbench: %s\n",
+            !cluster ? cluster.error().message.c_str()
+                     : !plan ? plan.error().message.c_str() : "--mode: expected train or infer");
+        return 2;
+    }
+    session.setCluster(*cluster, clusterArg);
+    auto workload = session.workload();
+    workload.mode = *mode;
+    session.setWorkload(workload);
+    session.setPlan(*plan);
+
     PanelRegistry registry;
     registerBuiltinPanels(registry);
-    Session session;
     JobRunner jobs;
     MainWindow window(registry, session, jobs, *settings);
     QString openError;

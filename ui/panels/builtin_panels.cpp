@@ -1,5 +1,6 @@
 #include "panels/builtin_panels.h"
 
+#include "panels/memory/memory_panel.h"
 #include "panels/model/model_panel.h"
 #include "shell/panel_registry.h"
 
@@ -11,6 +12,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         PanelArea::Left, 10, false,
         [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new ModelPanel(context.session, parent);
+        } });
+    registry.add({ QStringLiteral("memory"), QObject::tr("Memory"), QKeySequence(QObject::tr("Ctrl+2")),
+        PanelArea::Right, 20, true,
+        [](PanelContext& context, QWidget* parent) -> QWidget* {
+            return new MemoryPanel(context.session, context.jobs, parent);
         } });
 }
 

@@ -28,7 +28,11 @@ namespace day0::ui {
 namespace {
 // Bump when the set of docks or their default arrangement changes: old saved layouts are dropped.
 constexpr int kLayoutVersion = 1;
-using GraphResult = Result<std::shared_ptr<const model::LayerGraph>>;
+struct OpenedModel {
+    std::shared_ptr<const model::LayerGraph> graph;
+    std::shared_ptr<const plan::ModelSummary> summary;
+};
+using OpenResult = Result<OpenedModel>;
 } // namespace
 
 MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunner& jobs,
@@ -192,19 +196,21 @@ void MainWindow::rebuildRecentMenu()
 void MainWindow::openModel(const QString& modelArg)
 {
     statusBar()->showMessage(tr("Opening %1…").arg(modelArg));
-    m_jobs.start<GraphResult>(
+    m_jobs.start<OpenResult>(
         *m_openTicket, tr("Opening %1").arg(modelArg), this,
-        [arg = fromQString(modelArg)](Progress& progress, std::stop_token) -> GraphResult {
+        [arg = fromQString(modelArg)](Progress& progress, std::stop_token) -> OpenResult {
             progress.setStage("reading config");
             auto spec = model::loadModel(arg);
             if (!spec) {
                 return spec.error();
             }
             progress.setStage("building the layer graph");
-            return std::shared_ptr<const model::LayerGraph>(
-                std::make_shared<model::LayerGraph>(model::buildLayerGraph(*spec)));
+            auto graph = std::make_shared<const model::LayerGraph>(model::buildLayerGraph(*spec));
+            progress.setStage("summarising for the planner");
+            auto summary = std::make_shared<const plan::ModelSummary>(plan::summarizeModel(*graph));
+            return OpenedModel { std::move(graph), std::move(summary) };
         },
-        [this, modelArg](GraphResult&& result) {
+        [this, modelArg](OpenResult&& result) {
             if (!result) {
                 const QString message = toQString(result.error().message);
                 statusBar()->showMessage(message, 10000);
@@ -214,7 +220,7 @@ void MainWindow::openModel(const QString& modelArg)
                 }
                 return;
             }
-            m_session.setModel(std::move(*result), modelArg);
+            m_session.setModel(std::move(result->graph), std::move(result->summary), modelArg);
             statusBar()->showMessage(tr("Opened %1").arg(modelArg), 4000);
             m_preferences.addRecent(modelArg);
             m_preferences.save(m_settings);
