@@ -2,6 +2,7 @@
 
 #include "panels/memory/memory_panel.h"
 #include "panels/model/model_panel.h"
+#include "panels/topology/topology_panel.h"
 #include "shell/panel_registry.h"
 
 namespace day0::ui {
@@ -17,6 +18,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         PanelArea::Right, 20, true,
         [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new MemoryPanel(context.session, context.jobs, parent);
+        } });
+    registry.add({ QStringLiteral("topology"), QObject::tr("Topology"),
+        QKeySequence(QObject::tr("Ctrl+3")), PanelArea::Right, 30, false,
+        [](PanelContext& context, QWidget* parent) -> QWidget* {
+            return new TopologyPanel(context.session, context.jobs, parent);
         } });
 }
 

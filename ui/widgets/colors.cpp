@@ -1,6 +1,8 @@
 #include "widgets/colors.h"
 
 #include <array>
+#include <cmath>
+#include <cstdlib>
 
 namespace day0::ui {
 
@@ -12,16 +14,14 @@ constexpr std::array<QRgb, 10> kTableau = { 0x4e79a7, 0xf28e2b, 0x59a14f, 0xe157
 QColor categoricalColor(int index)
 {
     const int n = int(kTableau.size());
-    const int i = ((index % n) + n) % n;
-    QColor c = QColor::fromRgb(kTableau[std::size_t(i)]);
-    switch ((index / n) % 3) {
-    case 1:
-        return c.lighter(135);
-    case 2:
-        return c.darker(135);
-    default:
-        return c;
+    if (index >= 0 && index < n) {
+        return QColor::fromRgb(kTableau[std::size_t(index)]);
     }
+    // Beyond ten groups: golden-ratio hue steps at medium saturation and value, so neighbours
+    // differ and no colour washes out to white or black.
+    const double hue = std::fmod(0.11 + double(std::abs(index)) * 0.6180339887, 1.0);
+    const double value = (index / n) % 2 == 0 ? 0.78 : 0.62;
+    return QColor::fromHsvF(float(hue), 0.55f, float(value));
 }
 
 QColor memoryColor(MemoryColor component)

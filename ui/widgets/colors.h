@@ -5,7 +5,7 @@
 namespace day0::ui {
 
 /// The n-th colour of a categorical palette that stays distinguishable on light and dark
-/// backgrounds (Tableau-10 order, then lighter and darker variants).
+/// backgrounds (Tableau-10 order, then golden-ratio hues).
 QColor categoricalColor(int index);
 
 /// Fixed colours of the memory components, shared by every chart and table.
