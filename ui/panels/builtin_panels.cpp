@@ -2,6 +2,7 @@
 
 #include "panels/memory/memory_panel.h"
 #include "panels/model/model_panel.h"
+#include "panels/planner/planner_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "shell/panel_registry.h"
 
@@ -23,6 +24,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         QKeySequence(QObject::tr("Ctrl+3")), PanelArea::Right, 30, false,
         [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new TopologyPanel(context.session, context.jobs, parent);
+        } });
+    registry.add({ QStringLiteral("planner"), QObject::tr("Planner"),
+        QKeySequence(QObject::tr("Ctrl+4")), PanelArea::Left, 40, true,
+        [](PanelContext& context, QWidget* parent) -> QWidget* {
+            return new PlannerPanel(context.session, context.jobs, parent);
         } });
 }
 

@@ -55,9 +55,9 @@ MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunne
         [this](const QString& message) { statusBar()->showMessage(message, 6000); });
     connect(&m_session, &Session::modelChanged, this, &MainWindow::updateTitle);
 
+    resize(1600, 1000);
     createDocks();
     createMenus();
-    resize(1600, 1000);
     UiStateStore(m_settings).restoreWindow(*this, kLayoutVersion);
     updateTitle();
 }
@@ -108,8 +108,9 @@ void MainWindow::resetLayout()
         }
     }
     if (anchors.size() == 2) {
-        resizeDocks({ anchors[PanelArea::Left], anchors[PanelArea::Right] }, { 45, 55 },
-            Qt::Horizontal);
+        // Pixel sizes; the main window keeps their ratio when it is resized.
+        resizeDocks({ anchors[PanelArea::Left], anchors[PanelArea::Right] },
+            { width() * 47 / 100, width() * 53 / 100 }, Qt::Horizontal);
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace day0::ui {
 
@@ -36,7 +37,8 @@ QString formatValue(AxisFormat format, double value)
     return QString::number(value, 'g', 4);
 }
 
-// Linear ticks labelled like the tables; byte axes step in binary units (64 GiB, not 68.7 GB).
+// Linear ticks labelled like the tables. Byte axes step in binary units and label every tick in
+// the same unit (the largest the axis reaches), so "750 GiB" is not followed by "1.22 TiB".
 class FormatTicker : public QCPAxisTicker {
 public:
     explicit FormatTicker(AxisFormat format)
@@ -50,10 +52,12 @@ protected:
         if (m_format != AxisFormat::Bytes || range.size() <= 0) {
             return QCPAxisTicker::getTickStep(range);
         }
-        double unit = 1.0;
-        while (unit * 1024.0 <= range.size() / 2.0) {
-            unit *= 1024.0;
+        const double reach = std::max(std::abs(range.lower), std::abs(range.upper));
+        m_unit = 0;
+        while (m_unit < 5 && std::pow(1024.0, m_unit + 1) <= reach) {
+            ++m_unit;
         }
+        const double unit = std::pow(1024.0, m_unit);
         return cleanMantissa(range.size() / unit / (tickCount() + 1e-10)) * unit;
     }
     QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override
@@ -61,11 +65,20 @@ protected:
         if (m_format == AxisFormat::Number) {
             return QCPAxisTicker::getTickLabel(tick, locale, formatChar, precision);
         }
+        if (m_format == AxisFormat::Bytes) {
+            static const char* const kUnits[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+            if (tick == 0) {
+                return QStringLiteral("0");
+            }
+            return QString::number(tick / std::pow(1024.0, m_unit), 'g', 4) + QLatin1Char(' ')
+                + QString::fromLatin1(kUnits[m_unit]);
+        }
         return formatValue(m_format, tick);
     }
 
 private:
     AxisFormat m_format;
+    int m_unit = 0;
 };
 
 class FormatLogTicker : public QCPAxisTickerLog {
@@ -113,10 +126,10 @@ struct PlotWidget::Private {
     QCPItemText* note = nullptr;
     QVector<QCPBars*> bars;
     QVector<QCPGraph*> lines;
-    QVector<QCPGraph*> scatters;
+    QVector<QCPCurve*> scatters;
     QVector<QStringList> scatterLabels;
     QVector<QStringList> lineLabels;
-    QCPGraph* highlight = nullptr;
+    QCPCurve* highlight = nullptr;
     QVector<QCPAbstractItem*> limitItems;
     QVector<double> hLimits;
     QVector<double> vLimits;
@@ -147,7 +160,7 @@ void PlotWidget::Private::applyTicker(Axis a)
     ax->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
     if (ax == keyAxis() && !categories.isEmpty()) {
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-        const int every = std::max(1, int(std::ceil(categories.size() / 24.0)));
+        const int every = std::max(1, int(std::ceil(categories.size() / 16.0)));
         for (int i = 0; i < categories.size(); i += every) {
             ticker->addTick(i, categories[i]);
         }
@@ -471,14 +484,17 @@ void PlotWidget::setScatter(const QVector<PlotSeries>& series)
         d->highlight = nullptr;
     }
     for (const auto& s : series) {
-        auto* g = d->plot->addGraph();
+        // A curve keeps the points in the caller's order (a graph sorts them by x).
+        auto* g = new QCPCurve(d->plot->xAxis, d->plot->yAxis);
         g->setName(s.name);
-        g->setLineStyle(QCPGraph::lsNone);
+        g->setLineStyle(QCPCurve::lsNone);
         QColor fill = s.color;
         fill.setAlpha(150);
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(s.color, 1.2), fill,
             s.markerSize));
-        g->setData(s.x, s.y);
+        QVector<double> t(s.x.size());
+        std::iota(t.begin(), t.end(), 0.0);
+        g->setData(t, s.x, s.y);
         if (!s.inLegend) {
             g->removeFromLegend();
         }
@@ -499,13 +515,13 @@ void PlotWidget::setHighlightedPoint(int series, int index)
         return;
     }
     const auto it = d->scatters[series]->data()->at(index);
-    d->highlight = d->plot->addGraph();
+    d->highlight = new QCPCurve(d->plot->xAxis, d->plot->yAxis);
     d->highlight->setName(tr("selected"));
     d->highlight->removeFromLegend();
-    d->highlight->setLineStyle(QCPGraph::lsNone);
+    d->highlight->setLineStyle(QCPCurve::lsNone);
     d->highlight->setScatterStyle(QCPScatterStyle(
         QCPScatterStyle::ssCircle, QPen(palette().color(QPalette::Highlight), 2.5), Qt::NoBrush, 16));
-    d->highlight->setData({ it->key }, { it->value });
+    d->highlight->setData({ 0.0 }, { it->key }, { it->value });
     d->plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -690,6 +706,12 @@ double PlotWidget::barValue(int layer, int category) const
         return std::numeric_limits<double>::quiet_NaN();
     }
     return d->bars[layer]->data()->at(category)->value;
+}
+
+void PlotWidget::resizeEvent(QResizeEvent* event)
+{
+    d->plot->legend->setWrap(std::max(1, width() / 150));
+    QWidget::resizeEvent(event);
 }
 
 void PlotWidget::changeEvent(QEvent* event)

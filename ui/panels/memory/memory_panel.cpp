@@ -392,7 +392,8 @@ void MemoryPanel::showStages(const plan::MemoryReport& r)
         }
     }
     for (const auto& s : stages) {
-        categories << tr("%1\nr%2").arg(s.ppStage).arg(s.rank);
+        categories << (stages.size() <= 8 ? tr("%1\nr%2").arg(s.ppStage).arg(s.rank)
+                                          : QString::number(s.ppStage));
     }
     m_stageChart->clear();
     m_stageChart->setTitle(tr("Memory per pipeline stage (first rank of each stage)"));
