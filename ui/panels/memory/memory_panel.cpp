@@ -92,7 +92,7 @@ MemoryPanel::MemoryPanel(Session& session, JobRunner& jobs, QWidget* parent)
                 }
                 return e;
             },
-            [this](Estimate&& estimate) { show(std::move(estimate)); });
+            [this](Estimate&& estimate) { display(std::move(estimate)); });
     });
 
     m_verdict = new QLabel(this);
@@ -304,7 +304,7 @@ void MemoryPanel::schedule() { m_debounce->start(); }
 
 QString MemoryPanel::verdict() const { return m_verdict->text(); }
 
-void MemoryPanel::show(Estimate&& estimate)
+void MemoryPanel::display(Estimate&& estimate)
 {
     if (!estimate.report) {
         m_report.reset();

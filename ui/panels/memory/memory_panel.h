@@ -54,7 +54,7 @@ private:
     void syncControls();
     void controlsEdited();
     void schedule();
-    void show(Estimate&& estimate);
+    void display(Estimate&& estimate);
     void showStages(const plan::MemoryReport& report);
     void showSweep(const std::vector<SweepPoint>& sweep, double deviceMemory);
 

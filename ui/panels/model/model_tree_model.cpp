@@ -32,7 +32,7 @@ void ModelTreeModel::buildBlock(int blockIndex)
     std::vector<int> expertNodes;
     for (int t = 0; t < int(block.tensors.size()); ++t) {
         const auto& tensor = block.tensors[std::size_t(t)];
-        const std::int64_t params = tensor.kind == model::TensorKind::Scale ? 0 : tensor.numel();
+        const std::int64_t params = tensor.params();
         int parent = blockNode;
         if (tensor.expert >= 0) {
             if (groupNode < 0) {

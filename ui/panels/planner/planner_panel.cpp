@@ -62,6 +62,8 @@ QTableView* makeTable(QWidget* parent, const QString& name)
     view->verticalHeader()->hide();
     view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
     view->setWordWrap(false);
+    // Size columns from the first rows only: measuring thousands of cells stalls the GUI.
+    view->horizontalHeader()->setResizeContentsPrecision(16);
     return view;
 }
 
@@ -174,11 +176,11 @@ void PlannerPanel::runPlanner()
         },
         [this, mode = options.workload.mode](Result<plan::PlanResult>&& result) {
             m_mode = mode;
-            show(std::move(result));
+            display(std::move(result));
         });
 }
 
-void PlannerPanel::show(Result<plan::PlanResult>&& result)
+void PlannerPanel::display(Result<plan::PlanResult>&& result)
 {
     if (!result) {
         m_layouts->setLayouts({}, m_mode, 0);

@@ -48,7 +48,7 @@ signals:
     void planned();
 
 private:
-    void show(Result<plan::PlanResult>&& result);
+    void display(Result<plan::PlanResult>&& result);
     void showScatter();
 
     Session& m_session;

@@ -134,10 +134,10 @@ void TopologyPanel::schedule()
             }
             return result;
         },
-        [this](Result&& result) { show(std::move(result.data), result.error); });
+        [this](Result&& result) { display(std::move(result.data), result.error); });
 }
 
-void TopologyPanel::show(TopologyData&& data, const QString& error)
+void TopologyPanel::display(TopologyData&& data, const QString& error)
 {
     m_error = error;
     m_scene->setTopology(std::move(data));

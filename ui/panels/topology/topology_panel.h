@@ -47,7 +47,7 @@ public:
 
 private:
     void schedule();
-    void show(TopologyData&& data, const QString& error);
+    void display(TopologyData&& data, const QString& error);
     void updateLegend();
 
     Session& m_session;
