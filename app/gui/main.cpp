@@ -27,7 +27,8 @@ int main(int argc, char** argv)
 {
     // Screenshots need no display: render offscreen unless a platform was chosen.
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--screenshot") == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+        if (std::strcmp(argv[i], "--screenshot") == 0
+            && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
             qputenv("QT_QPA_PLATFORM", "offscreen");
         }
     }
@@ -39,37 +40,43 @@ int main(int argc, char** argv)
     QApplication::setDesktopFileName(QStringLiteral("day0-workbench"));
 
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Day0 Workbench: plan, verify, run and profile newly released open LLMs.\n"
-        "With no model, opens Kimi-K2 on 32 × 8 H200 with a training workload."));
+    parser.setApplicationDescription(
+        QStringLiteral("Day0 Workbench: plan, verify, run and profile newly released open LLMs.\n"
+                       "With no model, opens Kimi-K2 on 32 × 8 H200 with a training workload."));
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("model"),
-        QStringLiteral("A model folder, a config.json or a bundled name (kimi-k2, deepseek-v3, ...)."),
+        QStringLiteral(
+            "A model folder, a config.json or a bundled name (kimi-k2, deepseek-v3, ...)."),
         QStringLiteral("[model]"));
     const QCommandLineOption screenshotOption(QStringLiteral("screenshot"),
-        QStringLiteral("Render panel <panel> (or all) to PNG offscreen and exit."), QStringLiteral("panel"));
+        QStringLiteral("Render panel <panel> (or all) to PNG offscreen and exit."),
+        QStringLiteral("panel"));
     const QCommandLineOption outOption(QStringLiteral("out"),
-        QStringLiteral("Folder for --screenshot files (default: current folder)."), QStringLiteral("dir"),
-        QStringLiteral("."));
+        QStringLiteral("Folder for --screenshot files (default: current folder)."),
+        QStringLiteral("dir"), QStringLiteral("."));
     const QCommandLineOption themeOption(QStringLiteral("theme"),
-        QStringLiteral("light, dark or system (default: the saved preference; light for screenshots)."),
+        QStringLiteral(
+            "light, dark or system (default: the saved preference; light for screenshots)."),
         QStringLiteral("theme"));
     const QCommandLineOption clusterOption(QStringLiteral("cluster"),
-        QStringLiteral("Cluster: profile:nodes x GPUs (h200:32x8) or a JSON file."), QStringLiteral("cluster"));
+        QStringLiteral("Cluster: profile:nodes x GPUs (h200:32x8) or a JSON file."),
+        QStringLiteral("cluster"));
     const QCommandLineOption modeOption(QStringLiteral("mode"),
         QStringLiteral("train or infer (default: train)."), QStringLiteral("mode"));
     const QCommandLineOption planOption(QStringLiteral("plan"),
-        QStringLiteral("Starting plan, e.g. tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full."), QStringLiteral("plan"));
-    parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption, planOption });
+        QStringLiteral("Starting plan, e.g. tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full."),
+        QStringLiteral("plan"));
+    parser.addOptions(
+        { screenshotOption, outOption, themeOption, clusterOption, modeOption, planOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
     // Screenshots must not depend on (or change) the user's saved layout and preferences.
     QTemporaryDir scratch;
-    auto settings = screenshot
-        ? std::make_unique<QSettings>(scratch.filePath(QStringLiteral("s.ini")), QSettings::IniFormat)
-        : std::make_unique<QSettings>();
+    auto settings = screenshot ? std::make_unique<QSettings>(
+                        scratch.filePath(QStringLiteral("s.ini")), QSettings::IniFormat)
+                               : std::make_unique<QSettings>();
     Preferences preferences = Preferences::load(*settings);
     const QString theme = parser.value(themeOption);
     if (theme == QStringLiteral("dark")) {
@@ -85,18 +92,21 @@ int main(int argc, char** argv)
 
     // The embedded default: Kimi-K2 training on 32 nodes × 8 H200.
     Session session;
-    const QString clusterArg = parser.isSet(clusterOption) ? parser.value(clusterOption) : preferences.defaultCluster;
+    const QString clusterArg
+        = parser.isSet(clusterOption) ? parser.value(clusterOption) : preferences.defaultCluster;
     auto cluster = day0::hardware::parseCluster(clusterArg.toStdString());
     auto plan = day0::plan::parsePlan(parser.isSet(planOption)
             ? parser.value(planOption).toStdString()
             : std::string("tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full"));
-    const auto mode = parser.isSet(modeOption) ? day0::plan::parseMode(parser.value(modeOption).toStdString())
-                                               : std::optional(preferences.defaultTraining ? day0::plan::Mode::Train
-                                                                                          : day0::plan::Mode::Infer);
+    const auto mode = parser.isSet(modeOption)
+        ? day0::plan::parseMode(parser.value(modeOption).toStdString())
+        : std::optional(
+            preferences.defaultTraining ? day0::plan::Mode::Train : day0::plan::Mode::Infer);
     if (!cluster || !plan || !mode) {
         std::fprintf(stderr, "day0-workbench: %s\n",
-            !cluster ? cluster.error().message.c_str()
-                     : !plan ? plan.error().message.c_str() : "--mode: expected train or infer");
+            !cluster    ? cluster.error().message.c_str()
+                : !plan ? plan.error().message.c_str()
+                        : "--mode: expected train or infer");
         return 2;
     }
     session.setCluster(*cluster, clusterArg);

@@ -4,7 +4,6 @@
 #include <QCoreApplication>
 #include <QObject>
 #include <QThread>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -39,8 +38,7 @@ TEST(JobRunner, DeliversResultOnGuiThread)
     int got = 0;
     QThread* deliveredOn = nullptr;
     runner.start<int>(
-        ticket, QStringLiteral("answer"), &receiver,
-        [](Progress&, std::stop_token) { return 42; },
+        ticket, QStringLiteral("answer"), &receiver, [](Progress&, std::stop_token) { return 42; },
         [&](int&& v) {
             got = v;
             deliveredOn = QThread::currentThread();

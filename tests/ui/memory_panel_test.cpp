@@ -14,24 +14,29 @@ namespace {
 // The bars must be the core's estimate, stage by stage and component by component.
 void expectBarsEqualCore(const MemoryPanel& panel, const Session& session)
 {
-    auto core = plan::estimateMemory(*session.summary(), session.plan(), session.workload(), session.cluster());
+    auto core = plan::estimateMemory(
+        *session.summary(), session.plan(), session.workload(), session.cluster());
     ASSERT_TRUE(core.ok()) << core.error().message;
     auto stages = core->perRank;
-    std::sort(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.ppStage < b.ppStage; });
+    std::sort(stages.begin(), stages.end(),
+        [](const auto& a, const auto& b) { return a.ppStage < b.ppStage; });
     const auto* chart = panel.stageChart();
     // Layers are the non-zero components in the order weights, gradients, optimizer,
     // activations, KV cache, buffers.
     std::vector<Bytes plan::RankMemory::*> fields;
-    for (auto f : { &plan::RankMemory::weights, &plan::RankMemory::gradients, &plan::RankMemory::optimizer,
-             &plan::RankMemory::activations, &plan::RankMemory::kvCache, &plan::RankMemory::buffers }) {
-        if (std::any_of(stages.begin(), stages.end(), [&](const auto& s) { return (s.*f).value != 0; })) {
+    for (auto f : { &plan::RankMemory::weights, &plan::RankMemory::gradients,
+             &plan::RankMemory::optimizer, &plan::RankMemory::activations,
+             &plan::RankMemory::kvCache, &plan::RankMemory::buffers }) {
+        if (std::any_of(
+                stages.begin(), stages.end(), [&](const auto& s) { return (s.*f).value != 0; })) {
             fields.push_back(f);
         }
     }
     ASSERT_EQ(chart->barLayerCount(), int(fields.size()));
     for (int layer = 0; layer < int(fields.size()); ++layer) {
         for (int s = 0; s < int(stages.size()); ++s) {
-            EXPECT_EQ(chart->barValue(layer, s), double((stages[std::size_t(s)].*fields[std::size_t(layer)]).value))
+            EXPECT_EQ(chart->barValue(layer, s),
+                double((stages[std::size_t(s)].*fields[std::size_t(layer)]).value))
                 << "layer " << layer << " stage " << s;
         }
     }
@@ -60,7 +65,8 @@ TEST(MemoryPanel, ChangingTpChangesBarsToTheCoreEstimate)
     ASSERT_TRUE(panel.report().has_value()) << panel.verdict().toStdString();
     EXPECT_EQ(panel.report()->layout.tp, 4);
     expectBarsEqualCore(panel, session);
-    EXPECT_LT(panel.stageChart()->barValue(0, 0), weightsAtTp2) << "TP 4 holds less weight per rank";
+    EXPECT_LT(panel.stageChart()->barValue(0, 0), weightsAtTp2)
+        << "TP 4 holds less weight per rank";
 }
 
 TEST(MemoryPanel, SaysByHowMuchAPlanDoesNotFit)

@@ -15,7 +15,8 @@ TEST(ModelTreeModel, PassesModelTesterOnDenseAndMoeModels)
         Session session;
         test::openModel(session, name);
         ModelTreeModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+        QAbstractItemModelTester tester(
+            &model, QAbstractItemModelTester::FailureReportingMode::Fatal);
         model.setGraph(session.graph());
         EXPECT_EQ(model.rowCount(), int(session.graph()->blocks.size())) << name;
         model.setGraph(nullptr);
@@ -32,14 +33,18 @@ TEST(ModelTreeModel, GroupsExpertsAndSumsParameters)
     // Find the first decoder layer and its routed-expert group.
     QModelIndex layer;
     for (int r = 0; r < model.rowCount(); ++r) {
-        if (model.index(r, 0).data(ModelTreeModel::AnchorRole).toString() == QStringLiteral("model.layers.0")) {
+        if (model.index(r, 0).data(ModelTreeModel::AnchorRole).toString()
+            == QStringLiteral("model.layers.0")) {
             layer = model.index(r, 0);
         }
     }
     ASSERT_TRUE(layer.isValid());
     QModelIndex experts;
     for (int r = 0; r < model.rowCount(layer); ++r) {
-        if (model.index(r, 0, layer).data().toString().startsWith(QStringLiteral("routed experts"))) {
+        if (model.index(r, 0, layer)
+                .data()
+                .toString()
+                .startsWith(QStringLiteral("routed experts"))) {
             experts = model.index(r, 0, layer);
         }
     }
@@ -55,7 +60,10 @@ TEST(ModelTreeModel, GroupsExpertsAndSumsParameters)
             }
         }
     }
-    EXPECT_EQ(model.index(layer.row(), ModelTreeModel::Parameters).data(ModelTreeModel::SortRole).toLongLong(), sum);
+    EXPECT_EQ(model.index(layer.row(), ModelTreeModel::Parameters)
+                  .data(ModelTreeModel::SortRole)
+                  .toLongLong(),
+        sum);
 }
 
 TEST(ParameterTableModel, PassesModelTesterAndTotalsMatchCore)
@@ -67,8 +75,14 @@ TEST(ParameterTableModel, PassesModelTesterAndTotalsMatchCore)
     const auto counts = session.graph()->countParameters();
     model.setCounts(counts);
     const int last = model.rowCount() - 1;
-    EXPECT_EQ(model.index(last, ParameterTableModel::Total).data(ParameterTableModel::SortRole).toLongLong(), counts.total);
-    EXPECT_EQ(model.index(last, ParameterTableModel::Active).data(ParameterTableModel::SortRole).toLongLong(), counts.active);
+    EXPECT_EQ(model.index(last, ParameterTableModel::Total)
+                  .data(ParameterTableModel::SortRole)
+                  .toLongLong(),
+        counts.total);
+    EXPECT_EQ(model.index(last, ParameterTableModel::Active)
+                  .data(ParameterTableModel::SortRole)
+                  .toLongLong(),
+        counts.active);
 }
 
 TEST(ModelPanel, ShowsArchitectureOfTheOpenModel)
@@ -78,7 +92,8 @@ TEST(ModelPanel, ShowsArchitectureOfTheOpenModel)
     EXPECT_EQ(panel.summaryField(QStringLiteral("Model")), QStringLiteral("no model open"));
     test::openModel(session, "kimi-k2");
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Attention")).startsWith(QStringLiteral("MLA")));
-    EXPECT_TRUE(panel.summaryField(QStringLiteral("Experts")).startsWith(QStringLiteral("384 routed, top-8")));
+    EXPECT_TRUE(panel.summaryField(QStringLiteral("Experts"))
+                    .startsWith(QStringLiteral("384 routed, top-8")));
     EXPECT_EQ(panel.parameterChart()->barLayerCount(), 2);
     test::openModel(session, "llama-3.1-8b");
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Attention")).startsWith(QStringLiteral("GQA")));

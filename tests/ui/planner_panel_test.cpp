@@ -39,8 +39,10 @@ TEST(PlannerPanel, TableFillsAndModelsPassTheTester)
     test::openModel(session, "qwen3-30b-a3b");
     test::configure(session, "h200:2x8", plan::Mode::Train, "tp=1");
     PlannerPanel panel(session, jobs);
-    QAbstractItemModelTester layoutTester(panel.layoutModel(), QAbstractItemModelTester::FailureReportingMode::Fatal);
-    QAbstractItemModelTester rejectionTester(panel.rejectionModel(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+    QAbstractItemModelTester layoutTester(
+        panel.layoutModel(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+    QAbstractItemModelTester rejectionTester(
+        panel.rejectionModel(), QAbstractItemModelTester::FailureReportingMode::Fatal);
     test::settle(jobs);
     ASSERT_GT(panel.layoutModel()->rowCount(), 1) << panel.summaryText().toStdString();
     EXPECT_GT(panel.rejectionModel()->rowCount(), 0);

@@ -3,7 +3,6 @@
 #include <QFile>
 #include <QImage>
 #include <QTemporaryDir>
-
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -5,7 +5,6 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QTemporaryDir>
-
 #include <gtest/gtest.h>
 
 using namespace day0::ui;
@@ -41,7 +40,8 @@ TEST(Preferences, RoundTrip)
     EXPECT_EQ(q.theme, ThemeChoice::Dark);
     EXPECT_EQ(q.defaultCluster, QStringLiteral("b200:4x8"));
     EXPECT_FALSE(q.defaultTraining);
-    EXPECT_EQ(q.recentModels, (QStringList { QStringLiteral("/models/foo"), QStringLiteral("deepseek-v3") }));
+    EXPECT_EQ(q.recentModels,
+        (QStringList { QStringLiteral("/models/foo"), QStringLiteral("deepseek-v3") }));
 }
 
 TEST(Preferences, RecentListIsMostRecentFirstWithoutDuplicatesAndBounded)
@@ -51,7 +51,8 @@ TEST(Preferences, RecentListIsMostRecentFirstWithoutDuplicatesAndBounded)
     for (const char* m : { "a", "b", "c", "a", "d" }) {
         p.addRecent(QString::fromLatin1(m));
     }
-    EXPECT_EQ(p.recentModels, (QStringList { QStringLiteral("d"), QStringLiteral("a"), QStringLiteral("c") }));
+    EXPECT_EQ(p.recentModels,
+        (QStringList { QStringLiteral("d"), QStringLiteral("a"), QStringLiteral("c") }));
 }
 
 TEST(Preferences, MalformedValuesFallBackToDefaults)

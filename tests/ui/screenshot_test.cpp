@@ -28,12 +28,14 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     ASSERT_EQ(registry.panels().size(), 4u);
     Session session;
     JobRunner jobs;
-    test::configure(session, "h200:32x8", plan::Mode::Train, "tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full");
+    test::configure(
+        session, "h200:32x8", plan::Mode::Train, "tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full");
     MainWindow window(registry, session, jobs, settings);
     QSignalSpy failed(&window, &MainWindow::modelOpenFailed);
     window.openModel(QStringLiteral("kimi-k2"));
     QString error;
-    const QStringList files = renderScreenshots(window, registry, jobs, QStringLiteral("all"), dir.path(), &error);
+    const QStringList files
+        = renderScreenshots(window, registry, jobs, QStringLiteral("all"), dir.path(), &error);
     ASSERT_TRUE(error.isEmpty()) << error.toStdString();
     EXPECT_EQ(failed.count(), 0);
     ASSERT_EQ(files.size(), 5); // the window and four panels
@@ -60,7 +62,9 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     EXPECT_EQ(session.plan(), planner->layoutModel()->layouts().front().layout.toPlan());
 
     QString unknown;
-    EXPECT_TRUE(renderScreenshots(window, registry, jobs, QStringLiteral("nope"), dir.path(), &unknown).isEmpty());
+    EXPECT_TRUE(
+        renderScreenshots(window, registry, jobs, QStringLiteral("nope"), dir.path(), &unknown)
+            .isEmpty());
     EXPECT_TRUE(unknown.contains(QStringLiteral("unknown panel 'nope'"))) << unknown.toStdString();
 }
 
@@ -76,7 +80,8 @@ TEST(Workbench, OpeningAMissingModelReportsTheFile)
     window.openModel(dir.filePath(QStringLiteral("missing/config.json")));
     test::settle(jobs);
     ASSERT_EQ(failed.count(), 1);
-    EXPECT_TRUE(failed.front().front().toString().contains(QStringLiteral("missing"))) << failed.front().front().toString().toStdString();
+    EXPECT_TRUE(failed.front().front().toString().contains(QStringLiteral("missing")))
+        << failed.front().front().toString().toStdString();
     EXPECT_FALSE(session.hasModel());
 }
 
@@ -88,8 +93,10 @@ TEST(Workbench, CommandLineScreenshotWritesPng)
     }
     QTemporaryDir dir;
     QProcess process;
-    process.start(exe, { QStringLiteral("llama-3.1-8b"), QStringLiteral("--cluster"), QStringLiteral("h200:1x8"),
-                           QStringLiteral("--screenshot"), QStringLiteral("memory"), QStringLiteral("--out"), dir.path() });
+    process.start(exe,
+        { QStringLiteral("llama-3.1-8b"), QStringLiteral("--cluster"), QStringLiteral("h200:1x8"),
+            QStringLiteral("--screenshot"), QStringLiteral("memory"), QStringLiteral("--out"),
+            dir.path() });
     ASSERT_TRUE(process.waitForFinished(120000));
     EXPECT_EQ(process.exitCode(), 0) << process.readAllStandardError().toStdString();
     const QImage image(dir.filePath(QStringLiteral("memory.png")));
@@ -97,8 +104,9 @@ TEST(Workbench, CommandLineScreenshotWritesPng)
     EXPECT_GT(test::pixelSpread(image), 12.0);
 
     QProcess bad;
-    bad.start(exe, { QStringLiteral("no-such-model"), QStringLiteral("--screenshot"), QStringLiteral("model"),
-                       QStringLiteral("--out"), dir.path() });
+    bad.start(exe,
+        { QStringLiteral("no-such-model"), QStringLiteral("--screenshot"), QStringLiteral("model"),
+            QStringLiteral("--out"), dir.path() });
     ASSERT_TRUE(bad.waitForFinished(120000));
     EXPECT_EQ(bad.exitCode(), 2);
     EXPECT_TRUE(bad.readAllStandardError().contains("no-such-model"));

@@ -16,7 +16,8 @@ TEST(TopologyScene, OneItemPerGpuAtSmallScale)
     test::configure(session, "h200:2x8", plan::Mode::Train, "tp=4,pp=2,ep=2");
     TopologyPanel panel(session, jobs);
     test::settle(jobs);
-    const auto* scene = panel.scene();
+    auto* scene = panel.scene();
+    scene->setColoring(TopologyColoring::TensorGroup);
     EXPECT_TRUE(scene->detailed());
     EXPECT_EQ(scene->gpuItemCount(), 16);
     EXPECT_EQ(scene->nodeItemCount(), 2);
@@ -48,7 +49,8 @@ TEST(TopologyScene, AggregatesNodesAt2048Gpus)
     Session session;
     JobRunner jobs;
     test::openModel(session, "deepseek-v3");
-    test::configure(session, "h200:256x8", plan::Mode::Train, "tp=8,pp=16,ep=64,etp=1,zero=1,recompute=full");
+    test::configure(
+        session, "h200:256x8", plan::Mode::Train, "tp=8,pp=16,ep=64,etp=1,zero=1,recompute=full");
     TopologyPanel panel(session, jobs);
     panel.resize(1200, 800);
     test::settle(jobs);

@@ -2,7 +2,6 @@
 #include "base/resources.h"
 
 #include <QApplication>
-
 #include <gtest/gtest.h>
 
 int main(int argc, char** argv)

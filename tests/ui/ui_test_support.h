@@ -9,7 +9,6 @@
 #include "shell/screenshot.h"
 
 #include <QImage>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,7 +28,8 @@ inline void openModel(Session& session, const std::string& name)
 }
 
 /// Sets cluster, mode and plan.
-inline void configure(Session& session, const std::string& cluster, plan::Mode mode, const std::string& planText)
+inline void configure(
+    Session& session, const std::string& cluster, plan::Mode mode, const std::string& planText)
 {
     auto c = hardware::parseCluster(cluster);
     ASSERT_TRUE(c.ok()) << c.error().message;
@@ -43,7 +43,10 @@ inline void configure(Session& session, const std::string& cluster, plan::Mode m
 }
 
 /// Runs the event loop until every job has delivered.
-inline void settle(JobRunner& jobs) { ASSERT_TRUE(waitForJobsIdle(jobs, 60000)) << "jobs did not finish"; }
+inline void settle(JobRunner& jobs)
+{
+    ASSERT_TRUE(waitForJobsIdle(jobs, 60000)) << "jobs did not finish";
+}
 
 /// Standard deviation of the grey level: 0 for a blank image.
 inline double pixelSpread(const QImage& image)

@@ -77,8 +77,8 @@ void JobRunner::startErased(
 
 void JobRunner::finish(std::uint64_t id)
 {
-    const auto it
-        = std::find_if(m_active.begin(), m_active.end(), [id](const JobInfo& j) { return j.id == id; });
+    const auto it = std::find_if(
+        m_active.begin(), m_active.end(), [id](const JobInfo& j) { return j.id == id; });
     if (it != m_active.end()) {
         m_active.erase(it);
         emit jobFinished(id);

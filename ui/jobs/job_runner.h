@@ -81,8 +81,7 @@ signals:
 
 private:
     using ErasedWork = std::function<std::function<void()>(Progress&, std::stop_token)>;
-    void startErased(
-        JobTicket& ticket, const QString& title, QObject* receiver, ErasedWork work);
+    void startErased(JobTicket& ticket, const QString& title, QObject* receiver, ErasedWork work);
     void finish(std::uint64_t id);
 
     QThreadPool* m_pool = nullptr;

@@ -46,7 +46,8 @@ void UiStateStore::saveChildren(const QWidget& root)
 {
     for (const auto* splitter : root.findChildren<QSplitter*>()) {
         if (!splitter->objectName().isEmpty()) {
-            m_settings.setValue(keyFor(*splitter, QStringLiteral("splitter")), splitter->saveState());
+            m_settings.setValue(
+                keyFor(*splitter, QStringLiteral("splitter")), splitter->saveState());
         }
     }
     for (const auto* header : root.findChildren<QHeaderView*>()) {

@@ -158,8 +158,9 @@ void MainWindow::createMenus()
     view->addSeparator();
     auto* theme = view->addMenu(tr("&Theme"));
     auto* group = new QActionGroup(theme);
-    const std::pair<QString, ThemeChoice> themes[] = { { tr("Follow the &System"), ThemeChoice::System },
-        { tr("&Light"), ThemeChoice::Light }, { tr("&Dark"), ThemeChoice::Dark } };
+    const std::pair<QString, ThemeChoice> themes[]
+        = { { tr("Follow the &System"), ThemeChoice::System }, { tr("&Light"), ThemeChoice::Light },
+              { tr("&Dark"), ThemeChoice::Dark } };
     for (const auto& [label, choice] : themes) {
         auto* action = theme->addAction(label, this, [this, c = choice] { setTheme(c); });
         action->setCheckable(true);

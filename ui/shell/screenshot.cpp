@@ -55,13 +55,15 @@ QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry,
         return {};
     }
     if (!QDir().mkpath(outDir)) {
-        *error = QCoreApplication::translate("Screenshot", "%1: cannot create the folder").arg(outDir);
+        *error
+            = QCoreApplication::translate("Screenshot", "%1: cannot create the folder").arg(outDir);
         return {};
     }
     auto save = [&](const QImage& image, const QString& name) {
         const QString path = QDir(outDir).filePath(name + QStringLiteral(".png"));
         if (!image.save(path)) {
-            *error = QCoreApplication::translate("Screenshot", "%1: could not be written").arg(path);
+            *error
+                = QCoreApplication::translate("Screenshot", "%1: could not be written").arg(path);
             return false;
         }
         written << path;

@@ -18,6 +18,7 @@ bool waitForJobsIdle(JobRunner& jobs, int timeoutMs);
 /// workbench.png) to PNG files `<id>.png` in `outDir`, each panel at `panelSize`. Returns the
 /// files written, or an error message in `error`.
 QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry, JobRunner& jobs,
-    const QString& which, const QString& outDir, QString* error, QSize panelSize = QSize(1400, 860));
+    const QString& which, const QString& outDir, QString* error,
+    QSize panelSize = QSize(1400, 860));
 
 } // namespace day0::ui

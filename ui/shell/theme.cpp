@@ -53,7 +53,10 @@ QPalette darkPalette()
         QColor(0x70, 0x75, 0x7d), QColor(0x6c, 0xa8, 0xf0));
 }
 
-bool isDarkPalette(const QPalette& palette) { return palette.color(QPalette::Window).lightness() < 128; }
+bool isDarkPalette(const QPalette& palette)
+{
+    return palette.color(QPalette::Window).lightness() < 128;
+}
 
 void applyTheme(ThemeChoice choice)
 {

@@ -4,12 +4,11 @@
 
 // QCustomPlot's header uses `foreach`; keep it available for that header alone.
 #undef QT_NO_FOREACH
-#include <qcustomplot.h>
-
 #include <QFileInfo>
 #include <QSvgGenerator>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <qcustomplot.h>
 
 #include <cmath>
 #include <limits>
@@ -60,7 +59,8 @@ protected:
         const double unit = std::pow(1024.0, m_unit);
         return cleanMantissa(range.size() / unit / (tickCount() + 1e-10)) * unit;
     }
-    QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override
+    QString getTickLabel(
+        double tick, const QLocale& locale, QChar formatChar, int precision) override
     {
         if (m_format == AxisFormat::Number) {
             return QCPAxisTicker::getTickLabel(tick, locale, formatChar, precision);
@@ -90,7 +90,8 @@ public:
     }
 
 protected:
-    QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override
+    QString getTickLabel(
+        double tick, const QLocale& locale, QChar formatChar, int precision) override
     {
         if (m_format == AxisFormat::Number) {
             return QCPAxisTickerLog::getTickLabel(tick, locale, formatChar, precision);
@@ -242,15 +243,16 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
                                             : plot->yAxis->pixelToCoord(pos.y());
         const int category = int(std::lround(key));
         if (category >= 0 && category < categories.size() && value >= 0) {
-            QString text = QStringLiteral("<b>") + categories[category] + QStringLiteral("</b><table>");
+            QString text
+                = QStringLiteral("<b>") + categories[category] + QStringLiteral("</b><table>");
             double total = 0;
             for (const auto* b : bars) {
                 const double v = b->data()->at(category)->value;
                 total += v;
                 if (v != 0.0) {
                     text += QStringLiteral("<tr><td>") + b->name()
-                        + QStringLiteral("</td><td align=right>&nbsp;") + formatValue(valueFormat(), v)
-                        + QStringLiteral("</td></tr>");
+                        + QStringLiteral("</td><td align=right>&nbsp;")
+                        + formatValue(valueFormat(), v) + QStringLiteral("</td></tr>");
                 }
             }
             text += QStringLiteral("<tr><td><b>total</b></td><td align=right>&nbsp;<b>")
@@ -261,11 +263,12 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
     if (colorMap) {
         int key = 0;
         int value = 0;
-        colorMap->data()->coordToCell(plot->xAxis->pixelToCoord(pos.x()),
-            plot->yAxis->pixelToCoord(pos.y()), &key, &value);
+        colorMap->data()->coordToCell(
+            plot->xAxis->pixelToCoord(pos.x()), plot->yAxis->pixelToCoord(pos.y()), &key, &value);
         if (key >= 0 && key < heatmap.columns && value >= 0 && value < heatmap.rows) {
             const double v = heatmap.values[value * heatmap.columns + key];
-            const QString row = value < heatmap.rowLabels.size() ? heatmap.rowLabels[value] : QString();
+            const QString row
+                = value < heatmap.rowLabels.size() ? heatmap.rowLabels[value] : QString();
             const QString col
                 = key < heatmap.columnLabels.size() ? heatmap.columnLabels[key] : QString();
             return row + QStringLiteral(" · ") + col + QStringLiteral("\n")
@@ -460,8 +463,8 @@ void PlotWidget::setLineSeries(const QVector<PlotSeries>& series)
         g->setPen(pen);
         g->setLineStyle(QCPGraph::lsLine);
         if (s.markers) {
-            g->setScatterStyle(QCPScatterStyle(
-                QCPScatterStyle::ssDisc, s.color, s.color, s.markerSize));
+            g->setScatterStyle(
+                QCPScatterStyle(QCPScatterStyle::ssDisc, s.color, s.color, s.markerSize));
         }
         g->setData(s.x, s.y);
         if (!s.inLegend) {
@@ -490,8 +493,8 @@ void PlotWidget::setScatter(const QVector<PlotSeries>& series)
         g->setLineStyle(QCPCurve::lsNone);
         QColor fill = s.color;
         fill.setAlpha(150);
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(s.color, 1.2), fill,
-            s.markerSize));
+        g->setScatterStyle(
+            QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(s.color, 1.2), fill, s.markerSize));
         QVector<double> t(s.x.size());
         std::iota(t.begin(), t.end(), 0.0);
         g->setData(t, s.x, s.y);
@@ -519,8 +522,8 @@ void PlotWidget::setHighlightedPoint(int series, int index)
     d->highlight->setName(tr("selected"));
     d->highlight->removeFromLegend();
     d->highlight->setLineStyle(QCPCurve::lsNone);
-    d->highlight->setScatterStyle(QCPScatterStyle(
-        QCPScatterStyle::ssCircle, QPen(palette().color(QPalette::Highlight), 2.5), Qt::NoBrush, 16));
+    d->highlight->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle,
+        QPen(palette().color(QPalette::Highlight), 2.5), Qt::NoBrush, 16));
     d->highlight->setData({ 0.0 }, { it->key }, { it->value });
     d->plot->replot(QCustomPlot::rpQueuedReplot);
 }

@@ -25,7 +25,8 @@ namespace {
 
 constexpr int kNoDtype = -1; // combo data for "the core's default"
 
-QComboBox* dtypeCombo(QWidget* parent, const QString& defaultLabel, std::initializer_list<DType> dtypes)
+QComboBox* dtypeCombo(
+    QWidget* parent, const QString& defaultLabel, std::initializer_list<DType> dtypes)
 {
     auto* combo = new QComboBox(parent);
     combo->addItem(defaultLabel, kNoDtype);
@@ -178,10 +179,12 @@ QWidget* MemoryPanel::createControls()
     m_mode->addItem(tr("Training"), int(plan::Mode::Train));
     m_mode->addItem(tr("Inference"), int(plan::Mode::Infer));
     workload->addRow(tr("Mode"), m_mode);
-    m_length = spin("lengthSpin", 128, 1048576, tr("Training: tokens per sequence. Inference: tokens held in the KV cache per sequence."));
+    m_length = spin("lengthSpin", 128, 1048576,
+        tr("Training: tokens per sequence. Inference: tokens held in the KV cache per sequence."));
     m_length->setSingleStep(1024);
     workload->addRow(tr("Sequence"), m_length);
-    m_batch = spin("batchSpin", 1, 1 << 20, tr("Training: sequences per optimizer step. Inference: concurrent sequences per replica."));
+    m_batch = spin("batchSpin", 1, 1 << 20,
+        tr("Training: sequences per optimizer step. Inference: concurrent sequences per replica."));
     workload->addRow(tr("Batch"), m_batch);
 
     auto* parallel = group(tr("Parallelism"));
@@ -218,9 +221,12 @@ QWidget* MemoryPanel::createControls()
     training->addRow(tr("Recompute"), m_recompute);
 
     auto* dtypes = group(tr("Data types"));
-    m_weights = combo(dtypeCombo(box, tr("default"), { DType::BF16, DType::F8E4M3, DType::F16, DType::F32 }), "weightsCombo");
+    m_weights = combo(
+        dtypeCombo(box, tr("default"), { DType::BF16, DType::F8E4M3, DType::F16, DType::F32 }),
+        "weightsCombo");
     m_weights->setToolTip(tr("default: the checkpoint's dtypes for inference, BF16 for training"));
-    m_kv = combo(dtypeCombo(box, tr("default (bf16)"), { DType::F8E4M3, DType::F16, DType::F32 }), "kvCombo");
+    m_kv = combo(dtypeCombo(box, tr("default (bf16)"), { DType::F8E4M3, DType::F16, DType::F32 }),
+        "kvCombo");
     m_optimizer = combo(dtypeCombo(box, tr("fp32"), { DType::BF16 }), "optimizerCombo");
     dtypes->addRow(tr("Weights"), m_weights);
     dtypes->addRow(tr("KV cache"), m_kv);
@@ -323,10 +329,11 @@ void MemoryPanel::display(Estimate&& estimate)
     const auto& r = *m_report;
     const auto& peak = r.perRank.front();
     if (r.fits) {
-        m_verdict->setText(tr("Fits: rank %1 (stage %2) needs %3 of %4, %5 free")
-                               .arg(peak.rank)
-                               .arg(peak.ppStage)
-                               .arg(gib(r.maxTotal), gib(r.deviceMemory), gib(r.deviceMemory - r.maxTotal)));
+        m_verdict->setText(
+            tr("Fits: rank %1 (stage %2) needs %3 of %4, %5 free")
+                .arg(peak.rank)
+                .arg(peak.ppStage)
+                .arg(gib(r.maxTotal), gib(r.deviceMemory), gib(r.deviceMemory - r.maxTotal)));
         m_verdict->setStyleSheet(QStringLiteral("color: %1;").arg(okColor().name()));
     } else {
         m_verdict->setText(tr("Does not fit by %1 on rank %2 (stage %3): needs %4 of %5")
@@ -412,7 +419,8 @@ void MemoryPanel::showSweep(const std::vector<SweepPoint>& sweep, double deviceM
     PlotSeries total { tr("total"), categoricalColor(0), {}, {}, false, true, 6, true, {} };
     PlotSeries activations { train ? tr("activations") : tr("prefill workspace"),
         memoryColor(MemoryColor::Activations), {}, {}, false, true, 5, true, {} };
-    PlotSeries kv { tr("KV cache"), memoryColor(MemoryColor::KvCache), {}, {}, false, true, 5, true, {} };
+    PlotSeries kv { tr("KV cache"), memoryColor(MemoryColor::KvCache), {}, {}, false, true, 5, true,
+        {} };
     for (const auto& p : sweep) {
         total.x << p.length;
         total.y << double(p.peak.total.value);
@@ -431,12 +439,13 @@ void MemoryPanel::showSweep(const std::vector<SweepPoint>& sweep, double deviceM
     m_sweepChart->setLineSeries(series);
     m_sweepChart->setLogScale(PlotWidget::Axis::X, true);
     m_sweepChart->setAxisFormat(PlotWidget::Axis::X, AxisFormat::Count);
-    m_sweepChart->setAxisLabel(PlotWidget::Axis::X, train ? tr("tokens per sequence") : tr("tokens in context"));
+    m_sweepChart->setAxisLabel(
+        PlotWidget::Axis::X, train ? tr("tokens per sequence") : tr("tokens in context"));
     m_sweepChart->setByteAxis(PlotWidget::Axis::Y);
     m_sweepChart->addHorizontalLine({ deviceMemory, tr("device memory"), errorColor() });
     const auto& w = m_session.workload();
-    m_sweepChart->addVerticalLine({ double(train ? w.seqLength : w.context), tr("current"),
-        palette().color(QPalette::Mid) });
+    m_sweepChart->addVerticalLine(
+        { double(train ? w.seqLength : w.context), tr("current"), palette().color(QPalette::Mid) });
     m_sweepChart->rescaleAndReplot();
 }
 

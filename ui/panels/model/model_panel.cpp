@@ -22,9 +22,8 @@ namespace day0::ui {
 namespace {
 
 // Order and names of the summary fields.
-const char* const kFields[] = { "Model", "Family", "Layers", "Hidden size", "Attention",
-    "Heads", "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Vision tower",
-    "Parameters" };
+const char* const kFields[] = { "Model", "Family", "Layers", "Hidden size", "Attention", "Heads",
+    "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Vision tower", "Parameters" };
 
 QString n(std::int64_t v) { return QLocale().toString(qlonglong(v)); }
 
@@ -92,7 +91,8 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
     m_tree->header()->setStretchLastSection(false);
     m_tree->header()->setSectionResizeMode(ModelTreeModel::Name, QHeaderView::Stretch);
     m_tree->setColumnWidth(ModelTreeModel::Shape, 150);
-    m_filter->setPlaceholderText(tr("Filter tensors by name (e.g. layers.3.mlp, q_proj, experts.12.)"));
+    m_filter->setPlaceholderText(
+        tr("Filter tensors by name (e.g. layers.3.mlp, q_proj, experts.12.)"));
     m_filter->setClearButtonEnabled(true);
     connect(m_filter, &QLineEdit::textChanged, m_treeProxy,
         &QSortFilterProxyModel::setFilterFixedString);
@@ -172,14 +172,16 @@ void ModelPanel::updateSummary()
             + toQString(s.modelType) + QLatin1Char(')'));
     QString layers = tr("%1 decoder layers").arg(s.numLayers);
     if (s.moe) {
-        layers += tr(" (%1 dense, %2 MoE)").arg(s.numLayers - s.numMoeLayers()).arg(s.numMoeLayers());
+        layers
+            += tr(" (%1 dense, %2 MoE)").arg(s.numLayers - s.numMoeLayers()).arg(s.numMoeLayers());
     }
     if (s.numMtpLayers > 0) {
         layers += tr(" + %1 MTP").arg(s.numMtpLayers);
     }
     setField(QStringLiteral("Layers"), layers);
     setField(QStringLiteral("Hidden size"),
-        tr("%1 (dense MLP %2, %3)").arg(n(s.hiddenSize), n(s.intermediateSize), toQString(s.hiddenAct)));
+        tr("%1 (dense MLP %2, %3)")
+            .arg(n(s.hiddenSize), n(s.intermediateSize), toQString(s.hiddenAct)));
     QString attention = toQString(model::attentionKindName(s.attention));
     if (s.attention == model::AttentionKind::MLA) {
         attention += tr(": q rank %1, kv rank %2, rope dim %3, v dim %4")
@@ -196,11 +198,17 @@ void ModelPanel::updateSummary()
         tr("%1 query, %2 KV, head dim %3").arg(s.numHeads).arg(s.numKvHeads).arg(s.headDim));
     if (s.moe) {
         const auto& m = *s.moe;
-        QString experts = tr("%1 routed, top-%2, width %3").arg(m.numExperts).arg(m.topK).arg(n(m.expertIntermediate));
+        QString experts = tr("%1 routed, top-%2, width %3")
+                              .arg(m.numExperts)
+                              .arg(m.topK)
+                              .arg(n(m.expertIntermediate));
         if (m.numSharedExperts > 0) {
-            experts += tr("; %1 shared (width %2)").arg(m.numSharedExperts).arg(n(m.sharedIntermediate));
+            experts += tr("; %1 shared (width %2)")
+                           .arg(m.numSharedExperts)
+                           .arg(n(m.sharedIntermediate));
         }
-        experts += m.scoring == model::RouterScoring::Sigmoid ? tr("; sigmoid router") : tr("; softmax router");
+        experts += m.scoring == model::RouterScoring::Sigmoid ? tr("; sigmoid router")
+                                                              : tr("; softmax router");
         setField(QStringLiteral("Experts"), experts);
     } else {
         setField(QStringLiteral("Experts"), tr("dense (no experts)"));
@@ -228,7 +236,11 @@ void ModelPanel::updateSummary()
     if (s.vision) {
         const auto& v = *s.vision;
         setField(QStringLiteral("Vision tower"),
-            tr("%1: %2 blocks, width %3, patch %4").arg(toQString(v.kind)).arg(v.depth).arg(n(v.hiddenSize)).arg(v.patchSize));
+            tr("%1: %2 blocks, width %3, patch %4")
+                .arg(toQString(v.kind))
+                .arg(v.depth)
+                .arg(n(v.hiddenSize))
+                .arg(v.patchSize));
     } else {
         setField(QStringLiteral("Vision tower"), tr("none"));
     }

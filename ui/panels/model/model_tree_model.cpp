@@ -36,7 +36,8 @@ void ModelTreeModel::buildBlock(int blockIndex)
         int parent = blockNode;
         if (tensor.expert >= 0) {
             if (groupNode < 0) {
-                groupNode = addNode({ NodeKind::ExpertGroup, blockNode, 0, blockIndex, -1, -1, 0, 0, {} });
+                groupNode = addNode(
+                    { NodeKind::ExpertGroup, blockNode, 0, blockIndex, -1, -1, 0, 0, {} });
             }
             if (std::size_t(tensor.expert) >= expertNodes.size()) {
                 expertNodes.resize(std::size_t(tensor.expert) + 1, -1);
@@ -48,7 +49,8 @@ void ModelTreeModel::buildBlock(int blockIndex)
             }
             parent = expertNode;
         }
-        addNode({ NodeKind::Tensor, parent, 0, blockIndex, t, tensor.expert, params, tensor.bytes(), {} });
+        addNode({ NodeKind::Tensor, parent, 0, blockIndex, t, tensor.expert, params, tensor.bytes(),
+            {} });
         for (int p = parent; p > 0; p = m_nodes[std::size_t(p)].parent) {
             m_nodes[std::size_t(p)].params += params;
             m_nodes[std::size_t(p)].bytes += tensor.bytes();
@@ -140,7 +142,8 @@ QString ModelTreeModel::anchorOf(const Node& node) const
     case NodeKind::ExpertGroup:
         return toQString(block.anchor) + QStringLiteral(".mlp.experts");
     case NodeKind::Expert:
-        return toQString(block.anchor) + QStringLiteral(".mlp.experts.") + QString::number(node.expert);
+        return toQString(block.anchor) + QStringLiteral(".mlp.experts.")
+            + QString::number(node.expert);
     case NodeKind::Tensor:
         return toQString(block.tensors[std::size_t(node.tensor)].name);
     case NodeKind::Root:
@@ -196,7 +199,8 @@ QVariant ModelTreeModel::data(const QModelIndex& index, int role) const
     case Parameters:
         return sort ? QVariant(qlonglong(node.params)) : QVariant(countText(double(node.params)));
     case Bytes:
-        return sort ? QVariant(qlonglong(node.bytes)) : QVariant(bytesText(day0::Bytes(node.bytes)));
+        return sort ? QVariant(qlonglong(node.bytes))
+                    : QVariant(bytesText(day0::Bytes(node.bytes)));
     case ColumnCount:
         break;
     }

@@ -26,7 +26,8 @@ public:
 
     void setGraph(std::shared_ptr<const model::LayerGraph> graph);
 
-    [[nodiscard]] QModelIndex index(int row, int column, const QModelIndex& parent = {}) const final;
+    [[nodiscard]] QModelIndex index(
+        int row, int column, const QModelIndex& parent = {}) const final;
     [[nodiscard]] QModelIndex parent(const QModelIndex& child) const final;
     [[nodiscard]] int rowCount(const QModelIndex& parent = {}) const final;
     [[nodiscard]] int columnCount(const QModelIndex& parent = {}) const final;

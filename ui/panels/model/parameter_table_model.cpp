@@ -50,7 +50,8 @@ QVariant ParameterTableModel::data(const QModelIndex& index, int role) const
         return font;
     }
     if (role == Qt::TextAlignmentRole) {
-        return index.column() == Component ? QVariant() : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+        return index.column() == Component ? QVariant()
+                                           : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     }
     if (role == Qt::ToolTipRole && index.column() != Component) {
         return QString(QLocale().toString(qlonglong(index.column() == Active ? active : total))
@@ -62,14 +63,17 @@ QVariant ParameterTableModel::data(const QModelIndex& index, int role) const
     const bool sort = role == SortRole;
     switch (Column(index.column())) {
     case Component:
-        return totalRow ? tr("total") : toQString(model::componentName(
-                              m_counts.byComponent[std::size_t(index.row())].component));
+        return totalRow ? tr("total")
+                        : toQString(model::componentName(
+                            m_counts.byComponent[std::size_t(index.row())].component));
     case Total:
         return sort ? QVariant(qlonglong(total)) : QVariant(countText(double(total)));
     case Active:
         return sort ? QVariant(qlonglong(active)) : QVariant(countText(double(active)));
     case Share:
-        return sort ? QVariant(share) : QVariant(QString(QString::number(share * 100.0, 'f', 1) + QStringLiteral(" %")));
+        return sort
+            ? QVariant(share)
+            : QVariant(QString(QString::number(share * 100.0, 'f', 1) + QStringLiteral(" %")));
     case ColumnCount:
         break;
     }

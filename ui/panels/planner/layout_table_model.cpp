@@ -11,7 +11,8 @@ LayoutTableModel::LayoutTableModel(QObject* parent)
 {
 }
 
-void LayoutTableModel::setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory)
+void LayoutTableModel::setLayouts(
+    std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory)
 {
     beginResetModel();
     m_layouts = std::move(layouts);
@@ -32,7 +33,8 @@ double LayoutTableModel::communicationShare(const plan::PlannedLayout& l, plan::
 {
     if (mode == plan::Mode::Train) {
         const auto& b = l.training.breakdown;
-        return l.training.stepTime > 0 ? (b.tp + b.ep + b.cp + b.pp + b.dp) / l.training.stepTime : 0.0;
+        return l.training.stepTime > 0 ? (b.tp + b.ep + b.cp + b.pp + b.dp) / l.training.stepTime
+                                       : 0.0;
     }
     const auto& b = l.inference.breakdown;
     return l.inference.tpot > 0 ? (b.tp + b.ep + b.pp) / l.inference.tpot : 0.0;
@@ -56,7 +58,8 @@ QVariant LayoutTableModel::data(const QModelIndex& index, int role) const
     const auto& p = m_layouts[std::size_t(index.row())];
     const auto& l = p.layout;
     if (role == Qt::TextAlignmentRole) {
-        return index.column() == Recompute ? QVariant() : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+        return index.column() == Recompute ? QVariant()
+                                           : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     }
     if (role == Qt::ToolTipRole) {
         return QString(toQString(plan::formatPlan(l.toPlan()))
@@ -68,7 +71,8 @@ QVariant LayoutTableModel::data(const QModelIndex& index, int role) const
     const bool sort = role == SortRole;
     const bool train = m_mode == plan::Mode::Train;
     auto percent = [&](double f) {
-        return sort ? QVariant(f) : QVariant(QString(QString::number(f * 100.0, 'f', 1) + QStringLiteral(" %")));
+        return sort ? QVariant(f)
+                    : QVariant(QString(QString::number(f * 100.0, 'f', 1) + QStringLiteral(" %")));
     };
     switch (Column(index.column())) {
     case Rank:
@@ -212,7 +216,8 @@ QVariant RejectionModel::data(const QModelIndex& index, int role) const
     case Reason:
         return toQString(g.reason);
     case Count:
-        return role == SortRole ? QVariant(qlonglong(g.count)) : QVariant(QLocale().toString(qlonglong(g.count)));
+        return role == SortRole ? QVariant(qlonglong(g.count))
+                                : QVariant(QLocale().toString(qlonglong(g.count)));
     case Example:
         return toQString(g.example);
     case ColumnCount:

@@ -42,7 +42,8 @@ public:
 
     /// Fraction of the step spent in pipeline fill/drain, and exposed communication.
     [[nodiscard]] static double bubbleShare(const plan::PlannedLayout& layout, plan::Mode mode);
-    [[nodiscard]] static double communicationShare(const plan::PlannedLayout& layout, plan::Mode mode);
+    [[nodiscard]] static double communicationShare(
+        const plan::PlannedLayout& layout, plan::Mode mode);
 
     [[nodiscard]] int rowCount(const QModelIndex& parent = {}) const final;
     [[nodiscard]] int columnCount(const QModelIndex& parent = {}) const final;

@@ -166,8 +166,9 @@ void PlannerPanel::runPlanner()
     options.workload = m_session.workload();
     options.top = m_top->value();
     options.headroom = m_headroom->value() / 100.0;
-    m_summary->setText(tr("Planning %1 on %2…")
-                           .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));
+    m_summary->setText(
+        tr("Planning %1 on %2…")
+            .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));
     m_jobs.start<Result<plan::PlanResult>>(
         *m_ticket, tr("Planning layouts"), this,
         [summary = m_session.summary(), cluster = m_session.cluster(), options](
@@ -193,12 +194,15 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
     }
     auto& r = *result;
     const QLocale locale;
-    QString text = tr("<b>%1</b> feasible of %2 layouts evaluated in %3")
-                       .arg(locale.toString(qlonglong(r.feasible)), locale.toString(qlonglong(r.evaluated)),
-                           durationText(Seconds(r.seconds)));
+    QString text
+        = tr("<b>%1</b> feasible of %2 layouts evaluated in %3")
+              .arg(locale.toString(qlonglong(r.feasible)), locale.toString(qlonglong(r.evaluated)),
+                  durationText(Seconds(r.seconds)));
     if (!r.layouts.empty()) {
         const auto& best = r.layouts.front();
-        text += tr(" · best: %1 at %2 tokens/s").arg(toQString(plan::formatPlan(best.layout.toPlan())), countText(best.tokensPerSecond));
+        text += tr(" · best: %1 at %2 tokens/s")
+                    .arg(toQString(plan::formatPlan(best.layout.toPlan())),
+                        countText(best.tokensPerSecond));
     }
     m_summary->setText(text);
     QStringList notes;
@@ -210,8 +214,8 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
     m_rejections->setGroups(std::move(r.rejected));
     m_layoutView->resizeColumnsToContents();
     m_rejectionView->resizeColumnsToContents();
-    m_rejectionView->setColumnWidth(
-        RejectionModel::Reason, std::min(420, m_rejectionView->columnWidth(RejectionModel::Reason)));
+    m_rejectionView->setColumnWidth(RejectionModel::Reason,
+        std::min(420, m_rejectionView->columnWidth(RejectionModel::Reason)));
     showScatter();
     if (m_applyBest && !m_layouts->layouts().empty()) {
         m_applyBest = false;
@@ -240,13 +244,16 @@ void PlannerPanel::showScatter()
         m_scatter->rescaleAndReplot();
         return;
     }
-    PlotSeries all { tr("feasible layouts"), categoricalColor(0), {}, {}, false, false, 7, true, {} };
+    PlotSeries all { tr("feasible layouts"), categoricalColor(0), {}, {}, false, false, 7, true,
+        {} };
     for (const auto& l : layouts) {
         all.x << l.maxMemory;
         all.y << l.tokensPerSecond;
         all.pointLabels << tr("%1\n%2 tokens/s · %3 · %4")
-                               .arg(toQString(plan::formatPlan(l.layout.toPlan())), countText(l.tokensPerSecond),
-                                   bytesText(Bytes(std::int64_t(l.maxMemory))), durationText(Seconds(l.stepTime)));
+                               .arg(toQString(plan::formatPlan(l.layout.toPlan())),
+                                   countText(l.tokensPerSecond),
+                                   bytesText(Bytes(std::int64_t(l.maxMemory))),
+                                   durationText(Seconds(l.stepTime)));
     }
     PlotSeries front { tr("Pareto front"), categoricalColor(1), {}, {}, false, true, 6, true, {} };
     for (int i : paretoFront(layouts)) {
@@ -260,8 +267,10 @@ void PlannerPanel::showScatter()
     m_scatter->setAxisFormat(PlotWidget::Axis::Y, AxisFormat::Count);
     m_scatter->setAxisLabel(PlotWidget::Axis::X, tr("memory of the most loaded rank"));
     m_scatter->setAxisLabel(PlotWidget::Axis::Y,
-        m_mode == plan::Mode::Train ? tr("tokens trained per second") : tr("output tokens per second"));
-    m_scatter->addVerticalLine({ m_session.cluster().deviceMemory(), tr("device memory"), errorColor() });
+        m_mode == plan::Mode::Train ? tr("tokens trained per second")
+                                    : tr("output tokens per second"));
+    m_scatter->addVerticalLine(
+        { m_session.cluster().deviceMemory(), tr("device memory"), errorColor() });
     m_scatter->rescaleAndReplot();
 }
 

@@ -65,8 +65,8 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
 {
     m_view->setScene(m_scene);
     m_coloring->setObjectName(QStringLiteral("coloringCombo"));
-    m_coloring->addItem(tr("TP group"), int(TopologyColoring::TensorGroup));
     m_coloring->addItem(tr("PP stage"), int(TopologyColoring::PipelineStage));
+    m_coloring->addItem(tr("TP group"), int(TopologyColoring::TensorGroup));
     m_coloring->addItem(tr("EP group"), int(TopologyColoring::ExpertGroup));
     m_coloring->addItem(tr("DP replica"), int(TopologyColoring::DataReplica));
     m_coloring->addItem(tr("CP group"), int(TopologyColoring::ContextGroup));
@@ -149,7 +149,8 @@ void TopologyPanel::updateLegend()
 {
     const auto& data = m_scene->topology();
     if (!m_error.isEmpty()) {
-        m_legend->setText(QStringLiteral("<span style='color:%1'>%2</span>").arg(errorColor().name(), m_error));
+        m_legend->setText(
+            QStringLiteral("<span style='color:%1'>%2</span>").arg(errorColor().name(), m_error));
         return;
     }
     if (!data.ranks) {
@@ -161,8 +162,23 @@ void TopologyPanel::updateLegend()
                        .arg(data.world)
                        .arg(data.cluster.worldSize())
                        .arg(m_scene->colorGroupCount());
-    const auto kind = std::array { plan::GroupKind::Tensor, plan::GroupKind::Pipeline,
-        plan::GroupKind::Expert, plan::GroupKind::Data, plan::GroupKind::Context }[std::size_t(m_coloring->currentIndex())];
+    plan::GroupKind kind = plan::GroupKind::Pipeline;
+    switch (m_scene->coloring()) {
+    case TopologyColoring::TensorGroup:
+        kind = plan::GroupKind::Tensor;
+        break;
+    case TopologyColoring::PipelineStage:
+        break;
+    case TopologyColoring::ExpertGroup:
+        kind = plan::GroupKind::Expert;
+        break;
+    case TopologyColoring::DataReplica:
+        kind = plan::GroupKind::Data;
+        break;
+    case TopologyColoring::ContextGroup:
+        kind = plan::GroupKind::Context;
+        break;
+    }
     const auto span = plan::groupSpan(r.stride(kind), r.groupSize(kind), data.cluster.domainSize);
     text += tr(" · %1 groups of %2 ranks, stride %3, spanning %4 fast domain(s)")
                 .arg(toQString(plan::groupKindName(kind)))

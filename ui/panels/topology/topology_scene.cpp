@@ -32,7 +32,10 @@ constexpr double kTextLod = 0.7;
 
 QPalette appPalette() { return QGuiApplication::palette(); }
 
-QString gbps(double bytesPerSecond) { return QString::number(bytesPerSecond / 1e9, 'f', 0) + QStringLiteral(" GB/s"); }
+QString gbps(double bytesPerSecond)
+{
+    return QString::number(bytesPerSecond / 1e9, 'f', 0) + QStringLiteral(" GB/s");
+}
 
 QRectF cellRect(int gpu)
 {
@@ -41,10 +44,11 @@ QRectF cellRect(int gpu)
     return { kPad + col * (kCellW + kGap), kTitleH + kPad + row * (kCellH + kGap), kCellW, kCellH };
 }
 
-void paintCell(QPainter* painter, const QRectF& rect, const QColor& color, int rank, bool selected,
-    double lod)
+void paintCell(
+    QPainter* painter, const QRectF& rect, const QColor& color, int rank, bool selected, double lod)
 {
-    painter->setPen(selected ? QPen(appPalette().color(QPalette::Highlight), 3) : QPen(color.darker(125), 1));
+    painter->setPen(
+        selected ? QPen(appPalette().color(QPalette::Highlight), 3) : QPen(color.darker(125), 1));
     painter->setBrush(color);
     painter->drawRoundedRect(rect, 3, 3);
     if (lod >= kTextLod && rank >= 0) {
@@ -77,7 +81,8 @@ public:
         }
         auto* s = static_cast<TopologyScene*>(scene());
         const int rank = s->topology().ranks && m_device < s->topology().world ? m_device : -1;
-        paintCell(painter, m_rect, s->deviceColor(m_device), rank, s->inSelectedGroup(m_device), lod);
+        paintCell(
+            painter, m_rect, s->deviceColor(m_device), rank, s->inSelectedGroup(m_device), lod);
     }
     void mousePressEvent(QGraphicsSceneMouseEvent* event) override
     {
@@ -120,11 +125,13 @@ public:
             bool selected = false;
             for (int g = 0; g < m_gpus; ++g) {
                 painter->setBrush(s->deviceColor(first + g));
-                painter->drawRect(QRectF(m_rect.left() + g * w, m_rect.top(), w + 0.5, m_rect.height()));
+                painter->drawRect(
+                    QRectF(m_rect.left() + g * w, m_rect.top(), w + 0.5, m_rect.height()));
                 selected = selected || s->inSelectedGroup(first + g);
             }
             painter->setBrush(Qt::NoBrush);
-            painter->setPen(selected ? QPen(pal.color(QPalette::Highlight), 6) : QPen(pal.color(QPalette::Dark), 2));
+            painter->setPen(selected ? QPen(pal.color(QPalette::Highlight), 6)
+                                     : QPen(pal.color(QPalette::Dark), 2));
             painter->drawRect(m_rect);
             QFont f = painter->font();
             f.setPixelSize(int(m_rect.height() * 0.45));
@@ -142,23 +149,27 @@ public:
         f.setPointSizeF(8);
         painter->setFont(f);
         const auto& cluster = s->topology().cluster;
-        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH), Qt::AlignVCenter | Qt::AlignLeft,
-            QStringLiteral("node %1").arg(m_node));
+        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
+            Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("node %1").arg(m_node));
         painter->setPen(pal.color(QPalette::PlaceholderText));
-        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH), Qt::AlignVCenter | Qt::AlignRight,
-            QStringLiteral("%1 · %2").arg(toQString(cluster.intraNode.kind), gbps(cluster.intraNode.bandwidth)));
+        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
+            Qt::AlignVCenter | Qt::AlignRight,
+            QStringLiteral("%1 · %2").arg(
+                toQString(cluster.intraNode.kind), gbps(cluster.intraNode.bandwidth)));
         if (m_paintsGpus) {
             for (int g = 0; g < m_gpus; ++g) {
                 const int device = first + g;
                 const int rank = s->topology().ranks && device < s->topology().world ? device : -1;
-                paintCell(painter, cellRect(g), s->deviceColor(device), rank, s->inSelectedGroup(device), lod);
+                paintCell(painter, cellRect(g), s->deviceColor(device), rank,
+                    s->inSelectedGroup(device), lod);
             }
         }
     }
     void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override
     {
         const int device = deviceAt(event->pos());
-        setToolTip(device >= 0 ? static_cast<TopologyScene*>(scene())->deviceTooltip(device) : QString());
+        setToolTip(
+            device >= 0 ? static_cast<TopologyScene*>(scene())->deviceTooltip(device) : QString());
     }
     void mousePressEvent(QGraphicsSceneMouseEvent* event) override
     {
@@ -289,7 +300,8 @@ QString TopologyScene::deviceTooltip(int device) const
         return text + QStringLiteral("<br><i>idle: the plan does not use this device</i>");
     }
     const auto co = m_data.ranks->coordinates(device);
-    text += QStringLiteral("<br><b>rank %1</b>: tp %2 · cp %3 · dp %4 · pp %5<br>experts: ep %6 · etp %7 · edp %8")
+    text += QStringLiteral(
+        "<br><b>rank %1</b>: tp %2 · cp %3 · dp %4 · pp %5<br>experts: ep %6 · etp %7 · edp %8")
                 .arg(device)
                 .arg(co.tp)
                 .arg(co.cp)
@@ -301,7 +313,8 @@ QString TopologyScene::deviceTooltip(int device) const
     if (std::size_t(co.pp) < m_data.stageMemory.size()) {
         const double used = m_data.stageMemory[std::size_t(co.pp)];
         text += QStringLiteral("<br>memory: <b>%1</b> of %2")
-                    .arg(bytesText(Bytes(std::int64_t(used))), bytesText(Bytes(std::int64_t(m_data.deviceMemory))));
+                    .arg(bytesText(Bytes(std::int64_t(used))),
+                        bytesText(Bytes(std::int64_t(m_data.deviceMemory))));
     }
     return text;
 }
@@ -318,8 +331,9 @@ void TopologyScene::rebuild()
     m_detailed = c.worldSize() <= kDetailedLimit;
     const QSizeF node = NodeItem::size(c.gpusPerNode);
     // A grid about twice as wide as tall on screen.
-    const int cols = std::max(1, std::min(c.numNodes,
-        int(std::ceil(std::sqrt(c.numNodes * 2.0 * node.height() / node.width())))));
+    const int cols = std::max(1,
+        std::min(c.numNodes,
+            int(std::ceil(std::sqrt(c.numNodes * 2.0 * node.height() / node.width())))));
     const int rows = (c.numNodes + cols - 1) / cols;
     const QPalette pal = appPalette();
     const QPen wire(pal.color(QPalette::Mid), 1.5);
@@ -330,8 +344,9 @@ void TopologyScene::rebuild()
         const double y = top + row * (node.height() + kNodeGapY) + kNodeGapY;
         const int inRow = std::min(cols, c.numNodes - row * cols);
         const double leafY = y - kNodeGapY / 2;
-        auto* leaf = addRect(QRectF(0, leafY - 3, inRow * (node.width() + kNodeGapX) - kNodeGapX, 6),
-            Qt::NoPen, switchColor);
+        auto* leaf
+            = addRect(QRectF(0, leafY - 3, inRow * (node.width() + kNodeGapX) - kNodeGapX, 6),
+                Qt::NoPen, switchColor);
         leaf->setToolTip(QStringLiteral("leaf switch: %1").arg(toQString(c.interNodeLink().kind)));
         addLine(spineX, leafY, 0, leafY, wire);
         for (int i = 0; i < inRow; ++i) {
@@ -355,13 +370,15 @@ void TopologyScene::rebuild()
     const double bottom = top + rows * (node.height() + kNodeGapY);
     addRect(QRectF(spineX - 6, top, 6, bottom - top), Qt::NoPen, switchColor)
         ->setToolTip(QStringLiteral("spine"));
-    auto* label = addSimpleText(QStringLiteral("%1 × %2 (%3 nodes × %4)   ·   inter-node: %5, %6 per GPU   ·   intra-node: %7, %8")
-                                    .arg(c.worldSize())
-                                    .arg(toQString(c.device.name))
-                                    .arg(c.numNodes)
-                                    .arg(c.gpusPerNode)
-                                    .arg(toQString(c.interNodeLink().kind), gbps(c.interNodeLink().bandwidth),
-                                        toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth)));
+    auto* label = addSimpleText(
+        QStringLiteral(
+            "%1 × %2 (%3 nodes × %4)   ·   inter-node: %5, %6 per GPU   ·   intra-node: %7, %8")
+            .arg(c.worldSize())
+            .arg(toQString(c.device.name))
+            .arg(c.numNodes)
+            .arg(c.gpusPerNode)
+            .arg(toQString(c.interNodeLink().kind), gbps(c.interNodeLink().bandwidth),
+                toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth)));
     QFont f = label->font();
     f.setPointSizeF(11);
     f.setBold(true);

@@ -68,7 +68,7 @@ private:
     void rebuild();
 
     TopologyData m_data;
-    TopologyColoring m_coloring = TopologyColoring::TensorGroup;
+    TopologyColoring m_coloring = TopologyColoring::PipelineStage;
     int m_selected = -1;
     std::vector<char> m_selectedMembers;
     bool m_detailed = true;
