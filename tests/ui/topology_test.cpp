@@ -16,8 +16,12 @@ TEST(TopologyScene, OneItemPerGpuAtSmallScale)
     test::configure(session, "h200:2x8", plan::Mode::Train, "tp=4,pp=2,ep=2");
     TopologyPanel panel(session, jobs);
     test::settle(jobs);
-    auto* scene = panel.scene();
-    scene->setColoring(TopologyColoring::TensorGroup);
+    const auto* scene = panel.scene();
+    auto* coloring = panel.findChild<QComboBox*>(QStringLiteral("coloringCombo"));
+    ASSERT_NE(coloring, nullptr);
+    EXPECT_EQ(scene->coloring(), TopologyColoring::PipelineStage);
+    coloring->setCurrentIndex(coloring->findData(int(TopologyColoring::TensorGroup)));
+    EXPECT_EQ(scene->coloring(), TopologyColoring::TensorGroup);
     EXPECT_TRUE(scene->detailed());
     EXPECT_EQ(scene->gpuItemCount(), 16);
     EXPECT_EQ(scene->nodeItemCount(), 2);
@@ -32,8 +36,6 @@ TEST(TopologyScene, OneItemPerGpuAtSmallScale)
     EXPECT_TRUE(tip.contains(QStringLiteral("memory"))) << tip.toStdString();
 
     // Colour by PP stage: with tp·dp = 8 per stage, rank 8 is stage 1.
-    auto* coloring = panel.findChild<QComboBox*>(QStringLiteral("coloringCombo"));
-    ASSERT_NE(coloring, nullptr);
     coloring->setCurrentIndex(coloring->findData(int(TopologyColoring::PipelineStage)));
     EXPECT_EQ(scene->colorIndex(7), 0);
     EXPECT_EQ(scene->colorIndex(8), 1);
