@@ -60,10 +60,10 @@ TEST(Preferences, MalformedValuesFallBackToDefaults)
     QTemporaryDir dir;
     QSettings settings(dir.filePath(QStringLiteral("p.ini")), QSettings::IniFormat);
     settings.setValue(QStringLiteral("preferences/theme"), QStringLiteral("purple"));
-    settings.setValue(QStringLiteral("preferences/plannerTop"), -5);
+    settings.setValue(QStringLiteral("preferences/maxRecentModels"), -5);
     const Preferences p = Preferences::load(settings);
     EXPECT_EQ(p.theme, ThemeChoice::System);
-    EXPECT_EQ(p.plannerTop, 1);
+    EXPECT_EQ(p.maxRecentModels, 0);
 }
 
 TEST(UiStateStore, RestoresSplittersAndRejectsOldLayouts)

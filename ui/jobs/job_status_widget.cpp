@@ -35,6 +35,7 @@ JobStatusWidget::JobStatusWidget(JobRunner& runner, QWidget* parent)
     m_cancel->setText(tr("Cancel"));
     m_cancel->setToolTip(tr("Cancel the running job (Esc)"));
     m_cancel->setAutoRaise(true);
+    m_cancel->setShortcut(QKeySequence(Qt::Key_Escape));
     connect(m_cancel, &QToolButton::clicked, this, [this] { m_runner.cancelAll(); });
 
     m_timer->setInterval(kPollMs);

@@ -16,7 +16,6 @@ const QString kLastOpenDir = QStringLiteral("preferences/lastOpenDir");
 const QString kDefaultModel = QStringLiteral("preferences/defaultModel");
 const QString kDefaultCluster = QStringLiteral("preferences/defaultCluster");
 const QString kDefaultTraining = QStringLiteral("preferences/defaultTraining");
-const QString kPlannerTop = QStringLiteral("preferences/plannerTop");
 
 QString themeKey(ThemeChoice theme)
 {
@@ -66,7 +65,6 @@ Preferences Preferences::load(QSettings& settings)
     p.defaultModel = settings.value(kDefaultModel, p.defaultModel).toString();
     p.defaultCluster = settings.value(kDefaultCluster, p.defaultCluster).toString();
     p.defaultTraining = settings.value(kDefaultTraining, p.defaultTraining).toBool();
-    p.plannerTop = std::clamp(settings.value(kPlannerTop, p.plannerTop).toInt(), 1, 100000);
     return p;
 }
 
@@ -79,7 +77,6 @@ void Preferences::save(QSettings& settings) const
     settings.setValue(kDefaultModel, defaultModel);
     settings.setValue(kDefaultCluster, defaultCluster);
     settings.setValue(kDefaultTraining, defaultTraining);
-    settings.setValue(kPlannerTop, plannerTop);
 }
 
 } // namespace day0::ui

@@ -20,7 +20,6 @@ struct Preferences {
     QString defaultModel = QStringLiteral("kimi-k2"); ///< what opens with no arguments
     QString defaultCluster = QStringLiteral("h200:32x8");
     bool defaultTraining = true; ///< training workload (else inference) on start
-    int plannerTop = 200; ///< feasible layouts kept in the planner table
 
     /// Moves `model` to the front of the recent list, trimming it to maxRecentModels.
     void addRecent(const QString& model);
