@@ -444,8 +444,8 @@ void MemoryPanel::showSweep(const std::vector<SweepPoint>& sweep, double deviceM
     m_sweepChart->setByteAxis(PlotWidget::Axis::Y);
     m_sweepChart->addHorizontalLine({ deviceMemory, tr("device memory"), errorColor() });
     const auto& w = m_session.workload();
-    m_sweepChart->addVerticalLine(
-        { double(train ? w.seqLength : w.context), tr("current"), palette().color(QPalette::Mid) });
+    m_sweepChart->addVerticalLine({ double(train ? w.seqLength : w.context), tr("current"),
+        palette().color(QPalette::PlaceholderText) });
     m_sweepChart->rescaleAndReplot();
 }
 
