@@ -186,6 +186,12 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
     if (!plan) {
         return reportError(plan.error());
     }
+    if (*mode == Mode::Infer
+        && (plan->recompute != Recompute::None || plan->vpp > 1 || plan->globalBatch > 0
+            || plan->numMicroBatches > 0 || plan->microBatch > 1)) {
+        printWarning("recompute, vpp, mb, gbs and m apply to training; ignored with --mode infer "
+                     "(the batch is --batch)");
+    }
     if (a.cluster.empty() && plan->dp == 0) {
         plan->dp = 1;
     }
