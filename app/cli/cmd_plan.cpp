@@ -35,7 +35,7 @@ struct PlanArgs {
     int output = 1024;
     double tpotMs = 50.0;
     double headroom = 0.0;
-    double efficiency = 0.55;
+    double efficiency = CostOptions {}.computeEfficiency;
     std::vector<int> tp;
     std::vector<int> pp;
     std::vector<int> ep;

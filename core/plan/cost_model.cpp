@@ -203,10 +203,21 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
     const double peak = l.weights == DType::F8E4M3 ? tab.peakFp8 : tab.peakBf16;
     const double denseEff = rowsEfficiency(tokens, o);
     const double load = o.expertLoadFactor;
-    const double u = l.sp ? l.tp : 1.0;
     const double hiddenBytes = tokens * m.hidden * 2.0;
     const double tpCollective = collectiveTime(hiddenBytes, 1, l.tp, net, 1);
     const GroupSpan cpSpan = groupSpan(l.tp, l.cp, net.domainSize);
+    // Memory-bound kernels (norms, activation functions, residual adds, dropout, softmax) move
+    // about `elementwisePasses` times the bytes a layer keeps for its backward pass.
+    ActivationContext actCtx;
+    actCtx.tokens = tokens;
+    actCtx.keys = double(wl.seqLength) / l.cp;
+    actCtx.tp = l.tp;
+    actCtx.sp = l.sp;
+    actCtx.etp = l.etp;
+    actCtx.flash = o.flashAttention;
+    actCtx.dropout = o.dropout;
+    actCtx.expertLoad = o.expertLoadFactor;
+    const double elementwise = o.elementwisePasses / (tab.hbmBandwidth * o.memoryEfficiency);
 
     // One layer of each class, computed once for all stages.
     ScratchArray<StageWork> perClass(m.classes.size());
@@ -214,7 +225,8 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
         const auto& s = m.classes[c].shape;
         const auto& f = tab.classes[c];
         StageWork& lc = perClass[c];
-        lc.dense = perTp * f.dense / (peak * denseEff);
+        lc.dense
+            = perTp * f.dense / (peak * denseEff) + elementwise * layerActivationBytes(s, actCtx);
         lc.core = perTp * f.core / (tab.peakBf16 * o.computeEfficiency);
         // SP: an all-gather before and a reduce-scatter after attention and after the MLP (or
         // the shared experts); without SP the same volume moves as two all-reduces.
@@ -234,8 +246,10 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
             lc.cp = (l.cp - 1) * hop * 1.5;
         }
     }
+    // Megatron's scatter/gather pipeline hand-off: each TP rank sends 1/tp of the boundary
+    // activation (and all-gathers it over NVLink on the receiving stage), with or without SP.
     const double send
-        = l.pp > 1 ? 2.0 * l.vpp * sendTime(hiddenBytes / u, l.tp * l.cp * l.dp, net) : 0.0;
+        = l.pp > 1 ? 2.0 * l.vpp * sendTime(hiddenBytes / l.tp, l.tp * l.cp * l.dp, net) : 0.0;
 
     for (int stage = 0; stage < l.pp; ++stage) {
         const int first = l.stageStart[std::size_t(stage)];

@@ -11,7 +11,14 @@ namespace day0::plan {
 
 /// Knobs of the step-time model.
 struct CostOptions {
-    double computeEfficiency = 0.55; ///< fraction of dense peak that large GEMMs reach
+    // The defaults reproduce the iteration times Korthikanti et al. 2022 measured (Table 5,
+    // 22B-1T GPT on A100) within 10% (tests/core/plan/anchors_test.cpp).
+    double computeEfficiency = 0.75; ///< fraction of dense peak that large GEMMs reach
+    double elementwisePasses = 3.0; ///< HBM traffic of memory-bound kernels (norms, activation
+                                    ///< functions, residuals, softmax, dropout) per forward pass,
+                                    ///< in multiples of the activation bytes a layer keeps
+    bool flashAttention = true; ///< fused attention (scores never written to HBM)
+    bool dropout = false; ///< dropout kernels run
     double gemmHalfRows = 64.0; ///< GEMM rows at which efficiency halves (small expert GEMMs)
     double memoryEfficiency = 0.8; ///< fraction of HBM bandwidth streaming kernels reach
     bool overlapGradReduce = true; ///< DP gradient reduce-scatter overlaps the last backward

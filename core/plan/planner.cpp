@@ -328,9 +328,12 @@ std::vector<std::string> sweepNotes(
     std::vector<std::string> notes;
     const bool train = o.workload.mode == Mode::Train;
     notes.push_back(fmt::format(
-        "compute at {:.0f}% of dense {} peak for large GEMMs, less for small expert GEMMs; "
-        "collectives by an alpha-beta model at {:.0f}% of link bandwidth",
-        o.cost.computeEfficiency * 100.0, "BF16", c.intraNode.efficiency * 100.0));
+        "GEMMs at {:.0f}% of dense peak (less for small expert GEMMs), memory-bound kernels "
+        "moving {:.0f}× the kept activations at {:.0f}% of HBM bandwidth (calibrated on "
+        "Korthikanti et al.'s measured step times); collectives by an alpha-beta model at "
+        "{:.0f}% of link bandwidth",
+        o.cost.computeEfficiency * 100.0, o.cost.elementwisePasses, o.cost.memoryEfficiency * 100.0,
+        c.intraNode.efficiency * 100.0));
     notes.push_back("ranks are laid out in Megatron order tp-cp-ep-dp-pp: TP groups are "
                     "neighbouring GPUs, PP stages the farthest apart");
     if (train) {

@@ -108,7 +108,7 @@ TEST_F(RealModels, KimiK2PlansOn256H200)
     const auto& best = r->layouts.front();
     EXPECT_LE(best.maxMemory, 141.0 * 1073741824.0);
     EXPECT_GT(best.training.mfu, 0.1);
-    EXPECT_LT(best.training.mfu, 0.55);
+    EXPECT_LT(best.training.mfu, CostOptions {}.computeEfficiency);
     // 1T parameters with FP32 Adam need ~16 TB of model states: at least 128 GPUs' worth of
     // sharding, so every layout that fits splits the experts.
     for (const auto& p : r->layouts) {
