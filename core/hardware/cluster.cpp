@@ -3,9 +3,10 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
-#include <fmt/format.h>
 
 namespace day0::hardware {
 

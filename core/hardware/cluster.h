@@ -3,8 +3,9 @@
 #include "base/result.h"
 #include "hardware/device_profile.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 

@@ -4,10 +4,11 @@
 #include "base/json_util.h"
 #include "base/resources.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace day0::hardware {
 

@@ -2,8 +2,9 @@
 
 #include "base/result.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 

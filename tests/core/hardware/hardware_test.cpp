@@ -2,10 +2,11 @@
 #include "hardware/cluster.h"
 #include "hardware/device_profile.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 
 using namespace day0;
 using namespace day0::hardware;
