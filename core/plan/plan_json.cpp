@@ -130,6 +130,7 @@ nlohmann::json planResultJson(const PlanResult& r)
         { "feasible", r.feasible },
         { "seconds", r.seconds },
         { "layouts", layouts },
+        { "pareto_front", paretoFront(r.layouts) },
         { "rejected_summary", summary },
         { "rejected", rejected },
         { "notes", r.notes },

@@ -447,4 +447,29 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     return result;
 }
 
+std::vector<std::size_t> paretoFront(const std::vector<PlannedLayout>& layouts)
+{
+    std::vector<std::size_t> order(layouts.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    // Ascending memory, and among equal memory the fastest first: a layout is on the front when
+    // it is faster than everything that needs no more memory.
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        const auto& la = layouts[a];
+        const auto& lb = layouts[b];
+        return la.maxMemory != lb.maxMemory ? la.maxMemory < lb.maxMemory
+                                            : la.tokensPerSecond > lb.tokensPerSecond;
+    });
+    std::vector<std::size_t> front;
+    double best = -1.0;
+    for (const auto i : order) {
+        if (layouts[i].tokensPerSecond > best) {
+            best = layouts[i].tokensPerSecond;
+            front.push_back(i);
+        }
+    }
+    return front;
+}
+
 } // namespace day0::plan

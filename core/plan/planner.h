@@ -76,6 +76,10 @@ struct PlanResult {
 Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluster& cluster,
     const PlannerOptions& options, Progress& progress, std::stop_token stop = {});
 
+/// Indices of the layouts on the memory/throughput Pareto front: no other layout uses less (or
+/// equal) memory on its most loaded rank while training or serving faster. Sorted by memory.
+std::vector<std::size_t> paretoFront(const std::vector<PlannedLayout>& layouts);
+
 /// Every divisor of n, ascending.
 std::vector<int> divisorsOf(int n);
 

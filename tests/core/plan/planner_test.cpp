@@ -212,3 +212,20 @@ TEST_F(Planner, SearchSpaceCanBeNarrowed)
 }
 
 } // namespace
+
+TEST(ParetoFront, KeepsOnlyLayoutsNothingCheaperBeats)
+{
+    // (memory, tokens/s): B dominates A (less memory, faster); D ties C on memory but is slower;
+    // E is the fastest but needs the most memory.
+    const std::vector<std::pair<double, double>> points { { 80, 100 }, { 70, 120 }, { 90, 150 },
+        { 90, 140 }, { 120, 200 }, { 100, 130 } };
+    std::vector<PlannedLayout> layouts;
+    for (const auto& [memory, speed] : points) {
+        PlannedLayout p;
+        p.maxMemory = memory;
+        p.tokensPerSecond = speed;
+        layouts.push_back(p);
+    }
+    EXPECT_EQ(paretoFront(layouts), (std::vector<std::size_t> { 1, 2, 4 }));
+    EXPECT_TRUE(paretoFront({}).empty());
+}

@@ -27,28 +27,6 @@ namespace day0::ui {
 namespace {
 
 // Layouts no other layout beats on both memory (lower) and throughput (higher), by memory.
-// TODO(#3): use core/plan's Pareto front once the planner offers one (the CLI wants it too).
-std::vector<int> paretoFront(const std::vector<plan::PlannedLayout>& layouts)
-{
-    std::vector<int> order(layouts.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-        const auto& la = layouts[std::size_t(a)];
-        const auto& lb = layouts[std::size_t(b)];
-        return la.maxMemory != lb.maxMemory ? la.maxMemory < lb.maxMemory
-                                            : la.tokensPerSecond > lb.tokensPerSecond;
-    });
-    std::vector<int> front;
-    double best = -1;
-    for (int i : order) {
-        if (layouts[std::size_t(i)].tokensPerSecond > best) {
-            best = layouts[std::size_t(i)].tokensPerSecond;
-            front.push_back(i);
-        }
-    }
-    return front;
-}
-
 QTableView* makeTable(QWidget* parent, const QString& name)
 {
     auto* view = new QTableView(parent);
@@ -256,10 +234,10 @@ void PlannerPanel::showScatter()
                                    durationText(Seconds(l.stepTime)));
     }
     PlotSeries front { tr("Pareto front"), categoricalColor(1), {}, {}, false, true, 6, true, {} };
-    for (int i : paretoFront(layouts)) {
-        front.x << layouts[std::size_t(i)].maxMemory;
-        front.y << layouts[std::size_t(i)].tokensPerSecond;
-        front.pointLabels << all.pointLabels[i];
+    for (const auto i : plan::paretoFront(layouts)) {
+        front.x << layouts[i].maxMemory;
+        front.y << layouts[i].tokensPerSecond;
+        front.pointLabels << all.pointLabels[qsizetype(i)];
     }
     m_scatter->setScatter({ all });
     m_scatter->setLineSeries({ front });
