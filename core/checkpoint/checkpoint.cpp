@@ -21,40 +21,40 @@ struct Checkpoint::Files {
 
 namespace {
 
-    bool hasExtension(const fs::path& path, std::string_view ext)
-    {
-        auto e = path.extension().string();
-        std::transform(
-            e.begin(), e.end(), e.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-        return e == ext;
-    }
+bool hasExtension(const fs::path& path, std::string_view ext)
+{
+    auto e = path.extension().string();
+    std::transform(
+        e.begin(), e.end(), e.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return e == ext;
+}
 
-    /// Regular, non-hidden files of `dir` whose names satisfy `pred`, sorted.
-    template <typename Pred> std::vector<std::string> filesIn(const fs::path& dir, Pred pred)
-    {
-        std::vector<std::string> out;
-        std::error_code ec;
-        for (const auto& entry : fs::directory_iterator(dir, ec)) {
-            const auto name = entry.path().filename().string();
-            if (!name.empty() && name.front() != '.' && entry.is_regular_file(ec)
-                && pred(entry.path())) {
-                out.push_back(name);
-            }
+/// Regular, non-hidden files of `dir` whose names satisfy `pred`, sorted.
+template <typename Pred> std::vector<std::string> filesIn(const fs::path& dir, Pred pred)
+{
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const auto name = entry.path().filename().string();
+        if (!name.empty() && name.front() != '.' && entry.is_regular_file(ec)
+            && pred(entry.path())) {
+            out.push_back(name);
         }
-        std::sort(out.begin(), out.end());
-        return out;
     }
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
-    /// True if the bytes look like a torch.save file: a zip archive or a raw pickle stream.
-    bool looksLikePickle(std::span<const std::byte> head)
-    {
-        if (head.size() >= 4 && std::memcmp(head.data(), "PK\x03\x04", 4) == 0) {
-            return true;
-        }
-        // Pickle protocol 2-5 streams start with PROTO (0x80) and the protocol number.
-        return head.size() >= 2 && std::to_integer<unsigned>(head[0]) == 0x80
-            && std::to_integer<unsigned>(head[1]) >= 2 && std::to_integer<unsigned>(head[1]) <= 5;
+/// True if the bytes look like a torch.save file: a zip archive or a raw pickle stream.
+bool looksLikePickle(std::span<const std::byte> head)
+{
+    if (head.size() >= 4 && std::memcmp(head.data(), "PK\x03\x04", 4) == 0) {
+        return true;
     }
+    // Pickle protocol 2-5 streams start with PROTO (0x80) and the protocol number.
+    return head.size() >= 2 && std::to_integer<unsigned>(head[0]) == 0x80
+        && std::to_integer<unsigned>(head[1]) >= 2 && std::to_integer<unsigned>(head[1]) <= 5;
+}
 
 } // namespace
 

@@ -12,265 +12,262 @@ namespace day0::checkpoint {
 
 namespace {
 
-    constexpr std::uint32_t kMaxDims = 4;
-    constexpr int kMaxArrayNesting = 8;
+constexpr std::uint32_t kMaxDims = 4;
+constexpr int kMaxArrayNesting = 8;
 
-    // Block layouts of ggml types (elements per block, bytes per block), by type id. Removed ids
-    // (4, 5, 31-33, 36-38) are absent, so files using them are rejected as unknown.
-    constexpr std::array<GgmlTypeInfo, 32> kGgmlTypes { {
-        { 0, "F32", 1, 4 },
-        { 1, "F16", 1, 2 },
-        { 2, "Q4_0", 32, 18 },
-        { 3, "Q4_1", 32, 20 },
-        { 6, "Q5_0", 32, 22 },
-        { 7, "Q5_1", 32, 24 },
-        { 8, "Q8_0", 32, 34 },
-        { 9, "Q8_1", 32, 36 },
-        { 10, "Q2_K", 256, 84 },
-        { 11, "Q3_K", 256, 110 },
-        { 12, "Q4_K", 256, 144 },
-        { 13, "Q5_K", 256, 176 },
-        { 14, "Q6_K", 256, 210 },
-        { 15, "Q8_K", 256, 292 },
-        { 16, "IQ2_XXS", 256, 66 },
-        { 17, "IQ2_XS", 256, 74 },
-        { 18, "IQ3_XXS", 256, 98 },
-        { 19, "IQ1_S", 256, 50 },
-        { 20, "IQ4_NL", 32, 18 },
-        { 21, "IQ3_S", 256, 110 },
-        { 22, "IQ2_S", 256, 82 },
-        { 23, "IQ4_XS", 256, 136 },
-        { 24, "I8", 1, 1 },
-        { 25, "I16", 1, 2 },
-        { 26, "I32", 1, 4 },
-        { 27, "I64", 1, 8 },
-        { 28, "F64", 1, 8 },
-        { 29, "IQ1_M", 256, 56 },
-        { 30, "BF16", 1, 2 },
-        { 34, "TQ1_0", 256, 54 },
-        { 35, "TQ2_0", 256, 66 },
-        { 39, "MXFP4", 32, 17 },
-    } };
+// Block layouts of ggml types (elements per block, bytes per block), by type id. Removed ids
+// (4, 5, 31-33, 36-38) are absent, so files using them are rejected as unknown.
+constexpr std::array<GgmlTypeInfo, 32> kGgmlTypes { {
+    { 0, "F32", 1, 4 },
+    { 1, "F16", 1, 2 },
+    { 2, "Q4_0", 32, 18 },
+    { 3, "Q4_1", 32, 20 },
+    { 6, "Q5_0", 32, 22 },
+    { 7, "Q5_1", 32, 24 },
+    { 8, "Q8_0", 32, 34 },
+    { 9, "Q8_1", 32, 36 },
+    { 10, "Q2_K", 256, 84 },
+    { 11, "Q3_K", 256, 110 },
+    { 12, "Q4_K", 256, 144 },
+    { 13, "Q5_K", 256, 176 },
+    { 14, "Q6_K", 256, 210 },
+    { 15, "Q8_K", 256, 292 },
+    { 16, "IQ2_XXS", 256, 66 },
+    { 17, "IQ2_XS", 256, 74 },
+    { 18, "IQ3_XXS", 256, 98 },
+    { 19, "IQ1_S", 256, 50 },
+    { 20, "IQ4_NL", 32, 18 },
+    { 21, "IQ3_S", 256, 110 },
+    { 22, "IQ2_S", 256, 82 },
+    { 23, "IQ4_XS", 256, 136 },
+    { 24, "I8", 1, 1 },
+    { 25, "I16", 1, 2 },
+    { 26, "I32", 1, 4 },
+    { 27, "I64", 1, 8 },
+    { 28, "F64", 1, 8 },
+    { 29, "IQ1_M", 256, 56 },
+    { 30, "BF16", 1, 2 },
+    { 34, "TQ1_0", 256, 54 },
+    { 35, "TQ2_0", 256, 66 },
+    { 39, "MXFP4", 32, 17 },
+} };
 
-    /// A bounds-checked little-endian cursor over the header bytes.
-    class Reader {
-    public:
-        Reader(std::span<const std::byte> bytes, const std::string& origin)
-            : m_bytes(bytes)
-            , m_origin(origin)
-        {
+/// A bounds-checked little-endian cursor over the header bytes.
+class Reader {
+public:
+    Reader(std::span<const std::byte> bytes, const std::string& origin)
+        : m_bytes(bytes)
+        , m_origin(origin)
+    {
+    }
+
+    [[nodiscard]] std::uint64_t pos() const { return m_pos; }
+    [[nodiscard]] std::uint64_t remaining() const { return m_bytes.size() - m_pos; }
+    [[nodiscard]] bool failed() const { return m_error.has_value(); }
+    [[nodiscard]] const Error& error() const { return *m_error; }
+
+    void fail(const std::string& what)
+    {
+        if (!m_error) {
+            m_error = Error::badInput(fmt::format("{}: {}", m_origin, what));
         }
+    }
 
-        [[nodiscard]] std::uint64_t pos() const { return m_pos; }
-        [[nodiscard]] std::uint64_t remaining() const { return m_bytes.size() - m_pos; }
-        [[nodiscard]] bool failed() const { return m_error.has_value(); }
-        [[nodiscard]] const Error& error() const { return *m_error; }
-
-        void fail(const std::string& what)
-        {
-            if (!m_error) {
-                m_error = Error::badInput(fmt::format("{}: {}", m_origin, what));
-            }
-        }
-
-        template <typename T> T read(const char* what)
-        {
-            T value {};
-            if (failed()) {
-                return value;
-            }
-            if (remaining() < sizeof(T)) {
-                fail(fmt::format("truncated at byte {} while reading {}", m_pos, what));
-                return value;
-            }
-            std::memcpy(&value, m_bytes.data() + m_pos, sizeof(T)); // GGUF v2/v3 LE on an LE host
-            m_pos += sizeof(T);
+    template <typename T> T read(const char* what)
+    {
+        T value {};
+        if (failed()) {
             return value;
         }
-
-        std::string readString(const char* what)
-        {
-            const auto length = read<std::uint64_t>(what);
-            if (failed()) {
-                return {};
-            }
-            if (length > remaining()) {
-                fail(fmt::format("{} at byte {} claims {} bytes but only {} remain", what,
-                    m_pos - 8, length, remaining()));
-                return {};
-            }
-            std::string s(
-                reinterpret_cast<const char*>(m_bytes.data() + m_pos), std::size_t(length));
-            m_pos += length;
-            return s;
+        if (remaining() < sizeof(T)) {
+            fail(fmt::format("truncated at byte {} while reading {}", m_pos, what));
+            return value;
         }
+        std::memcpy(&value, m_bytes.data() + m_pos, sizeof(T)); // GGUF v2/v3 LE on an LE host
+        m_pos += sizeof(T);
+        return value;
+    }
 
-        void skipTo(std::uint64_t pos) { m_pos = pos; }
-
-    private:
-        std::span<const std::byte> m_bytes;
-        const std::string& m_origin;
-        std::uint64_t m_pos = 0;
-        std::optional<Error> m_error;
-    };
-
-    /// Smallest encoded size of one value of `type` (used to bound array counts before allocating).
-    std::uint64_t minEncodedSize(GgufValueType type)
+    std::string readString(const char* what)
     {
-        switch (type) {
-        case GgufValueType::U8:
-        case GgufValueType::I8:
-        case GgufValueType::Bool:
-            return 1;
-        case GgufValueType::U16:
-        case GgufValueType::I16:
-            return 2;
-        case GgufValueType::U32:
-        case GgufValueType::I32:
-        case GgufValueType::F32:
-            return 4;
-        case GgufValueType::String:
-        case GgufValueType::U64:
-        case GgufValueType::I64:
-        case GgufValueType::F64:
-            return 8;
-        case GgufValueType::Array:
-            return 12;
+        const auto length = read<std::uint64_t>(what);
+        if (failed()) {
+            return {};
         }
+        if (length > remaining()) {
+            fail(fmt::format("{} at byte {} claims {} bytes but only {} remain", what, m_pos - 8,
+                length, remaining()));
+            return {};
+        }
+        std::string s(reinterpret_cast<const char*>(m_bytes.data() + m_pos), std::size_t(length));
+        m_pos += length;
+        return s;
+    }
+
+    void skipTo(std::uint64_t pos) { m_pos = pos; }
+
+private:
+    std::span<const std::byte> m_bytes;
+    const std::string& m_origin;
+    std::uint64_t m_pos = 0;
+    std::optional<Error> m_error;
+};
+
+/// Smallest encoded size of one value of `type` (used to bound array counts before allocating).
+std::uint64_t minEncodedSize(GgufValueType type)
+{
+    switch (type) {
+    case GgufValueType::U8:
+    case GgufValueType::I8:
+    case GgufValueType::Bool:
         return 1;
+    case GgufValueType::U16:
+    case GgufValueType::I16:
+        return 2;
+    case GgufValueType::U32:
+    case GgufValueType::I32:
+    case GgufValueType::F32:
+        return 4;
+    case GgufValueType::String:
+    case GgufValueType::U64:
+    case GgufValueType::I64:
+    case GgufValueType::F64:
+        return 8;
+    case GgufValueType::Array:
+        return 12;
     }
+    return 1;
+}
 
-    bool knownValueType(std::uint32_t t) { return t <= 12; }
+bool knownValueType(std::uint32_t t) { return t <= 12; }
 
-    nlohmann::json readValue(Reader& in, GgufValueType type, const std::string& key, int depth,
-        GgufValueType* arrayTypeOut);
+nlohmann::json readValue(
+    Reader& in, GgufValueType type, const std::string& key, int depth, GgufValueType* arrayTypeOut);
 
-    nlohmann::json readArray(
-        Reader& in, const std::string& key, int depth, GgufValueType* arrayTypeOut)
-    {
-        if (depth >= kMaxArrayNesting) {
-            in.fail(fmt::format("key '{}': arrays nested deeper than {}", key, kMaxArrayNesting));
-            return {};
-        }
-        const auto elemType = in.read<std::uint32_t>("array element type");
-        const auto count = in.read<std::uint64_t>("array length");
-        if (in.failed()) {
-            return {};
-        }
-        if (!knownValueType(elemType)) {
-            in.fail(fmt::format("key '{}': unknown array element type {}", key, elemType));
-            return {};
-        }
-        const auto type = GgufValueType(elemType);
-        if (arrayTypeOut != nullptr) {
-            *arrayTypeOut = type;
-        }
-        if (count > in.remaining() / minEncodedSize(type)) {
-            in.fail(fmt::format("key '{}': array of {} elements does not fit in the {} bytes left",
-                key, count, in.remaining()));
-            return {};
-        }
-        nlohmann::json out = nlohmann::json::array();
-        for (std::uint64_t i = 0; i < count && !in.failed(); ++i) {
-            out.push_back(readValue(in, type, key, depth + 1, nullptr));
-        }
-        return out;
-    }
-
-    nlohmann::json readValue(Reader& in, GgufValueType type, const std::string& key, int depth,
-        GgufValueType* arrayTypeOut)
-    {
-        switch (type) {
-        case GgufValueType::U8:
-            return in.read<std::uint8_t>("uint8 value");
-        case GgufValueType::I8:
-            return in.read<std::int8_t>("int8 value");
-        case GgufValueType::U16:
-            return in.read<std::uint16_t>("uint16 value");
-        case GgufValueType::I16:
-            return in.read<std::int16_t>("int16 value");
-        case GgufValueType::U32:
-            return in.read<std::uint32_t>("uint32 value");
-        case GgufValueType::I32:
-            return in.read<std::int32_t>("int32 value");
-        case GgufValueType::F32:
-            return in.read<float>("float32 value");
-        case GgufValueType::Bool: {
-            const auto b = in.read<std::uint8_t>("bool value");
-            if (b > 1) {
-                in.fail(fmt::format("key '{}': bool value {} is neither 0 nor 1", key, b));
-            }
-            return b != 0;
-        }
-        case GgufValueType::String:
-            return in.readString("string value");
-        case GgufValueType::Array:
-            return readArray(in, key, depth, arrayTypeOut);
-        case GgufValueType::U64:
-            return in.read<std::uint64_t>("uint64 value");
-        case GgufValueType::I64:
-            return in.read<std::int64_t>("int64 value");
-        case GgufValueType::F64:
-            return in.read<double>("float64 value");
-        }
+nlohmann::json readArray(Reader& in, const std::string& key, int depth, GgufValueType* arrayTypeOut)
+{
+    if (depth >= kMaxArrayNesting) {
+        in.fail(fmt::format("key '{}': arrays nested deeper than {}", key, kMaxArrayNesting));
         return {};
     }
+    const auto elemType = in.read<std::uint32_t>("array element type");
+    const auto count = in.read<std::uint64_t>("array length");
+    if (in.failed()) {
+        return {};
+    }
+    if (!knownValueType(elemType)) {
+        in.fail(fmt::format("key '{}': unknown array element type {}", key, elemType));
+        return {};
+    }
+    const auto type = GgufValueType(elemType);
+    if (arrayTypeOut != nullptr) {
+        *arrayTypeOut = type;
+    }
+    if (count > in.remaining() / minEncodedSize(type)) {
+        in.fail(fmt::format("key '{}': array of {} elements does not fit in the {} bytes left", key,
+            count, in.remaining()));
+        return {};
+    }
+    nlohmann::json out = nlohmann::json::array();
+    for (std::uint64_t i = 0; i < count && !in.failed(); ++i) {
+        out.push_back(readValue(in, type, key, depth + 1, nullptr));
+    }
+    return out;
+}
 
-    /// Reads one tensor info record and validates its shape and type.
-    GgufTensor readTensorInfo(Reader& in, std::uint64_t index)
-    {
-        GgufTensor t;
-        t.name = in.readString("tensor name");
-        const auto nDims = in.read<std::uint32_t>("tensor dimension count");
-        if (in.failed()) {
-            return t;
+nlohmann::json readValue(
+    Reader& in, GgufValueType type, const std::string& key, int depth, GgufValueType* arrayTypeOut)
+{
+    switch (type) {
+    case GgufValueType::U8:
+        return in.read<std::uint8_t>("uint8 value");
+    case GgufValueType::I8:
+        return in.read<std::int8_t>("int8 value");
+    case GgufValueType::U16:
+        return in.read<std::uint16_t>("uint16 value");
+    case GgufValueType::I16:
+        return in.read<std::int16_t>("int16 value");
+    case GgufValueType::U32:
+        return in.read<std::uint32_t>("uint32 value");
+    case GgufValueType::I32:
+        return in.read<std::int32_t>("int32 value");
+    case GgufValueType::F32:
+        return in.read<float>("float32 value");
+    case GgufValueType::Bool: {
+        const auto b = in.read<std::uint8_t>("bool value");
+        if (b > 1) {
+            in.fail(fmt::format("key '{}': bool value {} is neither 0 nor 1", key, b));
         }
-        if (nDims > kMaxDims) {
-            in.fail(
-                fmt::format("tensor '{}': {} dimensions (at most {})", t.name, nDims, kMaxDims));
-            return t;
-        }
-        for (std::uint32_t d = 0; d < nDims; ++d) {
-            const auto n = in.read<std::uint64_t>("tensor dimension");
-            if (n > std::uint64_t(INT64_MAX)) {
-                in.fail(fmt::format("tensor '{}': dimension {} is {}", t.name, d, n));
-                return t;
-            }
-            t.ne.push_back(std::int64_t(n));
-        }
-        const auto typeId = in.read<std::uint32_t>("tensor type");
-        t.offset = in.read<std::uint64_t>("tensor offset");
-        if (in.failed()) {
-            return t;
-        }
-        const auto info = ggmlTypeInfo(typeId);
-        if (!info) {
-            in.fail(fmt::format("tensor '{}' (#{}): unknown ggml type {}", t.name, index, typeId));
-            return t;
-        }
-        t.type = *info;
-        if (!t.ne.empty() && t.ne[0] % std::int64_t(info->blockSize) != 0) {
-            in.fail(fmt::format(
-                "tensor '{}': row of {} elements is not a whole number of {} blocks of {}", t.name,
-                t.ne[0], info->name, info->blockSize));
-            return t;
-        }
-        std::uint64_t elements = 1;
-        for (const auto n : t.ne) {
-            if (n != 0 && elements > UINT64_MAX / std::uint64_t(n)) {
-                in.fail(fmt::format("tensor '{}': element count overflows 64 bits", t.name));
-                return t;
-            }
-            elements *= std::uint64_t(n);
-        }
-        const std::uint64_t blocks = elements / info->blockSize;
-        if (blocks > UINT64_MAX / info->typeSize) {
-            in.fail(fmt::format("tensor '{}': byte size overflows 64 bits", t.name));
-            return t;
-        }
-        t.bytes = blocks * info->typeSize;
+        return b != 0;
+    }
+    case GgufValueType::String:
+        return in.readString("string value");
+    case GgufValueType::Array:
+        return readArray(in, key, depth, arrayTypeOut);
+    case GgufValueType::U64:
+        return in.read<std::uint64_t>("uint64 value");
+    case GgufValueType::I64:
+        return in.read<std::int64_t>("int64 value");
+    case GgufValueType::F64:
+        return in.read<double>("float64 value");
+    }
+    return {};
+}
+
+/// Reads one tensor info record and validates its shape and type.
+GgufTensor readTensorInfo(Reader& in, std::uint64_t index)
+{
+    GgufTensor t;
+    t.name = in.readString("tensor name");
+    const auto nDims = in.read<std::uint32_t>("tensor dimension count");
+    if (in.failed()) {
         return t;
     }
+    if (nDims > kMaxDims) {
+        in.fail(fmt::format("tensor '{}': {} dimensions (at most {})", t.name, nDims, kMaxDims));
+        return t;
+    }
+    for (std::uint32_t d = 0; d < nDims; ++d) {
+        const auto n = in.read<std::uint64_t>("tensor dimension");
+        if (n > std::uint64_t(INT64_MAX)) {
+            in.fail(fmt::format("tensor '{}': dimension {} is {}", t.name, d, n));
+            return t;
+        }
+        t.ne.push_back(std::int64_t(n));
+    }
+    const auto typeId = in.read<std::uint32_t>("tensor type");
+    t.offset = in.read<std::uint64_t>("tensor offset");
+    if (in.failed()) {
+        return t;
+    }
+    const auto info = ggmlTypeInfo(typeId);
+    if (!info) {
+        in.fail(fmt::format("tensor '{}' (#{}): unknown ggml type {}", t.name, index, typeId));
+        return t;
+    }
+    t.type = *info;
+    if (!t.ne.empty() && t.ne[0] % std::int64_t(info->blockSize) != 0) {
+        in.fail(
+            fmt::format("tensor '{}': row of {} elements is not a whole number of {} blocks of {}",
+                t.name, t.ne[0], info->name, info->blockSize));
+        return t;
+    }
+    std::uint64_t elements = 1;
+    for (const auto n : t.ne) {
+        if (n != 0 && elements > UINT64_MAX / std::uint64_t(n)) {
+            in.fail(fmt::format("tensor '{}': element count overflows 64 bits", t.name));
+            return t;
+        }
+        elements *= std::uint64_t(n);
+    }
+    const std::uint64_t blocks = elements / info->blockSize;
+    if (blocks > UINT64_MAX / info->typeSize) {
+        in.fail(fmt::format("tensor '{}': byte size overflows 64 bits", t.name));
+        return t;
+    }
+    t.bytes = blocks * info->typeSize;
+    return t;
+}
 
 } // namespace
 

@@ -19,17 +19,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-    Error osError(const fs::path& path, const char* what)
-    {
-        return Error::badInput(
-            fmt::format("{}: {}: {}", displayPath(path), what, std::strerror(errno)));
-    }
+Error osError(const fs::path& path, const char* what)
+{
+    return Error::badInput(
+        fmt::format("{}: {}: {}", displayPath(path), what, std::strerror(errno)));
+}
 
-    std::string randomSuffix()
-    {
-        std::random_device rd;
-        return fmt::format("{:08x}", rd());
-    }
+std::string randomSuffix()
+{
+    std::random_device rd;
+    return fmt::format("{:08x}", rd());
+}
 
 } // namespace
 

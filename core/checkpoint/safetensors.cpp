@@ -11,120 +11,118 @@ namespace day0::checkpoint {
 
 namespace {
 
-    using nlohmann::json;
+using nlohmann::json;
 
-    /// Reads a non-negative JSON integer; false for anything else (floats, negatives, strings).
-    bool readUnsigned(const json& value, std::uint64_t& out)
-    {
-        if (value.is_number_unsigned()) {
-            out = value.get<std::uint64_t>();
-            return true;
+/// Reads a non-negative JSON integer; false for anything else (floats, negatives, strings).
+bool readUnsigned(const json& value, std::uint64_t& out)
+{
+    if (value.is_number_unsigned()) {
+        out = value.get<std::uint64_t>();
+        return true;
+    }
+    if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
+        out = std::uint64_t(value.get<std::int64_t>());
+        return true;
+    }
+    return false;
+}
+
+/// Reads one tensor entry with the schema's rules (exactly dtype, shape, data_offsets).
+Result<TensorEntry> readEntry(const std::string& name, const json& value, const std::string& origin)
+{
+    const auto bad = [&](const std::string& what) {
+        return Error::badInput(fmt::format("{}: tensor '{}': {}", origin, name, what));
+    };
+    if (!value.is_object()) {
+        return bad("entry must be an object with dtype, shape and data_offsets");
+    }
+    for (const auto& [key, field] : value.items()) {
+        if (key != "dtype" && key != "shape" && key != "data_offsets") {
+            return bad(
+                fmt::format("unknown field '{}' (allowed: dtype, shape, data_offsets)", key));
         }
-        if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
-            out = std::uint64_t(value.get<std::int64_t>());
-            return true;
+    }
+    TensorEntry entry;
+    entry.name = name;
+    const auto dtypeIt = value.find("dtype");
+    if (dtypeIt == value.end() || !dtypeIt->is_string()) {
+        return bad("missing string field 'dtype'");
+    }
+    const auto& dtypeText = dtypeIt->get_ref<const std::string&>();
+    const auto dtype = parseDType(dtypeText);
+    if (!dtype) {
+        return bad(fmt::format("unknown dtype '{}' (known: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, "
+                               "I64, I32, I16, I8, U64, U32, U16, U8, BOOL)",
+            dtypeText));
+    }
+    entry.dtype = *dtype;
+
+    const auto shapeIt = value.find("shape");
+    if (shapeIt == value.end() || !shapeIt->is_array()) {
+        return bad("missing array field 'shape'");
+    }
+    for (const auto& dim : *shapeIt) {
+        std::uint64_t d = 0;
+        if (!readUnsigned(dim, d) || d > std::uint64_t(INT64_MAX)) {
+            return bad(fmt::format("shape entry {} is not a non-negative integer", dim.dump()));
         }
-        return false;
+        entry.shape.push_back(std::int64_t(d));
     }
 
-    /// Reads one tensor entry with the schema's rules (exactly dtype, shape, data_offsets).
-    Result<TensorEntry> readEntry(
-        const std::string& name, const json& value, const std::string& origin)
-    {
-        const auto bad = [&](const std::string& what) {
-            return Error::badInput(fmt::format("{}: tensor '{}': {}", origin, name, what));
-        };
-        if (!value.is_object()) {
-            return bad("entry must be an object with dtype, shape and data_offsets");
-        }
-        for (const auto& [key, field] : value.items()) {
-            if (key != "dtype" && key != "shape" && key != "data_offsets") {
-                return bad(
-                    fmt::format("unknown field '{}' (allowed: dtype, shape, data_offsets)", key));
-            }
-        }
-        TensorEntry entry;
-        entry.name = name;
-        const auto dtypeIt = value.find("dtype");
-        if (dtypeIt == value.end() || !dtypeIt->is_string()) {
-            return bad("missing string field 'dtype'");
-        }
-        const auto& dtypeText = dtypeIt->get_ref<const std::string&>();
-        const auto dtype = parseDType(dtypeText);
-        if (!dtype) {
-            return bad(
-                fmt::format("unknown dtype '{}' (known: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, "
-                            "I64, I32, I16, I8, U64, U32, U16, U8, BOOL)",
-                    dtypeText));
-        }
-        entry.dtype = *dtype;
-
-        const auto shapeIt = value.find("shape");
-        if (shapeIt == value.end() || !shapeIt->is_array()) {
-            return bad("missing array field 'shape'");
-        }
-        for (const auto& dim : *shapeIt) {
-            std::uint64_t d = 0;
-            if (!readUnsigned(dim, d) || d > std::uint64_t(INT64_MAX)) {
-                return bad(fmt::format("shape entry {} is not a non-negative integer", dim.dump()));
-            }
-            entry.shape.push_back(std::int64_t(d));
-        }
-
-        const auto offsetsIt = value.find("data_offsets");
-        if (offsetsIt == value.end() || !offsetsIt->is_array() || offsetsIt->size() != 2
-            || !readUnsigned((*offsetsIt)[0], entry.begin)
-            || !readUnsigned((*offsetsIt)[1], entry.end)) {
-            return bad("'data_offsets' must be two non-negative integers [begin, end]");
-        }
-        if (entry.end < entry.begin) {
-            return bad(
-                fmt::format("data_offsets [{}, {}] end before they begin", entry.begin, entry.end));
-        }
-
-        // Element count and byte size with overflow checks: a hostile header must not wrap around.
-        std::uint64_t count = 1;
-        for (const auto d : entry.shape) {
-            if (d != 0 && count > UINT64_MAX / std::uint64_t(d)) {
-                return bad(fmt::format(
-                    "shape {} overflows 64-bit element count", formatShape(entry.shape)));
-            }
-            count *= std::uint64_t(d);
-        }
-        const auto elemSize = std::uint64_t(dtypeSize(entry.dtype));
-        if (count > UINT64_MAX / elemSize) {
-            return bad(fmt::format("shape {} × {} overflows 64-bit byte size",
-                formatShape(entry.shape), dtypeName(entry.dtype)));
-        }
-        if (count * elemSize != entry.bytes()) {
-            return bad(fmt::format("shape {} × {} is {} bytes but data_offsets [{}, {}] span {}",
-                formatShape(entry.shape), dtypeName(entry.dtype), count * elemSize, entry.begin,
-                entry.end, entry.bytes()));
-        }
-        return entry;
+    const auto offsetsIt = value.find("data_offsets");
+    if (offsetsIt == value.end() || !offsetsIt->is_array() || offsetsIt->size() != 2
+        || !readUnsigned((*offsetsIt)[0], entry.begin)
+        || !readUnsigned((*offsetsIt)[1], entry.end)) {
+        return bad("'data_offsets' must be two non-negative integers [begin, end]");
+    }
+    if (entry.end < entry.begin) {
+        return bad(
+            fmt::format("data_offsets [{}, {}] end before they begin", entry.begin, entry.end));
     }
 
-    Result<std::map<std::string, std::string>> readMetadata(
-        const json& value, const std::string& origin)
-    {
-        std::map<std::string, std::string> out;
-        if (value.is_null()) {
-            return out;
+    // Element count and byte size with overflow checks: a hostile header must not wrap around.
+    std::uint64_t count = 1;
+    for (const auto d : entry.shape) {
+        if (d != 0 && count > UINT64_MAX / std::uint64_t(d)) {
+            return bad(
+                fmt::format("shape {} overflows 64-bit element count", formatShape(entry.shape)));
         }
-        if (!value.is_object()) {
-            return Error::badInput(
-                fmt::format("{}: '__metadata__' must be an object of strings", origin));
-        }
-        for (const auto& [key, v] : value.items()) {
-            if (!v.is_string()) {
-                return Error::badInput(
-                    fmt::format("{}: '__metadata__' value of '{}' must be a string, not {}", origin,
-                        key, v.type_name()));
-            }
-            out.emplace(key, v.get<std::string>());
-        }
+        count *= std::uint64_t(d);
+    }
+    const auto elemSize = std::uint64_t(dtypeSize(entry.dtype));
+    if (count > UINT64_MAX / elemSize) {
+        return bad(fmt::format("shape {} × {} overflows 64-bit byte size", formatShape(entry.shape),
+            dtypeName(entry.dtype)));
+    }
+    if (count * elemSize != entry.bytes()) {
+        return bad(fmt::format("shape {} × {} is {} bytes but data_offsets [{}, {}] span {}",
+            formatShape(entry.shape), dtypeName(entry.dtype), count * elemSize, entry.begin,
+            entry.end, entry.bytes()));
+    }
+    return entry;
+}
+
+Result<std::map<std::string, std::string>> readMetadata(
+    const json& value, const std::string& origin)
+{
+    std::map<std::string, std::string> out;
+    if (value.is_null()) {
         return out;
     }
+    if (!value.is_object()) {
+        return Error::badInput(
+            fmt::format("{}: '__metadata__' must be an object of strings", origin));
+    }
+    for (const auto& [key, v] : value.items()) {
+        if (!v.is_string()) {
+            return Error::badInput(
+                fmt::format("{}: '__metadata__' value of '{}' must be a string, not {}", origin,
+                    key, v.type_name()));
+        }
+        out.emplace(key, v.get<std::string>());
+    }
+    return out;
+}
 
 } // namespace
 

@@ -11,26 +11,26 @@ namespace day0::checkpoint {
 
 namespace {
 
-    /// Why a shard name cannot be used, or empty when it is a plain relative path.
-    std::string unsafeShardName(const std::string& name)
-    {
-        if (name.empty()) {
-            return "is empty";
-        }
-        if (name.find('\0') != std::string::npos) {
-            return "contains a NUL byte";
-        }
-        const std::filesystem::path p(name);
-        if (p.is_absolute() || name.front() == '/') {
-            return "is an absolute path";
-        }
-        for (const auto& part : p) {
-            if (part == "..") {
-                return "leaves the checkpoint folder ('..')";
-            }
-        }
-        return {};
+/// Why a shard name cannot be used, or empty when it is a plain relative path.
+std::string unsafeShardName(const std::string& name)
+{
+    if (name.empty()) {
+        return "is empty";
     }
+    if (name.find('\0') != std::string::npos) {
+        return "contains a NUL byte";
+    }
+    const std::filesystem::path p(name);
+    if (p.is_absolute() || name.front() == '/') {
+        return "is an absolute path";
+    }
+    for (const auto& part : p) {
+        if (part == "..") {
+            return "leaves the checkpoint folder ('..')";
+        }
+    }
+    return {};
+}
 
 } // namespace
 
