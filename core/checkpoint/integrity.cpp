@@ -52,6 +52,8 @@ Result<std::vector<FileHash>> hashFiles(const fs::path& root, const std::vector<
         out[i].size = ec ? 0 : size;
         total += std::int64_t(out[i].size);
     }
+    // A new stage: the bar restarts at zero over the bytes to hash.
+    progress.setDone(0);
     progress.setTotal(total);
     // Largest files first, so a big shard does not start last and leave the other threads idle.
     std::vector<std::size_t> order(files.size());
