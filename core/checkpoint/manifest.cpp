@@ -23,6 +23,9 @@ std::string lower(std::string s)
 
 Result<void> checkEntry(const ManifestEntry& e, const std::string& origin, const std::string& where)
 {
+    if (findInvalidUtf8(e.file) != std::string_view::npos) {
+        return Error::badInput(fmt::format("{}{}: file name is not valid UTF-8", origin, where));
+    }
     if (e.file.empty() || fs::path(e.file).is_absolute()) {
         return Error::badInput(
             fmt::format("{}{}: file name '{}' must be relative", origin, where, e.file));
@@ -212,8 +215,9 @@ std::vector<std::string> manifestCandidates(const fs::path& dir)
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const auto name = entry.path().filename().string();
+        // A name that is not UTF-8 cannot be written to the JSON manifest; such files are left out.
         if (name.empty() || name.front() == '.' || name == kManifestName || name == kSha256SumsName
-            || !entry.is_regular_file(ec)) {
+            || findInvalidUtf8(name) != std::string_view::npos || !entry.is_regular_file(ec)) {
             continue;
         }
         out.push_back(name);

@@ -75,3 +75,50 @@ gguf = (b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 20) + b"gener
         + struct.pack("<I", 0) + struct.pack("<Q", 0))
 gguf += bytes((32 - len(gguf) % 32) % 32) + bytes(64)  # data for 32 F32, cut in half
 write("truncated_gguf", "model.gguf", gguf)
+
+# Seeds for the fuzz targets (tests/fuzz/corpus/<target>/): the broken files plus valid ones.
+FUZZ = os.path.join(os.path.dirname(ROOT), "..", "..", "fuzz", "corpus")
+
+
+def seed(target, name, data):
+    d = os.path.join(FUZZ, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+for target in ("safetensors_header", "shard_index", "gguf_header", "manifest"):
+    shutil.rmtree(os.path.join(FUZZ, target), ignore_errors=True)
+seed("safetensors_header", "good.safetensors", good)
+seed("safetensors_header", "empty.safetensors", st({}, b""))
+seed("safetensors_header", "scalar_and_empty.safetensors",
+     st({"s": entry("F64", [], 0, 8), "e": entry("F8_E4M3", [0, 7], 8, 8)}, bytes(8)))
+for case in sorted(os.listdir(ROOT)):
+    path = os.path.join(ROOT, case, "model.safetensors")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            seed("safetensors_header", case + ".safetensors", f.read())
+    path = os.path.join(ROOT, case, "model.safetensors.index.json")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            seed("shard_index", case + ".json", f.read())
+seed("shard_index", "good.json", json.dumps({"metadata": {"total_size": 24, "total_parameters": 12},
+                                             "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                            "b": "sub/model-00002-of-00002.safetensors"}}))
+seed("gguf_header", "truncated.gguf", gguf)
+valid = (b"GGUF" + struct.pack("<IQQ", 3, 2, 3)
+         + struct.pack("<Q", 20) + b"general.architecture" + struct.pack("<I", 8) + struct.pack("<Q", 5) + b"llama"
+         + struct.pack("<Q", 17) + b"general.alignment" + struct.pack("<I", 4) + struct.pack("<I", 64)
+         + struct.pack("<Q", 6) + b"tokens" + struct.pack("<I", 9) + struct.pack("<IQ", 8, 2)
+         + struct.pack("<Q", 1) + b"a" + struct.pack("<Q", 2) + b"bc"
+         + struct.pack("<Q", 1) + b"w" + struct.pack("<I", 2) + struct.pack("<QQ", 32, 2)
+         + struct.pack("<I", 8) + struct.pack("<Q", 0)
+         + struct.pack("<Q", 1) + b"v" + struct.pack("<I", 1) + struct.pack("<Q", 4)
+         + struct.pack("<I", 0) + struct.pack("<Q", 128))
+valid += bytes((64 - len(valid) % 64) % 64) + bytes(128 + 16)
+seed("gguf_header", "valid_small.gguf", valid)
+with open(os.path.join(ROOT, "wrong_hash", "day0-manifest.json"), "rb") as f:
+    seed("manifest", "day0-manifest.json", f.read())
+seed("manifest", "SHA256SUMS", hashlib.sha256(good).hexdigest() + "  model.safetensors\n"
+     + hashlib.sha256(b"").hexdigest() + " *config.json\n# comment\n\\" + "0" * 64 + "  a\\\\b\n"
+     + "SHA256 (c) = " + "A" * 64 + "\n")
