@@ -1,19 +1,18 @@
 #include "command.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstdio>
+#include <fmt/format.h>
 
 namespace day0::cli {
 
 namespace {
 
-std::vector<Command>& registry()
-{
-    static std::vector<Command> list;
-    return list;
-}
+    std::vector<Command>& registry()
+    {
+        static std::vector<Command> list;
+        return list;
+    }
 
 } // namespace
 
@@ -37,6 +36,9 @@ int reportError(const Error& error)
     return exitCodeFor(error);
 }
 
-void printWarning(const std::string& message) { fmt::print(stderr, "day0: warning: {}\n", message); }
+void printWarning(const std::string& message)
+{
+    fmt::print(stderr, "day0: warning: {}\n", message);
+}
 
 } // namespace day0::cli

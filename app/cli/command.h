@@ -3,7 +3,6 @@
 #include "base/result.h"
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 

@@ -1,18 +1,17 @@
 // day0: the command-line twin of the workbench. Parses, dispatches to a registered command.
+#include "base/log.h"
 #include "command.h"
 
-#include "base/log.h"
-
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include <cstdio>
+#include <fmt/format.h>
 
 int main(int argc, char** argv)
 {
     using namespace day0::cli;
 
-    CLI::App app("day0: plan, load, verify, run, compare and profile a new LLM on day zero", "day0");
+    CLI::App app(
+        "day0: plan, load, verify, run, compare and profile a new LLM on day zero", "day0");
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string(DAY0_VERSION));
     GlobalOptions global;
