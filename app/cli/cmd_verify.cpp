@@ -2,6 +2,7 @@
 // architecture (tensors against config.json) of a checkpoint.
 #include "base/file_util.h"
 #include "base/units.h"
+#include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest.h"
 #include "command.h"
@@ -168,6 +169,37 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
         printWarning(
             fmt::format("{}: no {} or {}: file hashes not checked (--write-manifest creates one)",
                 displayPath(ckpt.root()), ck::kManifestName, ck::kSha256SumsName));
+    }
+
+    // Architecture: every tensor against the graph of config.json, when there is one.
+    auto arch = ck::checkAgainstConfig(ckpt);
+    if (!arch) {
+        return reportError(arch.error());
+    }
+    if (arch->has_value()) {
+        const auto& tensors = **arch;
+        constexpr std::size_t kShown = 50;
+        std::size_t shown = 0;
+        for (const auto& row : tensors.rows) {
+            if (row.status != ck::TensorStatus::Ok && shown++ < kShown) {
+                fmt::print(stderr, "day0: error: {}\n", row.message);
+            }
+        }
+        if (shown > kShown) {
+            fmt::print(stderr, "day0: error: ... and {} more tensors that do not match (see --json)\n", shown - kShown);
+        }
+        checksFailed = checksFailed || !tensors.ok();
+        auto j = tensors.toJson();
+        j["ok"] = tensors.ok();
+        json["architecture"] = std::move(j);
+        if (!global.json) {
+            fmt::print("architecture: {} of {} tensors ok ({} missing, {} unexpected, {} wrong shape, {} wrong dtype)\n",
+                tensors.count(ck::TensorStatus::Ok), tensors.rows.size(), tensors.count(ck::TensorStatus::Missing),
+                tensors.count(ck::TensorStatus::Unexpected), tensors.count(ck::TensorStatus::WrongShape),
+                tensors.count(ck::TensorStatus::WrongDtype));
+        }
+    } else {
+        json["architecture"] = nullptr;
     }
 
     const bool structureBad = ckpt.hasErrors();

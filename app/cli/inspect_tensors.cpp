@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "base/units.h"
+#include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/tensor_report.h"
 #include "table.h"
@@ -25,7 +26,11 @@ int runInspectTensors(const std::string& path, const GlobalOptions& global)
             fmt::print(stderr, "day0: error: {}\n", p.error.message);
         }
     }
-    const auto report = ck::listTensors(*opened);
+    auto checked = ck::checkAgainstConfig(*opened);
+    if (!checked) {
+        return reportError(checked.error());
+    }
+    const auto report = checked->has_value() ? std::move(**checked) : ck::listTensors(*opened);
     if (global.json) {
         auto json = report.toJson();
         json["path"] = path;

@@ -96,8 +96,7 @@ TEST(CheckpointCli, ConvertThenVerifyAndInspect)
         { { "model.layers.0.self_attn.o_proj.weight", "F8_E4M3", { 256, 64 }, codes },
             { "model.layers.0.self_attn.o_proj.weight_scale_inv", "F32", { 2, 1 }, scales },
             { "model.norm.weight", "F32", { 2 }, std::string(8, '\0') } });
-    std::ofstream(src / "config.json")
-        << R"({"model_type":"deepseek_v3","quantization_config":{"quant_method":"fp8"}})";
+    std::ofstream(src / "tokenizer_config.json") << "{}";
 
     const auto out = (dir / "bf16").string();
     const auto convert
