@@ -10,9 +10,10 @@
 #include "progress_bar.h"
 #include "table.h"
 
-#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 namespace day0::cli {
 
@@ -186,16 +187,21 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
             }
         }
         if (shown > kShown) {
-            fmt::print(stderr, "day0: error: ... and {} more tensors that do not match (see --json)\n", shown - kShown);
+            fmt::print(stderr,
+                "day0: error: ... and {} more tensors that do not match (see --json)\n",
+                shown - kShown);
         }
         checksFailed = checksFailed || !tensors.ok();
         auto j = tensors.toJson();
         j["ok"] = tensors.ok();
         json["architecture"] = std::move(j);
         if (!global.json) {
-            fmt::print("architecture: {} of {} tensors ok ({} missing, {} unexpected, {} wrong shape, {} wrong dtype)\n",
-                tensors.count(ck::TensorStatus::Ok), tensors.rows.size(), tensors.count(ck::TensorStatus::Missing),
-                tensors.count(ck::TensorStatus::Unexpected), tensors.count(ck::TensorStatus::WrongShape),
+            fmt::print("architecture: {} of {} tensors ok ({} missing, {} unexpected, {} wrong "
+                       "shape, {} wrong dtype)\n",
+                tensors.count(ck::TensorStatus::Ok), tensors.rows.size(),
+                tensors.count(ck::TensorStatus::Missing),
+                tensors.count(ck::TensorStatus::Unexpected),
+                tensors.count(ck::TensorStatus::WrongShape),
                 tensors.count(ck::TensorStatus::WrongDtype));
         }
     } else {

@@ -24,7 +24,8 @@ TensorReport checkTensors(const Checkpoint& checkpoint, const model::LayerGraph&
     }
     std::unordered_map<std::string_view, bool> seen;
     for (const auto& t : checkpoint.tensors()) {
-        TensorRow row { t.name, t.dtypeName, t.shape, t.file, t.bytes, TensorStatus::Ok, {}, {}, {} };
+        TensorRow row { t.name, t.dtypeName, t.shape, t.file, t.bytes, TensorStatus::Ok, {}, {},
+            {} };
         report.bytes += t.bytes;
         const auto it = expected.find(t.name);
         if (it == expected.end()) {
@@ -38,12 +39,15 @@ TensorReport checkTensors(const Checkpoint& checkpoint, const model::LayerGraph&
             row.expectedShape = spec.shape;
             if (t.shape != spec.shape) {
                 row.status = TensorStatus::WrongShape;
-                row.message = fmt::format("{}: tensor '{}' has shape {} but the architecture expects {}",
-                    displayPath(checkpoint.root() / t.file), t.name, formatShape(t.shape), formatShape(spec.shape));
+                row.message
+                    = fmt::format("{}: tensor '{}' has shape {} but the architecture expects {}",
+                        displayPath(checkpoint.root() / t.file), t.name, formatShape(t.shape),
+                        formatShape(spec.shape));
             } else if (!t.dtype || *t.dtype != spec.dtype) {
                 row.status = TensorStatus::WrongDtype;
                 row.message = fmt::format("{}: tensor '{}' is {} but the architecture expects {}",
-                    displayPath(checkpoint.root() / t.file), t.name, t.dtypeName, dtypeName(spec.dtype));
+                    displayPath(checkpoint.root() / t.file), t.name, t.dtypeName,
+                    dtypeName(spec.dtype));
             }
         }
         report.rows.push_back(std::move(row));
@@ -58,8 +62,8 @@ TensorReport checkTensors(const Checkpoint& checkpoint, const model::LayerGraph&
             row.status = TensorStatus::Missing;
             row.expectedDtype = std::string(dtypeName(t.dtype));
             row.expectedShape = t.shape;
-            row.message = fmt::format("{}: tensor '{}' ({} {}) is missing", displayPath(checkpoint.root()), t.name,
-                dtypeName(t.dtype), formatShape(t.shape));
+            row.message = fmt::format("{}: tensor '{}' ({} {}) is missing",
+                displayPath(checkpoint.root()), t.name, dtypeName(t.dtype), formatShape(t.shape));
             report.rows.push_back(std::move(row));
         }
     }

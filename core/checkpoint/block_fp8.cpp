@@ -2,10 +2,11 @@
 
 #include "checkpoint/dtype_convert.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 
 namespace day0::checkpoint {
 

@@ -3,10 +3,11 @@
 #include "base/file_util.h"
 #include "base/mapped_file.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <unordered_map>
 

@@ -4,9 +4,10 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/shard_index.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace day0::checkpoint {
 

@@ -6,10 +6,11 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtype_convert.h"
 
-#include <algorithm>
 #include <fmt/format.h>
-#include <mutex>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <mutex>
 #include <optional>
 #include <thread>
 

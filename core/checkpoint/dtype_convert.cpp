@@ -1,10 +1,11 @@
 #include "checkpoint/dtype_convert.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <limits>
 #include <vector>
 

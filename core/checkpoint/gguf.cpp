@@ -2,10 +2,11 @@
 
 #include "base/file_util.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fmt/format.h>
 #include <unordered_set>
 
 namespace day0::checkpoint {

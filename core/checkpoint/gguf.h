@@ -4,10 +4,11 @@
 #include "base/mapped_file.h"
 #include "base/result.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>

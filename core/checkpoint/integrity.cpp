@@ -3,9 +3,10 @@
 #include "base/thread_pool.h"
 #include "checkpoint/manifest.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <numeric>
 #include <thread>
 

@@ -4,9 +4,10 @@
 #include "base/sha256.h"
 #include "checkpoint/strict_json.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 namespace day0::checkpoint {
 

@@ -3,9 +3,10 @@
 #include "base/file_util.h"
 #include "checkpoint/strict_json.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-#include <fmt/format.h>
 
 namespace day0::checkpoint {
 

@@ -3,10 +3,11 @@
 #include "base/file_util.h"
 #include "checkpoint/output_file.h"
 
-#include <algorithm>
-#include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace day0::checkpoint {

@@ -3,8 +3,9 @@
 #include "base/file_util.h"
 #include "checkpoint/strict_json.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <set>
 
 namespace day0::checkpoint {

@@ -1,6 +1,7 @@
 #include "checkpoint/strict_json.h"
 
 #include <fmt/format.h>
+
 #include <optional>
 #include <unordered_set>
 #include <vector>

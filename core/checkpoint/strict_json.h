@@ -2,8 +2,9 @@
 
 #include "base/result.h"
 
-#include <cstddef>
 #include <nlohmann/json.hpp>
+
+#include <cstddef>
 #include <string>
 #include <string_view>
 

@@ -2,8 +2,9 @@
 
 #include "checkpoint/checkpoint.h"
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -4,8 +4,9 @@
 #include "checkpoint/shard_index.h"
 #include "test_util.h"
 
-#include <algorithm>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace day0::checkpoint {
 namespace {

@@ -4,12 +4,13 @@
 #include "checkpoint/dtype_convert.h"
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <gtest/gtest.h>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 

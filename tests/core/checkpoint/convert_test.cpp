@@ -5,9 +5,10 @@
 #include "checkpoint/manifest.h"
 #include "test_util.h"
 
-#include <cstring>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <cstring>
 #include <random>
 
 namespace day0::checkpoint {

@@ -1,8 +1,9 @@
 #include "checkpoint/gguf.h"
 #include "test_util.h"
 
-#include <cstring>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 namespace day0::checkpoint {
 namespace {

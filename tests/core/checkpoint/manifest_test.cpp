@@ -2,8 +2,9 @@
 #include "checkpoint/manifest.h"
 #include "test_util.h"
 
-#include <cstring>
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <map>
 #include <thread>
 

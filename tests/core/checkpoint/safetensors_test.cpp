@@ -3,8 +3,9 @@
 #include "checkpoint/safetensors_writer.h"
 #include "test_util.h"
 
-#include <cstring>
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <vector>
 
 namespace day0::checkpoint {
