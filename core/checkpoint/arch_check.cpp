@@ -76,7 +76,9 @@ Result<std::optional<TensorReport>> checkAgainstConfig(const Checkpoint& checkpo
 {
     const auto config = checkpoint.root() / "config.json";
     std::error_code ec;
-    if (checkpoint.format() == CheckpointFormat::Gguf || !std::filesystem::exists(config, ec)) {
+    // A per-rank split (day0 shard output, with plan.json) holds slices, not the whole model.
+    if (checkpoint.format() == CheckpointFormat::Gguf || !std::filesystem::exists(config, ec)
+        || std::filesystem::exists(checkpoint.root() / "plan.json", ec)) {
         return std::optional<TensorReport>();
     }
     auto spec = model::readConfigFile(config);

@@ -16,7 +16,8 @@ namespace day0::checkpoint {
 TensorReport checkTensors(const Checkpoint& checkpoint, const model::LayerGraph& graph);
 
 /// Reads config.json from the checkpoint folder and runs checkTensors against its graph.
-/// nullopt when there is no config.json (or for GGUF files, whose names are llama.cpp's).
+/// nullopt when there is no config.json, for GGUF files (whose names are llama.cpp's) and for
+/// per-rank splits (a folder with plan.json holds slices).
 Result<std::optional<TensorReport>> checkAgainstConfig(const Checkpoint& checkpoint);
 
 } // namespace day0::checkpoint

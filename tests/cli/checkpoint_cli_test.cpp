@@ -1,12 +1,13 @@
 // day0 verify / convert / inspect --tensors on fixtures: exit codes, one-line errors, outputs.
 #include "cli_runner.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 
@@ -135,6 +136,56 @@ TEST(CheckpointCli, ConvertThenVerifyAndInspect)
     EXPECT_EQ(runDay0({ "verify", out, "-q" }).exitCode, 0);
     EXPECT_EQ(runDay0({ "verify", out, "--write-manifest", "-q" }).exitCode, 2)
         << "refuses to overwrite";
+}
+
+} // namespace
+
+namespace {
+
+TEST(CheckpointCli, ShrinkKimiThenVerifyShardAndInspect)
+{
+    const fs::path dir = day0::test::scratchDir("checkpoint_cli_shrink");
+    const auto small = (dir / "kimi").string();
+    const auto shrink
+        = runDay0({ "shrink", "kimi-k2", "--out", small, "--seed", "3", "--json", "-q" });
+    ASSERT_EQ(shrink.exitCode, 0) << shrink.err;
+    EXPECT_EQ(shrink.json()["model_type"], "kimi_k2");
+
+    const auto verify = runDay0({ "verify", small, "--json", "-q" });
+    EXPECT_EQ(verify.exitCode, 0) << verify.err;
+    const auto v = verify.json();
+    EXPECT_EQ(v["integrity"]["ok"], true);
+    EXPECT_EQ(v["architecture"]["ok"], true);
+    EXPECT_EQ(v["architecture"]["counts"]["missing"], 0);
+
+    // Removing a tensor from the architecture's point of view: a checkpoint of another model.
+    const auto other = (dir / "dsv3").string();
+    ASSERT_EQ(runDay0({ "shrink", "deepseek-v3", "--out", other, "-q" }).exitCode, 0);
+    fs::copy_file(fs::path(small) / "config.json", fs::path(other) / "config.json",
+        fs::copy_options::overwrite_existing);
+    fs::remove(fs::path(other) / "day0-manifest.json");
+    const auto mismatch = runDay0({ "verify", other, "--json", "-q" });
+    EXPECT_EQ(mismatch.exitCode, 1) << mismatch.err;
+    EXPECT_GT(mismatch.json()["architecture"]["counts"]["wrong shape"].get<int>()
+            + mismatch.json()["architecture"]["counts"]["unexpected"].get<int>(),
+        0);
+
+    const auto ranks = (dir / "ranks").string();
+    const auto shard
+        = runDay0({ "shard", small, "--plan", "tp=4,pp=2,ep=4", "--out", ranks, "--json", "-q" });
+    ASSERT_EQ(shard.exitCode, 0) << shard.err;
+    EXPECT_EQ(shard.json()["ranks"], 8);
+    EXPECT_TRUE(fs::exists(fs::path(ranks) / "rank-00007.safetensors"));
+    EXPECT_TRUE(fs::exists(fs::path(ranks) / "plan.json"));
+    EXPECT_EQ(
+        runDay0({ "shard", small, "--plan", "tp=4,ep=3", "--out", (dir / "bad").string(), "-q" })
+            .exitCode,
+        2);
+    EXPECT_FALSE(fs::exists(dir / "bad"));
+
+    const auto rank0 = runDay0(
+        { "verify", (fs::path(ranks) / "rank-00000.safetensors").string(), "--json", "-q" });
+    EXPECT_EQ(rank0.exitCode, 0) << rank0.err;
 }
 
 } // namespace
