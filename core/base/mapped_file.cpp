@@ -2,28 +2,29 @@
 
 #include "base/file_util.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 namespace day0 {
 
 namespace {
 
-    /// Closes a file descriptor when leaving scope.
-    struct FdCloser {
-        int fd;
-        ~FdCloser()
-        {
-            if (fd >= 0) {
-                ::close(fd);
-            }
+/// Closes a file descriptor when leaving scope.
+struct FdCloser {
+    int fd;
+    ~FdCloser()
+    {
+        if (fd >= 0) {
+            ::close(fd);
         }
-    };
+    }
+};
 
 } // namespace
 
@@ -99,6 +100,23 @@ void MappedFile::adviseSequential() const
     if (m_data != nullptr) {
         ::madvise(const_cast<std::byte*>(m_data), m_size, MADV_SEQUENTIAL);
     }
+}
+
+void MappedFile::populate(std::uint64_t offset, std::uint64_t length) const
+{
+    if (m_data == nullptr || offset >= m_size || length == 0) {
+        return;
+    }
+    const auto page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t begin = offset / page * page;
+    const std::uint64_t end = std::min<std::uint64_t>(offset + length, m_size);
+    auto* start = const_cast<std::byte*>(m_data) + begin;
+#ifdef MADV_POPULATE_READ
+    if (::madvise(start, end - begin, MADV_POPULATE_READ) == 0) {
+        return;
+    }
+#endif
+    ::madvise(start, end - begin, MADV_WILLNEED);
 }
 
 void MappedFile::adviseDontNeed(std::uint64_t offset, std::uint64_t length) const

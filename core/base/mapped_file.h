@@ -32,6 +32,10 @@ public:
 
     /// Tells the kernel the file will be read front to back (larger read-ahead).
     void adviseSequential() const;
+    /// Maps the pages of [offset, offset + length) in one go before they are read (prefaulting
+    /// a range is much cheaper than one fault per page); falls back to read-ahead advice on
+    /// kernels without MADV_POPULATE_READ. Best effort: failures are ignored.
+    void populate(std::uint64_t offset, std::uint64_t length) const;
     /// Tells the kernel the pages of [offset, offset + length) will not be needed again soon.
     void adviseDontNeed(std::uint64_t offset, std::uint64_t length) const;
 
