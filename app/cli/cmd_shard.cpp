@@ -46,7 +46,7 @@ int runShard(const ShardArgs& args, const GlobalOptions& global)
         nlohmann::json j { { "source", args.path }, { "out", args.out },
             { "layout",
                 { { "tp", layout->tp }, { "pp", layout->pp }, { "ep", layout->ep },
-                    { "dp", layout->dp }, { "etp", layout->etp() } } },
+                    { "dp", layout->dp }, { "etp", layout->etp() }, { "edp", layout->edp() } } },
             { "ranks", summary.ranks }, { "tensors", summary.tensors }, { "bytes", summary.bytes },
             { "files", summary.files } };
         fmt::print("{}\n", j.dump(2));

@@ -6,6 +6,7 @@
 #include "checkpoint/output_file.h"
 #include "checkpoint/safetensors_writer.h"
 #include "model/config_reader.h"
+#include "plan/layout.h"
 
 #include <fmt/format.h>
 
@@ -43,9 +44,10 @@ Result<Range> evenPart(std::int64_t n, int parts, int index, const std::string& 
 }
 
 /// Which pipeline stage holds a tensor.
-int stageOf(const model::LayerGraph& g, const model::TensorSpec& t, int pp)
+int stageOf(const model::LayerGraph& g, const model::TensorSpec& t, const ShardLayout& layout)
 {
     using model::Component;
+    const int pp = layout.pp;
     if (pp <= 1) {
         return 0;
     }
@@ -56,7 +58,7 @@ int stageOf(const model::LayerGraph& g, const model::TensorSpec& t, int pp)
         return pp - 1;
     }
     for (int s = 0; s < pp; ++s) {
-        const auto [first, last] = stageLayers(g.spec.numLayers, pp, s);
+        const auto [first, last] = stageLayers(layout, g.spec.numLayers, s);
         if (t.layer >= first && t.layer < last) {
             return s;
         }
@@ -120,43 +122,41 @@ void forEachRun(const std::vector<std::int64_t>& shape, const TensorSlice& slice
 
 } // namespace
 
-Result<ShardLayout> parseShardLayout(const std::string& text)
+Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& p)
 {
     ShardLayout layout;
-    std::stringstream in(text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        if (item.empty()) {
-            continue;
-        }
-        const auto eq = item.find('=');
-        if (eq == std::string::npos) {
-            return Error::badInput(fmt::format("--plan: '{}' is not key=value", item));
-        }
-        const auto key = item.substr(0, eq);
-        int* target = key == "tp" ? &layout.tp
-            : key == "pp"         ? &layout.pp
-            : key == "ep"         ? &layout.ep
-            : key == "dp"         ? &layout.dp
-                                  : nullptr;
-        if (target == nullptr) {
-            continue; // cp, zero, recompute...: do not change which weights a rank holds
-        }
-        try {
-            std::size_t used = 0;
-            *target = std::stoi(item.substr(eq + 1), &used);
-            if (used != item.size() - eq - 1 || *target <= 0) {
-                throw std::invalid_argument(item);
-            }
-        } catch (const std::exception&) {
-            return Error::badInput(fmt::format("--plan: '{}' needs a positive integer", item));
-        }
+    layout.tp = p.tp;
+    layout.pp = p.pp;
+    layout.ep = p.ep;
+    layout.dp = p.dp > 0 ? p.dp : 1;
+    layout.etpGiven = p.etp;
+    layout.split = p.split;
+    for (const int n : p.stageLayers) {
+        layout.stageLayerCounts.push_back(n);
     }
-    if ((layout.dp * layout.tp) % layout.ep != 0) {
+    if (layout.tp <= 0 || layout.pp <= 0 || layout.ep <= 0 || layout.dp <= 0
+        || layout.etpGiven < 0) {
+        return Error::badInput("--plan: tp, pp, ep, dp and etp must be positive");
+    }
+    const int ranks = layout.dp * layout.tp;
+    if (ranks % layout.ep != 0 || ranks % (layout.ep * layout.etp()) != 0) {
         return Error::badInput(fmt::format(
-            "--plan: ep={} must divide dp × tp = {}", layout.ep, layout.dp * layout.tp));
+            "--plan: ep={} × etp={} must divide dp × tp = {}", layout.ep, layout.etp(), ranks));
+    }
+    if (!layout.stageLayerCounts.empty() && int(layout.stageLayerCounts.size()) != layout.pp) {
+        return Error::badInput(fmt::format("--plan: layers= lists {} stages but pp={}",
+            layout.stageLayerCounts.size(), layout.pp));
     }
     return layout;
+}
+
+Result<ShardLayout> parseShardLayout(const std::string& text)
+{
+    auto p = plan::parsePlan(text);
+    if (!p) {
+        return p.error();
+    }
+    return shardLayoutFromPlan(*p);
 }
 
 RankCoord rankCoord(const ShardLayout& l, int rank)
@@ -167,22 +167,39 @@ RankCoord rankCoord(const ShardLayout& l, int rank)
     c.dpRank = (rank / l.tp) % l.dp;
     c.stage = rank / (l.tp * l.dp);
     const int flat = c.dpRank * l.tp + c.tpRank;
-    c.epRank = flat / l.etp();
     c.etpRank = flat % l.etp();
+    c.epRank = (flat / l.etp()) % l.ep;
+    c.edpRank = flat / (l.etp() * l.ep);
     return c;
 }
 
-std::pair<std::int64_t, std::int64_t> stageLayers(std::int64_t layers, int pp, int stage)
+std::pair<std::int64_t, std::int64_t> stageLayers(
+    const ShardLayout& layout, std::int64_t layers, int stage)
 {
-    const std::int64_t base = layers / pp;
-    const std::int64_t extra = layers % pp;
-    const std::int64_t first = stage * base + std::min<std::int64_t>(stage, extra);
-    return { first, first + base + (stage < extra ? 1 : 0) };
+    std::vector<std::int64_t> counts = layout.stageLayerCounts;
+    if (counts.empty()) {
+        for (const int n : plan::splitStages(int(layers), layout.pp, layout.split)) {
+            counts.push_back(n);
+        }
+    }
+    if (counts.size()
+        != std::size_t(layout.pp)) { // fewer layers than stages: checked by the caller
+        return { 0, 0 };
+    }
+    std::int64_t first = 0;
+    for (int s = 0; s < stage; ++s) {
+        first += counts[std::size_t(s)];
+    }
+    return { first, first + counts[std::size_t(stage)] };
 }
 
 std::pair<std::int64_t, std::int64_t> expertRange(std::int64_t experts, int ep, int epRank)
 {
-    return stageLayers(experts, ep, epRank); // same contiguous split, remainder to the first
+    // Contiguous ranges; when ep does not divide the experts the first ranks take one more.
+    const std::int64_t base = experts / ep;
+    const std::int64_t extra = experts % ep;
+    const std::int64_t first = epRank * base + std::min<std::int64_t>(epRank, extra);
+    return { first, first + base + (epRank < extra ? 1 : 0) };
 }
 
 Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
@@ -192,7 +209,7 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     const auto& spec = graph.spec;
     const bool tiedEmbedding
         = spec.tieEmbeddings && t.component == model::Component::Embedding && layout.pp > 1;
-    const int stage = stageOf(graph, t, layout.pp);
+    const int stage = stageOf(graph, t, layout);
     // With tied embeddings the last stage needs the embedding for its output head too.
     if (stage != rc.stage && !(tiedEmbedding && rc.stage == layout.pp - 1)) {
         return Opt();
@@ -496,23 +513,23 @@ Result<ShardSummary> shardCheckpoint(const fs::path& src, const fs::path& dst,
         }
         summary.bytes += *written;
         summary.files.push_back(name);
-        const auto [lf, ll] = stageLayers(spec->numLayers, layout.pp, c.stage);
+        const auto [lf, ll] = stageLayers(layout, spec->numLayers, c.stage);
         nlohmann::ordered_json r { { "rank", rank }, { "file", name }, { "stage", c.stage },
             { "dp_rank", c.dpRank }, { "tp_rank", c.tpRank }, { "ep_rank", c.epRank },
-            { "etp_rank", c.etpRank }, { "layers", { lf, ll } } };
+            { "etp_rank", c.etpRank }, { "edp_rank", c.edpRank }, { "layers", { lf, ll } } };
         if (spec->moe) {
             const auto [ef, el] = expertRange(spec->moe->numExperts, layout.ep, c.epRank);
             r["experts"] = { ef, el };
         }
         ranks.push_back(std::move(r));
     }
-    nlohmann::ordered_json plan { { "format", "day0-shard-plan" }, { "version", 1 },
+    nlohmann::ordered_json planJson { { "format", "day0-shard-plan" }, { "version", 1 },
         { "source", src.string() }, { "model_type", spec->modelType },
         { "layout",
             { { "tp", layout.tp }, { "pp", layout.pp }, { "ep", layout.ep }, { "dp", layout.dp },
-                { "etp", layout.etp() } } },
+                { "etp", layout.etp() }, { "edp", layout.edp() } } },
         { "ranks", ranks }, { "tensors", tensorsJson } };
-    DAY0_TRY(writeFileAtomic(out->tempPath() / "plan.json", plan.dump(1) + "\n"));
+    DAY0_TRY(writeFileAtomic(out->tempPath() / "plan.json", planJson.dump(1) + "\n"));
     DAY0_TRY(copyAuxiliaryFiles(ckpt->root(), out->tempPath(), {}));
     auto manifest = finishOutput(*out, hash, progress, stop);
     if (!manifest) {

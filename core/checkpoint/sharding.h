@@ -4,6 +4,7 @@
 #include "base/result.h"
 #include "checkpoint/manifest.h"
 #include "model/layer_graph.h"
+#include "plan/parallel_plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,27 +17,40 @@
 
 namespace day0::checkpoint {
 
-/// The parallel degrees that decide how weights are split. (A subset of the plan module's
-/// ParallelPlan: CP/SP, ZeRO and recompute do not change which weights a rank holds.)
+/// The parallel degrees of a plan::ParallelPlan that decide how weights are split (CP/SP, ZeRO,
+/// recompute and batch sizes do not change which weights a rank holds; CP ranks hold what their
+/// TP peer holds, so they are not written separately).
 struct ShardLayout {
     int tp = 1; ///< tensor parallel
     int pp = 1; ///< pipeline stages
     int ep = 1; ///< expert parallel, carved out of dp × tp of each stage
     int dp = 1; ///< data parallel replicas
+    /// Expert tensor parallel; 0 (not given) means dp × tp / ep: every rank of a stage holds its
+    /// own expert slice (vLLM/SGLang inference). Megatron's etp = tp is the plan's default for
+    /// training estimates; give etp explicitly to shard for it.
+    int etpGiven = 0;
+    std::vector<std::int64_t> stageLayerCounts; ///< explicit decoder layers per stage, or empty
+    plan::StageSplit split = plan::StageSplit::Balanced;
 
     /// Ranks that hold weights: pp × dp × tp.
     [[nodiscard]] int worldSize() const { return pp * dp * tp; }
-    /// Expert tensor parallel: dp × tp / ep.
-    [[nodiscard]] int etp() const { return dp * tp / ep; }
+    /// Expert tensor parallel size with the default applied.
+    [[nodiscard]] int etp() const { return etpGiven > 0 ? etpGiven : dp * tp / ep; }
+    /// Expert data parallel: dp × tp / (ep × etp) replicas of each expert slice.
+    [[nodiscard]] int edp() const { return dp * tp / (ep * etp()); }
 };
 
-/// Parses "tp=4,pp=2,ep=4[,dp=..]" (other keys of a plan string, such as cp, zero or recompute,
-/// are accepted and ignored). ep must divide dp × tp.
+/// The layout of a plan (dp 0, "the rest of the cluster", counts as 1: shard writes one replica
+/// unless dp is given). ep × etp must divide dp × tp.
+Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& plan);
+
+/// Parses a plan string with plan::parsePlan ("tp=4,pp=2,ep=4", layers=15/16/..., split=...,
+/// etp=...) and takes its layout.
 Result<ShardLayout> parseShardLayout(const std::string& text);
 
-/// Where one rank sits: rank = (stage × dp + dpRank) × tp + tpRank; inside a stage the flat
-/// index dpRank × tp + tpRank is split into epRank × etp + etpRank (the TP group doubles as the
-/// EP group, as in vLLM and SGLang).
+/// Where one rank sits: rank = (stage × dp + dpRank) × tp + tpRank (TP fastest, then DP, then
+/// PP, as Megatron orders them). Inside a stage the flat index dpRank × tp + tpRank splits into
+/// (edpRank × ep + epRank) × etp + etpRank: ETP fastest, then EP, then expert-DP.
 struct RankCoord {
     int rank = 0;
     int stage = 0;
@@ -44,6 +58,7 @@ struct RankCoord {
     int tpRank = 0;
     int epRank = 0;
     int etpRank = 0;
+    int edpRank = 0;
 };
 
 /// The coordinates of `rank`.
@@ -73,9 +88,10 @@ struct TensorSlice {
 Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     const model::TensorSpec& tensor, const ShardLayout& layout, const RankCoord& rank);
 
-/// Decoder layers [first, last) of pipeline stage `stage` (contiguous, the first stages take the
-/// remainder).
-std::pair<std::int64_t, std::int64_t> stageLayers(std::int64_t layers, int pp, int stage);
+/// Decoder layers [first, last) of pipeline stage `stage`: the explicit per-stage counts when the
+/// layout has them, else plan::splitStages with the layout's split policy.
+std::pair<std::int64_t, std::int64_t> stageLayers(
+    const ShardLayout& layout, std::int64_t layers, int stage);
 
 /// Routed experts [first, last) of EP rank `epRank`.
 std::pair<std::int64_t, std::int64_t> expertRange(std::int64_t experts, int ep, int epRank);

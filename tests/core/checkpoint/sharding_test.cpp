@@ -24,13 +24,30 @@ TEST(Sharding, LayoutAndCoordinates)
     EXPECT_EQ(c.epRank, 2);
     EXPECT_FALSE(parseShardLayout("tp=4,ep=3").ok());
     EXPECT_FALSE(parseShardLayout("tp=x").ok());
+    EXPECT_FALSE(parseShardLayout("tp=4,bogus=1").ok())
+        << "the plan module's parser rejects unknown keys";
+    // Megatron-style: etp given, expert-DP replicas of each expert slice.
+    auto megatron = parseShardLayout("tp=2,dp=4,ep=2,etp=2");
+    ASSERT_TRUE(megatron.ok()) << megatron.error().message;
+    EXPECT_EQ(megatron->edp(), 2);
+    EXPECT_EQ(rankCoord(*megatron, 5).etpRank, 1);
+    EXPECT_EQ(rankCoord(*megatron, 5).epRank, 0);
+    EXPECT_EQ(rankCoord(*megatron, 5).edpRank, 1);
+    EXPECT_FALSE(parseShardLayout("tp=2,ep=2,etp=2").ok());
     auto wide = parseShardLayout("tp=8,ep=2");
     ASSERT_TRUE(wide.ok());
     EXPECT_EQ(wide->etp(), 4);
     EXPECT_EQ(rankCoord(*wide, 5).epRank, 1);
     EXPECT_EQ(rankCoord(*wide, 5).etpRank, 1);
-    EXPECT_EQ(stageLayers(7, 2, 0), (std::pair<std::int64_t, std::int64_t> { 0, 4 }));
-    EXPECT_EQ(stageLayers(7, 2, 1), (std::pair<std::int64_t, std::int64_t> { 4, 7 }));
+    ShardLayout two;
+    two.pp = 2;
+    const auto s0 = stageLayers(two, 7, 0);
+    const auto s1 = stageLayers(two, 7, 1);
+    EXPECT_EQ(s0.first, 0);
+    EXPECT_EQ(s0.second, s1.first);
+    EXPECT_EQ(s1.second, 7);
+    two.stageLayerCounts = { 2, 5 };
+    EXPECT_EQ(stageLayers(two, 7, 1), (std::pair<std::int64_t, std::int64_t> { 2, 7 }));
     EXPECT_EQ(expertRange(10, 4, 0), (std::pair<std::int64_t, std::int64_t> { 0, 3 }));
     EXPECT_EQ(expertRange(10, 4, 3), (std::pair<std::int64_t, std::int64_t> { 8, 10 }));
 }
@@ -93,6 +110,10 @@ TEST(Sharding, PackedExpertsAndVisionReassemble)
 TEST(Sharding, Llama4PackedExpertsReassemble)
 {
     reassembleAll("llama-4-scout", "tp=2,ep=1", "llama4");
+}
+TEST(Sharding, MegatronExpertDataParallelReassembles)
+{
+    reassembleAll("mixtral-8x7b", "tp=2,dp=2,ep=2,etp=1,pp=2,layers=1/3", "mixtral");
 }
 
 TEST(Sharding, KvHeadsAreReplicatedWhenTpExceedsThem)
