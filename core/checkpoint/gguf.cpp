@@ -414,7 +414,8 @@ Result<GgufHeader> parseGgufHeader(
         if (align->type != GgufValueType::U32 || a <= 0 || (a & (a - 1)) != 0) {
             return Error::badInput(
                 fmt::format("{}: 'general.alignment' must be a uint32 power of two, not {}", origin,
-                    align->value.dump()));
+                    // GGUF strings need not be UTF-8: never let dump() throw on them.
+                    align->value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
         }
         header.alignment = std::uint64_t(a);
     }
