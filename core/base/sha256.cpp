@@ -2,13 +2,14 @@
 
 #include "base/file_util.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
-#include <stdexcept>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
 #include <vector>
 
 namespace day0 {
@@ -20,12 +21,12 @@ struct Sha256::Context {
 
 namespace {
 
-    void initDigest(EVP_MD_CTX* ctx)
-    {
-        if (EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
-            throw std::runtime_error("OpenSSL: EVP_DigestInit_ex(sha256) failed");
-        }
+void initDigest(EVP_MD_CTX* ctx)
+{
+    if (EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+        throw std::runtime_error("OpenSSL: EVP_DigestInit_ex(sha256) failed");
     }
+}
 
 } // namespace
 
