@@ -94,6 +94,30 @@ TEST(Convert, DequantizesBlockFp8ToBf16Exactly)
     EXPECT_EQ(report->files.size(), 5u); // 2 shards, index, config, tokenizer
 }
 
+TEST(Convert, OnlyFp8LeavesOtherTensorsAlone)
+{
+    std::vector<std::uint8_t> w;
+    std::vector<float> s;
+    const auto src = makeFp8Checkpoint(w, s);
+    const auto dst = src.parent_path() / "convert_only_fp8";
+    std::filesystem::remove_all(dst);
+    Progress progress;
+    ConvertOptions options;
+    options.dtype = DType::F16;
+    options.onlyFp8 = true;
+    auto summary = convertCheckpoint(src, dst, options, progress, {});
+    ASSERT_TRUE(summary.ok()) << summary.error().message;
+    EXPECT_EQ(summary->dequantized, 1u);
+    EXPECT_EQ(summary->copied, 1u);
+    auto out = Checkpoint::open(dst);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(out->find("model.layers.0.mlp.down_proj.weight")->dtype, DType::F16);
+    EXPECT_EQ(out->find("model.norm.weight")->dtype, DType::BF16);
+    const auto config = nlohmann::json::parse(*readFile(dst / "config.json"));
+    EXPECT_FALSE(config.contains("quantization_config"));
+    EXPECT_EQ(config["torch_dtype"], "bfloat16") << "unchanged: other tensors keep their dtype";
+}
+
 TEST(Convert, QuantizesToBlockFp8AndRefusesToOverwrite)
 {
     std::vector<std::uint8_t> w;
