@@ -1,13 +1,12 @@
 // day0 inspect <model>: architecture and parameter counts of a folder, a config.json or a
 // bundled model.
 
-#include "command.h"
-#include "table.h"
-
 #include "base/units.h"
+#include "command.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "model/model_summary.h"
+#include "table.h"
 
 #include <fmt/format.h>
 
