@@ -1,10 +1,9 @@
 #include "progress_bar.h"
 
-#include <fmt/format.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
+#include <fmt/format.h>
+#include <unistd.h>
 
 namespace day0::cli {
 

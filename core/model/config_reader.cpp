@@ -331,8 +331,8 @@ Result<void> readFamilySections(const json& config, const json& text, const std:
         }
         DAY0_TRY(detail::readVision(config.at("vision_config"), origin, visionKind, spec));
     } else if (spec.family == Family::Llama4 && present(config, "vision_config")) {
-        spec.warnings.push_back("the Llama-4 vision encoder is not modelled: counts and tensors "
-                                "cover the text tower");
+        spec.warnings.emplace_back("the Llama-4 vision encoder is not modelled: counts and "
+                                   "tensors cover the text tower");
     }
 
     for (const auto* object : { &text, &config }) {
@@ -396,6 +396,7 @@ std::vector<std::pair<std::string, std::string>> bundledDescriptions(const fs::p
 std::vector<std::string> supportedModelTypes()
 {
     std::vector<std::string> out;
+    out.reserve(kModelTypes.size());
     for (const auto& entry : kModelTypes) {
         out.emplace_back(entry.name);
     }
@@ -527,6 +528,7 @@ Result<ModelSpec> loadModel(const std::string& modelArg)
         }
         if (configPath.empty()) {
             std::vector<std::string> names;
+            names.reserve(models.size());
             for (const auto& model : models) {
                 names.push_back(model.name);
             }

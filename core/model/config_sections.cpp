@@ -137,7 +137,7 @@ Result<void> readQuantization(const json& quantization, const std::string& origi
         } else if (fmtName == "e5m2") {
             q.weightDtype = DType::F8E5M2;
         } else {
-            r.fail("fmt", fmt::format("must be \"e4m3\" or \"e5m2\", found \"{}\"", fmtName));
+            r.fail("fmt", fmt::format(R"(must be "e4m3" or "e5m2", found "{}")", fmtName));
         }
         const auto block = intArrayOr(quantization, r, "weight_block_size");
         if (r.ok() && !present(quantization, "weight_block_size")) {
@@ -279,8 +279,8 @@ Result<void> readDeepseekMoe(const json& text, JsonReader& r, ModelSpec& spec)
         return r.error();
     }
     if (scoring != "sigmoid" && scoring != "softmax") {
-        r.fail("scoring_func",
-            fmt::format("must be \"sigmoid\" or \"softmax\", found \"{}\"", scoring));
+        r.fail(
+            "scoring_func", fmt::format(R"(must be "sigmoid" or "softmax", found "{}")", scoring));
     } else if (moe.topK > moe.numExperts) {
         r.fail("num_experts_per_tok",
             fmt::format("({}) exceeds 'n_routed_experts' ({})", moe.topK, moe.numExperts));
