@@ -3,6 +3,7 @@
 #include "base/units.h"
 #include "cmd_compare.h"
 #include "command.h"
+#include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
 #include "model/config_reader.h"
@@ -106,7 +107,7 @@ nlohmann::json runJson(const exec::RunResult& r)
 
 int runRun(const RunArgs& a, const GlobalOptions& global)
 {
-    auto spec = model::loadModel(a.checkpoint);
+    auto spec = exec::loadCheckpointModel(a.checkpoint);
     if (!spec) {
         return reportError(spec.error());
     }
@@ -156,7 +157,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                                         "(day0 shrink makes a small one of the same architecture)",
                 a.checkpoint)));
     }
-    auto weights = exec::openSafetensorsWeights(a.checkpoint);
+    auto weights = exec::openCheckpointWeights(a.checkpoint);
     if (!weights) {
         return reportError(weights.error().withContext("weights"));
     }
@@ -203,9 +204,10 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             formatDuration(Seconds(result->reference->prefillSeconds)),
             formatDuration(Seconds(result->reference->decodeSeconds)));
     }
-    fmt::print("target {}: generated {}  (prefill {:.3f} s, decode {:.3f} s){}\n",
+    fmt::print("target {}: generated {}  (prefill {}, decode {}){}\n",
         t.dump.info.extra.value("precision_plan", t.dump.info.precision),
-        fmt::join(t.generated, " "), t.prefillSeconds, t.decodeSeconds,
+        fmt::join(t.generated, " "), formatDuration(Seconds(t.prefillSeconds)),
+        formatDuration(Seconds(t.decodeSeconds)),
         result->reference ? "  [teacher-forced on the reference's tokens]" : "");
     if (!a.dump.empty()) {
         fmt::print("dump{}: {}\n", result->reference ? "s" : "", a.dump);

@@ -1,13 +1,14 @@
 // Reading tokenizer vocabularies from HF tokenizer.json and from GGUF metadata.
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "checkpoint/gguf.h"
 #include "exec/tokenizer.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstring>
 #include <map>
+#include <optional>
 
 namespace day0::exec {
 
@@ -90,188 +91,36 @@ Result<std::vector<std::string>> regexesForPre(const std::string& pre, const std
             origin, pre));
 }
 
-/// The metadata of a GGUF file that a tokenizer needs (arrays of strings, numbers and flags).
+/// Typed access to the metadata of a GGUF header (core/checkpoint's parser).
 class GgufKeys {
 public:
-    static Result<GgufKeys> read(const std::filesystem::path& path)
+    explicit GgufKeys(const checkpoint::GgufHeader& header)
+        : m_header(header)
     {
-        auto data = readFile(path);
-        if (!data) {
-            return data.error();
-        }
-        GgufKeys keys;
-        keys.m_data = std::move(*data);
-        keys.m_origin = path.string();
-        DAY0_TRY(keys.parse());
-        return keys;
     }
-
     [[nodiscard]] const nlohmann::json* find(const std::string& key) const
     {
-        const auto it = m_values.find(key);
-        return it == m_values.end() ? nullptr : &it->second;
+        const auto* kv = m_header.find(key);
+        return kv != nullptr ? &kv->value : nullptr;
     }
-    [[nodiscard]] const std::vector<std::string>* strings(const std::string& key) const
+    /// An array of strings (token texts, merges), nullopt when absent or of another type.
+    [[nodiscard]] std::optional<std::vector<std::string>> strings(const std::string& key) const
     {
-        const auto it = m_strings.find(key);
-        return it == m_strings.end() ? nullptr : &it->second;
+        const auto* kv = m_header.find(key);
+        if (kv == nullptr || kv->type != checkpoint::GgufValueType::Array
+            || kv->arrayType != checkpoint::GgufValueType::String) {
+            return std::nullopt;
+        }
+        std::vector<std::string> out;
+        out.reserve(kv->value.size());
+        for (const auto& v : kv->value) {
+            out.push_back(v.get<std::string>());
+        }
+        return out;
     }
 
 private:
-    Result<void> need(std::size_t n) const
-    {
-        if (m_pos + n > m_data.size()) {
-            return Error::badInput(
-                fmt::format("{}: GGUF metadata ends early at byte {}", m_origin, m_pos));
-        }
-        return success();
-    }
-    template <typename T> Result<T> scalar()
-    {
-        DAY0_TRY(need(sizeof(T)));
-        T v;
-        std::memcpy(&v, m_data.data() + m_pos, sizeof(T));
-        m_pos += sizeof(T);
-        return v;
-    }
-    Result<std::string> string()
-    {
-        auto n = scalar<std::uint64_t>();
-        if (!n) {
-            return n.error();
-        }
-        if (*n > (1u << 24)) {
-            return Error::badInput(
-                fmt::format("{}: GGUF string of {} bytes at byte {}", m_origin, *n, m_pos));
-        }
-        DAY0_TRY(need(std::size_t(*n)));
-        std::string s = m_data.substr(m_pos, std::size_t(*n));
-        m_pos += std::size_t(*n);
-        return s;
-    }
-    template <typename T> Result<nlohmann::json> number()
-    {
-        auto v = scalar<T>();
-        if (!v) {
-            return v.error();
-        }
-        return nlohmann::json(*v);
-    }
-    Result<nlohmann::json> value(std::uint32_t type)
-    {
-        switch (type) {
-        case 0:
-            return number<std::uint8_t>();
-        case 1:
-            return number<std::int8_t>();
-        case 2:
-            return number<std::uint16_t>();
-        case 3:
-            return number<std::int16_t>();
-        case 4:
-            return number<std::uint32_t>();
-        case 5:
-            return number<std::int32_t>();
-        case 6:
-            return number<float>();
-        case 7: {
-            auto b = scalar<std::uint8_t>();
-            if (!b) {
-                return b.error();
-            }
-            return nlohmann::json(*b != 0);
-        }
-        case 10:
-            return number<std::uint64_t>();
-        case 11:
-            return number<std::int64_t>();
-        case 12:
-            return number<double>();
-        default:
-            return Error::badInput(
-                fmt::format("{}: unknown GGUF value type {} at byte {}", m_origin, type, m_pos));
-        }
-    }
-    Result<void> parse()
-    {
-        if (m_data.size() < 24 || m_data.compare(0, 4, "GGUF") != 0) {
-            return Error::badInput(m_origin + ": not a GGUF file (no 'GGUF' magic)");
-        }
-        m_pos = 4;
-        const auto version = *scalar<std::uint32_t>(); // the 24-byte minimum covers the header
-        if (version < 2 || version > 3) {
-            return Error::unsupported(
-                fmt::format("{}: GGUF version {} (2 and 3 are read)", m_origin, version));
-        }
-        m_pos += 8; // tensor count: tensors are not read here
-        const auto count = *scalar<std::uint64_t>();
-        for (std::uint64_t k = 0; k < count; ++k) {
-            auto key = string();
-            if (!key) {
-                return key.error();
-            }
-            auto type = scalar<std::uint32_t>();
-            if (!type) {
-                return type.error();
-            }
-            if (*type == 8) {
-                auto s = string();
-                if (!s) {
-                    return s.error();
-                }
-                m_values[*key] = nlohmann::json(*s);
-            } else if (*type == 9) {
-                DAY0_TRY(array(*key));
-            } else {
-                auto v = value(*type);
-                if (!v) {
-                    return v.error();
-                }
-                m_values[*key] = std::move(*v);
-            }
-        }
-        return success();
-    }
-    Result<void> array(const std::string& key)
-    {
-        auto elementType = scalar<std::uint32_t>();
-        auto n = scalar<std::uint64_t>();
-        if (!elementType || !n) {
-            return Error::badInput(fmt::format("{}: truncated GGUF array '{}'", m_origin, key));
-        }
-        if (*n > (1u << 26)) {
-            return Error::badInput(
-                fmt::format("{}: GGUF array '{}' claims {} elements", m_origin, key, *n));
-        }
-        if (*elementType == 8) {
-            auto& out = m_strings[key];
-            out.reserve(std::size_t(*n));
-            for (std::uint64_t i = 0; i < *n; ++i) {
-                auto s = string();
-                if (!s) {
-                    return s.error();
-                }
-                out.push_back(std::move(*s));
-            }
-            return success();
-        }
-        nlohmann::json values = nlohmann::json::array();
-        for (std::uint64_t i = 0; i < *n; ++i) {
-            auto v = value(*elementType);
-            if (!v) {
-                return v.error();
-            }
-            values.push_back(std::move(*v));
-        }
-        m_values[key] = std::move(values);
-        return success();
-    }
-
-    std::string m_data;
-    std::string m_origin;
-    std::size_t m_pos = 0;
-    std::map<std::string, nlohmann::json> m_values;
-    std::map<std::string, std::vector<std::string>> m_strings;
+    const checkpoint::GgufHeader& m_header;
 };
 
 std::int64_t intOr(const GgufKeys& keys, const std::string& key, std::int64_t fallback)
@@ -290,17 +139,18 @@ bool boolOr(const GgufKeys& keys, const std::string& key, bool fallback)
 
 Result<TokenizerVocab> readGgufTokenizer(const std::filesystem::path& gguf)
 {
-    auto keys = GgufKeys::read(gguf);
-    if (!keys) {
-        return keys.error();
+    auto file = checkpoint::GgufFile::open(gguf);
+    if (!file) {
+        return file.error();
     }
+    const std::optional<GgufKeys> keys(std::in_place, file->header());
     const std::string origin = gguf.string();
     TokenizerVocab v;
     const auto* model = keys->find("tokenizer.ggml.model");
     const std::string kind
         = model != nullptr && model->is_string() ? model->get<std::string>() : "";
-    const auto* tokens = keys->strings("tokenizer.ggml.tokens");
-    if (tokens == nullptr) {
+    const auto tokens = keys->strings("tokenizer.ggml.tokens");
+    if (!tokens) {
         return Error::badInput(origin + ": no tokenizer.ggml.tokens in the metadata");
     }
     v.tokens = *tokens;
@@ -340,8 +190,8 @@ Result<TokenizerVocab> readGgufTokenizer(const std::filesystem::path& gguf)
     if (kind == "gpt2") {
         v.model = TokenizerVocab::Model::Bpe;
         v.byteLevel = true;
-        const auto* merges = keys->strings("tokenizer.ggml.merges");
-        if (merges == nullptr) {
+        const auto merges = keys->strings("tokenizer.ggml.merges");
+        if (!merges) {
             return Error::badInput(origin + ": a gpt2 tokenizer needs tokenizer.ggml.merges");
         }
         for (const auto& m : *merges) {
@@ -376,9 +226,15 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::filesystem::path& pa
     std::filesystem::path file = path;
     if (std::filesystem::is_directory(path, ec)) {
         file = path / "tokenizer.json";
+        for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+            if (!std::filesystem::exists(file, ec) && e.path().extension() == ".gguf") {
+                file = e.path();
+            }
+        }
         if (!std::filesystem::exists(file, ec)) {
-            return Error::badInput(fmt::format(
-                "{}: no tokenizer.json in this folder (give --ids instead)", path.string()));
+            return Error::badInput(
+                fmt::format("{}: no tokenizer.json or .gguf in this folder (give --ids instead)",
+                    path.string()));
         }
     }
     auto vocab = file.extension() == ".gguf" ? readGgufTokenizer(file) : readHfTokenizer(file);

@@ -1,10 +1,6 @@
 #include "exec/weight_source.h"
 
-#include "numerics/tensor_file.h"
-
 #include <fmt/format.h>
-
-#include <algorithm>
 
 namespace day0::exec {
 
@@ -32,46 +28,6 @@ std::vector<std::string> MemoryWeights::names() const
         out.push_back(name);
     }
     return out;
-}
-
-Result<std::unique_ptr<WeightSource>> openSafetensorsWeights(const std::filesystem::path& path)
-{
-    std::error_code ec;
-    std::vector<std::filesystem::path> files;
-    if (std::filesystem::is_directory(path, ec)) {
-        for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
-            if (entry.path().extension() == ".safetensors") {
-                files.push_back(entry.path());
-            }
-        }
-        std::sort(files.begin(), files.end());
-        if (files.empty()) {
-            return Error::badInput(
-                fmt::format("{}: no .safetensors files in this folder", path.string()));
-        }
-    } else if (std::filesystem::is_regular_file(path, ec)) {
-        files.push_back(path);
-    } else {
-        return Error::badInput(fmt::format("{}: no such file or folder", path.string()));
-    }
-    std::map<std::string, numerics::Tensor> tensors;
-    std::map<std::string, std::string> origin;
-    for (const auto& file : files) {
-        auto read = numerics::readTensorFile(file);
-        if (!read) {
-            return read.error();
-        }
-        for (auto& t : *read) {
-            if (origin.contains(t.name)) {
-                return Error::badInput(fmt::format(
-                    "{}: tensor '{}' is also in {}", file.string(), t.name, origin[t.name]));
-            }
-            origin[t.name] = file.filename().string();
-            tensors[t.name] = std::move(t.tensor);
-        }
-    }
-    return std::unique_ptr<WeightSource>(
-        std::make_unique<MemoryWeights>(std::move(tensors), path.string()));
 }
 
 } // namespace day0::exec

@@ -3,7 +3,6 @@
 #include "base/result.h"
 #include "numerics/tensor.h"
 
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,10 +39,5 @@ private:
     std::map<std::string, numerics::Tensor> m_tensors;
     std::string m_label;
 };
-
-/// Opens the safetensors weights of a checkpoint: a .safetensors file, or a folder holding one
-/// or more (sharded, with or without model.safetensors.index.json). A tensor present in two
-/// files is an error naming both.
-Result<std::unique_ptr<WeightSource>> openSafetensorsWeights(const std::filesystem::path& path);
 
 } // namespace day0::exec

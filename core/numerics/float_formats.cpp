@@ -1,144 +1,17 @@
 #include "numerics/float_formats.h"
 
+#include "checkpoint/dtype_convert.h"
+
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace day0::numerics {
 
 namespace {
 
-/// A binary floating-point format narrower than float, described by its fields.
-struct MiniFormat {
-    int mantissaBits;
-    int bias;
-    int minExponent; ///< exponent of the smallest normal, 1 - bias
-    float maxFinite;
-    bool hasInfinity;
-    std::uint32_t nanBits;
-    std::uint32_t infBits; ///< unused when !hasInfinity
-    int totalBits;
-};
-
-constexpr MiniFormat kF16 { 10, 15, -14, 65504.0f, true, 0x7E00u, 0x7C00u, 16 };
-constexpr MiniFormat kE4M3 { 3, 7, -6, 448.0f, false, 0x7Fu, 0u, 8 };
-constexpr MiniFormat kE5M2 { 2, 15, -14, 57344.0f, true, 0x7Eu, 0x7Cu, 8 };
-
-/// Rounds |value| (finite, non-negative) to the format's grid with ties to even, ignoring range.
-float roundMagnitude(float a, const MiniFormat& f)
-{
-    const float minNormal = std::ldexp(1.0f, f.minExponent);
-    if (a < minNormal) {
-        // Subnormal range: adding 2^(emin-m+23) makes the float's ulp equal to the format's
-        // subnormal spacing, so the hardware rounds to nearest-even for us.
-        const float magic = std::ldexp(1.0f, f.minExponent - f.mantissaBits + 23);
-        volatile float sum = a + magic;
-        return sum - magic;
-    }
-    const int shift = 23 - f.mantissaBits;
-    std::uint32_t bits = std::bit_cast<std::uint32_t>(a);
-    const std::uint32_t lsb = (bits >> shift) & 1u;
-    bits += (1u << (shift - 1)) - 1u + lsb;
-    bits &= ~((1u << shift) - 1u);
-    return std::bit_cast<float>(bits);
-}
-
-/// Rounds `value` into format `f`; overflow goes to infinity (if the format has one and
-/// `saturate` is false) or to the largest finite value.
-float roundMini(float value, const MiniFormat& f, bool saturate)
-{
-    if (std::isnan(value)) {
-        return value;
-    }
-    const float a = std::fabs(value);
-    float r = std::isinf(a) ? a : roundMagnitude(a, f);
-    if (r > f.maxFinite) {
-        r = (f.hasInfinity && !saturate) ? std::numeric_limits<float>::infinity() : f.maxFinite;
-    }
-    return std::copysign(r, value);
-}
-
-/// Encodes a value already on the format's grid (or ±inf / NaN).
-std::uint32_t encodeExact(float r, const MiniFormat& f)
-{
-    const std::uint32_t sign = std::signbit(r) ? (1u << (f.totalBits - 1)) : 0u;
-    if (std::isnan(r)) {
-        return sign | f.nanBits;
-    }
-    const float a = std::fabs(r);
-    if (std::isinf(a)) {
-        return sign | f.infBits;
-    }
-    if (a == 0.0f) {
-        return sign;
-    }
-    if (a < std::ldexp(1.0f, f.minExponent)) {
-        const float step = std::ldexp(1.0f, f.minExponent - f.mantissaBits);
-        return sign | std::uint32_t(a / step);
-    }
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(a);
-    const int exponent = int((bits >> 23) & 0xFFu) - 127;
-    const std::uint32_t mantissa = (bits >> (23 - f.mantissaBits)) & ((1u << f.mantissaBits) - 1u);
-    return sign | (std::uint32_t(exponent + f.bias) << f.mantissaBits) | mantissa;
-}
-
-/// Decodes bits of format `f` to float (exact).
-float decodeMini(std::uint32_t bits, const MiniFormat& f)
-{
-    const int exponentBits = f.totalBits - 1 - f.mantissaBits;
-    const std::uint32_t sign = (bits >> (f.totalBits - 1)) & 1u;
-    const std::uint32_t exponentField = (bits >> f.mantissaBits) & ((1u << exponentBits) - 1u);
-    const std::uint32_t mantissa = bits & ((1u << f.mantissaBits) - 1u);
-    const std::uint32_t allOnes = (1u << exponentBits) - 1u;
-    float magnitude = 0.0f;
-    if (f.hasInfinity && exponentField == allOnes) {
-        magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity()
-                                  : std::numeric_limits<float>::quiet_NaN();
-    } else if (!f.hasInfinity && exponentField == allOnes
-        && mantissa == (1u << f.mantissaBits) - 1u) {
-        magnitude = std::numeric_limits<float>::quiet_NaN();
-    } else if (exponentField == 0) {
-        magnitude = std::ldexp(float(mantissa), f.minExponent - f.mantissaBits);
-    } else {
-        magnitude = std::ldexp(
-            1.0f + float(mantissa) / float(1u << f.mantissaBits), int(exponentField) - f.bias);
-    }
-    return sign ? -magnitude : magnitude;
-}
-
-std::array<float, 256> makeTable(const MiniFormat& f)
-{
-    std::array<float, 256> table {};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-        table[i] = decodeMini(i, f);
-    }
-    return table;
-}
-
-const std::array<float, 256>& e4m3Table()
-{
-    static const auto table = makeTable(kE4M3);
-    return table;
-}
-
-const std::array<float, 256>& e5m2Table()
-{
-    static const auto table = makeTable(kE5M2);
-    return table;
-}
-
-float roundBf16(float value)
-{
-    if (std::isnan(value)) {
-        return value;
-    }
-    std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-    bits += 0x7FFFu + ((bits >> 16) & 1u);
-    return std::bit_cast<float>(bits & 0xFFFF0000u);
-}
+/// Values of the largest finite E5M2 number, for the saturating conversion.
+constexpr float kE5M2Max = 57344.0f;
 
 } // namespace
 
@@ -171,65 +44,39 @@ FormatInfo formatInfo(DType dtype)
     }
 }
 
-std::uint16_t floatToBf16Bits(float value)
-{
-    if (std::isnan(value)) {
-        return std::signbit(value) ? 0xFFC0u : 0x7FC0u;
-    }
-    return std::uint16_t(std::bit_cast<std::uint32_t>(roundBf16(value)) >> 16);
-}
+std::uint16_t floatToBf16Bits(float value) { return checkpoint::floatToBf16(value); }
 
-float bf16BitsToFloat(std::uint16_t bits)
-{
-    return std::bit_cast<float>(std::uint32_t(bits) << 16);
-}
+float bf16BitsToFloat(std::uint16_t bits) { return checkpoint::bf16ToFloat(bits); }
 
-std::uint16_t floatToF16Bits(float value)
-{
-    return std::uint16_t(encodeExact(roundMini(value, kF16, false), kF16));
-}
+std::uint16_t floatToF16Bits(float value) { return checkpoint::floatToF16(value); }
 
-float f16BitsToFloat(std::uint16_t bits)
-{
-    const std::uint32_t sign = std::uint32_t(bits & 0x8000u) << 16;
-    const std::uint32_t exponent = (bits >> 10) & 0x1Fu;
-    const std::uint32_t mantissa = bits & 0x3FFu;
-    if (exponent == 0) {
-        const float magnitude = std::ldexp(float(mantissa), -24);
-        return sign ? -magnitude : magnitude;
-    }
-    if (exponent == 0x1F) {
-        return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
-    }
-    return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-}
+float f16BitsToFloat(std::uint16_t bits) { return checkpoint::f16ToFloat(bits); }
 
-std::uint8_t floatToF8E4M3Bits(float value)
-{
-    return std::uint8_t(encodeExact(roundMini(value, kE4M3, true), kE4M3));
-}
+std::uint8_t floatToF8E4M3Bits(float value) { return checkpoint::floatToE4m3(value); }
 
-float f8E4M3BitsToFloat(std::uint8_t bits) { return e4m3Table()[bits]; }
+float f8E4M3BitsToFloat(std::uint8_t bits) { return checkpoint::e4m3ToFloat(bits); }
 
 std::uint8_t floatToF8E5M2Bits(float value, Overflow overflow)
 {
-    return std::uint8_t(
-        encodeExact(roundMini(value, kE5M2, overflow == Overflow::Saturate), kE5M2));
+    if (overflow == Overflow::Saturate && !std::isnan(value)) {
+        value = std::clamp(value, -kE5M2Max, kE5M2Max);
+    }
+    return checkpoint::floatToE5m2(value);
 }
 
-float f8E5M2BitsToFloat(std::uint8_t bits) { return e5m2Table()[bits]; }
+float f8E5M2BitsToFloat(std::uint8_t bits) { return checkpoint::e5m2ToFloat(bits); }
 
 float roundToFormat(float value, DType dtype)
 {
     switch (dtype) {
     case DType::BF16:
-        return roundBf16(value);
+        return checkpoint::bf16ToFloat(checkpoint::floatToBf16(value));
     case DType::F16:
-        return roundMini(value, kF16, false);
+        return checkpoint::f16ToFloat(checkpoint::floatToF16(value));
     case DType::F8E4M3:
-        return roundMini(value, kE4M3, true);
+        return checkpoint::e4m3ToFloat(checkpoint::floatToE4m3(value));
     case DType::F8E5M2:
-        return roundMini(value, kE5M2, false);
+        return checkpoint::e5m2ToFloat(checkpoint::floatToE5m2(value));
     default:
         return value;
     }
@@ -237,21 +84,12 @@ float roundToFormat(float value, DType dtype)
 
 void roundToFormat(std::span<float> values, DType dtype)
 {
-    switch (dtype) {
-    case DType::BF16:
-        for (float& v : values) {
-            v = roundBf16(v);
-        }
-        break;
-    case DType::F16:
-    case DType::F8E4M3:
-    case DType::F8E5M2:
-        for (float& v : values) {
-            v = roundToFormat(v, dtype);
-        }
-        break;
-    default:
-        break;
+    if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F8E4M3
+        && dtype != DType::F8E5M2) {
+        return;
+    }
+    for (float& v : values) {
+        v = roundToFormat(v, dtype);
     }
 }
 
@@ -274,96 +112,19 @@ float fakeQuantInt8(std::span<float> row)
 
 void encodeFloats(const float* src, std::int64_t count, DType dtype, void* dst)
 {
-    switch (dtype) {
-    case DType::F64: {
-        auto* out = static_cast<double*>(dst);
-        for (std::int64_t i = 0; i < count; ++i) {
-            out[i] = double(src[i]);
-        }
-        break;
-    }
-    case DType::F32:
-        std::memcpy(dst, src, std::size_t(count) * sizeof(float));
-        break;
-    case DType::BF16: {
-        auto* out = static_cast<std::uint16_t*>(dst);
-        for (std::int64_t i = 0; i < count; ++i) {
-            out[i] = floatToBf16Bits(src[i]);
-        }
-        break;
-    }
-    case DType::F16: {
-        auto* out = static_cast<std::uint16_t*>(dst);
-        for (std::int64_t i = 0; i < count; ++i) {
-            out[i] = floatToF16Bits(src[i]);
-        }
-        break;
-    }
-    case DType::F8E4M3: {
-        auto* out = static_cast<std::uint8_t*>(dst);
-        for (std::int64_t i = 0; i < count; ++i) {
-            out[i] = floatToF8E4M3Bits(src[i]);
-        }
-        break;
-    }
-    case DType::F8E5M2: {
-        auto* out = static_cast<std::uint8_t*>(dst);
-        for (std::int64_t i = 0; i < count; ++i) {
-            out[i] = floatToF8E5M2Bits(src[i]);
-        }
-        break;
-    }
-    default:
-        break;
-    }
+    const auto n = std::size_t(count);
+    // Only fails for pairs it does not handle; every floating dtype is handled.
+    (void)checkpoint::convertElements(
+        { reinterpret_cast<const std::byte*>(src), n * sizeof(float) }, DType::F32,
+        { static_cast<std::byte*>(dst), n * std::size_t(dtypeSize(dtype)) }, dtype, n);
 }
 
 void decodeFloats(const void* src, std::int64_t count, DType dtype, float* dst)
 {
-    switch (dtype) {
-    case DType::F64: {
-        const auto* in = static_cast<const double*>(src);
-        for (std::int64_t i = 0; i < count; ++i) {
-            dst[i] = float(in[i]);
-        }
-        break;
-    }
-    case DType::F32:
-        std::memcpy(dst, src, std::size_t(count) * sizeof(float));
-        break;
-    case DType::BF16: {
-        const auto* in = static_cast<const std::uint16_t*>(src);
-        for (std::int64_t i = 0; i < count; ++i) {
-            dst[i] = bf16BitsToFloat(in[i]);
-        }
-        break;
-    }
-    case DType::F16: {
-        const auto* in = static_cast<const std::uint16_t*>(src);
-        for (std::int64_t i = 0; i < count; ++i) {
-            dst[i] = f16BitsToFloat(in[i]);
-        }
-        break;
-    }
-    case DType::F8E4M3: {
-        const auto* in = static_cast<const std::uint8_t*>(src);
-        const auto& table = e4m3Table();
-        for (std::int64_t i = 0; i < count; ++i) {
-            dst[i] = table[in[i]];
-        }
-        break;
-    }
-    case DType::F8E5M2: {
-        const auto* in = static_cast<const std::uint8_t*>(src);
-        const auto& table = e5m2Table();
-        for (std::int64_t i = 0; i < count; ++i) {
-            dst[i] = table[in[i]];
-        }
-        break;
-    }
-    default:
-        break;
-    }
+    const auto n = std::size_t(count);
+    (void)checkpoint::convertElements(
+        { static_cast<const std::byte*>(src), n * std::size_t(dtypeSize(dtype)) }, dtype,
+        { reinterpret_cast<std::byte*>(dst), n * sizeof(float) }, DType::F32, n);
 }
 
 } // namespace day0::numerics

@@ -30,7 +30,9 @@ enum class Overflow {
 };
 
 // Bit conversions. All narrowing conversions round to nearest, ties to even, and handle
-// subnormals; NaN stays NaN. Thread-safe and allocation-free.
+// subnormals; NaN stays NaN. Thread-safe and allocation-free. They are core/checkpoint's
+// conversions (checkpoint/dtype_convert.h), the one implementation in the project; these names
+// are the numerics view of them plus the emulation helpers below.
 
 /// float -> bfloat16 bits.
 std::uint16_t floatToBf16Bits(float value);

@@ -17,17 +17,16 @@ struct NamedTensor {
     Tensor tensor;
 };
 
-// The tensor file I/O of dumps and engine checkpoints, kept behind these few functions so that
-// the storage code can follow core/checkpoint's safetensors reader and writer.
+// The tensor files of dumps, on core/checkpoint's safetensors reader (validating, memory-mapped)
+// and writer (atomic, reference-reader conformant).
 
-/// Writes `tensors` as a safetensors file (header padded to 8 bytes, data in name order),
-/// atomically. Error names the file.
+/// Writes `tensors` as a safetensors file, atomically. Error names the file.
 Result<void> writeTensorFile(const std::filesystem::path& path,
     const std::vector<NamedTensor>& tensors,
     const std::map<std::string, std::string>& metadata = {});
 
-/// Reads every tensor of a safetensors file into memory, validating the header (size, JSON,
-/// known dtypes, shape × dtype = byte span, offsets inside the data section without overlap).
+/// Reads every tensor of a safetensors file into memory (copies), with every check of the
+/// reference reader. Errors name the file and the tensor.
 Result<std::vector<NamedTensor>> readTensorFile(const std::filesystem::path& path);
 
 /// Writes a dump folder: `dir/tensors.safetensors` (stored captures) and `dir/dump.json`.

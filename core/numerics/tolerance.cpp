@@ -178,8 +178,9 @@ OpKind opKindForAnchor(std::string_view capture)
     if (last == "gate" && previous == "mlp") {
         return OpKind::Router;
     }
-    if (endsWith(last, "_proj") || last == "qkv" || last == "proj" || last == "fc1" || last == "fc2"
-        || last == "patch_embed" || last == "w1" || last == "w2" || last == "w3") {
+    if (last.find("_proj") != std::string_view::npos || last == "qkv" || last == "proj"
+        || last == "fc1" || last == "fc2" || last == "patch_embed" || last == "w1" || last == "w2"
+        || last == "w3") {
         return OpKind::Linear;
     }
     if (last == "mlp" || last == "shared_experts" || last == "shared_expert" || last == "merger"

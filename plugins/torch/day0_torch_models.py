@@ -346,13 +346,13 @@ def load(folder, dtype=torch.float32):
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         part, _ = safetensors_io.read(path)
         tensors.update(part)
-    # Block-scaled FP8 weights: multiply by their per-block scales.
+    # Block-scaled FP8 weights: multiply by their per-block scales (edge blocks are partial).
+    block = (config.get("quantization_config") or {}).get("weight_block_size") or [128, 128]
     for name in [n for n in tensors if n.endswith("_scale_inv")]:
         weight_name = name[: -len("_scale_inv")]
-        w, s = tensors[weight_name].astype(np.float32), tensors.pop(name).astype(np.float32)
-        br = -(-w.shape[0] // s.shape[0])
-        bc = -(-w.shape[1] // s.shape[1])
-        tensors[weight_name] = w * np.repeat(np.repeat(s, br, 0), bc, 1)[: w.shape[0], : w.shape[1]]
+        w, s = tensors[weight_name].astype(np.float64), tensors.pop(name).astype(np.float64)
+        scale = np.repeat(np.repeat(s, block[0], 0), block[1], 1)[: w.shape[0], : w.shape[1]]
+        tensors[weight_name] = w * scale
     if config.get("tie_word_embeddings") and "lm_head.weight" not in tensors:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in tensors.items()}

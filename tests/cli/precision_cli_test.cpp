@@ -190,3 +190,17 @@ TEST(PrecisionCli, OpcheckReportsEveryOperator)
     r = runDay0({ "opcheck", kTiny, "--precision", "fp64" });
     EXPECT_EQ(r.exitCode, 2);
 }
+
+TEST(PrecisionCli, RunsARealLlamaGgufFromAPrompt)
+{
+    const std::string gguf = std::string(DAY0_TEST_DATA_DIR) + "/exec/llama-2-tiny-random.gguf";
+    const auto r = runDay0({ "run", gguf, "--prompt", "Hello world", "--tokens", "3", "--precision",
+        "bf16", "--reference", "fp64", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["fingerprint"], "llama/h8/l1/a2/kv2/v32000");
+    // SentencePiece from the GGUF vocabulary: BOS, then "▁Hello" (15043) and "▁world" (3186).
+    EXPECT_EQ(j["prompt_ids"], nlohmann::json({ 1, 15043, 3186 }));
+    EXPECT_EQ(j["target"]["generated"].size(), 3u);
+    EXPECT_EQ(j["comparison"]["status"], "pass");
+}

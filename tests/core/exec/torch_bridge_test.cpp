@@ -1,6 +1,9 @@
 // The fp32 engine against an independent PyTorch computation of the same checkpoint, through the
 // dump bridge plugins/torch/day0_dump.py (Debian's python3-torch), computed there in float64 so
 // that the differences are the fp32 engine's own rounding.
+#include "base/resources.h"
+#include "checkpoint/shrink.h"
+#include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "numerics/dump_compare.h"
 #include "numerics/tensor_file.h"
@@ -192,6 +195,56 @@ TEST(TorchBridge, EmulatedBf16DriftsLikePyTorchBf16)
             EXPECT_GT(oursErr / torchErr, 0.5) << c.name;
             EXPECT_LT(oursErr / torchErr, 2.0) << c.name;
         }
+        std::filesystem::remove_all(dir);
+    }
+}
+
+TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // `day0 shrink` checkpoints (sharded safetensors; block-FP8 weights with partial edge blocks
+    // for DeepSeek-V3 and Kimi-K2) through core/checkpoint, against PyTorch in float64.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    for (const char* name :
+        { "deepseek-v3", "kimi-k2", "mixtral-8x7b", "qwen3-30b-a3b", "llama-3.1-8b" }) {
+        SCOPED_TRACE(name);
+        const auto dir
+            = std::filesystem::temp_directory_path() / (std::string("day0_torch_shrunk_") + name);
+        std::filesystem::remove_all(dir);
+        Progress p;
+        checkpoint::ShrinkOptions so;
+        so.layers = 3;
+        const auto shrunk = checkpoint::shrinkModel(name, dir / "ckpt", so, p, {});
+        ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+        const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+        ASSERT_TRUE(spec.ok()) << spec.error().message;
+        const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+        ASSERT_TRUE(weights.ok()) << weights.error().message;
+        auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+        ASSERT_TRUE(engine.ok()) << engine.error().message;
+        exec::RunOptions o;
+        o.precision = *exec::parsePrecisionPlan("fp32");
+        o.promptIds = { 5, 17, 42, 99, 7, 3 };
+        o.newTokens = 3;
+        const auto ours = engine->run(o, p, {});
+        ASSERT_TRUE(ours.ok()) << ours.error().message;
+        const std::string command = fmt::format(
+            "{} {} {} --ids {} --tokens 3 --forced {} --dtype float64 --out {} > {} 2>&1", kPython,
+            bridgeScript().string(), (dir / "ckpt").string(), fmt::join(o.promptIds, ","),
+            fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
+            (dir / "torch").string(), (dir / "torch.log").string());
+        ASSERT_EQ(std::system(command.c_str()), 0) << command;
+        const auto theirs = numerics::readDump(dir / "torch");
+        ASSERT_TRUE(theirs.ok()) << theirs.error().message;
+        EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+        const auto logits
+            = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
+        std::printf("%-14s logits rel L2 %.2e\n", name, logits->relL2);
+        EXPECT_LE(logits->relL2, 1e-6);
+        EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
         std::filesystem::remove_all(dir);
     }
 }

@@ -1,0 +1,152 @@
+#include "exec/checkpoint_weights.h"
+
+#include "checkpoint/checkpoint.h"
+#include "exec/gguf_model.h"
+#include "model/config_reader.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace day0::exec {
+
+namespace {
+
+std::int64_t metadataInt(
+    const checkpoint::GgufHeader& header, std::string_view key, std::int64_t fallback)
+{
+    const auto* kv = header.find(key);
+    return kv != nullptr && kv->value.is_number_integer() ? kv->value.get<std::int64_t>()
+                                                          : fallback;
+}
+
+class CheckpointWeights final : public WeightSource {
+public:
+    explicit CheckpointWeights(checkpoint::Checkpoint ckpt)
+        : m_ckpt(std::move(ckpt))
+    {
+        const auto* gguf = m_ckpt.gguf();
+        if (gguf != nullptr) {
+            m_heads = metadataInt(*gguf, "llama.attention.head_count", 0);
+            m_kvHeads = metadataInt(*gguf, "llama.attention.head_count_kv", m_heads);
+        }
+        for (const auto& t : m_ckpt.tensors()) {
+            if (gguf == nullptr) {
+                m_byName[t.name] = &t;
+            } else if (const auto hf = hfNameForGguf(t.name)) {
+                m_byName[*hf] = &t;
+            }
+        }
+    }
+
+    [[nodiscard]] bool has(const std::string& name) const override
+    {
+        return m_byName.contains(name);
+    }
+
+    [[nodiscard]] Result<numerics::Tensor> read(const std::string& name) const override
+    {
+        const auto it = m_byName.find(name);
+        if (it == m_byName.end()) {
+            return Error::badInput(fmt::format("{}: no tensor '{}'", describe(), name));
+        }
+        const checkpoint::CheckpointTensor& t = *it->second;
+        if (!t.dtype) {
+            return Error::unsupported(
+                fmt::format("{}: tensor '{}' is {}, a block-quantised type the engine does "
+                            "not read (convert to F16/BF16/F32 first)",
+                    describe(), t.name, t.dtypeName));
+        }
+        auto bytes = m_ckpt.data(t);
+        if (!bytes) {
+            return bytes.error();
+        }
+        numerics::Tensor tensor = numerics::Tensor::fromBytes(t.shape, *t.dtype, *bytes);
+        if (m_ckpt.gguf() != nullptr) {
+            if (name.ends_with("self_attn.q_proj.weight") && m_heads > 0) {
+                tensor = unpermuteRotary(tensor, m_heads);
+            } else if (name.ends_with("self_attn.k_proj.weight") && m_kvHeads > 0) {
+                tensor = unpermuteRotary(tensor, m_kvHeads);
+            }
+        }
+        return tensor;
+    }
+
+    [[nodiscard]] std::vector<std::string> names() const override
+    {
+        std::vector<std::string> out;
+        for (const auto& [name, t] : m_byName) {
+            out.push_back(name);
+        }
+        return out;
+    }
+
+    [[nodiscard]] std::string describe() const override { return m_ckpt.root().string(); }
+
+private:
+    checkpoint::Checkpoint m_ckpt;
+    std::map<std::string, const checkpoint::CheckpointTensor*> m_byName;
+    std::int64_t m_heads = 0;
+    std::int64_t m_kvHeads = 0;
+};
+
+bool isGgufPath(const std::filesystem::path& path)
+{
+    std::error_code ec;
+    if (path.extension() == ".gguf") {
+        return true;
+    }
+    if (!std::filesystem::is_directory(path, ec)
+        || std::filesystem::exists(path / "config.json", ec)) {
+        return false;
+    }
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+        if (e.path().extension() == ".gguf") {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+Result<std::unique_ptr<WeightSource>> openCheckpointWeights(const std::filesystem::path& path)
+{
+    auto ckpt = checkpoint::Checkpoint::open(path);
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    DAY0_TRY(ckpt->firstError());
+    return std::unique_ptr<WeightSource>(std::make_unique<CheckpointWeights>(std::move(*ckpt)));
+}
+
+Result<model::ModelSpec> loadCheckpointModel(const std::filesystem::path& path)
+{
+    if (!isGgufPath(path)) {
+        return model::loadModel(path.string());
+    }
+    auto ckpt = checkpoint::Checkpoint::open(path);
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    const checkpoint::GgufHeader* header = ckpt->gguf();
+    if (header == nullptr) {
+        return Error::badInput(path.string() + ": not a GGUF checkpoint");
+    }
+    const auto lookup = [header](std::string_view key) -> const nlohmann::json* {
+        const auto* kv = header->find(key);
+        return kv != nullptr ? &kv->value : nullptr;
+    };
+    const auto* tokens = header->find("tokenizer.ggml.tokens");
+    const std::int64_t vocab
+        = tokens != nullptr && tokens->value.is_array() ? std::int64_t(tokens->value.size()) : 0;
+    auto spec = specFromGguf(lookup, vocab, path.string());
+    if (!spec) {
+        return spec.error();
+    }
+    spec->name = path.stem().string();
+    spec->tieEmbeddings = ckpt->find("output.weight") == nullptr;
+    return spec;
+}
+
+} // namespace day0::exec
