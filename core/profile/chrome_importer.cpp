@@ -1,0 +1,512 @@
+#include "profile/chrome_importer.h"
+
+#include "profile/chrome_events.h"
+#include "profile/json_event_scanner.h"
+#include "profile/privacy.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+namespace day0::profile {
+
+namespace od = simdjson::ondemand;
+
+bool parseMicrosToNanos(std::string_view text, std::int64_t& ns)
+{
+    std::size_t i = 0;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '"')) {
+        ++i;
+    }
+    bool negative = false;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) {
+        negative = text[i] == '-';
+        ++i;
+    }
+    const std::size_t intStart = i;
+    std::int64_t whole = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+        if (whole > (INT64_MAX / 1000 - 9) / 10) {
+            return false;
+        }
+        whole = whole * 10 + (text[i] - '0');
+        ++i;
+    }
+    std::int64_t frac = 0;
+    int digits = 0;
+    bool roundUp = false;
+    bool anyDigit = i > intStart;
+    if (i < text.size() && text[i] == '.') {
+        ++i;
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+            if (digits < 3) {
+                frac = frac * 10 + (text[i] - '0');
+                ++digits;
+            } else if (digits == 3) {
+                roundUp = text[i] >= '5';
+                ++digits;
+            }
+            anyDigit = true;
+            ++i;
+        }
+    }
+    if (!anyDigit) {
+        return false;
+    }
+    if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        // Exponents are rare in traces; a double is precise enough for them.
+        double v = 0.0;
+        const std::string copy(text.substr(intStart - (negative ? 1 : 0)));
+        if (std::sscanf(copy.c_str(), "%lf", &v) != 1 || !std::isfinite(v) || std::fabs(v) > 9e15) {
+            return false;
+        }
+        ns = std::llround(v * 1000.0);
+        return true;
+    }
+    while (digits < 3) {
+        frac *= 10;
+        ++digits;
+    }
+    std::int64_t value = whole * 1000 + frac + (roundUp ? 1 : 0);
+    ns = negative ? -value : value;
+    return true;
+}
+
+namespace {
+
+using detail::RawArg;
+using detail::RawEvent;
+using detail::RawId;
+
+simdjson::error_code readId(od::value v, RawId& out)
+{
+    od::json_type type;
+    if (auto err = v.type().get(type)) {
+        return err;
+    }
+    out.present = true;
+    if (type == od::json_type::string) {
+        out.isString = true;
+        return v.get_string().get(out.text);
+    }
+    if (type == od::json_type::number) {
+        const std::string_view raw = v.raw_json_token();
+        std::int64_t n = 0;
+        const auto r = std::from_chars(raw.data(), raw.data() + raw.size(), n);
+        if (r.ec != std::errc()) {
+            return simdjson::NUMBER_ERROR;
+        }
+        out.number = n;
+        return simdjson::SUCCESS;
+    }
+    out.present = false;
+    return simdjson::SUCCESS;
+}
+
+simdjson::error_code readTime(od::value v, bool& has, std::int64_t& out)
+{
+    std::string_view raw;
+    od::json_type type;
+    if (auto err = v.type().get(type)) {
+        return err;
+    }
+    if (type == od::json_type::string) {
+        if (auto err = v.get_string().get(raw)) {
+            return err;
+        }
+    } else if (type == od::json_type::number) {
+        raw = v.raw_json_token();
+    } else {
+        return simdjson::SUCCESS;
+    }
+    has = parseMicrosToNanos(raw, out);
+    return simdjson::SUCCESS;
+}
+
+simdjson::error_code readFlowId(od::value v, bool& has, std::uint64_t& out)
+{
+    od::json_type type;
+    if (auto err = v.type().get(type)) {
+        return err;
+    }
+    if (type == od::json_type::number) {
+        const std::string_view raw = v.raw_json_token();
+        std::int64_t n = 0;
+        std::from_chars(raw.data(), raw.data() + raw.size(), n);
+        out = std::uint64_t(n);
+        has = true;
+    } else if (type == od::json_type::string) {
+        std::string_view s;
+        if (auto err = v.get_string().get(s)) {
+            return err;
+        }
+        const bool hex = s.substr(0, 2) == "0x" || s.substr(0, 2) == "0X";
+        const auto body = hex ? s.substr(2) : s;
+        const auto r = std::from_chars(body.data(), body.data() + body.size(), out, hex ? 16 : 10);
+        if (r.ec != std::errc() || r.ptr != body.data() + body.size()) {
+            out = hashBytes(s.data(), s.size());
+        }
+        has = true;
+    } else if (type == od::json_type::object) {
+        // id2: {"local": ...} or {"global": ...}
+        od::object o;
+        if (auto err = v.get_object().get(o)) {
+            return err;
+        }
+        for (auto field : o) {
+            od::value inner;
+            if (auto err = field.value().get(inner)) {
+                return err;
+            }
+            if (auto err = readFlowId(inner, has, out)) {
+                return err;
+            }
+        }
+    }
+    return simdjson::SUCCESS;
+}
+
+simdjson::error_code readArgs(od::value v, std::vector<RawArg>& out)
+{
+    od::object o;
+    if (auto err = v.get_object().get(o)) {
+        return err;
+    }
+    for (auto field : o) {
+        RawArg a;
+        if (auto err = field.unescaped_key().get(a.key)) {
+            return err;
+        }
+        od::value value;
+        if (auto err = field.value().get(value)) {
+            return err;
+        }
+        od::json_type type;
+        if (auto err = value.type().get(type)) {
+            return err;
+        }
+        switch (type) {
+        case od::json_type::number: {
+            od::number n;
+            if (auto err = value.get_number().get(n)) {
+                return err;
+            }
+            if (n.is_int64()) {
+                a.type = ArgType::Int;
+                a.intValue = n.get_int64();
+            } else {
+                a.type = ArgType::Double;
+                a.doubleValue = n.is_uint64() ? double(n.get_uint64()) : n.get_double();
+            }
+            break;
+        }
+        case od::json_type::string:
+            a.type = ArgType::String;
+            if (auto err = value.get_string().get(a.text)) {
+                return err;
+            }
+            break;
+        case od::json_type::boolean: {
+            bool b = false;
+            if (auto err = value.get_bool().get(b)) {
+                return err;
+            }
+            a.type = b ? ArgType::True : ArgType::False;
+            break;
+        }
+        case od::json_type::null:
+            a.type = ArgType::Null;
+            break;
+        case od::json_type::array: {
+            od::array arr;
+            if (auto err = value.get_array().get(arr)) {
+                return err;
+            }
+            a.type = ArgType::Json;
+            if (auto err = arr.raw_json().get(a.text)) {
+                return err;
+            }
+            break;
+        }
+        case od::json_type::object: {
+            od::object obj;
+            if (auto err = value.get_object().get(obj)) {
+                return err;
+            }
+            a.type = ArgType::Json;
+            if (auto err = obj.raw_json().get(a.text)) {
+                return err;
+            }
+            break;
+        }
+        }
+        out.push_back(a);
+    }
+    return simdjson::SUCCESS;
+}
+
+simdjson::error_code readEvent(od::object obj, RawEvent& e)
+{
+    for (auto field : obj) {
+        std::string_view key;
+        if (auto err = field.unescaped_key().get(key)) {
+            return err;
+        }
+        od::value v;
+        if (auto err = field.value().get(v)) {
+            return err;
+        }
+        simdjson::error_code err = simdjson::SUCCESS;
+        if (key == "ph") {
+            std::string_view ph;
+            err = v.get_string().get(ph);
+            e.ph = ph.empty() ? '?' : ph[0];
+        } else if (key == "name") {
+            err = v.get_string().get(e.name);
+        } else if (key == "cat") {
+            err = v.get_string().get(e.cat);
+        } else if (key == "ts") {
+            err = readTime(v, e.hasTs, e.ts);
+        } else if (key == "dur") {
+            err = readTime(v, e.hasDur, e.dur);
+        } else if (key == "pid") {
+            err = readId(v, e.pid);
+        } else if (key == "tid") {
+            err = readId(v, e.tid);
+        } else if (key == "id" || key == "id2") {
+            err = readFlowId(v, e.hasId, e.id);
+        } else if (key == "bp") {
+            std::string_view bp;
+            err = v.get_string().get(bp);
+            e.bindEnclosing = bp == "e";
+        } else if (key == "args") {
+            od::json_type type;
+            err = v.type().get(type);
+            if (!err && type == od::json_type::object) {
+                err = readArgs(v, e.args);
+            }
+        }
+        if (err) {
+            return err;
+        }
+    }
+    return simdjson::SUCCESS;
+}
+
+/// Feeds scanner batches through simdjson into a ChromeEventHandler.
+class ChromeSink final : public JsonEventSink {
+public:
+    ChromeSink(TraceBuilder& builder, std::uint16_t source, std::string fileName)
+        : m_handler(builder, source)
+        , m_builder(builder)
+        , m_file(std::move(fileName))
+    {
+    }
+
+    Result<void> onEvents(std::string& json, const std::vector<std::uint32_t>& starts) override
+    {
+        std::size_t done = 0;
+        const auto err = parseBatch(json, done);
+        if (err == simdjson::SUCCESS) {
+            return success();
+        }
+        // Something in this batch is malformed: parse the rest one event at a time, so only the
+        // bad events are lost.
+        for (std::size_t i = done; i < starts.size(); ++i) {
+            const std::size_t begin = starts[i];
+            const std::size_t end = i + 1 < starts.size() ? starts[i + 1] - 1 : json.size() - 1;
+            m_single.assign(json, begin, end - begin);
+            m_single.reserve(m_single.size() + simdjson::SIMDJSON_PADDING);
+            od::document doc;
+            od::object obj;
+            m_event.clear();
+            auto e
+                = m_parser.iterate(m_single.data(), m_single.size(), m_single.capacity()).get(doc);
+            if (!e) {
+                e = doc.get_object().get(obj);
+            }
+            if (!e) {
+                e = readEvent(obj, m_event);
+            }
+            if (e) {
+                if (m_badCount++ == 0) {
+                    m_firstBad = fmt::format(
+                        "event {} ({})", m_eventIndex + i, simdjson::error_message(e));
+                }
+                m_handler.countMalformed();
+                continue;
+            }
+            m_handler.handle(m_event);
+        }
+        m_eventIndex += starts.size();
+        return success();
+    }
+
+    [[nodiscard]] bool wantsKey(std::string_view key) const override
+    {
+        // Only what the trace model needs; never host or user names (Kineto traces may carry
+        // "host_name", "username" and job metadata at the top level).
+        return key == "distributedInfo" || key == "baseTimeNanoseconds"
+            || key == "deviceProperties";
+    }
+
+    void onTopLevel(std::string_view key, std::string_view rawJson) override
+    {
+        auto j = nlohmann::json::parse(rawJson, nullptr, false);
+        if (j.is_discarded()) {
+            m_builder.warn(
+                fmt::format("{}: top-level \"{}\" is not valid JSON and was ignored", m_file, key));
+            return;
+        }
+        if (key == "baseTimeNanoseconds") {
+            if (j.is_number_integer()) {
+                m_baseNs = j.get<std::int64_t>();
+            } else if (j.is_string()) {
+                std::int64_t v = 0;
+                const auto s = j.get<std::string>();
+                if (std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc()) {
+                    m_baseNs = v;
+                }
+            }
+        } else if (key == "distributedInfo" && j.is_object()) {
+            if (j.contains("rank") && j["rank"].is_number_integer()) {
+                m_rank = j["rank"].get<std::int32_t>();
+            }
+            if (j.contains("world_size") && j["world_size"].is_number_integer()) {
+                m_worldSize = j["world_size"].get<std::int32_t>();
+            }
+            if (j.contains("backend") && j["backend"].is_string()) {
+                m_backend = j["backend"].get<std::string>();
+            }
+        } else if (key == "deviceProperties" && j.is_array()) {
+            for (const auto& d : j) {
+                if (d.is_object() && d.contains("id") && d["id"].is_number_integer()
+                    && d.contains("name") && d["name"].is_string()) {
+                    m_devices.emplace_back(
+                        d["id"].get<std::int32_t>(), redactUserPaths(d["name"].get<std::string>()));
+                }
+            }
+        }
+    }
+
+    detail::ChromeEventHandler m_handler;
+    std::int64_t m_baseNs = 0;
+    std::optional<std::int32_t> m_rank;
+    std::int32_t m_worldSize = 0;
+    std::string m_backend;
+    std::vector<std::pair<std::int32_t, std::string>> m_devices;
+    std::size_t m_badCount = 0;
+    std::string m_firstBad;
+
+private:
+    simdjson::error_code parseBatch(std::string& json, std::size_t& done)
+    {
+        od::document doc;
+        if (auto err = m_parser.iterate(json.data(), json.size(), json.capacity()).get(doc)) {
+            return err;
+        }
+        od::array events;
+        if (auto err = doc.get_array().get(events)) {
+            return err;
+        }
+        for (auto element : events) {
+            od::object obj;
+            if (auto err = element.get_object().get(obj)) {
+                return err;
+            }
+            m_event.clear();
+            if (auto err = readEvent(obj, m_event)) {
+                return err;
+            }
+            m_handler.handle(m_event);
+            ++done;
+        }
+        m_eventIndex += done;
+        return simdjson::SUCCESS;
+    }
+
+    TraceBuilder& m_builder;
+    std::string m_file;
+    od::parser m_parser;
+    RawEvent m_event;
+    std::string m_single;
+    std::size_t m_eventIndex = 0;
+};
+
+} // namespace
+
+Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
+    const ImportOptions& options, Progress& progress, std::stop_token stop)
+{
+    const std::string file = std::string(baseName(source.displayName()));
+    SourceInfo info;
+    info.file = file;
+    info.format = "chrome";
+    const std::uint16_t sourceIndex = builder.addSource(info);
+    const auto mark = builder.mark();
+    ChromeSink sink(builder, sourceIndex, source.displayName());
+    JsonEventScanner scanner(source, sink, 4 << 20);
+    DAY0_TRY(scanner.run(progress, stop));
+    if (stop.stop_requested()) {
+        return Error::cancelled();
+    }
+    const auto& report = scanner.report();
+    if (report.noEventArray && report.events == 0) {
+        return Error::badInput(
+            fmt::format("{}: a JSON object without a \"traceEvents\" array", source.displayName()));
+    }
+    const std::int32_t rank = options.rank.value_or(sink.m_rank.value_or(0));
+    sink.m_handler.finish(rank);
+    if (sink.m_baseNs != 0) {
+        builder.shiftSince(mark, sink.m_baseNs);
+    }
+    auto& src = builder.source(sourceIndex);
+    src.rank = rank;
+    src.worldSize = sink.m_worldSize;
+    src.backend = sink.m_backend;
+    src.format = sink.m_rank.has_value() || sink.m_baseNs != 0 || !sink.m_devices.empty()
+        ? "kineto"
+        : "chrome";
+    for (const auto& [id, name] : sink.m_devices) {
+        builder.addDevice({ rank, id, name });
+    }
+    const auto& where = source.displayName();
+    if (sink.m_badCount > 0) {
+        builder.warn(fmt::format("{}: skipped {} malformed events (first: {})", where,
+            sink.m_badCount, sink.m_firstBad));
+    }
+    if (report.controlCharsEscaped > 0) {
+        builder.warn(fmt::format("{}: escaped {} raw control characters inside strings", where,
+            report.controlCharsEscaped));
+    }
+    if (report.badEscapesRepaired > 0) {
+        builder.warn(fmt::format("{}: kept {} invalid backslash escapes as literal text", where,
+            report.badEscapesRepaired));
+    }
+    if (report.nonObjectEntries > 0) {
+        builder.warn(fmt::format("{}: skipped {} traceEvents entries that are not objects", where,
+            report.nonObjectEntries));
+    }
+    if (source.truncated()) {
+        builder.warn(fmt::format("{}: the gzip data is truncated after {} decompressed bytes; "
+                                 "imported what was complete",
+            where, source.bytesProduced()));
+    } else if (report.lastEventCut) {
+        builder.warn(
+            fmt::format("{}: the file ends inside an event; that last event was skipped", where));
+    } else if (report.endedEarly && !report.noEventArray) {
+        builder.warn(fmt::format(
+            "{}: the JSON is not closed at the end of the file; imported all complete events",
+            where));
+    }
+    if (source.trailingBytesIgnored() > 0) {
+        builder.warn(fmt::format("{}: ignored {} bytes after the end of the gzip data", where,
+            source.trailingBytesIgnored()));
+    }
+    return success();
+}
+
+} // namespace day0::profile
