@@ -420,13 +420,20 @@ void ChromeEventHandler::finish(std::int32_t rank)
         const Process& proc = pit != m_processes.end() ? pit->second : empty;
         const auto thit = m_threads.find({ key.pid, key.tid });
         const Thread* thread = thit != m_threads.end() ? &thit->second : nullptr;
+        std::int32_t labelledDevice = -1;
+        if (std::int64_t n = 0; proc.label.rfind("GPU ", 0) == 0
+            && parseInteger(std::string_view(proc.label).substr(4), n)) {
+            labelledDevice = std::int32_t(n);
+        }
         if (proc.gpu && t.kind != TrackKind::Counter) {
             t.kind = TrackKind::Stream;
-            t.device = proc.device >= 0
-                ? proc.device
+            // The "device" arg of GPU events, else a "GPU n" label, else Kineto's pid = device.
+            t.device = proc.device >= 0 ? proc.device
+                : labelledDevice >= 0
+                ? labelledDevice
                 : (key.pid >= 0 && key.pid < 4096 ? std::int32_t(key.pid) : -1);
         } else if (t.kind == TrackKind::Counter && proc.gpu) {
-            t.device = proc.device;
+            t.device = proc.device >= 0 ? proc.device : labelledDevice;
         }
         std::string processName
             = !proc.label.empty() && proc.label != "CPU" ? proc.label : proc.name;
