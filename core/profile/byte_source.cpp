@@ -2,10 +2,11 @@
 
 #include "base/file_util.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fmt/format.h>
 #include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace day0::profile {
 

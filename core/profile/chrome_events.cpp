@@ -3,8 +3,9 @@
 #include "profile/nccl.h"
 #include "profile/privacy.h"
 
-#include <charconv>
 #include <fmt/format.h>
+
+#include <charconv>
 #include <limits>
 
 namespace day0::profile::detail {

@@ -2,15 +2,16 @@
 
 #include "base/file_util.h"
 
+#include <fmt/format.h>
+#include <zlib.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <random>
 #include <set>
-#include <zlib.h>
 
 namespace day0::profile {
 

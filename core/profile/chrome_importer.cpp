@@ -4,12 +4,14 @@
 #include "profile/json_event_scanner.h"
 #include "profile/privacy.h"
 
-#include <charconv>
-#include <cmath>
-#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 
 namespace day0::profile {
 
@@ -248,6 +250,53 @@ simdjson::error_code readArgs(od::value v, std::vector<RawArg>& out)
     return simdjson::SUCCESS;
 }
 
+/// Which top-level event field a key names; compared by length and bytes, which is much cheaper
+/// than a chain of string comparisons on every field of every event.
+enum class Field { Ph, Name, Cat, Ts, Dur, Pid, Tid, Id, Bp, Args, Other };
+
+Field fieldOf(std::string_view k)
+{
+    switch (k.size()) {
+    case 2:
+        if (k[0] == 'p' && k[1] == 'h') {
+            return Field::Ph;
+        }
+        if (k[0] == 't' && k[1] == 's') {
+            return Field::Ts;
+        }
+        if (k[0] == 'i' && k[1] == 'd') {
+            return Field::Id;
+        }
+        if (k[0] == 'b' && k[1] == 'p') {
+            return Field::Bp;
+        }
+        return Field::Other;
+    case 3:
+        if (k[1] == 'i' && k[2] == 'd') {
+            return k[0] == 'p'
+                ? Field::Pid
+                : (k[0] == 't' ? Field::Tid : (k[0] == 'i' ? Field::Id : Field::Other));
+        }
+        if (k[0] == 'c' && k[1] == 'a' && k[2] == 't') {
+            return Field::Cat;
+        }
+        if (k[0] == 'd' && k[1] == 'u' && k[2] == 'r') {
+            return Field::Dur;
+        }
+        return Field::Other;
+    case 4:
+        if (std::memcmp(k.data(), "name", 4) == 0) {
+            return Field::Name;
+        }
+        if (std::memcmp(k.data(), "args", 4) == 0) {
+            return Field::Args;
+        }
+        return Field::Other;
+    default:
+        return Field::Other;
+    }
+}
+
 simdjson::error_code readEvent(od::object obj, RawEvent& e)
 {
     for (auto field : obj) {
@@ -260,34 +309,50 @@ simdjson::error_code readEvent(od::object obj, RawEvent& e)
             return err;
         }
         simdjson::error_code err = simdjson::SUCCESS;
-        if (key == "ph") {
+        switch (fieldOf(key)) {
+        case Field::Ph: {
             std::string_view ph;
             err = v.get_string().get(ph);
             e.ph = ph.empty() ? '?' : ph[0];
-        } else if (key == "name") {
+            break;
+        }
+        case Field::Name:
             err = v.get_string().get(e.name);
-        } else if (key == "cat") {
+            break;
+        case Field::Cat:
             err = v.get_string().get(e.cat);
-        } else if (key == "ts") {
+            break;
+        case Field::Ts:
             err = readTime(v, e.hasTs, e.ts);
-        } else if (key == "dur") {
+            break;
+        case Field::Dur:
             err = readTime(v, e.hasDur, e.dur);
-        } else if (key == "pid") {
+            break;
+        case Field::Pid:
             err = readId(v, e.pid);
-        } else if (key == "tid") {
+            break;
+        case Field::Tid:
             err = readId(v, e.tid);
-        } else if (key == "id" || key == "id2") {
+            break;
+        case Field::Id:
             err = readFlowId(v, e.hasId, e.id);
-        } else if (key == "bp") {
+            break;
+        case Field::Bp: {
             std::string_view bp;
             err = v.get_string().get(bp);
             e.bindEnclosing = bp == "e";
-        } else if (key == "args") {
+            break;
+        }
+        case Field::Args: {
             od::json_type type;
             err = v.type().get(type);
             if (!err && type == od::json_type::object) {
                 err = readArgs(v, e.args);
             }
+            break;
+        }
+        case Field::Other:
+            break;
         }
         if (err) {
             return err;

@@ -5,8 +5,9 @@
 #include "profile/chrome_importer.h"
 #include "profile/nsys_importer.h"
 
-#include <cstring>
 #include <fmt/format.h>
+
+#include <cstring>
 
 namespace day0::profile {
 

@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <fmt/format.h>
 
 namespace day0::profile {
@@ -34,6 +37,59 @@ constexpr std::array<bool, 256> makeStructStops()
     return t;
 }
 constexpr auto kStructStop = makeStructStops();
+
+/// First byte in [p, end) that ends a run inside a string (quote, backslash, control).
+const char* findStringStop(const char* p, const char* end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i control = _mm_set1_epi8(0x1F);
+    while (end - p >= 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        // c <= 0x1F (unsigned) exactly when max(c, 0x1F) == 0x1F.
+        const __m128i hit
+            = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                _mm_cmpeq_epi8(_mm_max_epu8(v, control), control));
+        const int mask = _mm_movemask_epi8(hit);
+        if (mask != 0) {
+            return p + __builtin_ctz(unsigned(mask));
+        }
+        p += 16;
+    }
+#endif
+    while (p < end && !kStringStop[static_cast<unsigned char>(*p)]) {
+        ++p;
+    }
+    return p;
+}
+
+/// First byte in [p, end) that matters outside strings: a quote or a bracket.
+const char* findStructStop(const char* p, const char* end)
+{
+#if defined(__SSE2__)
+    // '[' | 0x20 == '{' and ']' | 0x20 == '}', so two compares find all four brackets.
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i open = _mm_set1_epi8('{');
+    const __m128i close = _mm_set1_epi8('}');
+    const __m128i lower = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        const __m128i folded = _mm_or_si128(v, lower);
+        const __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(v, quote),
+            _mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)));
+        const int mask = _mm_movemask_epi8(hit);
+        if (mask != 0) {
+            return p + __builtin_ctz(unsigned(mask));
+        }
+        p += 16;
+    }
+#endif
+    while (p < end && !kStructStop[static_cast<unsigned char>(*p)]) {
+        ++p;
+    }
+    return p;
+}
 
 bool isHex(unsigned char c)
 {
@@ -138,9 +194,7 @@ Result<JsonEventScanner::Copy> JsonEventScanner::copyString(std::string* out)
         const char* const end = m_buf.data() + m_len;
         if (escape == 0) {
             const char* run = p;
-            while (p < end && !kStringStop[static_cast<unsigned char>(*p)]) {
-                ++p;
-            }
+            p = findStringStop(p, end);
             if (out != nullptr) {
                 out->append(run, std::size_t(p - run));
             }
@@ -218,9 +272,7 @@ Result<JsonEventScanner::Copy> JsonEventScanner::copyBalanced(std::string* out)
         const char* p = m_buf.data() + m_pos;
         const char* const end = m_buf.data() + m_len;
         const char* run = p;
-        while (p < end && !kStructStop[static_cast<unsigned char>(*p)]) {
-            ++p;
-        }
+        p = findStructStop(p, end);
         if (out != nullptr) {
             out->append(run, std::size_t(p - run));
         }

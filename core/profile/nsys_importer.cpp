@@ -7,6 +7,7 @@
 #include "profile/sqlite_db.h"
 
 #include <fmt/format.h>
+
 #include <map>
 #include <unordered_map>
 

@@ -1,9 +1,10 @@
 #include "profile/sqlite_db.h"
 
-#include <cctype>
-#include <cstring>
 #include <fmt/format.h>
 #include <sqlite3.h>
+
+#include <cctype>
+#include <cstring>
 
 namespace day0::profile::detail {
 

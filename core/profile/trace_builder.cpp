@@ -1,7 +1,8 @@
 #include "profile/trace_builder.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <numeric>
 #include <tuple>
 

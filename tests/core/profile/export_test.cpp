@@ -3,8 +3,9 @@
 #include "profile_test_util.h"
 
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <set>
 
 namespace day0::profile {

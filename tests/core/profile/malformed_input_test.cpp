@@ -2,9 +2,10 @@
 #include "profile_test_util.h"
 
 #include <fmt/format.h>
-#include <fstream>
 #include <sqlite3.h>
 #include <zlib.h>
+
+#include <fstream>
 
 namespace day0::profile {
 namespace {
