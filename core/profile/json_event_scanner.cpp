@@ -91,6 +91,63 @@ const char* findStructStop(const char* p, const char* end)
     return p;
 }
 
+/// Positions of the bytes that matter in a 64-byte block, one bit per byte.
+struct BlockMasks {
+    std::uint64_t quote = 0;
+    std::uint64_t backslash = 0;
+    std::uint64_t control = 0;
+    std::uint64_t open = 0; // '{' or '['
+    std::uint64_t close = 0; // '}' or ']'
+};
+
+BlockMasks classifyBlock(const char* p)
+{
+    BlockMasks m;
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i control = _mm_set1_epi8(0x1F);
+    const __m128i lower = _mm_set1_epi8(0x20);
+    const __m128i open = _mm_set1_epi8('{');
+    const __m128i close = _mm_set1_epi8('}');
+    for (int k = 0; k < 4; ++k) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+        const __m128i folded = _mm_or_si128(v, lower);
+        const int shift = 16 * k;
+        m.quote |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)))) << shift;
+        m.backslash |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)))) << shift;
+        m.control |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, control), control))))
+            << shift;
+        m.open |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)))) << shift;
+        m.close |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)))) << shift;
+    }
+#else
+    for (int i = 0; i < 64; ++i) {
+        const auto c = static_cast<unsigned char>(p[i]);
+        const std::uint64_t bit = 1ull << i;
+        m.quote |= c == '"' ? bit : 0;
+        m.backslash |= c == '\\' ? bit : 0;
+        m.control |= c < 0x20 ? bit : 0;
+        m.open |= (c | 0x20) == '{' ? bit : 0;
+        m.close |= (c | 0x20) == '}' ? bit : 0;
+    }
+#endif
+    return m;
+}
+
+/// Bit i set when an odd number of bits at positions <= i are set: with quote bits, the bytes
+/// from an opening quote up to (not including) its closing quote.
+std::uint64_t prefixXor(std::uint64_t x)
+{
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    return x;
+}
+
 bool isHex(unsigned char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -177,13 +234,15 @@ Error JsonEventScanner::syntaxError(std::string_view what) const
         m_source.displayName(), what, m_bufferOffset + m_pos));
 }
 
-Result<JsonEventScanner::Copy> JsonEventScanner::copyString(std::string* out)
+Result<JsonEventScanner::Copy> JsonEventScanner::copyString(std::string* out, bool resume)
 {
-    // At the opening quote.
-    if (out != nullptr) {
-        out->push_back('"');
+    // At the opening quote, or (resume) inside the string after it.
+    if (!resume) {
+        if (out != nullptr) {
+            out->push_back('"');
+        }
+        ++m_pos;
     }
-    ++m_pos;
     int escape = 0; // 0 none, 1 after '\', 2..5 inside \u with escape-2 hex digits read
     char hex[4];
     while (true) {
@@ -263,39 +322,90 @@ Result<JsonEventScanner::Copy> JsonEventScanner::copyString(std::string* out)
 
 Result<JsonEventScanner::Copy> JsonEventScanner::copyBalanced(std::string* out)
 {
-    // At '{' or '['.
+    // At '{' or '['. Whole 64-byte blocks without backslashes or raw control characters in
+    // strings are classified with bit masks and copied at once; the rest goes byte by byte.
     int depth = 0;
+    bool inString = false;
     while (true) {
         if (m_pos == m_len && !fill()) {
             return Copy::EndOfData;
         }
-        const char* p = m_buf.data() + m_pos;
-        const char* const end = m_buf.data() + m_len;
-        const char* run = p;
-        p = findStructStop(p, end);
-        if (out != nullptr) {
-            out->append(run, std::size_t(p - run));
-        }
-        m_pos = std::size_t(p - m_buf.data());
-        if (p == end) {
-            continue;
-        }
-        const char c = *p;
-        if (c == '"') {
-            auto r = copyString(out);
-            if (!r.ok() || *r == Copy::EndOfData) {
-                return r;
+        const char* const base = m_buf.data();
+        const char* p = base + m_pos;
+        const char* const end = base + m_len;
+        while (end - p >= 64) {
+            const BlockMasks m = classifyBlock(p);
+            if (m.backslash != 0) {
+                break;
             }
-            continue;
+            const std::uint64_t inside = prefixXor(m.quote) ^ (inString ? ~0ull : 0ull);
+            if ((m.control & inside) != 0) {
+                break;
+            }
+            std::uint64_t structural = (m.open | m.close) & ~inside;
+            while (structural != 0) {
+                const int i = __builtin_ctzll(structural);
+                if (((m.open >> i) & 1) != 0) {
+                    ++depth;
+                } else if (--depth == 0) {
+                    if (out != nullptr) {
+                        out->append(p, std::size_t(i + 1));
+                    }
+                    m_pos = std::size_t(p - base) + std::size_t(i + 1);
+                    return Copy::Done;
+                }
+                structural &= structural - 1;
+            }
+            inString = inString != ((__builtin_popcountll(m.quote) & 1) != 0);
+            if (out != nullptr) {
+                out->append(p, 64);
+            }
+            p += 64;
         }
-        if (out != nullptr) {
-            out->push_back(c);
-        }
-        ++m_pos;
-        if (c == '{' || c == '[') {
-            ++depth;
-        } else if (--depth == 0) {
-            return Copy::Done;
+        m_pos = std::size_t(p - base);
+        // Stop by stop for at least one block, then try whole blocks again. Positions are
+        // absolute because fill() moves the buffer.
+        const std::uint64_t slowUntil = m_bufferOffset + m_pos + 64;
+        while (m_bufferOffset + m_pos < slowUntil) {
+            if (inString) {
+                auto r = copyString(out, true);
+                if (!r.ok() || *r == Copy::EndOfData) {
+                    return r;
+                }
+                inString = false;
+                continue;
+            }
+            if (m_pos == m_len && !fill()) {
+                return Copy::EndOfData;
+            }
+            const char* q = m_buf.data() + m_pos;
+            const char* const qend = m_buf.data() + m_len;
+            const char* run = q;
+            q = findStructStop(q, qend);
+            if (out != nullptr) {
+                out->append(run, std::size_t(q - run));
+            }
+            m_pos = std::size_t(q - m_buf.data());
+            if (q == qend) {
+                continue;
+            }
+            const char c = *q;
+            if (c == '"') {
+                auto r = copyString(out, false);
+                if (!r.ok() || *r == Copy::EndOfData) {
+                    return r;
+                }
+                continue;
+            }
+            if (out != nullptr) {
+                out->push_back(c);
+            }
+            ++m_pos;
+            if (c == '{' || c == '[') {
+                ++depth;
+            } else if (--depth == 0) {
+                return Copy::Done;
+            }
         }
     }
 }

@@ -57,7 +57,7 @@ private:
     int peek();
     void skipWhitespace();
     Result<Copy> copyValue(std::string* out);
-    Result<Copy> copyString(std::string* out);
+    Result<Copy> copyString(std::string* out, bool resume = false);
     Result<Copy> copyBalanced(std::string* out);
     Result<void> scanEventArray(Progress& progress, std::stop_token stop);
     Result<void> flush();

@@ -191,6 +191,21 @@ public:
             f(i);
         }
     }
+    /// Nesting levels of a track (maxDepth + 1; 0 without slices).
+    [[nodiscard]] int trackDepths(TrackId track) const
+    {
+        return int(m_trackDepthBegin[track + 1] - m_trackDepthBegin[track]);
+    }
+    /// The slices of one depth of a track, in start order; they never overlap, so their ends are
+    /// sorted too (what a timeline bins into pixels).
+    [[nodiscard]] std::span<const SliceIndex> slicesAtDepth(TrackId track, std::uint16_t depth) const
+    {
+        const std::uint32_t d = m_trackDepthBegin[track] + depth;
+        if (d >= m_trackDepthBegin[track + 1]) {
+            return {};
+        }
+        return { m_byDepth.data() + m_depthBegin[d], m_depthBegin[d + 1] - m_depthBegin[d] };
+    }
     /// The slices of forEachSliceInRange, collected.
     [[nodiscard]] std::vector<SliceIndex> slicesInRange(
         TrackId track, std::int64_t t0, std::int64_t t1) const;

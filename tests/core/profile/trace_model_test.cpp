@@ -1,5 +1,6 @@
 #include "profile/nccl.h"
 #include "profile/privacy.h"
+#include "profile/timeline_lod.h"
 #include "profile/trace_builder.h"
 
 #include <gtest/gtest.h>
@@ -153,6 +154,39 @@ TEST(TraceBuilder, RangeQueryMatchesBruteForce)
         }
         EXPECT_EQ(trace.slicesInRange(t, t0, t1), expected) << "range " << t0 << " " << t1;
     }
+}
+
+TEST(TimelineLod, CountsMatchBruteForceAndCoverageIsExact)
+{
+    TraceBuilder b;
+    b.addSource({});
+    const TrackId t = b.addTrack({});
+    const StringId n = b.intern("k");
+    // Depth 0: [0,1000); depth 1: 200 slices of 3 ns every 5 ns from 0, and one long [100,900).
+    b.addSlice(t, 0, 1000, n, Category::Kernel);
+    for (int i = 0; i < 200; ++i) {
+        b.addSlice(t, i * 5, i * 5 + 3, n, Category::Kernel);
+    }
+    const Trace trace = finish(b);
+    const auto lod = buildTrackLod(trace, t, 0, 1000, 10, 32);
+    ASSERT_EQ(lod.depths, 2);
+    for (int x = 0; x < 10; ++x) {
+        EXPECT_EQ(lod.at(0, x).count, 1u);
+        EXPECT_FLOAT_EQ(lod.at(0, x).coverage, 1.0f);
+        EXPECT_EQ(lod.at(0, x).representative, 0u);
+        // Each 100 ns column holds 20 slices of 3 ns: 60 % covered, exact below the limit.
+        EXPECT_EQ(lod.at(1, x).count, 20u);
+        EXPECT_FALSE(lod.at(1, x).dense);
+        EXPECT_NEAR(lod.at(1, x).coverage, 0.6f, 1e-6);
+    }
+    const auto coarse = buildTrackLod(trace, t, 0, 1000, 2, 8);
+    EXPECT_EQ(coarse.at(1, 0).count, 100u);
+    EXPECT_TRUE(coarse.at(1, 0).dense);
+    EXPECT_NE(coarse.at(1, 0).representative, kNoSlice);
+    // A window inside: [2, 7) touches the slices at 0 ([0,3)) and 5 ([5,8)).
+    const auto inner = buildTrackLod(trace, t, 2, 7, 1);
+    EXPECT_EQ(inner.at(1, 0).count, 2u);
+    EXPECT_NEAR(inner.at(1, 0).coverage, 3.0f / 5.0f, 1e-6);
 }
 
 TEST(TraceBuilder, BindsFlowEndpointsAndExplicitFlows)
