@@ -2,7 +2,13 @@
 
 # Warnings used by every project target.
 function(day0_set_warnings target)
-    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor)
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
+        # Aggregates here give every member a default, so omitted designated initialisers are fine.
+        -Wno-missing-field-initializers)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+        # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string (GCC bug 105329).
+        target_compile_options(${target} PRIVATE -Wno-restrict)
+    endif()
     if(DAY0_WARNINGS_AS_ERRORS)
         target_compile_options(${target} PRIVATE -Werror)
     endif()

@@ -20,6 +20,7 @@ packages=(
     nlohmann-json3-dev libsimdjson-dev libsqlite3-dev libssl-dev zlib1g-dev
     libopenblas-dev libcli11-dev libfmt-dev
     libgtest-dev libgmock-dev libbenchmark-dev
+    libopenmpi-dev openmpi-bin
     clang libclang-rt-14-dev
     python3
 )

@@ -1,23 +1,25 @@
 // day0: the command-line twin of the workbench. Parses, dispatches to a registered command.
+#include "base/log.h"
 #include "command.h"
 
-#include "base/log.h"
-
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include <cstdio>
+#include <fmt/format.h>
 
 int main(int argc, char** argv)
 {
     using namespace day0::cli;
 
-    CLI::App app("day0: plan, load, verify, run, compare and profile a new LLM on day zero", "day0");
+    CLI::App app(
+        "day0: plan, load, verify, run, compare and profile a new LLM on day zero", "day0");
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string(DAY0_VERSION));
     GlobalOptions global;
     app.add_flag("--json", global.json, "machine-readable output on stdout")->configurable(false);
     app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+    app.add_option("--store", global.store, "run store file (default: $DAY0_STORE, else "
+                                            "$XDG_DATA_HOME/day0/runs.sqlite)");
+    app.add_flag("--no-record", global.noRecord, "do not record this command's result as a run");
 
     std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
     for (const auto& command : commands()) {
@@ -25,6 +27,8 @@ int main(int argc, char** argv)
         // "--json" is accepted after the verb too, as documented for every subcommand.
         sub->add_flag("--json", global.json, "machine-readable output on stdout");
         sub->add_flag("-q,--quiet", global.quiet, "no progress bars");
+        sub->add_option("--store", global.store, "run store file");
+        sub->add_flag("--no-record", global.noRecord, "do not record this command's result");
         runners.emplace_back(sub, command.setup(*sub, global));
     }
 
@@ -41,6 +45,8 @@ int main(int argc, char** argv)
         fmt::print(stderr, "run 'day0 --help' for usage\n");
         return 2;
     }
+
+    configureRecording(global, argc, argv);
 
     if (global.json) {
         // Keep stdout clean for the JSON document; diagnostics go to stderr only.

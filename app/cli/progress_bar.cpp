@@ -1,9 +1,8 @@
 #include "progress_bar.h"
 
-#include <fmt/format.h>
-
 #include <chrono>
 #include <cstdio>
+#include <fmt/format.h>
 #include <unistd.h>
 
 namespace day0::cli {

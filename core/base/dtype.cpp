@@ -9,23 +9,23 @@ namespace day0 {
 
 namespace {
 
-constexpr std::array<std::pair<DType, std::string_view>, 15> kNames { {
-    { DType::F64, "F64" },
-    { DType::F32, "F32" },
-    { DType::F16, "F16" },
-    { DType::BF16, "BF16" },
-    { DType::F8E4M3, "F8_E4M3" },
-    { DType::F8E5M2, "F8_E5M2" },
-    { DType::I64, "I64" },
-    { DType::I32, "I32" },
-    { DType::I16, "I16" },
-    { DType::I8, "I8" },
-    { DType::U64, "U64" },
-    { DType::U32, "U32" },
-    { DType::U16, "U16" },
-    { DType::U8, "U8" },
-    { DType::Bool, "BOOL" },
-} };
+    constexpr std::array<std::pair<DType, std::string_view>, 15> kNames { {
+        { DType::F64, "F64" },
+        { DType::F32, "F32" },
+        { DType::F16, "F16" },
+        { DType::BF16, "BF16" },
+        { DType::F8E4M3, "F8_E4M3" },
+        { DType::F8E5M2, "F8_E5M2" },
+        { DType::I64, "I64" },
+        { DType::I32, "I32" },
+        { DType::I16, "I16" },
+        { DType::I8, "I8" },
+        { DType::U64, "U64" },
+        { DType::U32, "U32" },
+        { DType::U16, "U16" },
+        { DType::U8, "U8" },
+        { DType::Bool, "BOOL" },
+    } };
 
 } // namespace
 
@@ -52,18 +52,30 @@ std::optional<DType> parseDType(std::string_view name)
 std::optional<DType> parseDTypeLoose(std::string_view name)
 {
     std::string s(name);
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::transform(
+        s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     if (s.rfind("torch.", 0) == 0) {
         s = s.substr(6);
     }
     static const std::array<std::pair<std::string_view, DType>, 19> kAliases { {
-        { "float64", DType::F64 }, { "fp64", DType::F64 }, { "double", DType::F64 },
-        { "float32", DType::F32 }, { "fp32", DType::F32 }, { "float", DType::F32 },
-        { "float16", DType::F16 }, { "fp16", DType::F16 }, { "half", DType::F16 },
-        { "bfloat16", DType::BF16 }, { "bf16", DType::BF16 },
-        { "fp8", DType::F8E4M3 }, { "float8_e4m3fn", DType::F8E4M3 }, { "e4m3", DType::F8E4M3 },
+        { "float64", DType::F64 },
+        { "fp64", DType::F64 },
+        { "double", DType::F64 },
+        { "float32", DType::F32 },
+        { "fp32", DType::F32 },
+        { "float", DType::F32 },
+        { "float16", DType::F16 },
+        { "fp16", DType::F16 },
+        { "half", DType::F16 },
+        { "bfloat16", DType::BF16 },
+        { "bf16", DType::BF16 },
+        { "fp8", DType::F8E4M3 },
+        { "float8_e4m3fn", DType::F8E4M3 },
+        { "e4m3", DType::F8E4M3 },
         { "fp8_e4m3", DType::F8E4M3 },
-        { "float8_e5m2", DType::F8E5M2 }, { "e5m2", DType::F8E5M2 }, { "fp8_e5m2", DType::F8E5M2 },
+        { "float8_e5m2", DType::F8E5M2 },
+        { "e5m2", DType::F8E5M2 },
+        { "fp8_e5m2", DType::F8E5M2 },
         { "int8", DType::I8 },
     } };
     for (const auto& [alias, type] : kAliases) {
@@ -72,7 +84,8 @@ std::optional<DType> parseDTypeLoose(std::string_view name)
         }
     }
     std::string upper(name);
-    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+        [](unsigned char c) { return char(std::toupper(c)); });
     return parseDType(upper);
 }
 

@@ -1,10 +1,9 @@
 #include "base/file_util.h"
 
-#include <fmt/format.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <fstream>
 #include <random>
 #include <system_error>
@@ -74,7 +73,8 @@ Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)
     fs::rename(tmp, path, ec);
     if (ec) {
         fs::remove(tmp, ec);
-        return Error::badInput(fmt::format("{}: cannot rename into place: {}", displayPath(path), ec.message()));
+        return Error::badInput(
+            fmt::format("{}: cannot rename into place: {}", displayPath(path), ec.message()));
     }
     return success();
 }

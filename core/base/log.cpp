@@ -8,23 +8,23 @@ namespace day0 {
 
 namespace {
 
-std::mutex& sinkMutex()
-{
-    static std::mutex mutex;
-    return mutex;
-}
+    std::mutex& sinkMutex()
+    {
+        static std::mutex mutex;
+        return mutex;
+    }
 
-LogSink& currentSink()
-{
-    static LogSink sink = [](LogLevel level, std::string_view message) {
-        static constexpr const char* kNames[] = { "debug", "info", "warning", "error" };
-        std::fprintf(stderr, "day0: %s: %.*s\n", kNames[int(level)], int(message.size()),
-            message.data());
-    };
-    return sink;
-}
+    LogSink& currentSink()
+    {
+        static LogSink sink = [](LogLevel level, std::string_view message) {
+            static constexpr const char* kNames[] = { "debug", "info", "warning", "error" };
+            std::fprintf(stderr, "day0: %s: %.*s\n", kNames[int(level)], int(message.size()),
+                message.data());
+        };
+        return sink;
+    }
 
-std::atomic<int> g_minLevel { int(LogLevel::Info) };
+    std::atomic<int> g_minLevel { int(LogLevel::Info) };
 
 } // namespace
 

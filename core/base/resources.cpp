@@ -10,21 +10,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::mutex g_mutex;
-std::optional<fs::path> g_override;
+    std::mutex g_mutex;
+    std::optional<fs::path> g_override;
 
-bool looksLikeResources(const fs::path& dir)
-{
-    std::error_code ec;
-    return fs::is_directory(dir / "configs", ec);
-}
+    bool looksLikeResources(const fs::path& dir)
+    {
+        std::error_code ec;
+        return fs::is_directory(dir / "configs", ec);
+    }
 
-fs::path executableDir()
-{
-    std::error_code ec;
-    const auto exe = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? fs::path() : exe.parent_path();
-}
+    fs::path executableDir()
+    {
+        std::error_code ec;
+        const auto exe = fs::read_symlink("/proc/self/exe", ec);
+        return ec ? fs::path() : exe.parent_path();
+    }
 
 } // namespace
 

@@ -22,7 +22,10 @@ struct Error {
     ErrorCode code = ErrorCode::Internal;
     std::string message;
 
-    static Error badInput(std::string message) { return { ErrorCode::BadInput, std::move(message) }; }
+    static Error badInput(std::string message)
+    {
+        return { ErrorCode::BadInput, std::move(message) };
+    }
     static Error checkFailed(std::string message)
     {
         return { ErrorCode::CheckFailed, std::move(message) };
@@ -32,7 +35,10 @@ struct Error {
     {
         return { ErrorCode::Unsupported, std::move(message) };
     }
-    static Error internal(std::string message) { return { ErrorCode::Internal, std::move(message) }; }
+    static Error internal(std::string message)
+    {
+        return { ErrorCode::Internal, std::move(message) };
+    }
 
     /// Returns a copy whose message is prefixed by `context: ` (e.g. the file name).
     [[nodiscard]] Error withContext(const std::string& context) const
@@ -58,8 +64,7 @@ inline int exitCodeFor(const Error& error)
 }
 
 /// A value or an Error. Minimal stand-in for std::expected (C++23), which GCC 12 lacks in C++20.
-template <typename T>
-class [[nodiscard]] Result {
+template <typename T> class [[nodiscard]] Result {
 public:
     Result(T value)
         : m_data(std::in_place_index<0>, std::move(value))
@@ -104,8 +109,7 @@ private:
 };
 
 /// Success or an Error, for operations without a value.
-template <>
-class [[nodiscard]] Result<void> {
+template <> class [[nodiscard]] Result<void> {
 public:
     Result() = default;
     Result(Error error)

@@ -7,8 +7,7 @@
 namespace day0 {
 
 /// An integer id that does not convert to or from ids of another Tag (a LayerId is not a RankId).
-template <typename Tag, typename Rep = std::int32_t>
-class StrongId {
+template <typename Tag, typename Rep = std::int32_t> class StrongId {
 public:
     constexpr StrongId() = default;
     constexpr explicit StrongId(Rep value)
@@ -31,8 +30,7 @@ using RunId = StrongId<struct RunIdTag, std::int64_t>;
 
 } // namespace day0
 
-template <typename Tag, typename Rep>
-struct std::hash<day0::StrongId<Tag, Rep>> {
+template <typename Tag, typename Rep> struct std::hash<day0::StrongId<Tag, Rep>> {
     std::size_t operator()(const day0::StrongId<Tag, Rep>& id) const noexcept
     {
         return std::hash<Rep>()(id.value());

@@ -23,8 +23,7 @@ public:
     [[nodiscard]] std::size_t size() const { return m_workers.size(); }
 
     /// Queues `fn` and returns a future for its result.
-    template <typename Fn>
-    auto submit(Fn fn) -> std::future<std::invoke_result_t<Fn>>
+    template <typename Fn> auto submit(Fn fn) -> std::future<std::invoke_result_t<Fn>>
     {
         using R = std::invoke_result_t<Fn>;
         auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));

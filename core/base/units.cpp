@@ -1,24 +1,23 @@
 #include "base/units.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
+#include <fmt/format.h>
 
 namespace day0 {
 
 namespace {
 
-std::string threeFigures(double value, const char* unit)
-{
-    const double a = std::fabs(value);
-    if (a >= 100.0) {
-        return fmt::format("{:.0f} {}", value, unit);
+    std::string threeFigures(double value, const char* unit)
+    {
+        const double a = std::fabs(value);
+        if (a >= 100.0) {
+            return fmt::format("{:.0f} {}", value, unit);
+        }
+        if (a >= 10.0) {
+            return fmt::format("{:.1f} {}", value, unit);
+        }
+        return fmt::format("{:.2f} {}", value, unit);
     }
-    if (a >= 10.0) {
-        return fmt::format("{:.1f} {}", value, unit);
-    }
-    return fmt::format("{:.2f} {}", value, unit);
-}
 
 } // namespace
 

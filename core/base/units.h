@@ -23,8 +23,14 @@ struct Bytes {
         value += o.value;
         return *this;
     }
-    [[nodiscard]] constexpr double gib() const { return double(value) / (1024.0 * 1024.0 * 1024.0); }
-    static constexpr Bytes fromGiB(double g) { return Bytes(std::int64_t(g * 1024.0 * 1024.0 * 1024.0)); }
+    [[nodiscard]] constexpr double gib() const
+    {
+        return double(value) / (1024.0 * 1024.0 * 1024.0);
+    }
+    static constexpr Bytes fromGiB(double g)
+    {
+        return Bytes(std::int64_t(g * 1024.0 * 1024.0 * 1024.0));
+    }
 };
 
 /// A duration in seconds.

@@ -85,19 +85,32 @@ struct MoeSpec {
     bool packedExperts = false; ///< experts stored as fused 3-D tensors (Llama-4, Qwen3-VL-MoE)
 };
 
-/// Block-wise FP8 quantisation as published by DeepSeek-V3/Kimi-K2/Qwen3-FP8.
+/// How quantised Linear weights are stored.
+enum class QuantScheme {
+    BlockFp8, ///< `quant_method: fp8` with weight_block_size: F8 weight + F32 `weight_scale_inv`
+    PackedInt, ///< compressed-tensors `pack-quantized` (Kimi-K2.5 INT4): I32 `weight_packed`,
+               ///< BF16 `weight_scale` per group, I32 `weight_shape`
+};
+
+/// Quantised weights as published: block-wise FP8 (DeepSeek-V3/Kimi-K2/Qwen3-FP8) or
+/// compressed-tensors packed INT4 groups (Kimi-K2.5 routed experts).
 struct QuantizationSpec {
-    std::string method; ///< "fp8"
+    std::string method; ///< "fp8", "compressed-tensors"
+    QuantScheme scheme = QuantScheme::BlockFp8;
     DType weightDtype = DType::F8E4M3;
     std::int64_t blockRows = 128; ///< weight_block_size[0]
     std::int64_t blockCols = 128; ///< weight_block_size[1]
     std::string scaleSuffix = "weight_scale_inv"; ///< name of the per-block scale tensor
-    std::vector<std::string> skippedModules; ///< modules_to_not_convert / ignored_layers
+    std::vector<std::string> skippedModules; ///< modules_to_not_convert / ignored_layers / ignore
+    std::vector<std::string> ignorePatterns; ///< compressed-tensors "re:" entries (regex bodies)
+    std::int32_t bits = 8; ///< bits per quantised weight value
+    std::int64_t groupSize = 0; ///< PackedInt: values per scale along the input dim
+    std::string format; ///< compressed-tensors format ("pack-quantized"); scale_fmt for FP8
 };
 
-/// The vision tower of a Qwen VL model.
+/// The vision tower of a multimodal model (Qwen VL towers, Kimi-K2.5's MoonViT).
 struct VisionSpec {
-    std::string kind; ///< "qwen2_vl", "qwen2_5_vl", "qwen3_vl"
+    std::string kind; ///< "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit"
     std::int64_t depth = 0;
     std::int64_t hiddenSize = 0;
     std::int64_t intermediateSize = 0;
@@ -110,6 +123,18 @@ struct VisionSpec {
     std::int64_t numPositionEmbeddings = 0; ///< Qwen3-VL learned position embedding
     std::vector<std::int64_t> deepstackIndexes; ///< Qwen3-VL deepstack mergers
     std::string hiddenAct;
+    std::vector<std::int64_t> fullAttentionBlocks; ///< Qwen2.5-VL fullatt_block_indexes
+    std::int64_t windowSize = 0; ///< Qwen2.5-VL window attention size (pixels)
+    std::int64_t posEmbHeight = 0; ///< MoonViT learned 2-D position table rows
+    std::int64_t posEmbWidth = 0; ///< MoonViT learned 2-D position table columns
+};
+
+/// Where a checkpoint keeps its weights: the prefixes of the Hugging Face tensor names.
+struct CheckpointLayout {
+    std::string textPrefix = "model"; ///< "model", "model.language_model", "language_model.model"
+    std::string lmHead = "lm_head"; ///< "lm_head", "language_model.lm_head"
+    std::string visionPrefix; ///< "visual", "model.visual", "vision_tower"; empty without vision
+    std::string projectorPrefix; ///< "mm_projector" (Kimi-K2.5); empty when the tower merges
 };
 
 /// Per-decoder-layer variations.
@@ -140,6 +165,7 @@ struct ModelSpec {
     AttentionKind attention = AttentionKind::MHA;
     MlaSpec mla;
     bool qkNorm = false; ///< Qwen3 per-head RMSNorm on q and k
+    bool qkL2Norm = false; ///< Llama-4 weightless L2 norm of q and k on RoPE layers
     bool attentionBias = false; ///< q/k/v biases (Qwen2) or all projections
     bool attentionOutputBias = false; ///< o_proj bias
     bool mlpBias = false;
@@ -149,6 +175,7 @@ struct ModelSpec {
     double normEps = 1e-6;
     double ropeTheta = 10000.0;
     RopeScaling ropeScaling;
+    double partialRotaryFactor = 1.0; ///< share of the head width that is rotated (GLM-4.5: 0.5)
     bool tieEmbeddings = false;
 
     DType dtype = DType::BF16; ///< torch_dtype of the published weights
@@ -157,9 +184,12 @@ struct ModelSpec {
     std::optional<MoeSpec> moe;
     std::vector<LayerSpec> layers; ///< numLayers entries
     std::int64_t numMtpLayers = 0; ///< DeepSeek num_nextn_predict_layers
+    std::vector<LayerSpec> mtpLayers; ///< numMtpLayers entries: the pattern of each MTP decoder
 
     std::optional<VisionSpec> vision;
+    CheckpointLayout layout;
 
+    std::string origin; ///< the file the spec was read from (for messages)
     std::vector<std::string> warnings; ///< e.g. "generic decoder reading of model_type 'foo'"
 
     /// Number of decoder layers whose feed-forward is MoE.
@@ -172,5 +202,7 @@ struct ModelSpec {
 std::string familyName(Family family);
 /// "MHA", "GQA", "MQA", "MLA".
 std::string attentionKindName(AttentionKind kind);
+/// Parses a family name as familyName() spells it.
+std::optional<Family> parseFamily(const std::string& name);
 
 } // namespace day0::model

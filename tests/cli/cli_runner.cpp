@@ -1,10 +1,9 @@
 #include "cli_runner.h"
 
-#include <fmt/format.h>
-
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
@@ -13,24 +12,25 @@ namespace day0::test {
 
 namespace {
 
-std::string shellQuote(const std::string& s)
-{
-    std::string out = "'";
-    for (const char c : s) {
-        if (c == '\'') {
-            out += "'\\''";
-        } else {
-            out += c;
+    std::string shellQuote(const std::string& s)
+    {
+        std::string out = "'";
+        for (const char c : s) {
+            if (c == '\'') {
+                out += "'\\''";
+            } else {
+                out += c;
+            }
         }
+        return out + "'";
     }
-    return out + "'";
-}
 
 } // namespace
 
 std::string scratchDir(const std::string& name)
 {
-    const auto dir = std::filesystem::temp_directory_path() / fmt::format("day0_cli_{}_{}", name, ::getpid());
+    const auto dir
+        = std::filesystem::temp_directory_path() / fmt::format("day0_cli_{}_{}", name, ::getpid());
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir.string();
@@ -38,9 +38,12 @@ std::string scratchDir(const std::string& name)
 
 CliResult runDay0(const std::vector<std::string>& args)
 {
-    const auto errFile = std::filesystem::temp_directory_path() / fmt::format("day0_cli_err_{}", ::getpid());
-    const auto store = std::filesystem::temp_directory_path() / fmt::format("day0_cli_store_{}.sqlite", ::getpid());
-    std::string cmd = fmt::format("DAY0_STORE={} {}", shellQuote(store.string()), shellQuote(DAY0_CLI_PATH));
+    const auto errFile
+        = std::filesystem::temp_directory_path() / fmt::format("day0_cli_err_{}", ::getpid());
+    const auto store = std::filesystem::temp_directory_path()
+        / fmt::format("day0_cli_store_{}.sqlite", ::getpid());
+    std::string cmd
+        = fmt::format("DAY0_STORE={} {}", shellQuote(store.string()), shellQuote(DAY0_CLI_PATH));
     for (const auto& a : args) {
         cmd += " " + shellQuote(a);
     }

@@ -1,0 +1,120 @@
+// day0 inspect <model>: architecture and parameter counts of a folder, a config.json or a
+// bundled model.
+
+#include "command.h"
+#include "table.h"
+
+#include "base/units.h"
+#include "model/config_reader.h"
+#include "model/layer_graph.h"
+#include "model/model_summary.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace day0::cli {
+
+namespace {
+
+using namespace day0::model;
+
+std::string percent(std::int64_t part, std::int64_t whole)
+{
+    return whole > 0 ? fmt::format("{:.1f}%", 100.0 * double(part) / double(whole)) : "-";
+}
+
+std::string count(std::int64_t n) { return n == 0 ? "0" : formatCount(double(n)); }
+
+std::string exact(std::int64_t n)
+{
+    std::string digits = std::to_string(n);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) {
+            out += ',';
+        }
+        out += digits[i];
+    }
+    return out;
+}
+
+std::string parameterTable(const ParameterCounts& c)
+{
+    Table table({ "parameters", "count", "exact", "of total" },
+        { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right });
+    auto row = [&](const std::string& label, std::int64_t n) {
+        table.addRow({ label, count(n), exact(n), percent(n, c.total) });
+    };
+    row("total", c.total);
+    row("main model (no MTP, no vision)", c.mainModel);
+    row("active per token", c.active);
+    row("active without input embedding", c.activeWithoutEmbedding);
+    row("input embedding", c.embedding);
+    row("lm_head", c.lmHead);
+    row("MTP layers", c.mtp);
+    row("vision tower", c.vision);
+    return table.render();
+}
+
+std::string componentTable(const ParameterCounts& c)
+{
+    Table table({ "component", "total", "active per token", "of total" },
+        { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right });
+    for (const auto& entry : c.byComponent) {
+        table.addRow({ componentName(entry.component), count(entry.total), count(entry.active),
+            percent(entry.total, c.total) });
+    }
+    return table.render();
+}
+
+int runInspect(const std::string& modelArg, const GlobalOptions& global)
+{
+    auto spec = loadModel(modelArg);
+    if (!spec) {
+        return reportError(spec.error());
+    }
+    for (const auto& warning : spec->warnings) {
+        printWarning(warning);
+    }
+    const LayerGraph graph = buildLayerGraph(*spec);
+    const ParameterCounts counts = graph.countParameters();
+
+    if (global.json) {
+        fmt::print("{}\n", inspectJson(graph, counts).dump(2));
+        return 0;
+    }
+    fmt::print("{}  ({})\n\n", spec->name, spec->origin);
+    Table arch({ "", "" });
+    for (const auto& line : describeArchitecture(*spec)) {
+        arch.addRow({ line.label, line.value });
+    }
+    arch.addRow({ "checkpoint",
+        fmt::format("{} tensors, {}", exact(counts.tensors), formatBytes(Bytes(counts.bytes))) });
+    // The architecture lines read better without the table's header rule.
+    const std::string rendered = arch.render();
+    fmt::print("{}\n", rendered.substr(rendered.find('\n', rendered.find('\n') + 1) + 1));
+    fmt::print("{}\n{}", parameterTable(counts), componentTable(counts));
+    if (!spec->warnings.empty()) {
+        fmt::print("\n{} warning(s), see above\n", spec->warnings.size());
+    }
+    return 0;
+}
+
+const bool kRegistered = registerCommand({
+    "inspect",
+    "architecture and parameter counts of a model (folder, config.json or bundled name)",
+    10,
+    [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
+        auto model = std::make_shared<std::string>();
+        app.add_option("model", *model,
+               "a folder with config.json, a config.json file, or a bundled name (kimi-k2, "
+               "deepseek-v3, llama-3.1-405b, ...)")
+            ->required();
+        return [model, &global] { return runInspect(*model, global); };
+    },
+});
+
+} // namespace
+
+} // namespace day0::cli

@@ -1,0 +1,69 @@
+#pragma once
+
+// Internal: the helper that turns a ModelSpec into blocks and tensors. Family code calls
+// begin() for each block and then adds Linear modules, norms and plain tensors to it; the
+// builder applies the checkpoint's quantisation layout (FP8 block scales, packed INT groups).
+
+#include "model/layer_graph.h"
+
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace day0::model::detail {
+
+/// How one Linear module is stored and split.
+struct LinearOptions {
+    ParallelRole role = ParallelRole::Replicated;
+    Component component = Component::Attention;
+    bool bias = false; ///< a `<module>.bias` of the output width
+    /// The published quantised checkpoints quantise this kind of module (attention and MLP
+    /// projections); routers, embeddings, heads and MTP projections never are.
+    bool quantizable = true;
+    std::int32_t expert = -1; ///< routed expert index
+    /// Precomputed quantise decision (experts decide once per layer and projection); -1: ask.
+    int quantized = -1;
+};
+
+/// Accumulates the blocks of a LayerGraph.
+class GraphBuilder {
+public:
+    explicit GraphBuilder(const ModelSpec& spec);
+
+    [[nodiscard]] const ModelSpec& spec() const { return m_graph.spec; }
+
+    /// Starts a block; the following calls add to it.
+    void begin(std::string anchor, BlockKind kind, std::int32_t layer = -1, bool moe = false);
+    /// Reserves room for `count` more tensors in the current block.
+    void reserve(std::size_t count) { m_block->tensors.reserve(m_block->tensors.size() + count); }
+    /// Adds `<module>.weight` [out, in] (+ scales when quantised, + `<module>.bias`).
+    void linear(
+        const std::string& module, std::int64_t out, std::int64_t in, const LinearOptions& options);
+    /// Adds a norm's `<module>.weight` [width] (+ `<module>.bias` for LayerNorm).
+    void norm(const std::string& module, std::int64_t width, bool layerNorm = false);
+    /// Adds one tensor as given.
+    void tensor(std::string name, std::vector<std::int64_t> shape, DType dtype, ParallelRole role,
+        Component component, TensorKind kind = TensorKind::Weight, std::int32_t expert = -1,
+        std::int64_t packedExperts = 0);
+    /// The tensor added last (to adjust flags such as `optional`).
+    TensorSpec& last() { return m_block->tensors.back(); }
+    /// True if the checkpoint's quantisation covers Linear module `module`.
+    [[nodiscard]] bool quantizes(const std::string& module) const;
+
+    /// The finished graph (summaries not yet computed).
+    LayerGraph take() { return std::move(m_graph); }
+
+private:
+    Component componentFor(Component requested) const;
+
+    LayerGraph m_graph;
+    std::vector<std::regex> m_ignore;
+    Block* m_block = nullptr;
+};
+
+/// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
+void addTextTower(GraphBuilder& builder);
+/// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
+void addVisionTower(GraphBuilder& builder);
+
+} // namespace day0::model::detail

@@ -1,0 +1,55 @@
+// Runs under mpirun: the communicator conformance suite over the MPI plugin.
+//   mpi_comm_integration            the suite on MPI_COMM_WORLD (direct library)
+//   mpi_comm_integration --plugin   the same, with the communicator loaded as a plugin
+//   mpi_comm_integration --hang     rank 1 skips a barrier: the others must stop within the timeout
+#include "comm/communicator.h"
+#include "conformance.h"
+#include "extend/plugin_registry.h"
+#include "mpi_communicator.h"
+
+#include <cstring>
+#include <fmt/format.h>
+
+int main(int argc, char** argv)
+{
+    using namespace day0;
+    const bool viaPlugin = argc > 1 && std::strcmp(argv[1], "--plugin") == 0;
+    const bool hang = argc > 1 && std::strcmp(argv[1], "--hang") == 0;
+
+    Result<std::shared_ptr<comm::Communicator>> world = std::shared_ptr<comm::Communicator>();
+    if (viaPlugin) {
+        extend::PluginRegistry registry;
+        world = extend::createCommunicator(
+            registry, "mpi", R"({"timeout_s": 60, "check_calls": true})");
+    } else {
+        mpi::MpiOptions options;
+        options.timeout = Seconds(hang ? 1.0 : 60.0);
+        world = mpi::createMpiWorld(options);
+    }
+    if (!world) {
+        fmt::print(stderr, "day0: error: {}\n", world.error().message);
+        return 2;
+    }
+    auto& c = **world;
+    if (hang) {
+        if (c.rank() == 1) {
+            return 0; // leaves without joining: the barrier below can never complete
+        }
+        auto outcome = c.barrier();
+        if (!outcome) {
+            c.abort(outcome.error().message);
+        }
+        return 1;
+    }
+    auto outcome = comm::test::runConformance(c);
+    if (!outcome) {
+        fmt::print(stderr, "FAILED: {}\n", outcome.error().message);
+        c.abort(outcome.error().message);
+        return 1;
+    }
+    if (c.rank() == 0) {
+        fmt::print(
+            "conformance passed on {} MPI ranks{}\n", c.size(), viaPlugin ? " (plugin)" : "");
+    }
+    return 0;
+}
