@@ -12,12 +12,13 @@
 #include "progress_bar.h"
 #include "table.h"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace day0::cli {
 

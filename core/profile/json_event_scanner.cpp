@@ -114,12 +114,17 @@ BlockMasks classifyBlock(const char* p)
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
         const __m128i folded = _mm_or_si128(v, lower);
         const int shift = 16 * k;
-        m.quote |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)))) << shift;
-        m.backslash |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)))) << shift;
-        m.control |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, control), control))))
+        m.quote |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote))))
             << shift;
-        m.open |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)))) << shift;
-        m.close |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)))) << shift;
+        m.backslash |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash))))
+            << shift;
+        m.control |= std::uint64_t(std::uint16_t(
+                         _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, control), control))))
+            << shift;
+        m.open |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open))))
+            << shift;
+        m.close |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close))))
+            << shift;
     }
 #else
     for (int i = 0; i < 64; ++i) {

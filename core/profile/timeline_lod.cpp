@@ -4,8 +4,8 @@
 
 namespace day0::profile {
 
-TrackLod buildTrackLod(const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1, int pixels,
-    std::uint32_t exactLimit)
+TrackLod buildTrackLod(const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1,
+    int pixels, std::uint32_t exactLimit)
 {
     TrackLod lod;
     lod.t0 = t0;
@@ -25,9 +25,12 @@ TrackLod buildTrackLod(const Trace& trace, TrackId track, std::int64_t t0, std::
         auto from = row.begin();
         for (int x = 0; x < lod.pixels; ++x) {
             const std::int64_t a = t0 + std::int64_t(double(x) * width);
-            const std::int64_t b = x + 1 == lod.pixels ? t1 : t0 + std::int64_t(double(x + 1) * width);
-            from = std::partition_point(from, row.end(), [&](SliceIndex s) { return ends[s] <= a && starts[s] < a; });
-            const auto to = std::partition_point(from, row.end(), [&](SliceIndex s) { return starts[s] < b; });
+            const std::int64_t b
+                = x + 1 == lod.pixels ? t1 : t0 + std::int64_t(double(x + 1) * width);
+            from = std::partition_point(
+                from, row.end(), [&](SliceIndex s) { return ends[s] <= a && starts[s] < a; });
+            const auto to = std::partition_point(
+                from, row.end(), [&](SliceIndex s) { return starts[s] < b; });
             LodCell& cell = lod.cells[std::size_t(d) * std::size_t(lod.pixels) + std::size_t(x)];
             cell.count = std::uint32_t(to - from);
             if (cell.count == 0) {

@@ -25,12 +25,15 @@ struct TrackLod {
     int depths = 0;
     std::vector<LodCell> cells; ///< row-major: cells[depth * pixels + x]
 
-    [[nodiscard]] const LodCell& at(int depth, int x) const { return cells[std::size_t(depth) * std::size_t(pixels) + std::size_t(x)]; }
+    [[nodiscard]] const LodCell& at(int depth, int x) const
+    {
+        return cells[std::size_t(depth) * std::size_t(pixels) + std::size_t(x)];
+    }
 };
 
 /// Aggregates `track` over [t0, t1) into `pixels` equal columns. Columns with at most
 /// `exactLimit` slices are exact; denser ones sample the representative.
-TrackLod buildTrackLod(const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1, int pixels,
-    std::uint32_t exactLimit = 32);
+TrackLod buildTrackLod(const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1,
+    int pixels, std::uint32_t exactLimit = 32);
 
 } // namespace day0::profile

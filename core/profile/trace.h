@@ -198,7 +198,8 @@ public:
     }
     /// The slices of one depth of a track, in start order; they never overlap, so their ends are
     /// sorted too (what a timeline bins into pixels).
-    [[nodiscard]] std::span<const SliceIndex> slicesAtDepth(TrackId track, std::uint16_t depth) const
+    [[nodiscard]] std::span<const SliceIndex> slicesAtDepth(
+        TrackId track, std::uint16_t depth) const
     {
         const std::uint32_t d = m_trackDepthBegin[track] + depth;
         if (d >= m_trackDepthBegin[track + 1]) {

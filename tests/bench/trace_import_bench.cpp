@@ -273,7 +273,8 @@ int main(int argc, char** argv)
     // Python may use ten times the file size; cap it (DAY0_BENCH_PYTHON_GB, default 12) so that
     // it fails instead of the machine.
     const char* limitEnv = std::getenv("DAY0_BENCH_PYTHON_GB");
-    const double pythonLimit = (limitEnv != nullptr ? std::atof(limitEnv) : 12.0) * double(1ull << 30);
+    const double pythonLimit
+        = (limitEnv != nullptr ? std::atof(limitEnv) : 12.0) * double(1ull << 30);
     const double importA8 = reporter.seconds("importA8");
     const double inflate = reporter.seconds("inflateA8");
     const auto pyA8 = runChild({ "python3", "-c", pythonLoad(a8File(), true, pythonLimit) });

@@ -1,8 +1,9 @@
 #include "cli_runner.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;

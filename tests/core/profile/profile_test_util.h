@@ -2,9 +2,10 @@
 
 #include "profile/importer.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
-#include <gtest/gtest.h>
 #include <optional>
 #include <string>
 
