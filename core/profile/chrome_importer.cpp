@@ -10,7 +10,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <filesystem>
 
 namespace day0::profile {
@@ -371,7 +376,7 @@ public:
     {
     }
 
-    Result<void> onEvents(std::string& json, const std::vector<std::uint32_t>& starts) override
+    Result<void> onEvents(std::string& json, std::vector<std::uint32_t>& starts) override
     {
         std::size_t done = 0;
         const auto err = parseBatch(json, done);
@@ -422,7 +427,8 @@ public:
     {
         auto j = nlohmann::json::parse(rawJson, nullptr, false);
         if (j.is_discarded()) {
-            m_builder.warn(
+            // Called on the reading thread while another one builds: keep it for later.
+            m_topLevelWarnings.push_back(
                 fmt::format("{}: top-level \"{}\" is not valid JSON and was ignored", m_file, key));
             return;
         }
@@ -465,6 +471,7 @@ public:
     std::vector<std::pair<std::int32_t, std::string>> m_devices;
     std::size_t m_badCount = 0;
     std::string m_firstBad;
+    std::vector<std::string> m_topLevelWarnings;
 
 private:
     simdjson::error_code parseBatch(std::string& json, std::size_t& done)
@@ -501,6 +508,98 @@ private:
     std::size_t m_eventIndex = 0;
 };
 
+/// Runs a sink on a second thread, so that reading, inflating and cutting the file overlap with
+/// parsing and building. Batches are handed over by swapping buffers; at most two wait.
+class PipelinedSink final : public JsonEventSink {
+public:
+    explicit PipelinedSink(JsonEventSink& inner)
+        : m_inner(inner)
+        , m_worker([this] { work(); })
+    {
+    }
+    ~PipelinedSink() override { (void)finish(); }
+    PipelinedSink(const PipelinedSink&) = delete;
+    PipelinedSink& operator=(const PipelinedSink&) = delete;
+
+    Result<void> onEvents(std::string& json, std::vector<std::uint32_t>& starts) override
+    {
+        std::unique_lock lock(m_mutex);
+        m_changed.wait(lock, [&] { return m_queue.size() < 2 || m_error.has_value(); });
+        if (m_error) {
+            return *m_error;
+        }
+        Batch batch;
+        batch.json.swap(json);
+        batch.starts.swap(starts);
+        if (!m_spare.empty()) {
+            json.swap(m_spare.back().json);
+            starts.swap(m_spare.back().starts);
+            m_spare.pop_back();
+        }
+        m_queue.push_back(std::move(batch));
+        m_changed.notify_all();
+        return success();
+    }
+    [[nodiscard]] bool wantsKey(std::string_view key) const override { return m_inner.wantsKey(key); }
+    void onTopLevel(std::string_view key, std::string_view rawJson) override { m_inner.onTopLevel(key, rawJson); }
+
+    /// Waits until every batch is processed; returns the first error of the inner sink.
+    Result<void> finish()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_closed = true;
+            m_changed.notify_all();
+        }
+        if (m_worker.joinable()) {
+            m_worker.join();
+        }
+        if (m_error) {
+            return *m_error;
+        }
+        return success();
+    }
+
+private:
+    struct Batch {
+        std::string json;
+        std::vector<std::uint32_t> starts;
+    };
+
+    void work()
+    {
+        while (true) {
+            Batch batch;
+            {
+                std::unique_lock lock(m_mutex);
+                m_changed.wait(lock, [&] { return !m_queue.empty() || m_closed; });
+                if (m_queue.empty()) {
+                    return;
+                }
+                batch = std::move(m_queue.front());
+                m_queue.pop_front();
+                m_changed.notify_all();
+            }
+            auto r = m_inner.onEvents(batch.json, batch.starts);
+            std::lock_guard lock(m_mutex);
+            if (!r.ok() && !m_error) {
+                m_error = r.error();
+            }
+            m_spare.push_back(std::move(batch));
+            m_changed.notify_all();
+        }
+    }
+
+    JsonEventSink& m_inner;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::deque<Batch> m_queue;
+    std::vector<Batch> m_spare;
+    std::optional<Error> m_error;
+    bool m_closed = false;
+    std::thread m_worker;
+};
+
 } // namespace
 
 Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
@@ -513,12 +612,24 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     const std::uint16_t sourceIndex = builder.addSource(info);
     const auto mark = builder.mark();
     ChromeSink sink(builder, sourceIndex, source.displayName());
-    JsonEventScanner scanner(source, sink, 4 << 20);
-    DAY0_TRY(scanner.run(progress, stop));
+    Result<void> scanned = success();
+    Result<void> parsed = success();
+    ScanReport report;
+    {
+        PipelinedSink pipeline(sink);
+        JsonEventScanner scanner(source, pipeline, 4 << 20);
+        scanned = scanner.run(progress, stop);
+        parsed = pipeline.finish();
+        report = scanner.report();
+    }
+    DAY0_TRY(scanned);
+    DAY0_TRY(parsed);
+    for (auto& w : sink.m_topLevelWarnings) {
+        builder.warn(std::move(w));
+    }
     if (stop.stop_requested()) {
         return Error::cancelled();
     }
-    const auto& report = scanner.report();
     if (report.noEventArray && report.events == 0) {
         return Error::badInput(
             fmt::format("{}: a JSON object without a \"traceEvents\" array", source.displayName()));

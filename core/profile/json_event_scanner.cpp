@@ -459,6 +459,7 @@ Result<void> JsonEventScanner::flush()
     m_report.events += m_starts.size();
     auto r = m_sink.onEvents(m_batch, m_starts);
     m_batch.clear();
+    m_batch.reserve(m_batchBytes + (1 << 16));
     m_batch.push_back('[');
     m_starts.clear();
     return r;

@@ -19,8 +19,8 @@ public:
     virtual ~JsonEventSink() = default;
     /// A batch of whole events as one JSON array text "[{...},{...}]"; `starts` are the byte
     /// offsets of each event in `json`. The string has at least 64 bytes of spare capacity
-    /// (simdjson's padding). Return an error to stop the scan.
-    virtual Result<void> onEvents(std::string& json, const std::vector<std::uint32_t>& starts) = 0;
+    /// (simdjson's padding). The sink may take both (swap them out). Return an error to stop.
+    virtual Result<void> onEvents(std::string& json, std::vector<std::uint32_t>& starts) = 0;
     /// Whether the raw text of a top-level key (other than traceEvents) is wanted.
     [[nodiscard]] virtual bool wantsKey(std::string_view key) const = 0;
     /// The raw JSON text of a wanted top-level value.
