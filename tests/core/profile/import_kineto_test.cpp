@@ -245,3 +245,30 @@ TEST(KinetoImport, LargeReferenceFilesWhenAvailable)
 
 } // namespace
 } // namespace day0::profile
+
+namespace day0::profile {
+namespace {
+
+TEST(Import, CancellationIsReportedAsCancelled)
+{
+    std::stop_source stop;
+    stop.request_stop();
+    for (const char* file : { "hta_simple_add_rank0.json.gz", "fuser_h200_report1.sqlite.gz" }) {
+        Progress progress;
+        auto r = importTrace(test::dataFile(file), {}, progress, stop.get_token());
+        ASSERT_FALSE(r.ok()) << file;
+        EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << file;
+    }
+}
+
+TEST(Import, ProgressCountsTheWholeFile)
+{
+    Progress progress;
+    auto r = importTrace(test::dataFile("hta_sampled_rank-0.json.gz"), {}, progress, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_GT(progress.total(), 0);
+    EXPECT_EQ(progress.done(), progress.total());
+}
+
+} // namespace
+} // namespace day0::profile
