@@ -316,7 +316,7 @@ void ChromeEventHandler::handleCounter(const RawEvent& e)
             t.source = m_source;
             t.name = name;
             const TrackId id = m_builder.addTrack(std::move(t));
-            m_created.push_back({ Key { pid, -1, Lane::Main }, id });
+            m_created.emplace_back(Key { pid, -1, Lane::Main }, id);
             it = m_counterTracks.emplace(key, id).first;
         }
         m_builder.addCounter(it->second, e.ts, value);

@@ -13,10 +13,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <filesystem>
 
 namespace day0::profile {
 
@@ -371,7 +371,6 @@ class ChromeSink final : public JsonEventSink {
 public:
     ChromeSink(TraceBuilder& builder, std::uint16_t source, std::string fileName)
         : m_handler(builder, source)
-        , m_builder(builder)
         , m_file(std::move(fileName))
     {
     }
@@ -500,7 +499,6 @@ private:
         return simdjson::SUCCESS;
     }
 
-    TraceBuilder& m_builder;
     std::string m_file;
     od::parser m_parser;
     RawEvent m_event;
@@ -540,8 +538,14 @@ public:
         m_changed.notify_all();
         return success();
     }
-    [[nodiscard]] bool wantsKey(std::string_view key) const override { return m_inner.wantsKey(key); }
-    void onTopLevel(std::string_view key, std::string_view rawJson) override { m_inner.onTopLevel(key, rawJson); }
+    [[nodiscard]] bool wantsKey(std::string_view key) const override
+    {
+        return m_inner.wantsKey(key);
+    }
+    void onTopLevel(std::string_view key, std::string_view rawJson) override
+    {
+        m_inner.onTopLevel(key, rawJson);
+    }
 
     /// Waits until every batch is processed; returns the first error of the inner sink.
     Result<void> finish()

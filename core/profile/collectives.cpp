@@ -60,6 +60,7 @@ Match bestLag(const std::vector<std::int64_t>& ref, const std::vector<std::int64
         }
         const std::int64_t m = median(offsets);
         std::vector<std::int64_t> dev;
+        dev.reserve(offsets.size());
         for (const auto o : offsets) {
             dev.push_back(std::llabs(o - m));
         }
@@ -132,6 +133,7 @@ std::vector<CollectiveStat> collectiveStatistics(const Trace& trace)
         }
     }
     std::vector<CollectiveStat> out;
+    out.reserve(groups.size());
     for (auto& [key, s] : groups) {
         out.push_back(std::move(s));
     }
@@ -174,6 +176,7 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
     auto endsOf = [](std::vector<std::pair<std::int64_t, std::int64_t>> v) {
         std::sort(v.begin(), v.end());
         std::vector<std::int64_t> ends;
+        ends.reserve(v.size());
         for (const auto& [s, e] : v) {
             ends.push_back(e);
         }
@@ -213,6 +216,7 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
             }
             o.offsetNs = median(offsets);
             std::vector<std::int64_t> dev;
+            dev.reserve(offsets.size());
             for (const auto d : offsets) {
                 dev.push_back(std::llabs(d - o.offsetNs));
             }

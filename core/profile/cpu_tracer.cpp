@@ -10,14 +10,14 @@ namespace day0::profile {
 
 namespace {
 
-std::atomic<std::uint64_t> g_nextTracerId { 1 };
+std::atomic<std::uint64_t> nextTracerId { 1 };
 
 /// The calling thread's buffer for the tracer it last recorded into.
 struct LocalSlot {
     std::uint64_t tracer = 0;
     void* buffer = nullptr;
 };
-thread_local LocalSlot t_slot;
+thread_local LocalSlot localSlot;
 
 } // namespace
 
@@ -33,7 +33,7 @@ CpuTracer::ThreadBuffer::~ThreadBuffer()
 }
 
 CpuTracer::CpuTracer()
-    : m_id(g_nextTracerId.fetch_add(1))
+    : m_id(nextTracerId.fetch_add(1))
 {
     m_names.emplace_back();
 }
@@ -75,16 +75,16 @@ TracerName CpuTracer::intern(std::string_view name)
 
 CpuTracer::ThreadBuffer& CpuTracer::localBuffer()
 {
-    if (t_slot.tracer == m_id) {
-        return *static_cast<ThreadBuffer*>(t_slot.buffer);
+    if (localSlot.tracer == m_id) {
+        return *static_cast<ThreadBuffer*>(localSlot.buffer);
     }
     std::lock_guard lock(m_mutex);
     const auto tid = std::int64_t(::syscall(SYS_gettid));
     // This thread may have recorded here before and into another tracer since.
     for (auto& b : m_buffers) {
         if (b->tid == tid) {
-            t_slot.tracer = m_id;
-            t_slot.buffer = b.get();
+            localSlot.tracer = m_id;
+            localSlot.buffer = b.get();
             return *b;
         }
     }
@@ -93,8 +93,8 @@ CpuTracer::ThreadBuffer& CpuTracer::localBuffer()
     buffer->head = std::make_unique<Chunk>();
     buffer->tail = buffer->head.get();
     m_buffers.push_back(std::move(buffer));
-    t_slot.tracer = m_id;
-    t_slot.buffer = m_buffers.back().get();
+    localSlot.tracer = m_id;
+    localSlot.buffer = m_buffers.back().get();
     return *m_buffers.back();
 }
 

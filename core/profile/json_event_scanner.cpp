@@ -111,7 +111,8 @@ BlockMasks classifyBlock(const char* p)
     const __m128i open = _mm_set1_epi8('{');
     const __m128i close = _mm_set1_epi8('}');
     for (int k = 0; k < 4; ++k) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+        const __m128i v
+            = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + std::ptrdiff_t(16) * k));
         const __m128i folded = _mm_or_si128(v, lower);
         const int shift = 16 * k;
         m.quote |= std::uint64_t(std::uint16_t(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote))))
@@ -354,9 +355,9 @@ Result<JsonEventScanner::Copy> JsonEventScanner::copyBalanced(std::string* out)
                     ++depth;
                 } else if (--depth == 0) {
                     if (out != nullptr) {
-                        out->append(p, std::size_t(i + 1));
+                        out->append(p, std::size_t(i) + 1);
                     }
-                    m_pos = std::size_t(p - base) + std::size_t(i + 1);
+                    m_pos = std::size_t(p - base) + std::size_t(i) + 1;
                     return Copy::Done;
                 }
                 structural &= structural - 1;

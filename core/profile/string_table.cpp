@@ -6,8 +6,8 @@ namespace day0::profile {
 
 namespace {
 
-constexpr std::size_t kFirstBlock = 64 * 1024;
-constexpr std::size_t kMaxBlock = 4 * 1024 * 1024;
+constexpr std::size_t kFirstBlock = std::size_t(64) << 10;
+constexpr std::size_t kMaxBlock = std::size_t(4) << 20;
 
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b)
 {
