@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 namespace day0::profile {
 
@@ -30,51 +31,103 @@ std::int64_t median(std::vector<std::int64_t> v)
     return lo + (hi - lo) / 2;
 }
 
-struct Match {
-    std::vector<std::int64_t> offsets;
-    std::int64_t mad = 0;
-    std::int32_t lag = 0;
-};
+/// How far apart (ns) two ends may be and still count as the same collective once the clock
+/// offset is removed: blocking collectives finish within microseconds of each other.
+constexpr std::int64_t kMatchTolerance = 50000;
+/// Cap on the ends per rank and group used for candidate offsets (keeps the pair count bounded).
+constexpr std::size_t kMaxEndsForCandidates = 2000;
 
-/// The index shift with the most consistent end-time differences between two sequences.
-Match bestLag(const std::vector<std::int64_t>& ref, const std::vector<std::int64_t>& other)
+using Ends = std::vector<std::int64_t>;
+
+Ends sample(const Ends& v)
 {
-    Match best;
-    bool found = false;
-    const std::size_t minMatches = std::min<std::size_t>(3, std::min(ref.size(), other.size()));
-    if (minMatches == 0) {
-        return best;
+    if (v.size() <= kMaxEndsForCandidates) {
+        return v;
     }
-    const auto maxLag
-        = std::int32_t(std::min<std::size_t>(64, std::max(ref.size(), other.size()) - 1));
-    for (std::int32_t lag = -maxLag; lag <= maxLag; ++lag) {
-        std::vector<std::int64_t> offsets;
-        for (std::size_t i = 0; i < ref.size(); ++i) {
-            const std::int64_t j = std::int64_t(i) + lag;
-            if (j >= 0 && j < std::int64_t(other.size())) {
-                offsets.push_back(ref[i] - other[std::size_t(j)]);
+    Ends out;
+    out.reserve(kMaxEndsForCandidates);
+    for (std::size_t k = 0; k < kMaxEndsForCandidates; ++k) {
+        out.push_back(v[k * (v.size() - 1) / (kMaxEndsForCandidates - 1)]);
+    }
+    return out;
+}
+
+/// The offset most pairs of ends agree on: the densest window of width 2 × tolerance among all
+/// pairwise differences (a histogram vote; capture windows need not start at the same
+/// collective, and point-to-point kernels need not pair up one to one).
+std::optional<std::int64_t> votedOffset(const std::vector<std::pair<Ends, Ends>>& groups)
+{
+    std::vector<std::int64_t> diffs;
+    for (const auto& [ref, other] : groups) {
+        const Ends a = sample(ref);
+        const Ends b = sample(other);
+        for (const auto x : a) {
+            for (const auto y : b) {
+                diffs.push_back(x - y);
             }
         }
-        if (offsets.size() < minMatches) {
-            continue;
+    }
+    if (diffs.empty()) {
+        return std::nullopt;
+    }
+    std::sort(diffs.begin(), diffs.end());
+    std::size_t bestCount = 0;
+    std::int64_t bestWidth = 0;
+    std::size_t bestFirst = 0;
+    std::size_t first = 0;
+    for (std::size_t last = 0; last < diffs.size(); ++last) {
+        while (diffs[last] - diffs[first] > 2 * kMatchTolerance) {
+            ++first;
         }
-        const std::int64_t m = median(offsets);
-        std::vector<std::int64_t> dev;
-        dev.reserve(offsets.size());
-        for (const auto o : offsets) {
-            dev.push_back(std::llabs(o - m));
-        }
-        const std::int64_t mad = median(dev);
-        const bool better = !found || mad < best.mad
-            || (mad == best.mad && offsets.size() > best.offsets.size())
-            || (mad == best.mad && offsets.size() == best.offsets.size()
-                && std::abs(lag) < std::abs(best.lag));
-        if (better) {
-            best = { std::move(offsets), mad, lag };
-            found = true;
+        const std::size_t count = last - first + 1;
+        const std::int64_t width = diffs[last] - diffs[first];
+        if (count > bestCount || (count == bestCount && width < bestWidth)) {
+            bestCount = count;
+            bestWidth = width;
+            bestFirst = first;
         }
     }
-    return best;
+    return diffs[bestFirst + bestCount / 2];
+}
+
+struct Pairing {
+    std::vector<std::int64_t> offsets; ///< ref end − other end of each matched pair
+    std::int32_t lag = 0; ///< typical index shift other − ref in the largest group
+};
+
+/// Pairs each reference end with the nearest unused other end within the tolerance of `guess`.
+Pairing pairEnds(const std::vector<std::pair<Ends, Ends>>& groups, std::int64_t guess)
+{
+    Pairing out;
+    std::size_t largest = 0;
+    for (const auto& [ref, other] : groups) {
+        std::vector<std::int64_t> shifts;
+        std::size_t j = 0;
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+            const std::int64_t target = ref[i] - guess;
+            while (j < other.size() && other[j] < target - kMatchTolerance) {
+                ++j;
+            }
+            if (j == other.size()) {
+                break;
+            }
+            std::size_t best = j;
+            if (j + 1 < other.size()
+                && std::llabs(other[j + 1] - target) < std::llabs(other[j] - target)) {
+                best = j + 1;
+            }
+            if (std::llabs(other[best] - target) <= kMatchTolerance) {
+                out.offsets.push_back(ref[i] - other[best]);
+                shifts.push_back(std::int64_t(best) - std::int64_t(i));
+                j = best + 1;
+            }
+        }
+        if (shifts.size() > largest) {
+            largest = shifts.size();
+            out.lag = std::int32_t(median(shifts));
+        }
+    }
+    return out;
 }
 
 } // namespace
@@ -175,11 +228,12 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
     }
     auto endsOf = [](std::vector<std::pair<std::int64_t, std::int64_t>> v) {
         std::sort(v.begin(), v.end());
-        std::vector<std::int64_t> ends;
+        Ends ends;
         ends.reserve(v.size());
-        for (const auto& [s, e] : v) {
-            ends.push_back(e);
+        for (const auto& [start, end] : v) {
+            ends.push_back(end);
         }
+        std::sort(ends.begin(), ends.end());
         return ends;
     };
     const auto& refGroups = byRank[reference];
@@ -190,39 +244,32 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
         ClockOffset o;
         o.rank = rank;
         o.reference = reference;
-        const auto& groups = byRank[rank];
         // Blocking collectives first; send/receive only when there is nothing else.
         for (const bool blockingOnly : { true, false }) {
-            std::vector<std::int64_t> offsets;
-            std::int32_t lag = 0;
-            std::size_t lagWeight = 0;
-            for (const auto& [key, spans] : groups) {
-                if (blockingOnly != isBlocking(key.first)) {
-                    continue;
-                }
+            std::vector<std::pair<Ends, Ends>> groups;
+            for (const auto& [key, spans] : byRank[rank]) {
                 const auto ref = refGroups.find(key);
-                if (ref == refGroups.end()) {
-                    continue;
+                if (blockingOnly == isBlocking(key.first) && ref != refGroups.end()) {
+                    groups.emplace_back(endsOf(ref->second), endsOf(spans));
                 }
-                Match m = bestLag(endsOf(ref->second), endsOf(spans));
-                if (m.offsets.size() > lagWeight) {
-                    lag = m.lag;
-                    lagWeight = m.offsets.size();
-                }
-                offsets.insert(offsets.end(), m.offsets.begin(), m.offsets.end());
             }
-            if (offsets.empty()) {
+            const auto guess = votedOffset(groups);
+            if (!guess) {
                 continue;
             }
-            o.offsetNs = median(offsets);
+            const Pairing pairs = pairEnds(groups, *guess);
+            if (pairs.offsets.empty()) {
+                continue;
+            }
+            o.offsetNs = median(pairs.offsets);
             std::vector<std::int64_t> dev;
-            dev.reserve(offsets.size());
-            for (const auto d : offsets) {
+            dev.reserve(pairs.offsets.size());
+            for (const auto d : pairs.offsets) {
                 dev.push_back(std::llabs(d - o.offsetNs));
             }
             o.madNs = median(dev);
-            o.matched = offsets.size();
-            o.lag = lag;
+            o.matched = pairs.offsets.size();
+            o.lag = pairs.lag;
             o.usable = o.matched >= 3;
             break;
         }

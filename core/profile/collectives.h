@@ -36,14 +36,16 @@ struct ClockOffset {
     std::int64_t offsetNs = 0; ///< add to this rank's times to line it up with the reference
     std::int64_t madNs = 0; ///< median absolute deviation of the matched ends (uncertainty)
     std::size_t matched = 0; ///< collective pairs used
-    std::int32_t lag = 0; ///< index shift between the two ranks' collective sequences
+    std::int32_t lag = 0; ///< typical index shift between the two ranks' collective sequences
     bool usable = false; ///< enough matches (3 or more) to trust the estimate
 };
 
 /// One entry per rank other than the reference (the lowest rank unless given), ascending.
-/// Collectives are matched per (collective, "Process Group Name" argument) in time order,
-/// trying index shifts so that capture windows that start at different iterations still match;
-/// blocking collectives are preferred over send/receive.
+/// Within each (collective, "Process Group Name" argument) group, every pair of end times votes
+/// for an offset; the densest 100 µs window wins, then ends are paired one to one within 50 µs of
+/// it and the median of the pairs is the suggestion (MAD its uncertainty). Capture windows that
+/// start at different iterations still match. Blocking collectives are preferred over
+/// send/receive, which only pair up when their peers' kernels are in both traces.
 std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t reference = -1);
 
 } // namespace day0::profile

@@ -187,6 +187,23 @@ TEST(ClockAlignment, MatchesCollectiveEndsAcrossShiftedWindows)
     EXPECT_EQ(again[0].offsetNs, 0);
 }
 
+// A6/A7 come from one job whose clocks were already in step: of their ten SendRecv kernels each,
+// two pairs end within 50 µs of each other (8 µs apart and at the same µs). Too few to apply.
+TEST(ClockAlignment, RealRanksWithPointToPointOnly)
+{
+    Progress progress;
+    auto r = importTraces(
+        { dataFile("hta_sampled_rank-0.json.gz"), dataFile("hta_sampled_rank-1.json.gz") }, {},
+        progress, {});
+    ASSERT_TRUE(r.ok());
+    const auto offsets = suggestClockAlignment(*r);
+    ASSERT_EQ(offsets.size(), 1u);
+    EXPECT_EQ(offsets[0].matched, 2u);
+    EXPECT_EQ(offsets[0].offsetNs, -4 * kUs);
+    EXPECT_EQ(offsets[0].madNs, 4 * kUs);
+    EXPECT_FALSE(offsets[0].usable);
+}
+
 TEST(ClockAlignment, SingleRankHasNothingToAlign)
 {
     EXPECT_TRUE(suggestClockAlignment(importOrFail(dataFile("synthetic_rank0.json"))).empty());
