@@ -34,8 +34,12 @@ std::vector<KernelStat> kernelStatistics(const Trace& trace, const KernelStatsOp
     std::map<std::tuple<std::int32_t, StringId, Category>, std::vector<std::int64_t>> groups;
     const auto& tracks = trace.tracks();
     for (std::size_t t = 0; t < tracks.size(); ++t) {
+        if (options.rank >= 0 && tracks[t].rank != options.rank) {
+            continue;
+        }
         const std::int32_t rank = options.perRank ? tracks[t].rank : -1;
-        const auto [a, b] = trace.trackSlices(TrackId(t));
+        const auto [a, b]
+            = trace.slicesStartingIn(TrackId(t), options.rangeStart, options.rangeEnd);
         for (SliceIndex i = a; i < b; ++i) {
             const Category c = trace.sliceCategory(i);
             if (wanted[std::size_t(c)]) {

@@ -2,6 +2,7 @@
 
 #include "profile/trace.h"
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,11 @@ struct KernelStatsOptions {
     /// Categories to include; empty means GPU work (kernel, communication, memcpy, memset).
     std::vector<Category> categories;
     bool perRank = false; ///< one row per (rank, name) instead of per name
+    std::int32_t rank = -1; ///< only this rank (-1: all)
+    /// Only slices starting in [rangeStart, rangeEnd) (ns), e.g. a selection on the timeline;
+    /// the default covers everything.
+    std::int64_t rangeStart = INT64_MIN;
+    std::int64_t rangeEnd = INT64_MAX;
 };
 
 /// Per-name statistics, sorted by total time descending (then by name).

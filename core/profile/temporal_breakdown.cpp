@@ -51,8 +51,10 @@ Intervals intersect(const Intervals& a, const Intervals& b)
     return out;
 }
 
-std::vector<RankBreakdown> temporalBreakdown(const Trace& trace)
+std::vector<RankBreakdown> temporalBreakdown(
+    const Trace& trace, std::int64_t rangeStart, std::int64_t rangeEnd)
 {
+    const bool ranged = rangeStart != INT64_MIN || rangeEnd != INT64_MAX;
     struct Work {
         Intervals compute;
         Intervals communication;
@@ -65,9 +67,9 @@ std::vector<RankBreakdown> temporalBreakdown(const Trace& trace)
             continue;
         }
         auto& w = ranks[tracks[t].rank];
-        const auto [a, b] = trace.trackSlices(TrackId(t));
-        for (SliceIndex i = a; i < b; ++i) {
-            const auto iv = std::make_pair(trace.sliceStart(i), trace.sliceEnd(i));
+        trace.forEachSliceInRange(TrackId(t), rangeStart, rangeEnd, [&](SliceIndex i) {
+            const auto iv = std::make_pair(
+                std::max(trace.sliceStart(i), rangeStart), std::min(trace.sliceEnd(i), rangeEnd));
             switch (trace.sliceCategory(i)) {
             case Category::Kernel:
                 w.compute.push_back(iv);
@@ -82,7 +84,7 @@ std::vector<RankBreakdown> temporalBreakdown(const Trace& trace)
             default:
                 break;
             }
-        }
+        });
     }
     std::vector<RankBreakdown> out;
     for (auto& [rank, w] : ranks) {
@@ -98,6 +100,10 @@ std::vector<RankBreakdown> temporalBreakdown(const Trace& trace)
         r.spanEnd = r.spanStart;
         for (const auto& iv : all) {
             r.spanEnd = std::max(r.spanEnd, iv.second);
+        }
+        if (ranged) {
+            r.spanStart = rangeStart;
+            r.spanEnd = rangeEnd;
         }
         r.span = r.spanEnd - r.spanStart;
         const Intervals compute = unionOf(std::move(w.compute));

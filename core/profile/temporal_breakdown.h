@@ -2,6 +2,7 @@
 
 #include "profile/trace.h"
 
+#include <climits>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -39,7 +40,9 @@ struct RankBreakdown {
     }
 };
 
-/// One row per rank that has GPU work, ascending by rank.
-std::vector<RankBreakdown> temporalBreakdown(const Trace& trace);
+/// One row per rank that has GPU work, ascending by rank. With a range (ns), work is clipped to
+/// [rangeStart, rangeEnd) and the span is that range (a timeline selection).
+std::vector<RankBreakdown> temporalBreakdown(
+    const Trace& trace, std::int64_t rangeStart = INT64_MIN, std::int64_t rangeEnd = INT64_MAX);
 
 } // namespace day0::profile

@@ -55,6 +55,34 @@ TEST(TemporalBreakdown, SyntheticRankByHand)
 }
 
 // Expected values computed independently with Python (interval unions over the 'X' events).
+TEST(TemporalBreakdown, SelectedRangeIsClipped)
+{
+    // [50, 200) µs of synthetic rank 0: compute [50,100) and [150,200) = 100, collective [80,180)
+    // = 100 of which 20 + 30 overlap compute, no copies: idle [100,150) minus the collective = 0.
+    const Trace t = importOrFail(dataFile("synthetic_rank0.json"));
+    const std::int64_t t0 = temporalBreakdown(t)[0].spanStart;
+    const auto rows = temporalBreakdown(t, t0 + 50 * kUs, t0 + 200 * kUs);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].span, 150 * kUs);
+    EXPECT_EQ(rows[0].compute, 100 * kUs);
+    EXPECT_EQ(rows[0].communicationTotal, 100 * kUs);
+    EXPECT_EQ(rows[0].overlap, 50 * kUs);
+    EXPECT_EQ(rows[0].memory, 0);
+    EXPECT_EQ(rows[0].idle, 0);
+    KernelStatsOptions options;
+    options.rangeStart = t0 + 100 * kUs;
+    options.rangeEnd = t0 + 400 * kUs;
+    // Starting in [100, 400): gemm at 150 and 300, memcpy 360, memset 370; the collectives start
+    // at 80 and 400, outside.
+    const auto stats = kernelStatistics(t, options);
+    std::size_t count = 0;
+    for (const auto& s : stats) {
+        count += s.count;
+        EXPECT_NE(s.category, Category::Communication);
+    }
+    EXPECT_EQ(count, 4u);
+}
+
 TEST(TemporalBreakdown, ReferenceTraces)
 {
     struct Case {
