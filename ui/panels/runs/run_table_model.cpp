@@ -17,9 +17,9 @@ QColor statusColor(history::RunStatus status)
     case history::RunStatus::Failed:
         return errorColor();
     case history::RunStatus::Error:
-        return QColor(214, 120, 20);
+        return { 214, 120, 20 };
     case history::RunStatus::Cancelled:
-        return QColor(140, 140, 140);
+        return { 140, 140, 140 };
     }
     return {};
 }
@@ -139,7 +139,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const
         return tooltip(*r);
     case Qt::TextAlignmentRole:
         if (column == Id || column == Duration) {
-            return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+            return int(Qt::AlignRight | Qt::AlignVCenter);
         }
         return {};
     default:

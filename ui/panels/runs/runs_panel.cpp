@@ -3,9 +3,9 @@
 #include "base/file_util.h"
 #include "history/comparison_views.h"
 #include "history/recording.h"
-#include "history/run_json.h"
 #include "jobs/job_runner.h"
 #include "panels/runs/run_comparison_view.h"
+#include "panels/runs/run_store_access.h"
 #include "panels/runs/run_table_model.h"
 #include "session/session.h"
 #include "widgets/colors.h"
@@ -38,25 +38,6 @@ constexpr int kPollMs = 2000;
 constexpr int kSearchDelayMs = 250;
 constexpr std::int64_t kListLimit = 5000; ///< newest runs listed; the summary says how many match
 
-Result<history::RunStore> openForReading(const std::filesystem::path& file)
-{
-    history::RunStore::Options options;
-    options.createIfMissing = false;
-    return history::RunStore::open(file, options);
-}
-
-/// How many runs the store holds and the newest id: changes when a run is added or deleted.
-Result<std::pair<std::int64_t, std::int64_t>> stampOf(const history::RunStore& store)
-{
-    auto count = store.count();
-    DAY0_TRY(count);
-    history::RunFilter newest;
-    newest.limit = 1;
-    auto runs = store.list(newest);
-    DAY0_TRY(runs);
-    return std::pair(*count, runs->empty() ? std::int64_t(0) : runs->front().id.value());
-}
-
 QComboBox* filterBox(QWidget* parent, const QString& name, const QString& all)
 {
     auto* box = new QComboBox(parent);
@@ -73,23 +54,6 @@ QString errorText(const std::string& message)
 }
 
 } // namespace
-
-struct RunsPanel::Listing {
-    std::vector<history::RunInfo> runs;
-    std::int64_t matching = 0;
-    std::vector<std::string> models;
-    Stamp stamp;
-    std::string store; ///< display path
-    std::string error;
-    bool missing = false;
-};
-
-struct RunsPanel::Loaded {
-    std::vector<RunId> ids;
-    std::shared_ptr<const history::RunComparison> comparison;
-    std::vector<history::Property> properties; ///< of run A
-    std::string error;
-};
 
 RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     : QWidget(parent)
@@ -240,38 +204,11 @@ history::RunFilter RunsPanel::filter() const
 
 void RunsPanel::refresh()
 {
-    m_jobs.start<Listing>(
+    m_jobs.start<RunListing>(
         *m_listTicket, tr("Reading the run store"), this,
-        [file = history::storePath(), filter = filter()](Progress&, std::stop_token) {
-            Listing out;
-            out.store = displayPath(file);
-            std::error_code ec;
-            if (!std::filesystem::exists(file, ec)) {
-                out.missing = true;
-                return out;
-            }
-            auto store = openForReading(file);
-            auto runs = store ? store->list(filter)
-                              : Result<std::vector<history::RunInfo>>(store.error());
-            auto matching = store ? store->count(filter) : Result<std::int64_t>(store.error());
-            auto models
-                = store ? store->modelNames() : Result<std::vector<std::string>>(store.error());
-            auto stamp = store ? stampOf(*store)
-                               : Result<std::pair<std::int64_t, std::int64_t>>(store.error());
-            if (!runs || !matching || !models || !stamp) {
-                out.error = !runs ? runs.error().message
-                    : !matching   ? matching.error().message
-                    : !models     ? models.error().message
-                                  : stamp.error().message;
-                return out;
-            }
-            out.runs = std::move(*runs);
-            out.matching = *matching;
-            out.models = std::move(*models);
-            out.stamp = { stamp->first, stamp->second };
-            return out;
-        },
-        [this](Listing&& listing) { showListing(std::move(listing)); });
+        [file = history::storePath(), filter = filter()](
+            Progress&, std::stop_token) { return readListing(file, filter); },
+        [this](RunListing&& listing) { showListing(std::move(listing)); });
 }
 
 void RunsPanel::poll()
@@ -279,28 +216,17 @@ void RunsPanel::poll()
     if (m_listTicket->busy() || m_pollTicket->busy()) {
         return;
     }
-    m_jobs.start<std::optional<Stamp>>(
+    m_jobs.start<std::optional<StoreStamp>>(
         *m_pollTicket, tr("Checking the run store"), this,
-        [file = history::storePath()](Progress&, std::stop_token) -> std::optional<Stamp> {
-            std::error_code ec;
-            if (!std::filesystem::exists(file, ec)) {
-                return Stamp {};
-            }
-            auto store = openForReading(file);
-            if (!store) {
-                return std::nullopt;
-            }
-            auto stamp = stampOf(*store);
-            return stamp ? std::optional(Stamp { stamp->first, stamp->second }) : std::nullopt;
-        },
-        [this](std::optional<Stamp>&& stamp) {
+        [file = history::storePath()](Progress&, std::stop_token) { return readStamp(file); },
+        [this](std::optional<StoreStamp>&& stamp) {
             if (stamp && *stamp != m_stamp) {
                 refresh();
             }
         });
 }
 
-void RunsPanel::showListing(Listing&& listing)
+void RunsPanel::showListing(RunListing&& listing)
 {
     m_restoring = true;
     const std::vector<RunId> previous = selectedRuns();
@@ -396,6 +322,7 @@ std::vector<RunId> RunsPanel::selectedRuns() const
         return x->created < y->created || (x->created == y->created && x->id < y->id);
     });
     std::vector<RunId> ids;
+    ids.reserve(runs.size());
     for (const auto* run : runs) {
         ids.push_back(run->id);
     }
@@ -423,40 +350,15 @@ void RunsPanel::selectionChanged()
         emit compared();
         return;
     }
-    m_jobs.start<Loaded>(
+    m_jobs.start<LoadedRuns>(
         *m_loadTicket, ids.size() == 1 ? tr("Loading a run") : tr("Comparing runs"), this,
         [file = history::storePath(), ids](Progress& progress, std::stop_token stop) {
-            Loaded out;
-            out.ids = ids;
-            progress.setTotal(std::int64_t(ids.size()));
-            std::vector<history::RunRecord> records;
-            auto store = openForReading(file);
-            if (!store) {
-                out.error = store.error().message;
-                return out;
-            }
-            for (const RunId id : ids) {
-                if (stop.stop_requested()) {
-                    out.error = "cancelled";
-                    return out;
-                }
-                auto record = store->load(id);
-                if (!record) {
-                    out.error = record.error().message;
-                    return out;
-                }
-                records.push_back(std::move(*record));
-                progress.advance();
-            }
-            out.properties = records.front().properties;
-            out.comparison = std::make_shared<const history::RunComparison>(
-                history::compareRuns(records.front(), records.back()));
-            return out;
+            return loadRuns(file, ids, progress, std::move(stop));
         },
-        [this](Loaded&& loaded) { showLoaded(std::move(loaded)); });
+        [this](LoadedRuns&& loaded) { showLoaded(std::move(loaded)); });
 }
 
-void RunsPanel::showLoaded(Loaded&& loaded)
+void RunsPanel::showLoaded(LoadedRuns&& loaded)
 {
     if (loaded.ids != m_shown) {
         return;
@@ -555,21 +457,8 @@ void RunsPanel::deleteRuns(const std::vector<RunId>& ids)
 {
     m_jobs.start<std::pair<int, std::string>>(
         *m_deleteTicket, tr("Deleting runs"), this,
-        [file = history::storePath(), ids](Progress&, std::stop_token) {
-            auto store = openForReading(file);
-            if (!store) {
-                return std::pair(0, store.error().message);
-            }
-            int deleted = 0;
-            for (const RunId id : ids) {
-                auto removed = store->remove(id);
-                if (!removed) {
-                    return std::pair(deleted, removed.error().message);
-                }
-                deleted += *removed ? 1 : 0;
-            }
-            return std::pair(deleted, std::string());
-        },
+        [file = history::storePath(), ids](
+            Progress&, std::stop_token) { return deleteStoredRuns(file, ids); },
         [this](std::pair<int, std::string>&& result) {
             const QString error = toQString(result.second);
             emit m_session.statusMessage(error.isEmpty()
@@ -607,18 +496,7 @@ void RunsPanel::exportRun(RunId id, const QString& path)
     m_jobs.start<std::string>(
         ticket, tr("Exporting run %1").arg(id.value()), this,
         [file = history::storePath(), id, target = fromQString(path)](
-            Progress&, std::stop_token) -> std::string {
-            auto store = openForReading(file);
-            if (!store) {
-                return store.error().message;
-            }
-            auto run = store->load(id);
-            if (!run) {
-                return run.error().message;
-            }
-            auto written = writeFileAtomic(target, history::toJson(*run).dump(2) + "\n");
-            return written ? std::string() : written.error().message;
-        },
+            Progress&, std::stop_token) { return exportStoredRun(file, id, target); },
         [this, path](std::string&& error) {
             emit m_session.statusMessage(error.empty()
                     ? tr("Exported to %1").arg(path)

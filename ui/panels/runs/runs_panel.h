@@ -1,6 +1,7 @@
 #pragma once
 
 #include "history/run_store.h"
+#include "panels/runs/run_store_access.h"
 
 #include <QWidget>
 
@@ -72,18 +73,11 @@ signals:
     void deleted(int count, const QString& error);
 
 private:
-    struct Listing;
-    struct Loaded;
-    struct Stamp {
-        std::int64_t count = -1;
-        std::int64_t newest = -1;
-        bool operator==(const Stamp&) const = default;
-    };
     void poll();
-    void showListing(Listing&& listing);
+    void showListing(RunListing&& listing);
     void restoreSelection(const std::vector<RunId>& ids);
     void selectionChanged();
-    void showLoaded(Loaded&& loaded);
+    void showLoaded(LoadedRuns&& loaded);
     void updateActions();
     void confirmDelete();
     void chooseExport();
@@ -109,7 +103,7 @@ private:
     QAction* m_deleteAction = nullptr;
     QTimer* m_pollTimer = nullptr;
     QTimer* m_searchTimer = nullptr;
-    Stamp m_stamp;
+    StoreStamp m_stamp;
     std::vector<RunId> m_shown; ///< runs the comparison view shows (A, B) or loads
     std::vector<history::Property> m_shownProperties; ///< of run A once loaded
     bool m_autoSelect = true; ///< select the newest run and its baseline on the first listing
