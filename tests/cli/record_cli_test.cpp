@@ -144,3 +144,27 @@ TEST(RecordCli, UnwritableStoreIsAWarningNotAFailure)
     EXPECT_NE(r.err.find("warning: the run was not recorded"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("garbage.sqlite"), std::string::npos) << r.err;
 }
+
+TEST(RecordCli, CompareJsonHasWhatTheRunsPanelPlots)
+{
+    const std::string data = std::string(DAY0_TEST_DATA_DIR) + "/history/";
+    const std::string store = scratchDir("record_compare") + "/runs.sqlite";
+    ASSERT_EQ(runDay0({ "runs", "import", data + "run_bf16.json", data + "run_fp8.json", "--store",
+                          store })
+                  .exitCode,
+        0);
+    const auto r = runDay0({ "runs", "compare", "1", "2", "--json", "--store", store });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    const auto& curve = j["depth_curves"]["rel_l2"];
+    ASSERT_EQ(curve.size(), 4u) << j["depth_curves"].dump();
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+        EXPECT_EQ(curve[i]["layer"], int(i));
+        EXPECT_NEAR(curve[i]["b"].get<double>(), 4.0 * curve[i]["a"].get<double>(), 1e-15);
+    }
+    const auto& busiest = j["memory_busiest"];
+    ASSERT_TRUE(busiest["a"].is_object()) << busiest.dump();
+    EXPECT_EQ(busiest["components"][0]["component"], "weights");
+    EXPECT_EQ(busiest["components"][0]["a"].get<std::int64_t>(),
+        2 * busiest["components"][0]["b"].get<std::int64_t>());
+}
