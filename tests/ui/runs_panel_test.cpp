@@ -375,13 +375,25 @@ TEST(RunsPanel, FollowsTheStoreAndRecordsFromThePlanner)
     ASSERT_NE(record.findMetric("tokens_per_s"), nullptr);
     EXPECT_EQ(record.findMetric("tokens_per_s")->value, best.tokensPerSecond);
 
-    // With recording off, a sweep writes nothing.
-    auto options = history::recordingOptions();
-    options.enabled = false;
-    history::setRecordingOptions(options);
+    // The same sweep again (a restart, say) adds nothing; a new workload adds a run.
     planner.runPlanner();
     test::settle(jobs);
     EXPECT_EQ(store.count().value(), 2);
+    auto workload = session.workload();
+    workload.globalBatch = 512;
+    session.setWorkload(workload);
+    test::settle(jobs);
+    EXPECT_EQ(store.count().value(), 3);
+    EXPECT_EQ(panel.runModel()->rowCount(), 3);
+
+    // With recording off, a new result writes nothing.
+    auto options = history::recordingOptions();
+    options.enabled = false;
+    history::setRecordingOptions(options);
+    workload.globalBatch = 256;
+    session.setWorkload(workload);
+    test::settle(jobs);
+    EXPECT_EQ(store.count().value(), 3);
 }
 
 TEST(RunsPanel, ExportsAndDeletes)

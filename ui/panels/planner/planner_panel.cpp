@@ -32,7 +32,7 @@ namespace {
 /// A sweep and what recording it gave.
 struct Sweep {
     Result<plan::PlanResult> result;
-    std::optional<RunId> runId; ///< the run recorded, when recording is on
+    std::optional<RunId> runId; ///< the run recorded, when one was added
     std::string recordError;
 };
 
@@ -163,13 +163,15 @@ void PlannerPanel::runPlanner()
             Progress& progress, std::stop_token stop) {
             Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {} };
             if (sweep.result) {
-                // The same record as `day0 plan`, written off the GUI thread.
-                auto id = history::recordRun(
+                // The same record as `day0 plan`, written off the GUI thread; a sweep that
+                // repeats the newest plan of this model (the workbench restarted, say) adds
+                // nothing.
+                auto recorded = history::recordRunOnce(
                     plan::planRunRecord(*summary, cluster, options, *sweep.result));
-                if (id) {
-                    sweep.runId = *id;
-                } else {
-                    sweep.recordError = id.error().message;
+                if (!recorded) {
+                    sweep.recordError = recorded.error().message;
+                } else if (*recorded && (*recorded)->added) {
+                    sweep.runId = (*recorded)->id;
                 }
             }
             return sweep;
