@@ -9,6 +9,7 @@
 #include "plan/megatron_memory.h"
 #include "plan/memory_estimator.h"
 #include "plan/plan_json.h"
+#include "plan/plan_record.h"
 #include "plan/rank_layout.h"
 #include "table.h"
 
@@ -259,12 +260,14 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
         megatron = megatronTheoreticalMemory(megatronArgsFor(summary, *layout, wl));
     }
     const int exit = report.fits ? 0 : 1;
+    const auto runId = recordResult(memoryRunRecord(summary, *cluster, wl, report));
 
     if (global.json) {
         if (a.allRanks) {
             report.perRank = expandRanks(report);
         }
         auto j = memoryReportJson(report, megatron ? &*megatron : nullptr);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         j["model"] = spec->name;
         j["cluster"] = cluster->name;
         if (a.groups) {

@@ -7,6 +7,7 @@
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "plan/plan_json.h"
+#include "plan/plan_record.h"
 #include "plan/planner.h"
 #include "progress_bar.h"
 #include "table.h"
@@ -356,8 +357,10 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         return reportError(result.error());
     }
     const PlanResult& r = *result;
+    const auto runId = recordResult(planRunRecord(summary, *cluster, o, r));
     if (global.json) {
         auto j = planResultJson(r);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         j["model"] = spec->name;
         j["cluster"] = cluster->name;
         j["world"] = cluster->worldSize();

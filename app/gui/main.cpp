@@ -2,6 +2,7 @@
 // main window (or renders screenshots of the panels offscreen).
 #include "base/resources.h"
 #include "hardware/cluster.h"
+#include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/builtin_panels.h"
 #include "session/session.h"
@@ -67,11 +68,20 @@ int main(int argc, char** argv)
     const QCommandLineOption planOption(QStringLiteral("plan"),
         QStringLiteral("Starting plan, e.g. tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full."),
         QStringLiteral("plan"));
-    parser.addOptions(
-        { screenshotOption, outOption, themeOption, clusterOption, modeOption, planOption });
+    const QCommandLineOption storeOption(QStringLiteral("store"),
+        QStringLiteral("Run store file (default: $DAY0_STORE, else "
+                       "$XDG_DATA_HOME/day0/runs.sqlite)."),
+        QStringLiteral("file"));
+    const QCommandLineOption noRecordOption(QStringLiteral("no-record"),
+        QStringLiteral("Do not record plans and other results as runs (--screenshot never does)."));
+    parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption,
+        planOption, storeOption, noRecordOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
+    // Screenshots show the store but never add to it.
+    day0::history::setRecordingOptions({ parser.value(storeOption).toStdString(),
+        !screenshot && !parser.isSet(noRecordOption), DAY0_VERSION, {} });
     // Screenshots must not depend on (or change) the user's saved layout and preferences.
     QTemporaryDir scratch;
     auto settings = screenshot ? std::make_unique<QSettings>(

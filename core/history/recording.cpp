@@ -96,4 +96,37 @@ Result<std::optional<RunId>> recordRun(const RunRecord& record)
     return std::optional<RunId>(id);
 }
 
+Result<std::optional<Recorded>> recordRunOnce(const RunRecord& record)
+{
+    if (!recordingOptions().enabled) {
+        return std::optional<Recorded>();
+    }
+    const auto file = storePath();
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec)) {
+        auto store = RunStore::open(file);
+        DAY0_TRY(store);
+        RunFilter filter;
+        filter.kind = record.info.kind;
+        filter.model = record.info.modelName; // a substring match: the exact name is looked for
+        filter.limit = 16;
+        auto runs = store->list(filter);
+        DAY0_TRY(runs);
+        for (const RunInfo& info : *runs) {
+            if (info.modelName != record.info.modelName) {
+                continue;
+            }
+            auto newest = store->load(info.id, !record.layers.empty());
+            DAY0_TRY(newest);
+            if (sameResult(*newest, record)) {
+                return std::optional(Recorded { info.id, false });
+            }
+            break;
+        }
+    }
+    auto id = recordRun(record);
+    DAY0_TRY(id);
+    return *id ? std::optional(Recorded { **id, true }) : std::optional<Recorded>();
+}
+
 } // namespace day0::history

@@ -50,4 +50,16 @@ std::filesystem::path storePath();
 /// (an unwritable, corrupt or newer store; an invalid record) name the store file.
 Result<std::optional<RunId>> recordRun(const RunRecord& record);
 
+/// What recordRunOnce did.
+struct Recorded {
+    RunId id; ///< the run recorded, or the earlier run that holds the same result
+    bool added = false; ///< false: the earlier run was kept and nothing was written
+};
+
+/// Like recordRun, for results a front end recomputes without being asked (the planner panel
+/// re-plans after every model, cluster or workload change): when the newest run of the same
+/// kind and model holds the same result (sameResult), writes nothing and returns that run.
+/// Returns nullopt without touching any file when recording is disabled.
+Result<std::optional<Recorded>> recordRunOnce(const RunRecord& record);
+
 } // namespace day0::history

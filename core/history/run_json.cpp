@@ -1,6 +1,7 @@
 #include "history/run_json.h"
 
 #include "base/json_util.h"
+#include "history/comparison_views.h"
 
 #include <fmt/format.h>
 
@@ -239,6 +240,30 @@ json toJson(const RunComparison& c, std::size_t topLayers, bool allLayers)
     }
     out["layer_summary"] = std::move(summary);
     out["largest_layer_changes"] = std::move(largest);
+    // What the runs panel plots: each metric's curve over the layer outputs, and the busiest
+    // rank of each run by component.
+    json depth = json::object();
+    for (const LayerMetricSummary& s : c.layerSummary) {
+        json curve = json::array();
+        for (const DepthPair& p : depthCurves(c, s.metric)) {
+            curve.push_back({ { "layer", p.layer }, { "a", optionalNumber(p.a) },
+                { "b", optionalNumber(p.b) } });
+        }
+        depth[s.metric] = std::move(curve);
+    }
+    out["depth_curves"] = std::move(depth);
+    const MemoryBars bars = memoryBars(c);
+    const auto slot = [](const std::optional<MemorySlot>& at, Bytes total) {
+        return at ? json { { "rank", at->rank }, { "stage", at->stage }, { "total", total.value } }
+                  : json(nullptr);
+    };
+    json components = json::array();
+    for (std::size_t i = 0; i < bars.components.size(); ++i) {
+        components.push_back({ { "component", bars.components[i] }, { "a", bars.a[i].value },
+            { "b", bars.b[i].value } });
+    }
+    out["memory_busiest"] = { { "a", slot(bars.slotA, bars.totalA) },
+        { "b", slot(bars.slotB, bars.totalB) }, { "components", std::move(components) } };
     if (allLayers) {
         json layers = json::array();
         for (const LayerDelta& d : c.layers) {

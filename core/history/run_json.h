@@ -29,8 +29,10 @@ nlohmann::json toJson(const std::vector<LayerMetricStats>& stats);
 /// "metrics" [{name, unit, a, b, delta, relative}], "memory" and "memory_totals"
 /// [{rank, stage, component, a, b, delta}], "layer_summary" [{metric, aligned, only_a, only_b,
 /// increased, decreased, geomean_ratio}], "largest_layer_changes" [{anchor, layer, submodule,
-/// metric, a, b}] (up to `topLayers` per metric) and, when `allLayers`, "layers" (every aligned
-/// row in the same form).
+/// metric, a, b}] (up to `topLayers` per metric), "depth_curves" {"<metric>": [{layer, a, b}]}
+/// (the layer outputs, as depthCurves), "memory_busiest" {"a", "b": {rank, stage, total} or null,
+/// "components": [{component, a, b}]} (as memoryBars) and, when `allLayers`, "layers" (every
+/// aligned row in the same form).
 nlohmann::json toJson(const RunComparison& comparison, std::size_t topLayers, bool allLayers);
 
 /// Reads a run written by toJson(const RunRecord&) back (`day0 runs import`): the id is dropped

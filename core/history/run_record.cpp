@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <random>
 #include <set>
 #include <system_error>
@@ -161,6 +162,55 @@ const Property* RunRecord::findProperty(std::string_view key) const
     const auto it = std::find_if(
         properties.begin(), properties.end(), [&](const Property& p) { return p.key == key; });
     return it == properties.end() ? nullptr : &*it;
+}
+
+namespace {
+
+bool sameValue(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+bool sameLayers(const LayerMetrics& a, const LayerMetrics& b)
+{
+    if (a.size() != b.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const auto& x = a.row(i);
+        const auto& y = b.row(i);
+        if (x.layer != y.layer || !sameValue(x.value, y.value) || a.anchor(i) != b.anchor(i)
+            || a.metric(i) != b.metric(i) || a.subModule(i) != b.subModule(i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+bool sameResult(const RunRecord& a, const RunRecord& b)
+{
+    const RunInfo& x = a.info;
+    const RunInfo& y = b.info;
+    if (x.kind != y.kind || x.label != y.label || x.status != y.status || x.modelName != y.modelName
+        || x.modelFingerprint != y.modelFingerprint || x.plan != y.plan
+        || x.precision != y.precision || x.backend != y.backend || x.message != y.message) {
+        return false;
+    }
+    const auto sameMetric = [](const Metric& m, const Metric& n) {
+        return m.name == n.name && m.unit == n.unit && sameValue(m.value, n.value);
+    };
+    const auto sameProperty
+        = [](const Property& p, const Property& q) { return p.key == q.key && p.value == q.value; };
+    const auto sameMemory = [](const MemoryEntry& e, const MemoryEntry& f) {
+        return e.rank == f.rank && e.stage == f.stage && e.component == f.component
+            && e.bytes == f.bytes;
+    };
+    return std::equal(
+               a.metrics.begin(), a.metrics.end(), b.metrics.begin(), b.metrics.end(), sameMetric)
+        && std::equal(a.properties.begin(), a.properties.end(), b.properties.begin(),
+            b.properties.end(), sameProperty)
+        && std::equal(
+            a.memory.begin(), a.memory.end(), b.memory.begin(), b.memory.end(), sameMemory)
+        && sameLayers(a.layers, b.layers);
 }
 
 Result<void> RunRecord::validate() const

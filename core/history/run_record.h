@@ -137,6 +137,12 @@ struct RunRecord {
     [[nodiscard]] Result<void> validate() const;
 };
 
+/// True when two records hold the same result: the same kind, label, status, model (name and
+/// fingerprint), plan, precision, backend and message, and equal properties, metrics, memory and
+/// layer metrics, in the same order (NaN equals NaN). Ids, uuids, times, durations, host,
+/// command, software version, artifacts and events are not compared.
+bool sameResult(const RunRecord& a, const RunRecord& b);
+
 /// A random (version 4) UUID in its 36-character text form.
 std::string makeUuid();
 /// True for 36-character UUID text (8-4-4-4-12 hex digits).

@@ -29,6 +29,9 @@ struct RunFilter {
     std::optional<Timestamp> until; ///< created before
     std::string label; ///< substring of the label, case-insensitive
     std::string precision; ///< exact precision name ("bf16")
+    /// Substring of the label, model, plan, precision, backend, host or message,
+    /// case-insensitive (the search box of the runs panel).
+    std::string text;
     std::int64_t limit = 0; ///< at most this many runs, newest first; 0 = all
     std::int64_t offset = 0; ///< skip this many of the newest matches
 };
@@ -85,6 +88,8 @@ public:
     Result<std::vector<RunInfo>> list(const RunFilter& filter = {}) const;
     /// How many runs match (ignores limit and offset).
     Result<std::int64_t> count(const RunFilter& filter = {}) const;
+    /// The distinct non-empty model names of the stored runs, sorted.
+    Result<std::vector<std::string>> modelNames() const;
     /// One run with everything it holds; `withLayers` false skips the layer metrics.
     Result<RunRecord> load(RunId id, bool withLayers = true) const;
     /// Child row counts of one run.

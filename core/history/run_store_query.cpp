@@ -59,6 +59,13 @@ struct Where {
         sql += condition;
         values.push_back(std::move(value));
     }
+    /// A condition with `count` placeholders that all take the same value.
+    void addRepeated(const std::string& condition, const std::string& value, int count)
+    {
+        sql += sql.empty() ? " WHERE " : " AND ";
+        sql += condition;
+        values.insert(values.end(), std::size_t(count), value);
+    }
     void bind(Statement& stmt) const
     {
         for (std::size_t i = 0; i < values.size(); ++i) {
@@ -90,6 +97,16 @@ Where whereFor(const RunFilter& filter)
     }
     if (!filter.precision.empty()) {
         where.add("precision = ?", filter.precision);
+    }
+    if (!filter.text.empty()) {
+        static constexpr const char* kSearched[]
+            = { "label", "model_name", "plan", "precision", "backend", "host", "message" };
+        std::string condition = "(";
+        for (const char* column : kSearched) {
+            condition += fmt::format(
+                "{}instr(lower({}), lower(?)) > 0", condition.size() > 1 ? " OR " : "", column);
+        }
+        where.addRepeated(condition + ")", filter.text, int(std::size(kSearched)));
     }
     return where;
 }
@@ -236,6 +253,18 @@ Result<std::int64_t> RunStore::count(const RunFilter& filter) const
     auto row = stmt->step();
     DAY0_TRY(row);
     return stmt->columnInt(0);
+}
+
+Result<std::vector<std::string>> RunStore::modelNames() const
+{
+    std::lock_guard lock(m_state->mutex);
+    auto stmt = m_state->db.prepare(
+        "SELECT DISTINCT model_name FROM runs WHERE model_name <> '' ORDER BY model_name");
+    DAY0_TRY(stmt);
+    std::vector<std::string> names;
+    DAY0_TRY(
+        forEachRow(*stmt, [&](const Statement& row) { names.emplace_back(row.columnText(0)); }));
+    return names;
 }
 
 Result<RunRecord> RunStore::load(RunId id, bool withLayers) const

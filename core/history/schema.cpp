@@ -6,6 +6,8 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <chrono>
+#include <thread>
 
 namespace day0::history {
 
@@ -119,6 +121,46 @@ Error foreignDatabaseError(const std::filesystem::path& file)
         displayPath(file)));
 }
 
+struct Header {
+    std::int64_t applicationId = 0;
+    std::int64_t version = 0;
+    std::int64_t objects = 0; ///< tables, indexes... in the file
+};
+
+// The identity of the file, read in one snapshot: another process creating the store at this
+// moment must not be seen half-way (its tables but not yet its version), which would look like a
+// foreign database.
+Result<Header> readHeader(const Database& db)
+{
+    DAY0_TRY(db.exec("BEGIN"));
+    auto applicationId = db.queryInt("PRAGMA application_id");
+    auto version = db.queryInt("PRAGMA user_version");
+    auto objects = db.queryInt("SELECT count(*) FROM sqlite_schema");
+    (void)db.exec("COMMIT");
+    DAY0_TRY(applicationId);
+    DAY0_TRY(version);
+    DAY0_TRY(objects);
+    return Header { *applicationId, *version, *objects };
+}
+
+// Switching a new store to WAL needs it alone for a moment, and SQLite does not always wait for
+// that through the busy handler (another process may be creating the same store right now):
+// retry within the busy timeout.
+Result<void> execWhileBusy(
+    const Database& db, const std::string& sql, std::chrono::milliseconds timeout)
+{
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        auto done = db.exec(sql);
+        const int code = sqlite3_errcode(db.handle()) & 0xff;
+        if (done || (code != SQLITE_BUSY && code != SQLITE_LOCKED)
+            || std::chrono::steady_clock::now() >= deadline) {
+            return done;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
 } // namespace
 
 std::span<const Migration> storeMigrations() { return kMigrations; }
@@ -173,36 +215,24 @@ Result<Database> openStoreDatabase(
     sqlite3_busy_timeout(db->handle(), int(busyTimeout.count()));
 
     // Read-only checks first: nothing is written to a file that is not ours or is newer.
-    auto applicationId = db->queryInt("PRAGMA application_id");
-    if (!applicationId) {
-        return applicationId.error();
-    }
-    auto version = db->queryInt("PRAGMA user_version");
-    if (!version) {
-        return version.error();
-    }
-    if (*applicationId != 0 && *applicationId != kApplicationId) {
+    auto header = readHeader(*db);
+    DAY0_TRY(header);
+    if (header->applicationId != 0 && header->applicationId != kApplicationId) {
         return foreignDatabaseError(file);
     }
-    if (*version > kSchemaVersion) {
-        return newerSchemaError(file, *version);
+    if (header->version > kSchemaVersion) {
+        return newerSchemaError(file, header->version);
     }
-    if (*version == 0 && *applicationId == 0) {
-        auto objects = db->queryInt("SELECT count(*) FROM sqlite_schema");
-        if (!objects) {
-            return objects.error();
-        }
-        if (*objects > 0) {
-            return foreignDatabaseError(file);
-        }
+    if (header->version == 0 && header->applicationId == 0 && header->objects > 0) {
+        return foreignDatabaseError(file);
     }
 
     // WAL lets readers (the GUI) work while a writer commits; FULL makes a commit durable before
     // it returns, so a committed run survives even a power cut, not only a killed process.
-    DAY0_TRY(db->exec("PRAGMA journal_mode = WAL"));
+    DAY0_TRY(execWhileBusy(*db, "PRAGMA journal_mode = WAL", busyTimeout));
     DAY0_TRY(db->exec("PRAGMA synchronous = FULL"));
     DAY0_TRY(db->exec("PRAGMA foreign_keys = ON"));
-    if (*version < kSchemaVersion) {
+    if (header->version < kSchemaVersion) {
         DAY0_TRY(migrate(*db, storeMigrations()));
     }
     return db;

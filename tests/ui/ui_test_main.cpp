@@ -1,7 +1,9 @@
 // GoogleTest main for the UI tests: one offscreen QApplication for the whole program.
 #include "base/resources.h"
+#include "history/recording.h"
 
 #include <QApplication>
+#include <QTemporaryDir>
 #include <gtest/gtest.h>
 
 int main(int argc, char** argv)
@@ -12,6 +14,11 @@ int main(int argc, char** argv)
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("day0-tests"));
     day0::setResourceDir(DAY0_RESOURCE_DIR);
+    // Panels record runs (the planner records every sweep): into a scratch store, never the
+    // user's.
+    QTemporaryDir scratch;
+    day0::history::setRecordingOptions(
+        { scratch.filePath(QStringLiteral("runs.sqlite")).toStdString(), true, "test", {} });
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }

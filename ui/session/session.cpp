@@ -60,4 +60,6 @@ void Session::selectRank(int rank)
     emit rankSelected(rank);
 }
 
+void Session::announceRecordedRun(qint64 id) { emit runRecorded(id); }
+
 } // namespace day0::ui

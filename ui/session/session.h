@@ -55,6 +55,10 @@ public:
     [[nodiscard]] int selectedRank() const { return m_selectedRank; }
     void selectRank(int rank);
 
+    // --- runs --------------------------------------------------------------------------------
+    /// Tells the observers (the runs panel) that this process recorded run `id` in the store.
+    void announceRecordedRun(qint64 id);
+
 signals:
     void modelChanged();
     void clusterChanged();
@@ -62,6 +66,8 @@ signals:
     void planChanged();
     void anchorSelected(const QString& anchor);
     void rankSelected(int rank);
+    /// A panel recorded a run in the store (history::storePath()).
+    void runRecorded(qint64 id);
     /// A short message for the status bar (errors are shown by whoever caused them).
     void statusMessage(const QString& message);
 

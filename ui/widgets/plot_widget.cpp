@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -116,6 +117,44 @@ QCPColorGradient sequentialGradient()
     return g;
 }
 
+QCPColorGradient divergingGradient()
+{
+    // Blue for decreases, white for no change, red for increases (ColorBrewer RdBu stops).
+    QCPColorGradient g;
+    g.setColorInterpolation(QCPColorGradient::ciRGB);
+    g.setColorStopAt(0.0, QColor(33, 102, 172));
+    g.setColorStopAt(0.25, QColor(103, 169, 207));
+    g.setColorStopAt(0.5, QColor(247, 247, 247));
+    g.setColorStopAt(0.75, QColor(239, 138, 98));
+    g.setColorStopAt(1.0, QColor(178, 24, 43));
+    return g;
+}
+
+// The colour range of a heatmap: its finite values (positive ones on a log scale), symmetric
+// around 0 for a change; NaN cells stay transparent and never stretch the scale.
+QCPRange heatmapRange(const HeatmapData& data)
+{
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (const double v : data.values) {
+        if (std::isfinite(v) && (!data.logScale || v > 0)) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+    }
+    if (lo > hi) {
+        return data.logScale ? QCPRange(0.1, 1.0) : QCPRange(-1.0, 1.0);
+    }
+    if (data.diverging) {
+        const double m = std::max(std::abs(lo), std::abs(hi));
+        return m > 0 ? QCPRange(-m, m) : QCPRange(-1.0, 1.0);
+    }
+    if (lo == hi) {
+        return data.logScale ? QCPRange(lo / 2, hi * 2) : QCPRange(lo - 0.5, hi + 0.5);
+    }
+    return QCPRange(lo, hi);
+}
+
 } // namespace
 
 struct PlotWidget::Private {
@@ -134,6 +173,7 @@ struct PlotWidget::Private {
     QVector<QCPAbstractItem*> limitItems;
     QVector<double> hLimits;
     QVector<double> vLimits;
+    QVector<QCPItemText*> vLabels; ///< labels of vertical lines, placed by rescaleAndReplot
     QStringList categories;
     bool horizontalBars = false;
     AxisFormat xFormat = AxisFormat::Number;
@@ -272,7 +312,8 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
             const QString col
                 = key < heatmap.columnLabels.size() ? heatmap.columnLabels[key] : QString();
             return row + QStringLiteral(" · ") + col + QStringLiteral("\n")
-                + formatValue(heatmap.valueFormat, v);
+                + (std::isnan(v) ? PlotWidget::tr("no value")
+                                 : formatValue(heatmap.valueFormat, v));
         }
     }
     return {};
@@ -318,7 +359,15 @@ PlotWidget::PlotWidget(QWidget* parent)
     grid->addElement(1, 0, d->center);
     d->center->addElement(0, 0, rect);
     rect->insetLayout()->take(d->plot->legend);
-    grid->addElement(2, 0, d->plot->legend);
+    // The legend sits between two empty stretching cells: a layout cell is no wider than its
+    // narrowest element allows, so a legend of one short entry would otherwise narrow the plot.
+    auto* legendRow = new QCPLayoutGrid;
+    grid->addElement(2, 0, legendRow);
+    legendRow->addElement(0, 0, new QCPLayoutElement(d->plot));
+    legendRow->addElement(0, 1, d->plot->legend);
+    legendRow->addElement(0, 2, new QCPLayoutElement(d->plot));
+    legendRow->setColumnStretchFactors({ 1.0, 0.001, 1.0 });
+    legendRow->setColumnSpacing(0);
     grid->setRowStretchFactor(0, 0.001);
     grid->setRowStretchFactor(2, 0.001);
     grid->setRowSpacing(0);
@@ -378,6 +427,7 @@ void PlotWidget::clear()
     d->limitItems.clear();
     d->hLimits.clear();
     d->vLimits.clear();
+    d->vLabels.clear();
     d->categories.clear();
     d->horizontalBars = false;
     d->xFormat = d->yFormat = AxisFormat::Number;
@@ -386,6 +436,7 @@ void PlotWidget::clear()
     d->applyTicker(Axis::Y);
     d->plot->xAxis->setLabel(QString());
     d->plot->yAxis->setLabel(QString());
+    d->plot->xAxis->setTickLabelRotation(0.0);
     d->applyTheme(palette());
 }
 
@@ -546,6 +597,8 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
     d->colorMap->setInterpolate(false);
     d->colorScale = new QCPColorScale(d->plot);
     d->center->addElement(0, 1, d->colorScale);
+    // The colour scale takes the width it needs; the map gets the rest.
+    d->center->setColumnStretchFactors({ 1.0, 0.001 });
     d->colorScale->setType(QCPAxis::atRight);
     d->colorScale->setBarWidth(12);
     d->colorScale->axis()->setLabel(data.valueLabel);
@@ -556,8 +609,10 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
         d->colorScale->axis()->setTicker(QSharedPointer<FormatTicker>::create(data.valueFormat));
     }
     d->colorMap->setColorScale(d->colorScale);
-    d->colorMap->setGradient(sequentialGradient());
-    d->colorMap->rescaleDataRange(true);
+    QCPColorGradient gradient = data.diverging ? divergingGradient() : sequentialGradient();
+    gradient.setNanHandling(QCPColorGradient::nhTransparent);
+    d->colorMap->setGradient(gradient);
+    d->colorMap->setDataRange(heatmapRange(data));
     auto* group = new QCPMarginGroup(d->plot);
     d->plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
     d->colorScale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
@@ -576,6 +631,11 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
         colTicker->addTick(c, data.columnLabels[c]);
     }
     d->plot->xAxis->setTicker(colTicker);
+    // Long column names (sub-modules) are slanted so that neighbours do not overlap.
+    const bool longLabels = data.columns > 3
+        && std::any_of(data.columnLabels.begin(), data.columnLabels.end(),
+            [](const QString& label) { return label.size() > 8; });
+    d->plot->xAxis->setTickLabelRotation(longLabels ? 35.0 : 0.0);
     d->applyTheme(palette());
 }
 
@@ -614,6 +674,7 @@ void PlotWidget::addVerticalLine(const LimitLine& line)
     label->setColor(line.color);
     d->limitItems << item << label;
     d->vLimits << line.value;
+    d->vLabels << label;
 }
 
 void PlotWidget::setNote(const QString& text)
@@ -657,6 +718,16 @@ void PlotWidget::rescaleAndReplot()
     } else {
         pad(plot->yAxis, d->yLog, d->hLimits, false);
         pad(plot->xAxis, d->xLog, d->vLimits, false);
+    }
+    // A line's label goes on the side with more room, so it is not cut at the plot's edge.
+    const QCPRange x = plot->xAxis->range();
+    for (QCPItemText* label : d->vLabels) {
+        const double at = label->position->coords().x();
+        const bool rightHalf = d->xLog && at > 0 && x.lower > 0
+            ? std::log(at / x.lower) > 0.5 * std::log(x.upper / x.lower)
+            : at > x.center();
+        label->setPositionAlignment((rightHalf ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+        label->setPadding(rightHalf ? QMargins(0, 0, 4, 0) : QMargins(4, 0, 0, 0));
     }
     plot->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -709,6 +780,33 @@ double PlotWidget::barValue(int layer, int category) const
         return std::numeric_limits<double>::quiet_NaN();
     }
     return d->bars[layer]->data()->at(category)->value;
+}
+
+QVector<QPointF> PlotWidget::linePoints(int series) const
+{
+    QVector<QPointF> points;
+    if (series < 0 || series >= d->lines.size()) {
+        return points;
+    }
+    for (auto it = d->lines[series]->data()->constBegin();
+         it != d->lines[series]->data()->constEnd(); ++it) {
+        points.append(QPointF(it->key, it->value));
+    }
+    return points;
+}
+
+QSize PlotWidget::heatmapSize() const
+{
+    return d->colorMap ? QSize(d->heatmap.columns, d->heatmap.rows) : QSize();
+}
+
+double PlotWidget::heatmapCell(int row, int column) const
+{
+    if (!d->colorMap || row < 0 || row >= d->heatmap.rows || column < 0
+        || column >= d->heatmap.columns) {
+        return std::numeric_limits<double>::quiet_NaN();
+    }
+    return d->colorMap->data()->cell(column, row);
 }
 
 void PlotWidget::resizeEvent(QResizeEvent* event)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QColor>
+#include <QPointF>
 #include <QSize>
 #include <QString>
 #include <QStringList>
@@ -57,6 +58,7 @@ struct HeatmapData {
     AxisFormat valueFormat = AxisFormat::Number;
     QString valueLabel;
     bool logScale = false;
+    bool diverging = false; ///< a change: colour scale centred on 0, blue below, red above
 };
 
 /// The workbench's one wrapper around QCustomPlot (the only file that includes qcustomplot.h):
@@ -112,6 +114,12 @@ public:
     [[nodiscard]] int scatterSeriesCount() const;
     /// Value of bar layer `layer` in category `category` (tests); NaN when absent.
     [[nodiscard]] double barValue(int layer, int category) const;
+    /// The points of line series `series` as drawn, in x order (tests); empty when absent.
+    [[nodiscard]] QVector<QPointF> linePoints(int series) const;
+    /// Heatmap size as columns × rows, empty without a heatmap (tests).
+    [[nodiscard]] QSize heatmapSize() const;
+    /// The value drawn in a heatmap cell (row 0 at the top); NaN when absent.
+    [[nodiscard]] double heatmapCell(int row, int column) const;
 
 signals:
     /// A scatter point was clicked.

@@ -241,6 +241,90 @@ TEST(Recording, RecordRunHonoursOptions)
     setRecordingOptions(saved);
 }
 
+TEST(Recording, SameResultIgnoresWhenAndWhere)
+{
+    const auto make = [] {
+        RunRecord r(RunKind::Plan);
+        r.info.modelName = "kimi-k2";
+        r.info.plan = "tp=8";
+        r.addMetric("tokens_per_s", 1.5e6, "tok/s");
+        r.addMetric("nan", std::numeric_limits<double>::quiet_NaN());
+        r.setProperty("cluster", "h200:32x8");
+        r.addMemory(0, 0, "weights", Bytes(100));
+        r.layers.add("model.layers.0", "rel_l2", 1e-3);
+        return r;
+    };
+    RunRecord a = make();
+    RunRecord b = make();
+    b.info.uuid = makeUuid();
+    b.info.host = "elsewhere";
+    b.info.command = "day0 plan kimi-k2";
+    b.info.duration = Seconds(3.0);
+    b.addEvent(LogLevel::Info, "logged later");
+    EXPECT_TRUE(sameResult(a, b)) << "NaN equals NaN; ids, times, host, events do not count";
+    const auto differs = [&](auto change) {
+        RunRecord c = make();
+        change(c);
+        return !sameResult(a, c);
+    };
+    EXPECT_TRUE(differs([](RunRecord& c) { c.info.plan = "tp=4"; }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.info.status = RunStatus::Failed; }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.metrics[0].value = 1.6e6; }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.metrics.pop_back(); }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.setProperty("cluster", "h200:16x8"); }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.memory[0].bytes = Bytes(101); }));
+    EXPECT_TRUE(differs([](RunRecord& c) { c.layers.add("model.layers.1", "rel_l2", 1e-3); }));
+    EXPECT_TRUE(differs([](RunRecord& c) {
+        c.layers.clear();
+        c.layers.add("model.layers.0", "rel_l2", 2e-3);
+    }));
+}
+
+TEST(Recording, RecordRunOnceSkipsARepeatedResult)
+{
+    test::TempDir dir("record_once");
+    const RecordingOptions saved = recordingOptions();
+    const auto file = dir / "runs.sqlite";
+    RecordingOptions options;
+    options.store = file;
+    setRecordingOptions(options);
+    RunRecord r(RunKind::Plan);
+    r.info.modelName = "kimi-k2";
+    r.info.plan = "tp=8";
+    r.addMetric("tokens_per_s", 1.0e6, "tok/s");
+    const auto first = recordRunOnce(r);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    ASSERT_TRUE(first->has_value());
+    EXPECT_TRUE((*first)->added);
+    r.info.duration = Seconds(2.0); // another sweep, same outcome
+    const auto again = recordRunOnce(r);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE((*again)->added);
+    EXPECT_EQ((*again)->id, (*first)->id);
+    // A different model whose name contains this one is not "the same model".
+    RunRecord shrunk = r;
+    shrunk.info.modelName = "kimi-k2-shrunk";
+    ASSERT_TRUE(recordRunOnce(shrunk).value()->added);
+    EXPECT_FALSE(recordRunOnce(r).value()->added);
+    // A changed result is recorded, and then is the newest to compare against.
+    r.metrics.front().value = 1.1e6;
+    EXPECT_TRUE(recordRunOnce(r).value()->added);
+    r.metrics.front().value = 1.0e6;
+    EXPECT_TRUE(recordRunOnce(r).value()->added) << "only the newest run is compared";
+    auto store = RunStore::open(file);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ(store->count().value(), 4);
+
+    options.enabled = false;
+    setRecordingOptions(options);
+    r.metrics.front().value = 7.0;
+    const auto off = recordRunOnce(r);
+    ASSERT_TRUE(off.ok());
+    EXPECT_FALSE(off->has_value());
+    EXPECT_EQ(store->count().value(), 4);
+    setRecordingOptions(saved);
+}
+
 TEST(LayerMetricsTable, SummarizeFindsSpreadAndNaN)
 {
     LayerMetrics m;

@@ -331,6 +331,18 @@ TEST(RunStore, ListFiltersAndOrders)
         (V { "kimi-k2/run" }));
     EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.label = "fp8"; })), 2);
     EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.model = "nothing"; })), 0);
+    // The search text looks at label, model, plan, precision, backend, host and message.
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.text = "FP8"; })),
+        (V { "deepseek-v3/run", "kimi-k2/run" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.text = "qwen"; })), (V { "qwen3-8b/verify" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) {
+        f.text = "kimi";
+        f.status = RunStatus::Ok;
+    })),
+        (V { "Kimi-K2/plan" }));
+    EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.text = "%"; })), 0) << "no LIKE wildcards";
+    EXPECT_EQ(store.modelNames().value(),
+        (std::vector<std::string> { "Kimi-K2", "deepseek-v3", "kimi-k2", "qwen3-8b" }));
 }
 
 TEST(RunStore, ResolvesReferences)

@@ -1,7 +1,9 @@
 #include "panels/planner/planner_panel.h"
 
+#include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/planner/layout_table_model.h"
+#include "plan/plan_record.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
@@ -21,10 +23,18 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace day0::ui {
 
 namespace {
+
+/// A sweep and what recording it gave.
+struct Sweep {
+    Result<plan::PlanResult> result;
+    std::optional<RunId> runId; ///< the run recorded, when one was added
+    std::string recordError;
+};
 
 // Layouts no other layout beats on both memory (lower) and throughput (higher), by memory.
 QTableView* makeTable(QWidget* parent, const QString& name)
@@ -147,15 +157,34 @@ void PlannerPanel::runPlanner()
     m_summary->setText(
         tr("Planning %1 on %2…")
             .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));
-    m_jobs.start<Result<plan::PlanResult>>(
+    m_jobs.start<Sweep>(
         *m_ticket, tr("Planning layouts"), this,
         [summary = m_session.summary(), cluster = m_session.cluster(), options](
             Progress& progress, std::stop_token stop) {
-            return plan::planLayouts(*summary, cluster, options, progress, stop);
+            Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {} };
+            if (sweep.result) {
+                // The same record as `day0 plan`, written off the GUI thread; a sweep that
+                // repeats the newest plan of this model (the workbench restarted, say) adds
+                // nothing.
+                auto recorded = history::recordRunOnce(
+                    plan::planRunRecord(*summary, cluster, options, *sweep.result));
+                if (!recorded) {
+                    sweep.recordError = recorded.error().message;
+                } else if (*recorded && (*recorded)->added) {
+                    sweep.runId = (*recorded)->id;
+                }
+            }
+            return sweep;
         },
-        [this, mode = options.workload.mode](Result<plan::PlanResult>&& result) {
+        [this, mode = options.workload.mode](Sweep&& sweep) {
             m_mode = mode;
-            display(std::move(result));
+            display(std::move(sweep.result));
+            if (sweep.runId) {
+                m_session.announceRecordedRun(sweep.runId->value());
+            } else if (!sweep.recordError.empty()) {
+                emit m_session.statusMessage(
+                    tr("The plan was not recorded: %1").arg(toQString(sweep.recordError)));
+            }
         });
 }
 
