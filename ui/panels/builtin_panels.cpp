@@ -31,7 +31,7 @@ void registerBuiltinPanels(PanelRegistry& registry)
             PanelArea::Left, 40, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
                 return new PlannerPanel(context.session, context.jobs, parent);
             } });
-    registry.add({ QStringLiteral("runs"), QObject::tr("Runs"), QKeySequence(QObject::tr("Ctrl+5")),
+    registry.add({ QStringLiteral("runs"), QObject::tr("Runs"), QKeySequence(QObject::tr("Ctrl+6")),
         PanelArea::Right, 50, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new RunsPanel(context.session, context.jobs, parent);
         } });
