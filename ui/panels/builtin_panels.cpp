@@ -3,6 +3,7 @@
 #include "panels/memory/memory_panel.h"
 #include "panels/model/model_panel.h"
 #include "panels/planner/planner_panel.h"
+#include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "shell/panel_registry.h"
 
@@ -29,6 +30,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         { QStringLiteral("planner"), QObject::tr("Planner"), QKeySequence(QObject::tr("Ctrl+4")),
             PanelArea::Left, 40, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
                 return new PlannerPanel(context.session, context.jobs, parent);
+            } });
+    registry.add(
+        { QStringLiteral("timeline"), QObject::tr("Timeline"), QKeySequence(QObject::tr("Ctrl+5")),
+            PanelArea::Right, 50, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new TimelinePanel(context.session, context.jobs, parent);
             } });
 }
 
