@@ -3,6 +3,7 @@
 #include "panels/model/model_panel.h"
 #include "panels/planner/layout_table_model.h"
 #include "panels/planner/planner_panel.h"
+#include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
 #include "shell/main_window.h"
@@ -25,7 +26,7 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     QSettings settings(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
     PanelRegistry registry;
     registerBuiltinPanels(registry);
-    ASSERT_EQ(registry.panels().size(), 4u);
+    ASSERT_EQ(registry.panels().size(), 5u);
     Session session;
     JobRunner jobs;
     test::configure(
@@ -38,7 +39,7 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
         = renderScreenshots(window, registry, jobs, QStringLiteral("all"), dir.path(), &error);
     ASSERT_TRUE(error.isEmpty()) << error.toStdString();
     EXPECT_EQ(failed.count(), 0);
-    ASSERT_EQ(files.size(), 5); // the window and four panels
+    ASSERT_EQ(files.size(), 6); // the window and five panels
     for (const auto& file : files) {
         const QImage image(file);
         ASSERT_FALSE(image.isNull()) << file.toStdString();
@@ -60,6 +61,9 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     ASSERT_NE(planner, nullptr);
     EXPECT_GT(planner->layoutModel()->rowCount(), 10);
     EXPECT_EQ(session.plan(), planner->layoutModel()->layouts().front().layout.toPlan());
+    auto* timeline = qobject_cast<TimelinePanel*>(window.panel(QStringLiteral("timeline")));
+    ASSERT_NE(timeline, nullptr);
+    EXPECT_TRUE(timeline->showsEmptyState()) << "no trace was opened";
 
     QString unknown;
     EXPECT_TRUE(

@@ -5,11 +5,48 @@
 #include "widgets/formatting.h"
 
 #include <QLocale>
+#include <QRegularExpression>
+
+#include <map>
 
 namespace day0::ui {
 
 namespace {
 QString ns(double value) { return durationText(Seconds(value * 1e-9)); }
+
+// A name for the table: the short name, and when two rows share it, what tells them apart (the
+// template arguments after it, or the whole signature), without namespaces.
+QString displayName(const std::string& full, bool disambiguate)
+{
+    const std::string_view shortName = profile::shortSliceName(full);
+    if (!disambiguate) {
+        return toQString(std::string(shortName));
+    }
+    const std::size_t pos = std::size_t(shortName.data() - full.data()) + shortName.size();
+    std::string detail;
+    if (pos < full.size() && full[pos] == '<') {
+        int depth = 0;
+        std::size_t end = pos;
+        for (; end < full.size(); ++end) {
+            depth += full[end] == '<' ? 1 : (full[end] == '>' ? -1 : 0);
+            if (depth == 0) {
+                break;
+            }
+        }
+        detail = std::string(shortName) + full.substr(pos, end + 1 - pos);
+    } else {
+        detail = full;
+    }
+    static const QRegularExpression scope(QStringLiteral("\\b[A-Za-z_][A-Za-z0-9_]*::"));
+    QString text = toQString(detail);
+    text.remove(scope);
+    text.remove(QStringLiteral("(anonymous namespace)::"));
+    constexpr int kMaxLength = 140;
+    if (text.size() > kMaxLength) {
+        text = text.left(kMaxLength - 1) + QChar(0x2026);
+    }
+    return text;
+}
 } // namespace
 
 KernelStatsModel::KernelStatsModel(QObject* parent)
@@ -22,8 +59,14 @@ void KernelStatsModel::setStats(std::vector<profile::KernelStat> stats)
     beginResetModel();
     m_stats = std::move(stats);
     m_total = 0;
+    std::map<std::string_view, int> uses;
     for (const auto& s : m_stats) {
         m_total += s.total;
+        ++uses[profile::shortSliceName(s.name)];
+    }
+    m_display.clear();
+    for (const auto& s : m_stats) {
+        m_display.push_back(displayName(s.name, uses[profile::shortSliceName(s.name)] > 1));
     }
     endResetModel();
 }
@@ -61,7 +104,7 @@ QVariant KernelStatsModel::data(const QModelIndex& index, int role) const
     if (role == SortRole) {
         switch (index.column()) {
         case NameColumn:
-            return toQString(std::string(profile::shortSliceName(s.name)));
+            return m_display[std::size_t(index.row())];
         case CategoryColumn:
             return toQString(std::string(profile::categoryName(s.category)));
         case CountColumn:
@@ -85,7 +128,7 @@ QVariant KernelStatsModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case NameColumn:
-            return toQString(std::string(profile::shortSliceName(s.name)));
+            return m_display[std::size_t(index.row())];
         case CategoryColumn:
             return toQString(std::string(profile::categoryName(s.category)));
         case CountColumn:

@@ -48,6 +48,7 @@ public:
 
 private:
     std::vector<profile::KernelStat> m_stats;
+    std::vector<QString> m_display; // per row: the name shown
     std::int64_t m_total = 0;
 };
 

@@ -63,7 +63,9 @@ SliceDetails::SliceDetails(QWidget* parent)
         bool ok = false;
         const int i = link.section(QLatin1Char(':'), 1).toInt(&ok);
         if (ok && i >= 0 && i < int(m_targets.size())) {
-            emit followRequested(m_targets[std::size_t(i)]);
+            // A copy: following the link shows the target, which replaces m_targets.
+            const SliceRef target = m_targets[std::size_t(i)];
+            emit followRequested(target);
         }
     });
     m_table->setModel(m_args);

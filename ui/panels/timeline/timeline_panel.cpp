@@ -19,6 +19,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
+#include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
@@ -56,6 +57,58 @@ const std::vector<std::pair<const char*, std::vector<profile::Category>>>& categ
 }
 
 QString ns(std::int64_t value) { return durationText(Seconds(double(value) * 1e-9)); }
+
+// The empty state's picture: a sketch of what the timeline shows (a CPU thread launching
+// kernels, copies and a collective on two streams), in the legend's colours.
+class TimelineSketch : public QWidget {
+public:
+    explicit TimelineSketch(QWidget* parent)
+        : QWidget(parent)
+    {
+        setFixedSize(460, 132);
+    }
+
+protected:
+    void paintEvent(QPaintEvent*) override
+    {
+        using C = profile::Category;
+        struct Bar {
+            int row;
+            double x0;
+            double x1;
+            C category;
+        };
+        static constexpr Bar kBars[] = {
+            { 0, 0.02, 0.46, C::Annotation }, { 0, 0.50, 0.97, C::Annotation },
+            { 1, 0.04, 0.20, C::CpuOp }, { 1, 0.23, 0.44, C::CpuOp }, { 1, 0.52, 0.70, C::CpuOp },
+            { 1, 0.73, 0.95, C::CpuOp }, { 2, 0.06, 0.09, C::Runtime }, { 2, 0.25, 0.28, C::Runtime },
+            { 2, 0.54, 0.57, C::Runtime }, { 2, 0.75, 0.78, C::Runtime },
+            { 3, 0.10, 0.31, C::Kernel }, { 3, 0.33, 0.38, C::Memcpy }, { 3, 0.40, 0.62, C::Kernel },
+            { 3, 0.64, 0.69, C::Memset }, { 3, 0.79, 0.93, C::Kernel },
+            { 4, 0.30, 0.52, C::Communication }, { 4, 0.70, 0.90, C::Communication },
+        };
+        QPainter p(this);
+        p.setRenderHint(QPainter::Antialiasing);
+        const QColor base = palette().color(QPalette::Window);
+        const double rowHeight = height() / 5.0;
+        for (int r = 0; r < 5; ++r) {
+            QColor lane = palette().color(QPalette::Text);
+            lane.setAlpha(r % 2 == 0 ? 10 : 18);
+            p.fillRect(QRectF(0, r * rowHeight, width(), rowHeight - 2), lane);
+        }
+        p.setPen(Qt::NoPen);
+        for (const Bar& b : kBars) {
+            QColor c = categoryColor(b.category);
+            c = QColor::fromRgbF(float(c.redF() * 0.7 + base.redF() * 0.3),
+                float(c.greenF() * 0.7 + base.greenF() * 0.3),
+                float(c.blueF() * 0.7 + base.blueF() * 0.3));
+            p.setBrush(c);
+            p.drawRoundedRect(QRectF(b.x0 * width(), b.row * rowHeight + 3,
+                                  (b.x1 - b.x0) * width(), rowHeight - 8),
+                3, 3);
+        }
+    }
+};
 
 bool isTraceFile(const QString& path)
 {
@@ -167,13 +220,15 @@ QWidget* TimelinePanel::createToolbar()
     m_closeCompareAction = bar->addAction(tr("Close Comparison"), this,
         [this] { m_session.setTrace(Slot::Comparison, nullptr, {}); });
     bar->addSeparator();
-    bar->addAction(tr("Fit"), m_view, &TimelineView::zoomToFit)->setToolTip(tr("Show everything (0)"));
-    bar->addAction(tr("Zoom to Range"), this, [this] {
-           if (const auto r = m_view->range()) {
-               m_view->zoomTo(r->first, r->second);
-           }
-       })->setToolTip(tr("Zoom to the selected time range (F)"));
-    bar->addSeparator();
+    m_fitAction = bar->addAction(tr("Fit"), m_view, &TimelineView::zoomToFit);
+    m_fitAction->setToolTip(tr("Show everything (0)"));
+    m_zoomRangeAction = bar->addAction(tr("Zoom to Range"), this, [this] {
+        if (const auto r = m_view->range()) {
+            m_view->zoomTo(r->first, r->second);
+        }
+    });
+    m_zoomRangeAction->setToolTip(tr("Zoom to the selected time range (F)"));
+    m_legendSeparator = bar->addSeparator();
     // The legend: what each colour means.
     auto* legend = new QWidget(bar);
     auto* legendLayout = new QHBoxLayout(legend);
@@ -187,7 +242,7 @@ QWidget* TimelinePanel::createToolbar()
                               toQString(std::string(profile::categoryName(category)))));
         legendLayout->addWidget(item);
     }
-    bar->addWidget(legend);
+    m_legendAction = bar->addWidget(legend);
     return bar;
 }
 
@@ -211,7 +266,7 @@ QWidget* TimelinePanel::createEmptyState()
         page);
     m_emptyText->setWordWrap(true);
     m_emptyText->setAlignment(Qt::AlignCenter);
-    m_emptyText->setMaximumWidth(560);
+    m_emptyText->setMinimumWidth(560);
     m_openButton = new QPushButton(tr("Open Trace…"), page);
     m_openButton->setObjectName(QStringLiteral("openTraceButton"));
     m_openButton->setDefault(true);
@@ -234,13 +289,15 @@ QWidget* TimelinePanel::createEmptyState()
     m_error = new QLabel(page);
     m_error->setWordWrap(true);
     m_error->setAlignment(Qt::AlignCenter);
-    m_error->setMaximumWidth(640);
+    m_error->setMinimumWidth(640);
     m_error->setStyleSheet(QStringLiteral("color: #d63b3b;"));
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error->hide();
+    auto* sketch = new TimelineSketch(page);
     for (QWidget* w : std::initializer_list<QWidget*> {
-             title, m_emptyText, m_openButton, hint, m_busy, m_cancelButton, m_error }) {
-        column->addWidget(w, 0, Qt::AlignHCenter);
+             sketch, title, m_emptyText, m_openButton, hint, m_busy, m_cancelButton, m_error }) {
+        // Labels take the column's width (so they wrap); the rest keep their size, centred.
+        column->addWidget(w, 0, qobject_cast<QLabel*>(w) ? Qt::Alignment() : Qt::AlignHCenter);
     }
     outer->addStretch(2);
     outer->addLayout(column);
@@ -390,6 +447,10 @@ void TimelinePanel::tracesChanged()
     const bool any = m_traces.traces[0] || m_traces.traces[1];
     m_stack->setCurrentIndex(any ? 1 : 0);
     m_compareAction->setEnabled(any);
+    m_fitAction->setEnabled(any);
+    m_zoomRangeAction->setEnabled(any && m_view->range().has_value());
+    m_legendAction->setVisible(any);
+    m_legendSeparator->setVisible(any);
     m_closeCompareAction->setEnabled(m_traces.traces[1] != nullptr);
     m_statsTrace->setVisible(m_traces.traces[0] && m_traces.traces[1]);
     if (!m_traces.traces[1] && m_statsTrace->currentIndex() == 1) {
@@ -445,6 +506,7 @@ void TimelinePanel::updateStatsTitle()
 
 void TimelinePanel::rangeChanged(qint64 start, qint64 end)
 {
+    m_zoomRangeAction->setEnabled(end > start);
     const Slot slot = statsSlot();
     const std::int64_t origin = m_traces.origins[std::size_t(slot)];
     m_session.selectTimeRange(end > start ? Session::TimeRange { slot, origin + start, origin + end }

@@ -93,6 +93,10 @@ private:
     QPushButton* m_cancelButton = nullptr;
     QAction* m_compareAction = nullptr;
     QAction* m_closeCompareAction = nullptr;
+    QAction* m_fitAction = nullptr;
+    QAction* m_zoomRangeAction = nullptr;
+    QAction* m_legendAction = nullptr;
+    QAction* m_legendSeparator = nullptr;
 };
 
 } // namespace day0::ui

@@ -108,6 +108,7 @@ void TimelineView::clampWindow()
 
 void TimelineView::setWindow(std::int64_t start, double nsPerPixel)
 {
+    m_fitted = false;
     m_start = start;
     m_nsPerPixel = nsPerPixel;
     clampWindow();
@@ -129,6 +130,8 @@ void TimelineView::zoomToFit()
     const std::int64_t span = totalSpan();
     const std::int64_t margin = span / 50;
     zoomTo(-margin, span + margin);
+    // Until the user moves the window, a resize fits again (the first layout comes later).
+    m_fitted = true;
 }
 
 void TimelineView::zoomAround(double x, double factor)
@@ -465,6 +468,9 @@ void TimelineView::resizeEvent(QResizeEvent* event)
 {
     QAbstractScrollArea::resizeEvent(event);
     relayout();
+    if (m_fitted) {
+        zoomToFit();
+    }
 }
 
 void TimelineView::scrollContentsBy(int, int)

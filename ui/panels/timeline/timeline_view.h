@@ -168,6 +168,7 @@ private:
 
     std::int64_t m_start = 0;
     double m_nsPerPixel = 1.0;
+    bool m_fitted = true; // the window shows everything and follows resizes
 
     SliceRef m_selected;
     std::optional<std::pair<std::int64_t, std::int64_t>> m_range;

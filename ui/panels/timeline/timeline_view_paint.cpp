@@ -117,6 +117,10 @@ void TimelineView::paintRows(QPainter& p, const QRect& visible)
                                                                              : 0.045;
             p.fillRect(QRect(0, y, width, it->height), mix(window, text, shade));
             trackIndex = 0;
+            // What the header holds, in the time area it leaves empty.
+            p.setPen(pal.color(QPalette::PlaceholderText));
+            p.drawText(QRect(kLabelWidth + 10, y, width - kLabelWidth - 20, it->height),
+                Qt::AlignVCenter | Qt::AlignLeft, m_model->detail(row.node));
         } else {
             if (trackIndex++ % 2 == 1) {
                 p.fillRect(QRect(kLabelWidth, y, width - kLabelWidth, it->height),

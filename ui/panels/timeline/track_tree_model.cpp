@@ -13,8 +13,10 @@ namespace day0::ui {
 
 namespace {
 
-// Tracks deeper than this start collapsed (deep Python stacks would push everything else away).
-constexpr int kMaxExpandedDepths = 16;
+// Tracks deeper than this start collapsed (deep Python stacks would push everything else away);
+// a collapsed track shows its top levels.
+constexpr int kMaxExpandedDepths = 6;
+constexpr int kCollapsedDepths = 3;
 
 QString trackLabel(const profile::Track& t)
 {
@@ -185,6 +187,9 @@ void TrackTreeModel::addTrace(int slot, const profile::Trace& trace, const QStri
             m_nodes[std::size_t(groupId)].slices = groupSlices;
             m_nodes[std::size_t(rankId)].slices += groupSlices;
         }
+        Node& r = m_nodes[std::size_t(rankId)];
+        r.detail = tr("%1 slices · %n group(s)", nullptr, int(r.children.size()))
+                       .arg(QLocale().toString(qulonglong(r.slices)));
     }
 }
 
@@ -209,8 +214,10 @@ const std::vector<TrackTreeModel::VisibleRow>& TrackTreeModel::visibleRows() con
         row.track = n.track;
         row.level = level;
         row.expanded = n.expanded;
-        row.hasChildren = !n.children.empty() || n.depths > 1;
-        row.depthsShown = n.kind != NodeKind::Track ? 0 : (n.expanded ? n.depths : std::min(1, n.depths));
+        row.hasChildren = !n.children.empty() || n.depths > kCollapsedDepths;
+        row.depthsShown = n.kind != NodeKind::Track
+            ? 0
+            : (n.expanded ? n.depths : std::min(kCollapsedDepths, n.depths));
         m_rows.push_back(row);
         if (n.expanded) {
             for (const int child : n.children) {

@@ -12,7 +12,7 @@ namespace day0::ui {
 
 /// The rows of the timeline as a tree: trace (A, and B when comparing) → rank → device or host
 /// process → track (stream, thread, NVTX lane, counter). Groups collapse; a collapsed track shows
-/// its top level only. The timeline view lays out and paints the visible rows; the model is the
+/// its top three levels. The timeline view lays out and paints the visible rows; the model is the
 /// one place that knows the order and the collapse state. GUI-thread object.
 class TrackTreeModel : public QAbstractItemModel {
     Q_OBJECT
