@@ -1,3 +1,4 @@
+#include "profile/timeline_lod.h"
 #include "profile/timeline_query.h"
 #include "profile/trace_builder.h"
 
@@ -214,6 +215,64 @@ TEST(ShortSliceName, SignaturesLoseTheirDecoration)
     EXPECT_EQ(shortSliceName("unbalanced)"), "unbalanced)");
     EXPECT_EQ(shortSliceName(""), "");
     EXPECT_EQ(shortSliceName("foo<int>"), "foo");
+}
+
+TEST(LodIndex, IndexedLodCountsEqualTheDirectOnesAtEveryZoom)
+{
+    TraceBuilder builder;
+    builder.addSource({});
+    const TrackId track = builder.addTrack({});
+    const StringId n = builder.intern("k");
+    std::uint64_t seed = 99;
+    auto next = [&](std::int64_t mod) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        return std::int64_t((seed >> 33) % std::uint64_t(mod));
+    };
+    // Parents of 1–20 µs holding 0–6 children: two depths, 20 000+ slices.
+    std::int64_t ts = 0;
+    for (int i = 0; i < 8000; ++i) {
+        const std::int64_t len = 1000 + next(19000);
+        builder.addSlice(track, ts, ts + len, n, Category::CpuOp);
+        std::int64_t inner = ts;
+        for (int c = next(7); c > 0; --c) {
+            const std::int64_t childLen = 1 + next(len / 8);
+            if (inner + childLen > ts + len) {
+                break;
+            }
+            builder.addSlice(track, inner, inner + childLen, n, Category::Runtime);
+            inner += childLen + next(50);
+        }
+        ts += len + next(3000);
+    }
+    const Trace trace = build(builder);
+    const LodIndex index(trace);
+    EXPECT_EQ(index.sliceRange(), trace.timeRange());
+    EXPECT_LT(index.memoryBytes(), trace.sliceCount() * 2);
+    const std::pair<std::int64_t, std::int64_t> windows[]
+        = { { 0, ts }, { ts / 3, ts / 3 + ts / 50 }, { ts / 2, ts / 2 + 40000 }, { -5000, 7000 },
+              { ts - 1000, ts + 100000 } };
+    for (const auto& [t0, t1] : windows) {
+        for (const int pixels : { 1, 37, 1600 }) {
+            const TrackLod direct = buildTrackLod(trace, track, t0, t1, pixels);
+            const TrackLod indexed = buildTrackLod(trace, index, track, t0, t1, pixels);
+            ASSERT_EQ(direct.cells.size(), indexed.cells.size());
+            for (std::size_t c = 0; c < direct.cells.size(); ++c) {
+                const LodCell& x = direct.cells[c];
+                const LodCell& y = indexed.cells[c];
+                ASSERT_EQ(x.count, y.count) << t0 << " " << t1 << " " << pixels << " cell " << c;
+                ASSERT_EQ(x.dense, y.dense);
+                ASSERT_FLOAT_EQ(x.coverage, y.coverage);
+                if (!x.dense) {
+                    ASSERT_EQ(x.representative, y.representative);
+                } else {
+                    ASSERT_NE(y.representative, kNoSlice);
+                }
+            }
+        }
+    }
+    // Only the first level when asked.
+    EXPECT_EQ(buildTrackLod(trace, index, track, 0, ts, 100, 1).depths, 1);
+    EXPECT_EQ(buildTrackLod(trace, index, track, 0, ts, 100).depths, 2);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "panels/timeline/timeline_frame.h"
 
+#include "base/thread_pool.h"
 #include "profile/timeline_lod.h"
 
 #include <algorithm>
@@ -78,10 +79,20 @@ void TimelineTraces::set(int slot, std::shared_ptr<const profile::Trace> trace)
     const auto i = std::size_t(slot);
     origins[i] = 0;
     spans[i] = 0;
+    indexes[i].reset();
     if (trace) {
-        const auto [first, last] = trace->timeRange();
+        auto index = std::make_shared<const profile::LodIndex>(*trace);
+        auto [first, last] = index->sliceRange();
+        bool any = trace->sliceCount() > 0;
+        for (std::size_t c = 0; c < trace->counterCount(); ++c) {
+            const std::int64_t ts = trace->counterTime(c);
+            first = any ? std::min(first, ts) : ts;
+            last = any ? std::max(last, ts) : ts;
+            any = true;
+        }
         origins[i] = first;
         spans[i] = last - first;
+        indexes[i] = std::move(index);
     }
     traces[i] = std::move(trace);
 }
@@ -96,7 +107,53 @@ const TrackFrame* TimelineFrame::find(int slot, profile::TrackId track) const
     return nullptr;
 }
 
-TimelineFrame prepareFrame(const FrameRequest& request, std::stop_token stop)
+namespace {
+
+std::optional<TrackFrame> prepareTrack(
+    const FrameRequest& request, const FrameRequest::TrackRef& ref, int width)
+{
+    const auto& trace = request.traces.traces[std::size_t(ref.slot)];
+    if (!trace || ref.track >= trace->tracks().size()) {
+        return std::nullopt;
+    }
+    const std::int64_t origin = request.traces.origins[std::size_t(ref.slot)];
+    const std::int64_t t0 = origin + request.start;
+    const std::int64_t t1 = origin + request.end();
+    TrackFrame tf;
+    tf.slot = ref.slot;
+    tf.track = ref.track;
+    if (trace->tracks()[ref.track].kind == profile::TrackKind::Counter) {
+        tf.counter = profile::buildCounterLod(*trace, ref.track, t0, t1, width);
+        bool any = false;
+        for (const auto& c : tf.counter) {
+            if (!c.defined) {
+                continue;
+            }
+            tf.counterRange.first = any ? std::min(tf.counterRange.first, c.min) : c.min;
+            tf.counterRange.second = any ? std::max(tf.counterRange.second, c.max) : c.max;
+            any = true;
+        }
+        return tf;
+    }
+    const auto& index = request.traces.indexes[std::size_t(ref.slot)];
+    const auto lod = index
+        ? profile::buildTrackLod(*trace, *index, ref.track, t0, t1, width, ref.depths)
+        : profile::buildTrackLod(*trace, ref.track, t0, t1, width);
+    const profile::StringId name = request.highlight[std::size_t(ref.slot)];
+    const auto marks = name == profile::StringTable::kNotFound
+        ? std::vector<std::uint8_t>()
+        : profile::markNamedSlices(*trace, ref.track, name, t0, t1, width);
+    const int depths = std::min(ref.depths, lod.depths);
+    tf.depths.reserve(std::size_t(std::max(0, depths)));
+    for (int d = 0; d < depths; ++d) {
+        tf.depths.push_back(runsOfDepth(*trace, lod, d, marks));
+    }
+    return tf;
+}
+
+} // namespace
+
+TimelineFrame prepareFrame(const FrameRequest& request, std::stop_token stop, ThreadPool* pool)
 {
     TimelineFrame frame;
     frame.traces = request.traces;
@@ -108,45 +165,26 @@ TimelineFrame prepareFrame(const FrameRequest& request, std::stop_token stop)
     if (frame.width == 0) {
         return frame;
     }
-    frame.tracks.reserve(request.tracks.size());
-    for (const auto& ref : request.tracks) {
-        if (stop.stop_requested()) {
-            break;
+    // Tracks are independent: prepared side by side when a pool is given (Tracy's per-row
+    // preprocessing), and gathered in request order.
+    std::vector<std::optional<TrackFrame>> prepared(request.tracks.size());
+    auto work = [&](std::size_t i) {
+        if (!stop.stop_requested()) {
+            prepared[i] = prepareTrack(request, request.tracks[i], frame.width);
         }
-        const auto& trace = request.traces.traces[std::size_t(ref.slot)];
-        if (!trace || ref.track >= trace->tracks().size()) {
-            continue;
+    };
+    if (pool != nullptr && prepared.size() > 1) {
+        pool->parallelFor(prepared.size(), work);
+    } else {
+        for (std::size_t i = 0; i < prepared.size(); ++i) {
+            work(i);
         }
-        const std::int64_t origin = request.traces.origins[std::size_t(ref.slot)];
-        const std::int64_t t0 = origin + request.start;
-        const std::int64_t t1 = origin + request.end();
-        TrackFrame tf;
-        tf.slot = ref.slot;
-        tf.track = ref.track;
-        if (trace->tracks()[ref.track].kind == profile::TrackKind::Counter) {
-            tf.counter = profile::buildCounterLod(*trace, ref.track, t0, t1, frame.width);
-            bool any = false;
-            for (const auto& c : tf.counter) {
-                if (!c.defined) {
-                    continue;
-                }
-                tf.counterRange.first = any ? std::min(tf.counterRange.first, c.min) : c.min;
-                tf.counterRange.second = any ? std::max(tf.counterRange.second, c.max) : c.max;
-                any = true;
-            }
-        } else {
-            const auto lod = profile::buildTrackLod(*trace, ref.track, t0, t1, frame.width);
-            const profile::StringId name = request.highlight[std::size_t(ref.slot)];
-            const auto marks = name == profile::StringTable::kNotFound
-                ? std::vector<std::uint8_t>()
-                : profile::markNamedSlices(*trace, ref.track, name, t0, t1, frame.width);
-            const int depths = std::min(ref.depths, lod.depths);
-            tf.depths.reserve(std::size_t(std::max(0, depths)));
-            for (int d = 0; d < depths; ++d) {
-                tf.depths.push_back(runsOfDepth(*trace, lod, d, marks));
-            }
+    }
+    frame.tracks.reserve(prepared.size());
+    for (auto& t : prepared) {
+        if (t) {
+            frame.tracks.push_back(std::move(*t));
         }
-        frame.tracks.push_back(std::move(tf));
     }
     return frame;
 }

@@ -1,13 +1,19 @@
 #pragma once
 
+#include "profile/timeline_lod.h"
 #include "profile/timeline_query.h"
 #include "profile/trace.h"
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <stop_token>
 #include <vector>
+
+namespace day0 {
+class ThreadPool;
+}
 
 namespace day0::ui {
 
@@ -15,10 +21,12 @@ namespace day0::ui {
 /// traces are stacked from their own first event, so two runs compare side by side.
 struct TimelineTraces {
     std::array<std::shared_ptr<const profile::Trace>, 2> traces;
+    std::array<std::shared_ptr<const profile::LodIndex>, 2> indexes; ///< one per trace
     std::array<std::int64_t, 2> origins { 0, 0 };
     std::array<std::int64_t, 2> spans { 0, 0 }; ///< last event minus origin, ns
 
-    /// Sets `slot` to `trace`, from its first to its last event (Trace::timeRange, O(n)).
+    /// Sets `slot` to `trace` (or empties it), indexes it for drawing and spans it from its
+    /// first to its last slice or counter sample; O(rows + n / LodIndex::kStride + counters).
     void set(int slot, std::shared_ptr<const profile::Trace> trace);
 };
 
@@ -86,8 +94,10 @@ struct TimelineFrame {
 
 /// Builds the per-pixel draw lists of a request from the core's per-pixel aggregates
 /// (profile::buildTrackLod, markNamedSlices, buildCounterLod): adjacent columns showing the same
-/// slice, or the same kind of sub-pixel activity, become one run. Thread-safe (reads the traces
-/// only); returns early with a partial frame when `stop` is requested.
-TimelineFrame prepareFrame(const FrameRequest& request, std::stop_token stop = {});
+/// slice, or the same kind of sub-pixel activity, become one run. Tracks are prepared on `pool`
+/// side by side when one is given. Thread-safe (reads the traces only); returns early with a
+/// partial frame when `stop` is requested.
+TimelineFrame prepareFrame(
+    const FrameRequest& request, std::stop_token stop = {}, ThreadPool* pool = nullptr);
 
 } // namespace day0::ui

@@ -1,5 +1,6 @@
 #include "panels/timeline/timeline_view.h"
 
+#include "base/thread_pool.h"
 #include "widgets/formatting.h"
 
 #include <QCoreApplication>
@@ -412,7 +413,8 @@ void TimelineView::requestFrame()
     FrameRequest request = makeRequest();
     request.generation = ++m_generation;
     if (m_synchronous) {
-        m_frame = std::make_shared<const TimelineFrame>(prepareFrame(request));
+        m_frame = std::make_shared<const TimelineFrame>(
+            prepareFrame(request, {}, &ThreadPool::global()));
         viewport()->update();
         emit frameReady();
         return;
@@ -421,9 +423,15 @@ void TimelineView::requestFrame()
         m_pending = std::move(request);
         return;
     }
+    startWorker(std::move(request));
+}
+
+void TimelineView::startWorker(FrameRequest request)
+{
     m_running = true;
     m_pool->start([this, request = std::move(request)] {
-        auto frame = std::make_shared<const TimelineFrame>(prepareFrame(request));
+        auto frame = std::make_shared<const TimelineFrame>(
+            prepareFrame(request, {}, &ThreadPool::global()));
         QMetaObject::invokeMethod(
             this, [this, frame] { deliverFrame(frame); }, Qt::QueuedConnection);
     });
@@ -436,11 +444,7 @@ void TimelineView::deliverFrame(std::shared_ptr<const TimelineFrame> frame)
     if (m_pending) {
         FrameRequest next = std::move(*m_pending);
         m_pending.reset();
-        m_running = true;
-        m_pool->start([this, next = std::move(next)] {
-            auto f = std::make_shared<const TimelineFrame>(prepareFrame(next));
-            QMetaObject::invokeMethod(this, [this, f] { deliverFrame(f); }, Qt::QueuedConnection);
-        });
+        startWorker(std::move(next));
     }
     viewport()->update();
     emit frameReady();

@@ -140,6 +140,7 @@ private:
     void relayout();
     void scheduleFrame();
     void requestFrame();
+    void startWorker(FrameRequest request);
     void deliverFrame(std::shared_ptr<const TimelineFrame> frame);
     [[nodiscard]] FrameRequest makeRequest() const;
     [[nodiscard]] Hit hitRow(const QPoint& viewportPos) const;
