@@ -16,8 +16,8 @@ int columnOf(std::int64_t t, std::int64_t t0, double width, int pixels)
 }
 
 // The slices of one depth row overlapping [t0, t1): [from, to) in the row's order.
-std::pair<const SliceIndex*, const SliceIndex*> rowRange(const Trace& trace,
-    std::span<const SliceIndex> row, std::int64_t t0, std::int64_t t1)
+std::pair<const SliceIndex*, const SliceIndex*> rowRange(
+    const Trace& trace, std::span<const SliceIndex> row, std::int64_t t0, std::int64_t t1)
 {
     const auto starts = trace.sliceStarts();
     const auto ends = trace.sliceEnds();
@@ -107,8 +107,8 @@ SliceIndex sliceNear(
     const auto row = trace.slicesAtDepth(track, std::uint16_t(depth));
     const auto starts = trace.sliceStarts();
     const auto ends = trace.sliceEnds();
-    const auto it
-        = std::partition_point(row.begin(), row.end(), [&](SliceIndex s) { return starts[s] <= t; });
+    const auto it = std::partition_point(
+        row.begin(), row.end(), [&](SliceIndex s) { return starts[s] <= t; });
     SliceIndex best = kNoSlice;
     std::int64_t bestDistance = tolerance + 1;
     if (it != row.begin()) {
@@ -127,8 +127,8 @@ SliceIndex sliceNear(
     return best;
 }
 
-std::vector<std::uint8_t> markNamedSlices(const Trace& trace, TrackId track, StringId name,
-    std::int64_t t0, std::int64_t t1, int pixels)
+std::vector<std::uint8_t> markNamedSlices(
+    const Trace& trace, TrackId track, StringId name, std::int64_t t0, std::int64_t t1, int pixels)
 {
     const int depths = trace.trackDepths(track);
     pixels = std::max(0, pixels);
@@ -141,7 +141,8 @@ std::vector<std::uint8_t> markNamedSlices(const Trace& trace, TrackId track, Str
     const auto names = trace.sliceNames();
     const double width = double(t1 - t0) / double(pixels);
     for (int d = 0; d < depths; ++d) {
-        const auto [from, to] = rowRange(trace, trace.slicesAtDepth(track, std::uint16_t(d)), t0, t1);
+        const auto [from, to]
+            = rowRange(trace, trace.slicesAtDepth(track, std::uint16_t(d)), t0, t1);
         std::uint8_t* row = marks.data() + std::size_t(d) * std::size_t(pixels);
         for (const SliceIndex* it = from; it != to; ++it) {
             if (names[*it] != name) {
@@ -149,8 +150,8 @@ std::vector<std::uint8_t> markNamedSlices(const Trace& trace, TrackId track, Str
             }
             const int x0 = columnOf(std::max(t0, starts[*it]), t0, width, pixels);
             // A slice ending exactly on a column boundary does not touch the next column.
-            const int x1 = columnOf(std::max(starts[*it], std::min(t1, ends[*it]) - 1), t0, width,
-                pixels);
+            const int x1
+                = columnOf(std::max(starts[*it], std::min(t1, ends[*it]) - 1), t0, width, pixels);
             std::fill(row + x0, row + std::max(x0, x1) + 1, std::uint8_t(1));
         }
     }

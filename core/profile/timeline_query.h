@@ -18,8 +18,8 @@ SliceIndex sliceNear(
 /// `name` touches the column, else 0 (row-major like TrackLod::cells). What a timeline needs to
 /// highlight every instance of one kernel whatever the zoom. O(depth · log n + k) for k slices
 /// in the range.
-std::vector<std::uint8_t> markNamedSlices(const Trace& trace, TrackId track, StringId name,
-    std::int64_t t0, std::int64_t t1, int pixels);
+std::vector<std::uint8_t> markNamedSlices(
+    const Trace& trace, TrackId track, StringId name, std::int64_t t0, std::int64_t t1, int pixels);
 
 /// The slices named `name`, on every track, that overlap [t0, t1), in index order.
 std::vector<SliceIndex> findSlicesNamed(

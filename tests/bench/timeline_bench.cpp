@@ -178,8 +178,9 @@ void setWindow(TimelineView& view, double fraction, std::int64_t frame)
 {
     const std::int64_t total = scene().traces.spans[0];
     const double nsPerPixel = double(total) * fraction / double(view.canvasWidth());
-    const std::int64_t start
-        = fraction >= 1.0 ? 0 : std::int64_t(double(total) * 0.37) + std::int64_t(frame * 7 * nsPerPixel);
+    const std::int64_t start = fraction >= 1.0
+        ? 0
+        : std::int64_t(double(total) * 0.37) + std::int64_t(frame * 7 * nsPerPixel);
     view.setWindow(start, nsPerPixel);
 }
 
@@ -191,7 +192,8 @@ void lodFrame(benchmark::State& state, double fraction)
         setWindow(s.view, fraction, frame++ % 200);
         renderView(s.view);
     }
-    state.counters["fps"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["fps"]
+        = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
     state.counters["slices"] = double(s.traces.traces[0]->sliceCount());
 }
 
@@ -203,7 +205,8 @@ void naiveFrame(benchmark::State& state, double fraction)
         setWindow(s.view, fraction, frame++ % 200);
         renderNaive(s);
     }
-    state.counters["fps"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["fps"]
+        = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // A wheel zoom from everything down to a 1/100 000 window around one point, and back.
@@ -223,7 +226,8 @@ void lodZoomSweep(benchmark::State& state)
         }
         renderView(s.view);
     }
-    state.counters["fps"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["fps"]
+        = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // The two halves of lodAll: preparing the draw lists (a worker's job in the workbench) and
@@ -283,9 +287,9 @@ public:
         const auto& trace = *scene().traces.traces[0];
         fmt::print("\n{} slices on {} tracks, {} × {} pixels; frames per second (goal ≥ 30):\n",
             trace.sliceCount(), trace.tracks().size(), kWidth, kHeight);
-        const std::pair<const char*, const char*> pairs[] = { { "lodAll", "naiveAll" },
-            { "lodHundredth", "naiveHundredth" }, { "lodTenThousandth", "naiveTenThousandth" },
-            { "lodZoomSweep", nullptr } };
+        const std::pair<const char*, const char*> pairs[]
+            = { { "lodAll", "naiveAll" }, { "lodHundredth", "naiveHundredth" },
+                  { "lodTenThousandth", "naiveTenThousandth" }, { "lodZoomSweep", nullptr } };
         for (const auto& [lod, naive] : pairs) {
             const auto it = m_seconds.find(lod);
             if (it == m_seconds.end() || it->second <= 0) {

@@ -203,7 +203,8 @@ TEST(TimelinePanel, ClickingAKernelSelectsItInTheTableAndFollowsItsLaunch)
     const auto kernel = longestNamed(trace, "bn_fw_tr_1C11_kernel_NCHW");
     ASSERT_NE(kernel, profile::kNoSlice);
     const std::int64_t origin = view->traces().origins[0];
-    view->zoomTo(trace.sliceStart(kernel) - origin - 20000, trace.sliceEnd(kernel) - origin + 20000);
+    view->zoomTo(
+        trace.sliceStart(kernel) - origin - 20000, trace.sliceEnd(kernel) - origin + 20000);
     ASSERT_TRUE(view->waitForFrame());
     const auto pos = view->slicePosition({ 0, kernel });
     ASSERT_TRUE(pos.has_value());
@@ -330,7 +331,8 @@ TEST(TimelinePanel, ZoomAndPanKeepTheTimeUnderTheCursor)
 TEST(TimelinePanel, TwoTracesStackForComparison)
 {
     OpenedPanel f("hta_trace_compare_base.json.gz");
-    f.panel.openTraces({ dataFile("hta_trace_compare_test.json.gz") }, Session::TraceSlot::Comparison);
+    f.panel.openTraces(
+        { dataFile("hta_trace_compare_test.json.gz") }, Session::TraceSlot::Comparison);
     test::settle(f.jobs);
     ASSERT_TRUE(f.session.trace(Session::TraceSlot::Comparison));
     EXPECT_EQ(f.panel.trackModel()->rowCount(), 2);

@@ -16,8 +16,9 @@
 namespace day0::ui {
 
 /// The state every panel observes: the open model, the cluster, the workload, the current plan,
-/// the open traces, and the selection. Panels read it and change it through its setters; they learn about each
-/// other's changes only through its signals and never talk to each other. GUI-thread object.
+/// the open traces, and the selection. Panels read it and change it through its setters; they learn
+/// about each other's changes only through its signals and never talk to each other. GUI-thread
+/// object.
 class Session : public QObject {
     Q_OBJECT
 public:

@@ -210,7 +210,8 @@ TEST(ShortSliceName, SignaturesLoseTheirDecoration)
         "kernel");
     EXPECT_EQ(shortSliceName("ampere_sgemm_128x64_tn"), "ampere_sgemm_128x64_tn");
     EXPECT_EQ(shortSliceName("aten::mm"), "aten::mm");
-    EXPECT_EQ(shortSliceName("Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD (Pageable -> Device)");
+    EXPECT_EQ(
+        shortSliceName("Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD (Pageable -> Device)");
     EXPECT_EQ(shortSliceName("ProfilerStep#3"), "ProfilerStep#3");
     EXPECT_EQ(shortSliceName("unbalanced)"), "unbalanced)");
     EXPECT_EQ(shortSliceName(""), "");

@@ -223,7 +223,10 @@ int SliceArgsModel::rowCount(const QModelIndex& parent) const
     return parent.isValid() ? 0 : int(m_rows.size());
 }
 
-int SliceArgsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : 2; }
+int SliceArgsModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : 2;
+}
 
 QVariant SliceArgsModel::data(const QModelIndex& index, int role) const
 {

@@ -112,10 +112,11 @@ void SliceDetails::showSlice(const TimelineTraces& traces, const SliceRef& slice
     const std::int64_t origin = traces.origins[std::size_t(slice.slot)];
     const auto category = trace->sliceCategory(s);
     const QString name = toQString(std::string(trace->sliceNameText(s)));
-    m_title->setText(QStringLiteral("%1 <b>%2</b>")
-                         .arg(swatch(category),
-                             toQString(std::string(profile::shortSliceName(trace->sliceNameText(s))))
-                                 .toHtmlEscaped()));
+    m_title->setText(
+        QStringLiteral("%1 <b>%2</b>")
+            .arg(swatch(category),
+                toQString(std::string(profile::shortSliceName(trace->sliceNameText(s))))
+                    .toHtmlEscaped()));
     m_title->setToolTip(name);
 
     std::vector<SliceArgsModel::Row> rows;
@@ -137,7 +138,8 @@ void SliceDetails::showSlice(const TimelineTraces& traces, const SliceRef& slice
         const std::int64_t delta = trace->sliceStart(other) - trace->sliceStart(s);
         lines << QStringLiteral("%1 %2 <a href=\"flow:%3\">%4</a> on %5 (%6%7)")
                      .arg(verb, swatch(trace->sliceCategory(other)), QString::number(i),
-                         toQString(std::string(profile::shortSliceName(trace->sliceNameText(other))))
+                         toQString(
+                             std::string(profile::shortSliceName(trace->sliceNameText(other))))
                              .toHtmlEscaped(),
                          trackPath(*trace, trace->sliceTrack(other)).toHtmlEscaped(),
                          delta >= 0 ? QStringLiteral("+") : QStringLiteral("−"),

@@ -41,12 +41,12 @@ QColor sliceColor(profile::Category category, profile::StringId name)
     // A cheap integer hash of the name id: stable within a trace, spread over its bits.
     std::uint32_t h = name * 2654435761u;
     h ^= h >> 15;
-    const int dh = int(h % 17u) - 8; // ±8°
+    const int dh = int(h % 11u) - 5; // ±5°: neighbouring categories stay apart
     const int dv = int((h >> 8) % 41u) - 20; // ±20 of 255
     const int ds = int((h >> 16) % 31u) - 15;
     const Hsv& b = kBase[i];
-    return QColor::fromHsv((b.h + dh + 360) % 360, std::clamp(b.s + ds, 0, 255),
-        std::clamp(b.v + dv, 60, 255));
+    return QColor::fromHsv(
+        (b.h + dh + 360) % 360, std::clamp(b.s + ds, 0, 255), std::clamp(b.v + dv, 60, 255));
 }
 
 QColor textColorOn(const QColor& background)

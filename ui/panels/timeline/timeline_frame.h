@@ -6,8 +6,8 @@
 
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <vector>
 

@@ -79,13 +79,23 @@ protected:
             C category;
         };
         static constexpr Bar kBars[] = {
-            { 0, 0.02, 0.46, C::Annotation }, { 0, 0.50, 0.97, C::Annotation },
-            { 1, 0.04, 0.20, C::CpuOp }, { 1, 0.23, 0.44, C::CpuOp }, { 1, 0.52, 0.70, C::CpuOp },
-            { 1, 0.73, 0.95, C::CpuOp }, { 2, 0.06, 0.09, C::Runtime }, { 2, 0.25, 0.28, C::Runtime },
-            { 2, 0.54, 0.57, C::Runtime }, { 2, 0.75, 0.78, C::Runtime },
-            { 3, 0.10, 0.31, C::Kernel }, { 3, 0.33, 0.38, C::Memcpy }, { 3, 0.40, 0.62, C::Kernel },
-            { 3, 0.64, 0.69, C::Memset }, { 3, 0.79, 0.93, C::Kernel },
-            { 4, 0.30, 0.52, C::Communication }, { 4, 0.70, 0.90, C::Communication },
+            { 0, 0.02, 0.46, C::Annotation },
+            { 0, 0.50, 0.97, C::Annotation },
+            { 1, 0.04, 0.20, C::CpuOp },
+            { 1, 0.23, 0.44, C::CpuOp },
+            { 1, 0.52, 0.70, C::CpuOp },
+            { 1, 0.73, 0.95, C::CpuOp },
+            { 2, 0.06, 0.09, C::Runtime },
+            { 2, 0.25, 0.28, C::Runtime },
+            { 2, 0.54, 0.57, C::Runtime },
+            { 2, 0.75, 0.78, C::Runtime },
+            { 3, 0.10, 0.31, C::Kernel },
+            { 3, 0.33, 0.38, C::Memcpy },
+            { 3, 0.40, 0.62, C::Kernel },
+            { 3, 0.64, 0.69, C::Memset },
+            { 3, 0.79, 0.93, C::Kernel },
+            { 4, 0.30, 0.52, C::Communication },
+            { 4, 0.70, 0.90, C::Communication },
         };
         QPainter p(this);
         p.setRenderHint(QPainter::Antialiasing);
@@ -103,8 +113,8 @@ protected:
                 float(c.greenF() * 0.7 + base.greenF() * 0.3),
                 float(c.blueF() * 0.7 + base.blueF() * 0.3));
             p.setBrush(c);
-            p.drawRoundedRect(QRectF(b.x0 * width(), b.row * rowHeight + 3,
-                                  (b.x1 - b.x0) * width(), rowHeight - 8),
+            p.drawRoundedRect(QRectF(b.x0 * width(), b.row * rowHeight + 3, (b.x1 - b.x0) * width(),
+                                  rowHeight - 8),
                 3, 3);
         }
     }
@@ -279,6 +289,9 @@ QWidget* TimelinePanel::createEmptyState()
     hint->setForegroundRole(QPalette::PlaceholderText);
     m_busy = new QProgressBar(page);
     m_busy->setRange(0, 0);
+    m_progressTimer = new QTimer(this);
+    m_progressTimer->setInterval(50);
+    connect(m_progressTimer, &QTimer::timeout, this, &TimelinePanel::pollImport);
     m_busy->setTextVisible(false);
     m_busy->setMaximumWidth(320);
     m_cancelButton = new QPushButton(tr("Cancel"), page);
@@ -350,16 +363,42 @@ QWidget* TimelinePanel::createStatsPane()
     }
     layout->addWidget(m_statsView, 1);
 
-    connect(m_statsCategories, &QComboBox::currentIndexChanged, this,
-        &TimelinePanel::recomputeStats);
+    connect(
+        m_statsCategories, &QComboBox::currentIndexChanged, this, &TimelinePanel::recomputeStats);
     connect(m_statsTrace, &QComboBox::currentIndexChanged, this, &TimelinePanel::recomputeStats);
     connect(m_filter, &QLineEdit::textChanged, m_statsProxy,
         &QSortFilterProxyModel::setFilterFixedString);
     return pane;
 }
 
+void TimelinePanel::pollImport()
+{
+    // The import's own progress, as the status bar shows it.
+    for (const auto& job : m_jobs.activeJobs()) {
+        if (job.title != m_loadingTitle) {
+            continue;
+        }
+        const auto total = job.progress->total();
+        m_busy->setRange(0, total > 0 ? 1000 : 0);
+        if (total > 0) {
+            m_busy->setValue(int(job.progress->fraction() * 1000));
+        }
+        const std::string stage = job.progress->stage();
+        m_emptyText->setText(stage.empty()
+                ? QString(m_loadingTitle + QStringLiteral("…"))
+                : QString(m_loadingTitle + QStringLiteral(": ") + toQString(stage)));
+        return;
+    }
+}
+
 void TimelinePanel::setBusy(bool busy, const QString& text)
 {
+    if (busy) {
+        m_busy->setRange(0, 0);
+        m_progressTimer->start();
+    } else {
+        m_progressTimer->stop();
+    }
     m_busy->setVisible(busy);
     m_cancelButton->setVisible(busy);
     m_openButton->setEnabled(!busy);
@@ -401,15 +440,16 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
         names << QFileInfo(p).fileName();
     }
     const QString label = names.join(QStringLiteral(", "));
+    const QString title = tr("Importing %1").arg(label);
     if (slot == Slot::Primary && !m_session.trace(Slot::Primary)) {
-        setBusy(true, tr("Importing %1…").arg(label));
+        m_loadingTitle = title;
+        setBusy(true, title + QStringLiteral("…"));
     }
     m_jobs.start<LoadResult>(
-        *m_loadTicket[int(slot)], tr("Importing %1").arg(label), this,
+        *m_loadTicket[int(slot)], title, this,
         [files](Progress& progress, std::stop_token stop) -> LoadResult {
-            auto trace = files.size() == 1
-                ? profile::importTrace(files.front(), {}, progress, stop)
-                : profile::importTraces(files, {}, progress, stop);
+            auto trace = files.size() == 1 ? profile::importTrace(files.front(), {}, progress, stop)
+                                           : profile::importTraces(files, {}, progress, stop);
             if (!trace) {
                 return trace.error();
             }
@@ -480,9 +520,8 @@ void TimelinePanel::recomputeStats()
     }
     m_jobs.start<std::vector<profile::KernelStat>>(
         *m_statsTicket, tr("Kernel statistics"), this,
-        [trace, options](Progress&, std::stop_token) {
-            return profile::kernelStatistics(*trace, options);
-        },
+        [trace, options](
+            Progress&, std::stop_token) { return profile::kernelStatistics(*trace, options); },
         [this](std::vector<profile::KernelStat>&& stats) {
             m_syncing = true;
             m_stats->setStats(std::move(stats));
@@ -496,12 +535,12 @@ void TimelinePanel::recomputeStats()
 void TimelinePanel::updateStatsTitle()
 {
     const auto range = m_view->range();
-    const QString scope = range ? tr("%1 – %2 (%3)")
-                                      .arg(ns(range->first), ns(range->second),
-                                          ns(range->second - range->first))
-                                : tr("whole trace");
-    m_statsTitle->setText(tr("<b>Statistics</b> · %1 · %n name(s)", nullptr, m_stats->rowCount())
-                              .arg(scope));
+    const QString scope = range
+        ? tr("%1 – %2 (%3)")
+              .arg(ns(range->first), ns(range->second), ns(range->second - range->first))
+        : tr("whole trace");
+    m_statsTitle->setText(
+        tr("<b>Statistics</b> · %1 · %n name(s)", nullptr, m_stats->rowCount()).arg(scope));
 }
 
 void TimelinePanel::rangeChanged(qint64 start, qint64 end)
@@ -509,8 +548,9 @@ void TimelinePanel::rangeChanged(qint64 start, qint64 end)
     m_zoomRangeAction->setEnabled(end > start);
     const Slot slot = statsSlot();
     const std::int64_t origin = m_traces.origins[std::size_t(slot)];
-    m_session.selectTimeRange(end > start ? Session::TimeRange { slot, origin + start, origin + end }
-                                          : Session::TimeRange {});
+    m_session.selectTimeRange(end > start
+            ? Session::TimeRange { slot, origin + start, origin + end }
+            : Session::TimeRange {});
     recomputeStats();
 }
 

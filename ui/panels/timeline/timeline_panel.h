@@ -15,6 +15,7 @@ class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QStackedWidget;
+class QTimer;
 class QTreeView;
 
 namespace day0::ui {
@@ -39,7 +40,8 @@ public:
     /// Imports `paths` (one trace; several files are several ranks) into `slot` in a background
     /// job; the result goes to the session. Errors are shown in the panel and emitted as
     /// Session::traceOpenFailed.
-    void openTraces(const QStringList& paths, Session::TraceSlot slot = Session::TraceSlot::Primary);
+    void openTraces(
+        const QStringList& paths, Session::TraceSlot slot = Session::TraceSlot::Primary);
 
     [[nodiscard]] TimelineView* view() const { return m_view; }
     [[nodiscard]] TrackTreeModel* trackModel() const { return m_tracks; }
@@ -67,6 +69,7 @@ private:
     void rangeChanged(qint64 start, qint64 end);
     void updateStatsTitle();
     void setBusy(bool busy, const QString& text = {});
+    void pollImport();
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -89,6 +92,8 @@ private:
     QLabel* m_emptyText = nullptr;
     QLabel* m_error = nullptr;
     QProgressBar* m_busy = nullptr;
+    QTimer* m_progressTimer = nullptr;
+    QString m_loadingTitle; // the running import's job title
     QPushButton* m_openButton = nullptr;
     QPushButton* m_cancelButton = nullptr;
     QAction* m_compareAction = nullptr;

@@ -67,6 +67,8 @@ void TimelineView::setModel(TrackTreeModel* model)
 void TimelineView::setTraces(const TimelineTraces& traces)
 {
     m_traces = traces;
+    // Frames of the previous traces must not be painted (nor fill the name cache) any more.
+    m_frame.reset();
     m_shortNames.clear();
     m_selected = {};
     m_range.reset();
@@ -285,8 +287,8 @@ std::optional<QRectF> TimelineView::sliceRect(const SliceRef& slice) const
     const std::int64_t origin = m_traces.origins[std::size_t(slice.slot)];
     const double x0 = xOf(trace->sliceStart(slice.slice) - origin);
     const double x1 = std::max(x0 + 1.0, xOf(trace->sliceEnd(slice.slice) - origin));
-    const double y
-        = kRulerHeight + row->y - verticalScrollBar()->value() + kTrackPadding + depth * kDepthHeight;
+    const double y = kRulerHeight + row->y - verticalScrollBar()->value() + kTrackPadding
+        + depth * kDepthHeight;
     return QRectF(x0, y, x1 - x0, kDepthHeight - 1);
 }
 
@@ -440,7 +442,9 @@ void TimelineView::startWorker(FrameRequest request)
 void TimelineView::deliverFrame(std::shared_ptr<const TimelineFrame> frame)
 {
     m_running = false;
-    m_frame = std::move(frame);
+    if (frame->traces.traces == m_traces.traces) {
+        m_frame = std::move(frame);
+    }
     if (m_pending) {
         FrameRequest next = std::move(*m_pending);
         m_pending.reset();
@@ -646,11 +650,12 @@ void TimelineView::showToolTip(const QPoint& pos)
     if (const SliceRef hit = sliceAt(pos); hit.valid()) {
         const auto& trace = *m_traces.traces[std::size_t(hit.slot)];
         const std::int64_t origin = m_traces.origins[std::size_t(hit.slot)];
-        text = QStringLiteral("<b>%1</b><br>%2 · %3<br>start %4")
-                   .arg(toQString(std::string(trace.sliceNameText(hit.slice))).toHtmlEscaped(),
-                       toQString(std::string(profile::categoryName(trace.sliceCategory(hit.slice)))),
-                       durationText(Seconds(double(trace.sliceDuration(hit.slice)) * 1e-9)),
-                       durationText(Seconds(double(trace.sliceStart(hit.slice) - origin) * 1e-9)));
+        text
+            = QStringLiteral("<b>%1</b><br>%2 · %3<br>start %4")
+                  .arg(toQString(std::string(trace.sliceNameText(hit.slice))).toHtmlEscaped(),
+                      toQString(std::string(profile::categoryName(trace.sliceCategory(hit.slice)))),
+                      durationText(Seconds(double(trace.sliceDuration(hit.slice)) * 1e-9)),
+                      durationText(Seconds(double(trace.sliceStart(hit.slice) - origin) * 1e-9)));
     } else if (const Hit row = hitRow(pos); row.row && m_model) {
         const auto& r = m_model->visibleRows()[row.row->visibleIndex];
         if (pos.x() < kLabelWidth) {
@@ -661,8 +666,8 @@ void TimelineView::showToolTip(const QPoint& pos)
                 const double fx = (double(timeAt(pos.x()) - m_frame->start)) / m_frame->nsPerPixel;
                 for (const auto& run : tf->depths[std::size_t(row.depth)]) {
                     if (fx >= run.x0 && fx < run.x1) {
-                        text = tr("%n slice(s) here — zoom in to see them", nullptr,
-                            int(run.count));
+                        text
+                            = tr("%n slice(s) here — zoom in to see them", nullptr, int(run.count));
                         break;
                     }
                 }

@@ -129,8 +129,8 @@ void TimelineView::paintRows(QPainter& p, const QRect& visible)
             p.fillRect(QRect(0, y, kLabelWidth, it->height), mix(window, base, 0.5));
             const TrackFrame* tf = m_frame ? m_frame->find(row.slot, row.track) : nullptr;
             p.save();
-            p.setClipRect(QRect(kLabelWidth, std::max(y, kRulerHeight), width - kLabelWidth,
-                it->height));
+            p.setClipRect(
+                QRect(kLabelWidth, std::max(y, kRulerHeight), width - kLabelWidth, it->height));
             if (tf && !tf->counter.empty()) {
                 paintCounter(p, *it, y, *tf);
             } else {
@@ -160,7 +160,8 @@ void TimelineView::paintTrack(QPainter& p, const TrackTreeModel::VisibleRow& row
     // The frame may be older than the window (the next one is being prepared): move and scale.
     const double scale = m_frame->nsPerPixel / m_nsPerPixel;
     const double offset = double(m_frame->start - m_start) / m_nsPerPixel + kLabelWidth;
-    const bool highlighting = m_frame->highlight[std::size_t(row.slot)] != profile::StringTable::kNotFound;
+    const bool highlighting
+        = m_frame->highlight[std::size_t(row.slot)] != profile::StringTable::kNotFound;
     constexpr std::array<double, 4> kShadeStrength = { 0.38, 0.58, 0.78, 1.0 };
     const QFontMetrics metrics(p.font());
     const int right = viewport()->width();
@@ -201,7 +202,8 @@ void TimelineView::paintTrack(QPainter& p, const TrackTreeModel::VisibleRow& row
             auto name = m_shortNames.constFind(key);
             if (name == m_shortNames.constEnd()) {
                 name = m_shortNames.insert(key,
-                    toQString(std::string(profile::shortSliceName(trace.sliceNameText(run.slice)))));
+                    toQString(
+                        std::string(profile::shortSliceName(trace.sliceNameText(run.slice)))));
             }
             const QString duration = durationLabel(trace.sliceDuration(run.slice));
             const int room = int(rect.width()) - 8;
@@ -267,13 +269,13 @@ void TimelineView::paintCounter(QPainter& p, const LaidRow& laid, int top, const
         tr("max %1").arg(QString::number(hi, 'g', 4)));
 }
 
-void TimelineView::paintLabel(QPainter& p, const TrackTreeModel::VisibleRow& row, int top, int height)
+void TimelineView::paintLabel(
+    QPainter& p, const TrackTreeModel::VisibleRow& row, int top, int height)
 {
     const QPalette& pal = palette();
     const int indent = 8 + row.level * 14;
-    const int lineHeight = std::min(height, row.kind == TrackTreeModel::NodeKind::Track
-            ? kDepthHeight + 2 * kTrackPadding
-            : height);
+    const int lineHeight = std::min(height,
+        row.kind == TrackTreeModel::NodeKind::Track ? kDepthHeight + 2 * kTrackPadding : height);
     if (row.hasChildren) {
         // A disclosure triangle: ▾ expanded, ▸ collapsed.
         const double cx = indent + 4;
@@ -349,7 +351,8 @@ void TimelineView::paintSelection(QPainter& p)
 
 void TimelineView::paintFlows(QPainter& p)
 {
-    const auto& trace = m_selected.valid() ? m_traces.traces[std::size_t(m_selected.slot)] : nullptr;
+    const auto& trace
+        = m_selected.valid() ? m_traces.traces[std::size_t(m_selected.slot)] : nullptr;
     if (!trace) {
         return;
     }

@@ -36,7 +36,8 @@ QString trackLabel(const profile::Track& t)
 
 bool isGpuTrack(const profile::Track& t)
 {
-    return t.kind == profile::TrackKind::Stream || (t.kind != profile::TrackKind::Thread && t.device >= 0);
+    return t.kind == profile::TrackKind::Stream
+        || (t.kind != profile::TrackKind::Thread && t.device >= 0);
 }
 
 } // namespace
@@ -153,8 +154,8 @@ void TrackTreeModel::addTrace(int slot, const profile::Trace& trace, const QStri
                 }
                 group.detail = tr("%n stream(s)", nullptr, int(ids.size()));
             } else {
-                group.label = first.processName.empty() ? tr("Host process")
-                                                        : toQString(first.processName);
+                group.label
+                    = first.processName.empty() ? tr("Host process") : toQString(first.processName);
                 group.detail = tr("pid %1 · %n track(s)", nullptr, int(ids.size())).arg(id);
             }
             group.key = rankNode.key + (gpu ? QStringLiteral("/g") : QStringLiteral("/p"))
