@@ -73,29 +73,29 @@ protected:
     {
         using C = profile::Category;
         struct Bar {
-            int row;
             double x0;
             double x1;
+            int row;
             C category;
         };
         static constexpr Bar kBars[] = {
-            { 0, 0.02, 0.46, C::Annotation },
-            { 0, 0.50, 0.97, C::Annotation },
-            { 1, 0.04, 0.20, C::CpuOp },
-            { 1, 0.23, 0.44, C::CpuOp },
-            { 1, 0.52, 0.70, C::CpuOp },
-            { 1, 0.73, 0.95, C::CpuOp },
-            { 2, 0.06, 0.09, C::Runtime },
-            { 2, 0.25, 0.28, C::Runtime },
-            { 2, 0.54, 0.57, C::Runtime },
-            { 2, 0.75, 0.78, C::Runtime },
-            { 3, 0.10, 0.31, C::Kernel },
-            { 3, 0.33, 0.38, C::Memcpy },
-            { 3, 0.40, 0.62, C::Kernel },
-            { 3, 0.64, 0.69, C::Memset },
-            { 3, 0.79, 0.93, C::Kernel },
-            { 4, 0.30, 0.52, C::Communication },
-            { 4, 0.70, 0.90, C::Communication },
+            { 0.02, 0.46, 0, C::Annotation },
+            { 0.50, 0.97, 0, C::Annotation },
+            { 0.04, 0.20, 1, C::CpuOp },
+            { 0.23, 0.44, 1, C::CpuOp },
+            { 0.52, 0.70, 1, C::CpuOp },
+            { 0.73, 0.95, 1, C::CpuOp },
+            { 0.06, 0.09, 2, C::Runtime },
+            { 0.25, 0.28, 2, C::Runtime },
+            { 0.54, 0.57, 2, C::Runtime },
+            { 0.75, 0.78, 2, C::Runtime },
+            { 0.10, 0.31, 3, C::Kernel },
+            { 0.33, 0.38, 3, C::Memcpy },
+            { 0.40, 0.62, 3, C::Kernel },
+            { 0.64, 0.69, 3, C::Memset },
+            { 0.79, 0.93, 3, C::Kernel },
+            { 0.30, 0.52, 4, C::Communication },
+            { 0.70, 0.90, 4, C::Communication },
         };
         QPainter p(this);
         p.setRenderHint(QPainter::Antialiasing);

@@ -99,7 +99,7 @@ std::int64_t TimelineView::totalSpan() const
 
 void TimelineView::clampWindow()
 {
-    const double total = double(totalSpan());
+    const auto total = double(totalSpan());
     const double maxNsPerPixel = std::max(1.0, total * 4.0 / double(canvasWidth()));
     m_nsPerPixel = std::clamp(m_nsPerPixel, kMinNsPerPixel, maxNsPerPixel);
     const double window = m_nsPerPixel * double(canvasWidth());
@@ -145,7 +145,7 @@ void TimelineView::zoomAround(double x, double factor)
     const double column = std::clamp(x - kLabelWidth, 0.0, double(canvasWidth()));
     const double t = double(m_start) + column * m_nsPerPixel;
     m_nsPerPixel /= factor;
-    const double total = double(totalSpan());
+    const auto total = double(totalSpan());
     m_nsPerPixel = std::clamp(
         m_nsPerPixel, kMinNsPerPixel, std::max(1.0, total * 4.0 / double(canvasWidth())));
     setWindow(std::int64_t(std::llround(t - column * m_nsPerPixel)), m_nsPerPixel);

@@ -49,8 +49,8 @@ TrackTreeModel::TrackTreeModel(QObject* parent)
 
 TrackTreeModel::~TrackTreeModel() = default;
 
-void TrackTreeModel::setTraces(std::shared_ptr<const profile::Trace> a,
-    std::shared_ptr<const profile::Trace> b, const QString& nameA, const QString& nameB)
+void TrackTreeModel::setTraces(const std::shared_ptr<const profile::Trace>& a,
+    const std::shared_ptr<const profile::Trace>& b, const QString& nameA, const QString& nameB)
 {
     QHash<QString, bool> expanded;
     for (const auto& n : m_nodes) {

@@ -32,8 +32,8 @@ public:
 
     /// Rebuilds the tree for the traces (either may be null). Collapse state is kept for nodes
     /// that still exist.
-    void setTraces(std::shared_ptr<const profile::Trace> a, std::shared_ptr<const profile::Trace> b,
-        const QString& nameA, const QString& nameB);
+    void setTraces(const std::shared_ptr<const profile::Trace>& a,
+        const std::shared_ptr<const profile::Trace>& b, const QString& nameA, const QString& nameB);
 
     /// A row as the view lays it out: visible (its ancestors expanded), in display order.
     struct VisibleRow {
