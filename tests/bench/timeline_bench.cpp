@@ -4,8 +4,10 @@
 // visible tracks are prepared (on the calling thread here, on a worker in the workbench) and the
 // widget is rendered offscreen into a 1600 × 1000 image.
 // Baseline, measured in the same run: a timeline without level of detail, which fills one
-// rectangle per slice in the window on the same rows. Frames per second and the ratios are
-// printed after the benchmark table; the goal is at least 30 frames per second.
+// rectangle per slice in the window on the same rows (and paints nothing else: no labels, ruler
+// or text, which the view's frames include, so with few slices in the window the baseline is the
+// faster one). Frames per second and the ratios are printed after the benchmark table; the goal
+// is at least 30 frames per second.
 // DAY0_BENCH_QUICK=1 (CTest) generates 400 000 slices instead of ten million.
 
 #include "panels/timeline/timeline_colors.h"
@@ -132,10 +134,19 @@ struct Scene {
     }
 };
 
+// Made on first use; destroyed before the QApplication (widgets must not outlive it).
+std::unique_ptr<Scene>& sceneHolder()
+{
+    static std::unique_ptr<Scene> s;
+    return s;
+}
+
 Scene& scene()
 {
-    static Scene s;
-    return s;
+    if (!sceneHolder()) {
+        sceneHolder() = std::make_unique<Scene>();
+    }
+    return *sceneHolder();
 }
 
 QImage& canvas()
@@ -298,8 +309,10 @@ public:
             std::string line = fmt::format("  {:<18} {:8.1f} fps", lod, 1.0 / it->second);
             if (naive != nullptr) {
                 if (const auto b = m_seconds.find(naive); b != m_seconds.end() && b->second > 0) {
-                    line += fmt::format("   baseline {:<20} {:8.2f} fps   {:8.1f}x faster", naive,
-                        1.0 / b->second, b->second / it->second);
+                    const double ratio = b->second / it->second;
+                    line += fmt::format("   baseline {:<20} {:8.2f} fps   {:7.1f}x {}", naive,
+                        1.0 / b->second, ratio >= 1.0 ? ratio : 1.0 / ratio,
+                        ratio >= 1.0 ? "faster" : "slower");
                 }
             }
             fmt::print("{}\n", line);
@@ -322,5 +335,6 @@ int main(int argc, char** argv)
     RatioReporter reporter;
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
+    sceneHolder().reset();
     return 0;
 }

@@ -195,6 +195,25 @@ TEST(TimelinePanel, EmptyStateUntilATraceIsOpened)
     EXPECT_EQ(session.traceSource(), QStringLiteral("synthetic_rank0.json"));
 }
 
+TEST(TimelinePanel, AnImportCancelledFromTheStatusBarLeavesTheBusyState)
+{
+    Session session;
+    JobRunner jobs;
+    TimelinePanel panel(session, jobs);
+    panel.openTraces({ dataFile("hta_sampled_rank-0.json.gz") });
+    EXPECT_TRUE(panel.importing());
+    jobs.cancelAll(); // what the status bar's Cancel button does
+    test::settle(jobs);
+    EXPECT_FALSE(panel.importing());
+    EXPECT_TRUE(panel.showsEmptyState());
+    EXPECT_FALSE(session.trace());
+    // The panel's own Cancel works too, and a later import still succeeds.
+    panel.openTraces({ dataFile("synthetic_rank0.json") });
+    test::settle(jobs);
+    EXPECT_FALSE(panel.importing());
+    EXPECT_TRUE(session.trace());
+}
+
 TEST(TimelinePanel, ClickingAKernelSelectsItInTheTableAndFollowsItsLaunch)
 {
     OpenedPanel f("kineto_2021_resnet50_cut.json.gz");

@@ -201,10 +201,14 @@ TimelinePanel::TimelinePanel(Session& session, JobRunner& jobs, QWidget* parent)
         const std::int64_t origin = m_traces.origins[std::size_t(r.slot)];
         m_view->setRange(std::pair(r.start - origin, r.end - origin));
     });
-    // A job cancelled from the status bar never delivers: leave the busy state then.
+    // A job cancelled from the status bar never delivers: leave the busy state then. (Delivery
+    // follows jobFinished at once, so by the next turn of the event loop it has happened.)
     connect(&m_jobs, &JobRunner::jobFinished, this, [this] {
         QTimer::singleShot(0, this, [this] {
-            if (!m_busy->isHidden() && !m_loadTicket[0]->busy()) {
+            const auto active = m_jobs.activeJobs();
+            const bool running = std::any_of(active.begin(), active.end(),
+                [this](const JobInfo& job) { return job.title == m_loadingTitle; });
+            if (importing() && !running) {
                 setBusy(false);
                 m_error->setText(tr("The import was cancelled."));
                 m_error->show();
@@ -417,6 +421,8 @@ Session::TraceSlot TimelinePanel::statsSlot() const
 }
 
 bool TimelinePanel::showsEmptyState() const { return m_stack->currentIndex() == 0; }
+
+bool TimelinePanel::importing() const { return !m_busy->isHidden(); }
 
 void TimelinePanel::askAndOpen(Slot slot)
 {

@@ -52,6 +52,8 @@ public:
     [[nodiscard]] Session::TraceSlot statsSlot() const;
     /// True while the empty state ("Open trace…") is shown.
     [[nodiscard]] bool showsEmptyState() const;
+    /// True while the empty state shows an import's progress.
+    [[nodiscard]] bool importing() const;
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
