@@ -355,6 +355,8 @@ QWidget* TimelinePanel::createStatsPane()
     m_statsView->setModel(m_statsProxy);
     m_statsView->setRootIsDecorated(false);
     m_statsView->setUniformRowHeights(true);
+    // Names that differ in their template arguments differ at the end: keep both ends.
+    m_statsView->setTextElideMode(Qt::ElideMiddle);
     m_statsView->setAlternatingRowColors(true);
     m_statsView->setSortingEnabled(true);
     m_statsView->sortByColumn(KernelStatsModel::TotalColumn, Qt::DescendingOrder);

@@ -156,7 +156,9 @@ void TrackTreeModel::addTrace(int slot, const profile::Trace& trace, const QStri
             } else {
                 group.label
                     = first.processName.empty() ? tr("Host process") : toQString(first.processName);
-                group.detail = tr("pid %1 · %n track(s)", nullptr, int(ids.size())).arg(id);
+                // Kineto's pseudo-processes ("Spans", "Traces") carry made-up negative pids.
+                group.detail = id > 0 ? tr("pid %1 · %n track(s)", nullptr, int(ids.size())).arg(id)
+                                      : tr("%n track(s)", nullptr, int(ids.size()));
             }
             group.key = rankNode.key + (gpu ? QStringLiteral("/g") : QStringLiteral("/p"))
                 + QString::number(id);
