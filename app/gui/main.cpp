@@ -74,8 +74,15 @@ int main(int argc, char** argv)
         QStringLiteral("file"));
     const QCommandLineOption noRecordOption(QStringLiteral("no-record"),
         QStringLiteral("Do not record plans and other results as runs (--screenshot never does)."));
+    const QCommandLineOption traceOption(QStringLiteral("trace"),
+        QStringLiteral("Open a trace (Kineto/Chrome JSON, .json.gz, Nsight Systems .sqlite) in the "
+                       "timeline; repeat for one file per rank."),
+        QStringLiteral("file"));
+    const QCommandLineOption compareOption(QStringLiteral("compare-trace"),
+        QStringLiteral("Stack a second trace below the first for comparison; repeatable."),
+        QStringLiteral("file"));
     parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption,
-        planOption, storeOption, noRecordOption });
+        planOption, storeOption, noRecordOption, traceOption, compareOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
@@ -132,8 +139,16 @@ int main(int argc, char** argv)
     QString openError;
     QObject::connect(&window, &MainWindow::modelOpenFailed,
         [&openError](const QString& message) { openError = message; });
+    QObject::connect(&session, &Session::traceOpenFailed,
+        [&openError](const QString& message) { openError = message; });
     const QStringList positional = parser.positionalArguments();
     window.openModel(positional.isEmpty() ? preferences.defaultModel : positional.first());
+    if (parser.isSet(traceOption)) {
+        session.requestTraceOpen(parser.values(traceOption), Session::TraceSlot::Primary);
+    }
+    if (parser.isSet(compareOption)) {
+        session.requestTraceOpen(parser.values(compareOption), Session::TraceSlot::Comparison);
+    }
 
     if (screenshot) {
         QString error;

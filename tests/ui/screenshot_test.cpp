@@ -5,6 +5,7 @@
 #include "panels/planner/planner_panel.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
+#include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
 #include "shell/main_window.h"
@@ -65,6 +66,9 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     auto* runs = qobject_cast<RunsPanel*>(window.panel(QStringLiteral("runs")));
     ASSERT_NE(runs, nullptr);
     EXPECT_GE(runs->runModel()->rowCount(), 1) << "the planner's sweep is recorded and listed";
+    auto* timeline = qobject_cast<TimelinePanel*>(window.panel(QStringLiteral("timeline")));
+    ASSERT_NE(timeline, nullptr);
+    EXPECT_TRUE(timeline->showsEmptyState()) << "no trace was opened";
 
     QString unknown;
     EXPECT_TRUE(

@@ -4,6 +4,7 @@
 #include "panels/model/model_panel.h"
 #include "panels/planner/planner_panel.h"
 #include "panels/runs/runs_panel.h"
+#include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "shell/panel_registry.h"
 
@@ -32,9 +33,14 @@ void registerBuiltinPanels(PanelRegistry& registry)
                 return new PlannerPanel(context.session, context.jobs, parent);
             } });
     registry.add({ QStringLiteral("runs"), QObject::tr("Runs"), QKeySequence(QObject::tr("Ctrl+6")),
-        PanelArea::Right, 50, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+        PanelArea::Right, 60, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new RunsPanel(context.session, context.jobs, parent);
         } });
+    registry.add(
+        { QStringLiteral("timeline"), QObject::tr("Timeline"), QKeySequence(QObject::tr("Ctrl+8")),
+            PanelArea::Right, 80, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new TimelinePanel(context.session, context.jobs, parent);
+            } });
 }
 
 } // namespace day0::ui

@@ -61,5 +61,38 @@ void Session::selectRank(int rank)
 }
 
 void Session::announceRecordedRun(qint64 id) { emit runRecorded(id); }
+std::shared_ptr<const profile::Trace> Session::trace(TraceSlot slot) const
+{
+    return m_traces[int(slot)];
+}
+
+QString Session::traceSource(TraceSlot slot) const { return m_traceSources[int(slot)]; }
+
+void Session::setTrace(
+    TraceSlot slot, std::shared_ptr<const profile::Trace> trace, const QString& source)
+{
+    m_traces[int(slot)] = std::move(trace);
+    m_traceSources[int(slot)] = m_traces[int(slot)] ? source : QString();
+    if (m_timeRange.slot == slot && !m_timeRange.empty()) {
+        m_timeRange = TimeRange {};
+        emit timeRangeSelected(m_timeRange);
+    }
+    emit traceChanged(slot);
+}
+
+void Session::requestTraceOpen(const QStringList& paths, TraceSlot slot)
+{
+    emit traceOpenRequested(paths, slot);
+}
+
+void Session::selectTimeRange(const TimeRange& range)
+{
+    const TimeRange normalized = range.empty() ? TimeRange {} : range;
+    if (normalized == m_timeRange) {
+        return;
+    }
+    m_timeRange = normalized;
+    emit timeRangeSelected(m_timeRange);
+}
 
 } // namespace day0::ui

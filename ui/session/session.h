@@ -5,17 +5,20 @@
 #include "plan/model_summary.h"
 #include "plan/parallel_plan.h"
 #include "plan/workload.h"
+#include "profile/trace.h"
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 
 namespace day0::ui {
 
 /// The state every panel observes: the open model, the cluster, the workload, the current plan,
-/// and the selection. Panels read it and change it through its setters; they learn about each
-/// other's changes only through its signals and never talk to each other. GUI-thread object.
+/// the open traces, and the selection. Panels read it and change it through its setters; they learn
+/// about each other's changes only through its signals and never talk to each other. GUI-thread
+/// object.
 class Session : public QObject {
     Q_OBJECT
 public:
@@ -47,7 +50,35 @@ public:
     /// True once model and cluster are set, so panels can compute.
     [[nodiscard]] bool ready() const { return m_summary && m_cluster.worldSize() > 0; }
 
+    // --- traces ------------------------------------------------------------------------------
+    /// The trace under study, and a second one stacked below it for comparison.
+    enum class TraceSlot { Primary = 0, Comparison = 1 };
+    Q_ENUM(TraceSlot)
+    /// The trace in `slot`, or nullptr.
+    [[nodiscard]] std::shared_ptr<const profile::Trace> trace(
+        TraceSlot slot = TraceSlot::Primary) const;
+    /// The file(s) it came from, as given ("a.json", or "r0.json, r1.json" for several ranks).
+    [[nodiscard]] QString traceSource(TraceSlot slot = TraceSlot::Primary) const;
+    /// Replaces the trace in `slot` (nullptr closes it); emits traceChanged. A time range selected
+    /// in that slot is cleared.
+    void setTrace(
+        TraceSlot slot, std::shared_ptr<const profile::Trace> trace, const QString& source);
+    /// Asks the panel that imports traces to open `paths` (several files: one trace, one rank
+    /// each) into `slot`; with no paths it asks the user. Emits traceOpenRequested.
+    void requestTraceOpen(const QStringList& paths, TraceSlot slot = TraceSlot::Primary);
+
     // --- selection ---------------------------------------------------------------------------
+    /// A time range [start, end) in ns on the clock of the trace in `slot`.
+    struct TimeRange {
+        TraceSlot slot = TraceSlot::Primary;
+        qint64 start = 0;
+        qint64 end = 0;
+        [[nodiscard]] bool empty() const { return end <= start; }
+        bool operator==(const TimeRange&) const = default;
+    };
+    /// The selected time range (empty for none).
+    [[nodiscard]] TimeRange selectedTimeRange() const { return m_timeRange; }
+    void selectTimeRange(const TimeRange& range);
     /// Anchor of the selected block or tensor name ("model.layers.7.mlp"), empty for none.
     [[nodiscard]] QString selectedAnchor() const { return m_selectedAnchor; }
     void selectAnchor(const QString& anchor);
@@ -68,6 +99,11 @@ signals:
     void rankSelected(int rank);
     /// A panel recorded a run in the store (history::storePath()).
     void runRecorded(qint64 id);
+    void traceChanged(day0::ui::Session::TraceSlot slot);
+    void traceOpenRequested(const QStringList& paths, day0::ui::Session::TraceSlot slot);
+    /// Importing a requested trace failed; the message names the file and what is wrong.
+    void traceOpenFailed(const QString& message);
+    void timeRangeSelected(const day0::ui::Session::TimeRange& range);
     /// A short message for the status bar (errors are shown by whoever caused them).
     void statusMessage(const QString& message);
 
@@ -81,6 +117,9 @@ private:
     QString m_modelSource;
     QString m_selectedAnchor;
     int m_selectedRank = -1;
+    std::shared_ptr<const profile::Trace> m_traces[2];
+    QString m_traceSources[2];
+    TimeRange m_timeRange;
 };
 
 } // namespace day0::ui

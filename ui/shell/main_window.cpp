@@ -133,6 +133,8 @@ void MainWindow::createMenus()
             openModel(path);
         }
     });
+    file->addAction(tr("Open &Trace…"), QKeySequence(tr("Ctrl+Shift+T")), this,
+        [this] { m_session.requestTraceOpen({}); });
     auto* bundled = file->addMenu(tr("&Bundled Models"));
     for (const auto& model : model::bundledModels()) {
         const QString name = toQString(model.name);
