@@ -666,6 +666,10 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
         builder.warn(fmt::format("{}: kept {} invalid backslash escapes as literal text", where,
             report.badEscapesRepaired));
     }
+    if (report.oversizedEvents > 0) {
+        builder.warn(fmt::format(
+            "{}: skipped {} events larger than 256 MiB each", where, report.oversizedEvents));
+    }
     if (report.nonObjectEntries > 0) {
         builder.warn(fmt::format("{}: skipped {} traceEvents entries that are not objects", where,
             report.nonObjectEntries));

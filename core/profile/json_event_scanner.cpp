@@ -13,6 +13,7 @@ namespace {
 
 constexpr std::size_t kReadBlock = 1 << 20;
 constexpr std::size_t kPadding = 64;
+constexpr std::size_t kMaxEventBytes = std::size_t(256) << 20;
 
 // Bytes that end a fast run inside a string: quote, backslash and control characters.
 constexpr std::array<bool, 256> makeStringStops()
@@ -489,6 +490,7 @@ Result<void> JsonEventScanner::scanEventArray(Progress& progress, std::stop_toke
         }
         if (c != '{') {
             ++m_report.nonObjectEntries;
+            const std::uint64_t at = m_bufferOffset + m_pos;
             auto r = copyValue(nullptr);
             if (!r.ok()) {
                 return r.error();
@@ -496,6 +498,9 @@ Result<void> JsonEventScanner::scanEventArray(Progress& progress, std::stop_toke
             if (*r == Copy::EndOfData) {
                 m_report.endedEarly = true;
                 return flush();
+            }
+            if (m_bufferOffset + m_pos == at) {
+                ++m_pos; // a stray '}' or ':' is no value at all: step over it
             }
             continue;
         }
@@ -514,6 +519,13 @@ Result<void> JsonEventScanner::scanEventArray(Progress& progress, std::stop_toke
             m_report.endedEarly = true;
             m_report.lastEventCut = true;
             return flush();
+        }
+        // Offsets into a batch are 32-bit and no real event comes near this size.
+        if (m_batch.size() - before > kMaxEventBytes) {
+            m_batch.resize(before);
+            m_starts.pop_back();
+            ++m_report.oversizedEvents;
+            continue;
         }
         if (m_batch.size() >= m_batchBytes) {
             DAY0_TRY(flush());

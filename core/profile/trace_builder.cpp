@@ -48,6 +48,11 @@ SliceIndex TraceBuilder::addSlice(TrackId track, std::int64_t start, std::int64_
     ArgsRef args)
 {
     auto& t = m_trace;
+    if (t.m_start.size() >= kNoSlice - 1) {
+        // SliceIndex is 32-bit: four billion slices is far beyond any trace that fits in memory.
+        ++m_droppedSlices;
+        return kNoSlice;
+    }
     t.m_start.push_back(start);
     t.m_end.push_back(std::max(start, end));
     t.m_name.push_back(name);
@@ -79,6 +84,9 @@ void TraceBuilder::addCounter(TrackId track, std::int64_t ts, double value)
 
 void TraceBuilder::addFlow(SliceIndex from, SliceIndex to, FlowKind kind)
 {
+    if (from == kNoSlice || to == kNoSlice) {
+        return;
+    }
     m_rawFlowFrom.push_back(from);
     m_rawFlowTo.push_back(to);
     m_rawFlowKind.push_back(kind);
@@ -351,6 +359,10 @@ void TraceBuilder::sortInstantsAndCounters()
 Result<Trace> TraceBuilder::finish(Progress& progress, std::stop_token stop)
 {
     auto& t = m_trace;
+    if (m_droppedSlices > 0) {
+        warn(fmt::format(
+            "{} slices beyond the 4 294 967 294 a trace can hold were dropped", m_droppedSlices));
+    }
     if (t.m_args.full()) {
         warn("argument storage reached 4 GiB; later events were kept without their arguments");
     }
