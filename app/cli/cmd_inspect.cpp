@@ -1,13 +1,13 @@
 // day0 inspect <model>: architecture and parameter counts of a folder, a config.json or a
 // bundled model.
 
-#include "command.h"
-#include "table.h"
-
 #include "base/units.h"
+#include "command.h"
+#include "inspect_tensors.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "model/model_summary.h"
+#include "table.h"
 
 #include <fmt/format.h>
 
@@ -103,15 +103,22 @@ int runInspect(const std::string& modelArg, const GlobalOptions& global)
 
 const bool kRegistered = registerCommand({
     "inspect",
-    "architecture and parameter counts of a model (folder, config.json or bundled name)",
+    "architecture and parameter counts of a model (folder, config.json or bundled name); with "
+    "--tensors, the tensors of a checkpoint, a .safetensors or a .gguf file",
     10,
     [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto model = std::make_shared<std::string>();
+        auto tensors = std::make_shared<bool>(false);
         app.add_option("model", *model,
                "a folder with config.json, a config.json file, or a bundled name (kimi-k2, "
-               "deepseek-v3, llama-3.1-405b, ...)")
+               "deepseek-v3, llama-3.1-405b, ...); with --tensors a checkpoint folder or file")
             ->required();
-        return [model, &global] { return runInspect(*model, global); };
+        app.add_flag("--tensors", *tensors,
+            "list the tensors of a checkpoint folder, .safetensors or .gguf file, checked against "
+            "the architecture when a config.json lies beside them");
+        return [model, tensors, &global] {
+            return *tensors ? runInspectTensors(*model, global) : runInspect(*model, global);
+        };
     },
 });
 

@@ -1,20 +1,26 @@
 // Runs under mpirun: the communicator conformance suite over the MPI plugin.
 //   mpi_comm_integration            the suite on MPI_COMM_WORLD (direct library)
 //   mpi_comm_integration --plugin   the same, with the communicator loaded as a plugin
-//   mpi_comm_integration --hang     rank 1 skips a barrier: the others must stop within the timeout
+//   mpi_comm_integration --hang     rank 1 hangs before a barrier: the others stop within the
+//   timeout mpi_comm_integration --fail     rank 1 fails before a barrier: it aborts the job with
+//   its reason
 #include "comm/communicator.h"
 #include "conformance.h"
 #include "extend/plugin_registry.h"
 #include "mpi_communicator.h"
 
-#include <cstring>
 #include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 int main(int argc, char** argv)
 {
     using namespace day0;
     const bool viaPlugin = argc > 1 && std::strcmp(argv[1], "--plugin") == 0;
     const bool hang = argc > 1 && std::strcmp(argv[1], "--hang") == 0;
+    const bool fail = argc > 1 && std::strcmp(argv[1], "--fail") == 0;
 
     Result<std::shared_ptr<comm::Communicator>> world = std::shared_ptr<comm::Communicator>();
     if (viaPlugin) {
@@ -31,9 +37,12 @@ int main(int argc, char** argv)
         return 2;
     }
     auto& c = **world;
-    if (hang) {
-        if (c.rank() == 1) {
-            return 0; // leaves without joining: the barrier below can never complete
+    if (hang || fail) {
+        if (c.rank() == 1 && hang) {
+            std::this_thread::sleep_for(std::chrono::seconds(120)); // hangs; the others give up
+        }
+        if (c.rank() == 1 && fail) {
+            c.abort("cannot open its shard rank-00001.safetensors");
         }
         auto outcome = c.barrier();
         if (!outcome) {

@@ -1,0 +1,258 @@
+// day0 run <checkpoint>: forward + greedy decode on the CPU reference engine, in a reference or
+// emulated precision, with dumps and an optional reference run compared in one go.
+#include "base/units.h"
+#include "cmd_compare.h"
+#include "command.h"
+#include "exec/precision_run.h"
+#include "exec/tokenizer.h"
+#include "model/config_reader.h"
+#include "progress_bar.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+
+namespace day0::cli {
+
+namespace {
+
+struct RunArgs {
+    std::string checkpoint;
+    std::string precision = "fp32";
+    std::string opPrecision;
+    std::string layerPrecision;
+    std::string fp8Scaling = "tensor";
+    std::string reference;
+    std::string prompt;
+    std::string ids;
+    std::int64_t tokens = 8;
+    std::string dump;
+    bool inject = false;
+    bool inputs = false;
+    bool projections = false;
+    bool statsOnly = false;
+    std::vector<std::string> capture;
+    std::string tolerances;
+    bool all = false;
+};
+
+Result<std::vector<std::int64_t>> parseIds(const std::string& text)
+{
+    std::vector<std::int64_t> ids;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const auto comma = text.find(',', start);
+        const std::string item
+            = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!item.empty()) {
+            try {
+                std::size_t used = 0;
+                ids.push_back(std::stoll(item, &used));
+                if (used != item.size()) {
+                    throw std::invalid_argument(item);
+                }
+            } catch (const std::exception&) {
+                return Error::badInput(fmt::format("--ids: '{}' is not an integer token id", item));
+            }
+        }
+        if (comma == std::string::npos) {
+            break;
+        }
+        start = comma + 1;
+    }
+    if (ids.empty()) {
+        return Error::badInput("--ids: no token ids given");
+    }
+    return ids;
+}
+
+Result<std::vector<std::int64_t>> promptIds(const RunArgs& a)
+{
+    if (!a.ids.empty() && !a.prompt.empty()) {
+        return Error::badInput("give either --ids or --prompt, not both");
+    }
+    if (!a.ids.empty()) {
+        return parseIds(a.ids);
+    }
+    if (a.prompt.empty()) {
+        return Error::badInput("no input: give --prompt \"text\" or --ids 1,2,3");
+    }
+    auto tokenizer = exec::loadTokenizer(a.checkpoint);
+    if (!tokenizer) {
+        return tokenizer.error();
+    }
+    auto ids = (*tokenizer)->encode(a.prompt, true);
+    if (!ids) {
+        return ids.error();
+    }
+    if (ids->empty()) {
+        return Error::badInput("--prompt encodes to no tokens");
+    }
+    return ids;
+}
+
+nlohmann::json runJson(const exec::RunResult& r)
+{
+    const double decodeTokens = double(r.generated.size() > 1 ? r.generated.size() - 1 : 0);
+    return { { "precision", r.dump.info.precision },
+        { "precision_plan", r.dump.info.extra.value("precision_plan", "") },
+        { "generated", r.generated }, { "input_ids", r.dump.info.inputIds },
+        { "prefill_seconds", r.prefillSeconds }, { "decode_seconds", r.decodeSeconds },
+        { "decode_tokens_per_second", r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0 },
+        { "captures", r.dump.captures().size() } };
+}
+
+int runRun(const RunArgs& a, const GlobalOptions& global)
+{
+    auto spec = model::loadModel(a.checkpoint);
+    if (!spec) {
+        return reportError(spec.error());
+    }
+    auto plan = exec::parsePrecisionPlan(a.precision, a.opPrecision, a.layerPrecision);
+    if (!plan) {
+        return reportError(plan.error());
+    }
+    if (a.fp8Scaling == "block") {
+        plan->fp8Scaling = exec::Fp8Scaling::Block;
+    } else if (a.fp8Scaling != "tensor") {
+        return reportError(Error::badInput("--fp8-scaling must be 'tensor' or 'block'"));
+    }
+    exec::PrecisionRunOptions o;
+    o.target = *plan;
+    if (!a.reference.empty()) {
+        auto r = exec::parsePrecision(a.reference);
+        if (!r) {
+            return reportError(r.error().withContext("--reference"));
+        }
+        o.reference = *r;
+    }
+    o.inject = a.inject;
+    auto ids = promptIds(a);
+    if (!ids) {
+        return reportError(ids.error());
+    }
+    o.promptIds = std::move(*ids);
+    o.newTokens = a.tokens;
+    o.capture.inputs = a.inputs;
+    o.capture.projections = a.projections;
+    o.capture.statsOnly = a.statsOnly;
+    o.capture.filters = a.capture;
+    std::optional<numerics::ToleranceTable> table;
+    if (o.reference) {
+        auto t = numerics::resolveToleranceTable(a.tolerances);
+        if (!t) {
+            return reportError(t.error());
+        }
+        table = std::move(*t);
+        o.table = &*table;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(a.checkpoint, ec)) {
+        return reportError(
+            Error::badInput(fmt::format("'{}' is a bundled configuration without weights; run a "
+                                        "checkpoint folder with *.safetensors "
+                                        "(day0 shrink makes a small one of the same architecture)",
+                a.checkpoint)));
+    }
+    auto weights = exec::openSafetensorsWeights(a.checkpoint);
+    if (!weights) {
+        return reportError(weights.error().withContext("weights"));
+    }
+    Progress progress;
+    std::optional<ProgressBar> bar;
+    bar.emplace(progress, "run", !global.quiet);
+    auto result = exec::runWithReference(*spec, **weights, o, progress, {});
+    bar.reset();
+    if (!result) {
+        return reportError(result.error());
+    }
+    if (!a.dump.empty()) {
+        auto written = exec::writeRunDumps(*result, a.dump);
+        if (!written) {
+            return reportError(written.error());
+        }
+    }
+    const int code = result->comparison ? comparisonExitCode(*result->comparison) : 0;
+    if (global.json) {
+        nlohmann::json j
+            = { { "model", spec->name }, { "fingerprint", exec::modelFingerprint(*spec) },
+                  { "prompt_ids", o.promptIds }, { "target", runJson(result->target) } };
+        if (result->reference) {
+            j["reference"] = runJson(*result->reference);
+        }
+        if (result->injected) {
+            j["inject"] = runJson(*result->injected);
+        }
+        if (result->comparison) {
+            j["comparison"] = numerics::comparisonToJson(*result->comparison);
+        }
+        if (!a.dump.empty()) {
+            j["dump"] = a.dump;
+        }
+        fmt::print("{}\n", j.dump(2));
+        return code;
+    }
+    const auto& t = result->target;
+    fmt::print("{} ({}), {} prompt tokens, {} new\n", spec->name, exec::modelFingerprint(*spec),
+        o.promptIds.size(), t.generated.size());
+    if (result->reference) {
+        fmt::print("reference {}: generated {}  (prefill {}, decode {})\n",
+            result->reference->dump.info.precision, fmt::join(result->reference->generated, " "),
+            formatDuration(Seconds(result->reference->prefillSeconds)),
+            formatDuration(Seconds(result->reference->decodeSeconds)));
+    }
+    fmt::print("target {}: generated {}  (prefill {:.3f} s, decode {:.3f} s){}\n",
+        t.dump.info.extra.value("precision_plan", t.dump.info.precision),
+        fmt::join(t.generated, " "), t.prefillSeconds, t.decodeSeconds,
+        result->reference ? "  [teacher-forced on the reference's tokens]" : "");
+    if (!a.dump.empty()) {
+        fmt::print("dump{}: {}\n", result->reference ? "s" : "", a.dump);
+    }
+    if (result->comparison) {
+        fmt::print("\n{}", renderComparison(*result->comparison, a.all));
+    }
+    return code;
+}
+
+const bool registered = registerCommand({ "run",
+    "forward + greedy decode on the CPU reference engine (fp64/fp32 or emulated "
+    "bf16/fp16/fp8/int8) with dumps",
+    50, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
+        auto a = std::make_shared<RunArgs>();
+        app.add_option(
+               "checkpoint", a->checkpoint, "checkpoint folder (config.json + *.safetensors)")
+            ->required();
+        app.add_option("--precision", a->precision,
+            "fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8 (default fp32)");
+        app.add_option(
+            "--op-precision", a->opPrecision, "per op kind, e.g. attention=fp32,router=fp32");
+        app.add_option(
+            "--layer-precision", a->layerPrecision, "per decoder layer, e.g. 12=fp32,20-23=fp32");
+        app.add_option("--fp8-scaling", a->fp8Scaling,
+            "fp8 scales: tensor (default) or block (128x128 / 1x128)");
+        app.add_option("--reference", a->reference,
+            "also run fp32 or fp64 and compare (dumps in DIR/reference, DIR/target)");
+        app.add_flag("--inject", a->inject,
+            "also run the target with each layer fed the reference's inputs (own errors)");
+        app.add_option(
+            "--prompt", a->prompt, "prompt text (needs tokenizer.json in the checkpoint)");
+        app.add_option("--ids", a->ids, "prompt token ids, comma-separated");
+        app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
+        app.add_option("--dump", a->dump, "write the dump(s) to this folder");
+        app.add_flag(
+            "--capture-inputs", a->inputs, "also capture every layer's input (<anchor>#in0)");
+        app.add_flag("--capture-projections", a->projections,
+            "also capture q/k/v/o, MLP and MLA projections");
+        app.add_flag("--stats-only", a->statsOnly, "keep statistics only (logits are always kept)");
+        app.add_option("--capture", a->capture, "capture only anchors with these prefixes");
+        app.add_option("--tolerances", a->tolerances,
+            "tolerance table for --reference (default day0-default)");
+        app.add_flag("--all", a->all, "show every capture in the comparison");
+        return [a, &global] { return runRun(*a, global); };
+    } });
+
+} // namespace
+
+} // namespace day0::cli

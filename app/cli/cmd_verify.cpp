@@ -1,0 +1,296 @@
+// day0 verify <checkpoint>: structure (headers, index), integrity (SHA-256 against a manifest) and
+// architecture (tensors against config.json) of a checkpoint.
+#include "base/file_util.h"
+#include "base/sha256.h"
+#include "base/units.h"
+#include "checkpoint/arch_check.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/manifest.h"
+#include "command.h"
+#include "history/run_record.h"
+#include "interrupt.h"
+#include "progress_bar.h"
+#include "table.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+namespace day0::cli {
+
+namespace {
+
+namespace ck = day0::checkpoint;
+namespace fs = std::filesystem;
+
+struct VerifyArgs {
+    std::string path;
+    bool writeManifest = false;
+    bool force = false;
+    int jobs = 0;
+};
+
+nlohmann::json problemsJson(const ck::Checkpoint& c)
+{
+    auto out = nlohmann::json::array();
+    for (const auto& p : c.problems()) {
+        out.push_back({ { "file", p.file }, { "tensor", p.tensor },
+            { "severity", p.warning ? "warning" : "error" }, { "message", p.error.message } });
+    }
+    return out;
+}
+
+nlohmann::json integrityJson(const ck::IntegrityReport& r)
+{
+    auto files = nlohmann::json::array();
+    for (const auto& f : r.files) {
+        nlohmann::json j { { "file", f.file },
+            { "status", std::string(ck::fileStatusName(f.status)) }, { "size", f.actualSize },
+            { "sha256", f.actualSha256 }, { "expected_sha256", f.expectedSha256 } };
+        if (f.expectedSize) {
+            j["expected_size"] = *f.expectedSize;
+        }
+        if (!f.message.empty()) {
+            j["message"] = f.message;
+        }
+        files.push_back(std::move(j));
+    }
+    return { { "manifest", r.manifest }, { "ok", r.ok() }, { "failures", r.failures() },
+        { "files", files }, { "bytes_hashed", r.bytesHashed }, { "seconds", r.seconds } };
+}
+
+/// The manifest entries that concern `files` only (when one file of a folder is verified).
+ck::Manifest restrictTo(const ck::Manifest& m, const std::vector<std::string>& files)
+{
+    ck::Manifest out;
+    out.source = m.source;
+    for (const auto& e : m.files) {
+        if (std::find(files.begin(), files.end(), e.file) != files.end()) {
+            out.files.push_back(e);
+        }
+    }
+    return out;
+}
+
+/// Keeps the verification as a run in the store (history): verdict, counts and every problem.
+void recordVerification(const VerifyArgs& args, const ck::Checkpoint& ckpt,
+    const nlohmann::json& json, bool structureBad, bool checksFailed, double seconds)
+{
+    history::RunRecord record(history::RunKind::Verify);
+    auto& info = record.info;
+    info.duration = Seconds(seconds);
+    info.status = structureBad
+        ? history::RunStatus::Error
+        : (checksFailed ? history::RunStatus::Failed : history::RunStatus::Ok);
+    const fs::path root = fs::absolute(ckpt.root()).lexically_normal();
+    info.modelName = (root.filename().empty() ? root.parent_path() : root).filename().string();
+    if (auto config = readFile(ckpt.root() / "config.json")) {
+        info.modelFingerprint = sha256Hex(*config);
+    }
+    info.message = structureBad ? "structure broken" : (checksFailed ? "checks failed" : "ok");
+    record.setProperty("path", args.path);
+    record.setProperty("format", std::string(ck::checkpointFormatName(ckpt.format())));
+    record.addMetric("files", double(ckpt.files().size()));
+    record.addMetric("tensors", double(ckpt.tensors().size()));
+    record.addMetric("tensor_bytes", double(ckpt.totalTensorBytes()), "B");
+    if (json.contains("integrity") && json["integrity"].is_object()) {
+        const auto& integrity = json["integrity"];
+        record.setProperty("manifest", integrity["manifest"].get<std::string>());
+        record.addMetric("integrity_failures", integrity["failures"].get<double>());
+        record.addMetric("bytes_hashed", integrity["bytes_hashed"].get<double>(), "B");
+        record.addMetric("hash_seconds", integrity["seconds"].get<double>(), "s");
+        for (const auto& f : integrity["files"]) {
+            if (f.contains("message")) {
+                record.addEvent(LogLevel::Error, f["message"].get<std::string>());
+            }
+        }
+    }
+    if (json.contains("architecture") && json["architecture"].is_object()) {
+        for (const auto& [status, count] : json["architecture"]["counts"].items()) {
+            std::string name = "tensors_" + status;
+            std::replace(name.begin(), name.end(), ' ', '_');
+            record.addMetric(name, count.get<double>());
+        }
+    }
+    constexpr std::size_t kEvents = 200;
+    std::size_t events = 0;
+    for (const auto& p : ckpt.problems()) {
+        if (events++ < kEvents) {
+            record.addEvent(p.warning ? LogLevel::Warning : LogLevel::Error, p.error.message);
+        }
+    }
+    recordResult(record);
+}
+
+int runVerify(const VerifyArgs& args, const GlobalOptions& global)
+{
+    const auto start = std::chrono::steady_clock::now();
+    auto opened = ck::Checkpoint::open(args.path);
+    if (!opened) {
+        return reportError(opened.error());
+    }
+    const auto& ckpt = *opened;
+    const bool folder = fs::is_directory(args.path);
+    nlohmann::json json { { "path", args.path },
+        { "format", std::string(ck::checkpointFormatName(ckpt.format())) },
+        { "files", ckpt.files().size() }, { "tensors", ckpt.tensors().size() },
+        { "bytes", ckpt.totalTensorBytes() } };
+    for (const auto& p : ckpt.problems()) {
+        if (p.warning) {
+            printWarning(p.error.message);
+        } else {
+            fmt::print(stderr, "day0: error: {}\n", p.error.message);
+        }
+    }
+    json["problems"] = problemsJson(ckpt);
+    bool checksFailed = false;
+
+    ck::HashOptions hash;
+    hash.threads = args.jobs;
+    Progress progress;
+    const auto stop = interruptToken();
+    auto found = ck::findManifest(ckpt.root());
+    if (!found) {
+        return reportError(found.error());
+    }
+    if (args.writeManifest) {
+        if (!folder) {
+            return reportError(Error::badInput(
+                fmt::format("{}: --write-manifest needs a checkpoint folder", args.path)));
+        }
+        if (found->has_value() && (*found)->source == ck::kManifestName && !args.force) {
+            return reportError(Error::badInput(
+                fmt::format("{}: already exists; verify against it, or pass --force to replace it",
+                    displayPath(ckpt.root() / ck::kManifestName))));
+        }
+        ck::Manifest manifest;
+        {
+            ProgressBar bar(progress, "hashing", !global.quiet);
+            auto built = ck::buildManifest(
+                ckpt.root(), ck::manifestCandidates(ckpt.root()), hash, progress, stop);
+            if (!built) {
+                return reportError(built.error());
+            }
+            manifest = std::move(*built);
+        }
+        if (auto w = ck::writeManifest(ckpt.root(), manifest); !w) {
+            return reportError(w.error());
+        }
+        json["manifest_written"] = std::string(ck::kManifestName);
+        json["manifest_files"] = manifest.files.size();
+        if (!global.json) {
+            fmt::print("wrote {} ({} files)\n", displayPath(ckpt.root() / ck::kManifestName),
+                manifest.files.size());
+        }
+    } else if (found->has_value()) {
+        const auto manifest = folder ? **found : restrictTo(**found, ckpt.files());
+        ck::IntegrityReport report;
+        {
+            ProgressBar bar(progress, "verifying", !global.quiet);
+            auto r = ck::verifyIntegrity(ckpt.root(), manifest, ckpt.files(), hash, progress, stop);
+            if (!r) {
+                return reportError(r.error());
+            }
+            report = std::move(*r);
+        }
+        for (const auto& f : report.files) {
+            if (f.status != ck::FileStatus::Ok) {
+                fmt::print(stderr, "day0: error: {}\n", f.message);
+            }
+        }
+        checksFailed = checksFailed || !report.ok();
+        json["integrity"] = integrityJson(report);
+        if (!global.json) {
+            Table table({ "file", "size", "status" },
+                { Table::Align::Left, Table::Align::Right, Table::Align::Left });
+            for (const auto& f : report.files) {
+                table.addRow({ f.file, formatBytes(Bytes(std::int64_t(f.actualSize))),
+                    std::string(ck::fileStatusName(f.status)) });
+            }
+            fmt::print("{}", table.render());
+            const double rate
+                = report.seconds > 0 ? double(report.bytesHashed) / report.seconds : 0.0;
+            fmt::print("{}: {} of {} files ok, {} hashed in {} ({}/s)\n", report.manifest,
+                report.files.size() - report.failures(), report.files.size(),
+                formatBytes(Bytes(std::int64_t(report.bytesHashed))),
+                formatDuration(Seconds(report.seconds)), formatBytes(Bytes(std::int64_t(rate))));
+        }
+    } else {
+        json["integrity"] = nullptr;
+    }
+    if (!args.writeManifest && !found->has_value() && !ckpt.hasErrors()) {
+        printWarning(
+            fmt::format("{}: no {} or {}: file hashes not checked (--write-manifest creates one)",
+                displayPath(ckpt.root()), ck::kManifestName, ck::kSha256SumsName));
+    }
+
+    // Architecture: every tensor against the graph of config.json, when there is one.
+    auto arch = ck::checkAgainstConfig(ckpt);
+    if (!arch) {
+        return reportError(arch.error());
+    }
+    if (arch->has_value()) {
+        const auto& tensors = **arch;
+        constexpr std::size_t kShown = 50;
+        std::size_t shown = 0;
+        for (const auto& row : tensors.rows) {
+            if (row.status != ck::TensorStatus::Ok && shown++ < kShown) {
+                fmt::print(stderr, "day0: error: {}\n", row.message);
+            }
+        }
+        if (shown > kShown) {
+            fmt::print(stderr,
+                "day0: error: ... and {} more tensors that do not match (see --json)\n",
+                shown - kShown);
+        }
+        checksFailed = checksFailed || !tensors.ok();
+        auto j = tensors.toJson();
+        j["ok"] = tensors.ok();
+        json["architecture"] = std::move(j);
+        if (!global.json) {
+            fmt::print("architecture: {} of {} tensors ok ({} missing, {} unexpected, {} wrong "
+                       "shape, {} wrong dtype)\n",
+                tensors.count(ck::TensorStatus::Ok), tensors.rows.size(),
+                tensors.count(ck::TensorStatus::Missing),
+                tensors.count(ck::TensorStatus::Unexpected),
+                tensors.count(ck::TensorStatus::WrongShape),
+                tensors.count(ck::TensorStatus::WrongDtype));
+        }
+    } else {
+        json["architecture"] = nullptr;
+    }
+
+    const bool structureBad = ckpt.hasErrors();
+    json["ok"] = !structureBad && !checksFailed;
+    recordVerification(args, ckpt, json, structureBad, checksFailed,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (global.json) {
+        fmt::print("{}\n", json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+        fmt::print("{} ({}): {} tensors in {} files, {}; {}\n", displayPath(args.path),
+            ck::checkpointFormatName(ckpt.format()), ckpt.tensors().size(), ckpt.files().size(),
+            formatBytes(Bytes(std::int64_t(ckpt.totalTensorBytes()))),
+            structureBad ? "structure BROKEN" : (checksFailed ? "checks FAILED" : "ok"));
+    }
+    return structureBad ? 2 : (checksFailed ? 1 : 0);
+}
+
+const bool registered = registerCommand({ "verify",
+    "check a checkpoint's structure, SHA-256 hashes and tensors", 40,
+    [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
+        auto args = std::make_shared<VerifyArgs>();
+        app.add_option("checkpoint", args->path, "checkpoint folder, .safetensors or .gguf file")
+            ->required();
+        app.add_flag("--write-manifest", args->writeManifest,
+            "hash every file and write day0-manifest.json");
+        app.add_flag("--force", args->force, "with --write-manifest: replace an existing manifest");
+        app.add_option("-j,--jobs", args->jobs, "files hashed in parallel (default: one per core)");
+        return [args, &global] { return runVerify(*args, global); };
+    } });
+
+} // namespace
+
+} // namespace day0::cli

@@ -1,0 +1,58 @@
+#pragma once
+
+#include "base/dtype.h"
+#include "base/progress.h"
+#include "base/result.h"
+#include "checkpoint/block_fp8.h"
+#include "checkpoint/checkpoint_writer.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::checkpoint {
+
+/// What `convert` does to a checkpoint.
+struct ConvertOptions {
+    /// Target for floating-point tensors: F32, BF16, F16, or F8E4M3 (block-scaled: 2-D linear
+    /// weights of the decoder layers are quantised with a `weight_scale_inv` per block, every
+    /// other tensor keeps its type).
+    DType dtype = DType::BF16;
+    /// Only dequantise block-FP8 weights and leave every other tensor as it is (what DeepSeek's
+    /// fp8_cast_bf16.py does).
+    bool onlyFp8 = false;
+    BlockShape block; ///< block size when quantising
+    ShardingOptions sharding;
+    HashOptions hash;
+    int threads = 0; ///< conversion threads; 0: one per hardware thread
+    bool replace = false; ///< allow replacing a non-empty output folder
+};
+
+/// What a conversion did.
+struct ConvertSummary {
+    std::size_t tensorsIn = 0;
+    std::size_t tensorsOut = 0;
+    std::size_t dequantized = 0; ///< block-FP8 weights turned into the target type
+    std::size_t quantized = 0; ///< weights turned into block FP8
+    std::size_t converted = 0; ///< other tensors whose dtype changed
+    std::size_t copied = 0; ///< tensors written unchanged
+    std::uint64_t bytesIn = 0;
+    std::uint64_t bytesOut = 0;
+    std::vector<std::string> files; ///< every file of the new checkpoint
+};
+
+/// True for names that DeepSeek-style block-FP8 checkpoints quantise: 2-D projection weights
+/// inside decoder (or MTP) layers, not embeddings, lm_head, norms, routers or vision towers.
+bool isBlockFp8Candidate(const std::string& name, const std::vector<std::int64_t>& shape);
+
+/// Converts the safetensors checkpoint at `src` into a new sharded checkpoint at `dst` (shards,
+/// index, config.json with torch_dtype/quantization_config updated, other files copied, and a
+/// day0-manifest.json). Everything is written to a temporary folder renamed at the end. Refuses
+/// a source with structural problems. Progress counts output bytes, then bytes hashed.
+Result<ConvertSummary> convertCheckpoint(const std::filesystem::path& src,
+    const std::filesystem::path& dst, const ConvertOptions& options, Progress& progress,
+    std::stop_token stop);
+
+} // namespace day0::checkpoint

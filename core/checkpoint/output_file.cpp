@@ -1,0 +1,235 @@
+#include "checkpoint/output_file.h"
+
+#include "base/file_util.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace day0::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Error osError(const fs::path& path, const char* what)
+{
+    return Error::badInput(
+        fmt::format("{}: {}: {}", displayPath(path), what, std::strerror(errno)));
+}
+
+std::string randomSuffix()
+{
+    std::random_device rd;
+    return fmt::format("{:08x}", rd());
+}
+
+} // namespace
+
+Result<OutputFile> OutputFile::create(const fs::path& path, std::uint64_t size)
+{
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        return Error::badInput(fmt::format("{}: folder does not exist", displayPath(dir)));
+    }
+    OutputFile file;
+    file.m_target = path;
+    std::string pattern = (dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string();
+    file.m_fd = ::mkstemp(pattern.data());
+    if (file.m_fd < 0) {
+        return osError(path, "cannot create a temporary file");
+    }
+    file.m_temp = pattern;
+    ::fchmod(file.m_fd, 0644);
+    if (::ftruncate(file.m_fd, off_t(size)) != 0) {
+        return osError(path, "cannot size the output file");
+    }
+    file.m_size = std::size_t(size);
+    if (size > 0) {
+        void* addr = ::mmap(nullptr, file.m_size, PROT_READ | PROT_WRITE, MAP_SHARED, file.m_fd, 0);
+        if (addr == MAP_FAILED) {
+            file.m_size = 0;
+            return osError(path, "cannot map the output file");
+        }
+        file.m_data = static_cast<std::byte*>(addr);
+    }
+    return file;
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : m_target(std::move(other.m_target))
+    , m_temp(std::move(other.m_temp))
+    , m_data(other.m_data)
+    , m_size(other.m_size)
+    , m_fd(other.m_fd)
+{
+    other.m_temp.clear();
+    other.m_data = nullptr;
+    other.m_size = 0;
+    other.m_fd = -1;
+}
+
+OutputFile& OutputFile::operator=(OutputFile&& other) noexcept
+{
+    if (this != &other) {
+        discard();
+        m_target = std::move(other.m_target);
+        m_temp = std::move(other.m_temp);
+        m_data = other.m_data;
+        m_size = other.m_size;
+        m_fd = other.m_fd;
+        other.m_temp.clear();
+        other.m_data = nullptr;
+        other.m_size = 0;
+        other.m_fd = -1;
+    }
+    return *this;
+}
+
+void OutputFile::discard() noexcept
+{
+    if (m_data != nullptr) {
+        ::munmap(m_data, m_size);
+        m_data = nullptr;
+    }
+    if (m_fd >= 0) {
+        ::close(m_fd);
+        m_fd = -1;
+    }
+    if (!m_temp.empty()) {
+        std::error_code ec;
+        fs::remove(m_temp, ec);
+        m_temp.clear();
+    }
+}
+
+Result<void> OutputFile::commit()
+{
+    if (m_temp.empty()) {
+        return Error::internal("OutputFile::commit called twice");
+    }
+    if (m_data != nullptr && ::munmap(m_data, m_size) != 0) {
+        return osError(m_target, "cannot unmap the output file");
+    }
+    m_data = nullptr;
+    const int fd = m_fd;
+    m_fd = -1;
+    if (::close(fd) != 0) {
+        return osError(m_target, "write failed");
+    }
+    std::error_code ec;
+    fs::rename(m_temp, m_target, ec);
+    if (ec) {
+        return Error::badInput(
+            fmt::format("{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
+    }
+    m_temp.clear();
+    return success();
+}
+
+Result<OutputDir> OutputDir::create(const fs::path& path, bool replace)
+{
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+        if (!fs::is_directory(path, ec)) {
+            return Error::badInput(
+                fmt::format("{}: exists and is not a folder", displayPath(path)));
+        }
+        if (!fs::is_empty(path, ec) && !replace) {
+            return Error::badInput(fmt::format(
+                "{}: folder exists and is not empty (choose another --out or pass --force)",
+                displayPath(path)));
+        }
+    }
+    const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    fs::create_directories(parent, ec);
+    if (ec) {
+        return Error::badInput(
+            fmt::format("{}: cannot create: {}", displayPath(parent), ec.message()));
+    }
+    OutputDir dir;
+    dir.m_target = path;
+    dir.m_replace = replace;
+    dir.m_temp = parent / fmt::format(".{}.tmp-{}", path.filename().string(), randomSuffix());
+    fs::create_directory(dir.m_temp, ec);
+    if (ec) {
+        return Error::badInput(
+            fmt::format("{}: cannot create: {}", displayPath(dir.m_temp), ec.message()));
+    }
+    return dir;
+}
+
+OutputDir::~OutputDir()
+{
+    if (!m_temp.empty()) {
+        std::error_code ec;
+        fs::remove_all(m_temp, ec);
+    }
+}
+
+OutputDir::OutputDir(OutputDir&& other) noexcept
+    : m_target(std::move(other.m_target))
+    , m_temp(std::move(other.m_temp))
+    , m_replace(other.m_replace)
+{
+    other.m_temp.clear();
+}
+
+OutputDir& OutputDir::operator=(OutputDir&& other) noexcept
+{
+    if (this != &other) {
+        if (!m_temp.empty()) {
+            std::error_code ec;
+            fs::remove_all(m_temp, ec);
+        }
+        m_target = std::move(other.m_target);
+        m_temp = std::move(other.m_temp);
+        m_replace = other.m_replace;
+        other.m_temp.clear();
+    }
+    return *this;
+}
+
+Result<void> OutputDir::commit()
+{
+    std::error_code ec;
+    fs::path old;
+    if (fs::exists(m_target, ec)) {
+        // An empty folder, or one the caller allowed us to replace: move it aside first so the
+        // switch is a rename and the old contents survive a failure.
+        old = m_target.parent_path()
+            / fmt::format(".{}.old-{}", m_target.filename().string(), randomSuffix());
+        fs::rename(m_target, old, ec);
+        if (ec) {
+            return Error::badInput(
+                fmt::format("{}: cannot replace: {}", displayPath(m_target), ec.message()));
+        }
+    }
+    fs::rename(m_temp, m_target, ec);
+    if (ec) {
+        if (!old.empty()) {
+            std::error_code ignored;
+            fs::rename(old, m_target, ignored);
+        }
+        return Error::badInput(
+            fmt::format("{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
+    }
+    m_temp.clear();
+    if (!old.empty()) {
+        fs::remove_all(old, ec);
+    }
+    return success();
+}
+
+} // namespace day0::checkpoint

@@ -1,0 +1,270 @@
+#include "checkpoint/shrink.h"
+
+#include "base/file_util.h"
+#include "checkpoint/block_fp8.h"
+#include "checkpoint/dtype_convert.h"
+#include "checkpoint/output_file.h"
+#include "model/config_reader.h"
+#include "model/layer_graph.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace day0::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// xoshiro256** seeded through splitmix64: the same numbers on every platform.
+class Rng {
+public:
+    explicit Rng(std::uint64_t seed)
+    {
+        for (auto& s : m_s) {
+            seed += 0x9E3779B97F4A7C15ull;
+            std::uint64_t z = seed;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            s = z ^ (z >> 31);
+        }
+    }
+    std::uint64_t next()
+    {
+        const std::uint64_t result = rotl(m_s[1] * 5, 7) * 9;
+        const std::uint64_t t = m_s[1] << 17;
+        m_s[2] ^= m_s[0];
+        m_s[3] ^= m_s[1];
+        m_s[1] ^= m_s[2];
+        m_s[0] ^= m_s[3];
+        m_s[2] ^= t;
+        m_s[3] = rotl(m_s[3], 45);
+        return result;
+    }
+
+private:
+    static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+    std::uint64_t m_s[4] {};
+};
+
+/// FNV-1a of the name mixed with the seed: each tensor gets its own stream.
+std::uint64_t streamSeed(std::uint64_t seed, const std::string& name)
+{
+    std::uint64_t h = 0xCBF29CE484222325ull ^ seed;
+    for (const unsigned char c : name) {
+        h = (h ^ c) * 0x100000001B3ull;
+    }
+    return h;
+}
+
+/// Fills `out` with N(0, std) samples: the sum of four 16-bit uniforms (Irwin-Hall), whose
+/// integer value converts to float exactly; one float multiply then scales it, so the bits do
+/// not depend on the platform's libm.
+void fillNormal(std::vector<float>& out, std::uint64_t seed, float stddev)
+{
+    Rng rng(seed);
+    // Four uniforms on [0, 65535] have variance 4 × (65536² − 1) / 12.
+    const float scale = stddev / 37837.2265f;
+    for (auto& v : out) {
+        const std::uint64_t r = rng.next();
+        const std::int64_t s = std::int64_t(r & 0xFFFF) + std::int64_t((r >> 16) & 0xFFFF)
+            + std::int64_t((r >> 32) & 0xFFFF) + std::int64_t((r >> 48) & 0xFFFF) - 2 * 65535;
+        v = float(s) * scale;
+    }
+}
+
+bool isNormWeight(const model::TensorSpec& t)
+{
+    return t.component == model::Component::Norm || t.name.ends_with("norm.weight")
+        || t.name.ends_with("_norm.weight") || t.name.ends_with("layernorm.weight")
+        || t.name.ends_with(".ln_q.weight") || t.name.ends_with("norm1.weight")
+        || t.name.ends_with("norm2.weight");
+}
+
+/// The source of one graph tensor (`scaleOf`: the block scale that goes with an FP8 weight).
+Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSpec* fp8Weight,
+    BlockShape block, std::uint64_t seed, float stddev)
+{
+    TensorSource source { t.name, t.dtype, t.shape, {} };
+    const auto numel = std::size_t(t.numel());
+    if (fp8Weight != nullptr) { // a block scale: quantise its weight's floats and keep the scales
+        const auto rows = fp8Weight->shape[0];
+        const auto cols = fp8Weight->shape[1];
+        const auto weightSeed = streamSeed(seed, fp8Weight->name);
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            std::vector<float> x(std::size_t(rows * cols));
+            fillNormal(x, weightSeed, stddev);
+            std::vector<std::byte> codes(x.size());
+            std::vector<float> scales(static_cast<std::size_t>(numel));
+            DAY0_TRY(quantizeBlockFp8(std::as_bytes(std::span(x)), DType::F32, rows, cols, block,
+                codes, std::as_writable_bytes(std::span(scales))));
+            return convertElements(
+                std::as_bytes(std::span(scales)), DType::F32, out, t.dtype, numel);
+        };
+        return source;
+    }
+    if (t.dtype == DType::F8E4M3 && t.shape.size() == 2) {
+        const auto rows = t.shape[0];
+        const auto cols = t.shape[1];
+        const auto weightSeed = streamSeed(seed, t.name);
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            std::vector<float> x(numel);
+            fillNormal(x, weightSeed, stddev);
+            const auto scaleShape = blockScaleShape(rows, cols, block);
+            std::vector<std::byte> scales(std::size_t(scaleShape[0] * scaleShape[1] * 4));
+            return quantizeBlockFp8(
+                std::as_bytes(std::span(x)), DType::F32, rows, cols, block, out, scales);
+        };
+        return source;
+    }
+    if (!isFloat(t.dtype)) {
+        // Packed integer weights: random bits; `weight_shape` records the unpacked [out, in].
+        const bool shapeRecord = t.name.ends_with(".weight_shape");
+        const auto streamed = streamSeed(seed, t.name);
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            if (shapeRecord) {
+                return Error::internal(fmt::format("tensor '{}': filled by its module", t.name));
+            }
+            Rng rng(streamed);
+            for (std::size_t i = 0; i < out.size(); i += 8) {
+                const std::uint64_t r = rng.next();
+                std::memcpy(out.data() + i, &r, std::min<std::size_t>(8, out.size() - i));
+            }
+            return success();
+        };
+        return source;
+    }
+    const bool ones
+        = isNormWeight(t) && t.kind == model::TensorKind::Weight && !t.name.ends_with(".bias");
+    const bool zeros = t.kind == model::TensorKind::Bias || t.name.ends_with("bias");
+    const bool scale = t.kind == model::TensorKind::Scale;
+    const auto streamed = streamSeed(seed, t.name);
+    source.fill = [=](std::span<std::byte> out) -> Result<void> {
+        std::vector<float> x(numel, ones ? 1.0f : 0.0f);
+        if (scale) {
+            // Group scales of packed integer weights: positive, about stddev / 2.5 per step.
+            std::fill(x.begin(), x.end(), stddev / 2.5f);
+        } else if (!ones && !zeros) {
+            fillNormal(x, streamed, stddev);
+        }
+        return convertElements(std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
+    };
+    return source;
+}
+
+} // namespace
+
+Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& out,
+    const ShrinkOptions& options, Progress& progress, std::stop_token stop)
+{
+    auto configPath = resolveConfigPath(modelArg);
+    if (!configPath) {
+        return configPath.error();
+    }
+    auto text = readFile(*configPath);
+    if (!text) {
+        return text.error();
+    }
+    nlohmann::ordered_json config;
+    try {
+        config = nlohmann::ordered_json::parse(*text);
+    } catch (const nlohmann::json::exception& e) {
+        return Error::badInput(
+            fmt::format("{}: invalid JSON: {}", displayPath(*configPath), e.what()));
+    }
+    auto small = shrinkConfig(config, options);
+    if (!small) {
+        return small.error().withContext(displayPath(*configPath));
+    }
+    // The shrunk config must still read as the same architecture.
+    auto spec = model::readConfig(
+        nlohmann::json::parse(small->dump()), "shrunk " + displayPath(*configPath));
+    if (!spec) {
+        return spec.error();
+    }
+    const auto graph = model::buildLayerGraph(*spec);
+    const auto& tc = small->contains("text_config") ? (*small)["text_config"] : *small;
+    const float stddev = tc.contains("initializer_range") && tc["initializer_range"].is_number()
+        ? tc["initializer_range"].get<float>()
+        : 0.02f;
+    BlockShape block;
+    if (spec->quantization) {
+        block = { spec->quantization->blockRows, spec->quantization->blockCols };
+    }
+
+    std::unordered_map<std::string, const model::TensorSpec*> byName;
+    for (const auto& b : graph.blocks) {
+        for (const auto& t : b.tensors) {
+            byName.emplace(t.name, &t);
+        }
+    }
+    std::vector<TensorSource> sources;
+    ShrinkSummary summary;
+    summary.modelType = spec->modelType;
+    for (const auto& b : graph.blocks) {
+        for (const auto& t : b.tensors) {
+            const model::TensorSpec* fp8Weight = nullptr;
+            if (t.kind == model::TensorKind::Scale && spec->quantization
+                && t.name.ends_with(spec->quantization->scaleSuffix)) {
+                const auto weightName
+                    = t.name.substr(0, t.name.size() - spec->quantization->scaleSuffix.size())
+                    + "weight";
+                const auto it = byName.find(weightName);
+                if (it != byName.end() && it->second->dtype == DType::F8E4M3
+                    && it->second->shape.size() == 2) {
+                    fp8Weight = it->second;
+                }
+            }
+            auto source = sourceFor(t, fp8Weight, block, options.seed, stddev);
+            if (!source) {
+                return source.error();
+            }
+            if (t.name.ends_with(".weight_shape")) {
+                const auto weight = byName.find(t.name.substr(0, t.name.size() - 6) + "packed");
+                std::vector<std::int32_t> shape { 0, 0 };
+                if (weight != byName.end()) {
+                    shape = { std::int32_t(weight->second->shape[0]),
+                        std::int32_t(weight->second->shape[1]) * 32 / spec->quantization->bits };
+                }
+                source->fill = [shape](std::span<std::byte> o) -> Result<void> {
+                    std::memcpy(o.data(), shape.data(), std::min(o.size(), shape.size() * 4));
+                    return success();
+                };
+            }
+            summary.bytes += source->bytes();
+            sources.push_back(std::move(*source));
+        }
+    }
+    summary.tensors = sources.size();
+    summary.parameters = graph.countParameters().total;
+
+    auto dir = OutputDir::create(out, options.replace);
+    if (!dir) {
+        return dir.error();
+    }
+    progress.setDone(0);
+    progress.setTotal(std::int64_t(summary.bytes));
+    auto written = writeShardedCheckpoint(
+        dir->tempPath(), std::move(sources), options.sharding, progress, stop);
+    if (!written) {
+        return written.error();
+    }
+    DAY0_TRY(writeFileAtomic(dir->tempPath() / "config.json", small->dump(2) + "\n"));
+    nlohmann::ordered_json provenance { { "tool", "day0 shrink" }, { "source", modelArg },
+        { "source_model_type", spec->modelType }, { "seed", options.seed },
+        { "parameters", summary.parameters },
+        { "note", "random weights initialised like the original; not a trained model" } };
+    DAY0_TRY(writeFileAtomic(dir->tempPath() / "day0-shrink.json", provenance.dump(2) + "\n"));
+    auto manifest = finishOutput(*dir, options.hash, progress, stop);
+    if (!manifest) {
+        return manifest.error();
+    }
+    for (const auto& f : manifest->files) {
+        summary.files.push_back(f.file);
+    }
+    summary.files.push_back(std::string(kManifestName));
+    return summary;
+}
+
+} // namespace day0::checkpoint

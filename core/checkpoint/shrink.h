@@ -1,0 +1,66 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::checkpoint {
+
+/// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
+struct ShrinkOptions {
+    std::optional<std::int64_t> layers; ///< decoder layers (default 4)
+    std::optional<std::int64_t> hidden; ///< hidden size (default 128, or heads × 16)
+    std::optional<std::int64_t>
+        heads; ///< attention heads (default keeps the GQA ratio, 2 KV heads)
+    std::optional<std::int64_t> experts; ///< routed experts (default min(E, 16))
+    std::optional<std::int64_t> vocab; ///< vocabulary (default min(V, 2048))
+    std::optional<std::int64_t> intermediate; ///< dense MLP width (default scaled with hidden)
+    std::optional<std::int64_t>
+        fp8Block; ///< block size of block-FP8 weights (default: the original's)
+    std::uint64_t seed = 0;
+    ShardingOptions sharding { 1'000'000 }; ///< small shards, so the result is sharded
+    HashOptions hash;
+    bool replace = false;
+};
+
+/// Turns a Hugging Face config.json into the config of a small model of the same architecture:
+/// same model_type, attention kind and GQA ratio, MLA with scaled ranks, MoE with its routing kind,
+/// top-k, groups, shared experts and first_k_dense_replace, RoPE scaling kind (M-RoPE sections
+/// rescaled to the new head size), tied or untied embeddings, MTP layers, block FP8, and the
+/// vision tower of VL models, each scaled down. Per-layer lists are cut to the new depth and
+/// special token ids moved inside the new vocabulary. Pure.
+Result<nlohmann::ordered_json> shrinkConfig(
+    const nlohmann::ordered_json& config, const ShrinkOptions& options);
+
+/// The config.json that `<model>` names: a folder holding one, the file itself, or a bundled name.
+Result<std::filesystem::path> resolveConfigPath(const std::string& modelArg);
+
+/// What shrinkModel wrote.
+struct ShrinkSummary {
+    std::string modelType;
+    std::size_t tensors = 0;
+    std::uint64_t bytes = 0; ///< tensor bytes
+    std::int64_t parameters = 0;
+    std::vector<std::string> files;
+};
+
+/// Writes a small checkpoint of the architecture of `modelArg` into `out`: config.json,
+/// day0-shrink.json (source and options), sharded safetensors with index, and a manifest.
+/// Weights are deterministic for a seed on every platform (integer generator, per-tensor
+/// streams keyed by name) and initialised like Hugging Face does: N(0, initializer_range) for
+/// linear and embedding weights (a 4-term Irwin-Hall approximation), ones for norms, zeros for
+/// biases; block-FP8 weights are quantised with their scales. Written atomically.
+Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const std::filesystem::path& out,
+    const ShrinkOptions& options, Progress& progress, std::stop_token stop);
+
+} // namespace day0::checkpoint

@@ -1,0 +1,377 @@
+#include "base/file_util.h"
+#include "checkpoint/shrink.h"
+#include "model/config_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+namespace day0::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::int64_t roundUp(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+bool has(const Json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+std::int64_t intOf(const Json& j, const char* key, std::int64_t fallback)
+{
+    return has(j, key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : fallback;
+}
+
+/// Scales `v` by hidden'/hidden, rounded up to a multiple of `multiple`, at least `minimum`.
+std::int64_t scaled(
+    std::int64_t v, std::int64_t h, std::int64_t h2, std::int64_t multiple, std::int64_t minimum)
+{
+    const double r = double(v) * double(h2) / double(std::max<std::int64_t>(h, 1));
+    return std::max(minimum, roundUp(std::int64_t(std::ceil(r)), multiple));
+}
+
+/// Maps layer indices of a `depth`-deep stack onto a `depth2`-deep one, keeping them distinct.
+std::vector<std::int64_t> remapIndices(const Json& list, std::int64_t depth, std::int64_t depth2)
+{
+    std::set<std::int64_t> out;
+    for (const auto& v : list) {
+        if (!v.is_number_integer()) {
+            continue;
+        }
+        auto i = std::int64_t(std::llround(
+                     double(v.get<std::int64_t>() + 1) * double(depth2) / double(depth)))
+            - 1;
+        i = std::clamp<std::int64_t>(i, 0, depth2 - 1);
+        while (out.count(i) != 0 && i + 1 < depth2) {
+            ++i;
+        }
+        out.insert(i);
+    }
+    return { out.begin(), out.end() };
+}
+
+/// Rescales M-RoPE sections so they sum to half the new rotary width (largest remainder).
+Json rescaleSections(const Json& sections, std::int64_t half)
+{
+    std::vector<double> exact;
+    double sum = 0;
+    for (const auto& s : sections) {
+        sum += s.get<double>();
+    }
+    std::vector<std::int64_t> out;
+    std::int64_t used = 0;
+    for (const auto& s : sections) {
+        exact.push_back(s.get<double>() * double(half) / sum);
+        out.push_back(std::max<std::int64_t>(1, std::int64_t(exact.back())));
+        used += out.back();
+    }
+    for (std::size_t k = 0; used < half; k = (k + 1) % out.size()) {
+        // Give the remaining units to the sections that lost most to truncation.
+        std::size_t best = 0;
+        double bestRem = -1;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            const double rem = exact[i] - double(out[i]);
+            if (rem > bestRem) {
+                best = i;
+                bestRem = rem;
+            }
+        }
+        ++out[best];
+        ++used;
+        (void)k;
+    }
+    return out;
+}
+
+/// Shrinks the text model (top level or text_config) in place; returns the new hidden size.
+Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::string& origin)
+{
+    const std::int64_t layers = intOf(t, "num_hidden_layers", 0);
+    const std::int64_t hidden = intOf(t, "hidden_size", 0);
+    const std::int64_t heads = intOf(t, "num_attention_heads", 0);
+    if (layers <= 0 || hidden <= 0 || heads <= 0) {
+        return Error::badInput(fmt::format(
+            "{}: needs positive num_hidden_layers, hidden_size and num_attention_heads to shrink",
+            origin));
+    }
+    const std::int64_t kvHeads = intOf(t, "num_key_value_heads", heads);
+    const bool mla = has(t, "kv_lora_rank");
+    const std::int64_t layers2 = o.layers.value_or(std::min<std::int64_t>(layers, 4));
+    if (layers2 <= 0) {
+        return Error::badInput("--layers must be positive");
+    }
+
+    std::int64_t heads2 = 0;
+    std::int64_t kv2 = 0;
+    if (mla) {
+        heads2 = o.heads.value_or(4);
+        kv2 = heads2;
+    } else {
+        const std::int64_t ratio = kvHeads > 0 && heads % kvHeads == 0 ? heads / kvHeads : 1;
+        kv2 = std::min<std::int64_t>(std::max<std::int64_t>(kvHeads, 1), 2);
+        heads2 = kv2 * ratio;
+        if (o.heads) {
+            heads2 = *o.heads;
+            kv2 = std::max<std::int64_t>(1, heads2 / ratio);
+            if (heads2 % kv2 != 0) {
+                return Error::badInput(
+                    fmt::format("--heads {} does not keep the GQA ratio {}:1", heads2, ratio));
+            }
+        }
+    }
+    if (heads2 <= 0) {
+        return Error::badInput("--heads must be positive");
+    }
+    const bool explicitHeadDim = has(t, "head_dim");
+    std::int64_t hidden2 = o.hidden.value_or(
+        explicitHeadDim || mla ? 128 : std::max<std::int64_t>(128, heads2 * 16));
+    if (!explicitHeadDim && !mla && hidden2 % heads2 != 0) {
+        return Error::badInput(fmt::format(
+            "--hidden {} is not a multiple of the {} attention heads", hidden2, heads2));
+    }
+    const std::int64_t headDim2 = explicitHeadDim ? 16 : (mla ? 16 : hidden2 / heads2);
+    const std::int64_t headDimOld = explicitHeadDim ? intOf(t, "head_dim", 0)
+        : heads > 0                                 ? hidden / heads
+                                                    : 0;
+
+    t["num_hidden_layers"] = layers2;
+    t["hidden_size"] = hidden2;
+    t["num_attention_heads"] = heads2;
+    if (has(t, "num_key_value_heads")) {
+        t["num_key_value_heads"] = kv2;
+    }
+    if (explicitHeadDim) {
+        t["head_dim"] = headDim2;
+    }
+    if (has(t, "intermediate_size")) {
+        t["intermediate_size"] = o.intermediate.value_or(
+            scaled(intOf(t, "intermediate_size", hidden), hidden, hidden2, 16, 32));
+    }
+    for (const char* key :
+        { "intermediate_size_mlp", "moe_intermediate_size", "shared_expert_intermediate_size" }) {
+        if (has(t, key) && t[key].is_number_integer()) {
+            t[key] = scaled(t[key].get<std::int64_t>(), hidden, hidden2, 8, 16);
+        }
+    }
+    if (mla) {
+        if (has(t, "q_lora_rank")) {
+            t["q_lora_rank"] = 48;
+        }
+        t["kv_lora_rank"] = 32;
+        t["qk_nope_head_dim"] = 16;
+        t["qk_rope_head_dim"] = 8;
+        t["v_head_dim"] = 16;
+        if (has(t, "index_n_heads")) { // DeepSeek-V3.2 sparse-attention indexer
+            t["index_n_heads"] = 2;
+            t["index_head_dim"] = 16;
+            t["index_topk"] = std::min<std::int64_t>(intOf(t, "index_topk", 64), 64);
+        }
+    }
+
+    // MoE: fewer experts, top-k and groups scaled so routing keeps its shape.
+    for (const char* key : { "n_routed_experts", "num_experts", "num_local_experts" }) {
+        if (!has(t, key) || !t[key].is_number_integer() || t[key].get<std::int64_t>() <= 0) {
+            continue;
+        }
+        const std::int64_t experts = t[key].get<std::int64_t>();
+        const std::int64_t experts2 = o.experts.value_or(std::min<std::int64_t>(experts, 16));
+        if (experts2 <= 0) {
+            return Error::badInput("--experts must be positive");
+        }
+        t[key] = experts2;
+        const std::int64_t topK = intOf(t, "num_experts_per_tok", 1);
+        std::int64_t topK2 = std::min(topK, std::max<std::int64_t>(1, experts2 / 4));
+        if (experts2 == experts) {
+            topK2 = topK;
+        }
+        if (has(t, "num_experts_per_tok")) {
+            t["num_experts_per_tok"] = topK2;
+        }
+        const std::int64_t groups = intOf(t, "n_group", 1);
+        if (groups > 1) {
+            std::int64_t groups2 = std::min<std::int64_t>(groups, 4);
+            while (groups2 > 1 && experts2 % groups2 != 0) {
+                groups2 /= 2;
+            }
+            std::int64_t topkGroup2
+                = std::max<std::int64_t>(1, intOf(t, "topk_group", 1) * groups2 / groups);
+            while (topkGroup2 < groups2 && topkGroup2 * (experts2 / groups2) < topK2) {
+                ++topkGroup2;
+            }
+            t["n_group"] = groups2;
+            t["topk_group"] = topkGroup2;
+        }
+    }
+    if (has(t, "first_k_dense_replace") && intOf(t, "first_k_dense_replace", 0) > 0) {
+        t["first_k_dense_replace"] = std::min(
+            intOf(t, "first_k_dense_replace", 0), std::max<std::int64_t>(1, layers2 / 2));
+    }
+    // Per-layer lists follow the new depth.
+    for (auto& [key, value] : t.items()) {
+        if (value.is_array() && std::int64_t(value.size()) == layers && key != "mrope_section") {
+            value
+                = Json(std::vector<Json>(value.begin(), value.begin() + std::min(layers, layers2)));
+            while (std::int64_t(value.size()) < layers2) {
+                value.push_back(value.back());
+            }
+        }
+    }
+    if (has(t, "mlp_only_layers") && t["mlp_only_layers"].is_array()) {
+        Json kept = Json::array();
+        for (const auto& v : t["mlp_only_layers"]) {
+            if (v.is_number_integer() && v.get<std::int64_t>() < layers2) {
+                kept.push_back(v);
+            }
+        }
+        t["mlp_only_layers"] = kept;
+    }
+    if (has(t, "max_window_layers")) {
+        t["max_window_layers"] = std::min(intOf(t, "max_window_layers", layers2), layers2);
+    }
+    // RoPE: M-RoPE sections must add up to half the (new) rotary width.
+    for (const char* key : { "rope_scaling", "rope_parameters" }) {
+        if (has(t, key) && t[key].is_object() && t[key].contains("mrope_section")
+            && headDimOld > 0) {
+            const double partial = t.contains("partial_rotary_factor")
+                ? t["partial_rotary_factor"].get<double>()
+                : 1.0;
+            t[key]["mrope_section"] = rescaleSections(
+                t[key]["mrope_section"], std::int64_t(double(headDim2) * partial) / 2);
+        }
+    }
+    if (o.fp8Block && has(t, "quantization_config")
+        && t["quantization_config"].contains("weight_block_size")) {
+        t["quantization_config"]["weight_block_size"] = { *o.fp8Block, *o.fp8Block };
+    }
+    return hidden2;
+}
+
+/// Moves every "*token_id(s)" at or above the new vocabulary size to distinct ids at its top.
+void clampTokenIds(Json& j, std::int64_t vocab, std::int64_t& next)
+{
+    for (auto& [key, value] : j.items()) {
+        if (value.is_object() && key != "quantization_config") {
+            clampTokenIds(value, vocab, next);
+            continue;
+        }
+        if (!(key.ends_with("token_id") || key.ends_with("token_ids"))) {
+            continue;
+        }
+        const auto fix = [&](Json& v) {
+            if (v.is_number_integer() && v.get<std::int64_t>() >= vocab) {
+                v = std::max<std::int64_t>(0, next--);
+            }
+        };
+        if (value.is_array()) {
+            for (auto& v : value) {
+                fix(v);
+            }
+        } else {
+            fix(value);
+        }
+    }
+}
+
+void shrinkVision(Json& v, std::int64_t textHidden)
+{
+    if (v.contains("vt_hidden_size")) { // Kimi-K2.5 MoonViT
+        v["vt_hidden_size"] = 32;
+        v["vt_intermediate_size"] = 64;
+        v["vt_num_attention_heads"] = 2;
+        v["vt_num_hidden_layers"] = 2;
+        if (v.contains("mm_hidden_size")) {
+            v["mm_hidden_size"] = 32;
+        }
+        if (v.contains("text_hidden_size")) {
+            v["text_hidden_size"] = textHidden;
+        }
+        return;
+    }
+    const std::int64_t depth = intOf(v, "depth", 0);
+    const std::int64_t depth2 = std::min<std::int64_t>(std::max<std::int64_t>(depth, 1), 4);
+    if (depth > 0) {
+        v["depth"] = depth2;
+    }
+    if (v.contains("embed_dim")) { // Qwen2-VL: embed_dim is the tower, hidden_size the text width
+        v["embed_dim"] = 32;
+        v["hidden_size"] = textHidden;
+    } else if (v.contains("hidden_size")) {
+        v["hidden_size"] = 32;
+    }
+    if (v.contains("intermediate_size")) {
+        v["intermediate_size"] = 64;
+    }
+    if (v.contains("num_heads")) {
+        v["num_heads"] = 2;
+    }
+    if (v.contains("out_hidden_size")) {
+        v["out_hidden_size"] = textHidden;
+    }
+    for (const char* key : { "deepstack_visual_indexes", "fullatt_block_indexes" }) {
+        if (has(v, key) && v[key].is_array() && depth > 0) {
+            v[key] = remapIndices(v[key], depth, depth2);
+        }
+    }
+}
+
+} // namespace
+
+Result<nlohmann::ordered_json> shrinkConfig(
+    const nlohmann::ordered_json& config, const ShrinkOptions& options)
+{
+    if (!config.is_object()) {
+        return Error::badInput("config.json must be an object");
+    }
+    Json out = config;
+    const bool nested = has(out, "text_config") && out["text_config"].is_object();
+    Json& text = nested ? out["text_config"] : out;
+    auto hidden2 = shrinkText(text, options, nested ? "config.json (text_config)" : "config.json");
+    if (!hidden2) {
+        return hidden2.error();
+    }
+    const std::int64_t vocab = intOf(text, "vocab_size", intOf(out, "vocab_size", 0));
+    const std::int64_t vocab2 = options.vocab.value_or(std::min<std::int64_t>(vocab, 2048));
+    if (vocab2 <= 0) {
+        return Error::badInput("--vocab must be positive");
+    }
+    for (Json* j : { &out, &text }) {
+        if (has(*j, "vocab_size")) {
+            (*j)["vocab_size"] = vocab2;
+        }
+    }
+    std::int64_t next = vocab2 - 1;
+    clampTokenIds(out, vocab2, next);
+    if (has(out, "vision_config") && out["vision_config"].is_object()) {
+        shrinkVision(out["vision_config"], *hidden2);
+    }
+    return out;
+}
+
+Result<fs::path> resolveConfigPath(const std::string& modelArg)
+{
+    std::error_code ec;
+    const fs::path path(modelArg);
+    if (fs::is_directory(path, ec)) {
+        if (!fs::exists(path / "config.json", ec)) {
+            return Error::badInput(
+                fmt::format("{}: no config.json in this folder", displayPath(path)));
+        }
+        return path / "config.json";
+    }
+    if (fs::exists(path, ec)) {
+        return path;
+    }
+    for (const auto& m : model::bundledModels()) {
+        if (m.name == modelArg) {
+            return m.configPath;
+        }
+    }
+    return Error::badInput(
+        fmt::format("'{}' is not a folder, a config.json file or a bundled model name", modelArg));
+}
+
+} // namespace day0::checkpoint

@@ -1,0 +1,102 @@
+#include "exec/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace day0::exec {
+
+namespace {
+
+/// C[m,n] = A[m,k]·B[n,k]ᵀ with leading dimensions (rows of A and B are strided tokens).
+template <typename T>
+void gemmNT(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
+    std::int64_t m, std::int64_t n, std::int64_t k)
+{
+    if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(m), blasint(n), blasint(k),
+            1.0f, a, blasint(lda), b, blasint(ldb), 0.0f, c, blasint(ldc));
+    } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(m), blasint(n), blasint(k),
+            1.0, a, blasint(lda), b, blasint(ldb), 0.0, c, blasint(ldc));
+    }
+}
+
+/// C[m,n] = A[m,k]·B[k,n] with leading dimensions.
+template <typename T>
+void gemmNN(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
+    std::int64_t m, std::int64_t n, std::int64_t k)
+{
+    if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k),
+            1.0f, a, blasint(lda), b, blasint(ldb), 0.0f, c, blasint(ldc));
+    } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k),
+            1.0, a, blasint(lda), b, blasint(ldb), 0.0, c, blasint(ldc));
+    }
+}
+
+} // namespace
+
+template <typename T>
+void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape& shape,
+    const AttentionRounding<T>& roundScores, const AttentionRounding<T>& roundProbs)
+{
+    const std::int64_t nq = shape.queries;
+    const std::int64_t nk = shape.keys;
+    if (nq == 0 || nk == 0 || shape.heads == 0) {
+        return;
+    }
+    const std::int64_t qStride = shape.qStride > 0 ? shape.qStride : shape.heads * shape.headDim;
+    const std::int64_t kStride = shape.kStride > 0 ? shape.kStride : shape.kvHeads * shape.headDim;
+    const std::int64_t vStride = shape.vStride > 0 ? shape.vStride : shape.kvHeads * shape.valueDim;
+    const std::int64_t outStride = shape.heads * shape.valueDim;
+    const std::int64_t group = shape.heads / std::max<std::int64_t>(shape.kvHeads, 1);
+    const std::int64_t firstPosition = nk - nq;
+    std::vector<T> scores(std::size_t(nq * nk));
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+        const std::int64_t kvh = h / group;
+        gemmNT(q + h * shape.headDim, qStride, k + kvh * shape.headDim, kStride, scores.data(), nk,
+            nq, nk, shape.headDim);
+        for (auto& s : scores) {
+            s *= T(shape.scale);
+        }
+        if (roundScores) {
+            roundScores(scores.data(), std::int64_t(scores.size()));
+        }
+        for (std::int64_t i = 0; i < nq; ++i) {
+            T* row = scores.data() + i * nk;
+            const std::int64_t visible = shape.causal ? std::min(nk, firstPosition + i + 1) : nk;
+            const std::int64_t first
+                = shape.window > 0 ? std::max<std::int64_t>(0, visible - shape.window) : 0;
+            const T m = *std::max_element(row + first, row + visible);
+            T sum = 0;
+            for (std::int64_t j = first; j < visible; ++j) {
+                row[j] = std::exp(row[j] - m);
+                sum += row[j];
+            }
+            const T inv = T(1) / sum;
+            for (std::int64_t j = first; j < visible; ++j) {
+                row[j] *= inv;
+            }
+            std::fill(row, row + first, T(0));
+            std::fill(row + visible, row + nk, T(0));
+        }
+        if (roundProbs) {
+            roundProbs(scores.data(), std::int64_t(scores.size()));
+        }
+        gemmNN(scores.data(), nk, v + kvh * shape.valueDim, vStride, out + h * shape.valueDim,
+            outStride, nq, shape.valueDim, nk);
+    }
+}
+
+template void attention<float>(const float*, const float*, const float*, float*,
+    const AttentionShape&, const AttentionRounding<float>&, const AttentionRounding<float>&);
+template void attention<double>(const double*, const double*, const double*, double*,
+    const AttentionShape&, const AttentionRounding<double>&, const AttentionRounding<double>&);
+
+} // namespace day0::exec

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace day0::exec {
+
+/// Shape of one causal attention call over a KV cache.
+struct AttentionShape {
+    std::int64_t queries = 0; ///< new tokens this step
+    std::int64_t keys = 0; ///< cached + new tokens (queries are the last `queries` of them)
+    std::int64_t heads = 0; ///< query heads
+    std::int64_t kvHeads = 0; ///< key/value heads; query head h uses kv head h / (heads / kvHeads)
+    std::int64_t headDim = 0; ///< q/k width
+    std::int64_t valueDim = 0; ///< v width
+    std::int64_t qStride = 0; ///< elements between tokens of q (default heads × headDim)
+    std::int64_t kStride = 0; ///< elements between tokens of k (default kvHeads × headDim)
+    std::int64_t vStride = 0; ///< elements between tokens of v (default kvHeads × valueDim)
+    double scale = 1.0; ///< multiplies q·k
+    bool causal = true; ///< query i (absolute position keys - queries + i) sees keys ≤ it
+    std::int64_t window = 0; ///< sliding window: a query sees only its last `window` keys (0: all)
+};
+
+/// Hook that may alter an intermediate of attention in place (emulated precision rounds the
+/// scores and probabilities); called with (buffer, count). Null: no hook.
+template <typename T> using AttentionRounding = std::function<void(T*, std::int64_t)>;
+
+/// out[queries, heads, valueDim] = softmax(q·kᵀ·scale + causal mask) · v, per head, for MHA,
+/// GQA and MQA. q is [queries, heads, headDim], k [keys, kvHeads, headDim], v [keys, kvHeads,
+/// valueDim] (strides as given). Softmax in the compute type; heads run in parallel.
+/// `roundScores` / `roundProbs` emulate storing scores and probabilities in a low precision.
+template <typename T>
+void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape& shape,
+    const AttentionRounding<T>& roundScores = {}, const AttentionRounding<T>& roundProbs = {});
+
+} // namespace day0::exec

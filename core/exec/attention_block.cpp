@@ -1,0 +1,169 @@
+// The attention sub-blocks of Forward: standard (MHA/GQA/MQA, QK-norm, biases) and DeepSeek MLA.
+#include "exec/attention.h"
+#include "exec/forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace day0::exec::detail {
+
+using numerics::OpKind;
+
+template <typename T>
+void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int64_t start,
+    std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim, std::int64_t valueDim,
+    double scale, T* out)
+{
+    const Cache& cache = m_caches[std::size_t(layer)];
+    AttentionShape shape;
+    shape.queries = n;
+    shape.keys = start + n;
+    shape.heads = heads;
+    shape.kvHeads = kvHeads;
+    shape.headDim = headDim;
+    shape.valueDim = valueDim;
+    shape.scale = scale;
+    shape.window = m_spec.layers[std::size_t(layer)].slidingWindow;
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    AttentionRounding<T> rounding;
+    if constexpr (std::is_same_v<T, float>) {
+        if (mode != PrecisionMode::F32 && mode != PrecisionMode::F64) {
+            rounding = [mode](float* p, std::int64_t count) {
+                roundActivations({ p, std::size_t(count) }, mode);
+            };
+        }
+    }
+    attention<T>(q, cache.k.data(), cache.v.data(), out, shape, rounding, rounding);
+    roundAct(out, n * heads * valueDim, mode);
+}
+
+template <typename T>
+void Forward<T>::attentionBlock(
+    int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps)
+{
+    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t d = m_spec.headDim;
+    const std::int64_t qDim = m_spec.numHeads * d;
+    const std::int64_t kvDim = m_spec.numKvHeads * d;
+    std::vector<T> q(std::size_t(n * qDim));
+    std::vector<T> k(std::size_t(n * kvDim));
+    std::vector<T> v(std::size_t(n * kvDim));
+    linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
+    linear(attn + ".k_proj", x, k.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
+    linear(attn + ".v_proj", x, v.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
+    if (m_spec.qkNorm) {
+        // Qwen3: per-head RMSNorm over head_dim, before RoPE.
+        rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * m_spec.numHeads, d, layer);
+        rmsNormOp(attn + ".k_norm", k.data(), k.data(), n * m_spec.numKvHeads, d, layer);
+        taps.record(attn + ".q_norm", q.data(), { n, m_spec.numHeads, d });
+        taps.record(attn + ".k_norm", k.data(), { n, m_spec.numKvHeads, d });
+    }
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    if (m_spec.layers[std::size_t(layer)].rope) {
+        applyRope<T>(q.data(), n, m_spec.numHeads, d, m_positions, m_rope);
+        applyRope<T>(k.data(), n, m_spec.numKvHeads, d, m_positions, m_rope);
+        roundAct(q.data(), n * qDim, mode);
+        roundAct(k.data(), n * kvDim, mode);
+    }
+    Cache& cache = m_caches[std::size_t(layer)];
+    std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
+    std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
+    std::vector<T> context(std::size_t(n * qDim));
+    causalAttention(layer, q.data(), n, start, m_spec.numHeads, m_spec.numKvHeads, d, d,
+        m_attentionScale, context.data());
+    linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
+}
+
+template <typename T>
+void Forward<T>::mlaBlock(
+    int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps)
+{
+    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const auto& m = m_spec.mla;
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t heads = m_spec.numHeads;
+    const std::int64_t nope = m.qkNopeHeadDim;
+    const std::int64_t rope = m.qkRopeHeadDim;
+    const std::int64_t qk = nope + rope;
+    const std::int64_t vd = m.vHeadDim;
+    std::vector<T> q(std::size_t(n * heads * qk));
+    if (m.qLoraRank > 0) {
+        std::vector<T> qa(std::size_t(n * m.qLoraRank));
+        linear(
+            attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank, OpKind::Linear, layer, taps, true);
+        rmsNormOp(attn + ".q_a_layernorm", qa.data(), qa.data(), n, m.qLoraRank, layer);
+        taps.record(attn + ".q_a_layernorm", qa.data(), { n, m.qLoraRank });
+        linear(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk, OpKind::Linear,
+            layer, taps, true);
+    } else {
+        linear(attn + ".q_proj", x, q.data(), n, h, heads * qk, OpKind::Linear, layer, taps, true);
+    }
+    const std::int64_t ckvWidth = m.kvLoraRank + rope;
+    std::vector<T> ckv(std::size_t(n * ckvWidth));
+    linear(attn + ".kv_a_proj_with_mqa", x, ckv.data(), n, h, ckvWidth, OpKind::Linear, layer, taps,
+        true);
+    std::vector<T> latent(std::size_t(n * m.kvLoraRank));
+    std::vector<T> kPe(std::size_t(n * rope));
+    for (std::int64_t t = 0; t < n; ++t) {
+        std::copy_n(ckv.begin() + t * ckvWidth, m.kvLoraRank, latent.begin() + t * m.kvLoraRank);
+        std::copy_n(ckv.begin() + t * ckvWidth + m.kvLoraRank, rope, kPe.begin() + t * rope);
+    }
+    rmsNormOp(attn + ".kv_a_layernorm", latent.data(), latent.data(), n, m.kvLoraRank, layer);
+    taps.record(attn + ".kv_a_layernorm", latent.data(), { n, m.kvLoraRank });
+    std::vector<T> kv(std::size_t(n * heads * (nope + vd)));
+    linear(attn + ".kv_b_proj", latent.data(), kv.data(), n, m.kvLoraRank, heads * (nope + vd),
+        OpKind::Linear, layer, taps, true);
+
+    // Interleaved RoPE on the rope part of each query head and on the one shared rope key.
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    std::vector<T> qPe(std::size_t(n * heads * rope));
+    for (std::int64_t i = 0; i < n * heads; ++i) {
+        std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
+    }
+    applyRope<T>(qPe.data(), n, heads, rope, m_positions, m_rope);
+    applyRope<T>(kPe.data(), n, 1, rope, m_positions, m_rope);
+    roundAct(qPe.data(), std::int64_t(qPe.size()), mode);
+    roundAct(kPe.data(), std::int64_t(kPe.size()), mode);
+    for (std::int64_t i = 0; i < n * heads; ++i) {
+        std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
+    }
+
+    // Expanded keys [heads, nope | shared rope] and values go to the cache.
+    Cache& cache = m_caches[std::size_t(layer)];
+    const std::int64_t kWidth = heads * qk;
+    const std::int64_t vWidth = heads * vd;
+    for (std::int64_t t = 0; t < n; ++t) {
+        T* kRow = cache.k.data() + (start + t) * kWidth;
+        T* vRow = cache.v.data() + (start + t) * vWidth;
+        for (std::int64_t hd = 0; hd < heads; ++hd) {
+            const T* src = kv.data() + (t * heads + hd) * (nope + vd);
+            std::copy_n(src, nope, kRow + hd * qk);
+            std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
+            std::copy_n(src + nope, vd, vRow + hd * vd);
+        }
+    }
+    std::vector<T> context(std::size_t(n * heads * vd));
+    causalAttention(
+        layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale, context.data());
+    linear(
+        attn + ".o_proj", context.data(), out, n, heads * vd, h, OpKind::Linear, layer, taps, true);
+}
+
+template void Forward<float>::causalAttention(int, const float*, std::int64_t, std::int64_t,
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, float*);
+template void Forward<double>::causalAttention(int, const double*, std::int64_t, std::int64_t,
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, double*);
+template void Forward<float>::attentionBlock(
+    int, const float*, float*, std::int64_t, std::int64_t, Taps<float>&);
+template void Forward<double>::attentionBlock(
+    int, const double*, double*, std::int64_t, std::int64_t, Taps<double>&);
+template void Forward<float>::mlaBlock(
+    int, const float*, float*, std::int64_t, std::int64_t, Taps<float>&);
+template void Forward<double>::mlaBlock(
+    int, const double*, double*, std::int64_t, std::int64_t, Taps<double>&);
+
+} // namespace day0::exec::detail

@@ -1,0 +1,68 @@
+#include "exec/emulated_ops.h"
+
+#include <span>
+#include <vector>
+
+namespace day0::exec {
+
+bool isEmulated(PrecisionMode mode)
+{
+    return mode != PrecisionMode::F32 && mode != PrecisionMode::F64;
+}
+
+void emulatedLinear(const float* x, const float* w, const float* bias, float* y, std::int64_t n,
+    std::int64_t in, std::int64_t out, PrecisionMode mode, Fp8Scaling scaling)
+{
+    const float* xp = x;
+    std::vector<float> rounded;
+    if (isEmulated(mode)) {
+        rounded.assign(x, x + n * in);
+        roundGemmInput(rounded, n, in, mode, scaling, false);
+        xp = rounded.data();
+    }
+    linear<float>(xp, w, nullptr, y, n, in, out);
+    if (bias != nullptr) {
+        std::vector<float> b(bias, bias + out);
+        roundActivations(b, mode);
+        for (std::int64_t r = 0; r < n; ++r) {
+            addInPlace(y + r * out, b.data(), out);
+        }
+    }
+    roundActivations({ y, std::size_t(n * out) }, mode);
+}
+
+void emulatedRmsNorm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t dim,
+    double eps, PrecisionMode mode)
+{
+    if (!isEmulated(mode)) {
+        rmsNorm<float>(x, w, y, n, dim, eps);
+        return;
+    }
+    rmsNorm<float>(x, nullptr, y, n, dim, eps);
+    roundActivations({ y, std::size_t(n * dim) }, mode);
+    std::vector<float> wr(w, w + dim);
+    roundActivations(wr, mode);
+    for (std::int64_t r = 0; r < n; ++r) {
+        for (std::int64_t i = 0; i < dim; ++i) {
+            y[r * dim + i] *= wr[std::size_t(i)];
+        }
+    }
+    roundActivations({ y, std::size_t(n * dim) }, mode);
+}
+
+void emulatedGatedActivation(
+    float* gate, const float* up, std::int64_t n, Activation act, PrecisionMode mode)
+{
+    if (!isEmulated(mode)) {
+        gatedActivate<float>(gate, up, n, act);
+        return;
+    }
+    activate<float>(gate, n, act);
+    roundActivations({ gate, std::size_t(n) }, mode);
+    for (std::int64_t i = 0; i < n; ++i) {
+        gate[i] *= up[i];
+    }
+    roundActivations({ gate, std::size_t(n) }, mode);
+}
+
+} // namespace day0::exec

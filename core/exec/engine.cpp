@@ -1,0 +1,452 @@
+#include "exec/engine.h"
+
+#include "exec/forward.h"
+#include "numerics/float_formats.h"
+#include "numerics/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <variant>
+
+namespace day0::exec {
+
+namespace {
+
+using numerics::Shape;
+using numerics::Tensor;
+
+bool isDetailCapture(const std::string& name)
+{
+    const auto kind = numerics::opKindForAnchor(name);
+    if (kind == numerics::OpKind::Linear) {
+        return true;
+    }
+    for (const char* leaf : { ".q_norm", ".k_norm", ".q_a_layernorm", ".kv_a_layernorm" }) {
+        const std::string_view s(leaf);
+        if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/// Collects the captures of every step and concatenates them along the token dimension.
+template <typename T> class CaptureTaps final : public detail::Taps<T> {
+public:
+    CaptureTaps(
+        const CaptureOptions& options, const numerics::Dump* inject, const PrecisionPlan& plan)
+        : m_options(options)
+        , m_inject(inject)
+        , m_plan(plan)
+    {
+    }
+
+    void beginStep(std::int64_t firstRow) { m_row = firstRow; }
+
+    [[nodiscard]] bool wants(const std::string& name) const override
+    {
+        if (name == "lm_head") {
+            return true;
+        }
+        if (name.ends_with("#in0") && !m_options.inputs) {
+            return false;
+        }
+        if (!m_options.projections && isDetailCapture(name)) {
+            return false;
+        }
+        if (m_options.filters.empty()) {
+            return true;
+        }
+        return std::any_of(m_options.filters.begin(), m_options.filters.end(),
+            [&](const std::string& f) { return name.rfind(f, 0) == 0; });
+    }
+
+    void record(
+        const std::string& name, const T* data, const Shape& shape, std::string_view op) override
+    {
+        if (!wants(name)) {
+            return;
+        }
+        const DType dtype = std::is_same_v<T, double> ? DType::F64 : DType::F32;
+        Tensor t = Tensor::zeros(shape, dtype);
+        std::copy_n(data, t.numel(), t.template data<T>());
+        append(name, std::move(t), std::string(op));
+    }
+
+    void recordIds(
+        const std::string& name, std::span<const std::int64_t> ids, const Shape& shape) override
+    {
+        if (!wants(name)) {
+            return;
+        }
+        append(name, Tensor::fromInts(shape, ids), "router_selection");
+    }
+
+    bool inject(const std::string& anchor, T* x, std::int64_t rows, std::int64_t width) override
+    {
+        if (m_inject == nullptr) {
+            return false;
+        }
+        const Tensor* src = m_inject->tensor(anchor);
+        // run() checked presence and shapes before the first step.
+        const Tensor block = src->narrow(0, m_row, rows)
+                                 .contiguous()
+                                 .to(std::is_same_v<T, double> ? DType::F64 : DType::F32);
+        std::copy_n(block.template data<T>(), rows * width, x);
+        return true;
+    }
+
+    numerics::Dump finish(bool statsOnly)
+    {
+        numerics::Dump dump;
+        for (const auto& name : m_order) {
+            auto& steps = m_steps[name];
+            Shape shape = steps.front().shape();
+            std::int64_t rows = 0;
+            for (const auto& s : steps) {
+                rows += s.dim(0);
+            }
+            shape[0] = rows;
+            Tensor all = Tensor::zeros(shape, steps.front().dtype());
+            std::int64_t offset = 0;
+            for (const auto& s : steps) {
+                std::memcpy(all.rawData() + offset, s.rawData(), std::size_t(s.byteSize()));
+                offset += s.byteSize();
+            }
+            const auto kind = numerics::opKindForAnchor(name);
+            const PrecisionMode mode = m_plan.modeFor(kind, numerics::layerOfAnchor(name));
+            dump.add(name, all, !statsOnly || name == "lm_head", m_ops[name],
+                mode != m_plan.base ? std::string(precisionName(mode)) : std::string());
+            steps.clear();
+        }
+        return dump;
+    }
+
+private:
+    void append(const std::string& name, Tensor t, std::string op)
+    {
+        auto& steps = m_steps[name];
+        if (steps.empty()) {
+            m_order.push_back(name);
+            m_ops[name] = std::move(op);
+        }
+        steps.push_back(std::move(t));
+    }
+
+    const CaptureOptions& m_options;
+    const numerics::Dump* m_inject;
+    const PrecisionPlan& m_plan;
+    std::int64_t m_row = 0;
+    std::vector<std::string> m_order;
+    std::map<std::string, std::vector<Tensor>> m_steps;
+    std::map<std::string, std::string> m_ops;
+};
+
+/// Reads one weight into the compute dtype, dequantising block-scaled FP8.
+Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequirement& req,
+    const model::ModelSpec& spec, DType compute, bool& exactFp8)
+{
+    auto stored = source.read(req.name);
+    if (!stored) {
+        return stored.error();
+    }
+    if (stored->shape() != req.shape) {
+        return Error::badInput(fmt::format("{}: tensor '{}' has shape {} but the config needs {}",
+            source.describe(), req.name, numerics::shapeString(stored->shape()),
+            numerics::shapeString(req.shape)));
+    }
+    exactFp8 = false;
+    const bool fp8 = stored->dtype() == DType::F8E4M3 || stored->dtype() == DType::F8E5M2;
+    const std::string scaleName = req.name + "_scale_inv";
+    if (!fp8 || !source.has(scaleName)) {
+        if (!isFloat(stored->dtype())) {
+            return Error::badInput(fmt::format("{}: tensor '{}' is {}, expected a floating type",
+                source.describe(), req.name, dtypeName(stored->dtype())));
+        }
+        exactFp8 = fp8;
+        return stored->to(compute);
+    }
+    auto scale = source.read(scaleName);
+    if (!scale) {
+        return scale.error();
+    }
+    const std::int64_t rows = req.shape[0];
+    const std::int64_t cols = req.shape.size() > 1 ? req.shape[1] : 1;
+    const std::int64_t br = spec.quantization ? spec.quantization->blockRows : 128;
+    const std::int64_t bc = spec.quantization ? spec.quantization->blockCols : 128;
+    const Shape expected { (rows + br - 1) / br, (cols + bc - 1) / bc };
+    if (scale->shape() != expected) {
+        return Error::badInput(
+            fmt::format("{}: tensor '{}' has shape {}; a {}x{}-block scale of {} needs {}",
+                source.describe(), scaleName, numerics::shapeString(scale->shape()), br, bc,
+                numerics::shapeString(req.shape), numerics::shapeString(expected)));
+    }
+    const auto values = stored->toDoubles();
+    const auto scales = scale->toDoubles();
+    std::vector<double> out(values.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) {
+            out[std::size_t(r * cols + c)] = values[std::size_t(r * cols + c)]
+                * scales[std::size_t((r / br) * expected[1] + c / bc)];
+        }
+    }
+    exactFp8 = true;
+    return Tensor::fromDoubles(req.shape, out).to(compute);
+}
+
+std::int64_t argmaxRow(const double* row, std::int64_t n)
+{
+    return numerics::topKIndices({ row, std::size_t(n) }, 1).front();
+}
+
+} // namespace
+
+struct Engine::Impl {
+    model::ModelSpec spec;
+    detail::WeightTable weights;
+    bool fp64 = false;
+
+    template <typename T>
+    Result<RunResult> run(const RunOptions& options, Progress& progress, std::stop_token stop);
+    Result<std::vector<std::int64_t>> tokensToFeed(const RunOptions& options) const;
+    Result<void> checkInject(const numerics::Dump& dump, std::int64_t rows) const;
+};
+
+std::string modelFingerprint(const model::ModelSpec& spec)
+{
+    std::string s = fmt::format("{}/h{}/l{}/a{}/kv{}/v{}", spec.modelType, spec.hiddenSize,
+        spec.numLayers, spec.numHeads, spec.numKvHeads, spec.vocabSize);
+    if (spec.moe) {
+        s += fmt::format("/e{}k{}", spec.moe->numExperts, spec.moe->topK);
+    }
+    return s;
+}
+
+std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
+{
+    std::vector<std::string> out;
+    const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
+    if (spec.vision) {
+        out.push_back(
+            fmt::format("vision tower of {} (patch embedding, ViT blocks, patch merger)", family));
+    }
+    if (spec.family == model::Family::Llama4) {
+        out.push_back(
+            fmt::format("Llama-4 text tower of {} (chunked attention, NoPE layers)", family));
+    }
+    if (spec.moe && spec.moe->packedExperts) {
+        out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
+    }
+    if (spec.mla.indexerHeads > 0) {
+        out.push_back(fmt::format("sparse-attention indexer of {} (DeepSeek-V3.2)", family));
+    }
+    if (!spec.gatedMlp) {
+        out.push_back(fmt::format("non-gated MLP of {}", family));
+    }
+    for (const auto& layer : spec.layers) {
+        if (layer.attentionChunk > 0) {
+            out.push_back(fmt::format("chunked attention of {}", family));
+            break;
+        }
+    }
+    if (spec.layers.size() != std::size_t(spec.numLayers)) {
+        out.push_back(fmt::format("{}: the spec lists {} layer entries for {} layers", family,
+            spec.layers.size(), spec.numLayers));
+    }
+    return out;
+}
+
+Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& weights, bool fp64,
+    Progress& progress, std::stop_token stop)
+{
+    const auto missing = unsupportedFeatures(spec);
+    if (!missing.empty()) {
+        return Error::unsupported(
+            fmt::format("the CPU reference engine lacks: {}", fmt::join(missing, "; ")));
+    }
+    auto impl = std::make_unique<Impl>();
+    impl->spec = spec;
+    impl->fp64 = fp64;
+    const auto required = detail::requiredWeights(spec);
+    progress.setTotal(std::int64_t(required.size()));
+    progress.setStage("loading weights");
+    const DType compute = fp64 ? DType::F64 : DType::F32;
+    for (const auto& req : required) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        progress.advance();
+        if (!weights.has(req.name)) {
+            if (req.optional) {
+                continue;
+            }
+            return Error::badInput(fmt::format("{}: missing tensor '{}' needed by the {} forward",
+                weights.describe(), req.name, spec.modelType));
+        }
+        bool exact = false;
+        auto t = loadWeight(weights, req, spec, compute, exact);
+        if (!t) {
+            return t.error();
+        }
+        if (exact) {
+            impl->weights.exactFp8.insert(req.name);
+        }
+        impl->weights.tensors[req.name] = std::move(*t);
+    }
+    return Engine(std::move(impl));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl)
+    : m_impl(std::move(impl))
+{
+}
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+Engine::~Engine() = default;
+
+const model::ModelSpec& Engine::spec() const { return m_impl->spec; }
+bool Engine::isF64() const { return m_impl->fp64; }
+
+Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std::stop_token stop)
+{
+    if (options.precision.isF64() != m_impl->fp64) {
+        return Error::internal(fmt::format("a {} run needs an engine loaded in {}",
+            precisionName(options.precision.base), options.precision.isF64() ? "fp64" : "fp32"));
+    }
+    return m_impl->fp64 ? m_impl->run<double>(options, progress, stop)
+                        : m_impl->run<float>(options, progress, stop);
+}
+
+Result<std::vector<std::int64_t>> Engine::Impl::tokensToFeed(const RunOptions& options) const
+{
+    if (options.promptIds.empty()) {
+        return Error::badInput("the prompt is empty");
+    }
+    if (options.newTokens < 1) {
+        return Error::badInput("--tokens must be at least 1");
+    }
+    std::vector<std::int64_t> forced = options.forcedTokens;
+    if (options.injectFrom != nullptr && forced.empty()) {
+        const auto& ref = options.injectFrom->info.inputIds;
+        if (ref.size() > options.promptIds.size()) {
+            forced.assign(ref.begin() + std::ptrdiff_t(options.promptIds.size()), ref.end());
+        }
+    }
+    const auto needed = std::size_t(options.newTokens - 1);
+    if (!forced.empty() && forced.size() < needed) {
+        return Error::badInput(
+            fmt::format("teacher forcing needs {} tokens for {} decode steps, got {}", needed,
+                needed, forced.size()));
+    }
+    forced.resize(std::min(forced.size(), needed));
+    return forced;
+}
+
+Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t rows) const
+{
+    std::vector<std::string> anchors { "model.embed_tokens", "model.norm" };
+    for (int l = 0; l < int(spec.numLayers); ++l) {
+        anchors.push_back(fmt::format("model.layers.{}", l));
+    }
+    for (const auto& a : anchors) {
+        const Tensor* t = dump.tensor(a);
+        if (t == nullptr) {
+            return Error::badInput(fmt::format("inject mode needs the reference's full '{}' "
+                                               "capture, which the reference dump lacks",
+                a));
+        }
+        if (t->rank() != 2 || t->dim(0) < rows || t->dim(1) != spec.hiddenSize) {
+            return Error::badInput(
+                fmt::format("reference capture '{}' has shape {}, inject mode needs [{}+, {}]", a,
+                    numerics::shapeString(t->shape()), rows, spec.hiddenSize));
+        }
+    }
+    return success();
+}
+
+template <typename T>
+Result<RunResult> Engine::Impl::run(
+    const RunOptions& options, Progress& progress, std::stop_token stop)
+{
+    auto forcedOr = tokensToFeed(options);
+    if (!forcedOr) {
+        return forcedOr.error();
+    }
+    const std::vector<std::int64_t>& forced = *forcedOr;
+    const auto prompt = std::int64_t(options.promptIds.size());
+    const std::int64_t capacity = prompt + options.newTokens - 1;
+    if (options.injectFrom != nullptr) {
+        DAY0_TRY(checkInject(*options.injectFrom, capacity));
+        const auto& ref = options.injectFrom->info.inputIds;
+        if (!ref.empty()
+            && !std::equal(options.promptIds.begin(), options.promptIds.end(), ref.begin(),
+                ref.begin() + std::min<std::ptrdiff_t>(std::ptrdiff_t(ref.size()), prompt))) {
+            return Error::badInput(
+                "inject mode: the prompt differs from the reference dump's input ids");
+        }
+    }
+    detail::Forward<T> forward(spec, weights, options.precision, capacity);
+    DAY0_TRY(forward.init());
+    CaptureTaps<T> taps(options.capture, options.injectFrom, options.precision);
+    RunResult result;
+    std::vector<std::int64_t> fed = options.promptIds;
+    progress.setTotal(options.newTokens);
+    progress.setStage("prefill");
+    const auto t0 = std::chrono::steady_clock::now();
+    taps.beginStep(0);
+    auto logits = forward.step(options.promptIds, 0, taps, stop);
+    if (!logits) {
+        return logits.error();
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::int64_t vocab = spec.vocabSize;
+    const auto pick = [&](const std::vector<T>& l) {
+        const std::vector<double> last(l.end() - vocab, l.end());
+        return argmaxRow(last.data(), vocab);
+    };
+    result.generated.push_back(pick(*logits));
+    progress.advance();
+    for (std::int64_t s = 1; s < options.newTokens; ++s) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        progress.setStage(fmt::format("decode step {}", s));
+        const std::int64_t token
+            = forced.empty() ? result.generated.back() : forced[std::size_t(s - 1)];
+        fed.push_back(token);
+        taps.beginStep(std::int64_t(fed.size()) - 1);
+        const std::int64_t one[] = { token };
+        auto next = forward.step(one, std::int64_t(fed.size()) - 1, taps, stop);
+        if (!next) {
+            return next.error();
+        }
+        result.generated.push_back(pick(*next));
+        progress.advance();
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    result.prefillSeconds = std::chrono::duration<double>(t1 - t0).count();
+    result.decodeSeconds = std::chrono::duration<double>(t2 - t1).count();
+
+    result.dump = taps.finish(options.capture.statsOnly);
+    numerics::DumpInfo& info = result.dump.info;
+    info.model = spec.name;
+    info.fingerprint = modelFingerprint(spec);
+    info.precision = std::string(precisionName(options.precision.base));
+    info.backend = "day0-cpu";
+    info.mode = options.injectFrom != nullptr ? "inject" : "propagate";
+    info.inputIds = fed;
+    info.promptLength = prompt;
+    info.generatedIds = result.generated;
+    info.numLayers = spec.numLayers;
+    info.extra["precision_plan"] = options.precision.describe();
+    info.extra["prefill_seconds"] = result.prefillSeconds;
+    info.extra["decode_seconds"] = result.decodeSeconds;
+    info.extra["teacher_forced"] = !forced.empty();
+    return result;
+}
+
+} // namespace day0::exec

@@ -1,0 +1,87 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "exec/precision.h"
+#include "exec/weight_source.h"
+#include "model/model_spec.h"
+#include "numerics/dump.h"
+
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::exec {
+
+/// Which tensors a run captures into its dump.
+struct CaptureOptions {
+    /// Capture name prefixes to keep ("model.layers.3", "lm_head"); empty keeps every anchor.
+    std::vector<std::string> filters;
+    bool inputs = false; ///< also each decoder layer's input as "<anchor>#in0"
+    bool projections = false; ///< also q/k/v/o and MLA projections, q/k norms
+    bool statsOnly = false; ///< keep statistics only (the logits are always stored)
+};
+
+/// What to run: a prompt, greedy decode steps, a precision plan and captures.
+struct RunOptions {
+    PrecisionPlan precision;
+    std::vector<std::int64_t> promptIds;
+    std::int64_t newTokens = 1; ///< greedy tokens to produce (prefill gives the first)
+    /// Teacher forcing: feed these tokens on the decode steps instead of the run's own picks
+    /// (the reference's generated ids), so two runs see the same context.
+    std::vector<std::int64_t> forcedTokens;
+    CaptureOptions capture;
+    /// Inject mode: every decoder layer, the final norm and lm_head take their input from this
+    /// reference dump (which must hold full "model.embed_tokens", "model.layers.N" and
+    /// "model.norm" captures for the same tokens), so each one's own error is measured.
+    const numerics::Dump* injectFrom = nullptr;
+};
+
+/// What a run produced.
+struct RunResult {
+    numerics::Dump dump;
+    std::vector<std::int64_t> generated; ///< the run's own greedy picks (newTokens of them)
+    double prefillSeconds = 0.0;
+    double decodeSeconds = 0.0; ///< all decode steps together
+};
+
+/// "llama/h64/l2/a4/kv2/v256[/e8k2]": the architecture fingerprint written to dumps, computable
+/// from config.json alone (plugins/torch/day0_dump.py writes the same string).
+std::string modelFingerprint(const model::ModelSpec& spec);
+
+/// The CPU reference engine for one model: weights loaded once (fp64 or fp32 as the plan's base
+/// needs; block-FP8 weights dequantised), then any number of runs. Thread-compatible: one run at
+/// a time per Engine.
+class Engine {
+public:
+    /// Checks the spec is supported (errors name the family and the missing operator), reads
+    /// every weight the forward needs from `weights` (errors name the tensor) in double when
+    /// `fp64`, else in float.
+    static Result<Engine> create(const model::ModelSpec& spec, const WeightSource& weights,
+        bool fp64, Progress& progress, std::stop_token stop);
+
+    Engine(Engine&&) noexcept;
+    Engine& operator=(Engine&&) noexcept;
+    ~Engine();
+
+    /// Prefill + greedy decode with captures. The plan must match the engine's arithmetic (an
+    /// fp64 plan needs an fp64 engine and vice versa). Progress counts forward steps.
+    Result<RunResult> run(const RunOptions& options, Progress& progress, std::stop_token stop);
+
+    [[nodiscard]] const model::ModelSpec& spec() const;
+    [[nodiscard]] bool isF64() const;
+
+    struct Impl;
+
+private:
+    explicit Engine(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// Operators the engine lacks for a spec, one line each naming the operator and the family
+/// ("vision tower of qwen2_vl (patch embedding, ViT blocks, merger)"); empty when supported.
+std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec);
+
+} // namespace day0::exec

@@ -1,0 +1,115 @@
+// The feed-forward sub-blocks of Forward: gated MLPs and mixture-of-experts.
+#include "exec/emulated_ops.h"
+#include "exec/forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace day0::exec::detail {
+
+using numerics::OpKind;
+
+template <typename T>
+void Forward<T>::mlp(const std::string& module, const std::string& gate, const std::string& up,
+    const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
+    Taps<T>& taps)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const bool capture = module.find(".experts.") == std::string::npos;
+    std::vector<T> g(std::size_t(n * inter));
+    std::vector<T> u(std::size_t(n * inter));
+    linear(module + "." + gate, x, g.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
+    linear(module + "." + up, x, u.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Mlp, layer);
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedGatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
+    } else {
+        gatedActivate(g.data(), u.data(), n * inter, m_activation);
+    }
+    linear(module + "." + down, g.data(), out, n, inter, h, OpKind::Linear, layer, taps, capture);
+}
+
+template <typename T>
+void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps)
+{
+    const LayerNames names = layerNames(m_spec, layer);
+    const auto& moe = *m_spec.moe;
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t e = moe.numExperts;
+    std::vector<T> logits(std::size_t(n * e));
+    linear(names.ffn + ".gate", x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
+    taps.record(names.ffn + ".gate", logits.data(), { n, e });
+    const std::vector<double> logitsD(logits.begin(), logits.end());
+    std::vector<double> bias;
+    if (const T* b = weight(names.ffn + ".gate.e_score_correction_bias")) {
+        bias.assign(b, b + e);
+    }
+    const Routing routing
+        = route(logitsD.data(), n, m_router, bias.empty() ? nullptr : bias.data());
+    taps.recordIds(names.ffn + ".gate#topk", routing.experts, { n, routing.k });
+
+    std::vector<T> acc(std::size_t(n * h), T(0));
+    std::vector<T> rows;
+    std::vector<T> result;
+    for (std::int64_t ex = 0; ex < e; ++ex) {
+        std::vector<std::pair<std::int64_t, double>> assigned; // (token, weight)
+        for (std::int64_t t = 0; t < n; ++t) {
+            for (std::int64_t j = 0; j < routing.k; ++j) {
+                if (routing.experts[std::size_t(t * routing.k + j)] == ex) {
+                    assigned.emplace_back(t, routing.weights[std::size_t(t * routing.k + j)]);
+                }
+            }
+        }
+        if (assigned.empty()) {
+            continue;
+        }
+        const auto m = std::int64_t(assigned.size());
+        rows.resize(std::size_t(m * h));
+        result.resize(std::size_t(m * h));
+        for (std::int64_t i = 0; i < m; ++i) {
+            std::copy_n(x + assigned[std::size_t(i)].first * h, h, rows.begin() + i * h);
+        }
+        mlp(fmt::format("{}.experts.{}", names.ffn, ex), names.expertGate, names.expertUp,
+            names.expertDown, rows.data(), result.data(), m, moe.expertIntermediate, layer, taps);
+        for (std::int64_t i = 0; i < m; ++i) {
+            T* dst = acc.data() + assigned[std::size_t(i)].first * h;
+            const T w = T(assigned[std::size_t(i)].second);
+            for (std::int64_t c = 0; c < h; ++c) {
+                dst[c] += w * result[std::size_t(i * h + c)];
+            }
+        }
+    }
+    if (!names.shared.empty()) {
+        std::vector<T> shared(std::size_t(n * h));
+        mlp(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(), n,
+            moe.sharedIntermediate, layer, taps);
+        if (moe.sharedExpertGate) {
+            // Qwen2-MoE: the shared expert is scaled by sigmoid(shared_expert_gate(x)).
+            std::vector<T> gate(static_cast<std::size_t>(n));
+            linear(names.ffn + ".shared_expert_gate", x, gate.data(), n, h, 1, OpKind::Linear,
+                layer, taps, false);
+            for (std::int64_t t = 0; t < n; ++t) {
+                const T s = T(1) / (T(1) + std::exp(-gate[std::size_t(t)]));
+                for (std::int64_t c = 0; c < h; ++c) {
+                    shared[std::size_t(t * h + c)] *= s;
+                }
+            }
+        }
+        taps.record(names.shared, shared.data(), { n, h });
+        addInPlace(acc.data(), shared.data(), n * h);
+    }
+    std::copy(acc.begin(), acc.end(), out);
+    roundAct(out, n * h, m_plan.modeFor(OpKind::Moe, layer));
+}
+
+template void Forward<float>::mlp(const std::string&, const std::string&, const std::string&,
+    const std::string&, const float*, float*, std::int64_t, std::int64_t, int, Taps<float>&);
+template void Forward<double>::mlp(const std::string&, const std::string&, const std::string&,
+    const std::string&, const double*, double*, std::int64_t, std::int64_t, int, Taps<double>&);
+template void Forward<float>::moeBlock(int, const float*, float*, std::int64_t, Taps<float>&);
+template void Forward<double>::moeBlock(int, const double*, double*, std::int64_t, Taps<double>&);
+
+} // namespace day0::exec::detail

@@ -1,0 +1,327 @@
+#include "exec/forward.h"
+
+#include "exec/emulated_ops.h"
+#include "exec/ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace day0::exec::detail {
+
+using numerics::OpKind;
+
+LayerNames layerNames(const model::ModelSpec& spec, int layer)
+{
+    LayerNames n;
+    n.prefix = fmt::format("model.layers.{}", layer);
+    const bool mixtral = spec.family == model::Family::Mixtral;
+    const bool moe = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe;
+    n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : ".mlp");
+    n.expertGate = mixtral ? "w1" : "gate_proj";
+    n.expertUp = mixtral ? "w3" : "up_proj";
+    n.expertDown = mixtral ? "w2" : "down_proj";
+    if (moe && spec.moe && spec.moe->sharedIntermediate > 0) {
+        n.shared = n.ffn + (spec.moe->sharedExpertGate ? ".shared_expert" : ".shared_experts");
+    }
+    return n;
+}
+
+std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
+{
+    std::vector<WeightRequirement> w;
+    const std::int64_t h = spec.hiddenSize;
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+        w.push_back({ std::move(name), std::move(shape), false });
+    };
+    const auto addMlp = [&](const std::string& module, const std::string& gate,
+                            const std::string& up, const std::string& down, std::int64_t inter) {
+        add(module + "." + gate + ".weight", { inter, h });
+        add(module + "." + up + ".weight", { inter, h });
+        add(module + "." + down + ".weight", { h, inter });
+    };
+    add("model.embed_tokens.weight", { spec.vocabSize, h });
+    for (int l = 0; l < int(spec.numLayers); ++l) {
+        const LayerNames n = layerNames(spec, l);
+        const std::string attn = n.prefix + ".self_attn";
+        add(n.prefix + ".input_layernorm.weight", { h });
+        add(n.prefix + ".post_attention_layernorm.weight", { h });
+        if (spec.attention == model::AttentionKind::MLA) {
+            const auto& m = spec.mla;
+            const std::int64_t qk = m.qkNopeHeadDim + m.qkRopeHeadDim;
+            if (m.qLoraRank > 0) {
+                add(attn + ".q_a_proj.weight", { m.qLoraRank, h });
+                add(attn + ".q_a_layernorm.weight", { m.qLoraRank });
+                add(attn + ".q_b_proj.weight", { spec.numHeads * qk, m.qLoraRank });
+            } else {
+                add(attn + ".q_proj.weight", { spec.numHeads * qk, h });
+            }
+            add(attn + ".kv_a_proj_with_mqa.weight", { m.kvLoraRank + m.qkRopeHeadDim, h });
+            add(attn + ".kv_a_layernorm.weight", { m.kvLoraRank });
+            add(attn + ".kv_b_proj.weight",
+                { spec.numHeads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank });
+            add(attn + ".o_proj.weight", { h, spec.numHeads * m.vHeadDim });
+        } else {
+            const std::int64_t q = spec.numHeads * spec.headDim;
+            const std::int64_t kv = spec.numKvHeads * spec.headDim;
+            add(attn + ".q_proj.weight", { q, h });
+            add(attn + ".k_proj.weight", { kv, h });
+            add(attn + ".v_proj.weight", { kv, h });
+            add(attn + ".o_proj.weight", { h, q });
+            if (spec.attentionBias) {
+                add(attn + ".q_proj.bias", { q });
+                add(attn + ".k_proj.bias", { kv });
+                add(attn + ".v_proj.bias", { kv });
+            }
+            if (spec.attentionOutputBias) {
+                add(attn + ".o_proj.bias", { h });
+            }
+            if (spec.qkNorm) {
+                add(attn + ".q_norm.weight", { spec.headDim });
+                add(attn + ".k_norm.weight", { spec.headDim });
+            }
+        }
+        if (!spec.layers[std::size_t(l)].moe || !spec.moe) {
+            addMlp(n.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
+            continue;
+        }
+        const auto& moe = *spec.moe;
+        add(n.ffn + ".gate.weight", { moe.numExperts, h });
+        if (moe.expertScoreBias) {
+            add(n.ffn + ".gate.e_score_correction_bias", { moe.numExperts });
+        }
+        for (std::int64_t e = 0; e < moe.numExperts; ++e) {
+            addMlp(fmt::format("{}.experts.{}", n.ffn, e), n.expertGate, n.expertUp, n.expertDown,
+                moe.expertIntermediate);
+        }
+        if (!n.shared.empty()) {
+            addMlp(n.shared, "gate_proj", "up_proj", "down_proj", moe.sharedIntermediate);
+            if (moe.sharedExpertGate) {
+                add(n.ffn + ".shared_expert_gate.weight", { 1, h });
+            }
+        }
+    }
+    add("model.norm.weight", { h });
+    w.push_back({ "lm_head.weight", { spec.vocabSize, h }, spec.tieEmbeddings });
+    return w;
+}
+
+template <typename T>
+Forward<T>::Forward(const model::ModelSpec& spec, const WeightTable& weights, PrecisionPlan plan,
+    std::int64_t capacity)
+    : m_spec(spec)
+    , m_weights(weights)
+    , m_plan(std::move(plan))
+    , m_capacity(capacity)
+{
+}
+
+template <typename T> Result<void> Forward<T>::init()
+{
+    auto act = parseActivation(m_spec.hiddenAct);
+    if (!act) {
+        return act.error();
+    }
+    m_activation = *act;
+    const bool mla = m_spec.attention == model::AttentionKind::MLA;
+    const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
+    auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
+        mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+    if (!rope) {
+        return rope.error();
+    }
+    m_rope = std::move(*rope);
+    if (mla) {
+        m_attentionScale
+            = 1.0 / std::sqrt(double(m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim));
+        const auto& s = m_spec.ropeScaling;
+        if (s.type == "yarn" && s.mscaleAllDim > 0.0) {
+            const double m = yarnMscale(s.factor, s.mscaleAllDim);
+            m_attentionScale *= m * m;
+        }
+    } else {
+        m_attentionScale = 1.0 / std::sqrt(double(m_spec.headDim));
+    }
+    if (m_spec.moe) {
+        m_router = routerConfig(*m_spec.moe);
+        if (m_spec.family == model::Family::Mixtral) {
+            m_router.normTopkProb = true; // HF Mixtral always renormalises the top-k weights
+        }
+    }
+    m_caches.resize(std::size_t(m_spec.numLayers));
+    for (auto& c : m_caches) {
+        std::int64_t kw = m_spec.numKvHeads * m_spec.headDim;
+        std::int64_t vw = kw;
+        if (mla) {
+            kw = m_spec.numHeads * (m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim);
+            vw = m_spec.numHeads * m_spec.mla.vHeadDim;
+        }
+        c.k.assign(std::size_t(m_capacity * kw), T(0));
+        c.v.assign(std::size_t(m_capacity * vw), T(0));
+    }
+    return success();
+}
+
+template <typename T> bool Forward<T>::hasWeight(const std::string& name) const
+{
+    return m_weights.tensors.contains(name);
+}
+
+template <typename T> const T* Forward<T>::weight(const std::string& name) const
+{
+    const auto it = m_weights.tensors.find(name);
+    return it == m_weights.tensors.end() ? nullptr : it->second.template data<T>();
+}
+
+template <typename T>
+const T* Forward<T>::gemmWeight(
+    const std::string& name, PrecisionMode mode, std::int64_t rows, std::int64_t cols)
+{
+    const T* raw = weight(name);
+    if constexpr (std::is_same_v<T, float>) {
+        if (mode == PrecisionMode::F32 || mode == PrecisionMode::F64 || raw == nullptr) {
+            return raw;
+        }
+        const bool fp8 = mode == PrecisionMode::F8E4M3 || mode == PrecisionMode::F8E5M2;
+        if (fp8 && m_weights.exactFp8.contains(name)) {
+            return raw; // already on the fp8 grid with its published block scales
+        }
+        auto& slot = m_rounded[{ name, int(mode) }];
+        if (slot.empty()) {
+            slot.assign(raw, raw + rows * cols);
+            roundGemmInput(slot, rows, cols, mode, m_plan.fp8Scaling, true);
+        }
+        return slot.data();
+    } else {
+        (void)mode;
+        (void)rows;
+        (void)cols;
+        return raw;
+    }
+}
+
+template <typename T> void Forward<T>::roundAct(T* data, std::int64_t n, PrecisionMode mode) const
+{
+    if constexpr (std::is_same_v<T, float>) {
+        roundActivations({ data, std::size_t(n) }, mode);
+    } else {
+        (void)data;
+        (void)n;
+        (void)mode;
+    }
+}
+
+template <typename T>
+void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_t n,
+    std::int64_t in, std::int64_t out, OpKind kind, int layer, Taps<T>& taps, bool capture)
+{
+    PrecisionMode mode = m_plan.modeFor(kind, layer);
+    if (kind == OpKind::Router && m_router.scoring == model::RouterScoring::Sigmoid
+        && !m_plan.perLayer.contains(layer) && !m_plan.perOpKind.contains(OpKind::Router)
+        && mode != PrecisionMode::F64) {
+        mode = PrecisionMode::F32; // DeepSeek-V3 computes its router in fp32 (HF and reference)
+    }
+    const std::string weightName = module == "lm_head" && !hasWeight("lm_head.weight")
+        ? std::string("model.embed_tokens.weight")
+        : module + ".weight";
+    const T* w = gemmWeight(weightName, mode, out, in);
+    const T* bias = weight(module + ".bias");
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedLinear(x, w, bias, y, n, in, out, mode, m_plan.fp8Scaling);
+    } else {
+        exec::linear<T>(x, w, bias, y, n, in, out);
+    }
+    if (capture) {
+        taps.record(module, y, { n, out });
+    }
+}
+
+template <typename T>
+void Forward<T>::rmsNormOp(
+    const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim, int layer)
+{
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Norm, layer);
+    const T* w = weight(module + ".weight");
+    const double eps = m_spec.normEps;
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedRmsNorm(x, w, y, n, dim, eps, mode);
+        return;
+    }
+    rmsNorm<T>(x, w, y, n, dim, eps);
+}
+
+template <typename T>
+Result<std::vector<T>> Forward<T>::step(
+    std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop)
+{
+    const std::int64_t n = std::int64_t(ids.size());
+    const std::int64_t h = m_spec.hiddenSize;
+    if (start + n > m_capacity) {
+        return Error::internal(
+            fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
+    }
+    m_positions.resize(std::size_t(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+        m_positions[std::size_t(i)] = start + i;
+    }
+    std::vector<T> hidden(std::size_t(n * h));
+    std::vector<T> x(std::size_t(n * h));
+    std::vector<T> branch(std::size_t(n * h));
+    DAY0_TRY(
+        embedding<T>(ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));
+    roundAct(hidden.data(), n * h, m_plan.modeFor(OpKind::Embedding, -1));
+    taps.record("model.embed_tokens", hidden.data(), { n, h });
+    for (int l = 0; l < int(m_spec.numLayers); ++l) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        const LayerNames names = layerNames(m_spec, l);
+        taps.inject(l == 0 ? "model.embed_tokens" : fmt::format("model.layers.{}", l - 1),
+            hidden.data(), n, h);
+        taps.record(names.prefix + "#in0", hidden.data(), { n, h });
+        const PrecisionMode residualMode = m_plan.modeFor(OpKind::DecoderLayer, l);
+
+        rmsNormOp(names.prefix + ".input_layernorm", hidden.data(), x.data(), n, h, l);
+        taps.record(names.prefix + ".input_layernorm", x.data(), { n, h });
+        if (m_spec.attention == model::AttentionKind::MLA) {
+            mlaBlock(l, x.data(), branch.data(), n, start, taps);
+        } else {
+            attentionBlock(l, x.data(), branch.data(), n, start, taps);
+        }
+        taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
+        addInPlace(hidden.data(), branch.data(), n * h);
+        roundAct(hidden.data(), n * h, residualMode);
+
+        rmsNormOp(names.prefix + ".post_attention_layernorm", hidden.data(), x.data(), n, h, l);
+        taps.record(names.prefix + ".post_attention_layernorm", x.data(), { n, h });
+        const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe;
+        if (moe) {
+            moeBlock(l, x.data(), branch.data(), n, taps);
+        } else {
+            mlp(names.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", x.data(), branch.data(),
+                n, m_spec.intermediateSize, l, taps);
+        }
+        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "");
+        addInPlace(hidden.data(), branch.data(), n * h);
+        roundAct(hidden.data(), n * h, residualMode);
+        taps.record(names.prefix, hidden.data(), { n, h });
+    }
+    if (m_spec.numLayers > 0) {
+        taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);
+    }
+    rmsNormOp("model.norm", hidden.data(), x.data(), n, h, -1);
+    taps.record("model.norm", x.data(), { n, h });
+    taps.inject("model.norm", x.data(), n, h);
+    std::vector<T> logits(std::size_t(n * m_spec.vocabSize));
+    linear("lm_head", x.data(), logits.data(), n, h, m_spec.vocabSize, OpKind::Logits, -1, taps,
+        false);
+    taps.record("lm_head", logits.data(), { n, m_spec.vocabSize });
+    return logits;
+}
+
+template class Forward<float>;
+template class Forward<double>;
+
+} // namespace day0::exec::detail

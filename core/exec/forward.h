@@ -1,0 +1,129 @@
+#pragma once
+
+// Internal to core/exec: the forward pass of one decoder model, templated on the compute type
+// (float for fp32 and emulated runs, double for the fp64 reference). engine.cpp drives it.
+
+#include "base/result.h"
+#include "exec/ops.h"
+#include "exec/precision.h"
+#include "exec/rope.h"
+#include "exec/router.h"
+#include "model/model_spec.h"
+#include "numerics/tensor.h"
+#include "numerics/tolerance.h"
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace day0::exec::detail {
+
+/// The checkpoint names of one decoder layer's modules, per family.
+struct LayerNames {
+    std::string prefix; ///< "model.layers.3"
+    std::string ffn; ///< "model.layers.3.mlp" or "...block_sparse_moe" (Mixtral)
+    std::string expertGate; ///< per-expert weight leaf names: gate_proj / w1
+    std::string expertUp; ///< up_proj / w3
+    std::string expertDown; ///< down_proj / w2
+    std::string shared; ///< "...mlp.shared_experts" / "...mlp.shared_expert"; empty: none
+};
+
+/// Names of layer `layer` of `spec`.
+LayerNames layerNames(const model::ModelSpec& spec, int layer);
+
+/// A weight the forward needs: name and the shape the config implies.
+struct WeightRequirement {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    bool optional = false; ///< lm_head when embeddings are tied
+};
+
+/// Every weight the forward of `spec` reads, with expected shapes.
+std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
+
+/// Receives the tensors of one forward step and supplies injected inputs.
+template <typename T> class Taps {
+public:
+    virtual ~Taps() = default;
+    /// True if `name` is captured (so the forward may skip computing copies).
+    [[nodiscard]] virtual bool wants(const std::string& name) const = 0;
+    /// Records `data` (shape [rows, ...]) under `name`; `op` overrides the op kind ("moe").
+    virtual void record(const std::string& name, const T* data, const numerics::Shape& shape,
+        std::string_view op = {})
+        = 0;
+    /// Records integer data (router choices).
+    virtual void recordIds(
+        const std::string& name, std::span<const std::int64_t> ids, const numerics::Shape& shape)
+        = 0;
+    /// Overwrites x[rows, width] with the reference's `anchor` output for this step's rows;
+    /// false when not injecting.
+    virtual bool inject(const std::string& anchor, T* x, std::int64_t rows, std::int64_t width) = 0;
+};
+
+/// The weights in the compute type, by checkpoint name, plus which were exact fp8 (block-scaled
+/// FP8 checkpoints), so that fp8 emulation does not round them a second time.
+struct WeightTable {
+    std::map<std::string, numerics::Tensor> tensors; ///< contiguous F32 or F64
+    std::set<std::string> exactFp8;
+};
+
+/// The forward pass with a KV cache for up to `capacity` tokens.
+template <typename T> class Forward {
+public:
+    Forward(const model::ModelSpec& spec, const WeightTable& weights, PrecisionPlan plan,
+        std::int64_t capacity);
+
+    /// Builds rope tables and caches; errors for unsupported settings.
+    Result<void> init();
+
+    /// Runs `ids` at positions [start, start + ids.size()); returns the logits [n, vocab].
+    Result<std::vector<T>> step(
+        std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
+
+private:
+    struct Cache {
+        std::vector<T> k; ///< [capacity, kWidth]
+        std::vector<T> v; ///< [capacity, vWidth]
+    };
+
+    const T* weight(const std::string& name) const;
+    const T* gemmWeight(
+        const std::string& name, PrecisionMode mode, std::int64_t rows, std::int64_t cols);
+    bool hasWeight(const std::string& name) const;
+    void roundAct(T* data, std::int64_t n, PrecisionMode mode) const;
+    /// y[n, out] = x[n, in] · W[out, in]ᵀ (+ bias), emulating `kind`'s precision in `layer`.
+    void linear(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t in,
+        std::int64_t out, numerics::OpKind kind, int layer, Taps<T>& taps, bool capture);
+    void rmsNormOp(
+        const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim, int layer);
+    void attentionBlock(
+        int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    void mlaBlock(int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    void causalAttention(int layer, const T* q, std::int64_t n, std::int64_t start,
+        std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim, std::int64_t valueDim,
+        double scale, T* out);
+    void mlp(const std::string& module, const std::string& gate, const std::string& up,
+        const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
+        Taps<T>& taps);
+    void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+
+    const model::ModelSpec& m_spec;
+    const WeightTable& m_weights;
+    PrecisionPlan m_plan;
+    std::int64_t m_capacity;
+    Rope m_rope;
+    double m_attentionScale = 1.0;
+    std::vector<Cache> m_caches;
+    std::vector<std::int64_t> m_positions; ///< positions of the current step
+    Activation m_activation = Activation::Silu;
+    RouterConfig m_router;
+    std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
+};
+
+} // namespace day0::exec::detail

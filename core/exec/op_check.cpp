@@ -1,0 +1,426 @@
+#include "exec/op_check.h"
+
+#include "exec/attention.h"
+#include "exec/emulated_ops.h"
+#include "exec/engine.h"
+#include "exec/forward.h"
+#include "exec/router.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+namespace day0::exec {
+
+namespace {
+
+using numerics::OpKind;
+using numerics::Tensor;
+
+class Checker {
+public:
+    Checker(const model::ModelSpec& spec, const OpCheckOptions& options)
+        : m_spec(spec)
+        , m_options(options)
+        , m_rng(options.seed)
+    {
+    }
+
+    std::vector<double> random(std::int64_t n, double scale = 1.0, double offset = 0.0)
+    {
+        std::normal_distribution<double> normal(0.0, 1.0);
+        std::vector<double> v(static_cast<std::size_t>(n));
+        for (auto& x : v) {
+            x = offset + scale * normal(m_rng);
+        }
+        return v;
+    }
+
+    static std::vector<float> toFloat(const std::vector<double>& v)
+    {
+        return { v.begin(), v.end() };
+    }
+
+    void add(std::string op, std::string shape, OpKind kind, PrecisionMode mode,
+        std::string implementation, const std::vector<double>& reference,
+        const std::vector<float>& target)
+    {
+        OpCheckRow row;
+        row.op = std::move(op);
+        row.shape = std::move(shape);
+        row.kind = kind;
+        row.mode = mode;
+        row.implementation = std::move(implementation);
+        const auto n = std::int64_t(reference.size());
+        row.metrics = *numerics::compareTensors(
+            Tensor::fromDoubles({ n }, reference), Tensor::fromFloats({ n }, target));
+        numerics::JudgeInput in;
+        in.relL2 = row.metrics.relL2;
+        in.accumulated = false;
+        in.nonFiniteMismatch = row.metrics.nonFiniteMismatch;
+        row.verdict = numerics::judge(*m_options.table, precisionDType(mode), kind, in);
+        m_rows.push_back(std::move(row));
+    }
+
+    PrecisionMode mode(OpKind kind) const { return m_options.target.modeFor(kind, 0); }
+
+    void embedding()
+    {
+        const std::int64_t h = m_spec.hiddenSize;
+        const std::int64_t vocab = std::min(m_spec.vocabSize, m_options.maxOutputs);
+        const auto table = random(vocab * h);
+        std::uniform_int_distribution<std::int64_t> pick(0, vocab - 1);
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(m_options.tokens));
+        for (auto& id : ids) {
+            id = pick(m_rng);
+        }
+        std::vector<double> ref(ids.size() * std::size_t(h));
+        (void)exec::embedding<double>(ids, table.data(), vocab, h, ref.data());
+        auto tableF = toFloat(table);
+        roundActivations(tableF, mode(OpKind::Embedding));
+        std::vector<float> tgt(ref.size());
+        (void)exec::embedding<float>(ids, tableF.data(), vocab, h, tgt.data());
+        add("embedding", fmt::format("{} ids of [{}, {}]", ids.size(), m_spec.vocabSize, h),
+            OpKind::Embedding, mode(OpKind::Embedding), "native", ref, tgt);
+    }
+
+    void rmsNormOp(const std::string& name, std::int64_t rows, std::int64_t dim,
+        const std::string& implementation)
+    {
+        const auto x = random(rows * dim);
+        const auto w = random(dim, 0.1, 1.0);
+        std::vector<double> ref(x.size());
+        rmsNorm<double>(x.data(), w.data(), ref.data(), rows, dim, m_spec.normEps);
+        const auto xf = toFloat(x);
+        const auto wf = toFloat(w);
+        std::vector<float> tgt(x.size());
+        emulatedRmsNorm(
+            xf.data(), wf.data(), tgt.data(), rows, dim, m_spec.normEps, mode(OpKind::Norm));
+        add(name, fmt::format("[{}, {}]", rows, dim), OpKind::Norm, mode(OpKind::Norm),
+            implementation, ref, tgt);
+    }
+
+    void linearOp(const std::string& name, std::int64_t in, std::int64_t out, OpKind kind)
+    {
+        const std::int64_t t = m_options.tokens;
+        const std::int64_t outs = std::min(out, m_options.maxOutputs);
+        const auto x = random(t * in);
+        const auto w = random(outs * in, 1.0 / std::sqrt(double(in)));
+        std::vector<double> ref(static_cast<std::size_t>(t * outs));
+        linear<double>(x.data(), w.data(), nullptr, ref.data(), t, in, outs);
+        const PrecisionMode m = mode(kind);
+        auto wf = toFloat(w);
+        roundGemmInput(wf, outs, in, m, m_options.target.fp8Scaling, true);
+        const auto xf = toFloat(x);
+        std::vector<float> tgt(ref.size());
+        emulatedLinear(
+            xf.data(), wf.data(), nullptr, tgt.data(), t, in, outs, m, m_options.target.fp8Scaling);
+        const std::string capped = outs < out ? fmt::format(" ({} of {} outputs)", outs, out) : "";
+        add("linear " + name, fmt::format("[{}, {}] · [{}, {}]ᵀ{}", t, in, out, in, capped), kind,
+            m, "native (OpenBLAS GEMM)", ref, tgt);
+    }
+
+    void rope(const Rope& table, std::int64_t heads, std::int64_t dim)
+    {
+        const std::int64_t t = m_options.tokens;
+        // Late positions exercise the scaled (low) frequencies of llama3/YaRN.
+        const std::int64_t first
+            = std::max<std::int64_t>(0, std::min<std::int64_t>(m_spec.maxPositions, 8192) - t);
+        std::vector<std::int64_t> positions(static_cast<std::size_t>(t));
+        for (std::int64_t i = 0; i < t; ++i) {
+            positions[std::size_t(i)] = first + i;
+        }
+        auto ref = random(t * heads * dim);
+        auto tgt = toFloat(ref);
+        roundActivations(tgt, mode(OpKind::Attention));
+        applyRope<double>(ref.data(), t, heads, dim, positions, table);
+        applyRope<float>(tgt.data(), t, heads, dim, positions, table);
+        roundActivations(tgt, mode(OpKind::Attention));
+        add(fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
+                table.layout == RopeLayout::Interleaved ? "interleaved pairs" : "rotate-half"),
+            fmt::format("[{}, {}, {}] at positions {}..{}", t, heads, dim, first, first + t - 1),
+            OpKind::Attention, mode(OpKind::Attention), "native", ref, tgt);
+    }
+
+    void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
+        std::int64_t valueDim, double scale, const std::string& name,
+        const std::string& implementation)
+    {
+        const std::int64_t t = m_options.tokens;
+        const auto q = random(t * heads * headDim);
+        const auto k = random(t * kvHeads * headDim);
+        const auto v = random(t * kvHeads * valueDim);
+        AttentionShape s;
+        s.queries = t;
+        s.keys = t;
+        s.heads = heads;
+        s.kvHeads = kvHeads;
+        s.headDim = headDim;
+        s.valueDim = valueDim;
+        s.scale = scale;
+        std::vector<double> ref(static_cast<std::size_t>(t * heads * valueDim));
+        attention<double>(q.data(), k.data(), v.data(), ref.data(), s);
+        const PrecisionMode m = mode(OpKind::Attention);
+        auto qf = toFloat(q);
+        auto kf = toFloat(k);
+        auto vf = toFloat(v);
+        for (auto* buf : { &qf, &kf, &vf }) {
+            roundActivations(*buf, m);
+        }
+        AttentionRounding<float> rounding;
+        if (isEmulated(m)) {
+            rounding = [m](float* p, std::int64_t count) {
+                roundActivations({ p, std::size_t(count) }, m);
+            };
+        }
+        std::vector<float> tgt(ref.size());
+        attention<float>(qf.data(), kf.data(), vf.data(), tgt.data(), s, rounding, rounding);
+        roundActivations(tgt, m);
+        add(name,
+            fmt::format("q [{}, {}, {}], kv [{}, {}, {}|{}]", t, heads, headDim, t, kvHeads,
+                headDim, valueDim),
+            OpKind::Attention, m, implementation, ref, tgt);
+    }
+
+    void gatedActivation(std::int64_t inter, Activation act)
+    {
+        const std::int64_t n = m_options.tokens * inter;
+        const auto g = random(n);
+        const auto u = random(n);
+        std::vector<double> ref = g;
+        gatedActivate<double>(ref.data(), u.data(), n, act);
+        auto gf = toFloat(g);
+        auto uf = toFloat(u);
+        roundActivations(gf, mode(OpKind::Mlp));
+        roundActivations(uf, mode(OpKind::Mlp));
+        emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
+        add(fmt::format("gated activation ({})", m_spec.hiddenAct),
+            fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
+            "native", ref, gf);
+    }
+
+    void router(const std::string& name)
+    {
+        const auto& moe = *m_spec.moe;
+        const std::int64_t t = m_options.tokens;
+        const std::int64_t h = m_spec.hiddenSize;
+        const std::int64_t e = moe.numExperts;
+        const auto x = random(t * h);
+        const auto w = random(e * h, 1.0 / std::sqrt(double(h)));
+        std::vector<double> bias;
+        if (moe.expertScoreBias) {
+            bias = random(e, 0.01);
+        }
+        RouterConfig config = routerConfig(moe);
+        if (m_spec.family == model::Family::Mixtral) {
+            config.normTopkProb = true;
+        }
+        std::vector<double> logits(static_cast<std::size_t>(t * e));
+        linear<double>(x.data(), w.data(), nullptr, logits.data(), t, h, e);
+        const Routing ref = route(logits.data(), t, config, bias.empty() ? nullptr : bias.data());
+        PrecisionMode m = mode(OpKind::Router);
+        const bool sigmoid = moe.scoring == model::RouterScoring::Sigmoid;
+        if (sigmoid && !m_options.target.perOpKind.contains(OpKind::Router)
+            && !m_options.target.perLayer.contains(0)) {
+            m = PrecisionMode::F32; // as the engine: DeepSeek routers run in fp32
+        }
+        auto wf = toFloat(w);
+        roundGemmInput(wf, e, h, m, m_options.target.fp8Scaling, true);
+        const auto xf = toFloat(x);
+        std::vector<float> lf(logits.size());
+        emulatedLinear(
+            xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
+        const std::vector<double> ld(lf.begin(), lf.end());
+        const Routing tgt = route(ld.data(), t, config, bias.empty() ? nullptr : bias.data());
+        // Dense [tokens, experts] combine weights: a flipped expert shows as a large local error.
+        std::vector<double> dr(static_cast<std::size_t>(t * e), 0.0);
+        std::vector<float> dt(dr.size(), 0.0f);
+        std::int64_t same = 0;
+        for (std::int64_t i = 0; i < t; ++i) {
+            std::set<std::int64_t> a;
+            std::set<std::int64_t> b;
+            for (std::int64_t j = 0; j < ref.k; ++j) {
+                const auto s = std::size_t(i * ref.k + j);
+                dr[std::size_t(i * e + ref.experts[s])] = ref.weights[s];
+                dt[std::size_t(i * e + tgt.experts[s])] = float(tgt.weights[s]);
+                a.insert(ref.experts[s]);
+                b.insert(tgt.experts[s]);
+            }
+            same += a == b ? 1 : 0;
+        }
+        add(name, fmt::format("[{}, {}] · [{}, {}]ᵀ, top-{}", t, h, e, h, moe.topK), OpKind::Router,
+            m, "native", dr, dt);
+        m_rows.back().expertAgreement = double(same) / double(t);
+    }
+
+    std::vector<OpCheckRow> take() { return std::move(m_rows); }
+
+private:
+    const model::ModelSpec& m_spec;
+    const OpCheckOptions& m_options;
+    std::mt19937 m_rng;
+    std::vector<OpCheckRow> m_rows;
+};
+
+/// The 2-D weights of the first dense layer, the first MoE layer (one expert) and the head, with
+/// the module name relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
+std::vector<std::pair<std::string, detail::WeightRequirement>> linearWeights(
+    const model::ModelSpec& spec)
+{
+    int firstMoe = -1;
+    for (int l = 0; l < int(spec.layers.size()); ++l) {
+        if (spec.layers[std::size_t(l)].moe) {
+            firstMoe = l;
+            break;
+        }
+    }
+    std::vector<std::pair<std::string, detail::WeightRequirement>> out;
+    std::set<std::string> seen;
+    for (const auto& req : detail::requiredWeights(spec)) {
+        if (req.shape.size() != 2 || !req.name.ends_with(".weight")
+            || req.name == "model.embed_tokens.weight") {
+            continue;
+        }
+        std::string module = req.name.substr(0, req.name.size() - 7);
+        const int layer = numerics::layerOfAnchor(module);
+        if (layer >= 0) {
+            if (layer != 0 && layer != firstMoe) {
+                continue;
+            }
+            module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
+            if (module.find(".experts.") != std::string::npos
+                && module.find(".experts.0.") == std::string::npos) {
+                continue;
+            }
+            if (module.ends_with(".gate") || module.ends_with("shared_expert_gate")) {
+                continue; // routers have their own row
+            }
+        }
+        if (seen.insert(module).second) {
+            out.emplace_back(module, req);
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOptions& options,
+    Progress& progress, std::stop_token stop)
+{
+    if (options.table == nullptr) {
+        return Error::internal("runOpCheck: no tolerance table");
+    }
+    if (options.target.isF64()) {
+        return Error::badInput(
+            "opcheck compares a target against fp64; give a target precision other than fp64");
+    }
+    if (options.tokens < 1) {
+        return Error::badInput("--tokens must be at least 1");
+    }
+    auto act = parseActivation(spec.hiddenAct);
+    if (!act) {
+        return act.error();
+    }
+    const bool mla = spec.attention == model::AttentionKind::MLA;
+    auto rope = makeRope(mla ? spec.mla.qkRopeHeadDim : spec.headDim, spec.ropeTheta,
+        spec.ropeScaling, mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+    if (!rope) {
+        return rope.error();
+    }
+    OpCheckReport report;
+    report.model = spec.name;
+    report.precision = options.target.describe();
+    report.table = options.table->label();
+    report.missing = unsupportedFeatures(spec);
+    Checker c(spec, options);
+    const auto weights = linearWeights(spec);
+    progress.setTotal(std::int64_t(weights.size()) + 7);
+    const auto step = [&]() -> Result<void> {
+        progress.advance();
+        return stop.stop_requested() ? Result<void>(Error::cancelled()) : success();
+    };
+    c.embedding();
+    DAY0_TRY(step());
+    c.rmsNormOp("rms_norm", options.tokens, spec.hiddenSize, "native");
+    DAY0_TRY(step());
+    if (spec.qkNorm) {
+        c.rmsNormOp("qk_norm (per head)", options.tokens * spec.numHeads, spec.headDim,
+            "composed of rms_norm per head");
+    }
+    for (const auto& [module, req] : weights) {
+        c.linearOp(module, req.shape[1], req.shape[0],
+            module == "lm_head" ? OpKind::Logits : OpKind::Linear);
+        DAY0_TRY(step());
+    }
+    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim);
+    DAY0_TRY(step());
+    if (mla) {
+        const std::int64_t qk = spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim;
+        double scale = 1.0 / std::sqrt(double(qk));
+        if (spec.ropeScaling.type == "yarn" && spec.ropeScaling.mscaleAllDim > 0.0) {
+            const double m = yarnMscale(spec.ropeScaling.factor, spec.ropeScaling.mscaleAllDim);
+            scale *= m * m;
+        }
+        c.attentionOp(spec.numHeads, spec.numHeads, qk, spec.mla.vHeadDim, scale, "attention (MLA)",
+            "composed of linear, rms_norm, rope (interleaved), attention");
+    } else {
+        const std::string kind
+            = spec.numKvHeads == spec.numHeads ? "MHA" : (spec.numKvHeads == 1 ? "MQA" : "GQA");
+        c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
+            1.0 / std::sqrt(double(spec.headDim)), fmt::format("attention ({})", kind),
+            "native (GEMM per head)");
+    }
+    DAY0_TRY(step());
+    c.gatedActivation(spec.intermediateSize, *act);
+    DAY0_TRY(step());
+    if (spec.moe) {
+        const std::string kind = spec.moe->scoring == model::RouterScoring::Sigmoid
+            ? (spec.moe->numGroups > 1 ? "sigmoid, group-limited" : "sigmoid")
+            : "softmax";
+        c.router(fmt::format(
+            "router ({}{})", kind, spec.moe->expertScoreBias ? ", e_score_correction_bias" : ""));
+    }
+    DAY0_TRY(step());
+    report.rows = c.take();
+    for (const auto& r : report.rows) {
+        report.passCount += r.verdict.status == numerics::VerdictStatus::Pass ? 1 : 0;
+        report.warnCount += r.verdict.status == numerics::VerdictStatus::Warn ? 1 : 0;
+        report.failCount += r.verdict.status == numerics::VerdictStatus::Fail ? 1 : 0;
+    }
+    return report;
+}
+
+nlohmann::json opCheckToJson(const OpCheckReport& report)
+{
+    const auto num
+        = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : report.rows) {
+        nlohmann::json row = { { "op", r.op }, { "shape", r.shape },
+            { "kind", std::string(numerics::opKindName(r.kind)) },
+            { "precision", std::string(precisionName(r.mode)) },
+            { "implementation", r.implementation }, { "rel_l2", num(r.metrics.relL2) },
+            { "max_abs", num(r.metrics.maxAbs) }, { "max_rel", num(r.metrics.maxRel) },
+            { "cosine", num(r.metrics.cosine) }, { "snr_db", num(r.metrics.snrDb) },
+            { "floor_ratio", num(r.verdict.floorRatio) },
+            { "verdict", std::string(numerics::verdictStatusName(r.verdict.status)) },
+            { "rule", r.verdict.rule }, { "reason", r.verdict.reason } };
+        if (r.expertAgreement) {
+            row["expert_agreement"] = *r.expertAgreement;
+        }
+        rows.push_back(std::move(row));
+    }
+    return { { "model", report.model }, { "precision", report.precision },
+        { "table", report.table },
+        { "backends", { { { "name", report.backend }, { "missing", report.missing } } } },
+        { "counts",
+            { { "pass", report.passCount }, { "warn", report.warnCount },
+                { "fail", report.failCount } } },
+        { "ops", std::move(rows) } };
+}
+
+} // namespace day0::exec

@@ -1,0 +1,326 @@
+#include "exec/precision.h"
+
+#include "numerics/float_formats.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace day0::exec {
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, PrecisionMode>, 21> kAliases { {
+    { "fp64", PrecisionMode::F64 },
+    { "f64", PrecisionMode::F64 },
+    { "float64", PrecisionMode::F64 },
+    { "double", PrecisionMode::F64 },
+    { "fp32", PrecisionMode::F32 },
+    { "f32", PrecisionMode::F32 },
+    { "float32", PrecisionMode::F32 },
+    { "float", PrecisionMode::F32 },
+    { "bf16", PrecisionMode::BF16 },
+    { "bfloat16", PrecisionMode::BF16 },
+    { "fp16", PrecisionMode::F16 },
+    { "f16", PrecisionMode::F16 },
+    { "float16", PrecisionMode::F16 },
+    { "half", PrecisionMode::F16 },
+    { "fp8", PrecisionMode::F8E4M3 },
+    { "fp8-e4m3", PrecisionMode::F8E4M3 },
+    { "e4m3", PrecisionMode::F8E4M3 },
+    { "fp8-e5m2", PrecisionMode::F8E5M2 },
+    { "e5m2", PrecisionMode::F8E5M2 },
+    { "int8", PrecisionMode::Int8 },
+    { "w8a16", PrecisionMode::Int8 },
+} };
+
+std::string lower(std::string_view s)
+{
+    std::string out(s);
+    std::transform(
+        out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::replace(out.begin(), out.end(), '_', '-');
+    return out;
+}
+
+std::vector<std::string_view> splitList(std::string_view s)
+{
+    std::vector<std::string_view> out;
+    while (!s.empty()) {
+        const auto comma = s.find(',');
+        const auto item = s.substr(0, comma);
+        if (!item.empty()) {
+            out.push_back(item);
+        }
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        s.remove_prefix(comma + 1);
+    }
+    return out;
+}
+
+float formatMax(DType t) { return float(numerics::formatInfo(t).maxFinite); }
+
+/// Scales `values` so that their amax lands on the format's largest value, rounds, scales back.
+void scaledRound(std::span<float> values, DType format)
+{
+    float amax = 0.0f;
+    for (const float v : values) {
+        amax = std::max(amax, std::fabs(v));
+    }
+    if (amax == 0.0f || !std::isfinite(amax)) {
+        numerics::roundToFormat(values, format);
+        return;
+    }
+    const float scale = amax / formatMax(format);
+    for (float& v : values) {
+        v = numerics::roundToFormat(v / scale, format) * scale;
+    }
+}
+
+} // namespace
+
+std::string_view precisionName(PrecisionMode mode)
+{
+    switch (mode) {
+    case PrecisionMode::F64:
+        return "fp64";
+    case PrecisionMode::F32:
+        return "fp32";
+    case PrecisionMode::BF16:
+        return "bf16";
+    case PrecisionMode::F16:
+        return "fp16";
+    case PrecisionMode::F8E4M3:
+        return "fp8";
+    case PrecisionMode::F8E5M2:
+        return "fp8-e5m2";
+    case PrecisionMode::Int8:
+        return "int8";
+    }
+    return "?";
+}
+
+Result<PrecisionMode> parsePrecision(std::string_view text)
+{
+    const std::string s = lower(text);
+    for (const auto& [alias, mode] : kAliases) {
+        if (alias == s) {
+            return mode;
+        }
+    }
+    return Error::badInput(
+        fmt::format("unknown precision '{}' (fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8)", text));
+}
+
+DType precisionDType(PrecisionMode mode)
+{
+    switch (mode) {
+    case PrecisionMode::F64:
+        return DType::F64;
+    case PrecisionMode::F32:
+        return DType::F32;
+    case PrecisionMode::BF16:
+        return DType::BF16;
+    case PrecisionMode::F16:
+        return DType::F16;
+    case PrecisionMode::F8E4M3:
+        return DType::F8E4M3;
+    case PrecisionMode::F8E5M2:
+        return DType::F8E5M2;
+    case PrecisionMode::Int8:
+        return DType::I8;
+    }
+    return DType::F32;
+}
+
+DType activationDType(PrecisionMode mode)
+{
+    switch (mode) {
+    case PrecisionMode::F64:
+        return DType::F64;
+    case PrecisionMode::F32:
+        return DType::F32;
+    case PrecisionMode::F16:
+        return DType::F16;
+    default:
+        return DType::BF16;
+    }
+}
+
+PrecisionMode PrecisionPlan::modeFor(numerics::OpKind kind, int layer) const
+{
+    if (layer >= 0) {
+        const auto it = perLayer.find(layer);
+        if (it != perLayer.end()) {
+            return it->second;
+        }
+    }
+    const auto it = perOpKind.find(kind);
+    if (it != perOpKind.end()) {
+        return it->second;
+    }
+    // fp8 and int8 quantise the projections only: published FP8/W8A16 checkpoints keep the
+    // embedding, the norms, the router and lm_head in bf16, and so do the engines that run them.
+    const bool quantised = base == PrecisionMode::F8E4M3 || base == PrecisionMode::F8E5M2
+        || base == PrecisionMode::Int8;
+    if (quantised && kind != numerics::OpKind::Linear) {
+        return PrecisionMode::BF16;
+    }
+    return base;
+}
+
+std::string PrecisionPlan::describe() const
+{
+    std::vector<std::string> parts;
+    for (const auto& [kind, mode] : perOpKind) {
+        parts.push_back(fmt::format("{}={}", numerics::opKindName(kind), precisionName(mode)));
+    }
+    for (const auto& [layer, mode] : perLayer) {
+        parts.push_back(fmt::format("layer {}={}", layer, precisionName(mode)));
+    }
+    if (base == PrecisionMode::F8E4M3 || base == PrecisionMode::F8E5M2) {
+        parts.push_back(fp8Scaling == Fp8Scaling::Block ? "block scales" : "per-tensor scales");
+    }
+    if (parts.empty()) {
+        return std::string(precisionName(base));
+    }
+    return fmt::format("{} ({})", precisionName(base), fmt::join(parts, ", "));
+}
+
+Result<PrecisionPlan> parsePrecisionPlan(
+    std::string_view base, std::string_view ops, std::string_view layers)
+{
+    PrecisionPlan plan;
+    auto b = parsePrecision(base.empty() ? "fp32" : base);
+    if (!b) {
+        return b.error();
+    }
+    plan.base = *b;
+    const auto checkMix = [&](PrecisionMode m, std::string_view item) -> Result<void> {
+        if ((m == PrecisionMode::F64) != (plan.base == PrecisionMode::F64)) {
+            return Error::badInput(fmt::format(
+                "'{}': fp64 runs everything in double and cannot be mixed with other precisions",
+                item));
+        }
+        return success();
+    };
+    for (const auto item : splitList(ops)) {
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos) {
+            return Error::badInput(
+                fmt::format("'{}': expected <op kind>=<precision>, e.g. attention=fp32", item));
+        }
+        const auto kind = numerics::parseOpKind(lower(item.substr(0, eq)));
+        if (!kind) {
+            return Error::badInput(fmt::format(
+                "'{}': unknown op kind (embedding, norm, linear, attention, mlp, router, logits)",
+                item));
+        }
+        auto m = parsePrecision(item.substr(eq + 1));
+        if (!m) {
+            return m.error();
+        }
+        DAY0_TRY(checkMix(*m, item));
+        plan.perOpKind[*kind] = *m;
+    }
+    for (const auto item : splitList(layers)) {
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos) {
+            return Error::badInput(
+                fmt::format("'{}': expected <layer>[-<layer>]=<precision>, e.g. 12=fp32", item));
+        }
+        const std::string range(item.substr(0, eq));
+        int first = 0;
+        int last = 0;
+        const auto dash = range.find('-');
+        try {
+            first = std::stoi(range.substr(0, dash));
+            last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+        } catch (const std::exception&) {
+            return Error::badInput(
+                fmt::format("'{}': layer must be a number or a range a-b", item));
+        }
+        if (first < 0 || last < first) {
+            return Error::badInput(fmt::format("'{}': invalid layer range", item));
+        }
+        auto m = parsePrecision(item.substr(eq + 1));
+        if (!m) {
+            return m.error();
+        }
+        DAY0_TRY(checkMix(*m, item));
+        for (int l = first; l <= last; ++l) {
+            plan.perLayer[l] = *m;
+        }
+    }
+    return plan;
+}
+
+void roundActivations(std::span<float> values, PrecisionMode mode)
+{
+    if (mode == PrecisionMode::F64 || mode == PrecisionMode::F32) {
+        return;
+    }
+    numerics::roundToFormat(values, activationDType(mode));
+}
+
+void roundGemmInput(std::span<float> values, std::int64_t rows, std::int64_t cols,
+    PrecisionMode mode, Fp8Scaling scaling, bool isWeight)
+{
+    switch (mode) {
+    case PrecisionMode::F64:
+    case PrecisionMode::F32:
+        return;
+    case PrecisionMode::BF16:
+    case PrecisionMode::F16:
+        numerics::roundToFormat(values, precisionDType(mode));
+        return;
+    case PrecisionMode::Int8:
+        if (isWeight) {
+            for (std::int64_t r = 0; r < rows; ++r) {
+                numerics::fakeQuantInt8(values.subspan(std::size_t(r * cols), std::size_t(cols)));
+            }
+        } else {
+            numerics::roundToFormat(values, DType::BF16);
+        }
+        return;
+    case PrecisionMode::F8E4M3:
+    case PrecisionMode::F8E5M2: {
+        const DType format = precisionDType(mode);
+        if (scaling == Fp8Scaling::PerTensor) {
+            scaledRound(values, format);
+            return;
+        }
+        constexpr std::int64_t kBlock = 128;
+        const std::int64_t rowBlock = isWeight ? kBlock : 1;
+        std::vector<float> block;
+        for (std::int64_t r0 = 0; r0 < rows; r0 += rowBlock) {
+            const std::int64_t r1 = std::min(rows, r0 + rowBlock);
+            for (std::int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+                const std::int64_t c1 = std::min(cols, c0 + kBlock);
+                block.clear();
+                for (std::int64_t r = r0; r < r1; ++r) {
+                    block.insert(block.end(), values.begin() + r * cols + c0,
+                        values.begin() + r * cols + c1);
+                }
+                scaledRound(block, format);
+                std::size_t i = 0;
+                for (std::int64_t r = r0; r < r1; ++r) {
+                    std::copy_n(
+                        block.begin() + std::ptrdiff_t(i), c1 - c0, values.begin() + r * cols + c0);
+                    i += std::size_t(c1 - c0);
+                }
+            }
+        }
+        return;
+    }
+    }
+}
+
+} // namespace day0::exec

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "base/dtype.h"
+#include "base/result.h"
+#include "numerics/tolerance.h"
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace day0::exec {
+
+/// The arithmetic an op runs in.
+enum class PrecisionMode {
+    F64, ///< reference: everything in double
+    F32, ///< reference: everything in float
+    BF16, ///< emulated: inputs, weights and outputs rounded to bf16, fp32 accumulation
+    F16, ///< emulated fp16, as bf16
+    F8E4M3, ///< emulated fp8 e4m3fn GEMM inputs (scaled), bf16 activations elsewhere
+    F8E5M2, ///< emulated fp8 e5m2 GEMM inputs (scaled), bf16 activations elsewhere
+    Int8, ///< emulated int8 per-output-channel weights, bf16 activations
+};
+
+/// "fp64", "fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "int8".
+std::string_view precisionName(PrecisionMode mode);
+/// Parses precisionName's spellings and common aliases (float32, bfloat16, e4m3, ...).
+Result<PrecisionMode> parsePrecision(std::string_view text);
+/// The dtype a tolerance table keys this mode by (F64, F32, BF16, F16, F8E4M3, F8E5M2, I8).
+DType precisionDType(PrecisionMode mode);
+/// The dtype activations are stored in between ops under this mode (F32 for the references).
+DType activationDType(PrecisionMode mode);
+
+/// How fp8 tensors are scaled before rounding.
+enum class Fp8Scaling {
+    PerTensor, ///< one scale per tensor: amax / max-finite
+    Block, ///< weights per 128×128 block, activations per token and 128 channels (DeepSeek-V3)
+};
+
+/// Which precision every op of a run uses: a base mode, overrides per op kind (attention,
+/// router, ...) and per decoder layer (a layer override wins over an op-kind override). With an
+/// fp8 or int8 base only the projections (op kind Linear) are quantised; embedding, norms,
+/// attention, activations, router and lm_head run in bf16 unless overridden, as in published
+/// FP8 / W8A16 checkpoints.
+struct PrecisionPlan {
+    PrecisionMode base = PrecisionMode::F32;
+    std::map<numerics::OpKind, PrecisionMode> perOpKind;
+    std::map<int, PrecisionMode> perLayer;
+    Fp8Scaling fp8Scaling = Fp8Scaling::PerTensor;
+
+    /// The mode of an op of `kind` in decoder layer `layer` (-1 outside layers).
+    [[nodiscard]] PrecisionMode modeFor(numerics::OpKind kind, int layer) const;
+    /// True when the whole run is the fp64 reference.
+    [[nodiscard]] bool isF64() const { return base == PrecisionMode::F64; }
+    /// "bf16", or "bf16 (attention=fp32, layer 12=fp32)".
+    [[nodiscard]] std::string describe() const;
+};
+
+/// Parses the plan of `day0 run`: `base` ("bf16"), `ops` ("attention=fp32,router=fp32") and
+/// `layers` ("12=fp32,13-15=bf16"). Errors name the bad item. fp64 cannot be mixed with others.
+Result<PrecisionPlan> parsePrecisionPlan(
+    std::string_view base, std::string_view ops = {}, std::string_view layers = {});
+
+/// Emulates storing values in `mode`'s activation format: rounds in place (no-op for the
+/// references). For fp8 modes this is the bf16 activation format.
+void roundActivations(std::span<float> values, PrecisionMode mode);
+
+/// Emulates a GEMM input in `mode`: rounds `rows × cols` values in place to the GEMM input format
+/// (bf16, fp16; fp8 with per-tensor or per-row-block scales; int8 only for weights: per-row
+/// symmetric quantisation). `isWeight` selects weight or activation scaling.
+void roundGemmInput(std::span<float> values, std::int64_t rows, std::int64_t cols,
+    PrecisionMode mode, Fp8Scaling scaling, bool isWeight);
+
+} // namespace day0::exec

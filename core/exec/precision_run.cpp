@@ -1,0 +1,117 @@
+#include "exec/precision_run.h"
+
+#include "numerics/tensor_file.h"
+
+#include <fmt/format.h>
+
+namespace day0::exec {
+
+Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
+    const WeightSource& weights, const PrecisionRunOptions& options, Progress& progress,
+    std::stop_token stop)
+{
+    if (options.reference && *options.reference != PrecisionMode::F32
+        && *options.reference != PrecisionMode::F64) {
+        return Error::badInput(fmt::format(
+            "--reference must be fp32 or fp64, not {}", precisionName(*options.reference)));
+    }
+    if (options.reference && options.table == nullptr) {
+        return Error::internal("runWithReference: a reference run needs a tolerance table");
+    }
+    if (options.inject && !options.reference) {
+        return Error::badInput("inject mode needs a reference run (--reference fp32 or fp64)");
+    }
+    const bool targetF64 = options.target.isF64();
+    const bool referenceF64 = options.reference == PrecisionMode::F64;
+    std::optional<Engine> f64;
+    std::optional<Engine> f32;
+    const auto engine = [&](bool wantF64) -> Result<Engine*> {
+        auto& slot = wantF64 ? f64 : f32;
+        if (!slot) {
+            progress.setStage(fmt::format("loading weights ({})", wantF64 ? "fp64" : "fp32"));
+            auto e = Engine::create(spec, weights, wantF64, progress, stop);
+            if (!e) {
+                return e.error();
+            }
+            slot.emplace(std::move(*e));
+        }
+        return &*slot;
+    };
+
+    PrecisionRunResult result;
+    RunOptions run;
+    run.promptIds = options.promptIds;
+    run.newTokens = options.newTokens;
+    run.capture = options.capture;
+    if (options.reference) {
+        auto e = engine(referenceF64);
+        if (!e) {
+            return e.error();
+        }
+        RunOptions ref = run;
+        ref.precision = PrecisionPlan { *options.reference, {}, {}, Fp8Scaling::PerTensor };
+        // The reference keeps full tensors so that inject mode and the comparison can use them.
+        ref.capture.statsOnly = false;
+        if (options.inject) {
+            ref.capture.filters.clear(); // inject mode reads every layer's output
+        }
+        progress.setStage("reference run");
+        auto r = (*e)->run(ref, progress, stop);
+        if (!r) {
+            return r.error();
+        }
+        result.reference = std::move(*r);
+        run.forcedTokens.assign(
+            result.reference->generated.begin(), result.reference->generated.end() - 1);
+    }
+    auto e = engine(targetF64);
+    if (!e) {
+        return e.error();
+    }
+    run.precision = options.target;
+    progress.setStage("target run");
+    auto t = (*e)->run(run, progress, stop);
+    if (!t) {
+        return t.error();
+    }
+    result.target = std::move(*t);
+    if (options.inject) {
+        RunOptions inj = run;
+        inj.injectFrom = &result.reference->dump;
+        progress.setStage("inject-mode target run");
+        auto i = (*e)->run(inj, progress, stop);
+        if (!i) {
+            return i.error();
+        }
+        result.injected = std::move(*i);
+    }
+    if (result.reference) {
+        numerics::CompareOptions co;
+        co.table = options.table;
+        co.precision = precisionDType(options.target.base);
+        co.local = result.injected ? &result.injected->dump : nullptr;
+        progress.setStage("comparison");
+        auto cmp = numerics::compareDumps(
+            result.reference->dump, result.target.dump, co, progress, stop);
+        if (!cmp) {
+            return cmp.error();
+        }
+        result.comparison = std::move(*cmp);
+    }
+    return result;
+}
+
+Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesystem::path& dir)
+{
+    if (!result.reference) {
+        return numerics::writeDump(result.target.dump, dir);
+    }
+    DAY0_TRY(numerics::writeDump(result.reference->dump, dir / "reference"));
+    DAY0_TRY(numerics::writeDump(result.target.dump, dir / "target"));
+    if (result.injected) {
+        DAY0_TRY(numerics::writeDump(result.injected->dump, dir / "target-inject"));
+    }
+    return success();
+}
+
+} // namespace day0::exec

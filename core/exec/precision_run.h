@@ -1,0 +1,47 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "exec/engine.h"
+#include "numerics/dump_compare.h"
+
+#include <filesystem>
+#include <optional>
+#include <stop_token>
+#include <vector>
+
+namespace day0::exec {
+
+/// A target run, optionally with its reference, inject-mode run and comparison (`day0 run
+/// --reference`, the precision panel's "run and compare").
+struct PrecisionRunOptions {
+    PrecisionPlan target;
+    std::optional<PrecisionMode> reference; ///< fp32 or fp64; nullopt: target only
+    bool inject = false; ///< also run the target with every layer fed the reference's inputs
+    std::vector<std::int64_t> promptIds;
+    std::int64_t newTokens = 8;
+    CaptureOptions capture;
+    const numerics::ToleranceTable* table = nullptr; ///< needed with a reference
+};
+
+/// What a precision run produced.
+struct PrecisionRunResult {
+    RunResult target;
+    std::optional<RunResult> reference;
+    std::optional<RunResult> injected;
+    std::optional<numerics::DumpComparison> comparison;
+};
+
+/// Runs the reference first (greedy), then the target teacher-forced with the reference's tokens
+/// so both see the same context, then (if asked) the inject-mode target, and compares them.
+/// Engines are loaded from `weights` once per arithmetic (fp64 and/or fp32). Progress stages name
+/// the run under way.
+Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
+    const WeightSource& weights, const PrecisionRunOptions& options, Progress& progress,
+    std::stop_token stop);
+
+/// Writes the dumps of a precision run: into `dir` itself when there is no reference, else into
+/// `dir/reference`, `dir/target` and `dir/target-inject`.
+Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesystem::path& dir);
+
+} // namespace day0::exec

@@ -1,0 +1,175 @@
+#include "exec/rope.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace day0::exec {
+
+namespace {
+
+std::vector<double> defaultInvFreq(std::int64_t dim, double theta)
+{
+    std::vector<double> inv(std::size_t(dim / 2));
+    for (std::int64_t i = 0; i < dim / 2; ++i) {
+        inv[std::size_t(i)] = 1.0 / std::pow(theta, double(2 * i) / double(dim));
+    }
+    return inv;
+}
+
+/// Llama-3.1 frequency smoothing (HF _compute_llama3_parameters).
+void applyLlama3(std::vector<double>& inv, const model::RopeScaling& s)
+{
+    const double oldContext = double(s.originalMaxPositions);
+    const double lowWavelen = oldContext / s.lowFreqFactor;
+    const double highWavelen = oldContext / s.highFreqFactor;
+    for (double& f : inv) {
+        const double wavelen = 2.0 * std::numbers::pi / f;
+        if (wavelen < highWavelen) {
+            continue; // high frequency: unchanged
+        }
+        if (wavelen > lowWavelen) {
+            f /= s.factor;
+            continue;
+        }
+        const double smooth
+            = (oldContext / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+    }
+}
+
+/// YaRN (HF _compute_yarn_parameters): blend interpolated and extrapolated frequencies over a
+/// linear ramp between the correction dims of beta_fast and beta_slow.
+double applyYarn(
+    std::vector<double>& inv, std::int64_t dim, double theta, const model::RopeScaling& s)
+{
+    const double factor = s.factor;
+    const double original = double(s.originalMaxPositions);
+    const auto correctionDim = [&](double rotations) {
+        return double(dim) * std::log(original / (rotations * 2.0 * std::numbers::pi))
+            / (2.0 * std::log(theta));
+    };
+    double low = std::max(std::floor(correctionDim(s.betaFast)), 0.0);
+    double high = std::min(std::ceil(correctionDim(s.betaSlow)), double(dim - 1));
+    if (low == high) {
+        high += 0.001; // degenerate ramp (Kimi-K2: beta_fast == beta_slow)
+    }
+    for (std::size_t i = 0; i < inv.size(); ++i) {
+        const double extrapolated = inv[i];
+        const double interpolated = extrapolated / factor;
+        const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+        const double extrapolationFactor = 1.0 - ramp;
+        inv[i] = interpolated * (1.0 - extrapolationFactor) + extrapolated * extrapolationFactor;
+    }
+    if (s.mscale > 0.0 && s.mscaleAllDim > 0.0) {
+        return yarnMscale(factor, s.mscale) / yarnMscale(factor, s.mscaleAllDim);
+    }
+    return yarnMscale(factor, 1.0);
+}
+
+} // namespace
+
+double yarnMscale(double scale, double m)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
+Result<Rope> makeRope(
+    std::int64_t rotaryDim, double theta, const model::RopeScaling& scaling, RopeLayout layout)
+{
+    if (rotaryDim <= 0 || rotaryDim % 2 != 0) {
+        return Error::badInput(
+            fmt::format("rotary dimension {} must be positive and even", rotaryDim));
+    }
+    Rope rope;
+    rope.rotaryDim = rotaryDim;
+    rope.layout = layout;
+    rope.invFreq = defaultInvFreq(rotaryDim, theta);
+    const std::string& type = scaling.type;
+    if (type == "default" || type.empty() || type == "dynamic") {
+        return rope;
+    }
+    if (type == "linear") {
+        for (double& f : rope.invFreq) {
+            f /= scaling.factor;
+        }
+        return rope;
+    }
+    if (type == "llama3") {
+        if (scaling.originalMaxPositions <= 0) {
+            return Error::badInput("rope_scaling llama3 needs original_max_position_embeddings");
+        }
+        applyLlama3(rope.invFreq, scaling);
+        return rope;
+    }
+    if (type == "yarn") {
+        if (scaling.originalMaxPositions <= 0) {
+            return Error::badInput("rope_scaling yarn needs original_max_position_embeddings");
+        }
+        rope.attentionScaling = applyYarn(rope.invFreq, rotaryDim, theta, scaling);
+        return rope;
+    }
+    if (type == "mrope" || type == "default_mrope") {
+        std::int64_t total = 0;
+        for (const auto s : scaling.mropeSection) {
+            total += s;
+        }
+        if (scaling.mropeSection.size() != 3 || total != rotaryDim / 2) {
+            return Error::badInput(fmt::format(
+                "mrope_section must have 3 entries summing to {} (head_dim / 2)", rotaryDim / 2));
+        }
+        for (int c = 0; c < 3; ++c) {
+            rope.pairComponent.insert(
+                rope.pairComponent.end(), std::size_t(scaling.mropeSection[std::size_t(c)]), c);
+        }
+        return rope;
+    }
+    return Error::unsupported(fmt::format(
+        "rope_scaling type '{}' is not implemented (default, linear, dynamic, llama3, yarn, mrope)",
+        type));
+}
+
+template <typename T>
+void applyRope(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+    std::span<const std::int64_t> positions, const Rope& rope,
+    std::span<const std::int64_t> positions3)
+{
+    const std::int64_t pairs = rope.rotaryDim / 2;
+    std::vector<T> cosTable(static_cast<std::size_t>(pairs));
+    std::vector<T> sinTable(static_cast<std::size_t>(pairs));
+    const bool multi = !rope.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        for (std::int64_t i = 0; i < pairs; ++i) {
+            std::int64_t pos = positions[std::size_t(t)];
+            if (multi) {
+                pos = positions3[std::size_t(rope.pairComponent[std::size_t(i)] * tokens + t)];
+            }
+            const double angle = double(pos) * rope.invFreq[std::size_t(i)];
+            cosTable[std::size_t(i)] = T(std::cos(angle) * rope.attentionScaling);
+            sinTable[std::size_t(i)] = T(std::sin(angle) * rope.attentionScaling);
+        }
+        for (std::int64_t h = 0; h < heads; ++h) {
+            T* v = x + (t * heads + h) * headDim;
+            for (std::int64_t i = 0; i < pairs; ++i) {
+                const std::int64_t a = rope.layout == RopeLayout::RotateHalf ? i : 2 * i;
+                const std::int64_t b
+                    = rope.layout == RopeLayout::RotateHalf ? i + pairs : 2 * i + 1;
+                const T c = cosTable[std::size_t(i)];
+                const T s = sinTable[std::size_t(i)];
+                const T va = v[a];
+                const T vb = v[b];
+                v[a] = va * c - vb * s;
+                v[b] = vb * c + va * s;
+            }
+        }
+    }
+}
+
+template void applyRope<float>(float*, std::int64_t, std::int64_t, std::int64_t,
+    std::span<const std::int64_t>, const Rope&, std::span<const std::int64_t>);
+template void applyRope<double>(double*, std::int64_t, std::int64_t, std::int64_t,
+    std::span<const std::int64_t>, const Rope&, std::span<const std::int64_t>);
+
+} // namespace day0::exec

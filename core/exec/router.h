@@ -1,0 +1,45 @@
+#pragma once
+
+#include "model/model_spec.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace day0::exec {
+
+/// The experts chosen for each token and their combine weights.
+struct Routing {
+    std::int64_t tokens = 0;
+    std::int64_t k = 0;
+    std::vector<std::int64_t> experts; ///< [tokens, k], best first
+    std::vector<double> weights; ///< [tokens, k], already renormalised and scaled
+};
+
+/// Router settings, read from a MoeSpec.
+struct RouterConfig {
+    model::RouterScoring scoring = model::RouterScoring::Softmax;
+    std::int64_t numExperts = 0;
+    std::int64_t topK = 0;
+    bool normTopkProb = false;
+    double routedScalingFactor = 1.0;
+    std::int64_t numGroups = 1;
+    std::int64_t topkGroup = 1;
+};
+
+/// The router settings of a MoE spec.
+RouterConfig routerConfig(const model::MoeSpec& moe);
+
+/// Turns router logits [tokens, numExperts] into a routing, in double:
+/// - Softmax (Mixtral, Qwen-MoE): p = softmax(logits) over all experts, top-k of p,
+///   renormalised to sum 1 if normTopkProb, times routedScalingFactor; with numGroups > 1
+///   (DeepSeek-V2) only the topkGroup groups with the best single expert compete.
+/// - Sigmoid (DeepSeek-V3, Kimi-K2): s = σ(logits); selection uses s + bias (`bias` may be null);
+///   with numGroups > 1 only the topkGroup groups with the largest sum of their two best
+///   biased scores compete (others masked with 0, as HF does); the weights are the unbiased s
+///   of the chosen experts, renormalised (sum + 1e-20) if normTopkProb, times
+///   routedScalingFactor.
+/// Ties go to the lower expert index.
+Routing route(
+    const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias);
+
+} // namespace day0::exec

@@ -1,0 +1,310 @@
+#include "numerics/dump_compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace day0::numerics {
+
+namespace {
+
+/// Layers before a capture, for depth growth: its layer index, or all layers for the final norm
+/// and the logits.
+int depthOf(const CaptureComparison& row, std::int64_t numLayers)
+{
+    if (row.layer >= 0) {
+        return row.layer;
+    }
+    if (row.kind == OpKind::Logits || row.name == "model.norm") {
+        return int(numLayers);
+    }
+    return 0;
+}
+
+StatsDelta statsDelta(const TensorStats& r, const TensorStats& t)
+{
+    StatsDelta d;
+    const double rms = r.rms > 0.0 ? r.rms : 1.0;
+    d.meanDiff = std::fabs(t.mean - r.mean) / rms;
+    d.rmsRel = std::fabs(t.rms - r.rms) / rms;
+    d.absMaxRel = std::fabs(t.absMax - r.absMax) / (r.absMax > 0.0 ? r.absMax : 1.0);
+    return d;
+}
+
+std::string firstIdDifference(
+    const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b)
+{
+    const std::size_t n = std::min(a.size(), b.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        if (a[i] != b[i]) {
+            return fmt::format(
+                "token {} is {} in the reference and {} in the target", i, a[i], b[i]);
+        }
+    }
+    return fmt::format("the reference has {} input tokens and the target {}", a.size(), b.size());
+}
+
+Result<void> checkCompatible(
+    const Dump& reference, const Dump& target, bool allow, std::vector<std::string>& warnings)
+{
+    const auto& r = reference.info;
+    const auto& t = target.info;
+    if (!r.fingerprint.empty() && !t.fingerprint.empty() && r.fingerprint != t.fingerprint) {
+        const std::string message
+            = fmt::format("the dumps come from different models: reference '{}' vs target '{}'",
+                r.fingerprint, t.fingerprint);
+        if (!allow) {
+            return Error::badInput(message);
+        }
+        warnings.push_back(message);
+    }
+    if (!r.inputIds.empty() && !t.inputIds.empty() && r.inputIds != t.inputIds) {
+        const std::string message = "the dumps were made from different inputs: "
+            + firstIdDifference(r.inputIds, t.inputIds);
+        if (!allow) {
+            return Error::badInput(message);
+        }
+        warnings.push_back(message);
+    }
+    return success();
+}
+
+/// Fills the metrics of one row from full tensors.
+Result<void> compareStored(
+    CaptureComparison& row, const Tensor& r, const Tensor& t, const CompareOptions& options)
+{
+    if (row.kind == OpKind::RouterSelection) {
+        auto agreement = compareExpertSelection(r, t);
+        if (!agreement) {
+            return agreement.error().withContext(row.name);
+        }
+        row.experts = *agreement;
+        return success();
+    }
+    auto metrics = compareTensors(r, t, options.metrics);
+    if (!metrics) {
+        return metrics.error().withContext(row.name);
+    }
+    row.metrics = *metrics;
+    if (row.kind == OpKind::Logits) {
+        auto logits = compareLogits(r, t);
+        if (!logits) {
+            return logits.error().withContext(row.name);
+        }
+        row.logits = *logits;
+    }
+    return success();
+}
+
+/// Relative L2 between the reference's tensor and another dump's tensor of the same capture.
+std::optional<ErrorMetrics> againstOther(
+    const Tensor& reference, const Dump* other, const std::string& name, const MetricOptions& o)
+{
+    if (other == nullptr) {
+        return std::nullopt;
+    }
+    const Tensor* t = other->tensor(name);
+    if (t == nullptr || t->shape() != reference.shape()) {
+        return std::nullopt;
+    }
+    auto m = compareTensors(reference, *t, o);
+    if (!m) {
+        return std::nullopt;
+    }
+    return *m;
+}
+
+void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOptions& options,
+    bool floorIsLocal)
+{
+    const ToleranceTable& table = *options.table;
+    if (row.shapeMismatch) {
+        row.verdict.status = VerdictStatus::Fail;
+        row.verdict.table = table.label();
+        row.verdict.reason = fmt::format("fail: shape {} in the reference, {} in the target",
+            shapeString(row.shape), shapeString(row.targetShape));
+        return;
+    }
+    if (row.experts) {
+        row.verdict.table = table.label();
+        row.verdict.basis = "accumulated";
+        const auto& e = *row.experts;
+        if (e.firstFlipToken < 0) {
+            row.verdict.status = VerdictStatus::Pass;
+            row.verdict.reason
+                = fmt::format("pass: all {} tokens chose the same {} experts", e.tokens, e.k);
+        } else {
+            // A routing flip is a discrete event that low precision legitimately causes; it is
+            // flagged, and the experts' outputs are judged on their own rows.
+            row.verdict.status = VerdictStatus::Warn;
+            row.verdict.reason = fmt::format(
+                "warn: {:.1f}% of tokens chose the same experts (overlap {:.1f}%), first flip at "
+                "token {}",
+                100.0 * e.exactSetShare, 100.0 * e.overlap, e.firstFlipToken);
+        }
+        return;
+    }
+    JudgeInput in;
+    in.depth = depthOf(row, cmp.reference.numLayers);
+    if (row.own) {
+        in.relL2 = row.own->relL2;
+        in.accumulated = false;
+        in.nonFiniteMismatch = row.own->nonFiniteMismatch;
+        if (floorIsLocal) {
+            in.measuredFloor = row.measuredFloor;
+        }
+    } else if (row.metrics) {
+        in.relL2 = row.metrics->relL2;
+        in.nonFiniteMismatch = row.metrics->nonFiniteMismatch;
+        if (!floorIsLocal) {
+            in.measuredFloor = row.measuredFloor;
+        }
+    } else if (row.stats) {
+        // Statistics only: the rms difference is a lower bound of the relative L2 error, so it
+        // can prove a failure but never a pass.
+        const Verdict lower = judge(table, cmp.precision, row.kind,
+            { row.stats->rmsRel, true, in.depth, std::nullopt, 0, std::nullopt, std::nullopt });
+        row.verdict = lower;
+        if (lower.status != VerdictStatus::Fail) {
+            row.verdict.status = VerdictStatus::NotJudged;
+            row.verdict.reason = fmt::format(
+                "n/a: statistics only (rms differs by {:.2e}, a lower bound of rel_l2)",
+                row.stats->rmsRel);
+        } else {
+            row.verdict.reason += " [statistics-only lower bound]";
+        }
+        return;
+    } else {
+        return;
+    }
+    if (row.logits) {
+        in.klMean = row.logits->klMean;
+        in.top1Agreement = row.logits->top1Agreement;
+    }
+    // The run's precision keys the rules even for ops that ran in another one (the bf16 norms
+    // of an fp8 run): a sub-module's error in inject mode still includes what earlier ops of its
+    // layer contributed, so it is judged as part of the run.
+    row.verdict = judge(table, cmp.precision, row.kind, in);
+}
+
+} // namespace
+
+std::string DumpComparison::status() const
+{
+    if (failCount > 0) {
+        return "fail";
+    }
+    return warnCount > 0 ? "warn" : "pass";
+}
+
+std::optional<DType> precisionDType(const std::string& precision)
+{
+    std::string p = precision;
+    std::transform(
+        p.begin(), p.end(), p.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::replace(p.begin(), p.end(), '-', '_');
+    return parseDTypeLoose(p);
+}
+
+Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
+    const CompareOptions& options, Progress& progress, std::stop_token stop)
+{
+    if (options.table == nullptr) {
+        return Error::internal("compareDumps: no tolerance table given");
+    }
+    DumpComparison cmp;
+    cmp.reference = reference.info;
+    cmp.target = target.info;
+    cmp.table = options.table->label();
+    DAY0_TRY(checkCompatible(reference, target, options.allowMismatch, cmp.warnings));
+    if (options.precision) {
+        cmp.precision = *options.precision;
+    } else {
+        const auto p = precisionDType(target.info.precision);
+        if (!p) {
+            return Error::badInput(fmt::format(
+                "target dump: unknown precision '{}' (expected fp64, fp32, bf16, fp16, fp8, int8)",
+                target.info.precision));
+        }
+        cmp.precision = *p;
+    }
+    if (options.local != nullptr && options.local->info.mode != "inject") {
+        cmp.warnings.push_back(fmt::format(
+            "the own-error dump has mode '{}', not 'inject': its errors include inherited error",
+            options.local->info.mode));
+    }
+    const bool floorIsLocal = options.floor != nullptr && options.floor->info.mode == "inject";
+
+    progress.setTotal(std::int64_t(reference.captures().size()));
+    std::set<std::string> seen;
+    for (const auto& rc : reference.captures()) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        progress.advance();
+        const CaptureInfo* tc = target.find(rc.name);
+        if (tc == nullptr) {
+            cmp.onlyInReference.push_back(rc.name);
+            continue;
+        }
+        seen.insert(rc.name);
+        CaptureComparison row;
+        row.name = rc.name;
+        const auto overridden = parseOpKind(!rc.op.empty() ? rc.op : tc->op);
+        row.kind = overridden ? *overridden : opKindForAnchor(rc.name);
+        row.layer = layerOfAnchor(rc.name);
+        row.shape = rc.shape;
+        row.targetShape = tc->shape;
+        row.opPrecision = tc->precision;
+        row.shapeMismatch = rc.shape != tc->shape;
+        const Tensor* rt = reference.tensor(rc.name);
+        const Tensor* tt = target.tensor(rc.name);
+        if (!row.shapeMismatch) {
+            if (rt != nullptr && tt != nullptr) {
+                DAY0_TRY(compareStored(row, *rt, *tt, options));
+                if (row.kind != OpKind::RouterSelection) {
+                    row.own = againstOther(*rt, options.local, rc.name, options.metrics);
+                    if (const auto f = againstOther(*rt, options.floor, rc.name, options.metrics)) {
+                        row.measuredFloor = f->relL2;
+                    }
+                }
+            } else {
+                row.statsOnly = true;
+                row.stats = statsDelta(rc.stats, tc->stats);
+            }
+        }
+        judgeRow(row, cmp, options, floorIsLocal);
+        switch (row.verdict.status) {
+        case VerdictStatus::Pass:
+            ++cmp.passCount;
+            break;
+        case VerdictStatus::Warn:
+            ++cmp.warnCount;
+            break;
+        case VerdictStatus::Fail:
+            ++cmp.failCount;
+            break;
+        case VerdictStatus::NotJudged:
+            ++cmp.notJudgedCount;
+            break;
+        }
+        cmp.rows.push_back(std::move(row));
+    }
+    for (const auto& tc : target.captures()) {
+        if (!seen.contains(tc.name)) {
+            cmp.onlyInTarget.push_back(tc.name);
+        }
+    }
+    cmp.divergenceBasis = options.local != nullptr ? "own" : "accumulated";
+    for (std::size_t i = 0; i < cmp.rows.size(); ++i) {
+        if (cmp.rows[i].verdict.status == VerdictStatus::Fail) {
+            cmp.firstDivergence = i;
+            break;
+        }
+    }
+    return cmp;
+}
+
+} // namespace day0::numerics

@@ -1,0 +1,94 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "numerics/dump.h"
+#include "numerics/metrics.h"
+#include "numerics/tolerance.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::numerics {
+
+/// Inputs of compareDumps beyond the two dumps.
+struct CompareOptions {
+    const ToleranceTable* table = nullptr; ///< required
+    /// Target precision for rule lookup; default: parsed from the target dump's "precision".
+    std::optional<DType> precision;
+    /// The reference computed in the target's dtype (e.g. our emulated bf16 run when the target
+    /// is a GPU backend): its error against the reference is the measured noise floor.
+    const Dump* floor = nullptr;
+    /// The target's inject-mode dump (each layer fed the reference's inputs): its error against
+    /// the reference is each capture's own error, apart from what it inherited.
+    const Dump* local = nullptr;
+    MetricOptions metrics;
+    /// Compare even when fingerprints or input ids differ (a warning instead of an error).
+    bool allowMismatch = false;
+};
+
+/// Relative differences of summary statistics, for statistics-only captures.
+struct StatsDelta {
+    double meanDiff = 0.0; ///< |mean_t - mean_r| / rms_r
+    double rmsRel = 0.0; ///< |rms_t - rms_r| / rms_r: a lower bound of rel L2
+    double absMaxRel = 0.0; ///< |absmax_t - absmax_r| / absmax_r
+};
+
+/// The comparison of one capture present in both dumps.
+struct CaptureComparison {
+    std::string name;
+    OpKind kind = OpKind::Other;
+    int layer = -1;
+    Shape shape;
+    bool shapeMismatch = false;
+    std::string opPrecision; ///< the target op's own precision, when the dump records it (shown)
+    Shape targetShape;
+    bool statsOnly = false; ///< a side lacks the full tensor
+    std::optional<ErrorMetrics> metrics; ///< accumulated error (propagated runs)
+    std::optional<ErrorMetrics> own; ///< own error from the inject-mode dump
+    std::optional<double> measuredFloor; ///< rel L2 of the floor dump against the reference
+    std::optional<StatsDelta> stats;
+    std::optional<LogitMetrics> logits;
+    std::optional<ExpertAgreement> experts;
+    Verdict verdict;
+};
+
+/// The comparison of two dumps, rows in the reference's execution order.
+struct DumpComparison {
+    DumpInfo reference;
+    DumpInfo target;
+    std::string table; ///< "day0-default v1"
+    DType precision = DType::F32;
+    std::vector<CaptureComparison> rows;
+    std::vector<std::string> onlyInReference;
+    std::vector<std::string> onlyInTarget;
+    std::vector<std::string> warnings;
+    std::optional<std::size_t> firstDivergence; ///< index into rows
+    std::string divergenceBasis; ///< "own" or "accumulated"
+    int passCount = 0;
+    int warnCount = 0;
+    int failCount = 0;
+    int notJudgedCount = 0;
+
+    /// "fail" if any row failed, else "warn" if any warned, else "pass".
+    [[nodiscard]] std::string status() const;
+};
+
+/// Aligns two dumps by capture name and compares every common capture. Errors: no table,
+/// different models (fingerprints) or inputs (unless allowMismatch), a cancelled stop token.
+Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
+    const CompareOptions& options, Progress& progress, std::stop_token stop);
+
+/// The precision spelled in a dump ("bf16", "fp8", "int8", "fp32") as a DType.
+std::optional<DType> precisionDType(const std::string& precision);
+
+/// The comparison as JSON (the `day0 compare --json` document).
+nlohmann::json comparisonToJson(const DumpComparison& comparison);
+/// The comparison as CSV, one row per capture, with a header line.
+std::string comparisonToCsv(const DumpComparison& comparison);
+
+} // namespace day0::numerics

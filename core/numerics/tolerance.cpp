@@ -1,0 +1,439 @@
+#include "numerics/tolerance.h"
+
+#include "base/json_util.h"
+#include "base/resources.h"
+#include "numerics/float_formats.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <regex>
+#include <utility>
+
+namespace day0::numerics {
+
+namespace {
+
+constexpr std::array<std::pair<OpKind, std::string_view>, 11> kOpNames { {
+    { OpKind::Embedding, "embedding" },
+    { OpKind::Norm, "norm" },
+    { OpKind::Linear, "linear" },
+    { OpKind::Attention, "attention" },
+    { OpKind::Mlp, "mlp" },
+    { OpKind::Moe, "moe" },
+    { OpKind::Router, "router" },
+    { OpKind::RouterSelection, "router_selection" },
+    { OpKind::DecoderLayer, "decoder_layer" },
+    { OpKind::Logits, "logits" },
+    { OpKind::Other, "other" },
+} };
+
+bool isDigits(std::string_view s)
+{
+    return !s.empty()
+        && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool endsWith(std::string_view s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+double growthFactor(DepthGrowth growth, int depth)
+{
+    const double d = double(std::max(depth, 0));
+    switch (growth) {
+    case DepthGrowth::None:
+        return 1.0;
+    case DepthGrowth::Sqrt:
+        return std::sqrt(1.0 + d);
+    case DepthGrowth::Linear:
+        return 1.0 + d;
+    }
+    return 1.0;
+}
+
+/// Policy limits a rule may only exceed with a stated reason.
+std::optional<double> policyLimit(DType dtype)
+{
+    if (dtype == DType::F16) {
+        return 1e-3;
+    }
+    if (dtype == DType::I8) {
+        return 1e-2;
+    }
+    return std::nullopt;
+}
+
+Result<ToleranceRule> parseRule(
+    const nlohmann::json& j, const std::string& origin, std::size_t index)
+{
+    const std::string where = fmt::format("{}: rules[{}]", origin, index);
+    if (!j.is_object()) {
+        return Error::badInput(where + ": must be an object");
+    }
+    JsonReader r(j, where);
+    ToleranceRule rule;
+    rule.id = r.stringOr("id", "");
+    if (rule.id.empty()) {
+        r.fail("id", "is required");
+    }
+    const std::string dtype = r.stringOr("dtype", "*");
+    if (dtype != "*") {
+        rule.dtype = parseDTypeLoose(dtype);
+        if (!rule.dtype) {
+            r.fail("dtype",
+                fmt::format("'{}' is not a dtype (bf16, fp16, fp8_e4m3, int8, ...)", dtype));
+        }
+    }
+    const std::string op = r.stringOr("op", "*");
+    if (op != "*") {
+        rule.op = parseOpKind(op);
+        if (!rule.op) {
+            r.fail("op", fmt::format("'{}' is not an op kind", op));
+        }
+    }
+    rule.maxRelL2 = r.numberOr("max_rel_l2", -1.0);
+    if (rule.maxRelL2 <= 0.0) {
+        r.fail("max_rel_l2", "must be a positive number");
+    }
+    rule.floorUnits = r.numberOr("floor_units", 1.0);
+    rule.maxFloorRatio = r.numberOr("max_floor_ratio", 4.0);
+    if (r.has("max_kl")) {
+        rule.maxKl = r.numberOr("max_kl", 0.0);
+    }
+    if (r.has("min_top1")) {
+        rule.minTop1 = r.numberOr("min_top1", 0.0);
+    }
+    rule.looserBecause = r.stringOr("looser_because", "");
+    rule.note = r.stringOr("note", "");
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (rule.dtype) {
+        const auto limit = policyLimit(*rule.dtype);
+        if (limit && rule.maxRelL2 > *limit && rule.looserBecause.empty()) {
+            return Error::badInput(fmt::format(
+                "{} ('{}'): max_rel_l2 {:g} is looser than the {} policy limit {:g}; say why in "
+                "'looser_because'",
+                where, rule.id, rule.maxRelL2, dtypeName(*rule.dtype), *limit));
+        }
+    }
+    return rule;
+}
+
+} // namespace
+
+std::string_view opKindName(OpKind kind)
+{
+    for (const auto& [k, name] : kOpNames) {
+        if (k == kind) {
+            return name;
+        }
+    }
+    return "other";
+}
+
+std::optional<OpKind> parseOpKind(std::string_view name)
+{
+    for (const auto& [k, n] : kOpNames) {
+        if (n == name) {
+            return k;
+        }
+    }
+    return std::nullopt;
+}
+
+OpKind opKindForAnchor(std::string_view capture)
+{
+    const auto hash = capture.find('#');
+    if (hash != std::string_view::npos && capture.substr(hash) == "#topk") {
+        return OpKind::RouterSelection;
+    }
+    const std::string_view name = capture.substr(0, hash);
+    if (name == "lm_head" || endsWith(name, ".lm_head")) {
+        return OpKind::Logits;
+    }
+    const auto dot = name.rfind('.');
+    const std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
+    std::string_view previous;
+    if (dot != std::string_view::npos) {
+        const std::string_view head = name.substr(0, dot);
+        const auto dot2 = head.rfind('.');
+        previous = dot2 == std::string_view::npos ? head : head.substr(dot2 + 1);
+    }
+    if (last == "embed_tokens" || last == "wte" || last == "tok_embeddings") {
+        return OpKind::Embedding;
+    }
+    if (last.find("norm") != std::string_view::npos || last == "ln_q") {
+        return OpKind::Norm;
+    }
+    if (last == "self_attn" || last == "attn" || last == "attention") {
+        return OpKind::Attention;
+    }
+    if (last == "gate" && previous == "mlp") {
+        return OpKind::Router;
+    }
+    if (endsWith(last, "_proj") || last == "qkv" || last == "proj" || last == "fc1" || last == "fc2"
+        || last == "patch_embed" || last == "w1" || last == "w2" || last == "w3") {
+        return OpKind::Linear;
+    }
+    if (last == "mlp" || last == "shared_experts" || last == "shared_expert" || last == "merger"
+        || (isDigits(last) && previous == "experts")) {
+        return OpKind::Mlp;
+    }
+    if (last == "block_sparse_moe") {
+        return OpKind::Moe;
+    }
+    if (isDigits(last) && (previous == "layers" || previous == "blocks")) {
+        return OpKind::DecoderLayer;
+    }
+    return OpKind::Other;
+}
+
+int layerOfAnchor(std::string_view capture)
+{
+    for (const std::string_view key :
+        { std::string_view("layers."), std::string_view("blocks.") }) {
+        const auto pos = capture.find(key);
+        if (pos == std::string_view::npos) {
+            continue;
+        }
+        std::size_t i = pos + key.size();
+        int value = 0;
+        bool any = false;
+        while (i < capture.size() && capture[i] >= '0' && capture[i] <= '9') {
+            value = value * 10 + (capture[i] - '0');
+            any = true;
+            ++i;
+        }
+        if (any) {
+            return value;
+        }
+    }
+    return -1;
+}
+
+const ToleranceRule* ToleranceTable::match(DType dtype, OpKind op) const
+{
+    const ToleranceRule* best = nullptr;
+    int bestScore = -1;
+    for (const auto& rule : rules) {
+        if ((rule.dtype && *rule.dtype != dtype) || (rule.op && *rule.op != op)) {
+            continue;
+        }
+        const int score = (rule.dtype ? 2 : 0) + (rule.op ? 1 : 0);
+        if (score > bestScore) {
+            best = &rule;
+            bestScore = score;
+        }
+    }
+    return best;
+}
+
+std::string ToleranceTable::label() const { return fmt::format("{} v{}", name, version); }
+
+Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std::string& origin)
+{
+    if (!json.is_object()) {
+        return Error::badInput(origin + ": a tolerance table must be a JSON object");
+    }
+    JsonReader r(json, origin);
+    ToleranceTable table;
+    table.source = origin;
+    table.name = r.stringOr("name", "");
+    if (table.name.empty()) {
+        r.fail("name", "is required");
+    }
+    table.version = int(r.intOr("version", 0));
+    if (table.version <= 0) {
+        r.fail("version", "must be a positive integer");
+    }
+    table.description = r.stringOr("description", "");
+    const std::string growth = r.stringOr("accumulated_growth", "sqrt");
+    if (growth == "sqrt") {
+        table.accumulatedGrowth = DepthGrowth::Sqrt;
+    } else if (growth == "linear") {
+        table.accumulatedGrowth = DepthGrowth::Linear;
+    } else if (growth == "none") {
+        table.accumulatedGrowth = DepthGrowth::None;
+    } else {
+        r.fail("accumulated_growth", "must be 'sqrt', 'linear' or 'none'");
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (!json.contains("rules") || !json["rules"].is_array() || json["rules"].empty()) {
+        return Error::badInput(origin + ": 'rules' must be a non-empty array");
+    }
+    for (std::size_t i = 0; i < json["rules"].size(); ++i) {
+        auto rule = parseRule(json["rules"][i], origin, i);
+        if (!rule) {
+            return rule.error();
+        }
+        for (const auto& existing : table.rules) {
+            if (existing.id == rule->id) {
+                return Error::badInput(
+                    fmt::format("{}: rules[{}]: duplicate rule id '{}'", origin, i, rule->id));
+            }
+            if (existing.dtype == rule->dtype && existing.op == rule->op) {
+                return Error::badInput(
+                    fmt::format("{}: rules[{}] '{}' covers the same dtype and op as '{}'", origin,
+                        i, rule->id, existing.id));
+            }
+        }
+        table.rules.push_back(std::move(*rule));
+    }
+    return table;
+}
+
+Result<ToleranceTable> loadToleranceTable(const std::filesystem::path& path)
+{
+    auto json = readJsonFile(path);
+    if (!json) {
+        return json.error();
+    }
+    return parseToleranceTable(*json, path.string());
+}
+
+Result<ToleranceTable> resolveToleranceTable(const std::string& nameOrPath)
+{
+    const std::string name = nameOrPath.empty() ? "day0-default" : nameOrPath;
+    if (name.find('/') != std::string::npos || endsWith(name, ".json")) {
+        return loadToleranceTable(name);
+    }
+    const auto dir = resourceDir() / "tolerances";
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::is_directory(dir, ec)) {
+        return Error::badInput(fmt::format(
+            "tolerance table '{}': no bundled tolerances folder found (set DAY0_RESOURCES)", name));
+    }
+    const std::regex versioned(R"((.+)-v([0-9]+)\.json)");
+    std::filesystem::path best;
+    int bestVersion = -1;
+    std::vector<std::string> available;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string file = entry.path().filename().string();
+        std::smatch m;
+        if (!std::regex_match(file, m, versioned)) {
+            continue;
+        }
+        available.push_back(file.substr(0, file.size() - 5));
+        const int version = std::stoi(m[2].str());
+        if (file == name + ".json" || (m[1].str() == name && version > bestVersion)) {
+            best = entry.path();
+            bestVersion = file == name + ".json" ? 1 << 30 : version;
+        }
+    }
+    if (best.empty()) {
+        std::sort(available.begin(), available.end());
+        return Error::badInput(fmt::format("tolerance table '{}' not found in {} (available: {})",
+            name, dir.string(), fmt::join(available, ", ")));
+    }
+    return loadToleranceTable(best);
+}
+
+double analyticFloor(
+    const ToleranceRule& rule, DType dtype, int depth, bool accumulated, DepthGrowth growth)
+{
+    const double u = formatInfo(dtype).unitRoundoff;
+    return rule.floorUnits * u * (accumulated ? growthFactor(growth, depth) : 1.0);
+}
+
+std::string_view verdictStatusName(VerdictStatus status)
+{
+    switch (status) {
+    case VerdictStatus::Pass:
+        return "pass";
+    case VerdictStatus::Warn:
+        return "warn";
+    case VerdictStatus::Fail:
+        return "fail";
+    case VerdictStatus::NotJudged:
+        return "n/a";
+    }
+    return "n/a";
+}
+
+std::string formatFloorRatio(double ratio)
+{
+    if (!std::isfinite(ratio)) {
+        return "inf× floor";
+    }
+    if (ratio >= 100.0) {
+        return fmt::format("{:.0f}× floor", ratio);
+    }
+    return fmt::format("{:.1f}× floor", ratio);
+}
+
+Verdict judge(const ToleranceTable& table, DType dtype, OpKind kind, const JudgeInput& input)
+{
+    Verdict v;
+    v.table = table.label();
+    v.basis = input.accumulated ? "accumulated" : "own";
+    v.value = input.relL2;
+    const ToleranceRule* rule = table.match(dtype, kind);
+    if (rule == nullptr) {
+        v.reason
+            = fmt::format("no rule for {} × {} in {}", dtypeName(dtype), opKindName(kind), v.table);
+        return v;
+    }
+    v.rule = rule->id;
+    v.limit = rule->maxRelL2
+        * (input.accumulated ? growthFactor(table.accumulatedGrowth, input.depth) : 1.0);
+    if (input.measuredFloor) {
+        v.floor = *input.measuredFloor;
+        v.floorSource = "measured";
+    } else {
+        v.floor
+            = analyticFloor(*rule, dtype, input.depth, input.accumulated, table.accumulatedGrowth);
+        v.floorSource = "analytic";
+    }
+    if (v.floor > 0.0) {
+        v.floorRatio = v.value / v.floor;
+    } else {
+        v.floorRatio = v.value > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
+    }
+    const std::string where = fmt::format("{} error; rule {} of {}", v.basis, v.rule, v.table);
+    const std::string floorText
+        = fmt::format("{} ({})", formatFloorRatio(v.floorRatio), v.floorSource);
+    if (input.nonFiniteMismatch > 0) {
+        v.status = VerdictStatus::Fail;
+        v.reason = fmt::format("fail: {} NaN/Inf positions differ from the reference ({})",
+            input.nonFiniteMismatch, where);
+        return v;
+    }
+    if (!std::isfinite(v.value) || v.value > v.limit) {
+        v.status = VerdictStatus::Fail;
+        v.reason = fmt::format(
+            "fail: rel_l2 {:.2e} > {:.2e} ({}); {}", v.value, v.limit, where, floorText);
+        return v;
+    }
+    if (rule->maxKl && input.klMean && *input.klMean > *rule->maxKl) {
+        v.status = VerdictStatus::Fail;
+        v.reason = fmt::format("fail: KL {:.2e} > {:.2e} ({})", *input.klMean, *rule->maxKl, where);
+        return v;
+    }
+    if (rule->minTop1 && input.top1Agreement && *input.top1Agreement < *rule->minTop1) {
+        v.status = VerdictStatus::Fail;
+        v.reason = fmt::format("fail: top-1 agreement {:.1f}% < {:.1f}% ({})",
+            100.0 * *input.top1Agreement, 100.0 * *rule->minTop1, where);
+        return v;
+    }
+    if (v.floorRatio > rule->maxFloorRatio) {
+        v.status = VerdictStatus::Warn;
+        v.reason = fmt::format("warn: rel_l2 {:.2e} <= {:.2e} but {} > {:g}× allowed ({})", v.value,
+            v.limit, floorText, rule->maxFloorRatio, where);
+        return v;
+    }
+    v.status = VerdictStatus::Pass;
+    v.reason
+        = fmt::format("pass: rel_l2 {:.2e} <= {:.2e} ({}); {}", v.value, v.limit, where, floorText);
+    return v;
+}
+
+} // namespace day0::numerics

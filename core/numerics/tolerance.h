@@ -1,0 +1,134 @@
+#pragma once
+
+#include "base/dtype.h"
+#include "base/result.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace day0::numerics {
+
+/// What kind of operation produced a capture; tolerance rules are keyed by it.
+enum class OpKind {
+    Embedding,
+    Norm,
+    Linear,
+    Attention,
+    Mlp, ///< dense MLP, one expert, or the shared experts
+    Moe, ///< a whole MoE block (router + experts)
+    Router, ///< router logits
+    RouterSelection, ///< the experts a router chose (indices)
+    DecoderLayer, ///< a whole decoder (or vision) block's output
+    Logits,
+    Other,
+};
+
+/// "linear", "decoder_layer", ... (the spelling used in tolerance tables).
+std::string_view opKindName(OpKind kind);
+/// Parses opKindName's spelling.
+std::optional<OpKind> parseOpKind(std::string_view name);
+/// The kind of a capture from its anchor name (DESIGN.md §3), e.g. "model.layers.3.self_attn"
+/// -> Attention, "lm_head" -> Logits; a "#in0"-style suffix is ignored except "#topk".
+OpKind opKindForAnchor(std::string_view capture);
+/// The decoder/vision layer index in an anchor ("model.layers.12.mlp" -> 12), -1 if none.
+int layerOfAnchor(std::string_view capture);
+
+/// How the allowed accumulated error grows with depth.
+enum class DepthGrowth {
+    None, ///< the same limit at every depth
+    Sqrt, ///< limit × sqrt(1 + depth): independent per-layer errors (a random walk)
+    Linear, ///< limit × (1 + depth): biased errors
+};
+
+/// One rule of a tolerance table: the limits for one target dtype × op kind.
+struct ToleranceRule {
+    std::string id; ///< "bf16.linear"
+    std::optional<DType> dtype; ///< nullopt: any dtype ("*")
+    std::optional<OpKind> op; ///< nullopt: any op kind ("*")
+    double maxRelL2 = 0.0; ///< limit on the judged error's relative L2 norm
+    double floorUnits = 1.0; ///< analytic noise floor of one op, in units of u(dtype)
+    double maxFloorRatio = 4.0; ///< above this many × the noise floor: a warning
+    std::optional<double> maxKl; ///< logits only: mean KL limit (nats)
+    std::optional<double> minTop1; ///< logits only: least share of agreeing argmaxes
+    std::string looserBecause; ///< why the rule exceeds the policy limits (fp16 1e-3, int8 1e-2)
+    std::string note;
+};
+
+/// A versioned set of rules (resources/tolerances/<name>-v<version>.json).
+struct ToleranceTable {
+    std::string name; ///< "day0-default"
+    int version = 0;
+    std::string description;
+    std::string source; ///< file it came from, for messages
+    DepthGrowth accumulatedGrowth = DepthGrowth::Sqrt;
+    std::vector<ToleranceRule> rules;
+
+    /// The most specific rule for (dtype, op): exact dtype and op, then dtype with any op, then
+    /// any dtype with the op, then the catch-all; nullptr if none matches.
+    [[nodiscard]] const ToleranceRule* match(DType dtype, OpKind op) const;
+    /// "day0-default v1".
+    [[nodiscard]] std::string label() const;
+};
+
+/// Parses a table; `origin` names the file. Rejects rules looser than the policy limits
+/// (relative L2 1e-3 for F16, 1e-2 for I8) unless they say why in "looser_because".
+Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std::string& origin);
+/// Reads a table file.
+Result<ToleranceTable> loadToleranceTable(const std::filesystem::path& path);
+/// A table by file path or bundled name ("day0-default" picks its highest version,
+/// "day0-default-v1" a fixed one); empty `nameOrPath` means "day0-default".
+Result<ToleranceTable> resolveToleranceTable(const std::string& nameOrPath);
+
+/// The analytic noise floor (relative L2) of an op computed in `dtype`: floorUnits × u(dtype),
+/// grown with `depth` (number of layers before it) by `growth` when the error is accumulated.
+double analyticFloor(
+    const ToleranceRule& rule, DType dtype, int depth, bool accumulated, DepthGrowth growth);
+
+/// Outcome of judging one capture.
+enum class VerdictStatus {
+    Pass,
+    Warn, ///< within tolerance but far above the noise floor, or a discrete flip
+    Fail,
+    NotJudged, ///< no rule, no comparable data
+};
+
+/// "pass", "warn", "fail", "n/a".
+std::string_view verdictStatusName(VerdictStatus status);
+
+/// A judgement and everything needed to explain it ("which rule of which table decided").
+struct Verdict {
+    VerdictStatus status = VerdictStatus::NotJudged;
+    std::string table; ///< "day0-default v1"
+    std::string rule; ///< "bf16.linear"
+    std::string basis; ///< "own" (inject-mode error) or "accumulated"
+    double value = 0.0; ///< the judged relative L2
+    double limit = 0.0; ///< the limit at this depth
+    double floor = 0.0; ///< noise floor (relative L2)
+    std::string floorSource; ///< "measured" or "analytic"
+    double floorRatio = 0.0; ///< value / floor
+    std::string reason; ///< one line for tables and hover text
+};
+
+/// What judge() looks at.
+struct JudgeInput {
+    double relL2 = 0.0;
+    bool accumulated = true; ///< false when the error is the op's own (inject mode)
+    int depth = 0; ///< layers before this capture (for growth and analytic floors)
+    std::optional<double> measuredFloor; ///< relative L2 of the reference computed in the dtype
+    std::int64_t nonFiniteMismatch = 0;
+    std::optional<double> klMean; ///< logits
+    std::optional<double> top1Agreement; ///< logits
+};
+
+/// Judges one capture of a target computed in `dtype` against `table`.
+Verdict judge(const ToleranceTable& table, DType dtype, OpKind kind, const JudgeInput& input);
+
+/// "2.1× floor" style ratio text.
+std::string formatFloorRatio(double ratio);
+
+} // namespace day0::numerics

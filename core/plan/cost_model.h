@@ -1,0 +1,87 @@
+#pragma once
+
+#include "hardware/cluster.h"
+#include "plan/layout.h"
+#include "plan/model_summary.h"
+#include "plan/workload.h"
+
+#include <vector>
+
+namespace day0::plan {
+
+/// Knobs of the step-time model.
+struct CostOptions {
+    // The defaults reproduce the iteration times Korthikanti et al. 2022 measured (Table 5,
+    // 22B-1T GPT on A100) within 10% (tests/core/plan/anchors_test.cpp).
+    double computeEfficiency = 0.75; ///< fraction of dense peak that large GEMMs reach
+    double elementwisePasses = 3.0; ///< HBM traffic of memory-bound kernels (norms, activation
+                                    ///< functions, residuals, softmax, dropout) per forward pass,
+                                    ///< in multiples of the activation bytes a layer keeps
+    bool flashAttention = true; ///< fused attention (scores never written to HBM)
+    bool dropout = false; ///< dropout kernels run
+    double gemmHalfRows = 64.0; ///< GEMM rows at which efficiency halves (small expert GEMMs)
+    double memoryEfficiency = 0.8; ///< fraction of HBM bandwidth streaming kernels reach
+    bool overlapGradReduce = true; ///< DP gradient reduce-scatter overlaps the last backward
+    bool overlapParamGather = true; ///< DP parameter all-gather overlaps the first forward
+    double expertLoadFactor = 1.0; ///< busiest rank's routed tokens over the average
+};
+
+/// Seconds each part adds to one training step on the critical path.
+struct TrainingBreakdown {
+    double compute = 0; ///< GEMMs and attention of the slowest stage, all micro-batches
+    double tp = 0; ///< TP all-reduce, or SP all-gather + reduce-scatter (incl. ETP)
+    double ep = 0; ///< expert all-to-all (dispatch and combine, forward and backward)
+    double cp = 0; ///< context-parallel K/V ring, the part not hidden behind attention
+    double pp = 0; ///< pipeline send/receive between stages
+    double dp = 0; ///< gradient reduce-scatter / all-reduce and parameter all-gather, exposed
+                   ///< (ZeRO-2/3: also the per-micro-batch traffic)
+    double bubble = 0; ///< pipeline fill and drain
+    double optimizer = 0; ///< optimizer step (memory-bound)
+};
+
+/// Estimated time of one training step.
+struct TrainingCost {
+    TrainingBreakdown breakdown;
+    double stepTime = 0; ///< seconds
+    double tokensPerSecond = 0; ///< global batch × sequence / step time
+    double modelFlops = 0; ///< Megatron's model FLOPs per step
+    double mfu = 0; ///< model FLOPs / (step time × GPUs × dense BF16 peak)
+    int slowestStage = 0;
+};
+
+/// Seconds of one decode step and of a prefill, per replica.
+struct InferenceBreakdown {
+    double decodeCompute = 0; ///< GEMM + attention FLOPs time per decode step
+    double decodeMemory = 0; ///< weight and KV reads per decode step
+    double tp = 0; ///< TP all-reduces per decode step
+    double ep = 0; ///< expert all-to-all per decode step
+    double pp = 0; ///< pipeline hand-offs per decode step
+    double prefill = 0; ///< prefill of the batch's prompts
+};
+
+/// Estimated latency and throughput when serving.
+struct InferenceCost {
+    InferenceBreakdown breakdown;
+    double ttft = 0; ///< time to first token of one request of the workload's prompt length
+    double tpot = 0; ///< time per output token at the layout's batch
+    double tokensPerSecond = 0; ///< output tokens per second over the whole layout (all replicas)
+};
+
+/// Megatron-LM's `num_floating_point_operations` for one step of `sequences` sequences of
+/// `seqLength` tokens: 3 × 2 × (token-linear GEMMs + causal attention + logits, MTP included).
+double megatronModelFlops(
+    const ModelSummary& model, double seqLength, double sequences, bool includeMtp = true);
+
+/// Forward FLOPs per token of one decoder layer of a class, attention over `keys` causal keys
+/// included (what a forward pass executes; the router GEMM is counted).
+double layerForwardFlopsPerToken(const LayerShape& shape, double keys);
+
+/// Time of one training step of a layout. Pure; thread-safe.
+TrainingCost estimateTrainingCost(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const hardware::Cluster& cluster, const CostOptions& options = {});
+
+/// Decode and prefill times of a layout serving `layout.microBatch` sequences per replica.
+InferenceCost estimateInferenceCost(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const hardware::Cluster& cluster, const CostOptions& options = {});
+
+} // namespace day0::plan

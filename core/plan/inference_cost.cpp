@@ -1,0 +1,119 @@
+// Inference latency and throughput: a roofline per pipeline stage for decode (weights and KV
+// cache read from HBM versus FLOPs) and prefill (FLOPs), plus alpha-beta communication.
+#include "plan/activation_model.h"
+#include "plan/cost_kernel.h"
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace day0::plan {
+
+namespace {
+
+struct PassTime {
+    double compute = 0;
+    double memory = 0;
+    double tp = 0;
+    double ep = 0;
+    double pp = 0;
+    [[nodiscard]] double total() const { return std::max(compute, memory) + tp + ep + pp; }
+};
+
+/// One forward pass of `tokens` new tokens per sequence for `sequences` sequences through stage
+/// `stage`, attending over `keys` cached keys per sequence.
+PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const Layout& l,
+    const Workload& wl, const CostOptions& o, int stage, double sequences, double tokens,
+    double keys)
+{
+    PassTime p;
+    const auto& net = tab.net;
+    const double rows = sequences * tokens; // per replica (TP group)
+    const bool fp8 = l.weights == DType::F8E4M3 || (l.checkpointWeights && m.blockFp8Checkpoint);
+    const double peak = fp8 ? tab.peakFp8 : tab.peakBf16;
+    const double eff = o.computeEfficiency * rows / (rows + o.gemmHalfRows);
+    const int first = l.stageStart[std::size_t(stage)];
+    const int last = l.stageStart[std::size_t(stage) + 1];
+    const auto w = detail::stageWeights(m, l, wl, stage);
+    double flops = 0;
+    double kvBytes = 0;
+    double tpTime = 0;
+    double epTime = 0;
+    double expertFraction = 0;
+    double moeLayers = 0;
+    const double tpCollective = detail::collectiveTime(rows * m.hidden * 2.0, 1, l.tp, net, 2);
+    auto addLayers = [&](const LayerShape& s, const detail::ClassFlops& f, double n) {
+        const double span = s.window > 0 ? std::min(keys, s.window) : keys;
+        const double core = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim) * span;
+        flops += n * rows / l.tp * (f.dense + f.routed * o.expertLoadFactor + core);
+        kvBytes += n * sequences * span / l.cp * kvCacheBytesPerToken(s, l.tp, dtypeSize(l.kv));
+        tpTime += n * 2.0 * tpCollective;
+        if (s.moe) {
+            const double sent = rows / l.tp * s.topK;
+            epTime += n * 2.0 * detail::allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
+            // Distinct experts a rank must read: each of the tokens its EP group routes picks
+            // top-k of E experts.
+            const double groupTokens = rows * std::max(1.0, double(l.ep) * l.etp / l.tp);
+            expertFraction += n * (1.0 - std::pow(1.0 - s.topK / s.experts, groupTokens));
+            moeLayers += n;
+        }
+    };
+    for (std::size_t c = 0; c < m.classes.size(); ++c) {
+        const int n = m.countInRange(int(c), first, last);
+        if (n > 0) {
+            addLayers(m.classes[c].shape, tab.classes[c], n);
+        }
+    }
+    if (stage == l.pp - 1) {
+        // Logits for the last position of each sequence only.
+        flops += sequences * tab.headFlops / l.tp;
+    }
+    const double hit = moeLayers > 0 ? expertFraction / moeLayers : 0.0;
+    const double weightBytes = w.denseBytes + w.expertBytes * hit;
+    p.compute = flops / (peak * eff);
+    p.memory = (weightBytes + kvBytes) / (tab.hbmBandwidth * o.memoryEfficiency);
+    p.tp = tpTime;
+    p.ep = epTime;
+    if (l.pp > 1 && stage + 1 < l.pp) {
+        p.pp = detail::sendTime(rows * m.hidden * 2.0, l.tp * l.cp * l.dp, net);
+    }
+    return p;
+}
+
+} // namespace
+
+InferenceCost estimateInferenceCost(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const hardware::Cluster& cluster, const CostOptions& options)
+{
+    InferenceCost cost;
+    const auto tables = detail::makeCostTables(model, workload, cluster);
+    const double batch = layout.microBatch;
+    // Decode keeps the pipeline full with pp micro-batches of batch/pp sequences each.
+    const double perMicro = std::max(1.0, batch / layout.pp);
+    const double keys = workload.context;
+    const double prompt = workload.prompt();
+    auto& b = cost.breakdown;
+    for (int s = 0; s < layout.pp; ++s) {
+        const PassTime d
+            = stagePass(model, tables, layout, workload, options, s, perMicro, 1.0, keys);
+        cost.tpot += d.total();
+        b.decodeCompute += d.compute;
+        b.decodeMemory += d.memory;
+        b.tp += d.tp;
+        b.ep += d.ep;
+        b.pp += d.pp;
+        // Prefill attends over half the prompt on average (causal).
+        const PassTime one
+            = stagePass(model, tables, layout, workload, options, s, 1.0, prompt, prompt / 2.0);
+        cost.ttft += one.total();
+        const PassTime all
+            = stagePass(model, tables, layout, workload, options, s, batch, prompt, prompt / 2.0);
+        b.prefill += all.total();
+    }
+    const double replicas = layout.dp;
+    const double perRequest = b.prefill + workload.outputLength * cost.tpot;
+    cost.tokensPerSecond = replicas * batch * workload.outputLength / perRequest;
+    return cost;
+}
+
+} // namespace day0::plan

@@ -1,0 +1,199 @@
+#include "plan/memory_estimator.h"
+
+#include "plan/memory_kernel.h"
+#include "plan/rank_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace day0::plan {
+
+namespace {
+
+Bytes bytes(double v) { return Bytes(std::int64_t(std::llround(v))); }
+
+std::vector<std::string> notesFor(
+    const ModelSummary& m, const Layout& l, const Workload& wl, const MemoryOptions& o)
+{
+    std::vector<std::string> notes = m.notes;
+    const auto& s = m.representativeShape();
+    const bool train = l.mode == Mode::Train;
+    if (train) {
+        notes.push_back(fmt::format(
+            "activations: Korthikanti et al. 2022 per layer, {}, recompute={}, {}",
+            l.tp > 1 ? fmt::format("tp={} with sequence parallelism {}", l.tp, l.sp ? "on" : "off")
+                     : std::string("no tensor parallelism"),
+            recomputeName(l.recompute),
+            o.flashAttention ? "fused attention (no s×s scores kept)"
+                             : "unfused attention (s×s scores kept)"));
+        if (s.attention == model::AttentionKind::GQA || s.attention == model::AttentionKind::MQA) {
+            notes.push_back(
+                fmt::format("models more than Megatron: K/V activations at {:.0f} KV heads (GQA), "
+                            "not the full hidden width",
+                    s.kvHeads));
+        }
+        if (s.attention == model::AttentionKind::MLA) {
+            notes.push_back(
+                "models more than Megatron: MLA latents (q/kv LoRA ranks, RoPE key) and "
+                "per-head Q/K/V activations");
+        }
+        if (s.attention == model::AttentionKind::MLA && l.tp > 1) {
+            notes.push_back(
+                "differs from Megatron's formula: the MLA down-projections (q_a, kv_a) are "
+                "held whole on every TP rank, as Megatron-Core builds them; the formula "
+                "divides them by TP");
+        }
+        if (s.gated) {
+            notes.push_back("models more than Megatron: SwiGLU fc1 output is 2×ffn wide (Megatron "
+                            "counts a 2-matrix MLP)");
+        }
+        if (m.hasMoe()) {
+            notes.push_back(fmt::format(
+                "models more than Megatron: MoE activations — {:.0f} routed copies per token, FP32 "
+                "router scores, expert-load factor {:.2f}, all-to-all buffers",
+                s.topK, o.expertLoadFactor));
+        }
+        if (l.cp > 1) {
+            notes.push_back(fmt::format(
+                "models more than Megatron: context parallelism splits activations by cp={}, adds "
+                "a "
+                "K/V ring buffer and shards ZeRO states over dp×cp={} (Megatron's formula ignores "
+                "CP and divides by dp={})",
+                l.cp, l.dp * l.cp, l.dp));
+        }
+        if (l.vpp > 1) {
+            notes.push_back(fmt::format("interleaved 1F1B with vpp={}: the first stage holds "
+                                        "{:.2f} micro-batches of activations",
+                l.vpp, detail::inFlightMicroBatches(l, 0)));
+        }
+        notes.push_back(fmt::format(
+            "model states: {} weights, {} gradients, FP32 master weights and {} Adam moments; "
+            "zero={} shards {} over dp×cp={} (experts over edp={})",
+            shortDtypeName(l.weights), shortDtypeName(l.grads), shortDtypeName(l.optimizer), l.zero,
+            l.zero == 0 ? "nothing"
+                        : (l.zero == 1 ? "optimizer states"
+                                       : (l.zero == 2 ? "optimizer states and gradients"
+                                                      : "optimizer states, gradients and weights")),
+            l.dp * l.cp, l.expertDp()));
+        if (l.weights == DType::F8E4M3) {
+            notes.push_back(
+                "models more than Megatron: FP8 primary weights with 128×128 FP32 block scales");
+        }
+    } else {
+        notes.push_back(fmt::format("KV cache: {} sequences × {} tokens at {}{}", l.microBatch,
+            wl.context, shortDtypeName(l.kv),
+            s.attention == model::AttentionKind::MLA
+                ? fmt::format("; MLA keeps the {:.0f}-wide latent, whole on every TP rank",
+                    s.kvLoraRank + s.ropeDim)
+                : (s.kvHeads < l.tp ? fmt::format(
+                       "; {:.0f} KV heads < tp={}: heads are replicated", s.kvHeads, l.tp)
+                                    : std::string())));
+        notes.push_back(
+            fmt::format("activations: workspace of one layer for a prefill chunk of {} tokens",
+                std::min(double(wl.prefillChunk), double(l.microBatch) * wl.prompt())));
+        notes.push_back(l.checkpointWeights
+                ? fmt::format("weights at the checkpoint's dtypes{}",
+                    m.blockFp8Checkpoint ? " (block-FP8 with scales)" : "")
+                : fmt::format("weights at {}", shortDtypeName(l.weights)));
+    }
+    bool uneven = false;
+    for (int st = 1; st < l.pp; ++st) {
+        uneven = uneven || l.stageLayers(st) != l.stageLayers(0);
+    }
+    if (uneven) {
+        std::string split;
+        for (int st = 0; st < l.pp; ++st) {
+            if (st > 0) {
+                split += '/';
+            }
+            split += std::to_string(l.stageLayers(st));
+        }
+        notes.push_back("models more than Megatron: uneven pipeline stages " + split);
+    }
+    notes.push_back(fmt::format(
+        "buffers: CUDA context {:.2f} GiB + NCCL {:.2f} GiB × {} communicators, fragmentation "
+        "headroom {:.0f}% of allocations",
+        o.cudaContext / 1073741824.0, o.ncclPerGroup / 1073741824.0,
+        detail::communicatorCount(l, m.hasMoe()), o.fragmentation * 100.0));
+    return notes;
+}
+
+} // namespace
+
+MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Workload& wl,
+    const hardware::Cluster& cluster, const MemoryOptions& o)
+{
+    MemoryReport report;
+    report.layout = l;
+    report.deviceMemory = bytes(cluster.deviceMemory());
+    const RankLayout ranks(l);
+    const bool train = l.mode == Mode::Train;
+    for (int stage = 0; stage < l.pp; ++stage) {
+        const auto w = detail::stageWeights(m, l, wl, stage);
+        const auto buffers = detail::stageBuffers(m, l, wl, o, stage);
+        RankMemory r;
+        r.rank = ranks.firstRankOfStage(stage);
+        r.ppStage = stage;
+        r.ranks = l.tp * l.cp * l.dp;
+        r.layers = w.layers;
+        r.embedding = w.embedding;
+        r.head = w.head;
+        r.mtpLayers = w.mtpLayers;
+        double weights = 0;
+        double grads = 0;
+        double optimizer = 0;
+        double activations = 0;
+        double kv = 0;
+        double zeroBuffers = 0;
+        if (train) {
+            const auto states = detail::modelStates(w, l);
+            weights = states.weights;
+            grads = states.gradients;
+            optimizer = states.optimizer;
+            zeroBuffers = states.zeroPrefetch + states.gradBucket;
+            activations = detail::trainingActivations(m, l, wl, o, stage);
+            r.inFlightMicroBatches = detail::inFlightMicroBatches(l, stage);
+        } else {
+            weights = w.denseBytes + w.expertBytes;
+            kv = detail::inferenceKvCache(m, l, wl, stage);
+            activations = detail::inferenceWorkspace(m, l, wl, o, stage);
+        }
+        const double allocated = weights + grads + optimizer + activations + kv + zeroBuffers
+            + buffers.comm + buffers.moeDispatch;
+        const double fragmentation = o.fragmentation * allocated;
+        r.weights = bytes(weights);
+        r.gradients = bytes(grads);
+        r.optimizer = bytes(optimizer);
+        r.activations = bytes(activations);
+        r.kvCache = bytes(kv);
+        r.runtimeReserve = bytes(buffers.runtime);
+        r.commBuffers = bytes(buffers.comm);
+        r.moeDispatch = bytes(buffers.moeDispatch);
+        r.zeroBuffers = bytes(zeroBuffers);
+        r.fragmentation = bytes(fragmentation);
+        r.buffers
+            = r.runtimeReserve + r.commBuffers + r.moeDispatch + r.zeroBuffers + r.fragmentation;
+        r.total = r.weights + r.gradients + r.optimizer + r.activations + r.kvCache + r.buffers;
+        report.perRank.push_back(r);
+    }
+    std::stable_sort(report.perRank.begin(), report.perRank.end(),
+        [](const RankMemory& a, const RankMemory& b) { return a.total > b.total; });
+    report.maxTotal = report.perRank.front().total;
+    report.fits = report.maxTotal <= report.deviceMemory;
+    report.notes = notesFor(m, l, wl, o);
+    return report;
+}
+
+Result<MemoryReport> estimateMemory(const ModelSummary& model, const ParallelPlan& plan,
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options)
+{
+    auto layout = resolveLayout(plan, model, workload, cluster);
+    if (!layout) {
+        return layout.error();
+    }
+    return estimateMemory(model, *layout, workload, cluster, options);
+}
+
+} // namespace day0::plan

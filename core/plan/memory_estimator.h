@@ -1,0 +1,60 @@
+#pragma once
+
+#include "base/result.h"
+#include "base/units.h"
+#include "hardware/cluster.h"
+#include "plan/layout.h"
+#include "plan/model_summary.h"
+#include "plan/workload.h"
+
+#include <string>
+#include <vector>
+
+namespace day0::plan {
+
+/// Memory of one rank, standing for every rank of its pipeline stage (ranks of a stage differ
+/// only in which shard they hold, not in how much).
+struct RankMemory {
+    int rank = 0; ///< first rank of the stage
+    int ppStage = 0;
+    int ranks = 1; ///< ranks with these figures (the stage's tp·cp·dp ranks)
+    int layers = 0; ///< decoder layers on the stage
+    bool embedding = false; ///< holds the input embedding
+    bool head = false; ///< holds the output head (and the loss)
+    int mtpLayers = 0;
+    double inFlightMicroBatches = 0; ///< training: micro-batches whose activations it keeps
+
+    Bytes weights;
+    Bytes gradients;
+    Bytes optimizer; ///< FP32 master weights and Adam moments
+    Bytes activations; ///< training: kept for backward; inference: prefill workspace
+    Bytes kvCache;
+    Bytes buffers; ///< runtime + communication + dispatch + ZeRO + fragmentation, itemised below
+    Bytes total;
+
+    Bytes runtimeReserve; ///< CUDA context and NCCL buffers
+    Bytes commBuffers; ///< pipeline send/receive, context-parallel ring
+    Bytes moeDispatch; ///< expert all-to-all buffers
+    Bytes zeroBuffers; ///< ZeRO-3 prefetch and ZeRO-2/3 reduce-scatter bucket
+    Bytes fragmentation; ///< allocator headroom
+};
+
+/// Per-rank memory of a layout.
+struct MemoryReport {
+    Layout layout;
+    std::vector<RankMemory> perRank; ///< one entry per pipeline stage, most loaded first
+    Bytes maxTotal;
+    Bytes deviceMemory;
+    bool fits = false;
+    std::vector<std::string> notes; ///< assumptions, and what is modelled beyond Megatron-LM
+};
+
+/// Estimates the memory of every pipeline stage of a layout. Pure; thread-safe.
+MemoryReport estimateMemory(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {});
+
+/// Resolves the plan and estimates its memory; BadInput when the plan cannot run.
+Result<MemoryReport> estimateMemory(const ModelSummary& model, const ParallelPlan& plan,
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {});
+
+} // namespace day0::plan

@@ -1,0 +1,79 @@
+#pragma once
+
+// Internals shared by the memory estimator and the planner, so that both compute the same
+// numbers. Everything is per rank, in bytes (double), for one pipeline stage.
+
+#include "plan/layout.h"
+#include "plan/model_summary.h"
+#include "plan/workload.h"
+
+namespace day0::plan::detail {
+
+/// Parameters and weight bytes one rank of a stage holds (before ZeRO sharding).
+struct StageWeights {
+    double denseParams = 0; ///< TP-split and replicated parameters
+    double expertParams = 0; ///< routed-expert parameters (split by EP × ETP)
+    double denseBytes = 0; ///< weight bytes of the dense part at the layout's weight dtype
+    double expertBytes = 0;
+    double largestLayerBytes = 0; ///< one decoder layer's weight bytes (ZeRO-3 prefetch)
+    int layers = 0;
+    bool embedding = false;
+    bool head = false;
+    int mtpLayers = 0;
+    bool hasMoe = false;
+};
+
+/// Model states of one rank under the layout's ZeRO stage and dtypes (training).
+struct ModelStates {
+    double weights = 0;
+    double gradients = 0;
+    double optimizer = 0; ///< FP32 master weights + two Adam moments
+    double zeroPrefetch = 0; ///< ZeRO-3: two gathered layers
+    double gradBucket = 0; ///< ZeRO-2/3: one reduce-scatter bucket
+};
+
+/// Buffers beyond tensors: what the "buffers" column adds up.
+struct Buffers {
+    double runtime = 0; ///< CUDA context + NCCL buffers per communicator
+    double comm = 0; ///< pipeline send/receive, context-parallel K/V ring
+    double moeDispatch = 0; ///< all-to-all send and receive buffers
+};
+
+/// Weights on stage `stage` of one rank.
+StageWeights stageWeights(
+    const ModelSummary& model, const Layout& layout, const Workload& workload, int stage);
+
+/// Model states of a rank (training).
+ModelStates modelStates(const StageWeights& w, const Layout& layout);
+
+/// Micro-batches whose activations stage `stage` holds at its peak: min(pp - stage, m) for 1F1B;
+/// for interleaved 1F1B the warm-up chunks (2·(pp - stage - 1) + (vpp - 1)·pp + 1, at most
+/// m·vpp) times the 1/vpp of the stage's layers each chunk holds.
+double inFlightMicroBatches(const Layout& layout, int stage);
+
+/// Activation bytes of every stage (training) into out[0 .. pp), in-flight micro-batches
+/// included; per-class layer figures are computed once.
+void trainingActivationsAll(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const MemoryOptions& options, double* out);
+
+/// Activation bytes of stage `stage` (training), in-flight micro-batches included.
+double trainingActivations(const ModelSummary& model, const Layout& layout,
+    const Workload& workload, const MemoryOptions& options, int stage);
+
+/// KV-cache bytes of stage `stage` (inference).
+double inferenceKvCache(
+    const ModelSummary& model, const Layout& layout, const Workload& workload, int stage);
+
+/// Prefill workspace of stage `stage` (inference).
+double inferenceWorkspace(const ModelSummary& model, const Layout& layout, const Workload& workload,
+    const MemoryOptions& options, int stage);
+
+/// Buffers of stage `stage`.
+Buffers stageBuffers(const ModelSummary& model, const Layout& layout, const Workload& workload,
+    const MemoryOptions& options, int stage);
+
+/// Process groups with more than one rank that every rank joins (for NCCL buffers); expert
+/// groups only when the model has experts.
+int communicatorCount(const Layout& layout, bool experts);
+
+} // namespace day0::plan::detail

@@ -1,0 +1,475 @@
+#include "plan/planner.h"
+
+#include "base/units.h"
+#include "plan/cost_kernel.h"
+#include "plan/memory_kernel.h"
+#include "plan/planner_support.h"
+#include "plan/rank_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace day0::plan {
+
+namespace {
+
+using detail::RejectTally;
+using detail::TopList;
+
+struct Sweep {
+    const ModelSummary& model;
+    const hardware::Cluster& cluster;
+    const PlannerOptions& opt;
+    detail::CostTables tables;
+    double capacity = 0;
+    RejectTally tally;
+    TopList top;
+    std::int64_t evaluated = 0;
+    std::int64_t feasible = 0;
+    bool domainIsNode = true;
+
+    Sweep(const ModelSummary& m, const hardware::Cluster& c, const PlannerOptions& o)
+        : model(m)
+        , cluster(c)
+        , opt(o)
+        , tables(detail::makeCostTables(m, o.workload, c))
+        , capacity(c.deviceMemory() * (1.0 - o.headroom))
+        , top(o.top, o.distinct)
+        , domainIsNode(c.domainSize == c.gpusPerNode)
+    {
+    }
+
+    void reject(const Rejection& r, std::int64_t n)
+    {
+        evaluated += n;
+        tally.add(r, n);
+    }
+
+    // Scratch buffers reused across layouts.
+    std::vector<double> states;
+    std::vector<double> zeroBuffers;
+    std::vector<double> transient;
+    std::vector<double> activations;
+    std::vector<detail::StageWork> work;
+    std::vector<detail::StageTime> times;
+
+    /// Every layout of one (tp, pp, cp): splits, interleaving, experts, then training or
+    /// inference variants.
+    void shape(int tp, int pp, int cp, const std::vector<int>& etps,
+        const std::optional<Rejection>& tpReject, Layout& l,
+        std::vector<detail::StageWeights>& weights);
+    void training(Layout& l, std::vector<detail::StageWeights>& weights);
+    void inference(Layout& l, std::vector<detail::StageWeights>& weights);
+};
+
+void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
+{
+    const auto& wl = opt.workload;
+    const auto& mo = opt.memory;
+    const int pp = l.pp;
+    for (int s = 0; s < pp; ++s) {
+        weights[std::size_t(s)] = detail::stageWeights(model, l, wl, s);
+    }
+    // Model states per ZeRO stage and stage do not depend on micro-batch or recompute.
+    const std::size_t nz = opt.zero.size();
+    states.resize(nz * std::size_t(pp));
+    zeroBuffers.resize(nz * std::size_t(pp));
+    for (std::size_t z = 0; z < nz; ++z) {
+        l.zero = opt.zero[z];
+        for (int s = 0; s < pp; ++s) {
+            const auto st = detail::modelStates(weights[std::size_t(s)], l);
+            states[z * pp + std::size_t(s)] = st.weights + st.gradients + st.optimizer;
+            zeroBuffers[z * pp + std::size_t(s)] = st.zeroPrefetch + st.gradBucket;
+        }
+    }
+    const double runtime
+        = mo.cudaContext + mo.ncclPerGroup * detail::communicatorCount(l, model.hasMoe());
+    const double grow = 1.0 + mo.fragmentation;
+    const std::int64_t perMb = std::int64_t(opt.recompute.size() * nz);
+    transient.resize(std::size_t(pp));
+    activations.resize(std::size_t(pp));
+    work.resize(std::size_t(pp));
+    times.resize(std::size_t(pp));
+    const int globalBatch = wl.globalBatch;
+    for (const int mb : opt.microBatches) {
+        const std::int64_t perStep = std::int64_t(l.dp) * mb;
+        if (globalBatch % perStep != 0) {
+            reject({ RejectKind::GlobalBatch, globalBatch, perStep }, perMb);
+            continue;
+        }
+        l.microBatch = mb;
+        l.globalBatch = globalBatch;
+        l.numMicroBatches = int(globalBatch / perStep);
+        if (l.vpp > 1 && l.numMicroBatches % pp != 0) {
+            reject({ RejectKind::VppMicroBatches, l.numMicroBatches, pp }, perMb);
+            continue;
+        }
+        for (int s = 0; s < pp; ++s) {
+            const auto b = detail::stageBuffers(model, l, wl, mo, s);
+            transient[std::size_t(s)] = b.comm + b.moeDispatch;
+        }
+        // What a micro-batch costs each stage depends on neither recompute nor ZeRO: computed
+        // once, the first time a layout of this micro-batch size fits.
+        bool worked = false;
+        for (const Recompute rc : opt.recompute) {
+            l.recompute = rc;
+            detail::trainingActivationsAll(model, l, wl, mo, activations.data());
+            // Stage times do not depend on the ZeRO stage: computed once, when a layout fits.
+            bool timed = false;
+            double bestPossible = 0;
+            for (std::size_t z = 0; z < nz; ++z) {
+                l.zero = opt.zero[z];
+                ++evaluated;
+                double worst = 0;
+                double worstStates = 0;
+                int worstStage = 0;
+                for (int s = 0; s < pp; ++s) {
+                    const std::size_t i = z * pp + std::size_t(s);
+                    const double total = (states[i] + zeroBuffers[i] + activations[std::size_t(s)]
+                                             + transient[std::size_t(s)])
+                            * grow
+                        + runtime;
+                    if (total > worst) {
+                        worst = total;
+                        worstStage = s;
+                    }
+                    worstStates = std::max(worstStates, states[i] * grow + runtime);
+                }
+                if (worst > capacity) {
+                    const int rank = RankLayout(l).firstRankOfStage(worstStage);
+                    tally.addMemory(worstStates > capacity ? RejectKind::StatesOverMemory
+                                                           : RejectKind::OverMemory,
+                        l, rank, worst - capacity);
+                    continue;
+                }
+                ++feasible;
+                if (!timed) {
+                    if (!worked) {
+                        detail::stageWork(model, tables, l, wl, opt.cost, work.data());
+                        worked = true;
+                    }
+                    detail::stageTimes(l, work.data(), times.data());
+                    bestPossible = double(l.globalBatch) * wl.seqLength
+                        / detail::pipelineLowerBound(l, times.data());
+                    timed = true;
+                }
+                // Data-parallel, optimizer and ZeRO-3 time only add: skip what cannot enter the
+                // list.
+                if (!top.wants(bestPossible)) {
+                    continue;
+                }
+                const TrainingCost cost = detail::combineStageTimes(
+                    tables, l, wl, opt.cost, weights.data(), times.data());
+                if (!top.wants(cost.tokensPerSecond)) {
+                    continue;
+                }
+                PlannedLayout p;
+                p.layout = l;
+                p.maxMemory = worst;
+                p.mostLoadedStage = worstStage;
+                p.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
+                p.stepTime = cost.stepTime;
+                p.tokensPerSecond = cost.tokensPerSecond;
+                p.training = cost;
+                top.offer(std::move(p));
+            }
+        }
+    }
+}
+
+void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
+{
+    const auto& wl = opt.workload;
+    const auto& mo = opt.memory;
+    const int pp = l.pp;
+    ++evaluated;
+    for (int s = 0; s < pp; ++s) {
+        weights[std::size_t(s)] = detail::stageWeights(model, l, wl, s);
+    }
+    const double runtime
+        = mo.cudaContext + mo.ncclPerGroup * detail::communicatorCount(l, model.hasMoe());
+    bool anyFits = false;
+    double closestOver = std::numeric_limits<double>::max();
+    int closestRank = 0;
+    PlannedLayout best;
+    best.tokensPerSecond = -1;
+    for (const int batch : opt.batches) {
+        l.microBatch = batch;
+        l.globalBatch = batch * l.dp;
+        double worst = 0;
+        int worstStage = 0;
+        for (int s = 0; s < pp; ++s) {
+            const auto& w = weights[std::size_t(s)];
+            const auto b = detail::stageBuffers(model, l, wl, mo, s);
+            const double total
+                = (w.denseBytes + w.expertBytes + detail::inferenceKvCache(model, l, wl, s)
+                      + detail::inferenceWorkspace(model, l, wl, mo, s) + b.comm + b.moeDispatch)
+                    * (1.0 + mo.fragmentation)
+                + runtime;
+            if (total > worst) {
+                worst = total;
+                worstStage = s;
+            }
+        }
+        if (worst > capacity) {
+            if (worst - capacity < closestOver) {
+                closestOver = worst - capacity;
+                closestRank = RankLayout(l).firstRankOfStage(worstStage);
+            }
+            break; // a larger batch only needs more KV cache
+        }
+        anyFits = true;
+        const InferenceCost cost = estimateInferenceCost(model, l, wl, cluster, opt.cost);
+        if (cost.tpot > wl.tpotBound || cost.tokensPerSecond <= best.tokensPerSecond) {
+            continue;
+        }
+        best.layout = l;
+        best.maxMemory = worst;
+        best.mostLoadedStage = worstStage;
+        best.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
+        best.stepTime = cost.tpot;
+        best.tokensPerSecond = cost.tokensPerSecond;
+        best.inference = cost;
+    }
+    if (!anyFits) {
+        l.microBatch = opt.batches.empty() ? 1 : opt.batches.front();
+        tally.addMemory(RejectKind::OverMemory, l, closestRank, closestOver);
+        return;
+    }
+    if (best.tokensPerSecond < 0) {
+        tally.add({ RejectKind::LatencyBound }, 1);
+        return;
+    }
+    ++feasible;
+    if (top.wants(best.tokensPerSecond)) {
+        top.offer(std::move(best));
+    }
+}
+
+void Sweep::shape(int tp, int pp, int cp, const std::vector<int>& etps,
+    const std::optional<Rejection>& tpReject, Layout& l, std::vector<detail::StageWeights>& weights)
+{
+    const bool train = opt.workload.mode == Mode::Train;
+    const int world = cluster.worldSize();
+    const int dp = int(world / (std::int64_t(tp) * pp * cp));
+    const std::int64_t perLayout = train
+        ? std::int64_t(opt.microBatches.size() * opt.zero.size() * opt.recompute.size())
+        : 1;
+    const auto splits = detail::splitsFor(model, pp, opt.unevenSplits);
+    std::vector<int> vpps { 1 };
+    if (train && pp > 1 && !opt.vpp.empty()) {
+        vpps = opt.vpp;
+    }
+    std::vector<int> eps { 1 };
+    if (model.hasMoe()) {
+        // Training: EP × ETP × EDP = tp·cp·dp ranks of a stage; inference engines spread
+        // experts over the tp·dp ranks that serve attention.
+        eps = detail::candidates(opt.ep, train ? world / pp : tp * dp);
+    }
+    const std::int64_t etpCount = train ? std::int64_t(etps.size()) : 1;
+    const std::int64_t perVpp = std::int64_t(eps.size()) * etpCount * perLayout;
+    const std::int64_t leaves = std::max<std::int64_t>(1, std::int64_t(splits.size()))
+        * std::int64_t(vpps.size()) * perVpp;
+    if (tpReject) {
+        reject(*tpReject, leaves);
+        return;
+    }
+    if (splits.empty()) {
+        reject({ RejectKind::PpLayers, pp, model.numLayers }, leaves);
+        return;
+    }
+    if (train && cp > 1 && opt.workload.seqLength % (2 * cp) != 0) {
+        reject({ RejectKind::CpSequence, cp, opt.workload.seqLength }, leaves);
+        return;
+    }
+    l.tp = tp;
+    l.pp = pp;
+    l.cp = cp;
+    l.dp = dp;
+    l.sp = train && tp > 1;
+    weights.resize(std::size_t(pp));
+    for (const auto& split : splits) {
+        l.stageStart = split.start;
+        const int smallest = detail::minStageLayers(split.start);
+        for (const int vpp : vpps) {
+            if (vpp > 1 && smallest < vpp) {
+                reject({ RejectKind::VppLayers, vpp, smallest }, perVpp);
+                continue;
+            }
+            l.vpp = vpp;
+            for (const int ep : eps) {
+                const std::vector<int> inferEtp { ep > 1 ? 1 : tp };
+                for (const int etp : train ? etps : inferEtp) {
+                    if (auto r = checkExperts(model, tp, cp, dp, ep, etp)) {
+                        reject(*r, perLayout);
+                        continue;
+                    }
+                    l.ep = ep;
+                    l.etp = etp;
+                    if (train) {
+                        training(l, weights);
+                    } else {
+                        inference(l, weights);
+                    }
+                }
+            }
+        }
+    }
+}
+
+std::vector<std::string> sweepNotes(
+    const ModelSummary& m, const hardware::Cluster& c, const PlannerOptions& o)
+{
+    std::vector<std::string> notes;
+    const bool train = o.workload.mode == Mode::Train;
+    notes.push_back(fmt::format(
+        "GEMMs at {:.0f}% of dense peak (less for small expert GEMMs), memory-bound kernels "
+        "moving {:.0f}× the kept activations at {:.0f}% of HBM bandwidth (calibrated on "
+        "Korthikanti et al.'s measured step times); collectives by an alpha-beta model at "
+        "{:.0f}% of link bandwidth",
+        o.cost.computeEfficiency * 100.0, o.cost.elementwisePasses, o.cost.memoryEfficiency * 100.0,
+        c.intraNode.efficiency * 100.0));
+    notes.push_back("ranks are laid out in Megatron order tp-cp-ep-dp-pp: TP groups are "
+                    "neighbouring GPUs, PP stages the farthest apart");
+    if (train) {
+        notes.push_back(fmt::format("training: {} sequences of {} tokens per step; 1F1B pipeline "
+                                    "(interleaved when vpp > 1), "
+                                    "DP gradient reduce-scatter overlapped with the last backward",
+            o.workload.globalBatch, o.workload.seqLength));
+    } else {
+        notes.push_back(fmt::format(
+            "inference: prompt {} + output {} tokens, KV for {} tokens per sequence; each layout "
+            "serves the largest batch that fits and keeps time per output token under {}",
+            o.workload.prompt(), o.workload.outputLength, o.workload.context,
+            formatDuration(Seconds(o.workload.tpotBound))));
+    }
+    if (c.mixedInterNode()) {
+        notes.push_back(
+            "mixed scale-out links: collectives leaving a fast domain are costed at the "
+            "slowest group's bandwidth");
+    }
+    if (o.headroom > 0) {
+        notes.push_back(
+            fmt::format("layouts must leave {:.0f}% of device memory free", o.headroom * 100));
+    }
+    for (const auto& n : m.notes) {
+        notes.push_back(n);
+    }
+    return notes;
+}
+
+} // namespace
+
+std::vector<int> divisorsOf(int n)
+{
+    std::vector<int> out;
+    for (int d = 1; d <= n; ++d) {
+        if (n % d == 0) {
+            out.push_back(d);
+        }
+    }
+    return out;
+}
+
+Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluster& cluster,
+    const PlannerOptions& options, Progress& progress, std::stop_token stop)
+{
+    const auto started = std::chrono::steady_clock::now();
+    if (options.workload.mode == Mode::Train
+        && (options.workload.seqLength <= 0 || options.workload.globalBatch <= 0)) {
+        return Error::badInput("planner: sequence length and global batch must be positive");
+    }
+    Sweep sweep(model, cluster, options);
+    const bool train = options.workload.mode == Mode::Train;
+    const int world = cluster.worldSize();
+    const auto tps = detail::candidates(options.tp, world);
+    const auto pps = detail::candidates(options.pp, world);
+    const auto cps = train ? detail::candidates(options.cp, world) : std::vector<int> { 1 };
+
+    std::int64_t triples = 0;
+    for (const int tp : tps) {
+        for (const int pp : pps) {
+            for (const int cp : cps) {
+                triples += world % (std::int64_t(tp) * pp * cp) == 0 ? 1 : 0;
+            }
+        }
+    }
+    progress.setTotal(triples);
+    progress.setDone(0);
+    progress.setStage("planning layouts");
+
+    Layout l;
+    l.mode = options.workload.mode;
+    l.world = world;
+    l.weights = train ? DType::BF16 : model.checkpointDtype;
+    l.checkpointWeights = !train;
+    std::vector<detail::StageWeights> weights;
+    for (const int tp : tps) {
+        const auto tpReject
+            = checkTensorParallel(model, tp, cluster.domainSize, sweep.domainIsNode);
+        std::vector<int> etps;
+        for (const int d : divisorsOf(tp)) {
+            if (model.hasMoe() && (options.searchEtp || d == tp)) {
+                etps.push_back(d);
+            }
+        }
+        if (etps.empty()) {
+            etps.push_back(tp);
+        }
+        for (const int pp : pps) {
+            for (const int cp : cps) {
+                const std::int64_t modelRanks = std::int64_t(tp) * pp * cp;
+                if (world % modelRanks != 0) {
+                    continue;
+                }
+                if (stop.stop_requested()) {
+                    return Error::cancelled();
+                }
+                progress.advance();
+                sweep.shape(tp, pp, cp, etps, tpReject, l, weights);
+            }
+        }
+    }
+
+    PlanResult result;
+    result.evaluated = sweep.evaluated;
+    result.feasible = sweep.feasible;
+    result.layouts = sweep.top.take();
+    result.rejected = sweep.tally.groups();
+    result.notes = sweepNotes(model, cluster, options);
+    result.seconds
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return result;
+}
+
+std::vector<std::size_t> paretoFront(const std::vector<PlannedLayout>& layouts)
+{
+    std::vector<std::size_t> order(layouts.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    // Ascending memory, and among equal memory the fastest first: a layout is on the front when
+    // it is faster than everything that needs no more memory.
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        const auto& la = layouts[a];
+        const auto& lb = layouts[b];
+        return la.maxMemory != lb.maxMemory ? la.maxMemory < lb.maxMemory
+                                            : la.tokensPerSecond > lb.tokensPerSecond;
+    });
+    std::vector<std::size_t> front;
+    double best = -1.0;
+    for (const auto i : order) {
+        if (layouts[i].tokensPerSecond > best) {
+            best = layouts[i].tokensPerSecond;
+            front.push_back(i);
+        }
+    }
+    return front;
+}
+
+} // namespace day0::plan

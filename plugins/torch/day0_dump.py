@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""day0 PyTorch dump bridge: forward hooks that write a day0 dump.
+
+A day0 dump is a folder with `tensors.safetensors` (captured tensors keyed by capture name) and
+`dump.json` (model fingerprint, precision, backend, input ids, per-capture statistics). Capture
+names are Hugging Face module paths (`model.layers.7.self_attn`, `lm_head`), so a dump of any
+`torch.nn.Module` with HF module names lines up with `day0 run --dump` by name:
+
+    from day0_dump import DumpRecorder
+    rec = DumpRecorder(model, config)            # hooks on the day0 anchors
+    with torch.no_grad():
+        model(input_ids)                          # one forward over the whole sequence
+    rec.write("torch-dump", input_ids=ids, prompt_length=5, precision="fp32")
+    rec.close()
+
+Tuple outputs (HF attention and decoder layers) keep their first tensor; a batch of one is
+squeezed so tensors are [tokens, ...] like day0's; a router returning (indices, weights) is
+stored as `<anchor>#topk`. Each forward call appends its rows, so step-by-step decoding gives
+the same [positions, ...] tensors as one long forward.
+
+Run as a script, it computes a checkpoint's reference with the models of day0_torch_models.py:
+
+    /usr/bin/python3 day0_dump.py CHECKPOINT --ids 3,17,42 --tokens 4 --out DIR [--dtype float32]
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+# Module paths captured by default: the anchors of DESIGN.md §3.
+DEFAULT_ANCHORS = re.compile(
+    r"^(model\.embed_tokens|model\.norm|lm_head|"
+    r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|mlp|block_sparse_moe|"
+    r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert))?)$")
+
+
+def fingerprint(config):
+    """The architecture fingerprint day0 writes (exec/engine.h modelFingerprint)."""
+    heads = config["num_attention_heads"]
+    text = "{}/h{}/l{}/a{}/kv{}/v{}".format(
+        config.get("model_type", ""), config["hidden_size"], config["num_hidden_layers"], heads,
+        config.get("num_key_value_heads") or heads, config["vocab_size"])
+    experts = config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts")
+    if experts:
+        text += "/e{}k{}".format(experts, config.get("num_experts_per_tok", 0))
+    return text
+
+
+def _stats(arr):
+    a = np.asarray(arr, dtype=np.float64).ravel()
+    finite = a[np.isfinite(a)]
+    stats = {"count": int(a.size), "nan": int(np.isnan(a).sum()), "inf": int(np.isinf(a).sum())}
+    if finite.size:
+        stats.update(min=float(finite.min()), max=float(finite.max()), mean=float(finite.mean()),
+                     rms=float(np.sqrt(np.mean(finite * finite))), abs_max=float(np.abs(finite).max()))
+    else:
+        stats.update(min=0.0, max=0.0, mean=0.0, rms=0.0, abs_max=0.0)
+    return stats
+
+
+def _as_rows(t):
+    """[1, T, ...] -> [T, ...]; numpy, float32/float64 kept, other floats widened to float32."""
+    t = t.detach()
+    if t.dim() >= 2 and t.shape[0] == 1:
+        t = t[0]
+    if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64):
+        t = t.float()
+    if not t.is_floating_point():
+        t = t.long()
+    return t.cpu().numpy()
+
+
+class DumpRecorder:
+    """Forward hooks on a module tree; collects outputs (and inputs if asked) by module path."""
+
+    def __init__(self, model, config, anchors=DEFAULT_ANCHORS, inputs=False):
+        self.config = config
+        self.captures = {}  # name -> list of per-call arrays
+        self.ops = {}
+        self.order = []
+        self.handles = []
+        for name, module in model.named_modules():
+            if name and (anchors is None or anchors.match(name)):
+                self.handles.append(module.register_forward_hook(self._hook(name, inputs)))
+
+    def _add(self, name, arr, op=""):
+        if name not in self.captures:
+            self.captures[name] = []
+            self.order.append(name)
+            self.ops[name] = op
+        self.captures[name].append(arr)
+
+    def _hook(self, name, inputs):
+        def hook(module, args, output):
+            if inputs and args and torch.is_tensor(args[0]):
+                self._add(name + "#in0", _as_rows(args[0]))
+            # MoE blocks of day0_torch_models leave their routing choice here.
+            selected = getattr(module, "day0_selected", None)
+            if torch.is_tensor(output):
+                self._add(name, _as_rows(output), "moe" if selected is not None else "")
+                if selected is not None:
+                    self._add(name + ".gate#topk", _as_rows(selected), "router_selection")
+                    module.day0_selected = None
+                return
+            if isinstance(output, (tuple, list)) and output:
+                tensors = [o for o in output if torch.is_tensor(o)]
+                if len(tensors) >= 2 and not tensors[0].is_floating_point():
+                    self._add(name + "#topk", _as_rows(tensors[0]), "router_selection")
+                elif tensors:
+                    self._add(name, _as_rows(tensors[0]))
+        return hook
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def write(self, folder, input_ids, prompt_length, precision="fp32", generated_ids=(),
+              backend="pytorch", model_name="", extra=None):
+        os.makedirs(folder, exist_ok=True)
+        tensors = {}
+        entries = []
+        for name in self.order:
+            arr = np.concatenate(self.captures[name], axis=0)
+            if arr.dtype not in (np.float32, np.float64, np.int64):
+                arr = arr.astype(np.float32)
+            tensors[name] = arr
+            entry = {"name": name, "shape": list(arr.shape),
+                     "dtype": {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64",
+                               np.dtype(np.int64): "I64"}[arr.dtype],
+                     "stored": True, "stats": _stats(arr)}
+            if self.ops.get(name):
+                entry["op"] = self.ops[name]
+            entries.append(entry)
+        safetensors_io.write(os.path.join(folder, "tensors.safetensors"), tensors, {"format": "day0-dump"})
+        info = {"format": "day0-dump", "version": 1, "model": model_name,
+                "fingerprint": fingerprint(self.config), "precision": precision, "backend": backend,
+                "mode": "propagate", "input_ids": [int(i) for i in input_ids],
+                "prompt_length": int(prompt_length), "generated_ids": [int(i) for i in generated_ids],
+                "num_layers": int(self.config["num_hidden_layers"]), "captures": entries,
+                "extra": extra or {}}
+        with open(os.path.join(folder, "dump.json"), "w") as f:
+            json.dump(info, f, indent=1)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Write a day0 dump of a checkpoint computed with PyTorch.")
+    parser.add_argument("checkpoint", help="folder with config.json and *.safetensors")
+    parser.add_argument("--ids", required=True, help="prompt token ids, comma-separated")
+    parser.add_argument("--tokens", type=int, default=1, help="greedy tokens to generate (default 1)")
+    parser.add_argument("--forced", default="", help="tokens fed on decode steps instead of greedy picks")
+    parser.add_argument("--out", required=True, help="dump folder to write")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    parser.add_argument("--inputs", action="store_true", help="also capture module inputs (#in0)")
+    args = parser.parse_args(argv)
+
+    import day0_torch_models  # noqa: E402  (next to this file)
+
+    dtype = getattr(torch, args.dtype)
+    model, config = day0_torch_models.load(args.checkpoint, dtype)
+    prompt = [int(x) for x in args.ids.split(",") if x]
+    forced = [int(x) for x in args.forced.split(",") if x]
+    if forced and len(forced) < args.tokens - 1:
+        parser.error(f"--forced needs {args.tokens - 1} tokens")
+    ids = list(prompt)
+    generated = []
+    with torch.no_grad():
+        # Greedy generation by full recomputation, then one hooked forward over every fed token.
+        for step in range(args.tokens):
+            logits = model(torch.tensor([ids]))
+            generated.append(int(torch.argmax(logits[0, -1].double())))
+            if step + 1 < args.tokens:
+                ids.append(forced[step] if forced else generated[-1])
+        recorder = DumpRecorder(model, config, inputs=args.inputs)
+        model(torch.tensor([ids]))
+        recorder.close()
+    names = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}
+    recorder.write(args.out, ids, len(prompt), precision=names[args.dtype], generated_ids=generated,
+                   model_name=os.path.basename(os.path.normpath(args.checkpoint)),
+                   extra={"torch": torch.__version__})
+    print(json.dumps({"dump": args.out, "generated": generated, "captures": len(recorder.order)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

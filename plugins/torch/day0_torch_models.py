@@ -1,0 +1,364 @@
+"""Small PyTorch implementations of the decoder families day0 runs, with Hugging Face module
+names, written from the HF `modeling_*.py` math (eager attention, fp32 softmax and norms).
+
+They exist so that day0's CPU engine can be checked against an independent PyTorch computation
+of the same checkpoint (a shrunk one, typically) without `transformers`, which Debian does not
+package. `load(folder, dtype)` reads config.json and *.safetensors and returns (model, config).
+
+Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
+(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts).
+"""
+
+import glob
+import json
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import safetensors_io
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def _yarn_mscale(scale, m=1.0):
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def rope_parameters(config, dim):
+    """(inv_freq float32 tensor [dim/2], attention_scaling), as HF modeling_rope_utils."""
+    base = config.get("rope_theta", 10000.0)
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    scaling = config.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind in ("default", "dynamic"):
+        return inv_freq, 1.0
+    factor = scaling["factor"]
+    if kind == "linear":
+        return inv_freq / factor, 1.0
+    if kind == "llama3":
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv_freq
+        llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * llama / factor + smooth * llama
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, llama), 1.0
+    if kind == "yarn":
+        original = scaling["original_max_position_embeddings"]
+        mscale, mscale_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        if mscale and mscale_all:
+            attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all)
+        else:
+            attention = _yarn_mscale(factor)
+        beta_fast, beta_slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+
+        def correction_dim(rotations):
+            return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+        low = max(math.floor(correction_dim(beta_fast)), 0)
+        high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+        inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+        return inv, attention
+    raise NotImplementedError(f"rope_scaling type {kind}")
+
+
+def rope_cos_sin(inv_freq, scaling, positions):
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * scaling, emb.sin() * scaling
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def causal_attention(q, k, v, scaling):
+    """q [T, H, D], k [T, H, D], v [T, H, Dv] -> [T, H*Dv] (eager, fp32 softmax)."""
+    t = q.shape[0]
+    scores = torch.einsum("thd,shd->hts", q, k) * scaling
+    mask = torch.full((t, t), float("-inf")).triu(1)
+    probs = F.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.einsum("hts,shd->thd", probs, v).reshape(t, -1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, self.heads = c["hidden_size"], c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads") or self.heads
+        self.head_dim = c.get("head_dim") or h // self.heads
+        bias = c.get("attention_bias", False) or c["model_type"] == "qwen2"
+        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=c.get("attention_bias", False))
+        if c["model_type"] in ("qwen3", "qwen3_moe"):
+            self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
+            self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
+        self.inv_freq, self.rope_scale = rope_parameters(c, self.head_dim)
+
+    def forward(self, x):
+        t = x.shape[0]
+        q = self.q_proj(x).view(t, self.heads, self.head_dim)
+        k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
+        v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = rope_cos_sin(self.inv_freq, self.rope_scale, torch.arange(t))
+        cos, sin = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv_heads
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        return self.o_proj(causal_attention(q, k, v, self.head_dim ** -0.5))
+
+
+class MLAttention(nn.Module):
+    """DeepSeek-V3 multi-head latent attention (HF naming, interleaved rope)."""
+
+    def __init__(self, c):
+        super().__init__()
+        h, self.heads = c["hidden_size"], c["num_attention_heads"]
+        self.nope, self.rope, self.v_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+        self.kv_lora = c["kv_lora_rank"]
+        qk = self.nope + self.rope
+        if c.get("q_lora_rank"):
+            self.q_a_proj = nn.Linear(h, c["q_lora_rank"], bias=False)
+            self.q_a_layernorm = RMSNorm(c["q_lora_rank"], c["rms_norm_eps"])
+            self.q_b_proj = nn.Linear(c["q_lora_rank"], self.heads * qk, bias=False)
+        else:
+            self.q_proj = nn.Linear(h, self.heads * qk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(h, self.kv_lora + self.rope, bias=False)
+        self.kv_a_layernorm = RMSNorm(self.kv_lora, c["rms_norm_eps"])
+        self.kv_b_proj = nn.Linear(self.kv_lora, self.heads * (self.nope + self.v_dim), bias=False)
+        self.o_proj = nn.Linear(self.heads * self.v_dim, h, bias=False)
+        self.inv_freq, self.rope_scale = rope_parameters(c, self.rope)
+        self.scaling = qk ** -0.5
+        scaling = c.get("rope_scaling") or {}
+        if scaling.get("mscale_all_dim"):
+            m = _yarn_mscale(scaling["factor"], scaling["mscale_all_dim"])
+            self.scaling = self.scaling * m * m
+
+    def forward(self, x):
+        t = x.shape[0]
+        if hasattr(self, "q_b_proj"):
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        else:
+            q = self.q_proj(x)
+        q = q.view(t, self.heads, self.nope + self.rope)
+        q_pass, q_rot = torch.split(q, [self.nope, self.rope], dim=-1)
+        ckv = self.kv_a_proj_with_mqa(x)
+        k_pass, k_rot = torch.split(ckv, [self.kv_lora, self.rope], dim=-1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(k_pass)).view(t, self.heads, self.nope + self.v_dim)
+        k_pass, value = torch.split(kv, [self.nope, self.v_dim], dim=-1)
+        k_rot = k_rot.view(t, 1, self.rope)
+        cos, sin = rope_cos_sin(self.inv_freq, self.rope_scale, torch.arange(t))
+        cos, sin = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
+
+        def interleave(z):  # HF apply_rotary_pos_emb_interleave: even lanes, then odd lanes
+            b, h, d = z.shape
+            return z.view(b, h, d // 2, 2).transpose(3, 2).reshape(b, h, d)
+
+        q_rot, k_rot = interleave(q_rot), interleave(k_rot)
+        q_rot = q_rot * cos + rotate_half(q_rot) * sin
+        k_rot = k_rot * cos + rotate_half(k_rot) * sin
+        k_rot = k_rot.expand(t, self.heads, self.rope)
+        query = torch.cat((q_pass, q_rot), dim=-1)
+        key = torch.cat((k_pass, k_rot), dim=-1)
+        return self.o_proj(causal_attention(query, key, value, self.scaling))
+
+
+class MLP(nn.Module):
+    def __init__(self, h, inter, names=("gate_proj", "up_proj", "down_proj")):
+        super().__init__()
+        self.names = names
+        setattr(self, names[0], nn.Linear(h, inter, bias=False))
+        setattr(self, names[1], nn.Linear(h, inter, bias=False))
+        setattr(self, names[2], nn.Linear(inter, h, bias=False))
+
+    def forward(self, x):
+        g, u, d = (getattr(self, n) for n in self.names)
+        return d(F.silu(g(x)) * u(x))
+
+
+class SoftmaxMoE(nn.Module):
+    """Mixtral (w1/w3/w2, always renormalised) and Qwen3-MoE (norm_topk_prob)."""
+
+    def __init__(self, c, mixtral):
+        super().__init__()
+        h = c["hidden_size"]
+        self.num_experts = c["num_local_experts"] if mixtral else c["num_experts"]
+        self.top_k = c["num_experts_per_tok"]
+        self.renorm = True if mixtral else c.get("norm_topk_prob", False)
+        inter = c["intermediate_size"] if mixtral else c["moe_intermediate_size"]
+        names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+        self.gate = nn.Linear(h, self.num_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(h, inter, names) for _ in range(self.num_experts))
+
+    def forward(self, x):
+        logits = self.gate(x)
+        weights = F.softmax(logits, dim=1, dtype=torch.float)
+        weights, selected = torch.topk(weights, self.top_k, dim=-1)
+        if self.renorm:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        self.day0_selected = selected
+        out = torch.zeros_like(x)
+        for e in range(self.num_experts):
+            token, slot = torch.where(selected == e)
+            if token.numel():
+                out.index_add_(0, token, self.experts[e](x[token]) * weights[token, slot, None])
+        return out
+
+
+class DeepseekRouter(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(c["n_routed_experts"], c["hidden_size"]))
+        self.e_score_correction_bias = nn.Parameter(torch.zeros(c["n_routed_experts"]))
+
+    def forward(self, x):
+        return F.linear(x.float(), self.weight.float())
+
+
+class DeepseekMoE(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.c = c
+        self.gate = DeepseekRouter(c)
+        self.experts = nn.ModuleList(MLP(h, c["moe_intermediate_size"]) for _ in range(c["n_routed_experts"]))
+        if c.get("n_shared_experts"):
+            self.shared_experts = MLP(h, c["moe_intermediate_size"] * c["n_shared_experts"])
+
+    def forward(self, x):
+        c = self.c
+        scores = self.gate(x).sigmoid()
+        choice = scores + self.gate.e_score_correction_bias
+        e, groups = c["n_routed_experts"], c.get("n_group", 1)
+        group_scores = choice.view(-1, groups, e // groups).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=c.get("topk_group", 1), dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, groups, e // groups).reshape(-1, e)
+        choice = choice.masked_fill(~score_mask.bool(), 0.0)
+        selected = torch.topk(choice, k=c["num_experts_per_tok"], dim=-1, sorted=False)[1]
+        weights = scores.gather(1, selected)
+        if c.get("norm_topk_prob", True):
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        weights = weights * c.get("routed_scaling_factor", 1.0)
+        self.day0_selected = selected
+        out = torch.zeros_like(x, dtype=weights.dtype)
+        for ex in range(e):
+            token, slot = torch.where(selected == ex)
+            if token.numel():
+                out.index_add_(0, token, self.experts[ex](x[token]).to(weights.dtype) * weights[token, slot, None])
+        out = out.to(x.dtype)
+        if hasattr(self, "shared_experts"):
+            out = out + self.shared_experts(x)
+        return out
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c, index):
+        super().__init__()
+        h, kind = c["hidden_size"], c["model_type"]
+        self.input_layernorm = RMSNorm(h, c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(h, c["rms_norm_eps"])
+        deepseek = kind in ("deepseek_v3", "kimi_k2")
+        self.self_attn = MLAttention(c) if deepseek else Attention(c)
+        self.ffn_name = "mlp"
+        if kind == "mixtral":
+            self.ffn_name = "block_sparse_moe"
+            ffn = SoftmaxMoE(c, mixtral=True)
+        elif kind == "qwen3_moe" and index not in c.get("mlp_only_layers", []):
+            ffn = SoftmaxMoE(c, mixtral=False)
+        elif deepseek and index >= c.get("first_k_dense_replace", 0):
+            ffn = DeepseekMoE(c)
+        else:
+            ffn = MLP(h, c["intermediate_size"])
+        setattr(self, self.ffn_name, ffn)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + getattr(self, self.ffn_name)(self.post_attention_layernorm(x))
+
+
+class Body(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class CausalLM(nn.Module):
+    """Batch of one: forward(ids [1, T]) -> logits [1, T, V]; modules see [T, H]."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.model = Body(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def forward(self, ids):
+        return self.lm_head(self.model(ids[0]))[None]
+
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2")
+
+
+def load(folder, dtype=torch.float32):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    if config.get("model_type") not in SUPPORTED:
+        raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
+    model = CausalLM(config)
+    tensors = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        part, _ = safetensors_io.read(path)
+        tensors.update(part)
+    # Block-scaled FP8 weights: multiply by their per-block scales.
+    for name in [n for n in tensors if n.endswith("_scale_inv")]:
+        weight_name = name[: -len("_scale_inv")]
+        w, s = tensors[weight_name].astype(np.float32), tensors.pop(name).astype(np.float32)
+        br = -(-w.shape[0] // s.shape[0])
+        bc = -(-w.shape[1] // s.shape[1])
+        tensors[weight_name] = w * np.repeat(np.repeat(s, br, 0), bc, 1)[: w.shape[0], : w.shape[1]]
+    if config.get("tie_word_embeddings") and "lm_head.weight" not in tensors:
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing:
+        raise KeyError(f"{folder}: missing tensors {missing[:5]}{'...' if len(missing) > 5 else ''}")
+    model = model.to(dtype)
+    model.eval()
+    return model, config

@@ -1,0 +1,194 @@
+// fp32 prefill of a shrunk Llama on the CPU reference engine, as a ratio to the same model's
+// forward in PyTorch (Debian's python3-torch through plugins/torch/day0_torch_models.py), measured
+// in the same run. Without torch the PyTorch baseline is skipped and said so.
+#include "exec/engine.h"
+#include "exec/forward.h"
+#include "numerics/tensor_file.h"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+using namespace day0;
+
+namespace {
+
+bool quick() { return std::getenv("DAY0_BENCH_QUICK") != nullptr; }
+
+struct Model {
+    model::ModelSpec spec;
+    std::map<std::string, numerics::Tensor> weights;
+    std::int64_t tokens = 0;
+};
+
+const Model& benchModel()
+{
+    static const Model m = [] {
+        Model r;
+        auto& s = r.spec;
+        s.name = "bench-llama";
+        s.modelType = "llama";
+        s.family = model::Family::Llama;
+        s.hiddenSize = quick() ? 128 : 1024;
+        s.numLayers = quick() ? 2 : 4;
+        s.numHeads = quick() ? 4 : 16;
+        s.numKvHeads = quick() ? 2 : 4;
+        s.headDim = 32 * (quick() ? 1 : 2);
+        s.intermediateSize = quick() ? 256 : 2816;
+        s.vocabSize = quick() ? 512 : 8192;
+        s.maxPositions = 4096;
+        s.normEps = 1e-5;
+        s.ropeTheta = 500000.0;
+        s.attention = model::AttentionKind::GQA;
+        s.layers.assign(std::size_t(s.numLayers), model::LayerSpec {});
+        r.tokens = quick() ? 16 : 256;
+        std::mt19937 rng(7);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (const auto& req : exec::detail::requiredWeights(s)) {
+            std::vector<float> v(static_cast<std::size_t>(numerics::numelOf(req.shape)));
+            const float scale = req.shape.size() == 2 && req.name != "model.embed_tokens.weight"
+                ? 1.0f / std::sqrt(float(req.shape[1]))
+                : 1.0f;
+            for (auto& x : v) {
+                x = req.shape.size() == 1 ? 1.0f + 0.1f * normal(rng) : scale * normal(rng);
+            }
+            r.weights[req.name] = numerics::Tensor::fromFloats(req.shape, v);
+        }
+        return r;
+    }();
+    return m;
+}
+
+std::vector<std::int64_t> promptIds(const Model& m)
+{
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(m.tokens));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = std::int64_t((i * 7919 + 13) % std::size_t(m.spec.vocabSize));
+    }
+    return ids;
+}
+
+/// Seconds of one PyTorch forward over the same prompt (median of several), or a negative value
+/// with the reason printed when torch is not available.
+double torchSeconds()
+{
+    static const double seconds = [] {
+        const Model& m = benchModel();
+        const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench";
+        std::filesystem::create_directories(dir);
+        std::vector<numerics::NamedTensor> tensors;
+        for (const auto& [name, t] : m.weights) {
+            tensors.push_back({ name, t });
+        }
+        if (!numerics::writeTensorFile(dir / "model.safetensors", tensors).ok()) {
+            return -1.0;
+        }
+        const auto& s = m.spec;
+        const nlohmann::json config = { { "model_type", "llama" }, { "hidden_size", s.hiddenSize },
+            { "num_hidden_layers", s.numLayers }, { "num_attention_heads", s.numHeads },
+            { "num_key_value_heads", s.numKvHeads }, { "head_dim", s.headDim },
+            { "intermediate_size", s.intermediateSize }, { "vocab_size", s.vocabSize },
+            { "rms_norm_eps", s.normEps }, { "rope_theta", s.ropeTheta } };
+        std::ofstream(dir / "config.json") << config.dump();
+        const auto plugin
+            = std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch";
+        const std::string script = fmt::format(
+            "import sys, time, torch\n"
+            "sys.path.insert(0, '{}')\n"
+            "import day0_torch_models\n"
+            "model, _ = day0_torch_models.load('{}', torch.float32)\n"
+            "ids = torch.tensor([[(i * 7919 + 13) % {} for i in range({})]])\n"
+            "times = []\n"
+            "with torch.no_grad():\n"
+            "    model(ids)\n"
+            "    for _ in range({}):\n"
+            "        t0 = time.perf_counter(); model(ids); times.append(time.perf_counter() - t0)\n"
+            "times.sort(); print(times[len(times) // 2])\n",
+            plugin.string(), dir.string(), s.vocabSize, m.tokens, quick() ? 1 : 5);
+        std::ofstream(dir / "bench.py") << script;
+        FILE* pipe = ::popen(
+            fmt::format("/usr/bin/python3 {} 2>/dev/null", (dir / "bench.py").string()).c_str(),
+            "r");
+        if (pipe == nullptr) {
+            return -1.0;
+        }
+        char buffer[64] = {};
+        const bool read = std::fgets(buffer, sizeof buffer, pipe) != nullptr;
+        const int rc = ::pclose(pipe);
+        if (!read || rc != 0) {
+            std::fprintf(stderr,
+                "exec_bench: no PyTorch baseline (/usr/bin/python3 with torch not available)\n");
+            return -1.0;
+        }
+        return std::atof(buffer);
+    }();
+    return seconds;
+}
+
+void BM_Fp32Prefill(benchmark::State& state)
+{
+    const Model& m = benchModel();
+    exec::MemoryWeights weights(m.weights);
+    Progress progress;
+    auto engine = exec::Engine::create(m.spec, weights, false, progress, {});
+    if (!engine) {
+        state.SkipWithError(engine.error().message.c_str());
+        return;
+    }
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = promptIds(m);
+    o.newTokens = 1;
+    o.capture.filters = { "lm_head" };
+    double best = 1e30;
+    for (auto _ : state) {
+        auto r = engine->run(o, progress, {});
+        if (!r) {
+            state.SkipWithError(r.error().message.c_str());
+            return;
+        }
+        best = std::min(best, r->prefillSeconds);
+    }
+    const double torch = torchSeconds();
+    state.counters["tokens"] = double(m.tokens);
+    state.counters["day0_ms"] = best * 1e3;
+    if (torch > 0) {
+        state.counters["pytorch_ms"] = torch * 1e3;
+        state.counters["ratio_to_pytorch"] = best / torch;
+    }
+}
+BENCHMARK(BM_Fp32Prefill)->Unit(benchmark::kMillisecond);
+
+void BM_Bf16EmulatedPrefill(benchmark::State& state)
+{
+    // Emulation cost: the same prefill in emulated bf16, as a ratio to the fp32 one.
+    const Model& m = benchModel();
+    exec::MemoryWeights weights(m.weights);
+    Progress progress;
+    auto engine = exec::Engine::create(m.spec, weights, false, progress, {});
+    exec::RunOptions o;
+    o.promptIds = promptIds(m);
+    o.newTokens = 1;
+    o.capture.filters = { "lm_head" };
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    const double fp32 = engine->run(o, progress, {})->prefillSeconds;
+    o.precision = *exec::parsePrecisionPlan("bf16");
+    double best = 1e30;
+    for (auto _ : state) {
+        best = std::min(best, engine->run(o, progress, {})->prefillSeconds);
+    }
+    state.counters["ratio_to_fp32"] = best / fp32;
+}
+BENCHMARK(BM_Bf16EmulatedPrefill)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+BENCHMARK_MAIN();

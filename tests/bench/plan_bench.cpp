@@ -1,0 +1,184 @@
+// How fast the planner sweeps every layout of Kimi-K2 (1T, 384 experts, 61 layers) on a cluster.
+// Baseline, measured in the same run: one memory estimate of one fixed layout through the public
+// estimator (what a GUI slider move would cost without the planner's precomputed tables). The
+// figures are printed after the table as layouts evaluated per second and as ratios to that
+// baseline.
+
+#include "hardware/cluster.h"
+#include "model/config_reader.h"
+#include "model/layer_graph.h"
+#include "plan/memory_estimator.h"
+#include "plan/model_summary.h"
+#include "plan/planner.h"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+namespace {
+
+using namespace day0;
+using namespace day0::plan;
+
+const model::LayerGraph& kimiGraph()
+{
+    static const model::LayerGraph graph = [] {
+        auto spec = model::loadModel("kimi-k2");
+        if (!spec) {
+            fmt::print(stderr, "kimi-k2: {}\n", spec.error().message);
+            std::abort();
+        }
+        return model::buildLayerGraph(*spec);
+    }();
+    return graph;
+}
+
+const ModelSummary& kimi()
+{
+    static const ModelSummary summary = summarizeModel(kimiGraph());
+    return summary;
+}
+
+hardware::Cluster clusterOf(const char* text)
+{
+    auto c = hardware::parseCluster(text);
+    if (!c) {
+        fmt::print(stderr, "{}: {}\n", text, c.error().message);
+        std::abort();
+    }
+    return *c;
+}
+
+std::map<std::string, double>& layoutsPerSweep()
+{
+    static std::map<std::string, double> counts;
+    return counts;
+}
+
+void singleEstimate(benchmark::State& state)
+{
+    const auto cluster = clusterOf("h200:256x8");
+    Workload wl;
+    const auto layout = resolveLayout(
+        *parsePlan("tp=8,pp=16,ep=64,etp=1,zero=1,recompute=selective"), kimi(), wl, cluster);
+    if (!layout) {
+        state.SkipWithError(layout.error().message.c_str());
+        return;
+    }
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(estimateMemory(kimi(), *layout, wl, cluster));
+    }
+}
+
+void summarize(benchmark::State& state)
+{
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(summarizeModel(kimiGraph()));
+    }
+}
+
+void sweep(benchmark::State& state, const char* name, const char* clusterText, Mode mode)
+{
+    const auto cluster = clusterOf(clusterText);
+    PlannerOptions options;
+    options.workload.mode = mode;
+    double evaluated = 0;
+    for (auto _ : state) {
+        Progress progress;
+        auto result = planLayouts(kimi(), cluster, options, progress);
+        if (!result) {
+            state.SkipWithError(result.error().message.c_str());
+            return;
+        }
+        evaluated = double(result->evaluated);
+        benchmark::DoNotOptimize(result->layouts.data());
+    }
+    layoutsPerSweep()[name] = evaluated;
+    state.counters["layouts"] = evaluated;
+    state.counters["layouts/s"]
+        = benchmark::Counter(evaluated, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void trainSweep2048(benchmark::State& state)
+{
+    sweep(state, "trainSweep2048", "h200:256x8", Mode::Train);
+}
+void trainSweep256(benchmark::State& state)
+{
+    sweep(state, "trainSweep256", "h200:32x8", Mode::Train);
+}
+void inferSweep256(benchmark::State& state)
+{
+    sweep(state, "inferSweep256", "h200:32x8", Mode::Infer);
+}
+
+BENCHMARK(singleEstimate)->Unit(benchmark::kMicrosecond);
+BENCHMARK(summarize)->Unit(benchmark::kMillisecond);
+BENCHMARK(trainSweep2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(trainSweep256)->Unit(benchmark::kMillisecond);
+BENCHMARK(inferSweep256)->Unit(benchmark::kMillisecond);
+
+/// Prints the usual table, then layouts per second and each figure relative to one estimate.
+class RatioReporter : public benchmark::ConsoleReporter {
+public:
+    void ReportRuns(const std::vector<Run>& runs) override
+    {
+        ConsoleReporter::ReportRuns(runs);
+        for (const auto& run : runs) {
+            m_seconds[run.benchmark_name()] = run.GetAdjustedCPUTime() * unitSeconds(run.time_unit);
+        }
+    }
+
+    void Finalize() override
+    {
+        ConsoleReporter::Finalize();
+        const double base = m_seconds["singleEstimate"];
+        if (base <= 0.0) {
+            return;
+        }
+        fmt::print(
+            "\nKimi-K2, relative to one memory estimate of one layout ({:.1f} µs):\n", base * 1e6);
+        for (const auto& [name, seconds] : m_seconds) {
+            const auto it = layoutsPerSweep().find(name);
+            if (it == layoutsPerSweep().end()) {
+                fmt::print("  {:<15} {:10.1f}x one estimate\n", name, seconds / base);
+                continue;
+            }
+            const double perSecond = it->second / seconds;
+            fmt::print("  {:<15} {:10.1f}x one estimate for {:.0f} layouts: {:.3g} layouts/s, "
+                       "{:.1f}x the estimates/s of the baseline\n",
+                name, seconds / base, it->second, perSecond, perSecond * base);
+        }
+    }
+
+private:
+    static double unitSeconds(benchmark::TimeUnit unit)
+    {
+        switch (unit) {
+        case benchmark::kNanosecond:
+            return 1e-9;
+        case benchmark::kMicrosecond:
+            return 1e-6;
+        case benchmark::kMillisecond:
+            return 1e-3;
+        default:
+            return 1.0;
+        }
+    }
+    std::map<std::string, double> m_seconds;
+};
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    benchmark::Initialize(&argc, argv);
+    RatioReporter reporter;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,156 @@
+// Golden tests of `day0 plan`: exit codes, the JSON document, the readable report, one-line errors.
+
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+using day0::test::runDay0;
+using day0::test::scratchDir;
+
+namespace {
+
+bool oneLine(const std::string& text)
+{
+    return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
+std::string writeFile(const std::string& dir, const std::string& name, const std::string& text)
+{
+    const auto path = std::filesystem::path(dir) / name;
+    std::ofstream(path) << text;
+    return path.string();
+}
+
+} // namespace
+
+TEST(CliPlan, KimiK2TrainingJson)
+{
+    const auto r = runDay0(
+        { "plan", "kimi-k2", "--cluster", "h200:32x8", "--mode", "train", "--top", "5", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["model"], "kimi-k2");
+    EXPECT_EQ(j["world"], 256);
+    EXPECT_GT(j["evaluated"].get<std::int64_t>(), 100000);
+    EXPECT_GT(j["feasible"].get<std::int64_t>(), 0);
+    ASSERT_EQ(j["layouts"].size(), 5u);
+    std::int64_t rejected = 0;
+    for (const auto& [reason, count] : j["rejected_summary"].items()) {
+        EXPECT_FALSE(reason.empty());
+        rejected += count.get<std::int64_t>();
+    }
+    EXPECT_EQ(j["evaluated"].get<std::int64_t>(), j["feasible"].get<std::int64_t>() + rejected);
+    EXPECT_TRUE(j["rejected_summary"].contains("tp=16 > 8 GPUs per node"));
+    EXPECT_TRUE(j["rejected_summary"].contains("tp=128 does not divide 64 attention heads"));
+    double previous = 1e300;
+    for (const auto& l : j["layouts"]) {
+        for (const char* key :
+            { "tp", "pp", "ep", "dp", "cp", "zero", "micro_batch", "max_memory" }) {
+            EXPECT_TRUE(l[key].is_number_integer()) << key;
+        }
+        EXPECT_TRUE(l["recompute"].is_string());
+        EXPECT_EQ(
+            l["tp"].get<int>() * l["pp"].get<int>() * l["dp"].get<int>() * l["cp"].get<int>(), 256);
+        EXPECT_LE(l["max_memory"].get<std::int64_t>(), j["device_memory"].get<std::int64_t>());
+        const double tps = l["tokens_per_s"].get<double>();
+        EXPECT_LE(tps, previous);
+        previous = tps;
+        EXPECT_NEAR(tps, 1024.0 * 4096 / l["step_time_s"].get<double>(), 1e-6 * tps);
+        const auto& b = l["breakdown"];
+        double sum = 0;
+        for (const char* key :
+            { "compute_s", "tp_s", "ep_s", "cp_s", "pp_s", "dp_s", "bubble_s", "optimizer_s" }) {
+            ASSERT_TRUE(b.contains(key)) << key;
+            sum += b[key].get<double>();
+        }
+        EXPECT_NEAR(sum, l["step_time_s"].get<double>(), 1e-9 * sum);
+    }
+}
+
+TEST(CliPlan, ReadableReportExplainsItself)
+{
+    const auto r = runDay0(
+        { "plan", "kimi-k2", "--cluster", "h200:32x8", "--mode", "train", "--top", "10" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    for (const char* text : { "Model    kimi-k2", "256 × NVIDIA H200",
+             "1024 sequences × 4096 tokens", "Fastest 10 layouts", "Where the step time goes",
+             "Layout #1:", "Rejected layouts", "> 8 GPUs per node", "over by", "Assumptions:" }) {
+        EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    }
+}
+
+TEST(CliPlan, InferenceJsonHasLatencies)
+{
+    const auto r = runDay0(
+        { "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8", "--mode", "infer", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    ASSERT_FALSE(j["layouts"].empty());
+    for (const auto& l : j["layouts"]) {
+        EXPECT_LE(l["tpot_s"].get<double>(), 0.050);
+        EXPECT_GT(l["ttft_s"].get<double>(), 0.0);
+        EXPECT_EQ(l["zero"], 0);
+        EXPECT_EQ(l["recompute"], "none");
+        EXPECT_GE(l["batch"].get<int>(), 1);
+    }
+}
+
+TEST(CliPlan, NothingFitsExitsOne)
+{
+    const auto r = runDay0({ "plan", "llama-3.1-405b", "--cluster", "l40s:1x1" });
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_NE(r.out.find("No layout fits"), std::string::npos) << r.out;
+    const auto j = runDay0({ "plan", "llama-3.1-405b", "--cluster", "l40s:1x1", "--json" });
+    EXPECT_EQ(j.exitCode, 1);
+    EXPECT_EQ(j.json()["feasible"], 0);
+    EXPECT_TRUE(j.json()["layouts"].empty());
+}
+
+TEST(CliPlan, BadInputIsExitTwoWithOneLine)
+{
+    const auto dir = scratchDir("plan_bad");
+    const std::string malformed = writeFile(dir, "malformed.json", "{ \"model_type\": ");
+    const std::string unknown = writeFile(dir, "unknown.json", R"({"model_type": "not_a_family"})");
+    struct Case {
+        std::vector<std::string> args;
+        const char* expected;
+    };
+    const std::vector<Case> cases = {
+        { { "plan", "kimi-k2", "--cluster", "h300:4x8" }, "unknown device 'h300'" },
+        { { "plan", "kimi-k2", "--cluster", "h200:4y8" }, "h200:4y8" },
+        { { "plan", "kimi-k2", "--cluster", dir + "/missing.json" }, "missing.json" },
+        { { "plan", dir + "/no-such-model", "--cluster", "h200:1x8" }, "no-such-model" },
+        { { "plan", malformed, "--cluster", "h200:1x8" }, "malformed" },
+        { { "plan", unknown, "--cluster", "h200:1x8" }, "not_a_family" },
+        { { "plan", "kimi-k2", "--cluster", "h200:1x8", "--mode", "serve" }, "--mode 'serve'" },
+        { { "plan", "kimi-k2", "--cluster", "h200:1x8", "--recompute", "some" },
+            "--recompute 'some'" },
+    };
+    for (const auto& c : cases) {
+        const auto r = runDay0(c.args);
+        EXPECT_EQ(r.exitCode, 2) << c.expected << ": " << r.err;
+        EXPECT_TRUE(oneLine(r.err)) << r.err;
+        EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+}
+
+TEST(CliPlan, ClusterFileWithMixedLinks)
+{
+    const auto dir = scratchDir("plan_cluster");
+    const std::string cluster = writeFile(dir, "mixed.json", R"({
+        "device": "h200", "nodes": [ { "count": 2 }, { "count": 2, "inter_node": { "bandwidth_gbs": 12.5 } } ] })");
+    const auto r
+        = runDay0({ "plan", "llama-3.1-70b", "--cluster", cluster, "--json", "--top", "3" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["world"], 32);
+    bool noted = false;
+    for (const auto& n : j["notes"]) {
+        noted = noted || n.get<std::string>().find("mixed scale-out links") != std::string::npos;
+    }
+    EXPECT_TRUE(noted);
+}

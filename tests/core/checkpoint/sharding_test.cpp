@@ -1,0 +1,143 @@
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/sharding.h"
+#include "checkpoint/shrink.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+
+namespace day0::checkpoint {
+namespace {
+
+TEST(Sharding, LayoutAndCoordinates)
+{
+    auto l = parseShardLayout("tp=4,pp=2,ep=4,zero=1,recompute=selective");
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    EXPECT_EQ(l->worldSize(), 8);
+    EXPECT_EQ(l->etp(), 1);
+    const auto c = rankCoord(*l, 6);
+    EXPECT_EQ(c.stage, 1);
+    EXPECT_EQ(c.tpRank, 2);
+    EXPECT_EQ(c.epRank, 2);
+    EXPECT_FALSE(parseShardLayout("tp=4,ep=3").ok());
+    EXPECT_FALSE(parseShardLayout("tp=x").ok());
+    EXPECT_FALSE(parseShardLayout("tp=4,bogus=1").ok())
+        << "the plan module's parser rejects unknown keys";
+    // Megatron-style: etp given, expert-DP replicas of each expert slice.
+    auto megatron = parseShardLayout("tp=2,dp=4,ep=2,etp=2");
+    ASSERT_TRUE(megatron.ok()) << megatron.error().message;
+    EXPECT_EQ(megatron->edp(), 2);
+    EXPECT_EQ(rankCoord(*megatron, 5).etpRank, 1);
+    EXPECT_EQ(rankCoord(*megatron, 5).epRank, 0);
+    EXPECT_EQ(rankCoord(*megatron, 5).edpRank, 1);
+    EXPECT_FALSE(parseShardLayout("tp=2,ep=2,etp=2").ok());
+    auto wide = parseShardLayout("tp=8,ep=2");
+    ASSERT_TRUE(wide.ok());
+    EXPECT_EQ(wide->etp(), 4);
+    EXPECT_EQ(rankCoord(*wide, 5).epRank, 1);
+    EXPECT_EQ(rankCoord(*wide, 5).etpRank, 1);
+    ShardLayout two;
+    two.pp = 2;
+    const auto s0 = stageLayers(two, 7, 0);
+    const auto s1 = stageLayers(two, 7, 1);
+    EXPECT_EQ(s0.first, 0);
+    EXPECT_EQ(s0.second, s1.first);
+    EXPECT_EQ(s1.second, 7);
+    two.stageLayerCounts = { 2, 5 };
+    EXPECT_EQ(stageLayers(two, 7, 1), (std::pair<std::int64_t, std::int64_t> { 2, 7 }));
+    EXPECT_EQ(expertRange(10, 4, 0), (std::pair<std::int64_t, std::int64_t> { 0, 3 }));
+    EXPECT_EQ(expertRange(10, 4, 3), (std::pair<std::int64_t, std::int64_t> { 8, 10 }));
+}
+
+TEST(Sharding, ExtractAndScatterAreInverse)
+{
+    std::vector<std::int32_t> x(4 * 6);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        x[i] = std::int32_t(i);
+    }
+    TensorSlice s { { { 1, { { 0, 2 }, { 4, 5 } } }, { 0, { { 1, 3 } } } } };
+    const std::vector<std::int64_t> shape { 4, 6 };
+    EXPECT_EQ(sliceShape(shape, s), (std::vector<std::int64_t> { 2, 3 }));
+    std::vector<std::int32_t> piece(6);
+    extractSlice(
+        std::as_bytes(std::span(x)), shape, 4, s, std::as_writable_bytes(std::span(piece)));
+    EXPECT_EQ(piece, (std::vector<std::int32_t> { 6, 7, 10, 12, 13, 16 }));
+    std::vector<std::int32_t> back(x.size(), -1);
+    scatterSlice(
+        std::as_bytes(std::span(piece)), shape, 4, s, std::as_writable_bytes(std::span(back)));
+    EXPECT_EQ(back[6], 6);
+    EXPECT_EQ(back[16], 16);
+    EXPECT_EQ(back[8], -1);
+}
+
+/// Shrinks `model`, shards it for `plan` and rebuilds every tensor from the ranks bit-exactly.
+void reassembleAll(const std::string& model, const std::string& plan, const std::string& tag)
+{
+    const auto dir = test::scratch("shard_" + tag);
+    Progress progress;
+    ASSERT_TRUE(shrinkModel(model, dir / "small", {}, progress, {}).ok());
+    auto layout = parseShardLayout(plan);
+    ASSERT_TRUE(layout.ok());
+    auto summary = shardCheckpoint(dir / "small", dir / "ranks", *layout, {}, false, progress, {});
+    ASSERT_TRUE(summary.ok()) << summary.error().message;
+    EXPECT_EQ(summary->ranks, layout->worldSize());
+    auto source = Checkpoint::open(dir / "small");
+    ASSERT_TRUE(source.ok());
+    const auto planJson = readShardPlan(dir / "ranks");
+    ASSERT_TRUE(planJson.ok());
+    for (const auto& t : source->tensors()) {
+        auto rebuilt = reassembleTensor(dir / "ranks", *planJson, t.name);
+        ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().message;
+        const auto original = source->data(t);
+        ASSERT_TRUE(original.ok());
+        ASSERT_EQ(rebuilt->size(), original->size()) << t.name;
+        ASSERT_EQ(std::memcmp(rebuilt->data(), original->data(), original->size()), 0) << t.name;
+    }
+}
+
+TEST(Sharding, KimiK2ReassemblesBitExactly) { reassembleAll("kimi-k2", "tp=4,pp=2,ep=4", "kimi"); }
+TEST(Sharding, ExpertTensorParallelReassembles)
+{
+    reassembleAll("deepseek-v3", "tp=4,pp=2,ep=2", "dsv3");
+}
+TEST(Sharding, PackedExpertsAndVisionReassemble)
+{
+    reassembleAll("qwen3-vl-30b-a3b", "tp=2,pp=2,ep=2", "qwen3vl");
+}
+TEST(Sharding, Llama4PackedExpertsReassemble)
+{
+    reassembleAll("llama-4-scout", "tp=2,ep=1", "llama4");
+}
+TEST(Sharding, MegatronExpertDataParallelReassembles)
+{
+    reassembleAll("mixtral-8x7b", "tp=2,dp=2,ep=2,etp=1,pp=2,layers=1/3", "mixtral");
+}
+
+TEST(Sharding, KvHeadsAreReplicatedWhenTpExceedsThem)
+{
+    const auto dir = test::scratch("shard_kv");
+    Progress progress;
+    ASSERT_TRUE(shrinkModel("llama-3.1-8b", dir / "small", {}, progress, {}).ok());
+    auto layout = parseShardLayout("tp=4");
+    ASSERT_TRUE(layout.ok());
+    ASSERT_TRUE(
+        shardCheckpoint(dir / "small", dir / "ranks", *layout, {}, false, progress, {}).ok());
+    std::ifstream in(dir / "ranks" / "plan.json");
+    const auto plan = nlohmann::json::parse(in);
+    // Two KV heads over four ranks: ranks 0, 1 hold head 0 and ranks 2, 3 head 1.
+    const auto& pieces = plan["tensors"]["model.layers.0.self_attn.k_proj.weight"]["pieces"];
+    ASSERT_EQ(pieces.size(), 4u);
+    const auto range = [&](int r) { return pieces[std::size_t(r)]["slice"][0]["ranges"][0]; };
+    EXPECT_EQ(range(0), range(1));
+    EXPECT_EQ(range(2), range(3));
+    EXPECT_NE(range(0), range(2));
+    // The query heads are split, not replicated.
+    const auto& q = plan["tensors"]["model.layers.0.self_attn.q_proj.weight"]["pieces"];
+    EXPECT_NE(q[0]["slice"][0]["ranges"][0], q[1]["slice"][0]["ranges"][0]);
+}
+
+} // namespace
+} // namespace day0::checkpoint

@@ -1,0 +1,105 @@
+#include "base/file_util.h"
+#include "checkpoint/arch_check.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/shrink.h"
+#include "model/config_reader.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace day0::checkpoint {
+namespace {
+
+model::ModelSpec readSpec(const nlohmann::ordered_json& j, const std::string& origin)
+{
+    auto spec = model::readConfig(nlohmann::json::parse(j.dump()), origin);
+    EXPECT_TRUE(spec.ok()) << (spec.ok() ? "" : spec.error().message);
+    return spec.ok() ? *spec : model::ModelSpec {};
+}
+
+TEST(Shrink, EveryBundledModelKeepsItsStructure)
+{
+    for (const auto& bundled : model::bundledModels()) {
+        SCOPED_TRACE(bundled.name);
+        const auto original = nlohmann::ordered_json::parse(*readFile(bundled.configPath));
+        auto small = shrinkConfig(original, {});
+        ASSERT_TRUE(small.ok()) << small.error().message;
+        const auto a = readSpec(original, bundled.name);
+        const auto b = readSpec(*small, bundled.name + " shrunk");
+        EXPECT_EQ(b.modelType, a.modelType);
+        EXPECT_EQ(b.family, a.family);
+        EXPECT_EQ(b.attention, a.attention);
+        if (a.attention == model::AttentionKind::GQA || a.attention == model::AttentionKind::MHA) {
+            EXPECT_EQ(b.numHeads / b.numKvHeads, a.numHeads / a.numKvHeads) << "GQA ratio";
+        }
+        EXPECT_EQ(b.mla.qLoraRank > 0, a.mla.qLoraRank > 0);
+        EXPECT_EQ(b.mla.indexerHeads > 0, a.mla.indexerHeads > 0);
+        EXPECT_EQ(b.qkNorm, a.qkNorm);
+        EXPECT_EQ(b.tieEmbeddings, a.tieEmbeddings);
+        EXPECT_EQ(b.ropeScaling.type, a.ropeScaling.type);
+        EXPECT_EQ(b.numMtpLayers, a.numMtpLayers);
+        EXPECT_EQ(b.quantization.has_value(), a.quantization.has_value());
+        EXPECT_EQ(b.vision.has_value(), a.vision.has_value());
+        ASSERT_EQ(b.moe.has_value(), a.moe.has_value());
+        if (a.moe) {
+            EXPECT_EQ(b.moe->scoring, a.moe->scoring);
+            EXPECT_EQ(b.moe->expertScoreBias, a.moe->expertScoreBias);
+            EXPECT_EQ(b.moe->numSharedExperts > 0, a.moe->numSharedExperts > 0);
+            EXPECT_EQ(b.moe->numGroups > 1, a.moe->numGroups > 1);
+            EXPECT_EQ(b.moe->packedExperts, a.moe->packedExperts);
+            EXPECT_LE(b.moe->topK, b.moe->numExperts);
+            // Dense and MoE layers both survive when the original has both.
+            EXPECT_EQ(b.numMoeLayers() > 0, a.numMoeLayers() > 0);
+            EXPECT_EQ(b.numMoeLayers() < b.numLayers, a.numMoeLayers() < a.numLayers);
+        }
+        EXPECT_LE(b.numLayers, 4);
+        EXPECT_LE(b.vocabSize, 2048);
+    }
+}
+
+TEST(Shrink, KimiK2IsSmallDeterministicAndVerifies)
+{
+    const auto dir = test::scratch("shrink");
+    Progress progress;
+    ShrinkOptions options;
+    options.seed = 7;
+    auto a = shrinkModel("kimi-k2", dir / "a", options, progress, {});
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->modelType, "kimi_k2");
+    EXPECT_LT(a->bytes, 8'000'000u);
+    auto again = shrinkModel("kimi-k2", dir / "b", options, progress, {});
+    ASSERT_TRUE(again.ok());
+    options.seed = 8;
+    auto other = shrinkModel("kimi-k2", dir / "c", options, progress, {});
+    ASSERT_TRUE(other.ok());
+
+    auto ckpt = Checkpoint::open(dir / "a");
+    ASSERT_TRUE(ckpt.ok()) << ckpt.error().message;
+    EXPECT_EQ(ckpt->format(), CheckpointFormat::ShardedSafetensors);
+    EXPECT_GT(ckpt->files().size(), 1u);
+    EXPECT_FALSE(ckpt->hasErrors());
+    auto arch = checkAgainstConfig(*ckpt);
+    ASSERT_TRUE(arch.ok() && arch->has_value());
+    EXPECT_TRUE((*arch)->ok()) << (*arch)->rows.size();
+    // Block FP8 survives: projections are F8_E4M3 with F32 scales.
+    const auto* proj = ckpt->find("model.layers.1.mlp.experts.0.down_proj.weight");
+    ASSERT_NE(proj, nullptr);
+    EXPECT_EQ(proj->dtype, DType::F8E4M3);
+    EXPECT_NE(ckpt->find("model.layers.1.mlp.experts.0.down_proj.weight_scale_inv"), nullptr);
+
+    const auto ma = findManifest(dir / "a");
+    const auto mb = findManifest(dir / "b");
+    const auto mc = findManifest(dir / "c");
+    ASSERT_TRUE(ma.ok() && mb.ok() && mc.ok());
+    const auto shard = shardFileName(1, int(ckpt->files().size()));
+    EXPECT_EQ((*ma)->find(shard)->sha256, (*mb)->find(shard)->sha256) << "same seed, same bytes";
+    EXPECT_NE((*ma)->find(shard)->sha256, (*mc)->find(shard)->sha256) << "other seed, other bytes";
+    Progress p2;
+    auto report = verifyIntegrity(dir / "a", **ma, ckpt->files(), {}, p2, {});
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok());
+}
+
+} // namespace
+} // namespace day0::checkpoint

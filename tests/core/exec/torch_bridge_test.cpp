@@ -1,0 +1,197 @@
+// The fp32 engine against an independent PyTorch computation of the same checkpoint, through the
+// dump bridge plugins/torch/day0_dump.py (Debian's python3-torch), computed there in float64 so
+// that the differences are the fp32 engine's own rounding.
+#include "exec/engine.h"
+#include "numerics/dump_compare.h"
+#include "numerics/tensor_file.h"
+#include "tiny_models.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+using namespace day0;
+
+namespace {
+
+const char* kPython = "/usr/bin/python3";
+
+std::filesystem::path bridgeScript()
+{
+    return std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch"
+        / "day0_dump.py";
+}
+
+bool torchAvailable()
+{
+    static const bool available
+        = std::system(fmt::format("{} -c 'import torch, numpy' >/dev/null 2>&1", kPython).c_str())
+        == 0;
+    return available;
+}
+
+struct Agreement {
+    double logitsMaxRel = 0.0;
+    double logitsRelL2 = 0.0;
+    double worstCaptureRelL2 = 0.0;
+    std::string worstCapture;
+    std::size_t common = 0;
+};
+
+Agreement checkAgainstTorch(const test::TinyModel& m)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("day0_torch_" + m.spec.modelType);
+    std::filesystem::remove_all(dir);
+    test::writeCheckpoint(m, dir);
+    exec::MemoryWeights weights(m.weights);
+    Progress p;
+    auto engine = exec::Engine::create(m.spec, weights, false, p, {});
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = { 5, 77, 12, 200, 31, 9 };
+    o.newTokens = 4;
+    auto ours = engine->run(o, p, {});
+    EXPECT_TRUE(ours.ok()) << ours.error().message;
+    const auto& gen = ours->generated;
+    const std::string command
+        = fmt::format("{} {} {} --ids {} --tokens 4 --forced {} --dtype float64 --out {} > {} 2>&1",
+            kPython, bridgeScript().string(), dir.string(), fmt::join(o.promptIds, ","),
+            fmt::join(gen.begin(), gen.end() - 1, ","), (dir / "torch").string(),
+            (dir / "torch.log").string());
+    const int rc = std::system(command.c_str());
+    EXPECT_EQ(rc, 0) << command;
+    auto theirs = numerics::readDump(dir / "torch");
+    EXPECT_TRUE(theirs.ok()) << (theirs.ok() ? "" : theirs.error().message);
+    Agreement a;
+    if (!theirs.ok() || !ours.ok()) {
+        return a;
+    }
+    EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+    EXPECT_EQ(theirs->info.inputIds, ours->dump.info.inputIds);
+    EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
+    // Element-wise relative error with denominators floored at 1% of the largest |logit|: fp32
+    // rounding leaves ~3e-7 of the logits' scale in every element, which near-zero logits would
+    // otherwise turn into large relative numbers.
+    const auto r = theirs->tensor("lm_head")->toDoubles();
+    const auto t = ours->dump.tensor("lm_head")->toDoubles();
+    double absMax = 0.0;
+    for (const double v : r) {
+        absMax = std::max(absMax, std::fabs(v));
+    }
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        a.logitsMaxRel = std::max(
+            a.logitsMaxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+    }
+    const auto logits
+        = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
+    a.logitsRelL2 = logits->relL2;
+    for (const auto& c : theirs->captures()) {
+        const auto* ourTensor = ours->dump.tensor(c.name);
+        const auto* theirTensor = theirs->tensor(c.name);
+        if (ourTensor == nullptr || theirTensor == nullptr) {
+            continue;
+        }
+        ++a.common;
+        if (c.name.ends_with("#topk")) {
+            const auto e = numerics::compareExpertSelection(*theirTensor, *ourTensor);
+            EXPECT_TRUE(e.ok());
+            EXPECT_EQ(e->exactSetShare, 1.0) << c.name;
+            continue;
+        }
+        const auto err = numerics::compareTensors(*theirTensor, *ourTensor);
+        EXPECT_TRUE(err.ok()) << c.name << ": " << (err.ok() ? "" : err.error().message);
+        if (err.ok() && err->relL2 > a.worstCaptureRelL2) {
+            a.worstCaptureRelL2 = err->relL2;
+            a.worstCapture = c.name;
+        }
+    }
+    std::filesystem::remove_all(dir);
+    return a;
+}
+
+} // namespace
+
+TEST(TorchBridge, Fp32LogitsAgreeWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    for (const auto& m : { test::tinyLlama(), test::tinyQwen2(), test::tinyMixtral(),
+             test::tinyQwen3Moe(), test::tinyDeepseekV3() }) {
+        SCOPED_TRACE(m.spec.modelType);
+        const Agreement a = checkAgainstTorch(m);
+        std::printf(
+            "%-12s logits max rel %.2e, rel L2 %.2e; %zu common captures, worst %s rel L2 %.2e\n",
+            m.spec.modelType.c_str(), a.logitsMaxRel, a.logitsRelL2, a.common,
+            a.worstCapture.c_str(), a.worstCaptureRelL2);
+        EXPECT_LE(a.logitsMaxRel, 1e-4);
+        EXPECT_LE(a.logitsRelL2, 1e-6);
+        EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;
+        EXPECT_GE(a.common, 2u + 4u * std::size_t(m.spec.numLayers));
+    }
+}
+
+TEST(TorchBridge, EmulatedBf16DriftsLikePyTorchBf16)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The error of our emulated bf16 against fp32, as a ratio to the error PyTorch's own bf16
+    // forward has against the same fp32 reference (the measured noise floor of day0 compare).
+    for (const auto& m : { test::tinyLlama(), test::tinyDeepseekV3() }) {
+        SCOPED_TRACE(m.spec.modelType);
+        const auto dir
+            = std::filesystem::temp_directory_path() / ("day0_torch_bf16_" + m.spec.modelType);
+        std::filesystem::remove_all(dir);
+        test::writeCheckpoint(m, dir, DType::BF16);
+        Progress p;
+        // The checkpoint holds bf16 weights: the fp32 reference runs on the same rounded values.
+        std::map<std::string, numerics::Tensor> rounded;
+        for (const auto& [name, t] : m.weights) {
+            rounded[name] = t.to(DType::BF16).to(DType::F32);
+        }
+        exec::MemoryWeights roundedWeights(rounded);
+        auto fromCheckpoint = exec::Engine::create(m.spec, roundedWeights, false, p, {});
+        ASSERT_TRUE(fromCheckpoint.ok());
+        exec::RunOptions o;
+        o.precision = *exec::parsePrecisionPlan("fp32");
+        o.promptIds = { 5, 77, 12, 200, 31, 9, 44, 101 };
+        o.newTokens = 3;
+        const auto ref = fromCheckpoint->run(o, p, {});
+        ASSERT_TRUE(ref.ok());
+        o.precision = *exec::parsePrecisionPlan("bf16");
+        o.forcedTokens = { ref->generated[0], ref->generated[1] };
+        const auto ours = fromCheckpoint->run(o, p, {});
+        ASSERT_TRUE(ours.ok());
+        const std::string command = fmt::format(
+            "{} {} {} --ids {} --tokens 3 --forced {} --dtype bfloat16 --out {} > {} 2>&1", kPython,
+            bridgeScript().string(), dir.string(), fmt::join(o.promptIds, ","),
+            fmt::join(o.forcedTokens, ","), (dir / "torch").string(), (dir / "torch.log").string());
+        ASSERT_EQ(std::system(command.c_str()), 0) << command;
+        const auto torch = numerics::readDump(dir / "torch");
+        ASSERT_TRUE(torch.ok()) << torch.error().message;
+        for (const auto& c : ref->dump.captures()) {
+            const auto* r = ref->dump.tensor(c.name);
+            const auto* t = torch->tensor(c.name);
+            if (r == nullptr || t == nullptr || c.name.ends_with("#topk")
+                || c.name == "model.embed_tokens") {
+                continue;
+            }
+            const double oursErr = numerics::compareTensors(*r, *ours->dump.tensor(c.name))->relL2;
+            const double torchErr = numerics::compareTensors(*r, *t)->relL2;
+            std::printf("%-12s %-42s day0 bf16 %.2e  torch bf16 %.2e  ratio %.2f\n",
+                m.spec.modelType.c_str(), c.name.c_str(), oursErr, torchErr, oursErr / torchErr);
+            EXPECT_GT(oursErr / torchErr, 0.5) << c.name;
+            EXPECT_LT(oursErr / torchErr, 2.0) << c.name;
+        }
+        std::filesystem::remove_all(dir);
+    }
+}

@@ -1,0 +1,218 @@
+#include "numerics/float_formats.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace day0;
+using namespace day0::numerics;
+
+namespace {
+
+/// Every finite non-negative value of a format, by decoding every bit pattern.
+std::vector<std::pair<float, std::uint32_t>> finiteValues(int bits, float (*decode)(std::uint32_t))
+{
+    std::vector<std::pair<float, std::uint32_t>> values;
+    const std::uint32_t signBit = 1u << (bits - 1);
+    for (std::uint32_t b = 0; b < signBit; ++b) {
+        const float v = decode(b);
+        if (std::isfinite(v)) {
+            values.emplace_back(v, b);
+        }
+    }
+    std::sort(values.begin(), values.end());
+    return values;
+}
+
+/// Round-to-nearest-even by brute force over the sorted grid: ties go to the even bit pattern.
+float bruteForceRound(float x, const std::vector<std::pair<float, std::uint32_t>>& grid)
+{
+    const float a = std::fabs(x);
+    auto hi = std::lower_bound(grid.begin(), grid.end(), std::make_pair(a, 0u),
+        [](const auto& p, const auto& q) { return p.first < q.first; });
+    if (hi == grid.end()) {
+        return std::copysign(std::numeric_limits<float>::infinity(), x);
+    }
+    if (hi->first == a || hi == grid.begin()) {
+        return std::copysign(hi->first, x);
+    }
+    const auto lo = hi - 1;
+    const double dl = double(a) - double(lo->first);
+    const double dh = double(hi->first) - double(a);
+    if (dl < dh) {
+        return std::copysign(lo->first, x);
+    }
+    if (dh < dl) {
+        return std::copysign(hi->first, x);
+    }
+    return std::copysign((lo->second & 1u) == 0 ? lo->first : hi->first, x);
+}
+
+float decodeF16(std::uint32_t b) { return f16BitsToFloat(std::uint16_t(b)); }
+float decodeE4M3(std::uint32_t b) { return f8E4M3BitsToFloat(std::uint8_t(b)); }
+float decodeE5M2(std::uint32_t b) { return f8E5M2BitsToFloat(std::uint8_t(b)); }
+
+std::vector<float> samples(float maxMagnitude, int count)
+{
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> exponent(-30.0f, std::log2(maxMagnitude) + 0.5f);
+    std::uniform_real_distribution<float> unit(1.0f, 2.0f);
+    std::vector<float> out;
+    for (int i = 0; i < count; ++i) {
+        const float v = std::ldexp(unit(rng), int(std::floor(exponent(rng))));
+        out.push_back(i % 2 ? v : -v);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(FloatFormats, Bf16RoundsToNearestEven)
+{
+    EXPECT_EQ(floatToBf16Bits(1.0f), 0x3F80u);
+    EXPECT_EQ(bf16BitsToFloat(0x3F80u), 1.0f);
+    // Halfway between 1 and 1 + 2^-7: ties to the even mantissa (1.0).
+    EXPECT_EQ(roundToFormat(1.0f + std::ldexp(1.0f, -8), DType::BF16), 1.0f);
+    // Halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+    EXPECT_EQ(
+        roundToFormat(1.0f + 3 * std::ldexp(1.0f, -8), DType::BF16), 1.0f + std::ldexp(1.0f, -6));
+    EXPECT_EQ(roundToFormat(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20), DType::BF16),
+        1.0f + std::ldexp(1.0f, -7));
+    EXPECT_TRUE(std::isinf(roundToFormat(std::numeric_limits<float>::max(), DType::BF16)));
+    EXPECT_TRUE(std::isnan(roundToFormat(std::numeric_limits<float>::quiet_NaN(), DType::BF16)));
+    EXPECT_TRUE(
+        std::isnan(bf16BitsToFloat(floatToBf16Bits(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(FloatFormats, F16KnownValues)
+{
+    EXPECT_EQ(floatToF16Bits(65504.0f), 0x7BFFu);
+    EXPECT_EQ(floatToF16Bits(65519.0f), 0x7BFFu);
+    EXPECT_EQ(floatToF16Bits(65520.0f), 0x7C00u);
+    EXPECT_EQ(floatToF16Bits(1.0f / 3.0f), 0x3555u);
+    EXPECT_EQ(floatToF16Bits(-2.0f), 0xC000u);
+    EXPECT_EQ(floatToF16Bits(std::ldexp(1.0f, -24)), 0x0001u);
+    EXPECT_EQ(floatToF16Bits(std::ldexp(1.0f, -25)), 0x0000u); // tie to even: 0
+    EXPECT_EQ(floatToF16Bits(3 * std::ldexp(1.0f, -25)), 0x0002u); // tie to even: 2
+    EXPECT_EQ(f16BitsToFloat(0x3C00u), 1.0f);
+    EXPECT_TRUE(std::isinf(f16BitsToFloat(0xFC00u)));
+}
+
+TEST(FloatFormats, F16EveryPatternRoundTrips)
+{
+    for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+        const float v = f16BitsToFloat(std::uint16_t(b));
+        if (std::isnan(v)) {
+            continue;
+        }
+        ASSERT_EQ(floatToF16Bits(v), b) << std::hex << b;
+    }
+}
+
+TEST(FloatFormats, E4M3fnSaturatesAndHasNoInfinity)
+{
+    EXPECT_EQ(floatToF8E4M3Bits(448.0f), 0x7Eu);
+    EXPECT_EQ(floatToF8E4M3Bits(464.0f), 0x7Eu); // tie between 448 and (NaN slot) 480
+    EXPECT_EQ(floatToF8E4M3Bits(1000.0f), 0x7Eu);
+    EXPECT_EQ(floatToF8E4M3Bits(-1e30f), 0xFEu);
+    EXPECT_EQ(floatToF8E4M3Bits(std::numeric_limits<float>::infinity()), 0x7Eu);
+    EXPECT_EQ(floatToF8E4M3Bits(std::numeric_limits<float>::quiet_NaN()) & 0x7Fu, 0x7Fu);
+    EXPECT_EQ(floatToF8E4M3Bits(std::ldexp(1.0f, -9)), 0x01u);
+    EXPECT_EQ(f8E4M3BitsToFloat(0x08u), std::ldexp(1.0f, -6));
+    EXPECT_EQ(f8E4M3BitsToFloat(0x7Eu), 448.0f);
+    EXPECT_TRUE(std::isnan(f8E4M3BitsToFloat(0x7Fu)));
+    EXPECT_TRUE(std::isnan(f8E4M3BitsToFloat(0xFFu)));
+    EXPECT_EQ(f8E4M3BitsToFloat(0x78u), 256.0f);
+    for (std::uint32_t b = 0; b < 256; ++b) {
+        const float v = f8E4M3BitsToFloat(std::uint8_t(b));
+        if (!std::isnan(v)) {
+            ASSERT_EQ(floatToF8E4M3Bits(v), b) << b;
+        }
+    }
+}
+
+TEST(FloatFormats, E5M2OverflowsToInfinityUnlessSaturating)
+{
+    EXPECT_EQ(floatToF8E5M2Bits(57344.0f), 0x7Bu);
+    EXPECT_EQ(floatToF8E5M2Bits(61440.0f), 0x7Cu);
+    EXPECT_EQ(floatToF8E5M2Bits(61440.0f, Overflow::Saturate), 0x7Bu);
+    EXPECT_TRUE(std::isinf(f8E5M2BitsToFloat(0x7Cu)));
+    EXPECT_TRUE(std::isnan(f8E5M2BitsToFloat(0x7Du)));
+    for (std::uint32_t b = 0; b < 256; ++b) {
+        const float v = f8E5M2BitsToFloat(std::uint8_t(b));
+        if (!std::isnan(v)) {
+            ASSERT_EQ(floatToF8E5M2Bits(v), b) << b;
+        }
+    }
+}
+
+TEST(FloatFormats, RoundingMatchesBruteForceNearestEven)
+{
+    struct Case {
+        DType dtype;
+        int bits;
+        float (*decode)(std::uint32_t);
+        float maxFinite;
+        bool saturates;
+    };
+    for (const Case c : { Case { DType::F16, 16, decodeF16, 65504.0f, false },
+             Case { DType::F8E4M3, 8, decodeE4M3, 448.0f, true },
+             Case { DType::F8E5M2, 8, decodeE5M2, 57344.0f, false } }) {
+        const auto grid = finiteValues(c.bits, c.decode);
+        for (const float x : samples(c.maxFinite, 20000)) {
+            float expected = bruteForceRound(x, grid);
+            if (std::fabs(x) > c.maxFinite) {
+                // Past the largest value: IEEE rounds to inf from max + half an ulp.
+                const float nextUp = c.dtype == DType::F8E4M3
+                    ? 480.0f
+                    : (c.dtype == DType::F16 ? 65536.0f : 65536.0f);
+                const bool toInf = std::fabs(x) >= (c.maxFinite + nextUp) / 2;
+                expected = std::copysign(c.saturates || !toInf ? c.maxFinite : INFINITY, x);
+            }
+            ASSERT_EQ(roundToFormat(x, c.dtype), expected)
+                << "dtype " << int(c.dtype) << " x " << x;
+        }
+    }
+}
+
+TEST(FloatFormats, EncodeDecodeBuffers)
+{
+    const std::vector<float> src { 1.0f, -2.5f, 0.1f, 300.0f };
+    for (const DType t :
+        { DType::F64, DType::F32, DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2 }) {
+        std::vector<std::byte> buf(src.size() * std::size_t(dtypeSize(t)));
+        encodeFloats(src.data(), std::int64_t(src.size()), t, buf.data());
+        std::vector<float> back(src.size());
+        decodeFloats(buf.data(), std::int64_t(src.size()), t, back.data());
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            EXPECT_EQ(back[i], roundToFormat(src[i], t)) << int(t) << " " << src[i];
+        }
+    }
+}
+
+TEST(FloatFormats, Int8FakeQuantIsSymmetricPerRow)
+{
+    std::vector<float> row { 1.0f, -0.5f, 0.25f, 0.0f };
+    const float scale = fakeQuantInt8(row);
+    EXPECT_FLOAT_EQ(scale, 1.0f / 127.0f);
+    EXPECT_FLOAT_EQ(row[0], 1.0f);
+    EXPECT_FLOAT_EQ(row[1], -64.0f / 127.0f); // -63.5 ties to even: -64
+    EXPECT_FLOAT_EQ(row[2], 32.0f / 127.0f); // 31.75 -> 32
+    EXPECT_EQ(row[3], 0.0f);
+    std::vector<float> zero { 0.0f, 0.0f };
+    EXPECT_EQ(fakeQuantInt8(zero), 0.0f);
+}
+
+TEST(FloatFormats, FormatInfoConstants)
+{
+    EXPECT_DOUBLE_EQ(formatInfo(DType::BF16).unitRoundoff, std::ldexp(1.0, -8));
+    EXPECT_DOUBLE_EQ(formatInfo(DType::F16).maxFinite, 65504.0);
+    EXPECT_DOUBLE_EQ(formatInfo(DType::F8E4M3).maxFinite, 448.0);
+    EXPECT_FALSE(formatInfo(DType::F8E4M3).hasInfinity);
+    EXPECT_DOUBLE_EQ(formatInfo(DType::F8E5M2).minSubnormal, std::ldexp(1.0, -16));
+}

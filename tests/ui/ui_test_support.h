@@ -1,0 +1,68 @@
+#pragma once
+
+#include "hardware/cluster.h"
+#include "jobs/job_runner.h"
+#include "model/config_reader.h"
+#include "plan/model_summary.h"
+#include "plan/parallel_plan.h"
+#include "session/session.h"
+#include "shell/screenshot.h"
+
+#include <QImage>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+namespace day0::ui::test {
+
+/// Opens a bundled model into `session` the way the main window does (graph + summary).
+inline void openModel(Session& session, const std::string& name)
+{
+    auto spec = model::loadModel(name);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    auto graph = std::make_shared<const model::LayerGraph>(model::buildLayerGraph(*spec));
+    auto summary = std::make_shared<const plan::ModelSummary>(plan::summarizeModel(*graph));
+    session.setModel(graph, summary, QString::fromStdString(name));
+}
+
+/// Sets cluster, mode and plan.
+inline void configure(
+    Session& session, const std::string& cluster, plan::Mode mode, const std::string& planText)
+{
+    auto c = hardware::parseCluster(cluster);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    session.setCluster(*c, QString::fromStdString(cluster));
+    auto w = session.workload();
+    w.mode = mode;
+    session.setWorkload(w);
+    auto p = plan::parsePlan(planText);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    session.setPlan(*p);
+}
+
+/// Runs the event loop until every job has delivered.
+inline void settle(JobRunner& jobs)
+{
+    ASSERT_TRUE(waitForJobsIdle(jobs, 60000)) << "jobs did not finish";
+}
+
+/// Standard deviation of the grey level: 0 for a blank image.
+inline double pixelSpread(const QImage& image)
+{
+    double sum = 0;
+    double sum2 = 0;
+    const double n = double(image.width()) * image.height();
+    for (int y = 0; y < image.height(); ++y) {
+        for (int x = 0; x < image.width(); ++x) {
+            const double g = qGray(image.pixel(x, y));
+            sum += g;
+            sum2 += g * g;
+        }
+    }
+    const double mean = sum / n;
+    return std::sqrt(std::max(0.0, sum2 / n - mean * mean));
+}
+
+} // namespace day0::ui::test

@@ -1,0 +1,35 @@
+#include "panels/builtin_panels.h"
+
+#include "panels/memory/memory_panel.h"
+#include "panels/model/model_panel.h"
+#include "panels/planner/planner_panel.h"
+#include "panels/topology/topology_panel.h"
+#include "shell/panel_registry.h"
+
+namespace day0::ui {
+
+void registerBuiltinPanels(PanelRegistry& registry)
+{
+    registry.add(
+        { QStringLiteral("model"), QObject::tr("Model"), QKeySequence(QObject::tr("Ctrl+1")),
+            PanelArea::Left, 10, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new ModelPanel(context.session, parent);
+            } });
+    registry.add(
+        { QStringLiteral("memory"), QObject::tr("Memory"), QKeySequence(QObject::tr("Ctrl+2")),
+            PanelArea::Right, 20, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new MemoryPanel(context.session, context.jobs, parent);
+            } });
+    registry.add(
+        { QStringLiteral("topology"), QObject::tr("Topology"), QKeySequence(QObject::tr("Ctrl+3")),
+            PanelArea::Right, 30, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new TopologyPanel(context.session, context.jobs, parent);
+            } });
+    registry.add(
+        { QStringLiteral("planner"), QObject::tr("Planner"), QKeySequence(QObject::tr("Ctrl+4")),
+            PanelArea::Left, 40, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new PlannerPanel(context.session, context.jobs, parent);
+            } });
+}
+
+} // namespace day0::ui

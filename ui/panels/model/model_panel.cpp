@@ -1,0 +1,283 @@
+#include "panels/model/model_panel.h"
+
+#include "panels/model/model_tree_model.h"
+#include "panels/model/parameter_table_model.h"
+#include "session/session.h"
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+#include "widgets/plot_widget.h"
+
+#include <QFormLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace day0::ui {
+
+namespace {
+
+// Order and names of the summary fields.
+const char* const kFields[] = { "Model", "Family", "Layers", "Hidden size", "Attention", "Heads",
+    "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Vision tower", "Parameters" };
+
+QString n(std::int64_t v) { return QLocale().toString(qlonglong(v)); }
+
+} // namespace
+
+ModelPanel::ModelPanel(Session& session, QWidget* parent)
+    : QWidget(parent)
+    , m_session(session)
+    , m_paramModel(new ParameterTableModel(this))
+    , m_paramView(new QTableView(this))
+    , m_chart(new PlotWidget(this))
+    , m_treeModel(new ModelTreeModel(this))
+    , m_treeProxy(new QSortFilterProxyModel(this))
+    , m_tree(new QTreeView(this))
+    , m_filter(new QLineEdit(this))
+{
+    auto* summary = new QWidget(this);
+    m_form = new QFormLayout(summary);
+    m_form->setLabelAlignment(Qt::AlignRight);
+    m_form->setFormAlignment(Qt::AlignLeft | Qt::AlignTop);
+    m_form->setVerticalSpacing(4);
+    for (const char* field : kFields) {
+        auto* label = new QLabel(summary);
+        label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        label->setWordWrap(true);
+        auto* title = new QLabel(tr(field), summary);
+        title->setStyleSheet(QStringLiteral("color: palette(placeholder-text);"));
+        m_form->addRow(title, label);
+        m_fields[QString::fromLatin1(field)] = label;
+    }
+    m_warnings = new QLabel(summary);
+    m_warnings->setWordWrap(true);
+    m_warnings->setStyleSheet(QStringLiteral("color: #c0392b;"));
+    m_form->addRow(m_warnings);
+    summary->setMinimumWidth(300);
+
+    auto* paramProxy = new QSortFilterProxyModel(this);
+    paramProxy->setSourceModel(m_paramModel);
+    paramProxy->setSortRole(ParameterTableModel::SortRole);
+    m_paramView->setModel(paramProxy);
+    m_paramView->setObjectName(QStringLiteral("modelParameterTable"));
+    m_paramView->horizontalHeader()->setObjectName(QStringLiteral("modelParameterHeader"));
+    m_paramView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_paramView->horizontalHeader()->setStretchLastSection(false);
+    m_paramView->horizontalHeader()->setSectionResizeMode(
+        ParameterTableModel::Component, QHeaderView::Stretch);
+    m_paramView->verticalHeader()->hide();
+    m_paramView->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
+    m_paramView->setAlternatingRowColors(true);
+    m_paramView->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_paramView->setShowGrid(false);
+
+    m_chart->setMinimumHeight(220);
+
+    m_treeProxy->setSourceModel(m_treeModel);
+    m_treeProxy->setSortRole(ModelTreeModel::SortRole);
+    m_treeProxy->setRecursiveFilteringEnabled(true);
+    m_treeProxy->setFilterKeyColumn(ModelTreeModel::Name);
+    m_treeProxy->setFilterRole(ModelTreeModel::AnchorRole);
+    m_treeProxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    m_tree->setModel(m_treeProxy);
+    m_tree->setUniformRowHeights(true);
+    m_tree->setAlternatingRowColors(true);
+    m_tree->header()->setObjectName(QStringLiteral("modelTreeHeader"));
+    m_tree->header()->setStretchLastSection(false);
+    m_tree->header()->setSectionResizeMode(ModelTreeModel::Name, QHeaderView::Stretch);
+    m_tree->setColumnWidth(ModelTreeModel::Shape, 150);
+    m_filter->setPlaceholderText(
+        tr("Filter tensors by name (e.g. layers.3.mlp, q_proj, experts.12.)"));
+    m_filter->setClearButtonEnabled(true);
+    connect(m_filter, &QLineEdit::textChanged, m_treeProxy,
+        &QSortFilterProxyModel::setFilterFixedString);
+    connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+        [this](const QModelIndex& current) {
+            m_session.selectAnchor(current.data(ModelTreeModel::AnchorRole).toString());
+        });
+
+    // Left: the summary above the parameter table; right: the chart.
+    auto* left = new QSplitter(Qt::Vertical, this);
+    left->setObjectName(QStringLiteral("modelLeftSplitter"));
+    left->addWidget(summary);
+    left->addWidget(m_paramView);
+    auto* top = new QSplitter(Qt::Horizontal, this);
+    top->setObjectName(QStringLiteral("modelTopSplitter"));
+    top->addWidget(left);
+    top->addWidget(m_chart);
+    top->setSizes({ 520, 600 });
+
+    auto* bottom = new QWidget(this);
+    auto* bottomLayout = new QVBoxLayout(bottom);
+    bottomLayout->setContentsMargins(0, 0, 0, 0);
+    bottomLayout->addWidget(m_filter);
+    bottomLayout->addWidget(m_tree);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->setObjectName(QStringLiteral("modelSplitter"));
+    split->addWidget(top);
+    split->addWidget(bottom);
+    split->setSizes({ 560, 400 });
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addWidget(split);
+
+    connect(&m_session, &Session::modelChanged, this, &ModelPanel::onModelChanged);
+    onModelChanged();
+}
+
+QString ModelPanel::summaryField(const QString& name) const
+{
+    const auto it = m_fields.find(name);
+    return it == m_fields.end() ? QString() : it->second->text();
+}
+
+void ModelPanel::setField(const QString& name, const QString& value)
+{
+    m_fields.at(name)->setText(value);
+}
+
+void ModelPanel::onModelChanged()
+{
+    const auto graph = m_session.graph();
+    m_treeModel->setGraph(graph);
+    m_paramModel->setCounts(graph ? graph->countParameters() : model::ParameterCounts {});
+    updateSummary();
+    updateChart();
+    if (graph) {
+        m_tree->expand(m_treeProxy->index(0, 0));
+    }
+}
+
+void ModelPanel::updateSummary()
+{
+    const auto graph = m_session.graph();
+    if (!graph) {
+        for (auto& [name, label] : m_fields) {
+            label->setText(name == QStringLiteral("Model") ? tr("no model open") : QString());
+        }
+        m_warnings->clear();
+        return;
+    }
+    const auto& s = graph->spec;
+    setField(QStringLiteral("Model"),
+        QStringLiteral("<b>%1</b><br>%2").arg(toQString(s.name), toQString(s.architecture)));
+    setField(QStringLiteral("Family"),
+        toQString(model::familyName(s.family)) + QStringLiteral(" (model_type ")
+            + toQString(s.modelType) + QLatin1Char(')'));
+    QString layers = tr("%1 decoder layers").arg(s.numLayers);
+    if (s.moe) {
+        layers
+            += tr(" (%1 dense, %2 MoE)").arg(s.numLayers - s.numMoeLayers()).arg(s.numMoeLayers());
+    }
+    if (s.numMtpLayers > 0) {
+        layers += tr(" + %1 MTP").arg(s.numMtpLayers);
+    }
+    setField(QStringLiteral("Layers"), layers);
+    setField(QStringLiteral("Hidden size"),
+        tr("%1 (dense MLP %2, %3)")
+            .arg(n(s.hiddenSize), n(s.intermediateSize), toQString(s.hiddenAct)));
+    QString attention = toQString(model::attentionKindName(s.attention));
+    if (s.attention == model::AttentionKind::MLA) {
+        attention += tr(": q rank %1, kv rank %2, rope dim %3, v dim %4")
+                         .arg(s.mla.qLoraRank)
+                         .arg(s.mla.kvLoraRank)
+                         .arg(s.mla.qkRopeHeadDim)
+                         .arg(s.mla.vHeadDim);
+    }
+    if (s.qkNorm) {
+        attention += tr(", QK-norm");
+    }
+    setField(QStringLiteral("Attention"), attention);
+    setField(QStringLiteral("Heads"),
+        tr("%1 query, %2 KV, head dim %3").arg(s.numHeads).arg(s.numKvHeads).arg(s.headDim));
+    if (s.moe) {
+        const auto& m = *s.moe;
+        QString experts = tr("%1 routed, top-%2, width %3")
+                              .arg(m.numExperts)
+                              .arg(m.topK)
+                              .arg(n(m.expertIntermediate));
+        if (m.numSharedExperts > 0) {
+            experts += tr("; %1 shared (width %2)")
+                           .arg(m.numSharedExperts)
+                           .arg(n(m.sharedIntermediate));
+        }
+        experts += m.scoring == model::RouterScoring::Sigmoid ? tr("; sigmoid router")
+                                                              : tr("; softmax router");
+        setField(QStringLiteral("Experts"), experts);
+    } else {
+        setField(QStringLiteral("Experts"), tr("dense (no experts)"));
+    }
+    setField(QStringLiteral("Vocabulary"),
+        n(s.vocabSize) + (s.tieEmbeddings ? tr(" (tied embeddings)") : QString()));
+    setField(QStringLiteral("Context"), tr("%1 positions").arg(n(s.maxPositions)));
+    QString rope = tr("θ = %1").arg(s.ropeTheta, 0, 'g', 6);
+    if (s.ropeScaling.type != "default") {
+        rope += tr(", %1 ×%2").arg(toQString(s.ropeScaling.type)).arg(s.ropeScaling.factor);
+        if (s.ropeScaling.originalMaxPositions > 0) {
+            rope += tr(" (from %1)").arg(n(s.ropeScaling.originalMaxPositions));
+        }
+    }
+    setField(QStringLiteral("RoPE"), rope);
+    QString weights = toQString(std::string(dtypeName(s.dtype)));
+    if (s.quantization) {
+        weights += tr(", %1 %2 blocks %3×%4")
+                       .arg(toQString(s.quantization->method),
+                           toQString(std::string(dtypeName(s.quantization->weightDtype))))
+                       .arg(s.quantization->blockRows)
+                       .arg(s.quantization->blockCols);
+    }
+    setField(QStringLiteral("Weights"), weights);
+    if (s.vision) {
+        const auto& v = *s.vision;
+        setField(QStringLiteral("Vision tower"),
+            tr("%1: %2 blocks, width %3, patch %4")
+                .arg(toQString(v.kind))
+                .arg(v.depth)
+                .arg(n(v.hiddenSize))
+                .arg(v.patchSize));
+    } else {
+        setField(QStringLiteral("Vision tower"), tr("none"));
+    }
+    const auto& counts = m_paramModel->counts();
+    setField(QStringLiteral("Parameters"),
+        tr("<b>%1</b> total, <b>%2</b> active per token (%3 without the embedding)")
+            .arg(countText(double(counts.total)), countText(double(counts.active)),
+                countText(double(counts.activeWithoutEmbedding))));
+    QStringList warnings;
+    for (const auto& w : s.warnings) {
+        warnings << toQString(w);
+    }
+    m_warnings->setText(warnings.join(QLatin1Char('\n')));
+}
+
+void ModelPanel::updateChart()
+{
+    m_chart->clear();
+    const auto& counts = m_paramModel->counts();
+    if (counts.byComponent.empty()) {
+        m_chart->setNote(tr("Open a model: File ▸ Bundled Models, or drop a config.json here"));
+        m_chart->rescaleAndReplot();
+        return;
+    }
+    QStringList categories;
+    BarLayer active { tr("active per token"), categoricalColor(0), {} };
+    BarLayer inactive { tr("inactive"), categoricalColor(0).lighter(160), {} };
+    for (const auto& c : counts.byComponent) {
+        categories << toQString(model::componentName(c.component));
+        active.values << double(c.active);
+        inactive.values << double(c.total - c.active);
+    }
+    m_chart->setTitle(tr("Parameters by component"));
+    m_chart->setStackedBars(categories, { active, inactive }, Qt::Horizontal);
+    m_chart->setAxisFormat(PlotWidget::Axis::X, AxisFormat::Count);
+    m_chart->setAxisLabel(PlotWidget::Axis::X, tr("parameters"));
+    m_chart->rescaleAndReplot();
+}
+
+} // namespace day0::ui

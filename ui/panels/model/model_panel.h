@@ -1,0 +1,55 @@
+#pragma once
+
+#include <QWidget>
+
+#include <map>
+
+class QFormLayout;
+class QLabel;
+class QLineEdit;
+class QSortFilterProxyModel;
+class QTableView;
+class QTreeView;
+
+namespace day0::ui {
+
+class ModelTreeModel;
+class ParameterTableModel;
+class PlotWidget;
+class Session;
+
+/// The open model at a glance: architecture summary (family, layers, widths, attention kind,
+/// experts, RoPE scaling, vision tower), the parameter breakdown as a table and a chart, and the
+/// tree of blocks and weights with shapes, dtypes and parallel roles. Selecting a row selects
+/// its anchor in the session.
+class ModelPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit ModelPanel(Session& session, QWidget* parent = nullptr);
+
+    [[nodiscard]] ModelTreeModel* treeModel() const { return m_treeModel; }
+    [[nodiscard]] ParameterTableModel* parameterModel() const { return m_paramModel; }
+    [[nodiscard]] PlotWidget* parameterChart() const { return m_chart; }
+    /// Text of a summary field ("Attention", "Experts", ...), for tests.
+    [[nodiscard]] QString summaryField(const QString& name) const;
+
+private:
+    void onModelChanged();
+    void updateSummary();
+    void updateChart();
+    void setField(const QString& name, const QString& value);
+
+    Session& m_session;
+    QFormLayout* m_form = nullptr;
+    std::map<QString, QLabel*> m_fields;
+    QLabel* m_warnings = nullptr;
+    ParameterTableModel* m_paramModel = nullptr;
+    QTableView* m_paramView = nullptr;
+    PlotWidget* m_chart = nullptr;
+    ModelTreeModel* m_treeModel = nullptr;
+    QSortFilterProxyModel* m_treeProxy = nullptr;
+    QTreeView* m_tree = nullptr;
+    QLineEdit* m_filter = nullptr;
+};
+
+} // namespace day0::ui

@@ -1,0 +1,255 @@
+#include "panels/planner/planner_panel.h"
+
+#include "jobs/job_runner.h"
+#include "panels/planner/layout_table_model.h"
+#include "session/session.h"
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+#include "widgets/plot_widget.h"
+
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <numeric>
+
+namespace day0::ui {
+
+namespace {
+
+// Layouts no other layout beats on both memory (lower) and throughput (higher), by memory.
+QTableView* makeTable(QWidget* parent, const QString& name)
+{
+    auto* view = new QTableView(parent);
+    view->setObjectName(name);
+    view->horizontalHeader()->setObjectName(name + QStringLiteral("Header"));
+    view->setSortingEnabled(true);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setSelectionMode(QAbstractItemView::SingleSelection);
+    view->setAlternatingRowColors(true);
+    view->setShowGrid(false);
+    view->verticalHeader()->hide();
+    view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
+    view->setWordWrap(false);
+    // Size columns from the first rows only: measuring thousands of cells stalls the GUI.
+    view->horizontalHeader()->setResizeContentsPrecision(16);
+    return view;
+}
+
+} // namespace
+
+PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
+    : QWidget(parent)
+    , m_session(session)
+    , m_jobs(jobs)
+    , m_ticket(std::make_unique<JobTicket>())
+    , m_layouts(new LayoutTableModel(this))
+    , m_rejections(new RejectionModel(this))
+    , m_layoutProxy(new QSortFilterProxyModel(this))
+    , m_layoutView(makeTable(this, QStringLiteral("plannerLayouts")))
+    , m_rejectionView(makeTable(this, QStringLiteral("plannerRejections")))
+    , m_scatter(new PlotWidget(this))
+    , m_top(new QSpinBox(this))
+    , m_headroom(new QDoubleSpinBox(this))
+    , m_summary(new QLabel(this))
+{
+    auto* run = new QPushButton(tr("Plan"), this);
+    run->setToolTip(tr("Sweep every layout of the cluster for the workload (F5)"));
+    run->setShortcut(QKeySequence(Qt::Key_F5));
+    connect(run, &QPushButton::clicked, this, &PlannerPanel::runPlanner);
+    m_top->setRange(1, 5000);
+    m_top->setValue(200);
+    m_top->setPrefix(tr("keep "));
+    m_top->setToolTip(tr("Fastest layouts kept in the table and the chart"));
+    m_headroom->setRange(0, 50);
+    m_headroom->setDecimals(0);
+    m_headroom->setSuffix(tr(" % headroom"));
+    m_headroom->setToolTip(tr("Device memory left free beyond the estimate"));
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(run);
+    bar->addWidget(m_top);
+    bar->addWidget(m_headroom);
+    bar->addWidget(m_summary, 1);
+
+    m_layoutProxy->setSourceModel(m_layouts);
+    m_layoutProxy->setSortRole(LayoutTableModel::SortRole);
+    m_layoutView->setModel(m_layoutProxy);
+    m_layoutView->sortByColumn(LayoutTableModel::Rank, Qt::AscendingOrder);
+    auto* rejectionProxy = new QSortFilterProxyModel(this);
+    rejectionProxy->setSourceModel(m_rejections);
+    rejectionProxy->setSortRole(RejectionModel::SortRole);
+    m_rejectionView->setModel(rejectionProxy);
+    m_rejectionView->sortByColumn(RejectionModel::Count, Qt::DescendingOrder);
+    m_rejectionView->horizontalHeader()->setStretchLastSection(true);
+    m_rejectionView->setSelectionMode(QAbstractItemView::NoSelection);
+
+    connect(m_layoutView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+        [this](const QModelIndex& current) {
+            if (current.isValid()) {
+                applyLayout(m_layoutProxy->mapToSource(current).row());
+            }
+        });
+    connect(m_scatter, &PlotWidget::pointClicked, this, [this](int series, int index) {
+        if (series == 0) {
+            m_layoutView->selectRow(m_layoutProxy->mapFromSource(m_layouts->index(index, 0)).row());
+        }
+    });
+
+    auto* tables = new QSplitter(Qt::Vertical, this);
+    tables->setObjectName(QStringLiteral("plannerTableSplitter"));
+    tables->addWidget(m_layoutView);
+    tables->addWidget(m_rejectionView);
+    tables->setSizes({ 650, 250 });
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->setObjectName(QStringLiteral("plannerSplitter"));
+    split->addWidget(tables);
+    split->addWidget(m_scatter);
+    split->setSizes({ 700, 500 });
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addLayout(bar);
+    layout->addWidget(split, 1);
+
+    for (auto signal : { &Session::modelChanged, &Session::clusterChanged }) {
+        connect(&m_session, signal, this, [this] {
+            m_applyBest = true;
+            runPlanner();
+        });
+    }
+    connect(&m_session, &Session::workloadChanged, this, &PlannerPanel::runPlanner);
+    runPlanner();
+}
+
+PlannerPanel::~PlannerPanel() = default;
+
+QString PlannerPanel::summaryText() const { return m_summary->text(); }
+
+void PlannerPanel::runPlanner()
+{
+    if (!m_session.ready()) {
+        return;
+    }
+    plan::PlannerOptions options;
+    options.workload = m_session.workload();
+    options.top = m_top->value();
+    options.headroom = m_headroom->value() / 100.0;
+    m_summary->setText(
+        tr("Planning %1 on %2…")
+            .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));
+    m_jobs.start<Result<plan::PlanResult>>(
+        *m_ticket, tr("Planning layouts"), this,
+        [summary = m_session.summary(), cluster = m_session.cluster(), options](
+            Progress& progress, std::stop_token stop) {
+            return plan::planLayouts(*summary, cluster, options, progress, stop);
+        },
+        [this, mode = options.workload.mode](Result<plan::PlanResult>&& result) {
+            m_mode = mode;
+            display(std::move(result));
+        });
+}
+
+void PlannerPanel::display(Result<plan::PlanResult>&& result)
+{
+    if (!result) {
+        m_layouts->setLayouts({}, m_mode, 0);
+        m_rejections->setGroups({});
+        m_summary->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                               .arg(errorColor().name(), toQString(result.error().message)));
+        showScatter();
+        emit planned();
+        return;
+    }
+    auto& r = *result;
+    const QLocale locale;
+    QString text
+        = tr("<b>%1</b> feasible of %2 layouts evaluated in %3")
+              .arg(locale.toString(qlonglong(r.feasible)), locale.toString(qlonglong(r.evaluated)),
+                  durationText(Seconds(r.seconds)));
+    if (!r.layouts.empty()) {
+        const auto& best = r.layouts.front();
+        text += tr(" · best: %1 at %2 tokens/s")
+                    .arg(toQString(plan::formatPlan(best.layout.toPlan())),
+                        countText(best.tokensPerSecond));
+    }
+    m_summary->setText(text);
+    QStringList notes;
+    for (const auto& note : r.notes) {
+        notes << QStringLiteral("• ") + toQString(note);
+    }
+    m_summary->setToolTip(notes.join(QLatin1Char('\n')));
+    m_layouts->setLayouts(std::move(r.layouts), m_mode, m_session.cluster().deviceMemory());
+    m_rejections->setGroups(std::move(r.rejected));
+    m_layoutView->resizeColumnsToContents();
+    m_rejectionView->resizeColumnsToContents();
+    m_rejectionView->setColumnWidth(RejectionModel::Reason,
+        std::min(420, m_rejectionView->columnWidth(RejectionModel::Reason)));
+    showScatter();
+    if (m_applyBest && !m_layouts->layouts().empty()) {
+        m_applyBest = false;
+        m_layoutView->selectRow(m_layoutProxy->mapFromSource(m_layouts->index(0, 0)).row());
+    }
+    emit planned();
+}
+
+void PlannerPanel::applyLayout(int row)
+{
+    const auto& layouts = m_layouts->layouts();
+    if (row < 0 || row >= int(layouts.size())) {
+        return;
+    }
+    m_scatter->setHighlightedPoint(0, row);
+    m_session.setPlan(layouts[std::size_t(row)].layout.toPlan());
+}
+
+void PlannerPanel::showScatter()
+{
+    const auto& layouts = m_layouts->layouts();
+    m_scatter->clear();
+    m_scatter->setTitle(tr("Memory against throughput (%1 fastest layouts)").arg(layouts.size()));
+    if (layouts.empty()) {
+        m_scatter->setNote(tr("no feasible layout"));
+        m_scatter->rescaleAndReplot();
+        return;
+    }
+    PlotSeries all { tr("feasible layouts"), categoricalColor(0), {}, {}, false, false, 7, true,
+        {} };
+    for (const auto& l : layouts) {
+        all.x << l.maxMemory;
+        all.y << l.tokensPerSecond;
+        all.pointLabels << tr("%1\n%2 tokens/s · %3 · %4")
+                               .arg(toQString(plan::formatPlan(l.layout.toPlan())),
+                                   countText(l.tokensPerSecond),
+                                   bytesText(Bytes(std::int64_t(l.maxMemory))),
+                                   durationText(Seconds(l.stepTime)));
+    }
+    PlotSeries front { tr("Pareto front"), categoricalColor(1), {}, {}, false, true, 6, true, {} };
+    for (const auto i : plan::paretoFront(layouts)) {
+        front.x << layouts[i].maxMemory;
+        front.y << layouts[i].tokensPerSecond;
+        front.pointLabels << all.pointLabels[qsizetype(i)];
+    }
+    m_scatter->setScatter({ all });
+    m_scatter->setLineSeries({ front });
+    m_scatter->setByteAxis(PlotWidget::Axis::X);
+    m_scatter->setAxisFormat(PlotWidget::Axis::Y, AxisFormat::Count);
+    m_scatter->setAxisLabel(PlotWidget::Axis::X, tr("memory of the most loaded rank"));
+    m_scatter->setAxisLabel(PlotWidget::Axis::Y,
+        m_mode == plan::Mode::Train ? tr("tokens trained per second")
+                                    : tr("output tokens per second"));
+    m_scatter->addVerticalLine(
+        { m_session.cluster().deviceMemory(), tr("device memory"), errorColor() });
+    m_scatter->rescaleAndReplot();
+}
+
+} // namespace day0::ui

@@ -1,0 +1,70 @@
+#pragma once
+
+#include "plan/planner.h"
+
+#include <QWidget>
+
+#include <memory>
+
+class QLabel;
+class QDoubleSpinBox;
+class QSortFilterProxyModel;
+class QSpinBox;
+class QTableView;
+
+namespace day0::ui {
+
+class JobRunner;
+class JobTicket;
+class LayoutTableModel;
+class PlotWidget;
+class RejectionModel;
+class Session;
+
+/// Runs the core planner for the session's model, cluster and workload off the GUI thread and
+/// shows the feasible layouts (sortable table), memory against throughput with the Pareto front,
+/// and the rejected layouts grouped by reason. Selecting a layout makes it the session's plan,
+/// so the memory and topology panels follow. After a model or cluster change the fastest layout
+/// is applied.
+class PlannerPanel : public QWidget {
+    Q_OBJECT
+public:
+    PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent = nullptr);
+    ~PlannerPanel() override;
+
+    /// Starts a sweep (the newest request wins; the status bar can cancel it).
+    void runPlanner();
+    /// Applies the layout in row `row` of the layout model (fastest first) to the session.
+    void applyLayout(int row);
+
+    [[nodiscard]] LayoutTableModel* layoutModel() const { return m_layouts; }
+    [[nodiscard]] RejectionModel* rejectionModel() const { return m_rejections; }
+    [[nodiscard]] QTableView* layoutView() const { return m_layoutView; }
+    [[nodiscard]] PlotWidget* scatter() const { return m_scatter; }
+    [[nodiscard]] QString summaryText() const;
+
+signals:
+    /// A sweep finished and the table holds its result.
+    void planned();
+
+private:
+    void display(Result<plan::PlanResult>&& result);
+    void showScatter();
+
+    Session& m_session;
+    JobRunner& m_jobs;
+    std::unique_ptr<JobTicket> m_ticket;
+    bool m_applyBest = true;
+    plan::Mode m_mode = plan::Mode::Train;
+    LayoutTableModel* m_layouts = nullptr;
+    RejectionModel* m_rejections = nullptr;
+    QSortFilterProxyModel* m_layoutProxy = nullptr;
+    QTableView* m_layoutView = nullptr;
+    QTableView* m_rejectionView = nullptr;
+    PlotWidget* m_scatter = nullptr;
+    QSpinBox* m_top = nullptr;
+    QDoubleSpinBox* m_headroom = nullptr;
+    QLabel* m_summary = nullptr;
+};
+
+} // namespace day0::ui

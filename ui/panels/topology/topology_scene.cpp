@@ -1,0 +1,391 @@
+#include "panels/topology/topology_scene.h"
+
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+
+#include <QGraphicsItem>
+#include <QGraphicsSceneHoverEvent>
+#include <QGraphicsSceneMouseEvent>
+#include <QGuiApplication>
+#include <QPainter>
+#include <QPalette>
+#include <QStyleOptionGraphicsItem>
+
+#include <cmath>
+
+namespace day0::ui {
+
+namespace {
+
+// Geometry of the drawing, in scene units.
+constexpr double kCellW = 44;
+constexpr double kCellH = 30;
+constexpr double kGap = 4;
+constexpr double kPad = 8;
+constexpr double kTitleH = 20;
+constexpr double kNodeGapX = 26;
+constexpr double kNodeGapY = 46; // room for the leaf switch bar above each row
+constexpr int kCellsPerRow = 8;
+// Below this zoom nodes collapse to summaries; above kTextLod ranks are written in the cells.
+constexpr double kSummaryLod = 0.35;
+constexpr double kTextLod = 0.7;
+
+QPalette appPalette() { return QGuiApplication::palette(); }
+
+QString gbps(double bytesPerSecond)
+{
+    return QString::number(bytesPerSecond / 1e9, 'f', 0) + QStringLiteral(" GB/s");
+}
+
+QRectF cellRect(int gpu)
+{
+    const int row = gpu / kCellsPerRow;
+    const int col = gpu % kCellsPerRow;
+    return { kPad + col * (kCellW + kGap), kTitleH + kPad + row * (kCellH + kGap), kCellW, kCellH };
+}
+
+void paintCell(
+    QPainter* painter, const QRectF& rect, const QColor& color, int rank, bool selected, double lod)
+{
+    painter->setPen(
+        selected ? QPen(appPalette().color(QPalette::Highlight), 3) : QPen(color.darker(125), 1));
+    painter->setBrush(color);
+    painter->drawRoundedRect(rect, 3, 3);
+    if (lod >= kTextLod && rank >= 0) {
+        painter->setPen(color.lightness() > 150 ? QColor(20, 20, 20) : QColor(250, 250, 250));
+        QFont f = painter->font();
+        f.setPointSizeF(7.5);
+        painter->setFont(f);
+        painter->drawText(rect, Qt::AlignCenter, QString::number(rank));
+    }
+}
+
+} // namespace
+
+/// One GPU (detailed mode).
+class GpuItem : public QGraphicsItem {
+public:
+    GpuItem(int device, int gpuInNode, QGraphicsItem* parent)
+        : QGraphicsItem(parent)
+        , m_device(device)
+        , m_rect(cellRect(gpuInNode))
+    {
+        setAcceptHoverEvents(true);
+    }
+    [[nodiscard]] QRectF boundingRect() const override { return m_rect.adjusted(-2, -2, 2, 2); }
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) override
+    {
+        const double lod = option->levelOfDetailFromTransform(painter->worldTransform());
+        if (lod < kSummaryLod) {
+            return; // the node paints its summary
+        }
+        auto* s = static_cast<TopologyScene*>(scene());
+        const int rank = s->topology().ranks && m_device < s->topology().world ? m_device : -1;
+        paintCell(
+            painter, m_rect, s->deviceColor(m_device), rank, s->inSelectedGroup(m_device), lod);
+    }
+    void mousePressEvent(QGraphicsSceneMouseEvent* event) override
+    {
+        emit static_cast<TopologyScene*>(scene())->rankClicked(m_device);
+        event->accept();
+    }
+
+private:
+    int m_device;
+    QRectF m_rect;
+};
+
+/// One node: its frame, title and fast-link domain; in aggregate mode also its GPUs.
+class NodeItem : public QGraphicsItem {
+public:
+    NodeItem(int node, int gpus, bool paintsGpus)
+        : m_node(node)
+        , m_gpus(gpus)
+        , m_paintsGpus(paintsGpus)
+    {
+        const int rows = (gpus + kCellsPerRow - 1) / kCellsPerRow;
+        const int cols = std::min(gpus, kCellsPerRow);
+        m_rect = QRectF(0, 0, 2 * kPad + cols * kCellW + (cols - 1) * kGap,
+            kTitleH + 2 * kPad + rows * kCellH + (rows - 1) * kGap);
+        setAcceptHoverEvents(paintsGpus);
+    }
+    static QSizeF size(int gpus) { return NodeItem(0, gpus, false).m_rect.size(); }
+    [[nodiscard]] QRectF boundingRect() const override { return m_rect.adjusted(-2, -2, 2, 2); }
+
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) override
+    {
+        auto* s = static_cast<TopologyScene*>(scene());
+        const double lod = option->levelOfDetailFromTransform(painter->worldTransform());
+        const QPalette pal = appPalette();
+        const int first = m_node * m_gpus;
+        if (lod < kSummaryLod) {
+            // Summary: one stripe per GPU colour, the node number on top.
+            const double w = m_rect.width() / m_gpus;
+            painter->setPen(Qt::NoPen);
+            bool selected = false;
+            for (int g = 0; g < m_gpus; ++g) {
+                painter->setBrush(s->deviceColor(first + g));
+                painter->drawRect(
+                    QRectF(m_rect.left() + g * w, m_rect.top(), w + 0.5, m_rect.height()));
+                selected = selected || s->inSelectedGroup(first + g);
+            }
+            painter->setBrush(Qt::NoBrush);
+            painter->setPen(selected ? QPen(pal.color(QPalette::Highlight), 6)
+                                     : QPen(pal.color(QPalette::Dark), 2));
+            painter->drawRect(m_rect);
+            QFont f = painter->font();
+            f.setPixelSize(int(m_rect.height() * 0.45));
+            f.setBold(true);
+            painter->setFont(f);
+            painter->setPen(QColor(255, 255, 255, 230));
+            painter->drawText(m_rect, Qt::AlignCenter, QString::number(m_node));
+            return;
+        }
+        painter->setPen(QPen(pal.color(QPalette::Mid), 1));
+        painter->setBrush(pal.color(QPalette::Base));
+        painter->drawRoundedRect(m_rect, 6, 6);
+        painter->setPen(pal.color(QPalette::WindowText));
+        QFont f = painter->font();
+        f.setPointSizeF(8);
+        painter->setFont(f);
+        const auto& cluster = s->topology().cluster;
+        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
+            Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("node %1").arg(m_node));
+        painter->setPen(pal.color(QPalette::PlaceholderText));
+        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
+            Qt::AlignVCenter | Qt::AlignRight,
+            QStringLiteral("%1 · %2").arg(
+                toQString(cluster.intraNode.kind), gbps(cluster.intraNode.bandwidth)));
+        if (m_paintsGpus) {
+            for (int g = 0; g < m_gpus; ++g) {
+                const int device = first + g;
+                const int rank = s->topology().ranks && device < s->topology().world ? device : -1;
+                paintCell(painter, cellRect(g), s->deviceColor(device), rank,
+                    s->inSelectedGroup(device), lod);
+            }
+        }
+    }
+    void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override
+    {
+        const int device = deviceAt(event->pos());
+        setToolTip(
+            device >= 0 ? static_cast<TopologyScene*>(scene())->deviceTooltip(device) : QString());
+    }
+    void mousePressEvent(QGraphicsSceneMouseEvent* event) override
+    {
+        if (const int device = deviceAt(event->pos()); device >= 0 && m_paintsGpus) {
+            emit static_cast<TopologyScene*>(scene())->rankClicked(device);
+        }
+        event->accept();
+    }
+
+private:
+    [[nodiscard]] int deviceAt(QPointF pos) const
+    {
+        for (int g = 0; g < m_gpus; ++g) {
+            if (cellRect(g).adjusted(-kGap / 2, -kGap / 2, kGap / 2, kGap / 2).contains(pos)) {
+                return m_node * m_gpus + g;
+            }
+        }
+        return -1;
+    }
+
+    int m_node;
+    int m_gpus;
+    bool m_paintsGpus;
+    QRectF m_rect;
+};
+
+TopologyScene::TopologyScene(QObject* parent)
+    : QGraphicsScene(parent)
+{
+    setItemIndexMethod(QGraphicsScene::BspTreeIndex);
+}
+
+void TopologyScene::setTopology(TopologyData data)
+{
+    m_data = std::move(data);
+    if (m_selected >= m_data.world) {
+        m_selected = -1;
+    }
+    rebuild();
+    setSelectedRank(m_selected);
+}
+
+void TopologyScene::setColoring(TopologyColoring coloring)
+{
+    m_coloring = coloring;
+    setSelectedRank(m_selected); // the group to outline depends on the colouring
+}
+
+void TopologyScene::setSelectedRank(int rank)
+{
+    m_selected = rank;
+    m_selectedMembers.assign(std::size_t(m_data.cluster.worldSize()), 0);
+    if (rank >= 0 && m_data.ranks && rank < m_data.world) {
+        const int index = colorIndex(rank);
+        for (int r = 0; r < m_data.world; ++r) {
+            m_selectedMembers[std::size_t(r)] = colorIndex(r) == index;
+        }
+    }
+    update();
+}
+
+int TopologyScene::colorIndex(int rank) const
+{
+    if (!m_data.ranks || rank < 0 || rank >= m_data.world) {
+        return -1;
+    }
+    const auto& ranks = *m_data.ranks;
+    switch (m_coloring) {
+    case TopologyColoring::TensorGroup:
+        return ranks.groupIndex(plan::GroupKind::Tensor, rank);
+    case TopologyColoring::PipelineStage:
+        return ranks.coordinates(rank).pp;
+    case TopologyColoring::ExpertGroup:
+        return ranks.groupIndex(plan::GroupKind::Expert, rank);
+    case TopologyColoring::DataReplica:
+        return ranks.coordinates(rank).dp;
+    case TopologyColoring::ContextGroup:
+        return ranks.groupIndex(plan::GroupKind::Context, rank);
+    }
+    return -1;
+}
+
+int TopologyScene::colorGroupCount() const
+{
+    if (!m_data.ranks) {
+        return 0;
+    }
+    const auto& ranks = *m_data.ranks;
+    switch (m_coloring) {
+    case TopologyColoring::TensorGroup:
+        return ranks.numGroups(plan::GroupKind::Tensor);
+    case TopologyColoring::PipelineStage:
+        return ranks.groupSize(plan::GroupKind::Pipeline);
+    case TopologyColoring::ExpertGroup:
+        return ranks.numGroups(plan::GroupKind::Expert);
+    case TopologyColoring::DataReplica:
+        return ranks.groupSize(plan::GroupKind::Data);
+    case TopologyColoring::ContextGroup:
+        return ranks.numGroups(plan::GroupKind::Context);
+    }
+    return 0;
+}
+
+QColor TopologyScene::deviceColor(int device) const
+{
+    const int index = colorIndex(device);
+    if (index < 0) {
+        return appPalette().color(QPalette::Button);
+    }
+    return categoricalColor(index);
+}
+
+bool TopologyScene::inSelectedGroup(int device) const
+{
+    return device >= 0 && std::size_t(device) < m_selectedMembers.size()
+        && m_selectedMembers[std::size_t(device)];
+}
+
+QString TopologyScene::deviceTooltip(int device) const
+{
+    const auto& c = m_data.cluster;
+    QString text = QStringLiteral("<b>GPU %1</b> · node %2, slot %3<br>%4")
+                       .arg(device)
+                       .arg(c.nodeOf(device))
+                       .arg(device % c.gpusPerNode)
+                       .arg(toQString(c.device.name));
+    if (!m_data.ranks || device >= m_data.world) {
+        return text + QStringLiteral("<br><i>idle: the plan does not use this device</i>");
+    }
+    const auto co = m_data.ranks->coordinates(device);
+    text += QStringLiteral(
+        "<br><b>rank %1</b>: tp %2 · cp %3 · dp %4 · pp %5<br>experts: ep %6 · etp %7 · edp %8")
+                .arg(device)
+                .arg(co.tp)
+                .arg(co.cp)
+                .arg(co.dp)
+                .arg(co.pp)
+                .arg(co.ep)
+                .arg(co.etp)
+                .arg(co.edp);
+    if (std::size_t(co.pp) < m_data.stageMemory.size()) {
+        const double used = m_data.stageMemory[std::size_t(co.pp)];
+        text += QStringLiteral("<br>memory: <b>%1</b> of %2")
+                    .arg(bytesText(Bytes(std::int64_t(used))),
+                        bytesText(Bytes(std::int64_t(m_data.deviceMemory))));
+    }
+    return text;
+}
+
+void TopologyScene::rebuild()
+{
+    clear();
+    m_gpuItems.clear();
+    m_nodeItems.clear();
+    const auto& c = m_data.cluster;
+    if (c.worldSize() <= 0) {
+        return;
+    }
+    m_detailed = c.worldSize() <= kDetailedLimit;
+    const QSizeF node = NodeItem::size(c.gpusPerNode);
+    // A grid about twice as wide as tall on screen.
+    const int cols = std::max(1,
+        std::min(c.numNodes,
+            int(std::ceil(std::sqrt(c.numNodes * 2.0 * node.height() / node.width())))));
+    const int rows = (c.numNodes + cols - 1) / cols;
+    const QPalette pal = appPalette();
+    const QPen wire(pal.color(QPalette::Mid), 1.5);
+    const QColor switchColor = pal.color(QPalette::Dark);
+    const double spineX = -40;
+    const double top = 30;
+    for (int row = 0; row < rows; ++row) {
+        const double y = top + row * (node.height() + kNodeGapY) + kNodeGapY;
+        const int inRow = std::min(cols, c.numNodes - row * cols);
+        const double leafY = y - kNodeGapY / 2;
+        auto* leaf
+            = addRect(QRectF(0, leafY - 3, inRow * (node.width() + kNodeGapX) - kNodeGapX, 6),
+                Qt::NoPen, switchColor);
+        leaf->setToolTip(QStringLiteral("leaf switch: %1").arg(toQString(c.interNodeLink().kind)));
+        addLine(spineX, leafY, 0, leafY, wire);
+        for (int i = 0; i < inRow; ++i) {
+            const int n = row * cols + i;
+            const double x = i * (node.width() + kNodeGapX);
+            addLine(x + node.width() / 2, leafY + 3, x + node.width() / 2, y, wire);
+            auto* item = new NodeItem(n, c.gpusPerNode, !m_detailed);
+            item->setPos(x, y);
+            addItem(item);
+            m_nodeItems.push_back(item);
+            if (m_detailed) {
+                for (int g = 0; g < c.gpusPerNode; ++g) {
+                    const int device = n * c.gpusPerNode + g;
+                    auto* gpu = new GpuItem(device, g, item);
+                    gpu->setToolTip(deviceTooltip(device));
+                    m_gpuItems.push_back(gpu);
+                }
+            }
+        }
+    }
+    const double bottom = top + rows * (node.height() + kNodeGapY);
+    addRect(QRectF(spineX - 6, top, 6, bottom - top), Qt::NoPen, switchColor)
+        ->setToolTip(QStringLiteral("spine"));
+    auto* label = addSimpleText(
+        QStringLiteral(
+            "%1 × %2 (%3 nodes × %4)   ·   inter-node: %5, %6 per GPU   ·   intra-node: %7, %8")
+            .arg(c.worldSize())
+            .arg(toQString(c.device.name))
+            .arg(c.numNodes)
+            .arg(c.gpusPerNode)
+            .arg(toQString(c.interNodeLink().kind), gbps(c.interNodeLink().bandwidth),
+                toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth)));
+    QFont f = label->font();
+    f.setPointSizeF(11);
+    f.setBold(true);
+    label->setFont(f);
+    label->setBrush(pal.color(QPalette::WindowText));
+    label->setPos(spineX - 6, 0);
+    setSceneRect(itemsBoundingRect().adjusted(-20, -20, 20, 20));
+}
+
+} // namespace day0::ui

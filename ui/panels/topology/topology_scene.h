@@ -1,0 +1,79 @@
+#pragma once
+
+#include "hardware/cluster.h"
+#include "plan/rank_layout.h"
+
+#include <QGraphicsScene>
+
+#include <optional>
+#include <vector>
+
+namespace day0::ui {
+
+class GpuItem;
+class NodeItem;
+
+/// What the topology shows: the cluster, and when the plan is valid, its rank layout and the
+/// memory of every pipeline stage. Plain data, built off the GUI thread.
+struct TopologyData {
+    hardware::Cluster cluster;
+    std::optional<plan::RankLayout> ranks; ///< empty when the plan cannot run
+    int world = 0; ///< ranks the layout uses (devices beyond it are idle)
+    std::vector<double> stageMemory; ///< bytes per pipeline stage (index = stage)
+    double deviceMemory = 0;
+};
+
+/// How GPUs are coloured.
+enum class TopologyColoring { TensorGroup, PipelineStage, ExpertGroup, DataReplica, ContextGroup };
+
+/// The cluster as a scene: nodes in a grid on a leaf/spine network, each node's fast-link
+/// domain with its GPUs coloured by parallel group. Up to kDetailedLimit GPUs every GPU is its
+/// own item; beyond, each node paints its GPUs itself (one item per node) so 2,048 GPUs stay
+/// fluid. Zoomed out, nodes collapse to summaries (level of detail).
+class TopologyScene : public QGraphicsScene {
+    Q_OBJECT
+public:
+    static constexpr int kDetailedLimit = 512;
+
+    explicit TopologyScene(QObject* parent = nullptr);
+
+    void setTopology(TopologyData data);
+    void setColoring(TopologyColoring coloring);
+    /// Outlines the members of `rank`'s group under the current colouring (-1: none).
+    void setSelectedRank(int rank);
+
+    [[nodiscard]] const TopologyData& topology() const { return m_data; }
+    [[nodiscard]] TopologyColoring coloring() const { return m_coloring; }
+    [[nodiscard]] int selectedRank() const { return m_selected; }
+    /// Items that draw exactly one GPU, and node items (tests).
+    [[nodiscard]] int gpuItemCount() const { return int(m_gpuItems.size()); }
+    [[nodiscard]] int nodeItemCount() const { return int(m_nodeItems.size()); }
+    [[nodiscard]] bool detailed() const { return m_detailed; }
+
+    /// Colour group index of a rank under the current colouring (-1: idle device).
+    [[nodiscard]] int colorIndex(int rank) const;
+    /// Fill colour of a device.
+    [[nodiscard]] QColor deviceColor(int device) const;
+    /// True if `device` is in the selected rank's group.
+    [[nodiscard]] bool inSelectedGroup(int device) const;
+    /// Tooltip of a device: rank, node, coordinates, memory.
+    [[nodiscard]] QString deviceTooltip(int device) const;
+    /// Number of colour groups under the current colouring.
+    [[nodiscard]] int colorGroupCount() const;
+
+signals:
+    void rankClicked(int rank);
+
+private:
+    void rebuild();
+
+    TopologyData m_data;
+    TopologyColoring m_coloring = TopologyColoring::PipelineStage;
+    int m_selected = -1;
+    std::vector<char> m_selectedMembers;
+    bool m_detailed = true;
+    std::vector<GpuItem*> m_gpuItems;
+    std::vector<NodeItem*> m_nodeItems;
+};
+
+} // namespace day0::ui

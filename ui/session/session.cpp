@@ -1,0 +1,63 @@
+#include "session/session.h"
+
+namespace day0::ui {
+
+Session::Session(QObject* parent)
+    : QObject(parent)
+{
+}
+
+Session::~Session() = default;
+
+void Session::setModel(std::shared_ptr<const model::LayerGraph> graph,
+    std::shared_ptr<const plan::ModelSummary> summary, const QString& source)
+{
+    m_graph = std::move(graph);
+    m_summary = std::move(summary);
+    m_modelSource = source;
+    m_selectedAnchor.clear();
+    emit modelChanged();
+}
+
+void Session::setCluster(const hardware::Cluster& cluster, const QString& source)
+{
+    m_cluster = cluster;
+    m_clusterSource = source;
+    m_selectedRank = -1;
+    emit clusterChanged();
+}
+
+void Session::setWorkload(const plan::Workload& workload)
+{
+    m_workload = workload;
+    emit workloadChanged();
+}
+
+void Session::setPlan(const plan::ParallelPlan& plan)
+{
+    if (plan == m_plan) {
+        return;
+    }
+    m_plan = plan;
+    emit planChanged();
+}
+
+void Session::selectAnchor(const QString& anchor)
+{
+    if (anchor == m_selectedAnchor) {
+        return;
+    }
+    m_selectedAnchor = anchor;
+    emit anchorSelected(anchor);
+}
+
+void Session::selectRank(int rank)
+{
+    if (rank == m_selectedRank) {
+        return;
+    }
+    m_selectedRank = rank;
+    emit rankSelected(rank);
+}
+
+} // namespace day0::ui

@@ -1,0 +1,80 @@
+#pragma once
+
+#include "hardware/cluster.h"
+#include "model/layer_graph.h"
+#include "plan/model_summary.h"
+#include "plan/parallel_plan.h"
+#include "plan/workload.h"
+
+#include <QObject>
+#include <QString>
+
+#include <memory>
+
+namespace day0::ui {
+
+/// The state every panel observes: the open model, the cluster, the workload, the current plan,
+/// and the selection. Panels read it and change it through its setters; they learn about each
+/// other's changes only through its signals and never talk to each other. GUI-thread object.
+class Session : public QObject {
+    Q_OBJECT
+public:
+    explicit Session(QObject* parent = nullptr);
+    ~Session() override;
+
+    // --- model -----------------------------------------------------------------------------
+    [[nodiscard]] bool hasModel() const { return m_graph != nullptr; }
+    /// The open model's graph (spec included), or nullptr.
+    [[nodiscard]] std::shared_ptr<const model::LayerGraph> graph() const { return m_graph; }
+    /// How the model was opened: a bundled name, a folder or a config.json path.
+    [[nodiscard]] QString modelSource() const { return m_modelSource; }
+    /// What the planning core needs from the model (computed once when it is opened).
+    [[nodiscard]] std::shared_ptr<const plan::ModelSummary> summary() const { return m_summary; }
+    /// Replaces the model; emits modelChanged.
+    void setModel(std::shared_ptr<const model::LayerGraph> graph,
+        std::shared_ptr<const plan::ModelSummary> summary, const QString& source);
+
+    // --- cluster, workload, plan -----------------------------------------------------------
+    [[nodiscard]] const hardware::Cluster& cluster() const { return m_cluster; }
+    /// The cluster argument it came from ("h200:32x8" or a file).
+    [[nodiscard]] QString clusterSource() const { return m_clusterSource; }
+    void setCluster(const hardware::Cluster& cluster, const QString& source);
+    [[nodiscard]] const plan::Workload& workload() const { return m_workload; }
+    void setWorkload(const plan::Workload& workload);
+    /// The plan the memory and topology panels show (fields at 0 are derived by the core).
+    [[nodiscard]] const plan::ParallelPlan& plan() const { return m_plan; }
+    void setPlan(const plan::ParallelPlan& plan);
+    /// True once model and cluster are set, so panels can compute.
+    [[nodiscard]] bool ready() const { return m_summary && m_cluster.worldSize() > 0; }
+
+    // --- selection ---------------------------------------------------------------------------
+    /// Anchor of the selected block or tensor name ("model.layers.7.mlp"), empty for none.
+    [[nodiscard]] QString selectedAnchor() const { return m_selectedAnchor; }
+    void selectAnchor(const QString& anchor);
+    /// Selected global rank, -1 for none.
+    [[nodiscard]] int selectedRank() const { return m_selectedRank; }
+    void selectRank(int rank);
+
+signals:
+    void modelChanged();
+    void clusterChanged();
+    void workloadChanged();
+    void planChanged();
+    void anchorSelected(const QString& anchor);
+    void rankSelected(int rank);
+    /// A short message for the status bar (errors are shown by whoever caused them).
+    void statusMessage(const QString& message);
+
+private:
+    std::shared_ptr<const model::LayerGraph> m_graph;
+    std::shared_ptr<const plan::ModelSummary> m_summary;
+    hardware::Cluster m_cluster;
+    QString m_clusterSource;
+    plan::Workload m_workload;
+    plan::ParallelPlan m_plan;
+    QString m_modelSource;
+    QString m_selectedAnchor;
+    int m_selectedRank = -1;
+};
+
+} // namespace day0::ui

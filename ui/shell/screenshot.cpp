@@ -1,0 +1,99 @@
+#include "shell/screenshot.h"
+
+#include "jobs/job_runner.h"
+#include "shell/main_window.h"
+#include "shell/panel_registry.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QThread>
+
+namespace day0::ui {
+
+namespace {
+constexpr int kQuietMs = 150;
+}
+
+bool waitForJobsIdle(JobRunner& jobs, int timeoutMs)
+{
+    QElapsedTimer total;
+    total.start();
+    QElapsedTimer quiet;
+    quiet.start();
+    while (total.elapsed() < timeoutMs) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+        if (!jobs.activeJobs().empty()) {
+            quiet.restart();
+        } else if (quiet.elapsed() >= kQuietMs) {
+            return true;
+        }
+        QThread::msleep(5);
+    }
+    return false;
+}
+
+QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry, JobRunner& jobs,
+    const QString& which, const QString& outDir, QString* error, QSize panelSize)
+{
+    QStringList written;
+    QStringList ids;
+    for (const auto& p : registry.panels()) {
+        if (which == QStringLiteral("all") || which == p.id) {
+            ids << p.id;
+        }
+    }
+    if (ids.isEmpty()) {
+        QStringList known;
+        for (const auto& p : registry.panels()) {
+            known << p.id;
+        }
+        *error = QCoreApplication::translate("Screenshot", "unknown panel '%1' (known: %2, all)")
+                     .arg(which, known.join(QStringLiteral(", ")));
+        return {};
+    }
+    if (!QDir().mkpath(outDir)) {
+        *error
+            = QCoreApplication::translate("Screenshot", "%1: cannot create the folder").arg(outDir);
+        return {};
+    }
+    auto save = [&](const QImage& image, const QString& name) {
+        const QString path = QDir(outDir).filePath(name + QStringLiteral(".png"));
+        if (!image.save(path)) {
+            *error
+                = QCoreApplication::translate("Screenshot", "%1: could not be written").arg(path);
+            return false;
+        }
+        written << path;
+        return true;
+    };
+    window.show();
+    waitForJobsIdle(jobs, 120000);
+    if (which == QStringLiteral("all")) {
+        window.resize(1680, 1020);
+        waitForJobsIdle(jobs, 60000);
+        if (!save(window.grab().toImage(), QStringLiteral("workbench"))) {
+            return {};
+        }
+    }
+    for (const auto& id : ids) {
+        QWidget* panel = window.panel(id);
+        auto* dock = qobject_cast<QDockWidget*>(panel->parentWidget());
+        // A floating dock renders the panel alone at a size fit for a README.
+        dock->setFloating(true);
+        dock->resize(panelSize);
+        dock->show();
+        dock->raise();
+        waitForJobsIdle(jobs, 60000);
+        const bool ok = save(panel->grab().toImage(), id);
+        dock->setFloating(false);
+        if (!ok) {
+            return {};
+        }
+    }
+    return written;
+}
+
+} // namespace day0::ui

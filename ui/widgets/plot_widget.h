@@ -1,0 +1,131 @@
+#pragma once
+
+#include <QColor>
+#include <QSize>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <QWidget>
+
+#include <memory>
+
+namespace day0::ui {
+
+/// How an axis prints its tick labels; the same formatting as the tables (core's formatBytes...).
+enum class AxisFormat {
+    Number,
+    Bytes, ///< values are bytes: binary-unit ticks ("80.0 GiB")
+    Duration, ///< values are seconds ("12.3 ms")
+    Count, ///< large counts ("1.2M")
+    Percent, ///< values are fractions in [0, 1] ("35 %")
+};
+
+/// A named series of points, drawn as a line or as markers.
+struct PlotSeries {
+    QString name;
+    QColor color;
+    QVector<double> x;
+    QVector<double> y;
+    bool dashed = false;
+    bool markers = false; ///< line series: also mark every point
+    double markerSize = 6.0;
+    bool inLegend = true;
+    QStringList pointLabels; ///< optional tooltip text per point
+};
+
+/// One layer of a stacked bar chart: one value per category.
+struct BarLayer {
+    QString name;
+    QColor color;
+    QVector<double> values;
+};
+
+/// A horizontal or vertical reference line with a label (device memory, a bound).
+struct LimitLine {
+    double value = 0.0;
+    QString label;
+    QColor color;
+};
+
+/// A matrix of values drawn as a colour map; row 0 is drawn at the top.
+struct HeatmapData {
+    int rows = 0;
+    int columns = 0;
+    QVector<double> values; ///< rows × columns, row-major
+    QStringList rowLabels;
+    QStringList columnLabels;
+    AxisFormat valueFormat = AxisFormat::Number;
+    QString valueLabel;
+    bool logScale = false;
+};
+
+/// The workbench's one wrapper around QCustomPlot (the only file that includes qcustomplot.h):
+/// domain-level calls, ticks formatted like the tables, themed from the palette, hover tooltips,
+/// export to PNG, PDF and SVG. GUI-thread object.
+class PlotWidget : public QWidget {
+    Q_OBJECT
+public:
+    enum class Axis { X, Y };
+
+    explicit PlotWidget(QWidget* parent = nullptr);
+    ~PlotWidget() override;
+
+    /// Removes every series, line and label and resets the axes to plain numbers.
+    void clear();
+    void setTitle(const QString& title);
+    void setAxisLabel(Axis axis, const QString& label);
+    void setAxisFormat(Axis axis, AxisFormat format);
+    void setByteAxis(Axis axis) { setAxisFormat(axis, AxisFormat::Bytes); }
+    void setDurationAxis(Axis axis) { setAxisFormat(axis, AxisFormat::Duration); }
+    void setLogScale(Axis axis, bool log);
+    void setLegendVisible(bool visible);
+
+    /// Bars stacked per category. Vertical: categories along X, values on Y. Horizontal:
+    /// categories down the Y axis (first on top), values on X.
+    void setStackedBars(const QStringList& categories, const QVector<BarLayer>& layers,
+        Qt::Orientation orientation = Qt::Vertical);
+    /// Adds line series (replacing previous lines, keeping bars and scatters).
+    void setLineSeries(const QVector<PlotSeries>& series);
+    /// Adds marker-only series (replacing previous scatters); pointClicked reports clicks.
+    void setScatter(const QVector<PlotSeries>& series);
+    /// Marks one point of a scatter series with a ring (index -1 clears the mark).
+    void setHighlightedPoint(int series, int index);
+    /// A matrix as a colour map with a colour scale.
+    void setHeatmap(const HeatmapData& data);
+    void addHorizontalLine(const LimitLine& line);
+    void addVerticalLine(const LimitLine& line);
+    /// A note drawn in the top-left corner of the plot area (e.g. "nothing fits").
+    void setNote(const QString& text);
+
+    /// Fits the axes to the data and the limit lines, then repaints.
+    void rescaleAndReplot();
+
+    /// Writes the plot to `path`; the suffix picks PNG, PDF or SVG. Empty string on success,
+    /// else a message naming the file.
+    QString exportTo(const QString& path, QSize size = QSize());
+    /// Renders to an image at the widget's size (or `size`), for tests and screenshots.
+    [[nodiscard]] QImage toImage(QSize size = QSize());
+
+    /// Number of series of each kind (tests).
+    [[nodiscard]] int barLayerCount() const;
+    [[nodiscard]] int lineSeriesCount() const;
+    [[nodiscard]] int scatterSeriesCount() const;
+    /// Value of bar layer `layer` in category `category` (tests); NaN when absent.
+    [[nodiscard]] double barValue(int layer, int category) const;
+
+signals:
+    /// A scatter point was clicked.
+    void pointClicked(int series, int index);
+    /// A bar category was clicked.
+    void categoryClicked(int category);
+
+protected:
+    void changeEvent(QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+private:
+    struct Private;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace day0::ui
