@@ -137,6 +137,7 @@ private:
     std::uint64_t m_handled = 0;
     std::uint64_t m_malformed = 0;
     std::uint64_t m_missingTs = 0;
+    std::uint64_t m_outOfRange = 0;
     std::uint64_t m_unmatchedE = 0;
     std::uint64_t m_negativeDur = 0;
     std::string m_scratch;

@@ -74,6 +74,9 @@ bool parseMicrosToNanos(std::string_view text, std::int64_t& ns)
         frac *= 10;
         ++digits;
     }
+    if (whole > INT64_MAX / 1000 - 1) {
+        return false;
+    }
     std::int64_t value = whole * 1000 + frac + (roundUp ? 1 : 0);
     ns = negative ? -value : value;
     return true;
@@ -540,7 +543,12 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     const std::int32_t rank = options.rank.value_or(sink.m_rank.value_or(0));
     sink.m_handler.finish(rank);
     if (sink.m_baseNs != 0) {
-        builder.shiftSince(mark, sink.m_baseNs);
+        if (validTime(sink.m_baseNs)) {
+            builder.shiftSince(mark, sink.m_baseNs);
+        } else {
+            builder.warn(fmt::format("{}: baseTimeNanoseconds {} is out of range and was ignored",
+                source.displayName(), sink.m_baseNs));
+        }
     }
     auto& src = builder.source(sourceIndex);
     src.rank = rank;

@@ -65,6 +65,12 @@ void NsysReader::readMetadata()
             = SqliteStmt::prepare(m_db, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
         if (stmt.ok() && stmt->step()) {
             m_baseNs = stmt->integer(0);
+            if (!validTime(m_baseNs)) {
+                m_builder.warn(fmt::format("{}: session start {} ns is out of range; times are "
+                                           "relative to the session start",
+                    m_db.name(), m_baseNs));
+                m_baseNs = 0;
+            }
         }
     } else {
         m_builder.warn(fmt::format(
@@ -180,6 +186,16 @@ Result<SqliteStmt> NsysReader::select(const std::string& table,
         }
     }
     return SqliteStmt::prepare(m_db, fmt::format("SELECT {} FROM {}", list, table));
+}
+
+bool NsysReader::toTraceTime(
+    std::int64_t start, std::int64_t end, std::int64_t& outStart, std::int64_t& outEnd) const
+{
+    if (end < start || __builtin_add_overflow(start, m_baseNs, &outStart)
+        || __builtin_add_overflow(end, m_baseNs, &outEnd)) {
+        return false;
+    }
+    return validTime(outStart) && validTime(outEnd);
 }
 
 bool NsysReader::tick(Progress& progress, std::stop_token& stop)

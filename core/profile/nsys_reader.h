@@ -55,6 +55,9 @@ private:
     Result<SqliteStmt> select(const std::string& table, const std::vector<std::string>& required,
         const std::vector<std::string>& optional);
     bool tick(Progress& progress, std::stop_token& stop);
+    /// Session-relative start/end → absolute ns; false when out of order or out of range.
+    bool toTraceTime(
+        std::int64_t start, std::int64_t end, std::int64_t& outStart, std::int64_t& outEnd) const;
     Result<void> readRuntime(Progress& progress, std::stop_token stop);
     Result<void> readGpuTable(
         const std::string& table, Category kind, Progress& progress, std::stop_token stop);

@@ -31,8 +31,10 @@ Result<void> NsysReader::readRuntime(Progress& progress, std::stop_token stop)
         if (!tick(progress, stop)) {
             return Error::cancelled();
         }
+        std::int64_t start = 0;
+        std::int64_t end = 0;
         if (stmt->isNull(cStart) || stmt->isNull(cEnd)
-            || stmt->integer(cEnd) < stmt->integer(cStart)) {
+            || !toTraceTime(stmt->integer(cStart), stmt->integer(cEnd), start, end)) {
             ++m_badRows;
             continue;
         }
@@ -50,9 +52,8 @@ Result<void> NsysReader::readRuntime(Progress& progress, std::stop_token stop)
             args.addInt(keyReturn, ret);
         }
         const auto corr = std::uint32_t(stmt->integer(cCorr));
-        const SliceIndex idx = m_builder.addSlice(threadTrack(globalTid, Lane::Main),
-            m_baseNs + stmt->integer(cStart), m_baseNs + stmt->integer(cEnd), nameIt->second,
-            Category::Runtime, corr, 0, args.commit());
+        const SliceIndex idx = m_builder.addSlice(threadTrack(globalTid, Lane::Main), start, end,
+            nameIt->second, Category::Runtime, corr, 0, args.commit());
         m_runtimeByCorrelation[(std::uint64_t(pidOf(globalTid)) << 32) | corr] = idx;
     }
     if (stmt->failed()) {
@@ -119,9 +120,10 @@ Result<void> NsysReader::readGpuTable(
         if (!tick(progress, stop)) {
             return Error::cancelled();
         }
-        const std::int64_t start = stmt->integer(cStart);
-        const std::int64_t end = stmt->integer(cEnd);
-        if (stmt->isNull(cStart) || stmt->isNull(cEnd) || end < start) {
+        std::int64_t start = 0;
+        std::int64_t end = 0;
+        if (stmt->isNull(cStart) || stmt->isNull(cEnd)
+            || !toTraceTime(stmt->integer(cStart), stmt->integer(cEnd), start, end)) {
             ++m_badRows;
             continue;
         }
@@ -203,8 +205,8 @@ Result<void> NsysReader::readGpuTable(
         const std::int64_t globalPid = stmt->integer(cPid);
         const auto corr = std::uint32_t(stmt->integer(cCorr));
         const SliceIndex idx = m_builder.addSlice(
-            streamTrack(stmt->integer(cDevice), stmt->integer(cStream), globalPid),
-            m_baseNs + start, m_baseNs + end, name, category, corr, 0, args.commit());
+            streamTrack(stmt->integer(cDevice), stmt->integer(cStream), globalPid), start, end,
+            name, category, corr, 0, args.commit());
         const auto rt = m_runtimeByCorrelation.find((std::uint64_t(pidOf(globalPid)) << 32) | corr);
         if (rt != m_runtimeByCorrelation.end()) {
             m_builder.addFlow(
@@ -284,9 +286,10 @@ Result<void> NsysReader::readNvtx(Progress& progress, std::stop_token stop)
             ++m_openRanges;
             continue;
         }
-        const std::int64_t start = stmt->integer(cStart);
-        const std::int64_t end = range ? stmt->integer(cEnd) : start;
-        if (end < start) {
+        const std::int64_t rawStart = stmt->integer(cStart);
+        std::int64_t start = 0;
+        std::int64_t end = 0;
+        if (!toTraceTime(rawStart, range ? stmt->integer(cEnd) : rawStart, start, end)) {
             ++m_badRows;
             continue;
         }
@@ -306,10 +309,9 @@ Result<void> NsysReader::readNvtx(Progress& progress, std::stop_token stop)
         }
         const ArgsRef ref = args.commit();
         if (p.range) {
-            m_builder.addSlice(p.track, m_baseNs + p.start, m_baseNs + p.end, p.name,
-                Category::Annotation, 0, 0, ref);
+            m_builder.addSlice(p.track, p.start, p.end, p.name, Category::Annotation, 0, 0, ref);
         } else {
-            m_builder.addInstant(p.track, m_baseNs + p.start, p.name, Category::Annotation, ref);
+            m_builder.addInstant(p.track, p.start, p.name, Category::Annotation, ref);
         }
     }
     return success();

@@ -102,17 +102,17 @@ void TraceBuilder::shiftSince(const Mark& mark, std::int64_t deltaNs)
 {
     auto& t = m_trace;
     for (std::size_t i = mark.slices; i < t.m_start.size(); ++i) {
-        t.m_start[i] += deltaNs;
-        t.m_end[i] += deltaNs;
+        t.m_start[i] = shiftTime(t.m_start[i], deltaNs);
+        t.m_end[i] = shiftTime(t.m_end[i], deltaNs);
     }
     for (std::size_t i = mark.instants; i < t.m_instantTs.size(); ++i) {
-        t.m_instantTs[i] += deltaNs;
+        t.m_instantTs[i] = shiftTime(t.m_instantTs[i], deltaNs);
     }
     for (std::size_t i = mark.counters; i < t.m_counterTs.size(); ++i) {
-        t.m_counterTs[i] += deltaNs;
+        t.m_counterTs[i] = shiftTime(t.m_counterTs[i], deltaNs);
     }
     for (std::size_t i = mark.endpoints; i < m_endpoints.size(); ++i) {
-        m_endpoints[i].ts += deltaNs;
+        m_endpoints[i].ts = shiftTime(m_endpoints[i].ts, deltaNs);
     }
 }
 
