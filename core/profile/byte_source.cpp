@@ -40,20 +40,44 @@ Result<std::unique_ptr<ByteSource>> ByteSource::open(const std::filesystem::path
     src->m_file = f;
     src->m_name = name;
     src->m_fileSize = std::filesystem::file_size(path, ec);
-    src->m_in = std::make_unique<unsigned char[]>(kInputBlock);
-    src->refillInput();
-    if (src->m_inSize >= 2 && src->m_in[0] == 0x1f && src->m_in[1] == 0x8b) {
-        src->m_gzip = true;
-        src->m_z = std::make_unique<Zlib>();
-        auto& z = src->m_z->stream;
-        if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
-            return Error::internal(fmt::format("{}: cannot initialise zlib", name));
-        }
-        src->m_z->initialised = true;
-        z.next_in = src->m_in.get();
-        z.avail_in = unsigned(src->m_inSize);
-    }
+    DAY0_TRY(src->start());
     return src;
+}
+
+Result<std::unique_ptr<ByteSource>> ByteSource::fromBytes(std::string bytes, std::string name)
+{
+    std::unique_ptr<ByteSource> src(new ByteSource());
+    src->m_bytes = std::move(bytes);
+    src->m_name = std::move(name);
+    src->m_fileSize = src->m_bytes.size();
+    if (!src->m_bytes.empty()) {
+        src->m_file = fmemopen(src->m_bytes.data(), src->m_bytes.size(), "rb");
+        if (src->m_file == nullptr) {
+            return Error::internal(fmt::format("{}: cannot read from memory", src->m_name));
+        }
+    } else {
+        src->m_fileEof = true;
+    }
+    DAY0_TRY(src->start());
+    return src;
+}
+
+Result<void> ByteSource::start()
+{
+    m_in = std::make_unique<unsigned char[]>(kInputBlock);
+    refillInput();
+    if (m_inSize >= 2 && m_in[0] == 0x1f && m_in[1] == 0x8b) {
+        m_gzip = true;
+        m_z = std::make_unique<Zlib>();
+        auto& z = m_z->stream;
+        if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+            return Error::internal(fmt::format("{}: cannot initialise zlib", m_name));
+        }
+        m_z->initialised = true;
+        z.next_in = m_in.get();
+        z.avail_in = unsigned(m_inSize);
+    }
+    return success();
 }
 
 ByteSource::~ByteSource()

@@ -17,6 +17,8 @@ class ByteSource {
 public:
     /// Opens `path`; gzip is recognised by its magic bytes, not by the file name.
     static Result<std::unique_ptr<ByteSource>> open(const std::filesystem::path& path);
+    /// Reads from memory (a dropped file, a fuzzer's input); `name` is for messages.
+    static Result<std::unique_ptr<ByteSource>> fromBytes(std::string bytes, std::string name);
     ~ByteSource();
     ByteSource(const ByteSource&) = delete;
     ByteSource& operator=(const ByteSource&) = delete;
@@ -38,11 +40,13 @@ public:
 
 private:
     ByteSource() = default;
+    Result<void> start();
     Result<std::size_t> readRaw(char* out, std::size_t capacity);
     Result<std::size_t> readGzip(char* out, std::size_t capacity);
     bool refillInput();
 
     std::FILE* m_file = nullptr;
+    std::string m_bytes; ///< the data, when reading from memory
     std::string m_name;
     std::uint64_t m_fileSize = 0;
     std::uint64_t m_fileRead = 0;

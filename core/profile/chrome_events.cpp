@@ -201,6 +201,11 @@ void ChromeEventHandler::handleSlice(const RawEvent& e, Category category)
             ++m_negativeDur;
             dur = 0;
         }
+        // Both are in the time domain, so the sum cannot overflow; it may leave the domain.
+        if (!validTime(e.ts + dur)) {
+            ++m_outOfRange;
+            return;
+        }
         m_builder.addSlice(track, e.ts, e.ts + dur, name, category, correlation, externalId, args);
         return;
     }
@@ -332,6 +337,10 @@ void ChromeEventHandler::handle(const RawEvent& e)
     }
     if (!e.hasTs) {
         ++m_missingTs;
+        return;
+    }
+    if (!validTime(e.ts) || (e.hasDur && !validTime(e.dur))) {
+        ++m_outOfRange;
         return;
     }
     switch (e.ph) {
@@ -479,6 +488,10 @@ void ChromeEventHandler::finish(std::int32_t rank)
     if (m_unmatchedE > 0) {
         m_builder.warn(fmt::format(
             "{} end events ('E'/'e') have no matching begin and were skipped", m_unmatchedE));
+    }
+    if (m_outOfRange > 0) {
+        m_builder.warn(fmt::format(
+            "{} events with times beyond ±146 years of the Unix epoch were skipped", m_outOfRange));
     }
     if (m_missingTs > 0) {
         m_builder.warn(fmt::format("{} events without a timestamp were skipped", m_missingTs));

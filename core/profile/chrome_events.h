@@ -84,7 +84,9 @@ private:
     struct KeyHash {
         std::size_t operator()(const Key& k) const noexcept
         {
-            return std::hash<std::int64_t>()(k.pid * 1000003 ^ k.tid) ^ std::size_t(k.lane);
+            // Unsigned: string ids are large negative numbers and must not overflow.
+            const std::uint64_t h = std::uint64_t(k.pid) * 1000003u ^ std::uint64_t(k.tid);
+            return std::size_t(h ^ (h >> 29)) ^ std::size_t(k.lane);
         }
     };
     struct Process {
@@ -135,6 +137,7 @@ private:
     std::uint64_t m_handled = 0;
     std::uint64_t m_malformed = 0;
     std::uint64_t m_missingTs = 0;
+    std::uint64_t m_outOfRange = 0;
     std::uint64_t m_unmatchedE = 0;
     std::uint64_t m_negativeDur = 0;
     std::string m_scratch;

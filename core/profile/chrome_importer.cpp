@@ -2,6 +2,7 @@
 
 #include "profile/chrome_events.h"
 #include "profile/json_event_scanner.h"
+#include "profile/pipelined_sink.h"
 #include "profile/privacy.h"
 
 #include <fmt/format.h>
@@ -10,13 +11,9 @@
 
 #include <charconv>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 namespace day0::profile {
 
@@ -76,6 +73,9 @@ bool parseMicrosToNanos(std::string_view text, std::int64_t& ns)
     while (digits < 3) {
         frac *= 10;
         ++digits;
+    }
+    if (whole > INT64_MAX / 1000 - 1) {
+        return false;
     }
     std::int64_t value = whole * 1000 + frac + (roundUp ? 1 : 0);
     ns = negative ? -value : value;
@@ -506,104 +506,6 @@ private:
     std::size_t m_eventIndex = 0;
 };
 
-/// Runs a sink on a second thread, so that reading, inflating and cutting the file overlap with
-/// parsing and building. Batches are handed over by swapping buffers; at most two wait.
-class PipelinedSink final : public JsonEventSink {
-public:
-    explicit PipelinedSink(JsonEventSink& inner)
-        : m_inner(inner)
-        , m_worker([this] { work(); })
-    {
-    }
-    ~PipelinedSink() override { (void)finish(); }
-    PipelinedSink(const PipelinedSink&) = delete;
-    PipelinedSink& operator=(const PipelinedSink&) = delete;
-
-    Result<void> onEvents(std::string& json, std::vector<std::uint32_t>& starts) override
-    {
-        std::unique_lock lock(m_mutex);
-        m_changed.wait(lock, [&] { return m_queue.size() < 2 || m_error.has_value(); });
-        if (m_error) {
-            return *m_error;
-        }
-        Batch batch;
-        batch.json.swap(json);
-        batch.starts.swap(starts);
-        if (!m_spare.empty()) {
-            json.swap(m_spare.back().json);
-            starts.swap(m_spare.back().starts);
-            m_spare.pop_back();
-        }
-        m_queue.push_back(std::move(batch));
-        m_changed.notify_all();
-        return success();
-    }
-    [[nodiscard]] bool wantsKey(std::string_view key) const override
-    {
-        return m_inner.wantsKey(key);
-    }
-    void onTopLevel(std::string_view key, std::string_view rawJson) override
-    {
-        m_inner.onTopLevel(key, rawJson);
-    }
-
-    /// Waits until every batch is processed; returns the first error of the inner sink.
-    Result<void> finish()
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_closed = true;
-            m_changed.notify_all();
-        }
-        if (m_worker.joinable()) {
-            m_worker.join();
-        }
-        if (m_error) {
-            return *m_error;
-        }
-        return success();
-    }
-
-private:
-    struct Batch {
-        std::string json;
-        std::vector<std::uint32_t> starts;
-    };
-
-    void work()
-    {
-        while (true) {
-            Batch batch;
-            {
-                std::unique_lock lock(m_mutex);
-                m_changed.wait(lock, [&] { return !m_queue.empty() || m_closed; });
-                if (m_queue.empty()) {
-                    return;
-                }
-                batch = std::move(m_queue.front());
-                m_queue.pop_front();
-                m_changed.notify_all();
-            }
-            auto r = m_inner.onEvents(batch.json, batch.starts);
-            std::lock_guard lock(m_mutex);
-            if (!r.ok() && !m_error) {
-                m_error = r.error();
-            }
-            m_spare.push_back(std::move(batch));
-            m_changed.notify_all();
-        }
-    }
-
-    JsonEventSink& m_inner;
-    std::mutex m_mutex;
-    std::condition_variable m_changed;
-    std::deque<Batch> m_queue;
-    std::vector<Batch> m_spare;
-    std::optional<Error> m_error;
-    bool m_closed = false;
-    std::thread m_worker;
-};
-
 } // namespace
 
 Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
@@ -620,7 +522,7 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     Result<void> parsed = success();
     ScanReport report;
     {
-        PipelinedSink pipeline(sink);
+        detail::PipelinedSink pipeline(sink);
         JsonEventScanner scanner(source, pipeline, 4 << 20);
         scanned = scanner.run(progress, stop);
         parsed = pipeline.finish();
@@ -641,7 +543,12 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     const std::int32_t rank = options.rank.value_or(sink.m_rank.value_or(0));
     sink.m_handler.finish(rank);
     if (sink.m_baseNs != 0) {
-        builder.shiftSince(mark, sink.m_baseNs);
+        if (validTime(sink.m_baseNs)) {
+            builder.shiftSince(mark, sink.m_baseNs);
+        } else {
+            builder.warn(fmt::format("{}: baseTimeNanoseconds {} is out of range and was ignored",
+                source.displayName(), sink.m_baseNs));
+        }
     }
     auto& src = builder.source(sourceIndex);
     src.rank = rank;
@@ -665,6 +572,10 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     if (report.badEscapesRepaired > 0) {
         builder.warn(fmt::format("{}: kept {} invalid backslash escapes as literal text", where,
             report.badEscapesRepaired));
+    }
+    if (report.oversizedEvents > 0) {
+        builder.warn(fmt::format(
+            "{}: skipped {} events larger than 256 MiB each", where, report.oversizedEvents));
     }
     if (report.nonObjectEntries > 0) {
         builder.warn(fmt::format("{}: skipped {} traceEvents entries that are not objects", where,

@@ -1,6 +1,7 @@
 #include "profile/collectives.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -76,11 +77,12 @@ std::optional<std::int64_t> votedOffset(const std::vector<std::pair<Ends, Ends>>
     std::size_t bestFirst = 0;
     std::size_t first = 0;
     for (std::size_t last = 0; last < diffs.size(); ++last) {
-        while (diffs[last] - diffs[first] > 2 * kMatchTolerance) {
+        // Differences of two differences can exceed 64 bits: compare in 128.
+        while (__int128_t(diffs[last]) - diffs[first] > 2 * kMatchTolerance) {
             ++first;
         }
         const std::size_t count = last - first + 1;
-        const std::int64_t width = diffs[last] - diffs[first];
+        const std::int64_t width = std::int64_t(__int128_t(diffs[last]) - diffs[first]);
         if (count > bestCount || (count == bestCount && width < bestWidth)) {
             bestCount = count;
             bestWidth = width;
@@ -103,8 +105,12 @@ Pairing pairEnds(const std::vector<std::pair<Ends, Ends>>& groups, std::int64_t 
     for (const auto& [ref, other] : groups) {
         std::vector<std::int64_t> shifts;
         std::size_t j = 0;
+        auto distance = [](std::int64_t a, __int128_t b) {
+            const __int128_t d = __int128_t(a) - b;
+            return d < 0 ? -d : d;
+        };
         for (std::size_t i = 0; i < ref.size(); ++i) {
-            const std::int64_t target = ref[i] - guess;
+            const __int128_t target = __int128_t(ref[i]) - guess;
             while (j < other.size() && other[j] < target - kMatchTolerance) {
                 ++j;
             }
@@ -113,10 +119,10 @@ Pairing pairEnds(const std::vector<std::pair<Ends, Ends>>& groups, std::int64_t 
             }
             std::size_t best = j;
             if (j + 1 < other.size()
-                && std::llabs(other[j + 1] - target) < std::llabs(other[j] - target)) {
+                && distance(other[j + 1], target) < distance(other[j], target)) {
                 best = j + 1;
             }
-            if (std::llabs(other[best] - target) <= kMatchTolerance) {
+            if (distance(other[best], target) <= kMatchTolerance) {
                 out.offsets.push_back(ref[i] - other[best]);
                 shifts.push_back(std::int64_t(best) - std::int64_t(i));
                 j = best + 1;
@@ -181,7 +187,7 @@ std::vector<CollectiveStat> collectiveStatistics(const Trace& trace)
                 }
             }
             ++s.count;
-            s.total += trace.sliceDuration(i);
+            s.total = addSaturating(s.total, trace.sliceDuration(i));
             s.max = std::max(s.max, trace.sliceDuration(i));
         }
     }
@@ -265,7 +271,10 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
             std::vector<std::int64_t> dev;
             dev.reserve(pairs.offsets.size());
             for (const auto d : pairs.offsets) {
-                dev.push_back(std::llabs(d - o.offsetNs));
+                // Offsets span up to 2^63 each way, so their spread needs 128 bits.
+                const __int128_t dd = __int128_t(d) - o.offsetNs;
+                const __int128_t ad = dd < 0 ? -dd : dd;
+                dev.push_back(ad > INT64_MAX ? INT64_MAX : std::int64_t(ad));
             }
             o.madNs = median(dev);
             o.matched = pairs.offsets.size();

@@ -32,6 +32,7 @@ struct ScanReport {
     std::uint64_t controlCharsEscaped = 0; ///< raw control characters inside strings
     std::uint64_t badEscapesRepaired = 0; ///< backslashes not starting a valid escape
     std::uint64_t nonObjectEntries = 0; ///< array entries that are not objects
+    std::uint64_t oversizedEvents = 0; ///< single events over 256 MiB, dropped
     std::uint64_t events = 0;
     bool endedEarly = false; ///< the data ended before the JSON was closed
     bool lastEventCut = false; ///< ... and inside an event, which was dropped

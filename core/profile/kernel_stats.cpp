@@ -57,7 +57,7 @@ std::vector<KernelStat> kernelStatistics(const Trace& trace, const KernelStatsOp
         s.category = std::get<2>(key);
         s.count = durations.size();
         for (const auto d : durations) {
-            s.total += d;
+            s.total = addSaturating(s.total, d);
         }
         s.min = durations.front();
         s.max = durations.back();

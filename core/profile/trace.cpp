@@ -264,18 +264,18 @@ void Trace::applyClockOffset(std::int32_t rank, std::int64_t deltaNs)
         }
         const auto [a, b] = trackSlices(TrackId(t));
         for (SliceIndex i = a; i < b; ++i) {
-            m_start[i] += deltaNs;
-            m_end[i] += deltaNs;
+            m_start[i] = shiftTime(m_start[i], deltaNs);
+            m_end[i] = shiftTime(m_end[i], deltaNs);
         }
     }
     for (std::size_t i = 0; i < m_instantTs.size(); ++i) {
         if (m_tracks[m_instantTrack[i]].rank == rank) {
-            m_instantTs[i] += deltaNs;
+            m_instantTs[i] = shiftTime(m_instantTs[i], deltaNs);
         }
     }
     for (std::size_t i = 0; i < m_counterTs.size(); ++i) {
         if (m_tracks[m_counterTrack[i]].rank == rank) {
-            m_counterTs[i] += deltaNs;
+            m_counterTs[i] = shiftTime(m_counterTs[i], deltaNs);
         }
     }
 }

@@ -3,6 +3,7 @@
 #include "profile/args.h"
 #include "profile/string_table.h"
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -53,6 +54,30 @@ using TrackId = std::uint32_t;
 using SliceIndex = std::uint32_t;
 inline constexpr SliceIndex kNoSlice = 0xFFFFFFFFu;
 inline constexpr TrackId kNoTrack = 0xFFFFFFFFu;
+
+/// Every time in a trace lies in [-kMaxTimeNs, kMaxTimeNs] (±146 years around the Unix epoch),
+/// so that the difference of any two never overflows; importers drop events outside.
+inline constexpr std::int64_t kMaxTimeNs = (std::int64_t(1) << 62) - 1;
+/// True when `t` (ns) lies in the time domain.
+inline bool validTime(std::int64_t t) { return t >= -kMaxTimeNs && t <= kMaxTimeNs; }
+/// `t + delta`, saturated to the time domain.
+inline std::int64_t shiftTime(std::int64_t t, std::int64_t delta)
+{
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(t, delta, &r)) {
+        return delta > 0 ? kMaxTimeNs : -kMaxTimeNs;
+    }
+    return r > kMaxTimeNs ? kMaxTimeNs : (r < -kMaxTimeNs ? -kMaxTimeNs : r);
+}
+/// `total + value` without overflowing (saturates), for sums of many durations.
+inline std::int64_t addSaturating(std::int64_t total, std::int64_t value)
+{
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(total, value, &r)) {
+        return value > 0 ? INT64_MAX : INT64_MIN;
+    }
+    return r;
+}
 
 /// One row of the timeline: rank → device (or host process) → stream or thread.
 struct Track {

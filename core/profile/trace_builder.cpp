@@ -48,6 +48,11 @@ SliceIndex TraceBuilder::addSlice(TrackId track, std::int64_t start, std::int64_
     ArgsRef args)
 {
     auto& t = m_trace;
+    if (t.m_start.size() >= kNoSlice - 1) {
+        // SliceIndex is 32-bit: four billion slices is far beyond any trace that fits in memory.
+        ++m_droppedSlices;
+        return kNoSlice;
+    }
     t.m_start.push_back(start);
     t.m_end.push_back(std::max(start, end));
     t.m_name.push_back(name);
@@ -79,6 +84,9 @@ void TraceBuilder::addCounter(TrackId track, std::int64_t ts, double value)
 
 void TraceBuilder::addFlow(SliceIndex from, SliceIndex to, FlowKind kind)
 {
+    if (from == kNoSlice || to == kNoSlice) {
+        return;
+    }
     m_rawFlowFrom.push_back(from);
     m_rawFlowTo.push_back(to);
     m_rawFlowKind.push_back(kind);
@@ -94,17 +102,17 @@ void TraceBuilder::shiftSince(const Mark& mark, std::int64_t deltaNs)
 {
     auto& t = m_trace;
     for (std::size_t i = mark.slices; i < t.m_start.size(); ++i) {
-        t.m_start[i] += deltaNs;
-        t.m_end[i] += deltaNs;
+        t.m_start[i] = shiftTime(t.m_start[i], deltaNs);
+        t.m_end[i] = shiftTime(t.m_end[i], deltaNs);
     }
     for (std::size_t i = mark.instants; i < t.m_instantTs.size(); ++i) {
-        t.m_instantTs[i] += deltaNs;
+        t.m_instantTs[i] = shiftTime(t.m_instantTs[i], deltaNs);
     }
     for (std::size_t i = mark.counters; i < t.m_counterTs.size(); ++i) {
-        t.m_counterTs[i] += deltaNs;
+        t.m_counterTs[i] = shiftTime(t.m_counterTs[i], deltaNs);
     }
     for (std::size_t i = mark.endpoints; i < m_endpoints.size(); ++i) {
-        m_endpoints[i].ts += deltaNs;
+        m_endpoints[i].ts = shiftTime(m_endpoints[i].ts, deltaNs);
     }
 }
 
@@ -271,36 +279,58 @@ void TraceBuilder::bindFlows(const std::vector<SliceIndex>& rawToSorted)
                 < std::make_tuple(b.source, b.category, b.id, b.ts, phaseRank(b.phase));
         });
     std::size_t unbound = 0;
-    SliceIndex current = kNoSlice;
+    std::vector<SliceIndex> bound(m_endpoints.size(), kNoSlice);
     for (std::size_t i = 0; i < m_endpoints.size(); ++i) {
         const auto& e = m_endpoints[i];
-        if (i == 0 || e.source != m_endpoints[i - 1].source
-            || e.category != m_endpoints[i - 1].category || e.id != m_endpoints[i - 1].id) {
-            current = kNoSlice;
-        }
-        SliceIndex bound = kNoSlice;
         if (e.track == kNoTrack) {
             // The track held nothing but flow events.
         } else if (e.bindNext && e.phase == 'f') {
             const auto [a, b] = t.slicesStartingIn(e.track, e.ts, INT64_MAX);
-            bound = a < b ? a : kNoSlice;
+            bound[i] = a < b ? a : kNoSlice;
         } else {
-            bound = t.sliceAt(e.track, e.ts);
+            bound[i] = t.sliceAt(e.track, e.ts);
         }
-        if (bound == kNoSlice) {
-            ++unbound;
-            continue;
+        unbound += bound[i] == kNoSlice ? 1 : 0;
+    }
+    auto sameGroup = [&](std::size_t i, std::size_t j) {
+        const auto& x = m_endpoints[i];
+        const auto& y = m_endpoints[j];
+        return x.source == y.source && x.category == y.category && x.id == y.id;
+    };
+    for (std::size_t g0 = 0; g0 < m_endpoints.size();) {
+        std::size_t g1 = g0 + 1;
+        while (g1 < m_endpoints.size() && sameGroup(g0, g1)) {
+            ++g1;
         }
-        if (e.phase == 's') {
-            current = bound;
-        } else if (current != kNoSlice) {
-            flows.emplace_back(current, bound, e.kind);
-            if (e.phase == 't') {
-                current = bound;
+        // An end that comes before its start in time (CPU and GPU clocks disagree by a few µs)
+        // still belongs to the group's first start.
+        SliceIndex firstStart = kNoSlice;
+        for (std::size_t i = g0; i < g1 && firstStart == kNoSlice; ++i) {
+            if (m_endpoints[i].phase == 's') {
+                firstStart = bound[i];
             }
         }
-        // An 'f' without a preceding 's' is normal in Kineto traces (runtime calls that launched
-        // no GPU work still get an end point); it simply yields no flow.
+        SliceIndex current = kNoSlice;
+        for (std::size_t i = g0; i < g1; ++i) {
+            const auto& e = m_endpoints[i];
+            if (bound[i] == kNoSlice) {
+                continue;
+            }
+            if (e.phase == 's') {
+                current = bound[i];
+                continue;
+            }
+            const SliceIndex from = current != kNoSlice ? current : firstStart;
+            // An 'f' in a group without any 's' is normal in Kineto traces (runtime calls that
+            // launched no GPU work still get an end point); it yields no flow.
+            if (from != kNoSlice) {
+                flows.emplace_back(from, bound[i], e.kind);
+                if (e.phase == 't') {
+                    current = bound[i];
+                }
+            }
+        }
+        g0 = g1;
     }
     if (unbound > 0) {
         warn(fmt::format(
@@ -351,6 +381,10 @@ void TraceBuilder::sortInstantsAndCounters()
 Result<Trace> TraceBuilder::finish(Progress& progress, std::stop_token stop)
 {
     auto& t = m_trace;
+    if (m_droppedSlices > 0) {
+        warn(fmt::format(
+            "{} slices beyond the 4 294 967 294 a trace can hold were dropped", m_droppedSlices));
+    }
     if (t.m_args.full()) {
         warn("argument storage reached 4 GiB; later events were kept without their arguments");
     }

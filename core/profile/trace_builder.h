@@ -42,7 +42,8 @@ public:
     Track& track(TrackId id) { return m_trace.m_tracks[id]; }
     [[nodiscard]] std::size_t trackCount() const { return m_trace.m_tracks.size(); }
 
-    /// Adds a slice [start, end] in ns; returns its provisional index for addFlow.
+    /// Adds a slice [start, end] in ns; returns its provisional index for addFlow (kNoSlice when
+    /// the trace is full, which finish() reports).
     SliceIndex addSlice(TrackId track, std::int64_t start, std::int64_t end, StringId name,
         Category category, std::uint32_t correlation = 0, std::uint32_t externalId = 0,
         ArgsRef args = 0);
@@ -86,6 +87,7 @@ private:
     std::vector<SliceIndex> m_rawFlowTo;
     std::vector<FlowKind> m_rawFlowKind;
     std::vector<FlowEndpoint> m_endpoints;
+    std::uint64_t m_droppedSlices = 0;
 };
 
 } // namespace day0::profile

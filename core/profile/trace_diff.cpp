@@ -27,7 +27,7 @@ std::map<std::pair<std::string, Category>, Totals> totalsOf(
         }
         auto& s = byId[{ t.sliceName(i), c }];
         ++s.count;
-        s.total += t.sliceDuration(i);
+        s.total = addSaturating(s.total, t.sliceDuration(i));
     }
     for (const auto& [key, s] : byId) {
         out[{ std::string(t.text(key.first)), key.second }] = s;

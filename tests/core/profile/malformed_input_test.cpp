@@ -140,6 +140,45 @@ TEST(MalformedInput, EveryCutOfARealTraceImportsOrFailsCleanly)
     }
 }
 
+TEST(MalformedInput, RandomByteDamageNeverCrashes)
+{
+    // Deterministic corruption of a real trace: flipped, deleted and inserted bytes in places
+    // the scanner, simdjson and the event handler all have to survive.
+    auto full = readAllBytes(dataFile("hta_triton_example.json.gz"));
+    ASSERT_TRUE(full.ok());
+    std::uint64_t seed = 0x9e3779b97f4a7c15ull;
+    auto next = [&]() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        return seed;
+    };
+    const char noise[]
+        = { '"', '\\', '{', '}', '[', ']', ',', ':', '\0', '\x01', '\xff', 'e', '-' };
+    for (int round = 0; round < 300; ++round) {
+        std::string damaged = *full;
+        const int edits = 1 + int(next() % 8);
+        for (int e = 0; e < edits && !damaged.empty(); ++e) {
+            const std::size_t at = next() % damaged.size();
+            switch (next() % 3) {
+            case 0:
+                damaged[at] = noise[next() % sizeof noise];
+                break;
+            case 1:
+                damaged.erase(at, 1 + next() % 16);
+                break;
+            default:
+                damaged.insert(at, 1, noise[next() % sizeof noise]);
+            }
+        }
+        auto r = importPath(writeFile("damaged.json", damaged));
+        if (!r.ok()) {
+            EXPECT_NE(r.error().message.find("damaged.json"), std::string::npos)
+                << r.error().message;
+        }
+    }
+}
+
 TEST(MalformedInput, UnmatchedBeginEndAreReported)
 {
     const auto path = writeFile("be.json", R"([

@@ -208,8 +208,13 @@ TEST(TraceBuilder, BindsFlowEndpointsAndExplicitFlows)
     b.addFlowEndpoint({ cpu, 200, 8, cat, src, 's', false, FlowKind::Launch });
     b.addFlowEndpoint({ gpu, 220, 8, cat, src, 'f', false, FlowKind::Launch });
     b.addFlowEndpoint({ gpu, 500, 9, cat, src, 'f', false, FlowKind::Launch }); // no start: no flow
+    // A kernel whose start the GPU clock puts 5 ns before its launch still gets its arrow.
+    b.addSlice(cpu, 300, 310, launch, Category::Runtime, 10);
+    b.addSlice(gpu, 295, 330, kernel, Category::Kernel, 10);
+    b.addFlowEndpoint({ cpu, 300, 10, cat, src, 's', false, FlowKind::Launch });
+    b.addFlowEndpoint({ gpu, 295, 10, cat, src, 'f', false, FlowKind::Launch });
     const Trace trace = finish(b);
-    ASSERT_EQ(trace.flowCount(), 2u);
+    ASSERT_EQ(trace.flowCount(), 3u);
     for (std::size_t f = 0; f < trace.flowCount(); ++f) {
         EXPECT_EQ(trace.sliceCategory(trace.flowFrom(f)), Category::Runtime);
         EXPECT_EQ(trace.sliceCategory(trace.flowTo(f)), Category::Kernel);
