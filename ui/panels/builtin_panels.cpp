@@ -15,7 +15,7 @@ void registerBuiltinPanels(PanelRegistry& registry)
     registry.add(
         { QStringLiteral("model"), QObject::tr("Model"), QKeySequence(QObject::tr("Ctrl+1")),
             PanelArea::Left, 10, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
-                return new ModelPanel(context.session, parent);
+                return new ModelPanel(context.session, context.jobs, parent);
             } });
     registry.add(
         { QStringLiteral("memory"), QObject::tr("Memory"), QKeySequence(QObject::tr("Ctrl+2")),
