@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 using namespace day0;
@@ -247,4 +248,91 @@ TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
         EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
         std::filesystem::remove_all(dir);
     }
+}
+
+TEST(TorchBridge, ShrunkQwen3VlWithImageAgreesWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The vision path end to end: a `day0 shrink` Qwen3-VL-MoE checkpoint (model.language_model
+    // / model.visual prefixes, fused 3-D experts, Conv3d patch embedding, deepstack mergers)
+    // and a 64x96 image (4 x 6 patches of 16, 2 x 3 merged tokens), against PyTorch in float64
+    // (plugins/torch/day0_torch_vl.py: its own processor reshape, Conv3d, interleaved M-RoPE).
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_shrunk_qwen3vl";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 3;
+    ASSERT_TRUE(checkpoint::shrinkModel("qwen3-vl-30b-a3b", dir / "ckpt", so, p, {}).ok());
+    const auto image = exec::syntheticImage(64, 96);
+    {
+        std::ofstream ppm(dir / "image.ppm", std::ios::binary);
+        ppm << "P6\n" << image.width << " " << image.height << "\n255\n";
+        ppm.write(
+            reinterpret_cast<const char*>(image.rgb.data()), std::streamsize(image.rgb.size()));
+    }
+    auto input = exec::loadImageInput(dir / "ckpt", (dir / "image.ppm").string());
+    ASSERT_TRUE(input.ok()) << input.error().message;
+    EXPECT_EQ(input->image.rgb, image.rgb);
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = { 5, 17, input->imageTokenId, 42, 99, 7 };
+    o.newTokens = 3;
+    o.image = *input;
+    const auto ours = engine->run(o, p, {});
+    ASSERT_TRUE(ours.ok()) << ours.error().message;
+    const auto& fed = ours->dump.info.inputIds;
+    ASSERT_EQ(ours->dump.info.promptLength, 11); // the pad token became 6 image tokens
+    const std::vector<std::int64_t> prompt(fed.begin(), fed.begin() + 11);
+    const std::string command = fmt::format(
+        "{} {} {} --ids {} --tokens 3 --forced {} --image {} --dtype float64 --out {} > {} 2>&1",
+        kPython, bridgeScript().string(), (dir / "ckpt").string(), fmt::join(prompt, ","),
+        fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
+        (dir / "image.ppm").string(), (dir / "torch").string(), (dir / "torch.log").string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto theirs = numerics::readDump(dir / "torch");
+    ASSERT_TRUE(theirs.ok()) << theirs.error().message;
+    EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+    EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
+    const auto r = theirs->tensor("lm_head")->toDoubles();
+    const auto t = ours->dump.tensor("lm_head")->toDoubles();
+    ASSERT_EQ(r.size(), t.size());
+    double absMax = 0.0;
+    for (const double v : r) {
+        absMax = std::max(absMax, std::fabs(v));
+    }
+    double maxRel = 0.0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        maxRel
+            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+    }
+    std::size_t vision = 0;
+    double worst = 0.0;
+    for (const auto& c : theirs->captures()) {
+        const auto* mine = ours->dump.tensor(c.name);
+        if (mine == nullptr || c.name.ends_with("#topk")) {
+            continue;
+        }
+        vision += c.name.starts_with("model.visual.") ? 1 : 0;
+        const auto err = numerics::compareTensors(*theirs->tensor(c.name), *mine);
+        ASSERT_TRUE(err.ok()) << c.name;
+        worst = std::max(worst, err->relL2);
+        EXPECT_LE(err->relL2, 1e-5) << c.name;
+    }
+    std::printf(
+        "qwen3_vl_moe + image: logits max rel %.2e; %zu vision captures, worst rel L2 %.2e\n",
+        maxRel, vision, worst);
+    EXPECT_LE(maxRel, 1e-4);
+    // 4 blocks x (block, attn, mlp) + merger + 3 deepstack mergers
+    EXPECT_EQ(vision, 4u * 3u + 1u + 3u);
+    std::filesystem::remove_all(dir);
 }
