@@ -138,21 +138,7 @@ template <typename T> Result<void> Forward<T>::init()
     }
     m_rope = std::move(*rope);
     if (m_spec.family == model::Family::Qwen3Vl || m_spec.family == model::Family::Qwen3VlMoe) {
-        // Qwen3-VL's interleaved M-RoPE (HF apply_interleaved_mrope): pair j takes the h
-        // position when j % 3 == 1 and j < 3·section[1], w when j % 3 == 2 and j < 3·section[2],
-        // else t; transformers' default section is [24, 20, 20].
-        std::vector<std::int64_t> section = m_spec.ropeScaling.mropeSection;
-        if (section.size() != 3) {
-            section = { 24, 20, 20 };
-        }
-        m_rope.pairComponent.assign(m_rope.invFreq.size(), 0);
-        for (std::size_t j = 0; j < m_rope.pairComponent.size(); ++j) {
-            if (j % 3 == 1 && std::int64_t(j) < 3 * section[1]) {
-                m_rope.pairComponent[j] = 1;
-            } else if (j % 3 == 2 && std::int64_t(j) < 3 * section[2]) {
-                m_rope.pairComponent[j] = 2;
-            }
-        }
+        setInterleavedMrope(m_rope, m_spec.ropeScaling.mropeSection);
     }
     if (mla) {
         m_attentionScale
