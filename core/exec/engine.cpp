@@ -233,9 +233,10 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
     const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
-    if (spec.vision && spec.vision->kind != "qwen3_vl") {
+    if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
+        && spec.vision->kind != "qwen2_5_vl") {
         out.push_back(fmt::format("vision tower of {} ({}: patch embedding, ViT blocks, patch "
-                                  "merger; the engine implements Qwen3-VL's)",
+                                  "merger; the engine implements the Qwen2/2.5/3-VL towers)",
             family, spec.vision->kind));
     }
     if (spec.family == model::Family::Llama4) {

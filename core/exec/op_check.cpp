@@ -199,7 +199,7 @@ public:
             OpKind::Attention, m, implementation, ref, tgt);
     }
 
-    void gatedActivation(std::int64_t inter, Activation act)
+    void gatedActivation(std::int64_t inter, Activation act, std::string name = {})
     {
         const std::int64_t n = m_options.tokens * inter;
         const auto g = random(n);
@@ -211,7 +211,7 @@ public:
         roundActivations(gf, mode(OpKind::Mlp));
         roundActivations(uf, mode(OpKind::Mlp));
         emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
-        add(fmt::format("gated activation ({})", m_spec.hiddenAct),
+        add(name.empty() ? fmt::format("gated activation ({})", m_spec.hiddenAct) : name,
             fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
             "native", ref, gf);
     }
@@ -418,8 +418,11 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     if (qwen3Vl) {
         setInterleavedMrope(*rope, spec.ropeScaling.mropeSection);
     }
+    const bool mrope = !rope->pairComponent.empty();
     c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
-        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)" : std::string(), qwen3Vl);
+        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
+                : (mrope ? "rope (M-RoPE t/h/w sections)" : std::string()),
+        mrope);
     DAY0_TRY(step());
     if (mla) {
         const std::int64_t qk = spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim;
@@ -448,10 +451,14 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             "router ({}{})", kind, spec.moe->expertScoreBias ? ", e_score_correction_bias" : ""));
     }
     DAY0_TRY(step());
-    if (spec.vision && spec.vision->kind == "qwen3_vl") {
+    if (spec.vision && report.missing.empty()) {
         const auto& v = *spec.vision;
         const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);
-        c.layerNormOp("vision layer_norm", options.tokens, v.hiddenSize, 1e-6);
+        if (v.kind == "qwen2_5_vl") {
+            c.rmsNormOp("vision rms_norm", options.tokens, v.hiddenSize, "native");
+        } else {
+            c.layerNormOp("vision layer_norm", options.tokens, v.hiddenSize, 1e-6);
+        }
         Rope vrope;
         vrope.rotaryDim = hd;
         for (int part = 0; part < 2; ++part) {
@@ -462,13 +469,20 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         }
         c.rope(vrope, v.numHeads, hd, "vision rope (2-D rows/columns)", true);
         c.attentionOp(v.numHeads, v.numHeads, hd, hd, 1.0 / std::sqrt(double(hd)),
-            "vision attention (full, per image)", "native (GEMM per head, no mask)", false);
+            v.kind == "qwen2_5_vl" ? "vision attention (full / per window)"
+                                   : "vision attention (full, per image)",
+            "native (GEMM per head, no mask)", false);
         auto vact = parseActivation(v.hiddenAct);
         if (!vact) {
             return vact.error();
         }
-        c.activationOp(
-            v.intermediateSize, *vact, fmt::format("vision activation ({})", v.hiddenAct));
+        if (v.kind == "qwen2_5_vl") {
+            c.gatedActivation(v.intermediateSize, *vact,
+                fmt::format("vision gated activation ({})", v.hiddenAct));
+        } else {
+            c.activationOp(
+                v.intermediateSize, *vact, fmt::format("vision activation ({})", v.hiddenAct));
+        }
         c.activationOp(v.hiddenSize * v.spatialMergeSize * v.spatialMergeSize, Activation::Gelu,
             "merger activation (gelu, erf)");
     }

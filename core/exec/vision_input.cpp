@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <iterator>
 
@@ -162,8 +163,17 @@ Result<ImagePatches> patchify(const Image& image, const model::VisionSpec& visio
     out.gridW = image.width / p;
     const std::int64_t row = c * tp * p * p;
     out.values.resize(std::size_t(out.patches() * row));
-    // Qwen3-VL's processor: rescale by 1/255, then normalise with mean 0.5 and std 0.5.
-    const auto norm = [](std::uint8_t v) { return (double(v) / 255.0 - 0.5) / 0.5; };
+    // The processors rescale by 1/255, then normalise per channel: Qwen3-VL with mean = std =
+    // 0.5, Qwen2-VL and Qwen2.5-VL with OpenAI CLIP's mean and std.
+    std::array<double, 3> mean { 0.5, 0.5, 0.5 };
+    std::array<double, 3> stdev { 0.5, 0.5, 0.5 };
+    if (vision.kind == "qwen2_vl" || vision.kind == "qwen2_5_vl") {
+        mean = { 0.48145466, 0.4578275, 0.40821073 };
+        stdev = { 0.26862954, 0.26130258, 0.27577711 };
+    }
+    const auto norm = [&](std::uint8_t v, std::int64_t ch) {
+        return (double(v) / 255.0 - mean[std::size_t(ch)]) / stdev[std::size_t(ch)];
+    };
     std::int64_t index = 0;
     for (std::int64_t bh = 0; bh < out.gridH / m; ++bh) {
         for (std::int64_t bw = 0; bw < out.gridW / m; ++bw) {
@@ -178,7 +188,7 @@ Result<ImagePatches> patchify(const Image& image, const model::VisionSpec& visio
                                 for (std::int64_t x = 0; x < p; ++x) {
                                     const auto px = image.rgb[std::size_t(
                                         ((py0 + y) * image.width + px0 + x) * 3 + ch)];
-                                    *dst++ = norm(px);
+                                    *dst++ = norm(px, ch);
                                 }
                             }
                         }

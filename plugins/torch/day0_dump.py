@@ -40,7 +40,7 @@ DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
     r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|mlp|block_sparse_moe|"
     r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert))?|"
-    r"model\.visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
+    r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
 
 
 def fingerprint(config):
@@ -161,7 +161,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="dump folder to write")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     parser.add_argument("--inputs", action="store_true", help="also capture module inputs (#in0)")
-    parser.add_argument("--image", default="", help="binary PPM image for a Qwen3-VL checkpoint")
+    parser.add_argument("--image", default="", help="binary PPM image for a Qwen VL checkpoint")
     args = parser.parse_args(argv)
 
     import day0_torch_models  # noqa: E402  (next to this file)
@@ -177,7 +177,8 @@ def main(argv=None):
     run = model
     if args.image:
         import day0_torch_vl  # noqa: E402
-        image = day0_torch_vl.image_patches(day0_torch_vl.read_ppm(args.image), config["vision_config"])
+        image = day0_torch_vl.image_patches(day0_torch_vl.read_ppm(args.image), config["vision_config"],
+                                            config["model_type"])
 
         def run(x):
             return model(x, image)

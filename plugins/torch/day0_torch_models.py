@@ -7,7 +7,7 @@ package. `load(folder, dtype)` reads config.json and *.safetensors and returns (
 
 Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
 (MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), and
-qwen3_vl / qwen3_vl_moe with their vision tower (day0_torch_vl.py; forward(ids, image)).
+qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)).
 """
 
 import glob
@@ -336,7 +336,7 @@ class CausalLM(nn.Module):
 
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
-             "qwen3_vl", "qwen3_vl_moe")
+             "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def load(folder, dtype=torch.float32):
@@ -344,7 +344,7 @@ def load(folder, dtype=torch.float32):
         config = json.load(f)
     if config.get("model_type") not in SUPPORTED:
         raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
-    vl = config["model_type"] in ("qwen3_vl", "qwen3_vl_moe")
+    vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
     if vl:
         import day0_torch_vl
         model, flat = day0_torch_vl.build(config, sys.modules[__name__])

@@ -1,6 +1,7 @@
 // The fp32 engine against an independent PyTorch computation of the same checkpoint, through the
 // dump bridge plugins/torch/day0_dump.py (Debian's python3-torch), computed there in float64 so
 // that the differences are the fp32 engine's own rounding.
+#include "base/json_util.h"
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
@@ -250,24 +251,32 @@ TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
     }
 }
 
-TEST(TorchBridge, ShrunkQwen3VlWithImageAgreesWithPyTorch)
+namespace {
+
+/// Shrinks `model`, runs it with a synthetic `height` x `width` image on the fp32 engine and in
+/// PyTorch (float64, plugins/torch/day0_torch_vl.py: its own processor reshape, Conv3d, window
+/// reordering and M-RoPE), and checks logits and every common capture. `fullAttention`, when not
+/// empty, replaces the shrunk config's fullatt_block_indexes (Qwen2.5-VL window attention).
+void checkVisionAgainstTorch(const std::string& model, std::int64_t height, std::int64_t width,
+    std::size_t expectedVisionCaptures, const std::vector<int>& fullAttention = {})
 {
-    if (!torchAvailable()) {
-        GTEST_SKIP() << kPython
-                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
-    }
-    // The vision path end to end: a `day0 shrink` Qwen3-VL-MoE checkpoint (model.language_model
-    // / model.visual prefixes, fused 3-D experts, Conv3d patch embedding, deepstack mergers)
-    // and a 64x96 image (4 x 6 patches of 16, 2 x 3 merged tokens), against PyTorch in float64
-    // (plugins/torch/day0_torch_vl.py: its own processor reshape, Conv3d, interleaved M-RoPE).
+    SCOPED_TRACE(model);
     setResourceDir(DAY0_RESOURCE_DIR);
-    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_shrunk_qwen3vl";
+    const auto dir = std::filesystem::temp_directory_path()
+        / ("day0_torch_vl_" + std::filesystem::path(model).stem().string());
     std::filesystem::remove_all(dir);
     Progress p;
     checkpoint::ShrinkOptions so;
     so.layers = 3;
-    ASSERT_TRUE(checkpoint::shrinkModel("qwen3-vl-30b-a3b", dir / "ckpt", so, p, {}).ok());
-    const auto image = exec::syntheticImage(64, 96);
+    const auto shrunk = checkpoint::shrinkModel(model, dir / "ckpt", so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    if (!fullAttention.empty()) {
+        auto config = readJsonFile(dir / "ckpt" / "config.json");
+        ASSERT_TRUE(config.ok());
+        (*config)["vision_config"]["fullatt_block_indexes"] = fullAttention;
+        std::ofstream(dir / "ckpt" / "config.json") << config->dump(1);
+    }
+    const auto image = exec::syntheticImage(height, width);
     {
         std::ofstream ppm(dir / "image.ppm", std::ios::binary);
         ppm << "P6\n" << image.width << " " << image.height << "\n255\n";
@@ -291,8 +300,10 @@ TEST(TorchBridge, ShrunkQwen3VlWithImageAgreesWithPyTorch)
     const auto ours = engine->run(o, p, {});
     ASSERT_TRUE(ours.ok()) << ours.error().message;
     const auto& fed = ours->dump.info.inputIds;
-    ASSERT_EQ(ours->dump.info.promptLength, 11); // the pad token became 6 image tokens
-    const std::vector<std::int64_t> prompt(fed.begin(), fed.begin() + 11);
+    const std::int64_t merge = spec->vision->spatialMergeSize * spec->vision->patchSize;
+    const std::int64_t imageTokens = (height / merge) * (width / merge);
+    ASSERT_EQ(ours->dump.info.promptLength, 5 + imageTokens); // the pad token was expanded
+    const std::vector<std::int64_t> prompt(fed.begin(), fed.begin() + 5 + imageTokens);
     const std::string command = fmt::format(
         "{} {} {} --ids {} --tokens 3 --forced {} --image {} --dtype float64 --out {} > {} 2>&1",
         kPython, bridgeScript().string(), (dir / "ckpt").string(), fmt::join(prompt, ","),
@@ -322,17 +333,38 @@ TEST(TorchBridge, ShrunkQwen3VlWithImageAgreesWithPyTorch)
         if (mine == nullptr || c.name.ends_with("#topk")) {
             continue;
         }
-        vision += c.name.starts_with("model.visual.") ? 1 : 0;
+        vision += c.name.find("visual.") != std::string::npos ? 1 : 0;
         const auto err = numerics::compareTensors(*theirs->tensor(c.name), *mine);
         ASSERT_TRUE(err.ok()) << c.name;
         worst = std::max(worst, err->relL2);
         EXPECT_LE(err->relL2, 1e-5) << c.name;
     }
-    std::printf(
-        "qwen3_vl_moe + image: logits max rel %.2e; %zu vision captures, worst rel L2 %.2e\n",
+    std::printf("%-14s + %lldx%lld image: logits max rel %.2e; %zu vision captures, worst capture "
+                "rel L2 %.2e\n",
+        spec->modelType.c_str(), static_cast<long long>(height), static_cast<long long>(width),
         maxRel, vision, worst);
     EXPECT_LE(maxRel, 1e-4);
-    // 4 blocks x (block, attn, mlp) + merger + 3 deepstack mergers
-    EXPECT_EQ(vision, 4u * 3u + 1u + 3u);
+    EXPECT_EQ(vision, expectedVisionCaptures);
     std::filesystem::remove_all(dir);
+}
+
+} // namespace
+
+TEST(TorchBridge, ShrunkQwenVlWithImageAgreesWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // Qwen3-VL-MoE (model.language_model / model.visual prefixes, fused 3-D experts, learned
+    // positions, deepstack): 4 x 6 patches of 16 → 2 x 3 merged tokens; captures: 4 blocks x
+    // (block, attn, mlp) + merger + 3 deepstack mergers.
+    checkVisionAgainstTorch("qwen3-vl-30b-a3b", 64, 96, 4 * 3 + 1 + 3);
+    const auto configs = std::filesystem::path(DAY0_TEST_DATA_DIR) / "exec" / "configs";
+    // Qwen2-VL (LayerNorm, QuickGELU, sectioned M-RoPE, CLIP normalisation).
+    checkVisionAgainstTorch((configs / "qwen2-vl-7b.json").string(), 56, 84, 4 * 3 + 1);
+    // Qwen2.5-VL (RMSNorm, SwiGLU): 8 x 12 patches of 14 → 4 x 6 merged tokens in two windows
+    // of 4 x 4 (and 4 x 2); blocks 0 and 2 attend within windows.
+    checkVisionAgainstTorch(
+        (configs / "qwen2.5-vl-7b.json").string(), 112, 168, 4 * 3 + 1, { 1, 3 });
 }
