@@ -28,6 +28,7 @@ struct RunArgs {
     std::string reference;
     std::string prompt;
     std::string ids;
+    std::string image;
     std::int64_t tokens = 8;
     std::string dump;
     bool inject = false;
@@ -135,6 +136,13 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return reportError(ids.error());
     }
     o.promptIds = std::move(*ids);
+    if (!a.image.empty()) {
+        auto image = exec::loadImageInput(a.checkpoint, a.image);
+        if (!image) {
+            return reportError(image.error().withContext("--image"));
+        }
+        o.image = std::move(*image);
+    }
     o.newTokens = a.tokens;
     o.capture.inputs = a.inputs;
     o.capture.projections = a.projections;
@@ -241,6 +249,9 @@ const bool registered = registerCommand({ "run",
         app.add_option(
             "--prompt", a->prompt, "prompt text (needs tokenizer.json in the checkpoint)");
         app.add_option("--ids", a->ids, "prompt token ids, comma-separated");
+        app.add_option("--image", a->image,
+            "image for a vision-language model: a binary PPM or synthetic:HxW (its image-pad "
+            "token in the prompt is expanded)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_flag(

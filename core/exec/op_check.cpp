@@ -123,7 +123,8 @@ public:
             m, "native (OpenBLAS GEMM)", ref, tgt);
     }
 
-    void rope(const Rope& table, std::int64_t heads, std::int64_t dim)
+    void rope(const Rope& table, std::int64_t heads, std::int64_t dim, std::string label = {},
+        bool multi = false)
     {
         const std::int64_t t = m_options.tokens;
         // Late positions exercise the scaled (low) frequencies of llama3/YaRN.
@@ -136,18 +137,30 @@ public:
         auto ref = random(t * heads * dim);
         auto tgt = toFloat(ref);
         roundActivations(tgt, mode(OpKind::Attention));
-        applyRope<double>(ref.data(), t, heads, dim, positions, table);
-        applyRope<float>(tgt.data(), t, heads, dim, positions, table);
+        // M-RoPE / 2-D rotary: distinct (t, h, w) components, as image tokens have.
+        std::vector<std::int64_t> positions3;
+        if (multi) {
+            for (int c = 0; c < 3; ++c) {
+                for (std::int64_t i = 0; i < t; ++i) {
+                    positions3.push_back(c == 0 ? first + i : first + (c == 1 ? i / 4 : i % 4));
+                }
+            }
+        }
+        applyRope<double>(ref.data(), t, heads, dim, positions, table, positions3);
+        applyRope<float>(tgt.data(), t, heads, dim, positions, table, positions3);
         roundActivations(tgt, mode(OpKind::Attention));
-        add(fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
-                table.layout == RopeLayout::Interleaved ? "interleaved pairs" : "rotate-half"),
+        if (label.empty()) {
+            label = fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
+                table.layout == RopeLayout::Interleaved ? "interleaved pairs" : "rotate-half");
+        }
+        add(label,
             fmt::format("[{}, {}, {}] at positions {}..{}", t, heads, dim, first, first + t - 1),
             OpKind::Attention, mode(OpKind::Attention), "native", ref, tgt);
     }
 
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
-        const std::string& implementation)
+        const std::string& implementation, bool causal = true)
     {
         const std::int64_t t = m_options.tokens;
         const auto q = random(t * heads * headDim);
@@ -161,6 +174,7 @@ public:
         s.headDim = headDim;
         s.valueDim = valueDim;
         s.scale = scale;
+        s.causal = causal;
         std::vector<double> ref(static_cast<std::size_t>(t * heads * valueDim));
         attention<double>(q.data(), k.data(), v.data(), ref.data(), s);
         const PrecisionMode m = mode(OpKind::Attention);
@@ -185,7 +199,7 @@ public:
             OpKind::Attention, m, implementation, ref, tgt);
     }
 
-    void gatedActivation(std::int64_t inter, Activation act)
+    void gatedActivation(std::int64_t inter, Activation act, std::string name = {})
     {
         const std::int64_t n = m_options.tokens * inter;
         const auto g = random(n);
@@ -197,9 +211,43 @@ public:
         roundActivations(gf, mode(OpKind::Mlp));
         roundActivations(uf, mode(OpKind::Mlp));
         emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
-        add(fmt::format("gated activation ({})", m_spec.hiddenAct),
+        add(name.empty() ? fmt::format("gated activation ({})", m_spec.hiddenAct) : name,
             fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
             "native", ref, gf);
+    }
+
+    void layerNormOp(const std::string& name, std::int64_t rows, std::int64_t dim, double eps)
+    {
+        const auto x = random(rows * dim);
+        const auto w = random(dim, 0.1, 1.0);
+        const auto b = random(dim, 0.1);
+        std::vector<double> ref(x.size());
+        layerNorm<double>(x.data(), w.data(), b.data(), ref.data(), rows, dim, eps);
+        const PrecisionMode m = mode(OpKind::Norm);
+        auto xf = toFloat(x);
+        auto wf = toFloat(w);
+        auto bf = toFloat(b);
+        for (auto* buf : { &xf, &wf, &bf }) {
+            roundActivations(*buf, m);
+        }
+        std::vector<float> tgt(x.size());
+        layerNorm<float>(xf.data(), wf.data(), bf.data(), tgt.data(), rows, dim, eps);
+        roundActivations(tgt, m);
+        add(name, fmt::format("[{}, {}]", rows, dim), OpKind::Norm, m, "native", ref, tgt);
+    }
+
+    void activationOp(std::int64_t width, Activation act, const std::string& name)
+    {
+        const std::int64_t n = m_options.tokens * width;
+        std::vector<double> ref = random(n);
+        auto tgt = toFloat(ref);
+        const PrecisionMode m = mode(OpKind::Mlp);
+        roundActivations(tgt, m);
+        activate<double>(ref.data(), n, act);
+        activate<float>(tgt.data(), n, act);
+        roundActivations(tgt, m);
+        add(name, fmt::format("[{}, {}]", m_options.tokens, width), OpKind::Mlp, m, "native", ref,
+            tgt);
     }
 
     void router(const std::string& name)
@@ -286,7 +334,16 @@ std::vector<std::pair<std::string, detail::WeightRequirement>> linearWeights(
         }
         std::string module = req.name.substr(0, req.name.size() - 7);
         const int layer = numerics::layerOfAnchor(module);
-        if (layer >= 0) {
+        if (!spec.layout.visionPrefix.empty() && module.starts_with(spec.layout.visionPrefix)) {
+            // the tower's first block, the merger and the first deepstack merger; the position
+            // table is interpolated, not multiplied
+            const bool otherDeepstack = module.find("deepstack_merger_list.") != std::string::npos
+                && module.find("deepstack_merger_list.0.") == std::string::npos;
+            if (layer > 0 || otherDeepstack || module.ends_with(".pos_embed")) {
+                continue;
+            }
+            module = "visual" + module.substr(spec.layout.visionPrefix.size());
+        } else if (layer >= 0) {
             if (layer != 0 && layer != firstMoe) {
                 continue;
             }
@@ -356,7 +413,16 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             module == "lm_head" ? OpKind::Logits : OpKind::Linear);
         DAY0_TRY(step());
     }
-    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim);
+    const bool qwen3Vl
+        = spec.family == model::Family::Qwen3Vl || spec.family == model::Family::Qwen3VlMoe;
+    if (qwen3Vl) {
+        setInterleavedMrope(*rope, spec.ropeScaling.mropeSection);
+    }
+    const bool mrope = !rope->pairComponent.empty();
+    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
+        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
+                : (mrope ? "rope (M-RoPE t/h/w sections)" : std::string()),
+        mrope);
     DAY0_TRY(step());
     if (mla) {
         const std::int64_t qk = spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim;
@@ -385,6 +451,41 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             "router ({}{})", kind, spec.moe->expertScoreBias ? ", e_score_correction_bias" : ""));
     }
     DAY0_TRY(step());
+    if (spec.vision && report.missing.empty()) {
+        const auto& v = *spec.vision;
+        const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);
+        if (v.kind == "qwen2_5_vl") {
+            c.rmsNormOp("vision rms_norm", options.tokens, v.hiddenSize, "native");
+        } else {
+            c.layerNormOp("vision layer_norm", options.tokens, v.hiddenSize, 1e-6);
+        }
+        Rope vrope;
+        vrope.rotaryDim = hd;
+        for (int part = 0; part < 2; ++part) {
+            for (std::int64_t i = 0; i < hd / 4; ++i) {
+                vrope.invFreq.push_back(1.0 / std::pow(10000.0, double(2 * i) / double(hd / 2)));
+                vrope.pairComponent.push_back(part);
+            }
+        }
+        c.rope(vrope, v.numHeads, hd, "vision rope (2-D rows/columns)", true);
+        c.attentionOp(v.numHeads, v.numHeads, hd, hd, 1.0 / std::sqrt(double(hd)),
+            v.kind == "qwen2_5_vl" ? "vision attention (full / per window)"
+                                   : "vision attention (full, per image)",
+            "native (GEMM per head, no mask)", false);
+        auto vact = parseActivation(v.hiddenAct);
+        if (!vact) {
+            return vact.error();
+        }
+        if (v.kind == "qwen2_5_vl") {
+            c.gatedActivation(v.intermediateSize, *vact,
+                fmt::format("vision gated activation ({})", v.hiddenAct));
+        } else {
+            c.activationOp(
+                v.intermediateSize, *vact, fmt::format("vision activation ({})", v.hiddenAct));
+        }
+        c.activationOp(v.hiddenSize * v.spatialMergeSize * v.spatialMergeSize, Activation::Gelu,
+            "merger activation (gelu, erf)");
+    }
     report.rows = c.take();
     for (const auto& r : report.rows) {
         report.passCount += r.verdict.status == numerics::VerdictStatus::Pass ? 1 : 0;
