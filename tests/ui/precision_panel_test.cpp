@@ -14,6 +14,7 @@
 #include "widgets/plot_widget.h"
 
 #include <QFile>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -74,6 +75,19 @@ protected:
         ASSERT_TRUE(result.ok()) << result.error().message;
         auto written = exec::writeRunDumps(*result, root());
         ASSERT_TRUE(written.ok()) << written.error().message;
+
+        // A dump of another model (two layers): comparing it is a mismatch.
+        shrink.layers = 2;
+        auto other = exec::cachedShrunkCheckpoint("kimi-k2", shrink, progress, {});
+        ASSERT_TRUE(other.ok()) << other.error().message;
+        auto otherSpec = exec::loadCheckpointModel(*other);
+        auto otherWeights = exec::openCheckpointWeights(*other);
+        ASSERT_TRUE(otherSpec.ok() && otherWeights.ok());
+        o.reference.reset();
+        o.inject = false;
+        auto alone = exec::runWithReference(*otherSpec, **otherWeights, o, progress, {});
+        ASSERT_TRUE(alone.ok()) << alone.error().message;
+        ASSERT_TRUE(exec::writeRunDumps(*alone, root() / "other-model").ok());
     }
     static void TearDownTestSuite()
     {
@@ -336,6 +350,51 @@ TEST_F(PrecisionPanelTest, BadDumpFoldersGiveAnErrorNamingThem)
         << panel.errorText().toStdString();
     EXPECT_TRUE(panel.errorText().contains(QStringLiteral("dump.json")))
         << panel.errorText().toStdString();
+}
+
+TEST_F(PrecisionPanelTest, DumpsOfAnotherModelAreRefusedNamingBothFolders)
+{
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.show();
+    panel.compareDumps(dump("reference"), dump("other-model"));
+    test::settle(m_jobs);
+    EXPECT_EQ(panel.current(), nullptr);
+    const QString error = panel.errorText();
+    EXPECT_TRUE(error.contains(dump("other-model"))) << error.toStdString();
+    EXPECT_TRUE(error.contains(dump("reference"))) << error.toStdString();
+}
+
+TEST_F(PrecisionPanelTest, ACancelledRunDeliversNothingAndFreesTheControls)
+{
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.show();
+    PrecisionRunRequest request;
+    request.modelSource = s_checkpoint;
+    request.prompt = "5, 17, 300";
+    request.tokens = 2;
+    panel.run(request);
+    auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelButton"));
+    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
+    ASSERT_TRUE(cancel && runButton);
+    EXPECT_TRUE(cancel->isEnabled());
+    EXPECT_FALSE(runButton->isEnabled());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    test::settle(m_jobs);
+    EXPECT_EQ(panel.current(), nullptr);
+    EXPECT_TRUE(panel.errorText().isEmpty()) << panel.errorText().toStdString();
+    EXPECT_TRUE(runButton->isEnabled());
+    EXPECT_FALSE(cancel->isEnabled());
+}
+
+TEST_F(PrecisionPanelTest, TheSelectedCellIsFramed)
+{
+    PrecisionPanel panel(m_session, m_jobs);
+    compareFixture(panel);
+    panel.selectCell(3, 2);
+    test::settle(m_jobs);
+    EXPECT_EQ(panel.heatmapPlot()->heatmapSelection(), QPoint(3, 2));
+    EXPECT_EQ(panel.detail()->anchor,
+        panel.current()->comparison.rows[std::size_t(panel.rowAt(3, 2))].name);
 }
 
 TEST(PrecisionPanelScreenshot, TheDemoRendersARealHeatmap)

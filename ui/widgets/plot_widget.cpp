@@ -164,6 +164,7 @@ struct PlotWidget::Private {
     QCPColorScale* colorScale = nullptr;
     QCPColorMap* colorMap = nullptr;
     QCPItemText* note = nullptr;
+    QCPItemRect* cellMark = nullptr; ///< frame around the selected heatmap cell
     QVector<QCPBars*> bars;
     QVector<QCPGraph*> lines;
     QVector<QCPCurve*> scatters;
@@ -347,6 +348,10 @@ QString PlotWidget::Private::cellText(int row, int column) const
 
 void PlotWidget::Private::removeHeatmap()
 {
+    if (cellMark) {
+        plot->removeItem(cellMark);
+        cellMark = nullptr;
+    }
     if (colorMap) {
         plot->removePlottable(colorMap);
         colorMap = nullptr;
@@ -463,6 +468,7 @@ void PlotWidget::clear()
     d->lineLabels.clear();
     d->highlight = nullptr;
     d->note = nullptr;
+    d->cellMark = nullptr;
     d->limitItems.clear();
     d->hLimits.clear();
     d->vLimits.clear();
@@ -881,6 +887,32 @@ double PlotWidget::heatmapCell(int row, int column) const
         return std::numeric_limits<double>::quiet_NaN();
     }
     return d->heatmap.values[row * d->heatmap.columns + column];
+}
+
+void PlotWidget::setHeatmapSelection(int row, int column)
+{
+    if (d->cellMark) {
+        d->plot->removeItem(d->cellMark);
+        d->cellMark = nullptr;
+    }
+    if (d->colorMap && row >= 0 && row < d->heatmap.rows && column >= 0
+        && column < d->heatmap.columns) {
+        d->cellMark = new QCPItemRect(d->plot);
+        d->cellMark->topLeft->setCoords(column - 0.5, row - 0.5);
+        d->cellMark->bottomRight->setCoords(column + 0.5, row + 0.5);
+        d->cellMark->setPen(QPen(palette().color(QPalette::Highlight), 2.5));
+        d->cellMark->setBrush(Qt::NoBrush);
+    }
+    d->plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QPoint PlotWidget::heatmapSelection() const
+{
+    if (!d->cellMark) {
+        return { -1, -1 };
+    }
+    const QPointF at = d->cellMark->topLeft->coords();
+    return { int(std::lround(at.y() + 0.5)), int(std::lround(at.x() + 0.5)) };
 }
 
 QString PlotWidget::heatmapCellText(int row, int column) const

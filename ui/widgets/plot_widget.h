@@ -106,6 +106,10 @@ public:
     void setHighlightedPoint(int series, int index);
     /// A matrix as a colour map with a colour scale.
     void setHeatmap(const HeatmapData& data);
+    /// Frames one heatmap cell (row 0 at the top) as selected; (-1, -1) clears the frame.
+    void setHeatmapSelection(int row, int column);
+    /// The framed cell as (row, column); (-1, -1) when none.
+    [[nodiscard]] QPoint heatmapSelection() const;
     void addHorizontalLine(const LimitLine& line);
     void addVerticalLine(const LimitLine& line);
     /// A note drawn in the top-left corner of the plot area (e.g. "nothing fits").

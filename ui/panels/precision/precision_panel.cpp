@@ -46,6 +46,13 @@ bool runsAsIs(const QString& source)
                 .isEmpty();
 }
 
+// What "upcast to the reference" means for one layer: fp64 cannot be mixed with the other
+// modes of a run (an fp32 engine runs it), so an fp64 reference upcasts to fp32.
+exec::PrecisionMode upcastMode(exec::PrecisionMode reference)
+{
+    return reference == exec::PrecisionMode::F64 ? exec::PrecisionMode::F32 : reference;
+}
+
 struct Grid {
     Result<numerics::PositionGrid> grid;
 };
@@ -111,6 +118,10 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
         m_heatmapPlot, &PlotWidget::cellContextMenuRequested, this, &PrecisionPanel::showCellMenu);
     connect(&m_session, &Session::modelChanged, this, [this] {
         updateCheckpointLabel();
+        // A demo comparison follows the model; anything the user ran or loaded stays.
+        if (!m_userAction) {
+            m_demoDone = false;
+        }
         startDemoIfWanted();
     });
     updateCheckpointLabel();
@@ -156,6 +167,7 @@ QWidget* PrecisionPanel::createControls()
     m_runButton = new QPushButton(tr("Run"), box);
     m_runButton->setObjectName(QStringLiteral("runButton"));
     m_cancelButton = new QPushButton(tr("Cancel"), box);
+    m_cancelButton->setObjectName(QStringLiteral("cancelButton"));
     m_cancelButton->setEnabled(false);
     m_compareButton = new QPushButton(tr("Compare two dumps…"), box);
     m_progress = new QProgressBar(box);
@@ -224,7 +236,7 @@ void PrecisionPanel::startDemoIfWanted()
     PrecisionRunRequest request;
     request.prompt = kDemoPrompt;
     request.recordOnce = true;
-    run(std::move(request));
+    startRun(std::move(request));
 }
 
 void PrecisionPanel::startFromControls()
@@ -239,7 +251,13 @@ void PrecisionPanel::startFromControls()
 
 void PrecisionPanel::run(PrecisionRunRequest request)
 {
+    m_userAction = true;
     m_demoDone = true;
+    startRun(std::move(request));
+}
+
+void PrecisionPanel::startRun(PrecisionRunRequest request)
+{
     if (request.modelSource.empty()) {
         if (!m_session.hasModel()) {
             showError(tr("No model is open: open a model or a checkpoint folder first."));
@@ -260,13 +278,14 @@ void PrecisionPanel::upcastLayer(int layer)
         return;
     }
     PrecisionRunRequest request = *m_primary->request;
-    request.target.perLayer[layer] = request.reference;
+    request.target.perLayer[layer] = upcastMode(request.reference);
     request.recordOnce = false;
     run(std::move(request));
 }
 
 void PrecisionPanel::compareDumps(const QString& reference, const QString& target)
 {
+    m_userAction = true;
     m_demoDone = true;
     startJob(tr("Comparing dumps"),
         [reference = std::filesystem::path(fromQString(reference)),
@@ -502,6 +521,7 @@ void PrecisionPanel::selectCell(int row, int column)
         return;
     }
     const std::int64_t position = m_heatmap.positions ? column : -1;
+    m_heatmapPlot->setHeatmapSelection(row, column);
     m_session.selectAnchor(toQString(m_primary->comparison.rows[std::size_t(index)].name));
     m_jobs.start<Result<CellDetail>>(
         *m_detailTicket, tr("Error detail"), this,
@@ -527,8 +547,8 @@ void PrecisionPanel::showCellMenu(int row, int column, const QPoint& globalPos)
     menu.addAction(tr("Show detail"), this, [this, row, column] { selectCell(row, column); });
     if (layer >= 0) {
         const QString reference = m_primary->request
-            ? toQString(std::string(exec::precisionName(m_primary->request->reference)))
-            : QStringLiteral("the reference precision");
+            ? toQString(std::string(exec::precisionName(upcastMode(m_primary->request->reference))))
+            : tr("the reference precision");
         QAction* upcast
             = menu.addAction(tr("Upcast layer %1 to %2 and rerun").arg(layer).arg(reference), this,
                 [this, layer] { upcastLayer(layer); });

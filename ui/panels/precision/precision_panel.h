@@ -80,6 +80,7 @@ private:
     QWidget* createControls();
     void startDemoIfWanted();
     void startFromControls();
+    void startRun(PrecisionRunRequest request);
     void chooseDumps();
     void startJob(const QString& title, std::function<Outcome(Progress&, std::stop_token)> work);
     void deliver(Outcome&& outcome);
@@ -102,7 +103,8 @@ private:
     PrecisionHeatmap m_heatmap;
     std::optional<CellDetail> m_detail;
     QString m_runTitle;
-    bool m_demoDone = false; ///< the demo ran (or the user loaded something first)
+    bool m_demoDone = false; ///< the demo ran for this model (or the user loaded something)
+    bool m_userAction = false; ///< the user ran or loaded something: no more demos
 
     QComboBox* m_target = nullptr;
     QComboBox* m_reference = nullptr;
