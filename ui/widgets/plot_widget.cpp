@@ -334,10 +334,10 @@ QString PlotWidget::Private::cellText(int row, int column) const
     if (row < 0 || row >= heatmap.rows || column < 0 || column >= heatmap.columns) {
         return {};
     }
-    const int index = row * heatmap.columns + column;
-    if (index < heatmap.cellLabels.size() && !heatmap.cellLabels[index].isEmpty()) {
-        return heatmap.cellLabels[index];
+    if (heatmap.cellText) {
+        return heatmap.cellText(row, column);
     }
+    const int index = row * heatmap.columns + column;
     const double v = heatmap.values[index];
     const QString rowLabel = row < heatmap.rowLabels.size() ? heatmap.rowLabels[row] : QString();
     const QString colLabel

@@ -8,6 +8,7 @@
 #include <QVector>
 #include <QWidget>
 
+#include <functional>
 #include <memory>
 
 namespace day0::ui {
@@ -64,7 +65,9 @@ struct HeatmapData {
     QVector<double> values; ///< rows × columns, row-major
     QStringList rowLabels;
     QStringList columnLabels;
-    QStringList cellLabels; ///< optional hover text per cell, row-major (replaces the default)
+    /// Optional hover text of a cell (row, column), asked for on hover only, so big maps need
+    /// no text per cell up front; replaces the default "row · column value".
+    std::function<QString(int row, int column)> cellText;
     AxisFormat valueFormat = AxisFormat::Number;
     QString valueLabel;
     bool logScale = false;

@@ -91,9 +91,29 @@ QString metricTitle(GridMetric metric)
     return {};
 }
 
-PrecisionHeatmap layerHeatmap(const PrecisionRun& run, GridMetric metric)
+namespace {
+
+// Hover text on demand: the map keeps the run alive for as long as it is shown.
+void attachHoverText(
+    PrecisionHeatmap& h, const std::shared_ptr<const PrecisionRun>& run, GridMetric metric)
 {
-    const auto grid = numerics::comparisonGrid(run.comparison);
+    h.data.cellText
+        = [run, metric, rows = h.cellRows, values = h.data.values, columns = h.data.columns,
+              positions = h.positions, labels = h.data.rowLabels](int row, int column) {
+              const std::size_t i = std::size_t(row) * std::size_t(columns) + std::size_t(column);
+              if (i >= rows.size() || rows[i] < 0) {
+                  return QObject::tr("%1: no capture here").arg(labels.value(row));
+              }
+              return cellHoverText(*run, std::size_t(rows[i]), metric, values[qsizetype(i)],
+                  positions ? column : -1);
+          };
+}
+
+} // namespace
+
+PrecisionHeatmap layerHeatmap(const std::shared_ptr<const PrecisionRun>& run, GridMetric metric)
+{
+    const auto grid = numerics::comparisonGrid(run->comparison);
     PrecisionHeatmap h;
     h.data.rows = int(grid.layers.size());
     h.data.columns = int(grid.columns.size());
@@ -109,22 +129,19 @@ PrecisionHeatmap layerHeatmap(const PrecisionRun& run, GridMetric metric)
             const int row = grid.cell(l, c);
             double value = kNaN;
             if (row >= 0) {
-                value = numerics::gridMetricValue(run.comparison.rows[std::size_t(row)], metric)
+                value = numerics::gridMetricValue(run->comparison.rows[std::size_t(row)], metric)
                             .value_or(kNaN);
             }
             h.cellRows.push_back(row);
             h.data.values << value;
-            h.data.cellLabels << (row >= 0 ? cellHoverText(run, std::size_t(row), metric, value, -1)
-                                           : QObject::tr("layer %1 has no %2")
-                                                 .arg(grid.layers[l])
-                                                 .arg(h.data.columnLabels[int(c)]));
         }
     }
+    attachHoverText(h, run, metric);
     return h;
 }
 
-PrecisionHeatmap positionHeatmap(
-    const PrecisionRun& run, const numerics::PositionGrid& grid, GridMetric metric)
+PrecisionHeatmap positionHeatmap(const std::shared_ptr<const PrecisionRun>& run,
+    const numerics::PositionGrid& grid, GridMetric metric)
 {
     PrecisionHeatmap h;
     h.positions = true;
@@ -132,23 +149,22 @@ PrecisionHeatmap positionHeatmap(
     h.data.columns = int(grid.positions);
     h.data.logScale = logMetric(metric);
     h.data.valueLabel = metricTitle(metric);
-    const std::int64_t prompt = run.comparison.reference.promptLength;
+    const std::int64_t prompt = run->comparison.reference.promptLength;
     for (std::int64_t p = 0; p < grid.positions; ++p) {
         h.data.columnLabels << (prompt > 0 && p >= prompt
                 ? QStringLiteral("g%1").arg(p - prompt + 1)
                 : QString::number(p));
     }
     for (std::size_t a = 0; a < grid.anchors.size(); ++a) {
-        const auto& row = run.comparison.rows[grid.anchors[a]];
+        const auto& row = run->comparison.rows[grid.anchors[a]];
         h.data.rowLabels << toQString(row.name);
         h.rowLayers.push_back(row.layer);
         for (std::int64_t p = 0; p < grid.positions; ++p) {
-            const double value = grid.values[a * std::size_t(grid.positions) + std::size_t(p)];
             h.cellRows.push_back(int(grid.anchors[a]));
-            h.data.values << value;
-            h.data.cellLabels << cellHoverText(run, grid.anchors[a], metric, value, p);
+            h.data.values << grid.values[a * std::size_t(grid.positions) + std::size_t(p)];
         }
     }
+    attachHoverText(h, run, metric);
     return h;
 }
 

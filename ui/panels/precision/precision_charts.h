@@ -7,6 +7,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 // How the precision panel draws a comparison: heatmaps, the error-versus-depth chart and a
@@ -33,10 +34,11 @@ struct PrecisionHeatmap {
 QString metricTitle(numerics::GridMetric metric);
 
 /// Layers × sub-modules of `run`, coloured by `metric` on a log scale.
-PrecisionHeatmap layerHeatmap(const PrecisionRun& run, numerics::GridMetric metric);
+PrecisionHeatmap layerHeatmap(
+    const std::shared_ptr<const PrecisionRun>& run, numerics::GridMetric metric);
 /// Anchors × token positions of `run` from a computed grid.
-PrecisionHeatmap positionHeatmap(
-    const PrecisionRun& run, const numerics::PositionGrid& grid, numerics::GridMetric metric);
+PrecisionHeatmap positionHeatmap(const std::shared_ptr<const PrecisionRun>& run,
+    const numerics::PositionGrid& grid, numerics::GridMetric metric);
 
 /// The hover text of a cell: the capture, its numbers, the verdict and the rule that decided
 /// (which table, which rule, its limits).

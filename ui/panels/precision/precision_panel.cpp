@@ -447,7 +447,7 @@ void PrecisionPanel::refreshViews()
     showDepth(*m_depthPlot, *m_primary, m_overlay.get(), metric);
     if (m_view->currentIndex() == 0) {
         m_gridTicket->cancel();
-        showHeatmap(layerHeatmap(*m_primary, metric));
+        showHeatmap(layerHeatmap(m_primary, metric));
         return;
     }
     // Per-position metrics read every stored tensor again: off the GUI thread.
@@ -466,7 +466,7 @@ void PrecisionPanel::refreshViews()
                 showHeatmap({});
                 return;
             }
-            showHeatmap(positionHeatmap(*run, *grid.grid, metric));
+            showHeatmap(positionHeatmap(run, *grid.grid, metric));
         });
 }
 
