@@ -397,6 +397,34 @@ TEST_F(PrecisionPanelTest, TheSelectedCellIsFramed)
         panel.current()->comparison.rows[std::size_t(panel.rowAt(3, 2))].name);
 }
 
+TEST_F(PrecisionPanelTest, Fp8DivergesAndTheFirstDivergenceIsSelected)
+{
+    // On the demo's 8-layer checkpoint, fp8 breaks its tolerance in a late MLP.
+    Progress progress;
+    auto checkpoint
+        = exec::cachedShrunkCheckpoint("kimi-k2", exec::demoShrinkOptions(), progress, {});
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.error().message;
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.resize(1400, 860);
+    panel.show();
+    PrecisionRunRequest request;
+    request.modelSource = checkpoint->string();
+    request.target.base = exec::PrecisionMode::F8E4M3;
+    request.prompt = kDemoPrompt;
+    panel.run(request);
+    test::settle(m_jobs);
+    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
+    const auto& c = panel.current()->comparison;
+    ASSERT_TRUE(c.firstDivergence.has_value());
+    ASSERT_TRUE(panel.detail().has_value());
+    EXPECT_EQ(panel.detail()->row, *c.firstDivergence);
+    const QPoint selected = panel.heatmapPlot()->heatmapSelection();
+    EXPECT_EQ(std::size_t(panel.rowAt(selected.x(), selected.y())), *c.firstDivergence);
+    EXPECT_TRUE(panel.heatmapPlot()
+                    ->heatmapCellText(selected.x(), selected.y())
+                    .contains(QStringLiteral("fail")));
+}
+
 TEST(PrecisionPanelScreenshot, TheDemoRendersARealHeatmap)
 {
     QTemporaryDir dir;
@@ -425,4 +453,46 @@ TEST(PrecisionPanelScreenshot, TheDemoRendersARealHeatmap)
     ASSERT_NE(panel->current(), nullptr) << panel->errorText().toStdString();
     EXPECT_EQ(panel->heatmapPlot()->heatmapSize().height(), 8) << "the demo's 8 layers";
     EXPECT_TRUE(panel->detail().has_value()) << "a cell is selected for the detail charts";
+}
+
+TEST(PlotWidgetHeatmapCells, HoverTextClicksAndExactZerosOnALogScale)
+{
+    PlotWidget plot;
+    plot.resize(600, 400);
+    plot.show();
+    HeatmapData data;
+    data.rows = 2;
+    data.columns = 3;
+    data.values = { 0.0, 1e-3, 1e-2, 1e-4, std::nan(""), 1e-1 };
+    data.logScale = true;
+    data.cellText
+        = [](int row, int column) { return QStringLiteral("cell %1/%2").arg(row).arg(column); };
+    plot.setHeatmap(data);
+    plot.rescaleAndReplot();
+    EXPECT_EQ(plot.heatmapCell(0, 0), 0.0) << "the value given, though drawn in the lowest colour";
+    EXPECT_EQ(plot.heatmapCell(1, 2), 1e-1);
+    EXPECT_EQ(plot.heatmapCellText(1, 2), QStringLiteral("cell 1/2"));
+    QSignalSpy clicked(&plot, &PlotWidget::cellClicked);
+    QSignalSpy menu(&plot, &PlotWidget::cellContextMenuRequested);
+    const QPoint at = plot.heatmapCellPosition(1, 2);
+    auto* canvas = plot.childAt(at);
+    ASSERT_NE(canvas, nullptr);
+    QTest::mouseClick(canvas, Qt::LeftButton, {}, canvas->mapFrom(&plot, at));
+    QTest::mouseClick(canvas, Qt::RightButton, {}, canvas->mapFrom(&plot, at));
+    ASSERT_EQ(clicked.count(), 1);
+    EXPECT_EQ(clicked.front().at(0).toInt(), 1);
+    EXPECT_EQ(clicked.front().at(1).toInt(), 2);
+    ASSERT_EQ(menu.count(), 1);
+    EXPECT_EQ(menu.front().at(0).toInt(), 1);
+    EXPECT_EQ(menu.front().at(1).toInt(), 2);
+    plot.setHeatmapSelection(1, 2);
+    EXPECT_EQ(plot.heatmapSelection(), QPoint(1, 2));
+    plot.setHeatmapSelection(-1, -1);
+    EXPECT_EQ(plot.heatmapSelection(), QPoint(-1, -1));
+
+    plot.clear();
+    plot.setBands({ { QStringLiteral("band"), Qt::green, { 0, 1, 2 }, { 1, 1, 1 }, { 2, 3, 4 } } });
+    EXPECT_EQ(plot.bandCount(), 1);
+    EXPECT_EQ(plot.heatmapSize(), QSize());
+    EXPECT_TRUE(test::pixelSpread(plot.toImage()) > 0.0);
 }
