@@ -9,6 +9,9 @@
 #include <QThread>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <future>
+
 namespace day0::ui {
 
 namespace {
@@ -88,17 +91,24 @@ Result<pipeline::ReportFigure> renderFigure(const pipeline::FigureSpec& spec, QS
         std::string(bytes.constData(), std::size_t(bytes.size())) };
 }
 
-pipeline::FigureRenderer figureRenderer()
+pipeline::FigureRenderer figureRenderer(std::stop_token stop)
 {
-    return [](const pipeline::FigureSpec& spec) -> Result<pipeline::ReportFigure> {
+    return [stop](const pipeline::FigureSpec& spec) -> Result<pipeline::ReportFigure> {
         auto* app = QApplication::instance();
         if (!app || QThread::currentThread() == app->thread()) {
             return renderFigure(spec);
         }
-        Result<pipeline::ReportFigure> out = Error::internal("figure not rendered");
+        using Outcome = Result<pipeline::ReportFigure>;
+        auto promise = std::make_shared<std::promise<Outcome>>();
+        auto future = promise->get_future();
         QMetaObject::invokeMethod(
-            app, [&] { out = renderFigure(spec); }, Qt::BlockingQueuedConnection);
-        return out;
+            app, [promise, spec] { promise->set_value(renderFigure(spec)); }, Qt::QueuedConnection);
+        while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+            if (stop.stop_requested()) {
+                return Error::cancelled();
+            }
+        }
+        return future.get();
     };
 }
 

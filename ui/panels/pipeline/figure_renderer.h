@@ -4,6 +4,8 @@
 
 #include <QSize>
 
+#include <stop_token>
+
 namespace day0::ui {
 
 /// Draws a report figure with the workbench's PlotWidget and returns it as PNG bytes, so the
@@ -13,7 +15,8 @@ Result<pipeline::ReportFigure> renderFigure(
     const pipeline::FigureSpec& spec, QSize size = QSize(960, 540));
 
 /// A pipeline::FigureRenderer around renderFigure that may be called from any thread: off the
-/// GUI thread it runs the drawing there and waits (a background validation job).
-pipeline::FigureRenderer figureRenderer();
+/// GUI thread it queues the drawing there and waits for it, giving up when `stop` is requested
+/// (so a cancelled job never holds up a GUI thread that waits for it).
+pipeline::FigureRenderer figureRenderer(std::stop_token stop = {});
 
 } // namespace day0::ui
