@@ -4,7 +4,6 @@
 #include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/pipeline/figure_renderer.h"
-#include "plan/parallel_plan.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
@@ -97,7 +96,6 @@ PipelinePanel::PipelinePanel(Session& session, JobRunner& jobs, QWidget* parent)
     buildUi();
     followSession();
     connect(&m_session, &Session::modelChanged, this, &PipelinePanel::followSession);
-    connect(&m_session, &Session::planChanged, this, &PipelinePanel::followSession);
 }
 
 PipelinePanel::~PipelinePanel() { m_ticket->cancel(); }
@@ -117,7 +115,11 @@ void PipelinePanel::buildUi()
     modelRow->addWidget(m_model, 1);
     modelRow->addWidget(browse);
     m_plan = new QLineEdit(QStringLiteral("tp=2,ep=2"), this);
-    m_plan->setToolTip(tr("Layout to shard for and to run multi-rank, e.g. tp=2,ep=2"));
+    // Not the session's plan: that one is sized for the full model, while a validation from a
+    // config runs on a shrunk checkpoint of a few layers and experts.
+    m_plan->setToolTip(
+        tr("Layout to shard the validated checkpoint for and to run multi-rank, "
+           "e.g. tp=2,ep=2 (a shrunk checkpoint has 4 layers and up to 16 experts)"));
     m_precision = new QComboBox(this);
     for (const char* p : { "bf16", "fp16", "fp8", "int8", "fp32" }) {
         m_precision->addItem(QString::fromLatin1(p));
@@ -196,14 +198,6 @@ void PipelinePanel::followSession()
     if (!source.isEmpty() && (m_model->text().isEmpty() || !m_model->isModified())) {
         m_model->setText(source);
         m_model->setModified(false);
-    }
-    const auto& plan = m_session.plan();
-    if (plan.tp * plan.pp * std::max(plan.ep, 1) > 1 && !m_plan->isModified()) {
-        plan::ParallelPlan weights;
-        weights.tp = plan.tp;
-        weights.pp = plan.pp;
-        weights.ep = plan.ep;
-        m_plan->setText(toQString(plan::formatPlan(weights)));
     }
 }
 
