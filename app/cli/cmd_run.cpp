@@ -7,11 +7,13 @@
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
 #include "model/config_reader.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -169,6 +171,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (!weights) {
         return reportError(weights.error().withContext("weights"));
     }
+    const auto started = std::chrono::steady_clock::now();
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "run", !global.quiet);
@@ -184,6 +187,14 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         }
     }
     const int code = result->comparison ? comparisonExitCode(*result->comparison) : 0;
+    auto record = pipeline::precisionRunRecord(*spec, a.checkpoint, o, *result,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    if (!a.dump.empty()) {
+        if (auto artifact = history::makeArtifact("dump", a.dump)) {
+            record.addArtifact(std::move(*artifact));
+        }
+    }
+    const auto runId = recordResult(record);
     if (global.json) {
         nlohmann::json j
             = { { "model", spec->name }, { "fingerprint", exec::modelFingerprint(*spec) },
@@ -200,6 +211,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", j.dump(2));
         return code;
     }

@@ -3,6 +3,7 @@
 #include "base/file_util.h"
 #include "base/units.h"
 #include "command.h"
+#include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/collectives.h"
 #include "profile/importer.h"
@@ -144,6 +145,8 @@ int runImport(const TraceArgs& args, const GlobalOptions& global)
     const double seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     printWarnings(*trace);
+    const auto runId
+        = recordResult(pipeline::traceRunRecord(*trace, args.files, "import", seconds));
     const auto [t0, t1] = trace->timeRange();
     const auto memory = trace->memory();
     if (global.json) {
@@ -162,6 +165,7 @@ int runImport(const TraceArgs& args, const GlobalOptions& global)
         out["span_ns"] = t1 - t0;
         out["memory_bytes"] = memory.total();
         out["import_seconds"] = seconds;
+        out["run_id"] = runId ? json(runId->value()) : json(nullptr);
         out["warnings"] = trace->warnings();
         fmt::print("{}\n", out.dump(2));
         return 0;
@@ -230,6 +234,7 @@ void alignIfAsked(Trace& trace, const TraceArgs& args, std::vector<ClockOffset>&
 
 int runStats(const TraceArgs& args, const GlobalOptions& global)
 {
+    const auto started = std::chrono::steady_clock::now();
     auto loaded = load(args.files, args, global);
     if (!loaded.ok()) {
         return reportError(loaded.error());
@@ -256,6 +261,15 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
     const auto collectives = collectiveStatistics(trace);
     const std::size_t top
         = args.top < 0 ? kernels.size() : std::min(kernels.size(), std::size_t(args.top));
+    auto record = pipeline::traceRunRecord(trace, args.files, "stats",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    for (const auto& r : breakdown) {
+        record.addMetric(fmt::format("rank{}.compute_s", r.rank), double(r.compute) * 1e-9, "s");
+        record.addMetric(
+            fmt::format("rank{}.communication_s", r.rank), double(r.communication) * 1e-9, "s");
+        record.addMetric(fmt::format("rank{}.idle_s", r.rank), double(r.idle) * 1e-9, "s");
+    }
+    const auto runId = recordResult(record);
     if (global.json) {
         json out = countsJson(trace);
         json ranks = json::array();
@@ -303,6 +317,7 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
         out["collectives"] = cs;
         out["alignment"] = al;
         out["alignment_applied"] = args.applyAlignment;
+        out["run_id"] = runId ? json(runId->value()) : json(nullptr);
         out["warnings"] = trace.warnings();
         fmt::print("{}\n", out.dump(2));
         return 0;
