@@ -1,0 +1,151 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "checkpoint/sharding.h"
+#include "comm/communicator.h"
+#include "comm/in_process_communicator.h"
+#include "exec/weight_source.h"
+#include "model/model_spec.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::profile {
+class CpuTracer;
+}
+
+namespace day0::exec {
+
+/// What a sharded run computes: the plan's layout, the prompts of every sequence (data-parallel
+/// replica d runs sequences [d × microBatches, (d + 1) × microBatches)), greedy tokens per
+/// sequence.
+struct ParallelRunOptions {
+    checkpoint::ShardLayout layout;
+    int microBatches = 1; ///< sequences per replica, pipelined through the stages
+    std::vector<std::vector<std::int64_t>> prompts; ///< dp × microBatches prompts
+    std::int64_t newTokens = 1; ///< greedy tokens per sequence (prefill gives the first)
+    /// Identity of the checkpoint every rank must share (checkpointFingerprint, or any string
+    /// that changes with the weights).
+    std::string checkpointId;
+    /// Also advanced per step (in-process runs: one bar for all ranks); may be null.
+    Progress* sharedProgress = nullptr;
+};
+
+/// One sequence's outcome, gathered on world rank 0.
+struct SequenceResult {
+    std::vector<std::int64_t> prompt;
+    std::vector<std::int64_t> generated;
+    std::vector<float> logits; ///< [prompt + newTokens − 1, vocab]: every position fed
+};
+
+/// One collective as the communication table counts it.
+struct CommEvent {
+    int rank = 0; ///< world rank
+    comm::CollectiveKind kind = comm::CollectiveKind::Barrier;
+    std::int64_t bytes = 0;
+    std::int64_t startNs = 0;
+    std::int64_t endNs = 0;
+    int groupSize = 1;
+};
+
+/// What one rank did.
+struct RankSummary {
+    int rank = 0;
+    checkpoint::RankCoord coord;
+    std::int64_t weightBytes = 0; ///< fp32 bytes of the slices it loaded
+    double seconds = 0.0; ///< prefill + decode on this rank
+};
+
+/// Point-to-point figures measured between world ranks 0 and 1 before the run.
+struct MachineFigures {
+    bool measured = false;
+    double latency = 0.0; ///< seconds per message (half a small round trip)
+    double bandwidth = 0.0; ///< bytes/s of a 4 MiB message, latency removed
+    std::string method; ///< how they were measured, for the table's label
+};
+
+/// The outcome of a sharded run. On world rank 0 every field covers all ranks; other ranks see
+/// only their own rank summary and events.
+struct ParallelRunResult {
+    std::vector<SequenceResult> sequences;
+    std::vector<RankSummary> ranks;
+    std::vector<CommEvent> events;
+    MachineFigures machine;
+    double seconds = 0.0; ///< wall time of the forward passes on rank 0
+};
+
+/// Collects collectives of one or more ranks (thread-safe): events for the table and, when a
+/// tracer is given for the rank, a Communication slice on that rank's CPU trace.
+class CommRecorder {
+public:
+    /// `tracers[r]` (may be empty or hold nulls) receives rank r's collective slices.
+    explicit CommRecorder(std::vector<profile::CpuTracer*> tracers = {});
+    /// The observer to install on a world communicator (in-process: the world's observer).
+    comm::CollectiveObserver observer();
+    /// Turns recording of world rank `rank` on or off (off while results are gathered).
+    void setEnabled(int rank, bool on);
+    /// Events of world rank `rank` so far.
+    [[nodiscard]] std::vector<CommEvent> eventsOf(int rank) const;
+    /// Size of the group named `group` in a run of `layout` ("tp…", "expert…", "world").
+    static int groupSize(const std::string& group, const checkpoint::ShardLayout& layout);
+    void setLayout(const checkpoint::ShardLayout& layout);
+
+private:
+    mutable std::mutex m_mutex;
+    std::vector<profile::CpuTracer*> m_tracers;
+    std::vector<std::vector<CommEvent>> m_events;
+    std::vector<bool> m_disabled; ///< by world rank
+    checkpoint::ShardLayout m_layout;
+};
+
+/// Runs one rank of a sharded fp32 prefill + greedy decode: checks that every rank was started
+/// with the same plan, model and checkpoint (the error names the first mismatch and both values),
+/// loads this rank's slices (core/checkpoint's rules) from `weights`, builds the TP and expert
+/// groups, runs the stages with micro-batches (activations by send/recv), and gathers the
+/// sequences, rank summaries and the recorder's events on world rank 0. Collective over `world`;
+/// a failing rank aborts the world with its reason. Progress counts sequence steps.
+Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model::ModelSpec& spec,
+    const WeightSource& weights, const ParallelRunOptions& options, CommRecorder& recorder,
+    Progress& progress, std::stop_token stop);
+
+/// Per-rank progress of an in-process run (the GUI shows it on the rank items).
+struct RankProgress {
+    std::vector<std::unique_ptr<Progress>> ranks;
+};
+
+/// Runs every rank of `options.layout` on its own thread in one in-process world and returns
+/// rank 0's result. `rankProgress` (optional) is sized to the world and advanced per rank;
+/// `tracers` as for CommRecorder.
+Result<ParallelRunResult> runParallelInProcess(const model::ModelSpec& spec,
+    const WeightSource& weights, const ParallelRunOptions& options, Progress& progress,
+    std::stop_token stop, RankProgress* rankProgress = nullptr,
+    std::vector<profile::CpuTracer*> tracers = {}, comm::InProcessOptions comm = {});
+
+/// "tp=2,pp=2,ep=1,dp=1,etp=2,mb=1": the layout as every rank must agree on it.
+std::string layoutString(const checkpoint::ShardLayout& layout, int microBatches);
+
+/// An identity of the checkpoint folder or file at `path`: SHA-256 over its config.json and its
+/// day0 manifest (per-file SHA-256) when present, else over the names and sizes of its files.
+Result<std::string> checkpointFingerprint(const std::filesystem::path& path);
+
+/// Measured vs modelled communication of one collective kind, averaged over ranks.
+struct CommKindRow {
+    std::string kind; ///< "all_reduce", ...
+    std::int64_t calls = 0; ///< over all ranks
+    std::int64_t bytes = 0; ///< over all ranks
+    double measuredSeconds = 0.0; ///< per rank (sum over ranks / ranks)
+    double predictedSeconds = 0.0; ///< alpha-beta model with the machine figures, per rank
+};
+
+/// The communication table of a run: one row per collective kind, then a total row.
+std::vector<CommKindRow> commTable(
+    const std::vector<CommEvent>& events, int ranks, const MachineFigures& machine);
+
+} // namespace day0::exec
