@@ -98,7 +98,7 @@ Result<MachineFigures> calibrate(comm::Communicator& world)
     m.measured = true;
     m.latency = *small;
     m.bandwidth = double(kLarge) / std::max(*large - *small, 1e-9);
-    m.method = fmt::format("ping-pong between ranks 0 and 1 of this run (50 x 8 B, 4 x 4 MiB)");
+    m.method = "ping-pong between ranks 0 and 1 of this run: 50 x 8 B, 4 x 4 MiB";
     return m;
 }
 

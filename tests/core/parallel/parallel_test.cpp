@@ -212,35 +212,6 @@ TEST(ParallelFaults, DifferentCheckpointsAreNamedAtStart)
 
 namespace {
 
-/// The weights of a model, except that one tensor fails to read or reads only after a delay.
-class FaultyWeights : public exec::WeightSource {
-public:
-    FaultyWeights(const exec::WeightSource& inner, std::string tensor, double delaySeconds)
-        : m_inner(inner)
-        , m_tensor(std::move(tensor))
-        , m_delay(delaySeconds)
-    {
-    }
-    bool has(const std::string& name) const override { return m_inner.has(name); }
-    Result<numerics::Tensor> read(const std::string& name) const override
-    {
-        if (name == m_tensor) {
-            if (m_delay <= 0.0) {
-                return Error::badInput(fmt::format("cannot read '{}': disk error", name));
-            }
-            std::this_thread::sleep_for(std::chrono::duration<double>(m_delay));
-        }
-        return m_inner.read(name);
-    }
-    std::vector<std::string> names() const override { return m_inner.names(); }
-    std::string describe() const override { return "faulty"; }
-
-private:
-    const exec::WeightSource& m_inner;
-    std::string m_tensor;
-    double m_delay;
-};
-
 Error runFaulty(double delay)
 {
     const auto& m = shrunk("qwen3-30b-a3b");
@@ -248,7 +219,7 @@ Error runFaulty(double delay)
     p.layout.tp = 1;
     p.layout.dp = 4;
     p.layout.ep = 4; // expert 7 lives on rank 3 only
-    FaultyWeights weights(*m.weights, "model.layers.0.mlp.experts.7.up_proj.weight", delay);
+    test::FaultyWeights weights(*m.weights, "model.layers.0.mlp.experts.7.up_proj.weight", delay);
     Progress progress;
     auto r = exec::runParallelInProcess(
         m.spec, weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(0.5) });

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace day0::test {
 
@@ -133,5 +135,28 @@ Result<double> compareWithSingleRank(const ShrunkModel& model,
     }
     return worst;
 }
+
+FaultyWeights::FaultyWeights(
+    const exec::WeightSource& inner, std::string tensor, double delaySeconds)
+    : m_inner(inner)
+    , m_tensor(std::move(tensor))
+    , m_delay(delaySeconds)
+{
+}
+
+bool FaultyWeights::has(const std::string& name) const { return m_inner.has(name); }
+
+Result<numerics::Tensor> FaultyWeights::read(const std::string& name) const
+{
+    if (name == m_tensor) {
+        if (m_delay <= 0.0) {
+            return Error::badInput(fmt::format("cannot read '{}': disk error", name));
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(m_delay));
+    }
+    return m_inner.read(name);
+}
+
+std::vector<std::string> FaultyWeights::names() const { return m_inner.names(); }
 
 } // namespace day0::test

@@ -55,4 +55,20 @@ inline constexpr std::int64_t kMatrixTokens = 3;
 Result<double> compareWithSingleRank(const ShrunkModel& model,
     const std::vector<exec::SequenceResult>& sequences, std::int64_t newTokens);
 
+/// The weights of a model, except that one tensor fails to read (delay 0) or reads only after
+/// `delaySeconds` (a hanging rank).
+class FaultyWeights : public exec::WeightSource {
+public:
+    FaultyWeights(const exec::WeightSource& inner, std::string tensor, double delaySeconds);
+    [[nodiscard]] bool has(const std::string& name) const override;
+    [[nodiscard]] Result<numerics::Tensor> read(const std::string& name) const override;
+    [[nodiscard]] std::vector<std::string> names() const override;
+    [[nodiscard]] std::string describe() const override { return "faulty"; }
+
+private:
+    const exec::WeightSource& m_inner;
+    std::string m_tensor;
+    double m_delay;
+};
+
 } // namespace day0::test
