@@ -61,8 +61,14 @@ comm::CollectiveObserver CommRecorder::observer()
             if (m_events.size() <= rank) {
                 m_events.resize(rank + 1);
             }
-            m_events[rank].push_back(
-                { r.worldRank, r.kind, r.bytes, r.startNs, r.endNs, groupSize(r.group, m_layout) });
+            CommGroup group = CommGroup::World;
+            if (r.group.starts_with("tp")) {
+                group = CommGroup::Tensor;
+            } else if (r.group.starts_with("expert")) {
+                group = CommGroup::Expert;
+            }
+            m_events[rank].push_back({ r.worldRank, r.kind, r.bytes, r.startNs, r.endNs,
+                groupSize(r.group, m_layout), group });
             if (rank < m_tracers.size()) {
                 tracer = m_tracers[rank];
             }
@@ -148,6 +154,55 @@ std::vector<CommKindRow> commTable(
         out.push_back(row);
     }
     out.push_back(total);
+    return out;
+}
+
+std::vector<NodeTraffic> nodeTraffic(
+    const std::vector<CommEvent>& events, const checkpoint::ShardLayout& l, int gpusPerNode)
+{
+    const int world = l.worldSize();
+    const int perNode = std::max(gpusPerNode, 1);
+    std::vector<NodeTraffic> out(std::size_t((world + perNode - 1) / perNode));
+    const auto add = [&](int from, int to, double bytes) {
+        const int a = from / perNode;
+        const int b = to / perNode;
+        if (a == b) {
+            out[std::size_t(a)].intraBytes += std::int64_t(bytes);
+        } else {
+            out[std::size_t(a)].interBytes += std::int64_t(bytes);
+            out[std::size_t(b)].interBytes += std::int64_t(bytes);
+        }
+    };
+    const int stride = l.tp * l.dp;
+    for (const auto& e : events) {
+        if (e.rank < 0 || e.rank >= world || e.bytes <= 0) {
+            continue;
+        }
+        const auto c = checkpoint::rankCoord(l, e.rank);
+        std::vector<int> members;
+        if (e.group == CommGroup::Tensor) {
+            for (int j = 0; j < l.tp; ++j) {
+                members.push_back((c.stage * l.dp + c.dpRank) * l.tp + j);
+            }
+        } else if (e.group == CommGroup::Expert) {
+            for (int j = 0; j < stride; ++j) {
+                members.push_back(c.stage * stride + j);
+            }
+        } else if (e.kind == comm::CollectiveKind::Send) {
+            // Hidden states go to the next stage; the last stage sends tokens to the first.
+            const int peer = c.stage + 1 < l.pp ? e.rank + stride : c.dpRank * l.tp + c.tpRank;
+            add(e.rank, peer, double(e.bytes));
+            continue;
+        } else {
+            continue; // recvs mirror sends; world collectives are start-up checks
+        }
+        const double share = double(e.bytes) / double(std::max<std::size_t>(members.size() - 1, 1));
+        for (const int m : members) {
+            if (m != e.rank) {
+                add(e.rank, m, share);
+            }
+        }
+    }
     return out;
 }
 

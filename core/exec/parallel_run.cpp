@@ -215,7 +215,8 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
         std::vector<std::int64_t> flat;
         for (const auto& e : events) {
             flat.insert(flat.end(),
-                { std::int64_t(e.kind), e.bytes, e.startNs, e.endNs, std::int64_t(e.groupSize) });
+                { std::int64_t(e.kind), e.bytes, e.startNs, e.endNs, std::int64_t(e.groupSize),
+                    std::int64_t(e.group) });
         }
         const std::int64_t count = std::int64_t(events.size());
         DAY0_TRY(world.send(&count, 1, DType::I64, 0, kTagGather));
@@ -238,11 +239,12 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
             { r, checkpoint::rankCoord(l, r), summary[1], double(summary[2]) * 1e-9 });
         std::int64_t count = 0;
         DAY0_TRY(world.recv(&count, 1, DType::I64, r, kTagGather));
-        std::vector<std::int64_t> flat(std::size_t(count) * 5);
+        std::vector<std::int64_t> flat(std::size_t(count) * 6);
         DAY0_TRY(world.recv(flat.data(), flat.size(), DType::I64, r, kTagGather));
         for (std::int64_t i = 0; i < count; ++i) {
-            const auto* f = flat.data() + i * 5;
-            out.events.push_back({ r, comm::CollectiveKind(f[0]), f[1], f[2], f[3], int(f[4]) });
+            const auto* f = flat.data() + i * 6;
+            out.events.push_back(
+                { r, comm::CollectiveKind(f[0]), f[1], f[2], f[3], int(f[4]), CommGroup(f[5]) });
         }
         if (!holds(r)) {
             continue;
@@ -361,9 +363,14 @@ Result<ParallelRunResult> runParallelInProcess(const model::ModelSpec& spec,
     recorder.setLayout(options.layout);
     RankProgress local;
     RankProgress& perRank = rankProgress != nullptr ? *rankProgress : local;
-    perRank.ranks.clear();
-    for (int r = 0; r < world; ++r) {
-        perRank.ranks.push_back(std::make_unique<Progress>());
+    if (perRank.ranks.size() != std::size_t(world)) {
+        perRank.ranks.clear();
+        for (int r = 0; r < world; ++r) {
+            perRank.ranks.push_back(std::make_unique<Progress>());
+        }
+    }
+    for (auto& p : perRank.ranks) {
+        p->setDone(0);
     }
     ParallelRunOptions o = options;
     o.sharedProgress = &progress;

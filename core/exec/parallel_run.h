@@ -45,6 +45,9 @@ struct SequenceResult {
     std::vector<float> logits; ///< [prompt + newTokens − 1, vocab]: every position fed
 };
 
+/// Which communicator of a sharded run a collective ran on.
+enum class CommGroup { World, Tensor, Expert };
+
 /// One collective as the communication table counts it.
 struct CommEvent {
     int rank = 0; ///< world rank
@@ -53,6 +56,7 @@ struct CommEvent {
     std::int64_t startNs = 0;
     std::int64_t endNs = 0;
     int groupSize = 1;
+    CommGroup group = CommGroup::World;
 };
 
 /// What one rank did.
@@ -115,18 +119,39 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     const WeightSource& weights, const ParallelRunOptions& options, CommRecorder& recorder,
     Progress& progress, std::stop_token stop);
 
+/// Bytes that crossed the links of one node during a run.
+struct NodeTraffic {
+    std::int64_t intraBytes = 0; ///< between ranks of this node (its fast-link domain)
+    std::int64_t interBytes = 0; ///< into or out of this node (its network uplink)
+};
+
+/// Traffic per node when rank r runs on device r of nodes of `gpusPerNode` devices: each
+/// collective's bytes are spread evenly over the other members of its group, each pipeline
+/// send goes to its stage peer (recvs are the same bytes, not counted twice).
+std::vector<NodeTraffic> nodeTraffic(
+    const std::vector<CommEvent>& events, const checkpoint::ShardLayout& layout, int gpusPerNode);
+
 /// Per-rank progress of an in-process run (the GUI shows it on the rank items).
 struct RankProgress {
     std::vector<std::unique_ptr<Progress>> ranks;
 };
 
 /// Runs every rank of `options.layout` on its own thread in one in-process world and returns
-/// rank 0's result. `rankProgress` (optional) is sized to the world and advanced per rank;
+/// rank 0's result. `rankProgress` (optional) is advanced per rank: entries already sized to the
+/// world are reused (so a GUI may poll them while the run fills them), otherwise refilled;
 /// `tracers` as for CommRecorder.
 Result<ParallelRunResult> runParallelInProcess(const model::ModelSpec& spec,
     const WeightSource& weights, const ParallelRunOptions& options, Progress& progress,
     std::stop_token stop, RankProgress* rankProgress = nullptr,
     std::vector<profile::CpuTracer*> tracers = {}, comm::InProcessOptions comm = {});
+
+/// A small random checkpoint of `modelArg`'s architecture whose heads, layers, experts and widths
+/// every part of `layout` divides, cached under `cacheDir` (made once per architecture and
+/// layout, reused after). For runs of a plan on a model that has only its config (the embedded
+/// default).
+Result<std::filesystem::path> prepareParallelCheckpoint(const std::string& modelArg,
+    const checkpoint::ShardLayout& layout, const std::filesystem::path& cacheDir,
+    Progress& progress, std::stop_token stop);
 
 /// "tp=2,pp=2,ep=1,dp=1,etp=2,mb=1": the layout as every rank must agree on it.
 std::string layoutString(const checkpoint::ShardLayout& layout, int microBatches);

@@ -146,6 +146,13 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
     EXPECT_EQ(byKind["recv"].bytes, byKind["send"].bytes);
     EXPECT_GT(byKind["total"].measuredSeconds, 0.0);
     EXPECT_GT(byKind["all_reduce"].predictedSeconds, 0.0);
+    // Two ranks per node: each stage is one node, so only pipeline hand-offs leave a node.
+    const auto traffic = exec::nodeTraffic(r->events, p.layout, 2);
+    ASSERT_EQ(traffic.size(), 2U);
+    EXPECT_EQ(traffic[0].interBytes, byKind["send"].bytes);
+    EXPECT_EQ(traffic[1].interBytes, byKind["send"].bytes);
+    EXPECT_GT(traffic[0].intraBytes, 0);
+    EXPECT_GT(traffic[1].intraBytes, 0);
     for (std::size_t rank = 0; rank < 4; ++rank) {
         auto trace = owned[rank]->toTrace(std::int32_t(rank));
         ASSERT_TRUE(trace.ok());
