@@ -124,9 +124,16 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     if (!spec) {
         return reportError(spec.error());
     }
-    auto weights = exec::openCheckpointWeights(a.checkpoint);
-    if (!weights) {
-        return reportError(weights.error().withContext("weights"));
+    // A `day0 shard` output folder: each rank opens only its own rank file; otherwise every
+    // rank slices the full checkpoint in memory.
+    const bool sharded = exec::isShardFolder(a.checkpoint);
+    std::unique_ptr<exec::WeightSource> full;
+    if (!sharded) {
+        auto weights = exec::openCheckpointWeights(a.checkpoint);
+        if (!weights) {
+            return reportError(weights.error().withContext("weights"));
+        }
+        full = std::move(*weights);
     }
     auto id = exec::checkpointFingerprint(a.checkpoint);
     if (!id) {
@@ -149,11 +156,20 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
             tracers.back()->start();
             tracerPtrs.push_back(tracers.back().get());
         }
+        exec::ShardFolder folder;
+        if (sharded) {
+            auto opened = exec::openShardFolder(a.checkpoint, *layout);
+            if (!opened) {
+                return reportError(opened.error());
+            }
+            folder = std::move(*opened);
+            o.rankSource = [&folder](int rank) { return folder.ranks[std::size_t(rank)].get(); };
+        }
         Progress progress;
         std::optional<ProgressBar> bar;
         bar.emplace(progress, "run", !global.quiet);
-        auto r = exec::runParallelInProcess(
-            *spec, **weights, o, progress, {}, nullptr, tracerPtrs, { Seconds(a.timeoutSeconds) });
+        auto r = exec::runParallelInProcess(*spec, sharded ? *folder.ranks[0] : *full, o, progress,
+            {}, nullptr, tracerPtrs, { Seconds(a.timeoutSeconds) });
         bar.reset();
         if (!r) {
             return reportError(r.error());
@@ -178,6 +194,16 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         return reportError(world.error().withContext("--ranks mpi"));
     }
     comm::Communicator& c = **world;
+    exec::ShardFolder folder;
+    if (sharded) {
+        auto opened = exec::openShardFolder(a.checkpoint, *layout, c.rank());
+        if (!opened) {
+            c.abort(opened.error().message);
+            return reportError(opened.error());
+        }
+        folder = std::move(*opened);
+        o.rankSource = [&folder](int rank) { return folder.ranks[std::size_t(rank)].get(); };
+    }
     tracers.push_back(std::make_unique<profile::CpuTracer>());
     tracers.back()->start();
     std::vector<profile::CpuTracer*> mine(std::size_t(c.size()), nullptr);
@@ -187,7 +213,8 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, fmt::format("rank {}", c.rank()), !global.quiet && c.rank() == 0);
-    auto r = exec::runParallelRank(c, *spec, **weights, o, recorder, progress, {});
+    auto r = exec::runParallelRank(c, *spec, sharded ? *folder.ranks[std::size_t(c.rank())] : *full,
+        o, recorder, progress, {});
     bar.reset();
     if (!r) {
         // Stop every other rank now instead of leaving them to their timeouts.

@@ -317,7 +317,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     progress.setTotal(o.newTokens * o.microBatches);
     progress.setStage("loading weights");
     std::int64_t weightBytes = 0;
-    auto table = detail::loadRankWeights(spec, weights, l, c, weightBytes, stop);
+    const WeightSource* own = o.rankSource ? o.rankSource(world.rank()) : nullptr;
+    if (o.rankSource && own == nullptr) {
+        return Error::internal(fmt::format("rank {}: its shard file is not open", world.rank()));
+    }
+    auto table = own != nullptr ? detail::loadRankWeights(spec, *own, l, c, weightBytes, stop, true)
+                                : detail::loadRankWeights(spec, weights, l, c, weightBytes, stop);
     if (!table) {
         return table.error().withContext(fmt::format("rank {}", world.rank()));
     }

@@ -36,7 +36,25 @@ struct ParallelRunOptions {
     std::string checkpointId;
     /// Also advanced per step (in-process runs: one bar for all ranks); may be null.
     Progress* sharedProgress = nullptr;
+    /// When set, rank r reads its pre-sliced tensors from rankSource(r) (a `day0 shard` rank
+    /// file) instead of slicing the full checkpoint in memory.
+    std::function<const WeightSource*(int rank)> rankSource;
 };
+
+/// A `day0 shard` output folder opened for a run: one weight source per rank (its rank file;
+/// null for ranks not opened).
+struct ShardFolder {
+    std::vector<std::unique_ptr<WeightSource>> ranks;
+};
+
+/// True if `dir` holds a `day0 shard` output (plan.json of format day0-shard-plan).
+bool isShardFolder(const std::filesystem::path& dir);
+
+/// Opens the rank files of shard folder `dir` for `layout` (only `onlyRank`'s when ≥ 0, as one
+/// MPI process needs). The error names the folder and both layouts when the folder was written
+/// for another plan.
+Result<ShardFolder> openShardFolder(
+    const std::filesystem::path& dir, const checkpoint::ShardLayout& layout, int onlyRank = -1);
 
 /// One sequence's outcome, gathered on world rank 0.
 struct SequenceResult {

@@ -4,13 +4,47 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace day0::exec::detail {
 
+namespace {
+
+/// A rank file's piece in fp32. Block-FP8 pieces are dequantised with the covering scale blocks
+/// the shard wrote, which is exact only when the piece starts on a block boundary (or lies in a
+/// single block), so anything else is refused by name.
+Result<numerics::Tensor> loadPresliced(const model::ModelSpec& spec, const WeightSource& source,
+    const WeightRequirement& req, const checkpoint::TensorSlice& slice)
+{
+    WeightRequirement piece = req;
+    piece.shape = checkpoint::sliceShape(req.shape, slice);
+    if (source.has(req.name + "_scale_inv") && !slice.whole()) {
+        const std::int64_t br = spec.quantization ? spec.quantization->blockRows : 128;
+        const std::int64_t bc = spec.quantization ? spec.quantization->blockCols : 128;
+        for (const auto& d : slice.dims) {
+            const std::int64_t block = d.dim == 0 ? br : bc;
+            const bool single = d.ranges.size() == 1
+                && d.ranges[0].first / block == (d.ranges[0].second - 1) / block;
+            const bool aligned = std::all_of(d.ranges.begin(), d.ranges.end(),
+                [&](const auto& r) { return r.first % block == 0; });
+            if (!single && !aligned) {
+                return Error::unsupported(fmt::format(
+                    "{}: tensor '{}': the rank's slice starts inside a {}-element FP8 scale "
+                    "block; run from the full checkpoint (sliced in memory) instead",
+                    source.describe(), req.name, block));
+            }
+        }
+    }
+    bool exact = false;
+    return loadForwardWeight(source, piece, spec, DType::F32, exact);
+}
+
+} // namespace
+
 Result<WeightTable> loadRankWeights(const model::ModelSpec& spec, const WeightSource& source,
     const checkpoint::ShardLayout& layout, const checkpoint::RankCoord& coord, std::int64_t& bytes,
-    std::stop_token stop)
+    std::stop_token stop, bool presliced)
 {
     const model::LayerGraph graph = model::buildLayerGraph(spec);
     WeightTable table;
@@ -42,6 +76,15 @@ Result<WeightTable> loadRankWeights(const model::ModelSpec& spec, const WeightSo
                 source.describe(), req.name, spec.modelType));
         }
         bool exact = false;
+        if (presliced) {
+            auto piece = loadPresliced(spec, source, req, **slice);
+            if (!piece) {
+                return piece.error();
+            }
+            bytes += piece->numel() * std::int64_t(sizeof(float));
+            table.tensors[req.name] = std::move(*piece);
+            continue;
+        }
         auto full = loadForwardWeight(source, req, spec, DType::F32, exact);
         if (!full) {
             return full.error();

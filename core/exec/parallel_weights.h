@@ -20,8 +20,10 @@ Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const Wei
 
 /// The fp32 slices of every forward weight rank `coord` holds under `layout` (tensors it does not
 /// hold are absent); errors name the tensor that does not split. `bytes` receives their size.
+/// With `presliced` the source already holds exactly these slices (a `day0 shard` rank file);
+/// block-FP8 slices must then start on a scale block (else the error names the tensor).
 Result<WeightTable> loadRankWeights(const model::ModelSpec& spec, const WeightSource& source,
     const checkpoint::ShardLayout& layout, const checkpoint::RankCoord& coord, std::int64_t& bytes,
-    std::stop_token stop);
+    std::stop_token stop, bool presliced = false);
 
 } // namespace day0::exec::detail

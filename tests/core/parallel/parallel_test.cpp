@@ -1,5 +1,6 @@
 // The proof that sharded execution computes what the single-rank engine computes: every plan of
 // the matrix on shrunk Llama, Qwen3-MoE and DeepSeek-V3, in-process; plus the fault paths.
+#include "checkpoint/sharding.h"
 #include "comm/in_process_communicator.h"
 #include "parallel_testkit.h"
 #include "profile/cpu_tracer.h"
@@ -249,4 +250,62 @@ TEST(ParallelFaults, HangingRankStopsTheOthersWithinTheTimeout)
 {
     const Error e = runFaulty(2.0);
     EXPECT_NE(e.message.find("timed out after"), std::string::npos) << e.message;
+}
+
+namespace {
+
+/// Shards `m` with core/checkpoint for the plan, then runs every rank from its own rank file.
+void proveFromShardFolder(const std::string& config, const test::MatrixPlan& p)
+{
+    SCOPED_TRACE(config + " " + p.label());
+    const auto& m = shrunk(config);
+    const auto out = scratch()
+        / fmt::format("{}-shards-{}-{}-{}", config, p.layout.tp, p.layout.pp, p.layout.ep);
+    Progress progress;
+    auto written = checkpoint::shardCheckpoint(
+        m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    ASSERT_TRUE(exec::isShardFolder(out));
+    auto folder = exec::openShardFolder(out, p.layout);
+    ASSERT_TRUE(folder.ok()) << folder.error().message;
+    auto o = optionsFor(m, p);
+    o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+    auto r = exec::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto err = test::compareWithSingleRank(m, r->sequences, test::kMatrixTokens);
+    ASSERT_TRUE(err.ok()) << err.error().message;
+    EXPECT_LE(*err, kTolerance);
+    // The rank files hold exactly the slices an in-memory run cuts from the full checkpoint.
+    auto inMemory = exec::runParallelInProcess(m.spec, *m.weights, optionsFor(m, p), progress, {});
+    ASSERT_TRUE(inMemory.ok()) << inMemory.error().message;
+    ASSERT_EQ(inMemory->ranks.size(), r->ranks.size());
+    for (std::size_t i = 0; i < r->ranks.size(); ++i) {
+        EXPECT_EQ(r->ranks[i].weightBytes, inMemory->ranks[i].weightBytes) << "rank " << i;
+    }
+    for (std::size_t i = 0; i < r->sequences.size(); ++i) {
+        EXPECT_EQ(r->sequences[i].logits, inMemory->sequences[i].logits) << "sequence " << i;
+    }
+
+    auto other = p;
+    other.layout.tp = p.layout.tp == 1 ? 2 : 1;
+    auto wrong = exec::openShardFolder(out, other.layout);
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_NE(wrong.error().message.find("the shards were written for"), std::string::npos)
+        << wrong.error().message;
+}
+
+} // namespace
+
+TEST(ParallelShards, RanksLoadOnlyTheirRankFilesOfADay0ShardFolder)
+{
+    test::MatrixPlan moe;
+    moe.layout.tp = 2;
+    moe.layout.pp = 2;
+    moe.layout.ep = 2;
+    moe.microBatches = 2;
+    proveFromShardFolder("qwen3-30b-a3b", moe);
+    proveFromShardFolder("deepseek-v3", moe);
+    test::MatrixPlan dense;
+    dense.layout.tp = 4;
+    proveFromShardFolder("llama-3.1-8b", dense);
 }
