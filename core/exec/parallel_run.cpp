@@ -307,10 +307,18 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
             return Error::badInput("a parallel run got an empty prompt");
         }
     }
-    const auto missing = unsupportedFeatures(spec);
+    auto missing = unsupportedFeatures(spec);
+    // The sharded executor covers decoder text models with per-expert tensors.
+    if (spec.vision) {
+        missing.push_back(fmt::format("sharded runs of the vision tower of {}", spec.modelType));
+    }
+    if (spec.moe && spec.moe->packedExperts) {
+        missing.push_back(
+            fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
+    }
     if (!missing.empty()) {
         return Error::unsupported(
-            fmt::format("the CPU reference engine lacks: {}", fmt::join(missing, "; ")));
+            fmt::format("the parallel executor lacks: {}", fmt::join(missing, "; ")));
     }
     const checkpoint::RankCoord c = checkpoint::rankCoord(l, world.rank());
     recorder.setLayout(l);
