@@ -2,6 +2,7 @@
 // emulated precision, with dumps and an optional reference run compared in one go.
 #include "base/units.h"
 #include "cmd_compare.h"
+#include "cmd_run_plan.h"
 #include "command.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
@@ -40,6 +41,7 @@ struct RunArgs {
     std::vector<std::string> capture;
     std::string tolerances;
     bool all = false;
+    PlanRunArgs planned; ///< --plan, --ranks, --micro-batches, --comm-trace, --comm-timeout
 };
 
 Result<std::vector<std::int64_t>> parseIds(const std::string& text)
@@ -108,8 +110,45 @@ nlohmann::json runJson(const exec::RunResult& r)
         { "captures", r.dump.captures().size() } };
 }
 
+/// `--plan`: the sharded run; several prompts may be given as --ids "1,2,3;4,5".
+int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
+{
+    if (a.precision != "fp32" || !a.reference.empty() || !a.dump.empty() || a.inject) {
+        return reportError(Error::badInput(
+            "--plan runs fp32 without --reference, --dump or --inject (compare the single-rank "
+            "run for those)"));
+    }
+    PlanRunArgs p = a.planned;
+    p.checkpoint = a.checkpoint;
+    p.tokens = a.tokens;
+    std::size_t start = 0;
+    while (!a.ids.empty() && start <= a.ids.size()) {
+        const auto semi = a.ids.find(';', start);
+        auto ids = parseIds(a.ids.substr(start, semi == std::string::npos ? semi : semi - start));
+        if (!ids) {
+            return reportError(ids.error());
+        }
+        p.prompts.push_back(std::move(*ids));
+        if (semi == std::string::npos) {
+            break;
+        }
+        start = semi + 1;
+    }
+    if (p.prompts.empty()) {
+        auto ids = promptIds(a);
+        if (!ids) {
+            return reportError(ids.error());
+        }
+        p.prompts.push_back(std::move(*ids));
+    }
+    return runPlanned(p, global);
+}
+
 int runRun(const RunArgs& a, const GlobalOptions& global)
 {
+    if (!a.planned.plan.empty()) {
+        return runRunPlanned(a, global);
+    }
     auto spec = exec::loadCheckpointModel(a.checkpoint);
     if (!spec) {
         return reportError(spec.error());
@@ -275,6 +314,16 @@ const bool registered = registerCommand({ "run",
         app.add_option("--tolerances", a->tolerances,
             "tolerance table for --reference (default day0-default)");
         app.add_flag("--all", a->all, "show every capture in the comparison");
+        app.add_option("--plan", a->planned.plan,
+            "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp)");
+        app.add_option("--ranks", a->planned.ranks,
+            "with --plan: in-process (threads, default) or mpi (under mpirun -np N)");
+        app.add_option("--micro-batches", a->planned.microBatches,
+            "with --plan: sequences per data-parallel replica, pipelined (default 1)");
+        app.add_option("--comm-trace", a->planned.commTrace,
+            "with --plan: write every rank's collectives as Chrome JSON (mpi: FILE.rankN.json)");
+        app.add_option("--comm-timeout", a->planned.timeoutSeconds,
+            "with --plan: seconds a rank waits for the others before the job fails (default 60)");
         return [a, &global] { return runRun(*a, global); };
     } });
 

@@ -514,3 +514,14 @@ Result<RunResult> Engine::Impl::run(
 }
 
 } // namespace day0::exec
+
+namespace day0::exec::detail {
+
+// Exposed for the sharded executor (parallel_weights.cpp), which slices what this reads.
+Result<numerics::Tensor> loadForwardWeight(const WeightSource& source,
+    const WeightRequirement& req, const model::ModelSpec& spec, DType compute, bool& exactFp8)
+{
+    return loadWeight(source, req, spec, compute, exactFp8);
+}
+
+} // namespace day0::exec::detail
