@@ -238,6 +238,31 @@ Result<std::shared_ptr<exec::Backend>> createBackend(
         raw, [loaded, held](exec::Backend*) { loaded->descriptor().destroy(held); });
 }
 
+Result<std::shared_ptr<ProfilerCollector>> createProfiler(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson)
+{
+    auto plugin = registry.load(name);
+    if (!plugin) {
+        return plugin.error();
+    }
+    auto loaded = *plugin;
+    if (std::string(loaded->descriptor().kind) != "profiler") {
+        return Error::badInput(
+            fmt::format("plugin '{}' is a {}, not a profiler", name, loaded->descriptor().kind));
+    }
+    char error[512] = {};
+    void* object = loaded->descriptor().create(optionsJson.c_str(), error, sizeof error);
+    if (!object) {
+        return Error::unsupported(fmt::format(
+            "plugin '{}': {}", name, error[0] ? error : "could not create a profiler"));
+    }
+    // For "profiler" plugins `create` returns a heap-held std::shared_ptr<ProfilerCollector>.
+    auto* held = static_cast<std::shared_ptr<ProfilerCollector>*>(object);
+    ProfilerCollector* raw = held->get();
+    return std::shared_ptr<ProfilerCollector>(
+        raw, [loaded, held](ProfilerCollector*) { loaded->descriptor().destroy(held); });
+}
+
 Result<BackendChoice> chooseBackend(
     const PluginRegistry& registry, const std::string& name, int device)
 {

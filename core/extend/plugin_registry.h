@@ -3,6 +3,7 @@
 #include "base/result.h"
 #include "comm/communicator.h"
 #include "exec/backend.h"
+#include "extend/profiler_collector.h"
 #include "extend/plugin_api.h"
 
 #include <filesystem>
@@ -79,6 +80,11 @@ Result<std::shared_ptr<comm::Communicator>> createCommunicator(
 /// {"device": 0}). Errors name what is missing: the plugin, its runtime libraries, or a device
 /// ("no CUDA device: ..."). The backend keeps the plugin loaded.
 Result<std::shared_ptr<exec::Backend>> createBackend(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson = "{}");
+
+/// Loads the profiler plugin `name` (kind "profiler") and creates its collector with JSON
+/// options (e.g. {"rank": 0}). The collector keeps the plugin loaded.
+Result<std::shared_ptr<ProfilerCollector>> createProfiler(
     const PluginRegistry& registry, const std::string& name, const std::string& optionsJson = "{}");
 
 /// A compute backend chosen by name: the CPU reference ("cpu", "day0-cpu") or a backend plugin.
