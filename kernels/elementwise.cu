@@ -136,6 +136,61 @@ __global__ void rmsNormKernel(const T* x, const T* residual, const T* w, T* y, T
     }
 }
 
+/// The bandwidth path: the row is read once with 16-byte loads into shared memory (as stored),
+/// so the normalisation pass reads shared memory instead of global memory a second time.
+template <typename T, bool Emulated>
+__global__ void rmsNormVectorKernel(
+    const T* x, const T* residual, const T* w, T* y, T* residualOut, std::int64_t dim, float eps)
+{
+    extern __shared__ uint4 rowCache[];
+    constexpr int kPerVec = int(sizeof(uint4) / sizeof(T));
+    const std::int64_t row = blockIdx.x;
+    const std::int64_t vecs = dim / kPerVec;
+    const auto* xv = reinterpret_cast<const uint4*>(x + row * dim);
+    const auto* rv = residual != nullptr ? reinterpret_cast<const uint4*>(residual + row * dim)
+                                         : nullptr;
+    auto* sumv = residualOut != nullptr ? reinterpret_cast<uint4*>(residualOut + row * dim) : nullptr;
+    float squares = 0.0f;
+    for (std::int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        uint4 packed = xv[i];
+        T* e = reinterpret_cast<T*>(&packed);
+        if (rv != nullptr) {
+            uint4 other = rv[i];
+            const T* o = reinterpret_cast<const T*>(&other);
+            for (int j = 0; j < kPerVec; ++j) {
+                e[j] = detail::fromFloat<T>(load(e, j) + load(o, j));
+            }
+            sumv[i] = packed;
+        }
+        for (int j = 0; j < kPerVec; ++j) {
+            const float v = load(e, j);
+            squares += v * v;
+        }
+        rowCache[i] = packed;
+    }
+    const float inv = rsqrtf(blockSum(squares) / float(dim) + eps);
+    auto* yv = reinterpret_cast<uint4*>(y + row * dim);
+    const auto* wv = reinterpret_cast<const uint4*>(w);
+    for (std::int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        uint4 packed = rowCache[i];
+        T* e = reinterpret_cast<T*>(&packed);
+        uint4 weights = wv != nullptr ? wv[i] : uint4 {};
+        const T* wt = reinterpret_cast<const T*>(&weights);
+        for (int j = 0; j < kPerVec; ++j) {
+            const float weight = wv != nullptr ? load(wt, j) : 1.0f;
+            const float v = load(e, j);
+            if constexpr (Emulated) {
+                e[j] = detail::fromFloat<T>(roundTo<T>(v * inv) * weight);
+            } else {
+                e[j] = detail::fromFloat<T>(v * inv * weight);
+            }
+        }
+        yv[i] = packed;
+    }
+}
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 __device__ __forceinline__ float activate(float x, int act)
 {
     switch (act) {
@@ -327,8 +382,27 @@ cudaError_t rmsNorm(const void* x, const void* residual, const void* w, void* y,
         return cudaErrorInvalidValue;
     }
     const int threads = normThreads(dim);
+    const std::size_t rowBytes = std::size_t(dim) * storeBytes(store);
+    const bool vector = rowBytes % 16 == 0 && rowBytes <= 48 * 1024 && aligned16(x)
+        && aligned16(residual) && aligned16(w) && aligned16(y) && aligned16(residualOut);
     return dispatch(store, [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
+        if (vector) {
+            const int vecThreads = normThreads(std::int64_t(rowBytes / 16));
+            const auto* xt = static_cast<const T*>(x);
+            const auto* rt = static_cast<const T*>(residual);
+            const auto* wt = static_cast<const T*>(w);
+            auto* yt = static_cast<T*>(y);
+            auto* ot = static_cast<T*>(residualOut);
+            if (store == Store::F32) {
+                rmsNormVectorKernel<T, false>
+                    <<<unsigned(rows), vecThreads, rowBytes, stream>>>(xt, rt, wt, yt, ot, dim, eps);
+            } else {
+                rmsNormVectorKernel<T, true>
+                    <<<unsigned(rows), vecThreads, rowBytes, stream>>>(xt, rt, wt, yt, ot, dim, eps);
+            }
+            return cudaGetLastError();
+        }
         if (store == Store::F32) {
             rmsNormKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(static_cast<const T*>(x),
                 static_cast<const T*>(residual), static_cast<const T*>(w), static_cast<T*>(y),
