@@ -65,7 +65,8 @@ __global__ void attentionKernel(const T* q, const T* k, const T* v, T* out, Atte
             const std::int64_t j = e / p.headDim;
             const std::int64_t d = e % p.headDim;
             const std::int64_t key = tile + j;
-            sK[j * kPitch + d] = key < p.keys ? load(k, key * p.kStride + kvHead * p.headDim + d) : 0.f;
+            sK[j * kPitch + d]
+                = key < p.keys ? load(k, key * p.kStride + kvHead * p.headDim + d) : 0.f;
         }
         for (std::int64_t e = threadIdx.x; e < std::int64_t(kTile) * p.valueDim; e += blockDim.x) {
             const std::int64_t j = e / p.valueDim;

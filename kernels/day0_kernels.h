@@ -19,9 +19,11 @@ enum class Store { F32, BF16, F16 };
 inline std::size_t storeBytes(Store s) { return s == Store::F32 ? 4 : 2; }
 
 /// out[n] (store) <- in[n] (float), rounded to nearest even.
-cudaError_t convertFromFloat(const float* in, void* out, Store store, std::int64_t n, cudaStream_t stream);
+cudaError_t convertFromFloat(
+    const float* in, void* out, Store store, std::int64_t n, cudaStream_t stream);
 /// out[n] (float) <- in[n] (store), exact.
-cudaError_t convertToFloat(const void* in, Store store, float* out, std::int64_t n, cudaStream_t stream);
+cudaError_t convertToFloat(
+    const void* in, Store store, float* out, std::int64_t n, cudaStream_t stream);
 /// out[n] <- fp8(in[n] / scale), e4m3 (saturating to ±448) or e5m2, rounded to nearest even.
 cudaError_t quantizeFp8(const float* in, std::uint8_t* out, std::int64_t n, float scale, bool e5m2,
     cudaStream_t stream);
@@ -41,8 +43,8 @@ cudaError_t rmsNorm(const void* x, const void* residual, const void* w, void* y,
 
 /// gate <- round(round(act(gate)) · up); act: 0 silu, 1 gelu (erf), 2 gelu tanh, 3 quick gelu,
 /// 4 relu (exec::Activation order).
-cudaError_t gatedActivation(void* gate, const void* up, Store store, std::int64_t n, int act,
-    cudaStream_t stream);
+cudaError_t gatedActivation(
+    void* gate, const void* up, Store store, std::int64_t n, int act, cudaStream_t stream);
 
 /// Rotary embedding of x[tokens, heads, headDim] in place; angles in fp64 as the reference.
 struct RopeParams {
@@ -82,6 +84,7 @@ cudaError_t attention(const void* q, const void* k, const void* v, void* out, St
     const AttentionParams& p, cudaStream_t stream);
 
 /// Top-k routing, in fp64 from fp32 logits (exec::route semantics, ties to the lower index).
+/// Group-limited routing takes at most kMaxGroups groups.
 struct RouterParams {
     std::int64_t tokens = 0;
     std::int64_t experts = 0;
@@ -95,6 +98,7 @@ struct RouterParams {
 /// Largest expert count and top-k of the router kernel.
 inline constexpr std::int64_t kMaxExperts = 1024;
 inline constexpr std::int64_t kMaxTopK = 32;
+inline constexpr std::int64_t kMaxGroups = 64;
 cudaError_t route(const float* logits, const float* bias, const RouterParams& p,
     std::int32_t* experts, double* weights, cudaStream_t stream);
 
@@ -116,7 +120,7 @@ struct TapPartial {
 };
 /// Blocks the tap statistics use: `partials` holds this many entries.
 inline constexpr int kTapBlocks = 128;
-cudaError_t tapStatistics(const void* x, Store store, std::int64_t n, TapPartial* partials,
-    cudaStream_t stream);
+cudaError_t tapStatistics(
+    const void* x, Store store, std::int64_t n, TapPartial* partials, cudaStream_t stream);
 
 } // namespace day0::kernels

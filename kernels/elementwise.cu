@@ -107,8 +107,8 @@ __device__ float blockSum(float v)
 }
 
 template <typename T, bool Emulated>
-__global__ void rmsNormKernel(const T* x, const T* residual, const T* w, T* y, T* residualOut,
-    std::int64_t dim, float eps)
+__global__ void rmsNormKernel(
+    const T* x, const T* residual, const T* w, T* y, T* residualOut, std::int64_t dim, float eps)
 {
     const std::int64_t row = blockIdx.x;
     const T* xr = x + row * dim;
@@ -147,9 +147,10 @@ __global__ void rmsNormVectorKernel(
     const std::int64_t row = blockIdx.x;
     const std::int64_t vecs = dim / kPerVec;
     const auto* xv = reinterpret_cast<const uint4*>(x + row * dim);
-    const auto* rv = residual != nullptr ? reinterpret_cast<const uint4*>(residual + row * dim)
-                                         : nullptr;
-    auto* sumv = residualOut != nullptr ? reinterpret_cast<uint4*>(residualOut + row * dim) : nullptr;
+    const auto* rv
+        = residual != nullptr ? reinterpret_cast<const uint4*>(residual + row * dim) : nullptr;
+    auto* sumv
+        = residualOut != nullptr ? reinterpret_cast<uint4*>(residualOut + row * dim) : nullptr;
     float squares = 0.0f;
     for (std::int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
         uint4 packed = xv[i];
@@ -189,7 +190,10 @@ __global__ void rmsNormVectorKernel(
     }
 }
 
-bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p)
+{
+    return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
 
 __device__ __forceinline__ float activate(float x, int act)
 {
@@ -245,8 +249,7 @@ template <typename T> __global__ void ropeKernel(T* x, RopeParams p)
     }
 }
 
-template <typename T>
-__global__ void tapKernel(const T* x, std::int64_t n, TapPartial* partials)
+template <typename T> __global__ void tapKernel(const T* x, std::int64_t n, TapPartial* partials)
 {
     double sum = 0.0;
     double squares = 0.0;
@@ -340,8 +343,8 @@ cudaError_t convertToFloat(
     });
 }
 
-cudaError_t quantizeFp8(const float* in, std::uint8_t* out, std::int64_t n, float scale, bool e5m2,
-    cudaStream_t stream)
+cudaError_t quantizeFp8(
+    const float* in, std::uint8_t* out, std::int64_t n, float scale, bool e5m2, cudaStream_t stream)
 {
     quantizeFp8Kernel<<<gridFor(n, 256), 256, 0, stream>>>(in, out, n, scale, e5m2);
     return cudaGetLastError();
@@ -395,18 +398,18 @@ cudaError_t rmsNorm(const void* x, const void* residual, const void* w, void* y,
             auto* yt = static_cast<T*>(y);
             auto* ot = static_cast<T*>(residualOut);
             if (store == Store::F32) {
-                rmsNormVectorKernel<T, false>
-                    <<<unsigned(rows), vecThreads, rowBytes, stream>>>(xt, rt, wt, yt, ot, dim, eps);
+                rmsNormVectorKernel<T, false><<<unsigned(rows), vecThreads, rowBytes, stream>>>(
+                    xt, rt, wt, yt, ot, dim, eps);
             } else {
-                rmsNormVectorKernel<T, true>
-                    <<<unsigned(rows), vecThreads, rowBytes, stream>>>(xt, rt, wt, yt, ot, dim, eps);
+                rmsNormVectorKernel<T, true><<<unsigned(rows), vecThreads, rowBytes, stream>>>(
+                    xt, rt, wt, yt, ot, dim, eps);
             }
             return cudaGetLastError();
         }
         if (store == Store::F32) {
-            rmsNormKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(static_cast<const T*>(x),
-                static_cast<const T*>(residual), static_cast<const T*>(w), static_cast<T*>(y),
-                static_cast<T*>(residualOut), dim, eps);
+            rmsNormKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(w),
+                static_cast<T*>(y), static_cast<T*>(residualOut), dim, eps);
         } else {
             rmsNormKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(static_cast<const T*>(x),
                 static_cast<const T*>(residual), static_cast<const T*>(w), static_cast<T*>(y),

@@ -18,20 +18,32 @@ __device__ int argmaxUnmasked(const double* v, const bool* masked, int n)
     return best;
 }
 
-/// One thread per token; the expert scores live in the thread's local memory (the router is a
-/// few hundred experts × top-8: negligible next to the GEMMs around it).
+/// One block per token, its scores in shared memory (a thread's local arrays of up to 1024
+/// experts would make the driver reserve local memory for every resident thread). The selection
+/// is serial in thread 0: a few hundred experts × top-8 is negligible next to the GEMMs around
+/// it, and serial order gives exactly the reference's tie-breaking.
 __global__ void routeKernel(
     const float* logits, const float* bias, RouterParams p, std::int32_t* experts, double* weights)
 {
-    const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-    if (t >= p.tokens) {
-        return;
-    }
+    __shared__ double scores[kMaxExperts];
+    __shared__ double choice[kMaxExperts];
+    __shared__ bool masked[kMaxExperts];
+    __shared__ double groupScore[kMaxGroups];
+    __shared__ bool groupTaken[kMaxGroups];
+    const std::int64_t t = blockIdx.x;
     const int e = int(p.experts);
     const float* row = logits + t * p.experts;
-    double scores[kMaxExperts];
-    double choice[kMaxExperts];
-    bool masked[kMaxExperts];
+    for (int i = threadIdx.x; i < e; i += blockDim.x) {
+        if (p.sigmoid) {
+            scores[i] = 1.0 / (1.0 + exp(-double(row[i])));
+            choice[i] = scores[i] + (bias != nullptr ? double(bias[i]) : 0.0);
+        }
+        masked[i] = false;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) {
+        return;
+    }
     if (!p.sigmoid) {
         double m = row[0];
         for (int i = 1; i < e; ++i) {
@@ -46,17 +58,10 @@ __global__ void routeKernel(
             scores[i] /= sum;
             choice[i] = scores[i];
         }
-    } else {
-        for (int i = 0; i < e; ++i) {
-            scores[i] = 1.0 / (1.0 + exp(-double(row[i])));
-            choice[i] = scores[i] + (bias != nullptr ? double(bias[i]) : 0.0);
-        }
     }
     if (p.groups > 1) {
         const int groups = int(p.groups);
         const int perGroup = e / groups;
-        double groupScore[kMaxExperts];
-        bool groupMasked[kMaxExperts];
         for (int g = 0; g < groups; ++g) {
             const double* members = choice + g * perGroup;
             // Softmax (DeepSeek-V2): the best expert; sigmoid (V3): the sum of the best two.
@@ -75,27 +80,18 @@ __global__ void routeKernel(
                 score += members[second];
             }
             groupScore[g] = score;
-            groupMasked[g] = false;
-        }
-        bool keep[kMaxExperts];
-        for (int g = 0; g < groups; ++g) {
-            keep[g] = false;
+            groupTaken[g] = false;
         }
         for (int n = 0; n < int(p.topkGroup) && n < groups; ++n) {
-            const int g = argmaxUnmasked(groupScore, groupMasked, groups);
-            groupMasked[g] = true;
-            keep[g] = true;
+            groupTaken[argmaxUnmasked(groupScore, groupTaken, groups)] = true;
         }
         for (int g = 0; g < groups; ++g) {
-            if (!keep[g]) {
+            if (!groupTaken[g]) {
                 for (int i = g * perGroup; i < (g + 1) * perGroup; ++i) {
                     choice[i] = 0.0;
                 }
             }
         }
-    }
-    for (int i = 0; i < e; ++i) {
-        masked[i] = false;
     }
     int chosen[kMaxTopK];
     double sum = 0.0;
@@ -166,13 +162,14 @@ cudaError_t route(const float* logits, const float* bias, const RouterParams& p,
     std::int32_t* experts, double* weights, cudaStream_t stream)
 {
     if (p.experts <= 0 || p.experts > kMaxExperts || p.topK <= 0 || p.topK > kMaxTopK
-        || p.topK > p.experts || p.groups <= 0 || p.experts % p.groups != 0) {
+        || p.topK > p.experts || p.groups <= 0 || p.groups > kMaxGroups
+        || p.experts % p.groups != 0) {
         return cudaErrorInvalidValue;
     }
     if (p.tokens == 0) {
         return cudaSuccess;
     }
-    routeKernel<<<unsigned((p.tokens + 63) / 64), 64, 0, stream>>>(logits, bias, p, experts, weights);
+    routeKernel<<<unsigned(p.tokens), 32, 0, stream>>>(logits, bias, p, experts, weights);
     return cudaGetLastError();
 }
 
@@ -181,7 +178,8 @@ cudaError_t permuteTokens(const float* x, const std::int32_t* experts, std::int6
     std::int32_t* sourceRow, float* permuted, cudaStream_t stream)
 {
     const std::int64_t n = tokens * k;
-    cudaError_t status = cudaMemsetAsync(offsets, 0, sizeof(std::int32_t) * (numExperts + 1), stream);
+    cudaError_t status
+        = cudaMemsetAsync(offsets, 0, sizeof(std::int32_t) * (numExperts + 1), stream);
     if (status != cudaSuccess || n == 0) {
         return status;
     }

@@ -16,7 +16,8 @@ template <> __device__ __forceinline__ float load<float>(const float* p, std::in
 {
     return p[i];
 }
-template <> __device__ __forceinline__ float load<__nv_bfloat16>(const __nv_bfloat16* p, std::int64_t i)
+template <>
+__device__ __forceinline__ float load<__nv_bfloat16>(const __nv_bfloat16* p, std::int64_t i)
 {
     return __bfloat162float(p[i]);
 }
@@ -31,7 +32,10 @@ template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(fl
 {
     return __float2bfloat16_rn(v);
 }
-template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __half fromFloat<__half>(float v)
+{
+    return __float2half_rn(v);
+}
 
 /// v rounded to T's precision and back.
 template <typename T> __device__ __forceinline__ float roundTo(float v)

@@ -32,8 +32,8 @@ struct OpCheckArgs {
 
 void printCoverage(const std::string& backend, const std::vector<exec::CoverageRow>& rows)
 {
-    Table t({ "operator", "used for", backend }, { Table::Align::Left, Table::Align::Left,
-                                                     Table::Align::Left });
+    Table t({ "operator", "used for", backend },
+        { Table::Align::Left, Table::Align::Left, Table::Align::Left });
     int native = 0;
     for (const auto& r : rows) {
         t.addRow({ std::string(exec::backendOpName(r.op)), r.use, r.implementation });
@@ -113,7 +113,8 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
         fmt::print("backend {} on {}\n", report->backend, report->device);
     }
     fmt::print("\n");
-    Table t({ "operator", "shape", "prec", "rel_l2", "max_abs", "floor", "verdict", report->backend },
+    Table t(
+        { "operator", "shape", "prec", "rel_l2", "max_abs", "floor", "verdict", report->backend },
         { Table::Align::Left, Table::Align::Left, Table::Align::Left, Table::Align::Right,
             Table::Align::Right, Table::Align::Right, Table::Align::Left, Table::Align::Left });
     for (const auto& r : report->rows) {

@@ -3,10 +3,10 @@
 #include "base/units.h"
 #include "cmd_compare.h"
 #include "command.h"
-#include "extend/plugin_registry.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
+#include "extend/plugin_registry.h"
 #include "model/config_reader.h"
 #include "progress_bar.h"
 

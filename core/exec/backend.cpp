@@ -145,10 +145,12 @@ std::vector<std::pair<BackendOp, std::string>> requiredOps(const model::ModelSpe
             : (spec.qkNorm ? "model.norm, q/k norms per head" : "model.norm"));
     ops.emplace_back(BackendOp::RmsNormResidual, "residual add + norm of every decoder layer");
     ops.emplace_back(BackendOp::Linear,
-        mla ? "MLA projections, MLP/expert and lm_head GEMMs" : "q/k/v/o, MLP/expert and lm_head GEMMs");
+        mla ? "MLA projections, MLP/expert and lm_head GEMMs"
+            : "q/k/v/o, MLP/expert and lm_head GEMMs");
     const bool mrope = spec.ropeScaling.type == "mrope" || !spec.ropeScaling.mropeSection.empty();
     ops.emplace_back(mrope ? BackendOp::RopeMulti : BackendOp::Rope,
-        fmt::format("{} rotary, {}", spec.ropeScaling.type, mla ? "interleaved pairs" : "rotate-half"));
+        fmt::format(
+            "{} rotary, {}", spec.ropeScaling.type, mla ? "interleaved pairs" : "rotate-half"));
     if (mla) {
         ops.emplace_back(BackendOp::AttentionMla, "self_attn (prefill and decode)");
     } else {

@@ -82,8 +82,8 @@ public:
     virtual Result<void> gatedActivation(
         float* gate, const float* up, std::int64_t n, Activation act, PrecisionMode mode);
     /// Top-k routing of router logits [tokens, experts] (see exec::route); `bias` may be null.
-    virtual Result<Routing> route(const float* logits, std::int64_t tokens,
-        const RouterConfig& config, const float* bias);
+    virtual Result<Routing> route(
+        const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias);
     /// Groups the rows of x[tokens, dim] by expert: `permuted` gets tokens × k rows, expert by
     /// expert (token order inside), `offsets` numExperts + 1 row offsets and `sourceRow` the
     /// token of each permuted row.

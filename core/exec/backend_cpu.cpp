@@ -77,8 +77,8 @@ public:
         return success();
     }
 
-    Result<void> gatedActivation(float* gate, const float* up, std::int64_t n, Activation act,
-        PrecisionMode mode) override
+    Result<void> gatedActivation(
+        float* gate, const float* up, std::int64_t n, Activation act, PrecisionMode mode) override
     {
         emulatedGatedActivation(gate, up, n, act, mode);
         return success();
@@ -102,8 +102,8 @@ public:
         offsets.assign(std::size_t(numExperts + 1), 0);
         for (const auto e : routing.experts) {
             if (e < 0 || e >= numExperts) {
-                return Error::badInput(fmt::format(
-                    "permuteTokens: expert {} is outside [0, {})", e, numExperts));
+                return Error::badInput(
+                    fmt::format("permuteTokens: expert {} is outside [0, {})", e, numExperts));
             }
             ++offsets[std::size_t(e + 1)];
         }

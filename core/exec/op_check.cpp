@@ -320,8 +320,7 @@ public:
             emulatedLinear(
                 xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
         }
-        const BackendOp routeOp
-            = sigmoid ? BackendOp::RouterSigmoid : BackendOp::RouterSoftmax;
+        const BackendOp routeOp = sigmoid ? BackendOp::RouterSigmoid : BackendOp::RouterSoftmax;
         Routing tgt;
         if (onBackend(routeOp)) {
             const std::vector<float> biasF(bias.begin(), bias.end());
@@ -540,7 +539,8 @@ nlohmann::json opCheckToJson(const OpCheckReport& report)
         { "table", report.table },
         { "backends",
             { { { "name", report.backend }, { "device", report.device },
-                { "missing", report.missing }, { "coverage", coverageToJson(report.coverage) } } } },
+                { "missing", report.missing },
+                { "coverage", coverageToJson(report.coverage) } } } },
         { "counts",
             { { "pass", report.passCount }, { "warn", report.warnCount },
                 { "fail", report.failCount } } },

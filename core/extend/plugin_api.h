@@ -5,8 +5,8 @@
 // `std::shared_ptr<Interface>*` of the interface named by `kind` (day0::comm::Communicator for
 // "communicator", day0::exec::Backend for "backend", day0::profile::ProfilerCollector for
 // "profiler"), released with `destroy`. A backend's manifest lists the operators it runs natively
-// under "ops" (exec::backendOpName spellings), so coverage is known without loading it. A plugin is built with the same compiler as the
-// apps, and `apiVersion` guards the layout.
+// under "ops" (exec::backendOpName spellings), so coverage is known without loading it. A plugin is
+// built with the same compiler as the apps, and `apiVersion` guards the layout.
 
 #include <cstddef>
 

@@ -3,10 +3,11 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -107,8 +108,8 @@ void PluginRegistry::scan(const fs::path& folder, int depth)
         }
         if (json->contains("ops") && (*json)["ops"].is_array()) {
             for (const auto& op : (*json)["ops"]) {
-                const auto parsed
-                    = op.is_string() ? exec::backendOpFromName(op.get<std::string>()) : std::nullopt;
+                const auto parsed = op.is_string() ? exec::backendOpFromName(op.get<std::string>())
+                                                   : std::nullopt;
                 if (!parsed) {
                     r.fail("ops", fmt::format("names an unknown operator {}", op.dump()));
                     break;
@@ -228,8 +229,8 @@ Result<std::shared_ptr<exec::Backend>> createBackend(
     char error[512] = {};
     void* object = loaded->descriptor().create(optionsJson.c_str(), error, sizeof error);
     if (!object) {
-        return Error::unsupported(fmt::format(
-            "plugin '{}': {}", name, error[0] ? error : "could not create a backend"));
+        return Error::unsupported(
+            fmt::format("plugin '{}': {}", name, error[0] ? error : "could not create a backend"));
     }
     // For "backend" plugins `create` returns a heap-held std::shared_ptr<exec::Backend>.
     auto* held = static_cast<std::shared_ptr<exec::Backend>*>(object);
@@ -253,8 +254,8 @@ Result<std::shared_ptr<ProfilerCollector>> createProfiler(
     char error[512] = {};
     void* object = loaded->descriptor().create(optionsJson.c_str(), error, sizeof error);
     if (!object) {
-        return Error::unsupported(fmt::format(
-            "plugin '{}': {}", name, error[0] ? error : "could not create a profiler"));
+        return Error::unsupported(
+            fmt::format("plugin '{}': {}", name, error[0] ? error : "could not create a profiler"));
     }
     // For "profiler" plugins `create` returns a heap-held std::shared_ptr<ProfilerCollector>.
     auto* held = static_cast<std::shared_ptr<ProfilerCollector>*>(object);

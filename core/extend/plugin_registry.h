@@ -3,8 +3,8 @@
 #include "base/result.h"
 #include "comm/communicator.h"
 #include "exec/backend.h"
-#include "extend/profiler_collector.h"
 #include "extend/plugin_api.h"
+#include "extend/profiler_collector.h"
 
 #include <filesystem>
 #include <memory>

@@ -19,14 +19,15 @@ std::optional<std::string> cudaUnavailableReason(int device)
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
-        return fmt::format("no CUDA device: cudaGetDeviceCount: {} ({})", cudaGetErrorString(status),
-            cudaGetErrorName(status));
+        return fmt::format("no CUDA device: cudaGetDeviceCount: {} ({})",
+            cudaGetErrorString(status), cudaGetErrorName(status));
     }
     if (count == 0) {
         return std::string("no CUDA device: the driver reports no GPU");
     }
     if (device < 0 || device >= count) {
-        return fmt::format("no CUDA device: device {} asked for but only {} present", device, count);
+        return fmt::format(
+            "no CUDA device: device {} asked for but only {} present", device, count);
     }
     return std::nullopt;
 }
@@ -146,8 +147,9 @@ Result<CudaBackend::Buffer> CudaBackend::uploadBytes(const void* host, std::size
         return buffer.error();
     }
     if (bytes > 0) {
-        DAY0_TRY(check(cudaMemcpyAsync(buffer->get(), host, bytes, cudaMemcpyHostToDevice, m_stream),
-            "cudaMemcpyAsync (upload)"));
+        DAY0_TRY(
+            check(cudaMemcpyAsync(buffer->get(), host, bytes, cudaMemcpyHostToDevice, m_stream),
+                "cudaMemcpyAsync (upload)"));
     }
     return std::move(*buffer);
 }
@@ -211,8 +213,9 @@ Result<void> CudaBackend::embedding(std::span<const std::int64_t> ids, const flo
         "cudaMemcpyAsync"));
     DAY0_TRY(download(dOut->get(), count * dim, store, out));
     if (bad != 0) {
-        return Error::badInput(fmt::format("embedding: token id {} at position {} is outside [0, {})",
-            ids[std::size_t(bad - 1)], bad - 1, vocab));
+        return Error::badInput(
+            fmt::format("embedding: token id {} at position {} is outside [0, {})",
+                ids[std::size_t(bad - 1)], bad - 1, vocab));
     }
     return success();
 }
@@ -224,7 +227,8 @@ Result<void> CudaBackend::rmsNorm(const float* x, const float* residual, const f
     const Store store = storeFor(mode);
     const std::int64_t n = rows * dim;
     auto dX = upload(x, n, store);
-    auto dW = upload(w, dim, store);
+    // A weightless norm (w null) uploads nothing; the kernel multiplies by 1.
+    auto dW = w != nullptr ? upload(w, dim, store) : alloc(0);
     auto dY = alloc(kernels::storeBytes(store) * std::size_t(n));
     for (const auto* r : { &dX, &dW, &dY }) {
         if (!*r) {
@@ -242,9 +246,9 @@ Result<void> CudaBackend::rmsNorm(const float* x, const float* residual, const f
         dRes.emplace(std::move(*a));
         dResOut.emplace(std::move(*b));
     }
-    DAY0_TRY(check(kernels::rmsNorm(dX->get(), dRes ? dRes->get() : nullptr, w ? dW->get() : nullptr,
-                       dY->get(), dResOut ? dResOut->get() : nullptr, store, rows, dim, float(eps),
-                       m_stream),
+    DAY0_TRY(check(
+        kernels::rmsNorm(dX->get(), dRes ? dRes->get() : nullptr, w ? dW->get() : nullptr,
+            dY->get(), dResOut ? dResOut->get() : nullptr, store, rows, dim, float(eps), m_stream),
         "rmsNorm kernel"));
     if (dResOut && residualOut != nullptr) {
         DAY0_TRY(download(dResOut->get(), n, store, residualOut));
@@ -258,8 +262,8 @@ Result<void> CudaBackend::rope(float* x, std::int64_t tokens, std::int64_t heads
 {
     DAY0_TRY(check(cudaSetDevice(m_device), "cudaSetDevice"));
     if (std::int64_t(positions.size()) < tokens) {
-        return Error::badInput(fmt::format(
-            "rope: {} positions for {} tokens", positions.size(), tokens));
+        return Error::badInput(
+            fmt::format("rope: {} positions for {} tokens", positions.size(), tokens));
     }
     const Store store = storeFor(mode);
     const std::int64_t n = tokens * heads * headDim;
@@ -282,8 +286,7 @@ Result<void> CudaBackend::rope(float* x, std::int64_t tokens, std::int64_t heads
     p.positions = dPos->get<std::int64_t>();
     std::optional<Buffer> dComp;
     std::optional<Buffer> dPos3;
-    const bool multi
-        = !table.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
+    const bool multi = !table.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
     if (multi) {
         auto a = uploadBytes(table.pairComponent.data(), table.pairComponent.size() * sizeof(int));
         auto b = uploadBytes(positions3.data(), positions3.size_bytes());
@@ -304,9 +307,9 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
 {
     DAY0_TRY(check(cudaSetDevice(m_device), "cudaSetDevice"));
     if (shape.headDim > kernels::kMaxAttentionDim || shape.valueDim > kernels::kMaxAttentionDim) {
-        return Error::unsupported(fmt::format(
-            "cuda attention: head widths {}/{} exceed the kernel's {}", shape.headDim,
-            shape.valueDim, kernels::kMaxAttentionDim));
+        return Error::unsupported(
+            fmt::format("cuda attention: head widths {}/{} exceed the kernel's {}", shape.headDim,
+                shape.valueDim, kernels::kMaxAttentionDim));
     }
     kernels::AttentionParams p;
     p.queries = shape.queries;
@@ -340,9 +343,9 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
             return r->error();
         }
     }
-    DAY0_TRY(check(
-        kernels::attention(dQ->get(), dK->get(), dV->get(), dO->get(), store, p, m_stream),
-        "attention kernel"));
+    DAY0_TRY(
+        check(kernels::attention(dQ->get(), dK->get(), dV->get(), dO->get(), store, p, m_stream),
+            "attention kernel"));
     return download(dO->get(), n, store, out);
 }
 
@@ -356,14 +359,13 @@ Result<void> CudaBackend::gatedActivation(
     if (!dG || !dU) {
         return !dG ? dG.error() : dU.error();
     }
-    DAY0_TRY(check(
-        kernels::gatedActivation(dG->get(), dU->get(), store, n, int(act), m_stream),
+    DAY0_TRY(check(kernels::gatedActivation(dG->get(), dU->get(), store, n, int(act), m_stream),
         "gated activation kernel"));
     return download(dG->get(), n, store, gate);
 }
 
-Result<exec::Routing> CudaBackend::route(const float* logits, std::int64_t tokens,
-    const exec::RouterConfig& config, const float* bias)
+Result<exec::Routing> CudaBackend::route(
+    const float* logits, std::int64_t tokens, const exec::RouterConfig& config, const float* bias)
 {
     DAY0_TRY(check(cudaSetDevice(m_device), "cudaSetDevice"));
     kernels::RouterParams p;
@@ -375,10 +377,12 @@ Result<exec::Routing> CudaBackend::route(const float* logits, std::int64_t token
     p.scaling = config.routedScalingFactor;
     p.groups = config.numGroups;
     p.topkGroup = config.topkGroup;
-    if (p.experts > kernels::kMaxExperts || p.topK > kernels::kMaxTopK) {
-        return Error::unsupported(fmt::format("cuda router: {} experts / top-{} exceed the "
-                                              "kernel's {} / {}",
-            p.experts, p.topK, kernels::kMaxExperts, kernels::kMaxTopK));
+    if (p.experts > kernels::kMaxExperts || p.topK > kernels::kMaxTopK
+        || p.groups > kernels::kMaxGroups) {
+        return Error::unsupported(fmt::format("cuda router: {} experts / top-{} / {} groups exceed "
+                                              "the kernel's {} / {} / {}",
+            p.experts, p.topK, p.groups, kernels::kMaxExperts, kernels::kMaxTopK,
+            kernels::kMaxGroups));
     }
     auto dL = uploadBytes(logits, sizeof(float) * std::size_t(tokens * p.experts));
     auto dB = uploadBytes(bias, bias ? sizeof(float) * std::size_t(p.experts) : 0);
@@ -484,14 +488,14 @@ Result<DeviceTap> CudaBackend::tap(const std::string& capture, const void* data,
     if (!dPartials) {
         return dPartials.error();
     }
-    DAY0_TRY(check(kernels::tapStatistics(data, store, count, dPartials->get<kernels::TapPartial>(),
-                       m_stream),
+    DAY0_TRY(check(
+        kernels::tapStatistics(data, store, count, dPartials->get<kernels::TapPartial>(), m_stream),
         "tap statistics kernel"));
     std::vector<kernels::TapPartial> partials(kernels::kTapBlocks);
-    DAY0_TRY(check(cudaMemcpyAsync(partials.data(), dPartials->get(),
-                       partials.size() * sizeof(kernels::TapPartial), cudaMemcpyDeviceToHost,
-                       m_stream),
-        "cudaMemcpyAsync"));
+    DAY0_TRY(
+        check(cudaMemcpyAsync(partials.data(), dPartials->get(),
+                  partials.size() * sizeof(kernels::TapPartial), cudaMemcpyDeviceToHost, m_stream),
+            "cudaMemcpyAsync"));
     DAY0_TRY(synchronize("tap"));
     std::vector<TapBlock> blocks(partials.size());
     for (std::size_t i = 0; i < partials.size(); ++i) {

@@ -52,15 +52,15 @@ public:
         std::span<const std::int64_t> positions3, exec::PrecisionMode mode) override;
     Result<void> attention(const float* q, const float* k, const float* v, float* out,
         const exec::AttentionShape& shape, exec::PrecisionMode mode) override;
-    Result<void> gatedActivation(float* gate, const float* up, std::int64_t n,
-        exec::Activation act, exec::PrecisionMode mode) override;
+    Result<void> gatedActivation(float* gate, const float* up, std::int64_t n, exec::Activation act,
+        exec::PrecisionMode mode) override;
     Result<exec::Routing> route(const float* logits, std::int64_t tokens,
         const exec::RouterConfig& config, const float* bias) override;
     Result<void> permuteTokens(const float* x, std::int64_t tokens, std::int64_t dim,
         const exec::Routing& routing, std::int64_t numExperts, float* permuted,
         std::vector<std::int64_t>& offsets, std::vector<std::int64_t>& sourceRow) override;
-    Result<void> dequantFp8Block(const std::uint8_t* bytes, const float* scales,
-        std::int64_t rows, std::int64_t cols, std::int64_t block, float* out) override;
+    Result<void> dequantFp8Block(const std::uint8_t* bytes, const float* scales, std::int64_t rows,
+        std::int64_t cols, std::int64_t block, float* out) override;
 
     /// Statistics of a device tensor computed on the device; the values are copied to the host
     /// only when `selection` asks for `capture`.

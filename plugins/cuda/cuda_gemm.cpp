@@ -28,8 +28,10 @@ Result<std::unique_ptr<CudaBackend::Handles>> CudaBackend::Handles::create(cudaS
     if (const auto s = cublasSetStream(h->blas, stream); s != CUBLAS_STATUS_SUCCESS) {
         return cublasError(s, "cublasSetStream");
     }
-    // No TF32: an fp32 plan means fp32 products.
-    if (const auto s = cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH); s != CUBLAS_STATUS_SUCCESS) {
+    // Default math: tensor cores for bf16/fp16, and no TF32 for fp32 (CUBLAS_COMPUTE_32F), so an
+    // fp32 plan means fp32 products.
+    if (const auto s = cublasSetMathMode(h->blas, CUBLAS_DEFAULT_MATH);
+        s != CUBLAS_STATUS_SUCCESS) {
         return cublasError(s, "cublasSetMathMode");
     }
     if (const auto s = cublasLtCreate(&h->lt); s != CUBLAS_STATUS_SUCCESS) {
@@ -146,8 +148,8 @@ Result<void> CudaBackend::linearFp8(const float* x, const float* w, float* y, st
     const float maxFinite = e5m2 ? 57344.0f : 448.0f;
     const float xAmax = amaxOf(x, rows * in);
     const float wAmax = amaxOf(w, out * in);
-    const float scales[2] = { wAmax > 0.0f ? wAmax / maxFinite : 1.0f,
-        xAmax > 0.0f ? xAmax / maxFinite : 1.0f };
+    const float scales[2]
+        = { wAmax > 0.0f ? wAmax / maxFinite : 1.0f, xAmax > 0.0f ? xAmax / maxFinite : 1.0f };
     auto fX = uploadBytes(x, sizeof(float) * std::size_t(rows * in));
     auto fW = uploadBytes(w, sizeof(float) * std::size_t(out * in));
     auto qX = alloc(std::size_t(rows * in));
@@ -195,10 +197,11 @@ Result<void> CudaBackend::linearFp8(const float* x, const float* w, float* y, st
         "cublasLtMatrixLayoutCreate(A)"));
     DAY0_TRY(call(cublasLtMatrixLayoutCreate(&lt.b, f8, std::uint64_t(in), std::uint64_t(rows), in),
         "cublasLtMatrixLayoutCreate(B)"));
-    DAY0_TRY(call(
-        cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, std::uint64_t(out), std::uint64_t(rows), out),
+    DAY0_TRY(call(cublasLtMatrixLayoutCreate(
+                      &lt.d, CUDA_R_16BF, std::uint64_t(out), std::uint64_t(rows), out),
         "cublasLtMatrixLayoutCreate(D)"));
-    DAY0_TRY(call(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate"));
+    DAY0_TRY(
+        call(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate"));
     DAY0_TRY(call(cublasLtMatmulPreferenceSetAttribute(lt.preference,
                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &m_handles->workspaceBytes,
                       sizeof m_handles->workspaceBytes),
@@ -209,9 +212,9 @@ Result<void> CudaBackend::linearFp8(const float* x, const float* w, float* y, st
                       lt.preference, 1, &heuristic, &found),
         "cublasLtMatmulAlgoGetHeuristic"));
     if (found == 0) {
-        return Error::unsupported(fmt::format(
-            "cuBLASLt has no fp8 algorithm for [{}, {}] · [{}, {}]ᵀ on this device", rows, in, out,
-            in));
+        return Error::unsupported(
+            fmt::format("cuBLASLt has no fp8 algorithm for [{}, {}] · [{}, {}]ᵀ on this device",
+                rows, in, out, in));
     }
     const float alpha = 1.0f;
     const float beta = 0.0f;

@@ -142,9 +142,8 @@ void ActivityConverter::add(const ActivityRecord& r)
             m_builder.intern(fmt::format("[{}, {}, {}]", r.block[0], r.block[1], r.block[2])));
         args.addInt(m_builder.intern("registers per thread"), r.registers);
         args.addInt(m_builder.intern("shared memory"), r.sharedBytes);
-        const Category category = profile::isCollectiveKernelName(r.name)
-            ? Category::Communication
-            : Category::Kernel;
+        const Category category
+            = profile::isCollectiveKernelName(r.name) ? Category::Communication : Category::Kernel;
         const auto idx = m_builder.addSlice(streamTrack(r.device, r.stream), start, end, name,
             category, r.correlation, 0, args.commit());
         m_gpuWork.emplace_back(r.correlation, idx, false);
@@ -155,13 +154,13 @@ void ActivityConverter::add(const ActivityRecord& r)
         const bool copy = r.kind == RecordKind::Memcpy;
         const StringId name = m_builder.intern(copy
                 ? fmt::format("Memcpy {} ({} -> {})", memcpyKindName(r.copyKind),
-                      memoryKindName(r.srcKind), memoryKindName(r.dstKind))
+                    memoryKindName(r.srcKind), memoryKindName(r.dstKind))
                 : fmt::format("Memset ({})", memoryKindName(r.memoryKind)));
         args.begin();
         args.addInt(m_builder.intern("bytes"), r.bytes);
         if (end > start) {
-            args.addDouble(m_builder.intern("memory bandwidth (GB/s)"),
-                double(r.bytes) / double(end - start));
+            args.addDouble(
+                m_builder.intern("memory bandwidth (GB/s)"), double(r.bytes) / double(end - start));
         }
         const auto idx = m_builder.addSlice(streamTrack(r.device, r.stream), start, end, name,
             copy ? Category::Memcpy : Category::Memset, r.correlation, 0, args.commit());
@@ -178,8 +177,7 @@ void ActivityConverter::add(const ActivityRecord& r)
     case RecordKind::Driver: {
         const bool runtime = r.kind == RecordKind::Runtime;
         args.begin();
-        args.addString(
-            m_builder.intern("api"), m_builder.intern(runtime ? "runtime" : "driver"));
+        args.addString(m_builder.intern("api"), m_builder.intern(runtime ? "runtime" : "driver"));
         if (r.returnValue != 0) {
             args.addInt(m_builder.intern("return value"), r.returnValue);
         }
@@ -230,8 +228,8 @@ Result<profile::Trace> ActivityConverter::finish(Progress& progress, std::stop_t
             from->second, slice, sync ? profile::FlowKind::Other : profile::FlowKind::Launch);
     }
     if (!m_openMarkers.empty()) {
-        m_builder.warn(fmt::format(
-            "cupti: {} NVTX range(s) were still open when profiling stopped", m_openMarkers.size()));
+        m_builder.warn(fmt::format("cupti: {} NVTX range(s) were still open when profiling stopped",
+            m_openMarkers.size()));
     }
     if (m_dropped > 0) {
         m_builder.warn(fmt::format("cupti: {} activity record(s) with invalid times or unmatched "

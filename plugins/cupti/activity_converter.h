@@ -114,7 +114,8 @@ private:
     std::map<std::tuple<std::uint32_t, std::uint32_t, profile::Lane>, profile::TrackId> m_threads;
     std::unordered_map<std::uint32_t, profile::SliceIndex> m_runtimeByCorrelation;
     std::unordered_map<std::uint32_t, profile::SliceIndex> m_driverByCorrelation;
-    std::vector<std::tuple<std::uint32_t, profile::SliceIndex, bool>> m_gpuWork; ///< corr, slice, sync
+    std::vector<std::tuple<std::uint32_t, profile::SliceIndex, bool>>
+        m_gpuWork; ///< corr, slice, sync
     std::unordered_map<std::uint32_t, OpenMarker> m_openMarkers;
     std::size_t m_dropped = 0;
 };

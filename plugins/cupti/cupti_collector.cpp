@@ -2,6 +2,7 @@
 
 #include <cupti.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -9,7 +10,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <unistd.h>
 #include <vector>
 
 namespace day0::cupti {
@@ -60,8 +60,8 @@ std::string callbackName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
     if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
         return name;
     }
-    return fmt::format("{} API {}", domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver",
-        cbid);
+    return fmt::format(
+        "{} API {}", domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver", cbid);
 }
 
 /// Copies the fields the trace needs out of one CUPTI record; false for kinds not collected.

@@ -40,8 +40,8 @@ Result<void> publishBlob(
     const std::filesystem::path& file, const std::vector<std::uint8_t>& payload, int worldSize)
 {
     if (worldSize < 1) {
-        return Error::badInput(fmt::format("{}: world size {} is not positive", displayPath(file),
-            worldSize));
+        return Error::badInput(
+            fmt::format("{}: world size {} is not positive", displayPath(file), worldSize));
     }
     std::string contents(kMagic, sizeof kMagic);
     putU32(contents, kVersion);
@@ -54,14 +54,16 @@ Result<void> publishBlob(
 Result<std::vector<std::uint8_t>> parseBlob(
     std::string_view contents, std::size_t expectedBytes, int worldSize)
 {
-    if (contents.size() < kHeaderBytes || std::memcmp(contents.data(), kMagic, sizeof kMagic) != 0) {
+    if (contents.size() < kHeaderBytes
+        || std::memcmp(contents.data(), kMagic, sizeof kMagic) != 0) {
         return Error::badInput("is not a day0 NCCL bootstrap file");
     }
     const std::uint32_t version = getU32(contents, sizeof kMagic);
     const std::uint32_t world = getU32(contents, sizeof kMagic + 4);
     const std::uint32_t size = getU32(contents, sizeof kMagic + 8);
     if (version != kVersion) {
-        return Error::badInput(fmt::format("has format version {}, expected {}", version, kVersion));
+        return Error::badInput(
+            fmt::format("has format version {}, expected {}", version, kVersion));
     }
     if (world != std::uint32_t(worldSize)) {
         return Error::badInput(
@@ -76,8 +78,7 @@ Result<std::vector<std::uint8_t>> parseBlob(
 }
 
 Result<std::vector<std::uint8_t>> waitForBlob(const std::filesystem::path& file,
-    std::size_t expectedBytes, int worldSize, const FileStoreOptions& options,
-    std::stop_token stop)
+    std::size_t expectedBytes, int worldSize, const FileStoreOptions& options, std::stop_token stop)
 {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now()

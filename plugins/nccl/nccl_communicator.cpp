@@ -3,13 +3,14 @@
 #include "base/file_util.h"
 #include "file_store.h"
 
-#include <chrono>
-#include <cstring>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <mutex>
-#include <nccl.h>
 #include <optional>
 #include <thread>
 

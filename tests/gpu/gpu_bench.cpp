@@ -138,10 +138,11 @@ void runBenchmarks(bool quick, Report& report)
         [&] { attnStatus = kernels::attention(q, k, v, o, kernels::Store::BF16, p, nullptr); },
         quick ? 2 : 5);
     const double attnFlops = 2.0 * double(seq) * seq * p.heads * p.headDim / attn;
-    report.check("attention prefill runs", attnStatus == cudaSuccess, cudaGetErrorString(attnStatus));
+    report.check(
+        "attention prefill runs", attnStatus == cudaSuccess, cudaGetErrorString(attnStatus));
     report.figure(fmt::format("attention prefill bf16 S={} H=32/8 d=128 causal", seq),
-        fmt::format("{:.2f} TFLOP/s = {:.3f}× cuBLAS bf16 GEMM", attnFlops / 1e12,
-            attnFlops / gemmFlops));
+        fmt::format(
+            "{:.2f} TFLOP/s = {:.3f}× cuBLAS bf16 GEMM", attnFlops / 1e12, attnFlops / gemmFlops));
     cudaFree(q);
     cudaFree(k);
     cudaFree(v);

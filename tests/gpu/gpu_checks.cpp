@@ -3,10 +3,9 @@
 // fp32 and in emulated bf16/fp8, the device tap statistics, a CUPTI timeline holding the expected
 // kernels, and the figures: RMSNorm bandwidth against a device-to-device copy, attention prefill
 // against cuBLAS bf16 GEMM FLOP/s, all measured in this run.
+#include "extend/plugin_registry.h"
 #include "gpu_bench.h"
 #include "gpu_op_checks.h"
-
-#include "extend/plugin_registry.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>

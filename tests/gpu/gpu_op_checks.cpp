@@ -102,7 +102,8 @@ struct Pair {
             return;
         }
         const double e = relL2(ref, got);
-        report.check(label, e <= bound(mode), fmt::format("rel L2 {:.2e} (bound {:.0e})", e, bound(mode)));
+        report.check(
+            label, e <= bound(mode), fmt::format("rel L2 {:.2e} (bound {:.0e})", e, bound(mode)));
     }
 };
 
@@ -113,10 +114,10 @@ void checkLinear(Pair& p, PrecisionMode mode, std::int64_t rows, std::int64_t in
     exec::roundGemmInput(w, out, in, mode, exec::Fp8Scaling::PerTensor, true);
     std::vector<float> ref(static_cast<std::size_t>(rows * out));
     std::vector<float> got(ref.size());
-    const auto c = p.cpu.linear(x.data(), w.data(), ref.data(), rows, in, out, mode,
-        exec::Fp8Scaling::PerTensor);
-    const auto g = p.gpu.linear(x.data(), w.data(), got.data(), rows, in, out, mode,
-        exec::Fp8Scaling::PerTensor);
+    const auto c = p.cpu.linear(
+        x.data(), w.data(), ref.data(), rows, in, out, mode, exec::Fp8Scaling::PerTensor);
+    const auto g = p.gpu.linear(
+        x.data(), w.data(), got.data(), rows, in, out, mode, exec::Fp8Scaling::PerTensor);
     p.compare(fmt::format("linear [{}, {}]·[{}, {}]ᵀ", rows, in, out, in), mode, g, c, ref, got);
 }
 
@@ -138,10 +139,10 @@ void checkNorm(Pair& p, PrecisionMode mode, bool residual)
     std::vector<float> refSum(x.size());
     std::vector<float> gotSum(x.size());
     const float* res = residual ? r.data() : nullptr;
-    const auto c = p.cpu.rmsNorm(x.data(), res, w.data(), ref.data(), refSum.data(), rows, dim,
-        1e-6, mode);
-    const auto g = p.gpu.rmsNorm(x.data(), res, w.data(), got.data(), gotSum.data(), rows, dim,
-        1e-6, mode);
+    const auto c
+        = p.cpu.rmsNorm(x.data(), res, w.data(), ref.data(), refSum.data(), rows, dim, 1e-6, mode);
+    const auto g
+        = p.gpu.rmsNorm(x.data(), res, w.data(), got.data(), gotSum.data(), rows, dim, 1e-6, mode);
     p.compare(residual ? "rms_norm + residual" : "rms_norm", mode, g, c, ref, got);
     if (residual && g && c) {
         p.report.check(fmt::format("residual sum [{}]", exec::precisionName(mode)),
@@ -149,8 +150,8 @@ void checkNorm(Pair& p, PrecisionMode mode, bool residual)
     }
 }
 
-void checkRope(Pair& p, PrecisionMode mode, const std::string& type, exec::RopeLayout layout,
-    bool multi)
+void checkRope(
+    Pair& p, PrecisionMode mode, const std::string& type, exec::RopeLayout layout, bool multi)
 {
     model::RopeScaling scaling;
     scaling.type = type;
@@ -256,8 +257,10 @@ void checkRouting(Pair& p, const std::string& name, exec::RouterConfig config, b
         std::vector<float> pc(static_cast<std::size_t>(tokens * c->k * dim));
         std::vector<float> pg(pc.size());
         std::vector<std::int64_t> oc, og, sc, sg;
-        const auto rc = p.cpu.permuteTokens(x.data(), tokens, dim, *c, config.numExperts, pc.data(), oc, sc);
-        const auto rg = p.gpu.permuteTokens(x.data(), tokens, dim, *g, config.numExperts, pg.data(), og, sg);
+        const auto rc
+            = p.cpu.permuteTokens(x.data(), tokens, dim, *c, config.numExperts, pc.data(), oc, sc);
+        const auto rg
+            = p.gpu.permuteTokens(x.data(), tokens, dim, *g, config.numExperts, pg.data(), og, sg);
         p.report.check(name + ": token permutation", rc && rg && oc == og && sc == sg && pc == pg,
             rg ? "offsets, source rows and permuted rows identical" : rg.error().message);
     }
@@ -276,7 +279,8 @@ void runOpChecks(exec::Backend& gpu, Report& report)
         std::vector<float> got(ref.size());
         auto rounded = table;
         exec::roundActivations(rounded, mode);
-        p.compare("embedding", mode, gpu.embedding(ids, rounded.data(), 4096, 256, got.data(), mode),
+        p.compare("embedding", mode,
+            gpu.embedding(ids, rounded.data(), 4096, 256, got.data(), mode),
             cpu->embedding(ids, rounded.data(), 4096, 256, ref.data(), mode), ref, got);
         checkNorm(p, mode, false);
         checkNorm(p, mode, true);
@@ -287,8 +291,10 @@ void runOpChecks(exec::Backend& gpu, Report& report)
         checkRope(p, mode, "yarn", exec::RopeLayout::Interleaved, false);
         checkRope(p, mode, "mrope", exec::RopeLayout::RotateHalf, true);
         checkAttention(p, mode, "attention prefill (GQA 8/2)", shape(64, 64, 8, 2, 128, 128));
-        checkAttention(p, mode, "attention decode (GQA 32/8, 300 keys)", shape(1, 300, 32, 8, 128, 128));
-        checkAttention(p, mode, "attention chunked prefill (17 new of 100)", shape(17, 100, 4, 4, 64, 64));
+        checkAttention(
+            p, mode, "attention decode (GQA 32/8, 300 keys)", shape(1, 300, 32, 8, 128, 128));
+        checkAttention(
+            p, mode, "attention chunked prefill (17 new of 100)", shape(17, 100, 4, 4, 64, 64));
         checkAttention(p, mode, "attention MLA widths (192/128)", shape(40, 40, 16, 16, 192, 128));
         checkAttention(p, mode, "attention sliding window 16", shape(48, 48, 4, 1, 64, 64, 16));
         auto gate = randomFloats(70000, 14);
@@ -344,7 +350,8 @@ void runTapCheck(Report& report)
     float* device = nullptr;
     kernels::TapPartial* partials = nullptr;
     if (cudaMalloc(&device, host.size() * sizeof(float)) != cudaSuccess
-        || cudaMalloc(&partials, sizeof(kernels::TapPartial) * kernels::kTapBlocks) != cudaSuccess) {
+        || cudaMalloc(&partials, sizeof(kernels::TapPartial) * kernels::kTapBlocks)
+            != cudaSuccess) {
         report.check("tap statistics", false, "cudaMalloc failed");
         return;
     }
@@ -361,14 +368,15 @@ void runTapCheck(Report& report)
         plain.push_back({ b.sum, b.sumSquares, b.min, b.max, b.finite, b.nan, b.inf });
     }
     const auto got = cuda::combineTapBlocks(plain, std::int64_t(host.size()));
-    const auto expect = numerics::computeStats(
-        numerics::Tensor::fromFloats({ std::int64_t(host.size()) }, host));
+    const auto expect
+        = numerics::computeStats(numerics::Tensor::fromFloats({ std::int64_t(host.size()) }, host));
     const bool ok = launched == cudaSuccess && got.nanCount == 1 && got.infCount == 1
         && got.min == expect.min && got.max == expect.max
         && std::fabs(got.mean - expect.mean) <= 1e-9 * std::max(1.0, std::fabs(expect.mean))
         && std::fabs(got.rms - expect.rms) <= 1e-9 * expect.rms;
     report.check("tap statistics on the device", ok,
-        fmt::format("min {} max {} mean {:.6g} rms {:.6g} nan {} inf {} (host: {} {} {:.6g} {:.6g})",
+        fmt::format(
+            "min {} max {} mean {:.6g} rms {:.6g} nan {} inf {} (host: {} {} {:.6g} {:.6g})",
             got.min, got.max, got.mean, got.rms, got.nanCount, got.infCount, expect.min, expect.max,
             expect.mean, expect.rms));
 }
@@ -387,8 +395,8 @@ void runCuptiCheck(const extend::PluginRegistry& registry, exec::Backend& gpu, R
     const auto x = randomFloats(64 * 1024, 19);
     const auto w = randomFloats(1024, 20);
     std::vector<float> y(x.size());
-    (void)gpu.rmsNorm(x.data(), nullptr, w.data(), y.data(), nullptr, 64, 1024, 1e-6,
-        PrecisionMode::BF16);
+    (void)gpu.rmsNorm(
+        x.data(), nullptr, w.data(), y.data(), nullptr, 64, 1024, 1e-6, PrecisionMode::BF16);
     const auto wl = randomFloats(512 * 1024, 21);
     std::vector<float> yl(64 * 512);
     (void)gpu.linear(x.data(), wl.data(), yl.data(), 64, 1024, 512, PrecisionMode::BF16,
@@ -413,15 +421,16 @@ void runCuptiCheck(const extend::PluginRegistry& registry, exec::Backend& gpu, R
             ++kernels;
             norm = norm || name.find("rmsNorm") != std::string_view::npos;
             attention = attention || name.find("attentionKernel") != std::string_view::npos;
-            if (name.find("gemm") != std::string_view::npos || name.find("nvjet") != std::string_view::npos
+            if (name.find("gemm") != std::string_view::npos
+                || name.find("nvjet") != std::string_view::npos
                 || name.find("cutlass") != std::string_view::npos) {
                 gemmName = std::string(name.substr(0, 60));
             }
         }
         copies += trace->sliceCategory(i) == profile::Category::Memcpy ? 1 : 0;
     }
-    report.check("cupti timeline", norm && attention && !gemmName.empty() && copies > 0
-            && trace->flowCount() > 0,
+    report.check("cupti timeline",
+        norm && attention && !gemmName.empty() && copies > 0 && trace->flowCount() > 0,
         fmt::format("{} kernels (rmsNorm: {}, attention: {}, GEMM: {}), {} copies, {} launch "
                     "flows, {} slices",
             kernels, norm ? "yes" : "no", attention ? "yes" : "no",

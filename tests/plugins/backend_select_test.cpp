@@ -24,8 +24,8 @@ TEST(BackendSelection, APluginWithoutItsDeviceKeepsItsDeclaredOpsAndSaysWhy)
     const auto registry = testRegistry();
     const PluginInfo* info = registry.find("fakegpu");
     ASSERT_NE(info, nullptr);
-    EXPECT_EQ(info->ops, (std::vector<exec::BackendOp> { exec::BackendOp::Linear,
-                             exec::BackendOp::RmsNorm }));
+    EXPECT_EQ(info->ops,
+        (std::vector<exec::BackendOp> { exec::BackendOp::Linear, exec::BackendOp::RmsNorm }));
     const auto choice = chooseBackend(registry, "fakegpu");
     ASSERT_TRUE(choice.ok());
     EXPECT_FALSE(choice->backend);

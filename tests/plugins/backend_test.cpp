@@ -16,7 +16,8 @@ namespace {
 
 model::ModelSpec bundled(const std::string& name)
 {
-    auto spec = model::readConfigFile(std::string(DAY0_RESOURCE_DIR) + "/configs/" + name + ".json");
+    auto spec
+        = model::readConfigFile(std::string(DAY0_RESOURCE_DIR) + "/configs/" + name + ".json");
     EXPECT_TRUE(spec.ok()) << spec.error().message;
     return *spec;
 }
@@ -127,13 +128,15 @@ TEST(CpuBackend, PermutationGroupsTokensByExpertInTokenOrder)
     std::vector<float> permuted(12);
     std::vector<std::int64_t> offsets;
     std::vector<std::int64_t> source;
-    ASSERT_TRUE(cpu->permuteTokens(x.data(), 3, 2, routing, 4, permuted.data(), offsets, source).ok());
+    ASSERT_TRUE(
+        cpu->permuteTokens(x.data(), 3, 2, routing, 4, permuted.data(), offsets, source).ok());
     EXPECT_EQ(offsets, (std::vector<std::int64_t> { 0, 2, 4, 6, 6 }));
     EXPECT_EQ(source, (std::vector<std::int64_t> { 0, 1, 1, 2, 0, 2 }));
     EXPECT_EQ(permuted, (std::vector<float> { 10, 11, 20, 21, 20, 21, 30, 31, 10, 11, 30, 31 }));
 
     routing.experts[3] = 7;
-    const auto bad = cpu->permuteTokens(x.data(), 3, 2, routing, 4, permuted.data(), offsets, source);
+    const auto bad
+        = cpu->permuteTokens(x.data(), 3, 2, routing, 4, permuted.data(), offsets, source);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("expert 7"), std::string::npos);
 }
@@ -142,11 +145,13 @@ TEST(CpuBackend, BlockFp8DequantisationAppliesEachBlocksScale)
 {
     auto cpu = makeCpuBackend();
     // e4m3: 0x38 = 1.0, 0x40 = 2.0, 0xC0 = -2.0; 3×3 with 2×2 blocks → 2×2 scales.
-    const std::vector<std::uint8_t> bytes = { 0x38, 0x40, 0x38, 0xC0, 0x38, 0x40, 0x38, 0x38, 0x40 };
+    const std::vector<std::uint8_t> bytes
+        = { 0x38, 0x40, 0x38, 0xC0, 0x38, 0x40, 0x38, 0x38, 0x40 };
     const std::vector<float> scales = { 0.5f, 4.0f, 10.0f, 100.0f };
     std::vector<float> out(9);
     ASSERT_TRUE(cpu->dequantFp8Block(bytes.data(), scales.data(), 3, 3, 2, out.data()).ok());
-    EXPECT_EQ(out, (std::vector<float> { 0.5f, 1.0f, 4.0f, -1.0f, 0.5f, 8.0f, 10.0f, 10.0f, 200.0f }));
+    EXPECT_EQ(
+        out, (std::vector<float> { 0.5f, 1.0f, 4.0f, -1.0f, 0.5f, 8.0f, 10.0f, 10.0f, 200.0f }));
 }
 
 TEST(CpuBackend, RoutingMatchesTheReferenceRouter)

@@ -2,9 +2,8 @@
 // device tap statistics, which anchors are copied in full, and the choice of cuBLAS path.
 #include "device_pool.h"
 #include "gemm_plan.h"
-#include "tap_logic.h"
-
 #include "numerics/tensor.h"
+#include "tap_logic.h"
 
 #include <gtest/gtest.h>
 
@@ -158,7 +157,8 @@ TEST(GemmPlan, PathsFollowModeScalingAndDevice)
 {
     using exec::Fp8Scaling;
     using exec::PrecisionMode;
-    EXPECT_EQ(planGemm(PrecisionMode::BF16, Fp8Scaling::PerTensor, 7, 9, 8, 0).path, GemmPath::BF16);
+    EXPECT_EQ(
+        planGemm(PrecisionMode::BF16, Fp8Scaling::PerTensor, 7, 9, 8, 0).path, GemmPath::BF16);
     EXPECT_EQ(planGemm(PrecisionMode::F16, Fp8Scaling::PerTensor, 7, 9, 8, 0).path, GemmPath::F16);
     EXPECT_EQ(planGemm(PrecisionMode::F32, Fp8Scaling::PerTensor, 7, 9, 9, 0).path, GemmPath::F32);
     const auto fp8 = planGemm(PrecisionMode::F8E4M3, Fp8Scaling::PerTensor, 128, 64, 9, 0);
@@ -167,8 +167,8 @@ TEST(GemmPlan, PathsFollowModeScalingAndDevice)
     // Ampere has no fp8 tensor cores; Ada (8.9) has.
     EXPECT_EQ(planGemm(PrecisionMode::F8E4M3, Fp8Scaling::PerTensor, 128, 64, 8, 0).path,
         GemmPath::F32OnRounded);
-    EXPECT_EQ(planGemm(PrecisionMode::F8E4M3, Fp8Scaling::PerTensor, 128, 64, 8, 9).path,
-        GemmPath::Fp8);
+    EXPECT_EQ(
+        planGemm(PrecisionMode::F8E4M3, Fp8Scaling::PerTensor, 128, 64, 8, 9).path, GemmPath::Fp8);
     // Misaligned widths, block scales and e5m2×e5m2 take the rounded fp32 path.
     EXPECT_EQ(planGemm(PrecisionMode::F8E4M3, Fp8Scaling::PerTensor, 100, 64, 9, 0).path,
         GemmPath::F32OnRounded);

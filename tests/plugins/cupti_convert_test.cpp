@@ -130,8 +130,8 @@ TEST(CuptiConvert, CopiesSetsAndSynchronisationAreNamedAsKinetoNamesThem)
     set.bytes = 64;
     auto sync = gpu(RecordKind::Sync, 600, 900, 3, kNoStream);
     sync.syncType = 4;
-    const Trace t = convert({ copy, set, sync,
-        api(RecordKind::Runtime, "cudaDeviceSynchronize_v3020", 590, 910, 3) });
+    const Trace t = convert(
+        { copy, set, sync, api(RecordKind::Runtime, "cudaDeviceSynchronize_v3020", 590, 910, 3) });
     const auto c = findSlice(t, "Memcpy HtoD (Pageable -> Device)");
     const auto s = findSlice(t, "Memset (Device)");
     const auto y = findSlice(t, "Context Sync");
