@@ -7,6 +7,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
+#include "extend/plugin_registry.h"
 #include "model/config_reader.h"
 #include "pipeline/records.h"
 #include "progress_bar.h"
@@ -24,6 +25,8 @@ namespace {
 
 struct RunArgs {
     std::string checkpoint;
+    std::string backend = "cpu";
+    int device = 0;
     std::string precision = "fp32";
     std::string opPrecision;
     std::string layerPrecision;
@@ -206,6 +209,22 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                                         "(day0 shrink makes a small one of the same architecture)",
                 a.checkpoint)));
     }
+    extend::PluginRegistry registry;
+    auto backend = extend::chooseBackend(registry, a.backend, a.device);
+    if (!backend) {
+        return reportError(backend.error());
+    }
+    if (backend->unavailable) {
+        return reportError(*backend->unavailable);
+    }
+    if (backend->name != "day0-cpu") {
+        // TODO(#9): the forward executor dispatches to exec::Backend; until then a plugin
+        // backend is checked operator by operator only.
+        return reportError(Error::unsupported(fmt::format(
+            "--backend {}: {} is present, but the forward pass of day0 run executes on day0-cpu "
+            "only; check the backend operator by operator with day0 opcheck <model> --backend {}",
+            backend->name, backend->backend->device(), backend->name)));
+    }
     auto weights = exec::openCheckpointWeights(a.checkpoint);
     if (!weights) {
         return reportError(weights.error().withContext("weights"));
@@ -303,6 +322,9 @@ const bool registered = registerCommand({ "run",
         app.add_option("--image", a->image,
             "image for a vision-language model: a binary PPM or synthetic:HxW (its image-pad "
             "token in the prompt is expanded)");
+        app.add_option("--backend", a->backend,
+            "where the target runs: cpu (default) or a backend plugin such as cuda");
+        app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_flag(

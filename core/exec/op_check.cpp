@@ -67,6 +67,30 @@ public:
 
     PrecisionMode mode(OpKind kind) const { return m_options.target.modeFor(kind, 0); }
 
+    /// True when the target of `op` is computed by the backend under test.
+    bool onBackend(BackendOp op) const
+    {
+        return m_options.backend != nullptr && m_options.backend->supports(op);
+    }
+
+    /// The row's implementation text: the backend's, or the CPU's with the fallback named.
+    std::string implementation(BackendOp op, const std::string& cpu) const
+    {
+        if (m_options.backend == nullptr) {
+            return cpu;
+        }
+        return onBackend(op) ? m_options.backend->implementation(op) : "fallback: day0-cpu";
+    }
+
+    /// Keeps the first backend failure; runOpCheck reports it after the step.
+    void keep(Result<void> status)
+    {
+        if (!status && m_status) {
+            m_status = std::move(status);
+        }
+    }
+    Result<void> status() const { return m_status; }
+
     void embedding()
     {
         const std::int64_t h = m_spec.hiddenSize;
@@ -82,9 +106,15 @@ public:
         auto tableF = toFloat(table);
         roundActivations(tableF, mode(OpKind::Embedding));
         std::vector<float> tgt(ref.size());
-        (void)exec::embedding<float>(ids, tableF.data(), vocab, h, tgt.data());
+        if (onBackend(BackendOp::Embedding)) {
+            keep(m_options.backend->embedding(
+                ids, tableF.data(), vocab, h, tgt.data(), mode(OpKind::Embedding)));
+        } else {
+            (void)exec::embedding<float>(ids, tableF.data(), vocab, h, tgt.data());
+        }
         add("embedding", fmt::format("{} ids of [{}, {}]", ids.size(), m_spec.vocabSize, h),
-            OpKind::Embedding, mode(OpKind::Embedding), "native", ref, tgt);
+            OpKind::Embedding, mode(OpKind::Embedding),
+            implementation(BackendOp::Embedding, "native"), ref, tgt);
     }
 
     void rmsNormOp(const std::string& name, std::int64_t rows, std::int64_t dim,
@@ -97,10 +127,40 @@ public:
         const auto xf = toFloat(x);
         const auto wf = toFloat(w);
         std::vector<float> tgt(x.size());
-        emulatedRmsNorm(
-            xf.data(), wf.data(), tgt.data(), rows, dim, m_spec.normEps, mode(OpKind::Norm));
+        if (onBackend(BackendOp::RmsNorm)) {
+            keep(m_options.backend->rmsNorm(xf.data(), nullptr, wf.data(), tgt.data(), nullptr,
+                rows, dim, m_spec.normEps, mode(OpKind::Norm)));
+        } else {
+            emulatedRmsNorm(
+                xf.data(), wf.data(), tgt.data(), rows, dim, m_spec.normEps, mode(OpKind::Norm));
+        }
         add(name, fmt::format("[{}, {}]", rows, dim), OpKind::Norm, mode(OpKind::Norm),
-            implementation, ref, tgt);
+            this->implementation(BackendOp::RmsNorm, implementation), ref, tgt);
+    }
+
+    /// The decoder layer's fused "residual add + RMSNorm" (only with a backend under test: the
+    /// CPU reference composes it of add and rms_norm).
+    void rmsNormResidualOp(std::int64_t rows, std::int64_t dim)
+    {
+        const auto x = random(rows * dim);
+        const auto res = random(rows * dim);
+        const auto w = random(dim, 0.1, 1.0);
+        std::vector<double> sum = x;
+        addInPlace<double>(sum.data(), res.data(), rows * dim);
+        std::vector<double> ref(x.size());
+        rmsNorm<double>(sum.data(), w.data(), ref.data(), rows, dim, m_spec.normEps);
+        auto xf = toFloat(x);
+        auto rf = toFloat(res);
+        roundActivations(xf, mode(OpKind::Norm));
+        roundActivations(rf, mode(OpKind::Norm));
+        const auto wf = toFloat(w);
+        std::vector<float> tgt(x.size());
+        std::vector<float> resOut(x.size());
+        Backend* b = onBackend(BackendOp::RmsNormResidual) ? m_options.backend : m_cpu.get();
+        keep(b->rmsNorm(xf.data(), rf.data(), wf.data(), tgt.data(), resOut.data(), rows, dim,
+            m_spec.normEps, mode(OpKind::Norm)));
+        add("rms_norm + residual add", fmt::format("[{}, {}]", rows, dim), OpKind::Norm,
+            mode(OpKind::Norm), implementation(BackendOp::RmsNormResidual, "native"), ref, tgt);
     }
 
     void linearOp(const std::string& name, std::int64_t in, std::int64_t out, OpKind kind)
@@ -116,11 +176,16 @@ public:
         roundGemmInput(wf, outs, in, m, m_options.target.fp8Scaling, true);
         const auto xf = toFloat(x);
         std::vector<float> tgt(ref.size());
-        emulatedLinear(
-            xf.data(), wf.data(), nullptr, tgt.data(), t, in, outs, m, m_options.target.fp8Scaling);
+        if (onBackend(BackendOp::Linear)) {
+            keep(m_options.backend->linear(
+                xf.data(), wf.data(), tgt.data(), t, in, outs, m, m_options.target.fp8Scaling));
+        } else {
+            emulatedLinear(xf.data(), wf.data(), nullptr, tgt.data(), t, in, outs, m,
+                m_options.target.fp8Scaling);
+        }
         const std::string capped = outs < out ? fmt::format(" ({} of {} outputs)", outs, out) : "";
         add("linear " + name, fmt::format("[{}, {}] · [{}, {}]ᵀ{}", t, in, out, in, capped), kind,
-            m, "native (OpenBLAS GEMM)", ref, tgt);
+            m, implementation(BackendOp::Linear, "native (OpenBLAS GEMM)"), ref, tgt);
     }
 
     void rope(const Rope& table, std::int64_t heads, std::int64_t dim, std::string label = {},
@@ -147,7 +212,12 @@ public:
             }
         }
         applyRope<double>(ref.data(), t, heads, dim, positions, table, positions3);
-        applyRope<float>(tgt.data(), t, heads, dim, positions, table, positions3);
+        if (onBackend(BackendOp::Rope)) {
+            keep(m_options.backend->rope(
+                tgt.data(), t, heads, dim, positions, table, positions3, mode(OpKind::Attention)));
+        } else {
+            applyRope<float>(tgt.data(), t, heads, dim, positions, table, positions3);
+        }
         roundActivations(tgt, mode(OpKind::Attention));
         if (label.empty()) {
             label = fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
@@ -155,7 +225,8 @@ public:
         }
         add(label,
             fmt::format("[{}, {}, {}] at positions {}..{}", t, heads, dim, first, first + t - 1),
-            OpKind::Attention, mode(OpKind::Attention), "native", ref, tgt);
+            OpKind::Attention, mode(OpKind::Attention), implementation(BackendOp::Rope, "native"),
+            ref, tgt);
     }
 
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
@@ -184,19 +255,25 @@ public:
         for (auto* buf : { &qf, &kf, &vf }) {
             roundActivations(*buf, m);
         }
-        AttentionRounding<float> rounding;
-        if (isEmulated(m)) {
-            rounding = [m](float* p, std::int64_t count) {
-                roundActivations({ p, std::size_t(count) }, m);
-            };
-        }
         std::vector<float> tgt(ref.size());
-        attention<float>(qf.data(), kf.data(), vf.data(), tgt.data(), s, rounding, rounding);
+        const BackendOp op
+            = headDim != valueDim ? BackendOp::AttentionMla : BackendOp::AttentionPrefill;
+        if (onBackend(op)) {
+            keep(m_options.backend->attention(qf.data(), kf.data(), vf.data(), tgt.data(), s, m));
+        } else {
+            AttentionRounding<float> rounding;
+            if (isEmulated(m)) {
+                rounding = [m](float* p, std::int64_t count) {
+                    roundActivations({ p, std::size_t(count) }, m);
+                };
+            }
+            attention<float>(qf.data(), kf.data(), vf.data(), tgt.data(), s, rounding, rounding);
+        }
         roundActivations(tgt, m);
         add(name,
             fmt::format("q [{}, {}, {}], kv [{}, {}, {}|{}]", t, heads, headDim, t, kvHeads,
                 headDim, valueDim),
-            OpKind::Attention, m, implementation, ref, tgt);
+            OpKind::Attention, m, this->implementation(op, implementation), ref, tgt);
     }
 
     void gatedActivation(std::int64_t inter, Activation act, std::string name = {})
@@ -210,10 +287,15 @@ public:
         auto uf = toFloat(u);
         roundActivations(gf, mode(OpKind::Mlp));
         roundActivations(uf, mode(OpKind::Mlp));
-        emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
+        if (onBackend(BackendOp::GatedActivation)) {
+            keep(m_options.backend->gatedActivation(
+                gf.data(), uf.data(), n, act, mode(OpKind::Mlp)));
+        } else {
+            emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
+        }
         add(name.empty() ? fmt::format("gated activation ({})", m_spec.hiddenAct) : name,
             fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
-            "native", ref, gf);
+            implementation(BackendOp::GatedActivation, "native"), ref, gf);
     }
 
     void layerNormOp(const std::string& name, std::int64_t rows, std::int64_t dim, double eps)
@@ -279,10 +361,28 @@ public:
         roundGemmInput(wf, e, h, m, m_options.target.fp8Scaling, true);
         const auto xf = toFloat(x);
         std::vector<float> lf(logits.size());
-        emulatedLinear(
-            xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
-        const std::vector<double> ld(lf.begin(), lf.end());
-        const Routing tgt = route(ld.data(), t, config, bias.empty() ? nullptr : bias.data());
+        if (onBackend(BackendOp::Linear)) {
+            keep(m_options.backend->linear(
+                xf.data(), wf.data(), lf.data(), t, h, e, m, m_options.target.fp8Scaling));
+        } else {
+            emulatedLinear(
+                xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
+        }
+        const BackendOp routeOp = sigmoid ? BackendOp::RouterSigmoid : BackendOp::RouterSoftmax;
+        Routing tgt;
+        if (onBackend(routeOp)) {
+            const std::vector<float> biasF(bias.begin(), bias.end());
+            auto r = m_options.backend->route(
+                lf.data(), t, config, biasF.empty() ? nullptr : biasF.data());
+            if (!r) {
+                keep(r.error());
+                return;
+            }
+            tgt = std::move(*r);
+        } else {
+            const std::vector<double> ld(lf.begin(), lf.end());
+            tgt = route(ld.data(), t, config, bias.empty() ? nullptr : bias.data());
+        }
         // Dense [tokens, experts] combine weights: a flipped expert shows as a large local error.
         std::vector<double> dr(static_cast<std::size_t>(t * e), 0.0);
         std::vector<float> dt(dr.size(), 0.0f);
@@ -300,7 +400,7 @@ public:
             same += a == b ? 1 : 0;
         }
         add(name, fmt::format("[{}, {}] · [{}, {}]ᵀ, top-{}", t, h, e, h, moe.topK), OpKind::Router,
-            m, "native", dr, dt);
+            m, implementation(routeOp, "native"), dr, dt);
         m_rows.back().expertAgreement = double(same) / double(t);
     }
 
@@ -311,6 +411,8 @@ private:
     const OpCheckOptions& m_options;
     std::mt19937 m_rng;
     std::vector<OpCheckRow> m_rows;
+    std::unique_ptr<Backend> m_cpu = makeCpuBackend();
+    Result<void> m_status = success();
 };
 
 /// The 2-D weights of the first dense layer, the first MoE layer (one expert) and the head, with
@@ -396,13 +498,22 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     Checker c(spec, options);
     const auto weights = linearWeights(spec);
     progress.setTotal(std::int64_t(weights.size()) + 7);
+    if (options.backend != nullptr) {
+        report.backend = options.backend->name();
+        report.device = options.backend->device();
+        report.coverage = backendCoverage(spec, *options.backend);
+    }
     const auto step = [&]() -> Result<void> {
+        DAY0_TRY(c.status());
         progress.advance();
         return stop.stop_requested() ? Result<void>(Error::cancelled()) : success();
     };
     c.embedding();
     DAY0_TRY(step());
     c.rmsNormOp("rms_norm", options.tokens, spec.hiddenSize, "native");
+    if (options.backend != nullptr) {
+        c.rmsNormResidualOp(options.tokens, spec.hiddenSize);
+    }
     DAY0_TRY(step());
     if (spec.qkNorm) {
         c.rmsNormOp("qk_norm (per head)", options.tokens * spec.numHeads, spec.headDim,
@@ -495,6 +606,16 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     return report;
 }
 
+nlohmann::json coverageToJson(const std::vector<CoverageRow>& rows)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+        out.push_back({ { "op", std::string(backendOpName(r.op)) }, { "use", r.use },
+            { "native", r.native }, { "implementation", r.implementation } });
+    }
+    return out;
+}
+
 nlohmann::json opCheckToJson(const OpCheckReport& report)
 {
     const auto num
@@ -517,7 +638,10 @@ nlohmann::json opCheckToJson(const OpCheckReport& report)
     }
     return { { "model", report.model }, { "precision", report.precision },
         { "table", report.table },
-        { "backends", { { { "name", report.backend }, { "missing", report.missing } } } },
+        { "backends",
+            { { { "name", report.backend }, { "device", report.device },
+                { "missing", report.missing },
+                { "coverage", coverageToJson(report.coverage) } } } },
         { "counts",
             { { "pass", report.passCount }, { "warn", report.warnCount },
                 { "fail", report.failCount } } },
