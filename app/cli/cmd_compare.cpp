@@ -4,6 +4,7 @@
 #include "base/file_util.h"
 #include "command.h"
 #include "numerics/tensor_file.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 #include "table.h"
 
@@ -211,6 +212,7 @@ int runCompare(const CompareArgs& a, const GlobalOptions& global)
     if (!cmp) {
         return reportError(cmp.error());
     }
+    const auto runId = recordResult(pipeline::compareRunRecord(*cmp, a.reference, a.target));
     if (!a.csv.empty()) {
         const std::string csv = numerics::comparisonToCsv(*cmp);
         if (a.csv == "-") {
@@ -223,7 +225,9 @@ int runCompare(const CompareArgs& a, const GlobalOptions& global)
         }
     }
     if (global.json) {
-        fmt::print("{}\n", numerics::comparisonToJson(*cmp).dump(2));
+        auto j = numerics::comparisonToJson(*cmp);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print("{}", renderComparison(*cmp, a.all));
     }

@@ -4,10 +4,13 @@
 #include "checkpoint/convert.h"
 #include "command.h"
 #include "interrupt.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <chrono>
 
 namespace day0::cli {
 
@@ -42,6 +45,7 @@ int runConvert(const ConvertArgs& args, const GlobalOptions& global)
     options.threads = args.jobs;
     options.hash.threads = args.jobs;
     options.replace = args.force;
+    const auto started = std::chrono::steady_clock::now();
     Progress progress;
     ck::ConvertSummary summary;
     {
@@ -52,12 +56,16 @@ int runConvert(const ConvertArgs& args, const GlobalOptions& global)
         }
         summary = std::move(*r);
     }
+    const auto runId
+        = recordResult(pipeline::convertRunRecord(args.path, args.out, options, summary,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "source", args.path }, { "out", args.out },
             { "dtype", std::string(dtypeName(*dtype)) }, { "tensors_in", summary.tensorsIn },
             { "tensors_out", summary.tensorsOut }, { "dequantized", summary.dequantized },
             { "quantized", summary.quantized }, { "converted", summary.converted },
             { "copied", summary.copied }, { "bytes_in", summary.bytesIn },
+            { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
             { "bytes_out", summary.bytesOut }, { "files", summary.files } };
         fmt::print("{}\n", j.dump(2));
     } else {

@@ -4,10 +4,13 @@
 #include "checkpoint/sharding.h"
 #include "command.h"
 #include "interrupt.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <chrono>
 
 namespace day0::cli {
 
@@ -31,6 +34,7 @@ int runShard(const ShardArgs& args, const GlobalOptions& global)
     }
     ck::HashOptions hash;
     hash.threads = args.jobs;
+    const auto started = std::chrono::steady_clock::now();
     Progress progress;
     ck::ShardSummary summary;
     {
@@ -42,12 +46,17 @@ int runShard(const ShardArgs& args, const GlobalOptions& global)
         }
         summary = std::move(*r);
     }
+    const auto runId
+        = recordResult(pipeline::shardRunRecord(args.path, args.out, args.plan, summary,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "source", args.path }, { "out", args.out },
             { "layout",
                 { { "tp", layout->tp }, { "pp", layout->pp }, { "ep", layout->ep },
                     { "dp", layout->dp }, { "etp", layout->etp() }, { "edp", layout->edp() } } },
-            { "ranks", summary.ranks }, { "tensors", summary.tensors }, { "bytes", summary.bytes },
+            { "ranks", summary.ranks },
+            { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
+            { "tensors", summary.tensors }, { "bytes", summary.bytes },
             { "files", summary.files } };
         fmt::print("{}\n", j.dump(2));
     } else {

@@ -3,10 +3,13 @@
 #include "checkpoint/shrink.h"
 #include "command.h"
 #include "interrupt.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <chrono>
 
 namespace day0::cli {
 
@@ -29,6 +32,7 @@ int runShrink(ShrinkArgs args, const GlobalOptions& global)
     }
     args.options.sharding.maxShardBytes = std::uint64_t(args.maxShardMb * 1e6);
     args.options.replace = args.force;
+    const auto started = std::chrono::steady_clock::now();
     Progress progress;
     ck::ShrinkSummary summary;
     {
@@ -39,11 +43,16 @@ int runShrink(ShrinkArgs args, const GlobalOptions& global)
         }
         summary = std::move(*r);
     }
+    const auto runId
+        = recordResult(pipeline::shrinkRunRecord(args.model, args.out, args.options, summary,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "model", args.model }, { "out", args.out },
-            { "model_type", summary.modelType }, { "seed", args.options.seed },
-            { "tensors", summary.tensors }, { "parameters", summary.parameters },
-            { "bytes", summary.bytes }, { "files", summary.files } };
+            { "model_type", summary.modelType },
+            { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
+            { "seed", args.options.seed }, { "tensors", summary.tensors },
+            { "parameters", summary.parameters }, { "bytes", summary.bytes },
+            { "files", summary.files } };
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print("{} → {}: {} ({} tensors, {} parameters, {}), {} files\n", args.model, args.out,

@@ -1,7 +1,8 @@
 #include "pipeline/pipeline.h"
 
-#include <chrono>
 #include <fmt/format.h>
+
+#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -58,7 +59,8 @@ int PipelineResult::exitCode() const
 }
 
 PipelineResult runPipeline(const std::string& name, const std::vector<Step>& steps,
-    Progress& progress, std::stop_token stop, const PipelineObserver& observer)
+    Progress& progress, std::stop_token stop, const PipelineObserver& observer,
+    Progress* stepProgress)
 {
     const auto start = std::chrono::steady_clock::now();
     PipelineResult result;
@@ -93,8 +95,12 @@ PipelineResult runPipeline(const std::string& name, const std::vector<Step>& ste
                 observer.stepStarted(record);
             }
             const auto stepStart = std::chrono::steady_clock::now();
-            Progress stepProgress;
-            StepContext context { stepProgress, stop, [&](const std::string& line) {
+            Progress ownProgress;
+            Progress& current = stepProgress ? *stepProgress : ownProgress;
+            current.setTotal(0);
+            current.setDone(0);
+            current.setStage(step.title);
+            StepContext context { current, stop, [&](const std::string& line) {
                                      std::lock_guard lock(logMutex);
                                      record.log.push_back(line);
                                  } };
@@ -105,7 +111,11 @@ PipelineResult runPipeline(const std::string& name, const std::vector<Step>& ste
                 outcome = Error::internal(fmt::format("step threw: {}", e.what()));
             }
             record.duration = Seconds(secondsSince(stepStart));
-            if (outcome) {
+            if (outcome && outcome->skipped) {
+                record.status = StepStatus::Skipped;
+                record.reason = outcome->summary;
+                record.report = std::move(outcome.value());
+            } else if (outcome) {
                 record.status = StepStatus::Passed;
                 record.report = std::move(outcome.value());
                 passed.insert(step.id);

@@ -31,6 +31,9 @@ struct StepReport {
     std::vector<std::string> details; ///< further lines (per-tensor problems, notes)
     std::map<std::string, double> metrics; ///< figures for the report and the run store
     std::vector<std::string> artifacts; ///< files the step wrote (dumps, traces), relative paths
+    /// The step chose not to run (a feature missing from this build): it ends Skipped with
+    /// `summary` as the reason, and steps that need it are skipped too.
+    bool skipped = false;
 };
 
 /// The full record of a step after the pipeline ran.
@@ -85,7 +88,10 @@ struct PipelineResult {
 
 /// Runs steps in order. A step whose needs did not all pass is skipped with the reason; after a
 /// cancel the remaining steps are skipped as cancelled. Progress counts finished steps.
+/// `stepProgress`, when given, is the Progress each step reports to (reset before every step), so
+/// a front end can poll the running step's own progress.
 PipelineResult runPipeline(const std::string& name, const std::vector<Step>& steps,
-    Progress& progress, std::stop_token stop, const PipelineObserver& observer = {});
+    Progress& progress, std::stop_token stop, const PipelineObserver& observer = {},
+    Progress* stepProgress = nullptr);
 
 } // namespace day0::pipeline

@@ -3,6 +3,7 @@
 #include "pipeline/pipeline.h"
 
 #include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 

@@ -2,6 +2,7 @@
 
 #include "panels/memory/memory_panel.h"
 #include "panels/model/model_panel.h"
+#include "panels/pipeline/pipeline_panel.h"
 #include "panels/planner/planner_panel.h"
 #include "panels/precision/precision_panel.h"
 #include "panels/runs/runs_panel.h"
@@ -16,7 +17,7 @@ void registerBuiltinPanels(PanelRegistry& registry)
     registry.add(
         { QStringLiteral("model"), QObject::tr("Model"), QKeySequence(QObject::tr("Ctrl+1")),
             PanelArea::Left, 10, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
-                return new ModelPanel(context.session, parent);
+                return new ModelPanel(context.session, context.jobs, parent);
             } });
     registry.add(
         { QStringLiteral("memory"), QObject::tr("Memory"), QKeySequence(QObject::tr("Ctrl+2")),
@@ -42,6 +43,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         PanelArea::Right, 60, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new RunsPanel(context.session, context.jobs, parent);
         } });
+    registry.add(
+        { QStringLiteral("pipeline"), QObject::tr("Pipeline"), QKeySequence(QObject::tr("Ctrl+7")),
+            PanelArea::Right, 70, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new PipelinePanel(context.session, context.jobs, parent);
+            } });
     registry.add(
         { QStringLiteral("timeline"), QObject::tr("Timeline"), QKeySequence(QObject::tr("Ctrl+8")),
             PanelArea::Right, 80, false, [](PanelContext& context, QWidget* parent) -> QWidget* {

@@ -1,0 +1,146 @@
+// day0 validate <model|checkpoint>: the Day-0 playbook headless, with JUnit XML, JSON and HTML
+// reports, recorded as a run of kind validate.
+#include "base/file_util.h"
+#include "base/units.h"
+#include "command.h"
+#include "figure_renderer.h"
+#include "history/run_record.h"
+#include "interrupt.h"
+#include "pipeline/day0_steps.h"
+#include "progress_bar.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <optional>
+
+namespace day0::cli {
+
+namespace {
+
+struct ValidateArgs {
+    pipeline::ValidateOptions options;
+    std::string work;
+    std::string junit;
+    std::string report;
+    std::string jsonOut;
+};
+
+std::string statusMark(pipeline::StepStatus status)
+{
+    switch (status) {
+    case pipeline::StepStatus::Passed:
+        return "PASS";
+    case pipeline::StepStatus::Failed:
+        return "FAIL";
+    case pipeline::StepStatus::Error:
+        return "ERROR";
+    case pipeline::StepStatus::Skipped:
+        return "SKIP";
+    default:
+        return "....";
+    }
+}
+
+int runValidate(ValidateArgs a, const GlobalOptions& global)
+{
+    a.options.work = a.work;
+    // Step lines are the text output; under --json they go to stderr with the other messages.
+    std::FILE* out = global.json ? stderr : stdout;
+    int index = 0;
+    pipeline::PipelineObserver observer;
+    observer.stepFinished = [&](const pipeline::StepRecord& step) {
+        ++index;
+        if (global.json && global.quiet) {
+            return;
+        }
+        const std::string text = step.report.summary.empty() || !step.reason.empty()
+            ? step.reason
+            : step.report.summary;
+        fmt::print(out, "[{}/8] {:<5} {} ({}): {}\n", index, statusMark(step.status), step.title,
+            formatDuration(step.duration), text);
+        if (step.status == pipeline::StepStatus::Failed
+            || step.status == pipeline::StepStatus::Error) {
+            for (const auto& line : step.report.details) {
+                fmt::print(out, "        {}\n", line);
+            }
+        }
+        std::fflush(out);
+    };
+    Progress progress;
+    Progress stepProgress;
+    Result<pipeline::Validation> validation = Error::internal("not run");
+    {
+        ProgressBar bar(stepProgress, "validate", !global.quiet && !global.json);
+        validation = pipeline::runValidation(
+            a.options, makeFigureRenderer(), progress, interruptToken(), observer, &stepProgress);
+    }
+    if (!validation) {
+        return reportError(validation.error());
+    }
+    pipeline::ReportPaths paths { a.junit, a.report, a.jsonOut };
+    if (auto written = pipeline::writeReports(*validation, paths); !written) {
+        return reportError(written.error());
+    }
+    const auto runId = recordResult(pipeline::validationRunRecord(*validation, paths));
+    const auto& result = validation->result;
+    if (global.json) {
+        auto j = pipeline::toJson(result, validation->header);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        j["figures"] = validation->figures.size();
+        j["work"]
+            = (a.options.work.empty() ? pipeline::defaultWorkDir(a.options.model) : a.options.work)
+                  .string();
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        int passed = 0;
+        for (const auto& s : result.steps) {
+            passed += s.status == pipeline::StepStatus::Passed;
+        }
+        fmt::print("{}: {} of {} steps passed in {}{}\n", result.name, passed, result.steps.size(),
+            formatDuration(result.duration),
+            result.cancelled ? " (cancelled)" : (result.passed() ? "" : " — FAILED"));
+        for (const auto& [label, path] : { std::pair { "JUnit XML", a.junit },
+                 { "HTML report", a.report }, { "JSON report", a.jsonOut } }) {
+            if (!path.empty()) {
+                fmt::print("{}: {}\n", label, path);
+            }
+        }
+    }
+    return result.exitCode();
+}
+
+const bool registered = registerCommand({ "validate",
+    "run the Day-0 pipeline (integrity, conversion, sharding, smoke, multi-rank, precision, "
+    "performance) with JUnit/JSON/HTML reports",
+    90, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
+        auto a = std::make_shared<ValidateArgs>();
+        app.add_option("model", a->options.model,
+               "checkpoint folder, or a config.json / bundled name (a homologous checkpoint is "
+               "shrunk first)")
+            ->required();
+        app.add_option("--plan", a->options.plan, "layout to shard for and run multi-rank")
+            ->capture_default_str();
+        app.add_option("--precision", a->options.precision, "target precision")
+            ->capture_default_str();
+        app.add_option("--reference", a->options.reference, "reference precision (fp64 or fp32)")
+            ->capture_default_str();
+        app.add_option("--tokens", a->options.tokens, "greedy tokens to generate")
+            ->capture_default_str();
+        app.add_option("--tolerances", a->options.tolerances,
+            "tolerance table name or file (default day0-default)");
+        app.add_option("--seed", a->options.seed, "seed of a shrunk checkpoint")
+            ->capture_default_str();
+        app.add_option("--work", a->work,
+            "working folder for shrunk/converted/sharded checkpoints (default: "
+            "$XDG_CACHE_HOME/day0/validate/<model>)");
+        app.add_option("--junit", a->junit, "write JUnit XML here (one test case per step)");
+        app.add_option("--report", a->report, "write the self-contained HTML report here");
+        app.add_option("--json-report", a->jsonOut, "write the JSON report to this file");
+        return [a, &global] { return runValidate(*a, global); };
+    } });
+
+} // namespace
+
+} // namespace day0::cli

@@ -1,0 +1,433 @@
+// Steps 5-8 of the Day-0 playbook (multi-rank, precision, performance, report), the report files
+// and the run record of a validation.
+#include "base/file_util.h"
+#include "base/units.h"
+#include "exec/precision_run.h"
+#include "hardware/cluster.h"
+#include "model/layer_graph.h"
+#include "numerics/tolerance.h"
+#include "pipeline/day0_steps.h"
+#include "pipeline/records.h"
+#include "pipeline/validation_state.h"
+#include "plan/memory_estimator.h"
+#include "plan/model_summary.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace day0::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+double relativeL2(const std::vector<double>& reference, const std::vector<double>& target)
+{
+    double diff = 0.0;
+    double norm = 0.0;
+    for (std::size_t i = 0; i < reference.size() && i < target.size(); ++i) {
+        diff += (target[i] - reference[i]) * (target[i] - reference[i]);
+        norm += reference[i] * reference[i];
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// Error against depth of the decoder layers' outputs: accumulated and own relative L2, with the
+/// tolerance limit and the noise floor, as the precision panel plots it.
+FigureSpec errorDepthFigure(const numerics::DumpComparison& c)
+{
+    FigureSpec f;
+    f.title
+        = fmt::format("Error against depth: {} vs {}", c.target.precision, c.reference.precision);
+    f.xLabel = "decoder layer";
+    f.yLabel = "relative L2 error";
+    f.logY = true;
+    FigureSeries accumulated { "accumulated", {}, {}, false };
+    FigureSeries own { "own (inject mode)", {}, {}, false };
+    FigureSeries limit { "tolerance", {}, {}, true };
+    FigureSeries floor { "noise floor", {}, {}, true };
+    for (const auto& row : c.rows) {
+        if (row.kind != numerics::OpKind::DecoderLayer || row.layer < 0) {
+            continue;
+        }
+        const double x = row.layer;
+        if (row.metrics && row.metrics->relL2 > 0) {
+            accumulated.x.push_back(x);
+            accumulated.y.push_back(row.metrics->relL2);
+        }
+        if (row.own && row.own->relL2 > 0) {
+            own.x.push_back(x);
+            own.y.push_back(row.own->relL2);
+        }
+        if (row.verdict.limit > 0) {
+            limit.x.push_back(x);
+            limit.y.push_back(row.verdict.limit);
+        }
+        if (row.verdict.floor > 0) {
+            floor.x.push_back(x);
+            floor.y.push_back(row.verdict.floor);
+        }
+    }
+    for (auto* series : { &accumulated, &own, &limit, &floor }) {
+        if (!series->y.empty()) {
+            f.series.push_back(std::move(*series));
+        }
+    }
+    return f;
+}
+
+FigureSpec stepTimeFigure(const std::vector<StepRecord>& steps)
+{
+    FigureSpec f;
+    f.kind = FigureSpec::Kind::Bars;
+    f.title = "Time per step";
+    f.yLabel = "wall time";
+    f.yFormat = FigureAxis::Duration;
+    FigureSeries bars { "time", {}, {}, false };
+    for (const auto& step : steps) {
+        f.categories.push_back(step.id);
+        bars.y.push_back(step.duration.value);
+    }
+    f.series.push_back(std::move(bars));
+    return f;
+}
+
+FigureSpec memoryFigure(const std::vector<history::MemoryEntry>& memory)
+{
+    FigureSpec f;
+    f.kind = FigureSpec::Kind::Bars;
+    f.title = "Memory: estimate against measurement (one rank)";
+    f.yLabel = "memory";
+    f.yFormat = FigureAxis::Bytes;
+    f.categories = { "estimated", "measured" };
+    for (const auto& e : memory) {
+        const bool measured = e.rank == 0 && e.stage == -1 && e.component == "measured_peak_growth";
+        if (e.component.rfind("estimated_", 0) == 0) {
+            f.series.push_back({ e.component.substr(10), {}, { double(e.bytes.value), 0.0 } });
+        } else if (measured) {
+            f.series.push_back({ "process growth", {}, { 0.0, double(e.bytes.value) } });
+        }
+    }
+    return f;
+}
+
+} // namespace
+
+Step multiRankStep(ValidationState& s)
+{
+    return { "multi_rank", "Multi-rank run equals single-rank", { "shard", "smoke" },
+        [&s](StepContext& ctx) -> Result<StepReport> {
+            StepReport report;
+            const auto runner = multiRankRunner();
+            if (!runner) {
+                report.skipped = true;
+                report.summary = "sharded execution not available in this build";
+                return report;
+            }
+            MultiRankRequest request;
+            request.spec = &*s.spec;
+            request.checkpoint = s.runnable;
+            request.sharded = s.sharded;
+            request.plan = s.options.plan;
+            request.run.precision = *s.target;
+            request.run.promptIds = s.promptIds;
+            request.run.newTokens = s.options.tokens;
+            request.run.capture.filters = { "lm_head" };
+            auto multi = runner(request, ctx.progress, ctx.stop);
+            if (!multi) {
+                return multi.error();
+            }
+            const auto* single = s.smoke->dump.tensor("lm_head");
+            const auto* sharded = multi->dump.tensor("lm_head");
+            if (!single || !sharded) {
+                return Error::internal("multi-rank run: no lm_head logits to compare");
+            }
+            if (single->shape() != sharded->shape()) {
+                return Error::checkFailed(
+                    fmt::format("multi-rank logits have shape {}, single-rank "
+                                "{}",
+                        numerics::shapeString(sharded->shape()),
+                        numerics::shapeString(single->shape())));
+            }
+            const double rel = relativeL2(single->toDoubles(), sharded->toDoubles());
+            report.metrics["logits_rel_l2"] = rel;
+            if (multi->generated != s.smoke->generated) {
+                return Error::checkFailed(
+                    fmt::format("{} generated {}, the single-rank run {}", s.options.plan,
+                        fmt::join(multi->generated, " "), fmt::join(s.smoke->generated, " ")));
+            }
+            // Sharded sums reduce in another order; anything beyond rounding is a bug.
+            constexpr double kLimit = 1e-3;
+            if (!(rel <= kLimit)) {
+                return Error::checkFailed(fmt::format(
+                    "logits differ from the single-rank run: rel L2 {:.3g} > {:.0e}", rel, kLimit));
+            }
+            report.summary = fmt::format("{}: same {} tokens, logits rel L2 {:.3g}", s.options.plan,
+                multi->generated.size(), rel);
+            return report;
+        } };
+}
+
+Step precisionStep(ValidationState& s)
+{
+    return { "precision", "Precision against the reference", { "smoke" },
+        [&s](StepContext& ctx) -> Result<StepReport> {
+            StepReport report;
+            auto reference = exec::parsePrecision(s.options.reference);
+            if (!reference) {
+                return reference.error().withContext("--reference");
+            }
+            auto table = numerics::resolveToleranceTable(
+                s.options.tolerances.empty() ? std::string("day0-default") : s.options.tolerances);
+            if (!table) {
+                return table.error();
+            }
+            exec::PrecisionRunOptions o;
+            o.target = *s.target;
+            o.reference = *reference;
+            o.inject = true; // judge every layer on its own error, not what it inherited
+            o.promptIds = s.promptIds;
+            o.newTokens = s.options.tokens;
+            o.table = &*table;
+            auto run = exec::runWithReference(*s.spec, *s.weights, o, ctx.progress, ctx.stop);
+            if (!run) {
+                return run.error();
+            }
+            if (!run->comparison) {
+                return Error::internal("precision run: no comparison");
+            }
+            const auto& c = *run->comparison;
+            s.layers = comparisonLayerMetrics(c);
+            report.metrics["verdict_pass"] = c.passCount;
+            report.metrics["verdict_warn"] = c.warnCount;
+            report.metrics["verdict_fail"] = c.failCount;
+            report.metrics["captures"] = double(c.rows.size());
+            std::string logits;
+            for (const auto& row : c.rows) {
+                if (row.logits) {
+                    report.metrics["logits_kl_mean"] = row.logits->klMean;
+                    report.metrics["logits_top1_agreement"] = row.logits->top1Agreement;
+                    logits = fmt::format("; logits KL {:.2e}, top-1 {:.1f}%", row.logits->klMean,
+                        100.0 * row.logits->top1Agreement);
+                }
+                if (row.verdict.status == numerics::VerdictStatus::Fail
+                    || row.verdict.status == numerics::VerdictStatus::Warn) {
+                    report.details.push_back(fmt::format("{}: {}: {}", row.name,
+                        numerics::verdictStatusName(row.verdict.status), row.verdict.reason));
+                }
+            }
+            std::string divergence = "no divergence";
+            if (c.firstDivergence) {
+                const auto& row = c.rows[*c.firstDivergence];
+                divergence
+                    = fmt::format("first divergence ({} error): {}", c.divergenceBasis, row.name);
+                report.details.insert(
+                    report.details.begin(), fmt::format("{}: {}", divergence, row.verdict.reason));
+            }
+            s.comparison = c;
+            const std::string verdicts
+                = fmt::format("{} against {} ({}): {} pass, {} warn, {} fail", o.target.describe(),
+                    s.options.reference, c.table, c.passCount, c.warnCount, c.failCount);
+            if (c.failCount > 0) {
+                return Error::checkFailed(fmt::format("{}; {}", verdicts, divergence));
+            }
+            report.summary = fmt::format("{}; {}{}", verdicts, divergence, logits);
+            return report;
+        } };
+}
+
+Step performanceStep(ValidationState& s)
+{
+    return { "performance", "Performance and memory", { "smoke" },
+        [&s](StepContext& ctx) -> Result<StepReport> {
+            StepReport report;
+            exec::RunOptions o;
+            o.precision = *s.target;
+            o.promptIds = s.promptIds;
+            o.newTokens = s.options.tokens;
+            o.capture.filters = { "lm_head" };
+            o.capture.statsOnly = true;
+            auto run = s.engine->run(o, ctx.progress, ctx.stop);
+            if (!run) {
+                return run.error();
+            }
+            const double decoded = double(run->generated.size()) - 1.0;
+            const double tokensPerSecond
+                = run->decodeSeconds > 0 && decoded > 0 ? decoded / run->decodeSeconds : 0.0;
+            const double prefillRate
+                = run->prefillSeconds > 0 ? double(s.promptIds.size()) / run->prefillSeconds : 0.0;
+            report.metrics["time_to_first_token_s"] = run->prefillSeconds;
+            report.metrics["decode_tokens_per_s"] = tokensPerSecond;
+            report.metrics["prefill_tokens_per_s"] = prefillRate;
+
+            // The estimate for this one rank at this sequence length, in the dtypes the CPU
+            // engine holds (fp32, or fp64 for an fp64 run), without GPU runtime allowances.
+            const auto graph = model::buildLayerGraph(*s.spec);
+            const auto summary = plan::summarizeModel(graph);
+            plan::ParallelPlan single;
+            const DType held = s.target->isF64() ? DType::F64 : DType::F32;
+            single.weights = held;
+            single.kv = held;
+            plan::Workload wl;
+            wl.mode = plan::Mode::Infer;
+            wl.batch = 1;
+            wl.context = int(s.promptIds.size() + std::size_t(s.options.tokens));
+            wl.promptLength = int(s.promptIds.size());
+            wl.outputLength = int(s.options.tokens);
+            wl.prefillChunk = wl.context;
+            plan::MemoryOptions mo;
+            mo.cudaContext = 0;
+            mo.ncclPerGroup = 0;
+            mo.fragmentation = 0;
+            auto cluster = hardware::parseCluster("h200:1x1");
+            if (!cluster) {
+                return cluster.error();
+            }
+            auto estimate = plan::estimateMemory(summary, single, wl, *cluster, mo);
+            if (!estimate) {
+                return estimate.error();
+            }
+            const auto& rank = estimate->perRank.front();
+            const std::int64_t peak = peakResidentBytes();
+            const std::int64_t growth = std::max<std::int64_t>(0, peak - s.residentBeforeEngine);
+            s.memory.push_back({ 0, -1, "estimated_weights", rank.weights });
+            s.memory.push_back({ 0, -1, "estimated_kv_cache", rank.kvCache });
+            s.memory.push_back({ 0, -1, "estimated_activations", rank.activations });
+            s.memory.push_back({ 0, -1, "measured_peak_growth", Bytes(growth) });
+            s.memory.push_back({ -1, -1, "process_peak_rss", Bytes(peak) });
+            const double estimated = double(rank.total.value);
+            report.metrics["peak_rss_bytes"] = double(peak);
+            report.metrics["peak_growth_bytes"] = double(growth);
+            report.metrics["estimated_bytes"] = estimated;
+            report.metrics["measured_over_estimate"]
+                = estimated > 0 ? double(growth) / estimated : 0.0;
+            report.details.push_back(fmt::format(
+                "estimate ({} weights and KV cache, batch 1, {} tokens): weights {}, KV cache {}, "
+                "activations {}, total {}",
+                dtypeName(held), wl.context, formatBytes(rank.weights), formatBytes(rank.kvCache),
+                formatBytes(rank.activations), formatBytes(rank.total)));
+            report.details.push_back(fmt::format("measured: peak RSS {} (getrusage), {} above what "
+                                                 "was resident before the engine loaded (the "
+                                                 "engine, its work buffers and the BLAS pools)",
+                formatBytes(Bytes(peak)), formatBytes(Bytes(growth))));
+            if (!std::isfinite(tokensPerSecond) || (decoded > 0 && tokensPerSecond <= 0)) {
+                return Error::checkFailed("decode throughput could not be measured");
+            }
+            report.summary = fmt::format("{:.1f} tokens/s decode, time to first token {}; peak "
+                                         "growth {} against an estimate of {}",
+                tokensPerSecond, formatDuration(Seconds(run->prefillSeconds)),
+                formatBytes(Bytes(growth)), formatBytes(rank.total));
+            return report;
+        } };
+}
+
+Step reportStep(ValidationState& s)
+{
+    return { "report", "Report", {}, [&s](StepContext& ctx) -> Result<StepReport> {
+                StepReport report;
+                std::vector<FigureSpec> specs;
+                if (s.comparison) {
+                    specs.push_back(errorDepthFigure(*s.comparison));
+                }
+                if (!s.memory.empty()) {
+                    specs.push_back(memoryFigure(s.memory));
+                }
+                specs.push_back(stepTimeFigure(s.finished));
+                if (!s.renderer) {
+                    report.summary = "no figure renderer in this build (built without the GUI): "
+                                     "the HTML report has tables only";
+                    return report;
+                }
+                ctx.progress.setTotal(std::int64_t(specs.size()));
+                for (const auto& spec : specs) {
+                    if (ctx.stop.stop_requested()) {
+                        return Error::cancelled();
+                    }
+                    auto figure = s.renderer(spec);
+                    if (!figure) {
+                        return figure.error().withContext(fmt::format("figure '{}'", spec.title));
+                    }
+                    s.figures.push_back(std::move(*figure));
+                    ctx.progress.advance();
+                }
+                report.metrics["figures"] = double(s.figures.size());
+                report.summary
+                    = fmt::format("{} figures rendered for the HTML report", s.figures.size());
+                return report;
+            } };
+}
+
+} // namespace detail
+
+Result<void> writeReports(const Validation& v, const ReportPaths& paths)
+{
+    if (!paths.junit.empty()) {
+        DAY0_TRY(writeFileAtomic(paths.junit, toJUnitXml(v.result, v.header)));
+    }
+    if (!paths.html.empty()) {
+        DAY0_TRY(writeFileAtomic(paths.html, toHtml(v.result, v.header, v.figures)));
+    }
+    if (!paths.json.empty()) {
+        DAY0_TRY(writeFileAtomic(paths.json, toJson(v.result, v.header).dump(2)));
+    }
+    return success();
+}
+
+history::RunRecord validationRunRecord(const Validation& v, const ReportPaths& paths)
+{
+    history::RunRecord r(history::RunKind::Validate);
+    const auto& result = v.result;
+    r.info.modelName = v.modelName;
+    r.info.modelFingerprint = v.fingerprint;
+    r.info.plan = v.options.plan;
+    r.info.precision = v.options.precision;
+    r.info.backend = "day0-cpu";
+    r.info.duration = result.duration;
+    r.info.status = result.cancelled ? history::RunStatus::Cancelled
+        : result.exitCode() == 2     ? history::RunStatus::Error
+        : result.passed()            ? history::RunStatus::Ok
+                                     : history::RunStatus::Failed;
+    int passed = 0;
+    std::string firstBad;
+    for (const auto& step : result.steps) {
+        passed += step.status == StepStatus::Passed;
+        if (firstBad.empty()
+            && (step.status == StepStatus::Failed || step.status == StepStatus::Error)) {
+            firstBad = fmt::format("{}: {}", step.id, step.reason);
+        }
+        r.setProperty(step.id + ".status", stepStatusName(step.status));
+        r.addMetric(step.id + ".duration_s", step.duration.value, "s");
+        for (const auto& [name, value] : step.report.metrics) {
+            r.addMetric(step.id + "." + name, value);
+        }
+        const auto level = step.status == StepStatus::Failed || step.status == StepStatus::Error
+            ? LogLevel::Error
+            : (step.status == StepStatus::Skipped ? LogLevel::Warning : LogLevel::Info);
+        r.addEvent(level,
+            fmt::format("{} {}: {}", step.id, stepStatusName(step.status),
+                step.reason.empty() ? step.report.summary : step.reason));
+        for (const auto& line : step.log) {
+            r.addEvent(LogLevel::Info, fmt::format("{}: {}", step.id, line));
+        }
+    }
+    r.addMetric("steps_passed", passed);
+    r.info.message = firstBad.empty()
+        ? fmt::format("{} of {} steps passed", passed, result.steps.size())
+        : firstBad;
+    r.layers = v.layers;
+    r.memory = v.memory;
+    for (const auto& [kind, path] :
+        { std::pair { "junit", paths.junit }, { "report", paths.html }, { "json", paths.json } }) {
+        if (!path.empty()) {
+            if (auto artifact = history::makeArtifact(kind, path)) {
+                r.addArtifact(std::move(*artifact));
+            }
+        }
+    }
+    return r;
+}
+
+} // namespace day0::pipeline

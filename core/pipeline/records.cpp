@@ -1,0 +1,255 @@
+#include "pipeline/records.h"
+
+#include "base/dtype.h"
+#include "exec/engine.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace day0::pipeline {
+
+namespace {
+
+double verdictCode(numerics::VerdictStatus status)
+{
+    switch (status) {
+    case numerics::VerdictStatus::Pass:
+        return 0;
+    case numerics::VerdictStatus::Warn:
+        return 1;
+    case numerics::VerdictStatus::Fail:
+        return 2;
+    case numerics::VerdictStatus::NotJudged:
+        break;
+    }
+    return std::nan("");
+}
+
+std::string joinIds(const std::vector<std::int64_t>& ids)
+{
+    return fmt::format("{}", fmt::join(ids, ","));
+}
+
+void setCheckpointTool(history::RunRecord& r, std::string_view tool, const std::string& source,
+    const std::string& out, double seconds)
+{
+    r.info.modelName = std::filesystem::path(source).filename().string();
+    if (r.info.modelName.empty()) {
+        r.info.modelName = source;
+    }
+    r.info.duration = Seconds(seconds);
+    r.setProperty("tool", std::string(tool));
+    r.setProperty("source", source);
+    r.setProperty("out", out);
+    if (auto artifact = history::makeArtifact("checkpoint", out)) {
+        r.addArtifact(std::move(*artifact));
+    }
+}
+
+} // namespace
+
+history::LayerMetrics comparisonLayerMetrics(const numerics::DumpComparison& comparison)
+{
+    history::LayerMetrics layers;
+    for (const auto& row : comparison.rows) {
+        if (row.metrics) {
+            layers.add(row.name, "rel_l2", row.metrics->relL2);
+            layers.add(row.name, "cosine", row.metrics->cosine);
+            layers.add(row.name, "max_abs", row.metrics->maxAbs);
+        }
+        if (row.own) {
+            layers.add(row.name, "own_rel_l2", row.own->relL2);
+        }
+        if (row.verdict.status != numerics::VerdictStatus::NotJudged) {
+            if (row.verdict.floor > 0) {
+                layers.add(row.name, "floor_ratio", row.verdict.floorRatio);
+            }
+            layers.add(row.name, "verdict", verdictCode(row.verdict.status));
+        }
+    }
+    return layers;
+}
+
+void addComparison(history::RunRecord& record, const numerics::DumpComparison& c)
+{
+    record.addMetric("verdict_pass", c.passCount);
+    record.addMetric("verdict_warn", c.warnCount);
+    record.addMetric("verdict_fail", c.failCount);
+    record.addMetric("verdict_not_judged", c.notJudgedCount);
+    record.setProperty("tolerance_table", c.table);
+    record.setProperty("verdict", c.status());
+    for (const auto& row : c.rows) {
+        if (row.logits) {
+            record.addMetric("logits_kl_mean", row.logits->klMean, "nat");
+            record.addMetric("logits_top1_agreement", row.logits->top1Agreement);
+            break;
+        }
+    }
+    if (c.firstDivergence) {
+        const auto& row = c.rows[*c.firstDivergence];
+        record.setProperty("first_divergence", row.name);
+        record.addEvent(LogLevel::Warning,
+            fmt::format("first divergence ({} error): {}: {}", c.divergenceBasis, row.name,
+                row.verdict.reason));
+    }
+    for (const auto& w : c.warnings) {
+        record.addEvent(LogLevel::Warning, w);
+    }
+    record.layers = comparisonLayerMetrics(c);
+    if (c.failCount > 0) {
+        record.info.status = history::RunStatus::Failed;
+        record.info.message
+            = fmt::format("{} of {} captures failed their tolerance", c.failCount, c.rows.size());
+    } else {
+        record.info.message
+            = fmt::format("{} captures within tolerance ({} warn)", c.passCount, c.warnCount);
+    }
+}
+
+history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
+    const exec::PrecisionRunOptions& options, const exec::PrecisionRunResult& result,
+    double seconds)
+{
+    history::RunRecord r(history::RunKind::Run);
+    const auto& t = result.target;
+    r.info.modelName = spec.name;
+    r.info.modelFingerprint = exec::modelFingerprint(spec);
+    r.info.precision = options.target.describe();
+    r.info.backend = t.dump.info.backend;
+    r.info.duration = Seconds(seconds);
+    r.setProperty("checkpoint", checkpoint);
+    r.setProperty("prompt_ids", joinIds(options.promptIds));
+    r.setProperty("generated", joinIds(t.generated));
+    if (result.reference) {
+        r.setProperty("reference", result.reference->dump.info.precision);
+    }
+    r.addMetric("prompt_tokens", double(options.promptIds.size()));
+    r.addMetric("new_tokens", double(t.generated.size()));
+    r.addMetric("prefill_s", t.prefillSeconds, "s");
+    r.addMetric("decode_s", t.decodeSeconds, "s");
+    const double decoded = t.generated.size() > 1 ? double(t.generated.size() - 1) : 0.0;
+    r.addMetric("tokens_per_s", t.decodeSeconds > 0 ? decoded / t.decodeSeconds : 0.0, "tok/s");
+    r.addMetric("captures", double(t.dump.captures().size()));
+    if (result.comparison) {
+        addComparison(r, *result.comparison);
+    } else {
+        r.info.message = fmt::format("generated {} tokens", t.generated.size());
+    }
+    return r;
+}
+
+history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,
+    const std::string& referencePath, const std::string& targetPath)
+{
+    history::RunRecord r(history::RunKind::Compare);
+    r.info.modelName
+        = comparison.target.model.empty() ? comparison.reference.model : comparison.target.model;
+    r.info.modelFingerprint = comparison.target.fingerprint;
+    r.info.precision = comparison.target.precision;
+    r.info.backend = comparison.target.backend;
+    r.setProperty("reference", referencePath);
+    r.setProperty("target", targetPath);
+    r.setProperty("reference_precision", comparison.reference.precision);
+    r.setProperty("reference_backend", comparison.reference.backend);
+    for (const auto& [kind, path] :
+        { std::pair { "dump", referencePath }, { "dump", targetPath } }) {
+        if (auto artifact = history::makeArtifact(kind, path)) {
+            r.addArtifact(std::move(*artifact));
+        }
+    }
+    addComparison(r, comparison);
+    return r;
+}
+
+history::RunRecord traceRunRecord(const profile::Trace& trace,
+    const std::vector<std::string>& files, std::string_view action, double seconds)
+{
+    history::RunRecord r(history::RunKind::Trace);
+    r.info.modelName
+        = files.empty() ? std::string() : std::filesystem::path(files.front()).filename().string();
+    r.info.duration = Seconds(seconds);
+    r.setProperty("action", std::string(action));
+    r.setProperty("files", fmt::format("{}", fmt::join(files, ",")));
+    const auto c = trace.counts();
+    r.addMetric("slices", double(c.slices));
+    r.addMetric("flows", double(c.flows));
+    r.addMetric("instants", double(c.instants));
+    r.addMetric("counters", double(c.counters));
+    r.addMetric("tracks", double(c.tracks));
+    r.addMetric("ranks", double(trace.ranks().size()));
+    for (int i = 0; i < profile::kCategoryCount; ++i) {
+        if (c.byCategory[i] > 0) {
+            r.addMetric(fmt::format("slices_{}", profile::categoryName(profile::Category(i))),
+                double(c.byCategory[i]));
+        }
+    }
+    const auto [t0, t1] = trace.timeRange();
+    r.addMetric("span_s", double(t1 - t0) * 1e-9, "s");
+    for (const auto& s : trace.sources()) {
+        if (r.info.backend.empty()) {
+            r.info.backend = s.backend.empty() ? s.format : s.backend;
+        }
+    }
+    for (const auto& f : files) {
+        if (auto artifact = history::makeArtifact("trace", f)) {
+            r.addArtifact(std::move(*artifact));
+        }
+    }
+    for (const auto& w : trace.warnings()) {
+        r.addEvent(LogLevel::Warning, w);
+    }
+    r.info.message = fmt::format("{} slices on {} tracks", c.slices, c.tracks);
+    return r;
+}
+
+history::RunRecord convertRunRecord(const std::string& source, const std::string& out,
+    const checkpoint::ConvertOptions& options, const checkpoint::ConvertSummary& s, double seconds)
+{
+    history::RunRecord r(history::RunKind::Verify);
+    setCheckpointTool(r, "convert", source, out, seconds);
+    r.info.precision = std::string(dtypeName(options.dtype));
+    r.addMetric("tensors_in", double(s.tensorsIn));
+    r.addMetric("tensors_out", double(s.tensorsOut));
+    r.addMetric("dequantized", double(s.dequantized));
+    r.addMetric("quantized", double(s.quantized));
+    r.addMetric("converted", double(s.converted));
+    r.addMetric("copied", double(s.copied));
+    r.addMetric("bytes_in", double(s.bytesIn), "B");
+    r.addMetric("bytes_out", double(s.bytesOut), "B");
+    r.info.message = fmt::format(
+        "{} tensors to {} ({} dequantized)", s.tensorsOut, dtypeName(options.dtype), s.dequantized);
+    return r;
+}
+
+history::RunRecord shardRunRecord(const std::string& source, const std::string& out,
+    const std::string& plan, const checkpoint::ShardSummary& s, double seconds)
+{
+    history::RunRecord r(history::RunKind::Verify);
+    setCheckpointTool(r, "shard", source, out, seconds);
+    r.info.plan = plan;
+    r.addMetric("ranks", double(s.ranks));
+    r.addMetric("tensors", double(s.tensors));
+    r.addMetric("bytes", double(s.bytes), "B");
+    r.addMetric("files", double(s.files.size()));
+    r.info.message = fmt::format("{} tensors over {} ranks", s.tensors, s.ranks);
+    return r;
+}
+
+history::RunRecord shrinkRunRecord(const std::string& model, const std::string& out,
+    const checkpoint::ShrinkOptions& options, const checkpoint::ShrinkSummary& s, double seconds)
+{
+    history::RunRecord r(history::RunKind::Verify);
+    setCheckpointTool(r, "shrink", model, out, seconds);
+    r.info.modelName = model;
+    r.setProperty("model_type", s.modelType);
+    r.setProperty("seed", std::to_string(options.seed));
+    r.addMetric("tensors", double(s.tensors));
+    r.addMetric("parameters", double(s.parameters));
+    r.addMetric("bytes", double(s.bytes), "B");
+    r.info.message
+        = fmt::format("{} parameters of {} in {} tensors", s.parameters, s.modelType, s.tensors);
+    return r;
+}
+
+} // namespace day0::pipeline

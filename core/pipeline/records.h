@@ -1,0 +1,56 @@
+#pragma once
+
+#include "checkpoint/convert.h"
+#include "checkpoint/sharding.h"
+#include "checkpoint/shrink.h"
+#include "exec/precision_run.h"
+#include "history/run_record.h"
+#include "model/model_spec.h"
+#include "numerics/dump_compare.h"
+#include "profile/trace.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace day0::pipeline {
+
+/// Per-anchor layer metrics of a dump comparison, the rows the Runs panel plots against depth:
+/// rel_l2, cosine, max_abs (accumulated error), own_rel_l2 (inject mode), floor_ratio and
+/// verdict (0 pass, 1 warn, 2 fail; not-judged rows have none). Pure.
+history::LayerMetrics comparisonLayerMetrics(const numerics::DumpComparison& comparison);
+
+/// Adds a comparison to a record: verdict counts, the logits' KL and top-1 agreement, the first
+/// divergence (property and event), the tolerance table, and comparisonLayerMetrics. Sets the
+/// status to Failed when a capture failed its tolerance.
+void addComparison(history::RunRecord& record, const numerics::DumpComparison& comparison);
+
+/// The run of `day0 run` (kind run): model, precision, backend, prompt and generated tokens,
+/// prefill/decode time, tokens/s, and with a reference its comparison (addComparison).
+history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
+    const exec::PrecisionRunOptions& options, const exec::PrecisionRunResult& result,
+    double seconds);
+
+/// The run of `day0 compare` (kind compare): both dumps' description and the comparison.
+history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,
+    const std::string& referencePath, const std::string& targetPath);
+
+/// The run of `day0 trace import|stats` (kind trace): files, counts by category, ranks, span.
+history::RunRecord traceRunRecord(const profile::Trace& trace,
+    const std::vector<std::string>& files, std::string_view action, double seconds);
+
+/// The run of `day0 convert` (kind verify, property tool=convert): tensors and bytes in and out.
+history::RunRecord convertRunRecord(const std::string& source, const std::string& out,
+    const checkpoint::ConvertOptions& options, const checkpoint::ConvertSummary& summary,
+    double seconds);
+
+/// The run of `day0 shard` (kind verify, tool=shard): layout as plan string, ranks, bytes.
+history::RunRecord shardRunRecord(const std::string& source, const std::string& out,
+    const std::string& plan, const checkpoint::ShardSummary& summary, double seconds);
+
+/// The run of `day0 shrink` (kind verify, tool=shrink): architecture, tensors, parameters.
+history::RunRecord shrinkRunRecord(const std::string& model, const std::string& out,
+    const checkpoint::ShrinkOptions& options, const checkpoint::ShrinkSummary& summary,
+    double seconds);
+
+} // namespace day0::pipeline

@@ -1,0 +1,201 @@
+// The Day-0 steps on a shrunk Kimi-K2: the multi-rank hook (absent, agreeing, disagreeing),
+// cancellation, the figure renderer's input, the run record, and the record builders.
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+#include "pipeline/day0_steps.h"
+#include "pipeline/records.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace day0;
+using namespace day0::pipeline;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name)
+{
+    const auto dir = fs::temp_directory_path() / ("day0_steps_test_" + name);
+    fs::remove_all(dir);
+    return dir;
+}
+
+ValidateOptions kimi(const std::string& name)
+{
+    ValidateOptions o;
+    o.model = "kimi-k2";
+    o.work = scratch(name);
+    o.tokens = 4;
+    return o;
+}
+
+const StepRecord& step(const Validation& v, const std::string& id)
+{
+    for (const auto& s : v.result.steps) {
+        if (s.id == id) {
+            return s;
+        }
+    }
+    throw std::runtime_error("no step " + id);
+}
+
+/// Installs a multi-rank runner for one test.
+class RunnerScope {
+public:
+    explicit RunnerScope(MultiRankRunner runner) { setMultiRankRunner(std::move(runner)); }
+    ~RunnerScope() { setMultiRankRunner({}); }
+    RunnerScope(const RunnerScope&) = delete;
+    RunnerScope& operator=(const RunnerScope&) = delete;
+};
+
+/// A stand-in for sharded execution that runs the whole model on one rank (what a correct
+/// implementation must reproduce), optionally corrupting its output.
+MultiRankRunner singleRankRunner(bool corrupt)
+{
+    return [corrupt](const MultiRankRequest& request, Progress& progress,
+               std::stop_token stop) -> Result<exec::RunResult> {
+        auto weights = exec::openCheckpointWeights(request.checkpoint);
+        if (!weights) {
+            return weights.error();
+        }
+        auto engine = exec::Engine::create(*request.spec, **weights, false, progress, stop);
+        if (!engine) {
+            return engine.error();
+        }
+        auto run = engine->run(request.run, progress, stop);
+        if (run && corrupt) {
+            run->generated.back() += 1;
+        }
+        return run;
+    };
+}
+
+} // namespace
+
+TEST(Day0Steps, EightStepsPassOnAShrunkKimiWithoutShardedExecution)
+{
+    std::vector<FigureSpec> asked;
+    FigureRenderer renderer = [&](const FigureSpec& spec) -> Result<ReportFigure> {
+        asked.push_back(spec);
+        return ReportFigure { spec.title, "image/png", "png bytes" };
+    };
+    Progress progress;
+    auto v = runValidation(kimi("pass"), renderer, progress, {});
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    ASSERT_EQ(v->result.steps.size(), 8u);
+    for (std::size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(v->result.steps[i].id, day0StepIds()[i]);
+    }
+    EXPECT_EQ(v->result.exitCode(), 0);
+    EXPECT_EQ(step(*v, "multi_rank").status, StepStatus::Skipped);
+    EXPECT_EQ(step(*v, "multi_rank").reason, "sharded execution not available in this build");
+    EXPECT_EQ(step(*v, "precision").status, StepStatus::Passed);
+    // Error against depth, memory, time per step; the depth curve has one point per layer.
+    ASSERT_EQ(asked.size(), 3u);
+    EXPECT_EQ(asked[0].series.front().name, "accumulated");
+    EXPECT_EQ(asked[0].series.front().x.size(), 4u);
+    EXPECT_EQ(asked[2].categories.size(), 7u) << "the steps before the report";
+    EXPECT_EQ(v->figures.size(), 3u);
+    EXPECT_EQ(v->header.model, "kimi-k2");
+
+    const auto record = validationRunRecord(*v, {});
+    EXPECT_EQ(record.info.kind, history::RunKind::Validate);
+    EXPECT_EQ(record.info.status, history::RunStatus::Ok);
+    ASSERT_NE(record.findMetric("smoke.duration_s"), nullptr);
+    ASSERT_NE(record.findMetric("shard.reassembly_mismatches"), nullptr);
+    EXPECT_EQ(record.findMetric("shard.reassembly_mismatches")->value, 0.0);
+    EXPECT_FALSE(record.layers.empty());
+    EXPECT_TRUE(record.layers.find("lm_head", "rel_l2").has_value());
+    EXPECT_TRUE(record.validate().ok()) << record.validate().error().message;
+}
+
+TEST(Day0Steps, MultiRankRunnerThatAgreesPassesAndOneThatDiffersFails)
+{
+    {
+        RunnerScope scope(singleRankRunner(false));
+        Progress progress;
+        auto v = runValidation(kimi("agree"), {}, progress, {});
+        ASSERT_TRUE(v.ok()) << v.error().message;
+        EXPECT_EQ(step(*v, "multi_rank").status, StepStatus::Passed)
+            << step(*v, "multi_rank").reason;
+        EXPECT_EQ(step(*v, "multi_rank").report.metrics.at("logits_rel_l2"), 0.0);
+        EXPECT_EQ(v->result.exitCode(), 0);
+    }
+    {
+        RunnerScope scope(singleRankRunner(true));
+        Progress progress;
+        auto v = runValidation(kimi("differ"), {}, progress, {});
+        ASSERT_TRUE(v.ok()) << v.error().message;
+        EXPECT_EQ(step(*v, "multi_rank").status, StepStatus::Failed);
+        EXPECT_NE(step(*v, "multi_rank").reason.find("generated"), std::string::npos);
+        EXPECT_EQ(v->result.exitCode(), 1);
+        EXPECT_EQ(validationRunRecord(*v, {}).info.status, history::RunStatus::Failed);
+    }
+}
+
+TEST(Day0Steps, CancelledBeforeStartSkipsEveryStep)
+{
+    std::stop_source stop;
+    stop.request_stop();
+    Progress progress;
+    auto v = runValidation(kimi("cancel"), {}, progress, stop.get_token());
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_TRUE(v->result.cancelled);
+    for (const auto& s : v->result.steps) {
+        EXPECT_EQ(s.status, StepStatus::Skipped);
+        EXPECT_EQ(s.reason, "cancelled");
+    }
+    EXPECT_EQ(validationRunRecord(*v, {}).info.status, history::RunStatus::Cancelled);
+}
+
+TEST(Day0Steps, BadOptionsAreErrorsNamingTheOption)
+{
+    Progress progress;
+    auto o = kimi("bad");
+    o.precision = "bf17";
+    auto v = runValidation(o, {}, progress, {});
+    ASSERT_FALSE(v.ok());
+    EXPECT_NE(v.error().message.find("bf17"), std::string::npos) << v.error().message;
+    o = kimi("bad");
+    o.tokens = 0;
+    EXPECT_FALSE(runValidation(o, {}, progress, {}).ok());
+}
+
+TEST(Day0Steps, WithoutARendererTheReportStepSaysSo)
+{
+    Progress progress;
+    auto o = kimi("norender");
+    auto v = runValidation(o, {}, progress, {});
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_EQ(step(*v, "report").status, StepStatus::Passed);
+    EXPECT_NE(step(*v, "report").report.summary.find("no figure renderer"), std::string::npos);
+    EXPECT_TRUE(v->figures.empty());
+}
+
+TEST(Records, ComparisonLayerMetricsKeepVerdictsAndOwnError)
+{
+    numerics::DumpComparison c;
+    numerics::CaptureComparison row;
+    row.name = "model.layers.3.mlp";
+    row.metrics = numerics::ErrorMetrics {};
+    row.metrics->relL2 = 0.02;
+    row.own = numerics::ErrorMetrics {};
+    row.own->relL2 = 0.004;
+    row.verdict.status = numerics::VerdictStatus::Fail;
+    row.verdict.floor = 0.002;
+    row.verdict.floorRatio = 10.0;
+    c.rows.push_back(row);
+    c.failCount = 1;
+    c.firstDivergence = 0;
+    const auto layers = comparisonLayerMetrics(c);
+    ASSERT_TRUE(layers.find("model.layers.3.mlp", "own_rel_l2").has_value());
+    EXPECT_EQ(layers.row(*layers.find("model.layers.3.mlp", "verdict")).value, 2.0);
+    EXPECT_EQ(layers.row(*layers.find("model.layers.3.mlp", "rel_l2")).layer, 3);
+    history::RunRecord record(history::RunKind::Compare);
+    addComparison(record, c);
+    EXPECT_EQ(record.info.status, history::RunStatus::Failed);
+    ASSERT_NE(record.findProperty("first_divergence"), nullptr);
+    EXPECT_EQ(record.findProperty("first_divergence")->value, "model.layers.3.mlp");
+}

@@ -1,0 +1,176 @@
+// The pipeline panel: a validation of the session's model runs as a background job, fills the
+// step table with status icons, writes the three reports, records a validate run that the Runs
+// panel hears of, and can be cancelled.
+#include "history/recording.h"
+#include "history/run_store.h"
+#include "panels/pipeline/figure_renderer.h"
+#include "panels/pipeline/pipeline_panel.h"
+#include "ui_test_support.h"
+#include "widgets/formatting.h"
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+
+using namespace day0;
+using namespace day0::ui;
+
+namespace {
+
+/// Points recording at a fresh store for one test.
+class ScratchStore {
+public:
+    ScratchStore()
+        : m_saved(history::recordingOptions())
+    {
+        auto options = m_saved;
+        options.store = fromQString(m_dir.filePath(QStringLiteral("runs.sqlite")));
+        options.enabled = true;
+        history::setRecordingOptions(options);
+    }
+    ~ScratchStore() { history::setRecordingOptions(m_saved); }
+    ScratchStore(const ScratchStore&) = delete;
+    ScratchStore& operator=(const ScratchStore&) = delete;
+    [[nodiscard]] QString dir() const { return m_dir.path(); }
+
+private:
+    QTemporaryDir m_dir;
+    history::RecordingOptions m_saved;
+};
+
+template <typename F> bool waitFor(F done, int ms)
+{
+    QElapsedTimer clock;
+    clock.start();
+    while (!done() && clock.elapsed() < ms) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    }
+    return done();
+}
+
+QString statusOf(const PipelinePanel& panel, int row)
+{
+    return panel.stepTable()->item(row, 0)->toolTip();
+}
+
+} // namespace
+
+TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "kimi-k2");
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    EXPECT_EQ(panel.modelEdit()->text(), QStringLiteral("kimi-k2")) << "follows the session";
+    EXPECT_FALSE(panel.openReportButton()->isEnabled());
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+
+    panel.startButton()->click();
+    EXPECT_TRUE(panel.cancelButton()->isEnabled());
+    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000)) << "validation did not end";
+    EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
+
+    ASSERT_EQ(panel.stepTable()->rowCount(), 8);
+    for (int row = 0; row < 8; ++row) {
+        const QString status = statusOf(panel, row);
+        if (row == 4) {
+            EXPECT_TRUE(status == QStringLiteral("skipped") || status == QStringLiteral("passed"));
+        } else {
+            EXPECT_EQ(status, QStringLiteral("passed"))
+                << row << ": " << fromQString(panel.stepTable()->item(row, 3)->text());
+        }
+        EXPECT_FALSE(panel.stepTable()->item(row, 2)->text().isEmpty()) << "duration of " << row;
+    }
+    EXPECT_TRUE(panel.logView()->toPlainText().contains(QStringLiteral("shrank a homologous")));
+    EXPECT_TRUE(panel.openReportButton()->isEnabled());
+    EXPECT_FALSE(panel.cancelButton()->isEnabled());
+
+    QFile html(panel.reportPath());
+    ASSERT_TRUE(html.open(QIODevice::ReadOnly)) << fromQString(panel.reportPath());
+    const QByteArray page = html.readAll();
+    EXPECT_TRUE(page.contains("src=\"data:image/png;base64,"))
+        << "figures drawn off the GUI thread";
+    EXPECT_TRUE(QFile::exists(store.dir() + QStringLiteral("/work/junit.xml")));
+
+    ASSERT_EQ(recorded.count(), 1);
+    const auto id = RunId(recorded.front().front().toLongLong());
+    auto opened = history::RunStore::open(history::storePath());
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    auto run = opened->load(id);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    EXPECT_EQ(run->info.kind, history::RunKind::Validate);
+    EXPECT_EQ(run->info.status, history::RunStatus::Ok);
+    EXPECT_FALSE(run->layers.empty());
+}
+
+TEST(PipelinePanel, CancelStopsTheJobAndLeavesThePanelUsable)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    panel.modelEdit()->setText(QStringLiteral("deepseek-v3"));
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    panel.start();
+    ASSERT_TRUE(panel.running());
+    panel.cancelButton()->click();
+    EXPECT_FALSE(panel.running());
+    ASSERT_EQ(finished.count(), 1);
+    EXPECT_EQ(finished.front().front().toInt(), 1);
+    EXPECT_TRUE(panel.startButton()->isEnabled());
+    EXPECT_FALSE(panel.cancelButton()->isEnabled());
+    test::settle(jobs);
+    EXPECT_EQ(recorded.count(), 0) << "a cancelled job delivers nothing";
+    EXPECT_FALSE(panel.openReportButton()->isEnabled());
+}
+
+TEST(PipelinePanel, BadPlanIsReportedWithoutSteps)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    panel.modelEdit()->setText(QStringLiteral("kimi-k2"));
+    panel.planEdit()->setText(QStringLiteral("tp=zero"));
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    panel.start();
+    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 30000));
+    EXPECT_EQ(finished.front().front().toInt(), 2);
+    EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("tp")));
+    EXPECT_EQ(statusOf(panel, 0), QStringLiteral("pending"));
+}
+
+TEST(FigureRenderer, DrawsLinesAndBarsAsPng)
+{
+    pipeline::FigureSpec lines;
+    lines.title = "error";
+    lines.logY = true;
+    lines.series.push_back({ "a", { 0, 1, 2 }, { 1e-3, 2e-3, 4e-3 }, false });
+    auto png = renderFigure(lines);
+    ASSERT_TRUE(png.ok()) << png.error().message;
+    EXPECT_EQ(png->mimeType, "image/png");
+    const QImage image = QImage::fromData(
+        reinterpret_cast<const uchar*>(png->data.data()), int(png->data.size()), "PNG");
+    ASSERT_FALSE(image.isNull());
+    EXPECT_GT(test::pixelSpread(image), 5.0) << "not blank";
+
+    pipeline::FigureSpec bars;
+    bars.kind = pipeline::FigureSpec::Kind::Bars;
+    bars.categories = { "x", "y" };
+    bars.yFormat = pipeline::FigureAxis::Bytes;
+    bars.series.push_back({ "b", {}, { 1024.0, 2048.0 }, false });
+    EXPECT_TRUE(renderFigure(bars).ok());
+}
