@@ -38,7 +38,7 @@ Result<fs::path> prepareParallelCheckpoint(const std::string& modelArg,
     std::replace_if(
         name.begin(), name.end(), [](char ch) { return ch == '/' || ch == '\\' || ch == '.'; },
         '_');
-    const fs::path dir = cacheDir
+    const fs::path dir = cacheDir / "parallel"
         / fmt::format(
             "{}-h{}-l{}-e{}-i{}", name, *o.hidden, *o.layers, *o.experts, *o.intermediate);
     std::error_code ec;
@@ -46,7 +46,7 @@ Result<fs::path> prepareParallelCheckpoint(const std::string& modelArg,
         && fs::exists(dir / "model.safetensors.index.json", ec)) {
         return dir;
     }
-    fs::create_directories(cacheDir, ec);
+    fs::create_directories(dir.parent_path(), ec);
     auto summary = checkpoint::shrinkModel(modelArg, dir, o, progress, stop);
     if (!summary) {
         return summary.error().withContext(fmt::format("shrinking {} for the plan run", modelArg));

@@ -320,6 +320,7 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         return Error::unsupported(
             fmt::format("the parallel executor lacks: {}", fmt::join(missing, "; ")));
     }
+    DAY0_TRY(checkPlanFits(spec, l));
     const checkpoint::RankCoord c = checkpoint::rankCoord(l, world.rank());
     recorder.setLayout(l);
     progress.setTotal(o.newTokens * o.microBatches);

@@ -165,11 +165,16 @@ Result<ParallelRunResult> runParallelInProcess(const model::ModelSpec& spec,
 
 /// A small random checkpoint of `modelArg`'s architecture whose heads, layers, experts and widths
 /// every part of `layout` divides, cached under `cacheDir` (made once per architecture and
-/// layout, reused after). For runs of a plan on a model that has only its config (the embedded
-/// default).
+/// layout, reused after, in cacheDir/parallel). For runs of a plan on a model that has only its
+/// config when the demo checkpoint (shrunk_cache.h) does not split for the plan.
 Result<std::filesystem::path> prepareParallelCheckpoint(const std::string& modelArg,
     const checkpoint::ShardLayout& layout, const std::filesystem::path& cacheDir,
     Progress& progress, std::stop_token stop);
+
+/// Checks, without reading weights, that `layout` fits `spec`: enough layers for the stages,
+/// heads that TP divides, and every forward tensor splitting for every rank (the error names the
+/// dimension or the tensor).
+Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout);
 
 /// "tp=2,pp=2,ep=1,dp=1,etp=2,mb=1": the layout as every rank must agree on it.
 std::string layoutString(const checkpoint::ShardLayout& layout, int microBatches);

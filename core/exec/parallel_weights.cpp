@@ -1,5 +1,6 @@
 #include "exec/parallel_weights.h"
 
+#include "exec/parallel_run.h"
 #include "model/layer_graph.h"
 
 #include <fmt/format.h>
@@ -106,3 +107,35 @@ Result<WeightTable> loadRankWeights(const model::ModelSpec& spec, const WeightSo
 }
 
 } // namespace day0::exec::detail
+
+namespace day0::exec {
+
+Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout)
+{
+    if (spec.numLayers < layout.pp) {
+        return Error::badInput(
+            fmt::format("--plan: pp={} needs at least {} decoder layers, {} has {}", layout.pp,
+                layout.pp, spec.name, spec.numLayers));
+    }
+    if (spec.numHeads % layout.tp != 0) {
+        return Error::badInput(
+            fmt::format("--plan: tp={} does not divide the {} attention heads of {}", layout.tp,
+                spec.numHeads, spec.name));
+    }
+    const model::LayerGraph graph = model::buildLayerGraph(spec);
+    const auto required = detail::requiredWeights(spec);
+    for (int rank = 0; rank < layout.worldSize(); ++rank) {
+        const auto coord = checkpoint::rankCoord(layout, rank);
+        for (const auto& req : required) {
+            if (const auto* t = graph.findTensor(req.name)) {
+                auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
+                if (!slice) {
+                    return slice.error();
+                }
+            }
+        }
+    }
+    return success();
+}
+
+} // namespace day0::exec

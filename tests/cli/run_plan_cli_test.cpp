@@ -82,5 +82,5 @@ TEST(RunPlanCli, PlanThatDoesNotSplitIsBadInput)
     const std::string ckpt = shrunkMoe();
     const auto r = runDay0({ "run", ckpt, "--plan", "tp=3", "--ids", "1,2", "-q", "--no-record" });
     EXPECT_EQ(r.exitCode, 2) << r.err;
-    EXPECT_NE(r.err.find("does not split into 3 equal parts"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp=3 does not divide the 4 attention heads"), std::string::npos) << r.err;
 }

@@ -3,6 +3,7 @@
 #include "checkpoint/sharding.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/parallel_run.h"
+#include "exec/shrunk_cache.h"
 #include "jobs/job_runner.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
@@ -15,7 +16,6 @@
 #include <QToolButton>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 namespace day0::ui {
@@ -27,15 +27,6 @@ namespace fs = std::filesystem;
 /// In-process ranks are threads of this process; beyond this a plan belongs under mpirun.
 constexpr int kMaxInProcessRanks = 32;
 constexpr std::int64_t kRunTokens = 4;
-
-fs::path parallelCacheDir()
-{
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-        return fs::path(xdg) / "day0" / "parallel";
-    }
-    const char* home = std::getenv("HOME");
-    return fs::path(home != nullptr ? home : ".") / ".cache" / "day0" / "parallel";
-}
 
 bool hasWeights(const fs::path& dir)
 {
@@ -63,14 +54,27 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
     RunOutcome out;
     fs::path checkpointDir = modelSource;
     if (!hasWeights(checkpointDir)) {
-        progress.setStage("shrinking the model for the plan");
-        auto dir = exec::prepareParallelCheckpoint(
-            modelSource, layout, parallelCacheDir(), progress, stop);
-        if (!dir) {
-            out.error = toQString(dir.error().message);
+        // The embedded default has only a config: run the demo's shrunk checkpoint when the plan
+        // splits it, else a shrunk one sized for the plan.
+        progress.setStage("preparing the demo checkpoint");
+        auto demo
+            = exec::cachedShrunkCheckpoint(modelSource, exec::demoShrinkOptions(), progress, stop);
+        if (!demo) {
+            out.error = toQString(demo.error().message);
             return out;
         }
-        checkpointDir = *dir;
+        checkpointDir = *demo;
+        auto demoSpec = exec::loadCheckpointModel(checkpointDir);
+        if (!demoSpec || !exec::checkPlanFits(*demoSpec, layout)) {
+            progress.setStage("shrinking the model for the plan");
+            auto dir = exec::prepareParallelCheckpoint(
+                modelSource, layout, exec::cacheDir(), progress, stop);
+            if (!dir) {
+                out.error = toQString(dir.error().message);
+                return out;
+            }
+            checkpointDir = *dir;
+        }
     }
     auto spec = exec::loadCheckpointModel(checkpointDir);
     auto weights = spec ? exec::openCheckpointWeights(checkpointDir)
