@@ -5,6 +5,7 @@
 #include "exec/vision_input.h"
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
+#include "profile/trace_scope.h"
 
 #include <fmt/format.h>
 
@@ -461,7 +462,10 @@ Result<RunResult> Engine::Impl::run(
         progress.setStage("prefill");
     }
     const std::vector<std::int64_t> promptIds = fed;
-    auto logits = forward->step(promptIds, 0, taps, stop, options.image ? &mm : nullptr);
+    auto logits = [&] {
+        const profile::TraceScope traced("prefill", profile::Category::Annotation);
+        return forward->step(promptIds, 0, taps, stop, options.image ? &mm : nullptr);
+    }();
     if (!logits) {
         return logits.error();
     }
@@ -484,7 +488,10 @@ Result<RunResult> Engine::Impl::run(
         fed.push_back(token);
         taps.beginStep(std::int64_t(fed.size()) - 1);
         const std::int64_t one[] = { token };
-        auto next = forward->step(one, std::int64_t(fed.size()) - 1, taps, stop);
+        auto next = [&] {
+            const profile::TraceScope traced("decode step", profile::Category::Annotation);
+            return forward->step(one, std::int64_t(fed.size()) - 1, taps, stop);
+        }();
         if (!next) {
             return next.error();
         }
@@ -518,8 +525,8 @@ Result<RunResult> Engine::Impl::run(
 namespace day0::exec::detail {
 
 // Exposed for the sharded executor (parallel_weights.cpp), which slices what this reads.
-Result<numerics::Tensor> loadForwardWeight(const WeightSource& source,
-    const WeightRequirement& req, const model::ModelSpec& spec, DType compute, bool& exactFp8)
+Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const WeightRequirement& req,
+    const model::ModelSpec& spec, DType compute, bool& exactFp8)
 {
     return loadWeight(source, req, spec, compute, exactFp8);
 }

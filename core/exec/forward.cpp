@@ -2,6 +2,7 @@
 
 #include "exec/emulated_ops.h"
 #include "exec/ops.h"
+#include "profile/trace_scope.h"
 
 #include <fmt/format.h>
 
@@ -306,8 +307,11 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     };
     std::vector<T> x(std::size_t(n * h));
     std::vector<T> branch(std::size_t(n * h));
-    DAY0_TRY(
-        embedding<T>(ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));
+    {
+        const profile::TraceScope traced("model.embed_tokens");
+        DAY0_TRY(embedding<T>(
+            ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));
+    }
     roundAct(hidden.data(), n * h, m_plan.modeFor(OpKind::Embedding, -1));
     taps.record("model.embed_tokens", hidden.data(), { n, h });
     for (int l = 0; l < int(m_spec.numLayers); ++l) {
@@ -315,6 +319,7 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             return Error::cancelled();
         }
         const LayerNames names = layerNames(m_spec, l);
+        const profile::TraceScope tracedLayer(names.prefix, profile::Category::Annotation);
         taps.inject(l == 0 ? "model.embed_tokens" : fmt::format("model.layers.{}", l - 1),
             hidden.data(), n, h);
         if (l == 0 && vision != nullptr) {
@@ -327,10 +332,13 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
 
         rmsNormOp(names.prefix + ".input_layernorm", hidden.data(), x.data(), n, h, l);
         taps.record(names.prefix + ".input_layernorm", x.data(), { n, h });
-        if (m_spec.attention == model::AttentionKind::MLA) {
-            mlaBlock(l, x.data(), branch.data(), n, start, taps);
-        } else {
-            attentionBlock(l, x.data(), branch.data(), n, start, taps);
+        {
+            const profile::TraceScope traced(names.prefix + ".self_attn");
+            if (m_spec.attention == model::AttentionKind::MLA) {
+                mlaBlock(l, x.data(), branch.data(), n, start, taps);
+            } else {
+                attentionBlock(l, x.data(), branch.data(), n, start, taps);
+            }
         }
         taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
         addInPlace(hidden.data(), branch.data(), n * h);
@@ -339,11 +347,14 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         rmsNormOp(names.prefix + ".post_attention_layernorm", hidden.data(), x.data(), n, h, l);
         taps.record(names.prefix + ".post_attention_layernorm", x.data(), { n, h });
         const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe;
-        if (moe) {
-            moeBlock(l, x.data(), branch.data(), n, taps);
-        } else {
-            mlp(names.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", x.data(), branch.data(),
-                n, m_spec.intermediateSize, l, taps);
+        {
+            const profile::TraceScope traced(names.ffn);
+            if (moe) {
+                moeBlock(l, x.data(), branch.data(), n, taps);
+            } else {
+                mlp(names.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", x.data(),
+                    branch.data(), n, m_spec.intermediateSize, l, taps);
+            }
         }
         taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "");
         addInPlace(hidden.data(), branch.data(), n * h);
@@ -358,6 +369,7 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     taps.record("model.norm", x.data(), { n, h });
     taps.inject("model.norm", x.data(), n, h);
     std::vector<T> logits(std::size_t(n * m_spec.vocabSize));
+    const profile::TraceScope tracedHead("lm_head");
     linear("lm_head", x.data(), logits.data(), n, h, m_spec.vocabSize, OpKind::Logits, -1, taps,
         false);
     taps.record("lm_head", logits.data(), { n, m_spec.vocabSize });
