@@ -120,7 +120,7 @@ Step multiRankStep(ValidationState& s)
 {
     return { "multi_rank", "Multi-rank run equals single-rank", { "shard", "smoke" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             const auto runner = multiRankRunner();
             if (!runner) {
                 report.skipped = true;
@@ -175,7 +175,7 @@ Step precisionStep(ValidationState& s)
 {
     return { "precision", "Precision against the reference", { "smoke" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             auto reference = exec::parsePrecision(s.options.reference);
             if (!reference) {
                 return reference.error().withContext("--reference");
@@ -243,7 +243,7 @@ Step performanceStep(ValidationState& s)
 {
     return { "performance", "Performance and memory", { "smoke" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             exec::RunOptions o;
             o.precision = *s.target;
             o.promptIds = s.promptIds;
@@ -327,7 +327,7 @@ Step performanceStep(ValidationState& s)
 Step reportStep(ValidationState& s)
 {
     return { "report", "Report", {}, [&s](StepContext& ctx) -> Result<StepReport> {
-                StepReport report;
+                StepReport& report = *ctx.partial;
                 std::vector<FigureSpec> specs;
                 if (s.comparison) {
                     specs.push_back(errorDepthFigure(*s.comparison));
