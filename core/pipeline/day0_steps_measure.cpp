@@ -215,8 +215,7 @@ Step precisionStep(ValidationState& s)
                 }
                 if (row.verdict.status == numerics::VerdictStatus::Fail
                     || row.verdict.status == numerics::VerdictStatus::Warn) {
-                    report.details.push_back(fmt::format("{}: {}: {}", row.name,
-                        numerics::verdictStatusName(row.verdict.status), row.verdict.reason));
+                    report.details.push_back(fmt::format("{}: {}", row.name, row.verdict.reason));
                 }
             }
             std::string divergence = "no divergence";
