@@ -1,7 +1,10 @@
 // day0 opcheck <model>: every operator the model needs, on random inputs with its shapes, in a
-// target precision against fp64, plus which operators the CPU backend implements and how.
+// target precision against fp64, plus which operators the backend implements and how. With
+// --backend <plugin> the target runs on that backend and its coverage (native or fallback) is
+// listed, even when its device is absent.
 #include "command.h"
 #include "exec/op_check.h"
+#include "extend/plugin_registry.h"
 #include "model/config_reader.h"
 #include "progress_bar.h"
 #include "table.h"
@@ -23,7 +26,22 @@ struct OpCheckArgs {
     std::int64_t tokens = 16;
     std::int64_t maxOutputs = 4096;
     std::string tolerances;
+    std::string backend = "cpu";
+    int device = 0;
 };
+
+void printCoverage(const std::string& backend, const std::vector<exec::CoverageRow>& rows)
+{
+    Table t({ "operator", "used for", backend },
+        { Table::Align::Left, Table::Align::Left, Table::Align::Left });
+    int native = 0;
+    for (const auto& r : rows) {
+        t.addRow({ std::string(exec::backendOpName(r.op)), r.use, r.implementation });
+        native += r.native ? 1 : 0;
+    }
+    fmt::print("coverage on {}: {} of {} operators native, {} fall back to day0-cpu\n{}", backend,
+        native, rows.size(), int(rows.size()) - native, t.render());
+}
 
 std::string sci(double v)
 {
@@ -49,8 +67,30 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
     if (!table) {
         return reportError(table.error());
     }
+    extend::PluginRegistry registry;
+    auto choice = extend::chooseBackend(registry, a.backend, a.device);
+    if (!choice) {
+        return reportError(choice.error());
+    }
+    if (choice->unavailable) {
+        // The coverage is known from the plugin's manifest; the numbers need its device.
+        const auto coverage = exec::backendCoverage(*spec, choice->declaredOps);
+        if (global.json) {
+            fmt::print("{}\n",
+                nlohmann::json { { "model", spec->name }, { "backend", choice->name },
+                    { "available", false }, { "error", choice->unavailable->message },
+                    { "coverage", exec::coverageToJson(coverage) } }
+                    .dump(2));
+        } else {
+            printCoverage(choice->name, coverage);
+        }
+        return reportError(*choice->unavailable);
+    }
     exec::OpCheckOptions o;
     o.target = *plan;
+    if (choice->name != "day0-cpu") {
+        o.backend = choice->backend.get();
+    }
     o.tokens = a.tokens;
     o.maxOutputs = a.maxOutputs;
     o.table = &*table;
@@ -67,9 +107,14 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
         fmt::print("{}\n", exec::opCheckToJson(*report).dump(2));
         return code;
     }
-    fmt::print("{}: operators in {} against fp64, {} rows of random inputs [{}]\n\n", report->model,
+    fmt::print("{}: operators in {} against fp64, {} rows of random inputs [{}]\n", report->model,
         report->precision, a.tokens, report->table);
-    Table t({ "operator", "shape", "prec", "rel_l2", "max_abs", "floor", "verdict", "day0-cpu" },
+    if (!report->device.empty()) {
+        fmt::print("backend {} on {}\n", report->backend, report->device);
+    }
+    fmt::print("\n");
+    Table t(
+        { "operator", "shape", "prec", "rel_l2", "max_abs", "floor", "verdict", report->backend },
         { Table::Align::Left, Table::Align::Left, Table::Align::Left, Table::Align::Right,
             Table::Align::Right, Table::Align::Right, Table::Align::Left, Table::Align::Left });
     for (const auto& r : report->rows) {
@@ -86,6 +131,10 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
     fmt::print("{}", t.render());
     if (!report->missing.empty()) {
         fmt::print("\nmissing on day0-cpu: {}\n", fmt::join(report->missing, "; "));
+    }
+    if (!report->coverage.empty()) {
+        fmt::print("\n");
+        printCoverage(report->backend, report->coverage);
     }
     for (const auto& r : report->rows) {
         if (r.verdict.status == numerics::VerdictStatus::Fail
@@ -113,6 +162,9 @@ const bool registered = registerCommand({ "opcheck",
         app.add_option(
             "--max-outputs", a->maxOutputs, "cap on output features per GEMM (default 4096)");
         app.add_option("--tolerances", a->tolerances, "tolerance table (default day0-default)");
+        app.add_option("--backend", a->backend,
+            "where the target runs: cpu (default) or a backend plugin such as cuda");
+        app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
         return [a, &global] { return runOpCheckCommand(*a, global); };
     } });
 

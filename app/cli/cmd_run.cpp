@@ -2,10 +2,12 @@
 // emulated precision, with dumps and an optional reference run compared in one go.
 #include "base/units.h"
 #include "cmd_compare.h"
+#include "cmd_run_plan.h"
 #include "command.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
+#include "extend/plugin_registry.h"
 #include "model/config_reader.h"
 #include "pipeline/records.h"
 #include "progress_bar.h"
@@ -23,6 +25,8 @@ namespace {
 
 struct RunArgs {
     std::string checkpoint;
+    std::string backend = "cpu";
+    int device = 0;
     std::string precision = "fp32";
     std::string opPrecision;
     std::string layerPrecision;
@@ -30,6 +34,7 @@ struct RunArgs {
     std::string reference;
     std::string prompt;
     std::string ids;
+    std::string image;
     std::int64_t tokens = 8;
     std::string dump;
     bool inject = false;
@@ -39,6 +44,7 @@ struct RunArgs {
     std::vector<std::string> capture;
     std::string tolerances;
     bool all = false;
+    PlanRunArgs planned; ///< --plan, --ranks, --micro-batches, --comm-trace, --comm-timeout
 };
 
 Result<std::vector<std::int64_t>> parseIds(const std::string& text)
@@ -107,8 +113,45 @@ nlohmann::json runJson(const exec::RunResult& r)
         { "captures", r.dump.captures().size() } };
 }
 
+/// `--plan`: the sharded run; several prompts may be given as --ids "1,2,3;4,5".
+int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
+{
+    if (a.precision != "fp32" || !a.reference.empty() || !a.dump.empty() || a.inject) {
+        return reportError(Error::badInput(
+            "--plan runs fp32 without --reference, --dump or --inject (compare the single-rank "
+            "run for those)"));
+    }
+    PlanRunArgs p = a.planned;
+    p.checkpoint = a.checkpoint;
+    p.tokens = a.tokens;
+    std::size_t start = 0;
+    while (!a.ids.empty() && start <= a.ids.size()) {
+        const auto semi = a.ids.find(';', start);
+        auto ids = parseIds(a.ids.substr(start, semi == std::string::npos ? semi : semi - start));
+        if (!ids) {
+            return reportError(ids.error());
+        }
+        p.prompts.push_back(std::move(*ids));
+        if (semi == std::string::npos) {
+            break;
+        }
+        start = semi + 1;
+    }
+    if (p.prompts.empty()) {
+        auto ids = promptIds(a);
+        if (!ids) {
+            return reportError(ids.error());
+        }
+        p.prompts.push_back(std::move(*ids));
+    }
+    return runPlanned(p, global);
+}
+
 int runRun(const RunArgs& a, const GlobalOptions& global)
 {
+    if (!a.planned.plan.empty()) {
+        return runRunPlanned(a, global);
+    }
     auto spec = exec::loadCheckpointModel(a.checkpoint);
     if (!spec) {
         return reportError(spec.error());
@@ -137,6 +180,13 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return reportError(ids.error());
     }
     o.promptIds = std::move(*ids);
+    if (!a.image.empty()) {
+        auto image = exec::loadImageInput(a.checkpoint, a.image);
+        if (!image) {
+            return reportError(image.error().withContext("--image"));
+        }
+        o.image = std::move(*image);
+    }
     o.newTokens = a.tokens;
     o.capture.inputs = a.inputs;
     o.capture.projections = a.projections;
@@ -158,6 +208,22 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                                         "checkpoint folder with *.safetensors "
                                         "(day0 shrink makes a small one of the same architecture)",
                 a.checkpoint)));
+    }
+    extend::PluginRegistry registry;
+    auto backend = extend::chooseBackend(registry, a.backend, a.device);
+    if (!backend) {
+        return reportError(backend.error());
+    }
+    if (backend->unavailable) {
+        return reportError(*backend->unavailable);
+    }
+    if (backend->name != "day0-cpu") {
+        // TODO(#9): the forward executor dispatches to exec::Backend; until then a plugin
+        // backend is checked operator by operator only.
+        return reportError(Error::unsupported(fmt::format(
+            "--backend {}: {} is present, but the forward pass of day0 run executes on day0-cpu "
+            "only; check the backend operator by operator with day0 opcheck <model> --backend {}",
+            backend->name, backend->backend->device(), backend->name)));
     }
     auto weights = exec::openCheckpointWeights(a.checkpoint);
     if (!weights) {
@@ -253,6 +319,12 @@ const bool registered = registerCommand({ "run",
         app.add_option(
             "--prompt", a->prompt, "prompt text (needs tokenizer.json in the checkpoint)");
         app.add_option("--ids", a->ids, "prompt token ids, comma-separated");
+        app.add_option("--image", a->image,
+            "image for a vision-language model: a binary PPM or synthetic:HxW (its image-pad "
+            "token in the prompt is expanded)");
+        app.add_option("--backend", a->backend,
+            "where the target runs: cpu (default) or a backend plugin such as cuda");
+        app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_flag(
@@ -264,6 +336,16 @@ const bool registered = registerCommand({ "run",
         app.add_option("--tolerances", a->tolerances,
             "tolerance table for --reference (default day0-default)");
         app.add_flag("--all", a->all, "show every capture in the comparison");
+        app.add_option("--plan", a->planned.plan,
+            "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp)");
+        app.add_option("--ranks", a->planned.ranks,
+            "with --plan: in-process (threads, default) or mpi (under mpirun -np N)");
+        app.add_option("--micro-batches", a->planned.microBatches,
+            "with --plan: sequences per data-parallel replica, pipelined (default 1)");
+        app.add_option("--comm-trace", a->planned.commTrace,
+            "with --plan: write every rank's collectives as Chrome JSON (mpi: FILE.rankN.json)");
+        app.add_option("--comm-timeout", a->planned.timeoutSeconds,
+            "with --plan: seconds a rank waits for the others before the job fails (default 60)");
         return [a, &global] { return runRun(*a, global); };
     } });
 

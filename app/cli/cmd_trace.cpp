@@ -9,6 +9,7 @@
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
 #include "profile/temporal_breakdown.h"
+#include "profile/time_range.h"
 #include "profile/trace_diff.h"
 #include "progress_bar.h"
 #include "table.h"
@@ -36,6 +37,7 @@ struct TraceArgs {
     std::string chromeOut;
     double thresholdPercent = 5.0;
     bool cpu = false;
+    std::string range; ///< stats: "START:END" from the trace's first event
 };
 
 std::string ns(std::int64_t v) { return formatDuration(Seconds(double(v) * 1e-9)); }
@@ -241,8 +243,21 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
     printWarnings(trace);
     std::vector<ClockOffset> offsets;
     alignIfAsked(trace, args, offsets);
-    const auto breakdown = temporalBreakdown(trace);
-    const auto kernels = kernelStatistics(trace);
+    // A range counts from the trace's first event, as the timeline's axis does; the statistics
+    // are the ones the timeline computes for a selection.
+    TimeRange range;
+    if (!args.range.empty()) {
+        auto parsed = parseTimeRange(args.range);
+        if (!parsed) {
+            return reportError(parsed.error().withContext("--range"));
+        }
+        range = parsed->shifted(trace.timeRange().first);
+    }
+    KernelStatsOptions kernelOptions;
+    kernelOptions.rangeStart = range.start;
+    kernelOptions.rangeEnd = range.end;
+    const auto breakdown = temporalBreakdown(trace, range.start, range.end);
+    const auto kernels = kernelStatistics(trace, kernelOptions);
     const auto collectives = collectiveStatistics(trace);
     const std::size_t top
         = args.top < 0 ? kernels.size() : std::min(kernels.size(), std::size_t(args.top));
@@ -290,6 +305,12 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
                 { "offset_ns", o.offsetNs }, { "mad_ns", o.madNs }, { "matched", o.matched },
                 { "lag", o.lag }, { "usable", o.usable } });
         }
+        if (range.bounded()) {
+            const auto origin = trace.timeRange().first;
+            out["range"] = { { "trace_start_ns", origin },
+                { "start_ns", range.start == INT64_MIN ? json(nullptr) : json(range.start) },
+                { "end_ns", range.end == INT64_MAX ? json(nullptr) : json(range.end) } };
+        }
         out["breakdown"] = ranks;
         out["kernels"] = ks;
         out["kernel_names"] = kernels.size();
@@ -300,6 +321,15 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
         out["warnings"] = trace.warnings();
         fmt::print("{}\n", out.dump(2));
         return 0;
+    }
+    if (range.bounded()) {
+        const auto [first, last] = trace.timeRange();
+        const auto from = std::max(range.start, first);
+        const auto to = std::min(range.end, last);
+        fmt::print("Range {} to {} after the trace's first event ({} of its {}): kernels that "
+                   "start in it; GPU time clipped to it\n\n",
+            ns(from - first), ns(to - first), ns(std::max<std::int64_t>(0, to - from)),
+            ns(last - first));
     }
     Table b({ "rank", "span", "compute", "communication", "memcpy/set", "idle", "comm overlap" },
         std::vector<Table::Align>(7, Table::Align::Right));
@@ -489,6 +519,9 @@ std::function<int()> setupTrace(CLI::App& app, const GlobalOptions& global)
     stats->add_option("--top", args->top, "kernels to list (-1: all)")->capture_default_str();
     stats->add_flag("--apply-alignment", args->applyAlignment,
         "shift ranks by the suggested clock offsets first");
+    stats->add_option("--range", args->range,
+        "START:END from the trace's first event (ns, or with a unit: 20us, 1.5ms, 2s; an end may "
+        "be empty): kernel statistics of slices starting in it and GPU time clipped to it");
     CLI::App* diff = app.add_subcommand(
         "diff", "compare two traces kernel by kernel (added, removed, slower, faster)");
     files(diff, "trace A and trace B");

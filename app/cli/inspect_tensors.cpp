@@ -2,9 +2,8 @@
 
 #include "base/file_util.h"
 #include "base/units.h"
-#include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/tensor_report.h"
+#include "checkpoint/checkpoint_report.h"
 #include "table.h"
 
 #include <fmt/format.h>
@@ -26,13 +25,12 @@ int runInspectTensors(const std::string& path, const GlobalOptions& global)
             fmt::print(stderr, "day0: error: {}\n", p.error.message);
         }
     }
-    auto checked = ck::checkAgainstConfig(*opened);
-    if (!checked) {
-        return reportError(checked.error());
+    const auto report = ck::reportTensors(*opened);
+    if (!report) {
+        return reportError(report.error());
     }
-    const auto report = checked->has_value() ? std::move(**checked) : ck::listTensors(*opened);
     if (global.json) {
-        auto json = report.toJson();
+        auto json = report->toJson();
         json["path"] = path;
         if (const auto* g = opened->gguf()) {
             json["gguf"] = { { "version", g->version },
@@ -49,28 +47,28 @@ int runInspectTensors(const std::string& path, const GlobalOptions& global)
                 g->metadata.size());
         }
         std::vector<std::string> header { "tensor", "dtype", "shape", "file", "bytes" };
-        if (report.checked) {
+        if (report->checked) {
             header.push_back("status");
         }
         Table table(header,
             { Table::Align::Left, Table::Align::Left, Table::Align::Left, Table::Align::Left,
                 Table::Align::Right, Table::Align::Left });
-        for (const auto& r : report.rows) {
+        for (const auto& r : report->rows) {
             std::vector<std::string> row { r.name, r.dtype, ck::formatShape(r.shape), r.file,
                 formatBytes(Bytes(std::int64_t(r.bytes))) };
-            if (report.checked) {
+            if (report->checked) {
                 row.push_back(std::string(ck::tensorStatusName(r.status)));
             }
             table.addRow(std::move(row));
         }
         fmt::print("{}", table.render());
-        fmt::print("{} tensors, {} ({})\n", report.rows.size(),
-            formatBytes(Bytes(std::int64_t(report.bytes))), report.format);
+        fmt::print("{} tensors, {} ({})\n", report->rows.size(),
+            formatBytes(Bytes(std::int64_t(report->bytes))), report->format);
     }
     if (opened->hasErrors()) {
         return 2;
     }
-    return report.checked && !report.ok() ? 1 : 0;
+    return report->checked && !report->ok() ? 1 : 0;
 }
 
 } // namespace day0::cli

@@ -81,8 +81,11 @@ int main(int argc, char** argv)
     const QCommandLineOption compareOption(QStringLiteral("compare-trace"),
         QStringLiteral("Stack a second trace below the first for comparison; repeatable."),
         QStringLiteral("file"));
+    const QCommandLineOption checkpointOption(QStringLiteral("checkpoint"),
+        QStringLiteral("Open a checkpoint (folder, .safetensors or .gguf) in the model panel."),
+        QStringLiteral("path"));
     parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption,
-        planOption, storeOption, noRecordOption, traceOption, compareOption });
+        planOption, storeOption, noRecordOption, traceOption, compareOption, checkpointOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
@@ -148,6 +151,9 @@ int main(int argc, char** argv)
     }
     if (parser.isSet(compareOption)) {
         session.requestTraceOpen(parser.values(compareOption), Session::TraceSlot::Comparison);
+    }
+    if (parser.isSet(checkpointOption)) {
+        session.requestCheckpointOpen(parser.value(checkpointOption));
     }
 
     if (screenshot) {

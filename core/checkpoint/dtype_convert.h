@@ -44,8 +44,9 @@ std::uint32_t roundDoubleTo(double x, DType to);
 bool canConvert(DType from, DType to);
 
 /// Converts `count` elements from `src` (type `from`) to `dst` (type `to`). Buffers need no
-/// alignment and must hold count × element size bytes. Thread-safe; large inputs are the
-/// caller's to split across threads.
+/// alignment and must hold count × element size bytes. Thread-safe. BF16 → F32 (the loading
+/// path) is vectorised and, for large inputs, split over several threads; other pairs run on
+/// the calling thread, so large inputs are the caller's to split.
 Result<void> convertElements(std::span<const std::byte> src, DType from, std::span<std::byte> dst,
     DType to, std::size_t count);
 

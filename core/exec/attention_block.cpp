@@ -64,8 +64,8 @@ void Forward<T>::attentionBlock(
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if (m_spec.layers[std::size_t(layer)].rope) {
-        applyRope<T>(q.data(), n, m_spec.numHeads, d, m_positions, m_rope);
-        applyRope<T>(k.data(), n, m_spec.numKvHeads, d, m_positions, m_rope);
+        applyRope<T>(q.data(), n, m_spec.numHeads, d, m_positions, m_rope, m_positions3);
+        applyRope<T>(k.data(), n, m_spec.numKvHeads, d, m_positions, m_rope, m_positions3);
         roundAct(q.data(), n * qDim, mode);
         roundAct(k.data(), n * kvDim, mode);
     }

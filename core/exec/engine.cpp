@@ -1,6 +1,8 @@
 #include "exec/engine.h"
 
 #include "exec/forward.h"
+#include "exec/layout_weights.h"
+#include "exec/vision_input.h"
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
 
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <variant>
 
 namespace day0::exec {
@@ -230,15 +233,17 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
     const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
-    if (spec.vision) {
-        out.push_back(
-            fmt::format("vision tower of {} (patch embedding, ViT blocks, patch merger)", family));
+    if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
+        && spec.vision->kind != "qwen2_5_vl") {
+        out.push_back(fmt::format("vision tower of {} ({}: patch embedding, ViT blocks, patch "
+                                  "merger; the engine implements the Qwen2/2.5/3-VL towers)",
+            family, spec.vision->kind));
     }
     if (spec.family == model::Family::Llama4) {
         out.push_back(
             fmt::format("Llama-4 text tower of {} (chunked attention, NoPE layers)", family));
     }
-    if (spec.moe && spec.moe->packedExperts) {
+    if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
     if (spec.mla.indexerHeads > 0) {
@@ -260,9 +265,12 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     return out;
 }
 
-Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& weights, bool fp64,
-    Progress& progress, std::stop_token stop)
+Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& checkpoint,
+    bool fp64, Progress& progress, std::stop_token stop)
 {
+    const detail::LayoutWeights mapped(checkpoint, spec);
+    const WeightSource& weights
+        = detail::needsLayoutMapping(spec) ? static_cast<const WeightSource&>(mapped) : checkpoint;
     const auto missing = unsupportedFeatures(spec);
     if (!missing.empty()) {
         return Error::unsupported(
@@ -316,6 +324,25 @@ Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std
     if (options.precision.isF64() != m_impl->fp64) {
         return Error::internal(fmt::format("a {} run needs an engine loaded in {}",
             precisionName(options.precision.base), options.precision.isF64() ? "fp64" : "fp32"));
+    }
+    if (options.image && m_impl->spec.vision) {
+        // One image-pad token in the prompt stands for the whole image: expand it first, so
+        // that teacher forcing, inject mode and the dump all see the real sequence.
+        auto patches = detail::patchify(options.image->image, *m_impl->spec.vision);
+        if (!patches) {
+            return patches.error();
+        }
+        const std::int64_t merge = m_impl->spec.vision->spatialMergeSize;
+        auto layout = detail::mropeLayout(options.promptIds, options.image->imageTokenId,
+            patches->gridH / merge, patches->gridW / merge);
+        if (!layout) {
+            return layout.error();
+        }
+        if (layout->ids.size() != options.promptIds.size()) {
+            RunOptions expanded = options;
+            expanded.promptIds = layout->ids;
+            return run(expanded, progress, stop);
+        }
     }
     return m_impl->fp64 ? m_impl->run<double>(options, progress, stop)
                         : m_impl->run<float>(options, progress, stop);
@@ -389,16 +416,52 @@ Result<RunResult> Engine::Impl::run(
                 "inject mode: the prompt differs from the reference dump's input ids");
         }
     }
-    detail::Forward<T> forward(spec, weights, options.precision, capacity);
-    DAY0_TRY(forward.init());
     CaptureTaps<T> taps(options.capture, options.injectFrom, options.precision);
     RunResult result;
     std::vector<std::int64_t> fed = options.promptIds;
+    auto forward = std::make_unique<detail::Forward<T>>(spec, weights, options.precision, capacity);
+    DAY0_TRY(forward->init());
     progress.setTotal(options.newTokens);
     progress.setStage("prefill");
     const auto t0 = std::chrono::steady_clock::now();
     taps.beginStep(0);
-    auto logits = forward.step(options.promptIds, 0, taps, stop);
+    detail::VisionFeatures<T> vision;
+    detail::MultimodalStep<T> mm;
+    std::int64_t positionDelta = 0;
+    if (options.image) {
+        if (!spec.vision) {
+            return Error::badInput(
+                fmt::format("{} has no vision tower; --image needs a vision-language model",
+                    spec.name.empty() ? spec.modelType : spec.name));
+        }
+        auto patches = detail::patchify(options.image->image, *spec.vision);
+        if (!patches) {
+            return patches.error();
+        }
+        const std::int64_t merge = spec.vision->spatialMergeSize;
+        auto layout = detail::mropeLayout(options.promptIds, options.image->imageTokenId,
+            patches->gridH / merge, patches->gridW / merge);
+        if (!layout) {
+            return layout.error();
+        }
+        if (std::int64_t(layout->ids.size()) != prompt) {
+            return Error::internal("the image-pad token was not expanded before the run");
+        }
+        progress.setStage("vision tower");
+        auto features
+            = forward->visionTower(patches->values, patches->gridH, patches->gridW, taps, stop);
+        if (!features) {
+            return features.error();
+        }
+        vision = std::move(*features);
+        mm.vision = &vision;
+        mm.imageRows = layout->imageRows;
+        mm.positions3 = layout->positions3;
+        positionDelta = layout->delta;
+        progress.setStage("prefill");
+    }
+    const std::vector<std::int64_t> promptIds = fed;
+    auto logits = forward->step(promptIds, 0, taps, stop, options.image ? &mm : nullptr);
     if (!logits) {
         return logits.error();
     }
@@ -410,6 +473,7 @@ Result<RunResult> Engine::Impl::run(
     };
     result.generated.push_back(pick(*logits));
     progress.advance();
+    forward->setPositionDelta(positionDelta);
     for (std::int64_t s = 1; s < options.newTokens; ++s) {
         if (stop.stop_requested()) {
             return Error::cancelled();
@@ -420,7 +484,7 @@ Result<RunResult> Engine::Impl::run(
         fed.push_back(token);
         taps.beginStep(std::int64_t(fed.size()) - 1);
         const std::int64_t one[] = { token };
-        auto next = forward.step(one, std::int64_t(fed.size()) - 1, taps, stop);
+        auto next = forward->step(one, std::int64_t(fed.size()) - 1, taps, stop);
         if (!next) {
             return next.error();
         }
@@ -439,7 +503,7 @@ Result<RunResult> Engine::Impl::run(
     info.backend = "day0-cpu";
     info.mode = options.injectFrom != nullptr ? "inject" : "propagate";
     info.inputIds = fed;
-    info.promptLength = prompt;
+    info.promptLength = std::int64_t(promptIds.size());
     info.generatedIds = result.generated;
     info.numLayers = spec.numLayers;
     info.extra["precision_plan"] = options.precision.describe();
@@ -450,3 +514,14 @@ Result<RunResult> Engine::Impl::run(
 }
 
 } // namespace day0::exec
+
+namespace day0::exec::detail {
+
+// Exposed for the sharded executor (parallel_weights.cpp), which slices what this reads.
+Result<numerics::Tensor> loadForwardWeight(const WeightSource& source,
+    const WeightRequirement& req, const model::ModelSpec& spec, DType compute, bool& exactFp8)
+{
+    return loadWeight(source, req, spec, compute, exactFp8);
+}
+
+} // namespace day0::exec::detail

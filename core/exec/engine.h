@@ -8,7 +8,9 @@
 #include "numerics/dump.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -24,6 +26,30 @@ struct CaptureOptions {
     bool statsOnly = false; ///< keep statistics only (the logits are always stored)
 };
 
+/// An 8-bit RGB image, row-major (height × width × 3), for vision-language models.
+struct Image {
+    std::int64_t height = 0;
+    std::int64_t width = 0;
+    std::vector<std::uint8_t> rgb;
+};
+
+/// An image and the id of the image-pad token whose positions in the prompt receive its
+/// embeddings (config.json `image_token_id`).
+struct ImageInput {
+    Image image;
+    std::int64_t imageTokenId = -1;
+};
+
+/// Reads a binary PPM (P6, maxval 255); errors name the file and what is wrong.
+Result<Image> readPpm(const std::filesystem::path& path);
+
+/// A deterministic test pattern (gradients and a checkerboard) of the given size.
+Image syntheticImage(std::int64_t height, std::int64_t width);
+
+/// `spec` is "synthetic:HxW" or a PPM file; the image-pad id comes from the checkpoint's
+/// config.json (`image_token_id`). Errors name the file or the spec.
+Result<ImageInput> loadImageInput(const std::filesystem::path& checkpoint, const std::string& spec);
+
 /// What to run: a prompt, greedy decode steps, a precision plan and captures.
 struct RunOptions {
     PrecisionPlan precision;
@@ -37,6 +63,11 @@ struct RunOptions {
     /// reference dump (which must hold full "model.embed_tokens", "model.layers.N" and
     /// "model.norm" captures for the same tokens), so each one's own error is measured.
     const numerics::Dump* injectFrom = nullptr;
+    /// Vision-language models: the image whose merged patch embeddings replace the prompt's
+    /// image-pad tokens (one pad token is expanded to the image's token count) and whose grid
+    /// drives the M-RoPE positions. Its sides must be multiples of patch × merge size (no
+    /// resizing is done).
+    std::optional<ImageInput> image;
 };
 
 /// What a run produced.

@@ -105,6 +105,10 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     }
     add("model.norm.weight", { h });
     w.push_back({ "lm_head.weight", { spec.vocabSize, h }, spec.tieEmbeddings });
+    if (spec.vision) {
+        const auto vision = visionWeights(spec);
+        w.insert(w.end(), vision.begin(), vision.end());
+    }
     return w;
 }
 
@@ -133,6 +137,9 @@ template <typename T> Result<void> Forward<T>::init()
         return rope.error();
     }
     m_rope = std::move(*rope);
+    if (m_spec.family == model::Family::Qwen3Vl || m_spec.family == model::Family::Qwen3VlMoe) {
+        setInterleavedMrope(m_rope, m_spec.ropeScaling.mropeSection);
+    }
     if (mla) {
         m_attentionScale
             = 1.0 / std::sqrt(double(m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim));
@@ -253,8 +260,8 @@ void Forward<T>::rmsNormOp(
 }
 
 template <typename T>
-Result<std::vector<T>> Forward<T>::step(
-    std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop)
+Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::int64_t start,
+    Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm)
 {
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
@@ -262,11 +269,41 @@ Result<std::vector<T>> Forward<T>::step(
         return Error::internal(
             fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
     }
+    std::vector<T> hidden(std::size_t(n * h));
     m_positions.resize(std::size_t(n));
     for (std::int64_t i = 0; i < n; ++i) {
-        m_positions[std::size_t(i)] = start + i;
+        m_positions[std::size_t(i)] = start + i + m_positionDelta;
     }
-    std::vector<T> hidden(std::size_t(n * h));
+    m_positions3.clear();
+    const VisionFeatures<T>* vision = nullptr;
+    if (mm != nullptr) {
+        if (mm->positions3.size() != std::size_t(3 * n)) {
+            return Error::internal(
+                fmt::format("M-RoPE positions: {} values for {} tokens", mm->positions3.size(), n));
+        }
+        m_positions3 = mm->positions3;
+        vision = mm->vision;
+        if (vision != nullptr && std::int64_t(mm->imageRows.size()) != vision->tokens) {
+            return Error::internal(fmt::format(
+                "{} image rows for {} image tokens", mm->imageRows.size(), vision->tokens));
+        }
+    }
+    // Adds `rows` × h values of `src` to (or, with replace, writes them into) the image rows.
+    const auto scatterImage = [&](std::vector<T>& dst, const std::vector<T>& src, bool replace) {
+        for (std::size_t k = 0; k < mm->imageRows.size(); ++k) {
+            T* row = dst.data() + mm->imageRows[k] * h;
+            const T* from = src.data() + std::int64_t(k) * h;
+            for (std::int64_t j = 0; j < h; ++j) {
+                row[j] = replace ? from[j] : row[j] + from[j];
+            }
+        }
+    };
+    // Qwen3-VL deepstack: the features of deepstack merger l join after decoder layer l.
+    const auto deepstackAfter = [&](int layer) {
+        if (vision != nullptr && std::size_t(layer) < vision->deepstack.size()) {
+            scatterImage(hidden, vision->deepstack[std::size_t(layer)], false);
+        }
+    };
     std::vector<T> x(std::size_t(n * h));
     std::vector<T> branch(std::size_t(n * h));
     DAY0_TRY(
@@ -280,6 +317,11 @@ Result<std::vector<T>> Forward<T>::step(
         const LayerNames names = layerNames(m_spec, l);
         taps.inject(l == 0 ? "model.embed_tokens" : fmt::format("model.layers.{}", l - 1),
             hidden.data(), n, h);
+        if (l == 0 && vision != nullptr) {
+            scatterImage(hidden, vision->embeds, true);
+        } else if (l > 0) {
+            deepstackAfter(l - 1);
+        }
         taps.record(names.prefix + "#in0", hidden.data(), { n, h });
         const PrecisionMode residualMode = m_plan.modeFor(OpKind::DecoderLayer, l);
 
@@ -310,6 +352,7 @@ Result<std::vector<T>> Forward<T>::step(
     }
     if (m_spec.numLayers > 0) {
         taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);
+        deepstackAfter(int(m_spec.numLayers) - 1);
     }
     rmsNormOp("model.norm", hidden.data(), x.data(), n, h, -1);
     taps.record("model.norm", x.data(), { n, h });

@@ -73,6 +73,23 @@ struct WeightTable {
     std::set<std::string> exactFp8;
 };
 
+/// The vision tower's output for one image.
+template <typename T> struct VisionFeatures {
+    std::vector<T> embeds; ///< [tokens, text hidden]: replaces the image-pad embeddings
+    std::vector<std::vector<T>> deepstack; ///< Qwen3-VL: added after decoder layers 0, 1, ...
+    std::int64_t tokens = 0;
+};
+
+/// Multimodal inputs of a prefill step: image features at the image-pad rows, M-RoPE positions.
+template <typename T> struct MultimodalStep {
+    const VisionFeatures<T>* vision = nullptr;
+    std::vector<std::int64_t> imageRows; ///< rows of the step that hold image tokens, in order
+    std::vector<std::int64_t> positions3; ///< [3, n] (t, h, w) positions
+};
+
+/// The vision tower's weights, by checkpoint name (Qwen3-VL layout), with shapes.
+std::vector<WeightRequirement> visionWeights(const model::ModelSpec& spec);
+
 /// The forward pass with a KV cache for up to `capacity` tokens.
 template <typename T> class Forward {
 public:
@@ -83,8 +100,18 @@ public:
     Result<void> init();
 
     /// Runs `ids` at positions [start, start + ids.size()); returns the logits [n, vocab].
-    Result<std::vector<T>> step(
-        std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
+    /// `mm` (prefill of a vision-language prompt) supplies image features and M-RoPE positions.
+    Result<std::vector<T>> step(std::span<const std::int64_t> ids, std::int64_t start,
+        Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm = nullptr);
+
+    /// M-RoPE decode steps: the token at row i is rotated at position i + delta.
+    void setPositionDelta(std::int64_t delta) { m_positionDelta = delta; }
+
+    /// Runs the vision tower (Qwen3-VL: patch embedding, interpolated learned positions, ViT
+    /// blocks with 2-D RoPE, patch merger, deepstack mergers) over `patches` [gridH × gridW,
+    /// patch width] (one frame), capturing `<visionPrefix>.*` anchors.
+    Result<VisionFeatures<T>> visionTower(std::span<const double> patches, std::int64_t gridH,
+        std::int64_t gridW, Taps<T>& taps, std::stop_token stop);
 
 private:
     struct Cache {
@@ -112,6 +139,12 @@ private:
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
         Taps<T>& taps);
     void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    void layerNormOp(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim,
+        int layer, double eps);
+    void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
+        std::span<const std::int64_t> cols, Taps<T>& taps);
+    void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
+        int layer, std::vector<T>& out, Taps<T>& taps);
 
     const model::ModelSpec& m_spec;
     const WeightTable& m_weights;
@@ -121,6 +154,9 @@ private:
     double m_attentionScale = 1.0;
     std::vector<Cache> m_caches;
     std::vector<std::int64_t> m_positions; ///< positions of the current step
+    std::vector<std::int64_t> m_positions3; ///< M-RoPE (t, h, w) positions of a prefill, or empty
+    std::int64_t m_positionDelta = 0;
+    Rope m_visionRope;
     Activation m_activation = Activation::Silu;
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights

@@ -67,6 +67,30 @@ public:
 
     PrecisionMode mode(OpKind kind) const { return m_options.target.modeFor(kind, 0); }
 
+    /// True when the target of `op` is computed by the backend under test.
+    bool onBackend(BackendOp op) const
+    {
+        return m_options.backend != nullptr && m_options.backend->supports(op);
+    }
+
+    /// The row's implementation text: the backend's, or the CPU's with the fallback named.
+    std::string implementation(BackendOp op, const std::string& cpu) const
+    {
+        if (m_options.backend == nullptr) {
+            return cpu;
+        }
+        return onBackend(op) ? m_options.backend->implementation(op) : "fallback: day0-cpu";
+    }
+
+    /// Keeps the first backend failure; runOpCheck reports it after the step.
+    void keep(Result<void> status)
+    {
+        if (!status && m_status) {
+            m_status = std::move(status);
+        }
+    }
+    Result<void> status() const { return m_status; }
+
     void embedding()
     {
         const std::int64_t h = m_spec.hiddenSize;
@@ -82,9 +106,15 @@ public:
         auto tableF = toFloat(table);
         roundActivations(tableF, mode(OpKind::Embedding));
         std::vector<float> tgt(ref.size());
-        (void)exec::embedding<float>(ids, tableF.data(), vocab, h, tgt.data());
+        if (onBackend(BackendOp::Embedding)) {
+            keep(m_options.backend->embedding(
+                ids, tableF.data(), vocab, h, tgt.data(), mode(OpKind::Embedding)));
+        } else {
+            (void)exec::embedding<float>(ids, tableF.data(), vocab, h, tgt.data());
+        }
         add("embedding", fmt::format("{} ids of [{}, {}]", ids.size(), m_spec.vocabSize, h),
-            OpKind::Embedding, mode(OpKind::Embedding), "native", ref, tgt);
+            OpKind::Embedding, mode(OpKind::Embedding),
+            implementation(BackendOp::Embedding, "native"), ref, tgt);
     }
 
     void rmsNormOp(const std::string& name, std::int64_t rows, std::int64_t dim,
@@ -97,10 +127,40 @@ public:
         const auto xf = toFloat(x);
         const auto wf = toFloat(w);
         std::vector<float> tgt(x.size());
-        emulatedRmsNorm(
-            xf.data(), wf.data(), tgt.data(), rows, dim, m_spec.normEps, mode(OpKind::Norm));
+        if (onBackend(BackendOp::RmsNorm)) {
+            keep(m_options.backend->rmsNorm(xf.data(), nullptr, wf.data(), tgt.data(), nullptr,
+                rows, dim, m_spec.normEps, mode(OpKind::Norm)));
+        } else {
+            emulatedRmsNorm(
+                xf.data(), wf.data(), tgt.data(), rows, dim, m_spec.normEps, mode(OpKind::Norm));
+        }
         add(name, fmt::format("[{}, {}]", rows, dim), OpKind::Norm, mode(OpKind::Norm),
-            implementation, ref, tgt);
+            this->implementation(BackendOp::RmsNorm, implementation), ref, tgt);
+    }
+
+    /// The decoder layer's fused "residual add + RMSNorm" (only with a backend under test: the
+    /// CPU reference composes it of add and rms_norm).
+    void rmsNormResidualOp(std::int64_t rows, std::int64_t dim)
+    {
+        const auto x = random(rows * dim);
+        const auto res = random(rows * dim);
+        const auto w = random(dim, 0.1, 1.0);
+        std::vector<double> sum = x;
+        addInPlace<double>(sum.data(), res.data(), rows * dim);
+        std::vector<double> ref(x.size());
+        rmsNorm<double>(sum.data(), w.data(), ref.data(), rows, dim, m_spec.normEps);
+        auto xf = toFloat(x);
+        auto rf = toFloat(res);
+        roundActivations(xf, mode(OpKind::Norm));
+        roundActivations(rf, mode(OpKind::Norm));
+        const auto wf = toFloat(w);
+        std::vector<float> tgt(x.size());
+        std::vector<float> resOut(x.size());
+        Backend* b = onBackend(BackendOp::RmsNormResidual) ? m_options.backend : m_cpu.get();
+        keep(b->rmsNorm(xf.data(), rf.data(), wf.data(), tgt.data(), resOut.data(), rows, dim,
+            m_spec.normEps, mode(OpKind::Norm)));
+        add("rms_norm + residual add", fmt::format("[{}, {}]", rows, dim), OpKind::Norm,
+            mode(OpKind::Norm), implementation(BackendOp::RmsNormResidual, "native"), ref, tgt);
     }
 
     void linearOp(const std::string& name, std::int64_t in, std::int64_t out, OpKind kind)
@@ -116,14 +176,20 @@ public:
         roundGemmInput(wf, outs, in, m, m_options.target.fp8Scaling, true);
         const auto xf = toFloat(x);
         std::vector<float> tgt(ref.size());
-        emulatedLinear(
-            xf.data(), wf.data(), nullptr, tgt.data(), t, in, outs, m, m_options.target.fp8Scaling);
+        if (onBackend(BackendOp::Linear)) {
+            keep(m_options.backend->linear(
+                xf.data(), wf.data(), tgt.data(), t, in, outs, m, m_options.target.fp8Scaling));
+        } else {
+            emulatedLinear(xf.data(), wf.data(), nullptr, tgt.data(), t, in, outs, m,
+                m_options.target.fp8Scaling);
+        }
         const std::string capped = outs < out ? fmt::format(" ({} of {} outputs)", outs, out) : "";
         add("linear " + name, fmt::format("[{}, {}] · [{}, {}]ᵀ{}", t, in, out, in, capped), kind,
-            m, "native (OpenBLAS GEMM)", ref, tgt);
+            m, implementation(BackendOp::Linear, "native (OpenBLAS GEMM)"), ref, tgt);
     }
 
-    void rope(const Rope& table, std::int64_t heads, std::int64_t dim)
+    void rope(const Rope& table, std::int64_t heads, std::int64_t dim, std::string label = {},
+        bool multi = false)
     {
         const std::int64_t t = m_options.tokens;
         // Late positions exercise the scaled (low) frequencies of llama3/YaRN.
@@ -136,18 +202,36 @@ public:
         auto ref = random(t * heads * dim);
         auto tgt = toFloat(ref);
         roundActivations(tgt, mode(OpKind::Attention));
-        applyRope<double>(ref.data(), t, heads, dim, positions, table);
-        applyRope<float>(tgt.data(), t, heads, dim, positions, table);
+        // M-RoPE / 2-D rotary: distinct (t, h, w) components, as image tokens have.
+        std::vector<std::int64_t> positions3;
+        if (multi) {
+            for (int c = 0; c < 3; ++c) {
+                for (std::int64_t i = 0; i < t; ++i) {
+                    positions3.push_back(c == 0 ? first + i : first + (c == 1 ? i / 4 : i % 4));
+                }
+            }
+        }
+        applyRope<double>(ref.data(), t, heads, dim, positions, table, positions3);
+        if (onBackend(BackendOp::Rope)) {
+            keep(m_options.backend->rope(
+                tgt.data(), t, heads, dim, positions, table, positions3, mode(OpKind::Attention)));
+        } else {
+            applyRope<float>(tgt.data(), t, heads, dim, positions, table, positions3);
+        }
         roundActivations(tgt, mode(OpKind::Attention));
-        add(fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
-                table.layout == RopeLayout::Interleaved ? "interleaved pairs" : "rotate-half"),
+        if (label.empty()) {
+            label = fmt::format("rope ({}, {})", m_spec.ropeScaling.type,
+                table.layout == RopeLayout::Interleaved ? "interleaved pairs" : "rotate-half");
+        }
+        add(label,
             fmt::format("[{}, {}, {}] at positions {}..{}", t, heads, dim, first, first + t - 1),
-            OpKind::Attention, mode(OpKind::Attention), "native", ref, tgt);
+            OpKind::Attention, mode(OpKind::Attention), implementation(BackendOp::Rope, "native"),
+            ref, tgt);
     }
 
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
-        const std::string& implementation)
+        const std::string& implementation, bool causal = true)
     {
         const std::int64_t t = m_options.tokens;
         const auto q = random(t * heads * headDim);
@@ -161,6 +245,7 @@ public:
         s.headDim = headDim;
         s.valueDim = valueDim;
         s.scale = scale;
+        s.causal = causal;
         std::vector<double> ref(static_cast<std::size_t>(t * heads * valueDim));
         attention<double>(q.data(), k.data(), v.data(), ref.data(), s);
         const PrecisionMode m = mode(OpKind::Attention);
@@ -170,22 +255,28 @@ public:
         for (auto* buf : { &qf, &kf, &vf }) {
             roundActivations(*buf, m);
         }
-        AttentionRounding<float> rounding;
-        if (isEmulated(m)) {
-            rounding = [m](float* p, std::int64_t count) {
-                roundActivations({ p, std::size_t(count) }, m);
-            };
-        }
         std::vector<float> tgt(ref.size());
-        attention<float>(qf.data(), kf.data(), vf.data(), tgt.data(), s, rounding, rounding);
+        const BackendOp op
+            = headDim != valueDim ? BackendOp::AttentionMla : BackendOp::AttentionPrefill;
+        if (onBackend(op)) {
+            keep(m_options.backend->attention(qf.data(), kf.data(), vf.data(), tgt.data(), s, m));
+        } else {
+            AttentionRounding<float> rounding;
+            if (isEmulated(m)) {
+                rounding = [m](float* p, std::int64_t count) {
+                    roundActivations({ p, std::size_t(count) }, m);
+                };
+            }
+            attention<float>(qf.data(), kf.data(), vf.data(), tgt.data(), s, rounding, rounding);
+        }
         roundActivations(tgt, m);
         add(name,
             fmt::format("q [{}, {}, {}], kv [{}, {}, {}|{}]", t, heads, headDim, t, kvHeads,
                 headDim, valueDim),
-            OpKind::Attention, m, implementation, ref, tgt);
+            OpKind::Attention, m, this->implementation(op, implementation), ref, tgt);
     }
 
-    void gatedActivation(std::int64_t inter, Activation act)
+    void gatedActivation(std::int64_t inter, Activation act, std::string name = {})
     {
         const std::int64_t n = m_options.tokens * inter;
         const auto g = random(n);
@@ -196,10 +287,49 @@ public:
         auto uf = toFloat(u);
         roundActivations(gf, mode(OpKind::Mlp));
         roundActivations(uf, mode(OpKind::Mlp));
-        emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
-        add(fmt::format("gated activation ({})", m_spec.hiddenAct),
+        if (onBackend(BackendOp::GatedActivation)) {
+            keep(m_options.backend->gatedActivation(
+                gf.data(), uf.data(), n, act, mode(OpKind::Mlp)));
+        } else {
+            emulatedGatedActivation(gf.data(), uf.data(), n, act, mode(OpKind::Mlp));
+        }
+        add(name.empty() ? fmt::format("gated activation ({})", m_spec.hiddenAct) : name,
             fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
-            "native", ref, gf);
+            implementation(BackendOp::GatedActivation, "native"), ref, gf);
+    }
+
+    void layerNormOp(const std::string& name, std::int64_t rows, std::int64_t dim, double eps)
+    {
+        const auto x = random(rows * dim);
+        const auto w = random(dim, 0.1, 1.0);
+        const auto b = random(dim, 0.1);
+        std::vector<double> ref(x.size());
+        layerNorm<double>(x.data(), w.data(), b.data(), ref.data(), rows, dim, eps);
+        const PrecisionMode m = mode(OpKind::Norm);
+        auto xf = toFloat(x);
+        auto wf = toFloat(w);
+        auto bf = toFloat(b);
+        for (auto* buf : { &xf, &wf, &bf }) {
+            roundActivations(*buf, m);
+        }
+        std::vector<float> tgt(x.size());
+        layerNorm<float>(xf.data(), wf.data(), bf.data(), tgt.data(), rows, dim, eps);
+        roundActivations(tgt, m);
+        add(name, fmt::format("[{}, {}]", rows, dim), OpKind::Norm, m, "native", ref, tgt);
+    }
+
+    void activationOp(std::int64_t width, Activation act, const std::string& name)
+    {
+        const std::int64_t n = m_options.tokens * width;
+        std::vector<double> ref = random(n);
+        auto tgt = toFloat(ref);
+        const PrecisionMode m = mode(OpKind::Mlp);
+        roundActivations(tgt, m);
+        activate<double>(ref.data(), n, act);
+        activate<float>(tgt.data(), n, act);
+        roundActivations(tgt, m);
+        add(name, fmt::format("[{}, {}]", m_options.tokens, width), OpKind::Mlp, m, "native", ref,
+            tgt);
     }
 
     void router(const std::string& name)
@@ -231,10 +361,28 @@ public:
         roundGemmInput(wf, e, h, m, m_options.target.fp8Scaling, true);
         const auto xf = toFloat(x);
         std::vector<float> lf(logits.size());
-        emulatedLinear(
-            xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
-        const std::vector<double> ld(lf.begin(), lf.end());
-        const Routing tgt = route(ld.data(), t, config, bias.empty() ? nullptr : bias.data());
+        if (onBackend(BackendOp::Linear)) {
+            keep(m_options.backend->linear(
+                xf.data(), wf.data(), lf.data(), t, h, e, m, m_options.target.fp8Scaling));
+        } else {
+            emulatedLinear(
+                xf.data(), wf.data(), nullptr, lf.data(), t, h, e, m, m_options.target.fp8Scaling);
+        }
+        const BackendOp routeOp = sigmoid ? BackendOp::RouterSigmoid : BackendOp::RouterSoftmax;
+        Routing tgt;
+        if (onBackend(routeOp)) {
+            const std::vector<float> biasF(bias.begin(), bias.end());
+            auto r = m_options.backend->route(
+                lf.data(), t, config, biasF.empty() ? nullptr : biasF.data());
+            if (!r) {
+                keep(r.error());
+                return;
+            }
+            tgt = std::move(*r);
+        } else {
+            const std::vector<double> ld(lf.begin(), lf.end());
+            tgt = route(ld.data(), t, config, bias.empty() ? nullptr : bias.data());
+        }
         // Dense [tokens, experts] combine weights: a flipped expert shows as a large local error.
         std::vector<double> dr(static_cast<std::size_t>(t * e), 0.0);
         std::vector<float> dt(dr.size(), 0.0f);
@@ -252,7 +400,7 @@ public:
             same += a == b ? 1 : 0;
         }
         add(name, fmt::format("[{}, {}] · [{}, {}]ᵀ, top-{}", t, h, e, h, moe.topK), OpKind::Router,
-            m, "native", dr, dt);
+            m, implementation(routeOp, "native"), dr, dt);
         m_rows.back().expertAgreement = double(same) / double(t);
     }
 
@@ -263,6 +411,8 @@ private:
     const OpCheckOptions& m_options;
     std::mt19937 m_rng;
     std::vector<OpCheckRow> m_rows;
+    std::unique_ptr<Backend> m_cpu = makeCpuBackend();
+    Result<void> m_status = success();
 };
 
 /// The 2-D weights of the first dense layer, the first MoE layer (one expert) and the head, with
@@ -286,7 +436,16 @@ std::vector<std::pair<std::string, detail::WeightRequirement>> linearWeights(
         }
         std::string module = req.name.substr(0, req.name.size() - 7);
         const int layer = numerics::layerOfAnchor(module);
-        if (layer >= 0) {
+        if (!spec.layout.visionPrefix.empty() && module.starts_with(spec.layout.visionPrefix)) {
+            // the tower's first block, the merger and the first deepstack merger; the position
+            // table is interpolated, not multiplied
+            const bool otherDeepstack = module.find("deepstack_merger_list.") != std::string::npos
+                && module.find("deepstack_merger_list.0.") == std::string::npos;
+            if (layer > 0 || otherDeepstack || module.ends_with(".pos_embed")) {
+                continue;
+            }
+            module = "visual" + module.substr(spec.layout.visionPrefix.size());
+        } else if (layer >= 0) {
             if (layer != 0 && layer != firstMoe) {
                 continue;
             }
@@ -339,13 +498,22 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     Checker c(spec, options);
     const auto weights = linearWeights(spec);
     progress.setTotal(std::int64_t(weights.size()) + 7);
+    if (options.backend != nullptr) {
+        report.backend = options.backend->name();
+        report.device = options.backend->device();
+        report.coverage = backendCoverage(spec, *options.backend);
+    }
     const auto step = [&]() -> Result<void> {
+        DAY0_TRY(c.status());
         progress.advance();
         return stop.stop_requested() ? Result<void>(Error::cancelled()) : success();
     };
     c.embedding();
     DAY0_TRY(step());
     c.rmsNormOp("rms_norm", options.tokens, spec.hiddenSize, "native");
+    if (options.backend != nullptr) {
+        c.rmsNormResidualOp(options.tokens, spec.hiddenSize);
+    }
     DAY0_TRY(step());
     if (spec.qkNorm) {
         c.rmsNormOp("qk_norm (per head)", options.tokens * spec.numHeads, spec.headDim,
@@ -356,7 +524,16 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             module == "lm_head" ? OpKind::Logits : OpKind::Linear);
         DAY0_TRY(step());
     }
-    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim);
+    const bool qwen3Vl
+        = spec.family == model::Family::Qwen3Vl || spec.family == model::Family::Qwen3VlMoe;
+    if (qwen3Vl) {
+        setInterleavedMrope(*rope, spec.ropeScaling.mropeSection);
+    }
+    const bool mrope = !rope->pairComponent.empty();
+    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
+        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
+                : (mrope ? "rope (M-RoPE t/h/w sections)" : std::string()),
+        mrope);
     DAY0_TRY(step());
     if (mla) {
         const std::int64_t qk = spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim;
@@ -385,6 +562,41 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             "router ({}{})", kind, spec.moe->expertScoreBias ? ", e_score_correction_bias" : ""));
     }
     DAY0_TRY(step());
+    if (spec.vision && report.missing.empty()) {
+        const auto& v = *spec.vision;
+        const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);
+        if (v.kind == "qwen2_5_vl") {
+            c.rmsNormOp("vision rms_norm", options.tokens, v.hiddenSize, "native");
+        } else {
+            c.layerNormOp("vision layer_norm", options.tokens, v.hiddenSize, 1e-6);
+        }
+        Rope vrope;
+        vrope.rotaryDim = hd;
+        for (int part = 0; part < 2; ++part) {
+            for (std::int64_t i = 0; i < hd / 4; ++i) {
+                vrope.invFreq.push_back(1.0 / std::pow(10000.0, double(2 * i) / double(hd / 2)));
+                vrope.pairComponent.push_back(part);
+            }
+        }
+        c.rope(vrope, v.numHeads, hd, "vision rope (2-D rows/columns)", true);
+        c.attentionOp(v.numHeads, v.numHeads, hd, hd, 1.0 / std::sqrt(double(hd)),
+            v.kind == "qwen2_5_vl" ? "vision attention (full / per window)"
+                                   : "vision attention (full, per image)",
+            "native (GEMM per head, no mask)", false);
+        auto vact = parseActivation(v.hiddenAct);
+        if (!vact) {
+            return vact.error();
+        }
+        if (v.kind == "qwen2_5_vl") {
+            c.gatedActivation(v.intermediateSize, *vact,
+                fmt::format("vision gated activation ({})", v.hiddenAct));
+        } else {
+            c.activationOp(
+                v.intermediateSize, *vact, fmt::format("vision activation ({})", v.hiddenAct));
+        }
+        c.activationOp(v.hiddenSize * v.spatialMergeSize * v.spatialMergeSize, Activation::Gelu,
+            "merger activation (gelu, erf)");
+    }
     report.rows = c.take();
     for (const auto& r : report.rows) {
         report.passCount += r.verdict.status == numerics::VerdictStatus::Pass ? 1 : 0;
@@ -392,6 +604,16 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         report.failCount += r.verdict.status == numerics::VerdictStatus::Fail ? 1 : 0;
     }
     return report;
+}
+
+nlohmann::json coverageToJson(const std::vector<CoverageRow>& rows)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+        out.push_back({ { "op", std::string(backendOpName(r.op)) }, { "use", r.use },
+            { "native", r.native }, { "implementation", r.implementation } });
+    }
+    return out;
 }
 
 nlohmann::json opCheckToJson(const OpCheckReport& report)
@@ -416,7 +638,10 @@ nlohmann::json opCheckToJson(const OpCheckReport& report)
     }
     return { { "model", report.model }, { "precision", report.precision },
         { "table", report.table },
-        { "backends", { { { "name", report.backend }, { "missing", report.missing } } } },
+        { "backends",
+            { { { "name", report.backend }, { "device", report.device },
+                { "missing", report.missing },
+                { "coverage", coverageToJson(report.coverage) } } } },
         { "counts",
             { { "pass", report.passCount }, { "warn", report.warnCount },
                 { "fail", report.failCount } } },

@@ -2,6 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/backend.h"
 #include "exec/precision.h"
 #include "model/model_spec.h"
 #include "numerics/metrics.h"
@@ -26,6 +27,9 @@ struct OpCheckOptions {
     std::int64_t maxOutputs = 4096;
     std::uint32_t seed = 1;
     const numerics::ToleranceTable* table = nullptr; ///< required
+    /// The backend computing the target (null: the CPU reference). Operators it does not
+    /// implement run on the CPU reference and say so in their row.
+    Backend* backend = nullptr;
 };
 
 /// One operator of the model, run on random inputs with the model's shapes.
@@ -48,6 +52,8 @@ struct OpCheckReport {
     std::string backend = "day0-cpu";
     std::vector<OpCheckRow> rows;
     std::vector<std::string> missing; ///< operators the engine lacks for this model
+    std::string device; ///< the backend's device, in words
+    std::vector<CoverageRow> coverage; ///< native versus fallback on the backend
     int passCount = 0;
     int warnCount = 0;
     int failCount = 0;
@@ -57,6 +63,9 @@ struct OpCheckReport {
 /// fp64, and judges the difference against the table (own-error basis, analytic floors).
 Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOptions& options,
     Progress& progress, std::stop_token stop);
+
+/// The coverage rows as JSON: [{"op", "use", "native", "implementation"}].
+nlohmann::json coverageToJson(const std::vector<CoverageRow>& rows);
 
 /// The report as JSON (`day0 opcheck --json`).
 nlohmann::json opCheckToJson(const OpCheckReport& report);

@@ -41,6 +41,7 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     PrecisionRunResult result;
     RunOptions run;
     run.promptIds = options.promptIds;
+    run.image = options.image;
     run.newTokens = options.newTokens;
     run.capture = options.capture;
     if (options.reference) {

@@ -71,6 +71,21 @@ double applyYarn(
 
 } // namespace
 
+void setInterleavedMrope(Rope& rope, std::vector<std::int64_t> section)
+{
+    if (section.size() != 3) {
+        section = { 24, 20, 20 };
+    }
+    rope.pairComponent.assign(rope.invFreq.size(), 0);
+    for (std::size_t j = 0; j < rope.pairComponent.size(); ++j) {
+        if (j % 3 == 1 && std::int64_t(j) < 3 * section[1]) {
+            rope.pairComponent[j] = 1;
+        } else if (j % 3 == 2 && std::int64_t(j) < 3 * section[2]) {
+            rope.pairComponent[j] = 2;
+        }
+    }
+}
+
 double yarnMscale(double scale, double m)
 {
     return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;

@@ -27,6 +27,11 @@ struct Rope {
     std::vector<int> pairComponent;
 };
 
+/// Qwen3-VL's interleaved M-RoPE (HF apply_interleaved_mrope) on `rope`'s pairs: pair j takes
+/// the h position when j % 3 == 1 and j < 3·section[1], w when j % 3 == 2 and j < 3·section[2],
+/// else t. An empty `section` means transformers' default [24, 20, 20].
+void setInterleavedMrope(Rope& rope, std::vector<std::int64_t> section);
+
 /// The YaRN "mscale": 0.1·m·ln(s) + 1 for s > 1, else 1.
 double yarnMscale(double scale, double m);
 

@@ -1,5 +1,7 @@
 #include "exec/tokenizer.h"
 
+#include "exec/tokenizer_wpm.h"
+
 #include <fmt/format.h>
 #include <unicode/regex.h>
 #include <unicode/unistr.h>
@@ -438,6 +440,9 @@ Result<std::unique_ptr<Tokenizer>> makeTokenizer(TokenizerVocab vocab, std::stri
 {
     if (vocab.tokens.empty()) {
         return Error::badInput(origin + ": the vocabulary is empty");
+    }
+    if (vocab.model == TokenizerVocab::Model::Wpm) {
+        return detail::makeWordPieceTokenizer(std::move(vocab), std::move(origin));
     }
     auto t = std::make_unique<VocabTokenizer>(std::move(vocab), std::move(origin));
     DAY0_TRY(t->init());

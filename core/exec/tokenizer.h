@@ -17,6 +17,7 @@ struct TokenizerVocab {
     enum class Model {
         Bpe, ///< byte-level (GPT-2) or character BPE with merges
         Spm, ///< SentencePiece by scores (llama.cpp's SPM), byte fallback <0xXX>
+        Wpm, ///< BERT WordPiece (lower-cased, accents stripped, greedy longest match)
     };
     Model model = Model::Bpe;
     std::vector<std::string> tokens; ///< id -> token text (byte-level BPE: in its unicode form)
@@ -59,7 +60,7 @@ Result<std::unique_ptr<Tokenizer>> makeTokenizer(TokenizerVocab vocab, std::stri
 /// ByteLevel, Split, Metaspace and Sequences of them; added tokens; BOS from the post-processor).
 Result<TokenizerVocab> readHfTokenizer(const std::filesystem::path& tokenizerJson);
 
-/// Reads the tokenizer of a GGUF file (tokenizer.ggml.model "gpt2" or "llama"; the pre-tokenizer
+/// Reads the tokenizer of a GGUF file (tokenizer.ggml.model "gpt2", "llama" or "bert"; the pre-tokenizer
 /// from tokenizer.ggml.pre: default/gpt2, deepseek-llm, deepseek-coder, llama3, qwen2).
 Result<TokenizerVocab> readGgufTokenizer(const std::filesystem::path& gguf);
 

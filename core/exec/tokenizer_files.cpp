@@ -187,6 +187,21 @@ Result<TokenizerVocab> readGgufTokenizer(const std::filesystem::path& gguf)
         }
         return v;
     }
+    if (kind == "bert") {
+        v.model = TokenizerVocab::Model::Wpm;
+        v.byteLevel = false;
+        // HF's BERT adds [CLS] ... [SEP]; llama.cpp stores them as BOS / separator.
+        v.addBos = boolOr(*keys, "tokenizer.ggml.add_bos_token", true);
+        v.addEos = boolOr(*keys, "tokenizer.ggml.add_eos_token", false);
+        if (const auto cls = intOr(*keys, "tokenizer.ggml.cls_token_id", -1); cls >= 0) {
+            v.bos = cls;
+        }
+        if (const auto sep = intOr(*keys, "tokenizer.ggml.seperator_token_id", -1); sep >= 0) {
+            v.eos = sep;
+            v.addEos = true;
+        }
+        return v;
+    }
     if (kind == "gpt2") {
         v.model = TokenizerVocab::Model::Bpe;
         v.byteLevel = true;
@@ -215,9 +230,9 @@ Result<TokenizerVocab> readGgufTokenizer(const std::filesystem::path& gguf)
         v.addEos = boolOr(*keys, "tokenizer.ggml.add_eos_token", false);
         return v;
     }
-    return Error::unsupported(fmt::format(
-        "{}: tokenizer model '{}' is not implemented (llama = SentencePiece, gpt2 = BPE)", origin,
-        kind));
+    return Error::unsupported(fmt::format("{}: tokenizer model '{}' is not implemented (llama = "
+                                          "SentencePiece, gpt2 = BPE, bert = WordPiece)",
+        origin, kind));
 }
 
 Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::filesystem::path& path)

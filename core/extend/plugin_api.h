@@ -3,8 +3,10 @@
 // The binary interface between day0 and its plugins: every plugin shared library exports one C
 // function, `day0_plugin_descriptor`, returning a static descriptor. `create` returns a heap-held
 // `std::shared_ptr<Interface>*` of the interface named by `kind` (day0::comm::Communicator for
-// "communicator", ...), released with `destroy`. A plugin is built with the same compiler as the
-// apps, and `apiVersion` guards the layout.
+// "communicator", day0::exec::Backend for "backend", day0::profile::ProfilerCollector for
+// "profiler"), released with `destroy`. A backend's manifest lists the operators it runs natively
+// under "ops" (exec::backendOpName spellings), so coverage is known without loading it. A plugin is
+// built with the same compiler as the apps, and `apiVersion` guards the layout.
 
 #include <cstddef>
 

@@ -3,10 +3,11 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -105,6 +106,17 @@ void PluginRegistry::scan(const fs::path& folder, int depth)
                 }
             }
         }
+        if (json->contains("ops") && (*json)["ops"].is_array()) {
+            for (const auto& op : (*json)["ops"]) {
+                const auto parsed = op.is_string() ? exec::backendOpFromName(op.get<std::string>())
+                                                   : std::nullopt;
+                if (!parsed) {
+                    r.fail("ops", fmt::format("names an unknown operator {}", op.dump()));
+                    break;
+                }
+                info.ops.push_back(*parsed);
+            }
+        }
         if (!r.ok()) {
             m_warnings.push_back(r.error().message);
             continue;
@@ -200,6 +212,91 @@ Result<std::shared_ptr<comm::Communicator>> createCommunicator(
     comm::Communicator* raw = held->get();
     return std::shared_ptr<comm::Communicator>(
         raw, [loaded, held](comm::Communicator*) { loaded->descriptor().destroy(held); });
+}
+
+Result<std::shared_ptr<exec::Backend>> createBackend(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson)
+{
+    auto plugin = registry.load(name);
+    if (!plugin) {
+        return plugin.error();
+    }
+    auto loaded = *plugin;
+    if (std::string(loaded->descriptor().kind) != "backend") {
+        return Error::badInput(
+            fmt::format("plugin '{}' is a {}, not a backend", name, loaded->descriptor().kind));
+    }
+    char error[512] = {};
+    void* object = loaded->descriptor().create(optionsJson.c_str(), error, sizeof error);
+    if (!object) {
+        return Error::unsupported(
+            fmt::format("plugin '{}': {}", name, error[0] ? error : "could not create a backend"));
+    }
+    // For "backend" plugins `create` returns a heap-held std::shared_ptr<exec::Backend>.
+    auto* held = static_cast<std::shared_ptr<exec::Backend>*>(object);
+    exec::Backend* raw = held->get();
+    return std::shared_ptr<exec::Backend>(
+        raw, [loaded, held](exec::Backend*) { loaded->descriptor().destroy(held); });
+}
+
+Result<std::shared_ptr<ProfilerCollector>> createProfiler(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson)
+{
+    auto plugin = registry.load(name);
+    if (!plugin) {
+        return plugin.error();
+    }
+    auto loaded = *plugin;
+    if (std::string(loaded->descriptor().kind) != "profiler") {
+        return Error::badInput(
+            fmt::format("plugin '{}' is a {}, not a profiler", name, loaded->descriptor().kind));
+    }
+    char error[512] = {};
+    void* object = loaded->descriptor().create(optionsJson.c_str(), error, sizeof error);
+    if (!object) {
+        return Error::unsupported(
+            fmt::format("plugin '{}': {}", name, error[0] ? error : "could not create a profiler"));
+    }
+    // For "profiler" plugins `create` returns a heap-held std::shared_ptr<ProfilerCollector>.
+    auto* held = static_cast<std::shared_ptr<ProfilerCollector>*>(object);
+    ProfilerCollector* raw = held->get();
+    return std::shared_ptr<ProfilerCollector>(
+        raw, [loaded, held](ProfilerCollector*) { loaded->descriptor().destroy(held); });
+}
+
+Result<BackendChoice> chooseBackend(
+    const PluginRegistry& registry, const std::string& name, int device)
+{
+    BackendChoice choice;
+    if (name.empty() || name == "cpu" || name == "day0-cpu") {
+        choice.name = "day0-cpu";
+        choice.backend = exec::makeCpuBackend();
+        const auto ops = exec::allBackendOps();
+        choice.declaredOps.assign(ops.begin(), ops.end());
+        return choice;
+    }
+    const PluginInfo* info = registry.find(name);
+    if (info == nullptr || info->kind != "backend") {
+        std::string known = "cpu";
+        for (const auto& p : registry.plugins()) {
+            if (p.kind == "backend") {
+                known += ", " + p.name;
+            }
+        }
+        return Error::badInput(fmt::format("--backend {}: {} (available: {})", name,
+            info == nullptr ? "no such backend plugin is installed"
+                            : fmt::format("plugin '{}' is a {}, not a backend", name, info->kind),
+            known));
+    }
+    choice.name = info->name;
+    choice.declaredOps = info->ops;
+    auto backend = createBackend(registry, name, fmt::format("{{\"device\": {}}}", device));
+    if (backend) {
+        choice.backend = std::move(*backend);
+    } else {
+        choice.unavailable = backend.error();
+    }
+    return choice;
 }
 
 } // namespace day0::extend

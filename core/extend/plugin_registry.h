@@ -2,10 +2,13 @@
 
 #include "base/result.h"
 #include "comm/communicator.h"
+#include "exec/backend.h"
 #include "extend/plugin_api.h"
+#include "extend/profiler_collector.h"
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,8 @@ struct PluginInfo {
     std::string version;
     std::string description;
     std::vector<std::string> requiredLibraries; ///< runtime libraries it needs ("libmpi.so.40")
+    /// Backends: the operators it runs natively ("rms_norm", ...), known without loading it.
+    std::vector<exec::BackendOp> ops;
     std::filesystem::path library; ///< the shared library
     std::filesystem::path metadata; ///< its JSON file
 };
@@ -70,5 +75,32 @@ private:
 /// communicator keeps the plugin loaded.
 Result<std::shared_ptr<comm::Communicator>> createCommunicator(
     const PluginRegistry& registry, const std::string& name, const std::string& optionsJson = "{}");
+
+/// Loads the backend plugin `name` and creates its backend with JSON options (e.g.
+/// {"device": 0}). Errors name what is missing: the plugin, its runtime libraries, or a device
+/// ("no CUDA device: ..."). The backend keeps the plugin loaded.
+Result<std::shared_ptr<exec::Backend>> createBackend(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson = "{}");
+
+/// Loads the profiler plugin `name` (kind "profiler") and creates its collector with JSON
+/// options (e.g. {"rank": 0}). The collector keeps the plugin loaded.
+Result<std::shared_ptr<ProfilerCollector>> createProfiler(
+    const PluginRegistry& registry, const std::string& name, const std::string& optionsJson = "{}");
+
+/// A compute backend chosen by name: the CPU reference ("cpu", "day0-cpu") or a backend plugin.
+struct BackendChoice {
+    std::string name; ///< "day0-cpu", "cuda"
+    /// The operators the backend declares as native (a plugin's manifest "ops"); known even
+    /// when it cannot run here.
+    std::vector<exec::BackendOp> declaredOps;
+    std::shared_ptr<exec::Backend> backend; ///< null when it cannot run here
+    std::optional<Error> unavailable; ///< why not ("no CUDA device: ...")
+};
+
+/// Resolves `name`. Errors (BadInput) only for a name that is neither the CPU reference nor an
+/// installed backend plugin; a plugin that cannot load or finds no device comes back with
+/// `unavailable` set, so callers can still show its declared coverage.
+Result<BackendChoice> chooseBackend(
+    const PluginRegistry& registry, const std::string& name, int device = 0);
 
 } // namespace day0::extend

@@ -180,11 +180,11 @@ OpKind opKindForAnchor(std::string_view capture)
     }
     if (last.find("_proj") != std::string_view::npos || last == "qkv" || last == "proj"
         || last == "fc1" || last == "fc2" || last == "patch_embed" || last == "w1" || last == "w2"
-        || last == "w3") {
+        || last == "w3" || last.starts_with("linear_fc")) {
         return OpKind::Linear;
     }
     if (last == "mlp" || last == "shared_experts" || last == "shared_expert" || last == "merger"
-        || (isDigits(last) && previous == "experts")) {
+        || (isDigits(last) && (previous == "experts" || previous == "deepstack_merger_list"))) {
         return OpKind::Mlp;
     }
     if (last == "block_sparse_moe") {

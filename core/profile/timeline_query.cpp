@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 
 namespace day0::profile {
@@ -303,6 +304,62 @@ std::string_view shortSliceName(std::string_view name)
         }
     }
     return shortName;
+}
+
+std::pair<std::size_t, std::size_t> trackInstants(const Trace& trace, TrackId track)
+{
+    // Instants are stored sorted by (track, time): two binary searches on the track column.
+    auto firstAfter = [&trace](TrackId t, bool inclusive) {
+        std::size_t lo = 0;
+        std::size_t hi = trace.instantCount();
+        while (lo < hi) {
+            const std::size_t mid = lo + (hi - lo) / 2;
+            const TrackId m = trace.instantTrack(mid);
+            if (m < t || (inclusive && m == t)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    };
+    return { firstAfter(track, false), firstAfter(track, true) };
+}
+
+std::vector<InstantMark> markInstants(
+    const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1, int pixels)
+{
+    std::vector<InstantMark> out;
+    if (pixels <= 0 || t1 <= t0) {
+        return out;
+    }
+    const auto [begin, end] = trackInstants(trace, track);
+    auto firstAtOrAfter = [&trace](std::size_t lo, std::size_t hi, std::int64_t ts) {
+        while (lo < hi) {
+            const std::size_t mid = lo + (hi - lo) / 2;
+            if (trace.instantTime(mid) < ts) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    };
+    // Column of t: floor((t − t0) · pixels / span), exact in 128 bits; the next column starts at
+    // t0 + ceil((c + 1) · span / pixels). One binary search per marked column.
+    const auto span = __int128_t(t1) - t0;
+    std::size_t i = firstAtOrAfter(begin, end, t0);
+    while (i < end && trace.instantTime(i) < t1) {
+        const auto offset = __int128_t(trace.instantTime(i)) - t0;
+        const auto column = std::int64_t(offset * pixels / span);
+        const __int128_t nextOffset = ((column + 1) * span + pixels - 1) / pixels;
+        const std::int64_t next = nextOffset >= span ? t1 : std::int64_t(t0 + nextOffset);
+        const std::size_t j = firstAtOrAfter(i + 1, end, next);
+        out.push_back(
+            { std::int32_t(column), std::uint32_t(std::min<std::size_t>(j - i, UINT32_MAX)), i });
+        i = j;
+    }
+    return out;
 }
 
 } // namespace day0::profile

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace day0::profile {
@@ -41,6 +42,23 @@ std::vector<CounterCell> buildCounterLod(
 
 /// Smallest and largest value of counter track `track` over the whole trace ({0, 0} if empty).
 std::pair<double, double> counterRange(const Trace& trace, TrackId track);
+
+/// The instants of one track that fall in one pixel column.
+struct InstantMark {
+    std::int32_t column = 0;
+    std::uint32_t count = 0; ///< instants in the column
+    std::size_t first = 0; ///< index of the column's first instant (Trace::instantTime(first))
+};
+
+/// The instant indices of `track`, [first, last) (instants are stored sorted by track, then
+/// time). O(log n).
+std::pair<std::size_t, std::size_t> trackInstants(const Trace& trace, TrackId track);
+
+/// For [t0, t1) split into `pixels` equal columns: the columns holding instants of `track`,
+/// left to right, with how many each holds. O(m · log n) for m marked columns, so millions of
+/// instants in view cost no more than the pixels they cover.
+std::vector<InstantMark> markInstants(
+    const Trace& trace, TrackId track, std::int64_t t0, std::int64_t t1, int pixels);
 
 /// A slice name shortened for display, as a view into `name`: C++ signatures lose their return
 /// type, parameter list, template arguments and namespaces

@@ -1,13 +1,14 @@
 #include "mpi_communicator.h"
 
+#include <fmt/format.h>
+#include <mpi.h>
+
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <list>
-#include <mpi.h>
 #include <mutex>
 #include <thread>
 
@@ -253,6 +254,13 @@ public:
     Result<std::shared_ptr<comm::Communicator>> split(
         int color, int key, const std::string& groupName) override
     {
+        // MPI_Comm_split blocks without a timeout; a barrier that honours the timeout first
+        // turns a rank that never arrives into an error instead of a hang.
+        {
+            MPI_Request request;
+            DAY0_TRY(check(MPI_Ibarrier(m_comm, &request), "split"));
+            DAY0_TRY(waitFor(request, "split"));
+        }
         MPI_Comm child = MPI_COMM_NULL;
         DAY0_TRY(
             check(MPI_Comm_split(m_comm, color < 0 ? MPI_UNDEFINED : color, key, &child), "split"));

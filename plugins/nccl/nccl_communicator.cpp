@@ -1,14 +1,16 @@
 #include "nccl_communicator.h"
 
 #include "base/file_util.h"
+#include "file_store.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
 
 #include <chrono>
 #include <cstring>
-#include <cuda_runtime.h>
-#include <fmt/format.h>
 #include <fstream>
 #include <mutex>
-#include <nccl.h>
 #include <optional>
 #include <thread>
 
@@ -451,23 +453,21 @@ Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
             return Error::internal(
                 fmt::format("ncclGetUniqueId failed: {}", ncclGetErrorString(code)));
         }
-        DAY0_TRY(writeFileAtomic(
-            idFile, std::string_view(reinterpret_cast<const char*>(&id), sizeof id)));
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+        DAY0_TRY(publishBlob(idFile, std::vector<std::uint8_t>(bytes, bytes + sizeof id), size));
     } else {
-        const auto deadline = Clock::now()
-            + std::chrono::duration_cast<Clock::duration>(
-                std::chrono::duration<double>(options.timeout.value));
-        for (;;) {
-            std::ifstream in(idFile, std::ios::binary);
-            if (in && in.read(reinterpret_cast<char*>(&id), sizeof id)) {
-                break;
-            }
-            if (Clock::now() >= deadline) {
-                return Error::checkFailed(fmt::format("{}: rank {} waited {} for rank 0's NCCL id",
-                    displayPath(idFile), rank, formatDuration(options.timeout)));
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        FileStoreOptions store;
+        store.timeout = options.timeout;
+        // An id file older than this process (less the launch skew a launcher may add) was left
+        // by an earlier run: wait for rank 0 to replace it instead of joining a dead clique.
+        store.notBefore = std::filesystem::file_time_type::clock::now()
+            - std::chrono::duration_cast<std::filesystem::file_time_type::duration>(
+                std::chrono::duration<double>(options.launchSkew.value));
+        auto blob = waitForBlob(idFile, sizeof id, size, store);
+        if (!blob) {
+            return blob.error().withContext(fmt::format("NCCL bootstrap of rank {}", rank));
         }
+        std::memcpy(&id, blob->data(), sizeof id);
     }
     return initialise(id, rank, size, options);
 }

@@ -11,6 +11,9 @@ namespace day0::nccl {
 struct NcclOptions {
     int device = 0; ///< CUDA device this rank uses
     Seconds timeout { 120.0 }; ///< a call that does not finish in time aborts the communicator
+    /// File bootstrap: how much earlier than a rank rank 0 may have started (older id files are
+    /// leftovers of an earlier run).
+    Seconds launchSkew { 600.0 };
 };
 
 /// Creates the NCCL communicator of this rank. The NCCL unique id is made by rank 0 and sent to
@@ -20,8 +23,9 @@ struct NcclOptions {
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicator(
     comm::Communicator& bootstrap, const NcclOptions& options = {});
 
-/// The same, bootstrapped through a file that rank 0 writes (atomically) and the others poll, for
-/// processes without another communicator (e.g. a plugin loaded by a launcher).
+/// The same, bootstrapped through a file that rank 0 writes (atomically, see file_store.h) and
+/// the others poll, for processes without another communicator (e.g. a plugin loaded by a
+/// launcher).
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
     const std::filesystem::path& idFile, int rank, int size, const NcclOptions& options = {});
 

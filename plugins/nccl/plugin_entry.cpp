@@ -3,10 +3,11 @@
 #include "extend/plugin_api.h"
 #include "nccl_communicator.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -33,6 +34,7 @@ void* createCommunicator(const char* optionsJson, char* error, std::size_t error
         options.device
             = json.value("device", envInt("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", 0));
         options.timeout = day0::Seconds(json.value("timeout_s", options.timeout.value));
+        options.launchSkew = day0::Seconds(json.value("launch_skew_s", options.launchSkew.value));
         idFile = json.value("id_file", std::string());
     } catch (const std::exception& e) {
         std::snprintf(error, errorSize, "bad options: %s", e.what());

@@ -39,7 +39,8 @@ import safetensors_io  # noqa: E402
 DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
     r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|mlp|block_sparse_moe|"
-    r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert))?)$")
+    r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert))?|"
+    r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
 
 
 def fingerprint(config):
@@ -160,6 +161,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="dump folder to write")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     parser.add_argument("--inputs", action="store_true", help="also capture module inputs (#in0)")
+    parser.add_argument("--image", default="", help="binary PPM image for a Qwen VL checkpoint")
     args = parser.parse_args(argv)
 
     import day0_torch_models  # noqa: E402  (next to this file)
@@ -172,15 +174,23 @@ def main(argv=None):
         parser.error(f"--forced needs {args.tokens - 1} tokens")
     ids = list(prompt)
     generated = []
+    run = model
+    if args.image:
+        import day0_torch_vl  # noqa: E402
+        image = day0_torch_vl.image_patches(day0_torch_vl.read_ppm(args.image), config["vision_config"],
+                                            config["model_type"])
+
+        def run(x):
+            return model(x, image)
     with torch.no_grad():
         # Greedy generation by full recomputation, then one hooked forward over every fed token.
         for step in range(args.tokens):
-            logits = model(torch.tensor([ids]))
+            logits = run(torch.tensor([ids]))
             generated.append(int(torch.argmax(logits[0, -1].double())))
             if step + 1 < args.tokens:
                 ids.append(forced[step] if forced else generated[-1])
         recorder = DumpRecorder(model, config, inputs=args.inputs)
-        model(torch.tensor([ids]))
+        run(torch.tensor([ids]))
         recorder.close()
     names = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}
     recorder.write(args.out, ids, len(prompt), precision=names[args.dtype], generated_ids=generated,

@@ -6,13 +6,15 @@ of the same checkpoint (a shrunk one, typically) without `transformers`, which D
 package. `load(folder, dtype)` reads config.json and *.safetensors and returns (model, config).
 
 Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
-(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts).
+(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), and
+qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)).
 """
 
 import glob
 import json
 import math
 import os
+import sys
 
 import numpy as np
 import torch
@@ -333,7 +335,8 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2")
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
+             "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def load(folder, dtype=torch.float32):
@@ -341,11 +344,19 @@ def load(folder, dtype=torch.float32):
         config = json.load(f)
     if config.get("model_type") not in SUPPORTED:
         raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
-    model = CausalLM(config)
+    vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+    if vl:
+        import day0_torch_vl
+        model, flat = day0_torch_vl.build(config, sys.modules[__name__])
+    else:
+        model = CausalLM(config)
     tensors = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         part, _ = safetensors_io.read(path)
         tensors.update(part)
+    if vl:
+        tensors = day0_torch_vl.rename(tensors)
+        config = flat
     # Block-scaled FP8 weights: multiply by their per-block scales (edge blocks are partial).
     block = (config.get("quantization_config") or {}).get("weight_block_size") or [128, 128]
     for name in [n for n in tensors if n.endswith("_scale_inv")]:

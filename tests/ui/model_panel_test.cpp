@@ -88,7 +88,8 @@ TEST(ParameterTableModel, PassesModelTesterAndTotalsMatchCore)
 TEST(ModelPanel, ShowsArchitectureOfTheOpenModel)
 {
     Session session;
-    ModelPanel panel(session);
+    JobRunner jobs;
+    ModelPanel panel(session, jobs);
     EXPECT_EQ(panel.summaryField(QStringLiteral("Model")), QStringLiteral("no model open"));
     test::openModel(session, "kimi-k2");
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Attention")).startsWith(QStringLiteral("MLA")));

@@ -90,7 +90,7 @@ TEST(TimelineModels, TrackTreeHasARowPerTrackUnderItsRankAndPassesTheTester)
     const QModelIndex root = model.index(0, 0);
     EXPECT_EQ(model.rowCount(root), 2) << "two ranks";
 
-    // Every track with slices has exactly one row, under its own rank.
+    // Every track with slices or instants has exactly one row, under its own rank.
     std::set<profile::TrackId> seen;
     std::size_t slicesInRows = 0;
     for (int r = 0; r < model.rowCount(root); ++r) {
@@ -109,12 +109,16 @@ TEST(TimelineModels, TrackTreeHasARowPerTrackUnderItsRankAndPassesTheTester)
             }
         }
     }
-    std::size_t tracksWithSlices = 0;
+    std::size_t tracksWithEvents = 0;
+    std::size_t instantOnly = 0;
     for (profile::TrackId t = 0; t < trace->tracks().size(); ++t) {
         const auto [a, b] = trace->trackSlices(t);
-        tracksWithSlices += b > a ? 1 : 0;
+        const auto [i0, i1] = profile::trackInstants(*trace, t);
+        tracksWithEvents += b > a || i1 > i0 ? 1 : 0;
+        instantOnly += b == a && i1 > i0 ? 1 : 0;
     }
-    EXPECT_EQ(seen.size(), tracksWithSlices);
+    EXPECT_EQ(seen.size(), tracksWithEvents);
+    EXPECT_GT(instantOnly, 0u) << "tracks holding only instants get a row for their markers";
     EXPECT_EQ(slicesInRows, trace->sliceCount());
     EXPECT_EQ(root.data(TrackTreeModel::SliceCountRole).toULongLong(), trace->sliceCount());
 

@@ -4,6 +4,7 @@
 #include "panels/model/model_panel.h"
 #include "panels/pipeline/pipeline_panel.h"
 #include "panels/planner/planner_panel.h"
+#include "panels/precision/precision_panel.h"
 #include "panels/runs/runs_panel.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
@@ -16,7 +17,7 @@ void registerBuiltinPanels(PanelRegistry& registry)
     registry.add(
         { QStringLiteral("model"), QObject::tr("Model"), QKeySequence(QObject::tr("Ctrl+1")),
             PanelArea::Left, 10, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
-                return new ModelPanel(context.session, parent);
+                return new ModelPanel(context.session, context.jobs, parent);
             } });
     registry.add(
         { QStringLiteral("memory"), QObject::tr("Memory"), QKeySequence(QObject::tr("Ctrl+2")),
@@ -33,6 +34,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
             PanelArea::Left, 40, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
                 return new PlannerPanel(context.session, context.jobs, parent);
             } });
+    registry.add({ QStringLiteral("precision"), QObject::tr("Precision"),
+        QKeySequence(QObject::tr("Ctrl+5")), PanelArea::Right, 50, false,
+        [](PanelContext& context, QWidget* parent) -> QWidget* {
+            return new PrecisionPanel(context.session, context.jobs, parent);
+        } });
     registry.add({ QStringLiteral("runs"), QObject::tr("Runs"), QKeySequence(QObject::tr("Ctrl+6")),
         PanelArea::Right, 60, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
             return new RunsPanel(context.session, context.jobs, parent);

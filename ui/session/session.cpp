@@ -80,6 +80,8 @@ void Session::setTrace(
     emit traceChanged(slot);
 }
 
+void Session::requestCheckpointOpen(const QString& path) { emit checkpointOpenRequested(path); }
+
 void Session::requestTraceOpen(const QStringList& paths, TraceSlot slot)
 {
     emit traceOpenRequested(paths, slot);

@@ -67,6 +67,11 @@ public:
     /// each) into `slot`; with no paths it asks the user. Emits traceOpenRequested.
     void requestTraceOpen(const QStringList& paths, TraceSlot slot = TraceSlot::Primary);
 
+    // --- checkpoints -------------------------------------------------------------------------
+    /// Asks the model panel to open the checkpoint at `path` (a folder, .safetensors or .gguf);
+    /// with an empty path it asks the user. Emits checkpointOpenRequested.
+    void requestCheckpointOpen(const QString& path);
+
     // --- selection ---------------------------------------------------------------------------
     /// A time range [start, end) in ns on the clock of the trace in `slot`.
     struct TimeRange {
@@ -103,6 +108,7 @@ signals:
     void traceOpenRequested(const QStringList& paths, day0::ui::Session::TraceSlot slot);
     /// Importing a requested trace failed; the message names the file and what is wrong.
     void traceOpenFailed(const QString& message);
+    void checkpointOpenRequested(const QString& path);
     void timeRangeSelected(const day0::ui::Session::TimeRange& range);
     /// A short message for the status bar (errors are shown by whoever caused them).
     void statusMessage(const QString& message);

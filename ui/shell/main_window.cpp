@@ -133,6 +133,8 @@ void MainWindow::createMenus()
             openModel(path);
         }
     });
+    file->addAction(tr("Open C&heckpoint…"), QKeySequence(tr("Ctrl+Shift+K")), this,
+        [this] { m_session.requestCheckpointOpen({}); });
     file->addAction(tr("Open &Trace…"), QKeySequence(tr("Ctrl+Shift+T")), this,
         [this] { m_session.requestTraceOpen({}); });
     auto* bundled = file->addMenu(tr("&Bundled Models"));

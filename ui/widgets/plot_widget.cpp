@@ -164,9 +164,11 @@ struct PlotWidget::Private {
     QCPColorScale* colorScale = nullptr;
     QCPColorMap* colorMap = nullptr;
     QCPItemText* note = nullptr;
+    QCPItemRect* cellMark = nullptr; ///< frame around the selected heatmap cell
     QVector<QCPBars*> bars;
     QVector<QCPGraph*> lines;
     QVector<QCPCurve*> scatters;
+    QVector<QCPGraph*> bands; ///< lower and upper graph of every band
     QVector<QStringList> scatterLabels;
     QVector<QStringList> lineLabels;
     QCPCurve* highlight = nullptr;
@@ -190,6 +192,9 @@ struct PlotWidget::Private {
     void applyTicker(Axis a);
     void applyTheme(const QPalette& palette);
     [[nodiscard]] QString tooltipAt(const QPointF& pos) const;
+    /// The heatmap cell under a pixel as (row, column); (-1, -1) when none.
+    [[nodiscard]] QPoint cellAt(const QPointF& pos) const;
+    [[nodiscard]] QString cellText(int row, int column) const;
     void removeHeatmap();
 };
 
@@ -301,26 +306,52 @@ QString PlotWidget::Private::tooltipAt(const QPointF& pos) const
         }
     }
     if (colorMap) {
-        int key = 0;
-        int value = 0;
-        colorMap->data()->coordToCell(
-            plot->xAxis->pixelToCoord(pos.x()), plot->yAxis->pixelToCoord(pos.y()), &key, &value);
-        if (key >= 0 && key < heatmap.columns && value >= 0 && value < heatmap.rows) {
-            const double v = heatmap.values[value * heatmap.columns + key];
-            const QString row
-                = value < heatmap.rowLabels.size() ? heatmap.rowLabels[value] : QString();
-            const QString col
-                = key < heatmap.columnLabels.size() ? heatmap.columnLabels[key] : QString();
-            return row + QStringLiteral(" · ") + col + QStringLiteral("\n")
-                + (std::isnan(v) ? PlotWidget::tr("no value")
-                                 : formatValue(heatmap.valueFormat, v));
+        const QPoint cell = cellAt(pos);
+        if (cell.x() >= 0) {
+            return cellText(cell.x(), cell.y());
         }
     }
     return {};
 }
 
+QPoint PlotWidget::Private::cellAt(const QPointF& pos) const
+{
+    if (!colorMap || !plot->axisRect()->rect().contains(pos.toPoint())) {
+        return { -1, -1 };
+    }
+    int key = 0;
+    int value = 0;
+    colorMap->data()->coordToCell(
+        plot->xAxis->pixelToCoord(pos.x()), plot->yAxis->pixelToCoord(pos.y()), &key, &value);
+    if (key < 0 || key >= heatmap.columns || value < 0 || value >= heatmap.rows) {
+        return { -1, -1 };
+    }
+    return { value, key };
+}
+
+QString PlotWidget::Private::cellText(int row, int column) const
+{
+    if (row < 0 || row >= heatmap.rows || column < 0 || column >= heatmap.columns) {
+        return {};
+    }
+    if (heatmap.cellText) {
+        return heatmap.cellText(row, column);
+    }
+    const int index = row * heatmap.columns + column;
+    const double v = heatmap.values[index];
+    const QString rowLabel = row < heatmap.rowLabels.size() ? heatmap.rowLabels[row] : QString();
+    const QString colLabel
+        = column < heatmap.columnLabels.size() ? heatmap.columnLabels[column] : QString();
+    return rowLabel + QStringLiteral(" · ") + colLabel + QStringLiteral("\n")
+        + (std::isnan(v) ? PlotWidget::tr("no value") : formatValue(heatmap.valueFormat, v));
+}
+
 void PlotWidget::Private::removeHeatmap()
 {
+    if (cellMark) {
+        plot->removeItem(cellMark);
+        cellMark = nullptr;
+    }
     if (colorMap) {
         plot->removePlottable(colorMap);
         colorMap = nullptr;
@@ -389,6 +420,18 @@ PlotWidget::PlotWidget(QWidget* parent)
         }
     });
     connect(d->plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
+        if (d->colorMap) {
+            const QPoint cell = d->cellAt(event->position());
+            if (cell.x() >= 0 && event->button() == Qt::RightButton) {
+                emit cellContextMenuRequested(
+                    cell.x(), cell.y(), event->globalPosition().toPoint());
+                return;
+            }
+            if (cell.x() >= 0 && event->button() == Qt::LeftButton) {
+                emit cellClicked(cell.x(), cell.y());
+                return;
+            }
+        }
         QVariant details;
         for (int s = 0; s < d->scatters.size(); ++s) {
             const double dist = d->scatters[s]->selectTest(event->position(), false, &details);
@@ -420,10 +463,12 @@ void PlotWidget::clear()
     d->bars.clear();
     d->lines.clear();
     d->scatters.clear();
+    d->bands.clear();
     d->scatterLabels.clear();
     d->lineLabels.clear();
     d->highlight = nullptr;
     d->note = nullptr;
+    d->cellMark = nullptr;
     d->limitItems.clear();
     d->hLimits.clear();
     d->vLimits.clear();
@@ -557,6 +602,34 @@ void PlotWidget::setScatter(const QVector<PlotSeries>& series)
     }
 }
 
+void PlotWidget::setBands(const QVector<PlotBand>& bands)
+{
+    for (auto* g : d->bands) {
+        d->plot->removePlottable(g);
+    }
+    d->bands.clear();
+    for (const auto& band : bands) {
+        auto* lower = d->plot->addGraph();
+        auto* upper = d->plot->addGraph();
+        QColor edge = band.color;
+        edge.setAlpha(110);
+        QColor fill = band.color;
+        fill.setAlpha(45);
+        lower->setPen(QPen(edge, 1));
+        lower->setData(band.x, band.lower);
+        lower->removeFromLegend();
+        upper->setName(band.name);
+        upper->setPen(QPen(edge, 1));
+        upper->setBrush(fill);
+        upper->setData(band.x, band.upper);
+        upper->setChannelFillGraph(lower);
+        // Bands sit under the lines they frame.
+        lower->setLayer(QStringLiteral("background"));
+        upper->setLayer(QStringLiteral("background"));
+        d->bands << lower << upper;
+    }
+}
+
 void PlotWidget::setHighlightedPoint(int series, int index)
 {
     if (d->highlight) {
@@ -589,9 +662,15 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
     d->colorMap = new QCPColorMap(d->plot->xAxis, d->plot->yAxis);
     d->colorMap->data()->setSize(data.columns, data.rows);
     d->colorMap->data()->setRange(QCPRange(0, data.columns - 1), QCPRange(0, data.rows - 1));
+    const QCPRange range = heatmapRange(data);
     for (int r = 0; r < data.rows; ++r) {
         for (int c = 0; c < data.columns; ++c) {
-            d->colorMap->data()->setCell(c, r, data.values[r * data.columns + c]);
+            double v = data.values[r * data.columns + c];
+            // A log scale has no place for 0 (an exact match): drawn in the lowest colour.
+            if (data.logScale && v <= 0) {
+                v = range.lower;
+            }
+            d->colorMap->data()->setCell(c, r, v);
         }
     }
     d->colorMap->setInterpolate(false);
@@ -612,7 +691,7 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
     QCPColorGradient gradient = data.diverging ? divergingGradient() : sequentialGradient();
     gradient.setNanHandling(QCPColorGradient::nhTransparent);
     d->colorMap->setGradient(gradient);
-    d->colorMap->setDataRange(heatmapRange(data));
+    d->colorMap->setDataRange(range);
     auto* group = new QCPMarginGroup(d->plot);
     d->plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
     d->colorScale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
@@ -772,6 +851,7 @@ QImage PlotWidget::toImage(QSize size)
 int PlotWidget::barLayerCount() const { return int(d->bars.size()); }
 int PlotWidget::lineSeriesCount() const { return int(d->lines.size()); }
 int PlotWidget::scatterSeriesCount() const { return int(d->scatters.size()); }
+int PlotWidget::bandCount() const { return int(d->bands.size() / 2); }
 
 double PlotWidget::barValue(int layer, int category) const
 {
@@ -806,7 +886,50 @@ double PlotWidget::heatmapCell(int row, int column) const
         || column >= d->heatmap.columns) {
         return std::numeric_limits<double>::quiet_NaN();
     }
-    return d->colorMap->data()->cell(column, row);
+    return d->heatmap.values[row * d->heatmap.columns + column];
+}
+
+void PlotWidget::setHeatmapSelection(int row, int column)
+{
+    if (d->cellMark) {
+        d->plot->removeItem(d->cellMark);
+        d->cellMark = nullptr;
+    }
+    if (d->colorMap && row >= 0 && row < d->heatmap.rows && column >= 0
+        && column < d->heatmap.columns) {
+        d->cellMark = new QCPItemRect(d->plot);
+        d->cellMark->topLeft->setCoords(column - 0.5, row - 0.5);
+        d->cellMark->bottomRight->setCoords(column + 0.5, row + 0.5);
+        d->cellMark->setPen(QPen(palette().color(QPalette::Highlight), 2.5));
+        d->cellMark->setBrush(Qt::NoBrush);
+    }
+    d->plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QPoint PlotWidget::heatmapSelection() const
+{
+    if (!d->cellMark) {
+        return { -1, -1 };
+    }
+    const QPointF at = d->cellMark->topLeft->coords();
+    return { int(std::lround(at.y() + 0.5)), int(std::lround(at.x() + 0.5)) };
+}
+
+QString PlotWidget::heatmapCellText(int row, int column) const
+{
+    return d->colorMap ? d->cellText(row, column) : QString();
+}
+
+QPoint PlotWidget::heatmapCellPosition(int row, int column)
+{
+    if (!d->colorMap || row < 0 || row >= d->heatmap.rows || column < 0
+        || column >= d->heatmap.columns) {
+        return { -1, -1 };
+    }
+    d->plot->replot(QCustomPlot::rpImmediateRefresh);
+    const QPoint inPlot(int(std::lround(d->plot->xAxis->coordToPixel(column))),
+        int(std::lround(d->plot->yAxis->coordToPixel(row))));
+    return d->plot->mapTo(this, inPlot);
 }
 
 void PlotWidget::resizeEvent(QResizeEvent* event)

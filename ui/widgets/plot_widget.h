@@ -8,6 +8,7 @@
 #include <QVector>
 #include <QWidget>
 
+#include <functional>
 #include <memory>
 
 namespace day0::ui {
@@ -41,6 +42,15 @@ struct BarLayer {
     QVector<double> values;
 };
 
+/// A filled band between a lower and an upper curve over the same x (a tolerance band).
+struct PlotBand {
+    QString name;
+    QColor color; ///< drawn translucent
+    QVector<double> x;
+    QVector<double> lower;
+    QVector<double> upper;
+};
+
 /// A horizontal or vertical reference line with a label (device memory, a bound).
 struct LimitLine {
     double value = 0.0;
@@ -55,6 +65,9 @@ struct HeatmapData {
     QVector<double> values; ///< rows × columns, row-major
     QStringList rowLabels;
     QStringList columnLabels;
+    /// Optional hover text of a cell (row, column), asked for on hover only, so big maps need
+    /// no text per cell up front; replaces the default "row · column value".
+    std::function<QString(int row, int column)> cellText;
     AxisFormat valueFormat = AxisFormat::Number;
     QString valueLabel;
     bool logScale = false;
@@ -90,10 +103,16 @@ public:
     void setLineSeries(const QVector<PlotSeries>& series);
     /// Adds marker-only series (replacing previous scatters); pointClicked reports clicks.
     void setScatter(const QVector<PlotSeries>& series);
+    /// Adds filled bands (replacing previous bands), drawn below the lines.
+    void setBands(const QVector<PlotBand>& bands);
     /// Marks one point of a scatter series with a ring (index -1 clears the mark).
     void setHighlightedPoint(int series, int index);
     /// A matrix as a colour map with a colour scale.
     void setHeatmap(const HeatmapData& data);
+    /// Frames one heatmap cell (row 0 at the top) as selected; (-1, -1) clears the frame.
+    void setHeatmapSelection(int row, int column);
+    /// The framed cell as (row, column); (-1, -1) when none.
+    [[nodiscard]] QPoint heatmapSelection() const;
     void addHorizontalLine(const LimitLine& line);
     void addVerticalLine(const LimitLine& line);
     /// A note drawn in the top-left corner of the plot area (e.g. "nothing fits").
@@ -112,6 +131,7 @@ public:
     [[nodiscard]] int barLayerCount() const;
     [[nodiscard]] int lineSeriesCount() const;
     [[nodiscard]] int scatterSeriesCount() const;
+    [[nodiscard]] int bandCount() const;
     /// Value of bar layer `layer` in category `category` (tests); NaN when absent.
     [[nodiscard]] double barValue(int layer, int category) const;
     /// The points of line series `series` as drawn, in x order (tests); empty when absent.
@@ -120,12 +140,21 @@ public:
     [[nodiscard]] QSize heatmapSize() const;
     /// The value drawn in a heatmap cell (row 0 at the top); NaN when absent.
     [[nodiscard]] double heatmapCell(int row, int column) const;
+    /// The hover text of a heatmap cell (row 0 at the top); empty when absent.
+    [[nodiscard]] QString heatmapCellText(int row, int column) const;
+    /// Where a heatmap cell's centre is drawn, in this widget's coordinates (lays the plot out
+    /// first); (-1, -1) when absent. For tests that click cells.
+    [[nodiscard]] QPoint heatmapCellPosition(int row, int column);
 
 signals:
     /// A scatter point was clicked.
     void pointClicked(int series, int index);
     /// A bar category was clicked.
     void categoryClicked(int category);
+    /// A heatmap cell was clicked with the left button (row 0 at the top).
+    void cellClicked(int row, int column);
+    /// A heatmap cell was clicked with the right button, at `globalPos` on the screen.
+    void cellContextMenuRequested(int row, int column, const QPoint& globalPos);
 
 protected:
     void changeEvent(QEvent* event) override;

@@ -264,6 +264,41 @@ TEST(Conversion, BulkMatchesScalar)
     EXPECT_FALSE(convertElements({}, DType::I64, {}, DType::F32, 0).ok());
 }
 
+TEST(Conversion, Bf16ToF32IsExactOnEveryPathAndAlignment)
+{
+    // Sizes that take the small path, the streamed single-thread path and the threaded path
+    // (which needs more than two 2^21-element chunks), with every BF16 code repeated, written at
+    // byte offsets 0..3 so unaligned heads, streamed bodies and scalar tails are all exercised.
+    for (const std::size_t count : { std::size_t(7), std::size_t(65536 + 13),
+             (std::size_t(1) << 18) + 5, (std::size_t(1) << 22) + 4099 }) {
+        std::vector<std::byte> src(2 * count + 1);
+        for (std::size_t i = 0; i < count; ++i) {
+            const auto code = std::uint16_t((i * 40503u) & 0xFFFF);
+            std::memcpy(src.data() + 1 + 2 * i, &code, 2); // odd source offset too
+        }
+        for (std::size_t offset = 0; offset < 4; ++offset) {
+            std::vector<std::byte> dst(4 * count + 4, std::byte { 0xAB });
+            ASSERT_TRUE(convertElements(std::span(src).subspan(1), DType::BF16,
+                std::span(dst).subspan(offset), DType::F32, count)
+                            .ok());
+            for (std::size_t i = 0; i < count; ++i) {
+                std::uint16_t code = 0;
+                std::uint32_t got = 0;
+                std::memcpy(&code, src.data() + 1 + 2 * i, 2);
+                std::memcpy(&got, dst.data() + offset + 4 * i, 4);
+                ASSERT_EQ(got, std::uint32_t(code) << 16)
+                    << "count " << count << " offset " << offset << " element " << i;
+            }
+            for (std::size_t b = 0; b < offset; ++b) {
+                ASSERT_EQ(dst[b], std::byte { 0xAB }) << "wrote before the output";
+            }
+            for (std::size_t b = offset + 4 * count; b < dst.size(); ++b) {
+                ASSERT_EQ(dst[b], std::byte { 0xAB }) << "wrote past the output";
+            }
+        }
+    }
+}
+
 TEST(BlockFp8, DequantizesWithPartialEdgeBlocks)
 {
     const std::int64_t rows = 300;

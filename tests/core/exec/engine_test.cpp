@@ -249,12 +249,12 @@ TEST(Engine, BadCheckpointsAndInputsAreNamed)
     EXPECT_NE(e.error().message.find("[63]"), std::string::npos);
     auto vl = m.spec;
     vl.vision = model::VisionSpec {};
-    vl.vision->kind = "qwen2_vl";
-    vl.modelType = "qwen2_vl";
+    vl.vision->kind = "moonvit"; // Kimi-K2.5's tower is not implemented
+    vl.modelType = "kimi_k25";
     e = Engine::create(vl, MemoryWeights(m.weights), false, p, {});
     ASSERT_FALSE(e.ok());
     EXPECT_EQ(e.error().code, ErrorCode::Unsupported);
-    EXPECT_NE(e.error().message.find("vision tower of qwen2_vl"), std::string::npos);
+    EXPECT_NE(e.error().message.find("vision tower of kimi_k25 (moonvit"), std::string::npos);
 
     MemoryWeights w(m.weights);
     Engine ok = makeEngine(m, w, false);

@@ -80,6 +80,17 @@ TEST(Tokenizer, Phi3SentencePieceMatchesLlamaCpp)
 {
     expectMatchesFixtures("ggml-vocab-phi-3.gguf");
 }
+TEST(Tokenizer, BertWordPieceMatchesLlamaCpp) { expectMatchesFixtures("ggml-vocab-bert-bge.gguf"); }
+TEST(Tokenizer, BertWordPieceAddsClsAndSep)
+{
+    auto tok = exec::loadTokenizer(kVocab / "ggml-vocab-bert-bge.gguf");
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto ids = (*tok)->encode("Hello, world!", true);
+    ASSERT_TRUE(ids.ok());
+    // [CLS] hello , world ! [SEP] in bge-small-en's vocabulary
+    EXPECT_EQ(*ids, (std::vector<std::int64_t> { 101, 7592, 1010, 2088, 999, 102 }));
+    EXPECT_EQ((*tok)->decode(std::vector<std::int64_t> { 9706, 7959, 2140 }), "apfel");
+}
 TEST(Tokenizer, Gpt2BpeMatchesLlamaCpp) { expectMatchesFixtures("ggml-vocab-gpt-2.gguf"); }
 TEST(Tokenizer, DeepseekCoderBpeMatchesLlamaCpp)
 {

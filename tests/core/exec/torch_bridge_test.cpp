@@ -1,6 +1,7 @@
 // The fp32 engine against an independent PyTorch computation of the same checkpoint, through the
 // dump bridge plugins/torch/day0_dump.py (Debian's python3-torch), computed there in float64 so
 // that the differences are the fp32 engine's own rounding.
+#include "base/json_util.h"
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 using namespace day0;
@@ -247,4 +249,122 @@ TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
         EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
         std::filesystem::remove_all(dir);
     }
+}
+
+namespace {
+
+/// Shrinks `model`, runs it with a synthetic `height` x `width` image on the fp32 engine and in
+/// PyTorch (float64, plugins/torch/day0_torch_vl.py: its own processor reshape, Conv3d, window
+/// reordering and M-RoPE), and checks logits and every common capture. `fullAttention`, when not
+/// empty, replaces the shrunk config's fullatt_block_indexes (Qwen2.5-VL window attention).
+void checkVisionAgainstTorch(const std::string& model, std::int64_t height, std::int64_t width,
+    std::size_t expectedVisionCaptures, const std::vector<int>& fullAttention = {})
+{
+    SCOPED_TRACE(model);
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path()
+        / ("day0_torch_vl_" + std::filesystem::path(model).stem().string());
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 3;
+    const auto shrunk = checkpoint::shrinkModel(model, dir / "ckpt", so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    if (!fullAttention.empty()) {
+        auto config = readJsonFile(dir / "ckpt" / "config.json");
+        ASSERT_TRUE(config.ok());
+        (*config)["vision_config"]["fullatt_block_indexes"] = fullAttention;
+        std::ofstream(dir / "ckpt" / "config.json") << config->dump(1);
+    }
+    const auto image = exec::syntheticImage(height, width);
+    {
+        std::ofstream ppm(dir / "image.ppm", std::ios::binary);
+        ppm << "P6\n" << image.width << " " << image.height << "\n255\n";
+        ppm.write(
+            reinterpret_cast<const char*>(image.rgb.data()), std::streamsize(image.rgb.size()));
+    }
+    auto input = exec::loadImageInput(dir / "ckpt", (dir / "image.ppm").string());
+    ASSERT_TRUE(input.ok()) << input.error().message;
+    EXPECT_EQ(input->image.rgb, image.rgb);
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = { 5, 17, input->imageTokenId, 42, 99, 7 };
+    o.newTokens = 3;
+    o.image = *input;
+    const auto ours = engine->run(o, p, {});
+    ASSERT_TRUE(ours.ok()) << ours.error().message;
+    const auto& fed = ours->dump.info.inputIds;
+    const std::int64_t merge = spec->vision->spatialMergeSize * spec->vision->patchSize;
+    const std::int64_t imageTokens = (height / merge) * (width / merge);
+    ASSERT_EQ(ours->dump.info.promptLength, 5 + imageTokens); // the pad token was expanded
+    const std::vector<std::int64_t> prompt(fed.begin(), fed.begin() + 5 + imageTokens);
+    const std::string command = fmt::format(
+        "{} {} {} --ids {} --tokens 3 --forced {} --image {} --dtype float64 --out {} > {} 2>&1",
+        kPython, bridgeScript().string(), (dir / "ckpt").string(), fmt::join(prompt, ","),
+        fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
+        (dir / "image.ppm").string(), (dir / "torch").string(), (dir / "torch.log").string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto theirs = numerics::readDump(dir / "torch");
+    ASSERT_TRUE(theirs.ok()) << theirs.error().message;
+    EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+    EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
+    const auto r = theirs->tensor("lm_head")->toDoubles();
+    const auto t = ours->dump.tensor("lm_head")->toDoubles();
+    ASSERT_EQ(r.size(), t.size());
+    double absMax = 0.0;
+    for (const double v : r) {
+        absMax = std::max(absMax, std::fabs(v));
+    }
+    double maxRel = 0.0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        maxRel
+            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+    }
+    std::size_t vision = 0;
+    double worst = 0.0;
+    for (const auto& c : theirs->captures()) {
+        const auto* mine = ours->dump.tensor(c.name);
+        if (mine == nullptr || c.name.ends_with("#topk")) {
+            continue;
+        }
+        vision += c.name.find("visual.") != std::string::npos ? 1 : 0;
+        const auto err = numerics::compareTensors(*theirs->tensor(c.name), *mine);
+        ASSERT_TRUE(err.ok()) << c.name;
+        worst = std::max(worst, err->relL2);
+        EXPECT_LE(err->relL2, 1e-5) << c.name;
+    }
+    std::printf("%-14s + %lldx%lld image: logits max rel %.2e; %zu vision captures, worst capture "
+                "rel L2 %.2e\n",
+        spec->modelType.c_str(), static_cast<long long>(height), static_cast<long long>(width),
+        maxRel, vision, worst);
+    EXPECT_LE(maxRel, 1e-4);
+    EXPECT_EQ(vision, expectedVisionCaptures);
+    std::filesystem::remove_all(dir);
+}
+
+} // namespace
+
+TEST(TorchBridge, ShrunkQwenVlWithImageAgreesWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // Qwen3-VL-MoE (model.language_model / model.visual prefixes, fused 3-D experts, learned
+    // positions, deepstack): 4 x 6 patches of 16 → 2 x 3 merged tokens; captures: 4 blocks x
+    // (block, attn, mlp) + merger + 3 deepstack mergers.
+    checkVisionAgainstTorch("qwen3-vl-30b-a3b", 64, 96, 4 * 3 + 1 + 3);
+    const auto configs = std::filesystem::path(DAY0_TEST_DATA_DIR) / "exec" / "configs";
+    // Qwen2-VL (LayerNorm, QuickGELU, sectioned M-RoPE, CLIP normalisation).
+    checkVisionAgainstTorch((configs / "qwen2-vl-7b.json").string(), 56, 84, 4 * 3 + 1);
+    // Qwen2.5-VL (RMSNorm, SwiGLU): 8 x 12 patches of 14 → 4 x 6 merged tokens in two windows
+    // of 4 x 4 (and 4 x 2); blocks 0 and 2 attend within windows.
+    checkVisionAgainstTorch(
+        (configs / "qwen2.5-vl-7b.json").string(), 112, 168, 4 * 3 + 1, { 1, 3 });
 }

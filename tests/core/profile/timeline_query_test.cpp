@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace day0::profile {
 namespace {
@@ -186,6 +187,57 @@ TEST(CounterLod, MinMaxAndValueInForce)
     EXPECT_EQ(late[0].last, 3.0);
     EXPECT_EQ(counterRange(trace, track), (std::pair<double, double> { 3.0, 9.0 }));
     EXPECT_EQ(counterRange(trace, other), (std::pair<double, double> { 1000.0, 1000.0 }));
+}
+
+TEST(InstantMarks, OneMarkPerColumnMatchingBruteForce)
+{
+    TraceBuilder builder;
+    builder.addSource({});
+    const TrackId before = builder.addTrack({});
+    const TrackId track = builder.addTrack({});
+    const TrackId after = builder.addTrack({});
+    const StringId mark = builder.intern("mark");
+    builder.addInstant(before, 50, mark, Category::Annotation);
+    builder.addInstant(after, 50, mark, Category::Annotation);
+    // Deterministic, clustered times, added out of order.
+    std::vector<std::int64_t> times;
+    std::uint64_t x = 12345;
+    for (int i = 0; i < 3000; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::int64_t t = std::int64_t((x >> 33) % 100000) / ((i % 3) + 1);
+        times.push_back(t);
+        builder.addInstant(track, t, mark, Category::Annotation);
+    }
+    const Trace trace = build(builder);
+    const auto [first, last] = trackInstants(trace, track);
+    EXPECT_EQ(last - first, times.size());
+    EXPECT_EQ(trackInstants(trace, before).second - trackInstants(trace, before).first, 1u);
+    for (const auto& [t0, t1, pixels] :
+        { std::tuple<std::int64_t, std::int64_t, int> { 0, 100000, 97 }, { 1234, 56789, 1000 },
+            { 40000, 40010, 3 }, { -500, 250000, 7 }, { 5, 6, 1 } }) {
+        std::vector<std::uint32_t> expected(std::size_t(pixels), 0);
+        for (const auto t : times) {
+            if (t >= t0 && t < t1) {
+                ++expected[std::size_t((__int128_t(t - t0) * pixels) / (t1 - t0))];
+            }
+        }
+        const auto marks = markInstants(trace, track, t0, t1, pixels);
+        std::vector<std::uint32_t> got(std::size_t(pixels), 0);
+        int previous = -1;
+        for (const auto& m : marks) {
+            ASSERT_GT(m.column, previous) << "columns ascend, each once";
+            ASSERT_LT(m.column, pixels);
+            ASSERT_GT(m.count, 0u);
+            ASSERT_EQ(trace.instantTrack(m.first), track);
+            const std::int64_t t = trace.instantTime(m.first);
+            ASSERT_EQ((__int128_t(t - t0) * pixels) / (t1 - t0), m.column);
+            got[std::size_t(m.column)] = m.count;
+            previous = m.column;
+        }
+        EXPECT_EQ(got, expected) << t0 << ".." << t1 << " in " << pixels;
+    }
+    EXPECT_TRUE(markInstants(trace, track, 10, 10, 5).empty());
+    EXPECT_TRUE(markInstants(trace, track, 0, 10, 0).empty());
 }
 
 TEST(ShortSliceName, SignaturesLoseTheirDecoration)

@@ -1,5 +1,6 @@
 #include "panels/model/model_panel.h"
 
+#include "panels/model/checkpoint_view.h"
 #include "panels/model/model_tree_model.h"
 #include "panels/model/parameter_table_model.h"
 #include "session/session.h"
@@ -7,12 +8,14 @@
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
 
+#include <QDockWidget>
 #include <QFormLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTreeView>
 #include <QVBoxLayout>
@@ -29,7 +32,7 @@ QString n(std::int64_t v) { return QLocale().toString(qlonglong(v)); }
 
 } // namespace
 
-ModelPanel::ModelPanel(Session& session, QWidget* parent)
+ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     : QWidget(parent)
     , m_session(session)
     , m_paramModel(new ParameterTableModel(this))
@@ -39,6 +42,8 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
     , m_treeProxy(new QSortFilterProxyModel(this))
     , m_tree(new QTreeView(this))
     , m_filter(new QLineEdit(this))
+    , m_tabs(new QTabWidget(this))
+    , m_checkpoint(new CheckpointView(jobs, this))
 {
     auto* summary = new QWidget(this);
     m_form = new QFormLayout(summary);
@@ -118,10 +123,30 @@ ModelPanel::ModelPanel(Session& session, QWidget* parent)
     bottomLayout->addWidget(m_filter);
     bottomLayout->addWidget(m_tree);
 
+    // Below: the architecture's tree, and the open checkpoint in a second tab.
+    m_tabs->setObjectName(QStringLiteral("modelTabs"));
+    m_tabs->setDocumentMode(true);
+    m_tabs->addTab(bottom, tr("Architecture"));
+    m_tabs->addTab(m_checkpoint, tr("Checkpoint"));
+    connect(&m_session, &Session::checkpointOpenRequested, this, [this](const QString& path) {
+        if (auto* dock = qobject_cast<QDockWidget*>(parentWidget())) {
+            dock->show();
+            dock->raise();
+        }
+        m_tabs->setCurrentWidget(m_checkpoint);
+        if (path.isEmpty()) {
+            m_checkpoint->chooseAndOpen();
+        } else {
+            m_checkpoint->openCheckpoint(path);
+        }
+    });
+    connect(m_checkpoint, &CheckpointView::opened, this,
+        [this] { m_tabs->setCurrentWidget(m_checkpoint); });
+
     auto* split = new QSplitter(Qt::Vertical, this);
     split->setObjectName(QStringLiteral("modelSplitter"));
     split->addWidget(top);
-    split->addWidget(bottom);
+    split->addWidget(m_tabs);
     split->setSizes({ 560, 400 });
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);

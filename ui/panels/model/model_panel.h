@@ -8,11 +8,14 @@ class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QSortFilterProxyModel;
+class QTabWidget;
 class QTableView;
 class QTreeView;
 
 namespace day0::ui {
 
+class CheckpointView;
+class JobRunner;
 class ModelTreeModel;
 class ParameterTableModel;
 class PlotWidget;
@@ -21,15 +24,17 @@ class Session;
 /// The open model at a glance: architecture summary (family, layers, widths, attention kind,
 /// experts, RoPE scaling, vision tower), the parameter breakdown as a table and a chart, and the
 /// tree of blocks and weights with shapes, dtypes and parallel roles. Selecting a row selects
-/// its anchor in the session.
+/// its anchor in the session. A second tab holds the open checkpoint (CheckpointView): its tensors
+/// against the architecture and the verification of its files.
 class ModelPanel : public QWidget {
     Q_OBJECT
 public:
-    explicit ModelPanel(Session& session, QWidget* parent = nullptr);
+    ModelPanel(Session& session, JobRunner& jobs, QWidget* parent = nullptr);
 
     [[nodiscard]] ModelTreeModel* treeModel() const { return m_treeModel; }
     [[nodiscard]] ParameterTableModel* parameterModel() const { return m_paramModel; }
     [[nodiscard]] PlotWidget* parameterChart() const { return m_chart; }
+    [[nodiscard]] CheckpointView* checkpointView() const { return m_checkpoint; }
     /// Text of a summary field ("Attention", "Experts", ...), for tests.
     [[nodiscard]] QString summaryField(const QString& name) const;
 
@@ -50,6 +55,8 @@ private:
     QSortFilterProxyModel* m_treeProxy = nullptr;
     QTreeView* m_tree = nullptr;
     QLineEdit* m_filter = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    CheckpointView* m_checkpoint = nullptr;
 };
 
 } // namespace day0::ui

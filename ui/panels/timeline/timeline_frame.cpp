@@ -135,6 +135,7 @@ std::optional<TrackFrame> prepareTrack(
         }
         return tf;
     }
+    tf.instants = profile::markInstants(*trace, ref.track, t0, t1, width);
     const auto& index = request.traces.indexes[std::size_t(ref.slot)];
     const auto lod = index
         ? profile::buildTrackLod(*trace, *index, ref.track, t0, t1, width, ref.depths)

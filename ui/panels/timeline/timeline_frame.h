@@ -74,6 +74,7 @@ struct TrackFrame {
     profile::TrackId track = 0;
     std::vector<std::vector<SliceRun>> depths; ///< per nesting level
     std::vector<profile::CounterCell> counter; ///< counter tracks: one cell per column
+    std::vector<profile::InstantMark> instants; ///< columns holding instant events (markers)
     std::pair<double, double> counterRange { 0.0, 0.0 };
 };
 

@@ -5,6 +5,7 @@
 #include "panels/timeline/slice_details.h"
 #include "panels/timeline/timeline_colors.h"
 #include "panels/timeline/timeline_sketch.h"
+#include "panels/timeline/trace_diff_pane.h"
 #include "panels/timeline/track_tree_model.h"
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
@@ -25,6 +26,7 @@
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStackedWidget>
+#include <QTabWidget>
 #include <QTimer>
 #include <QToolBar>
 #include <QTreeView>
@@ -95,7 +97,19 @@ TimelinePanel::TimelinePanel(Session& session, JobRunner& jobs, QWidget* parent)
     content->addWidget(m_view);
     auto* bottom = new QSplitter(Qt::Horizontal, content);
     bottom->setChildrenCollapsible(false);
-    bottom->addWidget(createStatsPane());
+    // Kernel statistics, and with a comparison open, the kernel-by-kernel diff of A and B.
+    auto* tables = new QTabWidget(bottom);
+    tables->setObjectName(QStringLiteral("timelineTables"));
+    tables->setDocumentMode(true);
+    tables->addTab(createStatsPane(), tr("Kernels"));
+    m_diff = new TraceDiffPane(m_session, m_jobs, tables);
+    const int diffTab = tables->addTab(m_diff, tr("A → B Diff"));
+    connect(m_diff, &TraceDiffPane::diffChanged, this, [tables, diffTab](bool available) {
+        tables->setTabEnabled(diffTab, available);
+        tables->setCurrentIndex(available ? diffTab : 0);
+    });
+    tables->setTabEnabled(diffTab, false);
+    bottom->addWidget(tables);
     bottom->addWidget(m_details);
     bottom->setSizes({ 640, 360 });
     content->addWidget(bottom);

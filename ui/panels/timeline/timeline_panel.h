@@ -24,6 +24,7 @@ class JobRunner;
 class JobTicket;
 class KernelStatsModel;
 class SliceDetails;
+class TraceDiffPane;
 class TrackTreeModel;
 
 /// The profiler's timeline: the session's trace (and a second one stacked below it for
@@ -48,6 +49,8 @@ public:
     [[nodiscard]] KernelStatsModel* statsModel() const { return m_stats; }
     [[nodiscard]] QTreeView* statsView() const { return m_statsView; }
     [[nodiscard]] SliceDetails* details() const { return m_details; }
+    /// The A → B kernel diff shown while a comparison trace is open.
+    [[nodiscard]] TraceDiffPane* diffPane() const { return m_diff; }
     /// The slot whose statistics the table shows.
     [[nodiscard]] Session::TraceSlot statsSlot() const;
     /// True while the empty state ("Open trace…") is shown.
@@ -87,6 +90,7 @@ private:
     TimelineView* m_view = nullptr;
     QTreeView* m_statsView = nullptr;
     SliceDetails* m_details = nullptr;
+    TraceDiffPane* m_diff = nullptr;
     QLabel* m_statsTitle = nullptr;
     QComboBox* m_statsCategories = nullptr;
     QComboBox* m_statsTrace = nullptr;

@@ -155,6 +155,8 @@ private:
     void paintRows(QPainter& p, const QRect& visible);
     void paintTrack(QPainter& p, const TrackTreeModel::VisibleRow& row, const LaidRow& laid,
         int top, const TrackFrame* track);
+    void paintInstants(QPainter& p, const profile::Trace& trace, int top, const TrackFrame& tf,
+        double offset, double scale);
     void paintCounter(QPainter& p, const LaidRow& laid, int top, const TrackFrame& track);
     void paintLabel(QPainter& p, const TrackTreeModel::VisibleRow& row, int top, int height);
     void paintSelection(QPainter& p);

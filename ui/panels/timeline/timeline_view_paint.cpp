@@ -218,6 +218,35 @@ void TimelineView::paintTrack(QPainter& p, const TrackTreeModel::VisibleRow& row
             p.drawText(rect.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignLeft, label);
         }
     }
+    paintInstants(p, trace, top, *tf, offset, scale);
+}
+
+void TimelineView::paintInstants(QPainter& p, const profile::Trace& trace, int top,
+    const TrackFrame& tf, double offset, double scale)
+{
+    // Instant events as small downward triangles on the track's top edge, one per pixel column
+    // (a column holding several gets a darker outline), over the slices.
+    if (tf.instants.empty()) {
+        return;
+    }
+    const int right = viewport()->width();
+    const QColor outline = palette().color(QPalette::Text);
+    p.save();
+    p.setRenderHint(QPainter::Antialiasing, true);
+    for (const auto& mark : tf.instants) {
+        const double x = offset + (mark.column + 0.5) * scale;
+        if (x < kLabelWidth || x > right) {
+            continue;
+        }
+        const QColor color = categoryColor(trace.instantCategory(mark.first));
+        const double y = top + 1.0;
+        const QPointF triangle[3]
+            = { QPointF(x - 4.0, y), QPointF(x + 4.0, y), QPointF(x, y + 7.0) };
+        p.setPen(QPen(mark.count > 1 ? outline : color.darker(160), mark.count > 1 ? 1.2 : 0.8));
+        p.setBrush(color);
+        p.drawPolygon(triangle, 3);
+    }
+    p.restore();
 }
 
 void TimelineView::paintCounter(QPainter& p, const LaidRow& laid, int top, const TrackFrame& tf)

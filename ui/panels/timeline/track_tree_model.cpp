@@ -1,5 +1,6 @@
 #include "panels/timeline/track_tree_model.h"
 
+#include "profile/timeline_query.h"
 #include "widgets/formatting.h"
 
 #include <QHash>
@@ -112,9 +113,10 @@ void TrackTreeModel::addTrace(int slot, const profile::Trace& trace, const QStri
     std::map<std::int32_t, std::map<GroupKey, std::vector<profile::TrackId>>> tree;
     for (profile::TrackId t = 0; t < tracks.size(); ++t) {
         const auto& track = tracks[t];
-        // Rows show slices or counter values; a track holding only instants has nothing to draw.
+        // Rows show slices, instant markers or counter values; an empty track is left out.
         const auto [s0, s1] = trace.trackSlices(t);
-        if (s0 == s1 && track.kind != profile::TrackKind::Counter) {
+        const auto [i0, i1] = profile::trackInstants(trace, t);
+        if (s0 == s1 && i0 == i1 && track.kind != profile::TrackKind::Counter) {
             continue;
         }
         const bool gpu = isGpuTrack(track);

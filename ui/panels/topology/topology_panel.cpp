@@ -1,5 +1,6 @@
 #include "panels/topology/topology_panel.h"
 
+#include "exec/parallel_run.h"
 #include "jobs/job_runner.h"
 #include "panels/topology/topology_scene.h"
 #include "plan/memory_estimator.h"
@@ -10,6 +11,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QWheelEvent>
@@ -62,6 +64,11 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_view(new TopologyView(this))
     , m_coloring(new QComboBox(this))
     , m_legend(new QLabel(this))
+    , m_runTicket(std::make_unique<JobTicket>())
+    , m_run(new QToolButton(this))
+    , m_cancel(new QToolButton(this))
+    , m_runStatus(new QLabel(this))
+    , m_progressTimer(new QTimer(this))
 {
     m_view->setScene(m_scene);
     m_coloring->setObjectName(QStringLiteral("coloringCombo"));
@@ -81,6 +88,21 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_legend->setWordWrap(true);
     m_legend->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    m_run->setObjectName(QStringLiteral("runPlanButton"));
+    m_run->setText(tr("Run with this plan"));
+    m_run->setToolTip(tr("Run the plan on in-process ranks (fp32 prefill + greedy decode): the "
+                         "open checkpoint, or a small shrunk one of this architecture"));
+    connect(m_run, &QToolButton::clicked, this, &TopologyPanel::runPlan);
+    m_cancel->setObjectName(QStringLiteral("cancelRunButton"));
+    m_cancel->setText(tr("Cancel"));
+    m_cancel->setEnabled(false);
+    connect(m_cancel, &QToolButton::clicked, this, &TopologyPanel::cancelRun);
+    m_runStatus->setObjectName(QStringLiteral("runStatus"));
+    m_runStatus->setWordWrap(true);
+    m_runStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_progressTimer->setInterval(50);
+    connect(m_progressTimer, &QTimer::timeout, this, &TopologyPanel::pollRunProgress);
+
     auto* bar = new QHBoxLayout;
     bar->addWidget(new QLabel(tr("Colour by"), this));
     bar->addWidget(m_coloring);
@@ -89,6 +111,11 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
+    auto* runBar = new QHBoxLayout;
+    runBar->addWidget(m_run);
+    runBar->addWidget(m_cancel);
+    runBar->addWidget(m_runStatus, 1);
+    layout->addLayout(runBar);
     layout->addWidget(m_view, 1);
 
     connect(m_scene, &TopologyScene::rankClicked, &m_session, &Session::selectRank);

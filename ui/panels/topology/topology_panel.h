@@ -7,6 +7,12 @@
 
 class QComboBox;
 class QLabel;
+class QTimer;
+class QToolButton;
+
+namespace day0::exec {
+struct RankProgress;
+}
 
 namespace day0::ui {
 
@@ -44,11 +50,20 @@ public:
 
     [[nodiscard]] TopologyScene* scene() const { return m_scene; }
     [[nodiscard]] TopologyView* view() const { return m_view; }
+    /// The last parallel run's summary line, or its error (tests).
+    [[nodiscard]] QString runStatus() const;
+
+    /// Runs the session's plan on in-process ranks: on the open checkpoint when the model is a
+    /// folder with weights, else on a shrunk checkpoint of its architecture sized for the plan.
+    void runPlan();
+    /// Cancels a running plan run.
+    void cancelRun();
 
 private:
     void schedule();
     void display(TopologyData&& data, const QString& error);
     void updateLegend();
+    void pollRunProgress();
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -58,6 +73,12 @@ private:
     QComboBox* m_coloring = nullptr;
     QLabel* m_legend = nullptr;
     QString m_error;
+    std::unique_ptr<JobTicket> m_runTicket;
+    std::shared_ptr<exec::RankProgress> m_rankProgress;
+    QToolButton* m_run = nullptr;
+    QToolButton* m_cancel = nullptr;
+    QLabel* m_runStatus = nullptr;
+    QTimer* m_progressTimer = nullptr;
 };
 
 } // namespace day0::ui

@@ -11,6 +11,7 @@
 #include <QPalette>
 #include <QStyleOptionGraphicsItem>
 
+#include <algorithm>
 #include <cmath>
 
 namespace day0::ui {
@@ -44,8 +45,9 @@ QRectF cellRect(int gpu)
     return { kPad + col * (kCellW + kGap), kTitleH + kPad + row * (kCellH + kGap), kCellW, kCellH };
 }
 
-void paintCell(
-    QPainter* painter, const QRectF& rect, const QColor& color, int rank, bool selected, double lod)
+/// A cell; `progress` in [0, 1] draws a run's progress bar along its bottom (negative: none).
+void paintCell(QPainter* painter, const QRectF& rect, const QColor& color, int rank, bool selected,
+    double lod, double progress)
 {
     painter->setPen(
         selected ? QPen(appPalette().color(QPalette::Highlight), 3) : QPen(color.darker(125), 1));
@@ -57,6 +59,15 @@ void paintCell(
         f.setPointSizeF(7.5);
         painter->setFont(f);
         painter->drawText(rect, Qt::AlignCenter, QString::number(rank));
+    }
+    if (progress >= 0.0) {
+        const QRectF track(rect.left() + 3, rect.bottom() - 6, rect.width() - 6, 4);
+        painter->setPen(Qt::NoPen);
+        painter->setBrush(QColor(0, 0, 0, 110));
+        painter->drawRect(track);
+        painter->setBrush(appPalette().color(QPalette::Highlight));
+        painter->drawRect(QRectF(track.topLeft(),
+            QSizeF(track.width() * std::clamp(progress, 0.0, 1.0), track.height())));
     }
 }
 
@@ -81,8 +92,8 @@ public:
         }
         auto* s = static_cast<TopologyScene*>(scene());
         const int rank = s->topology().ranks && m_device < s->topology().world ? m_device : -1;
-        paintCell(
-            painter, m_rect, s->deviceColor(m_device), rank, s->inSelectedGroup(m_device), lod);
+        paintCell(painter, m_rect, s->deviceColor(m_device), rank, s->inSelectedGroup(m_device),
+            lod, s->rankProgress(rank));
     }
     void mousePressEvent(QGraphicsSceneMouseEvent* event) override
     {
@@ -161,7 +172,7 @@ public:
                 const int device = first + g;
                 const int rank = s->topology().ranks && device < s->topology().world ? device : -1;
                 paintCell(painter, cellRect(g), s->deviceColor(device), rank,
-                    s->inSelectedGroup(device), lod);
+                    s->inSelectedGroup(device), lod, s->rankProgress(rank));
             }
         }
     }
@@ -229,6 +240,25 @@ void TopologyScene::setSelectedRank(int rank)
         }
     }
     update();
+}
+
+void TopologyScene::setRankProgress(std::vector<double> fractions)
+{
+    m_progress = std::move(fractions);
+    update();
+}
+
+double TopologyScene::rankProgress(int rank) const
+{
+    return rank >= 0 && std::size_t(rank) < m_progress.size() ? m_progress[std::size_t(rank)]
+                                                              : -1.0;
+}
+
+void TopologyScene::setLinkTraffic(std::vector<exec::NodeTraffic> traffic)
+{
+    m_traffic = std::move(traffic);
+    rebuild();
+    setSelectedRank(m_selected);
 }
 
 int TopologyScene::colorIndex(int rank) const
@@ -319,9 +349,36 @@ QString TopologyScene::deviceTooltip(int device) const
     return text;
 }
 
+void TopologyScene::addTrafficLabels(
+    int node, QGraphicsLineItem* uplink, QPointF origin, QSizeF size)
+{
+    const auto& t = m_traffic[std::size_t(node)];
+    std::int64_t most = 1;
+    for (const auto& other : m_traffic) {
+        most = std::max({ most, other.interBytes, other.intraBytes });
+    }
+    const QColor traffic = appPalette().color(QPalette::Highlight);
+    if (t.interBytes > 0) {
+        // Width grows with the share of the busiest link, so hot uplinks stand out.
+        uplink->setPen(QPen(traffic, 1.5 + 5.0 * double(t.interBytes) / double(most)));
+    }
+    uplink->setToolTip(QStringLiteral("node %1 uplink: %2 in and out during the run")
+                           .arg(node)
+                           .arg(bytesText(Bytes(t.interBytes))));
+    auto* up = addSimpleText(QStringLiteral("⇅ %1").arg(bytesText(Bytes(t.interBytes))));
+    up->setBrush(appPalette().color(QPalette::WindowText));
+    up->setPos(origin.x() + size.width() / 2 + 6, origin.y() - kNodeGapY / 2 + 6);
+    auto* intra
+        = addSimpleText(QStringLiteral("intra-node %1").arg(bytesText(Bytes(t.intraBytes))));
+    intra->setBrush(appPalette().color(QPalette::WindowText));
+    intra->setPos(origin.x() + kPad, origin.y() + size.height() + 2);
+    m_trafficLabels += 2;
+}
+
 void TopologyScene::rebuild()
 {
     clear();
+    m_trafficLabels = 0;
     m_gpuItems.clear();
     m_nodeItems.clear();
     const auto& c = m_data.cluster;
@@ -352,7 +409,10 @@ void TopologyScene::rebuild()
         for (int i = 0; i < inRow; ++i) {
             const int n = row * cols + i;
             const double x = i * (node.width() + kNodeGapX);
-            addLine(x + node.width() / 2, leafY + 3, x + node.width() / 2, y, wire);
+            auto* uplink = addLine(x + node.width() / 2, leafY + 3, x + node.width() / 2, y, wire);
+            if (std::size_t(n) < m_traffic.size()) {
+                addTrafficLabels(n, uplink, QPointF(x, y), node);
+            }
             auto* item = new NodeItem(n, c.gpusPerNode, !m_detailed);
             item->setPos(x, y);
             addItem(item);

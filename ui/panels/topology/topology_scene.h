@@ -1,5 +1,6 @@
 #pragma once
 
+#include "exec/parallel_run.h"
 #include "hardware/cluster.h"
 #include "plan/rank_layout.h"
 
@@ -61,11 +62,23 @@ public:
     /// Number of colour groups under the current colouring.
     [[nodiscard]] int colorGroupCount() const;
 
+    /// Progress of a parallel run per rank in [0, 1], drawn on the rank items; empty: none.
+    void setRankProgress(std::vector<double> fractions);
+    /// A rank's run progress, or -1 when no run is shown.
+    [[nodiscard]] double rankProgress(int rank) const;
+    /// Bytes a finished run moved per node (index = node), drawn on the node uplinks and under
+    /// each node's fast-link domain; empty: none.
+    void setLinkTraffic(std::vector<exec::NodeTraffic> traffic);
+    [[nodiscard]] const std::vector<exec::NodeTraffic>& linkTraffic() const { return m_traffic; }
+    /// Traffic labels in the scene (tests).
+    [[nodiscard]] int trafficLabelCount() const { return m_trafficLabels; }
+
 signals:
     void rankClicked(int rank);
 
 private:
     void rebuild();
+    void addTrafficLabels(int node, QGraphicsLineItem* uplink, QPointF origin, QSizeF size);
 
     TopologyData m_data;
     TopologyColoring m_coloring = TopologyColoring::PipelineStage;
@@ -74,6 +87,9 @@ private:
     bool m_detailed = true;
     std::vector<GpuItem*> m_gpuItems;
     std::vector<NodeItem*> m_nodeItems;
+    std::vector<double> m_progress;
+    std::vector<exec::NodeTraffic> m_traffic;
+    int m_trafficLabels = 0;
 };
 
 } // namespace day0::ui

@@ -1,0 +1,30 @@
+#pragma once
+
+// `day0 run <checkpoint> --plan …`: the sharded run (in-process ranks or MPI processes) with
+// its communication table. cmd_run.cpp forwards here when --plan is given.
+
+#include "command.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace day0::cli {
+
+/// What `day0 run --plan` needs from the run verb's arguments.
+struct PlanRunArgs {
+    std::string checkpoint;
+    std::string plan; ///< "tp=2,pp=2,ep=2"
+    std::string ranks = "in-process"; ///< or "mpi"
+    int microBatches = 1;
+    std::vector<std::vector<std::int64_t>> prompts; ///< one or more; sequences cycle through them
+    std::int64_t tokens = 8;
+    double timeoutSeconds = 60.0;
+    std::string commTrace; ///< Chrome JSON of every rank's collectives, or empty
+};
+
+/// Runs the plan; prints generated tokens, the ranks and the measured-vs-model communication
+/// table (or JSON). Returns the exit code.
+int runPlanned(const PlanRunArgs& args, const GlobalOptions& global);
+
+} // namespace day0::cli

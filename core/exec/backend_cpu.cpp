@@ -1,0 +1,148 @@
+// The CPU reference behind the Backend interface: the engine's float kernels with the rounding
+// of the target precision emulated, as `day0 run` computes them.
+#include "checkpoint/dtype_convert.h"
+#include "exec/backend.h"
+#include "exec/emulated_ops.h"
+
+#include <fmt/format.h>
+
+namespace day0::exec {
+
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+    std::string name() const override { return "day0-cpu"; }
+    std::string device() const override { return "host CPU (OpenBLAS)"; }
+    bool supports(BackendOp) const override { return true; }
+    std::string implementation(BackendOp op) const override
+    {
+        return op == BackendOp::Linear ? "native (OpenBLAS GEMM)" : "native";
+    }
+
+    Result<void> embedding(std::span<const std::int64_t> ids, const float* table,
+        std::int64_t vocab, std::int64_t dim, float* out, PrecisionMode mode) override
+    {
+        DAY0_TRY(exec::embedding<float>(ids, table, vocab, dim, out));
+        roundActivations({ out, std::size_t(std::int64_t(ids.size()) * dim) }, mode);
+        return success();
+    }
+
+    Result<void> rmsNorm(const float* x, const float* residual, const float* w, float* y,
+        float* residualOut, std::int64_t rows, std::int64_t dim, double eps,
+        PrecisionMode mode) override
+    {
+        const auto n = std::size_t(rows * dim);
+        if (residual == nullptr) {
+            emulatedRmsNorm(x, w, y, rows, dim, eps, mode);
+            return success();
+        }
+        std::vector<float> sum(x, x + n);
+        addInPlace<float>(sum.data(), residual, std::int64_t(n));
+        roundActivations(sum, mode);
+        if (residualOut != nullptr) {
+            std::copy(sum.begin(), sum.end(), residualOut);
+        }
+        emulatedRmsNorm(sum.data(), w, y, rows, dim, eps, mode);
+        return success();
+    }
+
+    Result<void> linear(const float* x, const float* w, float* y, std::int64_t rows,
+        std::int64_t in, std::int64_t out, PrecisionMode mode, Fp8Scaling scaling) override
+    {
+        emulatedLinear(x, w, nullptr, y, rows, in, out, mode, scaling);
+        return success();
+    }
+
+    Result<void> rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+        std::span<const std::int64_t> positions, const Rope& table,
+        std::span<const std::int64_t> positions3, PrecisionMode mode) override
+    {
+        applyRope<float>(x, tokens, heads, headDim, positions, table, positions3);
+        roundActivations({ x, std::size_t(tokens * heads * headDim) }, mode);
+        return success();
+    }
+
+    Result<void> attention(const float* q, const float* k, const float* v, float* out,
+        const AttentionShape& shape, PrecisionMode mode) override
+    {
+        AttentionRounding<float> rounding;
+        if (isEmulated(mode)) {
+            rounding = [mode](float* p, std::int64_t count) {
+                roundActivations({ p, std::size_t(count) }, mode);
+            };
+        }
+        exec::attention<float>(q, k, v, out, shape, rounding, rounding);
+        roundActivations({ out, std::size_t(shape.queries * shape.heads * shape.valueDim) }, mode);
+        return success();
+    }
+
+    Result<void> gatedActivation(
+        float* gate, const float* up, std::int64_t n, Activation act, PrecisionMode mode) override
+    {
+        emulatedGatedActivation(gate, up, n, act, mode);
+        return success();
+    }
+
+    Result<Routing> route(const float* logits, std::int64_t tokens, const RouterConfig& config,
+        const float* bias) override
+    {
+        const std::vector<double> l(logits, logits + tokens * config.numExperts);
+        std::vector<double> b;
+        if (bias != nullptr) {
+            b.assign(bias, bias + config.numExperts);
+        }
+        return exec::route(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+    }
+
+    Result<void> permuteTokens(const float* x, std::int64_t tokens, std::int64_t dim,
+        const Routing& routing, std::int64_t numExperts, float* permuted,
+        std::vector<std::int64_t>& offsets, std::vector<std::int64_t>& sourceRow) override
+    {
+        offsets.assign(std::size_t(numExperts + 1), 0);
+        for (const auto e : routing.experts) {
+            if (e < 0 || e >= numExperts) {
+                return Error::badInput(
+                    fmt::format("permuteTokens: expert {} is outside [0, {})", e, numExperts));
+            }
+            ++offsets[std::size_t(e + 1)];
+        }
+        for (std::size_t e = 0; e < std::size_t(numExperts); ++e) {
+            offsets[e + 1] += offsets[e];
+        }
+        std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+        sourceRow.assign(routing.experts.size(), 0);
+        // Token order inside an expert, as a stable counting sort gives it.
+        for (std::int64_t t = 0; t < tokens; ++t) {
+            for (std::int64_t j = 0; j < routing.k; ++j) {
+                const auto e = routing.experts[std::size_t(t * routing.k + j)];
+                const auto row = next[std::size_t(e)]++;
+                sourceRow[std::size_t(row)] = t;
+                std::copy(x + t * dim, x + (t + 1) * dim, permuted + row * dim);
+            }
+        }
+        return success();
+    }
+
+    Result<void> dequantFp8Block(const std::uint8_t* bytes, const float* scales, std::int64_t rows,
+        std::int64_t cols, std::int64_t block, float* out) override
+    {
+        if (block <= 0) {
+            return Error::badInput("dequantFp8Block: block size must be positive");
+        }
+        const std::int64_t blockCols = (cols + block - 1) / block;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const float s = scales[(r / block) * blockCols + c / block];
+                out[r * cols + c] = checkpoint::e4m3ToFloat(bytes[r * cols + c]) * s;
+            }
+        }
+        return success();
+    }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+} // namespace day0::exec

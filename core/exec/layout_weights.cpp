@@ -1,0 +1,114 @@
+#include "exec/layout_weights.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace day0::exec::detail {
+
+bool needsLayoutMapping(const model::ModelSpec& spec)
+{
+    return spec.layout.textPrefix != "model" || spec.layout.lmHead != "lm_head" || spec.vision
+        || (spec.moe && spec.moe->packedExperts);
+}
+
+LayoutWeights::LayoutWeights(const WeightSource& inner, const model::ModelSpec& spec)
+    : m_inner(inner)
+    , m_spec(spec)
+{
+}
+
+std::string LayoutWeights::checkpointName(const std::string& name) const
+{
+    const std::string& vision = m_spec.layout.visionPrefix;
+    if (!vision.empty() && name.starts_with(vision + ".")) {
+        return name;
+    }
+    if (name.starts_with("lm_head.")) {
+        return m_spec.layout.lmHead + name.substr(7);
+    }
+    if (name.starts_with("model.")) {
+        return m_spec.layout.textPrefix + name.substr(5);
+    }
+    return name;
+}
+
+bool LayoutWeights::packed(const std::string& name, Packed& out) const
+{
+    if (!m_spec.moe || !m_spec.moe->packedExperts) {
+        return false;
+    }
+    const auto at = name.find(".experts.");
+    if (at == std::string::npos) {
+        return false;
+    }
+    const std::string_view rest = std::string_view(name).substr(at + 9);
+    const auto dot = rest.find('.');
+    if (dot == std::string_view::npos
+        || std::from_chars(rest.data(), rest.data() + dot, out.expert).ec != std::errc {}) {
+        return false;
+    }
+    const std::string_view leaf = rest.substr(dot + 1);
+    const std::string base = checkpointName(name.substr(0, at)) + ".experts.";
+    if (leaf == "gate_proj.weight" || leaf == "up_proj.weight") {
+        out.tensor = base + "gate_up_proj";
+        out.part = leaf == "gate_proj.weight" ? 0 : 1;
+    } else if (leaf == "down_proj.weight") {
+        out.tensor = base + "down_proj";
+        out.part = 2;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool LayoutWeights::has(const std::string& name) const
+{
+    Packed p;
+    if (packed(name, p)) {
+        return m_inner.has(p.tensor);
+    }
+    return m_inner.has(checkpointName(name));
+}
+
+Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
+{
+    Packed p;
+    if (!packed(name, p)) {
+        auto t = m_inner.read(checkpointName(name));
+        if (t && t->rank() == 5 && name.ends_with(".patch_embed.proj.weight")) {
+            // Conv3d with kernel = stride = (temporal, patch, patch): a linear over the
+            // flattened (channel, frame, y, x) patch.
+            const std::int64_t out = t->dim(0);
+            return t->contiguous().view({ out, t->numel() / out });
+        }
+        return t;
+    }
+    auto fused = m_inner.read(p.tensor);
+    if (!fused) {
+        return fused.error();
+    }
+    const auto& moe = *m_spec.moe;
+    const std::int64_t e = moe.numExperts;
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t i = moe.expertIntermediate;
+    const numerics::Shape expected
+        = p.part == 2 ? numerics::Shape { e, i, h } : numerics::Shape { e, h, 2 * i };
+    if (fused->shape() != expected) {
+        return Error::badInput(fmt::format("{}: fused expert tensor '{}' has shape {}, the config "
+                                           "needs {}",
+            m_inner.describe(), p.tensor, numerics::shapeString(fused->shape()),
+            numerics::shapeString(expected)));
+    }
+    if (p.expert < 0 || p.expert >= e) {
+        return Error::badInput(fmt::format("{}: expert {} of '{}' is out of range (0..{})",
+            m_inner.describe(), p.expert, p.tensor, e - 1));
+    }
+    numerics::Tensor slice = fused->select(0, p.expert); // [H, 2I] or [I, H]
+    if (p.part != 2) {
+        slice = slice.narrow(1, p.part == 0 ? 0 : i, i); // gate is the first half
+    }
+    return slice.transpose(0, 1).contiguous(); // HF linear layout [out, in]
+}
+
+} // namespace day0::exec::detail

@@ -1,0 +1,50 @@
+// The thin shell of the CUDA backend plugin: options from JSON and the exported descriptor.
+#include "cuda_backend.h"
+#include "extend/plugin_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <exception>
+
+namespace {
+
+void* createBackend(const char* optionsJson, char* error, std::size_t errorSize)
+{
+    int device = 0;
+    try {
+        const auto json = nlohmann::json::parse(optionsJson ? optionsJson : "{}");
+        device = json.value("device", 0);
+    } catch (const std::exception& e) {
+        std::snprintf(error, errorSize, "bad options: %s", e.what());
+        return nullptr;
+    }
+    auto backend = day0::cuda::CudaBackend::create(device);
+    if (!backend) {
+        std::snprintf(error, errorSize, "%s", backend.error().message.c_str());
+        return nullptr;
+    }
+    return new std::shared_ptr<day0::exec::Backend>(std::move(*backend));
+}
+
+void destroyBackend(void* object)
+{
+    delete static_cast<std::shared_ptr<day0::exec::Backend>*>(object);
+}
+
+const Day0PluginDescriptor kDescriptor {
+    DAY0_PLUGIN_API_VERSION,
+    "cuda",
+    "backend",
+    "1.0",
+    &createBackend,
+    &destroyBackend,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
+day0_plugin_descriptor()
+{
+    return &kDescriptor;
+}

@@ -1,0 +1,86 @@
+// `day0 run --plan`: the sharded run on in-process ranks, its JSON and its errors.
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+using day0::test::runDay0;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shrunkMoe()
+{
+    static const std::string dir = [] {
+        const std::string d = (fs::path(day0::test::scratchDir("run_plan_cli")) / "moe").string();
+        const auto r = runDay0(
+            { "shrink", "qwen3-30b-a3b", "--out", d, "--force", "--layers", "2", "--hidden", "64",
+                "--heads", "4", "--experts", "8", "--vocab", "250", "-q", "--no-record" });
+        EXPECT_EQ(r.exitCode, 0) << r.err;
+        return d;
+    }();
+    return dir;
+}
+
+} // namespace
+
+TEST(RunPlanCli, ShardedRunMatchesTheSingleRankTokensAndReportsCommunication)
+{
+    const std::string ckpt = shrunkMoe();
+    const auto single = runDay0(
+        { "run", ckpt, "--ids", "3,1,4,1,5", "--tokens", "3", "--json", "-q", "--no-record" });
+    ASSERT_EQ(single.exitCode, 0) << single.err;
+    const auto planned = runDay0({ "run", ckpt, "--plan", "tp=2,pp=2,ep=2", "--micro-batches", "2",
+        "--ids", "3,1,4,1,5;2,7,1", "--tokens", "3", "--json", "-q", "--no-record" });
+    ASSERT_EQ(planned.exitCode, 0) << planned.err;
+    const auto j = planned.json();
+    EXPECT_EQ(j["plan"], "tp=2,pp=2,ep=2,dp=1,etp=1,mb=2");
+    ASSERT_EQ(j["sequences"].size(), 2U);
+    EXPECT_EQ(j["sequences"][0]["generated"], single.json()["target"]["generated"]);
+    EXPECT_EQ(j["ranks"].size(), 4U);
+    std::map<std::string, nlohmann::json> comm;
+    for (const auto& row : j["communication"]) {
+        comm[row["kind"].get<std::string>()] = row;
+    }
+    for (const char* kind :
+        { "all_reduce", "all_gather", "all_to_all_v", "send", "recv", "total" }) {
+        ASSERT_TRUE(comm.contains(kind)) << kind;
+        EXPECT_GT(comm[kind]["calls"].get<int>(), 0) << kind;
+    }
+    EXPECT_GT(comm["total"]["measured_seconds_per_rank"].get<double>(), 0.0);
+    EXPECT_TRUE(j["machine"]["measured"].get<bool>());
+    EXPECT_GT(comm["total"]["model_seconds_per_rank"].get<double>(), 0.0);
+}
+
+TEST(RunPlanCli, TableAndTraceInText)
+{
+    const std::string ckpt = shrunkMoe();
+    const std::string trace
+        = (fs::path(day0::test::scratchDir("run_plan_cli_trace")) / "comm.json").string();
+    const auto r = runDay0({ "run", ckpt, "--plan", "tp=2", "--ids", "1,2,3", "--tokens", "2",
+        "--comm-trace", trace, "-q", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("measured/model"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("all_reduce"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("measured figures"), std::string::npos) << r.out;
+    const auto imported = runDay0({ "trace", "import", trace, "--json", "-q", "--no-record" });
+    ASSERT_EQ(imported.exitCode, 0) << imported.err;
+    EXPECT_GT(imported.json()["by_category"]["communication"].get<int>(), 0);
+    // One process per rank in the exported trace.
+    std::ifstream in(trace);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("rank 0: day0"), std::string::npos);
+    EXPECT_NE(text.find("rank 1: day0"), std::string::npos);
+}
+
+TEST(RunPlanCli, PlanThatDoesNotSplitIsBadInput)
+{
+    const std::string ckpt = shrunkMoe();
+    const auto r = runDay0({ "run", ckpt, "--plan", "tp=3", "--ids", "1,2", "-q", "--no-record" });
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("does not split into 3 equal parts"), std::string::npos) << r.err;
+}

@@ -1,0 +1,162 @@
+#include "parallel_testkit.h"
+
+#include "checkpoint/shrink.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+namespace day0::test {
+
+Result<ShrunkModel> makeShrunkModel(
+    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed)
+{
+    checkpoint::ShrinkOptions o;
+    o.layers = 2;
+    o.hidden = 64;
+    o.heads = 4;
+    o.experts = 8;
+    o.vocab = 250; // not a multiple of tp: uneven vocab-parallel slices
+    o.intermediate = 96;
+    o.seed = seed;
+    o.replace = true;
+    Progress progress;
+    auto summary = checkpoint::shrinkModel(config, dir, o, progress, {});
+    if (!summary) {
+        return summary.error();
+    }
+    ShrunkModel m;
+    m.name = config;
+    m.dir = dir;
+    auto spec = exec::loadCheckpointModel(dir);
+    if (!spec) {
+        return spec.error();
+    }
+    m.spec = std::move(*spec);
+    auto weights = exec::openCheckpointWeights(dir);
+    if (!weights) {
+        return weights.error();
+    }
+    m.weights = std::move(*weights);
+    auto id = exec::checkpointFingerprint(dir);
+    if (!id) {
+        return id.error();
+    }
+    m.checkpointId = *id;
+    return m;
+}
+
+std::string MatrixPlan::label() const { return exec::layoutString(layout, microBatches); }
+
+std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld)
+{
+    std::vector<MatrixPlan> out;
+    for (const int pp : { 1, 2 }) {
+        for (const int tp : { 1, 2, 4 }) {
+            for (const int ep : { 1, 2, 4 }) {
+                if (ep > 1 && !spec.moe) {
+                    continue;
+                }
+                MatrixPlan p;
+                p.layout.tp = tp;
+                p.layout.pp = pp;
+                p.layout.ep = ep;
+                p.layout.dp = tp * pp <= 4 ? 4 / (tp * pp) : 1;
+                p.microBatches = pp > 1 ? 2 : 1;
+                if ((p.layout.dp * tp) % ep != 0 || p.layout.worldSize() > maxWorld) {
+                    continue;
+                }
+                out.push_back(p);
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<std::vector<std::int64_t>> matrixPrompts(int sequences, std::int64_t vocab)
+{
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (int s = 0; s < sequences; ++s) {
+        std::vector<std::int64_t> p;
+        const int length = 3 + (s * 2) % 5;
+        for (int i = 0; i < length; ++i) {
+            p.push_back((7 + 31 * s + 13 * i) % vocab);
+        }
+        prompts.push_back(std::move(p));
+    }
+    return prompts;
+}
+
+Result<double> compareWithSingleRank(const ShrunkModel& model,
+    const std::vector<exec::SequenceResult>& sequences, std::int64_t newTokens)
+{
+    Progress progress;
+    auto engine = exec::Engine::create(model.spec, *model.weights, false, progress, {});
+    if (!engine) {
+        return engine.error();
+    }
+    double worst = 0.0;
+    for (std::size_t s = 0; s < sequences.size(); ++s) {
+        const auto& seq = sequences[s];
+        exec::RunOptions o;
+        o.precision = *exec::parsePrecisionPlan("fp32");
+        o.promptIds = seq.prompt;
+        o.newTokens = newTokens;
+        o.capture.filters = { "lm_head" };
+        auto single = engine->run(o, progress, {});
+        if (!single) {
+            return single.error();
+        }
+        if (single->generated != seq.generated) {
+            return Error::internal(fmt::format("sequence {}: generated {} but the single rank {}",
+                s, fmt::join(seq.generated, ","), fmt::join(single->generated, ",")));
+        }
+        const auto* ref = single->dump.tensor("lm_head");
+        if (ref == nullptr) {
+            return Error::internal("the single-rank run captured no lm_head");
+        }
+        const auto values = ref->toDoubles();
+        if (values.size() != seq.logits.size()) {
+            return Error::internal(fmt::format("sequence {}: {} logits, the single rank has {}", s,
+                seq.logits.size(), values.size()));
+        }
+        double maxRef = 0.0;
+        double maxDiff = 0.0;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            maxRef = std::max(maxRef, std::abs(values[i]));
+            maxDiff = std::max(maxDiff, std::abs(double(seq.logits[i]) - values[i]));
+        }
+        worst = std::max(worst, maxDiff / std::max(maxRef, 1e-30));
+    }
+    return worst;
+}
+
+FaultyWeights::FaultyWeights(
+    const exec::WeightSource& inner, std::string tensor, double delaySeconds)
+    : m_inner(inner)
+    , m_tensor(std::move(tensor))
+    , m_delay(delaySeconds)
+{
+}
+
+bool FaultyWeights::has(const std::string& name) const { return m_inner.has(name); }
+
+Result<numerics::Tensor> FaultyWeights::read(const std::string& name) const
+{
+    if (name == m_tensor) {
+        if (m_delay <= 0.0) {
+            return Error::badInput(fmt::format("cannot read '{}': disk error", name));
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(m_delay));
+    }
+    return m_inner.read(name);
+}
+
+std::vector<std::string> FaultyWeights::names() const { return m_inner.names(); }
+
+} // namespace day0::test

@@ -1,0 +1,74 @@
+#pragma once
+
+// Shared by the in-process proof (parallel_test.cpp) and the mpirun one (tests/integration):
+// shrunk models of three architectures, the plan matrix, and the comparison against the
+// single-rank engine.
+
+#include "base/result.h"
+#include "checkpoint/sharding.h"
+#include "exec/parallel_run.h"
+#include "exec/weight_source.h"
+#include "model/model_spec.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace day0::test {
+
+/// A shrunk checkpoint on disk, opened.
+struct ShrunkModel {
+    std::string name; ///< the bundled config it was shrunk from
+    std::filesystem::path dir;
+    model::ModelSpec spec;
+    std::unique_ptr<exec::WeightSource> weights;
+    std::string checkpointId;
+};
+
+/// Shrinks bundled `config` ("llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3") into `dir` with
+/// sizes every plan of the matrix divides (2 layers, 4 heads, 8 experts, vocab 250) and opens it.
+Result<ShrunkModel> makeShrunkModel(
+    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed = 7);
+
+/// One plan of the proof matrix.
+struct MatrixPlan {
+    checkpoint::ShardLayout layout;
+    int microBatches = 1;
+    [[nodiscard]] std::string label() const;
+};
+
+/// Every valid plan with tp ∈ {1,2,4}, pp ∈ {1,2}, ep ∈ {1,2,4} for `spec` on up to `maxWorld`
+/// ranks: dp fills a world of 4 where tp × pp ≤ 4; ep > 1 only for MoE models and only where
+/// ep divides dp × tp; pp = 2 runs two micro-batches.
+std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld);
+
+/// The prompts of a plan's sequences (different lengths and tokens per sequence).
+std::vector<std::vector<std::int64_t>> matrixPrompts(int sequences, std::int64_t vocab);
+
+/// Greedy tokens per sequence in the matrix.
+inline constexpr std::int64_t kMatrixTokens = 3;
+
+/// Runs the single-rank fp32 engine on every prompt and compares: max over sequences of
+/// max|parallel − single| / max|single| over all logits, and the generated tokens. Fails (with
+/// the sequence and both token lists) when tokens differ.
+Result<double> compareWithSingleRank(const ShrunkModel& model,
+    const std::vector<exec::SequenceResult>& sequences, std::int64_t newTokens);
+
+/// The weights of a model, except that one tensor fails to read (delay 0) or reads only after
+/// `delaySeconds` (a hanging rank).
+class FaultyWeights : public exec::WeightSource {
+public:
+    FaultyWeights(const exec::WeightSource& inner, std::string tensor, double delaySeconds);
+    [[nodiscard]] bool has(const std::string& name) const override;
+    [[nodiscard]] Result<numerics::Tensor> read(const std::string& name) const override;
+    [[nodiscard]] std::vector<std::string> names() const override;
+    [[nodiscard]] std::string describe() const override { return "faulty"; }
+
+private:
+    const exec::WeightSource& m_inner;
+    std::string m_tensor;
+    double m_delay;
+};
+
+} // namespace day0::test

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds what the GPU checks need (Release, no GUI, kernels for this machine's GPU only) and runs
+# every GPU check of the CUDA backend, CUPTI and kernels in a few minutes:
+#   1. the plugins' CPU-side unit tests;
+#   2. day0_gpu_checks: every backend operator against the CPU reference (fp32, bf16, fp8, int8),
+#      device tap statistics, a CUPTI timeline with the expected kernels/copies/flows, RMSNorm
+#      bandwidth >= 0.80 x a device-to-device copy, cuBLAS bf16 GEMM and attention prefill
+#      FLOP/s (as a fraction of the GEMM's), all measured in this run;
+#   3. day0 opcheck --backend cuda against the fp64 CPU reference on shrunk models of several
+#      architectures (errors judged by the bundled tolerance table) and on one full-size config.
+# Prints a summary; exits 0 when everything passed, 1 when a check failed, 77 without a GPU.
+# Usage: tests/gpu/run_all.sh [build-dir]   (default: <repo>/build-gpu; DAY0_JOBS sets -j)
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build-gpu}
+jobs=${DAY0_JOBS:-$(nproc)}
+results=()
+failed=0
+
+step() { # name, then the command; records PASS/FAIL
+    local name=$1
+    shift
+    echo
+    echo "==== $name"
+    if "$@"; then
+        results+=("PASS  $name")
+    else
+        results+=("FAIL  $name (exit $?)")
+        failed=1
+    fi
+}
+
+summary() {
+    echo
+    echo "==== GPU run summary ($(date -u +%Y-%m-%dT%H:%MZ))"
+    for r in "${results[@]}"; do
+        echo "  $r"
+    done
+}
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no CUDA device: nvidia-smi finds no GPU on this machine"
+    exit 77
+fi
+nvidia-smi -L
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+step "configure (Release, CUDA, kernels for the local GPU)" \
+    cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DDAY0_BUILD_GUI=OFF \
+    -DDAY0_WITH_CUDA=ON -DDAY0_CUDA_ARCHITECTURES=native
+step "build" cmake --build "$build" -j "$jobs" --target day0 day0_plugin_cuda day0_plugin_cupti \
+    day0_gpu_checks day0_plugins_test
+if [ "$failed" -ne 0 ]; then
+    summary
+    exit 1
+fi
+
+step "plugin logic unit tests (CPU)" "$build/tests/plugins/day0_plugins_test" --gtest_brief=1
+step "GPU operator, tap, CUPTI and performance checks" "$build/tests/gpu/day0_gpu_checks"
+
+day0="$build/app/cli/day0"
+models=$(mktemp -d)
+trap 'rm -rf "$models"' EXIT
+opcheck() { # model folder or name, precision
+    "$day0" opcheck "$1" --backend cuda --precision "$2" --tokens 16
+}
+for m in llama-3.1-8b qwen3-8b qwen3-30b-a3b mixtral-8x7b deepseek-v3 kimi-k2; do
+    if "$day0" shrink "$m" --out "$models/$m" -q >/dev/null; then
+        step "opcheck --backend cuda: shrunk $m (bf16)" opcheck "$models/$m" bf16
+    else
+        results+=("FAIL  shrink $m")
+        failed=1
+    fi
+done
+step "opcheck --backend cuda: shrunk deepseek-v3 (fp8)" opcheck "$models/deepseek-v3" fp8
+step "opcheck --backend cuda: shrunk qwen3-8b (fp32)" opcheck "$models/qwen3-8b" fp32
+step "opcheck --backend cuda: qwen3-8b full-size shapes (bf16)" opcheck qwen3-8b bf16
+
+summary
+exit "$failed"

@@ -1,0 +1,25 @@
+// A backend plugin whose device is never present, to test selection and declared coverage.
+#include "extend/plugin_api.h"
+
+#include <cstdio>
+
+namespace {
+
+void* create(const char*, char* error, std::size_t errorSize)
+{
+    std::snprintf(error, errorSize, "no FAKE device: this test plugin never has one");
+    return nullptr;
+}
+
+void destroy(void*) { }
+
+const Day0PluginDescriptor kDescriptor { DAY0_PLUGIN_API_VERSION, "fakegpu", "backend", "0.1",
+    &create, &destroy };
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
+day0_plugin_descriptor()
+{
+    return &kDescriptor;
+}

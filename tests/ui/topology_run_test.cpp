@@ -1,0 +1,98 @@
+#include "panels/topology/topology_panel.h"
+#include "panels/topology/topology_scene.h"
+#include "ui_test_support.h"
+
+#include <QTemporaryDir>
+#include <QToolButton>
+
+using namespace day0;
+using namespace day0::ui;
+
+namespace {
+
+/// Points the shrunk-checkpoint cache at a fresh folder for one test.
+class ScopedCache {
+public:
+    ScopedCache()
+        : m_old(qgetenv("XDG_CACHE_HOME"))
+    {
+        qputenv("XDG_CACHE_HOME", m_dir.path().toUtf8());
+    }
+    ~ScopedCache() { qputenv("XDG_CACHE_HOME", m_old); }
+
+private:
+    QTemporaryDir m_dir;
+    QByteArray m_old;
+};
+
+} // namespace
+
+TEST(TopologyRun, RunsThePlanOnInProcessRanksWithProgressAndTraffic)
+{
+    ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-30b-a3b");
+    test::configure(session, "h200:2x2", plan::Mode::Infer, "tp=2,pp=2,ep=2");
+    TopologyPanel panel(session, jobs);
+    test::settle(jobs);
+    auto* run = panel.findChild<QToolButton*>(QStringLiteral("runPlanButton"));
+    auto* cancel = panel.findChild<QToolButton*>(QStringLiteral("cancelRunButton"));
+    ASSERT_NE(run, nullptr);
+    ASSERT_NE(cancel, nullptr);
+    EXPECT_FALSE(cancel->isEnabled());
+    EXPECT_LT(panel.scene()->rankProgress(0), 0.0); // no run yet: no bars
+    run->click();
+    EXPECT_TRUE(cancel->isEnabled());
+    EXPECT_FALSE(run->isEnabled());
+    EXPECT_GE(panel.scene()->rankProgress(3), 0.0); // bars appear at once
+    test::settle(jobs);
+    const QString status = panel.runStatus();
+    EXPECT_TRUE(status.startsWith(QStringLiteral("ran tp=2,pp=2,ep=2,dp=1")))
+        << status.toStdString();
+    EXPECT_TRUE(status.contains(QStringLiteral("4 in-process ranks"))) << status.toStdString();
+    EXPECT_TRUE(run->isEnabled());
+    for (int r = 0; r < 4; ++r) {
+        EXPECT_DOUBLE_EQ(panel.scene()->rankProgress(r), 1.0) << "rank " << r;
+    }
+    // Two GPUs per node: stage 0 on node 0, stage 1 on node 1; TP and expert traffic stays in
+    // a node, pipeline hand-offs cross both uplinks.
+    const auto& traffic = panel.scene()->linkTraffic();
+    ASSERT_EQ(traffic.size(), 2U);
+    EXPECT_GT(traffic[0].intraBytes, 0);
+    EXPECT_GT(traffic[1].intraBytes, 0);
+    EXPECT_GT(traffic[0].interBytes, 0);
+    EXPECT_EQ(traffic[0].interBytes, traffic[1].interBytes);
+    EXPECT_EQ(panel.scene()->trafficLabelCount(), 4);
+}
+
+TEST(TopologyRun, RefusesPlansBeyondInProcessRanks)
+{
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "deepseek-v3");
+    test::configure(session, "h200:8x8", plan::Mode::Infer, "tp=8,pp=8");
+    TopologyPanel panel(session, jobs);
+    test::settle(jobs);
+    panel.runPlan();
+    test::settle(jobs);
+    EXPECT_TRUE(panel.runStatus().contains(QStringLiteral("in-process runs take at most 32")))
+        << panel.runStatus().toStdString();
+}
+
+TEST(TopologyRun, CancelStopsTheRun)
+{
+    ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "llama-3.1-8b");
+    test::configure(session, "h200:1x8", plan::Mode::Infer, "tp=2,pp=2,dp=2");
+    TopologyPanel panel(session, jobs);
+    test::settle(jobs);
+    panel.runPlan();
+    panel.cancelRun();
+    test::settle(jobs);
+    EXPECT_EQ(panel.runStatus(), QStringLiteral("run cancelled"));
+    EXPECT_TRUE(panel.findChild<QToolButton*>(QStringLiteral("runPlanButton"))->isEnabled());
+    EXPECT_LT(panel.scene()->rankProgress(0), 0.0);
+}

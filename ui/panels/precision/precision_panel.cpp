@@ -1,0 +1,563 @@
+#include "panels/precision/precision_panel.h"
+
+#include "jobs/job_runner.h"
+#include "session/session.h"
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+#include "widgets/plot_widget.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace day0::ui {
+
+using numerics::GridMetric;
+
+namespace {
+
+// A checkpoint folder (or file) the engine can read as it is; anything else runs shrunk.
+bool runsAsIs(const QString& source)
+{
+    const QFileInfo info(source);
+    if (info.isFile()) {
+        return source.endsWith(QStringLiteral(".safetensors"))
+            || source.endsWith(QStringLiteral(".gguf"));
+    }
+    if (!info.isDir()) {
+        return false;
+    }
+    const QDir dir(source);
+    return !dir.entryList(
+                   { QStringLiteral("*.safetensors"), QStringLiteral("*.gguf") }, QDir::Files)
+                .isEmpty();
+}
+
+// What "upcast to the reference" means for one layer: fp64 cannot be mixed with the other
+// modes of a run (an fp32 engine runs it), so an fp64 reference upcasts to fp32.
+exec::PrecisionMode upcastMode(exec::PrecisionMode reference)
+{
+    return reference == exec::PrecisionMode::F64 ? exec::PrecisionMode::F32 : reference;
+}
+
+struct Grid {
+    Result<numerics::PositionGrid> grid;
+};
+
+} // namespace
+
+PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* parent)
+    : QWidget(parent)
+    , m_session(session)
+    , m_jobs(jobs)
+    , m_runTicket(std::make_unique<JobTicket>())
+    , m_gridTicket(std::make_unique<JobTicket>())
+    , m_detailTicket(std::make_unique<JobTicket>())
+    , m_poll(new QTimer(this))
+    , m_heatmapPlot(new PlotWidget(this))
+    , m_depthPlot(new PlotWidget(this))
+    , m_histogramPlot(new PlotWidget(this))
+    , m_scatterPlot(new PlotWidget(this))
+    , m_ownPlot(new PlotWidget(this))
+{
+    m_heatmapPlot->setObjectName(QStringLiteral("precisionHeatmap"));
+    m_depthPlot->setObjectName(QStringLiteral("precisionDepth"));
+    m_histogramPlot->setObjectName(QStringLiteral("precisionHistogram"));
+    m_scatterPlot->setObjectName(QStringLiteral("precisionScatter"));
+    m_ownPlot->setObjectName(QStringLiteral("precisionOwnError"));
+    m_poll->setInterval(50);
+    connect(m_poll, &QTimer::timeout, this, &PrecisionPanel::pollProgress);
+
+    auto* maps = new QSplitter(Qt::Vertical, this);
+    maps->addWidget(m_heatmapPlot);
+    maps->addWidget(m_depthPlot);
+    maps->setSizes({ 560, 400 });
+    auto* details = new QSplitter(Qt::Vertical, this);
+    details->setObjectName(QStringLiteral("precisionDetails"));
+    details->addWidget(m_histogramPlot);
+    details->addWidget(m_scatterPlot);
+    details->addWidget(m_ownPlot);
+    details->setSizes({ 380, 380, 200 });
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(maps);
+    split->addWidget(details);
+    split->setSizes({ 820, 560 });
+
+    m_summary = new QLabel(this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_error = new QLabel(this);
+    m_error->setObjectName(QStringLiteral("precisionError"));
+    m_error->setWordWrap(true);
+    m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_error->setStyleSheet(QStringLiteral("color: %1").arg(errorColor().name()));
+    m_error->hide();
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addWidget(createControls());
+    layout->addWidget(m_summary);
+    layout->addWidget(m_error);
+    layout->addWidget(split, 1);
+
+    connect(m_heatmapPlot, &PlotWidget::cellClicked, this, &PrecisionPanel::selectCell);
+    connect(
+        m_heatmapPlot, &PlotWidget::cellContextMenuRequested, this, &PrecisionPanel::showCellMenu);
+    connect(&m_session, &Session::modelChanged, this, [this] {
+        updateCheckpointLabel();
+        // A demo comparison follows the model; anything the user ran or loaded stays.
+        if (!m_userAction) {
+            m_demoDone = false;
+        }
+        startDemoIfWanted();
+    });
+    updateCheckpointLabel();
+    showDetail(*m_histogramPlot, *m_scatterPlot, *m_ownPlot, nullptr);
+    m_heatmapPlot->setNote(tr("No comparison yet: run the model or compare two dumps."));
+    m_heatmapPlot->rescaleAndReplot();
+}
+
+PrecisionPanel::~PrecisionPanel() = default;
+
+QWidget* PrecisionPanel::createControls()
+{
+    auto* box = new QWidget(this);
+    auto* rows = new QVBoxLayout(box);
+    rows->setContentsMargins(0, 0, 0, 0);
+    auto* runRow = new QHBoxLayout;
+    auto* viewRow = new QHBoxLayout;
+    rows->addLayout(runRow);
+    rows->addLayout(viewRow);
+
+    m_target = new QComboBox(box);
+    m_target->setObjectName(QStringLiteral("targetPrecision"));
+    for (const auto mode : { exec::PrecisionMode::BF16, exec::PrecisionMode::F16,
+             exec::PrecisionMode::F8E4M3, exec::PrecisionMode::Int8 }) {
+        const QString name = mode == exec::PrecisionMode::F8E4M3
+            ? QStringLiteral("fp8-e4m3")
+            : toQString(std::string(exec::precisionName(mode)));
+        m_target->addItem(name, int(mode));
+    }
+    m_target->setToolTip(tr("Emulated target precision (fp8 and int8 quantise the projections)"));
+    m_reference = new QComboBox(box);
+    m_reference->setObjectName(QStringLiteral("referencePrecision"));
+    m_reference->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
+    m_reference->addItem(QStringLiteral("fp64"), int(exec::PrecisionMode::F64));
+    m_prompt = new QLineEdit(QString::fromLatin1(kDemoPrompt), box);
+    m_prompt->setObjectName(QStringLiteral("prompt"));
+    m_prompt->setToolTip(tr("Token ids (\"1, 2, 3\") or text (needs the checkpoint's tokenizer)"));
+    m_tokens = new QSpinBox(box);
+    m_tokens->setObjectName(QStringLiteral("tokens"));
+    m_tokens->setRange(1, 512);
+    m_tokens->setValue(8);
+    m_tokens->setToolTip(tr("Greedy tokens to generate after the prompt"));
+    m_runButton = new QPushButton(tr("Run"), box);
+    m_runButton->setObjectName(QStringLiteral("runButton"));
+    m_cancelButton = new QPushButton(tr("Cancel"), box);
+    m_cancelButton->setObjectName(QStringLiteral("cancelButton"));
+    m_cancelButton->setEnabled(false);
+    m_compareButton = new QPushButton(tr("Compare two dumps…"), box);
+    m_progress = new QProgressBar(box);
+    m_progress->setRange(0, 1000);
+    m_progress->setMaximumWidth(220);
+    m_progress->setFormat(QString());
+    m_progress->hide();
+    runRow->addWidget(new QLabel(tr("Target"), box));
+    runRow->addWidget(m_target);
+    runRow->addWidget(new QLabel(tr("vs"), box));
+    runRow->addWidget(m_reference);
+    runRow->addWidget(new QLabel(tr("Prompt"), box));
+    runRow->addWidget(m_prompt, 1);
+    runRow->addWidget(new QLabel(tr("Tokens"), box));
+    runRow->addWidget(m_tokens);
+    runRow->addWidget(m_runButton);
+    runRow->addWidget(m_cancelButton);
+    runRow->addWidget(m_progress);
+    runRow->addWidget(m_compareButton);
+
+    m_view = new QComboBox(box);
+    m_view->setObjectName(QStringLiteral("heatmapView"));
+    m_view->addItem(tr("Layers × sub-modules"));
+    m_view->addItem(tr("Anchors × token positions"));
+    m_metric = new QComboBox(box);
+    m_metric->setObjectName(QStringLiteral("heatmapMetric"));
+    for (const GridMetric metric : numerics::gridMetrics()) {
+        m_metric->addItem(metricTitle(metric), int(metric));
+    }
+    m_checkpoint = new QLabel(box);
+    m_checkpoint->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    viewRow->addWidget(new QLabel(tr("View"), box));
+    viewRow->addWidget(m_view);
+    viewRow->addWidget(new QLabel(tr("Colour by"), box));
+    viewRow->addWidget(m_metric);
+    viewRow->addSpacing(12);
+    viewRow->addWidget(m_checkpoint, 1);
+
+    connect(m_runButton, &QPushButton::clicked, this, &PrecisionPanel::startFromControls);
+    connect(m_prompt, &QLineEdit::returnPressed, this, &PrecisionPanel::startFromControls);
+    connect(m_cancelButton, &QPushButton::clicked, this, [this] {
+        m_runTicket->cancel();
+        pollProgress();
+        m_summary->setText(tr("Cancelled."));
+    });
+    connect(m_compareButton, &QPushButton::clicked, this, &PrecisionPanel::chooseDumps);
+    connect(m_view, &QComboBox::currentIndexChanged, this, &PrecisionPanel::refreshViews);
+    connect(m_metric, &QComboBox::currentIndexChanged, this, &PrecisionPanel::refreshViews);
+    return box;
+}
+
+void PrecisionPanel::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    startDemoIfWanted();
+}
+
+void PrecisionPanel::startDemoIfWanted()
+{
+    // The demo is a few seconds of CPU: only for a panel someone looks at, only once, and only
+    // for a model that runs shrunk (a real checkpoint waits for the Run button).
+    if (m_demoDone || !isVisible() || !m_session.hasModel() || runsAsIs(m_session.modelSource())) {
+        return;
+    }
+    m_demoDone = true;
+    PrecisionRunRequest request;
+    request.prompt = kDemoPrompt;
+    request.recordOnce = true;
+    startRun(std::move(request));
+}
+
+void PrecisionPanel::startFromControls()
+{
+    PrecisionRunRequest request;
+    request.target.base = exec::PrecisionMode(m_target->currentData().toInt());
+    request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
+    request.prompt = fromQString(m_prompt->text());
+    request.tokens = m_tokens->value();
+    run(std::move(request));
+}
+
+void PrecisionPanel::run(PrecisionRunRequest request)
+{
+    m_userAction = true;
+    m_demoDone = true;
+    startRun(std::move(request));
+}
+
+void PrecisionPanel::startRun(PrecisionRunRequest request)
+{
+    if (request.modelSource.empty()) {
+        if (!m_session.hasModel()) {
+            showError(tr("No model is open: open a model or a checkpoint folder first."));
+            return;
+        }
+        request.modelSource = fromQString(m_session.modelSource());
+    }
+    const QString title = tr("Precision run: %1").arg(toQString(request.target.describe()));
+    startJob(title, [request](Progress& progress, std::stop_token stop) {
+        return runPrecision(request, progress, stop);
+    });
+}
+
+void PrecisionPanel::upcastLayer(int layer)
+{
+    if (!m_primary || !m_primary->request) {
+        showError(tr("Upcasting needs a run started from this panel (not a comparison of dumps)."));
+        return;
+    }
+    PrecisionRunRequest request = *m_primary->request;
+    request.target.perLayer[layer] = upcastMode(request.reference);
+    request.recordOnce = false;
+    run(std::move(request));
+}
+
+void PrecisionPanel::compareDumps(const QString& reference, const QString& target)
+{
+    m_userAction = true;
+    m_demoDone = true;
+    startJob(tr("Comparing dumps"),
+        [reference = std::filesystem::path(fromQString(reference)),
+            target = std::filesystem::path(fromQString(target))](
+            Progress& progress, std::stop_token stop) {
+            return compareDumpFolders(reference, target, progress, stop);
+        });
+}
+
+void PrecisionPanel::chooseDumps()
+{
+    const QString reference = QFileDialog::getExistingDirectory(
+        this, tr("Reference dump folder (dump.json + tensors.safetensors)"));
+    if (reference.isEmpty()) {
+        return;
+    }
+    const QString target = QFileDialog::getExistingDirectory(
+        this, tr("Target dump folder"), QFileInfo(reference).absolutePath());
+    if (!target.isEmpty()) {
+        compareDumps(reference, target);
+    }
+}
+
+void PrecisionPanel::startJob(
+    const QString& title, std::function<Outcome(Progress&, std::stop_token)> work)
+{
+    m_runTitle = title;
+    m_error->hide();
+    m_summary->setText(title + QStringLiteral("…"));
+    m_runButton->setEnabled(false);
+    m_cancelButton->setEnabled(true);
+    m_progress->setValue(0);
+    m_progress->show();
+    m_poll->start();
+    m_jobs.start<Outcome>(*m_runTicket, title, this, std::move(work),
+        [this](Outcome&& outcome) { deliver(std::move(outcome)); });
+}
+
+void PrecisionPanel::pollProgress()
+{
+    if (!m_runTicket->busy()) {
+        m_poll->stop();
+        m_progress->hide();
+        m_runButton->setEnabled(true);
+        m_cancelButton->setEnabled(false);
+        return;
+    }
+    for (const auto& job : m_jobs.activeJobs()) {
+        if (job.title == m_runTitle && job.progress) {
+            m_progress->setValue(int(std::lround(job.progress->fraction() * 1000)));
+            m_progress->setFormat(toQString(job.progress->stage()));
+        }
+    }
+}
+
+void PrecisionPanel::deliver(Outcome&& outcome)
+{
+    pollProgress();
+    if (!outcome) {
+        if (outcome.error().code != ErrorCode::Cancelled) {
+            showError(toQString(outcome.error().message));
+        }
+        updateSummary();
+        emit resultDelivered();
+        return;
+    }
+    if (m_primary) {
+        m_overlay = m_primary;
+    }
+    m_primary = std::move(*outcome);
+    if (m_primary->recordedRun) {
+        m_session.announceRecordedRun(*m_primary->recordedRun);
+    } else if (!m_primary->recordError.empty()) {
+        emit m_session.statusMessage(
+            tr("The comparison was not recorded: %1").arg(toQString(m_primary->recordError)));
+    }
+    updateSummary();
+    refreshViews();
+    emit resultDelivered();
+}
+
+void PrecisionPanel::showError(const QString& message)
+{
+    m_error->setText(message);
+    m_error->show();
+}
+
+QString PrecisionPanel::errorText() const
+{
+    return m_error->isVisibleTo(this) ? m_error->text() : QString();
+}
+
+void PrecisionPanel::updateCheckpointLabel()
+{
+    const QString source = m_session.modelSource();
+    if (source.isEmpty()) {
+        m_checkpoint->setText(tr("no model open"));
+    } else if (runsAsIs(source)) {
+        m_checkpoint->setText(tr("runs checkpoint %1").arg(source));
+    } else {
+        m_checkpoint->setText(
+            tr("runs a shrunk %1 checkpoint (same architecture, random weights, cached)")
+                .arg(source));
+    }
+}
+
+void PrecisionPanel::updateSummary()
+{
+    if (!m_primary) {
+        m_summary->clear();
+        return;
+    }
+    const auto& c = m_primary->comparison;
+    QString text = QStringLiteral("<b>%1</b> — %2: %3 pass, %4 warn, %5 fail, %6 not judged "
+                                  "[%7]")
+                       .arg(toQString(m_primary->label).toHtmlEscaped(), toQString(c.status()),
+                           QString::number(c.passCount), QString::number(c.warnCount),
+                           QString::number(c.failCount), QString::number(c.notJudgedCount),
+                           toQString(c.table));
+    if (c.firstDivergence) {
+        text += tr("; first divergence (%1 error) at <b>%2</b>")
+                    .arg(toQString(c.divergenceBasis),
+                        toQString(c.rows[*c.firstDivergence].name).toHtmlEscaped());
+    } else {
+        text += tr("; no divergence (%1 error)").arg(toQString(c.divergenceBasis));
+    }
+    if (m_overlay) {
+        text += tr("; overlaid: %1").arg(toQString(m_overlay->label).toHtmlEscaped());
+    }
+    m_summary->setText(text);
+}
+
+int PrecisionPanel::heatmapRowOfLayer(int layer) const
+{
+    for (std::size_t r = 0; r < m_heatmap.rowLayers.size(); ++r) {
+        if (m_heatmap.rowLayers[r] == layer) {
+            return int(r);
+        }
+    }
+    return -1;
+}
+
+void PrecisionPanel::setPositionsView(bool positions)
+{
+    m_view->setCurrentIndex(positions ? 1 : 0);
+}
+
+void PrecisionPanel::setMetric(GridMetric metric)
+{
+    m_metric->setCurrentIndex(std::max(0, m_metric->findData(int(metric))));
+}
+
+void PrecisionPanel::refreshViews()
+{
+    if (!m_primary) {
+        return;
+    }
+    const auto metric = GridMetric(m_metric->currentData().toInt());
+    showDepth(*m_depthPlot, *m_primary, m_overlay.get(), metric);
+    if (m_view->currentIndex() == 0) {
+        m_gridTicket->cancel();
+        showHeatmap(layerHeatmap(m_primary, metric));
+        return;
+    }
+    // Per-position metrics read every stored tensor again: off the GUI thread.
+    m_jobs.start<Grid>(
+        *m_gridTicket, tr("Error per token position"), this,
+        [run = m_primary, metric](Progress&, std::stop_token) {
+            return Grid { numerics::positionGrid(
+                run->comparison, *run->reference, *run->target, run->local.get(), metric) };
+        },
+        [this, run = m_primary, metric](Grid&& grid) {
+            if (run != m_primary) {
+                return;
+            }
+            if (!grid.grid) {
+                showError(toQString(grid.grid.error().message));
+                showHeatmap({});
+                return;
+            }
+            showHeatmap(positionHeatmap(run, *grid.grid, metric));
+        });
+}
+
+void PrecisionPanel::showHeatmap(PrecisionHeatmap&& heatmap)
+{
+    m_heatmap = std::move(heatmap);
+    m_heatmapPlot->clear();
+    if (m_primary) {
+        m_heatmapPlot->setTitle(tr("%1 — %2").arg(toQString(m_primary->label),
+            m_heatmap.positions ? tr("anchors × token positions") : tr("layers × sub-modules")));
+    }
+    m_heatmapPlot->setHeatmap(m_heatmap.data);
+    m_heatmapPlot->setAxisLabel(
+        PlotWidget::Axis::X, m_heatmap.positions ? tr("token position (g: generated)") : QString());
+    m_heatmapPlot->rescaleAndReplot();
+    selectDefaultCell();
+}
+
+void PrecisionPanel::selectDefaultCell()
+{
+    // The first divergence if it is on the map, else the cell with the largest value.
+    int best = -1;
+    double bestValue = -std::numeric_limits<double>::infinity();
+    const auto& c = m_primary->comparison;
+    for (int i = 0; i < int(m_heatmap.cellRows.size()); ++i) {
+        const int row = m_heatmap.cellRows[std::size_t(i)];
+        if (row < 0) {
+            continue;
+        }
+        if (c.firstDivergence && std::size_t(row) == *c.firstDivergence) {
+            best = i;
+            break;
+        }
+        const double v = m_heatmap.data.values[i];
+        if (std::isfinite(v) && v > bestValue) {
+            bestValue = v;
+            best = i;
+        }
+    }
+    if (best < 0) {
+        m_detail.reset();
+        showDetail(*m_histogramPlot, *m_scatterPlot, *m_ownPlot, nullptr);
+        return;
+    }
+    selectCell(best / m_heatmap.data.columns, best % m_heatmap.data.columns);
+}
+
+void PrecisionPanel::selectCell(int row, int column)
+{
+    const int index = m_heatmap.rowAt(row, column);
+    if (index < 0 || !m_primary) {
+        return;
+    }
+    const std::int64_t position = m_heatmap.positions ? column : -1;
+    m_heatmapPlot->setHeatmapSelection(row, column);
+    m_session.selectAnchor(toQString(m_primary->comparison.rows[std::size_t(index)].name));
+    m_jobs.start<Result<CellDetail>>(
+        *m_detailTicket, tr("Error detail"), this,
+        [run = m_primary, index, position](
+            Progress&, std::stop_token) { return cellDetail(*run, std::size_t(index), position); },
+        [this](Result<CellDetail>&& detail) {
+            if (!detail) {
+                showError(toQString(detail.error().message));
+                return;
+            }
+            m_detail = std::move(*detail);
+            showDetail(*m_histogramPlot, *m_scatterPlot, *m_ownPlot, &*m_detail);
+        });
+}
+
+void PrecisionPanel::showCellMenu(int row, int column, const QPoint& globalPos)
+{
+    if (!m_primary || row < 0 || row >= int(m_heatmap.rowLayers.size())) {
+        return;
+    }
+    const int layer = m_heatmap.rowLayers[std::size_t(row)];
+    QMenu menu(this);
+    menu.addAction(tr("Show detail"), this, [this, row, column] { selectCell(row, column); });
+    if (layer >= 0) {
+        const QString reference = m_primary->request
+            ? toQString(std::string(exec::precisionName(upcastMode(m_primary->request->reference))))
+            : tr("the reference precision");
+        QAction* upcast
+            = menu.addAction(tr("Upcast layer %1 to %2 and rerun").arg(layer).arg(reference), this,
+                [this, layer] { upcastLayer(layer); });
+        upcast->setEnabled(m_primary->request.has_value() && !m_runTicket->busy());
+        if (!m_primary->request) {
+            upcast->setToolTip(tr("Only runs started from this panel can be rerun."));
+        }
+    }
+    menu.exec(globalPos);
+}
+
+} // namespace day0::ui

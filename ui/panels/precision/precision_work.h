@@ -1,0 +1,93 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "exec/precision.h"
+#include "numerics/dump.h"
+#include "numerics/dump_compare.h"
+#include "numerics/error_distribution.h"
+#include "numerics/tolerance.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+// The precision panel's background work: runs, dump comparisons and cell details. Plain
+// functions over core (no widgets), called on JobRunner's worker threads.
+
+namespace day0::ui {
+
+/// A run of the session's model in a target precision against a reference.
+struct PrecisionRunRequest {
+    /// The session's model: a checkpoint folder runs as it is; a bundled name, a config.json or
+    /// a folder without weights runs its shrunk checkpoint (exec::cachedShrunkCheckpoint).
+    std::string modelSource;
+    exec::PrecisionPlan target { exec::PrecisionMode::BF16, {}, {}, exec::Fp8Scaling::PerTensor };
+    exec::PrecisionMode reference = exec::PrecisionMode::F32;
+    std::string prompt; ///< token ids ("1, 2, 3") or text (needs the checkpoint's tokenizer)
+    std::int64_t tokens = 8;
+    /// Record with recordRunOnce (the demo, rerun on every start) instead of recordRun.
+    bool recordOnce = false;
+};
+
+/// The prompt of the embedded demo (the shrunk checkpoints carry no tokenizer).
+inline constexpr const char* kDemoPrompt = "12, 345, 678, 901, 234, 567, 89, 1011";
+
+/// A comparison the panel shows, with the dumps it was made of (for details and per-position
+/// views) and how to repeat it. Immutable once built; shared between threads.
+struct PrecisionRun {
+    numerics::DumpComparison comparison;
+    std::shared_ptr<const numerics::ToleranceTable> table;
+    std::shared_ptr<const numerics::Dump> reference;
+    std::shared_ptr<const numerics::Dump> target;
+    std::shared_ptr<const numerics::Dump> local; ///< inject-mode target, when run
+    std::string label; ///< "bf16 vs fp32", "<folder> vs <folder>"
+    std::string source; ///< the checkpoint or the dump folders
+    std::optional<PrecisionRunRequest> request; ///< set for runs the panel started
+    std::optional<std::int64_t> recordedRun; ///< id in the store, when recorded now
+    std::string recordError; ///< why recording failed, when it did
+};
+
+/// The checkpoint a request runs: the model source itself when it holds weights, else its
+/// shrunk checkpoint in the cache (generated on first use).
+Result<std::filesystem::path> resolveRunCheckpoint(
+    const std::string& modelSource, Progress& progress, std::stop_token stop);
+
+/// Token ids from "1, 2, 3" (commas and/or spaces), else the text encoded with the checkpoint's
+/// tokenizer. Errors say which is missing.
+Result<std::vector<std::int64_t>> promptTokenIds(
+    const std::string& prompt, const std::filesystem::path& checkpoint);
+
+/// Runs reference, target and inject-mode target, compares them, and records the comparison
+/// (history::recordRun) when recording is enabled.
+Result<std::shared_ptr<const PrecisionRun>> runPrecision(
+    const PrecisionRunRequest& request, Progress& progress, std::stop_token stop);
+
+/// Reads two dump folders and compares them (with `<target>-inject` next to the target as its
+/// inject-mode dump when present), and records the comparison. Errors name the folder and file.
+Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
+    const std::filesystem::path& reference, const std::filesystem::path& target, Progress& progress,
+    std::stop_token stop);
+
+/// What a clicked cell shows: the capture's error histogram, a value-against-error scatter, and
+/// its accumulated and own error.
+struct CellDetail {
+    std::size_t row = 0; ///< index into the comparison's rows
+    std::string anchor;
+    std::int64_t position = -1; ///< token position, -1: the whole tensor
+    std::optional<numerics::ErrorHistogram> histogram;
+    std::vector<numerics::ScatterPoint> scatter;
+    std::optional<double> accumulated; ///< relative L2 against the reference
+    std::optional<double> own; ///< relative L2 of the inject-mode run
+    std::string note; ///< why something is missing (statistics-only capture, no inject run)
+};
+
+/// Computes a cell's detail from the run's dumps (at most `maxPoints` scatter points).
+Result<CellDetail> cellDetail(
+    const PrecisionRun& run, std::size_t row, std::int64_t position, std::int64_t maxPoints = 3000);
+
+} // namespace day0::ui

@@ -1,0 +1,191 @@
+// "Run with this plan" of the topology panel: the session's plan on in-process ranks as a
+// background job, per-rank progress on the rank items, traffic per link after the run.
+#include "checkpoint/sharding.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/parallel_run.h"
+#include "jobs/job_runner.h"
+#include "panels/topology/topology_panel.h"
+#include "panels/topology/topology_scene.h"
+#include "session/session.h"
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+
+#include <QLabel>
+#include <QTimer>
+#include <QToolButton>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace day0::ui {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// In-process ranks are threads of this process; beyond this a plan belongs under mpirun.
+constexpr int kMaxInProcessRanks = 32;
+constexpr std::int64_t kRunTokens = 4;
+
+fs::path parallelCacheDir()
+{
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+        return fs::path(xdg) / "day0" / "parallel";
+    }
+    const char* home = std::getenv("HOME");
+    return fs::path(home != nullptr ? home : ".") / ".cache" / "day0" / "parallel";
+}
+
+bool hasWeights(const fs::path& dir)
+{
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        return false;
+    }
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (entry.path().extension() == ".safetensors") {
+            return true;
+        }
+    }
+    return false;
+}
+
+struct RunOutcome {
+    QString error;
+    QString summary;
+    std::vector<exec::NodeTraffic> traffic;
+};
+
+RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLayout& layout,
+    int gpusPerNode, exec::RankProgress* ranks, Progress& progress, std::stop_token stop)
+{
+    RunOutcome out;
+    fs::path checkpointDir = modelSource;
+    if (!hasWeights(checkpointDir)) {
+        progress.setStage("shrinking the model for the plan");
+        auto dir = exec::prepareParallelCheckpoint(
+            modelSource, layout, parallelCacheDir(), progress, stop);
+        if (!dir) {
+            out.error = toQString(dir.error().message);
+            return out;
+        }
+        checkpointDir = *dir;
+    }
+    auto spec = exec::loadCheckpointModel(checkpointDir);
+    auto weights = spec ? exec::openCheckpointWeights(checkpointDir)
+                        : Result<std::unique_ptr<exec::WeightSource>>(spec.error());
+    auto id = exec::checkpointFingerprint(checkpointDir);
+    if (!spec || !weights || !id) {
+        out.error = toQString(!spec ? spec.error().message
+                : !weights          ? weights.error().message
+                                    : id.error().message);
+        return out;
+    }
+    exec::ParallelRunOptions o;
+    o.layout = layout;
+    o.newTokens = kRunTokens;
+    o.checkpointId = *id;
+    for (int d = 0; d < layout.dp; ++d) {
+        o.prompts.push_back({ 1 + d % 7, 2, 3, 5, 8 });
+    }
+    auto r = exec::runParallelInProcess(*spec, **weights, o, progress, stop, ranks);
+    if (!r) {
+        out.error = toQString(r.error().message);
+        return out;
+    }
+    out.traffic = exec::nodeTraffic(r->events, layout, gpusPerNode);
+    const auto table = exec::commTable(r->events, int(r->ranks.size()), r->machine);
+    const auto& total = table.back();
+    out.summary
+        = QObject::tr("ran %1 on %2 in-process ranks (%3): %4 collectives, %5 moved, "
+                      "%6 communication per rank (model %7), generated %8")
+              .arg(toQString(exec::layoutString(layout, 1)))
+              .arg(r->ranks.size())
+              .arg(toQString(fs::path(checkpointDir).filename().string()))
+              .arg(total.calls)
+              .arg(bytesText(Bytes(total.bytes)))
+              .arg(toQString(formatDuration(Seconds(total.measuredSeconds))))
+              .arg(r->machine.measured ? toQString(formatDuration(Seconds(total.predictedSeconds)))
+                                       : QObject::tr("n/a"))
+              .arg(r->sequences.empty()
+                      ? QString()
+                      : toQString(fmt::format("{}", fmt::join(r->sequences[0].generated, " "))));
+    return out;
+}
+
+} // namespace
+
+QString TopologyPanel::runStatus() const { return m_runStatus->text(); }
+
+void TopologyPanel::runPlan()
+{
+    auto layout = checkpoint::shardLayoutFromPlan(m_session.plan());
+    if (!layout) {
+        m_runStatus->setText(toQString(layout.error().message));
+        return;
+    }
+    if (layout->worldSize() > kMaxInProcessRanks) {
+        m_runStatus->setText(tr("this plan has %1 ranks; in-process runs take at most %2 (run "
+                                "it with mpirun -np %1 day0 run … --plan … --ranks mpi)")
+                                 .arg(layout->worldSize())
+                                 .arg(kMaxInProcessRanks));
+        return;
+    }
+    const int world = layout->worldSize();
+    m_rankProgress = std::make_shared<exec::RankProgress>();
+    for (int r = 0; r < world; ++r) {
+        m_rankProgress->ranks.push_back(std::make_unique<Progress>());
+    }
+    m_scene->setLinkTraffic({});
+    m_scene->setRankProgress(std::vector<double>(std::size_t(world), 0.0));
+    m_runStatus->setText(tr("running on %1 in-process ranks…").arg(world));
+    m_run->setEnabled(false);
+    m_cancel->setEnabled(true);
+    m_progressTimer->start();
+    m_jobs.start<RunOutcome>(
+        *m_runTicket, tr("Running the plan"), this,
+        [source = m_session.modelSource().toStdString(), layout = *layout,
+            gpusPerNode = m_session.cluster().gpusPerNode,
+            ranks = m_rankProgress](Progress& progress, std::stop_token stop) {
+            return runOnRanks(source, layout, gpusPerNode, ranks.get(), progress, stop);
+        },
+        [this](RunOutcome&& outcome) {
+            m_progressTimer->stop();
+            m_run->setEnabled(true);
+            m_cancel->setEnabled(false);
+            if (!outcome.error.isEmpty()) {
+                m_runStatus->setText(outcome.error);
+                return;
+            }
+            std::vector<double> done(m_rankProgress->ranks.size(), 1.0);
+            m_scene->setRankProgress(std::move(done));
+            m_scene->setLinkTraffic(std::move(outcome.traffic));
+            m_runStatus->setText(outcome.summary);
+        });
+}
+
+void TopologyPanel::cancelRun()
+{
+    m_runTicket->cancel();
+    m_progressTimer->stop();
+    m_run->setEnabled(true);
+    m_cancel->setEnabled(false);
+    m_scene->setRankProgress({});
+    m_runStatus->setText(tr("run cancelled"));
+}
+
+void TopologyPanel::pollRunProgress()
+{
+    if (!m_rankProgress) {
+        return;
+    }
+    std::vector<double> fractions;
+    for (const auto& p : m_rankProgress->ranks) {
+        const auto total = p->total();
+        fractions.push_back(total > 0 ? double(p->done()) / double(total) : 0.0);
+    }
+    m_scene->setRankProgress(std::move(fractions));
+}
+
+} // namespace day0::ui
