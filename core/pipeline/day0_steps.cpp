@@ -29,7 +29,7 @@ namespace ck = day0::checkpoint;
 namespace {
 
 std::mutex g_runnerMutex;
-MultiRankRunner g_runner;
+MultiRankRunner g_runner = inProcessMultiRankRunner();
 
 /// True when `path` holds weights (a .safetensors/.gguf file, or a folder with one).
 bool hasWeights(const fs::path& path)
