@@ -10,6 +10,8 @@
 #include "extend/plugin_registry.h"
 #include "model/config_reader.h"
 #include "pipeline/records.h"
+#include "profile/chrome_exporter.h"
+#include "profile/trace_scope.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
@@ -45,6 +47,35 @@ struct RunArgs {
     std::string tolerances;
     bool all = false;
     PlanRunArgs planned; ///< --plan, --ranks, --micro-batches, --comm-trace, --comm-timeout
+    std::string trace; ///< CPU trace output (default: trace.json in the dump folder)
+};
+
+/// The CPU trace of a run, as Chrome JSON: the phases timed here and every TraceScope the engine
+/// opens while the tracer is active on this thread.
+struct RunTrace {
+    profile::CpuTracer tracer;
+    std::optional<profile::TraceActivation> active;
+
+    RunTrace()
+    {
+        tracer.start();
+        tracer.setThreadName("day0 run");
+        active.emplace(tracer);
+    }
+    /// Writes the trace to `path` (atomically); warns and carries on when it cannot.
+    void write(const std::filesystem::path& path)
+    {
+        active.reset();
+        tracer.stop();
+        auto trace = tracer.toTrace(0);
+        Progress progress;
+        auto written = trace ? profile::exportChromeJson(*trace, path, progress, {})
+                             : Result<void>(trace.error());
+        if (!written) {
+            printWarning(fmt::format(
+                "{}: CPU trace not written: {}", path.string(), written.error().message));
+        }
+    }
 };
 
 Result<std::vector<std::int64_t>> parseIds(const std::string& text)
@@ -225,7 +256,11 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             "only; check the backend operator by operator with day0 opcheck <model> --backend {}",
             backend->name, backend->backend->device(), backend->name)));
     }
-    auto weights = exec::openCheckpointWeights(a.checkpoint);
+    RunTrace cpuTrace;
+    auto weights = [&] {
+        const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
+        return exec::openCheckpointWeights(a.checkpoint);
+    }();
     if (!weights) {
         return reportError(weights.error().withContext("weights"));
     }
@@ -233,8 +268,16 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "run", !global.quiet);
-    auto result = exec::runWithReference(*spec, **weights, o, progress, {});
+    auto result = [&] {
+        const profile::TraceScope scope(
+            o.reference ? "run (reference + target)" : "run", profile::Category::Annotation);
+        return exec::runWithReference(*spec, **weights, o, progress, {});
+    }();
     bar.reset();
+    const std::filesystem::path tracePath = !a.trace.empty() ? std::filesystem::path(a.trace)
+        : !a.dump.empty() ? std::filesystem::path(a.dump) / "trace.json"
+                          : std::filesystem::path();
+
     if (!result) {
         return reportError(result.error());
     }
@@ -244,11 +287,19 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             return reportError(written.error());
         }
     }
+    if (!tracePath.empty()) {
+        cpuTrace.write(tracePath); // after the dump: its folder exists by now
+    }
     const int code = result->comparison ? comparisonExitCode(*result->comparison) : 0;
     auto record = pipeline::precisionRunRecord(*spec, a.checkpoint, o, *result,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     if (!a.dump.empty()) {
         if (auto artifact = history::makeArtifact("dump", a.dump)) {
+            record.addArtifact(std::move(*artifact));
+        }
+    }
+    if (!tracePath.empty() && std::filesystem::exists(tracePath)) {
+        if (auto artifact = history::makeArtifact("trace", tracePath)) {
             record.addArtifact(std::move(*artifact));
         }
     }
@@ -270,6 +321,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             j["dump"] = a.dump;
         }
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        if (!tracePath.empty()) {
+            j["trace"] = tracePath.string();
+        }
         fmt::print("{}\n", j.dump(2));
         return code;
     }
@@ -327,6 +381,9 @@ const bool registered = registerCommand({ "run",
         app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
+        app.add_option("--trace", a->trace,
+            "write the run's CPU trace (Chrome JSON) here (default: trace.json in the --dump "
+            "folder)");
         app.add_flag(
             "--capture-inputs", a->inputs, "also capture every layer's input (<anchor>#in0)");
         app.add_flag("--capture-projections", a->projections,

@@ -155,6 +155,10 @@ int main(int argc, char** argv)
     if (parser.isSet(checkpointOption)) {
         session.requestCheckpointOpen(parser.value(checkpointOption));
     }
+    // The embedded default fills the timeline with a demo run's CPU trace when it is first
+    // shown; screenshots stay deterministic without it.
+    session.setDemo(!screenshot && positional.isEmpty() && !parser.isSet(traceOption)
+        && !parser.isSet(checkpointOption));
 
     if (screenshot) {
         QString error;

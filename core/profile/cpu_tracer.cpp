@@ -64,13 +64,11 @@ void CpuTracer::start()
 TracerName CpuTracer::intern(std::string_view name)
 {
     std::lock_guard lock(m_mutex);
-    for (std::size_t i = 0; i < m_names.size(); ++i) {
-        if (m_names[i] == name) {
-            return TracerName(i);
-        }
+    const auto [it, added] = m_nameIndex.try_emplace(std::string(name), TracerName(m_names.size()));
+    if (added) {
+        m_names.emplace_back(name);
     }
-    m_names.emplace_back(name);
-    return TracerName(m_names.size() - 1);
+    return it->second;
 }
 
 CpuTracer::ThreadBuffer& CpuTracer::localBuffer()

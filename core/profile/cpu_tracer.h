@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace day0::profile {
@@ -112,6 +113,7 @@ private:
     mutable std::mutex m_mutex;
     std::vector<std::unique_ptr<ThreadBuffer>> m_buffers;
     std::vector<std::string> m_names;
+    std::unordered_map<std::string, TracerName> m_nameIndex; ///< name → index into m_names
     std::int64_t m_startedAt = 0;
 };
 

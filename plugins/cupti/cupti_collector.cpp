@@ -1,6 +1,7 @@
 #include "cupti_collector.h"
 
 #include <cupti.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -236,9 +237,13 @@ Result<void> CuptiCollector::start()
     if (g_active.exchange(true)) {
         return Error::badInput("cupti: a collector is already recording in this process");
     }
-    // NVTX ranges reach CUPTI only through NVTX's injection hook; point it at CUPTI unless the
-    // user (or another tool) already did.
-    ::setenv("NVTX_INJECTION64_PATH", "libcupti.so", 0);
+    // NVTX ranges reach CUPTI only through NVTX's injection hook, which NVTX reads at its first
+    // call in the process: point it at the CUPTI library loaded here unless the user (or another
+    // tool) already chose one.
+    Dl_info self {};
+    if (::dladdr(reinterpret_cast<void*>(&cuptiGetTimestamp), &self) != 0 && self.dli_fname) {
+        ::setenv("NVTX_INJECTION64_PATH", self.dli_fname, 0);
+    }
     CUpti_SubscriberHandle subscriber = nullptr;
     const CUptiResult subscribed = cuptiSubscribe(&subscriber, ignoreCallback, nullptr);
     if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {

@@ -194,12 +194,28 @@ TEST_F(PrecisionPanelTest, HeatmapCellsEqualTheMetricsOfCompareDumps)
         }
         EXPECT_GE(checked, 20);
     }
-    // The layer outputs draw the depth curve, one point per layer, with the tolerance band.
+    // The depth chart follows the selected cell's sub-module, one point per layer, with the
+    // tolerance band: the layer outputs (last column), then the attention.
     panel.setMetric(numerics::GridMetric::RelL2);
-    const auto points = panel.depthPlot()->linePoints(0);
+    panel.selectCell(0, size.width() - 1);
+    EXPECT_EQ(panel.depthSubModule(), "");
+    auto points = panel.depthPlot()->linePoints(0);
     ASSERT_EQ(points.size(), 4);
     EXPECT_DOUBLE_EQ(points[3].y(), find(want, "model.layers.3")->metrics->relL2);
     EXPECT_EQ(panel.depthPlot()->bandCount(), 1);
+    for (int c = 0; c < size.width(); ++c) {
+        const int index = panel.rowAt(1, c);
+        if (index >= 0
+            && panel.current()->comparison.rows[std::size_t(index)].name
+                == "model.layers.1.self_attn") {
+            panel.selectCell(1, c);
+        }
+    }
+    EXPECT_EQ(panel.depthSubModule(), "self_attn");
+    points = panel.depthPlot()->linePoints(0);
+    ASSERT_EQ(points.size(), 4);
+    EXPECT_DOUBLE_EQ(points[2].y(), find(want, "model.layers.2.self_attn")->metrics->relL2);
+    test::settle(m_jobs);
 
     // Recorded as a comparison, layer metrics and all.
     ASSERT_TRUE(panel.current()->recordedRun.has_value()) << panel.current()->recordError;

@@ -67,6 +67,11 @@ public:
     /// each) into `slot`; with no paths it asks the user. Emits traceOpenRequested.
     void requestTraceOpen(const QStringList& paths, TraceSlot slot = TraceSlot::Primary);
 
+    /// True when the workbench opened on its embedded default (no model, trace or checkpoint
+    /// named, no screenshot): panels may show demo data (the timeline runs the demo checkpoint).
+    [[nodiscard]] bool demo() const { return m_demo; }
+    void setDemo(bool demo) { m_demo = demo; }
+
     // --- checkpoints -------------------------------------------------------------------------
     /// Asks the model panel to open the checkpoint at `path` (a folder, .safetensors or .gguf);
     /// with an empty path it asks the user. Emits checkpointOpenRequested.
@@ -126,6 +131,7 @@ private:
     std::shared_ptr<const profile::Trace> m_traces[2];
     QString m_traceSources[2];
     TimeRange m_timeRange;
+    bool m_demo = false;
 };
 
 } // namespace day0::ui

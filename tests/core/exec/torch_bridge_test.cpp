@@ -268,14 +268,38 @@ void checkVisionAgainstTorch(const std::string& model, std::int64_t height, std:
     Progress p;
     checkpoint::ShrinkOptions so;
     so.layers = 3;
-    const auto shrunk = checkpoint::shrinkModel(model, dir / "ckpt", so, p, {});
+    const auto shrunk = checkpoint::shrinkModel(model, dir / "shrunk", so, p, {});
     ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    // Shrink initialises biases to zero and norms to one, as HF does; give them values so that
+    // every bias and norm weight of the tower and the decoder is exercised, and rewrite the
+    // checkpoint (one F32 model.safetensors) with the same names.
+    test::TinyModel m;
+    auto config = readJsonFile(dir / "shrunk" / "config.json");
+    ASSERT_TRUE(config.ok());
+    m.config = *config;
     if (!fullAttention.empty()) {
-        auto config = readJsonFile(dir / "ckpt" / "config.json");
-        ASSERT_TRUE(config.ok());
-        (*config)["vision_config"]["fullatt_block_indexes"] = fullAttention;
-        std::ofstream(dir / "ckpt" / "config.json") << config->dump(1);
+        m.config["vision_config"]["fullatt_block_indexes"] = fullAttention;
     }
+    const auto source = exec::openCheckpointWeights(dir / "shrunk");
+    ASSERT_TRUE(source.ok()) << source.error().message;
+    std::uint32_t state = 12345;
+    const auto noise = [&state] {
+        state = state * 1664525u + 1013904223u;
+        return double(state >> 8) / double(1u << 24) - 0.5;
+    };
+    for (const auto& name : (*source)->names()) {
+        auto t = (*source)->read(name);
+        ASSERT_TRUE(t.ok()) << t.error().message;
+        auto values = t->toDoubles();
+        if (t->rank() == 1) {
+            const bool bias = name.ends_with(".bias");
+            for (auto& v : values) {
+                v = bias ? 0.1 * noise() : 1.0 + 0.2 * noise();
+            }
+        }
+        m.weights[name] = numerics::Tensor::fromDoubles(t->shape(), values).to(DType::F32);
+    }
+    test::writeCheckpoint(m, dir / "ckpt");
     const auto image = exec::syntheticImage(height, width);
     {
         std::ofstream ppm(dir / "image.ppm", std::ios::binary);

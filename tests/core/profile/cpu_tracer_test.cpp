@@ -1,4 +1,5 @@
 #include "profile/cpu_tracer.h"
+#include "profile/trace_scope.h"
 
 #include <gtest/gtest.h>
 
@@ -107,6 +108,41 @@ TEST(CpuTracer, TwoTracersOnOneThread)
     EXPECT_EQ(a.eventCount(), 10u);
     EXPECT_EQ(b.eventCount(), 10u);
     EXPECT_EQ(a.toTrace()->tracks().size(), 1u);
+}
+
+TEST(TraceScope, RecordsIntoTheActiveTracerOfItsThreadOnly)
+{
+    {
+        const TraceScope none("nobody listens"); // no tracer active: nothing, no crash
+    }
+    CpuTracer outer;
+    CpuTracer inner;
+    outer.start();
+    inner.start();
+    EXPECT_EQ(TraceActivation::current(), nullptr);
+    {
+        const TraceActivation a(outer);
+        {
+            const TraceScope s("phase", Category::Annotation);
+            const TraceActivation b(inner);
+            EXPECT_EQ(TraceActivation::current(), &inner);
+            const TraceScope t("op");
+            std::thread([] {
+                const TraceScope other("other thread"); // activation is per thread
+            }).join();
+        }
+        EXPECT_EQ(TraceActivation::current(), &outer);
+        outer.stop();
+        const TraceScope stopped("after stop");
+    }
+    EXPECT_EQ(TraceActivation::current(), nullptr);
+    EXPECT_EQ(outer.eventCount(), 1u);
+    EXPECT_EQ(inner.eventCount(), 1u);
+    auto trace = outer.toTrace();
+    ASSERT_TRUE(trace.ok());
+    ASSERT_EQ(trace->sliceCount(), 1u);
+    EXPECT_EQ(trace->sliceNameText(0), "phase");
+    EXPECT_EQ(trace->sliceCategory(0), Category::Annotation);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "panels/precision/precision_charts.h"
 
+#include "history/layer_metrics.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
@@ -36,12 +37,18 @@ QString metricValueText(GridMetric metric, double v)
     return sci(v);
 }
 
-// The layer outputs of a run, by layer: the points of its depth curve.
-std::vector<const numerics::CaptureComparison*> layerOutputs(const PrecisionRun& run)
+// The captures of one sub-module in every layer ("" = the layer's output), by layer: the
+// points of a depth curve.
+std::vector<const numerics::CaptureComparison*> depthRows(
+    const PrecisionRun& run, const std::string& subModule)
 {
     std::vector<const numerics::CaptureComparison*> rows;
     for (const auto& row : run.comparison.rows) {
-        if (row.kind == numerics::OpKind::DecoderLayer && row.layer >= 0) {
+        if (row.layer < 0 || row.kind == numerics::OpKind::RouterSelection) {
+            continue;
+        }
+        const auto at = history::parseAnchor(row.name);
+        if (at.layer == row.layer && at.subModule == subModule) {
             rows.push_back(&row);
         }
     }
@@ -50,11 +57,11 @@ std::vector<const numerics::CaptureComparison*> layerOutputs(const PrecisionRun&
 
 bool logMetric(GridMetric metric) { return metric != GridMetric::SnrDb; }
 
-PlotSeries curve(
-    const PrecisionRun& run, GridMetric metric, const QString& name, QColor color, bool dashed)
+PlotSeries curve(const PrecisionRun& run, const std::string& subModule, GridMetric metric,
+    const QString& name, QColor color, bool dashed)
 {
     PlotSeries s { name, color, {}, {}, dashed, true, 6.0, true, {} };
-    for (const auto* row : layerOutputs(run)) {
+    for (const auto* row : depthRows(run, subModule)) {
         const auto v = numerics::gridMetricValue(*row, metric);
         if (!v || !std::isfinite(*v) || (logMetric(metric) && *v <= 0)) {
             continue;
@@ -216,25 +223,30 @@ QString cellHoverText(const PrecisionRun& run, std::size_t index, GridMetric met
     return text;
 }
 
-void showDepth(
-    PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun* overlay, GridMetric metric)
+void showDepth(PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun* overlay,
+    GridMetric metric, const std::string& subModule)
 {
     plot.clear();
-    plot.setTitle(QObject::tr("Error against depth: %1").arg(metricTitle(metric)));
+    plot.setTitle(
+        QObject::tr("Error against depth: %1 of %2")
+            .arg(metricTitle(metric),
+                subModule.empty() ? QObject::tr("the layer outputs") : toQString(subModule)));
     plot.setAxisLabel(PlotWidget::Axis::X, QObject::tr("decoder layer"));
     plot.setAxisLabel(PlotWidget::Axis::Y, metricTitle(metric));
     plot.setLogScale(PlotWidget::Axis::Y, logMetric(metric));
     QVector<PlotSeries> lines;
-    lines << curve(primary, metric, toQString(primary.label), categoricalColor(0), false);
+    lines << curve(
+        primary, subModule, metric, toQString(primary.label), categoricalColor(0), false);
     if (metric == GridMetric::RelL2) {
-        auto own = curve(primary, GridMetric::OwnRelL2, QObject::tr("own error (inject)"),
-            categoricalColor(2), true);
+        auto own = curve(primary, subModule, GridMetric::OwnRelL2,
+            QObject::tr("own error (inject)"), categoricalColor(2), true);
         if (!own.x.isEmpty()) {
             lines << own;
         }
     }
     if (overlay != nullptr) {
-        lines << curve(*overlay, metric, toQString(overlay->label), categoricalColor(1), true);
+        lines << curve(
+            *overlay, subModule, metric, toQString(overlay->label), categoricalColor(1), true);
     }
     // The band and the floor are defined on relative L2; the floor ratio shows them in floor
     // units. Other metrics have no tolerance of their own.
@@ -243,7 +255,7 @@ void showDepth(
         PlotBand band { QObject::tr("tolerance (floor … limit)"), okColor(), {}, {}, {} };
         PlotSeries floor { QObject::tr("noise floor"), QColor(128, 128, 128), {}, {}, true, false,
             6.0, true, {} };
-        for (const auto* row : layerOutputs(primary)) {
+        for (const auto* row : depthRows(primary, subModule)) {
             const auto& v = row->verdict;
             if (v.floor <= 0 || v.limit <= 0) {
                 continue;

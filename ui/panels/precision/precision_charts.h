@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 // How the precision panel draws a comparison: heatmaps, the error-versus-depth chart and a
@@ -45,11 +46,11 @@ PrecisionHeatmap positionHeatmap(const std::shared_ptr<const PrecisionRun>& run,
 QString cellHoverText(const PrecisionRun& run, std::size_t row, numerics::GridMetric metric,
     double value, std::int64_t position);
 
-/// Error against depth of the layer outputs for `metric`, with the tolerance band and noise
-/// floor (relative-L2 metrics and the floor ratio), the first divergence marked, and `overlay`
-/// (may be null) drawn dashed for comparison.
+/// Error against depth of one sub-module in every layer ("self_attn"; "" = the layer outputs)
+/// for `metric`, with the tolerance band and noise floor (relative-L2 metrics and the floor
+/// ratio), the first divergence marked, and `overlay` (may be null) drawn dashed.
 void showDepth(PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun* overlay,
-    numerics::GridMetric metric);
+    numerics::GridMetric metric, const std::string& subModule = {});
 
 /// Fills the three detail charts of a clicked cell (null: clears them).
 void showDetail(

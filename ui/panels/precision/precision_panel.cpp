@@ -1,5 +1,6 @@
 #include "panels/precision/precision_panel.h"
 
+#include "history/layer_metrics.h"
 #include "jobs/job_runner.h"
 #include "session/session.h"
 #include "widgets/colors.h"
@@ -444,7 +445,7 @@ void PrecisionPanel::refreshViews()
         return;
     }
     const auto metric = GridMetric(m_metric->currentData().toInt());
-    showDepth(*m_depthPlot, *m_primary, m_overlay.get(), metric);
+    updateDepth();
     if (m_view->currentIndex() == 0) {
         m_gridTicket->cancel();
         showHeatmap(layerHeatmap(m_primary, metric));
@@ -468,6 +469,14 @@ void PrecisionPanel::refreshViews()
             }
             showHeatmap(positionHeatmap(run, *grid.grid, metric));
         });
+}
+
+void PrecisionPanel::updateDepth()
+{
+    if (m_primary) {
+        showDepth(*m_depthPlot, *m_primary, m_overlay.get(),
+            GridMetric(m_metric->currentData().toInt()), m_depthSubModule);
+    }
 }
 
 void PrecisionPanel::showHeatmap(PrecisionHeatmap&& heatmap)
@@ -522,6 +531,14 @@ void PrecisionPanel::selectCell(int row, int column)
     }
     const std::int64_t position = m_heatmap.positions ? column : -1;
     m_heatmapPlot->setHeatmapSelection(row, column);
+    // The depth chart follows the selected sub-module through the layers.
+    const auto& name = m_primary->comparison.rows[std::size_t(index)].name;
+    const auto at = history::parseAnchor(name);
+    const std::string subModule = at.layer >= 0 ? at.subModule : std::string();
+    if (subModule != m_depthSubModule) {
+        m_depthSubModule = subModule;
+        updateDepth();
+    }
     m_session.selectAnchor(toQString(m_primary->comparison.rows[std::size_t(index)].name));
     m_jobs.start<Result<CellDetail>>(
         *m_detailTicket, tr("Error detail"), this,

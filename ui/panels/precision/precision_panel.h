@@ -61,6 +61,8 @@ public:
     [[nodiscard]] std::shared_ptr<const PrecisionRun> overlay() const { return m_overlay; }
     /// The comparison row behind a heatmap cell, -1 when none.
     [[nodiscard]] int rowAt(int row, int column) const { return m_heatmap.rowAt(row, column); }
+    /// The sub-module the depth chart follows through the layers ("" = the layer outputs).
+    [[nodiscard]] const std::string& depthSubModule() const { return m_depthSubModule; }
     /// The heatmap row showing decoder layer `layer`, -1 when none.
     [[nodiscard]] int heatmapRowOfLayer(int layer) const;
     [[nodiscard]] const std::optional<CellDetail>& detail() const { return m_detail; }
@@ -85,6 +87,7 @@ private:
     void startJob(const QString& title, std::function<Outcome(Progress&, std::stop_token)> work);
     void deliver(Outcome&& outcome);
     void refreshViews();
+    void updateDepth();
     void showHeatmap(PrecisionHeatmap&& heatmap);
     void selectDefaultCell();
     void showCellMenu(int row, int column, const QPoint& globalPos);
@@ -102,6 +105,7 @@ private:
     std::shared_ptr<const PrecisionRun> m_overlay;
     PrecisionHeatmap m_heatmap;
     std::optional<CellDetail> m_detail;
+    std::string m_depthSubModule; ///< what the depth chart follows ("" = layer outputs)
     QString m_runTitle;
     bool m_demoDone = false; ///< the demo ran for this model (or the user loaded something)
     bool m_userAction = false; ///< the user ran or loaded something: no more demos

@@ -51,6 +51,9 @@ public:
     [[nodiscard]] SliceDetails* details() const { return m_details; }
     /// The A → B kernel diff shown while a comparison trace is open.
     [[nodiscard]] TraceDiffPane* diffPane() const { return m_diff; }
+    /// Runs the demo checkpoint (shrunk first when the cache lacks it) in a background job and
+    /// shows its CPU trace; what the embedded default does when the panel is first shown.
+    void runDemo();
     /// The slot whose statistics the table shows.
     [[nodiscard]] Session::TraceSlot statsSlot() const;
     /// True while the empty state ("Open trace…") is shown.
@@ -59,6 +62,7 @@ public:
     [[nodiscard]] bool importing() const;
 
 protected:
+    void showEvent(QShowEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -82,6 +86,7 @@ private:
     std::unique_ptr<JobTicket> m_statsTicket;
     TimelineTraces m_traces;
     bool m_syncing = false; // selection is being mirrored, not made by the user
+    bool m_demoStarted = false; // the embedded default's demo trace was asked for
 
     TrackTreeModel* m_tracks = nullptr;
     KernelStatsModel* m_stats = nullptr;

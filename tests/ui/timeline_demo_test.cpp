@@ -1,0 +1,64 @@
+// The embedded default's timeline: the CPU trace of a demo run, made when the panel is first shown.
+#include "panels/timeline/demo_trace.h"
+#include "panels/timeline/timeline_panel.h"
+#include "ui_test_support.h"
+
+#include <QTemporaryDir>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+
+using namespace day0;
+using namespace day0::ui;
+
+TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
+{
+    QTemporaryDir cache;
+    const char* old = std::getenv("XDG_CACHE_HOME");
+    const std::string saved = old != nullptr ? old : "";
+    ::setenv("XDG_CACHE_HOME", cache.path().toLocal8Bit().constData(), 1);
+    EXPECT_EQ(demoCheckpointPath().parent_path().parent_path().parent_path().string(),
+        cache.path().toStdString());
+
+    Session session;
+    JobRunner jobs;
+    {
+        TimelinePanel quiet(session, jobs);
+        quiet.show(); // not the embedded default: nothing runs
+        EXPECT_FALSE(quiet.importing());
+    }
+    session.setDemo(true);
+    TimelinePanel panel(session, jobs);
+    panel.resize(1200, 700);
+    panel.show();
+    EXPECT_TRUE(panel.importing()) << "the demo run starts when the panel is first shown";
+    test::settle(jobs);
+    ASSERT_TRUE(session.trace()) << "a CPU trace is shown";
+    EXPECT_TRUE(std::filesystem::exists(demoCheckpointPath() / "config.json"))
+        << "the demo checkpoint is kept in the cache";
+    const auto& trace = *session.trace();
+    std::set<std::string> names;
+    for (profile::SliceIndex s = 0; s < trace.sliceCount(); ++s) {
+        names.insert(std::string(trace.sliceNameText(s)));
+    }
+    EXPECT_TRUE(names.count("shrink kimi-k2")) << "first start shrinks";
+    EXPECT_TRUE(names.count("run fp32 reference + bf16 target"));
+    EXPECT_TRUE(session.traceSource().contains(QStringLiteral("demo run")));
+
+    // A second start finds the checkpoint and skips the shrink.
+    Session again;
+    again.setDemo(true);
+    TimelinePanel second(again, jobs);
+    second.show();
+    test::settle(jobs);
+    ASSERT_TRUE(again.trace());
+    for (profile::SliceIndex s = 0; s < again.trace()->sliceCount(); ++s) {
+        EXPECT_NE(again.trace()->sliceNameText(s), "shrink kimi-k2");
+    }
+    if (old != nullptr) {
+        ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+    } else {
+        ::unsetenv("XDG_CACHE_HOME");
+    }
+}
