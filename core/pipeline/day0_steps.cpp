@@ -29,7 +29,7 @@ namespace ck = day0::checkpoint;
 namespace {
 
 std::mutex g_runnerMutex;
-MultiRankRunner g_runner;
+MultiRankRunner g_runner = inProcessMultiRankRunner();
 
 /// True when `path` holds weights (a .safetensors/.gguf file, or a folder with one).
 bool hasWeights(const fs::path& path)
@@ -158,7 +158,7 @@ Step weightsStep(ValidationState& s)
 {
     return { "weights", "Weight acquisition and integrity", {},
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             const fs::path given(s.options.model);
             if (hasWeights(given)) {
                 s.source = given;
@@ -231,7 +231,7 @@ Step convertStep(ValidationState& s)
 {
     return { "convert", "Architecture check and format conversion", { "weights" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             auto ckpt = ck::Checkpoint::open(s.source);
             if (!ckpt) {
                 return ckpt.error();
@@ -299,7 +299,7 @@ Step shardStep(ValidationState& s)
 {
     return { "shard", "Sharding for the plan and reassembly check", { "convert" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             auto layout = ck::parseShardLayout(s.options.plan);
             if (!layout) {
                 return layout.error().withContext("--plan");
@@ -390,7 +390,7 @@ Step smokeStep(ValidationState& s)
 {
     return { "smoke", "Single-rank smoke test", { "convert" },
         [&s](StepContext& ctx) -> Result<StepReport> {
-            StepReport report;
+            StepReport& report = *ctx.partial;
             auto plan = exec::parsePrecisionPlan(s.options.precision);
             if (!plan) {
                 return plan.error().withContext("--precision");

@@ -45,20 +45,32 @@ struct MultiRankRequest {
     std::filesystem::path checkpoint; ///< the whole (converted) checkpoint
     std::filesystem::path sharded; ///< the per-rank split written by the shard step
     std::string plan; ///< the plan string it was split for
-    exec::RunOptions run; ///< prompt, tokens and precision of the single-rank smoke run
+    std::vector<std::int64_t> promptIds;
+    std::int64_t newTokens = 1;
 };
 
-/// Runs a model over the ranks of a plan and returns what rank 0 saw (the generated tokens and
-/// the logits under "lm_head"), to be compared with the single-rank run.
-using MultiRankRunner = std::function<Result<exec::RunResult>(
+/// What rank 0 saw of a multi-rank run.
+struct MultiRankOutput {
+    std::string precision; ///< what the ranks computed in ("fp32"); the single-rank run matches
+    int ranks = 0;
+    std::string how; ///< "in-process threads", "mpirun", ...
+    std::vector<std::int64_t> generated;
+    std::vector<float> logits; ///< [prompt + newTokens − 1, vocab], every position fed
+};
+
+/// Runs a model over the ranks of a plan (sharded execution), to be compared with one rank.
+using MultiRankRunner = std::function<Result<MultiRankOutput>(
     const MultiRankRequest& request, Progress& progress, std::stop_token stop)>;
 
-/// Installs the sharded-execution implementation used by the multi-rank step (core/exec's
-/// parallel code, wired by the front end at start-up). Thread-safe; an empty function removes it.
+/// Installs the sharded-execution implementation used by the multi-rank step; an empty function
+/// removes it (the step is then skipped: "sharded execution not available in this build").
+/// Thread-safe. The default is inProcessMultiRankRunner().
 void setMultiRankRunner(MultiRankRunner runner);
-/// The installed implementation, or an empty function when this build has none (the step is
-/// then skipped: "sharded execution not available in this build").
+/// The installed implementation (possibly empty).
 MultiRankRunner multiRankRunner();
+/// core/exec's sharded executor with every rank on its own thread in this process, each rank
+/// reading its own rank file of the shard step's output (fp32).
+MultiRankRunner inProcessMultiRankRunner();
 
 /// A finished validation: the step records, the report header and the rendered figures.
 struct Validation {

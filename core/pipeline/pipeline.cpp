@@ -100,10 +100,13 @@ PipelineResult runPipeline(const std::string& name, const std::vector<Step>& ste
             current.setTotal(0);
             current.setDone(0);
             current.setStage(step.title);
-            StepContext context { current, stop, [&](const std::string& line) {
-                                     std::lock_guard lock(logMutex);
-                                     record.log.push_back(line);
-                                 } };
+            StepReport partial;
+            StepContext context { current, stop,
+                [&](const std::string& line) {
+                    std::lock_guard lock(logMutex);
+                    record.log.push_back(line);
+                },
+                &partial };
             Result<StepReport> outcome = Error::internal("step did not run");
             try {
                 outcome = step.run(context);
@@ -122,6 +125,7 @@ PipelineResult runPipeline(const std::string& name, const std::vector<Step>& ste
             } else if (outcome.error().code == ErrorCode::CheckFailed) {
                 record.status = StepStatus::Failed;
                 record.reason = outcome.error().message;
+                record.report = std::move(partial);
             } else if (outcome.error().code == ErrorCode::Cancelled) {
                 record.status = StepStatus::Skipped;
                 record.reason = "cancelled";
@@ -129,6 +133,7 @@ PipelineResult runPipeline(const std::string& name, const std::vector<Step>& ste
             } else {
                 record.status = StepStatus::Error;
                 record.reason = outcome.error().message;
+                record.report = std::move(partial);
             }
         }
         progress.advance();

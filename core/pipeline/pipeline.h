@@ -52,6 +52,9 @@ struct StepContext {
     Progress& progress;
     std::stop_token stop;
     std::function<void(const std::string&)> log; ///< appends to the step's log (thread-safe)
+    /// Details and metrics gathered so far; kept in the record when the step fails, so a failed
+    /// check still shows what it found (a step may also return a copy of it on success).
+    StepReport* partial = nullptr;
 };
 
 /// A step: returns its report on success; Error::checkFailed for a failed check, any other

@@ -127,6 +127,10 @@ TEST(ValidateCli, DamagedShardFailsIntegrityAndSkipsWhatNeedsIt)
     EXPECT_FALSE(j["passed"].get<bool>());
     EXPECT_EQ(step(j, "weights")["status"], "failed");
     EXPECT_NE(step(j, "weights")["reason"].get<std::string>().find("SHA-256"), std::string::npos);
+    // The failed check keeps what it found: the damaged file, by name.
+    EXPECT_NE(
+        step(j, "weights")["details"].dump().find(shard.filename().string()), std::string::npos)
+        << step(j, "weights")["details"];
     for (const char* id : { "convert", "shard", "smoke", "precision", "performance" }) {
         EXPECT_EQ(step(j, id)["status"], "skipped") << id;
         EXPECT_NE(step(j, id)["reason"].get<std::string>().find("needs"), std::string::npos);

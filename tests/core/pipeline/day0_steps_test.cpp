@@ -45,7 +45,7 @@ const StepRecord& step(const Validation& v, const std::string& id)
 class RunnerScope {
 public:
     explicit RunnerScope(MultiRankRunner runner) { setMultiRankRunner(std::move(runner)); }
-    ~RunnerScope() { setMultiRankRunner({}); }
+    ~RunnerScope() { setMultiRankRunner(inProcessMultiRankRunner()); }
     RunnerScope(const RunnerScope&) = delete;
     RunnerScope& operator=(const RunnerScope&) = delete;
 };
@@ -55,7 +55,7 @@ public:
 MultiRankRunner singleRankRunner(bool corrupt)
 {
     return [corrupt](const MultiRankRequest& request, Progress& progress,
-               std::stop_token stop) -> Result<exec::RunResult> {
+               std::stop_token stop) -> Result<MultiRankOutput> {
         auto weights = exec::openCheckpointWeights(request.checkpoint);
         if (!weights) {
             return weights.error();
@@ -64,11 +64,20 @@ MultiRankRunner singleRankRunner(bool corrupt)
         if (!engine) {
             return engine.error();
         }
-        auto run = engine->run(request.run, progress, stop);
-        if (run && corrupt) {
-            run->generated.back() += 1;
+        exec::RunOptions o;
+        o.promptIds = request.promptIds;
+        o.newTokens = request.newTokens;
+        o.capture.filters = { "lm_head" };
+        auto run = engine->run(o, progress, stop);
+        if (!run) {
+            return run.error();
         }
-        return run;
+        MultiRankOutput out { "fp32", 1, "test", run->generated,
+            run->dump.tensor("lm_head")->toFloats() };
+        if (corrupt) {
+            out.generated.back() += 1;
+        }
+        return out;
     };
 }
 
@@ -76,6 +85,7 @@ MultiRankRunner singleRankRunner(bool corrupt)
 
 TEST(Day0Steps, EightStepsPassOnAShrunkKimiWithoutShardedExecution)
 {
+    RunnerScope none({});
     std::vector<FigureSpec> asked;
     FigureRenderer renderer = [&](const FigureSpec& spec) -> Result<ReportFigure> {
         asked.push_back(spec);
@@ -161,6 +171,18 @@ TEST(Day0Steps, BadOptionsAreErrorsNamingTheOption)
     o = kimi("bad");
     o.tokens = 0;
     EXPECT_FALSE(runValidation(o, {}, progress, {}).ok());
+}
+
+TEST(Day0Steps, InProcessShardedRunEqualsTheSingleRankRun)
+{
+    Progress progress;
+    auto v = runValidation(kimi("in_process"), {}, progress, {});
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    const auto& multi = step(*v, "multi_rank");
+    EXPECT_EQ(multi.status, StepStatus::Passed) << multi.reason;
+    EXPECT_EQ(multi.report.metrics.at("ranks"), 2.0);
+    EXPECT_LT(multi.report.metrics.at("logits_rel_l2"), 1e-4);
+    EXPECT_EQ(v->result.exitCode(), 0);
 }
 
 TEST(Day0Steps, WithoutARendererTheReportStepSaysSo)

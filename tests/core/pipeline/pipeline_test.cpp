@@ -117,3 +117,18 @@ TEST(Report, Base64MatchesRfc4648Vectors)
     EXPECT_EQ(base64("foo"), "Zm9v");
     EXPECT_EQ(base64("foobar"), "Zm9vYmFy");
 }
+
+TEST(Pipeline, AFailedStepKeepsItsPartialReport)
+{
+    std::vector<Step> steps { { "check", "Check", {}, [](StepContext& ctx) -> Result<StepReport> {
+                                   ctx.partial->details.push_back("tensor 'w' differs");
+                                   ctx.partial->metrics["mismatches"] = 1;
+                                   return Error::checkFailed("1 tensor differs");
+                               } } };
+    Progress progress;
+    const auto result = runPipeline("t", steps, progress, {});
+    ASSERT_EQ(result.steps.size(), 1u);
+    EXPECT_EQ(result.steps[0].status, StepStatus::Failed);
+    EXPECT_EQ(result.steps[0].report.details, std::vector<std::string> { "tensor 'w' differs" });
+    EXPECT_EQ(result.steps[0].report.metrics.at("mismatches"), 1.0);
+}
