@@ -258,6 +258,17 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
     kernelOptions.rangeEnd = range.end;
     const auto breakdown = temporalBreakdown(trace, range.start, range.end);
     const auto kernels = kernelStatistics(trace, kernelOptions);
+    // CPU work (operators, runtime calls, annotated phases): asked for, or all a CPU-only trace
+    // (a day0 run) holds.
+    const bool showCpu = args.cpu || kernels.empty();
+    std::vector<KernelStat> cpuOps;
+    if (showCpu) {
+        KernelStatsOptions cpuOptions = kernelOptions;
+        cpuOptions.categories = { Category::CpuOp, Category::Runtime, Category::Annotation };
+        cpuOps = kernelStatistics(trace, cpuOptions);
+    }
+    const std::size_t cpuTop
+        = args.top < 0 ? cpuOps.size() : std::min(cpuOps.size(), std::size_t(args.top));
     const auto collectives = collectiveStatistics(trace);
     const std::size_t top
         = args.top < 0 ? kernels.size() : std::min(kernels.size(), std::size_t(args.top));
@@ -288,6 +299,14 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
                 { "p50_ns", k.p50 }, { "p95_ns", k.p95 }, { "min_ns", k.min },
                 { "max_ns", k.max } });
         }
+        json cpu = json::array();
+        for (std::size_t i = 0; i < cpuTop; ++i) {
+            const auto& k = cpuOps[i];
+            cpu.push_back({ { "name", k.name }, { "category", categoryName(k.category) },
+                { "count", k.count }, { "total_ns", k.total }, { "mean_ns", k.mean },
+                { "p50_ns", k.p50 }, { "p95_ns", k.p95 }, { "min_ns", k.min },
+                { "max_ns", k.max } });
+        }
         json cs = json::array();
         for (const auto& c : collectives) {
             cs.push_back({ { "rank", c.rank }, { "collective", collectiveName(c.collective) },
@@ -314,6 +333,10 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
         out["breakdown"] = ranks;
         out["kernels"] = ks;
         out["kernel_names"] = kernels.size();
+        if (showCpu) {
+            out["cpu_ops"] = cpu;
+            out["cpu_op_names"] = cpuOps.size();
+        }
         out["collectives"] = cs;
         out["alignment"] = al;
         out["alignment_applied"] = args.applyAlignment;
@@ -358,6 +381,21 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
     }
     fmt::print("Top {} of {} GPU kernels, copies and sets by total time\n{}\n", top, kernels.size(),
         k.render());
+    if (showCpu) {
+        Table c({ "CPU op", "category", "count", "total", "mean", "p50", "p95", "max" },
+            { Table::Align::Left, Table::Align::Left, Table::Align::Right, Table::Align::Right,
+                Table::Align::Right, Table::Align::Right, Table::Align::Right,
+                Table::Align::Right });
+        for (std::size_t i = 0; i < cpuTop; ++i) {
+            const auto& s = cpuOps[i];
+            c.addRow({ kernelLabel(s.name, 80), std::string(categoryName(s.category)),
+                std::to_string(s.count), ns(s.total), ns(s.mean), ns(s.p50), ns(s.p95),
+                ns(s.max) });
+        }
+        fmt::print("Top {} of {} CPU ops, runtime calls and annotations by total time (inclusive: "
+                   "a scope counts the scopes inside it)\n{}\n",
+            cpuTop, cpuOps.size(), c.render());
+    }
     if (!collectives.empty()) {
         Table c({ "rank", "collective", "kernel names", "algorithm", "count", "total", "max" },
             { Table::Align::Right, Table::Align::Left, Table::Align::Left, Table::Align::Left,
@@ -517,6 +555,8 @@ std::function<int()> setupTrace(CLI::App& app, const GlobalOptions& global)
         "stats", "kernel statistics, GPU time breakdown, overlap, collectives, clock alignment");
     files(stats, "trace files, one per rank");
     stats->add_option("--top", args->top, "kernels to list (-1: all)")->capture_default_str();
+    stats->add_flag("--cpu", args->cpu,
+        "also list CPU ops, runtime calls and annotations (always for a trace without GPU work)");
     stats->add_flag("--apply-alignment", args->applyAlignment,
         "shift ranks by the suggested clock offsets first");
     stats->add_option("--range", args->range,

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <string>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;
@@ -24,6 +26,21 @@ TEST(RunTraceCli, TheRunsCpuTraceLandsBesideItsDumpOrWhereAsked)
     ASSERT_EQ(imported.exitCode, 0) << imported.err;
     EXPECT_GE(imported.json()["slices"].get<int>(), 2) << "open checkpoint, run";
     EXPECT_GE(imported.json()["by_category"]["annotation"].get<int>(), 2);
+
+    // The engine's own scopes: prefill, one decode step, every layer of every step.
+    const auto stats = runDay0(
+        { "trace", "stats", dir + "/dump/trace.json", "--top", "-1", "--json", "--no-record" });
+    ASSERT_EQ(stats.exitCode, 0) << stats.err;
+    std::map<std::string, int> counts;
+    const auto statsJson = stats.json();
+    for (const auto& op : statsJson["cpu_ops"]) {
+        counts[op["name"].get<std::string>()] = op["count"].get<int>();
+    }
+    EXPECT_EQ(counts["prefill"], 1);
+    EXPECT_EQ(counts["decode step"], 1);
+    EXPECT_EQ(counts["model.layers.0"], 2) << "prefill and the decode step";
+    EXPECT_EQ(counts["model.layers.0.self_attn"], 2);
+    EXPECT_EQ(counts["lm_head"], 2);
 
     const std::string file = dir + "/elsewhere.json";
     const auto own
