@@ -7,6 +7,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/parallel_run.h"
 #include "extend/plugin_registry.h"
+#include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/cpu_tracer.h"
 #include "progress_bar.h"
@@ -15,12 +16,18 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
 namespace day0::cli {
 
 namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point start)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 nlohmann::json resultJson(const exec::ParallelRunResult& r,
     const std::vector<exec::CommKindRow>& table, const std::string& plan, const std::string& ranks)
@@ -113,6 +120,7 @@ Result<void> writeCommTrace(const std::vector<std::unique_ptr<profile::CpuTracer
 
 int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
 {
+    const auto started = std::chrono::steady_clock::now();
     auto layout = checkpoint::parseShardLayout(a.plan);
     if (!layout) {
         return reportError(layout.error());
@@ -180,8 +188,12 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
                 return reportError(w.error());
             }
         }
+        const auto runId = recordResult(pipeline::parallelRunRecord(
+            *spec, a.checkpoint, planText, a.ranks, *r, table, secondsSince(started)));
         if (global.json) {
-            fmt::print("{}\n", resultJson(*r, table, planText, a.ranks).dump(2));
+            auto j = resultJson(*r, table, planText, a.ranks);
+            j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+            fmt::print("{}\n", j.dump(2));
         } else {
             printResult(*r, table, planText, a.ranks);
         }
@@ -232,8 +244,12 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         return 0;
     }
     const auto table = exec::commTable(r->events, c.size(), r->machine);
+    const auto runId = recordResult(pipeline::parallelRunRecord(
+        *spec, a.checkpoint, planText, a.ranks, *r, table, secondsSince(started)));
     if (global.json) {
-        fmt::print("{}\n", resultJson(*r, table, planText, a.ranks).dump(2));
+        auto j = resultJson(*r, table, planText, a.ranks);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        fmt::print("{}\n", j.dump(2));
     } else {
         printResult(*r, table, planText, a.ranks);
     }

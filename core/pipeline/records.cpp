@@ -139,6 +139,44 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
     return r;
 }
 
+history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
+    const std::string& plan, const std::string& ranksMode, const exec::ParallelRunResult& result,
+    const std::vector<exec::CommKindRow>& table, double seconds)
+{
+    history::RunRecord r(history::RunKind::Run);
+    r.info.modelName = spec.name;
+    r.info.modelFingerprint = exec::modelFingerprint(spec);
+    r.info.plan = plan;
+    r.info.precision = "fp32";
+    r.info.backend = "day0-cpu";
+    r.info.duration = Seconds(seconds);
+    r.setProperty("checkpoint", checkpoint);
+    r.setProperty("ranks", ranksMode);
+    for (std::size_t i = 0; i < result.sequences.size(); ++i) {
+        const auto& s = result.sequences[i];
+        r.setProperty(fmt::format("sequence{}.prompt_ids", i), joinIds(s.prompt));
+        r.setProperty(fmt::format("sequence{}.generated", i), joinIds(s.generated));
+    }
+    r.addMetric("world_size", double(result.ranks.size()));
+    r.addMetric("forward_s", result.seconds, "s");
+    for (const auto& rank : result.ranks) {
+        r.addMetric(fmt::format("rank{}.weight_bytes", rank.rank), double(rank.weightBytes), "B");
+        r.addMetric(fmt::format("rank{}.seconds", rank.rank), rank.seconds, "s");
+    }
+    for (const auto& row : table) {
+        r.addMetric(fmt::format("comm.{}.calls", row.kind), double(row.calls));
+        r.addMetric(fmt::format("comm.{}.bytes", row.kind), double(row.bytes), "B");
+        r.addMetric(fmt::format("comm.{}.measured_s", row.kind), row.measuredSeconds, "s");
+        r.addMetric(fmt::format("comm.{}.model_s", row.kind), row.predictedSeconds, "s");
+    }
+    if (result.machine.measured) {
+        r.addMetric("machine.latency_s", result.machine.latency, "s");
+    }
+    r.info.message = fmt::format(
+        "{} ranks ({}), {} sequence(s)", result.ranks.size(), ranksMode, result.sequences.size());
+    return r;
+}
+
 history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,
     const std::string& referencePath, const std::string& targetPath)
 {

@@ -3,6 +3,7 @@
 #include "checkpoint/convert.h"
 #include "checkpoint/sharding.h"
 #include "checkpoint/shrink.h"
+#include "exec/parallel_run.h"
 #include "exec/precision_run.h"
 #include "history/run_record.h"
 #include "model/model_spec.h"
@@ -30,6 +31,13 @@ void addComparison(history::RunRecord& record, const numerics::DumpComparison& c
 history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
     const exec::PrecisionRunOptions& options, const exec::PrecisionRunResult& result,
     double seconds);
+
+/// The run of `day0 run --plan` (kind run, precision fp32): plan, how the ranks ran
+/// (in-process or mpi), prompts and generated tokens, per-rank weight bytes and time, and per
+/// collective kind the measured time and bytes next to the alpha-beta model's prediction.
+history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
+    const std::string& plan, const std::string& ranksMode, const exec::ParallelRunResult& result,
+    const std::vector<exec::CommKindRow>& table, double seconds);
 
 /// The run of `day0 compare` (kind compare): both dumps' description and the comparison.
 history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,

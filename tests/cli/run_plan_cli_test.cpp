@@ -54,6 +54,30 @@ TEST(RunPlanCli, ShardedRunMatchesTheSingleRankTokensAndReportsCommunication)
     EXPECT_GT(comm["total"]["measured_seconds_per_rank"].get<double>(), 0.0);
     EXPECT_TRUE(j["machine"]["measured"].get<bool>());
     EXPECT_GT(comm["total"]["model_seconds_per_rank"].get<double>(), 0.0);
+    EXPECT_TRUE(j["run_id"].is_null()) << "--no-record";
+}
+
+TEST(RunPlanCli, RecordsTheRunWithItsPlanAndCommunication)
+{
+    const std::string ckpt = shrunkMoe();
+    const std::string store = day0::test::scratchDir("run_plan_record") + "/runs.sqlite";
+    const auto r = runDay0({ "run", ckpt, "--plan", "tp=2,ep=2", "--ids", "3,1,4", "--tokens", "2",
+        "--json", "-q", "--store", store });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    ASSERT_TRUE(r.json()["run_id"].is_number_integer()) << r.out.substr(0, 300);
+    const auto show = runDay0({ "runs", "show", std::to_string(r.json()["run_id"].get<int>()),
+        "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    const auto run = show.json();
+    EXPECT_EQ(run["kind"], "run");
+    EXPECT_EQ(run["plan"], r.json()["plan"]);
+    std::map<std::string, double> metrics;
+    for (const auto& m : run["metrics"]) {
+        metrics[m["name"].get<std::string>()] = m["value"].get<double>();
+    }
+    EXPECT_EQ(metrics["world_size"], 2.0);
+    EXPECT_GT(metrics["comm.all_reduce.calls"], 0.0);
+    EXPECT_GT(metrics["comm.total.bytes"], 0.0);
 }
 
 TEST(RunPlanCli, TableAndTraceInText)
