@@ -41,7 +41,7 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     const std::int64_t e = moe.numExperts;
     std::vector<T> logits(std::size_t(n * e));
     linear(names.router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
-    taps.record(names.router, logits.data(), { n, e });
+    taps.record(names.router, logits.data(), { n, e }, "router");
     const std::vector<double> logitsD(logits.begin(), logits.end());
     std::vector<double> bias;
     if (const T* b = weight(names.ffn + ".gate.e_score_correction_bias")) {

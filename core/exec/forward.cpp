@@ -350,7 +350,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             mlp(names.ffn, "gate_proj", "up_proj", "down_proj", x.data(), branch.data(), n,
                 m_spec.intermediateSize, l, taps);
         }
-        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "");
+        // Named explicitly: Llama-4's "feed_forward" is not a name the anchor classifier knows.
+        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "mlp");
         addInPlace(hidden.data(), branch.data(), n * h);
         roundAct(hidden.data(), n * h, residualMode);
         taps.record(names.prefix, hidden.data(), { n, h });

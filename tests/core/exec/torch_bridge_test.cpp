@@ -480,9 +480,10 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
             maxRel = std::max(
                 maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
         }
-        std::printf("%-16s logits max rel %.2e over %zu values\n", name, maxRel, r.size());
         EXPECT_LE(maxRel, 1e-4);
         int compared = 0;
+        double worst = 0.0;
+        std::string worstName;
         for (const auto& c : theirs->captures()) {
             const auto* ourTensor = ours->dump.tensor(c.name);
             if (ourTensor == nullptr || c.name.ends_with("#topk")) {
@@ -492,7 +493,14 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
             const auto err = numerics::compareTensors(*theirs->tensor(c.name), *ourTensor);
             ASSERT_TRUE(err.ok()) << c.name << ": " << err.error().message;
             EXPECT_LE(err->relL2, 1e-5) << c.name;
+            if (err->relL2 > worst) {
+                worst = err->relL2;
+                worstName = c.name;
+            }
         }
+        std::printf("%-16s logits max rel %.2e over %zu values; %d common captures, worst %s "
+                    "rel L2 %.2e\n",
+            name, maxRel, r.size(), compared, worstName.c_str(), worst);
         EXPECT_GE(compared, 4 * 5); // per layer: norms, attention, feed-forward, output
         std::filesystem::remove_all(dir);
     }
