@@ -230,9 +230,10 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
     std::int64_t in, std::int64_t out, OpKind kind, int layer, Taps<T>& taps, bool capture)
 {
     PrecisionMode mode = m_plan.modeFor(kind, layer);
+    // Llama-4's router is a plain linear in the model's dtype (Llama4Router), not an fp32 one.
     if (kind == OpKind::Router && m_router.scoring == model::RouterScoring::Sigmoid
-        && !m_plan.perLayer.contains(layer) && !m_plan.perOpKind.contains(OpKind::Router)
-        && mode != PrecisionMode::F64) {
+        && m_spec.family != model::Family::Llama4 && !m_plan.perLayer.contains(layer)
+        && !m_plan.perOpKind.contains(OpKind::Router) && mode != PrecisionMode::F64) {
         mode = PrecisionMode::F32; // DeepSeek-V3 computes its router in fp32 (HF and reference)
     }
     const std::string weightName = module == "lm_head" && !hasWeight("lm_head.weight")

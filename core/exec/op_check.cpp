@@ -312,7 +312,9 @@ public:
         linear<double>(x.data(), w.data(), nullptr, logits.data(), t, h, e);
         const Routing ref = route(logits.data(), t, config, bias.empty() ? nullptr : bias.data());
         PrecisionMode m = mode(OpKind::Router);
-        const bool sigmoid = moe.scoring == model::RouterScoring::Sigmoid;
+        // Llama-4's router is a plain linear in the model's dtype (Llama4Router).
+        const bool sigmoid = moe.scoring == model::RouterScoring::Sigmoid
+            && m_spec.family != model::Family::Llama4;
         if (sigmoid && !m_options.target.perOpKind.contains(OpKind::Router)
             && !m_options.target.perLayer.contains(0)) {
             m = PrecisionMode::F32; // as the engine: DeepSeek routers run in fp32
