@@ -74,7 +74,9 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         for (std::int64_t i = 0; i < m; ++i) {
             std::copy_n(x + assigned[std::size_t(i)].first * h, h, rows.begin() + i * h);
             if (scaleInput) {
-                const T w = T(assigned[std::size_t(i)].second);
+                // HF casts the sigmoid score to the activations' dtype before the product.
+                T w = T(assigned[std::size_t(i)].second);
+                roundAct(&w, 1, m_plan.modeFor(OpKind::Moe, layer));
                 for (std::int64_t c = 0; c < h; ++c) {
                     rows[std::size_t(i * h + c)] *= w;
                 }
