@@ -42,6 +42,19 @@ void gemmNN(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, st
 
 } // namespace
 
+std::int64_t firstVisibleKey(
+    const AttentionShape& shape, std::int64_t position, std::int64_t visible)
+{
+    std::int64_t first = 0;
+    if (shape.window > 0) {
+        first = std::max<std::int64_t>(0, visible - shape.window);
+    }
+    if (shape.chunk > 0) {
+        first = std::max(first, position / shape.chunk * shape.chunk);
+    }
+    return first;
+}
+
 template <typename T>
 void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape& shape,
     const AttentionRounding<T>& roundScores, const AttentionRounding<T>& roundProbs)
@@ -71,8 +84,7 @@ void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape&
         for (std::int64_t i = 0; i < nq; ++i) {
             T* row = scores.data() + i * nk;
             const std::int64_t visible = shape.causal ? std::min(nk, firstPosition + i + 1) : nk;
-            const std::int64_t first
-                = shape.window > 0 ? std::max<std::int64_t>(0, visible - shape.window) : 0;
+            const std::int64_t first = firstVisibleKey(shape, firstPosition + i, visible);
             const T m = *std::max_element(row + first, row + visible);
             T sum = 0;
             for (std::int64_t j = first; j < visible; ++j) {

@@ -19,7 +19,22 @@ struct AttentionShape {
     double scale = 1.0; ///< multiplies q·k
     bool causal = true; ///< query i (absolute position keys - queries + i) sees keys ≤ it
     std::int64_t window = 0; ///< sliding window: a query sees only its last `window` keys (0: all)
+    /// Chunked attention (Llama-4): a query at position p sees only keys at positions ≥
+    /// ⌊p / chunk⌋ · chunk (its own chunk); 0: no chunking.
+    std::int64_t chunk = 0;
 };
+
+/// The first key a query at absolute `position` attends to when keys [0, visible) are causally
+/// visible: the sliding window and the attention chunk both move it up.
+std::int64_t firstVisibleKey(
+    const AttentionShape& shape, std::int64_t position, std::int64_t visible);
+
+/// Llama-4 attention temperature tuning (NoPE layers): the factor that scales the queries of the
+/// token at `position`, log(⌊(position + 1) / floorScale⌋ + 1) · attnScale + 1.
+double attentionTemperature(std::int64_t position, double floorScale, double attnScale);
+
+/// x[rows, dim] ← x / sqrt(mean(x²) + eps) per row, without a weight (Llama-4's QK "L2" norm).
+template <typename T> void unitRmsNorm(T* x, std::int64_t rows, std::int64_t dim, double eps);
 
 /// Hook that may alter an intermediate of attention in place (emulated precision rounds the
 /// scores and probabilities); called with (buffer, count). Null: no hook.

@@ -8,6 +8,33 @@
 #include <cmath>
 #include <type_traits>
 
+namespace day0::exec {
+
+double attentionTemperature(std::int64_t position, double floorScale, double attnScale)
+{
+    return std::log(std::floor((double(position) + 1.0) / floorScale) + 1.0) * attnScale + 1.0;
+}
+
+template <typename T> void unitRmsNorm(T* x, std::int64_t rows, std::int64_t dim, double eps)
+{
+    for (std::int64_t r = 0; r < rows; ++r) {
+        T* row = x + r * dim;
+        double sum = 0.0;
+        for (std::int64_t c = 0; c < dim; ++c) {
+            sum += double(row[c]) * double(row[c]);
+        }
+        const double inv = 1.0 / std::sqrt(sum / double(dim) + eps);
+        for (std::int64_t c = 0; c < dim; ++c) {
+            row[c] = T(double(row[c]) * inv);
+        }
+    }
+}
+
+template void unitRmsNorm<float>(float*, std::int64_t, std::int64_t, double);
+template void unitRmsNorm<double>(double*, std::int64_t, std::int64_t, double);
+
+} // namespace day0::exec
+
 namespace day0::exec::detail {
 
 using numerics::OpKind;
@@ -27,6 +54,7 @@ void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int
     shape.valueDim = valueDim;
     shape.scale = scale;
     shape.window = m_spec.layers[std::size_t(layer)].slidingWindow;
+    shape.chunk = m_spec.layers[std::size_t(layer)].attentionChunk;
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     AttentionRounding<T> rounding;
     if constexpr (std::is_same_v<T, float>) {
@@ -66,8 +94,24 @@ void Forward<T>::attentionBlock(
     if (m_spec.layers[std::size_t(layer)].rope) {
         applyRope<T>(q.data(), n, m_spec.numHeads, d, m_positions, m_rope, m_positions3);
         applyRope<T>(k.data(), n, m_spec.numKvHeads, d, m_positions, m_rope, m_positions3);
+        if (m_spec.qkL2Norm) {
+            // Llama-4 (Llama4TextL2Norm): weightless RMS normalisation per head after RoPE.
+            unitRmsNorm(q.data(), n * m_spec.numHeads, d, m_spec.normEps);
+            unitRmsNorm(k.data(), n * m_spec.numKvHeads, d, m_spec.normEps);
+        }
         roundAct(q.data(), n * qDim, mode);
         roundAct(k.data(), n * kvDim, mode);
+    } else if (m_spec.attnTemperatureScale > 0.0) {
+        // Llama-4 NoPE layers: attention temperature tuning of the queries by position.
+        for (std::int64_t t = 0; t < n; ++t) {
+            const T s = T(attentionTemperature(
+                m_positions[std::size_t(t)], m_spec.attnFloorScale, m_spec.attnTemperatureScale));
+            T* row = q.data() + t * qDim;
+            for (std::int64_t c = 0; c < qDim; ++c) {
+                row[c] *= s;
+            }
+        }
+        roundAct(q.data(), n * qDim, mode);
     }
     Cache& cache = m_caches[std::size_t(layer)];
     std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);

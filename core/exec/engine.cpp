@@ -240,11 +240,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "merger; the engine implements the Qwen2/2.5/3-VL towers)",
             family, spec.vision->kind));
     }
-    if (spec.family == model::Family::Llama4) {
-        out.push_back(
-            fmt::format("Llama-4 text tower of {} (chunked attention, NoPE layers)", family));
-    }
-    if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe) {
+    if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe
+        && spec.family != model::Family::Llama4) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
     if (spec.mla.indexerHeads > 0) {
@@ -252,12 +249,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     }
     if (!spec.gatedMlp) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
-    }
-    for (const auto& layer : spec.layers) {
-        if (layer.attentionChunk > 0) {
-            out.push_back(fmt::format("chunked attention of {}", family));
-            break;
-        }
     }
     if (spec.layers.size() != std::size_t(spec.numLayers)) {
         out.push_back(fmt::format("{}: the spec lists {} layer entries for {} layers", family,

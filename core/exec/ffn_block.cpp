@@ -40,8 +40,8 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t e = moe.numExperts;
     std::vector<T> logits(std::size_t(n * e));
-    linear(names.ffn + ".gate", x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
-    taps.record(names.ffn + ".gate", logits.data(), { n, e });
+    linear(names.router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
+    taps.record(names.router, logits.data(), { n, e }, "router");
     const std::vector<double> logitsD(logits.begin(), logits.end());
     std::vector<double> bias;
     if (const T* b = weight(names.ffn + ".gate.e_score_correction_bias")) {
@@ -49,7 +49,9 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     }
     const Routing routing
         = route(logitsD.data(), n, m_router, bias.empty() ? nullptr : bias.data());
-    taps.recordIds(names.ffn + ".gate#topk", routing.experts, { n, routing.k });
+    taps.recordIds(names.router + "#topk", routing.experts, { n, routing.k });
+    // Llama-4 (Llama4TextMoe) scales the expert's input by the router score, not its output.
+    const bool scaleInput = m_spec.family == model::Family::Llama4;
 
     std::vector<T> acc(std::size_t(n * h), T(0));
     std::vector<T> rows;
@@ -71,12 +73,23 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         result.resize(std::size_t(m * h));
         for (std::int64_t i = 0; i < m; ++i) {
             std::copy_n(x + assigned[std::size_t(i)].first * h, h, rows.begin() + i * h);
+            if (scaleInput) {
+                // HF casts the sigmoid score to the activations' dtype before the product.
+                T w = T(assigned[std::size_t(i)].second);
+                roundAct(&w, 1, m_plan.modeFor(OpKind::Moe, layer));
+                for (std::int64_t c = 0; c < h; ++c) {
+                    rows[std::size_t(i * h + c)] *= w;
+                }
+            }
+        }
+        if (scaleInput) {
+            roundAct(rows.data(), m * h, m_plan.modeFor(OpKind::Mlp, layer));
         }
         mlp(fmt::format("{}.experts.{}", names.ffn, ex), names.expertGate, names.expertUp,
             names.expertDown, rows.data(), result.data(), m, moe.expertIntermediate, layer, taps);
         for (std::int64_t i = 0; i < m; ++i) {
             T* dst = acc.data() + assigned[std::size_t(i)].first * h;
-            const T w = T(assigned[std::size_t(i)].second);
+            const T w = scaleInput ? T(1) : T(assigned[std::size_t(i)].second);
             for (std::int64_t c = 0; c < h; ++c) {
                 dst[c] += w * result[std::size_t(i * h + c)];
             }

@@ -20,12 +20,15 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     n.prefix = fmt::format("model.layers.{}", layer);
     const bool mixtral = spec.family == model::Family::Mixtral;
     const bool moe = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe;
-    n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : ".mlp");
+    const bool llama4 = spec.family == model::Family::Llama4;
+    n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : llama4 ? ".feed_forward" : ".mlp");
+    n.router = n.ffn + (llama4 ? ".router" : ".gate");
     n.expertGate = mixtral ? "w1" : "gate_proj";
     n.expertUp = mixtral ? "w3" : "up_proj";
     n.expertDown = mixtral ? "w2" : "down_proj";
     if (moe && spec.moe && spec.moe->sharedIntermediate > 0) {
-        n.shared = n.ffn + (spec.moe->sharedExpertGate ? ".shared_expert" : ".shared_experts");
+        n.shared
+            = n.ffn + (spec.moe->sharedExpertGate || llama4 ? ".shared_expert" : ".shared_experts");
     }
     return n;
 }
@@ -85,11 +88,11 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             }
         }
         if (!spec.layers[std::size_t(l)].moe || !spec.moe) {
-            addMlp(n.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
+            addMlp(n.ffn, "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
             continue;
         }
         const auto& moe = *spec.moe;
-        add(n.ffn + ".gate.weight", { moe.numExperts, h });
+        add(n.router + ".weight", { moe.numExperts, h });
         if (moe.expertScoreBias) {
             add(n.ffn + ".gate.e_score_correction_bias", { moe.numExperts });
         }
@@ -133,7 +136,9 @@ template <typename T> Result<void> Forward<T>::init()
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
     auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
-        mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+        // Llama-4 rotates (even, odd) lane pairs as complex numbers (HF apply_rotary_emb).
+        mla || m_spec.family == model::Family::Llama4 ? RopeLayout::Interleaved
+                                                      : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -226,9 +231,10 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
     std::int64_t in, std::int64_t out, OpKind kind, int layer, Taps<T>& taps, bool capture)
 {
     PrecisionMode mode = m_plan.modeFor(kind, layer);
+    // Llama-4's router is a plain linear in the model's dtype (Llama4Router), not an fp32 one.
     if (kind == OpKind::Router && m_router.scoring == model::RouterScoring::Sigmoid
-        && !m_plan.perLayer.contains(layer) && !m_plan.perOpKind.contains(OpKind::Router)
-        && mode != PrecisionMode::F64) {
+        && m_spec.family != model::Family::Llama4 && !m_plan.perLayer.contains(layer)
+        && !m_plan.perOpKind.contains(OpKind::Router) && mode != PrecisionMode::F64) {
         mode = PrecisionMode::F32; // DeepSeek-V3 computes its router in fp32 (HF and reference)
     }
     const std::string weightName = module == "lm_head" && !hasWeight("lm_head.weight")
@@ -352,11 +358,12 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             if (moe) {
                 moeBlock(l, x.data(), branch.data(), n, taps);
             } else {
-                mlp(names.prefix + ".mlp", "gate_proj", "up_proj", "down_proj", x.data(),
-                    branch.data(), n, m_spec.intermediateSize, l, taps);
+                mlp(names.ffn, "gate_proj", "up_proj", "down_proj", x.data(), branch.data(), n,
+                    m_spec.intermediateSize, l, taps);
             }
         }
-        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "");
+        // Named explicitly: Llama-4's "feed_forward" is not a name the anchor classifier knows.
+        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "mlp");
         addInPlace(hidden.data(), branch.data(), n * h);
         roundAct(hidden.data(), n * h, residualMode);
         taps.record(names.prefix, hidden.data(), { n, h });

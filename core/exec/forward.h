@@ -27,7 +27,8 @@ namespace day0::exec::detail {
 /// The checkpoint names of one decoder layer's modules, per family.
 struct LayerNames {
     std::string prefix; ///< "model.layers.3"
-    std::string ffn; ///< "model.layers.3.mlp" or "...block_sparse_moe" (Mixtral)
+    std::string ffn; ///< "model.layers.3.mlp", "...block_sparse_moe" (Mixtral), "...feed_forward"
+    std::string router; ///< "<ffn>.gate" or "<ffn>.router" (Llama-4)
     std::string expertGate; ///< per-expert weight leaf names: gate_proj / w1
     std::string expertUp; ///< up_proj / w3
     std::string expertDown; ///< down_proj / w2

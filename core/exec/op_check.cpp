@@ -231,7 +231,7 @@ public:
 
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
-        const std::string& implementation, bool causal = true)
+        const std::string& implementation, bool causal = true, std::int64_t chunk = 0)
     {
         const std::int64_t t = m_options.tokens;
         const auto q = random(t * heads * headDim);
@@ -246,6 +246,7 @@ public:
         s.valueDim = valueDim;
         s.scale = scale;
         s.causal = causal;
+        s.chunk = chunk;
         std::vector<double> ref(static_cast<std::size_t>(t * heads * valueDim));
         attention<double>(q.data(), k.data(), v.data(), ref.data(), s);
         const PrecisionMode m = mode(OpKind::Attention);
@@ -274,6 +275,47 @@ public:
             fmt::format("q [{}, {}, {}], kv [{}, {}, {}|{}]", t, heads, headDim, t, kvHeads,
                 headDim, valueDim),
             OpKind::Attention, m, this->implementation(op, implementation), ref, tgt);
+    }
+
+    /// Llama-4's weightless QK norm over [tokens × heads, headDim].
+    void unitNormOp(std::int64_t heads, std::int64_t dim)
+    {
+        const std::int64_t rows = m_options.tokens * heads;
+        std::vector<double> ref = random(rows * dim);
+        auto tgt = toFloat(ref);
+        const PrecisionMode m = mode(OpKind::Attention);
+        roundActivations(tgt, m);
+        unitRmsNorm<double>(ref.data(), rows, dim, m_spec.normEps);
+        unitRmsNorm<float>(tgt.data(), rows, dim, m_spec.normEps);
+        roundActivations(tgt, m);
+        add("qk_norm (weightless RMS, per head)",
+            fmt::format("[{}, {}, {}]", m_options.tokens, heads, dim), OpKind::Attention, m,
+            "native", ref, tgt);
+    }
+
+    /// Llama-4 NoPE layers' query temperature, at positions that straddle a floor_scale step.
+    void temperatureOp(std::int64_t heads, std::int64_t dim)
+    {
+        const std::int64_t t = m_options.tokens;
+        const auto floorScale = std::int64_t(m_spec.attnFloorScale);
+        const std::int64_t first = std::max<std::int64_t>(0, floorScale - 1 - t / 2);
+        const std::int64_t width = heads * dim;
+        std::vector<double> ref = random(t * width);
+        auto tgt = toFloat(ref);
+        const PrecisionMode m = mode(OpKind::Attention);
+        roundActivations(tgt, m);
+        for (std::int64_t i = 0; i < t; ++i) {
+            const double s = attentionTemperature(
+                first + i, m_spec.attnFloorScale, m_spec.attnTemperatureScale);
+            for (std::int64_t c = 0; c < width; ++c) {
+                ref[std::size_t(i * width + c)] *= s;
+                tgt[std::size_t(i * width + c)] *= float(s);
+            }
+        }
+        roundActivations(tgt, m);
+        add("attention temperature (NoPE layers)",
+            fmt::format("[{}, {}, {}] at positions {}..{}", t, heads, dim, first, first + t - 1),
+            OpKind::Attention, m, "native", ref, tgt);
     }
 
     void gatedActivation(std::int64_t inter, Activation act, std::string name = {})
@@ -352,7 +394,9 @@ public:
         linear<double>(x.data(), w.data(), nullptr, logits.data(), t, h, e);
         const Routing ref = route(logits.data(), t, config, bias.empty() ? nullptr : bias.data());
         PrecisionMode m = mode(OpKind::Router);
-        const bool sigmoid = moe.scoring == model::RouterScoring::Sigmoid;
+        // Llama-4's router is a plain linear in the model's dtype (Llama4Router).
+        const bool sigmoid = moe.scoring == model::RouterScoring::Sigmoid
+            && m_spec.family != model::Family::Llama4;
         if (sigmoid && !m_options.target.perOpKind.contains(OpKind::Router)
             && !m_options.target.perLayer.contains(0)) {
             m = PrecisionMode::F32; // as the engine: DeepSeek routers run in fp32
@@ -454,7 +498,8 @@ std::vector<std::pair<std::string, detail::WeightRequirement>> linearWeights(
                 && module.find(".experts.0.") == std::string::npos) {
                 continue;
             }
-            if (module.ends_with(".gate") || module.ends_with("shared_expert_gate")) {
+            if (module.ends_with(".gate") || module.ends_with(".router")
+                || module.ends_with("shared_expert_gate")) {
                 continue; // routers have their own row
             }
         }
@@ -485,8 +530,9 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         return act.error();
     }
     const bool mla = spec.attention == model::AttentionKind::MLA;
+    const bool llama4 = spec.family == model::Family::Llama4;
     auto rope = makeRope(mla ? spec.mla.qkRopeHeadDim : spec.headDim, spec.ropeTheta,
-        spec.ropeScaling, mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+        spec.ropeScaling, mla || llama4 ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -550,6 +596,27 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
             1.0 / std::sqrt(double(spec.headDim)), fmt::format("attention ({})", kind),
             "native (GEMM per head)");
+        std::int64_t chunk = 0;
+        bool nope = false;
+        for (const auto& layer : spec.layers) {
+            chunk = std::max(chunk, layer.attentionChunk);
+            nope = nope || !layer.rope;
+        }
+        if (chunk > 0) {
+            // The mask, not the chunk length, is what is checked: chunks of a quarter of the rows
+            // put several chunk boundaries inside the check.
+            const std::int64_t used = std::max<std::int64_t>(1, options.tokens / 4);
+            c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
+                1.0 / std::sqrt(double(spec.headDim)),
+                fmt::format("attention ({}, chunked {}; checked with chunk {})", kind, chunk, used),
+                "native (GEMM per head, chunk mask)", true, used);
+        }
+        if (spec.qkL2Norm) {
+            c.unitNormOp(spec.numHeads, spec.headDim);
+        }
+        if (nope && spec.attnTemperatureScale > 0.0) {
+            c.temperatureOp(spec.numHeads, spec.headDim);
+        }
     }
     DAY0_TRY(step());
     c.gatedActivation(spec.intermediateSize, *act);

@@ -166,6 +166,17 @@ void readBiases(JsonReader& r, ModelSpec& spec)
         spec.attentionBias = attentionBias;
         spec.attentionOutputBias = attentionBias;
         spec.qkL2Norm = r.boolOr("use_qk_norm", true);
+        // Llama4TextConfig defaults: attn_temperature_tuning true, floor_scale 8192,
+        // attn_scale 0.1.
+        if (r.has("attn_temperature_tuning") && !r.boolOr("attn_temperature_tuning", true)) {
+            spec.attnTemperatureScale = 0.0;
+        } else {
+            spec.attnTemperatureScale = r.numberOr("attn_scale", 0.1);
+        }
+        spec.attnFloorScale = r.numberOr("floor_scale", 8192.0);
+        if (r.ok() && spec.attnFloorScale <= 0.0) {
+            r.fail("floor_scale", "must be positive");
+        }
         break;
     case Family::Mixtral:
         break;

@@ -166,6 +166,10 @@ struct ModelSpec {
     MlaSpec mla;
     bool qkNorm = false; ///< Qwen3 per-head RMSNorm on q and k
     bool qkL2Norm = false; ///< Llama-4 weightless L2 norm of q and k on RoPE layers
+    /// Llama-4 attention temperature tuning on NoPE layers: queries at position p are scaled by
+    /// log(floor((p + 1) / attnFloorScale) + 1) · attnTemperatureScale + 1; 0: off.
+    double attnTemperatureScale = 0.0;
+    double attnFloorScale = 8192.0; ///< Llama-4 `floor_scale`
     bool attentionBias = false; ///< q/k/v biases (Qwen2) or all projections
     bool attentionOutputBias = false; ///< o_proj bias
     bool mlpBias = false;

@@ -39,7 +39,8 @@ import safetensors_io  # noqa: E402
 DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
     r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|mlp|block_sparse_moe|"
-    r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert))?|"
+    r"mlp\.gate|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
+    r"feed_forward|feed_forward\.router|feed_forward\.shared_expert))?|"
     r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
 
 
@@ -108,7 +109,8 @@ class DumpRecorder:
             if torch.is_tensor(output):
                 self._add(name, _as_rows(output), "moe" if selected is not None else "")
                 if selected is not None:
-                    self._add(name + ".gate#topk", _as_rows(selected), "router_selection")
+                    router = getattr(module, "day0_router", "gate")
+                    self._add(name + "." + router + "#topk", _as_rows(selected), "router_selection")
                     module.day0_selected = None
                 return
             if isinstance(output, (tuple, list)) and output:

@@ -6,7 +6,9 @@ of the same checkpoint (a shrunk one, typically) without `transformers`, which D
 package. `load(folder, dtype)` reads config.json and *.safetensors and returns (model, config).
 
 Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
-(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), and
+(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), llama4
+(text tower: chunked attention with complex RoPE and weightless QK-norm, NoPE layers with attention
+temperature tuning, top-k sigmoid MoE with fused 3-D experts and a shared expert), and
 qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)).
 """
 
@@ -284,6 +286,120 @@ class DeepseekMoE(nn.Module):
         return out
 
 
+def chunked_causal_mask(t, chunk):
+    """[t, t] additive mask: causal, and with chunk > 0 only keys of the query's own chunk."""
+    pos = torch.arange(t)
+    allowed = pos[None, :] <= pos[:, None]
+    if chunk > 0:
+        allowed = allowed & (pos[None, :] // chunk == pos[:, None] // chunk)
+    return torch.zeros(t, t).masked_fill(~allowed, float("-inf"))
+
+
+def llama4_uses_rope(c, index):
+    nope = c.get("no_rope_layers")
+    if nope:
+        return bool(nope[index])
+    return (index + 1) % c.get("no_rope_layer_interval", 4) != 0
+
+
+class Llama4Attention(nn.Module):
+    """Llama4TextAttention: RoPE layers rotate (even, odd) lane pairs as complex numbers, then
+    RMS-normalise q and k without a weight (use_qk_norm) and attend within their chunk; NoPE layers
+    attend causally over everything and scale the queries by the temperature of their position."""
+
+    def __init__(self, c, index):
+        super().__init__()
+        h, self.heads = c["hidden_size"], c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads") or self.heads
+        self.head_dim = c.get("head_dim") or h // self.heads
+        bias = c.get("attention_bias", False)
+        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
+        self.use_rope = llama4_uses_rope(c, index)
+        self.chunk = c.get("attention_chunk_size", 8192) if self.use_rope else 0
+        self.qk_norm = self.use_rope and c.get("use_qk_norm", True)
+        self.eps = c["rms_norm_eps"]
+        self.tuning = bool(c.get("attn_temperature_tuning", True)) and not self.use_rope
+        self.floor_scale, self.attn_scale = c.get("floor_scale", 8192), c.get("attn_scale", 0.1)
+        self.inv_freq, _ = rope_parameters(c, self.head_dim)
+
+    def forward(self, x):
+        t = x.shape[0]
+        q = self.q_proj(x).view(t, self.heads, self.head_dim)
+        k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
+        v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+        pos = torch.arange(t, dtype=torch.float64)
+        if self.use_rope:
+            angles = pos[:, None] * self.inv_freq.double()[None, :]
+            wide = x.dtype == torch.float64
+            cis = torch.polar(torch.ones_like(angles), angles)
+            cis = cis if wide else cis.to(torch.complex64)
+
+            def rotate(z):
+                pairs = z.double() if wide else z.float()
+                pairs = torch.view_as_complex(pairs.reshape(t, z.shape[1], -1, 2).contiguous())
+                return torch.view_as_real(pairs * cis[:, None, :]).flatten(2).to(z.dtype)
+
+            q, k = rotate(q), rotate(k)
+            if self.qk_norm:
+                q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + self.eps)
+                k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + self.eps)
+        elif self.tuning:
+            scale = torch.log(torch.floor((pos + 1.0) / self.floor_scale) + 1.0) * self.attn_scale + 1.0
+            q = q * scale[:, None, None].to(q.dtype)
+        rep = self.heads // self.kv_heads
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        scores = torch.einsum("thd,shd->hts", q, k) * self.head_dim ** -0.5
+        scores = scores + chunked_causal_mask(t, self.chunk).to(scores.dtype)
+        probs = F.softmax(scores, dim=-1, dtype=scores.dtype)
+        return self.o_proj(torch.einsum("hts,shd->thd", probs, v).reshape(t, -1))
+
+
+class Llama4Experts(nn.Module):
+    """Fused expert weights as published: gate_up_proj [E, H, 2I] (gate first), down_proj [E, I, H]."""
+
+    def __init__(self, e, h, inter):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.zeros(e, h, 2 * inter))
+        self.down_proj = nn.Parameter(torch.zeros(e, inter, h))
+
+    def forward(self, x):  # x [E, T, H]
+        gate, up = torch.bmm(x, self.gate_up_proj).chunk(2, dim=-1)
+        return torch.bmm(F.silu(gate) * up, self.down_proj)
+
+
+class Llama4MoE(nn.Module):
+    """Llama4TextMoe: every expert sees every token scaled by its sigmoid router score (zero unless
+    the expert is in the token's top-k), and the shared expert is added."""
+
+    def __init__(self, c):
+        super().__init__()
+        h, e, inter = c["hidden_size"], c["num_local_experts"], c["intermediate_size"]
+        self.top_k = c["num_experts_per_tok"]
+        self.router = nn.Linear(h, e, bias=False)
+        self.experts = Llama4Experts(e, h, inter)
+        self.shared_expert = MLP(h, inter)
+        self.day0_router = "router"
+
+    def forward(self, x):
+        logits = self.router(x)
+        top, selected = torch.topk(logits, self.top_k, dim=-1)
+        scores = torch.full_like(logits, float("-inf")).scatter_(1, selected, top).sigmoid()
+        self.day0_selected = selected
+        routed = self.experts(x[None, :, :] * scores.t()[:, :, None]).sum(dim=0)
+        return self.shared_expert(x) + routed
+
+
+def llama4_moe_layers(c):
+    if c.get("moe_layers") is not None:
+        return set(c["moe_layers"])
+    step = c.get("interleave_moe_layer_step", 1)
+    return set(range(step - 1, c["num_hidden_layers"], step))
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, c, index):
         super().__init__()
@@ -291,9 +407,16 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(h, c["rms_norm_eps"])
         self.post_attention_layernorm = RMSNorm(h, c["rms_norm_eps"])
         deepseek = kind in ("deepseek_v3", "kimi_k2")
-        self.self_attn = MLAttention(c) if deepseek else Attention(c)
-        self.ffn_name = "mlp"
-        if kind == "mixtral":
+        llama4 = kind in ("llama4", "llama4_text")
+        if llama4:
+            self.self_attn = Llama4Attention(c, index)
+        else:
+            self.self_attn = MLAttention(c) if deepseek else Attention(c)
+        self.ffn_name = "feed_forward" if llama4 else "mlp"
+        if llama4:
+            moe = index in llama4_moe_layers(c)
+            ffn = Llama4MoE(c) if moe else MLP(h, c.get("intermediate_size_mlp", c["intermediate_size"]))
+        elif kind == "mixtral":
             self.ffn_name = "block_sparse_moe"
             ffn = SoftmaxMoE(c, mixtral=True)
         elif kind == "qwen3_moe" and index not in c.get("mlp_only_layers", []):
@@ -336,7 +459,7 @@ class CausalLM(nn.Module):
 
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
-             "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+             "llama4", "llama4_text", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def load(folder, dtype=torch.float32):
@@ -345,9 +468,15 @@ def load(folder, dtype=torch.float32):
     if config.get("model_type") not in SUPPORTED:
         raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
     vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+    llama4 = config["model_type"] == "llama4"
     if vl:
         import day0_torch_vl
         model, flat = day0_torch_vl.build(config, sys.modules[__name__])
+    elif llama4:
+        # Llama4ForConditionalGeneration: the text tower only (a text prompt never reaches the
+        # vision model); its tensors live under language_model.
+        flat = dict(config["text_config"], model_type="llama4")
+        model = CausalLM(flat)
     else:
         model = CausalLM(config)
     tensors = {}
@@ -356,6 +485,9 @@ def load(folder, dtype=torch.float32):
         tensors.update(part)
     if vl:
         tensors = day0_torch_vl.rename(tensors)
+        config = flat
+    elif llama4:
+        tensors = {n[len("language_model."):]: t for n, t in tensors.items() if n.startswith("language_model.")}
         config = flat
     # Block-scaled FP8 weights: multiply by their per-block scales (edge blocks are partial).
     block = (config.get("quantization_config") or {}).get("weight_block_size") or [128, 128]

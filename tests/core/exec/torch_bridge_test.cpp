@@ -392,3 +392,116 @@ TEST(TorchBridge, ShrunkQwenVlWithImageAgreesWithPyTorch)
     checkVisionAgainstTorch(
         (configs / "qwen2.5-vl-7b.json").string(), 112, 168, 4 * 3 + 1, { 1, 3 });
 }
+
+TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // Scout (MoE every layer, QK-norm) and Maverick (MoE every other layer, no QK-norm), shrunk
+    // to 4 layers (three chunked RoPE layers, one NoPE layer). The config is rewritten with a
+    // 3-token attention chunk and floor_scale 2, so that the 9-token prompt spans three chunks
+    // and the NoPE layer's temperature changes with the position; norm weights get random values.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    for (const char* name : { "llama-4-scout", "llama-4-maverick" }) {
+        SCOPED_TRACE(name);
+        const auto dir
+            = std::filesystem::temp_directory_path() / (std::string("day0_torch_l4_") + name);
+        std::filesystem::remove_all(dir);
+        Progress p;
+        checkpoint::ShrinkOptions so;
+        so.layers = 4;
+        const auto shrunk = checkpoint::shrinkModel(name, dir / "shrunk", so, p, {});
+        ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+        test::TinyModel m;
+        auto config = readJsonFile(dir / "shrunk" / "config.json");
+        ASSERT_TRUE(config.ok());
+        m.config = *config;
+        m.config["text_config"]["attention_chunk_size"] = 3;
+        m.config["text_config"]["floor_scale"] = 2;
+        const auto source = exec::openCheckpointWeights(dir / "shrunk");
+        ASSERT_TRUE(source.ok()) << source.error().message;
+        std::uint32_t state = 4242;
+        const auto noise = [&state] {
+            state = state * 1664525u + 1013904223u;
+            return double(state >> 8) / double(1u << 24) - 0.5;
+        };
+        for (const auto& tensor : (*source)->names()) {
+            auto t = (*source)->read(tensor);
+            ASSERT_TRUE(t.ok()) << t.error().message;
+            auto values = t->toDoubles();
+            if (t->rank() == 1) { // norm weights: shrink writes ones
+                for (auto& v : values) {
+                    v = 1.0 + 0.2 * noise();
+                }
+            }
+            m.weights[tensor] = numerics::Tensor::fromDoubles(t->shape(), values).to(DType::F32);
+        }
+        test::writeCheckpoint(m, dir / "ckpt");
+        const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+        ASSERT_TRUE(spec.ok()) << spec.error().message;
+        int nope = 0;
+        for (const auto& layer : spec->layers) {
+            nope += layer.rope ? 0 : 1;
+            EXPECT_EQ(layer.attentionChunk, layer.rope ? 3 : 0);
+        }
+        EXPECT_EQ(nope, 1);
+        const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+        ASSERT_TRUE(weights.ok()) << weights.error().message;
+        auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+        ASSERT_TRUE(engine.ok()) << engine.error().message;
+        exec::RunOptions o;
+        o.precision = *exec::parsePrecisionPlan("fp32");
+        o.promptIds = { 5, 17, 42, 99, 7, 3, 250, 11, 64 };
+        o.newTokens = 4;
+        const auto ours = engine->run(o, p, {});
+        ASSERT_TRUE(ours.ok()) << ours.error().message;
+        const std::string command = fmt::format(
+            "{} {} {} --ids {} --tokens 4 --forced {} --dtype float64 --out {} > {} 2>&1", kPython,
+            bridgeScript().string(), (dir / "ckpt").string(), fmt::join(o.promptIds, ","),
+            fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
+            (dir / "torch").string(), (dir / "torch.log").string());
+        ASSERT_EQ(std::system(command.c_str()), 0) << command;
+        const auto theirs = numerics::readDump(dir / "torch");
+        ASSERT_TRUE(theirs.ok()) << theirs.error().message;
+        EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+        EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
+        // Max relative error with denominators floored at 1% of the largest |logit| (as above).
+        const auto r = theirs->tensor("lm_head")->toDoubles();
+        const auto t = ours->dump.tensor("lm_head")->toDoubles();
+        ASSERT_EQ(r.size(), t.size());
+        double absMax = 0.0;
+        for (const double v : r) {
+            absMax = std::max(absMax, std::fabs(v));
+        }
+        double maxRel = 0.0;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            maxRel = std::max(
+                maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+        }
+        EXPECT_LE(maxRel, 1e-4);
+        int compared = 0;
+        double worst = 0.0;
+        std::string worstName;
+        for (const auto& c : theirs->captures()) {
+            const auto* ourTensor = ours->dump.tensor(c.name);
+            if (ourTensor == nullptr || c.name.ends_with("#topk")) {
+                continue;
+            }
+            ++compared;
+            const auto err = numerics::compareTensors(*theirs->tensor(c.name), *ourTensor);
+            ASSERT_TRUE(err.ok()) << c.name << ": " << err.error().message;
+            EXPECT_LE(err->relL2, 1e-5) << c.name;
+            if (err->relL2 > worst) {
+                worst = err->relL2;
+                worstName = c.name;
+            }
+        }
+        std::printf("%-16s logits max rel %.2e over %zu values; %d common captures, worst %s "
+                    "rel L2 %.2e\n",
+            name, maxRel, r.size(), compared, worstName.c_str(), worst);
+        EXPECT_GE(compared, 4 * 5); // per layer: norms, attention, feed-forward, output
+        std::filesystem::remove_all(dir);
+    }
+}
