@@ -116,6 +116,24 @@ Result<void> writeCommTrace(const std::vector<std::unique_ptr<profile::CpuTracer
     return profile::exportChromeJson(*trace, path, progress, {});
 }
 
+/// Rank 0's end of a run: the communication table, the recorded run and the output.
+int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::ModelSpec& spec,
+    const exec::ParallelRunResult& r, int ranks, const std::string& planText,
+    std::chrono::steady_clock::time_point started)
+{
+    const auto table = exec::commTable(r.events, ranks, r.machine);
+    const auto runId = recordResult(pipeline::parallelRunRecord(
+        spec, a.checkpoint, planText, a.ranks, r, table, secondsSince(started)));
+    if (global.json) {
+        auto j = resultJson(r, table, planText, a.ranks);
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        printResult(r, table, planText, a.ranks);
+    }
+    return 0;
+}
+
 } // namespace
 
 int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
@@ -182,22 +200,12 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         if (!r) {
             return reportError(r.error());
         }
-        const auto table = exec::commTable(r->events, int(r->ranks.size()), r->machine);
         if (!a.commTrace.empty()) {
             if (auto w = writeCommTrace(tracers, 0, a.commTrace); !w) {
                 return reportError(w.error());
             }
         }
-        const auto runId = recordResult(pipeline::parallelRunRecord(
-            *spec, a.checkpoint, planText, a.ranks, *r, table, secondsSince(started)));
-        if (global.json) {
-            auto j = resultJson(*r, table, planText, a.ranks);
-            j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
-            fmt::print("{}\n", j.dump(2));
-        } else {
-            printResult(*r, table, planText, a.ranks);
-        }
-        return 0;
+        return finishRun(a, global, *spec, *r, int(r->ranks.size()), planText, started);
     }
     extend::PluginRegistry registry;
     auto world = extend::createCommunicator(
@@ -243,17 +251,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     if (c.rank() != 0) {
         return 0;
     }
-    const auto table = exec::commTable(r->events, c.size(), r->machine);
-    const auto runId = recordResult(pipeline::parallelRunRecord(
-        *spec, a.checkpoint, planText, a.ranks, *r, table, secondsSince(started)));
-    if (global.json) {
-        auto j = resultJson(*r, table, planText, a.ranks);
-        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
-        fmt::print("{}\n", j.dump(2));
-    } else {
-        printResult(*r, table, planText, a.ranks);
-    }
-    return 0;
+    return finishRun(a, global, *spec, *r, c.size(), planText, started);
 }
 
 } // namespace day0::cli
