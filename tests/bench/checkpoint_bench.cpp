@@ -9,6 +9,7 @@
 // DAY0_BENCH_QUICK=1 (CTest) uses small files; run by hand for real figures.
 
 #include "base/progress.h"
+#include "bench_support.h"
 #include "checkpoint/dtype_convert.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
@@ -187,69 +188,42 @@ BENCHMARK(loadBf16ToF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(loadBf16ToF32Faulting)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(convertOpenFile)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Prints the table, then the figures as ratios to their baselines.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_seconds[run.benchmark_name()] = run.GetAdjustedRealTime();
-        }
+/// Prints the figures as ratios to their baselines.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const double tool = times.real("sha256sumTool/real_time");
+    const double one = times.real("hashFiles/1/real_time");
+    const double all = times.real(fmt::format("hashFiles/{}/real_time", kCores));
+    const double copy = times.real("memcpyBaseline/real_time");
+    const double load = times.real("loadBf16ToF32/real_time");
+    const double convert = times.real("convertOpenFile/real_time");
+    const double faulting = times.real("loadBf16ToF32Faulting/real_time");
+    auto& f = fixture();
+    fmt::print("\nverification over {} files of {} MiB:\n", f.shards.size(),
+        f.shardBytes / f.shards.size() >> 20);
+    if (tool > 0 && one > 0) {
+        fmt::print(
+            "  day0 SHA-256, 1 thread:   {:.2f}x sha256sum (goal >= 0.95x per core)\n", tool / one);
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const auto get = [&](const std::string& name) {
-            return m_seconds.count(name) ? m_seconds[name] : 0.0;
-        };
-        const double tool = get("sha256sumTool/real_time");
-        const double one = get("hashFiles/1/real_time");
-        const double all = get(fmt::format("hashFiles/{}/real_time", kCores));
-        const double copy = get("memcpyBaseline/real_time");
-        const double load = get("loadBf16ToF32/real_time");
-        const double convert = get("convertOpenFile/real_time");
-        const double faulting = get("loadBf16ToF32Faulting/real_time");
-        auto& f = fixture();
-        fmt::print("\nverification over {} files of {} MiB:\n", f.shards.size(),
-            f.shardBytes / f.shards.size() >> 20);
-        if (tool > 0 && one > 0) {
-            fmt::print("  day0 SHA-256, 1 thread:   {:.2f}x sha256sum (goal >= 0.95x per core)\n",
-                tool / one);
-        }
-        if (one > 0 && all > 0) {
-            fmt::print(
-                "  day0 SHA-256, {} threads: {:.2f}x sha256sum, {:.2f}x one thread on {} cores\n",
-                kCores, tool / all, one / all, kCores);
-        }
-        if (copy > 0 && load > 0) {
-            fmt::print(
-                "load + BF16->F32 of {} MiB: {:.2f}x memcpy of the same bytes (goal >= 0.5x)\n",
-                f.tensorBytes >> 20, copy / load);
-        }
-        if (copy > 0 && faulting > 0) {
-            fmt::print("  without the prefault (threads fault the pages in): {:.2f}x memcpy\n",
-                copy / faulting);
-        }
-        if (copy > 0 && convert > 0) {
-            fmt::print(
-                "BF16->F32 from an open file: {:.2f}x memcpy (the output is twice the bytes)\n",
-                copy / convert);
-        }
+    if (one > 0 && all > 0) {
+        fmt::print(
+            "  day0 SHA-256, {} threads: {:.2f}x sha256sum, {:.2f}x one thread on {} cores\n",
+            kCores, tool / all, one / all, kCores);
     }
-
-private:
-    std::map<std::string, double> m_seconds;
-};
+    if (copy > 0 && load > 0) {
+        fmt::print("load + BF16->F32 of {} MiB: {:.2f}x memcpy of the same bytes (goal >= 0.5x)\n",
+            f.tensorBytes >> 20, copy / load);
+    }
+    if (copy > 0 && faulting > 0) {
+        fmt::print("  without the prefault (threads fault the pages in): {:.2f}x memcpy\n",
+            copy / faulting);
+    }
+    if (copy > 0 && convert > 0) {
+        fmt::print("BF16->F32 from an open file: {:.2f}x memcpy (the output is twice the bytes)\n",
+            copy / convert);
+    }
+}
 
 } // namespace
 
-int main(int argc, char** argv)
-{
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char** argv) { return day0::bench::runBenchmarks(argc, argv, printSummary); }

@@ -7,6 +7,7 @@
 //    (goal: under 100 ms).
 // The figures are printed after the benchmark table, as ratios to their baselines.
 
+#include "bench_support.h"
 #include "history/run_store.h"
 #include "history/schema.h"
 
@@ -282,65 +283,36 @@ BENCHMARK(buildRecord)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(rawSelect)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(storeList)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Prints the usual table, then the figures as ratios to their baselines.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    RatioReporter()
-        : ConsoleReporter(::isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular)
-    {
-    }
-
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_milliseconds[run.benchmark_name()] = run.GetAdjustedRealTime(); // in the unit: ms
+/// Prints the figures as ratios to their baselines.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const auto ms
+        = [&](const char* name) { return times.real(name + std::string("/real_time")) * 1e3; };
+    const double raw = ms("rawInsertLoop");
+    const double commit = ms("storeCommit");
+    const double build = ms("buildRecord");
+    const double select = ms("rawSelect");
+    const double list = ms("storeList");
+    if (raw > 0.0 && commit > 0.0) {
+        fmt::print("\nwriting {} layer metrics in one run:\n", kLayerRows);
+        fmt::print("  RunStore::commit     {:8.1f} ms  {:5.2f}x the plain insert loop ({:.1f} ms)  "
+                   "goal <= 1.2x and < 1000 ms: {}\n",
+            commit, commit / raw, raw, commit / raw <= 1.2 && commit < 1000.0 ? "met" : "MISSED");
+        if (build > 0.0) {
+            fmt::print("  filling the record   {:8.1f} ms  {:5.2f}x the plain insert loop "
+                       "(engine side)\n",
+                build, build / raw);
         }
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const auto ms
-            = [&](const char* name) { return m_milliseconds[name + std::string("/real_time")]; };
-        const double raw = ms("rawInsertLoop");
-        const double commit = ms("storeCommit");
-        const double build = ms("buildRecord");
-        const double select = ms("rawSelect");
-        const double list = ms("storeList");
-        if (raw > 0.0 && commit > 0.0) {
-            fmt::print("\nwriting {} layer metrics in one run:\n", kLayerRows);
-            fmt::print(
-                "  RunStore::commit     {:8.1f} ms  {:5.2f}x the plain insert loop ({:.1f} ms)  "
-                "goal <= 1.2x and < 1000 ms: {}\n",
-                commit, commit / raw, raw,
-                commit / raw <= 1.2 && commit < 1000.0 ? "met" : "MISSED");
-            if (build > 0.0) {
-                fmt::print("  filling the record   {:8.1f} ms  {:5.2f}x the plain insert loop "
-                           "(engine side)\n",
-                    build, build / raw);
-            }
-        }
-        if (select > 0.0 && list > 0.0) {
-            fmt::print("listing {} runs:\n", kListedRuns);
-            fmt::print(
-                "  RunStore::list       {:8.1f} ms  {:5.2f}x stepping the raw SELECT ({:.1f} ms)  "
-                "goal < 100 ms: {}\n",
-                list, list / select, select, list < 100.0 ? "met" : "MISSED");
-        }
+    if (select > 0.0 && list > 0.0) {
+        fmt::print("listing {} runs:\n", kListedRuns);
+        fmt::print(
+            "  RunStore::list       {:8.1f} ms  {:5.2f}x stepping the raw SELECT ({:.1f} ms)  "
+            "goal < 100 ms: {}\n",
+            list, list / select, select, list < 100.0 ? "met" : "MISSED");
     }
-
-private:
-    std::map<std::string, double> m_milliseconds;
-};
+}
 
 } // namespace
 
-int main(int argc, char** argv)
-{
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char** argv) { return day0::bench::runBenchmarks(argc, argv, printSummary); }

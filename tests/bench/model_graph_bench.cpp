@@ -3,6 +3,7 @@
 // allocated once more), the floor any builder of the same data structure pays. The figures are
 // printed as ratios to that baseline after the benchmark table.
 
+#include "bench_support.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 
@@ -10,7 +11,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <map>
 #include <string>
 
 namespace {
@@ -80,43 +80,20 @@ BENCHMARK(countParameters)->Unit(benchmark::kMillisecond);
 BENCHMARK(summarize)->Unit(benchmark::kMillisecond);
 BENCHMARK(readConfig)->Unit(benchmark::kMillisecond);
 
-/// Prints the usual table, then every figure as a ratio to the copy baseline.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_seconds[run.benchmark_name()] = run.GetAdjustedCPUTime();
-        }
+/// Prints every figure as a ratio to the copy baseline.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const double base = times.cpu("copyGraph");
+    if (base <= 0.0) {
+        return;
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const double base = m_seconds["copyGraph"];
-        if (base <= 0.0) {
-            return;
-        }
-        fmt::print(
-            "\nKimi-K2 ({} tensors), CPU time relative to deep-copying the finished graph:\n",
-            kimiGraph().tensorCount());
-        for (const auto& [name, seconds] : m_seconds) {
-            fmt::print("  {:<16} {:6.2f}x the copy\n", name, seconds / base);
-        }
+    fmt::print("\nKimi-K2 ({} tensors), CPU time relative to deep-copying the finished graph:\n",
+        kimiGraph().tensorCount());
+    for (const auto& [name, time] : times.byName) {
+        fmt::print("  {:<16} {:6.2f}x the copy\n", name, time.cpu / base);
     }
-
-private:
-    std::map<std::string, double> m_seconds;
-};
+}
 
 } // namespace
 
-int main(int argc, char** argv)
-{
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char** argv) { return day0::bench::runBenchmarks(argc, argv, printSummary); }

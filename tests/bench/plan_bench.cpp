@@ -4,6 +4,7 @@
 // figures are printed after the table as layouts evaluated per second and as ratios to that
 // baseline.
 
+#include "bench_support.h"
 #include "hardware/cluster.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
@@ -122,63 +123,29 @@ BENCHMARK(trainSweep2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(trainSweep256)->Unit(benchmark::kMillisecond);
 BENCHMARK(inferSweep256)->Unit(benchmark::kMillisecond);
 
-/// Prints the usual table, then layouts per second and each figure relative to one estimate.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_seconds[run.benchmark_name()] = run.GetAdjustedCPUTime() * unitSeconds(run.time_unit);
-        }
+/// Prints layouts per second and each figure relative to one estimate.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const double base = times.cpu("singleEstimate");
+    if (base <= 0.0) {
+        return;
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const double base = m_seconds["singleEstimate"];
-        if (base <= 0.0) {
-            return;
+    fmt::print(
+        "\nKimi-K2, relative to one memory estimate of one layout ({:.1f} µs):\n", base * 1e6);
+    for (const auto& [name, time] : times.byName) {
+        const double seconds = time.cpu;
+        const auto it = layoutsPerSweep().find(name);
+        if (it == layoutsPerSweep().end()) {
+            fmt::print("  {:<15} {:10.1f}x one estimate\n", name, seconds / base);
+            continue;
         }
-        fmt::print(
-            "\nKimi-K2, relative to one memory estimate of one layout ({:.1f} µs):\n", base * 1e6);
-        for (const auto& [name, seconds] : m_seconds) {
-            const auto it = layoutsPerSweep().find(name);
-            if (it == layoutsPerSweep().end()) {
-                fmt::print("  {:<15} {:10.1f}x one estimate\n", name, seconds / base);
-                continue;
-            }
-            const double perSecond = it->second / seconds;
-            fmt::print("  {:<15} {:10.1f}x one estimate for {:.0f} layouts: {:.3g} layouts/s, "
-                       "{:.1f}x the estimates/s of the baseline\n",
-                name, seconds / base, it->second, perSecond, perSecond * base);
-        }
+        const double perSecond = it->second / seconds;
+        fmt::print("  {:<15} {:10.1f}x one estimate for {:.0f} layouts: {:.3g} layouts/s, "
+                   "{:.1f}x the estimates/s of the baseline\n",
+            name, seconds / base, it->second, perSecond, perSecond * base);
     }
-
-private:
-    static double unitSeconds(benchmark::TimeUnit unit)
-    {
-        switch (unit) {
-        case benchmark::kNanosecond:
-            return 1e-9;
-        case benchmark::kMicrosecond:
-            return 1e-6;
-        case benchmark::kMillisecond:
-            return 1e-3;
-        default:
-            return 1.0;
-        }
-    }
-    std::map<std::string, double> m_seconds;
-};
+}
 
 } // namespace
 
-int main(int argc, char** argv)
-{
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char** argv) { return day0::bench::runBenchmarks(argc, argv, printSummary); }

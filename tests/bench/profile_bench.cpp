@@ -5,6 +5,7 @@
 // any argument or name storage. Ratios are printed after the benchmark table.
 // DAY0_BENCH_QUICK=1 (CTest) builds 200 000 events instead of ten million.
 
+#include "bench_support.h"
 #include "profile/cpu_tracer.h"
 #include "profile/trace_builder.h"
 
@@ -13,7 +14,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <string>
 
 namespace {
@@ -162,47 +162,31 @@ MemoryFigure buildModel(std::size_t events)
     return f;
 }
 
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            // CPU time: on a shared build machine wall time mostly measures the neighbours.
-            m_ns[run.benchmark_name()] = run.GetAdjustedCPUTime();
+/// Prints each figure per event relative to the clock pair. CPU time: on a shared build machine
+/// wall time mostly measures the neighbours.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const double base = times.cpu("clockPair") * 1e9;
+    fmt::print("\nCPU tracer, CPU time per event relative to two steady_clock::now() calls "
+               "({:.1f} ns):\n",
+        base);
+    for (const auto& [name, time] : times.byName) {
+        const double ns = time.cpu * 1e9;
+        if (name != "clockPair") {
+            fmt::print("  {:<36} {:6.1f} ns  {:5.2f}x the clock pair{}\n", name, ns,
+                base > 0 ? ns / base : 0.0,
+                name.rfind("tracerScope", 0) == 0 && name.find("Off") == std::string::npos
+                    ? (ns < 100.0 ? "  (goal < 100 ns: met)" : "  (goal < 100 ns: MISSED)")
+                    : "");
         }
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const double base = m_ns["clockPair"];
-        fmt::print("\nCPU tracer, CPU time per event relative to two steady_clock::now() calls "
-                   "({:.1f} ns):\n",
-            base);
-        for (const auto& [name, ns] : m_ns) {
-            if (name != "clockPair") {
-                fmt::print("  {:<36} {:6.1f} ns  {:5.2f}x the clock pair{}\n", name, ns,
-                    base > 0 ? ns / base : 0.0,
-                    name.rfind("tracerScope", 0) == 0 && name.find("Off") == std::string::npos
-                        ? (ns < 100.0 ? "  (goal < 100 ns: met)" : "  (goal < 100 ns: MISSED)")
-                        : "");
-            }
-        }
-    }
-
-private:
-    std::map<std::string, double> m_ns;
-};
+}
 
 } // namespace
 
 int main(int argc, char** argv)
 {
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
+    day0::bench::runBenchmarks(argc, argv, printSummary);
 
     const std::size_t events = quick() ? 200000 : 10000000;
     const MemoryFigure f = buildModel(events);

@@ -7,6 +7,7 @@
 // Also the search box: listing 10,000 runs with a search text against listing them unfiltered.
 // The figures are printed after the benchmark table, as ratios to their baselines.
 
+#include "bench_support.h"
 #include "history/comparison_views.h"
 #include "history/run_compare.h"
 #include "history/run_store.h"
@@ -17,7 +18,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <random>
 #include <string>
 
@@ -216,56 +216,29 @@ BENCHMARK(views)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(listAll)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(listSearched)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Prints the usual table, then the figures as ratios to their baselines.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    RatioReporter()
-        : ConsoleReporter(::isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular)
-    {
+/// Prints the figures as ratios to their baselines.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const auto ms
+        = [&](const char* name) { return times.real(name + std::string("/real_time")) * 1e3; };
+    const double load = ms("loadBoth");
+    if (load > 0.0) {
+        fmt::print(
+            "\ncomparing two runs of {} layer metrics (baseline: loading both, {:.1f} ms):\n",
+            kLayerRows, load);
+        fmt::print("  compareRuns          {:8.1f} ms  {:5.2f}x loading\n", ms("compare"),
+            ms("compare") / load);
+        fmt::print("  every plot view      {:8.1f} ms  {:5.2f}x loading\n", ms("views"),
+            ms("views") / load);
     }
-
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_milliseconds[run.benchmark_name()] = run.GetAdjustedRealTime();
-        }
+    const double all = ms("listAll");
+    if (all > 0.0) {
+        fmt::print(
+            "listing {} runs with a search text: {:.1f} ms, {:.2f}x listing all ({:.1f} ms)\n",
+            kListedRuns, ms("listSearched"), ms("listSearched") / all, all);
     }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const auto ms
-            = [&](const char* name) { return m_milliseconds[name + std::string("/real_time")]; };
-        const double load = ms("loadBoth");
-        if (load > 0.0) {
-            fmt::print(
-                "\ncomparing two runs of {} layer metrics (baseline: loading both, {:.1f} ms):\n",
-                kLayerRows, load);
-            fmt::print("  compareRuns          {:8.1f} ms  {:5.2f}x loading\n", ms("compare"),
-                ms("compare") / load);
-            fmt::print("  every plot view      {:8.1f} ms  {:5.2f}x loading\n", ms("views"),
-                ms("views") / load);
-        }
-        const double all = ms("listAll");
-        if (all > 0.0) {
-            fmt::print(
-                "listing {} runs with a search text: {:.1f} ms, {:.2f}x listing all ({:.1f} ms)\n",
-                kListedRuns, ms("listSearched"), ms("listSearched") / all, all);
-        }
-    }
-
-private:
-    std::map<std::string, double> m_milliseconds;
-};
+}
 
 } // namespace
 
-int main(int argc, char** argv)
-{
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char** argv) { return day0::bench::runBenchmarks(argc, argv, printSummary); }

@@ -10,6 +10,7 @@
 // is at least 30 frames per second.
 // DAY0_BENCH_QUICK=1 (CTest) generates 400 000 slices instead of ten million.
 
+#include "bench_support.h"
 #include "panels/timeline/timeline_colors.h"
 #include "panels/timeline/timeline_view.h"
 #include "panels/timeline/track_tree_model.h"
@@ -22,7 +23,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -278,50 +278,34 @@ BENCHMARK(naiveAll)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3)
 BENCHMARK(naiveHundredth)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(10);
 BENCHMARK(naiveTenThousandth)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Prints the usual table, then frames per second and each level-of-detail figure as a ratio to
-/// the naive frame of the same window.
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            // "lodAll/real_time" → "lodAll"; times are in ms.
-            const std::string name = run.benchmark_name();
-            m_seconds[name.substr(0, name.find('/'))] = run.GetAdjustedRealTime() / 1e3;
+/// Prints frames per second and each level-of-detail figure as a ratio to the naive frame of the
+/// same window.
+void printSummary(const day0::bench::BenchTimes& times)
+{
+    const auto& trace = *scene().traces.traces[0];
+    fmt::print("\n{} slices on {} tracks, {} × {} pixels; frames per second (goal ≥ 30):\n",
+        trace.sliceCount(), trace.tracks().size(), kWidth, kHeight);
+    const std::pair<const char*, const char*> pairs[]
+        = { { "lodAll", "naiveAll" }, { "lodHundredth", "naiveHundredth" },
+              { "lodTenThousandth", "naiveTenThousandth" }, { "lodZoomSweep", nullptr } };
+    for (const auto& [lod, naive] : pairs) {
+        // "lodAll/real_time" → "lodAll".
+        const double seconds = times.real(lod);
+        if (seconds <= 0) {
+            continue;
         }
-    }
-
-    void Finalize() override
-    {
-        ConsoleReporter::Finalize();
-        const auto& trace = *scene().traces.traces[0];
-        fmt::print("\n{} slices on {} tracks, {} × {} pixels; frames per second (goal ≥ 30):\n",
-            trace.sliceCount(), trace.tracks().size(), kWidth, kHeight);
-        const std::pair<const char*, const char*> pairs[]
-            = { { "lodAll", "naiveAll" }, { "lodHundredth", "naiveHundredth" },
-                  { "lodTenThousandth", "naiveTenThousandth" }, { "lodZoomSweep", nullptr } };
-        for (const auto& [lod, naive] : pairs) {
-            const auto it = m_seconds.find(lod);
-            if (it == m_seconds.end() || it->second <= 0) {
-                continue;
+        std::string line = fmt::format("  {:<18} {:8.1f} fps", lod, 1.0 / seconds);
+        if (naive != nullptr) {
+            if (const double baseline = times.real(naive); baseline > 0) {
+                const double ratio = baseline / seconds;
+                line += fmt::format("   baseline {:<20} {:8.2f} fps   {:7.1f}x {}", naive,
+                    1.0 / baseline, ratio >= 1.0 ? ratio : 1.0 / ratio,
+                    ratio >= 1.0 ? "faster" : "slower");
             }
-            std::string line = fmt::format("  {:<18} {:8.1f} fps", lod, 1.0 / it->second);
-            if (naive != nullptr) {
-                if (const auto b = m_seconds.find(naive); b != m_seconds.end() && b->second > 0) {
-                    const double ratio = b->second / it->second;
-                    line += fmt::format("   baseline {:<20} {:8.2f} fps   {:7.1f}x {}", naive,
-                        1.0 / b->second, ratio >= 1.0 ? ratio : 1.0 / ratio,
-                        ratio >= 1.0 ? "faster" : "slower");
-                }
-            }
-            fmt::print("{}\n", line);
         }
+        fmt::print("{}\n", line);
     }
-
-private:
-    std::map<std::string, double> m_seconds;
-};
+}
 
 } // namespace
 
@@ -331,10 +315,7 @@ int main(int argc, char** argv)
         qputenv("QT_QPA_PLATFORM", "offscreen");
     }
     QApplication app(argc, argv);
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
+    day0::bench::runBenchmarks(argc, argv, printSummary);
     sceneHolder().reset();
     return 0;
 }

@@ -8,6 +8,7 @@
 //    peak RSS < 3× the file size), against `python3 -c "json.load(...)"` on the same file, run
 //    the same way (with an address-space limit so it cannot exhaust the machine).
 
+#include "bench_support.h"
 #include "profile/byte_source.h"
 #include "profile/importer.h"
 
@@ -22,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <thread>
 
@@ -211,31 +211,6 @@ ChildRun runChild(const std::vector<std::string>& argv)
     return r;
 }
 
-class RatioReporter : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override
-    {
-        ConsoleReporter::ReportRuns(runs);
-        for (const auto& run : runs) {
-            m_seconds[run.benchmark_name()] = run.GetAdjustedRealTime() / 1000.0;
-            m_cpu[run.benchmark_name()] = run.GetAdjustedCPUTime() / 1000.0;
-        }
-    }
-    [[nodiscard]] double seconds(const std::string& prefix, bool cpu = false) const
-    {
-        for (const auto& [name, s] : cpu ? m_cpu : m_seconds) {
-            if (name.rfind(prefix, 0) == 0) {
-                return s;
-            }
-        }
-        return 0.0;
-    }
-
-private:
-    std::map<std::string, double> m_seconds;
-    std::map<std::string, double> m_cpu;
-};
-
 /// The 1-minute load average: wall times on a busy machine mostly measure the neighbours.
 double loadAverage()
 {
@@ -284,18 +259,17 @@ int main(int argc, char** argv)
     if (argc == 3 && std::string(argv[1]) == "--import-child") {
         return importChild(argv[2]);
     }
-    benchmark::Initialize(&argc, argv);
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
+    day0::bench::BenchTimes times;
+    day0::bench::runBenchmarks(
+        argc, argv, [&](const day0::bench::BenchTimes& measured) { times = measured; });
 
     // Python may use ten times the file size; cap it (DAY0_BENCH_PYTHON_GB, default 12) so that
     // it fails instead of the machine.
     const char* limitEnv = std::getenv("DAY0_BENCH_PYTHON_GB");
     const double pythonLimit
         = (limitEnv != nullptr ? std::atof(limitEnv) : 12.0) * double(1ull << 30);
-    const double importA8 = reporter.seconds("importA8");
-    const double inflate = reporter.seconds("inflateA8");
+    const double importA8 = times.real("importA8");
+    const double inflate = times.real("inflateA8");
     const auto pyA8 = runChild({ "python3", "-c", pythonLoad(a8File(), true, pythonLimit) });
     double pyA8Seconds = 0.0;
     std::sscanf(pyA8.output.c_str(), "%*s %lf", &pyA8Seconds);
@@ -303,7 +277,7 @@ int main(int argc, char** argv)
         loadAverage(), std::thread::hardware_concurrency());
     fmt::print(
         "{}: import {:.3f} s wall, {:.3f} s CPU{} = {:.2f}x inflating it with zlib ({:.3f} s){}\n",
-        a8File().filename().string(), importA8, reporter.seconds("importA8", true),
+        a8File().filename().string(), importA8, times.cpu("importA8"),
         importA8 < 0.5 ? " (goal < 0.5 s: met)" : " (goal < 0.5 s: MISSED)",
         inflate > 0 ? importA8 / inflate : 0.0, inflate,
         pyA8.ok ? fmt::format(
