@@ -115,6 +115,11 @@ std::string renderComparison(const numerics::DumpComparison& c, bool allRows)
                     : std::string());
         }
     }
+    for (const auto& r : c.rows) {
+        if (r.routing && !r.routing->flips.empty()) {
+            out += fmt::format("routing flips {}: {}\n", r.name, r.verdict.reason);
+        }
+    }
     if (!c.onlyInReference.empty()) {
         out += fmt::format("only in the reference ({}): {}\n", c.onlyInReference.size(),
             fmt::join(c.onlyInReference, ", "));

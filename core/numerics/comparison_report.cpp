@@ -100,6 +100,25 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
                 { "exact_set_share", num(e.exactSetShare) }, { "overlap", num(e.overlap) },
                 { "first_flip_token", e.firstFlipToken } };
         }
+        if (r.routing) {
+            const auto& rf = *r.routing;
+            nlohmann::json flips = nlohmann::json::array();
+            for (const auto& f : rf.flips) {
+                nlohmann::json one = { { "token", f.token }, { "dropped", f.dropped },
+                    { "added", f.added }, { "near_tie", f.nearTie } };
+                if (f.margin) {
+                    one["reference_margin"] = num(*f.margin);
+                    one["resolution"] = num(f.resolution);
+                }
+                flips.push_back(std::move(one));
+            }
+            row["routing_flips"] = { { "selection", rf.selection }, { "scores", rf.scores },
+                { "basis", rf.basis }, { "tokens", rf.tokens }, { "flips", std::move(flips) } };
+            if (rf.unflipped) {
+                row["routing_flips"]["unflipped_rel_l2"] = num(rf.unflipped->relL2);
+                row["routing_flips"]["unflipped_cosine"] = num(rf.unflipped->cosine);
+            }
+        }
         rows.push_back(std::move(row));
     }
     nlohmann::json divergence;

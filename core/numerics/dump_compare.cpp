@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace day0::numerics {
@@ -116,6 +117,124 @@ std::optional<ErrorMetrics> againstOther(
     return *m;
 }
 
+/// The router selection capture ("...#topk") of each layer, from the reference's captures.
+std::map<int, std::string> selectionsByLayer(const Dump& reference)
+{
+    std::map<int, std::string> out;
+    for (const auto& c : reference.captures()) {
+        if (opKindForAnchor(c.name) == OpKind::RouterSelection) {
+            out.emplace(layerOfAnchor(c.name), c.name);
+        }
+    }
+    return out;
+}
+
+/// For a MoE output row (or its decoder layer's output, which carries the MoE's error): the tokens
+/// whose experts flipped in the judged dump (the inject-mode one when given, else the target),
+/// their reference margins, and the error over the rest.
+Result<void> analyseRoutingFlips(CaptureComparison& row, const Tensor& reference,
+    const Dump& referenceDump, const Dump& target, const std::string& selection,
+    const CompareOptions& options, DType dtype)
+{
+    const bool own = row.own.has_value();
+    const Dump& judged = own ? *options.local : target;
+    const Tensor* rs = referenceDump.tensor(selection);
+    const Tensor* ts = judged.tensor(selection);
+    const Tensor* out = judged.tensor(row.name);
+    if (rs == nullptr || ts == nullptr || out == nullptr || rs->shape() != ts->shape()
+        || rs->rank() != 2 || reference.rank() < 1 || reference.dim(0) != rs->dim(0)) {
+        return success();
+    }
+    RoutingFlips flips;
+    flips.selection = selection;
+    flips.basis = own || judged.info.mode == "inject" ? "own" : "accumulated";
+    flips.tokens = rs->dim(0);
+    const std::string scoresName = selection.substr(0, selection.rfind('#'));
+    const Tensor* scores = referenceDump.tensor(scoresName);
+    if (scores != nullptr) {
+        flips.scores = scoresName;
+    }
+    auto found = findTokenFlips(*rs, *ts, scores, dtype);
+    if (!found) {
+        return found.error().withContext(selection);
+    }
+    flips.flips = std::move(*found);
+    if (flips.flips.empty()) {
+        return success();
+    }
+    if (std::int64_t(flips.flips.size()) < flips.tokens) {
+        auto m
+            = compareExcludingTokens(reference, *out, flips.tokens, flips.flips, options.metrics);
+        if (!m) {
+            return m.error().withContext(row.name);
+        }
+        flips.unflipped = *m;
+    }
+    row.routing = std::move(flips);
+    return success();
+}
+
+std::string describeFlip(const TokenFlip& f, DType dtype)
+{
+    if (!f.margin) {
+        return fmt::format("token {} (no reference router scores)", f.token);
+    }
+    std::string name(dtypeName(dtype));
+    std::transform(name.begin(), name.end(), name.begin(),
+        [](unsigned char c) { return char(std::tolower(c)); });
+    return fmt::format("token {} (reference margin {:.1e} {} {} resolution {:.1e})", f.token,
+        std::fabs(*f.margin), f.nearTie ? "<=" : ">", name, f.resolution);
+}
+
+/// Rejudges a MoE (or decoder layer) row whose layer's routing flipped: near-tie flips are a
+/// discrete event, so the row is judged on the other tokens and warns; other flips fail, naming the
+/// tokens.
+void judgeRoutingFlips(CaptureComparison& row, const DumpComparison& cmp,
+    const CompareOptions& options, const JudgeInput& input)
+{
+    const RoutingFlips& rf = *row.routing;
+    std::string flipped;
+    for (std::size_t i = 0; i < rf.flips.size() && i < 8; ++i) {
+        flipped += (i == 0 ? "" : "; ") + describeFlip(rf.flips[i], cmp.precision);
+    }
+    if (rf.flips.size() > 8) {
+        flipped += fmt::format("; and {} more", rf.flips.size() - 8);
+    }
+    const Verdict full = row.verdict;
+    const std::string fullText = fmt::format("all tokens: rel L2 {:.2e}", full.value);
+    if (!rf.allNearTies()) {
+        if (full.status == VerdictStatus::Fail) {
+            row.verdict.reason = fmt::format(
+                "{}; expert choice flipped (not a near-tie) for {}", full.reason, flipped);
+        } else {
+            row.verdict.reason += fmt::format("; expert choice flipped for {}", flipped);
+        }
+        return;
+    }
+    if (!rf.unflipped) {
+        row.verdict.status = VerdictStatus::Warn;
+        row.verdict.reason = fmt::format(
+            "warn: expert choice flipped at a near-tie for every token: {}; {}", flipped, fullText);
+        return;
+    }
+    JudgeInput rest = input;
+    rest.relL2 = rf.unflipped->relL2;
+    rest.nonFiniteMismatch = rf.unflipped->nonFiniteMismatch;
+    const Verdict others = judge(*options.table, cmp.precision, row.kind, rest);
+    row.verdict = others;
+    const std::string othersText
+        = fmt::format("the other tokens: rel L2 {:.2e} (limit {:.2e})", others.value, others.limit);
+    if (others.status == VerdictStatus::Fail) {
+        row.verdict.reason = fmt::format("fail: {} although expert choice flipped only at a "
+                                         "near-tie for {}; {}",
+            othersText, flipped, fullText);
+        return;
+    }
+    row.verdict.status = VerdictStatus::Warn;
+    row.verdict.reason = fmt::format(
+        "warn: expert choice flipped at a near-tie for {}; {}; {}", flipped, othersText, fullText);
+}
+
 void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOptions& options,
     bool floorIsLocal)
 {
@@ -187,6 +306,9 @@ void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOp
     // of an fp8 run): a sub-module's error in inject mode still includes what earlier ops of its
     // layer contributed, so it is judged as part of the run.
     row.verdict = judge(table, cmp.precision, row.kind, in);
+    if (row.routing && !row.routing->flips.empty()) {
+        judgeRoutingFlips(row, cmp, options, in);
+    }
 }
 
 } // namespace
@@ -236,6 +358,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
             options.local->info.mode));
     }
     const bool floorIsLocal = options.floor != nullptr && options.floor->info.mode == "inject";
+    const auto selections = selectionsByLayer(reference);
 
     progress.setTotal(std::int64_t(reference.captures().size()));
     std::set<std::string> seen;
@@ -269,6 +392,12 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
                     if (const auto f = againstOther(*rt, options.floor, rc.name, options.metrics)) {
                         row.measuredFloor = f->relL2;
                     }
+                }
+                const auto sel = selections.find(row.layer);
+                if ((row.kind == OpKind::Moe || row.kind == OpKind::DecoderLayer)
+                    && sel != selections.end()) {
+                    DAY0_TRY(analyseRoutingFlips(
+                        row, *rt, reference, target, sel->second, options, cmp.precision));
                 }
             } else {
                 row.statsOnly = true;

@@ -4,6 +4,7 @@
 #include "base/result.h"
 #include "numerics/dump.h"
 #include "numerics/metrics.h"
+#include "numerics/routing_flips.h"
 #include "numerics/tolerance.h"
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,10 @@ struct CaptureComparison {
     std::optional<StatsDelta> stats;
     std::optional<LogitMetrics> logits;
     std::optional<ExpertAgreement> experts;
+    /// MoE and decoder-layer outputs whose layer's router chose other experts for some tokens: the
+    /// flips, their reference margins, and the error over the other tokens (which the verdict then
+    /// judges).
+    std::optional<RoutingFlips> routing;
     Verdict verdict;
 };
 
