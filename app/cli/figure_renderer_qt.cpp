@@ -4,10 +4,29 @@
 #include "panels/pipeline/figure_renderer.h"
 
 #include <QApplication>
+#include <QtGlobal>
 
 #include <memory>
 
 namespace day0::cli {
+
+namespace {
+
+QtMessageHandler previousHandler = nullptr;
+
+// Qt's offscreen platform asks for the runtime folder, which a CI job or root shell often lacks;
+// its warning about that says nothing about the report, so the CLI leaves it out.
+void dropRuntimeDirWarning(QtMsgType type, const QMessageLogContext& context, const QString& text)
+{
+    if (type == QtWarningMsg && text.startsWith(QLatin1String("QStandardPaths: XDG_RUNTIME_DIR"))) {
+        return;
+    }
+    if (previousHandler != nullptr) {
+        previousHandler(type, context, text);
+    }
+}
+
+} // namespace
 
 pipeline::FigureRenderer makeFigureRenderer()
 {
@@ -22,6 +41,9 @@ pipeline::FigureRenderer makeFigureRenderer()
             static int argc = 1;
             static char name[] = "day0";
             static char* argv[] = { name, nullptr };
+            if (previousHandler == nullptr) {
+                previousHandler = qInstallMessageHandler(dropRuntimeDirWarning);
+            }
             *app = std::make_unique<QApplication>(argc, argv);
         }
         return ui::renderFigure(spec);
