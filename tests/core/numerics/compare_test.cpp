@@ -1,5 +1,6 @@
 #include "numerics/dump.h"
 #include "numerics/dump_compare.h"
+#include "tolerance_fixture.h"
 
 #include <gtest/gtest.h>
 
@@ -65,13 +66,7 @@ Dump makeDump(
     return d;
 }
 
-ToleranceTable table()
-{
-    return *parseToleranceTable(nlohmann::json::parse(R"({
-        "name": "t", "version": 1, "rules": [
-            { "id": "bf16.any", "dtype": "bf16", "op": "*", "max_rel_l2": 1.6e-2, "max_floor_ratio": 1000 } ] })"),
-        "t.json");
-}
+ToleranceTable table() { return test::bf16AnyTable(); }
 
 } // namespace
 

@@ -1,6 +1,7 @@
 #include "numerics/dump.h"
 #include "numerics/dump_compare.h"
 #include "numerics/routing_flips.h"
+#include "tolerance_fixture.h"
 
 #include <gtest/gtest.h>
 
@@ -80,13 +81,7 @@ Dump makeDump(const std::string& precision, double rival, bool flip, double nois
     return d;
 }
 
-ToleranceTable table()
-{
-    return *parseToleranceTable(nlohmann::json::parse(R"({
-        "name": "t", "version": 1, "rules": [
-            { "id": "bf16.any", "dtype": "bf16", "op": "*", "max_rel_l2": 1.6e-2, "max_floor_ratio": 1000 } ] })"),
-        "t.json");
-}
+ToleranceTable table() { return test::bf16AnyTable(); }
 
 const CaptureComparison& row(const DumpComparison& c, const std::string& name)
 {
