@@ -107,11 +107,7 @@ TEST(RoutingFlips, NearTieFlipWarnsAndJudgesTheOtherTokens)
 {
     const Dump ref = makeDump("fp32", 1.4998, false, 0.0);
     const Dump tgt = makeDump("bf16", 1.4998, true, 1e-3);
-    const ToleranceTable t = table();
-    CompareOptions o;
-    o.table = &t;
-    Progress p;
-    const auto c = compareDumps(ref, tgt, o, p, {});
+    const auto c = test::compareWithBf16Table(ref, tgt);
     ASSERT_TRUE(c.ok()) << c.error().message;
     const auto& moe = row(*c, kMoe);
     ASSERT_TRUE(moe.routing.has_value());
@@ -158,12 +154,7 @@ TEST(RoutingFlips, InjectModeUsesTheLocalDumpsSelection)
     const Dump tgt = makeDump("bf16", 1.4998, false, 1e-3);
     Dump local = makeDump("bf16", 1.4998, true, 1e-3);
     local.info.mode = "inject";
-    const ToleranceTable t = table();
-    CompareOptions o;
-    o.table = &t;
-    o.local = &local;
-    Progress p;
-    const auto c = compareDumps(ref, tgt, o, p, {});
+    const auto c = test::compareWithBf16Table(ref, tgt, &local);
     ASSERT_TRUE(c.ok()) << c.error().message;
     const auto& moe = row(*c, kMoe);
     ASSERT_TRUE(moe.routing.has_value());
@@ -177,11 +168,7 @@ TEST(RoutingFlips, LargeMarginFlipFailsNamingTheToken)
 {
     const Dump ref = makeDump("fp32", 0.5, false, 0.0);
     const Dump tgt = makeDump("bf16", 0.5, true, 1e-3);
-    const ToleranceTable t = table();
-    CompareOptions o;
-    o.table = &t;
-    Progress p;
-    const auto c = compareDumps(ref, tgt, o, p, {});
+    const auto c = test::compareWithBf16Table(ref, tgt);
     ASSERT_TRUE(c.ok()) << c.error().message;
     const auto& moe = row(*c, kMoe);
     ASSERT_TRUE(moe.routing.has_value());
