@@ -19,6 +19,7 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct WeightRequirement {
 
 /// Every weight the forward of `spec` reads, with expected shapes.
 std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
+/// The 2-D weights opcheck multiplies: those of the first dense layer, the first MoE layer (one
+/// expert), the vision tower's first block and mergers, and the head, each with its module name
+/// relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
+std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
+    const model::ModelSpec& spec);
 
 /// Receives the tensors of one forward step and supplies injected inputs.
 template <typename T> class Taps {

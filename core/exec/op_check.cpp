@@ -459,57 +459,6 @@ private:
     Result<void> m_status = success();
 };
 
-/// The 2-D weights of the first dense layer, the first MoE layer (one expert) and the head, with
-/// the module name relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
-std::vector<std::pair<std::string, detail::WeightRequirement>> linearWeights(
-    const model::ModelSpec& spec)
-{
-    int firstMoe = -1;
-    for (int l = 0; l < int(spec.layers.size()); ++l) {
-        if (spec.layers[std::size_t(l)].moe) {
-            firstMoe = l;
-            break;
-        }
-    }
-    std::vector<std::pair<std::string, detail::WeightRequirement>> out;
-    std::set<std::string> seen;
-    for (const auto& req : detail::requiredWeights(spec)) {
-        if (req.shape.size() != 2 || !req.name.ends_with(".weight")
-            || req.name == "model.embed_tokens.weight") {
-            continue;
-        }
-        std::string module = req.name.substr(0, req.name.size() - 7);
-        const int layer = numerics::layerOfAnchor(module);
-        if (!spec.layout.visionPrefix.empty() && module.starts_with(spec.layout.visionPrefix)) {
-            // the tower's first block, the merger and the first deepstack merger; the position
-            // table is interpolated, not multiplied
-            const bool otherDeepstack = module.find("deepstack_merger_list.") != std::string::npos
-                && module.find("deepstack_merger_list.0.") == std::string::npos;
-            if (layer > 0 || otherDeepstack || module.ends_with(".pos_embed")) {
-                continue;
-            }
-            module = "visual" + module.substr(spec.layout.visionPrefix.size());
-        } else if (layer >= 0) {
-            if (layer != 0 && layer != firstMoe) {
-                continue;
-            }
-            module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
-            if (module.find(".experts.") != std::string::npos
-                && module.find(".experts.0.") == std::string::npos) {
-                continue;
-            }
-            if (module.ends_with(".gate") || module.ends_with(".router")
-                || module.ends_with("shared_expert_gate")) {
-                continue; // routers have their own row
-            }
-        }
-        if (seen.insert(module).second) {
-            out.emplace_back(module, req);
-        }
-    }
-    return out;
-}
-
 } // namespace
 
 Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOptions& options,
@@ -542,7 +491,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     report.table = options.table->label();
     report.missing = unsupportedFeatures(spec);
     Checker c(spec, options);
-    const auto weights = linearWeights(spec);
+    const auto weights = detail::opCheckLinearWeights(spec);
     progress.setTotal(std::int64_t(weights.size()) + 7);
     if (options.backend != nullptr) {
         report.backend = options.backend->name();
@@ -671,48 +620,6 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         report.failCount += r.verdict.status == numerics::VerdictStatus::Fail ? 1 : 0;
     }
     return report;
-}
-
-nlohmann::json coverageToJson(const std::vector<CoverageRow>& rows)
-{
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : rows) {
-        out.push_back({ { "op", std::string(backendOpName(r.op)) }, { "use", r.use },
-            { "native", r.native }, { "implementation", r.implementation } });
-    }
-    return out;
-}
-
-nlohmann::json opCheckToJson(const OpCheckReport& report)
-{
-    const auto num
-        = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : report.rows) {
-        nlohmann::json row = { { "op", r.op }, { "shape", r.shape },
-            { "kind", std::string(numerics::opKindName(r.kind)) },
-            { "precision", std::string(precisionName(r.mode)) },
-            { "implementation", r.implementation }, { "rel_l2", num(r.metrics.relL2) },
-            { "max_abs", num(r.metrics.maxAbs) }, { "max_rel", num(r.metrics.maxRel) },
-            { "cosine", num(r.metrics.cosine) }, { "snr_db", num(r.metrics.snrDb) },
-            { "floor_ratio", num(r.verdict.floorRatio) },
-            { "verdict", std::string(numerics::verdictStatusName(r.verdict.status)) },
-            { "rule", r.verdict.rule }, { "reason", r.verdict.reason } };
-        if (r.expertAgreement) {
-            row["expert_agreement"] = *r.expertAgreement;
-        }
-        rows.push_back(std::move(row));
-    }
-    return { { "model", report.model }, { "precision", report.precision },
-        { "table", report.table },
-        { "backends",
-            { { { "name", report.backend }, { "device", report.device },
-                { "missing", report.missing },
-                { "coverage", coverageToJson(report.coverage) } } } },
-        { "counts",
-            { { "pass", report.passCount }, { "warn", report.warnCount },
-                { "fail", report.failCount } } },
-        { "ops", std::move(rows) } };
 }
 
 } // namespace day0::exec
