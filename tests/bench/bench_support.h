@@ -5,8 +5,12 @@
 // summary, which prints its figures as ratios to a baseline measured in the same run.
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -87,6 +91,31 @@ inline int runBenchmarks(int argc, char** argv, std::function<void(const BenchTi
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
     return 0;
+}
+
+/// Stops a benchmark whose setup or measured work went wrong: its figures would mean nothing.
+[[noreturn]] inline void fail(const char* bench, const std::string& what)
+{
+    fmt::print(stderr, "{}: {}\n", bench, what);
+    std::abort();
+}
+
+/// An empty folder for this benchmark process under the temporary directory
+/// (day0_<bench>_<pid>), made on first use and removed at exit.
+inline const std::filesystem::path& scratchDir(const char* bench)
+{
+    static const std::filesystem::path dir = [bench] {
+        auto path
+            = std::filesystem::temp_directory_path() / fmt::format("day0_{}_{}", bench, ::getpid());
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+        std::atexit([] {
+            std::error_code ec;
+            std::filesystem::remove_all(dir, ec);
+        });
+        return path;
+    }();
+    return dir;
 }
 
 } // namespace day0::bench

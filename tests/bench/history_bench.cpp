@@ -31,24 +31,9 @@ using namespace day0::history;
 constexpr std::size_t kLayerRows = 100'000;
 constexpr int kListedRuns = 10'000;
 
-[[noreturn]] void fail(const std::string& what)
-{
-    fmt::print(stderr, "history_bench: {}\n", what);
-    std::abort();
-}
+[[noreturn]] void fail(const std::string& what) { bench::fail("history_bench", what); }
 
-const std::filesystem::path& benchDir()
-{
-    static const std::filesystem::path dir = [] {
-        auto path = std::filesystem::temp_directory_path()
-            / fmt::format("day0_history_bench_{}", ::getpid());
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-        std::atexit([] { std::filesystem::remove_all(benchDir()); });
-        return path;
-    }();
-    return dir;
-}
+const std::filesystem::path& benchDir() { return bench::scratchDir("history_bench"); }
 
 // Kimi-K2-shaped layer metrics: 61 layers, 384 experts plus the attention and norm modules,
 // four error metrics each, cut at 100,000 rows.

@@ -31,24 +31,9 @@ bool quick() { return std::getenv("DAY0_BENCH_QUICK") != nullptr; }
 const std::size_t kLayerRows = quick() ? 20'000 : 100'000;
 const int kListedRuns = quick() ? 2'000 : 10'000;
 
-[[noreturn]] void fail(const std::string& what)
-{
-    fmt::print(stderr, "runs_compare_bench: {}\n", what);
-    std::abort();
-}
+[[noreturn]] void fail(const std::string& what) { bench::fail("runs_compare_bench", what); }
 
-const std::filesystem::path& benchDir()
-{
-    static const std::filesystem::path dir = [] {
-        auto path = std::filesystem::temp_directory_path()
-            / fmt::format("day0_runs_compare_bench_{}", ::getpid());
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-        std::atexit([] { std::filesystem::remove_all(benchDir()); });
-        return path;
-    }();
-    return dir;
-}
+const std::filesystem::path& benchDir() { return bench::scratchDir("runs_compare_bench"); }
 
 // 61 layers of Kimi-K2 modules (attention, norms, 384 experts), four metrics, 100,000 rows; `seed`
 // changes the values, not the anchors.

@@ -36,15 +36,7 @@ using namespace day0::profile;
 
 bool quick() { return std::getenv("DAY0_BENCH_QUICK") != nullptr; }
 
-fs::path scratchDir()
-{
-    static const fs::path dir = [] {
-        auto d = fs::temp_directory_path() / fmt::format("day0_trace_bench_{}", ::getpid());
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
+fs::path scratchDir() { return bench::scratchDir("trace_bench"); }
 
 /// Writes a Kineto-style trace (current dialect: float µs relative to baseTimeNanoseconds, ac2g
 /// flows) of about `events` events: per launch a cpu_op, a cudaLaunchKernel, its flow start and
