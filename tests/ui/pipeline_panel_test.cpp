@@ -24,26 +24,7 @@ using namespace day0::ui;
 
 namespace {
 
-/// Points recording at a fresh store for one test.
-class ScratchStore {
-public:
-    ScratchStore()
-        : m_saved(history::recordingOptions())
-    {
-        auto options = m_saved;
-        options.store = fromQString(m_dir.filePath(QStringLiteral("runs.sqlite")));
-        options.enabled = true;
-        history::setRecordingOptions(options);
-    }
-    ~ScratchStore() { history::setRecordingOptions(m_saved); }
-    ScratchStore(const ScratchStore&) = delete;
-    ScratchStore& operator=(const ScratchStore&) = delete;
-    [[nodiscard]] QString dir() const { return m_dir.path(); }
-
-private:
-    QTemporaryDir m_dir;
-    history::RecordingOptions m_saved;
-};
+using test::ScratchStore;
 
 template <typename F> bool waitFor(F done, int ms)
 {
@@ -69,7 +50,7 @@ TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
     JobRunner jobs;
     test::openModel(session, "kimi-k2");
     PipelinePanel panel(session, jobs);
-    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
     EXPECT_EQ(panel.modelEdit()->text(), QStringLiteral("kimi-k2")) << "follows the session";
     EXPECT_FALSE(panel.openReportButton()->isEnabled());
     QSignalSpy recorded(&session, &Session::runRecorded);
@@ -100,7 +81,7 @@ TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
     const QByteArray page = html.readAll();
     EXPECT_TRUE(page.contains("src=\"data:image/png;base64,"))
         << "figures drawn off the GUI thread";
-    EXPECT_TRUE(QFile::exists(store.dir() + QStringLiteral("/work/junit.xml")));
+    EXPECT_TRUE(QFile::exists(store.dir() + QStringLiteral("/validation/junit.xml")));
 
     ASSERT_EQ(recorded.count(), 1);
     const auto id = RunId(recorded.front().front().toLongLong());
@@ -119,7 +100,7 @@ TEST(PipelinePanel, CancelStopsTheJobAndLeavesThePanelUsable)
     Session session;
     JobRunner jobs;
     PipelinePanel panel(session, jobs);
-    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
     panel.modelEdit()->setText(QStringLiteral("deepseek-v3"));
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     QSignalSpy recorded(&session, &Session::runRecorded);
@@ -142,7 +123,7 @@ TEST(PipelinePanel, BadPlanIsReportedWithoutSteps)
     Session session;
     JobRunner jobs;
     PipelinePanel panel(session, jobs);
-    panel.setWorkDir(store.dir() + QStringLiteral("/work"));
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
     panel.modelEdit()->setText(QStringLiteral("kimi-k2"));
     panel.planEdit()->setText(QStringLiteral("tp=zero"));
     QSignalSpy finished(&panel, &PipelinePanel::finished);

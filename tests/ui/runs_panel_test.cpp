@@ -32,33 +32,7 @@ using namespace day0::ui;
 
 namespace {
 
-/// Points the process's recording (and so the runs panel) at a fresh store for one test.
-class ScratchStore {
-public:
-    ScratchStore()
-        : m_saved(history::recordingOptions())
-    {
-        auto options = m_saved;
-        options.store = fromQString(m_dir.filePath(QStringLiteral("runs.sqlite")));
-        options.enabled = true;
-        history::setRecordingOptions(options);
-    }
-    ~ScratchStore() { history::setRecordingOptions(m_saved); }
-    ScratchStore(const ScratchStore&) = delete;
-    ScratchStore& operator=(const ScratchStore&) = delete;
-
-    [[nodiscard]] history::RunStore open() const
-    {
-        auto store = history::RunStore::open(history::storePath());
-        EXPECT_TRUE(store.ok()) << store.error().message;
-        return std::move(store).value();
-    }
-    [[nodiscard]] QString dir() const { return m_dir.path(); }
-
-private:
-    QTemporaryDir m_dir;
-    history::RecordingOptions m_saved;
-};
+using test::ScratchStore;
 
 history::RunRecord fixture(const std::string& name)
 {

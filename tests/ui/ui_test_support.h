@@ -1,14 +1,18 @@
 #pragma once
 
 #include "hardware/cluster.h"
+#include "history/recording.h"
+#include "history/run_store.h"
 #include "jobs/job_runner.h"
 #include "model/config_reader.h"
 #include "plan/model_summary.h"
 #include "plan/parallel_plan.h"
 #include "session/session.h"
 #include "shell/screenshot.h"
+#include "widgets/formatting.h"
 
 #include <QImage>
+#include <QTemporaryDir>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,5 +68,33 @@ inline double pixelSpread(const QImage& image)
     const double mean = sum / n;
     return std::sqrt(std::max(0.0, sum2 / n - mean * mean));
 }
+
+/// Points the process's recording (and so the runs panel) at a fresh store for one test.
+class ScratchStore {
+public:
+    ScratchStore()
+        : m_saved(history::recordingOptions())
+    {
+        auto options = m_saved;
+        options.store = fromQString(m_dir.filePath(QStringLiteral("runs.sqlite")));
+        options.enabled = true;
+        history::setRecordingOptions(options);
+    }
+    ~ScratchStore() { history::setRecordingOptions(m_saved); }
+    ScratchStore(const ScratchStore&) = delete;
+    ScratchStore& operator=(const ScratchStore&) = delete;
+
+    [[nodiscard]] history::RunStore open() const
+    {
+        auto store = history::RunStore::open(history::storePath());
+        EXPECT_TRUE(store.ok()) << store.error().message;
+        return std::move(store).value();
+    }
+    [[nodiscard]] QString dir() const { return m_dir.path(); }
+
+private:
+    QTemporaryDir m_dir;
+    history::RecordingOptions m_saved;
+};
 
 } // namespace day0::ui::test
