@@ -55,40 +55,40 @@ template <typename T> T applyActivation(T x, Activation act)
     return x;
 }
 
+// c[m, n] (+)= a[m, k] · b, with b stored [k, n] or, transposed, [n, k] (row-major).
+template <typename T>
+void gemm(const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int64_t k, bool transB,
+    bool accumulate)
+{
+    if (m == 0 || n == 0) {
+        return;
+    }
+    const T beta = accumulate ? T(1) : T(0);
+    const auto tb = transB ? CblasTrans : CblasNoTrans;
+    const blasint ldb = transB ? blasint(k) : blasint(n);
+    if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, blasint(m), blasint(n), blasint(k), 1.0f, a,
+            blasint(k), b, ldb, beta, c, blasint(n));
+    } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, blasint(m), blasint(n), blasint(k), 1.0, a,
+            blasint(k), b, ldb, beta, c, blasint(n));
+    }
+}
+
 } // namespace
 
 template <typename T>
 void matmulTransB(
     const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate)
 {
-    if (m == 0 || n == 0) {
-        return;
-    }
-    const T beta = accumulate ? T(1) : T(0);
-    if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(m), blasint(n), blasint(k),
-            1.0f, a, blasint(k), b, blasint(k), beta, c, blasint(n));
-    } else {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(m), blasint(n), blasint(k),
-            1.0, a, blasint(k), b, blasint(k), beta, c, blasint(n));
-    }
+    gemm(a, b, c, m, n, k, true, accumulate);
 }
 
 template <typename T>
 void matmul(
     const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate)
 {
-    if (m == 0 || n == 0) {
-        return;
-    }
-    const T beta = accumulate ? T(1) : T(0);
-    if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k),
-            1.0f, a, blasint(k), b, blasint(n), beta, c, blasint(n));
-    } else {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k),
-            1.0, a, blasint(k), b, blasint(n), beta, c, blasint(n));
-    }
+    gemm(a, b, c, m, n, k, false, accumulate);
 }
 
 template <typename T>
