@@ -1,5 +1,7 @@
 #pragma once
 
+#include "model/model_spec.h"
+
 #include <cstdint>
 #include <functional>
 
@@ -23,6 +25,25 @@ struct AttentionShape {
     /// ⌊p / chunk⌋ · chunk (its own chunk); 0: no chunking.
     std::int64_t chunk = 0;
 };
+
+/// The causal self-attention of a decoder layer: `queries` new tokens after `start` cached ones,
+/// with the layer's sliding window and chunking.
+inline AttentionShape decoderAttentionShape(const model::LayerSpec& layer, std::int64_t queries,
+    std::int64_t start, std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
+    std::int64_t valueDim, double scale)
+{
+    AttentionShape shape;
+    shape.queries = queries;
+    shape.keys = start + queries;
+    shape.heads = heads;
+    shape.kvHeads = kvHeads;
+    shape.headDim = headDim;
+    shape.valueDim = valueDim;
+    shape.scale = scale;
+    shape.window = layer.slidingWindow;
+    shape.chunk = layer.attentionChunk;
+    return shape;
+}
 
 /// The first key a query at absolute `position` attends to when keys [0, visible) are causally
 /// visible: the sliding window and the attention chunk both move it up.

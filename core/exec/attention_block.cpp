@@ -45,16 +45,8 @@ void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int
     double scale, T* out)
 {
     const Cache& cache = m_caches[std::size_t(layer)];
-    AttentionShape shape;
-    shape.queries = n;
-    shape.keys = start + n;
-    shape.heads = heads;
-    shape.kvHeads = kvHeads;
-    shape.headDim = headDim;
-    shape.valueDim = valueDim;
-    shape.scale = scale;
-    shape.window = m_spec.layers[std::size_t(layer)].slidingWindow;
-    shape.chunk = m_spec.layers[std::size_t(layer)].attentionChunk;
+    const AttentionShape shape = decoderAttentionShape(
+        m_spec.layers[std::size_t(layer)], n, start, heads, kvHeads, headDim, valueDim, scale);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     AttentionRounding<T> rounding;
     if constexpr (std::is_same_v<T, float>) {

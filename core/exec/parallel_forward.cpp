@@ -285,15 +285,8 @@ Result<void> ParallelForward::attention(
     auto& cv = cache.v[std::size_t(layer)];
     std::copy(k.begin(), k.end(), ck.begin() + start * kvDim);
     std::copy(v.begin(), v.end(), cv.begin() + start * kvDim);
-    AttentionShape shape;
-    shape.queries = n;
-    shape.keys = start + n;
-    shape.heads = m_heads;
-    shape.kvHeads = m_kvHeads;
-    shape.headDim = d;
-    shape.valueDim = d;
-    shape.scale = m_scale;
-    shape.window = m_spec.layers[std::size_t(layer)].slidingWindow;
+    const AttentionShape shape = decoderAttentionShape(
+        m_spec.layers[std::size_t(layer)], n, start, m_heads, m_kvHeads, d, d, m_scale);
     std::vector<float> context(std::size_t(n * qDim));
     exec::attention<float>(q.data(), ck.data(), cv.data(), context.data(), shape);
     // Row-parallel o_proj: partial sums over the local heads, reduced, bias added once.
@@ -361,15 +354,8 @@ Result<void> ParallelForward::mla(
             std::copy_n(src + nope, vd, vRow + hd * vd);
         }
     }
-    AttentionShape shape;
-    shape.queries = n;
-    shape.keys = start + n;
-    shape.heads = heads;
-    shape.kvHeads = heads;
-    shape.headDim = qk;
-    shape.valueDim = vd;
-    shape.scale = m_scale;
-    shape.window = m_spec.layers[std::size_t(layer)].slidingWindow;
+    const AttentionShape shape = decoderAttentionShape(
+        m_spec.layers[std::size_t(layer)], n, start, heads, heads, qk, vd, m_scale);
     std::vector<float> context(std::size_t(n * heads * vd));
     exec::attention<float>(q.data(), ck.data(), cv.data(), context.data(), shape);
     DAY0_TRY(linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true));
