@@ -1,5 +1,6 @@
-// day0 run <checkpoint>: forward + greedy decode on the CPU reference engine, in a reference or
-// emulated precision, with dumps and an optional reference run compared in one go.
+// day0 run <checkpoint>: forward + greedy decode on the CPU reference engine or a backend plugin
+// (--backend cuda), in a reference or emulated precision, with dumps and an optional reference
+// run (always on the CPU) compared in one go.
 #include "base/units.h"
 #include "cmd_compare.h"
 #include "cmd_run_plan.h"
@@ -141,7 +142,7 @@ nlohmann::json runJson(const exec::RunResult& r)
         { "generated", r.generated }, { "input_ids", r.dump.info.inputIds },
         { "prefill_seconds", r.prefillSeconds }, { "decode_seconds", r.decodeSeconds },
         { "decode_tokens_per_second", r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0 },
-        { "captures", r.dump.captures().size() } };
+        { "captures", r.dump.captures().size() }, { "backend", exec::dispatchJson(r.dispatch) } };
 }
 
 /// `--plan`: the sharded run; several prompts may be given as --ids "1,2,3;4,5".
@@ -249,12 +250,13 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return reportError(*backend->unavailable);
     }
     if (backend->name != "day0-cpu") {
-        // TODO(#9): the forward executor dispatches to exec::Backend; until then a plugin
-        // backend is checked operator by operator only.
-        return reportError(Error::unsupported(fmt::format(
-            "--backend {}: {} is present, but the forward pass of day0 run executes on day0-cpu "
-            "only; check the backend operator by operator with day0 opcheck <model> --backend {}",
-            backend->name, backend->backend->device(), backend->name)));
+        if (plan->isF64()) {
+            return reportError(Error::badInput(fmt::format(
+                "--backend {}: the fp64 reference runs on day0-cpu only; run fp32 or a lower "
+                "precision on {} and compare with --reference fp64",
+                backend->name, backend->name)));
+        }
+        o.backend = backend->backend.get(); // the target; the reference stays on the CPU
     }
     RunTrace cpuTrace;
     auto weights = [&] {
@@ -341,6 +343,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         fmt::join(t.generated, " "), formatDuration(Seconds(t.prefillSeconds)),
         formatDuration(Seconds(t.decodeSeconds)),
         result->reference ? "  [teacher-forced on the reference's tokens]" : "");
+    if (o.backend != nullptr) {
+        fmt::print("{}", exec::formatDispatch(t.dispatch));
+    }
     if (!a.dump.empty()) {
         fmt::print("dump{}: {}\n", result->reference ? "s" : "", a.dump);
     }
@@ -351,8 +356,8 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
 }
 
 const bool registered = registerCommand({ "run",
-    "forward + greedy decode on the CPU reference engine (fp64/fp32 or emulated "
-    "bf16/fp16/fp8/int8) with dumps",
+    "forward + greedy decode on the CPU reference engine or a backend plugin (fp64/fp32 or "
+    "emulated bf16/fp16/fp8/int8) with dumps",
     50, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto a = std::make_shared<RunArgs>();
         app.add_option(

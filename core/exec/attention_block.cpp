@@ -48,16 +48,23 @@ void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int
     const AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, heads, kvHeads, headDim, valueDim, scale);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
-    AttentionRounding<T> rounding;
     if constexpr (std::is_same_v<T, float>) {
-        if (mode != PrecisionMode::F32 && mode != PrecisionMode::F64) {
-            rounding = [mode](float* p, std::int64_t count) {
-                roundActivations({ p, std::size_t(count) }, mode);
-            };
-        }
+        m_ops.attention(q, cache.k.data(), cache.v.data(), out, shape, mode);
+    } else {
+        attention<T>(q, cache.k.data(), cache.v.data(), out, shape);
     }
-    attention<T>(q, cache.k.data(), cache.v.data(), out, shape, rounding, rounding);
-    roundAct(out, n * heads * valueDim, mode);
+}
+
+template <typename T>
+void Forward<T>::rotate(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+    const Rope& table, PrecisionMode mode)
+{
+    if constexpr (std::is_same_v<T, float>) {
+        m_ops.rope(x, tokens, heads, headDim, m_positions, table, m_positions3, mode);
+    } else {
+        (void)mode;
+        applyRope<T>(x, tokens, heads, headDim, m_positions, table, m_positions3);
+    }
 }
 
 template <typename T>
@@ -84,15 +91,17 @@ void Forward<T>::attentionBlock(
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if (m_spec.layers[std::size_t(layer)].rope) {
-        applyRope<T>(q.data(), n, m_spec.numHeads, d, m_positions, m_rope, m_positions3);
-        applyRope<T>(k.data(), n, m_spec.numKvHeads, d, m_positions, m_rope, m_positions3);
+        // Llama-4 (Llama4TextL2Norm) normalises each head after RoPE, without a weight; the
+        // rounding then follows the norm.
+        const PrecisionMode ropeMode = m_spec.qkL2Norm ? PrecisionMode::F32 : mode;
+        rotate(q.data(), n, m_spec.numHeads, d, m_rope, ropeMode);
+        rotate(k.data(), n, m_spec.numKvHeads, d, m_rope, ropeMode);
         if (m_spec.qkL2Norm) {
-            // Llama-4 (Llama4TextL2Norm): weightless RMS normalisation per head after RoPE.
             unitRmsNorm(q.data(), n * m_spec.numHeads, d, m_spec.normEps);
             unitRmsNorm(k.data(), n * m_spec.numKvHeads, d, m_spec.normEps);
+            roundAct(q.data(), n * qDim, mode);
+            roundAct(k.data(), n * kvDim, mode);
         }
-        roundAct(q.data(), n * qDim, mode);
-        roundAct(k.data(), n * kvDim, mode);
     } else if (m_spec.attnTemperatureScale > 0.0) {
         // Llama-4 NoPE layers: attention temperature tuning of the queries by position.
         for (std::int64_t t = 0; t < n; ++t) {
@@ -160,10 +169,8 @@ void Forward<T>::mlaBlock(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    applyRope<T>(qPe.data(), n, heads, rope, m_positions, m_rope);
-    applyRope<T>(kPe.data(), n, 1, rope, m_positions, m_rope);
-    roundAct(qPe.data(), std::int64_t(qPe.size()), mode);
-    roundAct(kPe.data(), std::int64_t(kPe.size()), mode);
+    rotate(qPe.data(), n, heads, rope, m_rope, mode);
+    rotate(kPe.data(), n, 1, rope, m_rope, mode);
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }

@@ -31,6 +31,8 @@ constexpr std::array kOpNames {
     OpName { BackendOp::Fp8BlockDequant, "fp8_block_dequant" },
 };
 
+static_assert(kOpNames.size() == kBackendOpCount);
+
 constexpr std::array kAllOps = [] {
     std::array<BackendOp, kOpNames.size()> ops {};
     for (std::size_t i = 0; i < kOpNames.size(); ++i) {

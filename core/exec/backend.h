@@ -37,6 +37,9 @@ enum class BackendOp {
     Fp8BlockDequant, ///< "fp8_block_dequant": e4m3 weights with 128×128 block scales
 };
 
+/// How many BackendOps there are.
+inline constexpr std::size_t kBackendOpCount = 14;
+
 /// Every BackendOp, in declaration order.
 std::span<const BackendOp> allBackendOps();
 /// The op's stable name ("rms_norm_residual"), as plugin manifests list it.

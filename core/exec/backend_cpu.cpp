@@ -99,29 +99,7 @@ public:
         const Routing& routing, std::int64_t numExperts, float* permuted,
         std::vector<std::int64_t>& offsets, std::vector<std::int64_t>& sourceRow) override
     {
-        offsets.assign(std::size_t(numExperts + 1), 0);
-        for (const auto e : routing.experts) {
-            if (e < 0 || e >= numExperts) {
-                return Error::badInput(
-                    fmt::format("permuteTokens: expert {} is outside [0, {})", e, numExperts));
-            }
-            ++offsets[std::size_t(e + 1)];
-        }
-        for (std::size_t e = 0; e < std::size_t(numExperts); ++e) {
-            offsets[e + 1] += offsets[e];
-        }
-        std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
-        sourceRow.assign(routing.experts.size(), 0);
-        // Token order inside an expert, as a stable counting sort gives it.
-        for (std::int64_t t = 0; t < tokens; ++t) {
-            for (std::int64_t j = 0; j < routing.k; ++j) {
-                const auto e = routing.experts[std::size_t(t * routing.k + j)];
-                const auto row = next[std::size_t(e)]++;
-                sourceRow[std::size_t(row)] = t;
-                std::copy(x + t * dim, x + (t + 1) * dim, permuted + row * dim);
-            }
-        }
-        return success();
+        return permuteRows(x, tokens, dim, routing, numExperts, permuted, offsets, sourceRow);
     }
 
     Result<void> dequantFp8Block(const std::uint8_t* bytes, const float* scales, std::int64_t rows,

@@ -413,6 +413,15 @@ Result<RunResult> Engine::Impl::run(
     std::vector<std::int64_t> fed = options.promptIds;
     auto forward = std::make_unique<detail::Forward<T>>(spec, weights, options.precision, capacity);
     DAY0_TRY(forward->init());
+    if (options.backend != nullptr) {
+        if constexpr (!std::is_same_v<T, float>) {
+            return Error::badInput(fmt::format("the fp64 reference runs on day0-cpu only, not on "
+                                               "backend '{}'; run fp32 or a lower precision there",
+                options.backend->name()));
+        } else {
+            forward->setBackend(options.backend);
+        }
+    }
     progress.setTotal(options.newTokens);
     progress.setStage("prefill");
     const auto t0 = std::chrono::steady_clock::now();
@@ -498,7 +507,12 @@ Result<RunResult> Engine::Impl::run(
     info.model = spec.name;
     info.fingerprint = modelFingerprint(spec);
     info.precision = std::string(precisionName(options.precision.base));
-    info.backend = "day0-cpu";
+    result.dispatch = forward->dispatchReport();
+    info.backend = result.dispatch.backend;
+    if (options.backend != nullptr) {
+        info.extra["backend_device"] = result.dispatch.device;
+        info.extra["backend_ops"] = dispatchJson(result.dispatch)["ops"];
+    }
     info.mode = options.injectFrom != nullptr ? "inject" : "propagate";
     info.inputIds = fed;
     info.promptLength = std::int64_t(promptIds.size());

@@ -2,6 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/backend_dispatch.h"
 #include "exec/precision.h"
 #include "exec/weight_source.h"
 #include "model/model_spec.h"
@@ -68,6 +69,9 @@ struct RunOptions {
     /// drives the M-RoPE positions. Its sides must be multiples of patch × merge size (no
     /// resizing is done).
     std::optional<ImageInput> image;
+    /// Where the float operators run (a backend plugin such as cuda, per operator falling back to
+    /// the CPU reference); null: the CPU reference. fp64 runs always run on the CPU.
+    Backend* backend = nullptr;
 };
 
 /// What a run produced.
@@ -76,6 +80,7 @@ struct RunResult {
     std::vector<std::int64_t> generated; ///< the run's own greedy picks (newTokens of them)
     double prefillSeconds = 0.0;
     double decodeSeconds = 0.0; ///< all decode steps together
+    DispatchReport dispatch; ///< the backend the run used and where each operator ran
 };
 
 /// "llama/h64/l2/a4/kv2/v256[/e8k2]": the architecture fingerprint written to dumps, computable

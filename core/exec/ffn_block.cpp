@@ -25,7 +25,7 @@ void Forward<T>::mlp(const std::string& module, const std::string& gate, const s
     linear(module + "." + up, x, u.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Mlp, layer);
     if constexpr (std::is_same_v<T, float>) {
-        emulatedGatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
+        m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
     } else {
         gatedActivate(g.data(), u.data(), n * inter, m_activation);
     }
@@ -42,54 +42,66 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     std::vector<T> logits(std::size_t(n * e));
     linear(names.router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
     taps.record(names.router, logits.data(), { n, e }, "router");
-    const std::vector<double> logitsD(logits.begin(), logits.end());
-    std::vector<double> bias;
-    if (const T* b = weight(names.ffn + ".gate.e_score_correction_bias")) {
-        bias.assign(b, b + e);
+    const T* bias = weight(names.ffn + ".gate.e_score_correction_bias");
+    Routing routing;
+    if constexpr (std::is_same_v<T, float>) {
+        routing = m_ops.route(logits.data(), n, m_router, bias);
+    } else {
+        routing = route(logits.data(), n, m_router, bias);
     }
-    const Routing routing
-        = route(logitsD.data(), n, m_router, bias.empty() ? nullptr : bias.data());
     taps.recordIds(names.router + "#topk", routing.experts, { n, routing.k });
     // Llama-4 (Llama4TextMoe) scales the expert's input by the router score, not its output.
     const bool scaleInput = m_spec.family == model::Family::Llama4;
 
-    std::vector<T> acc(std::size_t(n * h), T(0));
-    std::vector<T> rows;
-    std::vector<T> result;
+    // The rows of each expert, expert by expert (tokens in order inside), and their weights.
+    std::vector<T> permuted;
+    std::vector<std::int64_t> offsets;
+    std::vector<std::int64_t> sourceRow;
+    if constexpr (std::is_same_v<T, float>) {
+        m_ops.permuteTokens(x, n, h, routing, e, permuted, offsets, sourceRow);
+    } else {
+        permuted.resize(routing.experts.size() * std::size_t(h));
+        // route() only picks experts in [0, e), the one error permuteRows reports.
+        (void)permuteRows(x, n, h, routing, e, permuted.data(), offsets, sourceRow);
+    }
+    std::vector<double> rowWeight(sourceRow.size());
     for (std::int64_t ex = 0; ex < e; ++ex) {
-        std::vector<std::pair<std::int64_t, double>> assigned; // (token, weight)
-        for (std::int64_t t = 0; t < n; ++t) {
+        for (auto row = offsets[std::size_t(ex)]; row < offsets[std::size_t(ex + 1)]; ++row) {
+            const auto t = sourceRow[std::size_t(row)];
             for (std::int64_t j = 0; j < routing.k; ++j) {
                 if (routing.experts[std::size_t(t * routing.k + j)] == ex) {
-                    assigned.emplace_back(t, routing.weights[std::size_t(t * routing.k + j)]);
+                    rowWeight[std::size_t(row)] = routing.weights[std::size_t(t * routing.k + j)];
                 }
             }
         }
-        if (assigned.empty()) {
+    }
+
+    std::vector<T> acc(std::size_t(n * h), T(0));
+    std::vector<T> result;
+    for (std::int64_t ex = 0; ex < e; ++ex) {
+        const std::int64_t first = offsets[std::size_t(ex)];
+        const std::int64_t m = offsets[std::size_t(ex + 1)] - first;
+        if (m == 0) {
             continue;
         }
-        const auto m = std::int64_t(assigned.size());
-        rows.resize(std::size_t(m * h));
+        T* rows = permuted.data() + first * h;
         result.resize(std::size_t(m * h));
-        for (std::int64_t i = 0; i < m; ++i) {
-            std::copy_n(x + assigned[std::size_t(i)].first * h, h, rows.begin() + i * h);
-            if (scaleInput) {
+        if (scaleInput) {
+            for (std::int64_t i = 0; i < m; ++i) {
                 // HF casts the sigmoid score to the activations' dtype before the product.
-                T w = T(assigned[std::size_t(i)].second);
+                T w = T(rowWeight[std::size_t(first + i)]);
                 roundAct(&w, 1, m_plan.modeFor(OpKind::Moe, layer));
                 for (std::int64_t c = 0; c < h; ++c) {
-                    rows[std::size_t(i * h + c)] *= w;
+                    rows[i * h + c] *= w;
                 }
             }
-        }
-        if (scaleInput) {
-            roundAct(rows.data(), m * h, m_plan.modeFor(OpKind::Mlp, layer));
+            roundAct(rows, m * h, m_plan.modeFor(OpKind::Mlp, layer));
         }
         mlp(fmt::format("{}.experts.{}", names.ffn, ex), names.expertGate, names.expertUp,
-            names.expertDown, rows.data(), result.data(), m, moe.expertIntermediate, layer, taps);
+            names.expertDown, rows, result.data(), m, moe.expertIntermediate, layer, taps);
         for (std::int64_t i = 0; i < m; ++i) {
-            T* dst = acc.data() + assigned[std::size_t(i)].first * h;
-            const T w = scaleInput ? T(1) : T(assigned[std::size_t(i)].second);
+            T* dst = acc.data() + sourceRow[std::size_t(first + i)] * h;
+            const T w = scaleInput ? T(1) : T(rowWeight[std::size_t(first + i)]);
             for (std::int64_t c = 0; c < h; ++c) {
                 dst[c] += w * result[std::size_t(i * h + c)];
             }

@@ -243,7 +243,7 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
     const T* w = gemmWeight(weightName, mode, out, in);
     const T* bias = weight(module + ".bias");
     if constexpr (std::is_same_v<T, float>) {
-        emulatedLinear(x, w, bias, y, n, in, out, mode, m_plan.fp8Scaling);
+        m_ops.linear(x, w, bias, y, n, in, out, mode, m_plan.fp8Scaling);
     } else {
         exec::linear<T>(x, w, bias, y, n, in, out);
     }
@@ -260,7 +260,7 @@ void Forward<T>::rmsNormOp(
     const T* w = weight(module + ".weight");
     const double eps = m_spec.normEps;
     if constexpr (std::is_same_v<T, float>) {
-        emulatedRmsNorm(x, w, y, n, dim, eps, mode);
+        m_ops.rmsNorm(x, w, y, n, dim, eps, mode);
         return;
     }
     rmsNorm<T>(x, w, y, n, dim, eps);
@@ -315,10 +315,16 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     std::vector<T> branch(std::size_t(n * h));
     {
         const profile::TraceScope traced("model.embed_tokens");
-        DAY0_TRY(embedding<T>(
-            ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));
+        const PrecisionMode mode = m_plan.modeFor(OpKind::Embedding, -1);
+        if constexpr (std::is_same_v<T, float>) {
+            DAY0_TRY(m_ops.embedding(ids, weight("model.embed_tokens.weight"), m_spec.vocabSize,
+                h, hidden.data(), mode));
+        } else {
+            DAY0_TRY(embedding<T>(
+                ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));
+            roundAct(hidden.data(), n * h, mode);
+        }
     }
-    roundAct(hidden.data(), n * h, m_plan.modeFor(OpKind::Embedding, -1));
     taps.record("model.embed_tokens", hidden.data(), { n, h });
     for (int l = 0; l < int(m_spec.numLayers); ++l) {
         if (stop.stop_requested()) {
@@ -347,10 +353,21 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             }
         }
         taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
-        addInPlace(hidden.data(), branch.data(), n * h);
-        roundAct(hidden.data(), n * h, residualMode);
-
-        rmsNormOp(names.prefix + ".post_attention_layernorm", hidden.data(), x.data(), n, h, l);
+        const std::string postNorm = names.prefix + ".post_attention_layernorm";
+        if constexpr (std::is_same_v<T, float>) {
+            if (residualMode == m_plan.modeFor(OpKind::Norm, l)) {
+                // The residual add fused into the norm, as the backend's kernel computes it.
+                m_ops.addRmsNorm(branch.data(), hidden.data(), weight(postNorm + ".weight"),
+                    x.data(), n, h, m_spec.normEps, residualMode);
+            } else {
+                addInPlace(hidden.data(), branch.data(), n * h);
+                roundAct(hidden.data(), n * h, residualMode);
+                rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
+            }
+        } else {
+            addInPlace(hidden.data(), branch.data(), n * h);
+            rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
+        }
         taps.record(names.prefix + ".post_attention_layernorm", x.data(), { n, h });
         const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe;
         {
@@ -367,6 +384,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         addInPlace(hidden.data(), branch.data(), n * h);
         roundAct(hidden.data(), n * h, residualMode);
         taps.record(names.prefix, hidden.data(), { n, h });
+        if (m_ops.error()) {
+            return *m_ops.error(); // a backend failed in this layer
+        }
     }
     if (m_spec.numLayers > 0) {
         taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);
@@ -380,6 +400,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     linear("lm_head", x.data(), logits.data(), n, h, m_spec.vocabSize, OpKind::Logits, -1, taps,
         false);
     taps.record("lm_head", logits.data(), { n, m_spec.vocabSize });
+    if (m_ops.error()) {
+        return *m_ops.error();
+    }
     return logits;
 }
 

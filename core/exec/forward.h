@@ -4,6 +4,7 @@
 // (float for fp32 and emulated runs, double for the fp64 reference). engine.cpp drives it.
 
 #include "base/result.h"
+#include "exec/backend_dispatch.h"
 #include "exec/ops.h"
 #include "exec/precision.h"
 #include "exec/rope.h"
@@ -111,6 +112,12 @@ public:
     Result<std::vector<T>> step(std::span<const std::int64_t> ids, std::int64_t start,
         Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm = nullptr);
 
+    /// Runs the float operators on `backend` (CPU fallback per operator); null: the CPU
+    /// reference. Only for Forward<float>: the fp64 reference always runs on the CPU.
+    void setBackend(Backend* backend) { m_ops = BackendDispatch(backend); }
+    /// Where the operators ran so far.
+    [[nodiscard]] DispatchReport dispatchReport() const { return m_ops.report(); }
+
     /// M-RoPE decode steps: the token at row i is rotated at position i + delta.
     void setPositionDelta(std::int64_t delta) { m_positionDelta = delta; }
 
@@ -136,6 +143,10 @@ private:
         std::int64_t out, numerics::OpKind kind, int layer, Taps<T>& taps, bool capture);
     void rmsNormOp(
         const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim, int layer);
+    /// Rotates x[tokens, heads, headDim] at the step's positions (M-RoPE when it has them) and
+    /// rounds it to `mode`.
+    void rotate(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+        const Rope& table, PrecisionMode mode);
     void attentionBlock(
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void mlaBlock(int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
@@ -167,6 +178,7 @@ private:
     Activation m_activation = Activation::Silu;
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
+    BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
 };
 
 } // namespace day0::exec::detail

@@ -70,7 +70,10 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         return e.error();
     }
     run.precision = options.target;
-    progress.setStage("target run");
+    run.backend = options.backend; // the reference stays on the CPU
+    progress.setStage(options.backend != nullptr
+            ? fmt::format("target run on {}", options.backend->name())
+            : std::string("target run"));
     auto t = (*e)->run(run, progress, stop);
     if (!t) {
         return t.error();

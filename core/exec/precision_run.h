@@ -23,6 +23,9 @@ struct PrecisionRunOptions {
     std::optional<ImageInput> image; ///< vision-language models: the image of the prompt
     CaptureOptions capture;
     const numerics::ToleranceTable* table = nullptr; ///< needed with a reference
+    /// Where the target (and inject-mode) runs compute (see RunOptions::backend); null: the CPU
+    /// reference. The reference run is always the CPU's.
+    Backend* backend = nullptr;
 };
 
 /// What a precision run produced.

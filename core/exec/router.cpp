@@ -2,6 +2,8 @@
 
 #include "numerics/metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -103,5 +105,40 @@ Routing route(
     }
     return r;
 }
+
+template <typename T>
+Result<void> permuteRows(const T* x, std::int64_t tokens, std::int64_t dim, const Routing& routing,
+    std::int64_t numExperts, T* permuted, std::vector<std::int64_t>& offsets,
+    std::vector<std::int64_t>& sourceRow)
+{
+    offsets.assign(std::size_t(numExperts + 1), 0);
+    for (const auto e : routing.experts) {
+        if (e < 0 || e >= numExperts) {
+            return Error::badInput(
+                fmt::format("permuteTokens: expert {} is outside [0, {})", e, numExperts));
+        }
+        ++offsets[std::size_t(e + 1)];
+    }
+    for (std::size_t e = 0; e < std::size_t(numExperts); ++e) {
+        offsets[e + 1] += offsets[e];
+    }
+    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+    sourceRow.assign(routing.experts.size(), 0);
+    // A stable counting sort: token order inside each expert.
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        for (std::int64_t j = 0; j < routing.k; ++j) {
+            const auto e = routing.experts[std::size_t(t * routing.k + j)];
+            const auto row = next[std::size_t(e)]++;
+            sourceRow[std::size_t(row)] = t;
+            std::copy(x + t * dim, x + (t + 1) * dim, permuted + row * dim);
+        }
+    }
+    return success();
+}
+
+template Result<void> permuteRows<float>(const float*, std::int64_t, std::int64_t,
+    const Routing&, std::int64_t, float*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
+template Result<void> permuteRows<double>(const double*, std::int64_t, std::int64_t,
+    const Routing&, std::int64_t, double*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
 
 } // namespace day0::exec

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "base/result.h"
 #include "model/model_spec.h"
 
 #include <cstdint>
@@ -41,5 +42,14 @@ RouterConfig routerConfig(const model::MoeSpec& moe);
 /// Ties go to the lower expert index.
 Routing route(
     const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias);
+
+/// Groups the rows of x[tokens, dim] by the experts of `routing`: `permuted` (tokens × k rows)
+/// gets them expert by expert with tokens in order inside, `offsets` the numExperts + 1 row
+/// offsets, `sourceRow` the token of each permuted row. Errors for an expert outside
+/// [0, numExperts).
+template <typename T>
+Result<void> permuteRows(const T* x, std::int64_t tokens, std::int64_t dim, const Routing& routing,
+    std::int64_t numExperts, T* permuted, std::vector<std::int64_t>& offsets,
+    std::vector<std::int64_t>& sourceRow);
 
 } // namespace day0::exec

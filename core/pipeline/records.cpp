@@ -131,6 +131,18 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
     const double decoded = t.generated.size() > 1 ? double(t.generated.size() - 1) : 0.0;
     r.addMetric("tokens_per_s", t.decodeSeconds > 0 ? decoded / t.decodeSeconds : 0.0, "tok/s");
     r.addMetric("captures", double(t.dump.captures().size()));
+    if (!t.dispatch.ops.empty()) {
+        // A run on a backend plugin: its device and how many operator calls fell back.
+        r.setProperty("backend_device", t.dispatch.device);
+        std::int64_t native = 0;
+        std::int64_t fallback = 0;
+        for (const auto& row : t.dispatch.ops) {
+            native += row.nativeCalls;
+            fallback += row.fallbackCalls;
+        }
+        r.addMetric("backend_native_calls", double(native));
+        r.addMetric("backend_fallback_calls", double(fallback));
+    }
     if (result.comparison) {
         addComparison(r, *result.comparison);
     } else {

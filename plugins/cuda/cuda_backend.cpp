@@ -311,6 +311,10 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
             fmt::format("cuda attention: head widths {}/{} exceed the kernel's {}", shape.headDim,
                 shape.valueDim, kernels::kMaxAttentionDim));
     }
+    if (shape.chunk > 0) {
+        return Error::unsupported(fmt::format(
+            "cuda attention: chunked attention (chunk {}) is not in the kernel", shape.chunk));
+    }
     kernels::AttentionParams p;
     p.queries = shape.queries;
     p.keys = shape.keys;

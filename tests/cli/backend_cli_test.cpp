@@ -1,8 +1,13 @@
-// day0 opcheck/run --backend: the CPU reference, an unknown backend, and the CUDA plugin, which
-// on a machine without a GPU must name the missing device and still list its coverage.
+// day0 opcheck/run --backend: the CPU reference, an unknown backend, the CUDA plugin, which on a
+// machine without a GPU must name the missing device and still list its coverage, and a run on
+// the host-simulated test backend (tests/plugins/hostsim_plugin.cpp): dispatch, fallback with
+// reasons, failure and the recorded run.
 #include "cli_runner.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 namespace day0::test {
 namespace {
@@ -57,6 +62,107 @@ TEST(BackendCli, RunWithAnUnknownBackendFailsBeforeLoadingWeights)
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("--backend tpu-v9"), std::string::npos) << r.err;
 }
+
+#ifdef DAY0_HOSTSIM_PLUGIN_DIR
+/// The test backend plugin is found through DAY0_PLUGIN_PATH, which the day0 child inherits.
+class HostSimRun : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        ::setenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR, 1);
+        s_dir = scratchDir("backend_hostsim");
+        const auto shrunk = runDay0({ "shrink", "qwen3-0.6b", "--out", s_dir + "/m", "-q" });
+        ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    }
+    static void TearDownTestSuite() { ::unsetenv("DAY0_PLUGIN_PATH"); }
+
+    static nlohmann::json op(const nlohmann::json& backend, const std::string& name)
+    {
+        for (const auto& o : backend["ops"]) {
+            if (o["op"] == name) {
+                return o;
+            }
+        }
+        ADD_FAILURE() << name << " not in " << backend.dump();
+        return {};
+    }
+
+    static inline std::string s_dir;
+};
+
+TEST_F(HostSimRun, TheTargetRunsOnThePluginAndAgreesWithTheCpuReference)
+{
+    const std::string store = s_dir + "/runs.sqlite";
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3,4", "--tokens", "3",
+        "--backend", "hostsim", "--reference", "fp32", "--json", "--store", store });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    const nlohmann::json backend = j["target"]["backend"];
+    EXPECT_EQ(backend["backend"], "hostsim");
+    EXPECT_EQ(backend["device"], "host simulation (test plugin)");
+    EXPECT_EQ(j["reference"]["backend"]["backend"], "day0-cpu");
+    // The declared operators ran natively; rope, which it lacks, fell back and says why.
+    for (const char* name : { "embedding", "rms_norm", "rms_norm_residual", "linear",
+             "attention_prefill", "attention_decode", "gated_activation" }) {
+        const auto o = op(backend, name);
+        EXPECT_GT(o.value("native_calls", 0), 0) << name;
+        EXPECT_EQ(o.value("fallback_calls", -1), 0) << name;
+    }
+    const auto rope = op(backend, "rope");
+    EXPECT_EQ(rope["native_calls"], 0);
+    EXPECT_GT(rope.value("fallback_calls", 0), 0);
+    EXPECT_EQ(rope["fallback_reason"], "not implemented by hostsim");
+    // Its own kernels: close to the CPU's fp32, not identical.
+    const nlohmann::json comparison = j["comparison"];
+    EXPECT_EQ(comparison["status"], "pass");
+    EXPECT_EQ(comparison["counts"].value("fail", -1), 0);
+    EXPECT_EQ(j["target"]["generated"], j["reference"]["generated"]);
+    bool differs = false;
+    for (const auto& row : comparison["captures"]) {
+        differs = differs || row["metrics"].value("rel_l2", 0.0) > 0.0;
+    }
+    EXPECT_TRUE(differs) << "the plugin's kernels gave the CPU's bits exactly";
+
+    const auto show = runDay0({ "runs", "show", std::to_string(j["run_id"].get<int>()), "--json",
+        "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    EXPECT_EQ(show.json()["backend"], "hostsim");
+    EXPECT_NE(show.out.find("host simulation (test plugin)"), std::string::npos);
+}
+
+TEST_F(HostSimRun, DeclinedPrecisionsFallBackAndTheTextSaysWhy)
+{
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3", "--tokens", "2", "--backend",
+        "hostsim", "--precision", "bf16" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("backend hostsim (host simulation (test plugin)): 0 operator calls "
+                         "native"),
+        std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("hostsim computes fp32 only, not bf16"), std::string::npos) << r.out;
+}
+
+TEST_F(HostSimRun, AFailingBackendStopsTheRunWithAnInternalError)
+{
+    ::setenv("DAY0_HOSTSIM_FAIL", "attention_prefill", 1);
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3", "--tokens", "2", "--backend",
+        "hostsim", "--dump", s_dir + "/failed" });
+    ::unsetenv("DAY0_HOSTSIM_FAIL");
+    EXPECT_EQ(r.exitCode, 3);
+    EXPECT_NE(r.err.find("backend hostsim: attention_prefill: hostsim: attention_prefill failed"),
+        std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(s_dir + "/failed/manifest.json"));
+}
+
+TEST_F(HostSimRun, TheFp64ReferenceCannotRunOnABackend)
+{
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--backend", "hostsim",
+        "--precision", "fp64" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("fp64 reference runs on day0-cpu only"), std::string::npos) << r.err;
+}
+#endif
 
 } // namespace
 } // namespace day0::test
