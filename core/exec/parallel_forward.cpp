@@ -117,13 +117,23 @@ Result<void> ParallelForward::linearOp(const std::string& module, const float* x
         return Error::internal(fmt::format("rank {}: slice of '{}' has {} elements, needs {}x{}",
             m_coord.rank, name, it->second.numel(), out, in));
     }
-    exec::linear<float>(x, it->second.data<float>(), nullptr, y, n, in, out);
+    m_ops.linear(x, it->second.data<float>(), nullptr, y, n, in, out, PrecisionMode::F32,
+        Fp8Scaling::PerTensor);
+    DAY0_TRY(backendStatus());
     if (!skipBias) {
         if (const float* b = weight(module + ".bias")) {
             for (std::int64_t t = 0; t < n; ++t) {
                 addInPlace(y + t * out, b, out);
             }
         }
+    }
+    return success();
+}
+
+Result<void> ParallelForward::backendStatus() const
+{
+    if (m_ops.error()) {
+        return m_ops.error()->withContext(fmt::format("rank {}", m_coord.rank));
     }
     return success();
 }
@@ -180,7 +190,8 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     const std::int64_t n = std::int64_t(hidden.size()) / h;
     const std::int64_t vocab = m_spec.vocabSize;
     std::vector<float> x(hidden.size());
-    rmsNorm<float>(hidden.data(), weight("model.norm.weight"), x.data(), n, h, m_spec.normEps);
+    m_ops.rmsNorm(hidden.data(), weight("model.norm.weight"), x.data(), n, h, m_spec.normEps,
+        PrecisionMode::F32);
     const std::string headName
         = weight("lm_head.weight") != nullptr ? "lm_head.weight" : "model.embed_tokens.weight";
     const auto it = m_weights.tensors.find(headName);
@@ -234,16 +245,16 @@ Result<void> ParallelForward::layers(
             return Error::cancelled();
         }
         const std::string prefix = fmt::format("model.layers.{}", l);
-        rmsNorm<float>(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), n, h,
-            m_spec.normEps);
+        m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), n, h,
+            m_spec.normEps, PrecisionMode::F32);
         if (m_spec.attention == model::AttentionKind::MLA) {
             DAY0_TRY(mla(l, cache, x.data(), branch.data(), n, start));
         } else {
             DAY0_TRY(attention(l, cache, x.data(), branch.data(), n, start));
         }
-        addInPlace(hidden.data(), branch.data(), n * h);
-        rmsNorm<float>(hidden.data(), weight(prefix + ".post_attention_layernorm.weight"), x.data(),
-            n, h, m_spec.normEps);
+        m_ops.addRmsNorm(branch.data(), hidden.data(),
+            weight(prefix + ".post_attention_layernorm.weight"), x.data(), n, h, m_spec.normEps,
+            PrecisionMode::F32);
         if (m_spec.moe && m_spec.layers[std::size_t(l)].moe) {
             DAY0_TRY(moe(l, x.data(), branch.data(), n));
         } else {
@@ -253,6 +264,7 @@ Result<void> ParallelForward::layers(
             DAY0_TRY(addBias(prefix + ".mlp.down_proj", branch.data(), n, h));
         }
         addInPlace(hidden.data(), branch.data(), n * h);
+        DAY0_TRY(backendStatus());
     }
     return success();
 }
@@ -272,14 +284,14 @@ Result<void> ParallelForward::attention(
     DAY0_TRY(linearOp(attn + ".k_proj", x, k.data(), n, h, kvDim));
     DAY0_TRY(linearOp(attn + ".v_proj", x, v.data(), n, h, kvDim));
     if (m_spec.qkNorm) {
-        rmsNorm<float>(
-            q.data(), weight(attn + ".q_norm.weight"), q.data(), n * m_heads, d, m_spec.normEps);
-        rmsNorm<float>(
-            k.data(), weight(attn + ".k_norm.weight"), k.data(), n * m_kvHeads, d, m_spec.normEps);
+        m_ops.rmsNorm(q.data(), weight(attn + ".q_norm.weight"), q.data(), n * m_heads, d,
+            m_spec.normEps, PrecisionMode::F32);
+        m_ops.rmsNorm(k.data(), weight(attn + ".k_norm.weight"), k.data(), n * m_kvHeads, d,
+            m_spec.normEps, PrecisionMode::F32);
     }
     if (m_spec.layers[std::size_t(layer)].rope) {
-        applyRope<float>(q.data(), n, m_heads, d, m_positions, m_rope);
-        applyRope<float>(k.data(), n, m_kvHeads, d, m_positions, m_rope);
+        m_ops.rope(q.data(), n, m_heads, d, m_positions, m_rope, {}, PrecisionMode::F32);
+        m_ops.rope(k.data(), n, m_kvHeads, d, m_positions, m_rope, {}, PrecisionMode::F32);
     }
     auto& ck = cache.k[std::size_t(layer)];
     auto& cv = cache.v[std::size_t(layer)];
@@ -288,7 +300,7 @@ Result<void> ParallelForward::attention(
     const AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, m_heads, m_kvHeads, d, d, m_scale);
     std::vector<float> context(std::size_t(n * qDim));
-    exec::attention<float>(q.data(), ck.data(), cv.data(), context.data(), shape);
+    m_ops.attention(q.data(), ck.data(), cv.data(), context.data(), shape, PrecisionMode::F32);
     // Row-parallel o_proj: partial sums over the local heads, reduced, bias added once.
     DAY0_TRY(linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true));
     DAY0_TRY(reduceTp(out, n * h));
@@ -311,8 +323,8 @@ Result<void> ParallelForward::mla(
         // q_a_proj and its norm are replicated; q_b_proj is column-parallel by heads.
         std::vector<float> qa(std::size_t(n * m.qLoraRank));
         DAY0_TRY(linearOp(attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank));
-        rmsNorm<float>(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n, m.qLoraRank,
-            m_spec.normEps);
+        m_ops.rmsNorm(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n,
+            m.qLoraRank, m_spec.normEps, PrecisionMode::F32);
         DAY0_TRY(linearOp(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk));
     } else {
         DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, heads * qk));
@@ -326,8 +338,8 @@ Result<void> ParallelForward::mla(
         std::copy_n(ckv.begin() + t * ckvWidth, m.kvLoraRank, latent.begin() + t * m.kvLoraRank);
         std::copy_n(ckv.begin() + t * ckvWidth + m.kvLoraRank, rope, kPe.begin() + t * rope);
     }
-    rmsNorm<float>(latent.data(), weight(attn + ".kv_a_layernorm.weight"), latent.data(), n,
-        m.kvLoraRank, m_spec.normEps);
+    m_ops.rmsNorm(latent.data(), weight(attn + ".kv_a_layernorm.weight"), latent.data(), n,
+        m.kvLoraRank, m_spec.normEps, PrecisionMode::F32);
     std::vector<float> kv(std::size_t(n * heads * (nope + vd)));
     DAY0_TRY(linearOp(
         attn + ".kv_b_proj", latent.data(), kv.data(), n, m.kvLoraRank, heads * (nope + vd)));
@@ -335,8 +347,8 @@ Result<void> ParallelForward::mla(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    applyRope<float>(qPe.data(), n, heads, rope, m_positions, m_rope);
-    applyRope<float>(kPe.data(), n, 1, rope, m_positions, m_rope);
+    m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, PrecisionMode::F32);
+    m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, PrecisionMode::F32);
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
@@ -357,7 +369,7 @@ Result<void> ParallelForward::mla(
     const AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, heads, heads, qk, vd, m_scale);
     std::vector<float> context(std::size_t(n * heads * vd));
-    exec::attention<float>(q.data(), ck.data(), cv.data(), context.data(), shape);
+    m_ops.attention(q.data(), ck.data(), cv.data(), context.data(), shape, PrecisionMode::F32);
     DAY0_TRY(linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true));
     DAY0_TRY(reduceTp(out, n * h));
     return addBias(attn + ".o_proj", out, n, h);
@@ -372,7 +384,7 @@ Result<void> ParallelForward::mlpPartial(const std::string& module, const std::s
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + "." + gate, x, g.data(), n, h, inter));
     DAY0_TRY(linearOp(module + "." + up, x, u.data(), n, h, inter));
-    gatedActivate(g.data(), u.data(), n * inter, m_activation);
+    m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, PrecisionMode::F32);
     return linearOp(module + "." + down, g.data(), out, n, inter, h, true);
 }
 

@@ -7,6 +7,7 @@
 #include "base/result.h"
 #include "checkpoint/sharding.h"
 #include "comm/communicator.h"
+#include "exec/backend_dispatch.h"
 #include "exec/forward.h"
 #include "exec/ops.h"
 #include "exec/rope.h"
@@ -55,12 +56,20 @@ public:
 
     [[nodiscard]] std::pair<std::int64_t, std::int64_t> stageLayers() const { return m_layers; }
 
+    /// Runs the float operators on `backend` (per operator falling back to the CPU); null: the
+    /// CPU reference.
+    void setBackend(Backend* backend) { m_ops = BackendDispatch(backend); }
+    /// Where this rank's operators ran so far.
+    [[nodiscard]] DispatchReport dispatchReport() const { return m_ops.report(); }
+
 private:
     const float* weight(const std::string& name) const;
     /// y[n, out] = x · Wᵀ with the rank's slice, bias included unless `skipBias`.
     Result<void> linearOp(const std::string& module, const float* x, float* y, std::int64_t n,
         std::int64_t in, std::int64_t out, bool skipBias = false) const;
     Result<void> reduceTp(float* data, std::int64_t count);
+    /// The first error of the rank's backend, if any.
+    [[nodiscard]] Result<void> backendStatus() const;
     Result<void> addBias(const std::string& module, float* y, std::int64_t n, std::int64_t out);
     Result<void> attention(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
         std::int64_t start);
@@ -88,6 +97,8 @@ private:
     std::int64_t m_heads = 0; ///< local query heads
     std::int64_t m_kvHeads = 0; ///< local KV heads
     std::vector<std::int64_t> m_positions;
+    /// The operators, on the rank's backend or the CPU (mutable: linearOp is logically const).
+    mutable BackendDispatch m_ops;
 };
 
 } // namespace day0::exec::detail

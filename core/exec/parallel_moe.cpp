@@ -95,13 +95,8 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
 
     std::vector<float> logits(std::size_t(n * e));
     DAY0_TRY(linearOp(names.ffn + ".gate", x, logits.data(), n, h, e));
-    const std::vector<double> logitsD(logits.begin(), logits.end());
-    std::vector<double> bias;
-    if (const float* b = weight(names.ffn + ".gate.e_score_correction_bias")) {
-        bias.assign(b, b + e);
-    }
-    const Routing routing
-        = route(logitsD.data(), n, m_router, bias.empty() ? nullptr : bias.data());
+    const Routing routing = m_ops.route(
+        logits.data(), n, m_router, weight(names.ffn + ".gate.e_score_correction_bias"));
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
         const auto [first, last] = checkpoint::expertRange(e, ep, r);

@@ -190,7 +190,7 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
 /// Sends this rank's summary, events and (if it holds them) sequences to rank 0, or receives
 /// everyone's there, in one fixed order.
 Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, const RankState& state,
-    std::vector<CommEvent> events, std::int64_t weightBytes, ParallelRunResult& out)
+    std::vector<CommEvent> events, const RankSummary& mine, ParallelRunResult& out)
 {
     const auto& l = o.layout;
     const auto holds = [&](int rank) {
@@ -210,8 +210,9 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
     };
     const int me = world.rank();
     if (me != 0) {
-        const std::int64_t summary[3] = { me, weightBytes, std::int64_t(state.seconds * 1e9) };
-        DAY0_TRY(world.send(summary, 3, DType::I64, 0, kTagGather));
+        const std::int64_t summary[5] = { me, mine.weightBytes, std::int64_t(state.seconds * 1e9),
+            mine.nativeCalls, mine.fallbackCalls };
+        DAY0_TRY(world.send(summary, 5, DType::I64, 0, kTagGather));
         std::vector<std::int64_t> flat;
         for (const auto& e : events) {
             flat.insert(flat.end(),
@@ -227,16 +228,16 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
         return success();
     }
     std::vector<std::vector<SequenceResult>> byReplica(std::size_t(l.dp));
-    out.ranks.push_back({ 0, checkpoint::rankCoord(l, 0), weightBytes, state.seconds });
+    out.ranks.push_back(mine);
     out.events = std::move(events);
     if (holds(0)) {
         byReplica[0] = state.sequences;
     }
     for (int r = 1; r < world.size(); ++r) {
-        std::int64_t summary[3] = {};
-        DAY0_TRY(world.recv(summary, 3, DType::I64, r, kTagGather));
-        out.ranks.push_back(
-            { r, checkpoint::rankCoord(l, r), summary[1], double(summary[2]) * 1e-9 });
+        std::int64_t summary[5] = {};
+        DAY0_TRY(world.recv(summary, 5, DType::I64, r, kTagGather));
+        out.ranks.push_back({ r, checkpoint::rankCoord(l, r), summary[1],
+            double(summary[2]) * 1e-9, summary[3], summary[4] });
         std::int64_t count = 0;
         DAY0_TRY(world.recv(&count, 1, DType::I64, r, kTagGather));
         std::vector<std::int64_t> flat(std::size_t(count) * 6);
@@ -347,6 +348,15 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     detail::ParallelForward forward(spec, *table, l, c, { tp->get(), expert->get() });
     DAY0_TRY(forward.init());
+    std::shared_ptr<Backend> backend;
+    if (o.backendFor) {
+        auto made = o.backendFor(world.rank());
+        if (!made) {
+            return made.error().withContext(fmt::format("rank {}: backend", world.rank()));
+        }
+        backend = std::move(*made);
+        forward.setBackend(backend.get());
+    }
     progress.setStage("prefill and decode");
     auto state = runSchedule(world, forward, spec, o, c, progress, stop);
     if (!state) {
@@ -359,9 +369,15 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         return machine.error();
     }
     out.machine = *machine;
-    DAY0_TRY(gather(world, o, *state, recorder.eventsOf(world.rank()), weightBytes, out));
+    RankSummary mine { world.rank(), c, weightBytes, state->seconds };
+    out.dispatch = forward.dispatchReport();
+    for (const auto& row : out.dispatch.ops) {
+        mine.nativeCalls += row.nativeCalls;
+        mine.fallbackCalls += row.fallbackCalls;
+    }
+    DAY0_TRY(gather(world, o, *state, recorder.eventsOf(world.rank()), mine, out));
     if (world.rank() != 0) {
-        out.ranks = { { world.rank(), c, weightBytes, state->seconds } };
+        out.ranks = { mine };
         out.events = recorder.eventsOf(world.rank());
     }
     return out;

@@ -5,6 +5,7 @@
 #include "checkpoint/sharding.h"
 #include "comm/communicator.h"
 #include "comm/in_process_communicator.h"
+#include "exec/backend_dispatch.h"
 #include "exec/weight_source.h"
 #include "model/model_spec.h"
 
@@ -39,6 +40,10 @@ struct ParallelRunOptions {
     /// When set, rank r reads its pre-sliced tensors from rankSource(r) (a `day0 shard` rank
     /// file) instead of slicing the full checkpoint in memory.
     std::function<const WeightSource*(int rank)> rankSource;
+    /// When set, world rank r computes its float operators on backendFor(r) (a backend plugin
+    /// such as cuda on the rank's device; operators it declines fall back to the CPU); each rank
+    /// needs its own backend object. Null: every rank on the CPU reference.
+    std::function<Result<std::shared_ptr<Backend>>(int rank)> backendFor;
 };
 
 /// A `day0 shard` output folder opened for a run: one weight source per rank (its rank file;
@@ -83,6 +88,8 @@ struct RankSummary {
     checkpoint::RankCoord coord;
     std::int64_t weightBytes = 0; ///< fp32 bytes of the slices it loaded
     double seconds = 0.0; ///< prefill + decode on this rank
+    std::int64_t nativeCalls = 0; ///< operator calls its backend ran (0 on the CPU reference)
+    std::int64_t fallbackCalls = 0; ///< operator calls that fell back to the CPU
 };
 
 /// Point-to-point figures measured between world ranks 0 and 1 before the run.
@@ -101,6 +108,7 @@ struct ParallelRunResult {
     std::vector<CommEvent> events;
     MachineFigures machine;
     double seconds = 0.0; ///< wall time of the forward passes on rank 0
+    DispatchReport dispatch; ///< where rank 0's operators ran (its backend, per operator)
 };
 
 /// Collects collectives of one or more ranks (thread-safe): events for the table and, when a

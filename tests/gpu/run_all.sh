@@ -7,7 +7,8 @@
 #      bandwidth >= 0.80 x a device-to-device copy, cuBLAS bf16 GEMM and attention prefill
 #      FLOP/s (as a fraction of the GEMM's), all measured in this run;
 #   3. day0 opcheck --backend cuda against the fp64 CPU reference on shrunk models of several
-#      architectures (errors judged by the bundled tolerance table) and on one full-size config.
+#      architectures (errors judged by the bundled tolerance table) and on one full-size config;
+#   4. day0 run --backend cuda: whole forward passes on the GPU against the fp64 CPU reference.
 # Prints a summary; exits 0 when everything passed, 1 when a check failed, 77 without a GPU.
 # Usage: tests/gpu/run_all.sh [build-dir]   (default: <repo>/build-gpu; DAY0_JOBS sets -j)
 set -u
@@ -76,6 +77,18 @@ done
 step "opcheck --backend cuda: shrunk deepseek-v3 (fp8)" opcheck "$models/deepseek-v3" fp8
 step "opcheck --backend cuda: shrunk qwen3-8b (fp32)" opcheck "$models/qwen3-8b" fp32
 step "opcheck --backend cuda: qwen3-8b full-size shapes (bf16)" opcheck qwen3-8b bf16
+
+# Whole runs: the forward pass on the GPU (operators the backend declines fall back to the CPU and
+# are listed), teacher-forced on the fp64 CPU reference and judged by the tolerance table; exit 1
+# when a capture fails its tolerance.
+runcheck() { # model folder, precision
+    "$day0" run "$1" --backend cuda --precision "$2" --reference fp64 --ids 1,2,3,4,5,6,7,8 \
+        --tokens 4 --dump "$models/run-$(basename "$1")-$2"
+}
+for m in llama-3.1-8b qwen3-30b-a3b deepseek-v3 kimi-k2; do
+    [ -d "$models/$m" ] && step "run --backend cuda: shrunk $m (bf16 vs fp64 CPU)" runcheck "$models/$m" bf16
+done
+[ -d "$models/qwen3-8b" ] && step "run --backend cuda: shrunk qwen3-8b (fp32 vs fp64 CPU)" runcheck "$models/qwen3-8b" fp32
 
 summary
 exit "$failed"
