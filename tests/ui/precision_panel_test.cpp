@@ -13,7 +13,9 @@
 #include "ui_test_support.h"
 #include "widgets/plot_widget.h"
 
+#include <QComboBox>
 #include <QFile>
+#include <QLabel>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -341,6 +343,76 @@ TEST_F(PrecisionPanelTest, UpcastingALayerAndRerunningLowersItsOwnError)
     EXPECT_GE(panel.depthPlot()->lineSeriesCount(), 3);
     EXPECT_EQ(recorded.count(), 2);
 }
+
+#ifdef DAY0_HOSTSIM_PLUGIN_DIR
+TEST_F(PrecisionPanelTest, TheTargetRunsOnABackendPluginAgainstTheFp64Reference)
+{
+    // The host-simulated test backend (tests/plugins/hostsim_plugin.cpp) stands in for a GPU.
+    qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
+    PrecisionPanel panel(m_session, m_jobs);
+    qunsetenv("DAY0_PLUGIN_PATH");
+    auto* backends = panel.findChild<QComboBox*>(QStringLiteral("targetBackend"));
+    ASSERT_NE(backends, nullptr);
+    EXPECT_EQ(backends->itemData(0).toString(), QStringLiteral("cpu"));
+    const int hostsim = backends->findData(QStringLiteral("hostsim"));
+    ASSERT_GE(hostsim, 0);
+    EXPECT_TRUE(backends->itemData(hostsim, Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("Native: embedding, rms_norm")));
+    QSignalSpy recorded(&m_session, &Session::runRecorded);
+    panel.resize(1400, 860);
+    panel.show();
+    PrecisionRunRequest request;
+    request.modelSource = s_checkpoint;
+    request.prompt = "5, 17, 300, 42, 7";
+    request.tokens = 3;
+    request.target.base = exec::PrecisionMode::F32;
+    request.reference = exec::PrecisionMode::F64;
+    request.backend = "hostsim";
+    panel.run(request);
+    test::settle(m_jobs);
+    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
+    const auto run = panel.current();
+    EXPECT_EQ(run->label, "fp32 on hostsim vs fp64");
+    EXPECT_EQ(run->target->info.backend, "hostsim");
+    EXPECT_EQ(run->reference->info.backend, "day0-cpu");
+    EXPECT_EQ(run->comparison.failCount, 0);
+    std::int64_t native = 0;
+    std::int64_t fallback = 0;
+    for (const auto& row : run->dispatch.ops) {
+        native += row.nativeCalls;
+        fallback += row.fallbackCalls;
+    }
+    EXPECT_GT(native, 0);
+    EXPECT_GT(fallback, 0) << "Kimi-K2's MLA, rope and router are not in the test backend";
+    bool shown = false;
+    for (auto* label : panel.findChildren<QLabel*>()) {
+        if (label->text().contains(QStringLiteral("Target on <b>hostsim</b>"))) {
+            shown = true;
+            EXPECT_TRUE(label->toolTip().contains(QStringLiteral("not implemented by hostsim")))
+                << label->toolTip().toStdString();
+        }
+    }
+    EXPECT_TRUE(shown);
+    EXPECT_EQ(recorded.count(), 1);
+}
+
+TEST_F(PrecisionPanelTest, AMissingBackendShowsWhyAndRunsNothing)
+{
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.show();
+    PrecisionRunRequest request;
+    request.modelSource = s_checkpoint;
+    request.prompt = "5, 17";
+    request.tokens = 1;
+    request.backend = "no-such-backend";
+    panel.run(request);
+    test::settle(m_jobs);
+    EXPECT_EQ(panel.current(), nullptr);
+    EXPECT_TRUE(panel.errorText().contains(QStringLiteral("no-such-backend")))
+        << panel.errorText().toStdString();
+}
+#endif
 
 TEST_F(PrecisionPanelTest, BadDumpFoldersGiveAnErrorNamingThem)
 {

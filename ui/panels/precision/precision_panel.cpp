@@ -1,5 +1,6 @@
 #include "panels/precision/precision_panel.h"
 
+#include "extend/plugin_registry.h"
 #include "history/layer_metrics.h"
 #include "jobs/job_runner.h"
 #include "session/session.h"
@@ -18,6 +19,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStringList>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -152,7 +154,31 @@ QWidget* PrecisionPanel::createControls()
             : toQString(std::string(exec::precisionName(mode)));
         m_target->addItem(name, int(mode));
     }
+    // fp32 last: against the fp64 reference it measures a backend's own kernels.
+    m_target->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
     m_target->setToolTip(tr("Emulated target precision (fp8 and int8 quantise the projections)"));
+    m_backend = new QComboBox(box);
+    m_backend->setObjectName(QStringLiteral("targetBackend"));
+    m_backend->addItem(tr("CPU reference"), QStringLiteral("cpu"));
+    m_backend->setItemData(0, tr("day0-cpu: the reference kernels with emulated rounding"),
+        Qt::ToolTipRole);
+    const extend::PluginRegistry registry;
+    for (const auto& plugin : registry.plugins()) {
+        if (plugin.kind != "backend") {
+            continue;
+        }
+        // Listed from its manifest without loading it; a missing device is reported by the run.
+        QStringList ops;
+        for (const auto op : plugin.ops) {
+            ops << toQString(std::string(exec::backendOpName(op)));
+        }
+        m_backend->addItem(toQString(plugin.name), toQString(plugin.name));
+        m_backend->setItemData(m_backend->count() - 1,
+            tr("%1\nNative: %2; other operators fall back to the CPU reference.")
+                .arg(toQString(plugin.description), ops.join(QStringLiteral(", "))),
+            Qt::ToolTipRole);
+    }
+    m_backend->setToolTip(tr("Where the target runs; the reference always runs on the CPU"));
     m_reference = new QComboBox(box);
     m_reference->setObjectName(QStringLiteral("referencePrecision"));
     m_reference->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
@@ -178,6 +204,8 @@ QWidget* PrecisionPanel::createControls()
     m_progress->hide();
     runRow->addWidget(new QLabel(tr("Target"), box));
     runRow->addWidget(m_target);
+    runRow->addWidget(new QLabel(tr("on"), box));
+    runRow->addWidget(m_backend);
     runRow->addWidget(new QLabel(tr("vs"), box));
     runRow->addWidget(m_reference);
     runRow->addWidget(new QLabel(tr("Prompt"), box));
@@ -245,6 +273,7 @@ void PrecisionPanel::startFromControls()
     PrecisionRunRequest request;
     request.target.base = exec::PrecisionMode(m_target->currentData().toInt());
     request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
+    request.backend = fromQString(m_backend->currentData().toString());
     request.prompt = fromQString(m_prompt->text());
     request.tokens = m_tokens->value();
     run(std::move(request));
@@ -416,6 +445,21 @@ void PrecisionPanel::updateSummary()
     if (m_overlay) {
         text += tr("; overlaid: %1").arg(toQString(m_overlay->label).toHtmlEscaped());
     }
+    QString dispatch;
+    if (const auto& d = m_primary->dispatch; !d.ops.empty()) {
+        std::int64_t native = 0;
+        std::int64_t fallback = 0;
+        for (const auto& row : d.ops) {
+            native += row.nativeCalls;
+            fallback += row.fallbackCalls;
+        }
+        text += tr("<br>Target on <b>%1</b> (%2): %3 operator calls native, %4 on the CPU "
+                   "reference (hover for each operator)")
+                    .arg(toQString(d.backend).toHtmlEscaped(), toQString(d.device).toHtmlEscaped(),
+                        QString::number(native), QString::number(fallback));
+        dispatch = toQString(exec::formatDispatch(d));
+    }
+    m_summary->setToolTip(dispatch);
     m_summary->setText(text);
 }
 

@@ -111,6 +111,7 @@ private:
     bool m_userAction = false; ///< the user ran or loaded something: no more demos
 
     QComboBox* m_target = nullptr;
+    QComboBox* m_backend = nullptr; ///< "cpu" or a backend plugin's name
     QComboBox* m_reference = nullptr;
     QLineEdit* m_prompt = nullptr;
     QSpinBox* m_tokens = nullptr;

@@ -4,6 +4,7 @@
 #include "exec/precision_run.h"
 #include "exec/shrunk_cache.h"
 #include "exec/tokenizer.h"
+#include "extend/plugin_registry.h"
 #include "history/recording.h"
 #include "numerics/comparison_record.h"
 #include "numerics/tensor_file.h"
@@ -153,6 +154,19 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     options.promptIds = std::move(*ids);
     options.newTokens = request.tokens;
     options.table = shared.get();
+    std::shared_ptr<exec::Backend> backend;
+    if (request.backend != "cpu" && request.backend != "day0-cpu") {
+        extend::PluginRegistry registry;
+        auto choice = extend::chooseBackend(registry, request.backend, request.device);
+        if (!choice) {
+            return choice.error();
+        }
+        if (choice->unavailable) {
+            return *choice->unavailable;
+        }
+        backend = choice->backend;
+        options.backend = backend.get();
+    }
     auto result = exec::runWithReference(*spec, **weights, options, progress, stop);
     if (!result) {
         return result.error();
@@ -165,8 +179,10 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     if (result->injected) {
         run->local = std::make_shared<const numerics::Dump>(std::move(result->injected->dump));
     }
-    run->label = fmt::format(
-        "{} vs {}", request.target.describe(), exec::precisionName(request.reference));
+    run->dispatch = result->target.dispatch;
+    run->label = fmt::format("{}{} vs {}", request.target.describe(),
+        backend ? fmt::format(" on {}", backend->name()) : std::string(),
+        exec::precisionName(request.reference));
     run->source = checkpoint->string();
     run->request = request;
     numerics::ComparisonRecordOptions recordOptions;

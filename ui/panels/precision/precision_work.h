@@ -2,6 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/backend_dispatch.h"
 #include "exec/precision.h"
 #include "numerics/dump.h"
 #include "numerics/dump_compare.h"
@@ -32,6 +33,10 @@ struct PrecisionRunRequest {
     std::int64_t tokens = 8;
     /// Record with recordRunOnce (the demo, rerun on every start) instead of recordRun.
     bool recordOnce = false;
+    /// Where the target (and its inject-mode run) computes: "cpu", or a backend plugin such as
+    /// "cuda" (operators it lacks fall back to the CPU). The reference always runs on the CPU.
+    std::string backend = "cpu";
+    int device = 0; ///< the backend's device index
 };
 
 /// The prompt of the embedded demo (the shrunk checkpoints carry no tokenizer).
@@ -50,6 +55,7 @@ struct PrecisionRun {
     std::optional<PrecisionRunRequest> request; ///< set for runs the panel started
     std::optional<std::int64_t> recordedRun; ///< id in the store, when recorded now
     std::string recordError; ///< why recording failed, when it did
+    exec::DispatchReport dispatch; ///< where the target's operators ran (runs on a backend)
 };
 
 /// The checkpoint a request runs: the model source itself when it holds weights, else its
