@@ -3,6 +3,7 @@
 #include "base/file_util.h"
 #include "base/units.h"
 #include "command.h"
+#include "extend/plugin_registry.h"
 #include "figure_renderer.h"
 #include "history/run_record.h"
 #include "interrupt.h"
@@ -21,6 +22,8 @@ namespace {
 
 struct ValidateArgs {
     pipeline::ValidateOptions options;
+    std::string backend = "cpu";
+    int device = 0;
     std::string work;
     std::string junit;
     std::string report;
@@ -46,6 +49,17 @@ std::string statusMark(pipeline::StepStatus status)
 int runValidate(ValidateArgs a, const GlobalOptions& global)
 {
     a.options.work = a.work;
+    extend::PluginRegistry registry;
+    auto backend = extend::chooseBackend(registry, a.backend, a.device);
+    if (!backend) {
+        return reportError(backend.error());
+    }
+    if (backend->unavailable) {
+        return reportError(*backend->unavailable);
+    }
+    if (backend->name != "day0-cpu") {
+        a.options.backend = backend->backend;
+    }
     // Step lines are the text output; under --json they go to stderr with the other messages.
     std::FILE* out = global.json ? stderr : stdout;
     int index = 0;
@@ -126,6 +140,10 @@ const bool registered = registerCommand({ "validate",
             ->capture_default_str();
         app.add_option("--reference", a->options.reference, "reference precision (fp64 or fp32)")
             ->capture_default_str();
+        app.add_option("--backend", a->backend,
+            "where the precision and performance steps run the target: cpu (default) or a backend "
+            "plugin such as cuda (the reference stays on the CPU)");
+        app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
         app.add_option("--tokens", a->options.tokens, "greedy tokens to generate")
             ->capture_default_str();
         app.add_option("--tolerances", a->options.tolerances,

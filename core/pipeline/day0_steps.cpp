@@ -508,6 +508,9 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
     v.header.model = s.modelName.empty() ? options.model : s.modelName;
     v.header.plan = options.plan;
     v.header.precision = options.precision;
+    v.header.backend = options.backend
+        ? fmt::format("{} ({})", options.backend->name(), options.backend->device())
+        : std::string("day0-cpu");
     v.header.created = history::formatIso(history::now());
     v.header.softwareVersion = history::recordingOptions().softwareVersion;
     v.figures = std::move(s.figures);

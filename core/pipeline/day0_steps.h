@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct ValidateOptions {
     std::filesystem::path work; ///< working folder; empty: defaultWorkDir(model)
     std::string tolerances; ///< tolerance table name or file; empty: the default table
     std::uint64_t seed = 0; ///< seed of the homologous checkpoint when one is shrunk
+    /// Where the precision and performance steps run the target (a backend plugin such as
+    /// cuda; operators it lacks fall back to the CPU); null: the CPU reference. The reference,
+    /// the smoke run and the multi-rank comparison stay on the CPU.
+    std::shared_ptr<exec::Backend> backend;
 };
 
 /// $XDG_CACHE_HOME/day0/validate/<name> (else ~/.cache/day0/...), where a validation keeps the

@@ -116,6 +116,27 @@ FigureSpec memoryFigure(const std::vector<history::MemoryEntry>& memory)
     return f;
 }
 
+/// " on cuda" for a target that ran on a backend plugin, with where each operator ran as details
+/// and the native and fallback calls as metrics; "" for the CPU reference.
+std::string backendDetails(const exec::DispatchReport& d, StepReport& report)
+{
+    if (d.ops.empty()) {
+        return {};
+    }
+    std::int64_t native = 0;
+    std::int64_t fallback = 0;
+    for (const auto& row : d.ops) {
+        native += row.nativeCalls;
+        fallback += row.fallbackCalls;
+        report.details.push_back(fmt::format("{} on {}: {} native, {} on day0-cpu{}",
+            exec::backendOpName(row.op), d.backend, row.nativeCalls, row.fallbackCalls,
+            row.fallbackReason.empty() ? std::string() : " (" + row.fallbackReason + ")"));
+    }
+    report.metrics["backend_native_calls"] = double(native);
+    report.metrics["backend_fallback_calls"] = double(fallback);
+    return fmt::format(" on {}", d.backend);
+}
+
 } // namespace
 
 Step multiRankStep(ValidationState& s)
@@ -221,6 +242,7 @@ Step precisionStep(ValidationState& s)
             o.promptIds = s.promptIds;
             o.newTokens = s.options.tokens;
             o.table = &*table;
+            o.backend = s.options.backend.get();
             auto run = exec::runWithReference(*s.spec, *s.weights, o, ctx.progress, ctx.stop);
             if (!run) {
                 return run.error();
@@ -256,9 +278,10 @@ Step precisionStep(ValidationState& s)
                     report.details.begin(), fmt::format("{}: {}", divergence, row.verdict.reason));
             }
             s.comparison = c;
-            const std::string verdicts
-                = fmt::format("{} against {} ({}): {} pass, {} warn, {} fail", o.target.describe(),
-                    s.options.reference, c.table, c.passCount, c.warnCount, c.failCount);
+            const std::string where = backendDetails(run->target.dispatch, report);
+            const std::string verdicts = fmt::format(
+                "{}{} against {} ({}): {} pass, {} warn, {} fail", o.target.describe(), where,
+                s.options.reference, c.table, c.passCount, c.warnCount, c.failCount);
             if (c.failCount > 0) {
                 return Error::checkFailed(fmt::format("{}; {}", verdicts, divergence));
             }
@@ -278,6 +301,7 @@ Step performanceStep(ValidationState& s)
             o.newTokens = s.options.tokens;
             o.capture.filters = { "lm_head" };
             o.capture.statsOnly = true;
+            o.backend = s.target->isF64() ? nullptr : s.options.backend.get();
             auto run = s.engine->run(o, ctx.progress, ctx.stop);
             if (!run) {
                 return run.error();
@@ -341,12 +365,18 @@ Step performanceStep(ValidationState& s)
                                                  "was resident before the engine loaded (the "
                                                  "engine, its work buffers and the BLAS pools)",
                 formatBytes(Bytes(peak)), formatBytes(Bytes(growth))));
+            const std::string where = backendDetails(run->dispatch, report);
+            if (!where.empty()) {
+                report.details.push_back(fmt::format("the target ran{}: the host RSS above does "
+                                                     "not include its device memory",
+                    where));
+            }
             if (!std::isfinite(tokensPerSecond) || (decoded > 0 && tokensPerSecond <= 0)) {
                 return Error::checkFailed("decode throughput could not be measured");
             }
-            report.summary = fmt::format("{:.1f} tokens/s decode, time to first token {}; peak "
+            report.summary = fmt::format("{:.1f} tokens/s decode{}, time to first token {}; peak "
                                          "growth {} against an estimate of {}",
-                tokensPerSecond, formatDuration(Seconds(run->prefillSeconds)),
+                tokensPerSecond, where, formatDuration(Seconds(run->prefillSeconds)),
                 formatBytes(Bytes(growth)), formatBytes(rank.total));
             return report;
         } };
@@ -454,7 +484,7 @@ history::RunRecord validationRunRecord(const Validation& v, const ReportPaths& p
     r.info.modelFingerprint = v.fingerprint;
     r.info.plan = v.options.plan;
     r.info.precision = v.options.precision;
-    r.info.backend = "day0-cpu";
+    r.info.backend = v.options.backend ? v.options.backend->name() : std::string("day0-cpu");
     r.info.duration = result.duration;
     r.info.status = result.cancelled ? history::RunStatus::Cancelled
         : result.exitCode() == 2     ? history::RunStatus::Error

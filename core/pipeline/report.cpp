@@ -108,9 +108,9 @@ std::string toJUnitXml(const PipelineResult& result, const ReportHeader& header)
         escapeXml(result.name), result.steps.size(), failures, errors, skipped,
         result.duration.value, escapeXml(header.created));
     xml += "    <properties>\n";
-    for (const auto& [key, value] :
-        { std::pair<std::string, std::string> { "model", header.model }, { "plan", header.plan },
-            { "precision", header.precision }, { "version", header.softwareVersion } }) {
+    for (const auto& [key, value] : { std::pair<std::string, std::string> { "model", header.model },
+             { "plan", header.plan }, { "precision", header.precision },
+             { "backend", header.backend }, { "version", header.softwareVersion } }) {
         if (!value.empty()) {
             xml += fmt::format(
                 "      <property name=\"{}\" value=\"{}\"/>\n", key, escapeXml(value));
@@ -157,8 +157,8 @@ nlohmann::json toJson(const PipelineResult& result, const ReportHeader& header)
     return { { "name", result.name }, { "passed", result.passed() },
         { "exit_code", result.exitCode() }, { "cancelled", result.cancelled },
         { "duration_s", result.duration.value }, { "model", header.model }, { "plan", header.plan },
-        { "precision", header.precision }, { "version", header.softwareVersion },
-        { "created", header.created }, { "steps", steps } };
+        { "precision", header.precision }, { "backend", header.backend },
+        { "version", header.softwareVersion }, { "created", header.created }, { "steps", steps } };
 }
 
 std::string toHtml(const PipelineResult& result, const ReportHeader& header,
@@ -183,10 +183,11 @@ figure{margin:1.5rem 0}figure img{max-width:100%;border:1px solid #e3e7ee}figcap
 )";
     html += fmt::format("<h1>{}</h1>\n", escapeXml(result.name));
     html += fmt::format("<div class=\"meta\">model <b>{}</b> · plan <b>{}</b> · precision "
-                        "<b>{}</b> · day0 {} · {} · {:.1f} s</div>\n",
+                        "<b>{}</b> on <b>{}</b> · day0 {} · {} · {:.1f} s</div>\n",
         escapeXml(header.model.empty() ? "-" : header.model),
         escapeXml(header.plan.empty() ? "-" : header.plan),
         escapeXml(header.precision.empty() ? "-" : header.precision),
+        escapeXml(header.backend.empty() ? "day0-cpu" : header.backend),
         escapeXml(header.softwareVersion), escapeXml(header.created), result.duration.value);
     html += fmt::format("<p><span class=\"verdict {}\">{}</span></p>\n",
         result.passed() ? "ok" : "bad",

@@ -22,6 +22,7 @@ struct ReportHeader {
     std::string model;
     std::string plan;
     std::string precision;
+    std::string backend; ///< where the target ran ("day0-cpu", "cuda (NVIDIA H200 ...)")
     std::string softwareVersion;
     std::string created; ///< ISO 8601 UTC
 };

@@ -93,8 +93,8 @@ protected:
 TEST_F(HostSimRun, TheTargetRunsOnThePluginAndAgreesWithTheCpuReference)
 {
     const std::string store = s_dir + "/runs.sqlite";
-    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3,4", "--tokens", "3",
-        "--backend", "hostsim", "--reference", "fp32", "--json", "--store", store });
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3,4", "--tokens", "3", "--backend",
+        "hostsim", "--reference", "fp32", "--json", "--store", store });
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const auto j = r.json();
     const nlohmann::json backend = j["target"]["backend"];
@@ -123,8 +123,8 @@ TEST_F(HostSimRun, TheTargetRunsOnThePluginAndAgreesWithTheCpuReference)
     }
     EXPECT_TRUE(differs) << "the plugin's kernels gave the CPU's bits exactly";
 
-    const auto show = runDay0({ "runs", "show", std::to_string(j["run_id"].get<int>()), "--json",
-        "--store", store });
+    const auto show = runDay0(
+        { "runs", "show", std::to_string(j["run_id"].get<int>()), "--json", "--store", store });
     ASSERT_EQ(show.exitCode, 0) << show.err;
     EXPECT_EQ(show.json()["backend"], "hostsim");
     EXPECT_NE(show.out.find("host simulation (test plugin)"), std::string::npos);
@@ -155,10 +155,39 @@ TEST_F(HostSimRun, AFailingBackendStopsTheRunWithAnInternalError)
     EXPECT_FALSE(std::filesystem::exists(s_dir + "/failed/manifest.json"));
 }
 
+TEST_F(HostSimRun, ValidateRunsThePrecisionAndPerformanceStepsOnTheBackend)
+{
+    const std::string store = s_dir + "/validate.sqlite";
+    const auto r
+        = runDay0({ "validate", "qwen3-0.6b", "--backend", "hostsim", "--precision", "fp32",
+            "--plan", "tp=2", "--work", s_dir + "/validate", "--json", "-q", "--store", store });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["backend"], "hostsim (host simulation (test plugin))");
+    int seen = 0;
+    for (const auto& step : j["steps"]) {
+        if (step["id"] == "precision" || step["id"] == "performance") {
+            ++seen;
+            EXPECT_NE(step["summary"].get<std::string>().find("on hostsim"), std::string::npos)
+                << step["summary"];
+            EXPECT_GT(step["metrics"].value("backend_native_calls", 0.0), 0.0);
+            EXPECT_GT(step["metrics"].value("backend_fallback_calls", 0.0), 0.0); // rope
+        }
+        if (step["id"] == "smoke") {
+            EXPECT_FALSE(step["metrics"].contains("backend_native_calls"));
+        }
+    }
+    EXPECT_EQ(seen, 2);
+    const auto show = runDay0(
+        { "runs", "show", std::to_string(j["run_id"].get<int>()), "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    EXPECT_EQ(show.json()["backend"], "hostsim");
+}
+
 TEST_F(HostSimRun, TheFp64ReferenceCannotRunOnABackend)
 {
-    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--backend", "hostsim",
-        "--precision", "fp64" });
+    const auto r = runDay0(
+        { "run", s_dir + "/m", "--ids", "1,2", "--backend", "hostsim", "--precision", "fp64" });
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("fp64 reference runs on day0-cpu only"), std::string::npos) << r.err;
 }

@@ -8,6 +8,7 @@
 #include "ui_test_support.h"
 #include "widgets/formatting.h"
 
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QFile>
@@ -93,6 +94,68 @@ TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
     EXPECT_EQ(run->info.status, history::RunStatus::Ok);
     EXPECT_FALSE(run->layers.empty());
 }
+
+#if defined(DAY0_HOSTSIM_PLUGIN_DIR) && defined(DAY0_FAKEGPU_PLUGIN_DIR)
+// A host-simulated backend plugin stands in for a GPU; the fake one never has a device.
+class PipelineBackend : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR ":" DAY0_FAKEGPU_PLUGIN_DIR);
+    }
+    void TearDown() override { qunsetenv("DAY0_PLUGIN_PATH"); }
+};
+
+TEST_F(PipelineBackend, ThePrecisionAndPerformanceStepsRunOnTheChosenBackend)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-0.6b");
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
+    panel.precisionBox()->setCurrentText(QStringLiteral("fp32"));
+    const int hostsim = panel.backendBox()->findData(QStringLiteral("hostsim"));
+    ASSERT_GE(hostsim, 0);
+    panel.backendBox()->setCurrentIndex(hostsim);
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    panel.startButton()->click();
+    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000)) << "validation did not end";
+    EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
+    // Rows 5 and 6: precision and performance.
+    for (const int row : { 5, 6 }) {
+        EXPECT_TRUE(panel.stepTable()->item(row, 3)->text().contains(QStringLiteral("on hostsim")))
+            << fromQString(panel.stepTable()->item(row, 3)->text());
+    }
+    ASSERT_EQ(recorded.count(), 1);
+    auto opened = history::RunStore::open(history::storePath());
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    auto run = opened->load(RunId(recorded.front().front().toLongLong()));
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    EXPECT_EQ(run->info.backend, "hostsim");
+}
+
+TEST_F(PipelineBackend, ABackendWithoutItsDeviceIsReportedAndNothingRuns)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-0.6b");
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
+    const int fake = panel.backendBox()->findData(QStringLiteral("fakegpu"));
+    ASSERT_GE(fake, 0);
+    panel.backendBox()->setCurrentIndex(fake);
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    panel.startButton()->click();
+    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 20000));
+    EXPECT_NE(finished.front().front().toInt(), 0);
+    EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("no FAKE device")))
+        << fromQString(panel.summaryLabel()->text());
+    EXPECT_FALSE(QFile::exists(store.dir() + QStringLiteral("/validation/junit.xml")));
+}
+#endif
 
 TEST(PipelinePanel, CancelStopsTheJobAndLeavesThePanelUsable)
 {

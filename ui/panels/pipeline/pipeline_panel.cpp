@@ -5,6 +5,7 @@
 #include "jobs/job_runner.h"
 #include "panels/pipeline/figure_renderer.h"
 #include "session/session.h"
+#include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
@@ -124,6 +125,9 @@ void PipelinePanel::buildUi()
     for (const char* p : { "bf16", "fp16", "fp8", "int8", "fp32" }) {
         m_precision->addItem(QString::fromLatin1(p));
     }
+    m_backend = createBackendCombo(this);
+    m_backend->setToolTip(tr("Where the precision and performance steps run the target; the "
+                             "reference, smoke and multi-rank runs stay on the CPU"));
     m_tokens = new QSpinBox(this);
     m_tokens->setRange(1, 4096);
     m_tokens->setValue(8);
@@ -131,6 +135,7 @@ void PipelinePanel::buildUi()
     form->addRow(tr("Model"), modelRow);
     form->addRow(tr("Plan"), m_plan);
     form->addRow(tr("Precision"), m_precision);
+    form->addRow(tr("Target on"), m_backend);
     form->addRow(tr("Tokens"), m_tokens);
 
     m_start = new QPushButton(tr("Start"), this);
@@ -264,13 +269,21 @@ void PipelinePanel::start()
     };
     m_jobs.start<Outcome>(
         *m_ticket, tr("Validating %1").arg(toQString(o.model)), this,
-        [o, post, stepProgress = m_stepProgress](Progress& progress, std::stop_token stop) {
+        [o, backendName = fromQString(m_backend->currentData().toString()), post,
+            stepProgress = m_stepProgress](Progress& progress, std::stop_token stop) {
+            Outcome out;
+            auto backend = openBackend(backendName);
+            if (!backend) {
+                out.validation = backend.error();
+                return out;
+            }
+            pipeline::ValidateOptions options = o;
+            options.backend = std::move(*backend);
             pipeline::PipelineObserver observer;
             observer.stepStarted = [post](const pipeline::StepRecord& s) { post(true, s); };
             observer.stepFinished = [post](const pipeline::StepRecord& s) { post(false, s); };
-            Outcome out;
             out.validation = pipeline::runValidation(
-                o, figureRenderer(stop), progress, stop, observer, stepProgress.get());
+                options, figureRenderer(stop), progress, stop, observer, stepProgress.get());
             if (!out.validation) {
                 return out;
             }

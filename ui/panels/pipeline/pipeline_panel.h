@@ -53,6 +53,7 @@ public:
     [[nodiscard]] QLineEdit* modelEdit() const { return m_model; }
     [[nodiscard]] QLineEdit* planEdit() const { return m_plan; }
     [[nodiscard]] QComboBox* precisionBox() const { return m_precision; }
+    [[nodiscard]] QComboBox* backendBox() const { return m_backend; }
     [[nodiscard]] QTableWidget* stepTable() const { return m_steps; }
     [[nodiscard]] QPlainTextEdit* logView() const { return m_log; }
     [[nodiscard]] QPushButton* startButton() const { return m_start; }
@@ -87,6 +88,7 @@ private:
     QLineEdit* m_model = nullptr;
     QLineEdit* m_plan = nullptr;
     QComboBox* m_precision = nullptr;
+    QComboBox* m_backend = nullptr; ///< where the target runs ("cpu" or a backend plugin)
     QSpinBox* m_tokens = nullptr;
     QPushButton* m_start = nullptr;
     QPushButton* m_cancel = nullptr;

@@ -1,9 +1,9 @@
 #include "panels/precision/precision_panel.h"
 
-#include "extend/plugin_registry.h"
 #include "history/layer_metrics.h"
 #include "jobs/job_runner.h"
 #include "session/session.h"
+#include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
@@ -19,7 +19,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
-#include <QStringList>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -157,28 +156,7 @@ QWidget* PrecisionPanel::createControls()
     // fp32 last: against the fp64 reference it measures a backend's own kernels.
     m_target->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
     m_target->setToolTip(tr("Emulated target precision (fp8 and int8 quantise the projections)"));
-    m_backend = new QComboBox(box);
-    m_backend->setObjectName(QStringLiteral("targetBackend"));
-    m_backend->addItem(tr("CPU reference"), QStringLiteral("cpu"));
-    m_backend->setItemData(0, tr("day0-cpu: the reference kernels with emulated rounding"),
-        Qt::ToolTipRole);
-    const extend::PluginRegistry registry;
-    for (const auto& plugin : registry.plugins()) {
-        if (plugin.kind != "backend") {
-            continue;
-        }
-        // Listed from its manifest without loading it; a missing device is reported by the run.
-        QStringList ops;
-        for (const auto op : plugin.ops) {
-            ops << toQString(std::string(exec::backendOpName(op)));
-        }
-        m_backend->addItem(toQString(plugin.name), toQString(plugin.name));
-        m_backend->setItemData(m_backend->count() - 1,
-            tr("%1\nNative: %2; other operators fall back to the CPU reference.")
-                .arg(toQString(plugin.description), ops.join(QStringLiteral(", "))),
-            Qt::ToolTipRole);
-    }
-    m_backend->setToolTip(tr("Where the target runs; the reference always runs on the CPU"));
+    m_backend = createBackendCombo(box);
     m_reference = new QComboBox(box);
     m_reference->setObjectName(QStringLiteral("referencePrecision"));
     m_reference->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));

@@ -4,10 +4,10 @@
 #include "exec/precision_run.h"
 #include "exec/shrunk_cache.h"
 #include "exec/tokenizer.h"
-#include "extend/plugin_registry.h"
 #include "history/recording.h"
 #include "numerics/comparison_record.h"
 #include "numerics/tensor_file.h"
+#include "widgets/backend_choice.h"
 
 #include <fmt/format.h>
 
@@ -154,19 +154,12 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     options.promptIds = std::move(*ids);
     options.newTokens = request.tokens;
     options.table = shared.get();
-    std::shared_ptr<exec::Backend> backend;
-    if (request.backend != "cpu" && request.backend != "day0-cpu") {
-        extend::PluginRegistry registry;
-        auto choice = extend::chooseBackend(registry, request.backend, request.device);
-        if (!choice) {
-            return choice.error();
-        }
-        if (choice->unavailable) {
-            return *choice->unavailable;
-        }
-        backend = choice->backend;
-        options.backend = backend.get();
+    auto opened = openBackend(request.backend, request.device);
+    if (!opened) {
+        return opened.error();
     }
+    const std::shared_ptr<exec::Backend> backend = std::move(*opened);
+    options.backend = backend.get();
     auto result = exec::runWithReference(*spec, **weights, options, progress, stop);
     if (!result) {
         return result.error();
