@@ -114,6 +114,7 @@ public:
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     std::string name() const override { return m_name; }
+    [[nodiscard]] NcclStream stream() const { return { m_stream, m_shared->options.device }; }
 
     void setObserver(CollectiveObserver observer) override
     {
@@ -413,15 +414,24 @@ Result<std::shared_ptr<comm::Communicator>> initialise(
 
 } // namespace
 
+std::optional<NcclStream> ncclStreamOf(const comm::Communicator& comm)
+{
+    if (const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm)) {
+        return nccl->stream();
+    }
+    return std::nullopt;
+}
+
 std::optional<std::string> cudaUnavailableReason()
 {
     int count = 0;
     const auto status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
-        return fmt::format("no usable CUDA device: {}", cudaGetErrorString(status));
+        return fmt::format("no CUDA device: cudaGetDeviceCount: {} ({})",
+            cudaGetErrorString(status), cudaGetErrorName(status));
     }
     if (count == 0) {
-        return std::string("no CUDA device present");
+        return std::string("no CUDA device: the driver reports no GPU");
     }
     return std::nullopt;
 }
@@ -429,6 +439,11 @@ std::optional<std::string> cudaUnavailableReason()
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicator(
     comm::Communicator& bootstrap, const NcclOptions& options)
 {
+    // Every rank checks for a device before the rendezvous, so that on a machine without one all
+    // ranks fail at once instead of the others waiting for rank 0's id until their timeout.
+    if (auto reason = cudaUnavailableReason()) {
+        return Error::unsupported(*reason);
+    }
     ncclUniqueId id {};
     if (bootstrap.rank() == 0) {
         if (const auto code = ncclGetUniqueId(&id); code != ncclSuccess) {
@@ -446,6 +461,9 @@ Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
     if (rank < 0 || rank >= size) {
         return Error::badInput(
             fmt::format("NCCL bootstrap: rank {} is not in [0, {})", rank, size));
+    }
+    if (auto reason = cudaUnavailableReason()) {
+        return Error::unsupported(*reason);
     }
     ncclUniqueId id {};
     if (rank == 0) {
