@@ -78,14 +78,20 @@ ncclRedOp_t ncclOp(ReduceOp op)
     return ncclSum;
 }
 
+class NcclCommunicator;
+
+/// State shared by a world communicator and the groups split from it.
 struct Shared {
     std::mutex mutex;
     CollectiveObserver observer;
     NcclOptions options;
     int worldRank = 0;
+    /// Every communicator of the world on this rank, so that abort() stops them all.
+    std::vector<std::weak_ptr<NcclCommunicator>> members;
 };
 
-class NcclCommunicator final : public comm::Communicator {
+class NcclCommunicator final : public comm::Communicator,
+                               public std::enable_shared_from_this<NcclCommunicator> {
 public:
     NcclCommunicator(
         ncclComm_t comm, cudaStream_t stream, std::string name, std::shared_ptr<Shared> shared)
@@ -100,10 +106,12 @@ public:
 
     ~NcclCommunicator() override
     {
-        if (m_aborted) {
-            ncclCommAbort(m_comm);
-        } else {
-            ncclCommDestroy(m_comm);
+        if (m_comm) {
+            if (m_aborted) {
+                ncclCommAbort(m_comm);
+            } else {
+                ncclCommDestroy(m_comm);
+            }
         }
         if (m_barrierScratch) {
             cudaFree(m_barrierScratch);
@@ -126,8 +134,28 @@ public:
     {
         std::fprintf(stderr, "day0: error: rank %d aborts NCCL communicator %s: %s\n",
             m_shared->worldRank, m_name.c_str(), reason.c_str());
-        m_aborted = true;
-        ncclCommAbort(m_comm);
+        // The whole job failed: stop every group of this world on this rank, so that peers
+        // waiting in any of them see the abort instead of their timeout.
+        std::vector<std::shared_ptr<NcclCommunicator>> members;
+        {
+            std::lock_guard lock(m_shared->mutex);
+            for (const auto& weak : m_shared->members) {
+                if (auto member = weak.lock()) {
+                    members.push_back(std::move(member));
+                }
+            }
+        }
+        for (const auto& member : members) {
+            member->abortComm(reason);
+        }
+        abortComm(reason);
+    }
+
+    /// Registers this communicator with its world (after construction, for shared_from_this).
+    void join()
+    {
+        std::lock_guard lock(m_shared->mutex);
+        m_shared->members.push_back(weak_from_this());
     }
 
     Result<void> allReduce(
@@ -246,8 +274,9 @@ public:
         }
         const auto label = groupName.empty() ? fmt::format("{}.{}", m_name, color)
                                              : fmt::format("{}{}", groupName, color);
-        return std::shared_ptr<comm::Communicator>(
-            std::make_shared<NcclCommunicator>(child, stream, label, m_shared));
+        auto group = std::make_shared<NcclCommunicator>(child, stream, label, m_shared);
+        group->join();
+        return std::shared_ptr<comm::Communicator>(std::move(group));
     }
 
     Result<void> send(const void* buffer, std::size_t count, DType type, int peer, int tag) override
@@ -283,8 +312,24 @@ public:
     }
 
 private:
+    /// Aborts the NCCL communicator once; later calls fail naming the reason.
+    void abortComm(const std::string& reason)
+    {
+        m_aborted = true;
+        if (m_comm) {
+            ncclCommAbort(m_comm);
+            m_comm = nullptr;
+            m_abortReason = reason;
+        }
+    }
+
     Result<void> check(ncclResult_t code, const char* what) const
     {
+        if (!m_comm) {
+            return Error::internal(fmt::format("{}: rank {}: NCCL {} after the communicator was "
+                                               "aborted: {}",
+                m_name, m_rank, what, m_abortReason));
+        }
         if (code == ncclSuccess || code == ncclInProgress) {
             return success();
         }
@@ -350,8 +395,7 @@ private:
                     m_rank, what, ncclGetErrorString(async)));
             }
             if (Clock::now() >= deadline) {
-                m_aborted = true;
-                ncclCommAbort(m_comm);
+                abortComm(fmt::format("timed out in {}", what));
                 return Error::checkFailed(
                     fmt::format("{}: rank {} timed out after {} in {}; communicator aborted",
                         m_name, m_rank, formatDuration(m_shared->options.timeout), what));
@@ -381,6 +425,7 @@ private:
     int m_rank = 0;
     int m_size = 1;
     bool m_aborted = false;
+    std::string m_abortReason;
     void* m_barrierScratch = nullptr;
 };
 
@@ -408,8 +453,9 @@ Result<std::shared_ptr<comm::Communicator>> initialise(
     auto shared = std::make_shared<Shared>();
     shared->options = options;
     shared->worldRank = rank;
-    return std::shared_ptr<comm::Communicator>(
-        std::make_shared<NcclCommunicator>(comm, stream, "nccl", shared));
+    auto world = std::make_shared<NcclCommunicator>(comm, stream, "nccl", shared);
+    world->join();
+    return std::shared_ptr<comm::Communicator>(std::move(world));
 }
 
 } // namespace
