@@ -397,6 +397,10 @@ const bool registered = registerCommand({ "run",
             "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp)");
         app.add_option("--ranks", a->planned.ranks,
             "with --plan: in-process (threads, default) or mpi (under mpirun -np N)");
+        app.add_option("--comm", a->planned.comm,
+            "with --ranks mpi: the communicator, mpi (default) or nccl (one GPU per process)");
+        app.add_option("--nccl-id-dir", a->planned.ncclIdDir,
+            "with --comm nccl: folder all nodes share for NCCL's id file (default: temp folder)");
         app.add_option("--micro-batches", a->planned.microBatches,
             "with --plan: sequences per data-parallel replica, pipelined (default 1)");
         app.add_option("--comm-trace", a->planned.commTrace,

@@ -16,6 +16,10 @@ struct PlanRunArgs {
     std::string checkpoint;
     std::string plan; ///< "tp=2,pp=2,ep=2"
     std::string ranks = "in-process"; ///< or "mpi"
+    /// With ranks "mpi": the world communicator, "mpi" or "nccl" (host buffers staged through the
+    /// GPU; MPI only bootstraps it).
+    std::string comm = "mpi";
+    std::string ncclIdDir; ///< folder of NCCL's id file (shared by all nodes); empty: temp folder
     int microBatches = 1;
     std::vector<std::vector<std::int64_t>> prompts; ///< one or more; sequences cycle through them
     std::int64_t tokens = 8;

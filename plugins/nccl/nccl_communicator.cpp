@@ -429,16 +429,24 @@ private:
     void* m_barrierScratch = nullptr;
 };
 
-Result<std::shared_ptr<comm::Communicator>> initialise(
-    const ncclUniqueId& id, int rank, int size, const NcclOptions& options)
+/// Makes `device` current, or says why it cannot be used. Every rank calls it before the id
+/// rendezvous: on a machine without a usable device all ranks then fail at once, instead of
+/// the others waiting for rank 0's id, or rank 0 waiting in ncclCommInitRank for them.
+Result<void> useDevice(int device)
 {
     if (auto reason = cudaUnavailableReason()) {
         return Error::unsupported(*reason);
     }
-    if (const auto status = cudaSetDevice(options.device); status != cudaSuccess) {
-        return Error::badInput(fmt::format(
-            "cannot use CUDA device {}: {}", options.device, cudaGetErrorString(status)));
+    if (const auto status = cudaSetDevice(device); status != cudaSuccess) {
+        return Error::badInput(
+            fmt::format("cannot use CUDA device {}: {}", device, cudaGetErrorString(status)));
     }
+    return success();
+}
+
+Result<std::shared_ptr<comm::Communicator>> initialise(
+    const ncclUniqueId& id, int rank, int size, const NcclOptions& options)
+{
     cudaStream_t stream = nullptr;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
         return Error::internal("cannot create a CUDA stream for NCCL");
@@ -485,11 +493,7 @@ std::optional<std::string> cudaUnavailableReason()
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicator(
     comm::Communicator& bootstrap, const NcclOptions& options)
 {
-    // Every rank checks for a device before the rendezvous, so that on a machine without one all
-    // ranks fail at once instead of the others waiting for rank 0's id until their timeout.
-    if (auto reason = cudaUnavailableReason()) {
-        return Error::unsupported(*reason);
-    }
+    DAY0_TRY(useDevice(options.device));
     ncclUniqueId id {};
     if (bootstrap.rank() == 0) {
         if (const auto code = ncclGetUniqueId(&id); code != ncclSuccess) {
@@ -508,9 +512,7 @@ Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
         return Error::badInput(
             fmt::format("NCCL bootstrap: rank {} is not in [0, {})", rank, size));
     }
-    if (auto reason = cudaUnavailableReason()) {
-        return Error::unsupported(*reason);
-    }
+    DAY0_TRY(useDevice(options.device));
     ncclUniqueId id {};
     if (rank == 0) {
         if (const auto code = ncclGetUniqueId(&id); code != ncclSuccess) {
