@@ -7,7 +7,9 @@
 #      bandwidth >= 0.80 x a device-to-device copy, cuBLAS bf16 GEMM and attention prefill
 #      FLOP/s (as a fraction of the GEMM's), all measured in this run;
 #   3. day0 opcheck --backend cuda against the fp64 CPU reference on shrunk models of several
-#      architectures (errors judged by the bundled tolerance table) and on one full-size config.
+#      architectures (errors judged by the bundled tolerance table) and on one full-size config;
+#   4. `day0 run --plan … --ranks mpi --comm nccl` on one rank (NCCL allows one rank per GPU): the
+#      host-staged NCCL world must generate the in-process run's tokens (skipped without mpirun).
 # Prints a summary; exits 0 when everything passed, 1 when a check failed, 77 without a GPU.
 # Usage: tests/gpu/run_all.sh [build-dir]   (default: <repo>/build-gpu; DAY0_JOBS sets -j)
 set -u
@@ -76,6 +78,35 @@ done
 step "opcheck --backend cuda: shrunk deepseek-v3 (fp8)" opcheck "$models/deepseek-v3" fp8
 step "opcheck --backend cuda: shrunk qwen3-8b (fp32)" opcheck "$models/qwen3-8b" fp32
 step "opcheck --backend cuda: qwen3-8b full-size shapes (bf16)" opcheck qwen3-8b bf16
+
+plan_tokens() { # reads `day0 run --plan --json` on stdin; prints the tokens; $1: communicator
+    python3 -c 'import json, sys
+j = json.load(sys.stdin)
+assert j["communicator"] == sys.argv[1], "communicator " + j["communicator"]
+print(j["sequences"][0]["generated"])' "$1"
+}
+nccl_plan_run() {
+    local ckpt=$models/plan-moe want got
+    local args=(--plan tp=1 --ids 3,1,4,1,5 --tokens 4 --json -q --no-record)
+    "$day0" shrink qwen3-30b-a3b --out "$ckpt" --force --layers 2 --hidden 64 --heads 4 \
+        --experts 8 --vocab 250 -q --no-record >/dev/null || return 1
+    want=$("$day0" run "$ckpt" "${args[@]}" | plan_tokens in-process) || return 1
+    got=$(OMPI_MCA_btl_vader_single_copy_mechanism=none DAY0_PLUGIN_PATH="$build/plugins" \
+        timeout 300 mpirun --allow-run-as-root -np 1 "$day0" run "$ckpt" "${args[@]}" \
+        --ranks mpi --comm nccl | plan_tokens nccl) || return 1
+    echo "in-process tokens: $want"
+    echo "mpi + nccl tokens: $got"
+    [ -n "$want" ] && [ "$want" = "$got" ]
+}
+if command -v mpirun >/dev/null 2>&1; then
+    step "build the MPI and NCCL plugins" cmake --build "$build" -j "$jobs" \
+        --target day0_plugin_mpi day0_plugin_nccl
+    if [[ ${results[-1]} == PASS* ]]; then
+        step "run --plan tp=1 --ranks mpi --comm nccl (1 rank) = in-process tokens" nccl_plan_run
+    fi
+else
+    results+=("SKIP  run --plan --ranks mpi --comm nccl (mpirun not found)")
+fi
 
 summary
 exit "$failed"
