@@ -154,64 +154,64 @@ Result<void> StagedCommunicator::toHost(
 Result<void> StagedCommunicator::allReduce(
     const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
 {
-    constexpr auto kind = CollectiveKind::AllReduce;
+    constexpr auto kKind = CollectiveKind::AllReduce;
     const auto bytes = bytesOf(count, type);
-    DAY0_TRY(reserve(m_in, bytes, kind));
+    DAY0_TRY(reserve(m_in, bytes, kKind));
     void* in = m_in.data;
-    DAY0_TRY(toDevice(in, send, bytes, kind));
+    DAY0_TRY(toDevice(in, send, bytes, kKind));
     // In place on the host: in place on the device too (half the scratch, no extra traffic).
     void* out = in;
     if (send != recv) {
-        DAY0_TRY(reserve(m_out, bytes, kind));
+        DAY0_TRY(reserve(m_out, bytes, kKind));
         out = m_out.data;
     }
     DAY0_TRY(m_inner->allReduce(in, out, count, type, op));
-    return toHost(recv, out, bytes, kind);
+    return toHost(recv, out, bytes, kKind);
 }
 
 Result<void> StagedCommunicator::allGather(
     const void* send, void* recv, std::size_t count, DType type)
 {
-    constexpr auto kind = CollectiveKind::AllGather;
+    constexpr auto kKind = CollectiveKind::AllGather;
     const auto bytes = bytesOf(count, type);
     const auto gathered = bytes * std::size_t(size());
-    DAY0_TRY(reserve(m_in, bytes, kind));
+    DAY0_TRY(reserve(m_in, bytes, kKind));
     void* in = m_in.data;
-    DAY0_TRY(reserve(m_out, gathered, kind));
+    DAY0_TRY(reserve(m_out, gathered, kKind));
     void* out = m_out.data;
     // Separate areas, so a host `send` that lies inside `recv` is read before recv is written.
-    DAY0_TRY(toDevice(in, send, bytes, kind));
+    DAY0_TRY(toDevice(in, send, bytes, kKind));
     DAY0_TRY(m_inner->allGather(in, out, count, type));
-    return toHost(recv, out, gathered, kind);
+    return toHost(recv, out, gathered, kKind);
 }
 
 Result<void> StagedCommunicator::reduceScatter(
     const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
 {
-    constexpr auto kind = CollectiveKind::ReduceScatter;
+    constexpr auto kKind = CollectiveKind::ReduceScatter;
     const auto bytes = bytesOf(count, type);
     const auto full = bytes * std::size_t(size());
-    DAY0_TRY(reserve(m_in, full, kind));
+    DAY0_TRY(reserve(m_in, full, kKind));
     void* in = m_in.data;
-    DAY0_TRY(reserve(m_out, bytes, kind));
+    DAY0_TRY(reserve(m_out, bytes, kKind));
     void* out = m_out.data;
-    DAY0_TRY(toDevice(in, send, full, kind));
+    DAY0_TRY(toDevice(in, send, full, kKind));
     DAY0_TRY(m_inner->reduceScatter(in, out, count, type, op));
-    return toHost(recv, out, bytes, kind);
+    return toHost(recv, out, bytes, kKind);
 }
 
 Result<void> StagedCommunicator::allToAll(
     const void* send, void* recv, std::size_t count, DType type)
 {
-    constexpr auto kind = CollectiveKind::AllToAll;
+    constexpr auto kKind = CollectiveKind::AllToAll;
     const auto all = bytesOf(count, type) * std::size_t(size());
-    DAY0_TRY(reserve(m_in, all, kind));
+    DAY0_TRY(reserve(m_in, all, kKind));
     void* in = m_in.data;
-    DAY0_TRY(reserve(m_out, all, kind));
+    DAY0_TRY(reserve(m_out, all, kKind));
     void* out = m_out.data;
-    DAY0_TRY(toDevice(in, send, all, kind));
+    DAY0_TRY(toDevice(in, send, all, kKind));
     DAY0_TRY(m_inner->allToAll(in, out, count, type));
-    return toHost(recv, out, all, kind);
+    return toHost(recv, out, all, kKind);
 }
 
 Result<void> StagedCommunicator::allToAllV(const void* send,
@@ -219,7 +219,7 @@ Result<void> StagedCommunicator::allToAllV(const void* send,
     void* recv, const std::vector<std::size_t>& recvCounts,
     const std::vector<std::size_t>& recvDispls, DType type)
 {
-    constexpr auto kind = CollectiveKind::AllToAllV;
+    constexpr auto kKind = CollectiveKind::AllToAllV;
     const auto n = std::size_t(size());
     if (sendCounts.size() != n || sendDispls.size() != n || recvCounts.size() != n
         || recvDispls.size() != n) {
@@ -228,41 +228,41 @@ Result<void> StagedCommunicator::allToAllV(const void* send,
                 fmt::format("needs {} counts and displacements per side, got {}/{} to send and "
                             "{}/{} to receive",
                     n, sendCounts.size(), sendDispls.size(), recvCounts.size(), recvDispls.size())),
-            kind);
+            kKind);
     }
     // Both sides are packed on the device: only the blocks travel, and the host's gaps between
     // receive blocks stay as they were.
-    const std::size_t elem = std::size_t(dtypeSize(type));
-    DAY0_TRY(reserve(m_in, total(sendCounts) * elem, kind));
+    const auto elem = std::size_t(dtypeSize(type));
+    DAY0_TRY(reserve(m_in, total(sendCounts) * elem, kKind));
     void* in = m_in.data;
-    DAY0_TRY(reserve(m_out, total(recvCounts) * elem, kind));
+    DAY0_TRY(reserve(m_out, total(recvCounts) * elem, kKind));
     void* out = m_out.data;
     for (const auto& run : packedRuns(sendCounts, sendDispls)) {
         DAY0_TRY(toDevice(static_cast<std::byte*>(in) + run.device * elem,
-            static_cast<const std::byte*>(send) + run.host * elem, run.count * elem, kind));
+            static_cast<const std::byte*>(send) + run.host * elem, run.count * elem, kKind));
     }
     DAY0_TRY(m_inner->allToAllV(
         in, sendCounts, packedDispls(sendCounts), out, recvCounts, packedDispls(recvCounts), type));
     for (const auto& run : packedRuns(recvCounts, recvDispls)) {
         DAY0_TRY(toHost(static_cast<std::byte*>(recv) + run.host * elem,
-            static_cast<const std::byte*>(out) + run.device * elem, run.count * elem, kind));
+            static_cast<const std::byte*>(out) + run.device * elem, run.count * elem, kKind));
     }
     return success();
 }
 
 Result<void> StagedCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root)
 {
-    constexpr auto kind = CollectiveKind::Broadcast;
+    constexpr auto kKind = CollectiveKind::Broadcast;
     const auto bytes = bytesOf(count, type);
-    DAY0_TRY(reserve(m_in, bytes, kind));
+    DAY0_TRY(reserve(m_in, bytes, kKind));
     void* data = m_in.data;
     // Only the root's data goes in and only the others' comes out.
     if (rank() == root) {
-        DAY0_TRY(toDevice(data, buffer, bytes, kind));
+        DAY0_TRY(toDevice(data, buffer, bytes, kKind));
     }
     DAY0_TRY(m_inner->broadcast(data, count, type, root));
     if (rank() != root) {
-        DAY0_TRY(toHost(buffer, data, bytes, kind));
+        DAY0_TRY(toHost(buffer, data, bytes, kKind));
     }
     return success();
 }
@@ -270,11 +270,11 @@ Result<void> StagedCommunicator::broadcast(void* buffer, std::size_t count, DTyp
 Result<void> StagedCommunicator::send(
     const void* buffer, std::size_t count, DType type, int peer, int tag)
 {
-    constexpr auto kind = CollectiveKind::Send;
+    constexpr auto kKind = CollectiveKind::Send;
     const auto bytes = bytesOf(count, type);
-    DAY0_TRY(reserve(m_in, bytes, kind));
+    DAY0_TRY(reserve(m_in, bytes, kKind));
     void* data = m_in.data;
-    DAY0_TRY(toDevice(data, buffer, bytes, kind));
+    DAY0_TRY(toDevice(data, buffer, bytes, kKind));
     // The inner send may still read the scratch after it returns; the staging's ordering rule
     // keeps the next copy into it behind the send.
     return m_inner->send(data, count, type, peer, tag);
@@ -283,12 +283,12 @@ Result<void> StagedCommunicator::send(
 Result<void> StagedCommunicator::recv(
     void* buffer, std::size_t count, DType type, int peer, int tag)
 {
-    constexpr auto kind = CollectiveKind::Recv;
+    constexpr auto kKind = CollectiveKind::Recv;
     const auto bytes = bytesOf(count, type);
-    DAY0_TRY(reserve(m_out, bytes, kind));
+    DAY0_TRY(reserve(m_out, bytes, kKind));
     void* data = m_out.data;
     DAY0_TRY(m_inner->recv(data, count, type, peer, tag));
-    return toHost(buffer, data, bytes, kind);
+    return toHost(buffer, data, bytes, kKind);
 }
 
 Result<void> StagedCommunicator::barrier() { return m_inner->barrier(); }

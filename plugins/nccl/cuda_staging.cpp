@@ -41,7 +41,7 @@ public:
         if (const auto status = cudaMallocAsync(&p, bytes, m_stream.stream);
             status != cudaSuccess) {
             return Error::internal(fmt::format("device {}: {} of {}", m_stream.device,
-                cudaFailure("cudaMallocAsync", status), formatBytes(Bytes(double(bytes)))));
+                cudaFailure("cudaMallocAsync", status), formatBytes(Bytes(std::int64_t(bytes)))));
         }
         return p;
     }
@@ -83,14 +83,15 @@ private:
                 return success();
             }
             if (status != cudaErrorNotReady) {
-                return Error::internal(fmt::format("{} of {}: {}", call,
-                    formatBytes(Bytes(double(bytes))), cudaFailure("cudaStreamQuery", status)));
+                return Error::internal(
+                    fmt::format("{} of {}: {}", call, formatBytes(Bytes(std::int64_t(bytes))),
+                        cudaFailure("cudaStreamQuery", status)));
             }
             if (Clock::now() >= deadline) {
                 return Error::checkFailed(fmt::format(
                     "{} of {} did not finish within {} (an earlier call on the stream is still "
                     "waiting for its peer)",
-                    call, formatBytes(Bytes(double(bytes))), formatDuration(m_timeout)));
+                    call, formatBytes(Bytes(std::int64_t(bytes))), formatDuration(m_timeout)));
             }
             std::this_thread::sleep_for(pause);
             pause = std::min(pause * 2, std::chrono::microseconds(500));

@@ -145,7 +145,7 @@ public:
     }
 
 private:
-    bool faulty(Fault::What what, int nth) const
+    [[nodiscard]] bool faulty(Fault::What what, int nth) const
     {
         const auto& f = m_device.fault;
         return f && f->what == what && f->group == m_group && f->rank == m_rank && f->nth == nth;
@@ -166,9 +166,9 @@ public:
         , m_device(device)
     {
     }
-    int rank() const override { return m_inner->rank(); }
-    int size() const override { return m_inner->size(); }
-    std::string name() const override { return m_inner->name(); }
+    [[nodiscard]] int rank() const override { return m_inner->rank(); }
+    [[nodiscard]] int size() const override { return m_inner->size(); }
+    [[nodiscard]] std::string name() const override { return m_inner->name(); }
 
     Result<void> allReduce(
         const void* send, void* recv, std::size_t count, DType type, ReduceOp op) override
@@ -241,7 +241,7 @@ public:
     void abort(const std::string& reason) override { m_inner->abort(reason); }
 
 private:
-    std::size_t n() const { return std::size_t(size()); }
+    [[nodiscard]] std::size_t n() const { return std::size_t(size()); }
     static std::size_t elem(DType type) { return std::size_t(dtypeSize(type)); }
     Result<void> check(const char* call,
         std::initializer_list<std::pair<const void*, std::size_t>> buffers, DType type) const
@@ -463,7 +463,7 @@ TEST(StagedCommunicator, PassesRankNameRecordsAndSplitsThrough)
             DAY0_TRY(group);
             EXPECT_NE(dynamic_cast<StagedCommunicator*>(group->get()), nullptr);
             EXPECT_EQ((*group)->size(), 2);
-            float x = float(host.rank());
+            auto x = float(host.rank());
             DAY0_TRY((*group)->allReduce(&x, &x, 1, DType::F32, ReduceOp::Sum));
             EXPECT_EQ(x, host.rank() < 2 ? 1.0f : 5.0f);
             auto none = c->split(-1, 0, "nobody");
