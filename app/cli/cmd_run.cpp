@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -29,7 +30,7 @@ namespace {
 struct RunArgs {
     std::string checkpoint;
     std::string backend = "cpu";
-    int device = 0;
+    int device = -1; ///< -1: 0, or the local rank of an MPI plan run
     std::string precision = "fp32";
     std::string opPrecision;
     std::string layerPrecision;
@@ -156,6 +157,8 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
     PlanRunArgs p = a.planned;
     p.checkpoint = a.checkpoint;
     p.tokens = a.tokens;
+    p.backend = a.backend;
+    p.device = a.device;
     std::size_t start = 0;
     while (!a.ids.empty() && start <= a.ids.size()) {
         const auto semi = a.ids.find(';', start);
@@ -242,7 +245,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                 a.checkpoint)));
     }
     extend::PluginRegistry registry;
-    auto backend = extend::chooseBackend(registry, a.backend, a.device);
+    auto backend = extend::chooseBackend(registry, a.backend, std::max(0, a.device));
     if (!backend) {
         return reportError(backend.error());
     }
@@ -383,7 +386,8 @@ const bool registered = registerCommand({ "run",
             "token in the prompt is expanded)");
         app.add_option("--backend", a->backend,
             "where the target runs: cpu (default) or a backend plugin such as cuda");
-        app.add_option("--device", a->device, "device index for a GPU backend (default 0)");
+        app.add_option("--device", a->device,
+            "device index for a GPU backend (default 0; MPI ranks of --plan: their local rank)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_option("--trace", a->trace,
@@ -402,6 +406,10 @@ const bool registered = registerCommand({ "run",
             "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp)");
         app.add_option("--ranks", a->planned.ranks,
             "with --plan: in-process (threads, default) or mpi (under mpirun -np N)");
+        app.add_option("--comm", a->planned.comm,
+            "with --ranks mpi: the communicator, mpi (default) or nccl (one GPU per process)");
+        app.add_option("--nccl-id-dir", a->planned.ncclIdDir,
+            "with --comm nccl: folder all nodes share for NCCL's id file (default: temp folder)");
         app.add_option("--micro-batches", a->planned.microBatches,
             "with --plan: sequences per data-parallel replica, pipelined (default 1)");
         app.add_option("--comm-trace", a->planned.commTrace,

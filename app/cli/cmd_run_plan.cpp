@@ -15,10 +15,14 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 
 namespace day0::cli {
 
@@ -29,8 +33,132 @@ double secondsSince(std::chrono::steady_clock::time_point start)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// The communicator the ranks talk through: in-process, or --comm's under MPI.
+std::string communicatorOf(const PlanRunArgs& a)
+{
+    return a.ranks == "in-process" ? std::string("in-process") : a.comm;
+}
+
+/// Rank 0's choice of a new id-file path for NCCL's rendezvous, in --nccl-id-dir or the temp
+/// folder.
+Result<std::string> freshIdFile(const std::string& dir)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path folder = dir.empty() ? fs::temp_directory_path(ec) : fs::path(dir);
+    if (ec) {
+        return Error::badInput(
+            fmt::format("--comm nccl: no temp folder for NCCL's id file: {}", ec.message()));
+    }
+    if (!fs::is_directory(folder, ec)) {
+        return Error::badInput(fmt::format("--nccl-id-dir {}: not a folder", folder.string()));
+    }
+    std::random_device random;
+    return (folder / fmt::format("day0-nccl-{}-{:08x}{:08x}.id", ::getpid(), random(), random()))
+        .string();
+}
+
+/// Rank 0 picks the id file and sends its path to every rank over `world`; all ranks fail
+/// together when it cannot.
+Result<std::string> shareIdFile(comm::Communicator& world, const std::string& dir)
+{
+    std::optional<Error> failure;
+    std::string path;
+    std::int64_t length = -1;
+    if (world.rank() == 0) {
+        if (auto picked = freshIdFile(dir)) {
+            path = *picked;
+            length = std::int64_t(path.size());
+        } else {
+            failure = picked.error();
+        }
+    }
+    DAY0_TRY(world.broadcast(&length, 1, DType::I64, 0));
+    if (length < 0) {
+        return failure ? *failure
+                       : Error::badInput("--comm nccl: rank 0 could not choose NCCL's id file");
+    }
+    path.resize(std::size_t(length));
+    DAY0_TRY(world.broadcast(path.data(), path.size(), DType::U8, 0));
+    return path;
+}
+
+/// `--comm nccl`: every MPI process creates its NCCL communicator (on host buffers) through the
+/// plugin, bootstrapped by an id file whose path MPI shares; the ranks then agree over MPI that
+/// all succeeded, so that none goes on alone or waits for a rank that failed.
+Result<std::shared_ptr<comm::Communicator>> ncclWorld(
+    const extend::PluginRegistry& registry, comm::Communicator& world, const PlanRunArgs& a)
+{
+    auto idFile = shareIdFile(world, a.ncclIdDir);
+    if (!idFile) {
+        return idFile.error();
+    }
+    // The device is the plugin's choice: the launcher's local rank, else rank % devices.
+    const auto options = nlohmann::json {
+        { "rank", world.rank() }, { "size", world.size() }, { "id_file", *idFile },
+        { "host_buffers", true }, { "timeout_s", a.timeoutSeconds }
+    }.dump();
+    auto nccl = extend::createCommunicator(registry, "nccl", options);
+    // The first rank that failed, or size() when none did.
+    std::int32_t firstFailed = nccl ? world.size() : world.rank();
+    auto agreed = world.allReduce(&firstFailed, &firstFailed, 1, DType::I32, comm::ReduceOp::Min);
+    if (world.rank() == 0) {
+        // Every rank is past its rendezvous: the id file has served.
+        std::error_code ec;
+        std::filesystem::remove(*idFile, ec);
+    }
+    if (!nccl) {
+        return nccl.error().withContext("--comm nccl");
+    }
+    if (!agreed) {
+        return agreed.error();
+    }
+    if (firstFailed < world.size()) {
+        return Error::unsupported(fmt::format(
+            "--comm nccl: rank {} could not start NCCL (its error says why)", firstFailed));
+    }
+    return *nccl;
+}
+
+/// The device of this process's ranks: --device, else (MPI) the launcher's local rank, else 0.
+int rankDevice(const PlanRunArgs& a, bool mpi)
+{
+    if (a.device >= 0) {
+        return a.device;
+    }
+    if (mpi) {
+        for (const char* name : { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK" }) {
+            if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
+                return std::atoi(v);
+            }
+        }
+    }
+    return 0;
+}
+
+/// `--backend`: a factory making each rank its own backend object (null for the CPU).
+std::function<Result<std::shared_ptr<exec::Backend>>(int)> backendFactory(
+    const extend::PluginRegistry& registry, const PlanRunArgs& a, bool mpi)
+{
+    if (a.backend == "cpu" || a.backend == "day0-cpu") {
+        return {};
+    }
+    const int device = rankDevice(a, mpi);
+    return [&registry, name = a.backend, device](int) -> Result<std::shared_ptr<exec::Backend>> {
+        auto choice = extend::chooseBackend(registry, name, device);
+        if (!choice) {
+            return choice.error();
+        }
+        if (choice->unavailable) {
+            return *choice->unavailable;
+        }
+        return choice->backend;
+    };
+}
+
 nlohmann::json resultJson(const exec::ParallelRunResult& r,
-    const std::vector<exec::CommKindRow>& table, const std::string& plan, const std::string& ranks)
+    const std::vector<exec::CommKindRow>& table, const std::string& plan, const std::string& ranks,
+    const std::string& communicator)
 {
     nlohmann::json seqs = nlohmann::json::array();
     for (const auto& s : r.sequences) {
@@ -38,10 +166,11 @@ nlohmann::json resultJson(const exec::ParallelRunResult& r,
     }
     nlohmann::json rankRows = nlohmann::json::array();
     for (const auto& k : r.ranks) {
-        rankRows.push_back(
-            { { "rank", k.rank }, { "stage", k.coord.stage }, { "dp", k.coord.dpRank },
-                { "tp", k.coord.tpRank }, { "ep", k.coord.epRank }, { "etp", k.coord.etpRank },
-                { "weight_bytes", k.weightBytes }, { "seconds", k.seconds } });
+        rankRows.push_back({ { "rank", k.rank }, { "stage", k.coord.stage },
+            { "dp", k.coord.dpRank }, { "tp", k.coord.tpRank }, { "ep", k.coord.epRank },
+            { "etp", k.coord.etpRank }, { "weight_bytes", k.weightBytes }, { "seconds", k.seconds },
+            { "backend_native_calls", k.nativeCalls },
+            { "backend_fallback_calls", k.fallbackCalls } });
     }
     nlohmann::json comm = nlohmann::json::array();
     for (const auto& row : table) {
@@ -49,19 +178,20 @@ nlohmann::json resultJson(const exec::ParallelRunResult& r,
             { "measured_seconds_per_rank", row.measuredSeconds },
             { "model_seconds_per_rank", row.predictedSeconds } });
     }
-    return { { "plan", plan }, { "ranks_mode", ranks }, { "sequences", seqs },
-        { "ranks", rankRows }, { "communication", comm },
+    return { { "plan", plan }, { "ranks_mode", ranks }, { "communicator", communicator },
+        { "sequences", seqs }, { "ranks", rankRows }, { "communication", comm },
         { "machine",
             { { "measured", r.machine.measured }, { "latency_seconds", r.machine.latency },
                 { "bandwidth_bytes_per_second", r.machine.bandwidth },
                 { "method", r.machine.method } } },
-        { "seconds", r.seconds } };
+        { "seconds", r.seconds }, { "backend", exec::dispatchJson(r.dispatch) } };
 }
 
 void printResult(const exec::ParallelRunResult& r, const std::vector<exec::CommKindRow>& table,
-    const std::string& plan, const std::string& ranks)
+    const std::string& plan, const std::string& ranks, const std::string& communicator)
 {
-    fmt::print("plan {} on {} {} ranks, {:.3f} s\n", plan, r.ranks.size(), ranks, r.seconds);
+    fmt::print("plan {} on {} {} ranks{}, {:.3f} s\n", plan, r.ranks.size(), ranks,
+        communicator == ranks ? "" : fmt::format(" ({} communicator)", communicator), r.seconds);
     for (std::size_t s = 0; s < r.sequences.size(); ++s) {
         fmt::print("sequence {}: prompt {} -> generated {}\n", s,
             fmt::join(r.sequences[s].prompt, ","), fmt::join(r.sequences[s].generated, " "));
@@ -76,6 +206,14 @@ void printResult(const exec::ParallelRunResult& r, const std::vector<exec::CommK
             formatBytes(Bytes(double(k.weightBytes))), formatDuration(Seconds(k.seconds)) });
     }
     fmt::print("\n{}", ranksTable.render());
+    if (!r.dispatch.ops.empty()) {
+        std::int64_t fallback = 0;
+        for (const auto& k : r.ranks) {
+            fallback += k.fallbackCalls;
+        }
+        fmt::print("\nrank 0 {}(all ranks: {} operator calls fell back to day0-cpu)\n",
+            exec::formatDispatch(r.dispatch), fallback);
+    }
     Table comm({ "collective", "calls", "volume", "measured/rank", "model/rank", "measured/model" },
         { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right,
             Table::Align::Right, Table::Align::Right });
@@ -122,14 +260,17 @@ int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::Mo
     std::chrono::steady_clock::time_point started)
 {
     const auto table = exec::commTable(r.events, ranks, r.machine);
-    const auto runId = recordResult(pipeline::parallelRunRecord(
-        spec, a.checkpoint, planText, a.ranks, r, table, secondsSince(started)));
+    const auto communicator = communicatorOf(a);
+    auto record = pipeline::parallelRunRecord(
+        spec, a.checkpoint, planText, a.ranks, communicator, r, table, secondsSince(started));
+    record.info.backend = r.dispatch.backend;
+    const auto runId = recordResult(record);
     if (global.json) {
-        auto j = resultJson(r, table, planText, a.ranks);
+        auto j = resultJson(r, table, planText, a.ranks, communicator);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", j.dump(2));
     } else {
-        printResult(r, table, planText, a.ranks);
+        printResult(r, table, planText, a.ranks, communicator);
     }
     return 0;
 }
@@ -145,6 +286,14 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     }
     if (a.ranks != "in-process" && a.ranks != "mpi") {
         return reportError(Error::badInput("--ranks must be 'in-process' or 'mpi'"));
+    }
+    if (a.comm != "mpi" && a.comm != "nccl") {
+        return reportError(
+            Error::badInput(fmt::format("--comm must be 'mpi' or 'nccl', not '{}'", a.comm)));
+    }
+    if (a.comm == "nccl" && a.ranks != "mpi") {
+        return reportError(Error::badInput("--comm nccl needs one process per GPU: run under "
+                                           "mpirun -np N with --ranks mpi"));
     }
     auto spec = exec::loadCheckpointModel(a.checkpoint);
     if (!spec) {
@@ -174,6 +323,18 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         o.prompts.push_back(a.prompts[std::size_t(s) % a.prompts.size()]);
     }
     const std::string planText = exec::layoutString(*layout, a.microBatches);
+    extend::PluginRegistry registry;
+    o.backendFor = backendFactory(registry, a, a.ranks == "mpi");
+    if (o.backendFor && a.ranks == "in-process") {
+        // One check before the ranks start, so a missing plugin or device is one clear line.
+        auto probe = extend::chooseBackend(registry, a.backend, rankDevice(a, false));
+        if (!probe) {
+            return reportError(probe.error());
+        }
+        if (probe->unavailable) {
+            return reportError(*probe->unavailable);
+        }
+    }
     std::vector<std::unique_ptr<profile::CpuTracer>> tracers;
     std::vector<profile::CpuTracer*> tracerPtrs;
     if (a.ranks == "in-process") {
@@ -207,18 +368,35 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         }
         return finishRun(a, global, *spec, *r, int(r->ranks.size()), planText, started);
     }
-    extend::PluginRegistry registry;
     auto world = extend::createCommunicator(
         registry, "mpi", nlohmann::json { { "timeout_s", a.timeoutSeconds } }.dump());
     if (!world) {
         return reportError(world.error().withContext("--ranks mpi"));
     }
-    comm::Communicator& c = **world;
+    // With --comm nccl, MPI only bootstraps NCCL and stops the job if a rank fails; the run's
+    // collectives go through NCCL.
+    std::shared_ptr<comm::Communicator> runComm = *world;
+    if (a.comm == "nccl") {
+        auto nccl = ncclWorld(registry, **world, a);
+        if (!nccl) {
+            return reportError(nccl.error());
+        }
+        runComm = *nccl;
+    }
+    comm::Communicator& c = *runComm;
+    // Stops every other rank now instead of leaving them to their timeouts (NCCL's abort is local
+    // to this process; MPI's ends the job).
+    auto stopJob = [&](const std::string& reason) {
+        if (runComm != *world) {
+            c.abort(reason);
+        }
+        (*world)->abort(reason);
+    };
     exec::ShardFolder folder;
     if (sharded) {
         auto opened = exec::openShardFolder(a.checkpoint, *layout, c.rank());
         if (!opened) {
-            c.abort(opened.error().message);
+            stopJob(opened.error().message);
             return reportError(opened.error());
         }
         folder = std::move(*opened);
@@ -237,8 +415,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         o, recorder, progress, {});
     bar.reset();
     if (!r) {
-        // Stop every other rank now instead of leaving them to their timeouts.
-        c.abort(r.error().message);
+        stopJob(r.error().message);
         return reportError(r.error());
     }
     if (!a.commTrace.empty()) {

@@ -16,11 +16,21 @@ struct PlanRunArgs {
     std::string checkpoint;
     std::string plan; ///< "tp=2,pp=2,ep=2"
     std::string ranks = "in-process"; ///< or "mpi"
+    /// With ranks "mpi": the world communicator, "mpi" or "nccl" (host buffers staged through the
+    /// GPU; MPI only bootstraps it).
+    std::string comm = "mpi";
+    std::string ncclIdDir; ///< folder of NCCL's id file (shared by all nodes); empty: temp folder
     int microBatches = 1;
     std::vector<std::vector<std::int64_t>> prompts; ///< one or more; sequences cycle through them
     std::int64_t tokens = 8;
     double timeoutSeconds = 60.0;
     std::string commTrace; ///< Chrome JSON of every rank's collectives, or empty
+    /// Where every rank computes: "cpu", or a backend plugin ("cuda") with one backend object
+    /// per rank; operators it lacks fall back to the CPU.
+    std::string backend = "cpu";
+    /// The backend's device: in-process ranks all use it (default 0); MPI ranks use their local
+    /// rank (OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK) unless it is given.
+    int device = -1;
 };
 
 /// Runs the plan; prints generated tokens, the ranks and the measured-vs-model communication

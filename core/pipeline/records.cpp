@@ -152,8 +152,9 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
 }
 
 history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
-    const std::string& plan, const std::string& ranksMode, const exec::ParallelRunResult& result,
-    const std::vector<exec::CommKindRow>& table, double seconds)
+    const std::string& plan, const std::string& ranksMode, const std::string& communicator,
+    const exec::ParallelRunResult& result, const std::vector<exec::CommKindRow>& table,
+    double seconds)
 {
     history::RunRecord r(history::RunKind::Run);
     r.info.modelName = spec.name;
@@ -164,6 +165,7 @@ history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::st
     r.info.duration = Seconds(seconds);
     r.setProperty("checkpoint", checkpoint);
     r.setProperty("ranks", ranksMode);
+    r.setProperty("communicator", communicator);
     for (std::size_t i = 0; i < result.sequences.size(); ++i) {
         const auto& s = result.sequences[i];
         r.setProperty(fmt::format("sequence{}.prompt_ids", i), joinIds(s.prompt));
@@ -184,8 +186,11 @@ history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::st
     if (result.machine.measured) {
         r.addMetric("machine.latency_s", result.machine.latency, "s");
     }
-    r.info.message = fmt::format(
-        "{} ranks ({}), {} sequence(s)", result.ranks.size(), ranksMode, result.sequences.size());
+    // "4 ranks (mpi, nccl communicator)"; a communicator named like the ranks mode goes unsaid.
+    const std::string over
+        = communicator == ranksMode ? "" : fmt::format(", {} communicator", communicator);
+    r.info.message = fmt::format("{} ranks ({}{}), {} sequence(s)", result.ranks.size(), ranksMode,
+        over, result.sequences.size());
     return r;
 }
 

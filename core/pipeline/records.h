@@ -33,11 +33,13 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
     double seconds);
 
 /// The run of `day0 run --plan` (kind run, precision fp32): plan, how the ranks ran
-/// (in-process or mpi), prompts and generated tokens, per-rank weight bytes and time, and per
-/// collective kind the measured time and bytes next to the alpha-beta model's prediction.
+/// (in-process or mpi) and over which communicator (in-process, mpi, nccl), prompts and
+/// generated tokens, per-rank weight bytes and time, and per collective kind the measured time
+/// and bytes next to the alpha-beta model's prediction.
 history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::string& checkpoint,
-    const std::string& plan, const std::string& ranksMode, const exec::ParallelRunResult& result,
-    const std::vector<exec::CommKindRow>& table, double seconds);
+    const std::string& plan, const std::string& ranksMode, const std::string& communicator,
+    const exec::ParallelRunResult& result, const std::vector<exec::CommKindRow>& table,
+    double seconds);
 
 /// The run of `day0 compare` (kind compare): both dumps' description and the comparison.
 history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,

@@ -78,14 +78,20 @@ ncclRedOp_t ncclOp(ReduceOp op)
     return ncclSum;
 }
 
+class NcclCommunicator;
+
+/// State shared by a world communicator and the groups split from it.
 struct Shared {
     std::mutex mutex;
     CollectiveObserver observer;
     NcclOptions options;
     int worldRank = 0;
+    /// Every communicator of the world on this rank, so that abort() stops them all.
+    std::vector<std::weak_ptr<NcclCommunicator>> members;
 };
 
-class NcclCommunicator final : public comm::Communicator {
+class NcclCommunicator final : public comm::Communicator,
+                               public std::enable_shared_from_this<NcclCommunicator> {
 public:
     NcclCommunicator(
         ncclComm_t comm, cudaStream_t stream, std::string name, std::shared_ptr<Shared> shared)
@@ -100,10 +106,12 @@ public:
 
     ~NcclCommunicator() override
     {
-        if (m_aborted) {
-            ncclCommAbort(m_comm);
-        } else {
-            ncclCommDestroy(m_comm);
+        if (m_comm) {
+            if (m_aborted) {
+                ncclCommAbort(m_comm);
+            } else {
+                ncclCommDestroy(m_comm);
+            }
         }
         if (m_barrierScratch) {
             cudaFree(m_barrierScratch);
@@ -114,6 +122,7 @@ public:
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     std::string name() const override { return m_name; }
+    [[nodiscard]] NcclStream stream() const { return { m_stream, m_shared->options.device }; }
 
     void setObserver(CollectiveObserver observer) override
     {
@@ -125,8 +134,28 @@ public:
     {
         std::fprintf(stderr, "day0: error: rank %d aborts NCCL communicator %s: %s\n",
             m_shared->worldRank, m_name.c_str(), reason.c_str());
-        m_aborted = true;
-        ncclCommAbort(m_comm);
+        // The whole job failed: stop every group of this world on this rank, so that peers
+        // waiting in any of them see the abort instead of their timeout.
+        std::vector<std::shared_ptr<NcclCommunicator>> members;
+        {
+            std::lock_guard lock(m_shared->mutex);
+            for (const auto& weak : m_shared->members) {
+                if (auto member = weak.lock()) {
+                    members.push_back(std::move(member));
+                }
+            }
+        }
+        for (const auto& member : members) {
+            member->abortComm(reason);
+        }
+        abortComm(reason);
+    }
+
+    /// Registers this communicator with its world (after construction, for shared_from_this).
+    void join()
+    {
+        std::lock_guard lock(m_shared->mutex);
+        m_shared->members.push_back(weak_from_this());
     }
 
     Result<void> allReduce(
@@ -245,8 +274,9 @@ public:
         }
         const auto label = groupName.empty() ? fmt::format("{}.{}", m_name, color)
                                              : fmt::format("{}{}", groupName, color);
-        return std::shared_ptr<comm::Communicator>(
-            std::make_shared<NcclCommunicator>(child, stream, label, m_shared));
+        auto group = std::make_shared<NcclCommunicator>(child, stream, label, m_shared);
+        group->join();
+        return std::shared_ptr<comm::Communicator>(std::move(group));
     }
 
     Result<void> send(const void* buffer, std::size_t count, DType type, int peer, int tag) override
@@ -282,8 +312,24 @@ public:
     }
 
 private:
+    /// Aborts the NCCL communicator once; later calls fail naming the reason.
+    void abortComm(const std::string& reason)
+    {
+        m_aborted = true;
+        if (m_comm) {
+            ncclCommAbort(m_comm);
+            m_comm = nullptr;
+            m_abortReason = reason;
+        }
+    }
+
     Result<void> check(ncclResult_t code, const char* what) const
     {
+        if (!m_comm) {
+            return Error::internal(fmt::format("{}: rank {}: NCCL {} after the communicator was "
+                                               "aborted: {}",
+                m_name, m_rank, what, m_abortReason));
+        }
         if (code == ncclSuccess || code == ncclInProgress) {
             return success();
         }
@@ -349,8 +395,7 @@ private:
                     m_rank, what, ncclGetErrorString(async)));
             }
             if (Clock::now() >= deadline) {
-                m_aborted = true;
-                ncclCommAbort(m_comm);
+                abortComm(fmt::format("timed out in {}", what));
                 return Error::checkFailed(
                     fmt::format("{}: rank {} timed out after {} in {}; communicator aborted",
                         m_name, m_rank, formatDuration(m_shared->options.timeout), what));
@@ -380,19 +425,28 @@ private:
     int m_rank = 0;
     int m_size = 1;
     bool m_aborted = false;
+    std::string m_abortReason;
     void* m_barrierScratch = nullptr;
 };
 
-Result<std::shared_ptr<comm::Communicator>> initialise(
-    const ncclUniqueId& id, int rank, int size, const NcclOptions& options)
+/// Makes `device` current, or says why it cannot be used. Every rank calls it before the id
+/// rendezvous: on a machine without a usable device all ranks then fail at once, instead of
+/// the others waiting for rank 0's id, or rank 0 waiting in ncclCommInitRank for them.
+Result<void> useDevice(int device)
 {
     if (auto reason = cudaUnavailableReason()) {
         return Error::unsupported(*reason);
     }
-    if (const auto status = cudaSetDevice(options.device); status != cudaSuccess) {
-        return Error::badInput(fmt::format(
-            "cannot use CUDA device {}: {}", options.device, cudaGetErrorString(status)));
+    if (const auto status = cudaSetDevice(device); status != cudaSuccess) {
+        return Error::badInput(
+            fmt::format("cannot use CUDA device {}: {}", device, cudaGetErrorString(status)));
     }
+    return success();
+}
+
+Result<std::shared_ptr<comm::Communicator>> initialise(
+    const ncclUniqueId& id, int rank, int size, const NcclOptions& options)
+{
     cudaStream_t stream = nullptr;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
         return Error::internal("cannot create a CUDA stream for NCCL");
@@ -407,21 +461,31 @@ Result<std::shared_ptr<comm::Communicator>> initialise(
     auto shared = std::make_shared<Shared>();
     shared->options = options;
     shared->worldRank = rank;
-    return std::shared_ptr<comm::Communicator>(
-        std::make_shared<NcclCommunicator>(comm, stream, "nccl", shared));
+    auto world = std::make_shared<NcclCommunicator>(comm, stream, "nccl", shared);
+    world->join();
+    return std::shared_ptr<comm::Communicator>(std::move(world));
 }
 
 } // namespace
+
+std::optional<NcclStream> ncclStreamOf(const comm::Communicator& comm)
+{
+    if (const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm)) {
+        return nccl->stream();
+    }
+    return std::nullopt;
+}
 
 std::optional<std::string> cudaUnavailableReason()
 {
     int count = 0;
     const auto status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
-        return fmt::format("no usable CUDA device: {}", cudaGetErrorString(status));
+        return fmt::format("no CUDA device: cudaGetDeviceCount: {} ({})",
+            cudaGetErrorString(status), cudaGetErrorName(status));
     }
     if (count == 0) {
-        return std::string("no CUDA device present");
+        return std::string("no CUDA device: the driver reports no GPU");
     }
     return std::nullopt;
 }
@@ -429,6 +493,7 @@ std::optional<std::string> cudaUnavailableReason()
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicator(
     comm::Communicator& bootstrap, const NcclOptions& options)
 {
+    DAY0_TRY(useDevice(options.device));
     ncclUniqueId id {};
     if (bootstrap.rank() == 0) {
         if (const auto code = ncclGetUniqueId(&id); code != ncclSuccess) {
@@ -447,6 +512,7 @@ Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
         return Error::badInput(
             fmt::format("NCCL bootstrap: rank {} is not in [0, {})", rank, size));
     }
+    DAY0_TRY(useDevice(options.device));
     ncclUniqueId id {};
     if (rank == 0) {
         if (const auto code = ncclGetUniqueId(&id); code != ncclSuccess) {

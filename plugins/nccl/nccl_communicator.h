@@ -2,8 +2,12 @@
 
 #include "comm/communicator.h"
 
+#include <cuda_runtime_api.h>
+
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace day0::nccl {
 
@@ -28,6 +32,16 @@ Result<std::shared_ptr<comm::Communicator>> createNcclCommunicator(
 /// launcher).
 Result<std::shared_ptr<comm::Communicator>> createNcclCommunicatorFromFile(
     const std::filesystem::path& idFile, int rank, int size, const NcclOptions& options = {});
+
+/// The CUDA stream and device an NCCL communicator of this plugin enqueues its calls on.
+struct NcclStream {
+    cudaStream_t stream = nullptr;
+    int device = 0;
+};
+
+/// The stream of `comm` (for work that must be ordered with its calls, such as host staging), or
+/// nullopt when `comm` is not an NCCL communicator of this plugin.
+std::optional<NcclStream> ncclStreamOf(const comm::Communicator& comm);
 
 /// Why CUDA cannot be used here (no driver, no device), or nullopt when a device is present.
 std::optional<std::string> cudaUnavailableReason();

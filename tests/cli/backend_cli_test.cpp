@@ -184,6 +184,31 @@ TEST_F(HostSimRun, ValidateRunsThePrecisionAndPerformanceStepsOnTheBackend)
     EXPECT_EQ(show.json()["backend"], "hostsim");
 }
 
+TEST_F(HostSimRun, EveryRankOfAPlanComputesOnItsOwnBackend)
+{
+    const auto cpu = runDay0({ "run", s_dir + "/m", "--plan", "tp=2", "--ids", "1,2,3,4",
+        "--tokens", "3", "--json", "--no-record" });
+    ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
+    const auto r = runDay0({ "run", s_dir + "/m", "--plan", "tp=2", "--ids", "1,2,3,4", "--tokens",
+        "3", "--backend", "hostsim", "--json", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["sequences"][0]["generated"], cpu.json()["sequences"][0]["generated"]);
+    EXPECT_EQ(j["backend"]["backend"], "hostsim");
+    EXPECT_EQ(cpu.json()["backend"]["backend"], "day0-cpu");
+    ASSERT_EQ(j["ranks"].size(), 2U);
+    for (const auto& rank : j["ranks"]) {
+        EXPECT_GT(rank.value("backend_native_calls", 0), 0) << rank.dump();
+        EXPECT_GT(rank.value("backend_fallback_calls", 0), 0) << rank.dump(); // rope
+    }
+    EXPECT_EQ(op(j["backend"], "rope")["fallback_reason"], "not implemented by hostsim");
+
+    const auto missing
+        = runDay0({ "run", s_dir + "/m", "--plan", "tp=2", "--ids", "1,2", "--backend", "tpu-v9" });
+    EXPECT_EQ(missing.exitCode, 2);
+    EXPECT_NE(missing.err.find("--backend tpu-v9"), std::string::npos) << missing.err;
+}
+
 TEST_F(HostSimRun, TheFp64ReferenceCannotRunOnABackend)
 {
     const auto r = runDay0(

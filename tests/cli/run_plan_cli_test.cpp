@@ -39,6 +39,8 @@ TEST(RunPlanCli, ShardedRunMatchesTheSingleRankTokensAndReportsCommunication)
     ASSERT_EQ(planned.exitCode, 0) << planned.err;
     const auto j = planned.json();
     EXPECT_EQ(j["plan"], "tp=2,pp=2,ep=2,dp=1,etp=1,mb=2");
+    EXPECT_EQ(j["ranks_mode"], "in-process");
+    EXPECT_EQ(j["communicator"], "in-process");
     ASSERT_EQ(j["sequences"].size(), 2U);
     EXPECT_EQ(j["sequences"][0]["generated"], single.json()["target"]["generated"]);
     EXPECT_EQ(j["ranks"].size(), 4U);
@@ -75,6 +77,8 @@ TEST(RunPlanCli, RecordsTheRunWithItsPlanAndCommunication)
     for (const auto& m : run["metrics"]) {
         metrics[m["name"].get<std::string>()] = m["value"].get<double>();
     }
+    EXPECT_EQ(run["properties"]["ranks"], "in-process");
+    EXPECT_EQ(run["properties"]["communicator"], "in-process");
     EXPECT_EQ(metrics["world_size"], 2.0);
     EXPECT_GT(metrics["comm.all_reduce.calls"], 0.0);
     EXPECT_GT(metrics["comm.total.bytes"], 0.0);
@@ -107,4 +111,30 @@ TEST(RunPlanCli, PlanThatDoesNotSplitIsBadInput)
     const auto r = runDay0({ "run", ckpt, "--plan", "tp=3", "--ids", "1,2", "-q", "--no-record" });
     EXPECT_EQ(r.exitCode, 2) << r.err;
     EXPECT_NE(r.err.find("tp=3 does not divide the 4 attention heads"), std::string::npos) << r.err;
+}
+
+TEST(RunPlanCli, NcclNeedsMpiProcesses)
+{
+    // NCCL runs one process per GPU; threads of one process cannot each own a device here.
+    const std::string ckpt = shrunkMoe();
+    const auto r = runDay0(
+        { "run", ckpt, "--plan", "tp=2", "--ids", "1,2", "--comm", "nccl", "-q", "--no-record" });
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(
+        r.err.find("--comm nccl needs one process per GPU: run under mpirun"), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(RunPlanCli, UnknownCommunicatorIsBadInput)
+{
+    const std::string ckpt = shrunkMoe();
+    for (const char* ranks : { "in-process", "mpi" }) {
+        // Rejected before any MPI start-up, so this runs without mpirun for --ranks mpi too.
+        const auto r = runDay0({ "run", ckpt, "--plan", "tp=2", "--ids", "1,2", "--ranks", ranks,
+            "--comm", "gloo", "-q", "--no-record" });
+        EXPECT_EQ(r.exitCode, 2) << ranks << ": " << r.err;
+        EXPECT_NE(r.err.find("--comm must be 'mpi' or 'nccl', not 'gloo'"), std::string::npos)
+            << r.err;
+    }
 }

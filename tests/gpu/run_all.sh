@@ -8,7 +8,10 @@
 #      FLOP/s (as a fraction of the GEMM's), all measured in this run;
 #   3. day0 opcheck --backend cuda against the fp64 CPU reference on shrunk models of several
 #      architectures (errors judged by the bundled tolerance table) and on one full-size config;
-#   4. day0 run --backend cuda: whole forward passes on the GPU against the fp64 CPU reference.
+#   4. day0 run --backend cuda: whole forward passes on the GPU against the fp64 CPU reference;
+#   5. `day0 run --plan … --ranks mpi --comm nccl --backend cuda` on one rank (NCCL allows one
+#      rank per GPU): the GPU rank over the host-staged NCCL world must generate the in-process
+#      CPU run's tokens (skipped without mpirun).
 # Prints a summary; exits 0 when everything passed, 1 when a check failed, 77 without a GPU.
 # Usage: tests/gpu/run_all.sh [build-dir]   (default: <repo>/build-gpu; DAY0_JOBS sets -j)
 set -u
@@ -89,6 +92,37 @@ for m in llama-3.1-8b qwen3-30b-a3b deepseek-v3 kimi-k2; do
     [ -d "$models/$m" ] && step "run --backend cuda: shrunk $m (bf16 vs fp64 CPU)" runcheck "$models/$m" bf16
 done
 [ -d "$models/qwen3-8b" ] && step "run --backend cuda: shrunk qwen3-8b (fp32 vs fp64 CPU)" runcheck "$models/qwen3-8b" fp32
+
+plan_tokens() { # reads `day0 run --plan --json` on stdin; prints the tokens; $1: communicator,
+    # $2: backend
+    python3 -c 'import json, sys
+j = json.load(sys.stdin)
+assert j["communicator"] == sys.argv[1], "communicator " + j["communicator"]
+assert j["backend"]["backend"] == sys.argv[2], "backend " + j["backend"]["backend"]
+print(j["sequences"][0]["generated"])' "$1" "$2"
+}
+nccl_plan_run() {
+    local ckpt=$models/plan-moe want got
+    local args=(--plan tp=1 --ids 3,1,4,1,5 --tokens 4 --json -q --no-record)
+    "$day0" shrink qwen3-30b-a3b --out "$ckpt" --force --layers 2 --hidden 64 --heads 4 \
+        --experts 8 --vocab 250 -q --no-record >/dev/null || return 1
+    want=$("$day0" run "$ckpt" "${args[@]}" | plan_tokens in-process day0-cpu) || return 1
+    got=$(OMPI_MCA_btl_vader_single_copy_mechanism=none DAY0_PLUGIN_PATH="$build/plugins" \
+        timeout 300 mpirun --allow-run-as-root -np 1 "$day0" run "$ckpt" "${args[@]}" \
+        --ranks mpi --comm nccl --backend cuda | plan_tokens nccl cuda) || return 1
+    echo "in-process tokens: $want"
+    echo "mpi + nccl tokens: $got"
+    [ -n "$want" ] && [ "$want" = "$got" ]
+}
+if command -v mpirun >/dev/null 2>&1; then
+    step "build the MPI and NCCL plugins" cmake --build "$build" -j "$jobs" \
+        --target day0_plugin_mpi day0_plugin_nccl
+    if [[ ${results[-1]} == PASS* ]]; then
+        step "run --plan tp=1 --ranks mpi --comm nccl --backend cuda (1 rank) = in-process CPU tokens" nccl_plan_run
+    fi
+else
+    results+=("SKIP  run --plan --ranks mpi --comm nccl (mpirun not found)")
+fi
 
 summary
 exit "$failed"
