@@ -72,6 +72,8 @@ std::string Backend::implementation(BackendOp op) const
     return supports(op) ? "native" : fmt::format("fallback: day0-cpu ({} lacks it)", name());
 }
 
+void Backend::releaseWeights() { }
+
 Error Backend::notImplemented(BackendOp op) const
 {
     return Error::unsupported(

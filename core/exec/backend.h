@@ -51,6 +51,11 @@ std::optional<BackendOp> backendOpFromName(std::string_view name);
 /// device in the given precision (inputs are already rounded to it; outputs come back as float).
 /// Operators a backend does not implement return an Unsupported error naming it, so a caller can
 /// fall back to the CPU reference. A backend is used from one thread at a time.
+///
+/// Weights (linear's `w`, the norms' `w`, the embedding table) are host buffers that stay
+/// unchanged at the same address until releaseWeights(): a backend may keep device copies of
+/// them keyed by address and size, and must drop them there. The engine releases them when the
+/// forward pass that owns its rounded weights ends.
 class Backend {
 public:
     virtual ~Backend();
@@ -63,6 +68,8 @@ public:
     [[nodiscard]] virtual bool supports(BackendOp op) const = 0;
     /// How `op` is implemented ("native (cuBLAS bf16, fp32 accumulate)").
     [[nodiscard]] virtual std::string implementation(BackendOp op) const;
+    /// The weights passed so far may change or be freed from now on: drop any device copies.
+    virtual void releaseWeights();
 
     /// out[i, :] = table[ids[i], :].
     virtual Result<void> embedding(std::span<const std::int64_t> ids, const float* table,

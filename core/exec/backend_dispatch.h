@@ -12,11 +12,12 @@
 
 #include <array>
 #include <chrono>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace day0::exec {
@@ -104,7 +105,45 @@ private:
     template <typename Call> bool tryBackend(BackendOp op, Call&& call);
     void fellBack(BackendOp op, Clock::time_point started);
 
-    Backend* m_backend;
+    /// The backend, released (releaseWeights) when the dispatch that used it ends; moving
+    /// hands it over.
+    class BackendRef {
+    public:
+        explicit BackendRef(Backend* backend = nullptr)
+            : m_p(backend)
+        {
+        }
+        BackendRef(BackendRef&& other) noexcept
+            : m_p(std::exchange(other.m_p, nullptr))
+        {
+        }
+        BackendRef& operator=(BackendRef&& other) noexcept
+        {
+            if (this != &other) {
+                reset();
+                m_p = std::exchange(other.m_p, nullptr);
+            }
+            return *this;
+        }
+        BackendRef(const BackendRef&) = delete;
+        BackendRef& operator=(const BackendRef&) = delete;
+        ~BackendRef() { reset(); }
+        Backend* operator->() const { return m_p; }
+        Backend& operator*() const { return *m_p; }
+        bool operator==(std::nullptr_t) const { return m_p == nullptr; }
+
+    private:
+        void reset()
+        {
+            if (m_p != nullptr) {
+                m_p->releaseWeights();
+                m_p = nullptr;
+            }
+        }
+        Backend* m_p;
+    };
+
+    BackendRef m_backend;
     std::array<DispatchRow, kBackendOpCount> m_rows {};
     std::string m_pendingReason; ///< the backend's Unsupported message of the current call
     std::vector<std::string> m_notes;

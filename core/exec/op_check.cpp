@@ -85,6 +85,10 @@ public:
     /// Keeps the first backend failure; runOpCheck reports it after the step.
     void keep(Result<void> status)
     {
+        // Every check's weights are fresh buffers that may reuse a freed one's address.
+        if (m_options.backend != nullptr) {
+            m_options.backend->releaseWeights();
+        }
         if (!status && m_status) {
             m_status = std::move(status);
         }

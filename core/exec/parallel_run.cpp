@@ -236,8 +236,8 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
     for (int r = 1; r < world.size(); ++r) {
         std::int64_t summary[5] = {};
         DAY0_TRY(world.recv(summary, 5, DType::I64, r, kTagGather));
-        out.ranks.push_back({ r, checkpoint::rankCoord(l, r), summary[1],
-            double(summary[2]) * 1e-9, summary[3], summary[4] });
+        out.ranks.push_back({ r, checkpoint::rankCoord(l, r), summary[1], double(summary[2]) * 1e-9,
+            summary[3], summary[4] });
         std::int64_t count = 0;
         DAY0_TRY(world.recv(&count, 1, DType::I64, r, kTagGather));
         std::vector<std::int64_t> flat(std::size_t(count) * 6);
@@ -346,9 +346,10 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (!expert) {
         return expert.error();
     }
+    // Declared before the forward pass, which releases the backend's weights when it ends.
+    std::shared_ptr<Backend> backend;
     detail::ParallelForward forward(spec, *table, l, c, { tp->get(), expert->get() });
     DAY0_TRY(forward.init());
-    std::shared_ptr<Backend> backend;
     if (o.backendFor) {
         auto made = o.backendFor(world.rank());
         if (!made) {

@@ -11,8 +11,8 @@
 #include <cstddef>
 
 /// Bumped whenever a plugin-facing interface (this struct or the interfaces its kinds name)
-/// changes.
-#define DAY0_PLUGIN_API_VERSION 1
+/// changes (2: exec::Backend::releaseWeights).
+#define DAY0_PLUGIN_API_VERSION 2
 
 extern "C" {
 

@@ -44,7 +44,8 @@ Store storeFor(PrecisionMode mode)
     }
 }
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device)
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(
+    int device, std::optional<std::size_t> weightCacheBytes)
 {
     if (auto why = cudaUnavailableReason(device)) {
         return Error::unsupported(*why);
@@ -71,6 +72,15 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device)
             return p;
         },
         [](void* p) { cudaFree(p); });
+    if (!weightCacheBytes) {
+        std::size_t freeBytes = 0;
+        std::size_t totalBytes = 0;
+        DAY0_TRY(b->check(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo"));
+        weightCacheBytes = freeBytes / 2; // the other half for activations and cuBLAS
+    }
+    DevicePool* pool = b->m_pool.get();
+    b->m_weights = std::make_unique<ResidentWeights>(
+        *weightCacheBytes, [pool](void* p) { (void)pool->release(p); });
     auto handles = Handles::create(b->m_stream);
     if (!handles) {
         return handles.error();
@@ -86,6 +96,7 @@ CudaBackend::~CudaBackend()
         cudaStreamSynchronize(m_stream);
     }
     m_handles.reset();
+    m_weights.reset();
     m_pool.reset();
     if (m_stream) {
         cudaStreamDestroy(m_stream);
@@ -115,6 +126,45 @@ std::string CudaBackend::implementation(BackendOp op) const
     default:
         return "native (CUDA kernel)";
     }
+}
+
+void CudaBackend::releaseWeights()
+{
+    if (m_weights) {
+        // Kernels still queued may read a copy: the blocks go back to the pool only after them.
+        cudaSetDevice(m_device);
+        cudaStreamSynchronize(m_stream);
+        m_weights->clear();
+    }
+}
+
+Result<CudaBackend::DeviceWeight> CudaBackend::weightOnDevice(
+    const float* host, std::int64_t n, Store store)
+{
+    DeviceWeight weight;
+    const ResidentWeights::Key key { host, n, int(store) };
+    auto resident
+        = m_weights->find(key, kernels::storeBytes(store) * std::size_t(n), [&]() -> Result<void*> {
+              auto copy = upload(host, n, store);
+              if (!copy) {
+                  return copy.error();
+              }
+              return copy->take();
+          });
+    if (!resident) {
+        return resident.error();
+    }
+    if (*resident != nullptr) {
+        weight.p = *resident;
+        return weight;
+    }
+    auto temporary = upload(host, n, store);
+    if (!temporary) {
+        return temporary.error();
+    }
+    weight.p = temporary->get();
+    weight.temporary.emplace(std::move(*temporary));
+    return weight;
 }
 
 Result<void> CudaBackend::check(cudaError_t status, const char* what) const
@@ -196,16 +246,19 @@ Result<void> CudaBackend::embedding(std::span<const std::int64_t> ids, const flo
     const Store store = storeFor(mode);
     const auto count = std::int64_t(ids.size());
     auto dIds = uploadBytes(ids.data(), ids.size_bytes());
-    auto dTable = upload(table, vocab * dim, store);
+    auto dTable = weightOnDevice(table, vocab * dim, store);
+    if (!dTable) {
+        return dTable.error();
+    }
     auto dOut = alloc(kernels::storeBytes(store) * std::size_t(count * dim));
     auto dBad = alloc(sizeof(int));
-    for (const auto* r : { &dIds, &dTable, &dOut, &dBad }) {
+    for (const auto* r : { &dIds, &dOut, &dBad }) {
         if (!*r) {
             return r->error();
         }
     }
     DAY0_TRY(check(cudaMemsetAsync(dBad->get(), 0, sizeof(int), m_stream), "cudaMemsetAsync"));
-    DAY0_TRY(check(kernels::embedding(dIds->get<std::int64_t>(), count, dTable->get(), store, vocab,
+    DAY0_TRY(check(kernels::embedding(dIds->get<std::int64_t>(), count, dTable->p, store, vocab,
                        dim, dOut->get(), dBad->get<int>(), m_stream),
         "embedding kernel"));
     int bad = 0;
@@ -228,9 +281,12 @@ Result<void> CudaBackend::rmsNorm(const float* x, const float* residual, const f
     const std::int64_t n = rows * dim;
     auto dX = upload(x, n, store);
     // A weightless norm (w null) uploads nothing; the kernel multiplies by 1.
-    auto dW = w != nullptr ? upload(w, dim, store) : alloc(0);
+    auto dW = w != nullptr ? weightOnDevice(w, dim, store) : Result<DeviceWeight>(DeviceWeight {});
+    if (!dW) {
+        return dW.error();
+    }
     auto dY = alloc(kernels::storeBytes(store) * std::size_t(n));
-    for (const auto* r : { &dX, &dW, &dY }) {
+    for (const auto* r : { &dX, &dY }) {
         if (!*r) {
             return r->error();
         }
@@ -246,9 +302,8 @@ Result<void> CudaBackend::rmsNorm(const float* x, const float* residual, const f
         dRes.emplace(std::move(*a));
         dResOut.emplace(std::move(*b));
     }
-    DAY0_TRY(check(
-        kernels::rmsNorm(dX->get(), dRes ? dRes->get() : nullptr, w ? dW->get() : nullptr,
-            dY->get(), dResOut ? dResOut->get() : nullptr, store, rows, dim, float(eps), m_stream),
+    DAY0_TRY(check(kernels::rmsNorm(dX->get(), dRes ? dRes->get() : nullptr, dW->p, dY->get(),
+                       dResOut ? dResOut->get() : nullptr, store, rows, dim, float(eps), m_stream),
         "rmsNorm kernel"));
     if (dResOut && residualOut != nullptr) {
         DAY0_TRY(download(dResOut->get(), n, store, residualOut));

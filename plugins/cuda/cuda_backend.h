@@ -4,6 +4,7 @@
 #include "device_pool.h"
 #include "exec/backend.h"
 #include "gemm_plan.h"
+#include "resident_weights.h"
 #include "tap_logic.h"
 
 #include <cuda_runtime.h>
@@ -30,14 +31,17 @@ struct DeviceTap {
 /// uploads, runs and downloads, which is what opcheck measures); one thread at a time.
 class CudaBackend final : public exec::Backend {
 public:
-    /// Opens `device`: errors start with "no CUDA device:" when there is no usable GPU.
-    static Result<std::unique_ptr<CudaBackend>> create(int device);
+    /// Opens `device`: errors start with "no CUDA device:" when there is no usable GPU. Weights
+    /// stay resident on the device up to `weightCacheBytes` (default: half the free memory).
+    static Result<std::unique_ptr<CudaBackend>> create(
+        int device, std::optional<std::size_t> weightCacheBytes = std::nullopt);
     ~CudaBackend() override;
 
     std::string name() const override { return "cuda"; }
     std::string device() const override { return m_description; }
     bool supports(exec::BackendOp op) const override;
     std::string implementation(exec::BackendOp op) const override;
+    void releaseWeights() override;
 
     Result<void> embedding(std::span<const std::int64_t> ids, const float* table,
         std::int64_t vocab, std::int64_t dim, float* out, exec::PrecisionMode mode) override;
@@ -68,6 +72,7 @@ public:
         std::int64_t count, const TapSelection& selection);
 
     [[nodiscard]] DevicePool& pool() { return *m_pool; }
+    [[nodiscard]] const ResidentWeights& residentWeights() const { return *m_weights; }
     [[nodiscard]] cudaStream_t stream() const { return m_stream; }
 
     struct Handles;
@@ -98,12 +103,21 @@ private:
             }
         }
         template <typename T = void> T* get() const { return static_cast<T*>(m_p); }
+        /// Hands the block over (to the resident weights); the buffer no longer frees it.
+        void* take() { return std::exchange(m_p, nullptr); }
 
     private:
         DevicePool* m_pool;
         void* m_p;
     };
 
+    /// A weight on the device: its resident copy, or a temporary upload when it is larger than
+    /// the whole cache.
+    struct DeviceWeight {
+        const void* p = nullptr;
+        std::optional<Buffer> temporary;
+    };
+    Result<DeviceWeight> weightOnDevice(const float* host, std::int64_t n, kernels::Store store);
     Result<Buffer> alloc(std::size_t bytes);
     Result<Buffer> uploadBytes(const void* host, std::size_t bytes);
     /// Host floats → a device buffer in `store`.
@@ -122,6 +136,7 @@ private:
     cudaStream_t m_stream = nullptr;
     std::unique_ptr<Handles> m_handles;
     std::unique_ptr<DevicePool> m_pool;
+    std::unique_ptr<ResidentWeights> m_weights; ///< blocks of m_pool; destroyed before it
 };
 
 /// The activation store of a precision mode (bf16 for the fp8/int8 modes' activations).

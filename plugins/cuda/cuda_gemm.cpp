@@ -83,9 +83,12 @@ Result<void> CudaBackend::linear(const float* x, const float* w, float* y, std::
         type = CUDA_R_16F;
     }
     auto dX = upload(xp, rows * in, store);
-    auto dW = upload(w, out * in, store);
+    auto dW = weightOnDevice(w, out * in, store);
+    if (!dW) {
+        return dW.error();
+    }
     auto dY = alloc(kernels::storeBytes(store) * std::size_t(rows * out));
-    for (const auto* r : { &dX, &dW, &dY }) {
+    for (const auto* r : { &dX, &dY }) {
         if (!*r) {
             return r->error();
         }
@@ -93,7 +96,7 @@ Result<void> CudaBackend::linear(const float* x, const float* w, float* y, std::
     const float alpha = 1.0f;
     const float beta = 0.0f;
     const auto status = cublasGemmEx(m_handles->blas, CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(rows),
-        int(in), &alpha, dW->get(), type, int(in), dX->get(), type, int(in), &beta, dY->get(), type,
+        int(in), &alpha, dW->p, type, int(in), dX->get(), type, int(in), &beta, dY->get(), type,
         int(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (status != CUBLAS_STATUS_SUCCESS) {
         return cublasError(status, "cublasGemmEx");

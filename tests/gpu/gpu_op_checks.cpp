@@ -96,6 +96,8 @@ struct Pair {
     void compare(const std::string& name, PrecisionMode mode, const Result<void>& g,
         const Result<void>& c, const std::vector<float>& ref, const std::vector<float>& got)
     {
+        // Each check's weights are fresh buffers that may reuse a freed one's address.
+        gpu.releaseWeights();
         const std::string label = fmt::format("{} [{}]", name, exec::precisionName(mode));
         if (!g || !c) {
             report.check(label, false, !g ? g.error().message : c.error().message);
@@ -404,6 +406,7 @@ void runCuptiCheck(const extend::PluginRegistry& registry, exec::Backend& gpu, R
     const auto s = shape(64, 64, 8, 8, 128, 128);
     std::vector<float> out(64 * 8 * 128);
     (void)gpu.attention(x.data(), x.data(), x.data(), out.data(), s, PrecisionMode::BF16);
+    gpu.releaseWeights();
     Progress progress;
     auto trace = (*profiler)->stop(progress, {});
     if (!trace) {

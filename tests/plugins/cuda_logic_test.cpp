@@ -1,14 +1,18 @@
 // The CUDA plugin's host logic without a GPU: the caching pool (over malloc), the reduction of
-// device tap statistics, which anchors are copied in full, and the choice of cuBLAS path.
+// device tap statistics, which anchors are copied in full, the choice of cuBLAS path and the
+// cache of resident weights.
 #include "device_pool.h"
 #include "gemm_plan.h"
 #include "numerics/tensor.h"
+#include "resident_weights.h"
 #include "tap_logic.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -180,6 +184,116 @@ TEST(GemmPlan, PathsFollowModeScalingAndDevice)
     EXPECT_EQ(int8.path, GemmPath::F32OnRounded);
     EXPECT_TRUE(int8.roundInputOnHost);
     EXPECT_NE(describeGemm(fp8).find("fp8 e4m3"), std::string::npos);
+}
+
+} // namespace
+} // namespace day0::cuda
+
+namespace day0::cuda {
+namespace {
+
+/// A host "device" for the weight cache: copies into malloc'd blocks and counts them.
+struct FakeDevice {
+    int uploads = 0;
+    int frees = 0;
+    std::vector<void*> live;
+    ResidentWeights cache(std::size_t budget)
+    {
+        return ResidentWeights(budget, [this](void* p) {
+            ++frees;
+            live.erase(std::find(live.begin(), live.end(), p));
+            std::free(p);
+        });
+    }
+    ResidentWeights::Upload upload(const std::vector<float>& host)
+    {
+        return [this, &host]() -> Result<void*> {
+            ++uploads;
+            void* p = std::malloc(host.size() * sizeof(float));
+            std::memcpy(p, host.data(), host.size() * sizeof(float));
+            live.push_back(p);
+            return p;
+        };
+    }
+};
+
+ResidentWeights::Key keyOf(const std::vector<float>& w, int format = 0)
+{
+    return { w.data(), std::int64_t(w.size()), format };
+}
+
+TEST(ResidentWeights, AWeightIsUploadedOnceAndServedFromTheDeviceAfter)
+{
+    FakeDevice device;
+    auto cache = device.cache(1 << 20);
+    const std::vector<float> w(1000, 1.5f);
+    void* first = *cache.find(keyOf(w), 4000, device.upload(w));
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(*cache.find(keyOf(w), 4000, device.upload(w)), first);
+    }
+    EXPECT_EQ(device.uploads, 1);
+    EXPECT_EQ(cache.hits(), 5);
+    EXPECT_EQ(static_cast<float*>(first)[999], 1.5f);
+    // The same host buffer in another device format is another copy.
+    EXPECT_NE(*cache.find(keyOf(w, 1), 2000, device.upload(w)), first);
+    EXPECT_EQ(device.uploads, 2);
+    EXPECT_EQ(cache.bytes(), 6000U);
+}
+
+TEST(ResidentWeights, TheLeastRecentlyUsedCopyIsEvictedWithinTheBudget)
+{
+    FakeDevice device;
+    auto cache = device.cache(10000);
+    const std::vector<float> a(1000), b(1000), c(1000);
+    ASSERT_TRUE(cache.find(keyOf(a), 4000, device.upload(a)).ok());
+    ASSERT_TRUE(cache.find(keyOf(b), 4000, device.upload(b)).ok());
+    ASSERT_TRUE(cache.find(keyOf(a), 4000, device.upload(a)).ok()); // a is now the most recent
+    ASSERT_TRUE(cache.find(keyOf(c), 4000, device.upload(c)).ok()); // evicts b
+    EXPECT_EQ(cache.evictions(), 1);
+    EXPECT_EQ(cache.entries(), 2U);
+    EXPECT_LE(cache.bytes(), cache.budget());
+    ASSERT_TRUE(cache.find(keyOf(a), 4000, device.upload(a)).ok());
+    EXPECT_EQ(device.uploads, 3) << "a stayed resident";
+    ASSERT_TRUE(cache.find(keyOf(b), 4000, device.upload(b)).ok());
+    EXPECT_EQ(device.uploads, 4) << "b was evicted and comes back";
+    EXPECT_EQ(device.live.size(), cache.entries());
+}
+
+TEST(ResidentWeights, LargerThanTheBudgetIsNotKeptAndClearFreesEverything)
+{
+    FakeDevice device;
+    {
+        auto cache = device.cache(8000);
+        const std::vector<float> big(4000), small(100);
+        auto r = cache.find(keyOf(big), 16000, device.upload(big));
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(*r, nullptr);
+        EXPECT_EQ(device.uploads, 0);
+        ASSERT_TRUE(cache.find(keyOf(small), 400, device.upload(small)).ok());
+        cache.clear();
+        EXPECT_EQ(cache.entries(), 0U);
+        EXPECT_EQ(cache.bytes(), 0U);
+        EXPECT_TRUE(device.live.empty());
+        // After clear the same address is uploaded again (its contents may have changed).
+        ASSERT_TRUE(cache.find(keyOf(small), 400, device.upload(small)).ok());
+        EXPECT_EQ(device.uploads, 2);
+    }
+    EXPECT_TRUE(device.live.empty()) << "the destructor frees what is left";
+}
+
+TEST(ResidentWeights, AFailedUploadIsReportedAndNotCached)
+{
+    FakeDevice device;
+    auto cache = device.cache(8000);
+    const std::vector<float> w(10);
+    auto r = cache.find(keyOf(w), 40, []() -> Result<void*> {
+        return Error::unsupported("cudaMalloc of 40 B failed: out of memory");
+    });
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, "cudaMalloc of 40 B failed: out of memory");
+    EXPECT_EQ(cache.entries(), 0U);
+    ASSERT_TRUE(cache.find(keyOf(w), 40, device.upload(w)).ok());
+    EXPECT_EQ(device.uploads, 1);
 }
 
 } // namespace

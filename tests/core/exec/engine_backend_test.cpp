@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 
-
 using namespace day0;
 using namespace day0::exec;
 using day0::exec::testing::ScriptedBackend;
@@ -110,6 +109,8 @@ TEST(EngineBackend, EveryOperatorRunsOnTheBackendAndMatchesTheCpuPathBitForBit)
                 m.spec.attention == model::AttentionKind::MLA ? 3 * m.spec.numLayers
                                                               : 2 * m.spec.numLayers);
             EXPECT_EQ(report.notes.empty(), !biased);
+            // The forward pass that owned the rounded weights released them when it ended.
+            EXPECT_EQ(backend.releases, 1);
         }
     }
 }
@@ -119,8 +120,8 @@ TEST(EngineBackend, DeclinedAndUndeclaredOperatorsFallBackToTheCpuAndSaySo)
     const auto m = test::tinyDeepseekV3();
     auto cpu = runOn(m, "bf16", nullptr);
     ASSERT_TRUE(cpu.ok());
-    ScriptedBackend backend({ BackendOp::AttentionMla, BackendOp::RouterSigmoid },
-        std::nullopt, { BackendOp::Rope, BackendOp::MoePermute });
+    ScriptedBackend backend({ BackendOp::AttentionMla, BackendOp::RouterSigmoid }, std::nullopt,
+        { BackendOp::Rope, BackendOp::MoePermute });
     auto r = runOn(m, "bf16", &backend);
     ASSERT_TRUE(r.ok()) << r.error().message;
     expectIdentical(*cpu, *r);
@@ -135,7 +136,8 @@ TEST(EngineBackend, DeclinedAndUndeclaredOperatorsFallBackToTheCpuAndSaySo)
     EXPECT_EQ(backend.calls[BackendOp::Rope], 0);
     EXPECT_EQ(rope->fallbackReason, "not implemented by scripted");
     EXPECT_GT(rope->fallbackCalls, 0);
-    EXPECT_EQ(row(r->dispatch, BackendOp::MoePermute)->fallbackReason, "not implemented by scripted");
+    EXPECT_EQ(
+        row(r->dispatch, BackendOp::MoePermute)->fallbackReason, "not implemented by scripted");
     EXPECT_EQ(row(r->dispatch, BackendOp::Linear)->fallbackCalls, 0);
     const auto text = formatDispatch(r->dispatch);
     EXPECT_NE(text.find("attention_mla"), std::string::npos) << text;

@@ -86,11 +86,14 @@ public:
         std::vector<std::int64_t>& offsets, std::vector<std::int64_t>& sourceRow) override
     {
         DAY0_TRY(gate(BackendOp::MoePermute));
-        return m_cpu->permuteTokens(x, tokens, dim, routing, numExperts, permuted, offsets,
-            sourceRow);
+        return m_cpu->permuteTokens(
+            x, tokens, dim, routing, numExperts, permuted, offsets, sourceRow);
     }
 
+    void releaseWeights() override { ++releases; }
+
     std::map<BackendOp, int> calls; ///< calls that reached the backend, declined or not
+    int releases = 0; ///< releaseWeights() calls
 
 private:
     Result<void> gate(BackendOp op)

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 
 using namespace day0;
 using exec::BackendOp;
@@ -59,16 +60,23 @@ TEST(ParallelBackend, EveryRankRunsOnItsOwnBackendAndMatchesTheCpuRunBitForBit)
     EXPECT_TRUE(cpu->dispatch.ops.empty());
 
     std::atomic<int> made = 0;
+    std::mutex mutex;
+    std::vector<std::shared_ptr<ScriptedBackend>> backends;
     auto o = options(m, plan);
     o.backendFor = [&](int) -> Result<std::shared_ptr<exec::Backend>> {
         ++made;
         // MLA attention declined: it falls back on every rank.
-        return std::shared_ptr<exec::Backend>(
-            std::make_shared<ScriptedBackend>(std::set { BackendOp::AttentionMla }));
+        auto b = std::make_shared<ScriptedBackend>(std::set { BackendOp::AttentionMla });
+        const std::lock_guard lock(mutex);
+        backends.push_back(b);
+        return std::shared_ptr<exec::Backend>(b);
     };
     auto on = run(m, o);
     ASSERT_TRUE(on.ok()) << on.error().message;
     EXPECT_EQ(made.load(), 4);
+    for (const auto& b : backends) {
+        EXPECT_EQ(b->releases, 1) << "each rank's forward released its weights once";
+    }
     ASSERT_EQ(on->sequences.size(), cpu->sequences.size());
     for (std::size_t s = 0; s < on->sequences.size(); ++s) {
         EXPECT_EQ(on->sequences[s].generated, cpu->sequences[s].generated);
