@@ -245,21 +245,18 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                 a.checkpoint)));
     }
     extend::PluginRegistry registry;
-    auto backend = extend::chooseBackend(registry, a.backend, std::max(0, a.device));
+    auto backend = extend::openRunBackend(registry, a.backend, std::max(0, a.device));
     if (!backend) {
         return reportError(backend.error());
     }
-    if (backend->unavailable) {
-        return reportError(*backend->unavailable);
-    }
-    if (backend->name != "day0-cpu") {
+    if (*backend != nullptr) {
         if (plan->isF64()) {
             return reportError(Error::badInput(fmt::format(
                 "--backend {}: the fp64 reference runs on day0-cpu only; run fp32 or a lower "
                 "precision on {} and compare with --reference fp64",
-                backend->name, backend->name)));
+                (*backend)->name(), (*backend)->name())));
         }
-        o.backend = backend->backend.get(); // the target; the reference stays on the CPU
+        o.backend = backend->get(); // the target; the reference stays on the CPU
     }
     RunTrace cpuTrace;
     auto weights = [&] {

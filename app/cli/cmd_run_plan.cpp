@@ -144,16 +144,8 @@ std::function<Result<std::shared_ptr<exec::Backend>>(int)> backendFactory(
         return {};
     }
     const int device = rankDevice(a, mpi);
-    return [&registry, name = a.backend, device](int) -> Result<std::shared_ptr<exec::Backend>> {
-        auto choice = extend::chooseBackend(registry, name, device);
-        if (!choice) {
-            return choice.error();
-        }
-        if (choice->unavailable) {
-            return *choice->unavailable;
-        }
-        return choice->backend;
-    };
+    return [&registry, name = a.backend, device](
+               int) { return extend::openRunBackend(registry, name, device); };
 }
 
 nlohmann::json resultJson(const exec::ParallelRunResult& r,
@@ -327,12 +319,9 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     o.backendFor = backendFactory(registry, a, a.ranks == "mpi");
     if (o.backendFor && a.ranks == "in-process") {
         // One check before the ranks start, so a missing plugin or device is one clear line.
-        auto probe = extend::chooseBackend(registry, a.backend, rankDevice(a, false));
-        if (!probe) {
+        if (auto probe = extend::openRunBackend(registry, a.backend, rankDevice(a, false));
+            !probe) {
             return reportError(probe.error());
-        }
-        if (probe->unavailable) {
-            return reportError(*probe->unavailable);
         }
     }
     std::vector<std::unique_ptr<profile::CpuTracer>> tracers;

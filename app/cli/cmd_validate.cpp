@@ -50,16 +50,11 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
 {
     a.options.work = a.work;
     extend::PluginRegistry registry;
-    auto backend = extend::chooseBackend(registry, a.backend, a.device);
+    auto backend = extend::openRunBackend(registry, a.backend, a.device);
     if (!backend) {
         return reportError(backend.error());
     }
-    if (backend->unavailable) {
-        return reportError(*backend->unavailable);
-    }
-    if (backend->name != "day0-cpu") {
-        a.options.backend = backend->backend;
-    }
+    a.options.backend = std::move(*backend);
     // Step lines are the text output; under --json they go to stderr with the other messages.
     std::FILE* out = global.json ? stderr : stdout;
     int index = 0;

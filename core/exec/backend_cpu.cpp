@@ -66,14 +66,7 @@ public:
     Result<void> attention(const float* q, const float* k, const float* v, float* out,
         const AttentionShape& shape, PrecisionMode mode) override
     {
-        AttentionRounding<float> rounding;
-        if (isEmulated(mode)) {
-            rounding = [mode](float* p, std::int64_t count) {
-                roundActivations({ p, std::size_t(count) }, mode);
-            };
-        }
-        exec::attention<float>(q, k, v, out, shape, rounding, rounding);
-        roundActivations({ out, std::size_t(shape.queries * shape.heads * shape.valueDim) }, mode);
+        emulatedAttention(q, k, v, out, shape, mode);
         return success();
     }
 
@@ -87,12 +80,7 @@ public:
     Result<Routing> route(const float* logits, std::int64_t tokens, const RouterConfig& config,
         const float* bias) override
     {
-        const std::vector<double> l(logits, logits + tokens * config.numExperts);
-        std::vector<double> b;
-        if (bias != nullptr) {
-            b.assign(bias, bias + config.numExperts);
-        }
-        return exec::route(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+        return routeFloat(logits, tokens, config, bias);
     }
 
     Result<void> permuteTokens(const float* x, std::int64_t tokens, std::int64_t dim,

@@ -3,9 +3,8 @@
 #include "base/units.h"
 #include "exec/emulated_ops.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -214,8 +213,8 @@ void BackendDispatch::linear(const float* x, const float* w, const float* bias, 
     fellBack(BackendOp::Linear, started);
 }
 
-void BackendDispatch::rope(float* x, std::int64_t tokens, std::int64_t heads,
-    std::int64_t headDim, std::span<const std::int64_t> positions, const Rope& table,
+void BackendDispatch::rope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+    std::span<const std::int64_t> positions, const Rope& table,
     std::span<const std::int64_t> positions3, PrecisionMode mode)
 {
     const BackendOp op = positions3.empty() ? BackendOp::Rope : BackendOp::RopeMulti;
@@ -238,14 +237,7 @@ void BackendDispatch::attention(const float* q, const float* k, const float* v, 
         return;
     }
     const auto started = Clock::now();
-    AttentionRounding<float> rounding;
-    if (isEmulated(mode)) {
-        rounding = [mode](float* p, std::int64_t count) {
-            roundActivations({ p, std::size_t(count) }, mode);
-        };
-    }
-    exec::attention<float>(q, k, v, out, shape, rounding, rounding);
-    roundActivations({ out, std::size_t(shape.queries * shape.heads * shape.valueDim) }, mode);
+    emulatedAttention(q, k, v, out, shape, mode);
     fellBack(op, started);
 }
 
@@ -264,9 +256,8 @@ void BackendDispatch::gatedActivation(
 Routing BackendDispatch::route(
     const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias)
 {
-    const BackendOp op = config.scoring == model::RouterScoring::Sigmoid
-        ? BackendOp::RouterSigmoid
-        : BackendOp::RouterSoftmax;
+    const BackendOp op = config.scoring == model::RouterScoring::Sigmoid ? BackendOp::RouterSigmoid
+                                                                         : BackendOp::RouterSoftmax;
     Routing routing;
     if (tryBackend(op, [&](Backend& b) -> Result<void> {
             auto r = b.route(logits, tokens, config, bias);
@@ -279,12 +270,7 @@ Routing BackendDispatch::route(
         return routing;
     }
     const auto started = Clock::now();
-    const std::vector<double> l(logits, logits + tokens * config.numExperts);
-    std::vector<double> b;
-    if (bias != nullptr) {
-        b.assign(bias, bias + config.numExperts);
-    }
-    routing = exec::route(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+    routing = routeFloat(logits, tokens, config, bias);
     fellBack(op, started);
     return routing;
 }
@@ -301,7 +287,8 @@ void BackendDispatch::permuteTokens(const float* x, std::int64_t tokens, std::in
         return;
     }
     const auto started = Clock::now();
-    auto done = permuteRows(x, tokens, dim, routing, numExperts, permuted.data(), offsets, sourceRow);
+    auto done
+        = permuteRows(x, tokens, dim, routing, numExperts, permuted.data(), offsets, sourceRow);
     if (!done && !m_error) {
         m_error = done.error();
     }

@@ -65,4 +65,17 @@ void emulatedGatedActivation(
     roundActivations({ gate, std::size_t(n) }, mode);
 }
 
+void emulatedAttention(const float* q, const float* k, const float* v, float* out,
+    const AttentionShape& shape, PrecisionMode mode)
+{
+    AttentionRounding<float> rounding;
+    if (isEmulated(mode)) {
+        rounding = [mode](float* p, std::int64_t count) {
+            roundActivations({ p, std::size_t(count) }, mode);
+        };
+    }
+    attention<float>(q, k, v, out, shape, rounding, rounding);
+    roundActivations({ out, std::size_t(shape.queries * shape.heads * shape.valueDim) }, mode);
+}
+
 } // namespace day0::exec

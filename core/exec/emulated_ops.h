@@ -1,5 +1,6 @@
 #pragma once
 
+#include "exec/attention.h"
 #include "exec/ops.h"
 #include "exec/precision.h"
 
@@ -25,6 +26,11 @@ void emulatedRmsNorm(const float* x, const float* w, float* y, std::int64_t n, s
 /// gate <- act(gate) · up with act(gate) and the product rounded (HF in low precision).
 void emulatedGatedActivation(
     float* gate, const float* up, std::int64_t n, Activation act, PrecisionMode mode);
+
+/// Causal attention with the scores and probabilities rounded to `mode` (as a kernel in that
+/// dtype stores them) and the output rounded.
+void emulatedAttention(const float* q, const float* k, const float* v, float* out,
+    const AttentionShape& shape, PrecisionMode mode);
 
 /// True for the modes that round (not the fp32/fp64 references).
 bool isEmulated(PrecisionMode mode);

@@ -106,6 +106,17 @@ Routing route(
     return r;
 }
 
+Routing routeFloat(
+    const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias)
+{
+    const std::vector<double> l(logits, logits + tokens * config.numExperts);
+    std::vector<double> b;
+    if (bias != nullptr) {
+        b.assign(bias, bias + config.numExperts);
+    }
+    return route(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+}
+
 template <typename T>
 Result<void> permuteRows(const T* x, std::int64_t tokens, std::int64_t dim, const Routing& routing,
     std::int64_t numExperts, T* permuted, std::vector<std::int64_t>& offsets,
@@ -136,9 +147,9 @@ Result<void> permuteRows(const T* x, std::int64_t tokens, std::int64_t dim, cons
     return success();
 }
 
-template Result<void> permuteRows<float>(const float*, std::int64_t, std::int64_t,
-    const Routing&, std::int64_t, float*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
-template Result<void> permuteRows<double>(const double*, std::int64_t, std::int64_t,
-    const Routing&, std::int64_t, double*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
+template Result<void> permuteRows<float>(const float*, std::int64_t, std::int64_t, const Routing&,
+    std::int64_t, float*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
+template Result<void> permuteRows<double>(const double*, std::int64_t, std::int64_t, const Routing&,
+    std::int64_t, double*, std::vector<std::int64_t>&, std::vector<std::int64_t>&);
 
 } // namespace day0::exec

@@ -43,6 +43,10 @@ RouterConfig routerConfig(const model::MoeSpec& moe);
 Routing route(
     const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias);
 
+/// route() of float router logits and bias, widened to double first (as the engine routes).
+Routing routeFloat(
+    const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias);
+
 /// Groups the rows of x[tokens, dim] by the experts of `routing`: `permuted` (tokens × k rows)
 /// gets them expert by expert with tokens in order inside, `offsets` the numExperts + 1 row
 /// offsets, `sourceRow` the token of each permuted row. Errors for an expert outside

@@ -299,4 +299,20 @@ Result<BackendChoice> chooseBackend(
     return choice;
 }
 
+Result<std::shared_ptr<exec::Backend>> openRunBackend(
+    const PluginRegistry& registry, const std::string& name, int device)
+{
+    auto choice = chooseBackend(registry, name, device);
+    if (!choice) {
+        return choice.error();
+    }
+    if (choice->unavailable) {
+        return *choice->unavailable;
+    }
+    if (choice->name == "day0-cpu") {
+        return std::shared_ptr<exec::Backend>();
+    }
+    return choice->backend;
+}
+
 } // namespace day0::extend

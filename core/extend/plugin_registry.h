@@ -103,4 +103,10 @@ struct BackendChoice {
 Result<BackendChoice> chooseBackend(
     const PluginRegistry& registry, const std::string& name, int device = 0);
 
+/// The backend a run computes on: null for the CPU reference (which runs without one), else the
+/// plugin backend `name` on `device`. Errors: an unknown name (BadInput, listing the installed
+/// ones) or why the plugin cannot run here ("no CUDA device: ...").
+Result<std::shared_ptr<exec::Backend>> openRunBackend(
+    const PluginRegistry& registry, const std::string& name, int device = 0);
+
 } // namespace day0::extend

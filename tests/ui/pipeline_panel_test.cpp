@@ -20,6 +20,8 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 
+#include <memory>
+
 using namespace day0;
 using namespace day0::ui;
 
@@ -104,21 +106,30 @@ protected:
         qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR ":" DAY0_FAKEGPU_PLUGIN_DIR);
     }
     void TearDown() override { qunsetenv("DAY0_PLUGIN_PATH"); }
+
+    /// A panel on qwen3-0.6b writing into the scratch store's folder, its target on `backend`.
+    std::unique_ptr<PipelinePanel> panelOn(const QString& backend)
+    {
+        test::openModel(m_session, "qwen3-0.6b");
+        auto panel = std::make_unique<PipelinePanel>(m_session, m_jobs);
+        panel->setWorkDir(m_store.dir() + QStringLiteral("/validation"));
+        const int index = panel->backendBox()->findData(backend);
+        EXPECT_GE(index, 0) << fromQString(backend);
+        panel->backendBox()->setCurrentIndex(index);
+        return panel;
+    }
+
+    ScratchStore m_store;
+    Session m_session;
+    JobRunner m_jobs;
 };
 
 TEST_F(PipelineBackend, ThePrecisionAndPerformanceStepsRunOnTheChosenBackend)
 {
-    ScratchStore store;
-    Session session;
-    JobRunner jobs;
-    test::openModel(session, "qwen3-0.6b");
-    PipelinePanel panel(session, jobs);
-    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
+    auto owned = panelOn(QStringLiteral("hostsim"));
+    PipelinePanel& panel = *owned;
     panel.precisionBox()->setCurrentText(QStringLiteral("fp32"));
-    const int hostsim = panel.backendBox()->findData(QStringLiteral("hostsim"));
-    ASSERT_GE(hostsim, 0);
-    panel.backendBox()->setCurrentIndex(hostsim);
-    QSignalSpy recorded(&session, &Session::runRecorded);
+    QSignalSpy recorded(&m_session, &Session::runRecorded);
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     panel.startButton()->click();
     ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000)) << "validation did not end";
@@ -138,22 +149,15 @@ TEST_F(PipelineBackend, ThePrecisionAndPerformanceStepsRunOnTheChosenBackend)
 
 TEST_F(PipelineBackend, ABackendWithoutItsDeviceIsReportedAndNothingRuns)
 {
-    ScratchStore store;
-    Session session;
-    JobRunner jobs;
-    test::openModel(session, "qwen3-0.6b");
-    PipelinePanel panel(session, jobs);
-    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
-    const int fake = panel.backendBox()->findData(QStringLiteral("fakegpu"));
-    ASSERT_GE(fake, 0);
-    panel.backendBox()->setCurrentIndex(fake);
+    auto owned = panelOn(QStringLiteral("fakegpu"));
+    PipelinePanel& panel = *owned;
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     panel.startButton()->click();
     ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 20000));
     EXPECT_NE(finished.front().front().toInt(), 0);
     EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("no FAKE device")))
         << fromQString(panel.summaryLabel()->text());
-    EXPECT_FALSE(QFile::exists(store.dir() + QStringLiteral("/validation/junit.xml")));
+    EXPECT_FALSE(QFile::exists(m_store.dir() + QStringLiteral("/validation/junit.xml")));
 }
 #endif
 

@@ -42,18 +42,8 @@ QComboBox* createBackendCombo(QWidget* parent)
 
 Result<std::shared_ptr<exec::Backend>> openBackend(const std::string& name, int device)
 {
-    if (name.empty() || name == "cpu" || name == "day0-cpu") {
-        return std::shared_ptr<exec::Backend>();
-    }
-    extend::PluginRegistry registry;
-    auto choice = extend::chooseBackend(registry, name, device);
-    if (!choice) {
-        return choice.error();
-    }
-    if (choice->unavailable) {
-        return *choice->unavailable;
-    }
-    return choice->backend;
+    const extend::PluginRegistry registry;
+    return extend::openRunBackend(registry, name, device);
 }
 
 } // namespace day0::ui
