@@ -400,7 +400,8 @@ const bool registered = registerCommand({ "run",
             "tolerance table for --reference (default day0-default)");
         app.add_flag("--all", a->all, "show every capture in the comparison");
         app.add_option("--plan", a->planned.plan,
-            "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp)");
+            "sharded fp32 run with this plan, e.g. tp=2,pp=2,ep=2 (ranks = pp x dp x tp); "
+            "sp=on adds sequence parallelism");
         app.add_option("--ranks", a->planned.ranks,
             "with --plan: in-process (threads, default) or mpi (under mpirun -np N)");
         app.add_option("--comm", a->planned.comm,

@@ -131,6 +131,7 @@ Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& p)
     layout.dp = p.dp > 0 ? p.dp : 1;
     layout.etpGiven = p.etp;
     layout.split = p.split;
+    layout.sp = p.sp.value_or(false);
     for (const int n : p.stageLayers) {
         layout.stageLayerCounts.push_back(n);
     }

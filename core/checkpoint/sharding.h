@@ -31,6 +31,10 @@ struct ShardLayout {
     int etpGiven = 0;
     std::vector<std::int64_t> stageLayerCounts; ///< explicit decoder layers per stage, or empty
     plan::StageSplit split = plan::StageSplit::Balanced;
+    /// Sequence parallelism (Megatron): outside the tensor-parallel regions (norms, residual
+    /// stream, pipeline sends) each TP rank holds a contiguous share of the tokens; the weights
+    /// are sharded as without it.
+    bool sp = false;
 
     /// Ranks that hold weights: pp × dp × tp.
     [[nodiscard]] int worldSize() const { return pp * dp * tp; }

@@ -19,7 +19,46 @@ ParallelForward::ParallelForward(const model::ModelSpec& spec, const WeightTable
     , m_coord(coord)
     , m_groups(groups)
     , m_layers(checkpoint::stageLayers(layout, spec.numLayers, coord.stage))
+    , m_sp(layout.sp && layout.tp > 1)
 {
+}
+
+std::int64_t ParallelForward::localRows(std::int64_t n) const
+{
+    return m_sp ? (n + m_layout.tp - 1) / m_layout.tp : n;
+}
+
+Result<void> ParallelForward::finishRowParallel(std::vector<float>& partial, std::int64_t n,
+    const std::string& biasModule, std::vector<float>& out)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t rows = localRows(n);
+    out.resize(std::size_t(rows * h));
+    if (!m_sp) {
+        DAY0_TRY(reduceTp(partial.data(), n * h));
+        std::copy_n(partial.begin(), n * h, out.begin());
+    } else {
+        // Padding rows (zeros) make every rank's share the same size.
+        partial.resize(std::size_t(n * h));
+        partial.resize(std::size_t(m_layout.tp * rows * h), 0.0F);
+        DAY0_TRY(m_groups.tp->reduceScatter(
+            partial.data(), out.data(), std::size_t(rows * h), DType::F32, comm::ReduceOp::Sum));
+        partial.resize(std::size_t(n * h));
+    }
+    return biasModule.empty() ? success() : addBias(biasModule, out.data(), rows, h);
+}
+
+Result<const float*> ParallelForward::allTokens(
+    const std::vector<float>& local, std::int64_t n, std::vector<float>& scratch)
+{
+    if (!m_sp) {
+        return local.data();
+    }
+    const std::int64_t h = m_spec.hiddenSize;
+    scratch.resize(std::size_t(m_layout.tp) * local.size());
+    DAY0_TRY(m_groups.tp->allGather(local.data(), scratch.data(), local.size(), DType::F32));
+    scratch.resize(std::size_t(n * h)); // the padding rows of the last rank go
+    return static_cast<const float*>(scratch.data());
 }
 
 Result<void> ParallelForward::init()
@@ -180,18 +219,24 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
             std::copy_n(it->second.data<float>() + (id - lo) * h, h, hidden.begin() + i * h);
         }
     }
-    DAY0_TRY(reduceTp(hidden.data(), std::int64_t(hidden.size())));
-    return hidden;
+    std::vector<float> local;
+    DAY0_TRY(finishRowParallel(hidden, std::int64_t(ids.size()), {}, local));
+    return local;
 }
 
-Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidden)
+Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidden, std::int64_t n)
 {
     const std::int64_t h = m_spec.hiddenSize;
-    const std::int64_t n = std::int64_t(hidden.size()) / h;
     const std::int64_t vocab = m_spec.vocabSize;
-    std::vector<float> x(hidden.size());
-    m_ops.rmsNorm(hidden.data(), weight("model.norm.weight"), x.data(), n, h, m_spec.normEps,
-        PrecisionMode::F32);
+    std::vector<float> normed(hidden.size());
+    m_ops.rmsNorm(hidden.data(), weight("model.norm.weight"), normed.data(), localRows(n), h,
+        m_spec.normEps, PrecisionMode::F32);
+    std::vector<float> gathered;
+    auto rowsOfAll = allTokens(normed, n, gathered);
+    if (!rowsOfAll) {
+        return rowsOfAll.error();
+    }
+    const float* x = *rowsOfAll;
     const std::string headName
         = weight("lm_head.weight") != nullptr ? "lm_head.weight" : "model.embed_tokens.weight";
     const auto it = m_weights.tensors.find(headName);
@@ -204,7 +249,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     // Local logits padded to `per` columns so the all-gather has one size on every rank.
     std::vector<float> local(std::size_t(n * per), 0.0F);
     std::vector<float> part(std::size_t(n * width));
-    DAY0_TRY(linearOp("lm_head", x.data(), part.data(), n, h, width));
+    DAY0_TRY(linearOp("lm_head", x, part.data(), n, h, width));
     for (std::int64_t t = 0; t < n; ++t) {
         std::copy_n(part.begin() + t * width, width, local.begin() + t * per);
     }
@@ -225,11 +270,15 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     return logits;
 }
 
-Result<void> ParallelForward::layers(
-    ShardCache& cache, std::vector<float>& hidden, std::int64_t start, std::stop_token stop)
+Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
+    std::int64_t start, std::stop_token stop)
 {
     const std::int64_t h = m_spec.hiddenSize;
-    const std::int64_t n = std::int64_t(hidden.size()) / h;
+    const std::int64_t rows = localRows(n);
+    if (std::int64_t(hidden.size()) != rows * h) {
+        return Error::internal(fmt::format("rank {}: {} hidden values for {} local rows of {}",
+            m_coord.rank, hidden.size(), rows, n));
+    }
     if (start + n > cache.capacity) {
         return Error::internal(
             fmt::format("KV cache holds {} tokens, step needs {}", cache.capacity, start + n));
@@ -238,32 +287,45 @@ Result<void> ParallelForward::layers(
     for (std::int64_t i = 0; i < n; ++i) {
         m_positions[std::size_t(i)] = start + i;
     }
+    // x: the normed rows this rank holds; partial: a TP region's output before its reduction;
+    // branch: the reduced output on this rank's rows; gathered: every token's normed row (SP).
     std::vector<float> x(hidden.size());
+    std::vector<float> partial(std::size_t(n * h));
     std::vector<float> branch(hidden.size());
+    std::vector<float> gathered;
     for (auto l = int(m_layers.first); l < int(m_layers.second); ++l) {
         if (stop.stop_requested()) {
             return Error::cancelled();
         }
         const std::string prefix = fmt::format("model.layers.{}", l);
-        m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), n, h,
+        m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), rows, h,
             m_spec.normEps, PrecisionMode::F32);
+        auto in = allTokens(x, n, gathered);
+        if (!in) {
+            return in.error();
+        }
         if (m_spec.attention == model::AttentionKind::MLA) {
-            DAY0_TRY(mla(l, cache, x.data(), branch.data(), n, start));
+            DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
         } else {
-            DAY0_TRY(attention(l, cache, x.data(), branch.data(), n, start));
+            DAY0_TRY(attention(l, cache, *in, partial.data(), n, start));
         }
+        DAY0_TRY(finishRowParallel(partial, n, prefix + ".self_attn.o_proj", branch));
         m_ops.addRmsNorm(branch.data(), hidden.data(),
-            weight(prefix + ".post_attention_layernorm.weight"), x.data(), n, h, m_spec.normEps,
+            weight(prefix + ".post_attention_layernorm.weight"), x.data(), rows, h, m_spec.normEps,
             PrecisionMode::F32);
-        if (m_spec.moe && m_spec.layers[std::size_t(l)].moe) {
-            DAY0_TRY(moe(l, x.data(), branch.data(), n));
-        } else {
-            DAY0_TRY(mlpPartial(prefix + ".mlp", "gate_proj", "up_proj", "down_proj", x.data(),
-                branch.data(), n, m_spec.intermediateSize / m_layout.tp));
-            DAY0_TRY(reduceTp(branch.data(), n * h));
-            DAY0_TRY(addBias(prefix + ".mlp.down_proj", branch.data(), n, h));
+        in = allTokens(x, n, gathered);
+        if (!in) {
+            return in.error();
         }
-        addInPlace(hidden.data(), branch.data(), n * h);
+        if (m_spec.moe && m_spec.layers[std::size_t(l)].moe) {
+            DAY0_TRY(moe(l, *in, partial.data(), n));
+            DAY0_TRY(finishRowParallel(partial, n, {}, branch));
+        } else {
+            DAY0_TRY(mlpPartial(prefix + ".mlp", "gate_proj", "up_proj", "down_proj", *in,
+                partial.data(), n, m_spec.intermediateSize / m_layout.tp));
+            DAY0_TRY(finishRowParallel(partial, n, prefix + ".mlp.down_proj", branch));
+        }
+        addInPlace(hidden.data(), branch.data(), rows * h);
         DAY0_TRY(backendStatus());
     }
     return success();
@@ -301,10 +363,8 @@ Result<void> ParallelForward::attention(
         m_spec.layers[std::size_t(layer)], n, start, m_heads, m_kvHeads, d, d, m_scale);
     std::vector<float> context(std::size_t(n * qDim));
     m_ops.attention(q.data(), ck.data(), cv.data(), context.data(), shape, PrecisionMode::F32);
-    // Row-parallel o_proj: partial sums over the local heads, reduced, bias added once.
-    DAY0_TRY(linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true));
-    DAY0_TRY(reduceTp(out, n * h));
-    return addBias(attn + ".o_proj", out, n, h);
+    // Row-parallel o_proj: partial sums over the local heads (the caller reduces, adds the bias).
+    return linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true);
 }
 
 Result<void> ParallelForward::mla(
@@ -323,8 +383,8 @@ Result<void> ParallelForward::mla(
         // q_a_proj and its norm are replicated; q_b_proj is column-parallel by heads.
         std::vector<float> qa(std::size_t(n * m.qLoraRank));
         DAY0_TRY(linearOp(attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank));
-        m_ops.rmsNorm(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n,
-            m.qLoraRank, m_spec.normEps, PrecisionMode::F32);
+        m_ops.rmsNorm(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n, m.qLoraRank,
+            m_spec.normEps, PrecisionMode::F32);
         DAY0_TRY(linearOp(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk));
     } else {
         DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, heads * qk));
@@ -370,9 +430,7 @@ Result<void> ParallelForward::mla(
         m_spec.layers[std::size_t(layer)], n, start, heads, heads, qk, vd, m_scale);
     std::vector<float> context(std::size_t(n * heads * vd));
     m_ops.attention(q.data(), ck.data(), cv.data(), context.data(), shape, PrecisionMode::F32);
-    DAY0_TRY(linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true));
-    DAY0_TRY(reduceTp(out, n * h));
-    return addBias(attn + ".o_proj", out, n, h);
+    return linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true);
 }
 
 Result<void> ParallelForward::mlpPartial(const std::string& module, const std::string& gate,

@@ -77,7 +77,7 @@ Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::in
         }
         addInPlace(acc.data(), shared.data(), n * h);
     }
-    DAY0_TRY(reduceTp(acc.data(), n * h));
+    // The caller reduces over the TP group (each token's routed output lives on its owner).
     std::copy(acc.begin(), acc.end(), out);
     return success();
 }

@@ -154,16 +154,16 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                 }
                 hidden = std::move(*e);
             } else {
-                hidden.resize(std::size_t(n * h));
+                hidden.resize(std::size_t(forward.localRows(n) * h));
                 DAY0_TRY(world.recv(
                     hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
             }
-            DAY0_TRY(forward.layers(caches[std::size_t(i)], hidden, start, stop));
+            DAY0_TRY(forward.layers(caches[std::size_t(i)], hidden, n, start, stop));
             if (!last) {
                 DAY0_TRY(world.send(
                     hidden.data(), hidden.size(), DType::F32, world.rank() + stride, kTagHidden));
             } else {
-                auto logits = forward.head(hidden);
+                auto logits = forward.head(hidden, n);
                 if (!logits) {
                     return logits.error();
                 }
@@ -277,8 +277,8 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
 
 std::string layoutString(const checkpoint::ShardLayout& l, int microBatches)
 {
-    return fmt::format(
-        "tp={},pp={},ep={},dp={},etp={},mb={}", l.tp, l.pp, l.ep, l.dp, l.etp(), microBatches);
+    return fmt::format("tp={},pp={},ep={},dp={},etp={},mb={}{}", l.tp, l.pp, l.ep, l.dp, l.etp(),
+        microBatches, l.sp && l.tp > 1 ? ",sp=on" : "");
 }
 
 Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model::ModelSpec& spec,

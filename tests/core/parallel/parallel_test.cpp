@@ -309,3 +309,61 @@ TEST(ParallelShards, RanksLoadOnlyTheirRankFilesOfADay0ShardFolder)
     dense.layout.tp = 4;
     proveFromShardFolder("llama-3.1-8b", dense);
 }
+
+TEST(ParallelSequence, SequenceParallelismMatchesPlainTensorParallelismAndSplitsItsCollectives)
+{
+    const auto& m = shrunk("deepseek-v3");
+    for (const char* plan : { "tp=2,ep=2", "tp=4,pp=2" }) {
+        SCOPED_TRACE(plan);
+        const auto base = *checkpoint::parseShardLayout(plan);
+        auto withSp = *checkpoint::parseShardLayout(std::string(plan) + ",sp=on");
+        ASSERT_TRUE(withSp.sp);
+        Result<exec::ParallelRunResult> runs[2]
+            = { Error::internal("not run"), Error::internal("not run") };
+        for (int i = 0; i < 2; ++i) {
+            test::MatrixPlan p;
+            p.layout = i == 0 ? base : withSp;
+            p.microBatches = p.layout.pp;
+            Progress progress;
+            runs[i] = exec::runParallelInProcess(
+                m.spec, *m.weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(30.0) });
+            ASSERT_TRUE(runs[i].ok()) << runs[i].error().message;
+        }
+        const auto& plain = *runs[0];
+        const auto& sp = *runs[1];
+        ASSERT_EQ(plain.sequences.size(), sp.sequences.size());
+        for (std::size_t s = 0; s < sp.sequences.size(); ++s) {
+            EXPECT_EQ(sp.sequences[s].generated, plain.sequences[s].generated);
+            // Reduce-scatter sums the same partials in the same order as all-reduce.
+            EXPECT_EQ(sp.sequences[s].logits, plain.sequences[s].logits) << "sequence " << s;
+        }
+        auto err = test::compareWithSingleRank(m, sp.sequences, test::kMatrixTokens);
+        ASSERT_TRUE(err.ok()) << err.error().message;
+        EXPECT_LE(*err, kTolerance);
+        const auto count = [](const exec::ParallelRunResult& r, comm::CollectiveKind kind) {
+            return std::count_if(r.events.begin(), r.events.end(),
+                [&](const exec::CommEvent& e) { return e.kind == kind; });
+        };
+        // The TP all-reduces of the residual stream become reduce-scatters, and each
+        // column-parallel region starts with an all-gather.
+        EXPECT_EQ(count(plain, comm::CollectiveKind::ReduceScatter), 0);
+        EXPECT_GT(count(sp, comm::CollectiveKind::ReduceScatter), 0);
+        EXPECT_LT(count(sp, comm::CollectiveKind::AllReduce),
+            count(plain, comm::CollectiveKind::AllReduce));
+        EXPECT_GT(count(sp, comm::CollectiveKind::AllGather),
+            count(plain, comm::CollectiveKind::AllGather));
+        // Pipeline sends carry only this rank's share of the tokens.
+        std::int64_t plainSend = 0;
+        std::int64_t spSend = 0;
+        for (const auto& e : plain.events) {
+            plainSend += e.kind == comm::CollectiveKind::Send ? e.bytes : 0;
+        }
+        for (const auto& e : sp.events) {
+            spSend += e.kind == comm::CollectiveKind::Send ? e.bytes : 0;
+        }
+        if (base.pp > 1) {
+            EXPECT_LT(spSend, plainSend);
+        }
+        EXPECT_NE(exec::layoutString(withSp, 1).find("sp=on"), std::string::npos);
+    }
+}

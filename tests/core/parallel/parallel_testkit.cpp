@@ -72,6 +72,10 @@ std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld)
                     continue;
                 }
                 out.push_back(p);
+                if (tp > 1) {
+                    p.layout.sp = true; // the same plan with sequence parallelism
+                    out.push_back(p);
+                }
             }
         }
     }

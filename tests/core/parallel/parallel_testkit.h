@@ -40,7 +40,8 @@ struct MatrixPlan {
 
 /// Every valid plan with tp ∈ {1,2,4}, pp ∈ {1,2}, ep ∈ {1,2,4} for `spec` on up to `maxWorld`
 /// ranks: dp fills a world of 4 where tp × pp ≤ 4; ep > 1 only for MoE models and only where
-/// ep divides dp × tp; pp = 2 runs two micro-batches.
+/// ep divides dp × tp; pp = 2 runs two micro-batches; every plan with tp > 1 also with sequence
+/// parallelism.
 std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld);
 
 /// The prompts of a plan's sequences (different lengths and tokens per sequence).
