@@ -12,6 +12,7 @@
 #include "model/config_reader.h"
 #include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
+#include "profile/trace_merge.h"
 #include "profile/trace_scope.h"
 #include "progress_bar.h"
 
@@ -50,13 +51,18 @@ struct RunArgs {
     bool all = false;
     PlanRunArgs planned; ///< --plan, --ranks, --micro-batches, --comm-trace, --comm-timeout
     std::string trace; ///< CPU trace output (default: trace.json in the dump folder)
+    /// Device profiler plugin whose records join the trace: "auto" (cupti for the cuda backend),
+    /// "none" or a profiler plugin's name.
+    std::string profiler = "auto";
 };
 
-/// The CPU trace of a run, as Chrome JSON: the phases timed here and every TraceScope the engine
-/// opens while the tracer is active on this thread.
+/// The trace of a run, as Chrome JSON: the phases timed here, every TraceScope the engine opens
+/// while the tracer is active on this thread and, with a device profiler (CUPTI for a GPU
+/// backend), the device work those scopes launched, on the same clock.
 struct RunTrace {
     profile::CpuTracer tracer;
     std::optional<profile::TraceActivation> active;
+    std::shared_ptr<extend::ProfilerCollector> device;
 
     RunTrace()
     {
@@ -64,18 +70,41 @@ struct RunTrace {
         tracer.setThreadName("day0 run");
         active.emplace(tracer);
     }
+    /// Starts the device profiler `name`; warns and records the host only when it cannot.
+    void profile(const extend::PluginRegistry& registry, const std::string& name)
+    {
+        auto made = extend::createProfiler(registry, name);
+        auto started = made ? (*made)->start() : Result<void>(made.error());
+        if (!started) {
+            printWarning(fmt::format("--profiler {}: the trace has the host side only: {}", name,
+                started.error().message));
+            return;
+        }
+        device = std::move(*made);
+    }
     /// Writes the trace to `path` (atomically); warns and carries on when it cannot.
     void write(const std::filesystem::path& path)
     {
         active.reset();
         tracer.stop();
-        auto trace = tracer.toTrace(0);
         Progress progress;
+        profile::TraceBuilder builder;
+        tracer.exportTo(builder, 0);
+        if (device) {
+            auto recorded = device->stop(progress, {});
+            if (recorded) {
+                profile::appendTrace(builder, *recorded);
+            } else {
+                printWarning(fmt::format(
+                    "{}: device records not added: {}", path.string(), recorded.error().message));
+            }
+        }
+        auto trace = builder.finish(progress, {});
         auto written = trace ? profile::exportChromeJson(*trace, path, progress, {})
                              : Result<void>(trace.error());
         if (!written) {
-            printWarning(fmt::format(
-                "{}: CPU trace not written: {}", path.string(), written.error().message));
+            printWarning(
+                fmt::format("{}: trace not written: {}", path.string(), written.error().message));
         }
     }
 };
@@ -259,6 +288,17 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         o.backend = backend->get(); // the target; the reference stays on the CPU
     }
     RunTrace cpuTrace;
+    const std::filesystem::path tracePath = !a.trace.empty() ? std::filesystem::path(a.trace)
+        : !a.dump.empty() ? std::filesystem::path(a.dump) / "trace.json"
+                          : std::filesystem::path();
+    if (!tracePath.empty() && *backend != nullptr) {
+        const std::string profiler = a.profiler != "auto" ? a.profiler
+            : (*backend)->name() == "cuda"                ? std::string("cupti")
+                                                          : std::string("none");
+        if (profiler != "none") {
+            cpuTrace.profile(registry, profiler);
+        }
+    }
     auto weights = [&] {
         const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
         return exec::openCheckpointWeights(a.checkpoint);
@@ -276,9 +316,6 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return exec::runWithReference(*spec, **weights, o, progress, {});
     }();
     bar.reset();
-    const std::filesystem::path tracePath = !a.trace.empty() ? std::filesystem::path(a.trace)
-        : !a.dump.empty() ? std::filesystem::path(a.dump) / "trace.json"
-                          : std::filesystem::path();
 
     if (!result) {
         return reportError(result.error());
@@ -388,8 +425,10 @@ const bool registered = registerCommand({ "run",
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_option("--trace", a->trace,
-            "write the run's CPU trace (Chrome JSON) here (default: trace.json in the --dump "
-            "folder)");
+            "write the run's trace (Chrome JSON) here (default: trace.json in the --dump folder)");
+        app.add_option("--profiler", a->profiler,
+            "device profiler plugin whose records join the trace of a run on a backend: auto "
+            "(cupti for cuda), none, or a plugin name");
         app.add_flag(
             "--capture-inputs", a->inputs, "also capture every layer's input (<anchor>#in0)");
         app.add_flag("--capture-projections", a->projections,

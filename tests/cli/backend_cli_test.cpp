@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace day0::test {
 namespace {
@@ -207,6 +208,44 @@ TEST_F(HostSimRun, EveryRankOfAPlanComputesOnItsOwnBackend)
         = runDay0({ "run", s_dir + "/m", "--plan", "tp=2", "--ids", "1,2", "--backend", "tpu-v9" });
     EXPECT_EQ(missing.exitCode, 2);
     EXPECT_NE(missing.err.find("--backend tpu-v9"), std::string::npos) << missing.err;
+}
+
+TEST_F(HostSimRun, TheDeviceProfilersRecordsJoinTheRunsTraceOnItsClock)
+{
+    const std::string trace = s_dir + "/profiled.json";
+    const auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3", "--tokens", "2", "--backend",
+        "hostsim", "--profiler", "fakeprof", "--trace", trace, "-q", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    std::ifstream in(trace);
+    const auto j = nlohmann::json::parse(in);
+    std::int64_t layerStart = -1;
+    std::int64_t kernelStart = -1;
+    bool flow = false;
+    for (const auto& e : j["traceEvents"]) {
+        const std::string name = e.value("name", "");
+        if (name == "model.layers.0" && layerStart < 0) {
+            layerStart = std::int64_t(e.value("ts", 0.0));
+        }
+        if (name == "fake_gemm_kernel") {
+            kernelStart = std::int64_t(e.value("ts", 0.0));
+        }
+        flow = flow || e.value("ph", "") == "s" || e.value("ph", "") == "f";
+    }
+    ASSERT_GE(layerStart, 0) << "the engine's scopes";
+    ASSERT_GE(kernelStart, 0) << "the profiler's kernel";
+    EXPECT_TRUE(flow) << "the launch flow";
+    // One clock: the kernel sits inside the run, not decades away.
+    EXPECT_LT(std::abs(kernelStart - layerStart), std::int64_t(60'000'000)) << "µs apart";
+
+    // A profiler that is not installed leaves the host side and says so.
+    const auto missing
+        = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--tokens", "1", "--backend", "hostsim",
+            "--profiler", "nope", "--trace", s_dir + "/host.json", "-q", "--no-record" });
+    EXPECT_EQ(missing.exitCode, 0) << missing.err;
+    EXPECT_NE(
+        missing.err.find("--profiler nope: the trace has the host side only"), std::string::npos)
+        << missing.err;
+    EXPECT_TRUE(std::filesystem::exists(s_dir + "/host.json"));
 }
 
 TEST_F(HostSimRun, TheFp64ReferenceCannotRunOnABackend)
