@@ -92,6 +92,21 @@ for m in llama-3.1-8b qwen3-30b-a3b deepseek-v3 kimi-k2; do
     [ -d "$models/$m" ] && step "run --backend cuda: shrunk $m (bf16 vs fp64 CPU)" runcheck "$models/$m" bf16
 done
 [ -d "$models/qwen3-8b" ] && step "run --backend cuda: shrunk qwen3-8b (fp32 vs fp64 CPU)" runcheck "$models/qwen3-8b" fp32
+traced_run() { # the run's trace: engine scopes and the CUPTI kernels they launched, one clock
+    local t=$models/run-traced.json
+    "$day0" run "$models/llama-3.1-8b" --backend cuda --precision bf16 --ids 1,2,3,4 --tokens 2 \
+        --trace "$t" -q --no-record >/dev/null || return 1
+    python3 - "$t" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = [e.get("name", "") for e in events]
+kernels = [e for e in events if e.get("cat") == "kernel"]
+print(f"{len(events)} events, {len(kernels)} kernels")
+assert "model.layers.0" in names, "no engine scope"
+assert kernels, "no CUPTI kernel in the trace"
+PY
+}
+[ -d "$models/llama-3.1-8b" ] && step "run --backend cuda --trace: engine scopes + CUPTI kernels" traced_run
 
 plan_tokens() { # reads `day0 run --plan --json` on stdin; prints the tokens; $1: communicator,
     # $2: backend
