@@ -409,20 +409,19 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
             return importAndRecordTrace(paths, progress, stop);
         },
         [this, slot, label](ImportedTrace&& imported) {
-            auto& result = imported.trace;
             setBusy(false,
                 tr("Open a PyTorch profiler (Kineto) trace — <tt>.json</tt> or <tt>.json.gz</tt> "
                    "— or an Nsight Systems SQLite export (<tt>.sqlite</tt>)."));
-            if (!result) {
-                const QString message = toQString(result.error().message);
+            if (!imported.trace) {
+                const QString message = toQString(imported.error->message);
                 m_error->setText(message);
                 m_error->setVisible(showsEmptyState());
                 emit m_session.statusMessage(message);
                 emit m_session.traceOpenFailed(message);
                 return;
             }
-            const auto& warnings = (*result)->warnings();
-            m_session.setTrace(slot, std::move(*result), label);
+            const auto& warnings = imported.trace->warnings();
+            m_session.setTrace(slot, imported.trace, label);
             emit m_session.statusMessage(warnings.empty()
                     ? tr("Opened %1").arg(label)
                     : tr("Opened %1 with %n warning(s): %2", nullptr, int(warnings.size()))

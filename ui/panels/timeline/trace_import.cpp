@@ -24,17 +24,19 @@ ImportedTrace importAndRecordTrace(
     }
     auto trace = files.size() == 1 ? profile::importTrace(files.front(), {}, progress, stop)
                                    : profile::importTraces(files, {}, progress, stop);
+    ImportedTrace out;
     if (!trace) {
-        return { trace.error(), {}, {} };
+        out.error = trace.error();
+        return out;
     }
-    ImportedTrace out { std::make_shared<const profile::Trace>(std::move(*trace)), {}, {} };
+    out.trace = std::make_shared<const profile::Trace>(std::move(*trace));
     if (stop.stop_requested()) {
         return out;
     }
     const double seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    auto recorded = history::recordRunOnce(
-        pipeline::traceRunRecord(**out.trace, absolute, "import", seconds));
+    auto recorded
+        = history::recordRunOnce(pipeline::traceRunRecord(*out.trace, absolute, "import", seconds));
     if (!recorded) {
         out.recordError = recorded.error().message;
     } else if (*recorded && (*recorded)->added) {

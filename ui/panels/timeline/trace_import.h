@@ -15,7 +15,8 @@ namespace day0::ui {
 
 /// A trace the timeline imported, and what recording it did.
 struct ImportedTrace {
-    Result<std::shared_ptr<const profile::Trace>> trace;
+    std::shared_ptr<const profile::Trace> trace; ///< null when the import failed
+    std::optional<Error> error; ///< why it failed (names the file)
     std::optional<qint64> runId; ///< the run this import added to the store
     std::string recordError; ///< why it could not be recorded, empty when it was
 };
