@@ -58,7 +58,6 @@ struct RunOutcome {
 RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLayout& layout,
     int gpusPerNode, exec::RankProgress* ranks, Progress& progress, std::stop_token stop)
 {
-    const auto started = std::chrono::steady_clock::now();
     RunOutcome out;
     fs::path checkpointDir = modelSource;
     if (!hasWeights(checkpointDir)) {
@@ -84,6 +83,8 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
             checkpointDir = *dir;
         }
     }
+    // Timed from here, as `day0 run --plan` times loading and running (not the shrink).
+    const auto started = std::chrono::steady_clock::now();
     auto spec = exec::loadCheckpointModel(checkpointDir);
     auto weights = spec ? exec::openCheckpointWeights(checkpointDir)
                         : Result<std::unique_ptr<exec::WeightSource>>(spec.error());
