@@ -1,10 +1,13 @@
 #include "pipeline/records.h"
 
 #include "base/dtype.h"
+#include "base/file_util.h"
+#include "base/sha256.h"
 #include "exec/engine.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace day0::pipeline {
@@ -255,6 +258,90 @@ history::RunRecord traceRunRecord(const profile::Trace& trace,
         r.addEvent(LogLevel::Warning, w);
     }
     r.info.message = fmt::format("{} slices on {} tracks", c.slices, c.tracks);
+    return r;
+}
+
+history::RunRecord verifyRunRecord(const std::string& path, const checkpoint::Checkpoint& ckpt,
+    const checkpoint::IntegrityReport* integrity, const checkpoint::TensorReport* tensors,
+    double seconds)
+{
+    namespace ck = checkpoint;
+    history::RunRecord r(history::RunKind::Verify);
+    auto& info = r.info;
+    info.duration = Seconds(seconds);
+    const auto root = std::filesystem::absolute(ckpt.root()).lexically_normal();
+    info.modelName = (root.filename().empty() ? root.parent_path() : root).filename().string();
+    if (auto config = readFile(ckpt.root() / "config.json")) {
+        info.modelFingerprint = sha256Hex(*config);
+    }
+    r.setProperty("path", path);
+    r.setProperty("format", std::string(ck::checkpointFormatName(ckpt.format())));
+    r.addMetric("files", double(ckpt.files().size()));
+    r.addMetric("tensors", double(ckpt.tensors().size()));
+    r.addMetric("tensor_bytes", double(ckpt.totalTensorBytes()), "B");
+    std::string firstFailure;
+    if (integrity != nullptr) {
+        r.setProperty("manifest", integrity->manifest);
+        r.addMetric("integrity_failures", double(integrity->failures()));
+        r.addMetric("bytes_hashed", double(integrity->bytesHashed), "B");
+        r.addMetric("hash_seconds", integrity->seconds, "s");
+        for (const auto& f : integrity->files) {
+            if (f.status == ck::FileStatus::Ok) {
+                continue;
+            }
+            const std::string message = f.message.empty()
+                ? fmt::format("{}: {}", f.file, ck::fileStatusName(f.status))
+                : f.message;
+            r.addEvent(LogLevel::Error, message);
+            if (firstFailure.empty()) {
+                firstFailure = message;
+            }
+        }
+    }
+    bool tensorsFailed = false;
+    if (tensors != nullptr && tensors->checked) {
+        // In the order of the names, as `day0 verify --json` lists them.
+        std::vector<std::pair<std::string, std::size_t>> counts;
+        for (const auto s :
+            { ck::TensorStatus::Ok, ck::TensorStatus::Missing, ck::TensorStatus::Unexpected,
+                ck::TensorStatus::WrongShape, ck::TensorStatus::WrongDtype }) {
+            std::string name = "tensors_" + std::string(ck::tensorStatusName(s));
+            std::replace(name.begin(), name.end(), ' ', '_');
+            counts.emplace_back(std::move(name), tensors->count(s));
+        }
+        std::sort(counts.begin(), counts.end());
+        for (const auto& [name, count] : counts) {
+            r.addMetric(name, double(count));
+        }
+        tensorsFailed = !tensors->ok();
+        if (firstFailure.empty()) {
+            for (const auto& row : tensors->rows) {
+                if (row.status != ck::TensorStatus::Ok && !row.message.empty()) {
+                    firstFailure = row.message;
+                    break;
+                }
+            }
+        }
+    }
+    constexpr std::size_t kEvents = 200;
+    std::size_t events = 0;
+    for (const auto& p : ckpt.problems()) {
+        if (events++ < kEvents) {
+            r.addEvent(p.warning ? LogLevel::Warning : LogLevel::Error, p.error.message);
+        }
+    }
+    const bool checksFailed = (integrity != nullptr && !integrity->ok()) || tensorsFailed;
+    if (ckpt.hasErrors()) {
+        info.status = history::RunStatus::Error;
+        info.message = "structure broken";
+    } else if (checksFailed) {
+        info.status = history::RunStatus::Failed;
+        info.message = firstFailure.empty() ? std::string("checks failed")
+                                            : fmt::format("checks failed: {}", firstFailure);
+    } else {
+        info.status = history::RunStatus::Ok;
+        info.message = "ok";
+    }
     return r;
 }
 

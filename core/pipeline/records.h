@@ -1,8 +1,11 @@
 #pragma once
 
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/convert.h"
+#include "checkpoint/manifest.h"
 #include "checkpoint/sharding.h"
 #include "checkpoint/shrink.h"
+#include "checkpoint/tensor_report.h"
 #include "exec/parallel_run.h"
 #include "exec/precision_run.h"
 #include "history/run_record.h"
@@ -48,6 +51,19 @@ history::RunRecord compareRunRecord(const numerics::DumpComparison& comparison,
 /// The run of `day0 trace import|stats` (kind trace): files, counts by category, ranks, span.
 history::RunRecord traceRunRecord(const profile::Trace& trace,
     const std::vector<std::string>& files, std::string_view action, double seconds);
+
+/// The run of `day0 verify` and of the model panel's Verify (kind verify): the checkpoint
+/// (property path as given, format; model = its folder's name, fingerprint = SHA-256 of the
+/// config.json beside it), metrics files, tensors and tensor_bytes; with a manifest (`integrity`
+/// not null) the manifest's name, integrity_failures, bytes_hashed and hash_seconds and an error
+/// event per file that is not ok; with a checked tensor report the count per status
+/// (tensors_missing, tensors_ok, tensors_unexpected, tensors_wrong_dtype, tensors_wrong_shape);
+/// the first 200 structural problems as events. Status Error when the structure is broken,
+/// Failed when a file or tensor check failed (the message then names the first failing file, or
+/// tensor), else Ok. Reads config.json.
+history::RunRecord verifyRunRecord(const std::string& path,
+    const checkpoint::Checkpoint& checkpoint, const checkpoint::IntegrityReport* integrity,
+    const checkpoint::TensorReport* tensors, double seconds);
 
 /// The run of `day0 convert` (kind verify, property tool=convert): tensors and bytes in and out.
 history::RunRecord convertRunRecord(const std::string& source, const std::string& out,

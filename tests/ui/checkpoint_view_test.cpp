@@ -3,6 +3,8 @@
 #include "panels/model/checkpoint_table_model.h"
 #include "panels/model/checkpoint_view.h"
 #include "panels/model/model_panel.h"
+#include "panels/runs/run_table_model.h"
+#include "panels/runs/runs_panel.h"
 #include "ui_test_support.h"
 
 #include <QAbstractItemModelTester>
@@ -10,10 +12,14 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QThread>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 using namespace day0;
 using namespace day0::ui;
@@ -317,4 +323,141 @@ TEST(ModelPanel, OpensACheckpointWhenTheSessionAsks)
     EXPECT_GT(panel.checkpointView()->tableModel()->rowCount(), 50);
     EXPECT_TRUE(panel.checkpointView()->isVisibleTo(&panel));
     EXPECT_GT(test::pixelSpread(panel.grab().toImage()), 12.0);
+}
+
+namespace {
+
+/// Flips one byte near the end of the last shard (same size, other hash); returns its name.
+std::string corruptLastShard(const fs::path& path)
+{
+    std::string shard;
+    for (const auto& e : fs::directory_iterator(path)) {
+        if (e.path().extension() == ".safetensors") {
+            shard = std::max(shard, e.path().filename().string());
+        }
+    }
+    EXPECT_FALSE(shard.empty());
+    std::fstream f(path / shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::streamoff(fs::file_size(path / shard));
+    f.seekg(size - 9);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(size - 9);
+    c = char(c ^ 0x5A);
+    f.write(&c, 1);
+    return shard;
+}
+
+const history::Metric& metric(const history::RunRecord& run, std::string_view name)
+{
+    const auto* m = run.findMetric(name);
+    EXPECT_NE(m, nullptr) << name;
+    static const history::Metric none { "", std::nan(""), "" };
+    return m != nullptr ? *m : none;
+}
+
+} // namespace
+
+TEST(ModelPanel, RecordsEachVerificationAsDay0VerifyDoes)
+{
+    test::ScratchStore scratch;
+    QTemporaryDir dir;
+    const auto path = copyOf(dir);
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "kimi-k2");
+    ModelPanel panel(session, jobs);
+    RunsPanel runs(session, jobs);
+    test::settle(jobs);
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    auto& view = *panel.checkpointView();
+    openAndWait(view, jobs, path);
+    EXPECT_EQ(recorded.count(), 0) << "opening is not a verification";
+
+    view.verify();
+    test::settle(jobs);
+    ASSERT_EQ(recorded.count(), 1);
+    auto store = scratch.open();
+    EXPECT_EQ(store.count().value(), 1);
+    const RunId first(recorded.at(0).at(0).toLongLong());
+    const auto ok = store.load(first).value();
+    EXPECT_EQ(ok.info.kind, history::RunKind::Verify);
+    EXPECT_EQ(ok.info.status, history::RunStatus::Ok);
+    EXPECT_EQ(ok.info.message, "ok");
+    EXPECT_EQ(ok.info.modelName, "ckpt");
+    EXPECT_EQ(ok.info.modelFingerprint.size(), 64U) << "SHA-256 of config.json";
+    ASSERT_NE(ok.findProperty("path"), nullptr);
+    EXPECT_EQ(ok.findProperty("path")->value, path.string());
+    ASSERT_NE(ok.findProperty("manifest"), nullptr);
+    EXPECT_EQ(ok.findProperty("manifest")->value, ck::kManifestName);
+    ASSERT_NE(ok.findProperty("format"), nullptr);
+    const auto report = view.tableModel()->report();
+    EXPECT_EQ(metric(ok, "tensors_ok").value, double(report.count(ck::TensorStatus::Ok)));
+    EXPECT_GT(metric(ok, "tensors_ok").value, 50);
+    EXPECT_EQ(metric(ok, "tensors_missing").value, 0);
+    EXPECT_EQ(metric(ok, "integrity_failures").value, 0);
+    EXPECT_EQ(metric(ok, "bytes_hashed").unit, "B");
+    EXPECT_GT(metric(ok, "bytes_hashed").value, 0);
+    int shards = 0;
+    for (const auto& e : fs::directory_iterator(path)) {
+        shards += e.path().extension() == ".safetensors";
+    }
+    EXPECT_EQ(metric(ok, "files").value, shards) << "the weight files";
+    EXPECT_GT(view.verifyTable()->rowCount(), shards) << "config.json etc. are hashed too";
+    // The runs panel follows the session's announcement.
+    ASSERT_EQ(runs.runModel()->rowCount(), 1);
+    EXPECT_EQ(runs.runModel()->runs().front().id, first);
+
+    // Showing the same checkpoint again records nothing.
+    openAndWait(view, jobs, path);
+    EXPECT_EQ(store.count().value(), 1);
+
+    // A hash mismatch: a second run, failed, naming the shard.
+    const auto shard = corruptLastShard(path);
+    view.verify();
+    test::settle(jobs);
+    ASSERT_EQ(recorded.count(), 2);
+    const auto bad = store.load(RunId(recorded.at(1).at(0).toLongLong())).value();
+    EXPECT_EQ(bad.info.kind, history::RunKind::Verify);
+    EXPECT_EQ(bad.info.status, history::RunStatus::Failed);
+    EXPECT_NE(bad.info.message.find(shard), std::string::npos) << bad.info.message;
+    EXPECT_EQ(metric(bad, "integrity_failures").value, 1);
+    ASSERT_FALSE(bad.events.empty());
+    EXPECT_NE(bad.events.front().message.find(shard), std::string::npos);
+    ASSERT_EQ(runs.runModel()->rowCount(), 2);
+    EXPECT_EQ(runs.runModel()->runs().front().status, history::RunStatus::Failed);
+
+    // Cancelled: nothing. Every worker is held busy until the cancel is in, so the verification
+    // starts (if at all) with its stop requested.
+    std::atomic<bool> release { false };
+    std::vector<std::unique_ptr<JobTicket>> blockers;
+    for (int i = 0; i < std::max(2, QThread::idealThreadCount()); ++i) {
+        blockers.push_back(std::make_unique<JobTicket>());
+        jobs.start<int>(
+            *blockers.back(), QStringLiteral("blocker"), &view,
+            [&release](Progress&, std::stop_token) {
+                while (!release.load()) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+                return 0;
+            },
+            [](int&&) {});
+    }
+    view.verify();
+    view.cancel();
+    release = true;
+    test::settle(jobs);
+    EXPECT_EQ(store.count().value(), 2);
+    EXPECT_EQ(recorded.count(), 2);
+
+    // With recording off (--no-record), a verification writes nothing.
+    auto options = history::recordingOptions();
+    options.enabled = false;
+    history::setRecordingOptions(options);
+    QSignalSpy verified(&view, &CheckpointView::verified);
+    view.verify();
+    test::settle(jobs);
+    EXPECT_EQ(verified.count(), 1) << "the verification itself still runs";
+    EXPECT_EQ(store.count().value(), 2);
+    EXPECT_EQ(recorded.count(), 2);
 }

@@ -21,6 +21,7 @@ TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
     EXPECT_EQ(demoCheckpointPath().parent_path().parent_path().parent_path().string(),
         cache.path().toStdString());
 
+    test::ScratchStore scratch;
     Session session;
     JobRunner jobs;
     {
@@ -56,6 +57,8 @@ TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
     for (profile::SliceIndex s = 0; s < again.trace()->sliceCount(); ++s) {
         EXPECT_NE(again.trace()->sliceNameText(s), "shrink kimi-k2");
     }
+    EXPECT_EQ(scratch.open().count().value(), 0)
+        << "the demo trace is shown at every start, not recorded";
     if (old != nullptr) {
         ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
     } else {

@@ -1,14 +1,19 @@
+#include "history/recording.h"
+#include "panels/runs/run_table_model.h"
+#include "panels/runs/runs_panel.h"
 #include "panels/timeline/kernel_stats_model.h"
 #include "panels/timeline/slice_details.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/timeline/timeline_view.h"
 #include "panels/timeline/track_tree_model.h"
+#include "pipeline/records.h"
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
 #include "profile/timeline_query.h"
 #include "ui_test_support.h"
 
 #include <QAbstractItemModelTester>
+#include <QFileInfo>
 #include <QImage>
 #include <QProcess>
 #include <QSignalSpy>
@@ -216,6 +221,81 @@ TEST(TimelinePanel, AnImportCancelledFromTheStatusBarLeavesTheBusyState)
     test::settle(jobs);
     EXPECT_FALSE(panel.importing());
     EXPECT_TRUE(session.trace());
+}
+
+TEST(TimelinePanel, RecordsAnOpenedTraceOnceAsDay0TraceImportDoes)
+{
+    test::ScratchStore scratch;
+    Session session;
+    JobRunner jobs;
+    TimelinePanel panel(session, jobs);
+    RunsPanel runs(session, jobs);
+    test::settle(jobs);
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    const QStringList ranks { dataFile("synthetic_rank0.json"), dataFile("synthetic_rank1.json") };
+    panel.openTraces(ranks);
+    test::settle(jobs);
+    ASSERT_TRUE(session.trace());
+    ASSERT_EQ(recorded.count(), 1);
+    auto store = scratch.open();
+    EXPECT_EQ(store.count().value(), 1);
+    const auto run = store.load(RunId(recorded.at(0).at(0).toLongLong())).value();
+    // The record `day0 trace import` makes of the same files.
+    std::vector<std::string> files;
+    for (const auto& f : ranks) {
+        files.push_back(QFileInfo(f).absoluteFilePath().toStdString());
+    }
+    const auto expected = pipeline::traceRunRecord(*session.trace(), files, "import", 0.0);
+    EXPECT_TRUE(history::sameResult(run, expected));
+    EXPECT_EQ(run.info.kind, history::RunKind::Trace);
+    EXPECT_EQ(run.info.modelName, "synthetic_rank0.json");
+    ASSERT_NE(run.findProperty("action"), nullptr);
+    EXPECT_EQ(run.findProperty("action")->value, "import");
+    ASSERT_NE(run.findMetric("ranks"), nullptr);
+    EXPECT_EQ(run.findMetric("ranks")->value, 2);
+    ASSERT_NE(run.findMetric("slices"), nullptr);
+    EXPECT_EQ(run.findMetric("slices")->value, double(session.trace()->counts().slices));
+    EXPECT_GT(run.findMetric("slices")->value, 0);
+    ASSERT_EQ(run.artifacts.size(), 2U);
+    EXPECT_EQ(run.artifacts[0].kind, "trace");
+    EXPECT_EQ(run.artifacts[0].path, files[0]);
+    ASSERT_EQ(runs.runModel()->rowCount(), 1);
+    EXPECT_EQ(runs.runModel()->runs().front().kind, history::RunKind::Trace);
+
+    // Opening the same files again shows them again and records nothing.
+    session.setTrace(Session::TraceSlot::Primary, nullptr, {});
+    panel.openTraces(ranks);
+    test::settle(jobs);
+    ASSERT_TRUE(session.trace());
+    EXPECT_EQ(recorded.count(), 1);
+    EXPECT_EQ(store.count().value(), 1);
+
+    // Another trace, here for comparison, is recorded once.
+    const QString other = dataFile("hta_simple_add_rank0.json.gz");
+    panel.openTraces({ other }, Session::TraceSlot::Comparison);
+    test::settle(jobs);
+    ASSERT_TRUE(session.trace(Session::TraceSlot::Comparison));
+    EXPECT_EQ(recorded.count(), 2);
+    panel.openTraces({ other }, Session::TraceSlot::Comparison);
+    test::settle(jobs);
+    EXPECT_EQ(recorded.count(), 2);
+    EXPECT_EQ(store.count().value(), 2);
+    EXPECT_EQ(runs.runModel()->rowCount(), 2);
+
+    // A file that cannot be imported is not recorded.
+    panel.openTraces({ dataFile("no_such_trace.json") });
+    test::settle(jobs);
+    EXPECT_EQ(store.count().value(), 2);
+
+    // With recording off (--no-record), a new trace writes nothing.
+    auto options = history::recordingOptions();
+    options.enabled = false;
+    history::setRecordingOptions(options);
+    panel.openTraces({ dataFile("hta_sampled_rank-1.json.gz") });
+    test::settle(jobs);
+    EXPECT_EQ(session.traceSource(), QStringLiteral("hta_sampled_rank-1.json.gz"));
+    EXPECT_EQ(recorded.count(), 2);
+    EXPECT_EQ(store.count().value(), 2);
 }
 
 TEST(TimelinePanel, ClickingAKernelSelectsItInTheTableAndFollowsItsLaunch)

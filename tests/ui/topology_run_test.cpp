@@ -1,7 +1,12 @@
+#include "checkpoint/sharding.h"
+#include "exec/parallel_run.h"
+#include "panels/runs/run_table_model.h"
+#include "panels/runs/runs_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
 #include "ui_test_support.h"
 
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QToolButton>
 
@@ -82,6 +87,7 @@ TEST(TopologyRun, RefusesPlansBeyondInProcessRanks)
 
 TEST(TopologyRun, CancelStopsTheRun)
 {
+    test::ScratchStore scratch;
     ScopedCache cache;
     Session session;
     JobRunner jobs;
@@ -95,4 +101,74 @@ TEST(TopologyRun, CancelStopsTheRun)
     EXPECT_EQ(panel.runStatus(), QStringLiteral("run cancelled"));
     EXPECT_TRUE(panel.findChild<QToolButton*>(QStringLiteral("runPlanButton"))->isEnabled());
     EXPECT_LT(panel.scene()->rankProgress(0), 0.0);
+    EXPECT_EQ(scratch.open().count().value(), 0) << "a cancelled run is not recorded";
+}
+
+TEST(TopologyRun, RecordsEachRunAsDay0RunPlanDoes)
+{
+    test::ScratchStore scratch;
+    ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-30b-a3b");
+    test::configure(session, "h200:2x2", plan::Mode::Infer, "tp=2,pp=2,ep=2");
+    TopologyPanel panel(session, jobs);
+    RunsPanel runs(session, jobs);
+    test::settle(jobs);
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    EXPECT_EQ(runs.runModel()->rowCount(), 0) << "showing the plan records nothing";
+
+    panel.runPlan();
+    test::settle(jobs);
+    ASSERT_EQ(recorded.count(), 1) << panel.runStatus().toStdString();
+    auto store = scratch.open();
+    EXPECT_EQ(store.count().value(), 1);
+    const auto run = store.load(RunId(recorded.at(0).at(0).toLongLong())).value();
+    const auto layout = checkpoint::shardLayoutFromPlan(session.plan()).value();
+    EXPECT_EQ(run.info.kind, history::RunKind::Run);
+    EXPECT_EQ(run.info.status, history::RunStatus::Ok);
+    EXPECT_EQ(run.info.plan, exec::layoutString(layout, 1));
+    EXPECT_TRUE(panel.runStatus().startsWith(
+        QStringLiteral("ran ") + QString::fromStdString(run.info.plan)));
+    EXPECT_EQ(run.info.precision, "fp32");
+    EXPECT_EQ(run.info.backend, "day0-cpu");
+    EXPECT_FALSE(run.info.modelName.empty());
+    EXPECT_NE(run.info.modelFingerprint.find("/l"), std::string::npos)
+        << "the architecture fingerprint of exec::modelFingerprint: " << run.info.modelFingerprint;
+    ASSERT_NE(run.findProperty("ranks"), nullptr);
+    EXPECT_EQ(run.findProperty("ranks")->value, "in-process");
+    ASSERT_NE(run.findProperty("communicator"), nullptr);
+    EXPECT_EQ(run.findProperty("communicator")->value, "in-process");
+    ASSERT_NE(run.findProperty("checkpoint"), nullptr);
+    EXPECT_TRUE(panel.runStatus().contains(QString::fromStdString(
+        std::filesystem::path(run.findProperty("checkpoint")->value).filename().string())));
+    ASSERT_NE(run.findProperty("sequence0.generated"), nullptr);
+    ASSERT_NE(run.findMetric("world_size"), nullptr);
+    EXPECT_EQ(run.findMetric("world_size")->value, 4);
+    for (int r = 0; r < 4; ++r) {
+        const auto* bytes = run.findMetric("rank" + std::to_string(r) + ".weight_bytes");
+        ASSERT_NE(bytes, nullptr) << "rank " << r;
+        EXPECT_GT(bytes->value, 0);
+    }
+    ASSERT_NE(run.findMetric("comm.total.bytes"), nullptr);
+    EXPECT_GT(run.findMetric("comm.total.bytes")->value, 0);
+    ASSERT_EQ(runs.runModel()->rowCount(), 1);
+    EXPECT_EQ(runs.runModel()->runs().front().plan, run.info.plan);
+
+    // Running the plan again is a new run.
+    panel.runPlan();
+    test::settle(jobs);
+    EXPECT_EQ(recorded.count(), 2);
+    EXPECT_EQ(store.count().value(), 2);
+    EXPECT_EQ(runs.runModel()->rowCount(), 2);
+
+    // With recording off (--no-record), a run writes nothing.
+    auto options = history::recordingOptions();
+    options.enabled = false;
+    history::setRecordingOptions(options);
+    panel.runPlan();
+    test::settle(jobs);
+    EXPECT_TRUE(panel.runStatus().startsWith(QStringLiteral("ran "))) << "the run itself ran";
+    EXPECT_EQ(recorded.count(), 2);
+    EXPECT_EQ(store.count().value(), 2);
 }

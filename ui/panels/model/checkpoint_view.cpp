@@ -1,7 +1,9 @@
 #include "panels/model/checkpoint_view.h"
 
 #include "checkpoint/checkpoint_report.h"
+#include "history/recording.h"
 #include "panels/model/checkpoint_table_model.h"
+#include "pipeline/records.h"
 #include "widgets/formatting.h"
 
 #include <QComboBox>
@@ -20,6 +22,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <chrono>
 
 namespace day0::ui {
 
@@ -38,6 +41,8 @@ struct CheckpointView::HashResult {
     std::optional<ck::IntegrityReport> integrity;
     std::optional<ck::Manifest> written;
     std::optional<Error> error;
+    std::optional<qint64> runId; ///< the verification's run in the store
+    std::string recordError;
 };
 
 namespace {
@@ -291,16 +296,35 @@ void CheckpointView::verify()
         return;
     }
     startJob(Job::Verify, tr("Verifying %1").arg(displayName(m_path)));
+    // The architecture check was made when the checkpoint was opened; the record carries it.
+    auto tensors = std::make_shared<const ck::TensorReport>(m_model->report());
     m_jobs.start<HashResult>(
         m_ticket, m_jobTitle, this,
-        [ckpt = m_checkpoint](Progress& progress, std::stop_token stop) {
+        [ckpt = m_checkpoint, tensors, path = fromQString(m_path)](
+            Progress& progress, std::stop_token stop) {
+            const auto started = std::chrono::steady_clock::now();
             HashResult out;
             progress.setStage("hashing");
-            auto r = ck::verifyCheckpointFiles(*ckpt, {}, progress, std::move(stop));
+            auto r = ck::verifyCheckpointFiles(*ckpt, {}, progress, stop);
             if (!r) {
+                // Cancelled, or the manifest could not be read: `day0 verify` records nothing.
                 out.error = r.error();
-            } else {
-                out.integrity = std::move(*r);
+                return out;
+            }
+            out.integrity = std::move(*r);
+            if (stop.stop_requested()) {
+                return out;
+            }
+            // The same record as `day0 verify`, written off the GUI thread; verifying again is a
+            // new run.
+            const double seconds
+                = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            auto recorded = history::recordRun(pipeline::verifyRunRecord(
+                path, *ckpt, out.integrity ? &*out.integrity : nullptr, tensors.get(), seconds));
+            if (!recorded) {
+                out.recordError = recorded.error().message;
+            } else if (*recorded) {
+                out.runId = (*recorded)->value();
             }
             return out;
         },
@@ -313,6 +337,12 @@ void CheckpointView::deliverVerify(HashResult&& result)
     if (result.error) {
         showError(toQString(result.error->message));
         return;
+    }
+    if (result.runId) {
+        emit runRecorded(*result.runId);
+    } else if (!result.recordError.empty()) {
+        emit recordFailed(
+            tr("The verification was not recorded: %1").arg(toQString(result.recordError)));
     }
     if (!result.integrity) {
         m_verifyStatus->setText(

@@ -27,7 +27,9 @@ class CheckpointTableModel;
 /// their status against the architecture of the config.json beside them, filterable and
 /// sortable, a summary line, and SHA-256 verification of its files against the manifest found
 /// there (or writing one). Opening and hashing run as background jobs with progress and cancel;
-/// errors are shown in place and name the file. GUI-thread object.
+/// errors are shown in place and name the file. Each finished verification is recorded in the
+/// run store off the GUI thread, as `day0 verify` records it (a cancelled or failed-to-run one is
+/// not). GUI-thread object.
 class CheckpointView : public QWidget {
     Q_OBJECT
 public:
@@ -65,6 +67,11 @@ signals:
     void opened(const QString& path);
     /// A verification delivered its report.
     void verified(bool ok);
+    /// A verification was recorded in the run store as run `id` (pipeline::verifyRunRecord,
+    /// the record of `day0 verify`).
+    void runRecorded(qint64 id);
+    /// A verification could not be recorded; the message names the store.
+    void recordFailed(const QString& message);
 
 private:
     enum class Job { None, Open, Verify, WriteManifest };

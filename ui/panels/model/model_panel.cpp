@@ -142,6 +142,8 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     });
     connect(m_checkpoint, &CheckpointView::opened, this,
         [this] { m_tabs->setCurrentWidget(m_checkpoint); });
+    connect(m_checkpoint, &CheckpointView::runRecorded, &m_session, &Session::announceRecordedRun);
+    connect(m_checkpoint, &CheckpointView::recordFailed, &m_session, &Session::statusMessage);
 
     auto* split = new QSplitter(Qt::Vertical, this);
     split->setObjectName(QStringLiteral("modelSplitter"));

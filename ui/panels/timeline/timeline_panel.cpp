@@ -6,6 +6,7 @@
 #include "panels/timeline/timeline_colors.h"
 #include "panels/timeline/timeline_sketch.h"
 #include "panels/timeline/trace_diff_pane.h"
+#include "panels/timeline/trace_import.h"
 #include "panels/timeline/track_tree_model.h"
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
@@ -38,7 +39,6 @@ namespace day0::ui {
 
 namespace {
 
-using LoadResult = Result<std::shared_ptr<const profile::Trace>>;
 using Slot = Session::TraceSlot;
 
 // The statistics table's category choices, in combo order.
@@ -393,10 +393,8 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
     if (paths.isEmpty()) {
         return;
     }
-    std::vector<std::filesystem::path> files;
     QStringList names;
     for (const auto& p : paths) {
-        files.emplace_back(p.toStdString());
         names << QFileInfo(p).fileName();
     }
     const QString label = names.join(QStringLiteral(", "));
@@ -405,34 +403,35 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
         m_loadingTitle = title;
         setBusy(true, title + QStringLiteral("…"));
     }
-    m_jobs.start<LoadResult>(
+    m_jobs.start<ImportedTrace>(
         *m_loadTicket[int(slot)], title, this,
-        [files](Progress& progress, std::stop_token stop) -> LoadResult {
-            auto trace = files.size() == 1 ? profile::importTrace(files.front(), {}, progress, stop)
-                                           : profile::importTraces(files, {}, progress, stop);
-            if (!trace) {
-                return trace.error();
-            }
-            return std::make_shared<const profile::Trace>(std::move(*trace));
+        [paths](Progress& progress, std::stop_token stop) {
+            return importAndRecordTrace(paths, progress, stop);
         },
-        [this, slot, label](LoadResult&& result) {
+        [this, slot, label](ImportedTrace&& imported) {
             setBusy(false,
                 tr("Open a PyTorch profiler (Kineto) trace — <tt>.json</tt> or <tt>.json.gz</tt> "
                    "— or an Nsight Systems SQLite export (<tt>.sqlite</tt>)."));
-            if (!result) {
-                const QString message = toQString(result.error().message);
+            if (!imported.trace) {
+                const QString message = toQString(imported.error->message);
                 m_error->setText(message);
                 m_error->setVisible(showsEmptyState());
                 emit m_session.statusMessage(message);
                 emit m_session.traceOpenFailed(message);
                 return;
             }
-            const auto& warnings = (*result)->warnings();
-            m_session.setTrace(slot, std::move(*result), label);
+            const auto& warnings = imported.trace->warnings();
+            m_session.setTrace(slot, imported.trace, label);
             emit m_session.statusMessage(warnings.empty()
                     ? tr("Opened %1").arg(label)
                     : tr("Opened %1 with %n warning(s): %2", nullptr, int(warnings.size()))
                           .arg(label, toQString(warnings.front())));
+            if (imported.runId) {
+                m_session.announceRecordedRun(*imported.runId);
+            } else if (!imported.recordError.empty()) {
+                emit m_session.statusMessage(tr("The import of %1 was not recorded: %2")
+                                                 .arg(label, toQString(imported.recordError)));
+            }
         });
 }
 

@@ -31,7 +31,9 @@ class TrackTreeModel;
 /// comparison) as rows per rank → device → stream or thread, a statistics table per kernel name
 /// for the whole trace or the selected time range, and the selected slice's arguments and flows.
 /// The kernel table and the timeline select each other. Traces are imported off the GUI thread
-/// (File ▸ Open Trace…, the empty state's button, a drop, or `--trace FILE`).
+/// (File ▸ Open Trace…, the empty state's button, a drop, or `--trace FILE`) and recorded as
+/// `day0 trace import` records them, once per unchanged file (importAndRecordTrace); the demo
+/// trace the embedded default makes is shown, not recorded.
 class TimelinePanel : public QWidget {
     Q_OBJECT
 public:

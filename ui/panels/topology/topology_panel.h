@@ -55,6 +55,9 @@ public:
 
     /// Runs the session's plan on in-process ranks: on the open checkpoint when the model is a
     /// folder with weights, else on a shrunk checkpoint of its architecture sized for the plan.
+    /// A finished run is recorded in the run store (pipeline::parallelRunRecord, as `day0 run
+    /// --plan` records it) and announced through Session::runRecorded; a cancelled or failed
+    /// one is not.
     void runPlan();
     /// Cancels a running plan run.
     void cancelRun();

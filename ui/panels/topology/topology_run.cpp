@@ -1,12 +1,15 @@
 // "Run with this plan" of the topology panel: the session's plan on in-process ranks as a
-// background job, per-rank progress on the rank items, traffic per link after the run.
+// background job, per-rank progress on the rank items, traffic per link after the run; each
+// finished run is recorded as `day0 run --plan … --ranks in-process` records it.
 #include "checkpoint/sharding.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/parallel_run.h"
 #include "exec/shrunk_cache.h"
+#include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
+#include "pipeline/records.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
@@ -16,7 +19,9 @@
 #include <QToolButton>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
 
 namespace day0::ui {
 
@@ -46,6 +51,8 @@ struct RunOutcome {
     QString error;
     QString summary;
     std::vector<exec::NodeTraffic> traffic;
+    std::optional<qint64> runId; ///< the run in the store
+    QString recordError;
 };
 
 RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLayout& layout,
@@ -76,6 +83,8 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
             checkpointDir = *dir;
         }
     }
+    // Timed from here, as `day0 run --plan` times loading and running (not the shrink).
+    const auto started = std::chrono::steady_clock::now();
     auto spec = exec::loadCheckpointModel(checkpointDir);
     auto weights = spec ? exec::openCheckpointWeights(checkpointDir)
                         : Result<std::unique_ptr<exec::WeightSource>>(spec.error());
@@ -100,6 +109,20 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
     }
     out.traffic = exec::nodeTraffic(r->events, layout, gpusPerNode);
     const auto table = exec::commTable(r->events, int(r->ranks.size()), r->machine);
+    if (!stop.stop_requested()) {
+        // The same record as `day0 run <checkpoint> --plan … --ranks in-process`, written off
+        // the GUI thread; running the plan again is a new run.
+        auto record = pipeline::parallelRunRecord(*spec, checkpointDir.string(),
+            exec::layoutString(layout, o.microBatches), "in-process", "in-process", *r, table,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        record.info.backend = r->dispatch.backend;
+        auto recorded = history::recordRun(record);
+        if (!recorded) {
+            out.recordError = toQString(recorded.error().message);
+        } else if (*recorded) {
+            out.runId = (*recorded)->value();
+        }
+    }
     const auto& total = table.back();
     out.summary
         = QObject::tr("ran %1 on %2 in-process ranks (%3): %4 collectives, %5 moved, "
@@ -166,6 +189,12 @@ void TopologyPanel::runPlan()
             m_scene->setRankProgress(std::move(done));
             m_scene->setLinkTraffic(std::move(outcome.traffic));
             m_runStatus->setText(outcome.summary);
+            if (outcome.runId) {
+                m_session.announceRecordedRun(*outcome.runId);
+            } else if (!outcome.recordError.isEmpty()) {
+                emit m_session.statusMessage(
+                    tr("The run was not recorded: %1").arg(outcome.recordError));
+            }
         });
 }
 
