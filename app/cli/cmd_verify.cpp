@@ -1,14 +1,13 @@
 // day0 verify <checkpoint>: structure (headers, index), integrity (SHA-256 against a manifest) and
 // architecture (tensors against config.json) of a checkpoint.
 #include "base/file_util.h"
-#include "base/sha256.h"
 #include "base/units.h"
 #include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest.h"
 #include "command.h"
-#include "history/run_record.h"
 #include "interrupt.h"
+#include "pipeline/records.h"
 #include "progress_bar.h"
 #include "table.h"
 
@@ -18,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 namespace day0::cli {
 
@@ -76,55 +76,6 @@ ck::Manifest restrictTo(const ck::Manifest& m, const std::vector<std::string>& f
 }
 
 /// Keeps the verification as a run in the store (history): verdict, counts and every problem.
-void recordVerification(const VerifyArgs& args, const ck::Checkpoint& ckpt,
-    const nlohmann::json& json, bool structureBad, bool checksFailed, double seconds)
-{
-    history::RunRecord record(history::RunKind::Verify);
-    auto& info = record.info;
-    info.duration = Seconds(seconds);
-    info.status = structureBad
-        ? history::RunStatus::Error
-        : (checksFailed ? history::RunStatus::Failed : history::RunStatus::Ok);
-    const fs::path root = fs::absolute(ckpt.root()).lexically_normal();
-    info.modelName = (root.filename().empty() ? root.parent_path() : root).filename().string();
-    if (auto config = readFile(ckpt.root() / "config.json")) {
-        info.modelFingerprint = sha256Hex(*config);
-    }
-    info.message = structureBad ? "structure broken" : (checksFailed ? "checks failed" : "ok");
-    record.setProperty("path", args.path);
-    record.setProperty("format", std::string(ck::checkpointFormatName(ckpt.format())));
-    record.addMetric("files", double(ckpt.files().size()));
-    record.addMetric("tensors", double(ckpt.tensors().size()));
-    record.addMetric("tensor_bytes", double(ckpt.totalTensorBytes()), "B");
-    if (json.contains("integrity") && json["integrity"].is_object()) {
-        const auto& integrity = json["integrity"];
-        record.setProperty("manifest", integrity["manifest"].get<std::string>());
-        record.addMetric("integrity_failures", integrity["failures"].get<double>());
-        record.addMetric("bytes_hashed", integrity["bytes_hashed"].get<double>(), "B");
-        record.addMetric("hash_seconds", integrity["seconds"].get<double>(), "s");
-        for (const auto& f : integrity["files"]) {
-            if (f.contains("message")) {
-                record.addEvent(LogLevel::Error, f["message"].get<std::string>());
-            }
-        }
-    }
-    if (json.contains("architecture") && json["architecture"].is_object()) {
-        for (const auto& [status, count] : json["architecture"]["counts"].items()) {
-            std::string name = "tensors_" + status;
-            std::replace(name.begin(), name.end(), ' ', '_');
-            record.addMetric(name, count.get<double>());
-        }
-    }
-    constexpr std::size_t kEvents = 200;
-    std::size_t events = 0;
-    for (const auto& p : ckpt.problems()) {
-        if (events++ < kEvents) {
-            record.addEvent(p.warning ? LogLevel::Warning : LogLevel::Error, p.error.message);
-        }
-    }
-    recordResult(record);
-}
-
 int runVerify(const VerifyArgs& args, const GlobalOptions& global)
 {
     const auto start = std::chrono::steady_clock::now();
@@ -152,6 +103,7 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
     hash.threads = args.jobs;
     Progress progress;
     const auto stop = interruptToken();
+    std::optional<ck::IntegrityReport> integrity; // the hash check, when there is a manifest
     auto found = ck::findManifest(ckpt.root());
     if (!found) {
         return reportError(found.error());
@@ -187,7 +139,7 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
         }
     } else if (found->has_value()) {
         const auto manifest = folder ? **found : restrictTo(**found, ckpt.files());
-        ck::IntegrityReport report;
+        ck::IntegrityReport& report = integrity.emplace();
         {
             ProgressBar bar(progress, "verifying", !global.quiet);
             auto r = ck::verifyIntegrity(ckpt.root(), manifest, ckpt.files(), hash, progress, stop);
@@ -265,8 +217,9 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
 
     const bool structureBad = ckpt.hasErrors();
     json["ok"] = !structureBad && !checksFailed;
-    recordVerification(args, ckpt, json, structureBad, checksFailed,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    recordResult(pipeline::verifyRunRecord(args.path, ckpt, integrity ? &*integrity : nullptr,
+        arch->has_value() ? &**arch : nullptr,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
     if (global.json) {
         fmt::print("{}\n", json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
