@@ -6,6 +6,7 @@
 #include "panels/topology/topology_scene.h"
 #include "ui_test_support.h"
 
+#include <QComboBox>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QToolButton>
@@ -172,3 +173,31 @@ TEST(TopologyRun, RecordsEachRunAsDay0RunPlanDoes)
     EXPECT_EQ(recorded.count(), 2);
     EXPECT_EQ(store.count().value(), 2);
 }
+
+#ifdef DAY0_HOSTSIM_PLUGIN_DIR
+TEST(TopologyRun, TheRanksComputeOnTheChosenBackend)
+{
+    // The host-simulated test backend (tests/plugins/hostsim_plugin.cpp) stands in for a GPU.
+    qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
+    ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-30b-a3b");
+    test::configure(session, "h200:2x2", plan::Mode::Infer, "tp=2,ep=2");
+    TopologyPanel panel(session, jobs);
+    qunsetenv("DAY0_PLUGIN_PATH");
+    test::settle(jobs);
+    auto* backends = panel.findChild<QComboBox*>(QStringLiteral("targetBackend"));
+    ASSERT_NE(backends, nullptr);
+    const int hostsim = backends->findData(QStringLiteral("hostsim"));
+    ASSERT_GE(hostsim, 0);
+    backends->setCurrentIndex(hostsim);
+    panel.findChild<QToolButton*>(QStringLiteral("runPlanButton"))->click();
+    test::settle(jobs);
+    const QString status = panel.runStatus();
+    EXPECT_TRUE(status.startsWith(QStringLiteral("ran tp=2"))) << status.toStdString();
+    EXPECT_TRUE(status.contains(QStringLiteral("; on hostsim: "))) << status.toStdString();
+    EXPECT_FALSE(status.contains(QStringLiteral(": 0 operator calls native")))
+        << status.toStdString();
+}
+#endif

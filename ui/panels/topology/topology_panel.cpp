@@ -5,6 +5,7 @@
 #include "panels/topology/topology_scene.h"
 #include "plan/memory_estimator.h"
 #include "session/session.h"
+#include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
@@ -112,7 +113,12 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
     auto* runBar = new QHBoxLayout;
+    m_backend = createBackendCombo(this);
+    m_backend->setToolTip(tr("Where the ranks of 'Run with this plan' compute; operators a "
+                             "backend lacks fall back to the CPU reference"));
     runBar->addWidget(m_run);
+    runBar->addWidget(new QLabel(tr("on"), this));
+    runBar->addWidget(m_backend);
     runBar->addWidget(m_cancel);
     runBar->addWidget(m_runStatus, 1);
     layout->addLayout(runBar);

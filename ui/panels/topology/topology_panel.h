@@ -79,6 +79,7 @@ private:
     std::unique_ptr<JobTicket> m_runTicket;
     std::shared_ptr<exec::RankProgress> m_rankProgress;
     QToolButton* m_run = nullptr;
+    QComboBox* m_backend = nullptr; ///< where the ranks compute ("cpu" or a backend plugin)
     QToolButton* m_cancel = nullptr;
     QLabel* m_runStatus = nullptr;
     QTimer* m_progressTimer = nullptr;

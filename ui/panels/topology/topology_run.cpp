@@ -11,9 +11,11 @@
 #include "panels/topology/topology_scene.h"
 #include "pipeline/records.h"
 #include "session/session.h"
+#include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
+#include <QComboBox>
 #include <QLabel>
 #include <QTimer>
 #include <QToolButton>
@@ -56,9 +58,14 @@ struct RunOutcome {
 };
 
 RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLayout& layout,
-    int gpusPerNode, exec::RankProgress* ranks, Progress& progress, std::stop_token stop)
+    const std::string& backend, int gpusPerNode, exec::RankProgress* ranks, Progress& progress,
+    std::stop_token stop)
 {
     RunOutcome out;
+    if (auto probe = openBackend(backend); !probe) {
+        out.error = toQString(probe.error().message);
+        return out;
+    }
     fs::path checkpointDir = modelSource;
     if (!hasWeights(checkpointDir)) {
         // The embedded default has only a config: run the demo's shrunk checkpoint when the plan
@@ -102,6 +109,10 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
     for (int d = 0; d < layout.dp; ++d) {
         o.prompts.push_back({ 1 + d % 7, 2, 3, 5, 8 });
     }
+    if (backend != "cpu") {
+        // Every in-process rank its own backend object on the one device.
+        o.backendFor = [backend](int) { return openBackend(backend); };
+    }
     auto r = exec::runParallelInProcess(*spec, **weights, o, progress, stop, ranks);
     if (!r) {
         out.error = toQString(r.error().message);
@@ -138,6 +149,18 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
               .arg(r->sequences.empty()
                       ? QString()
                       : toQString(fmt::format("{}", fmt::join(r->sequences[0].generated, " "))));
+    if (!r->dispatch.ops.empty()) {
+        std::int64_t native = 0;
+        std::int64_t fallback = 0;
+        for (const auto& k : r->ranks) {
+            native += k.nativeCalls;
+            fallback += k.fallbackCalls;
+        }
+        out.summary += QObject::tr("; on %1: %2 operator calls native, %3 on the CPU reference")
+                           .arg(toQString(r->dispatch.backend))
+                           .arg(native)
+                           .arg(fallback);
+    }
     return out;
 }
 
@@ -173,9 +196,10 @@ void TopologyPanel::runPlan()
     m_jobs.start<RunOutcome>(
         *m_runTicket, tr("Running the plan"), this,
         [source = m_session.modelSource().toStdString(), layout = *layout,
+            backend = fromQString(m_backend->currentData().toString()),
             gpusPerNode = m_session.cluster().gpusPerNode,
             ranks = m_rankProgress](Progress& progress, std::stop_token stop) {
-            return runOnRanks(source, layout, gpusPerNode, ranks.get(), progress, stop);
+            return runOnRanks(source, layout, backend, gpusPerNode, ranks.get(), progress, stop);
         },
         [this](RunOutcome&& outcome) {
             m_progressTimer->stop();
