@@ -203,7 +203,8 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
         && (selectionScale || !referenceScores.scale->sigmoid)) {
         groups = referenceScores.scale;
     }
-    // The resolution of a - b (two experts' or two groups' scores at rows ia, ib of `value`).
+    // The resolution of a - b (two experts' or two groups' scores, uncertain by ua and ub on the
+    // selection scale).
     const auto pairResolution = [&](double a, double b, double ua, double ub) {
         return selectionScale
             ? ua + ub
@@ -236,60 +237,105 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
         const auto u
             = [&](std::int64_t e) { return uncertainty != nullptr ? uncertainty[e] : 0.0; };
 
-        // Group stage: an added expert whose group the reference masked means the group ranking
-        // flipped; its decision is the reference's weakest kept group against that group.
+        // Expert stage: the dropped experts that still competed in the target (after a group
+        // flip, those of groups the target chose from; the others fell with their group) against
+        // every added one. True when that decision was within resolution.
         std::set<std::int64_t> targetGroups;
-        bool groupFlip = false;
-        bool groupNear = true;
-        if (groups) {
-            const GroupStage g = groupStage(value, uncertainty, experts, *groups);
-            std::int64_t strongestAdded = -1;
-            for (const auto e : st) {
-                const std::int64_t group = e / g.perGroup;
-                targetGroups.insert(group);
-                if (std::find(g.kept.begin(), g.kept.end(), group) == g.kept.end()
-                    && (strongestAdded < 0
-                        || g.score[std::size_t(group)] > g.score[std::size_t(strongestAdded)])) {
-                    strongestAdded = group;
+        const std::int64_t perGroup = groups ? experts / groups->numGroups : experts;
+        for (const auto e : st) {
+            targetGroups.insert(e / perGroup);
+        }
+        const auto expertStage = [&](TokenFlip& f, bool afterGroupFlip) {
+            std::vector<std::int64_t> competing;
+            for (const auto e : f.dropped) {
+                if (!afterGroupFlip || targetGroups.contains(e / perGroup)) {
+                    competing.push_back(e);
                 }
             }
-            if (strongestAdded >= 0) {
-                groupFlip = true;
-                // topKIndices puts the best first, so the weakest kept group is the last.
-                const std::int64_t weakestKept = g.kept.back();
-                const double a = g.score[std::size_t(weakestKept)];
-                const double b = g.score[std::size_t(strongestAdded)];
-                flip.groupMargin = a - b;
-                flip.groupResolution = pairResolution(a, b, g.uncertainty[std::size_t(weakestKept)],
-                    g.uncertainty[std::size_t(strongestAdded)]);
-                groupNear = *flip.groupMargin <= flip.groupResolution;
+            if (competing.empty() || f.added.empty()) {
+                return afterGroupFlip;
             }
-        }
-
-        // Expert stage: the dropped experts that still competed in the target (with a group flip,
-        // those of groups the target kept; the others fell with their group) against every added
-        // one.
-        std::vector<std::int64_t> competing;
-        for (const auto e : flip.dropped) {
-            if (!groupFlip || targetGroups.contains(e / (experts / groups->numGroups))) {
-                competing.push_back(e);
-            }
-        }
-        bool expertNear = true;
-        if (!competing.empty() && !flip.added.empty()) {
             const auto weakest = *std::min_element(competing.begin(), competing.end(),
                 [&](std::int64_t a, std::int64_t b) { return value[a] < value[b]; });
-            const auto strongest = *std::max_element(flip.added.begin(), flip.added.end(),
+            const auto strongest = *std::max_element(f.added.begin(), f.added.end(),
                 [&](std::int64_t a, std::int64_t b) { return value[a] < value[b]; });
-            flip.margin = value[weakest] - value[strongest];
-            flip.resolution
+            f.margin = value[weakest] - value[strongest];
+            f.resolution
                 = pairResolution(value[weakest], value[strongest], u(weakest), u(strongest));
             // After a group flip an added expert may outrank a dropped one (it was only masked):
             // no expert-stage decision went against the reference then.
-            expertNear = groupFlip ? *flip.margin <= flip.resolution
-                                   : std::fabs(*flip.margin) <= flip.resolution;
+            return afterGroupFlip ? *f.margin <= f.resolution
+                                  : std::fabs(*f.margin) <= f.resolution;
+        };
+
+        // Group stage. An added expert of a group the reference masked means the ranking of
+        // groups flipped: the reference's weakest kept group against the strongest such group.
+        // Without one, a kept group the target chose nothing from (though the reference did) may
+        // still have lost its place to a masked group the target then chose nothing from: the
+        // weakest such group against the strongest masked one, taken when it explains the flip
+        // as a near-tie and the expert stage alone does not.
+        std::optional<std::pair<std::int64_t, std::int64_t>> groupSwap; // (demoted, promoted)
+        bool visible = false;
+        GroupStage g;
+        if (groups) {
+            g = groupStage(value, uncertainty, experts, *groups);
+            const auto kept = [&](std::int64_t group) {
+                return std::find(g.kept.begin(), g.kept.end(), group) != g.kept.end();
+            };
+            const auto stronger = [&](std::int64_t a, std::int64_t b) {
+                return b < 0 || g.score[std::size_t(a)] > g.score[std::size_t(b)];
+            };
+            std::int64_t promoted = -1;
+            for (const auto group : targetGroups) {
+                if (!kept(group) && stronger(group, promoted)) {
+                    promoted = group;
+                }
+            }
+            if (promoted >= 0) {
+                visible = true;
+                // topKIndices puts the best first, so the weakest kept group is the last.
+                groupSwap = std::pair { g.kept.back(), promoted };
+            } else {
+                std::int64_t demoted = -1;
+                for (const auto e : flip.dropped) {
+                    const std::int64_t group = e / perGroup;
+                    if (!targetGroups.contains(group)
+                        && (demoted < 0
+                            || g.score[std::size_t(group)] < g.score[std::size_t(demoted)])) {
+                        demoted = group;
+                    }
+                }
+                for (std::int64_t group = 0; group < groups->numGroups; ++group) {
+                    if (!kept(group) && stronger(group, promoted)) {
+                        promoted = group;
+                    }
+                }
+                if (demoted >= 0 && promoted >= 0) {
+                    groupSwap = std::pair { demoted, promoted };
+                }
+            }
         }
-        flip.nearTie = (flip.margin || flip.groupMargin) && groupNear && expertNear;
+        TokenFlip plain = flip;
+        const bool plainNear = !visible && expertStage(plain, false) && plain.margin.has_value();
+        if (!groupSwap) {
+            plain.nearTie = plainNear;
+            flips.push_back(std::move(plain));
+            continue;
+        }
+        const auto [demoted, promoted] = *groupSwap;
+        const double a = g.score[std::size_t(demoted)];
+        const double b = g.score[std::size_t(promoted)];
+        flip.groupMargin = a - b;
+        flip.groupResolution = pairResolution(
+            a, b, g.uncertainty[std::size_t(demoted)], g.uncertainty[std::size_t(promoted)]);
+        const bool groupNear = *flip.groupMargin <= flip.groupResolution;
+        const bool grouped = expertStage(flip, true) && groupNear;
+        if (!visible && (plainNear || !grouped)) {
+            plain.nearTie = plainNear;
+            flips.push_back(std::move(plain));
+            continue;
+        }
+        flip.nearTie = grouped;
         flips.push_back(std::move(flip));
     }
     return flips;

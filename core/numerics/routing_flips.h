@@ -69,9 +69,12 @@ struct TokenFlip {
     /// What the target's precision cannot resolve of `margin` (see routing_flips.cpp).
     double resolution = 0.0;
     MarginScale scale = MarginScale::Logit;
-    /// Group stage (group-limited routers): the target chose an expert of a group the reference
-    /// masked; the reference score of its weakest kept group minus that of the strongest such
-    /// group (always on MarginScale::Group).
+    /// Group stage (group-limited routers), on MarginScale::Group: when the target chose an
+    /// expert of a group the reference masked, the reference's weakest kept group's score minus
+    /// the strongest such group's; when instead a kept group the reference chose from lost all
+    /// its experts and that is a near-tie where the expert stage alone is not, that group's
+    /// score minus the strongest masked group's. The expert stage then only counts the dropped
+    /// experts of groups the target chose from.
     std::optional<double> groupMargin;
     double groupResolution = 0.0;
     /// Every stage that flipped did so within the target's resolution.

@@ -382,3 +382,29 @@ TEST(RoutingScores, EightBitTargetsRoundTheScoresInBf16)
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("selection scores"), std::string::npos);
 }
+
+TEST(RoutingScores, AGroupLostWithoutAnExpertOfTheNewOneIsAGroupNearTie)
+{
+    // Token 2 (bias 0): group 1 (0.05, 0.92) beats group 2 (0.5, 0.47 - 1e-4) by 1e-4 for the
+    // second kept place. The reference chooses {1, 3}; a target that keeps group 2 instead
+    // chooses {1, 0} from groups 0 and 2, none from group 2. Expert-wise 0 was 0.02 below 3, no
+    // bf16 near-tie; the group stage explains the flip as one.
+    Router router;
+    router.scale = { true, 4, 2 };
+    router.flippedSigmoids({ 0.9, 0.95, 0.05, 0.92, 0.5, 0.47 - 1e-4, 0.05, 0.05 });
+    const Judged j = judgeFlip(router, { 1, 3 }, { 1, 0 }, true);
+    ASSERT_TRUE(j.flip.groupMargin.has_value());
+    EXPECT_NEAR(*j.flip.groupMargin, 1e-4, 1e-9);
+    EXPECT_FALSE(j.flip.margin.has_value());
+    EXPECT_TRUE(j.flip.nearTie);
+    EXPECT_EQ(j.status, VerdictStatus::Warn) << j.reason;
+    // Without the near-tie between the groups it is the expert stage's 0.02, and fails.
+    router.flippedSigmoids({ 0.9, 0.95, 0.05, 0.92, 0.3, 0.3, 0.05, 0.05 });
+    const Judged far = judgeFlip(router, { 1, 3 }, { 1, 0 }, true);
+    EXPECT_FALSE(far.flip.groupMargin.has_value());
+    ASSERT_TRUE(far.flip.margin.has_value());
+    EXPECT_NEAR(*far.flip.margin, 0.02, 1e-9);
+    EXPECT_FALSE(far.flip.nearTie);
+    EXPECT_EQ(far.status, VerdictStatus::Fail) << far.reason;
+    EXPECT_TRUE(contains(far.reason, "reference margin 2.0e-02 > bf16 resolution")) << far.reason;
+}
