@@ -2,6 +2,7 @@
 
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
+#include "exec/router.h"
 #include "exec/vision_input.h"
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
@@ -522,6 +523,15 @@ Result<RunResult> Engine::Impl::run(
     info.extra["prefill_seconds"] = result.prefillSeconds;
     info.extra["decode_seconds"] = result.decodeSeconds;
     info.extra["teacher_forced"] = !forced.empty();
+    if (spec.moe) {
+        // What the routers rank by, for the margins of flipped expert choices (routing_flips.h).
+        const RouterConfig router = routerConfig(*spec.moe);
+        info.extra["router"] = {
+            { "scoring", router.scoring == model::RouterScoring::Sigmoid ? "sigmoid" : "softmax" },
+            { "top_k", router.topK }, { "n_group", router.numGroups },
+            { "topk_group", router.topkGroup }
+        };
+    }
     return result;
 }
 

@@ -50,6 +50,19 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         routing = route(logits.data(), n, m_router, bias);
     }
     taps.recordIds(names.router + "#topk", routing.experts, { n, routing.k });
+    // Sigmoid routers rank by σ(logit) + bias, which the logits alone do not give: recorded so
+    // that a comparison measures a flipped choice's margin on that scale.
+    const std::string scoreName = names.router + "#score";
+    if (m_router.scoring == model::RouterScoring::Sigmoid && taps.wants(scoreName)) {
+        std::vector<double> selection;
+        if constexpr (std::is_same_v<T, float>) {
+            selection = selectionScoresFloat(logits.data(), n, m_router, bias);
+        } else {
+            selection = selectionScores(logits.data(), n, m_router, bias);
+        }
+        const std::vector<T> recorded(selection.begin(), selection.end());
+        taps.record(scoreName, recorded.data(), { n, e }, "router_score");
+    }
     // Llama-4 (Llama4TextMoe) scales the expert's input by the router score, not its output.
     const bool scaleInput = m_spec.family == model::Family::Llama4;
 

@@ -22,6 +22,44 @@ RouterConfig routerConfig(const model::MoeSpec& moe)
     return c;
 }
 
+std::vector<double> selectionScores(
+    const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias)
+{
+    const std::int64_t e = config.numExperts;
+    std::vector<double> out(std::size_t(tokens * e));
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const double* row = logits + t * e;
+        double* score = out.data() + t * e;
+        if (config.scoring == model::RouterScoring::Softmax) {
+            const double m = *std::max_element(row, row + e);
+            double sum = 0.0;
+            for (std::int64_t i = 0; i < e; ++i) {
+                score[i] = std::exp(row[i] - m);
+                sum += score[i];
+            }
+            for (std::int64_t i = 0; i < e; ++i) {
+                score[i] /= sum;
+            }
+        } else {
+            for (std::int64_t i = 0; i < e; ++i) {
+                score[i] = 1.0 / (1.0 + std::exp(-row[i])) + (bias != nullptr ? bias[i] : 0.0);
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<double> selectionScoresFloat(
+    const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias)
+{
+    const std::vector<double> l(logits, logits + tokens * config.numExperts);
+    std::vector<double> b;
+    if (bias != nullptr) {
+        b.assign(bias, bias + config.numExperts);
+    }
+    return selectionScores(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+}
+
 Routing route(
     const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias)
 {
@@ -31,59 +69,37 @@ Routing route(
     const std::int64_t e = config.numExperts;
     r.experts.reserve(std::size_t(tokens * r.k));
     r.weights.reserve(std::size_t(tokens * r.k));
+    const bool sigmoid = config.scoring == model::RouterScoring::Sigmoid;
+    const std::vector<double> selection = selectionScores(logits, tokens, config, bias);
     std::vector<double> scores(static_cast<std::size_t>(e));
     std::vector<double> choice(static_cast<std::size_t>(e));
     for (std::int64_t t = 0; t < tokens; ++t) {
         const double* row = logits + t * e;
-        if (config.scoring == model::RouterScoring::Softmax) {
-            const double m = *std::max_element(row, row + e);
-            double sum = 0.0;
-            for (std::int64_t i = 0; i < e; ++i) {
-                scores[std::size_t(i)] = std::exp(row[i] - m);
-                sum += scores[std::size_t(i)];
-            }
-            for (auto& s : scores) {
-                s /= sum;
-            }
-            choice = scores;
-            if (config.numGroups > 1) {
-                // DeepSeek-V2 "group_limited_greedy": groups ranked by their best expert.
-                const std::int64_t perGroup = e / config.numGroups;
-                std::vector<double> groupScore(static_cast<std::size_t>(config.numGroups));
-                for (std::int64_t g = 0; g < config.numGroups; ++g) {
-                    groupScore[std::size_t(g)] = *std::max_element(
-                        choice.begin() + g * perGroup, choice.begin() + (g + 1) * perGroup);
+        choice.assign(selection.begin() + t * e, selection.begin() + (t + 1) * e);
+        for (std::int64_t i = 0; i < e; ++i) {
+            // The combine weights: the probabilities, or the unbiased sigmoid scores.
+            scores[std::size_t(i)]
+                = sigmoid ? 1.0 / (1.0 + std::exp(-row[i])) : choice[std::size_t(i)];
+        }
+        if (config.numGroups > 1) {
+            // Only the topkGroup best groups compete, the rest masked with 0 (as HF does).
+            // Sigmoid (DeepSeek-V3 noaux_tc): a group's score is the sum of its two best biased
+            // scores; Softmax (DeepSeek-V2 group_limited_greedy): its best probability.
+            const std::int64_t perGroup = e / config.numGroups;
+            std::vector<double> groupScore(static_cast<std::size_t>(config.numGroups));
+            for (std::int64_t g = 0; g < config.numGroups; ++g) {
+                const std::span<const double> members(
+                    choice.data() + g * perGroup, std::size_t(perGroup));
+                double sum = 0.0;
+                for (const auto b : numerics::topKIndices(members, sigmoid ? 2 : 1)) {
+                    sum += members[std::size_t(b)];
                 }
-                const auto keep = numerics::topKIndices(groupScore, config.topkGroup);
-                for (std::int64_t g = 0; g < config.numGroups; ++g) {
-                    if (std::find(keep.begin(), keep.end(), g) == keep.end()) {
-                        std::fill_n(choice.begin() + g * perGroup, perGroup, 0.0);
-                    }
-                }
+                groupScore[std::size_t(g)] = sum;
             }
-        } else {
-            for (std::int64_t i = 0; i < e; ++i) {
-                scores[std::size_t(i)] = 1.0 / (1.0 + std::exp(-row[i]));
-                choice[std::size_t(i)] = scores[std::size_t(i)] + (bias != nullptr ? bias[i] : 0.0);
-            }
-            if (config.numGroups > 1) {
-                const std::int64_t perGroup = e / config.numGroups;
-                std::vector<double> groupScore(static_cast<std::size_t>(config.numGroups));
-                for (std::int64_t g = 0; g < config.numGroups; ++g) {
-                    const std::span<const double> members(
-                        choice.data() + g * perGroup, std::size_t(perGroup));
-                    const auto best = numerics::topKIndices(members, 2);
-                    double sum = 0.0;
-                    for (const auto b : best) {
-                        sum += members[std::size_t(b)];
-                    }
-                    groupScore[std::size_t(g)] = sum;
-                }
-                const auto keep = numerics::topKIndices(groupScore, config.topkGroup);
-                for (std::int64_t g = 0; g < config.numGroups; ++g) {
-                    if (std::find(keep.begin(), keep.end(), g) == keep.end()) {
-                        std::fill_n(choice.begin() + g * perGroup, perGroup, 0.0);
-                    }
+            const auto keep = numerics::topKIndices(groupScore, config.topkGroup);
+            for (std::int64_t g = 0; g < config.numGroups; ++g) {
+                if (std::find(keep.begin(), keep.end(), g) == keep.end()) {
+                    std::fill_n(choice.begin() + g * perGroup, perGroup, 0.0);
                 }
             }
         }
@@ -92,7 +108,6 @@ Routing route(
         for (const auto c : chosen) {
             sum += scores[std::size_t(c)];
         }
-        const bool sigmoid = config.scoring == model::RouterScoring::Sigmoid;
         const double denominator = sigmoid ? sum + 1e-20 : sum;
         for (const auto c : chosen) {
             double w = scores[std::size_t(c)];

@@ -43,6 +43,17 @@ RouterConfig routerConfig(const model::MoeSpec& moe);
 Routing route(
     const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias);
 
+/// The score each expert is ranked by before any group stage, [tokens, numExperts]: for Sigmoid
+/// routers σ(logit) + bias (`bias` may be null), for Softmax routers the softmax probability.
+/// route() selects on these; the engine records them as "<router>#score" so that a precision
+/// comparison can measure a flipped choice's margin on the scale the router decided on.
+std::vector<double> selectionScores(
+    const double* logits, std::int64_t tokens, const RouterConfig& config, const double* bias);
+
+/// selectionScores() of float router logits and bias, widened to double first.
+std::vector<double> selectionScoresFloat(
+    const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias);
+
 /// route() of float router logits and bias, widened to double first (as the engine routes).
 Routing routeFloat(
     const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias);

@@ -109,6 +109,12 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
                 if (f.margin) {
                     one["reference_margin"] = num(*f.margin);
                     one["resolution"] = num(f.resolution);
+                    one["scale"] = marginScaleName(f.scale, rf.sigmoid);
+                }
+                if (f.groupMargin) {
+                    one["reference_group_margin"] = num(*f.groupMargin);
+                    one["group_resolution"] = num(f.groupResolution);
+                    one["group_scale"] = marginScaleName(MarginScale::Group, rf.sigmoid);
                 }
                 flips.push_back(std::move(one));
             }

@@ -149,11 +149,17 @@ Result<void> analyseRoutingFlips(CaptureComparison& row, const Tensor& reference
     flips.selection = selection;
     flips.basis = own || judged.info.mode == "inject" ? "own" : "accumulated";
     flips.tokens = rs->dim(0);
-    const std::string scoresName = selection.substr(0, selection.rfind('#'));
-    const Tensor* scores = referenceDump.tensor(scoresName);
-    if (scores != nullptr) {
-        flips.scores = scoresName;
+    const std::string logitsName = selection.substr(0, selection.rfind('#'));
+    ReferenceRouterScores scores;
+    scores.logits = referenceDump.tensor(logitsName);
+    scores.selection = referenceDump.tensor(logitsName + "#score");
+    scores.scale = routerScaleFromJson(referenceDump.info.extra);
+    if (scores.selection != nullptr && scores.scale && scores.scale->sigmoid) {
+        flips.scores = logitsName + "#score";
+    } else if (scores.logits != nullptr) {
+        flips.scores = logitsName;
     }
+    flips.sigmoid = scores.scale && scores.scale->sigmoid;
     auto found = findTokenFlips(*rs, *ts, scores, dtype);
     if (!found) {
         return found.error().withContext(selection);
@@ -174,16 +180,32 @@ Result<void> analyseRoutingFlips(CaptureComparison& row, const Tensor& reference
     return success();
 }
 
-std::string describeFlip(const TokenFlip& f, DType dtype)
+std::string describeFlip(const TokenFlip& f, DType dtype, bool sigmoid)
 {
-    if (!f.margin) {
+    if (!f.margin && !f.groupMargin) {
         return fmt::format("token {} (no reference router scores)", f.token);
     }
     std::string name(dtypeName(dtype));
     std::transform(name.begin(), name.end(), name.begin(),
         [](unsigned char c) { return char(std::tolower(c)); });
-    return fmt::format("token {} (reference margin {:.1e} {} {} resolution {:.1e})", f.token,
-        std::fabs(*f.margin), f.nearTie ? "<=" : ">", name, f.resolution);
+    // After a group flip an expert-stage margin below zero (an added expert the reference had
+    // only masked) is no decision against the reference, so its sign is kept.
+    const auto stage = [&](double margin, double resolution, MarginScale scale) {
+        const double shown = f.groupMargin ? margin : std::fabs(margin);
+        return fmt::format("reference margin {:.1e} {} {} resolution {:.1e}, {}", shown,
+            shown <= resolution ? "<=" : ">", name, resolution, marginScaleName(scale, sigmoid));
+    };
+    std::string out = fmt::format("token {} (", f.token);
+    if (f.groupMargin) {
+        out += stage(*f.groupMargin, f.groupResolution, MarginScale::Group);
+        if (f.margin) {
+            out += "; ";
+        }
+    }
+    if (f.margin) {
+        out += stage(*f.margin, f.resolution, f.scale);
+    }
+    return out + ")";
 }
 
 /// Rejudges a MoE (or decoder layer) row whose layer's routing flipped: near-tie flips are a
@@ -195,7 +217,7 @@ void judgeRoutingFlips(CaptureComparison& row, const DumpComparison& cmp,
     const RoutingFlips& rf = *row.routing;
     std::string flipped;
     for (std::size_t i = 0; i < rf.flips.size() && i < 8; ++i) {
-        flipped += (i == 0 ? "" : "; ") + describeFlip(rf.flips[i], cmp.precision);
+        flipped += (i == 0 ? "" : "; ") + describeFlip(rf.flips[i], cmp.precision, rf.sigmoid);
     }
     if (rf.flips.size() > 8) {
         flipped += fmt::format("; and {} more", rf.flips.size() - 8);
@@ -367,6 +389,11 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
             return Error::cancelled();
         }
         progress.advance();
+        if (rc.name.ends_with("#score")) {
+            // A router's selection scores serve the margins of flipped choices (RoutingFlips),
+            // not a row of their own; the PyTorch twin's dumps do not have them.
+            continue;
+        }
         const CaptureInfo* tc = target.find(rc.name);
         if (tc == nullptr) {
             cmp.onlyInReference.push_back(rc.name);
@@ -422,7 +449,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         cmp.rows.push_back(std::move(row));
     }
     for (const auto& tc : target.captures()) {
-        if (!seen.contains(tc.name)) {
+        if (!seen.contains(tc.name) && !tc.name.ends_with("#score")) {
             cmp.onlyInTarget.push_back(tc.name);
         }
     }

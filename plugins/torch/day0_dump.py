@@ -15,7 +15,9 @@ names are Hugging Face module paths (`model.layers.7.self_attn`, `lm_head`), so 
 
 Tuple outputs (HF attention and decoder layers) keep their first tensor; a batch of one is
 squeezed so tensors are [tokens, ...] like day0's; a router returning (indices, weights) is
-stored as `<anchor>#topk`. Each forward call appends its rows, so step-by-step decoding gives
+stored as `<anchor>#topk`, and a sigmoid router's selection scores (sigma(logit) + bias, what
+it ranked by; dump.json's extra "router" then names its group stage) as `<anchor>#score`. Each
+forward call appends its rows, so step-by-step decoding gives
 the same [positions, ...] tensors as one long forward.
 
 Run as a script, it computes a checkpoint's reference with the models of day0_torch_models.py:
@@ -89,6 +91,7 @@ class DumpRecorder:
         self.ops = {}
         self.order = []
         self.handles = []
+        self.router = None  # dump.json extra "router" (scoring and group stage), when seen
         for name, module in model.named_modules():
             if name and (anchors is None or anchors.match(name)):
                 self.handles.append(module.register_forward_hook(self._hook(name, inputs)))
@@ -112,6 +115,12 @@ class DumpRecorder:
                     router = getattr(module, "day0_router", "gate")
                     self._add(name + "." + router + "#topk", _as_rows(selected), "router_selection")
                     module.day0_selected = None
+                    scores = getattr(module, "day0_scores", None)
+                    if scores is not None:
+                        # Sigmoid routers: sigma(logit) + bias, what the selection ranked by.
+                        self._add(name + "." + router + "#score", _as_rows(scores), "router_score")
+                        self.router = module.day0_scoring
+                        module.day0_scores = None
                 return
             if isinstance(output, (tuple, list)) and output:
                 tensors = [o for o in output if torch.is_tensor(o)]
@@ -149,7 +158,9 @@ class DumpRecorder:
                 "mode": "propagate", "input_ids": [int(i) for i in input_ids],
                 "prompt_length": int(prompt_length), "generated_ids": [int(i) for i in generated_ids],
                 "num_layers": int(self.config["num_hidden_layers"]), "captures": entries,
-                "extra": extra or {}}
+                "extra": dict(extra or {})}
+        if self.router is not None:
+            info["extra"]["router"] = self.router
         with open(os.path.join(folder, "dump.json"), "w") as f:
             json.dump(info, f, indent=1)
 

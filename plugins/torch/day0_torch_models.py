@@ -275,6 +275,10 @@ class DeepseekMoE(nn.Module):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         weights = weights * c.get("routed_scaling_factor", 1.0)
         self.day0_selected = selected
+        # What the router ranked by before its group stage, for the margins of flipped choices.
+        self.day0_scores = scores + self.gate.e_score_correction_bias
+        self.day0_scoring = {"scoring": "sigmoid", "top_k": c["num_experts_per_tok"],
+                             "n_group": groups, "topk_group": c.get("topk_group", 1)}
         out = torch.zeros_like(x, dtype=weights.dtype)
         for ex in range(e):
             token, slot = torch.where(selected == ex)

@@ -233,6 +233,63 @@ TEST(Engine, CaptureOptionsAndDumpRoundTrip)
     std::filesystem::remove_all(dir);
 }
 
+TEST(Engine, SigmoidRoutersRecordTheirSelectionScores)
+{
+    // DeepSeek-V3's router ranks by σ(logit) + e_score_correction_bias: the dump carries those
+    // scores ("#score") and the router's group stage, for the margins of flipped choices.
+    const auto m = test::tinyDeepseekV3();
+    MemoryWeights w(m.weights);
+    Engine e = makeEngine(m, w, true);
+    const RunResult r = runOrFail(e, options("fp64", 1));
+    const auto& d = r.dump;
+    const std::string router = "model.layers.1.mlp.gate";
+    const auto* logits = d.tensor(router);
+    const auto* scores = d.tensor(router + "#score");
+    ASSERT_NE(logits, nullptr);
+    ASSERT_NE(scores, nullptr);
+    EXPECT_EQ(scores->shape(), logits->shape());
+    const auto bias = m.weights.at(router + ".e_score_correction_bias").toDoubles();
+    const auto x = logits->toDoubles();
+    const auto c = scores->toDoubles();
+    const std::int64_t experts = logits->dim(1);
+    ASSERT_EQ(std::int64_t(bias.size()), experts);
+    for (std::size_t i = 0; i < c.size(); ++i) {
+        EXPECT_NEAR(c[i], 1.0 / (1.0 + std::exp(-x[i])) + bias[i % std::size_t(experts)], 1e-12);
+    }
+    const auto& info = d.info.extra.at("router");
+    EXPECT_EQ(info.at("scoring"), "sigmoid");
+    EXPECT_EQ(info.at("n_group"), 4);
+    EXPECT_EQ(info.at("topk_group"), 2);
+    EXPECT_EQ(info.at("top_k"), 2);
+    // A comparison uses them and does not list them as rows.
+    const auto table
+        = numerics::parseToleranceTable(nlohmann::json::parse(R"({"name":"t","version":1,
+        "rules":[{"id":"x","dtype":"*","op":"*","max_rel_l2":1e-2}]})"),
+            "t");
+    Engine e32 = makeEngine(m, w, false);
+    const RunResult bf16 = runOrFail(e32, options("bf16", 1));
+    EXPECT_NE(bf16.dump.tensor(router + "#score"), nullptr);
+    numerics::CompareOptions o;
+    o.table = &*table;
+    Progress p;
+    const auto cmp = numerics::compareDumps(d, bf16.dump, o, p, {});
+    ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+    for (const auto& row : cmp->rows) {
+        EXPECT_FALSE(row.name.ends_with("#score")) << row.name;
+        if (row.routing) {
+            EXPECT_EQ(row.routing->scores,
+                row.routing->selection.substr(0, row.routing->selection.rfind('#')) + "#score");
+        }
+    }
+    // Softmax routers (Qwen3-MoE) rank in the logits' order and record no scores.
+    const auto q = test::tinyQwen3Moe();
+    MemoryWeights qw(q.weights);
+    Engine qe = makeEngine(q, qw, false);
+    const RunResult qr = runOrFail(qe, options("fp32", 1));
+    EXPECT_EQ(qr.dump.find("model.layers.0.mlp.gate#score"), nullptr);
+    EXPECT_EQ(qr.dump.info.extra.at("router").at("scoring"), "softmax");
+}
+
 TEST(Engine, BadCheckpointsAndInputsAreNamed)
 {
     auto m = test::tinyLlama();

@@ -300,6 +300,37 @@ TEST(Router, SigmoidGroupedWithBiasAndScaling)
     EXPECT_EQ(r.experts, (std::vector<std::int64_t> { 0, 1 }));
 }
 
+TEST(Router, SelectionScoresAreWhatRouteRanks)
+{
+    const std::vector<double> logits { 2.0, 1.0, 0.0, 0.5, -1.0, 3.0, 0.25, 0.0 };
+    const std::vector<double> bias { 0.0, 0.0, 0.0, 2.0 };
+    RouterConfig c;
+    c.scoring = model::RouterScoring::Sigmoid;
+    c.numExperts = 4;
+    c.topK = 2;
+    const auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+    const auto s = selectionScores(logits.data(), 2, c, bias.data());
+    ASSERT_EQ(s.size(), 8u);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        EXPECT_DOUBLE_EQ(s[i], sig(logits[i]) + bias[i % 4]) << i;
+    }
+    // Without groups route() takes the top-k of these scores.
+    const auto r = route(logits.data(), 2, c, bias.data());
+    EXPECT_EQ(r.experts, (std::vector<std::int64_t> { 3, 0, 3, 1 }));
+    const std::vector<float> lf(logits.begin(), logits.end());
+    const std::vector<float> bf(bias.begin(), bias.end());
+    const auto sf = selectionScoresFloat(lf.data(), 2, c, bf.data());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        EXPECT_NEAR(sf[i], s[i], 1e-7) << i;
+    }
+    // Softmax routers: the probabilities.
+    c.scoring = model::RouterScoring::Softmax;
+    const auto p = selectionScores(logits.data(), 1, c, nullptr);
+    const double z = std::exp(2.0) + std::exp(1.0) + 1.0 + std::exp(0.5);
+    EXPECT_NEAR(p[0], std::exp(2.0) / z, 1e-15);
+    EXPECT_NEAR(p[0] + p[1] + p[2] + p[3], 1.0, 1e-15);
+}
+
 TEST(Precision, PlansAndOverrides)
 {
     auto plan = parsePrecisionPlan("bf16", "attention=fp32,router=fp32", "1=fp32,3-4=fp16");

@@ -80,6 +80,14 @@ Agreement checkAgainstTorch(const test::TinyModel& m)
     EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
     EXPECT_EQ(theirs->info.inputIds, ours->dump.info.inputIds);
     EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
+    // Sigmoid routers' selection scores (σ + bias) and group stage: both sides record them.
+    for (const auto& c : ours->dump.captures()) {
+        if (c.name.ends_with("#score")) {
+            EXPECT_NE(theirs->tensor(c.name), nullptr) << c.name;
+            EXPECT_EQ(theirs->info.extra.value("router", nlohmann::json()),
+                ours->dump.info.extra.at("router"));
+        }
+    }
     // Element-wise relative error with denominators floored at 1% of the largest |logit|: fp32
     // rounding leaves ~3e-7 of the logits' scale in every element, which near-zero logits would
     // otherwise turn into large relative numbers.
