@@ -9,6 +9,24 @@
 
 namespace day0::exec {
 
+namespace {
+
+/// Float router logits and bias widened to double, as the engine routes in fp64.
+struct Widened {
+    Widened(const float* l, std::int64_t tokens, const RouterConfig& config, const float* b)
+        : logits(l, l + tokens * config.numExperts)
+    {
+        if (b != nullptr) {
+            bias.assign(b, b + config.numExperts);
+        }
+    }
+    [[nodiscard]] const double* biasOrNull() const { return bias.empty() ? nullptr : bias.data(); }
+    std::vector<double> logits;
+    std::vector<double> bias;
+};
+
+} // namespace
+
 RouterConfig routerConfig(const model::MoeSpec& moe)
 {
     RouterConfig c;
@@ -52,12 +70,8 @@ std::vector<double> selectionScores(
 std::vector<double> selectionScoresFloat(
     const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias)
 {
-    const std::vector<double> l(logits, logits + tokens * config.numExperts);
-    std::vector<double> b;
-    if (bias != nullptr) {
-        b.assign(bias, bias + config.numExperts);
-    }
-    return selectionScores(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+    const Widened w(logits, tokens, config, bias);
+    return selectionScores(w.logits.data(), tokens, config, w.biasOrNull());
 }
 
 Routing route(
@@ -124,12 +138,8 @@ Routing route(
 Routing routeFloat(
     const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias)
 {
-    const std::vector<double> l(logits, logits + tokens * config.numExperts);
-    std::vector<double> b;
-    if (bias != nullptr) {
-        b.assign(bias, bias + config.numExperts);
-    }
-    return route(l.data(), tokens, config, b.empty() ? nullptr : b.data());
+    const Widened w(logits, tokens, config, bias);
+    return route(w.logits.data(), tokens, config, w.biasOrNull());
 }
 
 template <typename T>

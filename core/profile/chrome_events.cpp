@@ -226,34 +226,13 @@ void ChromeEventHandler::handleSlice(const RawEvent& e, Category category)
         m_builder.args().decode(b.args, m_builder.strings(), merged);
         std::vector<Arg> extra;
         m_builder.args().decode(args, m_builder.strings(), extra);
-        auto& store = m_builder.args();
-        store.begin();
+        m_builder.args().begin();
         for (const auto* list : { &merged, &extra }) {
             for (const auto& a : *list) {
-                const StringId key = m_builder.intern(a.key);
-                switch (a.type) {
-                case ArgType::Int:
-                    store.addInt(key, a.intValue);
-                    break;
-                case ArgType::Double:
-                    store.addDouble(key, a.doubleValue);
-                    break;
-                case ArgType::String:
-                    store.addString(key, m_builder.intern(a.text));
-                    break;
-                case ArgType::Json:
-                    store.addJson(key, m_builder.intern(a.text));
-                    break;
-                default:
-                    if (a.type == ArgType::Null) {
-                        store.addNull(key);
-                    } else {
-                        store.addBool(key, a.type == ArgType::True);
-                    }
-                }
+                m_builder.addArg(a);
             }
         }
-        b.args = store.commit();
+        b.args = m_builder.args().commit();
     }
     m_builder.addSlice(track, b.start, e.ts, b.name, b.category,
         b.correlation ? b.correlation : correlation, b.externalId ? b.externalId : externalId,

@@ -21,6 +21,33 @@ template <typename T> void permute(std::vector<T>& column, const std::vector<Sli
 
 } // namespace
 
+void TraceBuilder::addArg(const Arg& a)
+{
+    ArgStore& store = m_trace.m_args;
+    const StringId key = intern(a.key);
+    switch (a.type) {
+    case ArgType::Int:
+        store.addInt(key, a.intValue);
+        break;
+    case ArgType::Double:
+        store.addDouble(key, a.doubleValue);
+        break;
+    case ArgType::String:
+        store.addString(key, intern(a.text));
+        break;
+    case ArgType::Json:
+        store.addJson(key, intern(a.text));
+        break;
+    case ArgType::True:
+    case ArgType::False:
+        store.addBool(key, a.type == ArgType::True);
+        break;
+    case ArgType::Null:
+        store.addNull(key);
+        break;
+    }
+}
+
 std::uint16_t TraceBuilder::addSource(SourceInfo info)
 {
     m_trace.m_sources.push_back(std::move(info));

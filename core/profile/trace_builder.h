@@ -33,6 +33,9 @@ public:
     [[nodiscard]] const StringTable& strings() const { return m_trace.m_strings; }
     /// Where argument sets are encoded: begin(), add...(), commit() → ArgsRef for addSlice.
     ArgStore& args() { return m_trace.m_args; }
+    /// Adds a decoded argument (of this or another trace) to the set being written in args(),
+    /// interning its key and text here.
+    void addArg(const Arg& arg);
 
     /// Registers an imported file or session; returns its index for Track::source.
     std::uint16_t addSource(SourceInfo info);

@@ -12,33 +12,11 @@ ArgsRef copyArgs(TraceBuilder& builder, std::span<const Arg> args)
     if (args.empty()) {
         return 0;
     }
-    ArgStore& store = builder.args();
-    store.begin();
+    builder.args().begin();
     for (const Arg& a : args) {
-        const StringId key = builder.intern(a.key);
-        switch (a.type) {
-        case ArgType::Int:
-            store.addInt(key, a.intValue);
-            break;
-        case ArgType::Double:
-            store.addDouble(key, a.doubleValue);
-            break;
-        case ArgType::String:
-            store.addString(key, builder.intern(a.text));
-            break;
-        case ArgType::Json:
-            store.addJson(key, builder.intern(a.text));
-            break;
-        case ArgType::True:
-        case ArgType::False:
-            store.addBool(key, a.type == ArgType::True);
-            break;
-        case ArgType::Null:
-            store.addNull(key);
-            break;
-        }
+        builder.addArg(a);
     }
-    return store.commit();
+    return builder.args().commit();
 }
 
 } // namespace

@@ -90,20 +90,6 @@ history::RunRecord load(qint64 id)
     return std::move(run).value();
 }
 
-class ScopedCache {
-public:
-    ScopedCache()
-        : m_old(qgetenv("XDG_CACHE_HOME"))
-    {
-        qputenv("XDG_CACHE_HOME", m_dir.path().toUtf8());
-    }
-    ~ScopedCache() { qputenv("XDG_CACHE_HOME", m_old); }
-
-private:
-    QTemporaryDir m_dir;
-    QByteArray m_old;
-};
-
 bool cliBuilt()
 {
     const QString exe = QStringLiteral(DAY0_CLI_PATH);
@@ -146,7 +132,7 @@ TEST(RecordAlike, TopologyRunAsDay0RunPlan)
         GTEST_SKIP() << "day0 is not built";
     }
     test::ScratchStore scratch;
-    ScopedCache cache;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
     test::openModel(session, "qwen3-30b-a3b");

@@ -14,28 +14,9 @@
 using namespace day0;
 using namespace day0::ui;
 
-namespace {
-
-/// Points the shrunk-checkpoint cache at a fresh folder for one test.
-class ScopedCache {
-public:
-    ScopedCache()
-        : m_old(qgetenv("XDG_CACHE_HOME"))
-    {
-        qputenv("XDG_CACHE_HOME", m_dir.path().toUtf8());
-    }
-    ~ScopedCache() { qputenv("XDG_CACHE_HOME", m_old); }
-
-private:
-    QTemporaryDir m_dir;
-    QByteArray m_old;
-};
-
-} // namespace
-
 TEST(TopologyRun, RunsThePlanOnInProcessRanksWithProgressAndTraffic)
 {
-    ScopedCache cache;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
     test::openModel(session, "qwen3-30b-a3b");
@@ -89,7 +70,7 @@ TEST(TopologyRun, RefusesPlansBeyondInProcessRanks)
 TEST(TopologyRun, CancelStopsTheRun)
 {
     test::ScratchStore scratch;
-    ScopedCache cache;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
     test::openModel(session, "llama-3.1-8b");
@@ -108,7 +89,7 @@ TEST(TopologyRun, CancelStopsTheRun)
 TEST(TopologyRun, RecordsEachRunAsDay0RunPlanDoes)
 {
     test::ScratchStore scratch;
-    ScopedCache cache;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
     test::openModel(session, "qwen3-30b-a3b");
@@ -179,7 +160,7 @@ TEST(TopologyRun, TheRanksComputeOnTheChosenBackend)
 {
     // The host-simulated test backend (tests/plugins/hostsim_plugin.cpp) stands in for a GPU.
     qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
-    ScopedCache cache;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
     test::openModel(session, "qwen3-30b-a3b");

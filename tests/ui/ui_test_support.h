@@ -69,6 +69,23 @@ inline double pixelSpread(const QImage& image)
     return std::sqrt(std::max(0.0, sum2 / n - mean * mean));
 }
 
+/// Points the shrunk-checkpoint cache ($XDG_CACHE_HOME) at a fresh folder for one test.
+class ScopedCache {
+public:
+    ScopedCache()
+        : m_old(qgetenv("XDG_CACHE_HOME"))
+    {
+        qputenv("XDG_CACHE_HOME", m_dir.path().toUtf8());
+    }
+    ~ScopedCache() { qputenv("XDG_CACHE_HOME", m_old); }
+    ScopedCache(const ScopedCache&) = delete;
+    ScopedCache& operator=(const ScopedCache&) = delete;
+
+private:
+    QTemporaryDir m_dir;
+    QByteArray m_old;
+};
+
 /// Points the process's recording (and so the runs panel) at a fresh store for one test.
 class ScratchStore {
 public:
