@@ -40,16 +40,28 @@ nlohmann::json dispatchJson(const DispatchReport& report)
         { "notes", report.notes } };
 }
 
+std::int64_t DispatchReport::nativeCalls() const
+{
+    std::int64_t n = 0;
+    for (const DispatchRow& row : ops) {
+        n += row.nativeCalls;
+    }
+    return n;
+}
+
+std::int64_t DispatchReport::fallbackCalls() const
+{
+    std::int64_t n = 0;
+    for (const DispatchRow& row : ops) {
+        n += row.fallbackCalls;
+    }
+    return n;
+}
+
 std::string formatDispatch(const DispatchReport& report)
 {
-    std::int64_t native = 0;
-    std::int64_t fallback = 0;
-    for (const DispatchRow& row : report.ops) {
-        native += row.nativeCalls;
-        fallback += row.fallbackCalls;
-    }
     std::string out = fmt::format("backend {} ({}): {} operator calls native, {} on day0-cpu\n",
-        report.backend, report.device, native, fallback);
+        report.backend, report.device, report.nativeCalls(), report.fallbackCalls());
     for (const DispatchRow& row : report.ops) {
         std::string where;
         if (row.nativeCalls > 0) {

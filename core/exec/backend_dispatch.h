@@ -41,6 +41,11 @@ struct DispatchReport {
     /// Short notes on what the host did around the backend ("bias added on the host after the
     /// backend's GEMM").
     std::vector<std::string> notes;
+
+    /// Calls the backend computed, over every operator.
+    [[nodiscard]] std::int64_t nativeCalls() const;
+    /// Calls that fell back to the CPU reference, over every operator.
+    [[nodiscard]] std::int64_t fallbackCalls() const;
 };
 
 /// {"backend", "device", "ops": [{"op", "native_calls", "fallback_calls", "native_seconds",
@@ -61,7 +66,6 @@ class BackendDispatch {
 public:
     explicit BackendDispatch(Backend* backend = nullptr);
 
-    [[nodiscard]] bool hasBackend() const { return m_backend != nullptr; }
     /// The first failure of the backend, naming it and the operator.
     [[nodiscard]] const std::optional<Error>& error() const { return m_error; }
     /// The report of every call so far (empty op list without a backend).

@@ -370,12 +370,9 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         return machine.error();
     }
     out.machine = *machine;
-    RankSummary mine { world.rank(), c, weightBytes, state->seconds };
     out.dispatch = forward.dispatchReport();
-    for (const auto& row : out.dispatch.ops) {
-        mine.nativeCalls += row.nativeCalls;
-        mine.fallbackCalls += row.fallbackCalls;
-    }
+    const RankSummary mine { world.rank(), c, weightBytes, state->seconds,
+        out.dispatch.nativeCalls(), out.dispatch.fallbackCalls() };
     DAY0_TRY(gather(world, o, *state, recorder.eventsOf(world.rank()), mine, out));
     if (world.rank() != 0) {
         out.ranks = { mine };

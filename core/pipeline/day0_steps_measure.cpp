@@ -123,17 +123,13 @@ std::string backendDetails(const exec::DispatchReport& d, StepReport& report)
     if (d.ops.empty()) {
         return {};
     }
-    std::int64_t native = 0;
-    std::int64_t fallback = 0;
     for (const auto& row : d.ops) {
-        native += row.nativeCalls;
-        fallback += row.fallbackCalls;
         report.details.push_back(fmt::format("{} on {}: {} native, {} on day0-cpu{}",
             exec::backendOpName(row.op), d.backend, row.nativeCalls, row.fallbackCalls,
             row.fallbackReason.empty() ? std::string() : " (" + row.fallbackReason + ")"));
     }
-    report.metrics["backend_native_calls"] = double(native);
-    report.metrics["backend_fallback_calls"] = double(fallback);
+    report.metrics["backend_native_calls"] = double(d.nativeCalls());
+    report.metrics["backend_fallback_calls"] = double(d.fallbackCalls());
     return fmt::format(" on {}", d.backend);
 }
 

@@ -137,14 +137,8 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
     if (!t.dispatch.ops.empty()) {
         // A run on a backend plugin: its device and how many operator calls fell back.
         r.setProperty("backend_device", t.dispatch.device);
-        std::int64_t native = 0;
-        std::int64_t fallback = 0;
-        for (const auto& row : t.dispatch.ops) {
-            native += row.nativeCalls;
-            fallback += row.fallbackCalls;
-        }
-        r.addMetric("backend_native_calls", double(native));
-        r.addMetric("backend_fallback_calls", double(fallback));
+        r.addMetric("backend_native_calls", double(t.dispatch.nativeCalls()));
+        r.addMetric("backend_fallback_calls", double(t.dispatch.fallbackCalls()));
     }
     if (result.comparison) {
         addComparison(r, *result.comparison);

@@ -425,16 +425,10 @@ void PrecisionPanel::updateSummary()
     }
     QString dispatch;
     if (const auto& d = m_primary->dispatch; !d.ops.empty()) {
-        std::int64_t native = 0;
-        std::int64_t fallback = 0;
-        for (const auto& row : d.ops) {
-            native += row.nativeCalls;
-            fallback += row.fallbackCalls;
-        }
         text += tr("<br>Target on <b>%1</b> (%2): %3 operator calls native, %4 on the CPU "
                    "reference (hover for each operator)")
                     .arg(toQString(d.backend).toHtmlEscaped(), toQString(d.device).toHtmlEscaped(),
-                        QString::number(native), QString::number(fallback));
+                        QString::number(d.nativeCalls()), QString::number(d.fallbackCalls()));
         dispatch = toQString(exec::formatDispatch(d));
     }
     m_summary->setToolTip(dispatch);
