@@ -83,6 +83,23 @@ Result<std::string> shareIdFile(comm::Communicator& world, const std::string& di
     return path;
 }
 
+/// The device of this process's ranks (compute backend and NCCL alike): --device, else (MPI) the
+/// launcher's local rank, else 0.
+int rankDevice(const PlanRunArgs& a, bool mpi)
+{
+    if (a.device >= 0) {
+        return a.device;
+    }
+    if (mpi) {
+        for (const char* name : { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK" }) {
+            if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
+                return std::atoi(v);
+            }
+        }
+    }
+    return 0;
+}
+
 /// `--comm nccl`: every MPI process creates its NCCL communicator (on host buffers) through the
 /// plugin, bootstrapped by an id file whose path MPI shares; the ranks then agree over MPI that
 /// all succeeded, so that none goes on alone or waits for a rank that failed.
@@ -93,10 +110,10 @@ Result<std::shared_ptr<comm::Communicator>> ncclWorld(
     if (!idFile) {
         return idFile.error();
     }
-    // The device is the plugin's choice: the launcher's local rank, else rank % devices.
+    // The same device as the rank's compute backend (rankDevice), so NCCL and the kernels share it.
     const auto options = nlohmann::json {
-        { "rank", world.rank() }, { "size", world.size() }, { "id_file", *idFile },
-        { "host_buffers", true }, { "timeout_s", a.timeoutSeconds }
+        { "rank", world.rank() }, { "size", world.size() }, { "device", rankDevice(a, true) },
+        { "id_file", *idFile }, { "host_buffers", true }, { "timeout_s", a.timeoutSeconds }
     }.dump();
     auto nccl = extend::createCommunicator(registry, "nccl", options);
     // The first rank that failed, or size() when none did.
@@ -118,22 +135,6 @@ Result<std::shared_ptr<comm::Communicator>> ncclWorld(
             "--comm nccl: rank {} could not start NCCL (its error says why)", firstFailed));
     }
     return *nccl;
-}
-
-/// The device of this process's ranks: --device, else (MPI) the launcher's local rank, else 0.
-int rankDevice(const PlanRunArgs& a, bool mpi)
-{
-    if (a.device >= 0) {
-        return a.device;
-    }
-    if (mpi) {
-        for (const char* name : { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK" }) {
-            if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
-                return std::atoi(v);
-            }
-        }
-    }
-    return 0;
 }
 
 /// `--backend`: a factory making each rank its own backend object (null for the CPU).
@@ -199,12 +200,8 @@ void printResult(const exec::ParallelRunResult& r, const std::vector<exec::CommK
     }
     fmt::print("\n{}", ranksTable.render());
     if (!r.dispatch.ops.empty()) {
-        std::int64_t fallback = 0;
-        for (const auto& k : r.ranks) {
-            fallback += k.fallbackCalls;
-        }
         fmt::print("\nrank 0 {}(all ranks: {} operator calls fell back to day0-cpu)\n",
-            exec::formatDispatch(r.dispatch), fallback);
+            exec::formatDispatch(r.dispatch), r.fallbackCalls());
     }
     Table comm({ "collective", "calls", "volume", "measured/rank", "model/rank", "measured/model" },
         { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right,
@@ -253,10 +250,8 @@ int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::Mo
 {
     const auto table = exec::commTable(r.events, ranks, r.machine);
     const auto communicator = communicatorOf(a);
-    auto record = pipeline::parallelRunRecord(
-        spec, a.checkpoint, planText, a.ranks, communicator, r, table, secondsSince(started));
-    record.info.backend = r.dispatch.backend;
-    const auto runId = recordResult(record);
+    const auto runId = recordResult(pipeline::parallelRunRecord(
+        spec, a.checkpoint, planText, a.ranks, communicator, r, table, secondsSince(started)));
     if (global.json) {
         auto j = resultJson(r, table, planText, a.ranks, communicator);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);

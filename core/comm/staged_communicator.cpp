@@ -306,12 +306,6 @@ Result<std::shared_ptr<Communicator>> StagedCommunicator::split(
     return create(std::move(*child), m_factory);
 }
 
-std::unique_ptr<Request> StagedCommunicator::allReduceAsync(
-    const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
-{
-    return Communicator::allReduceAsync(send, recv, count, type, op);
-}
-
 void StagedCommunicator::setObserver(CollectiveObserver observer)
 {
     m_inner->setObserver(std::move(observer));

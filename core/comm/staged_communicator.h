@@ -74,10 +74,6 @@ public:
     Result<void> barrier() override;
     Result<std::shared_ptr<Communicator>> split(
         int color, int key, const std::string& name) override;
-    /// Runs at once and returns a finished request: the scratch is shared by all calls, so a
-    /// call may not stay in flight while the next one stages its buffers.
-    std::unique_ptr<Request> allReduceAsync(
-        const void* send, void* recv, std::size_t count, DType type, ReduceOp op) override;
 
     void setObserver(CollectiveObserver observer) override;
     void abort(const std::string& reason) override;

@@ -77,16 +77,12 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         // route() only picks experts in [0, e), the one error permuteRows reports.
         (void)permuteRows(x, n, h, routing, e, permuted.data(), offsets, sourceRow);
     }
+    // Rows hold tokens in order inside each expert, so one pass over (token, choice) in that
+    // order meets each expert's rows in turn.
     std::vector<double> rowWeight(sourceRow.size());
-    for (std::int64_t ex = 0; ex < e; ++ex) {
-        for (auto row = offsets[std::size_t(ex)]; row < offsets[std::size_t(ex + 1)]; ++row) {
-            const auto t = sourceRow[std::size_t(row)];
-            for (std::int64_t j = 0; j < routing.k; ++j) {
-                if (routing.experts[std::size_t(t * routing.k + j)] == ex) {
-                    rowWeight[std::size_t(row)] = routing.weights[std::size_t(t * routing.k + j)];
-                }
-            }
-        }
+    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (std::size_t i = 0; i < routing.experts.size(); ++i) {
+        rowWeight[std::size_t(next[std::size_t(routing.experts[i])]++)] = routing.weights[i];
     }
 
     std::vector<T> acc(std::size_t(n * h), T(0));

@@ -275,6 +275,24 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
 
 } // namespace
 
+std::int64_t ParallelRunResult::nativeCalls() const
+{
+    std::int64_t n = 0;
+    for (const RankSummary& r : ranks) {
+        n += r.nativeCalls;
+    }
+    return n;
+}
+
+std::int64_t ParallelRunResult::fallbackCalls() const
+{
+    std::int64_t n = 0;
+    for (const RankSummary& r : ranks) {
+        n += r.fallbackCalls;
+    }
+    return n;
+}
+
 std::string layoutString(const checkpoint::ShardLayout& l, int microBatches)
 {
     return fmt::format("tp={},pp={},ep={},dp={},etp={},mb={}{}", l.tp, l.pp, l.ep, l.dp, l.etp(),

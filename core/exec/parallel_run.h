@@ -109,6 +109,11 @@ struct ParallelRunResult {
     MachineFigures machine;
     double seconds = 0.0; ///< wall time of the forward passes on rank 0
     DispatchReport dispatch; ///< where rank 0's operators ran (its backend, per operator)
+
+    /// Operator calls the ranks' backends ran, over all ranks in `ranks`.
+    [[nodiscard]] std::int64_t nativeCalls() const;
+    /// Operator calls that fell back to the CPU, over all ranks in `ranks`.
+    [[nodiscard]] std::int64_t fallbackCalls() const;
 };
 
 /// Collects collectives of one or more ranks (thread-safe): events for the table and, when a

@@ -158,7 +158,8 @@ history::RunRecord parallelRunRecord(const model::ModelSpec& spec, const std::st
     r.info.modelFingerprint = exec::modelFingerprint(spec);
     r.info.plan = plan;
     r.info.precision = "fp32";
-    r.info.backend = "day0-cpu";
+    r.info.backend
+        = result.dispatch.backend.empty() ? std::string("day0-cpu") : result.dispatch.backend;
     r.info.duration = Seconds(seconds);
     r.setProperty("checkpoint", checkpoint);
     r.setProperty("ranks", ranksMode);

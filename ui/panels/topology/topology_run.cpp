@@ -126,7 +126,6 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
         auto record = pipeline::parallelRunRecord(*spec, checkpointDir.string(),
             exec::layoutString(layout, o.microBatches), "in-process", "in-process", *r, table,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        record.info.backend = r->dispatch.backend;
         auto recorded = history::recordRun(record);
         if (!recorded) {
             out.recordError = toQString(recorded.error().message);
@@ -150,16 +149,10 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
                       ? QString()
                       : toQString(fmt::format("{}", fmt::join(r->sequences[0].generated, " "))));
     if (!r->dispatch.ops.empty()) {
-        std::int64_t native = 0;
-        std::int64_t fallback = 0;
-        for (const auto& k : r->ranks) {
-            native += k.nativeCalls;
-            fallback += k.fallbackCalls;
-        }
         out.summary += QObject::tr("; on %1: %2 operator calls native, %3 on the CPU reference")
                            .arg(toQString(r->dispatch.backend))
-                           .arg(native)
-                           .arg(fallback);
+                           .arg(r->nativeCalls())
+                           .arg(r->fallbackCalls());
     }
     return out;
 }
