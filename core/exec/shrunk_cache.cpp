@@ -63,11 +63,16 @@ checkpoint::ShrinkOptions demoShrinkOptions()
     return options;
 }
 
+fs::path shrunkCheckpointPath(const std::string& modelArg, const checkpoint::ShrinkOptions& options)
+{
+    return cacheDir() / "shrunk"
+        / fmt::format("{}-l{}-s{}", cacheKey(modelArg), options.layers.value_or(4), options.seed);
+}
+
 Result<fs::path> cachedShrunkCheckpoint(const std::string& modelArg,
     const checkpoint::ShrinkOptions& options, Progress& progress, std::stop_token stop)
 {
-    const fs::path dir = cacheDir() / "shrunk"
-        / fmt::format("{}-l{}-s{}", cacheKey(modelArg), options.layers.value_or(4), options.seed);
+    const fs::path dir = shrunkCheckpointPath(modelArg, options);
     if (complete(dir)) {
         return dir;
     }

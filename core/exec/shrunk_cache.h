@@ -18,6 +18,11 @@ std::filesystem::path cacheDir();
 /// at shrink's defaults, seed 0.
 checkpoint::ShrinkOptions demoShrinkOptions();
 
+/// Where cachedShrunkCheckpoint keeps the shrunk checkpoint of `modelArg` with `options` (the
+/// folder may not exist yet).
+std::filesystem::path shrunkCheckpointPath(
+    const std::string& modelArg, const checkpoint::ShrinkOptions& options);
+
 /// A shrunk checkpoint of `modelArg` (a bundled name, a folder with config.json or the file) in
 /// cacheDir()/shrunk/<name>-l<layers>-s<seed>, generated on first use (into a scratch folder
 /// renamed into place, so processes racing for it agree on one copy) and reused afterwards.

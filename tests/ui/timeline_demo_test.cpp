@@ -3,9 +3,6 @@
 #include "panels/timeline/timeline_panel.h"
 #include "ui_test_support.h"
 
-#include <QTemporaryDir>
-
-#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -14,12 +11,9 @@ using namespace day0::ui;
 
 TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
 {
-    QTemporaryDir cache;
-    const char* old = std::getenv("XDG_CACHE_HOME");
-    const std::string saved = old != nullptr ? old : "";
-    ::setenv("XDG_CACHE_HOME", cache.path().toLocal8Bit().constData(), 1);
+    const test::ScopedCache cache;
     EXPECT_EQ(demoCheckpointPath().parent_path().parent_path().parent_path().string(),
-        cache.path().toStdString());
+        qgetenv("XDG_CACHE_HOME").toStdString());
 
     test::ScratchStore scratch;
     Session session;
@@ -59,9 +53,4 @@ TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
     }
     EXPECT_EQ(scratch.open().count().value(), 0)
         << "the demo trace is shown at every start, not recorded";
-    if (old != nullptr) {
-        ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-    } else {
-        ::unsetenv("XDG_CACHE_HOME");
-    }
 }

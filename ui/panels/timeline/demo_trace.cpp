@@ -1,12 +1,11 @@
 #include "panels/timeline/demo_trace.h"
 
-#include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
+#include "exec/shrunk_cache.h"
 #include "numerics/tolerance.h"
 #include "profile/trace_scope.h"
 
-#include <cstdlib>
 #include <system_error>
 
 namespace day0::ui {
@@ -15,12 +14,7 @@ namespace fs = std::filesystem;
 
 fs::path demoCheckpointPath()
 {
-    const char* cache = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    const fs::path root = cache != nullptr && *cache != '\0' ? fs::path(cache)
-        : home != nullptr                                    ? fs::path(home) / ".cache"
-                                                             : fs::temp_directory_path();
-    return root / "day0" / "demo" / "kimi-k2-small";
+    return exec::shrunkCheckpointPath("kimi-k2", exec::demoShrinkOptions());
 }
 
 Result<profile::Trace> demoRunTrace(Progress& progress, std::stop_token stop)
@@ -29,18 +23,21 @@ Result<profile::Trace> demoRunTrace(Progress& progress, std::stop_token stop)
     tracer.start();
     tracer.setThreadName("demo run");
     const profile::TraceActivation active(tracer);
-    const fs::path dir = demoCheckpointPath();
+    // The checkpoint the other panels' demos run too, shrunk once into the shared cache.
     std::error_code ec;
-    if (!fs::exists(dir / "config.json", ec)) {
-        progress.setStage("shrinking Kimi-K2 into the demo checkpoint (first start only)");
-        const profile::TraceScope scope("shrink kimi-k2", profile::Category::Annotation);
-        checkpoint::ShrinkOptions options;
-        options.replace = true;
-        auto shrunk = checkpoint::shrinkModel("kimi-k2", dir, options, progress, stop);
-        if (!shrunk) {
-            return shrunk.error().withContext("demo checkpoint " + dir.string());
+    const bool cached = fs::exists(demoCheckpointPath() / "config.json", ec);
+    auto shrunk = [&] {
+        if (!cached) {
+            progress.setStage("shrinking Kimi-K2 into the demo checkpoint (first start only)");
         }
+        const profile::TraceScope scope(
+            cached ? "open the demo checkpoint" : "shrink kimi-k2", profile::Category::Annotation);
+        return exec::cachedShrunkCheckpoint("kimi-k2", exec::demoShrinkOptions(), progress, stop);
+    }();
+    if (!shrunk) {
+        return shrunk.error();
     }
+    const fs::path dir = *shrunk;
     progress.setStage("running the demo checkpoint (fp32 reference, emulated bf16)");
     auto spec = [&] {
         const profile::TraceScope scope("read config", profile::Category::Annotation);
