@@ -7,7 +7,30 @@
 #include <QCoreApplication>
 #include <QStringList>
 
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
 namespace day0::ui {
+
+namespace {
+
+/// The plugin folders scanned once per value of DAY0_PLUGIN_PATH and shared by the panels'
+/// combos and their runs (a scan reads every manifest).
+std::shared_ptr<const extend::PluginRegistry> sharedRegistry()
+{
+    static std::mutex mutex;
+    static std::map<std::string, std::shared_ptr<const extend::PluginRegistry>> registries;
+    const char* path = std::getenv("DAY0_PLUGIN_PATH");
+    const std::lock_guard lock(mutex);
+    auto& registry = registries[path != nullptr ? path : ""];
+    if (!registry) {
+        registry = std::make_shared<const extend::PluginRegistry>();
+    }
+    return registry;
+}
+
+} // namespace
 
 QComboBox* createBackendCombo(QWidget* parent)
 {
@@ -19,8 +42,8 @@ QComboBox* createBackendCombo(QWidget* parent)
         QCoreApplication::translate(
             "BackendChoice", "day0-cpu: the reference kernels with emulated rounding"),
         Qt::ToolTipRole);
-    const extend::PluginRegistry registry;
-    for (const auto& plugin : registry.plugins()) {
+    const auto registry = sharedRegistry();
+    for (const auto& plugin : registry->plugins()) {
         if (plugin.kind != "backend") {
             continue;
         }
@@ -42,8 +65,10 @@ QComboBox* createBackendCombo(QWidget* parent)
 
 Result<std::shared_ptr<exec::Backend>> openBackend(const std::string& name, int device)
 {
-    const extend::PluginRegistry registry;
-    return extend::openRunBackend(registry, name, device);
+    if (name.empty() || name == "cpu" || name == "day0-cpu") {
+        return std::shared_ptr<exec::Backend>(); // the CPU reference needs no plugin
+    }
+    return extend::openRunBackend(*sharedRegistry(), name, device);
 }
 
 } // namespace day0::ui
