@@ -102,13 +102,8 @@ Routing route(
             const std::int64_t perGroup = e / config.numGroups;
             std::vector<double> groupScore(static_cast<std::size_t>(config.numGroups));
             for (std::int64_t g = 0; g < config.numGroups; ++g) {
-                const std::span<const double> members(
-                    choice.data() + g * perGroup, std::size_t(perGroup));
-                double sum = 0.0;
-                for (const auto b : numerics::topKIndices(members, sigmoid ? 2 : 1)) {
-                    sum += members[std::size_t(b)];
-                }
-                groupScore[std::size_t(g)] = sum;
+                groupScore[std::size_t(g)] = numerics::expertGroupScore(
+                    { choice.data() + g * perGroup, std::size_t(perGroup) }, sigmoid);
             }
             const auto keep = numerics::topKIndices(groupScore, config.topkGroup);
             for (std::int64_t g = 0; g < config.numGroups; ++g) {

@@ -250,6 +250,20 @@ std::vector<std::int64_t> topKIndices(std::span<const double> values, std::int64
     return idx;
 }
 
+double expertGroupScore(
+    std::span<const double> group, bool sigmoid, std::vector<std::int64_t>* members)
+{
+    const auto best = topKIndices(group, sigmoid ? 2 : 1);
+    double sum = 0.0;
+    for (const auto b : best) {
+        sum += group[std::size_t(b)];
+    }
+    if (members != nullptr) {
+        *members = best;
+    }
+    return sum;
+}
+
 Result<LogitMetrics> compareLogits(const Tensor& reference, const Tensor& target)
 {
     DAY0_TRY(checkSameShape(reference, target, "logits"));

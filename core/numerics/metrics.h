@@ -94,4 +94,11 @@ Result<ExpertAgreement> compareExpertSelection(const Tensor& reference, const Te
 /// Indices of the k largest values, largest first; ties go to the lower index.
 std::vector<std::int64_t> topKIndices(std::span<const double> values, std::int64_t k);
 
+/// The score by which a group-limited router ranks an expert group: the sum of its two best
+/// selection scores for sigmoid routers (DeepSeek-V3 noaux_tc), its best one for softmax routers
+/// (DeepSeek-V2 group_limited_greedy). `members` receives the indices within the group that were
+/// summed, best first, when given.
+double expertGroupScore(
+    std::span<const double> group, bool sigmoid, std::vector<std::int64_t>* members = nullptr);
+
 } // namespace day0::numerics

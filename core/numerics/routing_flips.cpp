@@ -161,13 +161,14 @@ GroupStage groupStage(
     g.perGroup = experts / scale.numGroups;
     g.score.resize(std::size_t(scale.numGroups));
     g.uncertainty.resize(std::size_t(scale.numGroups));
+    std::vector<std::int64_t> members;
     for (std::int64_t i = 0; i < scale.numGroups; ++i) {
-        const std::span<const double> members(value + i * g.perGroup, std::size_t(g.perGroup));
-        // DeepSeek-V3: the sum of the two best biased scores; DeepSeek-V2 (softmax): the best
-        // probability, whose order is that of the best logit.
-        for (const auto b : topKIndices(members, scale.sigmoid ? 2 : 1)) {
-            g.score[std::size_t(i)] += members[std::size_t(b)];
-            if (uncertainty != nullptr) {
+        // As the router ranks groups (for softmax routers on the logits, whose order is that of
+        // the probabilities).
+        g.score[std::size_t(i)] = expertGroupScore(
+            { value + i * g.perGroup, std::size_t(g.perGroup) }, scale.sigmoid, &members);
+        if (uncertainty != nullptr) {
+            for (const auto b : members) {
                 g.uncertainty[std::size_t(i)] += uncertainty[i * g.perGroup + b];
             }
         }
