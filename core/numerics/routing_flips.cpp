@@ -25,19 +25,6 @@ bool RoutingFlips::allNearTies() const
         && std::all_of(flips.begin(), flips.end(), [](const TokenFlip& f) { return f.nearTie; });
 }
 
-std::string RoutingFlips::tokenList() const
-{
-    constexpr std::size_t kNamed = 8;
-    std::string out;
-    for (std::size_t i = 0; i < flips.size() && i < kNamed; ++i) {
-        out += (i == 0 ? "" : ", ") + std::to_string(flips[i].token);
-    }
-    if (flips.size() > kNamed) {
-        out += fmt::format(" and {} more", flips.size() - kNamed);
-    }
-    return out;
-}
-
 std::optional<RouterScale> routerScaleFromJson(const nlohmann::json& extra)
 {
     if (!extra.is_object() || !extra.contains("router") || !extra["router"].is_object()) {

@@ -94,8 +94,6 @@ struct RoutingFlips {
 
     /// True when there is at least one flip and every flip is a near-tie.
     [[nodiscard]] bool allNearTies() const;
-    /// "4, 9" (at most 8 named, then "and N more").
-    [[nodiscard]] std::string tokenList() const;
 };
 
 /// The tokens whose expert sets differ, with their margins in the reference's router scores
