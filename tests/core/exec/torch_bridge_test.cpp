@@ -40,6 +40,26 @@ bool torchAvailable()
     return available;
 }
 
+/// Element-wise max relative error of our logits against PyTorch's, with denominators floored
+/// at 1% of the largest |logit|: fp32 rounding leaves ~3e-7 of the logits' scale in every
+/// element, which near-zero logits would otherwise turn into large relative numbers.
+double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours)
+{
+    const auto r = theirs.toDoubles();
+    const auto t = ours.toDoubles();
+    EXPECT_EQ(r.size(), t.size());
+    double absMax = 0.0;
+    for (const double v : r) {
+        absMax = std::max(absMax, std::fabs(v));
+    }
+    double maxRel = 0.0;
+    for (std::size_t i = 0; i < std::min(r.size(), t.size()); ++i) {
+        maxRel
+            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+    }
+    return maxRel;
+}
+
 struct Agreement {
     double logitsMaxRel = 0.0;
     double logitsRelL2 = 0.0;
@@ -88,19 +108,7 @@ Agreement checkAgainstTorch(const test::TinyModel& m)
                 ours->dump.info.extra.at("router"));
         }
     }
-    // Element-wise relative error with denominators floored at 1% of the largest |logit|: fp32
-    // rounding leaves ~3e-7 of the logits' scale in every element, which near-zero logits would
-    // otherwise turn into large relative numbers.
-    const auto r = theirs->tensor("lm_head")->toDoubles();
-    const auto t = ours->dump.tensor("lm_head")->toDoubles();
-    double absMax = 0.0;
-    for (const double v : r) {
-        absMax = std::max(absMax, std::fabs(v));
-    }
-    for (std::size_t i = 0; i < r.size(); ++i) {
-        a.logitsMaxRel = std::max(
-            a.logitsMaxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
-    }
+    a.logitsMaxRel = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
     const auto logits
         = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
     a.logitsRelL2 = logits->relL2;
@@ -346,18 +354,7 @@ void checkVisionAgainstTorch(const std::string& model, std::int64_t height, std:
     ASSERT_TRUE(theirs.ok()) << theirs.error().message;
     EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
     EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
-    const auto r = theirs->tensor("lm_head")->toDoubles();
-    const auto t = ours->dump.tensor("lm_head")->toDoubles();
-    ASSERT_EQ(r.size(), t.size());
-    double absMax = 0.0;
-    for (const double v : r) {
-        absMax = std::max(absMax, std::fabs(v));
-    }
-    double maxRel = 0.0;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-        maxRel
-            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
-    }
+    const double maxRel = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
     std::size_t vision = 0;
     double worst = 0.0;
     for (const auto& c : theirs->captures()) {
@@ -475,26 +472,25 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
         ASSERT_TRUE(theirs.ok()) << theirs.error().message;
         EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
         EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
-        // Max relative error with denominators floored at 1% of the largest |logit| (as above).
-        const auto r = theirs->tensor("lm_head")->toDoubles();
-        const auto t = ours->dump.tensor("lm_head")->toDoubles();
-        ASSERT_EQ(r.size(), t.size());
-        double absMax = 0.0;
-        for (const double v : r) {
-            absMax = std::max(absMax, std::fabs(v));
-        }
-        double maxRel = 0.0;
-        for (std::size_t i = 0; i < r.size(); ++i) {
-            maxRel = std::max(
-                maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
-        }
+        const double maxRel
+            = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
         EXPECT_LE(maxRel, 1e-4);
         int compared = 0;
+        int selections = 0;
         double worst = 0.0;
         std::string worstName;
         for (const auto& c : theirs->captures()) {
             const auto* ourTensor = ours->dump.tensor(c.name);
-            if (ourTensor == nullptr || c.name.ends_with("#topk")) {
+            if (ourTensor == nullptr) {
+                continue;
+            }
+            if (c.name.ends_with("#topk")) {
+                // The experts Llama-4's top-1 router chose, token by token.
+                const auto e
+                    = numerics::compareExpertSelection(*theirs->tensor(c.name), *ourTensor);
+                ASSERT_TRUE(e.ok()) << c.name;
+                EXPECT_EQ(e->exactSetShare, 1.0) << c.name;
+                ++selections;
                 continue;
             }
             ++compared;
@@ -508,8 +504,10 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
         }
         std::printf("%-16s logits max rel %.2e over %zu values; %d common captures, worst %s "
                     "rel L2 %.2e\n",
-            name, maxRel, r.size(), compared, worstName.c_str(), worst);
+            name, maxRel, std::size_t(theirs->tensor("lm_head")->numel()), compared,
+            worstName.c_str(), worst);
         EXPECT_GE(compared, 4 * 5); // per layer: norms, attention, feed-forward, output
+        EXPECT_GT(selections, 0) << "the routers' expert choices were compared";
         std::filesystem::remove_all(dir);
     }
 }
