@@ -9,13 +9,14 @@ namespace day0 {
 
 namespace {
 
-    constexpr std::array<std::pair<DType, std::string_view>, 15> kNames { {
+    constexpr std::array<std::pair<DType, std::string_view>, 16> kNames { {
         { DType::F64, "F64" },
         { DType::F32, "F32" },
         { DType::F16, "F16" },
         { DType::BF16, "BF16" },
         { DType::F8E4M3, "F8_E4M3" },
         { DType::F8E5M2, "F8_E5M2" },
+        { DType::F8E8M0, "F8_E8M0" },
         { DType::I64, "I64" },
         { DType::I32, "I32" },
         { DType::I16, "I16" },

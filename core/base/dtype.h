@@ -16,6 +16,7 @@ enum class DType : std::uint8_t {
     BF16,
     F8E4M3, ///< "F8_E4M3": the saturating "fn" variant, no infinities, max 448
     F8E5M2, ///< "F8_E5M2"
+    F8E8M0, ///< "F8_E8M0": an unsigned power of two 2^(e−127), 0xFF NaN (MX block scales)
     I64,
     I32,
     I16,
@@ -46,6 +47,7 @@ constexpr int dtypeSize(DType t)
         return 2;
     case DType::F8E4M3:
     case DType::F8E5M2:
+    case DType::F8E8M0:
     case DType::I8:
     case DType::U8:
     case DType::Bool:
@@ -64,7 +66,7 @@ std::optional<DType> parseDTypeLoose(std::string_view name);
 constexpr bool isFloat(DType t)
 {
     return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16
-        || t == DType::F8E4M3 || t == DType::F8E5M2;
+        || t == DType::F8E4M3 || t == DType::F8E5M2 || t == DType::F8E8M0;
 }
 
 } // namespace day0

@@ -30,17 +30,67 @@ Result<nlohmann::json> readJsonFile(const std::filesystem::path& path)
     return parseJson(*text, displayPath(path));
 }
 
-JsonReader::JsonReader(const nlohmann::json& object, std::string origin)
+void KeyLedger::touch(const nlohmann::json& object, const std::string& key)
+{
+    m_touched[&object].insert(key);
+}
+
+bool KeyLedger::touched(const nlohmann::json& object, const std::string& key) const
+{
+    const auto it = m_touched.find(&object);
+    return it != m_touched.end() && it->second.count(key) != 0;
+}
+
+std::vector<std::string> KeyLedger::untouched(const nlohmann::json& object) const
+{
+    std::vector<std::string> out;
+    if (!object.is_object()) {
+        return out;
+    }
+    for (const auto& [key, value] : object.items()) {
+        if (!value.is_null() && !touched(object, key)) {
+            out.push_back(key);
+        }
+    }
+    return out;
+}
+
+void KeyLedger::openSection(const nlohmann::json& object, std::string path)
+{
+    for (const auto& section : m_sections) {
+        if (section.object == &object) {
+            return;
+        }
+    }
+    m_sections.push_back({ &object, std::move(path) });
+}
+
+JsonReader::JsonReader(const nlohmann::json& object, std::string origin, KeyLedger* ledger)
     : m_object(object)
     , m_origin(std::move(origin))
+    , m_ledger(ledger)
 {
     if (!m_object.is_object()) {
         m_error = "expected a JSON object";
     }
 }
 
+void JsonReader::touch(const std::string& key) const
+{
+    if (m_ledger != nullptr && m_object.is_object()) {
+        m_ledger->touch(m_object, key);
+    }
+}
+
+const nlohmann::json& JsonReader::value(const std::string& key) const
+{
+    touch(key);
+    return m_object.at(key);
+}
+
 bool JsonReader::has(const std::string& key) const
 {
+    touch(key);
     return m_object.is_object() && m_object.contains(key) && !m_object.at(key).is_null();
 }
 

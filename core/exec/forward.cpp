@@ -19,7 +19,7 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     LayerNames n;
     n.prefix = fmt::format("model.layers.{}", layer);
     const bool mixtral = spec.family == model::Family::Mixtral;
-    const bool moe = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe;
+    const bool moe = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
     n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : llama4 ? ".feed_forward" : ".mlp");
     n.router = n.ffn + (llama4 ? ".router" : ".gate");
@@ -87,7 +87,7 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
                 add(attn + ".k_norm.weight", { spec.headDim });
             }
         }
-        if (!spec.layers[std::size_t(l)].moe || !spec.moe) {
+        if (!spec.layers[std::size_t(l)].moe() || !spec.moe) {
             addMlp(n.ffn, "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
             continue;
         }
@@ -369,7 +369,7 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
         }
         taps.record(names.prefix + ".post_attention_layernorm", x.data(), { n, h });
-        const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe;
+        const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe();
         {
             const profile::TraceScope traced(names.ffn);
             if (moe) {

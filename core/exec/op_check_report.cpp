@@ -15,7 +15,7 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
 {
     int firstMoe = -1;
     for (int l = 0; l < int(spec.layers.size()); ++l) {
-        if (spec.layers[std::size_t(l)].moe) {
+        if (spec.layers[std::size_t(l)].moe()) {
             firstMoe = l;
             break;
         }

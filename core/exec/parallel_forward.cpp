@@ -317,7 +317,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         if (!in) {
             return in.error();
         }
-        if (m_spec.moe && m_spec.layers[std::size_t(l)].moe) {
+        if (m_spec.moe && m_spec.layers[std::size_t(l)].moe()) {
             DAY0_TRY(moe(l, *in, partial.data(), n));
             DAY0_TRY(finishRowParallel(partial, n, {}, branch));
         } else {

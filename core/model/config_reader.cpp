@@ -3,7 +3,9 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "base/resources.h"
-#include "model/config_sections.h"
+#include "base/python_json.h"
+#include "model/config_audit.h"
+#include "model/config_families.h"
 
 #include <fmt/format.h>
 
@@ -27,7 +29,7 @@ struct NameToFamily {
 
 // model_type values we read. DeepSeek-V3.2, Kimi-K2 and Kimi-K2.5 declare their own model_type
 // but share DeepSeek-V3's decoder structure.
-constexpr std::array<NameToFamily, 19> kModelTypes { {
+constexpr NameToFamily kModelTypes[] = {
     { "llama", Family::Llama },
     { "mistral", Family::Mistral },
     { "mixtral", Family::Mixtral },
@@ -47,10 +49,10 @@ constexpr std::array<NameToFamily, 19> kModelTypes { {
     { "qwen2_5_vl", Family::Qwen25Vl },
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
-} };
+};
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
-constexpr std::array<NameToFamily, 18> kArchitectures { {
+constexpr NameToFamily kArchitectures[] = {
     { "LlamaForCausalLM", Family::Llama },
     { "MistralForCausalLM", Family::Mistral },
     { "MixtralForCausalLM", Family::Mixtral },
@@ -69,7 +71,7 @@ constexpr std::array<NameToFamily, 18> kArchitectures { {
     { "Qwen2_5_VLForConditionalGeneration", Family::Qwen25Vl },
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
-} };
+};
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
     "num_attention_heads", "intermediate_size", "vocab_size" };
@@ -84,11 +86,6 @@ std::optional<Family> lookup(const auto& table, const std::string& name)
     return std::nullopt;
 }
 
-bool present(const json& object, const char* key)
-{
-    return object.is_object() && object.contains(key) && !object.at(key).is_null();
-}
-
 std::string joined(const std::vector<std::string>& items)
 {
     std::string out;
@@ -98,171 +95,9 @@ std::string joined(const std::vector<std::string>& items)
     return out;
 }
 
-// The checkpoint prefixes of each family, as its published checkpoints name the tensors.
-void setLayout(ModelSpec& spec)
-{
-    CheckpointLayout& layout = spec.layout;
-    switch (spec.family) {
-    case Family::Llama4:
-        // Llama4ForConditionalGeneration keeps the text tower under `language_model`
-        // (MaxText's llama4 checkpoint mapping: language_model.model.layers.N...,
-        // language_model.lm_head.weight); a text-only Llama4ForCausalLM does not.
-        if (spec.modelType != "llama4_text" && spec.architecture != "Llama4ForCausalLM") {
-            layout.textPrefix = "language_model.model";
-            layout.lmHead = "language_model.lm_head";
-        }
-        break;
-    case Family::Qwen2Vl:
-    case Family::Qwen25Vl:
-        // Published before transformers 4.52; save_pretrained keeps this legacy naming
-        // (checked against the Qwen2-VL-7B index in tests/data/model/indexes).
-        layout.visionPrefix = "visual";
-        break;
-    case Family::Qwen3Vl:
-    case Family::Qwen3VlMoe:
-        // Qwen3VLModel has an empty _checkpoint_conversion_mapping: checkpoints store
-        // model.language_model.* and model.visual.* (transformers modeling_qwen3_vl.py).
-        layout.textPrefix = "model.language_model";
-        layout.visionPrefix = "model.visual";
-        break;
-    default:
-        break;
-    }
-    if (spec.vision && spec.vision->kind == "moonvit") {
-        // Kimi-K2.5 (KimiK25ForConditionalGeneration): language_model.model.*,
-        // language_model.lm_head, vision_tower.*, mm_projector.* (tensor listing of the
-        // published checkpoint, 208,550 tensors; see layer_graph tests).
-        layout.textPrefix = "language_model.model";
-        layout.lmHead = "language_model.lm_head";
-        layout.visionPrefix = "vision_tower";
-        layout.projectorPrefix = "mm_projector";
-    }
-}
-
-// Biases and QK-norm as each family's attention/MLP modules declare them.
-void readBiases(JsonReader& r, ModelSpec& spec)
-{
-    const bool attentionBias = r.boolOr("attention_bias", false);
-    switch (spec.family) {
-    case Family::Qwen2:
-    case Family::Qwen2Moe:
-    case Family::Qwen2Vl:
-    case Family::Qwen25Vl:
-        spec.attentionBias = true; // q/k/v with bias, o_proj without
-        break;
-    case Family::Qwen3:
-    case Family::Qwen3Moe:
-    case Family::Qwen3Vl:
-    case Family::Qwen3VlMoe:
-        spec.attentionBias = attentionBias;
-        spec.attentionOutputBias = attentionBias;
-        spec.qkNorm = true;
-        break;
-    case Family::Glm4Moe:
-        spec.attentionBias = attentionBias; // o_proj never has a bias in Glm4MoeAttention
-        spec.qkNorm = r.boolOr("use_qk_norm", false);
-        break;
-    case Family::Llama4:
-        spec.attentionBias = attentionBias;
-        spec.attentionOutputBias = attentionBias;
-        spec.qkL2Norm = r.boolOr("use_qk_norm", true);
-        // Llama4TextConfig defaults: attn_temperature_tuning true, floor_scale 8192,
-        // attn_scale 0.1.
-        if (r.has("attn_temperature_tuning") && !r.boolOr("attn_temperature_tuning", true)) {
-            spec.attnTemperatureScale = 0.0;
-        } else {
-            spec.attnTemperatureScale = r.numberOr("attn_scale", 0.1);
-        }
-        spec.attnFloorScale = r.numberOr("floor_scale", 8192.0);
-        if (r.ok() && spec.attnFloorScale <= 0.0) {
-            r.fail("floor_scale", "must be positive");
-        }
-        break;
-    case Family::Mixtral:
-        break;
-    default: // llama, mistral, deepseek (q_a/kv_a/o), generic
-        spec.attentionBias = attentionBias;
-        spec.attentionOutputBias = attentionBias;
-        spec.mlpBias = r.boolOr("mlp_bias", false);
-        break;
-    }
-}
-
-Result<DType> readDtype(const json& text, const json& top, const std::string& origin)
-{
-    for (const json* object : { &text, &top }) {
-        for (const char* key : { "torch_dtype", "dtype" }) {
-            if (!present(*object, key)) {
-                continue;
-            }
-            const auto& value = object->at(key);
-            if (value.is_string()) {
-                if (auto dtype = parseDTypeLoose(value.get<std::string>())) {
-                    return *dtype;
-                }
-            }
-            return Error::badInput(
-                fmt::format("{}: '{}' must name a dtype such as \"bfloat16\", found {}", origin,
-                    key, value.dump()));
-        }
-    }
-    return DType::BF16;
-}
-
-// Common decoder fields: widths, heads, vocabulary, norms, activations.
-Result<void> readDecoder(const json& text, const std::string& origin, ModelSpec& spec)
-{
-    JsonReader r(text, origin);
-    spec.hiddenSize = r.requirePositive("hidden_size");
-    spec.numLayers = r.requirePositive("num_hidden_layers");
-    spec.numHeads = r.requirePositive("num_attention_heads");
-    spec.numKvHeads
-        = r.has("num_key_value_heads") ? r.requirePositive("num_key_value_heads") : spec.numHeads;
-    spec.intermediateSize = r.requirePositive("intermediate_size");
-    spec.vocabSize = r.requirePositive("vocab_size");
-    spec.maxPositions = r.intOr("max_position_embeddings", 0);
-    spec.normEps = r.numberOr("rms_norm_eps", 1e-6);
-    spec.hiddenAct = r.stringOr("hidden_act", "silu");
-    if (r.has("head_dim")) {
-        spec.headDim = r.requirePositive("head_dim");
-    } else if (r.ok() && spec.hiddenSize % spec.numHeads != 0) {
-        r.fail("num_attention_heads",
-            fmt::format("({}) does not divide 'hidden_size' ({}) and 'head_dim' is not given",
-                spec.numHeads, spec.hiddenSize));
-    } else if (r.ok()) {
-        spec.headDim = spec.hiddenSize / spec.numHeads;
-    }
-    if (r.ok() && spec.numHeads % spec.numKvHeads != 0) {
-        r.fail("num_key_value_heads",
-            fmt::format(
-                "({}) must divide 'num_attention_heads' ({})", spec.numKvHeads, spec.numHeads));
-    }
-    if (spec.family == Family::Llama4) {
-        spec.intermediateSize = r.intOr("intermediate_size_mlp", spec.intermediateSize);
-    }
-    if (spec.family == Family::DeepseekV3 || spec.family == Family::Glm4Moe) {
-        spec.numMtpLayers = r.intOr("num_nextn_predict_layers", 0);
-        if (r.ok() && spec.numMtpLayers < 0) {
-            r.fail("num_nextn_predict_layers", "must not be negative");
-        }
-    }
-    readBiases(r, spec);
-    if (!r.ok()) {
-        return r.error();
-    }
-    if (spec.numKvHeads == spec.numHeads) {
-        spec.attention = AttentionKind::MHA;
-    } else if (spec.numKvHeads == 1) {
-        spec.attention = AttentionKind::MQA;
-    } else {
-        spec.attention = AttentionKind::GQA;
-    }
-    spec.layers.assign(std::size_t(spec.numLayers), LayerSpec {});
-    spec.mtpLayers.assign(std::size_t(spec.numMtpLayers), LayerSpec {});
-    return success();
-}
-
-Result<Family> detectFamily(const json& text, const std::string& origin, ModelSpec& spec)
+// The family of a config: its model_type, else its architectures[0] (a fork's private
+// model_type), else the generic Llama-style decoder (whose reading the key audit then checks).
+Family detectFamily(ModelSpec& spec)
 {
     if (auto family = lookup(kModelTypes, spec.modelType)) {
         return *family;
@@ -273,93 +108,54 @@ Result<Family> detectFamily(const json& text, const std::string& origin, ModelSp
             spec.modelType, familyName(*family), spec.architecture));
         return *family;
     }
-    std::vector<std::string> missing;
-    for (const char* key : kDecoderKeys) {
-        if (!present(text, key)) {
-            missing.emplace_back(key);
-        }
-    }
-    const std::string what = spec.modelType.empty()
-        ? std::string("no 'model_type'")
-        : fmt::format("unknown model_type '{}'", spec.modelType);
-    if (!missing.empty()) {
-        return Error::badInput(fmt::format("{}: {}; supported families: {}; a config with the "
-                                           "standard decoder keys is read as a generic decoder, "
-                                           "but this one lacks {}",
-            origin, what, joined(supportedModelTypes()), joined(missing)));
-    }
-    spec.warnings.push_back(fmt::format("{}; read as a generic Llama-style decoder "
-                                        "(model.layers.N.self_attn.{{q,k,v,o}}_proj, "
-                                        "mlp.{{gate,up,down}}_proj): tensor names and counts may "
-                                        "not match the checkpoint (supported families: {})",
-        what, joined(supportedModelTypes())));
     return Family::GenericDecoder;
 }
 
-std::string architectureOf(const json& config)
+std::string architectureOf(const detail::Section& top)
 {
-    if (present(config, "architectures") && config.at("architectures").is_array()
-        && !config.at("architectures").empty() && config.at("architectures")[0].is_string()) {
-        return config.at("architectures")[0].get<std::string>();
+    if (top.has("architectures") && top.at("architectures").is_array()
+        && !top.at("architectures").empty() && top.at("architectures")[0].is_string()) {
+        return top.at("architectures")[0].get<std::string>();
     }
     return {};
 }
 
-Result<void> readFamilySections(const json& config, const json& text, const std::string& origin,
-    const std::string& textOrigin, ModelSpec& spec)
+// The decoder keys a generic reading needs; without them an unknown model_type is not a
+// decoder Day0 can read at all.
+Result<void> checkGenericDecoder(const detail::Section& text, const ModelSpec& spec)
 {
-    if (spec.family == Family::DeepseekV2 || spec.family == Family::DeepseekV3) {
-        DAY0_TRY(detail::readMla(text, textOrigin, spec));
+    std::vector<std::string> missing;
+    for (const char* key : kDecoderKeys) {
+        if (!text.object.contains(key) || text.object.at(key).is_null()) {
+            missing.emplace_back(key);
+        }
     }
-    DAY0_TRY(detail::readMoe(text, textOrigin, spec));
-    DAY0_TRY(detail::readRope(text, textOrigin, spec));
-    DAY0_TRY(detail::readLayerPattern(text, textOrigin, spec));
+    if (missing.empty()) {
+        return success();
+    }
+    const std::string what = spec.modelType.empty()
+        ? std::string("no 'model_type'")
+        : fmt::format("unknown model_type '{}'", spec.modelType);
+    return Error::badInput(fmt::format("{}: {}; supported families: {}; a config whose every key "
+                                       "is a Llama decoder's is read as a generic decoder, but "
+                                       "this one lacks {}",
+        text.origin, what, joined(supportedModelTypes()), joined(missing)));
+}
 
-    std::string visionKind;
+Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
+{
     switch (spec.family) {
-    case Family::Qwen2Vl:
-        visionKind = "qwen2_vl";
-        break;
-    case Family::Qwen25Vl:
-        visionKind = "qwen2_5_vl";
-        break;
-    case Family::Qwen3Vl:
-    case Family::Qwen3VlMoe:
-        visionKind = "qwen3_vl";
-        break;
     default:
-        if (spec.modelType == "kimi_k25"
-            || spec.architecture == "KimiK25ForConditionalGeneration") {
-            visionKind = "moonvit";
-        }
-        break;
+        return detail::readClassicFamily(input, spec);
     }
-    if (!visionKind.empty()) {
-        if (!present(config, "vision_config")) {
-            return Error::badInput(fmt::format("{}: 'vision_config' is missing ({} has a vision "
-                                               "tower)",
-                origin, spec.modelType));
-        }
-        DAY0_TRY(detail::readVision(config.at("vision_config"), origin, visionKind, spec));
-    } else if (spec.family == Family::Llama4 && present(config, "vision_config")) {
-        spec.warnings.emplace_back("the Llama-4 vision encoder is not modelled: counts and "
-                                   "tensors cover the text tower");
-    }
+}
 
-    for (const auto* object : { &text, &config }) {
-        if (present(*object, "quantization_config")) {
-            const auto& q = object->at("quantization_config");
-            const std::string qOrigin = (object == &text && &text != &config)
-                ? fmt::format("{} (text_config.quantization_config)", origin)
-                : fmt::format("{} (quantization_config)", origin);
-            if (!q.is_object()) {
-                return Error::badInput(fmt::format("{}: must be an object", qOrigin));
-            }
-            DAY0_TRY(detail::readQuantization(q, qOrigin, spec));
-            break;
-        }
+std::string readerName(const ModelSpec& spec)
+{
+    if (spec.family == Family::GenericDecoder) {
+        return "the generic Llama-style decoder (model_type unknown)";
     }
-    return success();
+    return fmt::format("Day0's {} reader", familyName(spec.family));
 }
 
 std::string lower(std::string s)
@@ -407,76 +203,120 @@ std::vector<std::pair<std::string, std::string>> bundledDescriptions(const fs::p
 std::vector<std::string> supportedModelTypes()
 {
     std::vector<std::string> out;
-    out.reserve(kModelTypes.size());
+    out.reserve(std::size(kModelTypes));
     for (const auto& entry : kModelTypes) {
         out.emplace_back(entry.name);
     }
     return out;
 }
 
-Result<ModelSpec> readConfig(const json& config, const std::string& origin)
+Result<ModelSpec> readConfig(
+    const json& config, const std::string& origin, const ReadOptions& options)
 {
     if (!config.is_object()) {
         return Error::badInput(fmt::format("{}: expected a JSON object", origin));
     }
+    detail::Accounting accounting;
+    const auto top = detail::Section::root(config, origin, &accounting);
     ModelSpec spec;
     spec.origin = origin;
     {
-        JsonReader top(config, origin);
-        spec.modelType = top.stringOr("model_type", "");
-        if (!top.ok()) {
-            return top.error();
+        JsonReader r = top.reader();
+        spec.modelType = r.stringOr("model_type", "");
+        if (!r.ok()) {
+            return r.error();
         }
     }
-    spec.architecture = architectureOf(config);
+    spec.architecture = architectureOf(top);
 
-    const json* text = &config;
-    std::string textOrigin = origin;
-    if (config.contains("text_config") && !config.at("text_config").is_null()) {
-        if (!config.at("text_config").is_object()) {
-            return Error::badInput(fmt::format("{}: 'text_config' must be an object", origin));
-        }
-        text = &config.at("text_config");
-        textOrigin = fmt::format("{} (text_config)", origin);
+    if (top.has("text_config") && !top.at("text_config").is_object()) {
+        return Error::badInput(fmt::format("{}: 'text_config' must be an object", origin));
+    }
+    const detail::ConfigInput input { top,
+        top.has("text_config") ? top.child("text_config") : top };
+    spec.family = detectFamily(spec);
+    if (spec.family == Family::GenericDecoder) {
+        DAY0_TRY(checkGenericDecoder(input.text, spec));
     }
 
-    auto family = detectFamily(*text, origin, spec);
-    if (!family) {
-        return family.error();
-    }
-    spec.family = *family;
-
-    auto dtype = readDtype(*text, config, origin);
+    auto dtype = detail::readDtype(input);
     if (!dtype) {
         return dtype.error();
     }
     spec.dtype = *dtype;
-    DAY0_TRY(readDecoder(*text, textOrigin, spec));
+    DAY0_TRY(readFamily(input, spec));
     {
         // A multimodal wrapper's own tie_word_embeddings wins over its text_config's.
-        JsonReader top(config, origin);
-        JsonReader inner(*text, textOrigin);
+        JsonReader outer = top.reader();
+        JsonReader inner = input.text.reader();
         spec.tieEmbeddings
-            = top.boolOr("tie_word_embeddings", inner.boolOr("tie_word_embeddings", false));
-        if (!top.ok()) {
-            return top.error();
+            = outer.boolOr("tie_word_embeddings", inner.boolOr("tie_word_embeddings", false));
+        if (!outer.ok()) {
+            return outer.error();
         }
         if (!inner.ok()) {
             return inner.error();
         }
     }
-    DAY0_TRY(readFamilySections(config, *text, origin, textOrigin, spec));
-    setLayout(spec);
+    if (options.hfQuantConfig != nullptr) {
+        const auto document = detail::Section::root(
+            *options.hfQuantConfig, options.hfQuantOrigin, &accounting);
+        DAY0_TRY(detail::readHfQuantConfig(document, spec));
+    }
+    detail::setLayout(spec);
+    DAY0_TRY(detail::checkConsistency(spec));
+    DAY0_TRY(detail::auditKeys(accounting, detail::familyInertKeys(spec.family),
+        readerName(spec), options.partial, spec));
+    if (spec.family == Family::GenericDecoder) {
+        spec.warnings.push_back(fmt::format("model_type '{}' is not a known family; every key "
+                                            "of it is one a Llama-style decoder has, so it is "
+                                            "read as one (model.layers.N.self_attn.{{q,k,v,o}}_"
+                                            "proj, mlp.{{gate,up,down}}_proj); supported "
+                                            "families: {}",
+            spec.modelType, joined(supportedModelTypes())));
+    }
     return spec;
 }
 
-Result<ModelSpec> readConfigFile(const fs::path& path)
+Result<ModelSpec> readConfigFile(const fs::path& path, const ReadOptions& options)
 {
-    auto config = readJsonFile(path);
+    auto config = readPythonJsonFile(path);
     if (!config) {
         return config.error();
     }
-    return readConfig(*config, displayPath(path));
+    ReadOptions effective = options;
+    // ModelOpt checkpoints describe their quantisation in hf_quant_config.json beside
+    // config.json (a config copied as <name>.json keeps it as <name>.hf_quant_config.json).
+    std::optional<PythonJson<json>> hfQuant;
+    if (effective.hfQuantConfig == nullptr) {
+        std::error_code ec;
+        const fs::path beside = path.filename() == "config.json"
+            ? path.parent_path() / "hf_quant_config.json"
+            : path.parent_path() / (path.stem().string() + ".hf_quant_config.json");
+        if (fs::is_regular_file(beside, ec)) {
+            auto parsed = readPythonJsonFile(beside);
+            if (!parsed) {
+                return parsed.error();
+            }
+            hfQuant = std::move(*parsed);
+            effective.hfQuantConfig = &hfQuant->value;
+            effective.hfQuantOrigin = displayPath(beside);
+        }
+    }
+    auto spec = readConfig(config->value, displayPath(path), effective);
+    if (!spec) {
+        return spec.error();
+    }
+    if (!config->nonFinite.empty()) {
+        spec->notes.push_back(fmt::format("{}: non-finite numbers as Python's json writes them, "
+                                          "read as IEEE values: {}",
+            displayPath(path), joined(config->nonFinite)));
+    }
+    if (hfQuant) {
+        spec->notes.push_back(
+            fmt::format("quantisation read from {}", effective.hfQuantOrigin));
+    }
+    return spec;
 }
 
 std::vector<BundledModel> bundledModels()
@@ -507,7 +347,7 @@ std::vector<BundledModel> bundledModels()
     return out;
 }
 
-Result<ModelSpec> loadModel(const std::string& modelArg)
+Result<ModelSpec> loadModel(const std::string& modelArg, const ReadOptions& options)
 {
     if (modelArg.empty()) {
         return Error::badInput("no model given: expected a folder with config.json, a config.json "
@@ -553,7 +393,7 @@ Result<ModelSpec> loadModel(const std::string& modelArg)
                 modelArg, names.empty() ? "none found" : joined(names)));
         }
     }
-    auto spec = readConfigFile(configPath);
+    auto spec = readConfigFile(configPath, options);
     if (!spec) {
         return spec.error();
     }

@@ -49,6 +49,10 @@ public:
     TensorSpec& last() { return m_block->tensors.back(); }
     /// True if the checkpoint's quantisation covers Linear module `module`.
     [[nodiscard]] bool quantizes(const std::string& module) const;
+    /// Adds the stored tensors of a quantised Linear `module` in `scheme` (weights, scales,
+    /// metadata; no bias).
+    void quantizedLinear(const std::string& module, std::int64_t out, std::int64_t in,
+        const LinearOptions& options, QuantScheme scheme, std::int64_t groupSize);
 
     /// The finished graph (summaries not yet computed).
     LayerGraph take() { return std::move(m_graph); }
@@ -60,6 +64,11 @@ private:
     std::vector<std::regex> m_ignore;
     Block* m_block = nullptr;
 };
+
+/// True if `pattern` excludes `module` from quantisation: a regex anchored at the start (HF
+/// quantizers' modules_to_not_convert, `regex`) or a shell wildcard on the module, one of its
+/// parents or its last components (ModelOpt exclude_modules).
+bool excludedByPattern(const std::string& module, const std::string& pattern, bool regex);
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);

@@ -215,7 +215,7 @@ void addDecoderLayer(GraphBuilder& b, const std::string& p, const LayerSpec& lay
         addStandardAttention(b, p + ".self_attn");
     }
     b.norm(p + ".post_attention_layernorm", s.hiddenSize);
-    if (layer.moe) {
+    if (layer.moe()) {
         addMoe(b, p);
     } else {
         const std::string ffn = s.family == Family::Llama4 ? ".feed_forward" : ".mlp";
@@ -250,6 +250,11 @@ void addMtpLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 void addTextTower(GraphBuilder& b)
 {
     const ModelSpec& s = b.spec();
+    // The 2026 families name their checkpoints their own way (family_*.cpp).
+    switch (s.family) {
+    default:
+        break;
+    }
     const std::string& prefix = s.layout.textPrefix;
     const std::int64_t h = s.hiddenSize;
 
@@ -260,7 +265,7 @@ void addTextTower(GraphBuilder& b)
     for (std::int64_t i = 0; i < s.numLayers; ++i) {
         const LayerSpec& layer = s.layers[std::size_t(i)];
         const std::string p = prefix + ".layers." + str(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), layer.moe);
+        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), layer.moe());
         addDecoderLayer(b, p, layer);
     }
 
@@ -277,7 +282,7 @@ void addTextTower(GraphBuilder& b)
         const LayerSpec& layer = s.mtpLayers[std::size_t(i)];
         const std::int64_t index = s.numLayers + i;
         const std::string p = prefix + ".layers." + str(index);
-        b.begin(p, BlockKind::Mtp, static_cast<std::int32_t>(index), layer.moe);
+        b.begin(p, BlockKind::Mtp, static_cast<std::int32_t>(index), layer.moe());
         addMtpLayer(b, p, layer);
     }
 }

@@ -13,7 +13,7 @@ bool isVision(BlockKind kind)
 }
 
 // Parameters of `t` that one token uses: the routed experts contribute top-k of their experts
-// (all experts of a layer have the same size), everything else fully.
+// (all experts of a layer have the same size), everything else fully. `topK` is the block's.
 std::int64_t activeParams(const TensorSpec& t, std::int64_t topK)
 {
     const std::int64_t p = t.params();
@@ -25,8 +25,6 @@ std::int64_t activeParams(const TensorSpec& t, std::int64_t topK)
     }
     return p;
 }
-
-std::int64_t topKOf(const ModelSpec& spec) { return spec.moe ? spec.moe->topK : 0; }
 
 } // namespace
 
@@ -60,7 +58,6 @@ LayerGraph buildLayerGraph(const ModelSpec& spec)
 
 std::vector<BlockSummary> summarizeBlocks(const LayerGraph& graph)
 {
-    const std::int64_t topK = topKOf(graph.spec);
     std::vector<BlockSummary> out;
     out.reserve(graph.blocks.size());
     for (std::size_t i = 0; i < graph.blocks.size(); ++i) {
@@ -70,6 +67,7 @@ std::vector<BlockSummary> summarizeBlocks(const LayerGraph& graph)
         s.kind = block.kind;
         s.layer = block.layer;
         s.moe = block.moe;
+        const std::int64_t topK = block.topK;
         for (const auto& t : block.tensors) {
             const TensorTally tally { t.params(), t.bytes(), 1 };
             s.total += tally;
@@ -83,9 +81,7 @@ std::vector<BlockSummary> summarizeBlocks(const LayerGraph& graph)
             s.paramsByComponent[static_cast<std::size_t>(t.component)] += tally.params;
             s.activeByComponent[static_cast<std::size_t>(t.component)] += active;
         }
-        if (block.moe && graph.spec.moe) {
-            s.numExperts = graph.spec.moe->numExperts;
-        }
+        s.numExperts = block.numExperts;
         out.push_back(s);
     }
     return out;
@@ -93,7 +89,6 @@ std::vector<BlockSummary> summarizeBlocks(const LayerGraph& graph)
 
 ParameterCounts LayerGraph::countParameters() const
 {
-    const std::int64_t topK = topKOf(spec);
     ParameterCounts c;
     std::array<ParameterCounts::ComponentCount, kComponentCount> components {};
     for (std::size_t i = 0; i < kComponentCount; ++i) {
@@ -102,6 +97,7 @@ ParameterCounts LayerGraph::countParameters() const
     for (const auto& block : blocks) {
         const bool mtp = block.kind == BlockKind::Mtp;
         const bool vision = isVision(block.kind);
+        const std::int64_t topK = block.topK;
         for (const auto& t : block.tensors) {
             const std::int64_t p = t.params();
             const std::int64_t active = activeParams(t, topK);
@@ -217,6 +213,8 @@ std::string componentName(Component component)
         return "mtp";
     case Component::Vision:
         return "vision";
+    case Component::Residual:
+        return "residual";
     }
     return "?";
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,9 @@ enum class Component {
     LmHead,
     Mtp,
     Vision,
+    Residual, ///< residual-stream mixing weights (DeepSeek-V4 hyper-connections, Kimi AttnRes)
 };
-inline constexpr std::size_t kComponentCount = 10;
+inline constexpr std::size_t kComponentCount = 11;
 
 /// What a tensor holds.
 enum class TensorKind {
@@ -56,6 +58,10 @@ struct TensorSpec {
     std::int64_t packedExperts = 0; ///< >0 for fused [E, ...] expert tensors (experts in dim 0)
     std::int32_t packFactor = 1; ///< logical weights per stored element (8: INT4 packed in I32)
     bool optional = false; ///< some published checkpoints of the family omit it (see its note)
+    /// A second dtype published checkpoints of the family store it in (Qwen3.5 keeps A_log in
+    /// F32, Qwen3.6 in BF16; config.json cannot tell them apart); equal to dtype when there is
+    /// one. Counts and bytes use dtype.
+    std::optional<DType> altDtype;
 
     /// Number of stored elements.
     [[nodiscard]] std::int64_t numel() const;
@@ -85,6 +91,8 @@ struct Block {
     BlockKind kind = BlockKind::Decoder;
     std::int32_t layer = -1; ///< decoder / MTP / vision block index
     bool moe = false;
+    std::int64_t topK = 0; ///< routed experts one token uses in this block (0 without experts)
+    std::int64_t numExperts = 0; ///< routed experts of this block
     std::vector<TensorSpec> tensors;
 };
 

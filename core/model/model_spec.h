@@ -27,7 +27,20 @@ enum class Family {
     Qwen25Vl,
     Qwen3Vl,
     Qwen3VlMoe,
-    GenericDecoder, ///< unknown model_type with the standard decoder keys (a warning is given)
+    GptOss, ///< gpt_oss: sinks, alternating sliding/full layers, biased fused MXFP4 experts
+    MiniMaxM2, ///< minimax_m2 (MiniMax-M2, M2.5, M2.7)
+    MiniMaxM3, ///< minimax_m3: block-sparse attention, dense first layers, MTP modules
+    Qwen3Next, ///< qwen3_next: Gated DeltaNet / gated attention hybrid, 512 experts
+    Qwen35, ///< qwen3_5 (Qwen3.5 / 3.6 dense): the Qwen3-Next hybrid, multimodal wrapper
+    Qwen35Moe, ///< qwen3_5_moe (Qwen3.5 / 3.6 MoE)
+    NemotronH, ///< nemotron_h (Nemotron-H, Nemotron-3): Mamba-2 / attention / MLP / MoE layers
+    NemotronNas, ///< nemotron-nas (DeciLM): per-layer block_configs
+    DeepseekV4, ///< deepseek_v4: compressed attention, hyper-connections, hash routing
+    GlmMoeDsa, ///< glm_moe_dsa (GLM-5): MLA with the DSA indexer
+    Gemma4, ///< gemma4: sliding/full layers of different widths, MoE beside a dense MLP
+    Hunyuan, ///< hunyuan (HunYuanMoEV1): per-layer expert lists, mixed dense MLP
+    KimiLinear, ///< kimi_linear (Kimi-Linear, Kimi-K3 text): KDA / MLA hybrid, latent MoE
+    GenericDecoder, ///< unknown model_type whose every key is a Llama decoder's (a note says so)
 };
 
 /// How queries attend to keys and values.
@@ -39,7 +52,34 @@ enum class AttentionKind {
 };
 
 /// How a MoE router turns logits into expert weights.
-enum class RouterScoring { Softmax, Sigmoid };
+enum class RouterScoring {
+    Softmax,
+    Sigmoid,
+    SqrtSoftplus, ///< DeepSeek-V4: sqrt(softplus(logit))
+};
+
+/// What mixes tokens in a decoder layer.
+enum class MixerKind : std::uint8_t {
+    Attention, ///< softmax attention over every earlier token (MHA/GQA/MQA/MLA as spec.attention)
+    Sliding, ///< softmax attention over the last LayerSpec::slidingWindow tokens
+    Chunked, ///< Llama-4 chunked attention within blocks of LayerSpec::attentionChunk tokens
+    SparseMla, ///< MLA over the keys a DSA indexer selects (DeepSeek-V3.2, GLM-5)
+    Compressed, ///< DeepSeek-V4: a sliding window plus KV compressed LayerSpec::compressRatio:1
+    BlockSparse, ///< MiniMax-M3 block-sparse attention
+    GatedDeltaNet, ///< Qwen3-Next / Qwen3.5 linear attention: a fixed recurrent state
+    KimiDelta, ///< Kimi Delta Attention: a fixed recurrent state
+    Mamba2, ///< Mamba-2 mixer (Nemotron-H): fixed convolution and SSM states
+    Linear, ///< DeciLM: attention replaced by one linear layer
+    None, ///< no token mixing in this layer (DeciLM no-op; Nemotron-H MLP/MoE layers)
+};
+
+/// What the feed-forward part of a decoder layer is.
+enum class FfnKind : std::uint8_t {
+    Dense, ///< one MLP of LayerSpec::ffnWidth (0: spec.intermediateSize)
+    Moe, ///< routed experts, with the family's shared experts or dense MLP beside them
+    Linear, ///< DeciLM: replaced by one linear layer
+    None, ///< no feed-forward in this layer (DeciLM no-op; Nemotron-H mixer layers)
+};
 
 /// RoPE scaling as declared in config.json `rope_scaling` (type "default" when absent).
 struct RopeScaling {
@@ -53,6 +93,15 @@ struct RopeScaling {
     double mscale = 1.0; ///< yarn (DeepSeek)
     double mscaleAllDim = 0.0; ///< yarn (DeepSeek)
     std::vector<std::int64_t> mropeSection; ///< Qwen VL M-RoPE sections (t, h, w)
+    bool mropeInterleaved = false; ///< Qwen3.5 `mrope_interleaved`: t/h/w pairs interleaved
+    bool truncate = true; ///< yarn: round the correction range to whole dims (gpt-oss: false)
+};
+
+/// The RoPE of the sliding-window layers when it differs from the full layers' (Gemma-3/4).
+struct LocalRope {
+    double theta = 10000.0;
+    RopeScaling scaling;
+    double partialRotaryFactor = 1.0;
 };
 
 /// DeepSeek multi-head latent attention dimensions.
@@ -62,10 +111,39 @@ struct MlaSpec {
     std::int64_t qkNopeHeadDim = 0;
     std::int64_t qkRopeHeadDim = 0;
     std::int64_t vHeadDim = 0;
-    /// DeepSeek-V3.2 sparse-attention indexer (extra weights per layer), 0 when absent.
+    /// DeepSeek-V3.2 / GLM-5 sparse-attention indexer (extra weights per layer), 0 when absent.
     std::int64_t indexerHeads = 0;
     std::int64_t indexerHeadDim = 0;
     std::int64_t indexerTopK = 0;
+    bool noRope = false; ///< Kimi-Linear `mla_use_nope`: no rotary part at all
+    bool outputGate = false; ///< Kimi-K3 `mla_use_output_gate`: a sigmoid gate on the output
+};
+
+/// Linear-attention dimensions (Gated DeltaNet, Kimi Delta Attention).
+struct LinearAttentionSpec {
+    std::int64_t keyHeads = 0;
+    std::int64_t valueHeads = 0;
+    std::int64_t keyHeadDim = 0;
+    std::int64_t valueHeadDim = 0;
+    std::int64_t convKernel = 0; ///< short causal convolution width
+    DType stateDtype = DType::F32; ///< dtype of the recurrent state
+};
+
+/// Mamba-2 mixer dimensions.
+struct MambaSpec {
+    std::int64_t numHeads = 0;
+    std::int64_t headDim = 0;
+    std::int64_t stateSize = 0; ///< ssm_state_size (N)
+    std::int64_t numGroups = 1; ///< n_groups of B and C
+    std::int64_t convKernel = 4;
+    std::int64_t chunkSize = 0;
+    bool convBias = true;
+    bool projBias = false;
+    DType stateDtype = DType::F32; ///< mamba_ssm_cache_dtype
+    /// Inner width: heads × head width.
+    [[nodiscard]] std::int64_t inner() const { return numHeads * headDim; }
+    /// Width of the convolved channels: x, B and C.
+    [[nodiscard]] std::int64_t convChannels() const { return inner() + 2 * numGroups * stateSize; }
 };
 
 /// Mixture-of-experts feed-forward parameters (for the layers that are MoE).
@@ -83,13 +161,31 @@ struct MoeSpec {
     std::int64_t numGroups = 1; ///< group-limited routing: n_group
     std::int64_t topkGroup = 1;
     bool packedExperts = false; ///< experts stored as fused 3-D tensors (Llama-4, Qwen3-VL-MoE)
+    bool expertBias = false; ///< biased expert projections (gpt-oss)
+    bool routerBias = false; ///< a bias on the router logits (gpt-oss)
+    bool gatedExperts = true; ///< gate/up/down experts (false: up/down, e.g. relu2)
+    /// Experts work at this width between a shared down and up projection (Nemotron-3 latent
+    /// MoE, Kimi-K3); 0: at the hidden size.
+    std::int64_t latentSize = 0;
+    std::int64_t numHashLayers = 0; ///< DeepSeek-V4: first layers routed by token-id hash
+    /// A dense MLP of spec.intermediateSize runs beside the experts in every MoE layer
+    /// (Gemma-4's mlp next to its experts; Hunyuan's mixed shared MLP).
+    bool denseBeside = false;
 };
 
 /// How quantised Linear weights are stored.
 enum class QuantScheme {
-    BlockFp8, ///< `quant_method: fp8` with weight_block_size: F8 weight + F32 `weight_scale_inv`
+    BlockFp8, ///< `quant_method: fp8` with weight_block_size: F8 weight + per-block scale
     PackedInt, ///< compressed-tensors `pack-quantized` (Kimi-K2.5 INT4): I32 `weight_packed`,
                ///< BF16 `weight_scale` per group, I32 `weight_shape`
+    Mxfp4, ///< gpt-oss `quant_method: mxfp4`: U8 `<p>_blocks` (two E2M1 per byte, 32 per block)
+           ///< and U8 E8M0 `<p>_scales`
+    PackedMxfp4, ///< compressed-tensors `mxfp4-pack-quantized`: U8 `weight_packed`, U8 E8M0
+                 ///< `weight_scale` per 32
+    Nvfp4, ///< ModelOpt NVFP4: U8 `weight` (two E2M1 per byte), F8_E4M3 `weight_scale` per 16,
+           ///< F32 `weight_scale_2` and `input_scale`
+    Fp8PerTensor, ///< ModelOpt FP8: F8_E4M3 `weight`, F32 `weight_scale` and `input_scale`
+    Fp4Block, ///< DeepSeek-V4 FP4 experts: two E2M1 per byte, E8M0 `scale` per 32
 };
 
 /// Quantised weights as published: block-wise FP8 (DeepSeek-V3/Kimi-K2/Qwen3-FP8) or
@@ -104,13 +200,23 @@ struct QuantizationSpec {
     std::vector<std::string> skippedModules; ///< modules_to_not_convert / ignored_layers / ignore
     std::vector<std::string> ignorePatterns; ///< compressed-tensors "re:" entries (regex bodies)
     std::int32_t bits = 8; ///< bits per quantised weight value
-    std::int64_t groupSize = 0; ///< PackedInt: values per scale along the input dim
+    std::int64_t groupSize = 0; ///< values per scale along the input dim (group schemes)
     std::string format; ///< compressed-tensors format ("pack-quantized"); scale_fmt for FP8
+    DType scaleDtype = DType::F32; ///< dtype of the per-block / per-group scales
+    std::string source; ///< where it was read: "config.json", "hf_quant_config.json"
+    /// The routed experts use another scheme than the other Linear modules (DeepSeek-V4: FP4
+    /// experts beside FP8 attention).
+    std::optional<QuantScheme> expertScheme;
+    std::int64_t expertGroupSize = 0; ///< group size of expertScheme
+    /// ModelOpt / gpt-oss wildcard patterns of modules left unquantised ("model.layers.*.attn").
+    std::vector<std::string> excludePatterns;
+    std::optional<DType> kvCacheDtype; ///< the checkpoint's KV-cache quantisation (ModelOpt FP8)
 };
 
-/// The vision tower of a multimodal model (Qwen VL towers, Kimi-K2.5's MoonViT).
+/// The vision tower of a multimodal model (Qwen VL towers, Kimi-K2.5's MoonViT, Gemma-4's,
+/// Kimi-K3's).
 struct VisionSpec {
-    std::string kind; ///< "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit"
+    std::string kind; ///< "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "moonvit3"
     std::int64_t depth = 0;
     std::int64_t hiddenSize = 0;
     std::int64_t intermediateSize = 0;
@@ -127,6 +233,43 @@ struct VisionSpec {
     std::int64_t windowSize = 0; ///< Qwen2.5-VL window attention size (pixels)
     std::int64_t posEmbHeight = 0; ///< MoonViT learned 2-D position table rows
     std::int64_t posEmbWidth = 0; ///< MoonViT learned 2-D position table columns
+    std::int64_t numKvHeads = 0; ///< KV heads when they differ from numHeads, 0: numHeads
+    std::int64_t headDim = 0; ///< head width when not hiddenSize / numHeads, 0: derived
+    std::int64_t qkvWidth = 0; ///< width of the fused qkv projection when not 3·hidden, 0
+    bool rmsNorm = false; ///< RMSNorm (no bias) instead of LayerNorm
+    bool biases = true; ///< linear layers carry biases
+    std::int64_t positionTableSize = 0; ///< learned position table rows (Gemma-4), 0: none
+    std::int64_t poolingKernel = 0; ///< output pooling kernel (Gemma-4), 0: none
+    std::int64_t projectorWidth = 0; ///< projector inner width when it differs, 0: merged width
+};
+
+/// DeepSeek-V4 attention: one shared K=V head, low-rank queries, a grouped low-rank output,
+/// and per-layer compressors / an indexer by compress ratio.
+struct CompressedAttentionSpec {
+    std::int64_t qLoraRank = 0;
+    std::int64_t ropeDim = 0; ///< rotary part of the head
+    std::int64_t oGroups = 0; ///< groups of the output projection
+    std::int64_t oLoraRank = 0; ///< rank of each group's output projection
+    double compressRopeTheta = 0.0; ///< RoPE base of the compressed entries
+    std::int64_t indexerHeads = 0;
+    std::int64_t indexerHeadDim = 0;
+    std::int64_t indexerTopK = 0;
+};
+
+/// Hyper-connections (DeepSeek-V4): `streams` copies of the residual stream mixed by learned
+/// per-layer maps (normalised with Sinkhorn iterations).
+struct HyperConnectionSpec {
+    std::int64_t streams = 0; ///< hc_mult
+    std::int64_t sinkhornIters = 0;
+    double eps = 0.0;
+};
+
+/// A block-sparse attention's indexer (MiniMax-M3): index heads score key blocks.
+struct BlockSparseSpec {
+    std::int64_t indexHeads = 0;
+    std::int64_t indexDim = 0;
+    std::int64_t blockSize = 0; ///< keys per block
+    std::int64_t topKBlocks = 0; ///< blocks each query attends to
 };
 
 /// Where a checkpoint keeps its weights: the prefixes of the Hugging Face tensor names.
@@ -139,10 +282,46 @@ struct CheckpointLayout {
 
 /// Per-decoder-layer variations.
 struct LayerSpec {
-    bool moe = false; ///< feed-forward is a MoE (else dense MLP)
+    MixerKind mixer = MixerKind::Attention;
+    FfnKind ffn = FfnKind::Dense;
     bool rope = true; ///< Llama-4 NoPE layers have false
-    std::int64_t slidingWindow = 0; ///< 0: full attention
-    std::int64_t attentionChunk = 0; ///< Llama-4 chunked attention, 0: none
+    std::int64_t slidingWindow = 0; ///< Sliding and Compressed layers: keys kept; 0: all
+    std::int64_t attentionChunk = 0; ///< Chunked layers (Llama-4), 0: none
+    std::int64_t compressRatio = 0; ///< Compressed layers: tokens per compressed KV entry
+    std::int64_t numHeads = 0; ///< query heads of this layer, 0: spec.numHeads
+    std::int64_t numKvHeads = 0; ///< KV heads of this layer, 0: spec.numKvHeads
+    std::int64_t headDim = 0; ///< q/k/v head width of this layer, 0: spec.headDim
+    bool sharedKv = false; ///< keys double as values (Gemma-4 attention_k_eq_v): no v_proj
+    std::int64_t ffnWidth = 0; ///< dense MLP width of this layer, 0: spec.intermediateSize
+    std::int64_t topK = 0; ///< MoE: experts per token here, 0: spec.moe->topK
+    std::int64_t expertWidth = 0; ///< MoE: width of one routed expert here, 0: the spec's
+    std::int64_t sharedWidth = -1; ///< MoE: shared-expert width here, -1: the spec's
+    bool hashRouted = false; ///< DeepSeek-V4: experts chosen by a token-id hash table
+
+    /// True if the feed-forward is a MoE.
+    [[nodiscard]] bool moe() const { return ffn == FfnKind::Moe; }
+    /// True if the mixer is softmax attention of any kind (it keeps a KV cache).
+    [[nodiscard]] bool attends() const;
+};
+
+/// How the config reader accounted for one key of a config.
+enum class KeyStatus {
+    Understood, ///< read into the spec
+    Inert, ///< changes no structure or parameter count (token ids, dropout, generation settings)
+    Unknown, ///< not modelled: an error, or with ReadOptions::partial an ignored key
+};
+
+/// One key of a config (its dotted path, "text_config.layer_types") and its status.
+struct ConfigKey {
+    std::string path;
+    KeyStatus status = KeyStatus::Understood;
+};
+
+/// A key whose structure Day0 does not model, and why ("not read by the deepseek_v3 reader",
+/// "quant_method \"awq\" is not modelled").
+struct IgnoredKey {
+    std::string path;
+    std::string reason;
 };
 
 /// A typed reading of a Hugging Face config.json: everything the graph builder, the memory
@@ -180,12 +359,33 @@ struct ModelSpec {
     double ropeTheta = 10000.0;
     RopeScaling ropeScaling;
     double partialRotaryFactor = 1.0; ///< share of the head width that is rotated (GLM-4.5: 0.5)
+    std::optional<LocalRope> slidingRope; ///< RoPE of the sliding layers, when it differs
     bool tieEmbeddings = false;
 
     DType dtype = DType::BF16; ///< torch_dtype of the published weights
     std::optional<QuantizationSpec> quantization;
 
     std::optional<MoeSpec> moe;
+    std::optional<LinearAttentionSpec> linearAttention; ///< Gated DeltaNet / KDA layers
+    std::optional<MambaSpec> mamba; ///< Mamba-2 layers
+    bool attentionSinks = false; ///< a learned sink logit per head (gpt-oss `sinks`)
+    bool attentionOutputGate = false; ///< sigmoid gate on the attention output (Qwen3-Next)
+    double finalLogitSoftcap = 0.0; ///< tanh soft-capping of the logits (Gemma), 0: none
+    double swigluLimit = 0.0; ///< clamp of the SwiGLU inputs (gpt-oss, DeepSeek-V4), 0: none
+    double swigluAlpha = 0.0; ///< gain of the sigmoid in gpt-oss-style SwiGLU, 0: plain SiLU
+    /// RMSNorm weights stored as offsets, y = x̂·(1 + w) (Gemma, Qwen3-Next, MiniMax-M3).
+    bool normOffset = false;
+    std::optional<CompressedAttentionSpec> compressedAttention; ///< DeepSeek-V4
+    std::optional<HyperConnectionSpec> hyperConnections; ///< DeepSeek-V4
+    std::optional<BlockSparseSpec> blockSparse; ///< MiniMax-M3
+    std::int64_t attnResBlockSize = 0; ///< Kimi-K3 attention-residual block size, 0: none
+    /// Gemma-4 per-layer input embeddings: width per layer and their vocabulary, 0: none.
+    std::int64_t perLayerInputSize = 0;
+    std::int64_t perLayerInputVocab = 0;
+    std::int64_t kvSharedLayers = 0; ///< last layers reuse an earlier layer's KV (Gemma-4)
+    /// MTP modules the config declares that the published checkpoints do not ship (MiniMax-M2
+    /// num_mtp_modules), for messages; they hold no tensors.
+    std::int64_t declaredMtpModules = 0;
     std::vector<LayerSpec> layers; ///< numLayers entries
     std::int64_t numMtpLayers = 0; ///< DeepSeek num_nextn_predict_layers
     std::vector<LayerSpec> mtpLayers; ///< numMtpLayers entries: the pattern of each MTP decoder
@@ -195,9 +395,25 @@ struct ModelSpec {
 
     std::string origin; ///< the file the spec was read from (for messages)
     std::vector<std::string> warnings; ///< e.g. "generic decoder reading of model_type 'foo'"
+    std::vector<std::string> notes; ///< how the reading was made (non-finite JSON numbers, ...)
+    /// Read with ReadOptions::partial although the config has structure Day0 does not model:
+    /// every figure leaves `ignored` out, and every output says so.
+    bool partial = false;
+    std::vector<IgnoredKey> ignored; ///< the config keys not modelled; empty when exact
+    std::vector<ConfigKey> keys; ///< every key of the config and how it was accounted for
 
     /// Number of decoder layers whose feed-forward is MoE.
     [[nodiscard]] std::int64_t numMoeLayers() const;
+    /// Query heads, KV heads, head width of a layer (its overrides or the spec's).
+    [[nodiscard]] std::int64_t headsOf(const LayerSpec& layer) const;
+    [[nodiscard]] std::int64_t kvHeadsOf(const LayerSpec& layer) const;
+    [[nodiscard]] std::int64_t headDimOf(const LayerSpec& layer) const;
+    /// Dense MLP width of a layer.
+    [[nodiscard]] std::int64_t ffnWidthOf(const LayerSpec& layer) const;
+    /// MoE top-k, routed-expert width and shared-expert width of a layer (0 without MoE).
+    [[nodiscard]] std::int64_t topKOf(const LayerSpec& layer) const;
+    [[nodiscard]] std::int64_t expertWidthOf(const LayerSpec& layer) const;
+    [[nodiscard]] std::int64_t sharedWidthOf(const LayerSpec& layer) const;
     /// Query heads × the q/k head width (the attention inner width).
     [[nodiscard]] std::int64_t qHeadWidth() const;
 };
@@ -206,6 +422,15 @@ struct ModelSpec {
 std::string familyName(Family family);
 /// "MHA", "GQA", "MQA", "MLA".
 std::string attentionKindName(AttentionKind kind);
+/// "attention", "sliding", "chunked", "sparse_mla", "compressed", "block_sparse",
+/// "gated_deltanet", "kimi_delta", "mamba2", "linear", "none" (stable, used in JSON).
+std::string mixerKindName(MixerKind kind);
+/// "dense", "moe", "linear", "none".
+std::string ffnKindName(FfnKind kind);
+/// "understood", "inert", "unknown".
+std::string keyStatusName(KeyStatus status);
+/// "fp8-block", "int-packed", "mxfp4", "mxfp4-packed", "nvfp4", "fp8-tensor", "fp4-block".
+std::string quantSchemeName(QuantScheme scheme);
 /// Parses a family name as familyName() spells it.
 std::optional<Family> parseFamily(const std::string& name);
 

@@ -89,6 +89,10 @@ double loadAsDouble(const std::byte* p, DType dtype)
         return double(f8E4M3BitsToFloat(loadRaw<std::uint8_t>(p)));
     case DType::F8E5M2:
         return double(f8E5M2BitsToFloat(loadRaw<std::uint8_t>(p)));
+    case DType::F8E8M0: {
+        const auto e = loadRaw<std::uint8_t>(p);
+        return e == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, int(e) - 127);
+    }
     case DType::I64:
         return double(loadRaw<std::int64_t>(p));
     case DType::I32:
@@ -131,6 +135,14 @@ void storeFromDouble(std::byte* p, DType dtype, double value)
     case DType::F8E5M2:
         storeRaw(p, floatToF8E5M2Bits(float(value)));
         break;
+    case DType::F8E8M0: {
+        // The nearest power of two at or above the value (MX scales round up so blocks fit).
+        int e = 0;
+        const double m = std::frexp(value, &e); // value = m · 2^e, m in [0.5, 1)
+        const int exponent = !(value > 0.0) ? -127 : (m == 0.5 ? e - 1 : e);
+        storeRaw(p, std::uint8_t(std::clamp(exponent + 127, 0, 254)));
+        break;
+    }
     case DType::I64:
         storeRaw(p, saturateInt<std::int64_t>(value));
         break;

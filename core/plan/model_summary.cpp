@@ -101,7 +101,7 @@ const LayerShape& ModelSummary::representativeShape() const
 LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer)
 {
     model::LayerSpec ls;
-    ls.moe = spec.moe.has_value();
+    ls.ffn = spec.moe ? model::FfnKind::Moe : model::FfnKind::Dense;
     if (layer >= 0 && std::size_t(layer) < spec.layers.size()) {
         ls = spec.layers[std::size_t(layer)];
     }
@@ -129,7 +129,7 @@ LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSp
     s.window = double(ls.slidingWindow > 0 ? ls.slidingWindow : ls.attentionChunk);
     s.gated = spec.gatedMlp;
     s.ffn = double(spec.intermediateSize);
-    s.moe = ls.moe && spec.moe.has_value();
+    s.moe = ls.moe() && spec.moe.has_value();
     if (s.moe) {
         s.experts = double(spec.moe->numExperts);
         s.topK = double(spec.moe->topK);

@@ -42,7 +42,7 @@ TEST(GraphConsistency, TinyConfigsReadBackToTheSameSpecs)
         }
         ASSERT_EQ(spec->layers.size(), m.spec.layers.size());
         for (std::size_t l = 0; l < spec->layers.size(); ++l) {
-            EXPECT_EQ(spec->layers[l].moe, m.spec.layers[l].moe) << l;
+            EXPECT_EQ(spec->layers[l].moe(), m.spec.layers[l].moe()) << l;
         }
     }
 }

@@ -128,7 +128,7 @@ TinyModel tinyMixtral()
     moe.normTopkProb = true;
     m.spec.moe = moe;
     for (auto& l : m.spec.layers) {
-        l.moe = true;
+        l.ffn = model::FfnKind::Moe;
     }
     m.config = baseConfig(m.spec, "MixtralForCausalLM");
     m.config["intermediate_size"] = 96;
@@ -152,7 +152,7 @@ TinyModel tinyQwen3Moe()
     moe.normTopkProb = true;
     m.spec.moe = moe;
     for (auto& l : m.spec.layers) {
-        l.moe = true;
+        l.ffn = model::FfnKind::Moe;
     }
     m.config = baseConfig(m.spec, "Qwen3MoeForCausalLM");
     m.config["head_dim"] = 32;
@@ -203,8 +203,8 @@ TinyModel tinyDeepseekV3()
     moe.topkGroup = 2;
     m.spec.moe = moe;
     m.spec.layers.assign(3, model::LayerSpec {});
-    m.spec.layers[1].moe = true;
-    m.spec.layers[2].moe = true;
+    m.spec.layers[1].ffn = model::FfnKind::Moe;
+    m.spec.layers[2].ffn = model::FfnKind::Moe;
     m.config = baseConfig(m.spec, "DeepseekV3ForCausalLM");
     m.config["num_key_value_heads"] = 4;
     m.config["rms_norm_eps"] = 1e-6;

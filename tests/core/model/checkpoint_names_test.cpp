@@ -418,7 +418,7 @@ TEST(Qwen3VlCheckpoint, DenseVariant)
     (*json)["architectures"] = { "Qwen3VLForConditionalGeneration" };
     auto& text = (*json)["text_config"];
     for (const char* key : { "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-             "decoder_sparse_step", "mlp_only_layers" }) {
+             "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob" }) {
         text.erase(key);
     }
     text["model_type"] = "qwen3_vl_text";

@@ -56,8 +56,8 @@ TEST(ConfigReader, KimiK2IsDeepseekV3WithMla)
     EXPECT_EQ(s.moe->scoring, RouterScoring::Sigmoid);
     EXPECT_TRUE(s.moe->expertScoreBias);
     EXPECT_DOUBLE_EQ(s.moe->routedScalingFactor, 2.827);
-    EXPECT_FALSE(s.layers[0].moe);
-    EXPECT_TRUE(s.layers[1].moe);
+    EXPECT_FALSE(s.layers[0].moe());
+    EXPECT_TRUE(s.layers[1].moe());
     EXPECT_EQ(s.numMoeLayers(), 60);
     EXPECT_EQ(s.numMtpLayers, 0);
     ASSERT_TRUE(s.quantization.has_value());
@@ -80,17 +80,17 @@ TEST(ConfigReader, DeepseekV3HasMtpAndFirstDenseLayers)
     const ModelSpec s = bundled("deepseek-v3");
     EXPECT_EQ(s.numMtpLayers, 1);
     ASSERT_EQ(s.mtpLayers.size(), 1u);
-    EXPECT_TRUE(s.mtpLayers[0].moe);
-    EXPECT_FALSE(s.layers[2].moe);
-    EXPECT_TRUE(s.layers[3].moe);
+    EXPECT_TRUE(s.mtpLayers[0].moe());
+    EXPECT_FALSE(s.layers[2].moe());
+    EXPECT_TRUE(s.layers[3].moe());
     EXPECT_EQ(s.moe->numGroups, 8);
     EXPECT_EQ(s.moe->topkGroup, 4);
 
     // moe_layer_freq 2: layer i ≥ first_k_dense_replace is MoE when i % 2 == 0.
     auto freq = readText(withField("deepseek-v3.json", "moe_layer_freq", "2"));
     ASSERT_TRUE(freq.ok()) << freq.error().message;
-    EXPECT_FALSE(freq->layers[3].moe);
-    EXPECT_TRUE(freq->layers[4].moe);
+    EXPECT_FALSE(freq->layers[3].moe());
+    EXPECT_TRUE(freq->layers[4].moe());
     EXPECT_EQ(freq->numMoeLayers(), 29);
 }
 
@@ -157,11 +157,11 @@ TEST(ConfigReader, QwenMoeLayerPatterns)
     (*json)["mlp_only_layers"] = { 3, 7 };
     auto sparse = readConfig(*json, "inline.json");
     ASSERT_TRUE(sparse.ok()) << sparse.error().message;
-    EXPECT_FALSE(sparse->layers[0].moe);
-    EXPECT_TRUE(sparse->layers[1].moe);
-    EXPECT_FALSE(sparse->layers[3].moe);
-    EXPECT_TRUE(sparse->layers[5].moe);
-    EXPECT_FALSE(sparse->layers[7].moe);
+    EXPECT_FALSE(sparse->layers[0].moe());
+    EXPECT_TRUE(sparse->layers[1].moe());
+    EXPECT_FALSE(sparse->layers[3].moe());
+    EXPECT_TRUE(sparse->layers[5].moe());
+    EXPECT_FALSE(sparse->layers[7].moe());
     EXPECT_EQ(sparse->numMoeLayers(), 22);
 
     const ModelSpec qwen2moe = fromData("configs/qwen1.5-moe-a2.7b.json");
@@ -194,8 +194,8 @@ TEST(ConfigReader, Llama4TextTowerInterleavedMoeAndNope)
     EXPECT_EQ(m.moe->topK, 1);
     EXPECT_EQ(m.moe->sharedIntermediate, 8192);
     EXPECT_TRUE(m.moe->packedExperts);
-    EXPECT_FALSE(m.layers[0].moe);
-    EXPECT_TRUE(m.layers[1].moe);
+    EXPECT_FALSE(m.layers[0].moe());
+    EXPECT_TRUE(m.layers[1].moe());
     EXPECT_EQ(m.numMoeLayers(), 24);
     EXPECT_FALSE(m.qkL2Norm);
     // Every 4th layer is NoPE with full attention; the others use RoPE with chunked attention.
@@ -372,14 +372,31 @@ TEST(ConfigReaderErrors, NestedErrorsNameTheTextConfig)
         << r.error().message;
 }
 
-TEST(ConfigReaderErrors, UnknownQuantizationIsAWarning)
+TEST(ConfigReaderErrors, UnknownQuantizationIsRefusedOrPartial)
 {
-    auto r = readText(withField(
-        "llama-3.1-8b.json", "quantization_config", R"({"quant_method": "gptq", "bits": 4})"));
+    // An unknown quant_method is never read as unquantised weights: exit 2 naming the file, the
+    // key and the value; with --partial the reading goes on and says what it left out.
+    const std::string text = withField(
+        "llama-3.1-8b.json", "quantization_config", R"({"quant_method": "gptq", "bits": 4})");
+    auto refused = readText(text);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::BadInput);
+    EXPECT_TRUE(contains(refused.error().message, "inline.json"));
+    EXPECT_TRUE(contains(refused.error().message, "quantization_config.quant_method"))
+        << refused.error().message;
+    EXPECT_TRUE(contains(refused.error().message, "\"gptq\"")) << refused.error().message;
+
+    auto json = parseJson(text, "inline.json");
+    ASSERT_TRUE(json.ok());
+    ReadOptions partial;
+    partial.partial = true;
+    auto r = readConfig(*json, "inline.json", partial);
     ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->partial);
     EXPECT_FALSE(r->quantization.has_value());
-    ASSERT_EQ(r->warnings.size(), 1u);
-    EXPECT_TRUE(contains(r->warnings[0], "quant_method 'gptq' is not modelled"));
+    ASSERT_EQ(r->ignored.size(), 1u);
+    EXPECT_EQ(r->ignored[0].path, "quantization_config.quant_method");
+    EXPECT_TRUE(contains(r->ignored[0].reason, "\"gptq\" is not modelled"));
 }
 
 TEST(ConfigReaderErrors, FilesMissingOrMalformed)

@@ -114,7 +114,7 @@ Block decoder(const model::ModelSpec& s, int layer, const std::string& prefix, B
     b.tensors.push_back(tensor(p + "post_attention_layernorm.weight", { h },
         ParallelRole::Replicated, Component::Norm, layer));
     const bool moe
-        = s.moe && (std::size_t(layer) >= s.layers.size() || s.layers[std::size_t(layer)].moe);
+        = s.moe && (std::size_t(layer) >= s.layers.size() || s.layers[std::size_t(layer)].moe());
     b.moe = moe;
     if (!moe) {
         addMlp(b, p + "mlp.", h, s.intermediateSize, s.gatedMlp, Component::DenseMlp, layer, -1);
@@ -162,7 +162,7 @@ model::ModelSpec moeSpec(int hidden, int heads, int kvHeads, int layers, int voc
     m.numSharedExperts = sharedFfn > 0 ? 1 : 0;
     s.moe = m;
     for (int i = 0; i < layers; ++i) {
-        s.layers[std::size_t(i)].moe = i >= firstDense;
+        s.layers[std::size_t(i)].ffn = i >= firstDense ? model::FfnKind::Moe : model::FfnKind::Dense;
     }
     return s;
 }

@@ -1,0 +1,426 @@
+// Quantisation sections: config.json `quantization_config` (block FP8, gpt-oss MXFP4,
+// compressed-tensors, ModelOpt) and ModelOpt's `hf_quant_config.json`. Every key is read,
+// checked against what the graph models, inert, or reported as not modelled: a format Day0 does
+// not know is never read as unquantised weights.
+
+#include "model/config_sections.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace day0::model::detail {
+
+using nlohmann::json;
+
+namespace {
+
+// Dtype spellings of FP8 weights in real configs: DeepSeek's "e4m3", MiniMax's
+// "float8_e4m3fn".
+std::optional<DType> fp8Dtype(const std::string& name)
+{
+    if (name == "e4m3") {
+        return DType::F8E4M3;
+    }
+    if (name == "e5m2") {
+        return DType::F8E5M2;
+    }
+    const auto dtype = parseDTypeLoose(name);
+    if (dtype && (*dtype == DType::F8E4M3 || *dtype == DType::F8E5M2)) {
+        return dtype;
+    }
+    return std::nullopt;
+}
+
+Result<void> readBlockFp8(const Section& section, QuantizationSpec& q, ModelSpec& spec)
+{
+    JsonReader r = section.reader();
+    q.scheme = QuantScheme::BlockFp8;
+    const std::string fmtName = r.stringOr("fmt", "e4m3");
+    if (auto dtype = fp8Dtype(fmtName)) {
+        q.weightDtype = *dtype;
+    } else if (r.ok()) {
+        r.fail("fmt", fmt::format(R"(must be "e4m3", "e5m2" or a dtype such as )"
+                                  R"("float8_e4m3fn", found "{}")",
+                          fmtName));
+    }
+    // Dynamic activation scales are computed at run time; static ones would add input_scale
+    // tensors to the checkpoint.
+    (void)stringOneOf(r, "activation_scheme", { "dynamic" }, "dynamic");
+    if (r.ok() && !r.has("weight_block_size")) {
+        section.notModelled("weight_block_size",
+            "FP8 without 'weight_block_size' (per-tensor scales in HF's fp8 format) is not "
+            "modelled");
+        return success();
+    }
+    const auto block = intArrayOr(r, "weight_block_size");
+    if (r.ok() && (block.size() != 2 || block[0] <= 0 || block[1] <= 0)) {
+        r.fail("weight_block_size", "must be two positive integers");
+    }
+    if (r.ok()) {
+        q.blockRows = block[0];
+        q.blockCols = block[1];
+    }
+    q.skippedModules = stringArrayOr(r, "modules_to_not_convert");
+    for (auto& name : stringArrayOr(r, "ignored_layers")) {
+        q.skippedModules.push_back(std::move(name));
+    }
+    // "ue8m0": every block scale is a power of two (DeepSeek-V3.1 and later).
+    q.format = stringOneOf(r, "scale_fmt", { "ue8m0", "" }, "");
+    if (!r.ok()) {
+        return r.error();
+    }
+    (void)spec;
+    return success();
+}
+
+Result<void> readGptOssMxfp4(const Section& section, QuantizationSpec& q)
+{
+    JsonReader r = section.reader();
+    q.scheme = QuantScheme::Mxfp4;
+    q.weightDtype = DType::U8;
+    q.scaleDtype = DType::U8;
+    q.bits = 4;
+    q.groupSize = 32;
+    q.excludePatterns = stringArrayOr(r, "modules_to_not_convert");
+    if (!r.ok()) {
+        return r.error();
+    }
+    return success();
+}
+
+// The one `weights` scheme of a compressed-tensors config_groups object, with its format.
+struct CtGroup {
+    const json* weights = nullptr;
+    Section weightsSection;
+    std::string format;
+};
+
+Result<void> readCtWeights(const Section& w, const std::string& format, QuantizationSpec& q)
+{
+    JsonReader r = w.reader();
+    q.bits = static_cast<std::int32_t>(r.intOr("num_bits", 4));
+    q.groupSize = r.intOr("group_size", 0);
+    const std::string type = stringOneOf(r, "type", { "int", "float" }, "int");
+    (void)stringOneOf(r, "strategy", { "group", "tensor_group" }, "group");
+    boolMustBe(r, "symmetric", true); // asymmetric schemes add weight_zero_point tensors
+    boolMustBe(r, "dynamic", false);
+    // Calibration settings: they decide the values, not the tensors.
+    (void)r.stringOr("observer", "");
+    if (r.has("observer_kwargs")) {
+        (void)r.value("observer_kwargs");
+    }
+    if (r.has("actorder")) {
+        w.notModelled("actorder", "activation ordering adds weight_g_idx tensors");
+    }
+    if (r.has("block_structure")) {
+        w.notModelled("block_structure", "block-wise compressed-tensors weights are not modelled");
+    }
+    if (r.has("zp_dtype")) {
+        w.notModelled("zp_dtype", "zero points are not modelled");
+    }
+    const std::string scaleDtype = r.stringOr("scale_dtype", "");
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (q.groupSize <= 0) {
+        r.fail("group_size", "must be a positive integer for group quantisation");
+        return r.error();
+    }
+    if (format == "pack-quantized") {
+        if (type != "int" || (q.bits != 4 && q.bits != 8)) {
+            r.fail("num_bits",
+                fmt::format("{}-bit {} weights are not modelled in pack-quantized (int4, int8)",
+                    q.bits, type));
+            return r.error();
+        }
+        q.scheme = QuantScheme::PackedInt;
+        q.weightDtype = DType::I32;
+        q.scaleSuffix = "weight_scale";
+        return success();
+    }
+    // mxfp4-pack-quantized: E2M1 values two per byte, one E8M0 scale (uint8) per 32.
+    if (type != "float" || q.bits != 4 || q.groupSize != 32
+        || (!scaleDtype.empty() && scaleDtype != "torch.uint8")) {
+        r.fail("type",
+            fmt::format("mxfp4-pack-quantized needs 4-bit float weights in groups of 32 with "
+                        "uint8 scales, found {}-bit {}, group {}, scale dtype '{}'",
+                q.bits, type, q.groupSize, scaleDtype));
+        return r.error();
+    }
+    q.scheme = QuantScheme::PackedMxfp4;
+    q.weightDtype = DType::U8;
+    q.scaleDtype = DType::U8;
+    q.scaleSuffix = "weight_scale";
+    return success();
+}
+
+Result<void> readCompressedTensors(const Section& section, QuantizationSpec& q)
+{
+    JsonReader r = section.reader();
+    const std::string topFormat = r.stringOr("format", "");
+    (void)stringOneOf(r, "quantization_status", { "compressed" }, "compressed");
+    (void)r.numberOr("global_compression_ratio", 0.0);
+    (void)r.stringOr("version", "");
+    for (const char* key : { "sparsity_config", "transform_config" }) {
+        if (r.has(key)) {
+            section.notModelled(key, fmt::format("compressed-tensors {} is not modelled", key));
+        }
+    }
+    if (r.has("kv_cache_scheme")) {
+        section.notModelled("kv_cache_scheme", "a quantised KV cache scheme is not modelled");
+    }
+    q.method = "compressed-tensors";
+    for (auto& entry : stringArrayOr(r, "ignore")) {
+        if (entry.rfind("re:", 0) == 0) {
+            q.ignorePatterns.push_back(entry.substr(3));
+        } else {
+            q.skippedModules.push_back(std::move(entry));
+        }
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (!section.has("config_groups") || !section.at("config_groups").is_object()
+        || section.at("config_groups").empty()) {
+        r.fail("config_groups", "must be an object with one quantisation group");
+        return r.error();
+    }
+    const Section groups = section.child("config_groups");
+    if (groups.object.size() != 1) {
+        section.notModelled("config_groups",
+            fmt::format("{} quantisation groups (Day0 models one)", groups.object.size()));
+        return success();
+    }
+    const auto& [name, value] = *groups.object.items().begin();
+    if (!value.is_object()) {
+        JsonReader g = groups.reader();
+        g.fail(name, "must be an object");
+        return g.error();
+    }
+    const Section group = groups.child(name);
+    JsonReader g = group.reader();
+    const std::string format = g.stringOr("format", topFormat);
+    const auto targets = stringArrayOr(g, "targets");
+    if (g.ok() && (targets.size() != 1 || targets[0] != "Linear")) {
+        g.fail("targets", "must be [\"Linear\"] (other targets are not modelled)");
+    }
+    for (const char* key : { "input_activations", "output_activations" }) {
+        if (g.has(key)) {
+            group.notModelled(key, "quantised activations are not modelled");
+        }
+    }
+    if (!g.ok()) {
+        return g.error();
+    }
+    if (format != "pack-quantized" && format != "mxfp4-pack-quantized") {
+        section.touchAll();
+        group.touchAll();
+        section.notModelled("format",
+            fmt::format("compressed-tensors format \"{}\" is not modelled (Day0 models "
+                        "\"pack-quantized\" and \"mxfp4-pack-quantized\")",
+                format));
+        return success();
+    }
+    if (!group.has("weights") || !group.at("weights").is_object()) {
+        g.fail("weights", "must be an object");
+        return g.error();
+    }
+    q.format = format;
+    return readCtWeights(group.child("weights"), format, q);
+}
+
+// ModelOpt quant_algo values and what they store per quantised Linear.
+Result<void> setModelOptAlgo(JsonReader& r, const std::string& algo, std::int64_t groupSize,
+    QuantizationSpec& q)
+{
+    if (algo == "NVFP4") {
+        q.scheme = QuantScheme::Nvfp4;
+        q.weightDtype = DType::U8;
+        q.scaleDtype = DType::F8E4M3;
+        q.bits = 4;
+        q.groupSize = groupSize > 0 ? groupSize : 16;
+        if (q.groupSize != 16) {
+            r.fail("group_size", fmt::format("is {}; NVFP4 scales groups of 16", q.groupSize));
+            return r.error();
+        }
+        return success();
+    }
+    if (algo == "FP8") {
+        q.scheme = QuantScheme::Fp8PerTensor;
+        q.weightDtype = DType::F8E4M3;
+        q.scaleDtype = DType::F32;
+        q.bits = 8;
+        return success();
+    }
+    r.fail("quant_algo",
+        fmt::format("is \"{}\", which Day0 does not model (it models \"NVFP4\" and \"FP8\")", algo));
+    return r.error();
+}
+
+std::optional<DType> kvCacheAlgo(const std::string& algo)
+{
+    if (algo == "FP8") {
+        return DType::F8E4M3;
+    }
+    return std::nullopt;
+}
+
+Result<void> readModelOpt(const Section& section, QuantizationSpec& q)
+{
+    JsonReader r = section.reader();
+    q.method = "modelopt";
+    q.source = "config.json";
+    const std::string algo = r.stringOr("quant_algo", "");
+    if (r.has("producer")) {
+        (void)r.value("producer");
+    }
+    q.excludePatterns = stringArrayOr(r, "ignore");
+    std::int64_t groupSize = 0;
+    if (section.has("config_groups") && section.at("config_groups").is_object()) {
+        // ModelOpt writes the compressed-tensors shape of its scheme; only the group size
+        // adds to quant_algo.
+        const Section groups = section.child("config_groups");
+        for (const auto& [name, value] : groups.object.items()) {
+            if (!value.is_object()) {
+                continue;
+            }
+            const Section group = groups.child(name);
+            JsonReader g = group.reader();
+            (void)stringArrayOr(g, "targets");
+            for (const char* key : { "weights", "input_activations" }) {
+                if (group.has(key) && group.at(key).is_object()) {
+                    JsonReader w = group.child(key).reader();
+                    groupSize = std::max(groupSize, w.intOr("group_size", 0));
+                    (void)w.intOr("num_bits", 0);
+                    (void)w.stringOr("type", "");
+                    (void)w.boolOr("dynamic", false);
+                    if (!w.ok()) {
+                        return w.error();
+                    }
+                }
+            }
+            if (!g.ok()) {
+                return g.error();
+            }
+        }
+    }
+    if (section.has("kv_cache_scheme") && section.at("kv_cache_scheme").is_object()) {
+        JsonReader kv = section.child("kv_cache_scheme").reader();
+        const auto bits = kv.intOr("num_bits", 8);
+        const std::string type = kv.stringOr("type", "float");
+        (void)kv.boolOr("dynamic", false);
+        if (kv.ok() && (bits != 8 || type != "float")) {
+            kv.fail("num_bits", fmt::format("a {}-bit {} KV cache is not modelled", bits, type));
+        }
+        if (!kv.ok()) {
+            return kv.error();
+        }
+        q.kvCacheDtype = DType::F8E4M3;
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    return setModelOptAlgo(r, algo, groupSize, q);
+}
+
+} // namespace
+
+Result<void> readQuantization(const Section& section, ModelSpec& spec)
+{
+    JsonReader r = section.reader();
+    const std::string method = r.stringOr("quant_method", "");
+    if (!r.ok()) {
+        return r.error();
+    }
+    QuantizationSpec q;
+    q.method = method;
+    q.source = "config.json";
+    if (method == "fp8") {
+        DAY0_TRY(readBlockFp8(section, q, spec));
+    } else if (method == "mxfp4") {
+        DAY0_TRY(readGptOssMxfp4(section, q));
+    } else if (method == "compressed-tensors") {
+        DAY0_TRY(readCompressedTensors(section, q));
+    } else if (method == "modelopt") {
+        DAY0_TRY(readModelOpt(section, q));
+    } else {
+        section.touchAll();
+        section.notModelled("quant_method",
+            fmt::format("quant_method \"{}\" is not modelled (Day0 models \"fp8\", \"mxfp4\", "
+                        "\"compressed-tensors\" and \"modelopt\")",
+                method));
+        return success();
+    }
+    if (section.accounting != nullptr) {
+        // A scheme with a part Day0 does not model is not applied at all: its tensors would be
+        // listed wrong.
+        for (const auto& u : section.accounting->unmodelled) {
+            if (u.path.rfind(section.path, 0) == 0) {
+                return success();
+            }
+        }
+    }
+    spec.quantization = std::move(q);
+    return success();
+}
+
+Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
+{
+    JsonReader top = document.reader();
+    if (top.has("producer")) {
+        (void)top.value("producer");
+    }
+    if (!document.has("quantization") || !document.at("quantization").is_object()) {
+        top.fail("quantization", "must be an object");
+        return top.error();
+    }
+    const Section section = document.child("quantization");
+    JsonReader r = section.reader();
+    const std::string algo = r.stringOr("quant_algo", "");
+    const std::int64_t groupSize = r.intOr("group_size", 0);
+    auto excluded = stringArrayOr(r, "exclude_modules");
+    const std::string kvAlgo = r.stringOr("kv_cache_quant_algo", "");
+    for (const char* key : { "has_zero_point", "pre_quant_scale", "awq_block_size" }) {
+        if (r.has(key)) {
+            section.notModelled(key, fmt::format("ModelOpt '{}' is not modelled", key));
+        }
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    std::optional<DType> kvDtype;
+    if (!kvAlgo.empty()) {
+        kvDtype = kvCacheAlgo(kvAlgo);
+        if (!kvDtype) {
+            section.notModelled("kv_cache_quant_algo",
+                fmt::format("KV cache quant algo \"{}\" is not modelled", kvAlgo));
+        }
+    }
+    if (spec.quantization) {
+        // config.json already says how the weights are stored; the two must agree.
+        const auto& q = *spec.quantization;
+        const bool agrees = (algo == "NVFP4" && q.scheme == QuantScheme::Nvfp4)
+            || (algo == "FP8" && q.scheme == QuantScheme::Fp8PerTensor);
+        if (!agrees) {
+            r.fail("quant_algo",
+                fmt::format("is \"{}\" but config.json's quantization_config says {} ({})", algo,
+                    q.method, quantSchemeName(q.scheme)));
+            return r.error();
+        }
+        if (kvDtype && !spec.quantization->kvCacheDtype) {
+            spec.quantization->kvCacheDtype = kvDtype;
+        }
+        return success();
+    }
+    QuantizationSpec q;
+    q.method = "modelopt";
+    q.source = "hf_quant_config.json";
+    q.excludePatterns = std::move(excluded);
+    q.kvCacheDtype = kvDtype;
+    DAY0_TRY(setModelOptAlgo(r, algo, groupSize, q));
+    spec.quantization = std::move(q);
+    return success();
+}
+
+} // namespace day0::model::detail

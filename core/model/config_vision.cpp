@@ -1,0 +1,122 @@
+// Vision-tower sections of config.json: Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and the Qwen3.5 tower of
+// the same shape) and Kimi-K2.5's MoonViT. Every key of a vision_config is read, checked
+// against what the graph models, or inert (config_audit.cpp).
+
+#include "model/config_sections.h"
+
+#include <fmt/format.h>
+
+namespace day0::model::detail {
+
+namespace {
+
+void readMoonVit(JsonReader& r, VisionSpec& v, const ModelSpec& spec)
+{
+    v.depth = r.requirePositive("vt_num_hidden_layers");
+    v.hiddenSize = r.requirePositive("vt_hidden_size");
+    v.intermediateSize = r.requirePositive("vt_intermediate_size");
+    v.numHeads = r.requirePositive("vt_num_attention_heads");
+    v.patchSize = r.intOr("patch_size", 14);
+    v.temporalPatchSize = 1; // MoonViT embeds patches with a Conv2d
+    const auto merge = intArrayOr(r, "merge_kernel_size");
+    if (r.ok() && (merge.size() != 2 || merge[0] != merge[1] || merge[0] <= 0)) {
+        r.fail("merge_kernel_size", "must be a square kernel such as [2, 2]");
+    }
+    v.spatialMergeSize = merge.empty() ? 2 : merge[0];
+    v.posEmbHeight = r.intOr("init_pos_emb_height", 64);
+    v.posEmbWidth = r.intOr("init_pos_emb_width", 64);
+    v.outHiddenSize = r.intOr("text_hidden_size", spec.hiddenSize);
+    v.hiddenAct = r.stringOr("projector_hidden_act", "gelu");
+    // What the published Kimi-K2.5 tower is (its tensor listing): a learned 2-D table plus a
+    // fixed (parameter-free) time embedding, spatial 2×2 merging with temporal pooling, the
+    // two-layer patch-merger projector. Other values change the tensors.
+    (void)stringOneOf(r, "pos_emb_type", { "divided_fixed" }, "divided_fixed");
+    (void)stringOneOf(r, "merge_type", { "sd2_tpool" }, "sd2_tpool");
+    (void)stringOneOf(r, "mm_projector_type", { "patchmerger" }, "patchmerger");
+    (void)stringOneOf(r, "video_attn_type", { "spatial_temporal" }, "spatial_temporal");
+    (void)r.intOr("init_pos_emb_time", 4); // length of the fixed time embedding: no weights
+    (void)r.numberOr("projector_ln_eps", 1e-5);
+    const std::int64_t mmHidden = r.intOr("mm_hidden_size", v.hiddenSize);
+    if (r.ok() && mmHidden != v.hiddenSize) {
+        r.fail("mm_hidden_size",
+            fmt::format("({}) must equal vt_hidden_size ({})", mmHidden, v.hiddenSize));
+    }
+}
+
+void readQwenTower(JsonReader& r, const std::string& kind, VisionSpec& v, const ModelSpec& spec)
+{
+    if (kind == "qwen2_vl") {
+        v.depth = r.requirePositive("depth");
+        v.hiddenSize = r.requirePositive("embed_dim");
+        v.intermediateSize = v.hiddenSize * r.intOr("mlp_ratio", 4);
+        v.numHeads = r.requirePositive("num_heads");
+        v.outHiddenSize = r.intOr("hidden_size", spec.hiddenSize);
+        v.hiddenAct = r.stringOr("hidden_act", "quick_gelu");
+    } else {
+        v.depth = r.requirePositive("depth");
+        v.hiddenSize = r.requirePositive("hidden_size");
+        v.intermediateSize = r.requirePositive("intermediate_size");
+        v.numHeads = r.requirePositive("num_heads");
+        v.outHiddenSize = r.intOr("out_hidden_size", spec.hiddenSize);
+        v.hiddenAct = r.stringOr("hidden_act", kind == "qwen2_5_vl" ? "silu" : "gelu_pytorch_tanh");
+        if (kind == "qwen2_5_vl") {
+            v.fullAttentionBlocks = intArrayOr(r, "fullatt_block_indexes");
+            v.windowSize = r.intOr("window_size", 0);
+            (void)r.numberOr("tokens_per_second", 2.0); // M-RoPE time step of video frames
+        } else {
+            v.numPositionEmbeddings = r.intOr("num_position_embeddings", 0);
+            v.deepstackIndexes = intArrayOr(r, "deepstack_visual_indexes");
+        }
+    }
+    v.patchSize = r.intOr("patch_size", 14);
+    v.temporalPatchSize = r.intOr("temporal_patch_size", 2);
+    v.spatialMergeSize = r.intOr("spatial_merge_size", 2);
+    const std::int64_t spatialPatch = r.intOr("spatial_patch_size", v.patchSize);
+    if (r.ok() && spatialPatch != v.patchSize) {
+        r.fail("spatial_patch_size",
+            fmt::format("({}) must equal patch_size ({})", spatialPatch, v.patchSize));
+    }
+    v.inChannels = r.intOr("in_channels", r.intOr("in_chans", 3));
+}
+
+} // namespace
+
+Result<void> readVision(const Section& vision, const std::string& kind, ModelSpec& spec)
+{
+    if (!vision.object.is_object()) {
+        return Error::badInput(fmt::format("{}: 'vision_config' must be an object", vision.origin));
+    }
+    JsonReader r = vision.reader();
+    VisionSpec v;
+    v.kind = kind;
+    if (kind == "moonvit") {
+        readMoonVit(r, v, spec);
+    } else {
+        readQwenTower(r, kind, v, spec);
+    }
+    if (r.ok() && v.hiddenSize % v.numHeads != 0) {
+        r.fail("num_heads",
+            fmt::format("({}) must divide the vision width ({})", v.numHeads, v.hiddenSize));
+    }
+    if (r.ok()
+        && (v.patchSize <= 0 || v.temporalPatchSize <= 0 || v.spatialMergeSize <= 0
+            || v.inChannels <= 0 || v.outHiddenSize <= 0)) {
+        r.fail("patch_size", "and the other patch/merge sizes must be positive");
+    }
+    if (r.ok() && kind == "qwen3_vl" && v.numPositionEmbeddings <= 0) {
+        r.fail("num_position_embeddings", "must be a positive integer");
+    }
+    for (const auto index : v.deepstackIndexes) {
+        if (r.ok() && index >= v.depth) {
+            r.fail("deepstack_visual_indexes",
+                fmt::format("holds block {} but the tower has {} blocks", index, v.depth));
+        }
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    spec.vision = std::move(v);
+    return success();
+}
+
+} // namespace day0::model::detail
