@@ -70,4 +70,56 @@ void printWarning(const std::string& message)
     fmt::print(stderr, "day0: warning: {}\n", message);
 }
 
+model::ReadOptions readOptions(const GlobalOptions& global)
+{
+    model::ReadOptions options;
+    options.partial = global.partial;
+    return options;
+}
+
+std::string partialBanner(const model::ModelSpec& spec)
+{
+    if (!spec.partial) {
+        return {};
+    }
+    std::string out = fmt::format("PARTIAL reading of {}: Day0 does not model {} key(s) of its "
+                                  "config; every figure below leaves them out:\n",
+        spec.origin, spec.ignored.size());
+    for (const auto& key : spec.ignored) {
+        out += fmt::format("  - {}: {}\n", key.path, key.reason);
+    }
+    return out;
+}
+
+void addPartialJson(nlohmann::json& out, const model::ModelSpec& spec)
+{
+    nlohmann::json ignored = nlohmann::json::array();
+    for (const auto& key : spec.ignored) {
+        ignored.push_back({ { "path", key.path }, { "reason", key.reason } });
+    }
+    out["partial"] = spec.partial;
+    out["ignored_keys"] = ignored;
+}
+
+std::optional<int> refusePartial(
+    const std::string& verb, const std::string& modelArg, const GlobalOptions& global)
+{
+    if (!global.partial) {
+        return std::nullopt;
+    }
+    auto spec = model::loadModel(modelArg, readOptions(global));
+    if (!spec || !spec->partial) {
+        // An exact reading (or an error the verb itself reports) needs no refusal.
+        return std::nullopt;
+    }
+    std::string keys;
+    for (const auto& key : spec->ignored) {
+        keys += fmt::format("{}{} ({})", keys.empty() ? "" : ", ", key.path, key.reason);
+    }
+    return reportError(Error::badInput(fmt::format(
+        "day0 {}: {} can only be read partially (Day0 does not model {}); {} needs an exact "
+        "reading, so nothing is computed or written",
+        verb, spec->origin, keys, verb)));
+}
+
 } // namespace day0::cli

@@ -2,6 +2,8 @@
 
 #include "base/result.h"
 #include "base/strong_id.h"
+#include "model/config_reader.h"
+#include "model/model_spec.h"
 
 #include <CLI/CLI.hpp>
 #include <functional>
@@ -20,6 +22,10 @@ struct GlobalOptions {
     bool quiet = false; ///< no progress bars
     std::string store; ///< `--store PATH`: the run store file (else $DAY0_STORE, else the default)
     bool noRecord = false; ///< `--no-record`: do not record this command's result as a run
+    /// `--partial`: read a model whose config has structure Day0 does not model; the figures
+    /// leave it out and every output says so (verbs that compute from or write the model
+    /// refuse such a reading).
+    bool partial = false;
 };
 
 /// A subcommand: `setup` declares its options on `app` and returns the function that runs it
@@ -50,5 +56,21 @@ std::optional<RunId> recordResult(const history::RunRecord& record);
 
 /// Prints a warning line on stderr.
 void printWarning(const std::string& message);
+
+/// How a verb reads model configs under the global options (--partial).
+model::ReadOptions readOptions(const GlobalOptions& global);
+
+/// The "PARTIAL reading" banner of a spec read with --partial (empty for an exact reading):
+/// what every figure leaves out, one key per line.
+std::string partialBanner(const model::ModelSpec& spec);
+
+/// `"partial": bool, "ignored_keys": [{"path", "reason"}]` for a verb's --json output.
+void addPartialJson(nlohmann::json& out, const model::ModelSpec& spec);
+
+/// For verbs that compute from or write the model (run, shrink, convert, shard): with
+/// --partial, reads `modelArg` partially and, when the reading is partial, prints why the verb
+/// cannot go on (naming every ignored key) and returns exit code 2. Returns nullopt to go on.
+std::optional<int> refusePartial(
+    const std::string& verb, const std::string& modelArg, const GlobalOptions& global);
 
 } // namespace day0::cli

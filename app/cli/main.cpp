@@ -20,6 +20,9 @@ int main(int argc, char** argv)
     app.add_option("--store", global.store, "run store file (default: $DAY0_STORE, else "
                                             "$XDG_DATA_HOME/day0/runs.sqlite)");
     app.add_flag("--no-record", global.noRecord, "do not record this command's result as a run");
+    app.add_flag("--partial", global.partial,
+        "read a model whose config has structure Day0 does not model: figures leave it out "
+        "and every output lists it");
 
     std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
     for (const auto& command : commands()) {
@@ -29,6 +32,8 @@ int main(int argc, char** argv)
         sub->add_flag("-q,--quiet", global.quiet, "no progress bars");
         sub->add_option("--store", global.store, "run store file");
         sub->add_flag("--no-record", global.noRecord, "do not record this command's result");
+        sub->add_flag("--partial", global.partial,
+            "read a model with structure Day0 does not model; outputs list what was left out");
         runners.emplace_back(sub, command.setup(*sub, global));
     }
 

@@ -18,6 +18,8 @@ struct CacheTerm {
     std::int64_t heads = 1; ///< heads it is split into under TP; 1: every TP rank holds it all
     std::optional<DType> dtype; ///< fixed dtype (fp32 states, bf16 conv states); empty: the
                                 ///< KV-cache dtype chosen at run time
+
+    bool operator==(const CacheTerm&) const = default;
 };
 
 /// What decoder layer `layer` of `spec` keeps per sequence (DESIGN: KV only where there is

@@ -116,8 +116,9 @@ Result<void> auditKeys(const Accounting& accounting, const std::vector<std::stri
             ? std::string("a config without model_type")
             : fmt::format("model_type '{}'", spec.modelType);
         return Error::badInput(fmt::format("{}: {} has structure {} does not model: {}; nothing "
-                                           "is computed from a guess (--partial reads the rest "
-                                           "and every output then lists what was ignored)",
+                                           "is computed from a guess (day0 inspect, memory and "
+                                           "plan read the rest with --partial, and every output "
+                                           "then lists what was ignored)",
             spec.origin, type, what, joinedWithReasons(unknown)));
     }
     spec.partial = true;

@@ -210,19 +210,19 @@ std::string quantSchemeName(QuantScheme scheme)
 {
     switch (scheme) {
     case QuantScheme::BlockFp8:
-        return "fp8-block";
+        return "block_fp8";
     case QuantScheme::PackedInt:
-        return "int-packed";
+        return "packed_int";
     case QuantScheme::Mxfp4:
         return "mxfp4";
     case QuantScheme::PackedMxfp4:
-        return "mxfp4-packed";
+        return "packed_mxfp4";
     case QuantScheme::Nvfp4:
         return "nvfp4";
     case QuantScheme::Fp8PerTensor:
-        return "fp8-tensor";
+        return "fp8_tensor";
     case QuantScheme::Fp4Block:
-        return "fp4-block";
+        return "fp4_block";
     }
     return "?";
 }

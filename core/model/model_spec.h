@@ -429,7 +429,7 @@ std::string mixerKindName(MixerKind kind);
 std::string ffnKindName(FfnKind kind);
 /// "understood", "inert", "unknown".
 std::string keyStatusName(KeyStatus status);
-/// "fp8-block", "int-packed", "mxfp4", "mxfp4-packed", "nvfp4", "fp8-tensor", "fp4-block".
+/// "block_fp8", "packed_int", "mxfp4", "packed_mxfp4", "nvfp4", "fp8_tensor", "fp4_block".
 std::string quantSchemeName(QuantScheme scheme);
 /// Parses a family name as familyName() spells it.
 std::optional<Family> parseFamily(const std::string& name);

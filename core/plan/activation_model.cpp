@@ -42,12 +42,53 @@ namespace day0::plan {
 
 namespace {
 
+// Recurrent mixers keep, per token: the norm input 2h/u, the projections' input 2h/u, the
+// projection outputs, the convolution output, the scan output and its gate, the out-projection
+// input; and FP32 states at every chunk boundary of the chunked scan.
+//   Gated DeltaNet / KDA (key width K, value width V, value heads n):
+//     2(2K + 2V + 2n)/t projections + 2(2K + V)/t conv + 2V/t scan + 2V/t gated norm
+//   Mamba-2 (inner width I, groups × state G, heads n):
+//     2(2I + 2G + n)/t in_proj + 2(I + 2G)/t conv + 2I/t scan + 2I/t gated norm
+//   + 4·state/chunk/t FP32 chunk states.
+double recurrentBytes(const LayerShape& s, const ActivationContext& c)
+{
+    const double t = c.tp;
+    const double u = c.sp ? c.tp : 1.0;
+    const double h = s.hidden;
+    const double k = s.mixerKeyWidth;
+    const double v = s.mixerWidth;
+    const double n = s.mixerHeads;
+    double perToken = 2.0 * h / u + 2.0 * h / u;
+    if (s.mixer == model::MixerKind::Mamba2) {
+        perToken += 2.0 * (2.0 * v + 2.0 * k + n) / t + 2.0 * (v + 2.0 * k) / t + 4.0 * v / t;
+    } else {
+        perToken += 2.0 * (2.0 * k + 2.0 * v + 2.0 * n) / t + 2.0 * (2.0 * k + v) / t + 4.0 * v / t;
+    }
+    if (s.chunkTokens > 0) {
+        perToken += 4.0 * s.stateElements / s.chunkTokens / t;
+    }
+    return c.tokens * perToken;
+}
+
 double attentionBytes(const LayerShape& s, const ActivationContext& c)
 {
+    using model::MixerKind;
     const double t = c.tp;
     const double u = c.sp ? c.tp : 1.0;
     const double d = c.dropout ? 1.0 : 0.0;
     const double h = s.hidden;
+    switch (s.mixer) {
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KimiDelta:
+    case MixerKind::Mamba2:
+        return recurrentBytes(s, c);
+    case MixerKind::None:
+        return 0.0;
+    case MixerKind::Linear:
+        return c.tokens * (2.0 * h / u + 2.0 * h / u); // norm input and the linear's input
+    default:
+        break;
+    }
     double perToken = 2.0 * h / u + d * h / u;
     if (s.attention == model::AttentionKind::MLA) {
         perToken += 2.0 * h / u; // latent projections' input
@@ -68,7 +109,10 @@ double attentionBytes(const LayerShape& s, const ActivationContext& c)
         if (c.flash) {
             core = 4.0 * s.heads / t;
         } else {
-            const double keys = s.window > 0 ? std::min(c.keys, s.window) : c.keys;
+            double keys = s.window > 0 ? std::min(c.keys, s.window) : c.keys;
+            if (s.selectedKeys > 0) {
+                keys = std::min(keys, s.selectedKeys);
+            }
             core = s.heads * keys / t * (2.0 + 3.0 * d);
         }
     }
@@ -82,6 +126,12 @@ double mlpBytes(const LayerShape& s, const ActivationContext& c)
     const double d = c.dropout ? 1.0 : 0.0;
     const double h = s.hidden;
     const double g = s.gated ? 2.0 : 1.0;
+    if (s.ffnKind == model::FfnKind::None) {
+        return 0.0;
+    }
+    if (s.ffnKind == model::FfnKind::Linear) {
+        return c.tokens * (2.0 * h / u + 2.0 * h / u);
+    }
     if (!s.moe) {
         return c.tokens
             * (2.0 * h / u + 2.0 * h / u + 2.0 * g * s.ffn / t + 2.0 * s.ffn / t + d * h / u);
@@ -130,15 +180,6 @@ double outputActivationBytes(double hidden, double vocab, const ActivationContex
     return ctx.tokens * (2.0 * hidden / u + 2.0 * hidden / u + 4.0 * vocab / ctx.tp);
 }
 
-double kvCacheBytesPerToken(const LayerShape& shape, int tp, int kvBytes)
-{
-    if (shape.attention == model::AttentionKind::MLA) {
-        return (shape.kvLoraRank + shape.ropeDim) * kvBytes;
-    }
-    const double perRank = std::max(1.0, shape.kvHeads / double(tp));
-    return perRank * (shape.qkHeadDim + shape.vHeadDim) * kvBytes;
-}
-
 double prefillWorkspaceBytes(const LayerShape& s, double tokens, int tp, int etp, double expertLoad)
 {
     const double t = tp;
@@ -146,7 +187,14 @@ double prefillWorkspaceBytes(const LayerShape& s, double tokens, int tp, int etp
     const double g = s.gated ? 2.0 : 1.0;
     const double stream = 2.0 * h + 2.0 * h; // residual and normed input
     double attn = 0.0;
-    if (s.attention == model::AttentionKind::MLA) {
+    const bool recurrent = s.mixer == model::MixerKind::GatedDeltaNet
+        || s.mixer == model::MixerKind::KimiDelta || s.mixer == model::MixerKind::Mamba2;
+    if (s.mixer == model::MixerKind::None || s.mixer == model::MixerKind::Linear) {
+        attn = 2.0 * h;
+    } else if (recurrent) {
+        // Projection outputs, conv output and scan output of one chunk of rows.
+        attn = 2.0 * (2.0 * s.mixerKeyWidth + 3.0 * s.mixerWidth + 2.0 * s.mixerHeads) / t;
+    } else if (s.attention == model::AttentionKind::MLA) {
         attn = 2.0 * (s.qLoraRank + s.kvLoraRank + s.ropeDim)
             + 2.0 * s.heads * (2.0 * s.qkHeadDim + 2.0 * s.vHeadDim) / t + 4.0 * s.heads / t;
     } else {
@@ -154,7 +202,9 @@ double prefillWorkspaceBytes(const LayerShape& s, double tokens, int tp, int etp
             + 2.0 * s.heads * s.vHeadDim / t + 4.0 * s.heads / t;
     }
     double mlp = 0.0;
-    if (!s.moe) {
+    if (s.ffnKind == model::FfnKind::None || s.ffnKind == model::FfnKind::Linear) {
+        mlp = 2.0 * h;
+    } else if (!s.moe) {
         mlp = 2.0 * (g + 1.0) * s.ffn / t;
     } else {
         const double rows = routedRowsPerToken(s, tp, etp, expertLoad);

@@ -35,11 +35,6 @@ double embeddingActivationBytes(double hidden, const ActivationContext& ctx);
 /// norm input, head input and FP32 logits for the vocabulary-parallel cross entropy.
 double outputActivationBytes(double hidden, double vocab, const ActivationContext& ctx);
 
-/// KV-cache bytes per token per layer on one rank: GQA/MHA keeps K and V of its KV heads (KV
-/// heads split by tp, replicated when tp > KV heads); MLA keeps the compressed latent
-/// kv_lora_rank + qk_rope_head_dim, which every TP rank holds whole.
-double kvCacheBytesPerToken(const LayerShape& shape, int tp, int kvBytes);
-
 /// Peak live bytes while one layer processes a prefill chunk of `tokens` tokens on one rank
 /// (inference, nothing kept for backward): residual + normed input + the widest of attention
 /// and MLP/MoE intermediates.

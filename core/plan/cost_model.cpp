@@ -42,19 +42,59 @@ double attentionLinearMacs(const LayerShape& s)
 
 double mlpMatrices(const LayerShape& s) { return s.gated ? 3.0 : 2.0; }
 
+// Attention-score and value FLOPs per token averaged over a causal sequence of `keys` tokens,
+// by mixer kind: full or windowed softmax attention; indexer-selected keys (DSA, CSA,
+// block-sparse) plus the indexer's own scoring of every (compressed) key; DeepSeek-V4's window
+// plus its compressed entries; the fixed state work of recurrent mixers.
+double coreFlops(const LayerShape& s, double keys)
+{
+    using model::MixerKind;
+    if (keys <= 0) {
+        return 0.0;
+    }
+    const double perKey = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim);
+    switch (s.mixer) {
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KimiDelta:
+    case MixerKind::Mamba2:
+        return s.stateFlopsPerToken;
+    case MixerKind::Linear:
+    case MixerKind::None:
+        return 0.0;
+    case MixerKind::Compressed: {
+        double span = causalSpanSum(keys, s.window) / keys;
+        if (s.compressRatio > 0) {
+            const double compressed = keys / 2.0 / s.compressRatio;
+            span += s.selectedKeys > 0 ? std::min(compressed, s.selectedKeys) : compressed;
+        }
+        return perKey * span + s.indexerFlopsPerKey * keys / 2.0;
+    }
+    default:
+        break;
+    }
+    double span = causalSpanSum(keys, s.window) / keys;
+    if (s.selectedKeys > 0) {
+        span = std::min(span, s.selectedKeys);
+    }
+    return perKey * span + s.indexerFlopsPerKey * keys / 2.0;
+}
+
 ClassFlops classFlops(const LayerShape& s, double keys)
 {
     ClassFlops f;
-    f.dense = 2.0 * attentionLinearMacs(s);
-    if (s.moe) {
-        f.dense += 2.0 * s.hidden * s.sharedFfn * mlpMatrices(s) + 2.0 * s.hidden * s.experts;
-        f.routed = 2.0 * s.hidden * s.expertFfn * mlpMatrices(s) * s.topK;
+    if (usesWeightMacs(s)) {
+        f.dense = 2.0 * s.weightMacs;
+        f.routed = s.moe ? 2.0 * s.expertMacs * s.topK : 0.0;
     } else {
-        f.dense += 2.0 * s.hidden * s.ffn * mlpMatrices(s);
+        f.dense = 2.0 * attentionLinearMacs(s);
+        if (s.moe) {
+            f.dense += 2.0 * s.hidden * s.sharedFfn * mlpMatrices(s) + 2.0 * s.hidden * s.experts;
+            f.routed = 2.0 * s.hidden * s.expertFfn * mlpMatrices(s) * s.topK;
+        } else {
+            f.dense += 2.0 * s.hidden * s.ffn * mlpMatrices(s);
+        }
     }
-    f.core = keys > 0
-        ? 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim) * causalSpanSum(keys, s.window) / keys
-        : 0.0;
+    f.core = coreFlops(s, keys);
     return f;
 }
 

@@ -20,6 +20,39 @@ struct PassTime {
     [[nodiscard]] double total() const { return std::max(compute, memory) + tp + ep + pp; }
 };
 
+/// Attention work of one new token over `keys` cached keys, by mixer kind (decode: no causal
+/// averaging): the window or the indexer's selection caps the keys attended, the indexer scores
+/// every (compressed) key, recurrent mixers do a fixed state update.
+double decodeCoreFlops(const LayerShape& s, double keys)
+{
+    using model::MixerKind;
+    const double perKey = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim);
+    switch (s.mixer) {
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KimiDelta:
+    case MixerKind::Mamba2:
+        return s.stateFlopsPerToken;
+    case MixerKind::Linear:
+    case MixerKind::None:
+        return 0.0;
+    case MixerKind::Compressed: {
+        double span = s.window > 0 ? std::min(keys, s.window) : keys;
+        if (s.compressRatio > 0) {
+            const double compressed = keys / s.compressRatio;
+            span += s.selectedKeys > 0 ? std::min(compressed, s.selectedKeys) : compressed;
+        }
+        return perKey * span + s.indexerFlopsPerKey * keys;
+    }
+    default:
+        break;
+    }
+    double span = s.window > 0 ? std::min(keys, s.window) : keys;
+    if (s.selectedKeys > 0) {
+        span = std::min(span, s.selectedKeys);
+    }
+    return perKey * span + s.indexerFlopsPerKey * keys;
+}
+
 /// One forward pass of `tokens` new tokens per sequence for `sequences` sequences through stage
 /// `stage`, attending over `keys` cached keys per sequence.
 PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const Layout& l,
@@ -43,10 +76,10 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     double moeLayers = 0;
     const double tpCollective = detail::collectiveTime(rows * m.hidden * 2.0, 1, l.tp, net, 2);
     auto addLayers = [&](const LayerShape& s, const detail::ClassFlops& f, double n) {
-        const double span = s.window > 0 ? std::min(keys, s.window) : keys;
-        const double core = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim) * span;
+        // Decode: each new token attends to the whole cache of its sequence.
+        const double core = decodeCoreFlops(s, keys);
         flops += n * rows / l.tp * (f.dense + f.routed * o.expertLoadFactor + core);
-        kvBytes += n * sequences * span / l.cp * kvCacheBytesPerToken(s, l.tp, dtypeSize(l.kv));
+        kvBytes += n * sequences / l.cp * model::cacheBytes(s.cache, keys, l.tp, dtypeSize(l.kv));
         tpTime += n * 2.0 * tpCollective;
         if (s.moe) {
             const double sent = rows / l.tp * s.topK;

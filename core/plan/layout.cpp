@@ -108,6 +108,12 @@ std::string describeRejection(const Rejection& r)
         return "does not fit in device memory (activations included)";
     case RejectKind::LatencyBound:
         return "no batch size meets the time-per-output-token bound";
+    case RejectKind::TpMixerHeads:
+        return r.c ? fmt::format("tp={} and {} linear-attention key heads (or Mamba groups): "
+                                 "neither divides the other",
+                         r.a, r.b)
+                   : fmt::format("tp={} does not divide {} linear-attention or Mamba heads", r.a,
+                         r.b);
     }
     return "rejected";
 }
@@ -149,16 +155,29 @@ std::vector<int> splitStages(int layers, int pp, StageSplit split)
 std::optional<Rejection> checkTensorParallel(
     const ModelSummary& model, int tp, int domainSize, bool domainIsNode)
 {
-    const auto& shape = model.classes.front().shape;
-    if (!divides(tp, shape.heads)) {
-        return Rejection { RejectKind::TpHeads, tp, std::int64_t(shape.heads) };
-    }
-    if (!divides(tp, shape.kvHeads) && !divides(shape.kvHeads, tp)) {
-        return Rejection { RejectKind::TpKvHeads, tp, std::int64_t(shape.kvHeads) };
-    }
     for (const auto& c : model.classes) {
         if (c.count == 0 && &c - model.classes.data() != model.mtpClass) {
             continue;
+        }
+        const auto& shape = c.shape;
+        if (shape.mixerHeads > 0) {
+            // Linear attention and Mamba split their heads; key heads (groups) fewer than tp
+            // are replicated.
+            if (!divides(tp, shape.mixerHeads)) {
+                return Rejection { RejectKind::TpMixerHeads, tp, std::int64_t(shape.mixerHeads) };
+            }
+            if (!divides(tp, shape.mixerKeyHeads) && !divides(shape.mixerKeyHeads, tp)) {
+                return Rejection {
+                    RejectKind::TpMixerHeads, tp, std::int64_t(shape.mixerKeyHeads), 1
+                };
+            }
+        } else if (shape.mixer != model::MixerKind::None && shape.mixer != model::MixerKind::Linear) {
+            if (!divides(tp, shape.heads)) {
+                return Rejection { RejectKind::TpHeads, tp, std::int64_t(shape.heads) };
+            }
+            if (!divides(tp, shape.kvHeads) && !divides(shape.kvHeads, tp)) {
+                return Rejection { RejectKind::TpKvHeads, tp, std::int64_t(shape.kvHeads) };
+            }
         }
         if (!c.shape.moe && c.shape.ffn > 0 && !divides(tp, c.shape.ffn)) {
             return Rejection { RejectKind::TpWidth, tp, std::int64_t(c.shape.ffn) };

@@ -74,6 +74,7 @@ enum class RejectKind : std::uint8_t {
     StatesOverMemory, ///< weights+gradients+optimizer alone exceed device memory (a=rank)
     OverMemory, ///< the most loaded rank a does not fit
     LatencyBound, ///< no batch size meets the time-per-output-token bound
+    TpMixerHeads, ///< a=tp does not divide b=linear-attention / Mamba heads (c=1: key heads)
 };
 
 /// A rejection with the numbers its message quotes; cheap to copy and hash.

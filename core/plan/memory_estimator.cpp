@@ -14,6 +14,41 @@ namespace {
 
 Bytes bytes(double v) { return Bytes(std::int64_t(std::llround(v))); }
 
+// Which kinds of layers keep what: "KV/state per layer kind: 36 attention layers K+V
+// 1,024/token; 12 gated_deltanet layers fixed 1.0 MiB state per sequence; ...".
+std::string cacheKindsNote(const ModelSummary& m)
+{
+    std::string out = "KV/state per layer kind:";
+    std::vector<model::MixerKind> seen;
+    for (const auto& c : m.classes) {
+        if (c.count == 0 || std::find(seen.begin(), seen.end(), c.shape.mixer) != seen.end()) {
+            continue;
+        }
+        seen.push_back(c.shape.mixer);
+        int layers = 0;
+        for (const auto& d : m.classes) {
+            layers += d.shape.mixer == c.shape.mixer ? d.count : 0;
+        }
+        std::string terms;
+        for (const auto& t : c.shape.cache) {
+            terms += terms.empty() ? "" : " + ";
+            if (t.elementsPerToken > 0) {
+                terms += fmt::format("{} {:g}/token", t.what, t.elementsPerToken);
+                if (t.window > 0) {
+                    terms += fmt::format(" (last {} tokens)", t.window);
+                }
+            } else {
+                terms += fmt::format("{} {:g}/sequence{}", t.what, t.elementsPerSequence,
+                    t.dtype ? " " + shortDtypeName(*t.dtype) : std::string());
+            }
+        }
+        out += fmt::format(" {} {} layer(s): {};", layers, model::mixerKindName(c.shape.mixer),
+            terms.empty() ? std::string("nothing") : terms);
+    }
+    out.pop_back();
+    return out + " (elements; KV at the cache dtype)";
+}
+
 std::vector<std::string> notesFor(
     const ModelSummary& m, const Layout& l, const Workload& wl, const MemoryOptions& o)
 {
@@ -90,6 +125,7 @@ std::vector<std::string> notesFor(
                 : (s.kvHeads < l.tp ? fmt::format(
                        "; {:.0f} KV heads < tp={}: heads are replicated", s.kvHeads, l.tp)
                                     : std::string())));
+        notes.push_back(cacheKindsNote(m));
         notes.push_back(
             fmt::format("activations: workspace of one layer for a prefill chunk of {} tokens",
                 std::min(double(wl.prefillChunk), double(l.microBatch) * wl.prompt())));
@@ -158,6 +194,7 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         } else {
             weights = w.denseBytes + w.expertBytes;
             kv = detail::inferenceKvCache(m, l, wl, stage);
+            r.kvByKind = detail::inferenceKvCacheByKind(m, l, wl, stage);
             activations = detail::inferenceWorkspace(m, l, wl, o, stage);
         }
         const double allocated = weights + grads + optimizer + activations + kv + zeroBuffers
@@ -183,6 +220,18 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
     report.maxTotal = report.perRank.front().total;
     report.fits = report.maxTotal <= report.deviceMemory;
     report.notes = notesFor(m, l, wl, o);
+    report.partial = m.partial;
+    report.ignored = m.ignored;
+    if (m.partial) {
+        report.notes.insert(report.notes.begin(),
+            "PARTIAL: the model was read partially; these figures leave out " + [&] {
+                std::string list;
+                for (const auto& i : m.ignored) {
+                    list += (list.empty() ? "" : ", ") + i;
+                }
+                return list;
+            }());
+    }
     return report;
 }
 

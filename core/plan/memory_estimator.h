@@ -29,6 +29,7 @@ struct RankMemory {
     Bytes optimizer; ///< FP32 master weights and Adam moments
     Bytes activations; ///< training: kept for backward; inference: prefill workspace
     Bytes kvCache;
+    std::vector<CacheShare> kvByKind; ///< kvCache by layer kind (inference)
     Bytes buffers; ///< runtime + communication + dispatch + ZeRO + fragmentation, itemised below
     Bytes total;
 
@@ -47,6 +48,8 @@ struct MemoryReport {
     Bytes deviceMemory;
     bool fits = false;
     std::vector<std::string> notes; ///< assumptions, and what is modelled beyond Megatron-LM
+    bool partial = false; ///< the model was read partially: `ignored` is left out
+    std::vector<std::string> ignored;
 };
 
 /// Estimates the memory of every pipeline stage of a layout. Pure; thread-safe.

@@ -209,9 +209,9 @@ double inferenceKvCache(const ModelSummary& m, const Layout& l, const Workload& 
     const int last = l.stageStart[std::size_t(stage) + 1];
     const int kvBytes = dtypeSize(l.kv);
     auto perLayer = [&](const LayerShape& s) {
-        const double tokens
-            = s.window > 0 ? std::min(double(wl.context), s.window) : double(wl.context);
-        return double(l.microBatch) * tokens / l.cp * kvCacheBytesPerToken(s, l.tp, kvBytes);
+        // Context parallelism splits the tokens of a sequence, not its fixed states.
+        return double(l.microBatch)
+            * model::cacheBytes(s.cache, double(wl.context) / l.cp, l.tp, kvBytes);
     };
     double total = 0.0;
     for (std::size_t c = 0; c < m.classes.size(); ++c) {
@@ -224,6 +224,37 @@ double inferenceKvCache(const ModelSummary& m, const Layout& l, const Workload& 
         total += m.numMtp * perLayer(m.classes[std::size_t(m.mtpClass)].shape);
     }
     return total;
+}
+
+std::vector<CacheShare> inferenceKvCacheByKind(
+    const ModelSummary& m, const Layout& l, const Workload& wl, int stage)
+{
+    const int first = l.stageStart[std::size_t(stage)];
+    const int last = l.stageStart[std::size_t(stage) + 1];
+    const int kvBytes = dtypeSize(l.kv);
+    std::vector<CacheShare> out;
+    auto add = [&](const LayerShape& s, int layers) {
+        auto it = std::find_if(
+            out.begin(), out.end(), [&](const CacheShare& c) { return c.kind == s.mixer; });
+        if (it == out.end()) {
+            out.push_back({ s.mixer, 0, Bytes(0) });
+            it = out.end() - 1;
+        }
+        it->layers += layers;
+        const double each = double(l.microBatch)
+            * model::cacheBytes(s.cache, double(wl.context) / l.cp, l.tp, kvBytes);
+        it->bytes += Bytes(std::int64_t(std::llround(layers * each)));
+    };
+    for (std::size_t c = 0; c < m.classes.size(); ++c) {
+        const int n = m.countInRange(int(c), first, last);
+        if (n > 0) {
+            add(m.classes[c].shape, n);
+        }
+    }
+    if (stage == l.pp - 1 && wl.includeMtp && m.numMtp > 0 && m.mtpClass >= 0) {
+        add(m.classes[std::size_t(m.mtpClass)].shape, m.numMtp);
+    }
+    return out;
 }
 
 double inferenceWorkspace(

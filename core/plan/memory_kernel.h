@@ -64,6 +64,10 @@ double trainingActivations(const ModelSummary& model, const Layout& layout,
 double inferenceKvCache(
     const ModelSummary& model, const Layout& layout, const Workload& workload, int stage);
 
+/// The same split by the layers' mixer kind (MTP layers under their own kind), for the report.
+std::vector<CacheShare> inferenceKvCacheByKind(
+    const ModelSummary& model, const Layout& layout, const Workload& workload, int stage);
+
 /// Prefill workspace of stage `stage` (inference).
 double inferenceWorkspace(const ModelSummary& model, const Layout& layout, const Workload& workload,
     const MemoryOptions& options, int stage);

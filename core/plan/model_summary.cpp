@@ -74,6 +74,17 @@ bool sameWeights(const BlockWeights& a, const BlockWeights& b)
         && a.checkpointBytes.total() == b.checkpointBytes.total();
 }
 
+// Matmul MACs per token of a layer from its weights, for layers the analytic formulas do not
+// describe: every non-expert parameter once, one routed expert's parameters per selected expert.
+void setWeightMacs(LayerShape& shape, const BlockWeights& w)
+{
+    if (!usesWeightMacs(shape)) {
+        return;
+    }
+    shape.weightMacs = w.params.tp + w.params.replicated;
+    shape.expertMacs = shape.experts > 0 ? w.params.expert / shape.experts : 0.0;
+}
+
 bool isSharedCopy(const TensorSpec& t)
 {
     return t.name.find("embed_tokens") != std::string::npos
@@ -105,15 +116,92 @@ LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer)
     if (layer >= 0 && std::size_t(layer) < spec.layers.size()) {
         ls = spec.layers[std::size_t(layer)];
     }
-    return layerShapeFromSpec(spec, ls);
+    return layerShapeFromSpec(spec, ls, layer);
 }
 
-LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSpec& ls)
+bool usesWeightMacs(const LayerShape& s)
+{
+    using model::MixerKind;
+    const bool classicMixer = s.mixer == MixerKind::Attention || s.mixer == MixerKind::Sliding
+        || s.mixer == MixerKind::Chunked || s.mixer == MixerKind::SparseMla;
+    const bool classicFfn = s.ffnKind == model::FfnKind::Dense || s.ffnKind == model::FfnKind::Moe;
+    return !classicMixer || !classicFfn || s.weightMacs > 0;
+}
+
+namespace {
+
+// What the cost model needs of the mixers the analytic formulas do not cover. Estimates of the
+// per-token work beyond the projections (documented in the planner's notes):
+// - Gated DeltaNet / KDA (chunked delta rule): per value head S ← decay·S + β·k(v − Sᵀk)ᵀ and
+//   o = Sᵀq, about 6·d_k·d_v FLOPs per token;
+// - Mamba-2 (SSD): per head h ← dA·h + B·x and y = C·h, about 5·head_dim·state FLOPs;
+// - DSA / CSA indexers: 2·index_heads·index_dim per query and key scored; block-sparse indexers
+//   the same over every key.
+void setMixerWork(const model::ModelSpec& spec, const model::LayerSpec& ls, LayerShape& s)
+{
+    using model::MixerKind;
+    switch (ls.mixer) {
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KimiDelta:
+        if (spec.linearAttention) {
+            const auto& la = *spec.linearAttention;
+            s.mixerHeads = double(la.valueHeads);
+            s.mixerKeyHeads = double(la.keyHeads);
+            s.mixerWidth = double(la.valueHeads * la.valueHeadDim);
+            s.mixerKeyWidth = double(la.keyHeads * la.keyHeadDim);
+            s.stateElements = double(la.valueHeads * la.keyHeadDim * la.valueHeadDim);
+            s.chunkTokens = 64.0; // fla's chunked delta rule
+            s.stateFlopsPerToken
+                = 6.0 * double(la.valueHeads) * double(la.keyHeadDim) * double(la.valueHeadDim);
+        }
+        break;
+    case MixerKind::Mamba2:
+        if (spec.mamba) {
+            const auto& m = *spec.mamba;
+            s.mixerHeads = double(m.numHeads);
+            s.mixerKeyHeads = double(m.numGroups);
+            s.mixerWidth = double(m.inner());
+            s.mixerKeyWidth = double(m.numGroups * m.stateSize);
+            s.stateElements = double(m.numHeads * m.headDim * m.stateSize);
+            s.chunkTokens = double(m.chunkSize > 0 ? m.chunkSize : 256);
+            s.stateFlopsPerToken
+                = 5.0 * double(m.numHeads) * double(m.headDim) * double(m.stateSize);
+        }
+        break;
+    case MixerKind::SparseMla:
+        s.selectedKeys = double(spec.mla.indexerTopK);
+        s.indexerFlopsPerKey = 2.0 * double(spec.mla.indexerHeads * spec.mla.indexerHeadDim);
+        break;
+    case MixerKind::Compressed:
+        s.compressRatio = double(ls.compressRatio);
+        if (spec.compressedAttention && ls.compressRatio == 4) {
+            const auto& c = *spec.compressedAttention;
+            s.selectedKeys = double(c.indexerTopK);
+            // The indexer scores one compressed key per 4 tokens.
+            s.indexerFlopsPerKey = 2.0 * double(c.indexerHeads * c.indexerHeadDim) / 4.0;
+        }
+        break;
+    case MixerKind::BlockSparse:
+        if (spec.blockSparse) {
+            const auto& b = *spec.blockSparse;
+            s.selectedKeys = double(b.topKBlocks * b.blockSize);
+            s.indexerFlopsPerKey = 2.0 * double(b.indexHeads * b.indexDim);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+} // namespace
+
+LayerShape layerShapeFromSpec(
+    const model::ModelSpec& spec, const model::LayerSpec& ls, std::int64_t index)
 {
     LayerShape s;
     s.attention = spec.attention;
     s.hidden = double(spec.hiddenSize);
-    s.heads = double(spec.numHeads);
+    s.heads = double(spec.headsOf(ls));
     if (spec.attention == model::AttentionKind::MLA) {
         s.kvHeads = s.heads;
         s.qkHeadDim = double(spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim);
@@ -122,20 +210,26 @@ LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSp
         s.kvLoraRank = double(spec.mla.kvLoraRank);
         s.ropeDim = double(spec.mla.qkRopeHeadDim);
     } else {
-        s.kvHeads = double(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads);
-        s.qkHeadDim = double(spec.headDim);
-        s.vHeadDim = double(spec.headDim);
+        const std::int64_t kv = spec.kvHeadsOf(ls);
+        s.kvHeads = double(kv > 0 ? kv : spec.headsOf(ls));
+        s.qkHeadDim = double(spec.headDimOf(ls));
+        s.vHeadDim = double(spec.headDimOf(ls));
     }
     s.window = double(ls.slidingWindow > 0 ? ls.slidingWindow : ls.attentionChunk);
     s.gated = spec.gatedMlp;
-    s.ffn = double(spec.intermediateSize);
+    s.ffn = ls.ffn == model::FfnKind::Dense ? double(spec.ffnWidthOf(ls)) : 0.0;
     s.moe = ls.moe() && spec.moe.has_value();
     if (s.moe) {
         s.experts = double(spec.moe->numExperts);
-        s.topK = double(spec.moe->topK);
-        s.expertFfn = double(spec.moe->expertIntermediate);
-        s.sharedFfn = double(spec.moe->sharedIntermediate);
+        s.topK = double(spec.topKOf(ls));
+        s.expertFfn = double(spec.expertWidthOf(ls));
+        s.sharedFfn = double(spec.sharedWidthOf(ls));
+        s.gated = spec.moe->gatedExperts;
     }
+    s.mixer = ls.mixer;
+    s.ffnKind = ls.ffn;
+    s.cache = model::layerCache(spec, ls, index);
+    setMixerWork(spec, ls, s);
     return s;
 }
 
@@ -199,7 +293,8 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
 
     m.layerClass.resize(perLayer.size());
     for (std::size_t i = 0; i < perLayer.size(); ++i) {
-        const LayerShape shape = layerShapeFromSpec(spec, int(i));
+        LayerShape shape = layerShapeFromSpec(spec, int(i));
+        setWeightMacs(shape, perLayer[i]);
         int found = -1;
         for (std::size_t c = 0; c < m.classes.size(); ++c) {
             if (m.classes[c].shape == shape && sameWeights(m.classes[c].weights, perLayer[i])) {
@@ -225,16 +320,20 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
             ? mtpShared[mtpLayers.begin()->first]
             : BlockWeights {};
         // The MTP block is a decoder layer of its own pattern (DeepSeek-V3: like the last layer).
-        const LayerShape shape = spec.mtpLayers.empty()
+        LayerShape shape = spec.mtpLayers.empty()
             ? layerShapeFromSpec(spec, m.numLayers - 1)
-            : layerShapeFromSpec(spec, spec.mtpLayers.front());
+            : layerShapeFromSpec(spec, spec.mtpLayers.front(), spec.numLayers);
         for (std::size_t c = 0; c < m.classes.size(); ++c) {
-            if (m.classes[c].shape == shape) {
+            LayerShape candidate = m.classes[c].shape;
+            candidate.weightMacs = 0;
+            candidate.expertMacs = 0;
+            if (candidate == shape) {
                 m.mtpClass = int(c);
                 break;
             }
         }
         if (m.mtpClass < 0) {
+            setWeightMacs(shape, m.mtpLayer);
             m.classes.push_back({ shape, m.mtpLayer, 0 });
             m.mtpClass = int(m.classes.size()) - 1;
         }
@@ -267,6 +366,19 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
     if (m.numMtp > 0) {
         m.notes.push_back(
             fmt::format("{} MTP layer(s) are placed on the last pipeline stage", m.numMtp));
+    }
+    m.partial = spec.partial;
+    for (const auto& key : spec.ignored) {
+        m.ignored.push_back(fmt::format("{} ({})", key.path, key.reason));
+    }
+    const bool recurrent = std::any_of(m.classes.begin(), m.classes.end(), [](const LayerClass& c) {
+        return c.shape.stateFlopsPerToken > 0;
+    });
+    if (recurrent) {
+        m.notes.push_back("linear-attention and Mamba layers: FLOPs from their weights plus an "
+                          "estimated state update (Gated DeltaNet/KDA 6·d_k·d_v per value head, "
+                          "Mamba-2 5·head_dim·state per head per token); their state is a fixed "
+                          "per-sequence cache");
     }
     if (m.vision.params.total() > 0) {
         m.notes.push_back("the vision tower's weights sit on the first pipeline stage; its "

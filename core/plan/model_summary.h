@@ -1,5 +1,7 @@
 #pragma once
 
+#include "base/units.h"
+#include "model/cache_footprint.h"
 #include "model/layer_graph.h"
 #include "model/model_spec.h"
 
@@ -65,7 +67,35 @@ struct LayerShape {
     double expertFfn = 0;
     double sharedFfn = 0; ///< total shared-expert width (0: none)
 
+    model::MixerKind mixer = model::MixerKind::Attention;
+    model::FfnKind ffnKind = model::FfnKind::Dense;
+    std::vector<model::CacheTerm> cache; ///< what the layer keeps per sequence (layerCache)
+    /// Keys one query attends to at most when an indexer selects them (DSA / CSA top-k,
+    /// block-sparse blocks × block size); 0: every key (or the window).
+    double selectedKeys = 0;
+    double indexerFlopsPerKey = 0; ///< indexer scoring per query and key (2·heads·dim)
+    double compressRatio = 0; ///< DeepSeek-V4: tokens per compressed entry the layer reads
+    double stateFlopsPerToken = 0; ///< recurrent mixers: state update and read per token
+    double mixerHeads = 0; ///< heads of a linear-attention / Mamba mixer (split by TP)
+    double mixerKeyHeads = 0; ///< key heads of a linear-attention mixer, Mamba groups
+    double mixerWidth = 0; ///< value width of a linear-attention mixer, Mamba inner width
+    double mixerKeyWidth = 0; ///< key width (key heads × key dim), Mamba groups × state
+    double stateElements = 0; ///< recurrent state per sequence (all heads)
+    double chunkTokens = 0; ///< tokens per chunk of the chunked scan (states kept per chunk)
+    /// Layers the analytic projection formulas do not describe (linear attention, Mamba,
+    /// DeepSeek-V4 attention, latent MoE, no-op or linear blocks): matmul MACs per token from
+    /// the layer's own weights, outside the routed experts and per routed expert.
+    double weightMacs = 0;
+    double expertMacs = 0;
+
     bool operator==(const LayerShape&) const = default;
+};
+
+/// The KV cache (or fixed state) of one kind of layer on a rank.
+struct CacheShare {
+    model::MixerKind kind = model::MixerKind::Attention;
+    int layers = 0;
+    Bytes bytes;
 };
 
 /// Decoder layers with the same shape and the same weights per layer.
@@ -105,6 +135,10 @@ struct ModelSummary {
     double totalParams = 0;
     double activeParams = 0; ///< per token (top-k experts), embedding included
     std::vector<std::string> notes; ///< what the summary assumed
+    /// The model was read partially (model::ReadOptions::partial): every figure leaves out
+    /// `ignored` ("path (reason)"), and every output must say so.
+    bool partial = false;
+    std::vector<std::string> ignored;
 
     /// Layers of class `cls` in decoder layers [first, last).
     [[nodiscard]] int countInRange(int cls, int first, int last) const
@@ -122,8 +156,13 @@ struct ModelSummary {
 
 /// Shapes of decoder layer `layer` read from a spec (no weights).
 LayerShape layerShapeFromSpec(const model::ModelSpec& spec, int layer);
-/// Shapes of a decoder layer with the given per-layer pattern.
-LayerShape layerShapeFromSpec(const model::ModelSpec& spec, const model::LayerSpec& layer);
+/// Shapes of a decoder layer with the given per-layer pattern at position `index` (MTP layers:
+/// numLayers and on).
+LayerShape layerShapeFromSpec(
+    const model::ModelSpec& spec, const model::LayerSpec& layer, std::int64_t index);
+/// True if a layer's FLOPs come from its weights (LayerShape::weightMacs), not the analytic
+/// attention and MLP formulas.
+bool usesWeightMacs(const LayerShape& shape);
 
 /// Builds the summary from a layer graph: weights per class from the tensors' roles,
 /// components and layers; shapes from graph.spec.

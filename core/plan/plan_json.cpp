@@ -15,6 +15,11 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
     const Layout& l = report.layout;
     nlohmann::json perRank = nlohmann::json::array();
     for (const auto& r : report.perRank) {
+        nlohmann::json byKind = nlohmann::json::object();
+        for (const auto& k : r.kvByKind) {
+            byKind[model::mixerKindName(k.kind)] = { { "layers", k.layers },
+                { "bytes", k.bytes.value } };
+        }
         perRank.push_back({
             { "rank", r.rank },
             { "pp_stage", r.ppStage },
@@ -29,6 +34,7 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
             { "optimizer", r.optimizer.value },
             { "activations", r.activations.value },
             { "kv_cache", r.kvCache.value },
+            { "kv_cache_by_layer_kind", byKind },
             { "buffers", r.buffers.value },
             { "total", r.total.value },
             { "buffers_detail",
@@ -57,6 +63,8 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
         { "device_memory", report.deviceMemory.value },
         { "fits", report.fits },
         { "notes", report.notes },
+        { "partial", report.partial },
+        { "ignored_keys", report.ignored },
     };
     if (megatron) {
         j["megatron"] = { { "weight_and_optimizer", integer(megatron->weightAndOptimizer) },
@@ -134,6 +142,8 @@ nlohmann::json planResultJson(const PlanResult& r)
         { "rejected_summary", summary },
         { "rejected", rejected },
         { "notes", r.notes },
+        { "partial", r.partial },
+        { "ignored_keys", r.ignored },
     };
 }
 

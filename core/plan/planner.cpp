@@ -357,6 +357,14 @@ std::vector<std::string> sweepNotes(
         notes.push_back(
             fmt::format("layouts must leave {:.0f}% of device memory free", o.headroom * 100));
     }
+    if (m.partial) {
+        std::string list;
+        for (const auto& i : m.ignored) {
+            list += (list.empty() ? "" : ", ") + i;
+        }
+        notes.insert(notes.begin(), "PARTIAL: the model was read partially; every estimate "
+                                    "leaves out " + list);
+    }
     for (const auto& n : m.notes) {
         notes.push_back(n);
     }
@@ -442,6 +450,8 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     result.layouts = sweep.top.take();
     result.rejected = sweep.tally.groups();
     result.notes = sweepNotes(model, cluster, options);
+    result.partial = model.partial;
+    result.ignored = model.ignored;
     result.seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return result;

@@ -66,6 +66,8 @@ struct PlanResult {
     std::vector<RejectedGroup> rejected; ///< most common reason first
     std::vector<std::string> notes; ///< assumptions of the estimates
     double seconds = 0; ///< wall time of the sweep
+    bool partial = false; ///< the model was read partially: `ignored` is left out
+    std::vector<std::string> ignored;
 };
 
 /// Enumerates every layout of the cluster for the workload (TP, PP with even and uneven splits,
