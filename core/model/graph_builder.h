@@ -88,6 +88,9 @@ void addRouter(GraphBuilder& b, const std::string& module);
 /// (between latentSize and the expert width when the MoE is latent).
 void addPerExpertMlps(
     GraphBuilder& b, const std::string& p, const char* gate, const char* up, const char* down);
+/// ModelOpt's FP8 KV-cache scales of attention `<p>` (F32 scalars `k_proj.k_scale`,
+/// `v_proj.v_scale`) when the checkpoint declares an FP8 KV cache; nothing otherwise.
+void addModelOptKvScales(GraphBuilder& b, const std::string& p);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

@@ -111,6 +111,21 @@ void addMlaAttention(GraphBuilder& b, const std::string& p)
     }
 }
 
+void addModelOptKvScales(GraphBuilder& b, const std::string& p)
+{
+    const auto& q = b.spec().quantization;
+    if (!q || q->method != "modelopt" || !q->kvCacheDtype) {
+        return;
+    }
+    // ModelOpt's FP8 KV cache: one F32 scale for K and one for V per attention layer, named
+    // after k_proj / v_proj even for MLA, which has neither (the Kimi-K2.5-NVFP4 tensor listing:
+    // 278,341 tensors = ... + 61·2 of these; research kimi_ct.md §4.5).
+    b.tensor(p + ".k_proj.k_scale", {}, DType::F32, R::Replicated, Component::Attention,
+        TensorKind::Scale);
+    b.tensor(p + ".v_proj.v_scale", {}, DType::F32, R::Replicated, Component::Attention,
+        TensorKind::Scale);
+}
+
 // Routed experts stored one module per expert: `<p>.<E>.<gate>/<up>/<down>`.
 void addPerExpertMlps(
     GraphBuilder& b, const std::string& p, const char* gate, const char* up, const char* down)
@@ -175,9 +190,17 @@ void addRouter(GraphBuilder& b, const std::string& module)
         Component::Router);
     if (s.moe->expertScoreBias) {
         // Kept in F32 by every published DeepSeek-V3/Kimi/GLM checkpoint
-        // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]).
-        b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts }, DType::F32,
-            R::Replicated, Component::Router, TensorKind::Bias);
+        // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]),
+        // except NVIDIA's ModelOpt exports of Kimi-K2.5: the Kimi-K2.5-NVFP4 listing has it in
+        // BF16 (research kimi_ct.md §4.5; K2.6-NVFP4 not verified, so either is accepted).
+        const bool modelOptKimi = s.quantization && s.quantization->method == "modelopt"
+            && s.vision && s.vision->kind == "moonvit";
+        b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts },
+            modelOptKimi ? s.dtype : DType::F32, R::Replicated, Component::Router,
+            TensorKind::Bias);
+        if (modelOptKimi) {
+            b.last().altDtype = DType::F32;
+        }
     }
 }
 
@@ -230,6 +253,7 @@ void addDecoderLayer(GraphBuilder& b, const std::string& p, const LayerSpec& lay
     b.norm(p + ".input_layernorm", s.hiddenSize);
     if (s.attention == AttentionKind::MLA) {
         addMlaAttention(b, p + ".self_attn");
+        addModelOptKvScales(b, p + ".self_attn");
     } else {
         addStandardAttention(b, p + ".self_attn");
     }
