@@ -89,13 +89,22 @@ void setLayout(ModelSpec& spec)
         layout.textPrefix = "model.language_model";
         layout.visionPrefix = "model.visual";
         break;
+    case Family::KimiLinear:
+        // Kimi-K3 (KimiK3ForConditionalGeneration, modeling_kimi_k3.py: self.language_model =
+        // KimiLinearForCausalLM) stores language_model.model.* and language_model.lm_head (the
+        // real shard model-00002-of-000096); a flat Kimi-Linear keeps model.* and lm_head.
+        if (spec.modelType == "kimi_k3" || spec.architecture == "KimiK3ForConditionalGeneration") {
+            layout.textPrefix = "language_model.model";
+            layout.lmHead = "language_model.lm_head";
+        }
+        break;
     default:
         break;
     }
-    if (spec.vision && spec.vision->kind == "moonvit") {
-        // Kimi-K2.5 (KimiK25ForConditionalGeneration): language_model.model.*,
+    if (spec.vision && (spec.vision->kind == "moonvit" || spec.vision->kind == "moonvit3")) {
+        // Kimi-K2.5 (KimiK25ForConditionalGeneration) and Kimi-K3: language_model.model.*,
         // language_model.lm_head, vision_tower.*, mm_projector.* (tensor listing of the
-        // published checkpoint, 208,550 tensors; see layer_graph tests).
+        // published K2.5 checkpoint, 208,550 tensors; see layer_graph tests).
         layout.textPrefix = "language_model.model";
         layout.lmHead = "language_model.lm_head";
         layout.visionPrefix = "vision_tower";
@@ -144,8 +153,14 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec)
     spec.maxPositions = r.intOr("max_position_embeddings", 0);
     spec.normEps = r.numberOr("rms_norm_eps", 1e-6);
     spec.hiddenAct = r.stringOr("hidden_act", "silu");
+    // MLA configs take their head widths from readMla (Kimi-K3: 96 heads do not divide 7168);
+    // looked up without reading it, so that the family reader still accounts for the key.
+    const bool mla
+        = text.object.contains("kv_lora_rank") && !text.object.at("kv_lora_rank").is_null();
     if (r.has("head_dim")) {
         spec.headDim = r.requirePositive("head_dim");
+    } else if (mla) {
+        spec.headDim = 0;
     } else if (r.ok() && spec.hiddenSize % spec.numHeads != 0) {
         r.fail("num_attention_heads",
             fmt::format("({}) does not divide 'hidden_size' ({}) and 'head_dim' is not given",
@@ -262,6 +277,11 @@ std::vector<std::string> familyInertKeys(Family family)
         // Leftovers of Qwen's training configs that Qwen3Config does not define: HF always
         // builds q_norm/k_norm and takes biases from attention_bias (Qwen3-Coder-480B has both).
         return { "qkv_bias", "use_qk_norm" };
+    case Family::KimiLinear:
+        // SiTU's two constants (β 4, β_lin 25) shape the activation, not its gate/up/down
+        // tensors (Kimi-K3 SituAndMul). Kimi-Linear's model_max_length is a serving context
+        // limit beside max_position_embeddings: no weight depends on it.
+        return { "activation_situ_beta", "activation_situ_linear_beta", "model_max_length" };
     default:
         return {};
     }

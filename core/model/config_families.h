@@ -32,6 +32,10 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec);
 /// decoder, MLA, MoE, RoPE, layer pattern and vision tower.
 Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 
+/// Kimi-Linear and the Kimi-K3 wrapper (kimi_linear text): KDA / MLA layers from
+/// linear_attn_config, latent MoE, attention residuals, MoonViT-3 tower (family_kimi.cpp).
+Result<void> readKimiLinear(const ConfigInput& input, ModelSpec& spec);
+
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 

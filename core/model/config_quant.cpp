@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace day0::model::detail {
 
@@ -407,6 +408,29 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
                 fmt::format("is \"{}\" but config.json's quantization_config says {} ({})", algo,
                     q.method, quantSchemeName(q.scheme)));
             return r.error();
+        }
+        // ModelOpt writes the same module list twice (config.json `ignore`, here
+        // `exclude_modules`: identical in every NVIDIA release read here, e.g. the 124 entries of
+        // Kimi-K2.6-NVFP4); two lists that disagree leave it open which modules are quantised.
+        if (q.method == "modelopt") {
+            std::vector<std::string> a = q.excludePatterns;
+            std::vector<std::string> b = excluded;
+            std::sort(a.begin(), a.end());
+            std::sort(b.begin(), b.end());
+            if (a != b) {
+                std::vector<std::string> onlyHere;
+                std::set_difference(b.begin(), b.end(), a.begin(), a.end(),
+                    std::back_inserter(onlyHere));
+                std::vector<std::string> onlyThere;
+                std::set_difference(a.begin(), a.end(), b.begin(), b.end(),
+                    std::back_inserter(onlyThere));
+                r.fail("exclude_modules",
+                    fmt::format("differs from config.json's quantization_config.ignore ({} "
+                                "entries only here, first \"{}\"; {} only there, first \"{}\")",
+                        onlyHere.size(), onlyHere.empty() ? "" : onlyHere.front(),
+                        onlyThere.size(), onlyThere.empty() ? "" : onlyThere.front()));
+                return r.error();
+            }
         }
         if (kvDtype && !spec.quantization->kvCacheDtype) {
             spec.quantization->kvCacheDtype = kvDtype;

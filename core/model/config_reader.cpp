@@ -49,6 +49,8 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen2_5_vl", Family::Qwen25Vl },
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
+    { "kimi_linear", Family::KimiLinear },
+    { "kimi_k3", Family::KimiLinear }, // KimiK3ForConditionalGeneration around kimi_linear text
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -71,6 +73,8 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen2_5_VLForConditionalGeneration", Family::Qwen25Vl },
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
+    { "KimiLinearForCausalLM", Family::KimiLinear },
+    { "KimiK3ForConditionalGeneration", Family::KimiLinear },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -145,6 +149,8 @@ Result<void> checkGenericDecoder(const detail::Section& text, const ModelSpec& s
 Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
 {
     switch (spec.family) {
+    case Family::KimiLinear:
+        return detail::readKimiLinear(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -80,7 +80,8 @@ Result<void> readMoe(const Section& text, ModelSpec& spec);
 Result<void> readMla(const Section& text, ModelSpec& spec);
 
 /// Reads a `vision_config` object of kind `kind` ("qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-/// "moonvit") into spec.vision. Needs spec.hiddenSize (the width the merger projects to).
+/// "moonvit", "moonvit3") into spec.vision. Needs spec.hiddenSize (the width the merger projects
+/// to).
 Result<void> readVision(const Section& vision, const std::string& kind, ModelSpec& spec);
 
 /// Fills the per-layer attention pattern: sliding windows, Llama-4 NoPE and chunked layers.

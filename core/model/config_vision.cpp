@@ -1,6 +1,7 @@
 // Vision-tower sections of config.json: Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and the Qwen3.5 tower of
-// the same shape) and Kimi-K2.5's MoonViT. Every key of a vision_config is read, checked
-// against what the graph models, or inert (config_audit.cpp).
+// the same shape), Kimi-K2.5's MoonViT and Kimi-K3's MoonViT-3 (modeling_kimi_k3.py). Every key
+// of a vision_config is read, checked against what the graph models, or inert
+// (config_audit.cpp).
 
 #include "model/config_sections.h"
 
@@ -10,8 +11,33 @@ namespace day0::model::detail {
 
 namespace {
 
+// Keys only Kimi-K3's MoonViT-3 reads (modeling_kimi_k3.py VisionTowerConfig): norm type,
+// per-module biases, the attention width and the projector kind. Absent, they take that code's
+// defaults, which are Kimi-K2.5's tower (LayerNorm, every bias, qkv = hidden, patchmerger).
+void readMoonVit3Keys(JsonReader& r, VisionSpec& v)
+{
+    v.rmsNorm = stringOneOf(r, "norm_type", { "layernorm", "rmsnorm" }, "layernorm") == "rmsnorm";
+    v.attentionBias = r.boolOr("attn_bias", true);
+    v.biases = r.boolOr("linear_bias", true);
+    v.patchEmbedBias = r.boolOr("patch_embed_proj_bias", true);
+    (void)stringOneOf(r, "mlp_type", { "mlp2" }, "mlp2"); // fc0 / fc1, the only MLP the code has
+    const std::int64_t qkv = r.intOr("qkv_hidden_size", v.hiddenSize);
+    if (r.ok() && (qkv <= 0 || qkv % v.numHeads != 0)) {
+        r.fail("qkv_hidden_size",
+            fmt::format("({}) must be a positive multiple of vt_num_attention_heads ({})", qkv,
+                v.numHeads));
+    }
+    v.qkvWidth = 3 * qkv;
+    v.headDim = v.numHeads > 0 ? qkv / v.numHeads : 0;
+    // The tower's GELU-tanh and the interpolation of the position table are fixed in code or
+    // change values only (MoonVision3dPatchEmbed, MoonViTEncoderLayer): no tensors.
+    (void)r.stringOr("activation_func", "");
+    (void)r.stringOr("pos_emb_interpolation_mode", "bilinear");
+}
+
 void readMoonVit(JsonReader& r, VisionSpec& v, const ModelSpec& spec)
 {
+    const bool moonVit3 = v.kind == "moonvit3";
     v.depth = r.requirePositive("vt_num_hidden_layers");
     v.hiddenSize = r.requirePositive("vt_hidden_size");
     v.intermediateSize = r.requirePositive("vt_intermediate_size");
@@ -29,10 +55,13 @@ void readMoonVit(JsonReader& r, VisionSpec& v, const ModelSpec& spec)
     v.hiddenAct = r.stringOr("projector_hidden_act", "gelu");
     // What the published Kimi-K2.5 tower is (its tensor listing): a learned 2-D table plus a
     // fixed (parameter-free) time embedding, spatial 2×2 merging with temporal pooling, the
-    // two-layer patch-merger projector. Other values change the tensors.
+    // two-layer patch-merger projector. Kimi-K3's code adds patchmergerv2 (PatchMergerMLPV2:
+    // Linears without bias, then an RMSNorm of the text width). Other values change the tensors.
     (void)stringOneOf(r, "pos_emb_type", { "divided_fixed" }, "divided_fixed");
     (void)stringOneOf(r, "merge_type", { "sd2_tpool" }, "sd2_tpool");
-    (void)stringOneOf(r, "mm_projector_type", { "patchmerger" }, "patchmerger");
+    v.projector = moonVit3
+        ? stringOneOf(r, "mm_projector_type", { "patchmerger", "patchmergerv2" }, "patchmerger")
+        : stringOneOf(r, "mm_projector_type", { "patchmerger" }, "patchmerger");
     (void)stringOneOf(r, "video_attn_type", { "spatial_temporal" }, "spatial_temporal");
     (void)r.intOr("init_pos_emb_time", 4); // length of the fixed time embedding: no weights
     (void)r.numberOr("projector_ln_eps", 1e-5);
@@ -40,6 +69,9 @@ void readMoonVit(JsonReader& r, VisionSpec& v, const ModelSpec& spec)
     if (r.ok() && mmHidden != v.hiddenSize) {
         r.fail("mm_hidden_size",
             fmt::format("({}) must equal vt_hidden_size ({})", mmHidden, v.hiddenSize));
+    }
+    if (moonVit3 && r.ok()) {
+        readMoonVit3Keys(r, v);
     }
 }
 
@@ -89,12 +121,13 @@ Result<void> readVision(const Section& vision, const std::string& kind, ModelSpe
     JsonReader r = vision.reader();
     VisionSpec v;
     v.kind = kind;
-    if (kind == "moonvit") {
+    if (kind == "moonvit" || kind == "moonvit3") {
         readMoonVit(r, v, spec);
     } else {
         readQwenTower(r, kind, v, spec);
     }
-    if (r.ok() && v.hiddenSize % v.numHeads != 0) {
+    // A tower with its own attention width (MoonViT-3 qkv_hidden_size) checked its head width.
+    if (r.ok() && v.headDim == 0 && v.hiddenSize % v.numHeads != 0) {
         r.fail("num_heads",
             fmt::format("({}) must divide the vision width ({})", v.numHeads, v.hiddenSize));
     }

@@ -256,8 +256,11 @@ void GraphBuilder::linear(
     const std::string& module, std::int64_t out, std::int64_t in, const LinearOptions& o)
 {
     const ModelSpec& spec = m_graph.spec;
-    const bool quantized
-        = o.quantizable && (o.quantized >= 0 ? o.quantized == 1 : quantizes(module));
+    // Kimi-K3: the ignore list leaves Linear modules to the rule that the checkpoint keeps in
+    // BF16; only the routed experts are quantised.
+    const bool expertsOnly = spec.quantization && spec.quantization->routedExpertsOnly;
+    const bool quantized = o.quantizable && (!expertsOnly || o.expert >= 0)
+        && (o.quantized >= 0 ? o.quantized == 1 : quantizes(module));
     if (!quantized) {
         tensor(module + ".weight", { out, in }, spec.dtype, o.role, o.component, TensorKind::Weight,
             o.expert);

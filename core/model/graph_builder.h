@@ -72,6 +72,25 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
+/// The Kimi-Linear / Kimi-K3 text tower: KDA and MLA layers, latent MoE, attention residuals
+/// (family_kimi_graph.cpp).
+void addKimiLinearTextTower(GraphBuilder& builder);
+
+/// Building blocks of the decoder layers that families share (graph_decoder.cpp).
+/// A gated MLP `<p>.{gate,up,down}_proj` of `width`.
+void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Component component);
+/// DeepSeek MLA under `<p>` (q_a/q_b or q_proj, kv_a_proj_with_mqa, kv_b, o; the DSA indexer;
+/// Kimi-K3's output gate `g_proj` with spec.mla.outputGate).
+void addMlaAttention(GraphBuilder& b, const std::string& p);
+/// A router `<module>.weight` [experts, hidden] and its `e_score_correction_bias`.
+void addRouter(GraphBuilder& b, const std::string& module);
+/// Routed experts stored one module per expert, `<p>.<e>.<gate|up|down>`, at spec.moe's widths
+/// (between latentSize and the expert width when the MoE is latent).
+void addPerExpertMlps(
+    GraphBuilder& b, const std::string& p, const char* gate, const char* up, const char* down);
+/// ModelOpt's FP8 KV-cache scales of attention `<p>` (F32 scalars `k_proj.k_scale`,
+/// `v_proj.v_scale`) when the checkpoint declares an FP8 KV cache; nothing otherwise.
+void addModelOptKvScales(GraphBuilder& b, const std::string& p);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

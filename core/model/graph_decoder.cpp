@@ -39,6 +39,8 @@ using R = ParallelRole;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
+} // namespace
+
 void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Component component)
 {
     const ModelSpec& s = b.spec();
@@ -47,6 +49,8 @@ void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Comp
     b.linear(p + ".up_proj", width, h, { R::ColumnParallel, component, s.mlpBias });
     b.linear(p + ".down_proj", h, width, { R::RowParallel, component, s.mlpBias });
 }
+
+namespace {
 
 void addStandardAttention(GraphBuilder& b, const std::string& p)
 {
@@ -64,6 +68,8 @@ void addStandardAttention(GraphBuilder& b, const std::string& p)
         b.norm(p + ".k_norm", s.headDim);
     }
 }
+
+} // namespace
 
 // DeepSeek multi-head latent attention (DeepseekV3Attention): the latent down-projections are
 // replicated, the per-head up-projections column-parallel.
@@ -86,6 +92,12 @@ void addMlaAttention(GraphBuilder& b, const std::string& p)
     b.norm(p + ".kv_a_layernorm", m.kvLoraRank);
     b.linear(p + ".kv_b_proj", s.numHeads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank,
         { R::ColumnParallel, c });
+    if (m.outputGate) {
+        // Kimi-K3 mla_use_output_gate: o_proj(attn · sigmoid(g_proj(x))), one gate per value
+        // channel (vLLM-TPU K3 MultiHeadLatentAttention; fused q_a + kv_a + g = 1536 + 576 +
+        // 12288 rows in a real-config test).
+        b.linear(p + ".g_proj", s.numHeads * m.vHeadDim, h, { R::ColumnParallel, c });
+    }
     b.linear(p + ".o_proj", h, s.numHeads * m.vHeadDim, { R::RowParallel, c, s.attentionBias });
     if (m.indexerHeads > 0) {
         const std::string ix = p + ".indexer";
@@ -99,13 +111,29 @@ void addMlaAttention(GraphBuilder& b, const std::string& p)
     }
 }
 
+void addModelOptKvScales(GraphBuilder& b, const std::string& p)
+{
+    const auto& q = b.spec().quantization;
+    if (!q || q->method != "modelopt" || !q->kvCacheDtype) {
+        return;
+    }
+    // ModelOpt's FP8 KV cache: one F32 scale for K and one for V per attention layer, named
+    // after k_proj / v_proj even for MLA, which has neither (the Kimi-K2.5-NVFP4 tensor listing:
+    // 278,341 tensors = ... + 61·2 of these; research kimi_ct.md §4.5).
+    b.tensor(p + ".k_proj.k_scale", {}, DType::F32, R::Replicated, Component::Attention,
+        TensorKind::Scale);
+    b.tensor(p + ".v_proj.v_scale", {}, DType::F32, R::Replicated, Component::Attention,
+        TensorKind::Scale);
+}
+
 // Routed experts stored one module per expert: `<p>.<E>.<gate>/<up>/<down>`.
 void addPerExpertMlps(
     GraphBuilder& b, const std::string& p, const char* gate, const char* up, const char* down)
 {
     const ModelSpec& s = b.spec();
     const MoeSpec& moe = *s.moe;
-    const std::int64_t h = s.hiddenSize;
+    // A latent MoE's experts read and write the latent width (Kimi-K3 routed_expert_hidden_size).
+    const std::int64_t h = moe.latentSize > 0 ? moe.latentSize : s.hiddenSize;
     const std::int64_t w = moe.expertIntermediate;
     // Quantisation rules never tell experts apart: decide once per projection (a regex per
     // expert would cost more than the whole graph for Kimi-K2.5's 23k expert modules).
@@ -136,6 +164,8 @@ void addPerExpertMlps(
     }
 }
 
+namespace {
+
 // Routed experts stored as two fused parameters (Llama-4, Qwen3-VL-MoE): gate_up [E, H, 2I]
 // and down [E, I, H], without a ".weight" suffix.
 void addPackedExperts(GraphBuilder& b, const std::string& p)
@@ -151,6 +181,8 @@ void addPackedExperts(GraphBuilder& b, const std::string& p)
         TensorKind::Weight, -1, e);
 }
 
+} // namespace
+
 void addRouter(GraphBuilder& b, const std::string& module)
 {
     const ModelSpec& s = b.spec();
@@ -158,11 +190,21 @@ void addRouter(GraphBuilder& b, const std::string& module)
         Component::Router);
     if (s.moe->expertScoreBias) {
         // Kept in F32 by every published DeepSeek-V3/Kimi/GLM checkpoint
-        // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]).
-        b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts }, DType::F32,
-            R::Replicated, Component::Router, TensorKind::Bias);
+        // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]),
+        // except NVIDIA's ModelOpt exports of Kimi-K2.5: the Kimi-K2.5-NVFP4 listing has it in
+        // BF16 (research kimi_ct.md §4.5; K2.6-NVFP4 not verified, so either is accepted).
+        const bool modelOptKimi = s.quantization && s.quantization->method == "modelopt"
+            && s.vision && s.vision->kind == "moonvit";
+        b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts },
+            modelOptKimi ? s.dtype : DType::F32, R::Replicated, Component::Router,
+            TensorKind::Bias);
+        if (modelOptKimi) {
+            b.last().altDtype = DType::F32;
+        }
     }
 }
+
+namespace {
 
 void addMoe(GraphBuilder& b, const std::string& layer)
 {
@@ -211,6 +253,7 @@ void addDecoderLayer(GraphBuilder& b, const std::string& p, const LayerSpec& lay
     b.norm(p + ".input_layernorm", s.hiddenSize);
     if (s.attention == AttentionKind::MLA) {
         addMlaAttention(b, p + ".self_attn");
+        addModelOptKvScales(b, p + ".self_attn");
     } else {
         addStandardAttention(b, p + ".self_attn");
     }
@@ -252,6 +295,9 @@ void addTextTower(GraphBuilder& b)
     const ModelSpec& s = b.spec();
     // The 2026 families name their checkpoints their own way (family_*.cpp).
     switch (s.family) {
+    case Family::KimiLinear:
+        addKimiLinearTextTower(b);
+        return;
     default:
         break;
     }

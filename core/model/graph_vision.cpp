@@ -1,4 +1,4 @@
-// Vision towers: Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Kimi-K2.5's MoonViT.
+// Vision towers: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Kimi-K2.5's MoonViT and Kimi-K3's MoonViT-3.
 //
 // Where the names come from:
 // - Qwen2-VL: the Qwen2-VL-7B checkpoint index in tests/data/model/indexes (visual.patch_embed,
@@ -14,6 +14,12 @@
 //   (vision_tower.patch_embed.{proj [1152, 3, 14, 14] + bias, pos_emb [64, 64, 1152]},
 //   vision_tower.encoder.blocks.N.{norm0, norm1, wqkv, wo, mlp.fc0, mlp.fc1} with biases,
 //   vision_tower.encoder.final_layernorm, mm_projector.{pre_norm, proj.0, proj.2}).
+// - MoonViT-3 (Kimi-K3): modeling_kimi_k3.py of HF moonshotai/Kimi-K3 (a public vendored copy,
+//   search index id 58920436853): the same names; nn.RMSNorm norms (weight only) with
+//   norm_type "rmsnorm"; wqkv [3·qkv_hidden_size, hidden] and wo [hidden, qkv_hidden_size]
+//   biased by attn_bias, mlp.fc0/fc1 by linear_bias, the conv by patch_embed_proj_bias;
+//   PatchMergerMLPV2 = mm_projector.proj.{0,2} without bias and post_norm (RMSNorm of the text
+//   width), no pre_norm (research kimi_ct.md §3.8: 168 tensors).
 
 #include "model/graph_builder.h"
 
@@ -100,40 +106,58 @@ void addQwenTower(GraphBuilder& b, const VisionSpec& v, const std::string& prefi
     }
 }
 
+// Kimi-K2.5's MoonViT and Kimi-K3's MoonViT-3 share the module tree; K3 switches the norms to
+// RMSNorm, drops the biases, widens the attention (qkv_hidden_size) and projects with
+// patchmergerv2 (modeling_kimi_k3.py MoonViTEncoderLayer, PatchMergerMLPV2).
 void addMoonVit(
     GraphBuilder& b, const VisionSpec& v, const std::string& prefix, const std::string& projector)
 {
     const ModelSpec& s = b.spec();
     const std::int64_t e = v.hiddenSize;
     const std::int64_t i = v.intermediateSize;
+    const std::int64_t qkv = v.qkvWidth > 0 ? v.qkvWidth : 3 * e;
     const std::int64_t merged = e * v.spatialMergeSize * v.spatialMergeSize;
+    const bool layerNorm = !v.rmsNorm;
+    auto linear = [](ParallelRole role, bool bias) {
+        LinearOptions o { role, kVision, bias };
+        o.quantizable = false;
+        return o;
+    };
 
     b.begin(prefix + ".patch_embed", BlockKind::VisionPatchEmbed);
     b.tensor(prefix + ".patch_embed.proj.weight", { e, v.inChannels, v.patchSize, v.patchSize },
         s.dtype, R::Replicated, kVision);
-    b.tensor(prefix + ".patch_embed.proj.bias", { e }, s.dtype, R::Replicated, kVision,
-        TensorKind::Bias);
+    if (v.patchEmbedBias) {
+        b.tensor(prefix + ".patch_embed.proj.bias", { e }, s.dtype, R::Replicated, kVision,
+            TensorKind::Bias);
+    }
     b.tensor(prefix + ".patch_embed.pos_emb.weight", { v.posEmbHeight, v.posEmbWidth, e }, s.dtype,
         R::Replicated, kVision);
 
     for (std::int64_t k = 0; k < v.depth; ++k) {
         const std::string p = prefix + ".encoder.blocks." + std::to_string(k);
         b.begin(p, BlockKind::VisionBlock, static_cast<std::int32_t>(k));
-        b.norm(p + ".norm0", e, true);
-        b.norm(p + ".norm1", e, true);
-        b.linear(p + ".wqkv", 3 * e, e, withBias(R::ColumnParallel));
-        b.linear(p + ".wo", e, e, withBias(R::RowParallel));
-        b.linear(p + ".mlp.fc0", i, e, withBias(R::ColumnParallel));
-        b.linear(p + ".mlp.fc1", e, i, withBias(R::RowParallel));
+        b.norm(p + ".norm0", e, layerNorm);
+        b.norm(p + ".norm1", e, layerNorm);
+        b.linear(p + ".wqkv", qkv, e, linear(R::ColumnParallel, v.attentionBias));
+        b.linear(p + ".wo", e, qkv / 3, linear(R::RowParallel, v.attentionBias));
+        b.linear(p + ".mlp.fc0", i, e, linear(R::ColumnParallel, v.biases));
+        b.linear(p + ".mlp.fc1", e, i, linear(R::RowParallel, v.biases));
     }
 
     b.begin(prefix + ".encoder.final_layernorm", BlockKind::VisionMerger);
-    b.norm(prefix + ".encoder.final_layernorm", e, true);
+    b.norm(prefix + ".encoder.final_layernorm", e, layerNorm);
 
     b.begin(projector, BlockKind::VisionMerger);
-    b.norm(projector + ".pre_norm", e, true);
-    b.linear(projector + ".proj.0", merged, merged, withBias(R::ColumnParallel));
-    b.linear(projector + ".proj.2", v.outHiddenSize, merged, withBias(R::RowParallel));
+    if (v.projector == "patchmergerv2") {
+        b.linear(projector + ".proj.0", merged, merged, linear(R::ColumnParallel, false));
+        b.linear(projector + ".proj.2", v.outHiddenSize, merged, linear(R::RowParallel, false));
+        b.norm(projector + ".post_norm", v.outHiddenSize);
+    } else {
+        b.norm(projector + ".pre_norm", e, true);
+        b.linear(projector + ".proj.0", merged, merged, withBias(R::ColumnParallel));
+        b.linear(projector + ".proj.2", v.outHiddenSize, merged, withBias(R::RowParallel));
+    }
 }
 
 } // namespace
@@ -145,7 +169,7 @@ void addVisionTower(GraphBuilder& b)
         return;
     }
     const VisionSpec& v = *s.vision;
-    if (v.kind == "moonvit") {
+    if (v.kind == "moonvit" || v.kind == "moonvit3") {
         addMoonVit(b, v, s.layout.visionPrefix, s.layout.projectorPrefix);
     } else {
         addQwenTower(b, v, s.layout.visionPrefix);

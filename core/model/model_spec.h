@@ -127,6 +127,12 @@ struct LinearAttentionSpec {
     std::int64_t valueHeadDim = 0;
     std::int64_t convKernel = 0; ///< short causal convolution width
     DType stateDtype = DType::F32; ///< dtype of the recurrent state
+    /// KDA output gate: one full-rank `g_proj` [heads·dim, hidden] (Kimi-K3
+    /// `use_full_rank_gate`); false: the low-rank pair `g_a_proj` / `g_b_proj` (Kimi-Linear).
+    bool fullRankGate = false;
+    /// KDA `A_log` stored as [key_head_dim] with the heads' values zero-padded (Kimi-K3); false:
+    /// Kimi-Linear's [1, 1, heads, 1].
+    bool paddedALog = false;
 };
 
 /// Mamba-2 mixer dimensions.
@@ -167,6 +173,9 @@ struct MoeSpec {
     /// Experts work at this width between a shared down and up projection (Nemotron-3 latent
     /// MoE, Kimi-K3); 0: at the hidden size.
     std::int64_t latentSize = 0;
+    /// An RMSNorm of latentSize on the experts' latent output before the up projection (Kimi-K3
+    /// `latent_moe_use_norm`: `routed_expert_norm`).
+    bool latentNorm = false;
     std::int64_t numHashLayers = 0; ///< DeepSeek-V4: first layers routed by token-id hash
     /// A dense MLP of spec.intermediateSize runs beside the experts in every MoE layer
     /// (Gemma-4's mlp next to its experts; Hunyuan's mixed shared MLP).
@@ -211,6 +220,10 @@ struct QuantizationSpec {
     /// ModelOpt / gpt-oss wildcard patterns of modules left unquantised ("model.layers.*.attn").
     std::vector<std::string> excludePatterns;
     std::optional<DType> kvCacheDtype; ///< the checkpoint's KV-cache quantisation (ModelOpt FP8)
+    /// Exactly the routed experts are quantised, whatever the ignore list leaves to the rule
+    /// (Kimi-K3: its latent projections and AttnRes projections are Linear modules the list does
+    /// not name, yet stored in BF16).
+    bool routedExpertsOnly = false;
 };
 
 /// The vision tower of a multimodal model (Qwen VL towers, Kimi-K2.5's MoonViT, Gemma-4's,
@@ -237,7 +250,12 @@ struct VisionSpec {
     std::int64_t headDim = 0; ///< head width when not hiddenSize / numHeads, 0: derived
     std::int64_t qkvWidth = 0; ///< width of the fused qkv projection when not 3·hidden, 0
     bool rmsNorm = false; ///< RMSNorm (no bias) instead of LayerNorm
-    bool biases = true; ///< linear layers carry biases
+    bool biases = true; ///< linear layers carry biases (MoonViT: the MLP's, `linear_bias`)
+    bool attentionBias = true; ///< MoonViT `attn_bias`: wqkv and wo carry biases
+    bool patchEmbedBias = true; ///< MoonViT `patch_embed_proj_bias`: the patch conv has a bias
+    /// MoonViT `mm_projector_type`: "patchmerger" (LayerNorm before, biased Linears) or
+    /// "patchmergerv2" (RMSNorm after, Linears without bias); empty for other towers.
+    std::string projector;
     std::int64_t positionTableSize = 0; ///< learned position table rows (Gemma-4), 0: none
     std::int64_t poolingKernel = 0; ///< output pooling kernel (Gemma-4), 0: none
     std::int64_t projectorWidth = 0; ///< projector inner width when it differs, 0: merged width
