@@ -262,6 +262,9 @@ std::vector<std::string> familyInertKeys(Family family)
         // Leftovers of Qwen's training configs that Qwen3Config does not define: HF always
         // builds q_norm/k_norm and takes biases from attention_bias (Qwen3-Coder-480B has both).
         return { "qkv_bias", "use_qk_norm" };
+    case Family::Gemma4:
+        // The processor's soft-token count per image (Gemma4Config): no tensors.
+        return { "vision_soft_tokens_per_image" };
     default:
         return {};
     }

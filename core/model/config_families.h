@@ -32,6 +32,10 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec);
 /// decoder, MLA, MoE, RoPE, layer pattern and vision tower.
 Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 
+/// Gemma 4 (family_gemma4.cpp): the gemma4 wrapper (text, vision and audio configs) or a
+/// gemma4_text config.
+Result<void> readGemma4(const ConfigInput& input, ModelSpec& spec);
+
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 

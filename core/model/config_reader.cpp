@@ -49,6 +49,8 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen2_5_vl", Family::Qwen25Vl },
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
+    { "gemma4", Family::Gemma4 },
+    { "gemma4_text", Family::Gemma4 },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -71,6 +73,8 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen2_5_VLForConditionalGeneration", Family::Qwen25Vl },
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
+    { "Gemma4ForConditionalGeneration", Family::Gemma4 },
+    { "Gemma4ForCausalLM", Family::Gemma4 },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -145,6 +149,8 @@ Result<void> checkGenericDecoder(const detail::Section& text, const ModelSpec& s
 Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
 {
     switch (spec.family) {
+    case Family::Gemma4:
+        return detail::readGemma4(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }
@@ -246,11 +252,12 @@ Result<ModelSpec> readConfig(
     spec.dtype = *dtype;
     DAY0_TRY(readFamily(input, spec));
     {
-        // A multimodal wrapper's own tie_word_embeddings wins over its text_config's.
+        // A multimodal wrapper's own tie_word_embeddings wins over its text_config's; absent
+        // from both, the family reader's class default stands (false unless it set one).
         JsonReader outer = top.reader();
         JsonReader inner = input.text.reader();
-        spec.tieEmbeddings
-            = outer.boolOr("tie_word_embeddings", inner.boolOr("tie_word_embeddings", false));
+        spec.tieEmbeddings = outer.boolOr(
+            "tie_word_embeddings", inner.boolOr("tie_word_embeddings", spec.tieEmbeddings));
         if (!outer.ok()) {
             return outer.error();
         }

@@ -75,4 +75,9 @@ void addTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 
+/// Gemma 4 (family_gemma4_graph.cpp): the text tower, and the vision and audio towers with
+/// their projectors.
+void addGemma4TextTower(GraphBuilder& builder);
+void addGemma4Towers(GraphBuilder& builder);
+
 } // namespace day0::model::detail
