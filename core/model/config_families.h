@@ -36,6 +36,9 @@ Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 /// gemma4_text config.
 Result<void> readGemma4(const ConfigInput& input, ModelSpec& spec);
 
+/// Hunyuan-A13B (family_hunyuan.cpp): HunYuanMoEV1ForCausalLM.
+Result<void> readHunyuan(const ConfigInput& input, ModelSpec& spec);
+
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 

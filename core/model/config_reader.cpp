@@ -51,6 +51,7 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
     { "gemma4", Family::Gemma4 },
     { "gemma4_text", Family::Gemma4 },
+    { "hunyuan", Family::Hunyuan },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -75,6 +76,7 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
     { "Gemma4ForConditionalGeneration", Family::Gemma4 },
     { "Gemma4ForCausalLM", Family::Gemma4 },
+    { "HunYuanMoEV1ForCausalLM", Family::Hunyuan },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -151,6 +153,8 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     switch (spec.family) {
     case Family::Gemma4:
         return detail::readGemma4(input, spec);
+    case Family::Hunyuan:
+        return detail::readHunyuan(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

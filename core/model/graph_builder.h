@@ -79,5 +79,7 @@ void addVisionTower(GraphBuilder& builder);
 /// their projectors.
 void addGemma4TextTower(GraphBuilder& builder);
 void addGemma4Towers(GraphBuilder& builder);
+/// Hunyuan-A13B (family_hunyuan.cpp): the text tower.
+void addHunyuanTextTower(GraphBuilder& builder);
 
 } // namespace day0::model::detail

@@ -255,6 +255,9 @@ void addTextTower(GraphBuilder& b)
     case Family::Gemma4:
         addGemma4TextTower(b);
         return;
+    case Family::Hunyuan:
+        addHunyuanTextTower(b);
+        return;
     default:
         break;
     }
