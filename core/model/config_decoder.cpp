@@ -282,6 +282,24 @@ std::vector<std::string> familyInertKeys(Family family)
         // tensors (Kimi-K3 SituAndMul). Kimi-Linear's model_max_length is a serving context
         // limit beside max_position_embeddings: no weight depends on it.
         return { "activation_situ_beta", "activation_situ_linear_beta", "model_max_length" };
+    case Family::Gemma4:
+        // The processor's soft-token count per image (Gemma4Config): no tensors.
+        return { "vision_soft_tokens_per_image" };
+    case Family::Hunyuan:
+        return { // Not read by modeling_hunyuan.py or transformers' hunyuan_v1_moe: routing
+                 // always softmax top-k renormalised, RMSNorm always, no group-limited routing.
+            "norm_topk_prob", "routed_scaling_factor", "group_limited_greedy", "n_group",
+            "topk_group", "norm_type",
+            // Special-token ids without the _token_id suffix, and the original vocabulary size.
+            "im_start_id", "im_end_id", "im_newline_id", "text_start_id", "text_end_id",
+            "video_start_id", "video_end_id", "org_vocab_size",
+            // Settings of a vision front end HunYuanMoEV1ForCausalLM never builds (vit_type and
+            // vit_path, which would name one, are checked by the reader).
+            "anyres_pooling_size", "anyres_vit_max_image_size", "anyres_vit_two_views",
+            "num_media_embeds", "skip_cls_token", "vit_add_patchemb_bias", "vit_input_resolution",
+            "vit_mapping_type", "vit_norm_type", "vit_patch", "vit_remove_prenorm", "vit_token",
+            "vit_used_rms_norm"
+        };
     default:
         return {};
     }

@@ -35,6 +35,12 @@ Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 /// Kimi-Linear and the Kimi-K3 wrapper (kimi_linear text): KDA / MLA layers from
 /// linear_attn_config, latent MoE, attention residuals, MoonViT-3 tower (family_kimi.cpp).
 Result<void> readKimiLinear(const ConfigInput& input, ModelSpec& spec);
+/// Gemma 4 (family_gemma4.cpp): the gemma4 wrapper (text, vision and audio configs) or a
+/// gemma4_text config.
+Result<void> readGemma4(const ConfigInput& input, ModelSpec& spec);
+
+/// Hunyuan-A13B (family_hunyuan.cpp): HunYuanMoEV1ForCausalLM.
+Result<void> readHunyuan(const ConfigInput& input, ModelSpec& spec);
 
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);

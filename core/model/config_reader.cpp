@@ -51,6 +51,9 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
     { "kimi_linear", Family::KimiLinear },
     { "kimi_k3", Family::KimiLinear }, // KimiK3ForConditionalGeneration around kimi_linear text
+    { "gemma4", Family::Gemma4 },
+    { "gemma4_text", Family::Gemma4 },
+    { "hunyuan", Family::Hunyuan },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -75,6 +78,9 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
     { "KimiLinearForCausalLM", Family::KimiLinear },
     { "KimiK3ForConditionalGeneration", Family::KimiLinear },
+    { "Gemma4ForConditionalGeneration", Family::Gemma4 },
+    { "Gemma4ForCausalLM", Family::Gemma4 },
+    { "HunYuanMoEV1ForCausalLM", Family::Hunyuan },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -151,6 +157,10 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     switch (spec.family) {
     case Family::KimiLinear:
         return detail::readKimiLinear(input, spec);
+    case Family::Gemma4:
+        return detail::readGemma4(input, spec);
+    case Family::Hunyuan:
+        return detail::readHunyuan(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }
@@ -252,11 +262,12 @@ Result<ModelSpec> readConfig(
     spec.dtype = *dtype;
     DAY0_TRY(readFamily(input, spec));
     {
-        // A multimodal wrapper's own tie_word_embeddings wins over its text_config's.
+        // A multimodal wrapper's own tie_word_embeddings wins over its text_config's; absent
+        // from both, the family reader's class default stands (false unless it set one).
         JsonReader outer = top.reader();
         JsonReader inner = input.text.reader();
-        spec.tieEmbeddings
-            = outer.boolOr("tie_word_embeddings", inner.boolOr("tie_word_embeddings", false));
+        spec.tieEmbeddings = outer.boolOr(
+            "tie_word_embeddings", inner.boolOr("tie_word_embeddings", spec.tieEmbeddings));
         if (!outer.ok()) {
             return outer.error();
         }

@@ -173,6 +173,82 @@ std::vector<std::int64_t> intArrayOr(JsonReader& reader, const std::string& key)
     return out;
 }
 
+namespace {
+
+// One RoPE object: `rope_scaling`, `rope_parameters`, or one layer type's entry of a
+// per-layer-type `rope_parameters`. Its base and rotated share go to `theta` and `partial`.
+Result<void> readRopeObject(const Section& section, RopeScaling& s, double& theta, double& partial)
+{
+    JsonReader r = section.reader();
+    s.type = r.stringOr("rope_type", r.stringOr("type", "default"));
+    s.factor = r.numberOr("factor", 1.0);
+    s.lowFreqFactor = r.numberOr("low_freq_factor", s.lowFreqFactor);
+    s.highFreqFactor = r.numberOr("high_freq_factor", s.highFreqFactor);
+    s.originalMaxPositions = r.intOr("original_max_position_embeddings", 0);
+    s.betaFast = r.numberOr("beta_fast", s.betaFast);
+    s.betaSlow = r.numberOr("beta_slow", s.betaSlow);
+    s.mscale = r.numberOr("mscale", s.mscale);
+    s.mscaleAllDim = r.numberOr("mscale_all_dim", s.mscaleAllDim);
+    s.mropeSection = intArrayOr(r, "mrope_section");
+    s.mropeInterleaved = r.boolOr("mrope_interleaved", false);
+    s.truncate = r.boolOr("truncate", true);
+    s.alpha = r.numberOr("alpha", s.alpha);
+    // transformers 5 moved rope_theta (and Qwen3.5 partial_rotary_factor) into
+    // rope_parameters.
+    theta = r.numberOr("rope_theta", theta);
+    partial = r.numberOr("partial_rotary_factor", partial);
+    if (r.ok() && s.factor <= 0.0) {
+        r.fail("factor", fmt::format("must be positive, found {}", s.factor));
+    }
+    if (r.ok() && (partial <= 0.0 || partial > 1.0)) {
+        r.fail("partial_rotary_factor", "must be in (0, 1]");
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    return success();
+}
+
+// transformers 5 per-layer-type form (Gemma-3/4): {"full_attention": {...},
+// "sliding_attention": {...}}, one RoPE object per layer type.
+bool perLayerTypeRope(const json& rope)
+{
+    return rope.contains("full_attention") || rope.contains("sliding_attention");
+}
+
+Result<void> readPerLayerTypeRope(const Section& params, ModelSpec& spec)
+{
+    JsonReader r = params.reader();
+    for (const auto& [type, value] : params.object.items()) {
+        if (type != "full_attention" && type != "sliding_attention") {
+            r.fail(type,
+                "is a layer type Day0 does not model in rope_parameters (it models "
+                "\"full_attention\" and \"sliding_attention\")");
+            return r.error();
+        }
+        if (!value.is_object()) {
+            r.fail(type, fmt::format("must be an object, found {}", value.dump()));
+            return r.error();
+        }
+    }
+    const double base = spec.ropeTheta;
+    if (params.has("full_attention")) {
+        spec.partialRotaryFactor = 1.0;
+        DAY0_TRY(readRopeObject(params.child("full_attention"), spec.ropeScaling, spec.ropeTheta,
+            spec.partialRotaryFactor));
+    }
+    if (params.has("sliding_attention")) {
+        LocalRope local;
+        local.theta = base;
+        DAY0_TRY(readRopeObject(params.child("sliding_attention"), local.scaling, local.theta,
+            local.partialRotaryFactor));
+        spec.slidingRope = local;
+    }
+    return success();
+}
+
+} // namespace
+
 Result<void> readRope(const Section& text, ModelSpec& spec)
 {
     JsonReader reader = text.reader();
@@ -194,29 +270,11 @@ Result<void> readRope(const Section& text, ModelSpec& spec)
             reader.fail(key, fmt::format("must be an object or null, found {}", rope.dump()));
             return reader.error();
         }
-        JsonReader r = text.child(key).reader();
-        RopeScaling& s = spec.ropeScaling;
-        s.type = r.stringOr("rope_type", r.stringOr("type", "default"));
-        s.factor = r.numberOr("factor", 1.0);
-        s.lowFreqFactor = r.numberOr("low_freq_factor", s.lowFreqFactor);
-        s.highFreqFactor = r.numberOr("high_freq_factor", s.highFreqFactor);
-        s.originalMaxPositions = r.intOr("original_max_position_embeddings", 0);
-        s.betaFast = r.numberOr("beta_fast", s.betaFast);
-        s.betaSlow = r.numberOr("beta_slow", s.betaSlow);
-        s.mscale = r.numberOr("mscale", s.mscale);
-        s.mscaleAllDim = r.numberOr("mscale_all_dim", s.mscaleAllDim);
-        s.mropeSection = intArrayOr(r, "mrope_section");
-        s.mropeInterleaved = r.boolOr("mrope_interleaved", false);
-        s.truncate = r.boolOr("truncate", true);
-        // transformers 5 moved rope_theta (and Qwen3.5 partial_rotary_factor) into
-        // rope_parameters.
-        spec.ropeTheta = r.numberOr("rope_theta", spec.ropeTheta);
-        spec.partialRotaryFactor = r.numberOr("partial_rotary_factor", spec.partialRotaryFactor);
-        if (r.ok() && s.factor <= 0.0) {
-            r.fail("factor", fmt::format("must be positive, found {}", s.factor));
-        }
-        if (!r.ok()) {
-            return r.error();
+        if (perLayerTypeRope(rope)) {
+            DAY0_TRY(readPerLayerTypeRope(text.child(key), spec));
+        } else {
+            DAY0_TRY(readRopeObject(
+                text.child(key), spec.ropeScaling, spec.ropeTheta, spec.partialRotaryFactor));
         }
     }
     if (spec.partialRotaryFactor <= 0.0 || spec.partialRotaryFactor > 1.0) {

@@ -94,4 +94,11 @@ void addModelOptKvScales(GraphBuilder& b, const std::string& p);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 
+/// Gemma 4 (family_gemma4_graph.cpp): the text tower, and the vision and audio towers with
+/// their projectors.
+void addGemma4TextTower(GraphBuilder& builder);
+void addGemma4Towers(GraphBuilder& builder);
+/// Hunyuan-A13B (family_hunyuan.cpp): the text tower.
+void addHunyuanTextTower(GraphBuilder& builder);
+
 } // namespace day0::model::detail

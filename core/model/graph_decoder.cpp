@@ -298,6 +298,12 @@ void addTextTower(GraphBuilder& b)
     case Family::KimiLinear:
         addKimiLinearTextTower(b);
         return;
+    case Family::Gemma4:
+        addGemma4TextTower(b);
+        return;
+    case Family::Hunyuan:
+        addHunyuanTextTower(b);
+        return;
     default:
         break;
     }

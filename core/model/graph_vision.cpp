@@ -165,6 +165,10 @@ void addMoonVit(
 void addVisionTower(GraphBuilder& b)
 {
     const ModelSpec& s = b.spec();
+    if (s.family == Family::Gemma4) {
+        addGemma4Towers(b); // vision and audio (family_gemma4_graph.cpp)
+        return;
+    }
     if (!s.vision) {
         return;
     }

@@ -104,7 +104,7 @@ struct ParameterCounts {
     std::int64_t embedding = 0; ///< input embedding
     std::int64_t lmHead = 0; ///< output head (0 when tied)
     std::int64_t mtp = 0; ///< MTP / next-n layers (all their weights)
-    std::int64_t vision = 0; ///< vision tower
+    std::int64_t vision = 0; ///< encoder towers: vision and (Gemma-4 E2B/E4B) audio, projectors
     std::int64_t activeWithoutEmbedding = 0; ///< active minus the input-embedding lookup
     std::int64_t mainModel = 0; ///< total without MTP and vision ("671B" for DeepSeek-V3)
     std::int64_t bytes = 0; ///< checkpoint bytes of every tensor at its dtype, scales included

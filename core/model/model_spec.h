@@ -95,6 +95,8 @@ struct RopeScaling {
     std::vector<std::int64_t> mropeSection; ///< Qwen VL M-RoPE sections (t, h, w)
     bool mropeInterleaved = false; ///< Qwen3.5 `mrope_interleaved`: t/h/w pairs interleaved
     bool truncate = true; ///< yarn: round the correction range to whole dims (gpt-oss: false)
+    /// Hunyuan dynamic NTK-alpha: base' = theta · alpha^(d / (d − 2)); 0: not given.
+    double alpha = 0.0;
 };
 
 /// The RoPE of the sliding-window layers when it differs from the full layers' (Gemma-3/4).
@@ -177,8 +179,9 @@ struct MoeSpec {
     /// `latent_moe_use_norm`: `routed_expert_norm`).
     bool latentNorm = false;
     std::int64_t numHashLayers = 0; ///< DeepSeek-V4: first layers routed by token-id hash
-    /// A dense MLP of spec.intermediateSize runs beside the experts in every MoE layer
-    /// (Gemma-4's mlp next to its experts; Hunyuan's mixed shared MLP).
+    /// A dense MLP of the layer's ffnWidthOf runs beside the experts in every MoE layer, with
+    /// its own norms (Gemma-4's `mlp` next to its experts). Hunyuan's mixed `shared_mlp` is a
+    /// shared expert instead (numSharedExperts, sharedIntermediate).
     bool denseBeside = false;
 };
 
@@ -259,6 +262,24 @@ struct VisionSpec {
     std::int64_t positionTableSize = 0; ///< learned position table rows (Gemma-4), 0: none
     std::int64_t poolingKernel = 0; ///< output pooling kernel (Gemma-4), 0: none
     std::int64_t projectorWidth = 0; ///< projector inner width when it differs, 0: merged width
+    /// Gemma-4 `standardize`: learned per-channel bias and scale on the tower output.
+    bool standardize = false;
+    /// Gemma-4 `use_clipped_linears`: every Linear carries input/output min/max clip scalars.
+    bool clippedLinears = false;
+};
+
+/// The audio encoder of a multimodal model (Gemma-4 E2B/E4B `gemma4_audio`): a convolutional
+/// subsampler, conformer layers, an output projection. Counted with the vision tower (encoder
+/// towers are outside the per-token active count).
+struct AudioSpec {
+    std::string kind; ///< "gemma4"
+    std::int64_t depth = 0; ///< conformer layers
+    std::int64_t hiddenSize = 0;
+    std::int64_t numHeads = 0;
+    std::vector<std::int64_t> subsamplingChannels; ///< output channels of the two 3×3 convs
+    std::int64_t convKernel = 0; ///< depthwise conv1d width of the conformer's conv module
+    std::int64_t outputSize = 0; ///< output_proj_dims
+    bool clippedLinears = false; ///< input/output min/max clip scalars on every Linear
 };
 
 /// DeepSeek-V4 attention: one shared K=V head, low-rank queries, a grouped low-rank output,
@@ -296,6 +317,8 @@ struct CheckpointLayout {
     std::string lmHead = "lm_head"; ///< "lm_head", "language_model.lm_head"
     std::string visionPrefix; ///< "visual", "model.visual", "vision_tower"; empty without vision
     std::string projectorPrefix; ///< "mm_projector" (Kimi-K2.5); empty when the tower merges
+    std::string audioPrefix; ///< "model.audio_tower" (Gemma-4); empty without audio
+    std::string audioProjectorPrefix; ///< "model.embed_audio" (Gemma-4)
 };
 
 /// Per-decoder-layer variations.
@@ -409,6 +432,7 @@ struct ModelSpec {
     std::vector<LayerSpec> mtpLayers; ///< numMtpLayers entries: the pattern of each MTP decoder
 
     std::optional<VisionSpec> vision;
+    std::optional<AudioSpec> audio; ///< Gemma-4 E2B/E4B audio encoder
     CheckpointLayout layout;
 
     std::string origin; ///< the file the spec was read from (for messages)

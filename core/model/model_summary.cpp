@@ -170,8 +170,12 @@ std::string visionLine(const VisionSpec& v)
     if (v.temporalPatchSize > 1) {
         line += fmt::format("×{} frames", v.temporalPatchSize);
     }
-    line += fmt::format(
-        ", merge {}×{} → {}", v.spatialMergeSize, v.spatialMergeSize, v.outHiddenSize);
+    if (v.poolingKernel > 0) {
+        line += fmt::format(", pool {}×{} → {}", v.poolingKernel, v.poolingKernel, v.outHiddenSize);
+    } else {
+        line += fmt::format(
+            ", merge {}×{} → {}", v.spatialMergeSize, v.spatialMergeSize, v.outHiddenSize);
+    }
     if (!v.deepstackIndexes.empty()) {
         line += ", deepstack after blocks " + joined(v.deepstackIndexes);
     }
@@ -410,6 +414,12 @@ std::vector<SummaryLine> describeArchitecture(const ModelSpec& s)
     lines.push_back({ "experts", s.moe ? expertsLine(*s.moe) : "none (dense)" });
     lines.push_back({ "RoPE", ropeLine(s) });
     lines.push_back({ "vision", s.vision ? visionLine(*s.vision) : "none" });
+    if (s.audio) {
+        const AudioSpec& a = *s.audio;
+        lines.push_back({ "audio",
+            fmt::format("{}: {} conformer layers, width {}, {} heads → {}", a.kind, a.depth,
+                a.hiddenSize, a.numHeads, a.outputSize) });
+    }
     lines.push_back(
         { "quantization", s.quantization ? quantizationLine(*s.quantization) : "none" });
     lines.push_back({ "weights",
@@ -465,6 +475,10 @@ json inspectJson(const LayerGraph& graph, const ParameterCounts& c)
             { "hidden_size", s.vision->hiddenSize }, { "num_heads", s.vision->numHeads } };
     } else {
         out["vision_tower"] = nullptr;
+    }
+    if (s.audio) {
+        out["audio_tower"] = { { "kind", s.audio->kind }, { "depth", s.audio->depth },
+            { "hidden_size", s.audio->hiddenSize }, { "num_heads", s.audio->numHeads } };
     }
     if (s.quantization) {
         const auto& q = *s.quantization;
