@@ -262,6 +262,11 @@ std::vector<std::string> familyInertKeys(Family family)
         // Leftovers of Qwen's training configs that Qwen3Config does not define: HF always
         // builds q_norm/k_norm and takes biases from attention_bias (Qwen3-Coder-480B has both).
         return { "qkv_bias", "use_qk_norm" };
+    case Family::GptOss:
+        // initial_context_length: OpenAI's legacy copy of the YaRN original context (4096),
+        // not a GptOssConfig field. hidden_act: GptOssExperts computes its clamped SwiGLU
+        // whatever the config says.
+        return { "initial_context_length", "hidden_act" };
     default:
         return {};
     }

@@ -32,6 +32,9 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec);
 /// decoder, MLA, MoE, RoPE, layer pattern and vision tower.
 Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 
+/// gpt_oss (family_gpt_oss.cpp): sinks, sliding/full layer_types, fused MXFP4 or BF16 experts.
+Result<void> readGptOss(const ConfigInput& input, ModelSpec& spec);
+
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 

@@ -72,6 +72,8 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
+/// gpt_oss text tower (family_gpt_oss.cpp).
+void addGptOssTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 
