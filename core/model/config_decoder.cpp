@@ -267,6 +267,10 @@ std::vector<std::string> familyInertKeys(Family family)
         // not a GptOssConfig field. hidden_act: GptOssExperts computes its clamped SwiGLU
         // whatever the config says.
         return { "initial_context_length", "hidden_act" };
+    case Family::MiniMaxM2:
+        // mlp_intermediate_size: a remote-code MiniMaxM2Config field (default 8192) that no
+        // module reads; every MLP is an expert of intermediate_size.
+        return { "mlp_intermediate_size" };
     default:
         return {};
     }

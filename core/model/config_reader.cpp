@@ -50,6 +50,10 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
     { "gpt_oss", Family::GptOss },
+    { "minimax_m2", Family::MiniMaxM2 },
+    // aiconfigurator's flattened text config; the Hub's multimodal wrapper is minimax_m3_vl.
+    { "minimax_m3", Family::MiniMaxM3 },
+    { "minimax_m3_vl", Family::MiniMaxM3 },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -73,6 +77,9 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
     { "GptOssForCausalLM", Family::GptOss },
+    { "MiniMaxM2ForCausalLM", Family::MiniMaxM2 },
+    { "MiniMaxM3ForCausalLM", Family::MiniMaxM3 },
+    { "MiniMaxM3SparseForConditionalGeneration", Family::MiniMaxM3 },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -149,6 +156,10 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     switch (spec.family) {
     case Family::GptOss:
         return detail::readGptOss(input, spec);
+    case Family::MiniMaxM2:
+        return detail::readMiniMaxM2(input, spec);
+    case Family::MiniMaxM3:
+        return detail::readMiniMaxM3(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -74,6 +74,8 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 void addTextTower(GraphBuilder& builder);
 /// gpt_oss text tower (family_gpt_oss.cpp).
 void addGptOssTextTower(GraphBuilder& builder);
+/// minimax_m2 and minimax_m3 text towers (family_minimax.cpp).
+void addMiniMaxTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

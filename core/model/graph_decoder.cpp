@@ -255,6 +255,10 @@ void addTextTower(GraphBuilder& b)
     case Family::GptOss:
         addGptOssTextTower(b);
         return;
+    case Family::MiniMaxM2:
+    case Family::MiniMaxM3:
+        addMiniMaxTextTower(b);
+        return;
     default:
         break;
     }
