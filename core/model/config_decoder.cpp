@@ -300,6 +300,15 @@ std::vector<std::string> familyInertKeys(Family family)
             "vit_mapping_type", "vit_norm_type", "vit_patch", "vit_remove_prenorm", "vit_token",
             "vit_used_rms_norm"
         };
+    case Family::GptOss:
+        // initial_context_length: OpenAI's legacy copy of the YaRN original context (4096),
+        // not a GptOssConfig field. hidden_act: GptOssExperts computes its clamped SwiGLU
+        // whatever the config says.
+        return { "initial_context_length", "hidden_act" };
+    case Family::MiniMaxM2:
+        // mlp_intermediate_size: a remote-code MiniMaxM2Config field (default 8192) that no
+        // module reads; every MLP is an expert of intermediate_size.
+        return { "mlp_intermediate_size" };
     default:
         return {};
     }

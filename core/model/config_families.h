@@ -41,6 +41,13 @@ Result<void> readGemma4(const ConfigInput& input, ModelSpec& spec);
 
 /// Hunyuan-A13B (family_hunyuan.cpp): HunYuanMoEV1ForCausalLM.
 Result<void> readHunyuan(const ConfigInput& input, ModelSpec& spec);
+/// gpt_oss (family_gpt_oss.cpp): sinks, sliding/full layer_types, fused MXFP4 or BF16 experts.
+Result<void> readGptOss(const ConfigInput& input, ModelSpec& spec);
+/// minimax_m2 (family_minimax.cpp): per-layer QK-norm, F32 router, declared-only MTP.
+Result<void> readMiniMaxM2(const ConfigInput& input, ModelSpec& spec);
+/// minimax_m3 (family_minimax.cpp): the text decoder; block-sparse indexer layers, dense first
+/// layers, shared expert, swigluoai, Gemma-offset norms.
+Result<void> readMiniMaxM3(const ConfigInput& input, ModelSpec& spec);
 
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);

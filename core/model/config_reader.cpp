@@ -54,6 +54,11 @@ constexpr NameToFamily kModelTypes[] = {
     { "gemma4", Family::Gemma4 },
     { "gemma4_text", Family::Gemma4 },
     { "hunyuan", Family::Hunyuan },
+    { "gpt_oss", Family::GptOss },
+    { "minimax_m2", Family::MiniMaxM2 },
+    // aiconfigurator's flattened text config; the Hub's multimodal wrapper is minimax_m3_vl.
+    { "minimax_m3", Family::MiniMaxM3 },
+    { "minimax_m3_vl", Family::MiniMaxM3 },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -81,6 +86,10 @@ constexpr NameToFamily kArchitectures[] = {
     { "Gemma4ForConditionalGeneration", Family::Gemma4 },
     { "Gemma4ForCausalLM", Family::Gemma4 },
     { "HunYuanMoEV1ForCausalLM", Family::Hunyuan },
+    { "GptOssForCausalLM", Family::GptOss },
+    { "MiniMaxM2ForCausalLM", Family::MiniMaxM2 },
+    { "MiniMaxM3ForCausalLM", Family::MiniMaxM3 },
+    { "MiniMaxM3SparseForConditionalGeneration", Family::MiniMaxM3 },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -161,6 +170,12 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
         return detail::readGemma4(input, spec);
     case Family::Hunyuan:
         return detail::readHunyuan(input, spec);
+    case Family::GptOss:
+        return detail::readGptOss(input, spec);
+    case Family::MiniMaxM2:
+        return detail::readMiniMaxM2(input, spec);
+    case Family::MiniMaxM3:
+        return detail::readMiniMaxM3(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

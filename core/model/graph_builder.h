@@ -91,6 +91,10 @@ void addPerExpertMlps(
 /// ModelOpt's FP8 KV-cache scales of attention `<p>` (F32 scalars `k_proj.k_scale`,
 /// `v_proj.v_scale`) when the checkpoint declares an FP8 KV cache; nothing otherwise.
 void addModelOptKvScales(GraphBuilder& b, const std::string& p);
+/// gpt_oss text tower (family_gpt_oss.cpp).
+void addGptOssTextTower(GraphBuilder& builder);
+/// minimax_m2 and minimax_m3 text towers (family_minimax.cpp).
+void addMiniMaxTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

@@ -304,6 +304,13 @@ void addTextTower(GraphBuilder& b)
     case Family::Hunyuan:
         addHunyuanTextTower(b);
         return;
+    case Family::GptOss:
+        addGptOssTextTower(b);
+        return;
+    case Family::MiniMaxM2:
+    case Family::MiniMaxM3:
+        addMiniMaxTextTower(b);
+        return;
     default:
         break;
     }

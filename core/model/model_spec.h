@@ -309,6 +309,9 @@ struct BlockSparseSpec {
     std::int64_t indexDim = 0;
     std::int64_t blockSize = 0; ///< keys per block
     std::int64_t topKBlocks = 0; ///< blocks each query attends to
+    std::int64_t initBlocks = 0; ///< first blocks every query keeps (sparse_init_block)
+    std::int64_t localBlocks = 0; ///< newest blocks every query keeps (sparse_local_block)
+    std::string scoreType; ///< how a block's score pools its keys' scores ("max")
 };
 
 /// Where a checkpoint keeps its weights: the prefixes of the Hugging Face tensor names.
@@ -385,6 +388,9 @@ struct ModelSpec {
     AttentionKind attention = AttentionKind::MHA;
     MlaSpec mla;
     bool qkNorm = false; ///< Qwen3 per-head RMSNorm on q and k
+    /// MiniMax-M2 `qk_norm_type: per_layer`: one RMSNorm over the whole q projection
+    /// ([heads·head_dim]) and one over the whole k projection; qkNorm is then false.
+    bool qkNormAcrossHeads = false;
     bool qkL2Norm = false; ///< Llama-4 weightless L2 norm of q and k on RoPE layers
     /// Llama-4 attention temperature tuning on NoPE layers: queries at position p are scaled by
     /// log(floor((p + 1) / attnFloorScale) + 1) · attnTemperatureScale + 1; 0: off.

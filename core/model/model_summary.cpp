@@ -41,6 +41,9 @@ std::string attentionLine(const ModelSpec& s)
     if (s.qkNorm) {
         line += ", QK-norm";
     }
+    if (s.qkNormAcrossHeads) {
+        line += ", QK-norm over all heads";
+    }
     if (s.qkL2Norm) {
         line += ", QK L2-norm";
     }
