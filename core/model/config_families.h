@@ -35,6 +35,10 @@ Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 
+/// Nemotron-H (`nemotron_h`): the Mamba-2 / attention / MLP / MoE layer pattern, latent MoE,
+/// the MTP block (family_nemotron_h.cpp).
+Result<void> readNemotronH(const ConfigInput& input, ModelSpec& spec);
+
 /// Sets spec.layout: the tensor-name prefixes of the family's published checkpoints.
 void setLayout(ModelSpec& spec);
 

@@ -72,6 +72,10 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
+/// The Nemotron-H text tower: backbone.embeddings, one norm + mixer per layer, norm_f, lm_head,
+/// the mtp.layers block (family_nemotron_h.cpp).
+void addNemotronHTextTower(GraphBuilder& builder);
+
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 
