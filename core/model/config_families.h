@@ -39,6 +39,9 @@ Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 /// the MTP block (family_nemotron_h.cpp).
 Result<void> readNemotronH(const ConfigInput& input, ModelSpec& spec);
 
+/// Nemotron-NAS (`nemotron-nas`, DeciLM): per-layer block_configs (family_nemotron_nas.cpp).
+Result<void> readNemotronNas(const ConfigInput& input, ModelSpec& spec);
+
 /// Sets spec.layout: the tensor-name prefixes of the family's published checkpoints.
 void setLayout(ModelSpec& spec);
 

@@ -50,6 +50,7 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
     { "nemotron_h", Family::NemotronH },
+    { "nemotron-nas", Family::NemotronNas },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -73,6 +74,7 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
     { "NemotronHForCausalLM", Family::NemotronH },
+    { "DeciLMForCausalLM", Family::NemotronNas },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -149,6 +151,8 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     switch (spec.family) {
     case Family::NemotronH:
         return detail::readNemotronH(input, spec);
+    case Family::NemotronNas:
+        return detail::readNemotronNas(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -75,6 +75,8 @@ void addTextTower(GraphBuilder& builder);
 /// The Nemotron-H text tower: backbone.embeddings, one norm + mixer per layer, norm_f, lm_head,
 /// the mtp.layers block (family_nemotron_h.cpp).
 void addNemotronHTextTower(GraphBuilder& builder);
+/// The DeciLM text tower: Llama modules per block_configs entry (family_nemotron_nas.cpp).
+void addNemotronNasTextTower(GraphBuilder& builder);
 
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);

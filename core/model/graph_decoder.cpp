@@ -255,6 +255,9 @@ void addTextTower(GraphBuilder& b)
     case Family::NemotronH:
         addNemotronHTextTower(b);
         return;
+    case Family::NemotronNas:
+        addNemotronNasTextTower(b);
+        return;
     default:
         break;
     }
