@@ -98,6 +98,11 @@ void setLayout(ModelSpec& spec)
             layout.lmHead = "language_model.lm_head";
         }
         break;
+    case Family::NemotronH:
+        // Checkpoints keep the Mamba-era `backbone.` prefix (HF renames it to `model.` when it
+        // loads them): backbone.embeddings, backbone.layers.N, backbone.norm_f.
+        layout.textPrefix = "backbone";
+        break;
     default:
         break;
     }
@@ -309,6 +314,16 @@ std::vector<std::string> familyInertKeys(Family family)
         // mlp_intermediate_size: a remote-code MiniMaxM2Config field (default 8192) that no
         // module reads; every MLP is an expert of intermediate_size.
         return { "mlp_intermediate_size" };
+    case Family::NemotronH:
+        // HF's NemotronH modeling ignores these for every tensor and shape: `expand` (d_inner is
+        // mamba_num_heads · mamba_head_dim; Nano has expand · H ≠ d_inner), the RoPE keys (its
+        // attention applies no rotary embedding), the duplicate epsilons `norm_eps` and
+        // `rms_norm_eps` (layer_norm_epsilon is read), `residual_in_fp32` (residual precision),
+        // the dt initialisation and clamp `time_step_*`, and `time_step_rank` (a Mamba-1 relic:
+        // the Mamba-2 mixer has no dt_proj).
+        return { "expand", "rope_theta", "partial_rotary_factor", "norm_eps", "rms_norm_eps",
+            "residual_in_fp32", "time_step_min", "time_step_max", "time_step_floor",
+            "time_step_limit", "time_step_rank" };
     default:
         return {};
     }

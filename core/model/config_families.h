@@ -52,6 +52,13 @@ Result<void> readMiniMaxM3(const ConfigInput& input, ModelSpec& spec);
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 
+/// Nemotron-H (`nemotron_h`): the Mamba-2 / attention / MLP / MoE layer pattern, latent MoE,
+/// the MTP block (family_nemotron_h.cpp).
+Result<void> readNemotronH(const ConfigInput& input, ModelSpec& spec);
+
+/// Nemotron-NAS (`nemotron-nas`, DeciLM): per-layer block_configs (family_nemotron_nas.cpp).
+Result<void> readNemotronNas(const ConfigInput& input, ModelSpec& spec);
+
 /// Sets spec.layout: the tensor-name prefixes of the family's published checkpoints.
 void setLayout(ModelSpec& spec);
 

@@ -231,9 +231,10 @@ Result<void> readCompressedTensors(const Section& section, QuantizationSpec& q)
     return readCtWeights(group.child("weights"), format, q);
 }
 
-// ModelOpt quant_algo values and what they store per quantised Linear.
-Result<void> setModelOptAlgo(JsonReader& r, const std::string& algo, std::int64_t groupSize,
-    QuantizationSpec& q)
+// ModelOpt quant_algo values and what they store per quantised Linear (false: a value Day0
+// does not model, recorded on `section` so that a partial reading can go on without it).
+Result<bool> setModelOptAlgo(const Section& section, JsonReader& r, const std::string& algo,
+    std::int64_t groupSize, QuantizationSpec& q)
 {
     if (algo == "NVFP4") {
         q.scheme = QuantScheme::Nvfp4;
@@ -245,18 +246,39 @@ Result<void> setModelOptAlgo(JsonReader& r, const std::string& algo, std::int64_
             r.fail("group_size", fmt::format("is {}; NVFP4 scales groups of 16", q.groupSize));
             return r.error();
         }
-        return success();
+        return true;
     }
     if (algo == "FP8") {
         q.scheme = QuantScheme::Fp8PerTensor;
         q.weightDtype = DType::F8E4M3;
         q.scaleDtype = DType::F32;
         q.bits = 8;
-        return success();
+        return true;
     }
-    r.fail("quant_algo",
-        fmt::format("is \"{}\", which Day0 does not model (it models \"NVFP4\" and \"FP8\")", algo));
-    return r.error();
+    if (algo.empty()) {
+        r.fail("quant_algo", "is missing");
+        return r.error();
+    }
+    if (algo == "MIXED_PRECISION") {
+        // Each module in its own format (FP8, NVFP4, W4A16_NVFP4, ...), listed in
+        // quantized_layers (Nemotron-3 Super NVFP4, Nemotron-3.5 Lightning).
+        section.notModelled("quant_algo",
+            fmt::format("{}: ModelOpt MIXED_PRECISION (a format per module, listed in "
+                        "'quantized_layers') is not modelled",
+                section.file));
+        if (section.has("quantized_layers")) {
+            section.notModelled("quantized_layers",
+                fmt::format("{}: the per-module formats of ModelOpt MIXED_PRECISION are not "
+                            "modelled",
+                    section.file));
+        }
+        return false;
+    }
+    section.notModelled("quant_algo",
+        fmt::format("{}: ModelOpt quant_algo \"{}\" is not modelled (Day0 models \"NVFP4\" and "
+                    "\"FP8\")",
+            section.file, algo));
+    return false;
 }
 
 std::optional<DType> kvCacheAlgo(const std::string& algo)
@@ -277,7 +299,7 @@ Result<void> readModelOpt(const Section& section, QuantizationSpec& q)
         (void)r.value("producer");
     }
     q.excludePatterns = stringArrayOr(r, "ignore");
-    std::int64_t groupSize = 0;
+    std::int64_t groupSize = r.intOr("group_size", 0);
     if (section.has("config_groups") && section.at("config_groups").is_object()) {
         // ModelOpt writes the compressed-tensors shape of its scheme; only the group size
         // adds to quant_algo.
@@ -306,7 +328,12 @@ Result<void> readModelOpt(const Section& section, QuantizationSpec& q)
             }
         }
     }
-    if (section.has("kv_cache_scheme") && section.at("kv_cache_scheme").is_object()) {
+    if (section.has("kv_cache_scheme") && section.at("kv_cache_scheme").is_string()) {
+        // ModelOpt writes FP8 as an object and copies any other KV algo as its name.
+        section.notModelled("kv_cache_scheme",
+            fmt::format("KV cache scheme \"{}\" is not modelled",
+                section.at("kv_cache_scheme").get<std::string>()));
+    } else if (section.has("kv_cache_scheme") && section.at("kv_cache_scheme").is_object()) {
         JsonReader kv = section.child("kv_cache_scheme").reader();
         const auto bits = kv.intOr("num_bits", 8);
         const std::string type = kv.stringOr("type", "float");
@@ -322,7 +349,11 @@ Result<void> readModelOpt(const Section& section, QuantizationSpec& q)
     if (!r.ok()) {
         return r.error();
     }
-    return setModelOptAlgo(r, algo, groupSize, q);
+    auto modelled = setModelOptAlgo(section, r, algo, groupSize, q);
+    if (!modelled) {
+        return modelled.error();
+    }
+    return success();
 }
 
 } // namespace
@@ -390,6 +421,7 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
     if (!r.ok()) {
         return r.error();
     }
+    const bool trimmed = !top.has("producer") && !r.has("exclude_modules");
     std::optional<DType> kvDtype;
     if (!kvAlgo.empty()) {
         kvDtype = kvCacheAlgo(kvAlgo);
@@ -442,7 +474,24 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
     q.source = "hf_quant_config.json";
     q.excludePatterns = std::move(excluded);
     q.kvCacheDtype = kvDtype;
-    DAY0_TRY(setModelOptAlgo(r, algo, groupSize, q));
+    auto modelled = setModelOptAlgo(section, r, algo, groupSize, q);
+    if (!modelled) {
+        return modelled.error();
+    }
+    if (!*modelled) {
+        return success(); // not modelled: recorded, and the weights are not read as quantised
+    }
+    if (trimmed) {
+        // ModelOpt always writes its producer, and with a single quant_algo the list of the
+        // modules it left unquantised; without both the file is a shortened copy.
+        spec.warnings.push_back(fmt::format("{}: no 'producer' and no 'exclude_modules', which "
+                                            "ModelOpt's own hf_quant_config.json always has "
+                                            "(this copy looks shortened): every Linear the "
+                                            "family's ModelOpt checkpoints quantise is read as "
+                                            "{}; the published checkpoint may leave more "
+                                            "modules unquantised",
+            document.origin, quantSchemeName(q.scheme)));
+    }
     spec.quantization = std::move(q);
     return success();
 }

@@ -59,6 +59,8 @@ constexpr NameToFamily kModelTypes[] = {
     // aiconfigurator's flattened text config; the Hub's multimodal wrapper is minimax_m3_vl.
     { "minimax_m3", Family::MiniMaxM3 },
     { "minimax_m3_vl", Family::MiniMaxM3 },
+    { "nemotron_h", Family::NemotronH },
+    { "nemotron-nas", Family::NemotronNas },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -90,6 +92,8 @@ constexpr NameToFamily kArchitectures[] = {
     { "MiniMaxM2ForCausalLM", Family::MiniMaxM2 },
     { "MiniMaxM3ForCausalLM", Family::MiniMaxM3 },
     { "MiniMaxM3SparseForConditionalGeneration", Family::MiniMaxM3 },
+    { "NemotronHForCausalLM", Family::NemotronH },
+    { "DeciLMForCausalLM", Family::NemotronNas },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -176,6 +180,10 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
         return detail::readMiniMaxM2(input, spec);
     case Family::MiniMaxM3:
         return detail::readMiniMaxM3(input, spec);
+    case Family::NemotronH:
+        return detail::readNemotronH(input, spec);
+    case Family::NemotronNas:
+        return detail::readNemotronNas(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -95,6 +95,12 @@ void addModelOptKvScales(GraphBuilder& b, const std::string& p);
 void addGptOssTextTower(GraphBuilder& builder);
 /// minimax_m2 and minimax_m3 text towers (family_minimax.cpp).
 void addMiniMaxTextTower(GraphBuilder& builder);
+/// The Nemotron-H text tower: backbone.embeddings, one norm + mixer per layer, norm_f, lm_head,
+/// the mtp.layers block (family_nemotron_h.cpp).
+void addNemotronHTextTower(GraphBuilder& builder);
+/// The DeciLM text tower: Llama modules per block_configs entry (family_nemotron_nas.cpp).
+void addNemotronNasTextTower(GraphBuilder& builder);
+
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

@@ -311,6 +311,12 @@ void addTextTower(GraphBuilder& b)
     case Family::MiniMaxM3:
         addMiniMaxTextTower(b);
         return;
+    case Family::NemotronH:
+        addNemotronHTextTower(b);
+        return;
+    case Family::NemotronNas:
+        addNemotronNasTextTower(b);
+        return;
     default:
         break;
     }

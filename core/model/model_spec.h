@@ -434,7 +434,9 @@ struct ModelSpec {
     /// num_mtp_modules), for messages; they hold no tensors.
     std::int64_t declaredMtpModules = 0;
     std::vector<LayerSpec> layers; ///< numLayers entries
-    std::int64_t numMtpLayers = 0; ///< DeepSeek num_nextn_predict_layers
+    /// MTP decoder layers: DeepSeek num_nextn_predict_layers; Nemotron-H steps × the length of
+    /// its MTP pattern (Super "*E": 2).
+    std::int64_t numMtpLayers = 0;
     std::vector<LayerSpec> mtpLayers; ///< numMtpLayers entries: the pattern of each MTP decoder
 
     std::optional<VisionSpec> vision;
