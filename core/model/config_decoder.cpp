@@ -89,6 +89,11 @@ void setLayout(ModelSpec& spec)
         layout.textPrefix = "model.language_model";
         layout.visionPrefix = "model.visual";
         break;
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        setQwenNextLayout(spec);
+        break;
     default:
         break;
     }
@@ -262,6 +267,18 @@ std::vector<std::string> familyInertKeys(Family family)
         // Leftovers of Qwen's training configs that Qwen3Config does not define: HF always
         // builds q_norm/k_norm and takes biases from attention_bias (Qwen3-Coder-480B has both).
         return { "qkv_bias", "use_qk_norm" };
+    case Family::Qwen3Next:
+        // Qwen3NextAttention drops sliding_window: every full-attention layer sees the whole
+        // context whatever use_sliding_window says.
+        return { "use_sliding_window" };
+    case Family::Qwen35:
+        // output_gate_type (NVIDIA's Qwen3.6-27B): HF's attention always gates with a sigmoid
+        // and the gated norm with SiLU; the key selects nothing and names no tensor.
+        return { "output_gate_type" };
+    case Family::Qwen35Moe:
+        // Qwen3_5MoeTextConfig deletes intermediate_size, decoder_sparse_step and
+        // norm_topk_prob: every layer is MoE and the router always renormalises.
+        return { "output_gate_type", "intermediate_size", "decoder_sparse_step", "norm_topk_prob" };
     default:
         return {};
     }

@@ -49,6 +49,9 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen2_5_vl", Family::Qwen25Vl },
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
+    { "qwen3_next", Family::Qwen3Next },
+    { "qwen3_5", Family::Qwen35 },
+    { "qwen3_5_moe", Family::Qwen35Moe },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -71,6 +74,9 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen2_5_VLForConditionalGeneration", Family::Qwen25Vl },
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
+    { "Qwen3NextForCausalLM", Family::Qwen3Next },
+    { "Qwen3_5ForConditionalGeneration", Family::Qwen35 },
+    { "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -145,6 +151,10 @@ Result<void> checkGenericDecoder(const detail::Section& text, const ModelSpec& s
 Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
 {
     switch (spec.family) {
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        return detail::readQwenNext(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -72,6 +72,8 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
+/// The text tower of Qwen3-Next / Qwen3.5 / Qwen3.6 (family_qwen_next_graph.cpp).
+void addQwenNextTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

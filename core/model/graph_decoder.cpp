@@ -252,6 +252,11 @@ void addTextTower(GraphBuilder& b)
     const ModelSpec& s = b.spec();
     // The 2026 families name their checkpoints their own way (family_*.cpp).
     switch (s.family) {
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        addQwenNextTextTower(b);
+        return;
     default:
         break;
     }
