@@ -103,6 +103,12 @@ void setLayout(ModelSpec& spec)
         // loads them): backbone.embeddings, backbone.layers.N, backbone.norm_f.
         layout.textPrefix = "backbone";
         break;
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        setQwenNextLayout(spec);
+>>>>>>> fam-qwen
+        break;
     default:
         break;
     }
@@ -324,6 +330,18 @@ std::vector<std::string> familyInertKeys(Family family)
         return { "expand", "rope_theta", "partial_rotary_factor", "norm_eps", "rms_norm_eps",
             "residual_in_fp32", "time_step_min", "time_step_max", "time_step_floor",
             "time_step_limit", "time_step_rank" };
+    case Family::Qwen3Next:
+        // Qwen3NextAttention drops sliding_window: every full-attention layer sees the whole
+        // context whatever use_sliding_window says.
+        return { "use_sliding_window" };
+    case Family::Qwen35:
+        // output_gate_type (NVIDIA's Qwen3.6-27B): HF's attention always gates with a sigmoid
+        // and the gated norm with SiLU; the key selects nothing and names no tensor.
+        return { "output_gate_type" };
+    case Family::Qwen35Moe:
+        // Qwen3_5MoeTextConfig deletes intermediate_size, decoder_sparse_step and
+        // norm_topk_prob: every layer is MoE and the router always renormalises.
+        return { "output_gate_type", "intermediate_size", "decoder_sparse_step", "norm_topk_prob" };
     default:
         return {};
     }

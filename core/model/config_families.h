@@ -62,6 +62,14 @@ Result<void> readNemotronNas(const ConfigInput& input, ModelSpec& spec);
 /// Sets spec.layout: the tensor-name prefixes of the family's published checkpoints.
 void setLayout(ModelSpec& spec);
 
+/// Qwen3-Next, Qwen3.5 / 3.6 dense and MoE (family_qwen_next.cpp): Gated DeltaNet / gated
+/// attention layers, experts, MTP block, the Qwen3.5 vision tower.
+Result<void> readQwenNext(const ConfigInput& input, ModelSpec& spec);
+
+/// The checkpoint layout of those families (prefixes; fused or per-expert experts, which the
+/// quantisation read after the family reader decides).
+void setQwenNextLayout(ModelSpec& spec);
+
 /// Keys the family's HF modeling code itself ignores (beyond the global inert list).
 std::vector<std::string> familyInertKeys(Family family);
 

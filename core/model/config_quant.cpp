@@ -281,6 +281,22 @@ Result<bool> setModelOptAlgo(const Section& section, JsonReader& r, const std::s
     return false;
 }
 
+// A ModelOpt quant_algo Day0 has no layout for ("MIXED_PRECISION": a scheme per module in
+// quantized_layers, NVIDIA's Qwen3.6 releases): the section is accounted for as not modelled,
+// so the reading fails naming it, or with --partial goes on without the quantisation.
+bool unmodelledModelOptAlgo(const Section& section, const std::string& algo)
+{
+    if (algo.empty() || algo == "NVFP4" || algo == "FP8") {
+        return false; // a missing quant_algo is malformed: setModelOptAlgo says so
+    }
+    section.touchAll();
+    section.notModelled("quant_algo",
+        fmt::format("{}: ModelOpt quant_algo \"{}\" is not modelled (Day0 models \"NVFP4\" and "
+                    "\"FP8\")",
+            section.file, algo));
+    return true;
+}
+
 std::optional<DType> kvCacheAlgo(const std::string& algo)
 {
     if (algo == "FP8") {
@@ -295,6 +311,9 @@ Result<void> readModelOpt(const Section& section, QuantizationSpec& q)
     q.method = "modelopt";
     q.source = "config.json";
     const std::string algo = r.stringOr("quant_algo", "");
+    if (r.ok() && unmodelledModelOptAlgo(section, algo)) {
+        return success();
+    }
     if (r.has("producer")) {
         (void)r.value("producer");
     }
@@ -410,6 +429,9 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
     const Section section = document.child("quantization");
     JsonReader r = section.reader();
     const std::string algo = r.stringOr("quant_algo", "");
+    if (r.ok() && unmodelledModelOptAlgo(section, algo)) {
+        return success();
+    }
     const std::int64_t groupSize = r.intOr("group_size", 0);
     auto excluded = stringArrayOr(r, "exclude_modules");
     const std::string kvAlgo = r.stringOr("kv_cache_quant_algo", "");

@@ -61,6 +61,9 @@ constexpr NameToFamily kModelTypes[] = {
     { "minimax_m3_vl", Family::MiniMaxM3 },
     { "nemotron_h", Family::NemotronH },
     { "nemotron-nas", Family::NemotronNas },
+    { "qwen3_next", Family::Qwen3Next },
+    { "qwen3_5", Family::Qwen35 },
+    { "qwen3_5_moe", Family::Qwen35Moe },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -94,6 +97,9 @@ constexpr NameToFamily kArchitectures[] = {
     { "MiniMaxM3SparseForConditionalGeneration", Family::MiniMaxM3 },
     { "NemotronHForCausalLM", Family::NemotronH },
     { "DeciLMForCausalLM", Family::NemotronNas },
+    { "Qwen3NextForCausalLM", Family::Qwen3Next },
+    { "Qwen3_5ForConditionalGeneration", Family::Qwen35 },
+    { "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -184,6 +190,10 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
         return detail::readNemotronH(input, spec);
     case Family::NemotronNas:
         return detail::readNemotronNas(input, spec);
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        return detail::readQwenNext(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

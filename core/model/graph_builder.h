@@ -101,6 +101,8 @@ void addNemotronHTextTower(GraphBuilder& builder);
 /// The DeciLM text tower: Llama modules per block_configs entry (family_nemotron_nas.cpp).
 void addNemotronNasTextTower(GraphBuilder& builder);
 
+/// The text tower of Qwen3-Next / Qwen3.5 / Qwen3.6 (family_qwen_next_graph.cpp).
+void addQwenNextTextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

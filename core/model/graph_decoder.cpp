@@ -317,6 +317,11 @@ void addTextTower(GraphBuilder& b)
     case Family::NemotronNas:
         addNemotronNasTextTower(b);
         return;
+    case Family::Qwen3Next:
+    case Family::Qwen35:
+    case Family::Qwen35Moe:
+        addQwenNextTextTower(b);
+        return;
     default:
         break;
     }
