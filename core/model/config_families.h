@@ -32,6 +32,10 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec);
 /// decoder, MLA, MoE, RoPE, layer pattern and vision tower.
 Result<void> readClassicFamily(const ConfigInput& input, ModelSpec& spec);
 
+/// DeepSeek-V4 (family_deepseek_v4.cpp): compressed attention per compress_ratios entry,
+/// hyper-connections, hash-routed first layers, FP8 with F8_E8M0 `.scale`, FP4 experts.
+Result<void> readDeepseekV4(const ConfigInput& input, ModelSpec& spec);
+
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);
 

@@ -49,6 +49,7 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen2_5_vl", Family::Qwen25Vl },
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
+    { "deepseek_v4", Family::DeepseekV4 },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -71,6 +72,8 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen2_5_VLForConditionalGeneration", Family::Qwen25Vl },
     { "Qwen3VLForConditionalGeneration", Family::Qwen3Vl },
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
+    // sgl-project's DeepSeek-V4-*-FP8 configs say model_type "deepseek_ref".
+    { "DeepseekV4ForCausalLM", Family::DeepseekV4 },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -145,6 +148,8 @@ Result<void> checkGenericDecoder(const detail::Section& text, const ModelSpec& s
 Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
 {
     switch (spec.family) {
+    case Family::DeepseekV4:
+        return detail::readDeepseekV4(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -72,6 +72,8 @@ bool excludedByPattern(const std::string& module, const std::string& pattern, bo
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
+/// DeepSeek-V4's text tower in DeepSeek's native names (family_deepseek_v4.cpp).
+void addDeepseekV4TextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

@@ -252,6 +252,9 @@ void addTextTower(GraphBuilder& b)
     const ModelSpec& s = b.spec();
     // The 2026 families name their checkpoints their own way (family_*.cpp).
     switch (s.family) {
+    case Family::DeepseekV4:
+        addDeepseekV4TextTower(b);
+        return;
     default:
         break;
     }
