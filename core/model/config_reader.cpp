@@ -50,6 +50,7 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_vl", Family::Qwen3Vl },
     { "qwen3_vl_moe", Family::Qwen3VlMoe },
     { "deepseek_v4", Family::DeepseekV4 },
+    { "glm_moe_dsa", Family::GlmMoeDsa },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -74,6 +75,7 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VlMoe },
     // sgl-project's DeepSeek-V4-*-FP8 configs say model_type "deepseek_ref".
     { "DeepseekV4ForCausalLM", Family::DeepseekV4 },
+    { "GlmMoeDsaForCausalLM", Family::GlmMoeDsa },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -150,6 +152,8 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     switch (spec.family) {
     case Family::DeepseekV4:
         return detail::readDeepseekV4(input, spec);
+    case Family::GlmMoeDsa:
+        return detail::readGlmMoeDsa(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }
