@@ -12,8 +12,10 @@
 //   entry per r tokens; r = 4 (CSA) also keeps the indexer's key per 4 tokens (index_head_dim)
 //   and, like r = 128 (HCA), small fixed F32 compressor states (kv_state and score_state,
 //   2·(coff·r)·(coff·d), coff = 2 for the overlapping r = 4 compressor, 1 otherwise; the CSA
-//   indexer's compressor 2·(2·4)·(2·index_head_dim)). This reproduces the model card's 9.62 GiB
-//   per 1M-token sequence of DeepSeek-V4-Pro in BF16.
+//   indexer's compressor 2·(2·4)·(2·index_head_dim)). The KV-dtype terms reproduce the model
+//   card's "9.62 GiB/sequence (in bf16)" at 1M tokens for DeepSeek-V4-Pro exactly
+//   (10,334,371,840 B); the card does not count the F32 compressor states (18,710,528 B more
+//   for Pro's 31 HCA and 30 CSA layers).
 // - MiniMax-M3 block-sparse layers: full K and V plus one index key of sparse_index_dim per
 //   token (transformers MiniMaxM3VLSparseCacheLayer.update_index).
 // - Gated DeltaNet (Qwen3-Next / Qwen3.5): a conv state of conv_dim × (kernel − 1) in the model

@@ -187,7 +187,8 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec)
     if (spec.family == Family::Llama4) {
         spec.intermediateSize = r.intOr("intermediate_size_mlp", spec.intermediateSize);
     }
-    if (spec.family == Family::DeepseekV3 || spec.family == Family::Glm4Moe) {
+    if (spec.family == Family::DeepseekV3 || spec.family == Family::Glm4Moe
+        || spec.family == Family::GlmMoeDsa) {
         spec.numMtpLayers = r.intOr("num_nextn_predict_layers", 0);
         if (r.ok() && spec.numMtpLayers < 0) {
             r.fail("num_nextn_predict_layers", "must not be negative");
@@ -281,6 +282,12 @@ std::vector<std::string> familyInertKeys(Family family)
     case Family::Glm4Moe:
         // Training-time balancing parameters; Kimi-K2.5's processor switch for video chunks.
         return { "aux_loss_alpha", "seq_aux", "use_unified_vision_chunk" };
+    case Family::GlmMoeDsa:
+        // rope_interleave / indexer_rope_interleave pair the rotary dims inside a head (HF
+        // GlmMoeDsa always interleaves the indexer's); moe_router_dtype is the dtype the
+        // router computes in (float32), not a stored tensor's. No tensor changes with them.
+        return { "aux_loss_alpha", "seq_aux", "rope_interleave", "indexer_rope_interleave",
+            "moe_router_dtype" };
     case Family::Qwen3:
     case Family::Qwen3Moe:
     case Family::Qwen3Vl:

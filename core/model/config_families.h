@@ -48,6 +48,13 @@ Result<void> readMiniMaxM2(const ConfigInput& input, ModelSpec& spec);
 /// minimax_m3 (family_minimax.cpp): the text decoder; block-sparse indexer layers, dense first
 /// layers, shared expert, swigluoai, Gemma-offset norms.
 Result<void> readMiniMaxM3(const ConfigInput& input, ModelSpec& spec);
+/// DeepSeek-V4 (family_deepseek_v4.cpp): compressed attention per compress_ratios entry,
+/// hyper-connections, hash-routed first layers, FP8 with F8_E8M0 `.scale`, FP4 experts.
+Result<void> readDeepseekV4(const ConfigInput& input, ModelSpec& spec);
+
+/// GLM-5 (family_glm_moe_dsa.cpp): MLA with the DSA indexer on every layer or per
+/// indexer_types, dense first layers, routed and shared experts, one MTP layer.
+Result<void> readGlmMoeDsa(const ConfigInput& input, ModelSpec& spec);
 
 /// Reads `quantization_config` of the text part or of the document, if there is one.
 Result<void> readQuantizationOf(const ConfigInput& input, ModelSpec& spec);

@@ -4,6 +4,7 @@
 // not know is never read as unquantised weights.
 
 #include "model/config_sections.h"
+#include "model/graph_builder.h"
 
 #include <fmt/format.h>
 
@@ -31,6 +32,124 @@ std::optional<DType> fp8Dtype(const std::string& name)
         return dtype;
     }
     return std::nullopt;
+}
+
+// ModelOpt MIXED_PRECISION `quantized_layers` (module → {quant_algo, group_size}), sorted. Day0
+// models NVFP4 in groups of 16 for every entry (nvidia DeepSeek-V4-*-NVFP4: the routed experts
+// of each main layer). `ignore` lists what the re-quantisation leaves in the base format; an
+// entry both quantised and ignored is a contradiction.
+Result<std::vector<std::string>> readQuantizedLayers(
+    const Section& parent, const std::vector<std::string>& ignore)
+{
+    JsonReader r = parent.reader();
+    if (!parent.has("quantized_layers") || !parent.at("quantized_layers").is_object()) {
+        r.fail("quantized_layers",
+            "must be an object naming the modules MIXED_PRECISION re-quantises");
+        return r.error();
+    }
+    const Section layers = parent.child("quantized_layers");
+    std::vector<std::string> modules;
+    for (const auto& [name, value] : layers.object.items()) {
+        if (!value.is_object()) {
+            JsonReader l = layers.reader();
+            l.fail(name, "must be an object with quant_algo and group_size");
+            return l.error();
+        }
+        JsonReader e = layers.child(name).reader();
+        const std::string algo = e.stringOr("quant_algo", "");
+        const std::int64_t group = e.intOr("group_size", 16);
+        if (e.ok() && (algo != "NVFP4" || group != 16)) {
+            e.fail("quant_algo",
+                fmt::format("is \"{}\" in groups of {}; Day0 models MIXED_PRECISION layers of "
+                            "\"NVFP4\" in groups of 16",
+                    algo, group));
+        }
+        for (const auto& pattern : ignore) {
+            if (e.ok() && excludedByPattern(name, pattern, false)) {
+                e.fail("quant_algo",
+                    fmt::format("is given for '{}', which the ignore entry \"{}\" leaves "
+                                "unconverted",
+                        name, pattern));
+            }
+        }
+        if (!e.ok()) {
+            return e.error();
+        }
+        modules.push_back(name);
+    }
+    std::sort(modules.begin(), modules.end());
+    return modules;
+}
+
+// ModelOpt MIXED_PRECISION over block FP8 (nvidia DeepSeek-V4-*-NVFP4's config.json): the
+// modules of `quantized_layers` become NVFP4 (moe_quant_algo), the rest stays block FP8.
+Result<void> readMixedPrecision(const Section& section, QuantizationSpec& q)
+{
+    JsonReader r = section.reader();
+    (void)stringOneOf(r, "quant_algo", { "MIXED_PRECISION" }, "MIXED_PRECISION");
+    (void)stringOneOf(r, "moe_quant_algo", { "NVFP4" }, "NVFP4");
+    const std::int64_t group = r.intOr("group_size", 16);
+    const auto ignore = stringArrayOr(r, "ignore");
+    const std::string kvAlgo = r.stringOr("kv_cache_quant_algo", "");
+    if (r.ok() && group != 16) {
+        r.fail("group_size", fmt::format("is {}; NVFP4 scales groups of 16", group));
+    }
+    if (r.ok() && !kvAlgo.empty()) {
+        if (kvAlgo == "FP8") {
+            q.kvCacheDtype = DType::F8E4M3;
+        } else {
+            section.notModelled("kv_cache_quant_algo",
+                fmt::format("KV cache quant algo \"{}\" is not modelled", kvAlgo));
+        }
+    }
+    if (!r.ok()) {
+        return r.error();
+    }
+    if (section.has("config_groups") && section.at("config_groups").is_object()) {
+        // The compressed-tensors description of the NVFP4 part: 4-bit floats in groups of 16
+        // for weights and (dynamic-free, calibrated) input activations.
+        const Section groups = section.child("config_groups");
+        for (const auto& [name, value] : groups.object.items()) {
+            if (!value.is_object()) {
+                continue;
+            }
+            const Section g = groups.child(name);
+            JsonReader gr = g.reader();
+            const auto targets = stringArrayOr(gr, "targets");
+            if (gr.ok() && (targets.size() != 1 || targets[0] != "Linear")) {
+                gr.fail("targets", "must be [\"Linear\"] (other targets are not modelled)");
+            }
+            if (!gr.ok()) {
+                return gr.error();
+            }
+            for (const char* key : { "weights", "input_activations" }) {
+                if (!g.has(key) || !g.at(key).is_object()) {
+                    continue;
+                }
+                JsonReader w = g.child(key).reader();
+                const auto bits = w.intOr("num_bits", 4);
+                const std::string type = w.stringOr("type", "float");
+                const auto size = w.intOr("group_size", 16);
+                boolMustBe(w, "dynamic", false);
+                if (w.ok() && (bits != 4 || type != "float" || size != 16)) {
+                    w.fail("num_bits",
+                        fmt::format("{}-bit {} in groups of {} is not the NVFP4 Day0 models", bits,
+                            type, size));
+                }
+                if (!w.ok()) {
+                    return w.error();
+                }
+            }
+        }
+    }
+    auto modules = readQuantizedLayers(section, ignore);
+    if (!modules) {
+        return modules.error();
+    }
+    q.mixedModules = std::move(*modules);
+    q.mixedScheme = QuantScheme::Nvfp4;
+    q.mixedGroupSize = 16;
+    return success();
 }
 
 Result<void> readBlockFp8(const Section& section, QuantizationSpec& q, ModelSpec& spec)
@@ -72,6 +191,9 @@ Result<void> readBlockFp8(const Section& section, QuantizationSpec& q, ModelSpec
         return r.error();
     }
     (void)spec;
+    if (r.has("quant_algo")) {
+        return readMixedPrecision(section, q);
+    }
     return success();
 }
 
@@ -451,6 +573,32 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
             section.notModelled("kv_cache_quant_algo",
                 fmt::format("KV cache quant algo \"{}\" is not modelled", kvAlgo));
         }
+    }
+    if (algo == "MIXED_PRECISION") {
+        // The same description as config.json's quantization_config (nvidia DeepSeek-V4-NVFP4
+        // ships both); without it the base format is unknown.
+        if (!spec.quantization || !spec.quantization->mixedScheme) {
+            section.touchAll();
+            section.notModelled("quant_algo",
+                "MIXED_PRECISION without a config.json quantization_config describing the "
+                "base format is not modelled");
+            return success();
+        }
+        auto modules = readQuantizedLayers(section, excluded);
+        if (!modules) {
+            return modules.error();
+        }
+        if (*modules != spec.quantization->mixedModules || groupSize != 16) {
+            r.fail("quantized_layers",
+                fmt::format("lists {} modules in groups of {} but config.json's "
+                            "quantization_config lists {} in groups of 16",
+                    modules->size(), groupSize, spec.quantization->mixedModules.size()));
+            return r.error();
+        }
+        if (kvDtype && !spec.quantization->kvCacheDtype) {
+            spec.quantization->kvCacheDtype = kvDtype;
+        }
+        return success();
     }
     if (spec.quantization) {
         // config.json already says how the weights are stored; the two must agree.

@@ -64,6 +64,8 @@ constexpr NameToFamily kModelTypes[] = {
     { "qwen3_next", Family::Qwen3Next },
     { "qwen3_5", Family::Qwen35 },
     { "qwen3_5_moe", Family::Qwen35Moe },
+    { "deepseek_v4", Family::DeepseekV4 },
+    { "glm_moe_dsa", Family::GlmMoeDsa },
 };
 
 // architectures[0] values, for configs whose model_type is a private name (fine-tunes, forks).
@@ -100,6 +102,9 @@ constexpr NameToFamily kArchitectures[] = {
     { "Qwen3NextForCausalLM", Family::Qwen3Next },
     { "Qwen3_5ForConditionalGeneration", Family::Qwen35 },
     { "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe },
+    // sgl-project's DeepSeek-V4-*-FP8 configs say model_type "deepseek_ref".
+    { "DeepseekV4ForCausalLM", Family::DeepseekV4 },
+    { "GlmMoeDsaForCausalLM", Family::GlmMoeDsa },
 };
 
 constexpr std::array<const char*, 5> kDecoderKeys { "hidden_size", "num_hidden_layers",
@@ -194,6 +199,10 @@ Result<void> readFamily(const detail::ConfigInput& input, ModelSpec& spec)
     case Family::Qwen35:
     case Family::Qwen35Moe:
         return detail::readQwenNext(input, spec);
+    case Family::DeepseekV4:
+        return detail::readDeepseekV4(input, spec);
+    case Family::GlmMoeDsa:
+        return detail::readGlmMoeDsa(input, spec);
     default:
         return detail::readClassicFamily(input, spec);
     }

@@ -504,6 +504,7 @@ Result<void> readMoe(const Section& text, ModelSpec& spec)
     case Family::DeepseekV2:
     case Family::DeepseekV3:
     case Family::Glm4Moe:
+    case Family::GlmMoeDsa:
         return readDeepseekMoe(r, spec);
     case Family::Qwen2Moe:
     case Family::Qwen3Moe:

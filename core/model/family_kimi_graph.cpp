@@ -118,7 +118,7 @@ void addKimiLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
     if (layer.mixer == MixerKind::KimiDelta) {
         addKdaAttention(b, p + ".self_attn");
     } else {
-        addMlaAttention(b, p + ".self_attn");
+        addMlaAttention(b, p + ".self_attn", layer);
     }
     if (attnRes) {
         addAttnRes(b, p + ".mlp");

@@ -81,7 +81,8 @@ void addKimiLinearTextTower(GraphBuilder& builder);
 void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Component component);
 /// DeepSeek MLA under `<p>` (q_a/q_b or q_proj, kv_a_proj_with_mqa, kv_b, o; the DSA indexer;
 /// Kimi-K3's output gate `g_proj` with spec.mla.outputGate).
-void addMlaAttention(GraphBuilder& b, const std::string& p);
+/// The indexer is added on the layer's SparseMla layers only.
+void addMlaAttention(GraphBuilder& b, const std::string& p, const LayerSpec& layer);
 /// A router `<module>.weight` [experts, hidden] and its `e_score_correction_bias`.
 void addRouter(GraphBuilder& b, const std::string& module);
 /// Routed experts stored one module per expert, `<p>.<e>.<gate|up|down>`, at spec.moe's widths
@@ -103,6 +104,8 @@ void addNemotronNasTextTower(GraphBuilder& builder);
 
 /// The text tower of Qwen3-Next / Qwen3.5 / Qwen3.6 (family_qwen_next_graph.cpp).
 void addQwenNextTextTower(GraphBuilder& builder);
+/// DeepSeek-V4's text tower in DeepSeek's native names (family_deepseek_v4.cpp).
+void addDeepseekV4TextTower(GraphBuilder& builder);
 /// Adds the vision tower (patch embedding, blocks, mergers, projector) when the spec has one.
 void addVisionTower(GraphBuilder& builder);
 

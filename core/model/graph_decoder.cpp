@@ -24,6 +24,9 @@
 //   num_hidden_layers ignored by HF via _keys_to_ignore_on_load_unexpected "model.layers.92.*").
 //   GLM-4.6 omits the MTP layer's embed_tokens and shared_head.head (vLLM issue #25993), so both
 //   are marked optional.
+// - GLM-5 (glm_moe_dsa): the DeepSeek-V3.2 layers with an indexer only on SparseMla layers
+//   (GLM-5.2's indexer_types) and an MTP layer without embed_tokens / shared_head.head
+//   (sources in family_glm_moe_dsa.cpp).
 // - Qwen3-VL-MoE: fused experts gate_up_proj [E, H, 2I] / down_proj [E, I, H] as stored in
 //   Qwen/Qwen3-VL-30B-A3B-Instruct's safetensors.
 
@@ -72,8 +75,9 @@ void addStandardAttention(GraphBuilder& b, const std::string& p)
 } // namespace
 
 // DeepSeek multi-head latent attention (DeepseekV3Attention): the latent down-projections are
-// replicated, the per-head up-projections column-parallel.
-void addMlaAttention(GraphBuilder& b, const std::string& p)
+// replicated, the per-head up-projections column-parallel. SparseMla layers add the DSA indexer
+// (GLM-5.2's "shared" layers reuse an earlier one's and have none).
+void addMlaAttention(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 {
     const ModelSpec& s = b.spec();
     const MlaSpec& m = s.mla;
@@ -99,7 +103,7 @@ void addMlaAttention(GraphBuilder& b, const std::string& p)
         b.linear(p + ".g_proj", s.numHeads * m.vHeadDim, h, { R::ColumnParallel, c });
     }
     b.linear(p + ".o_proj", h, s.numHeads * m.vHeadDim, { R::RowParallel, c, s.attentionBias });
-    if (m.indexerHeads > 0) {
+    if (m.indexerHeads > 0 && layer.mixer == MixerKind::SparseMla) {
         const std::string ix = p + ".indexer";
         b.linear(
             ix + ".wq_b", m.indexerHeads * m.indexerHeadDim, m.qLoraRank, { R::Replicated, c });
@@ -252,7 +256,7 @@ void addDecoderLayer(GraphBuilder& b, const std::string& p, const LayerSpec& lay
     const ModelSpec& s = b.spec();
     b.norm(p + ".input_layernorm", s.hiddenSize);
     if (s.attention == AttentionKind::MLA) {
-        addMlaAttention(b, p + ".self_attn");
+        addMlaAttention(b, p + ".self_attn", layer);
         addModelOptKvScales(b, p + ".self_attn");
     } else {
         addStandardAttention(b, p + ".self_attn");
@@ -272,9 +276,14 @@ void addMtpLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
     const ModelSpec& s = b.spec();
     const std::int64_t h = s.hiddenSize;
     const bool glm = s.family == Family::Glm4Moe;
-    b.tensor(p + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-    b.last().optional = glm;
+    // GLM-5's published MTP layer has neither embed_tokens nor shared_head.head: it reuses
+    // model.embed_tokens and lm_head.
+    const bool own = s.family != Family::GlmMoeDsa;
+    if (own) {
+        b.tensor(p + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
+            Component::Embedding);
+        b.last().optional = glm;
+    }
     b.norm(p + ".enorm", h);
     b.norm(p + ".hnorm", h);
     // eh_proj is BF16 in the FP8 checkpoints (published R1 listing) and small: replicated.
@@ -282,9 +291,11 @@ void addMtpLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
     eh.quantizable = false;
     b.linear(p + ".eh_proj", h, 2 * h, eh);
     b.norm(p + ".shared_head.norm", h);
-    b.tensor(p + ".shared_head.head.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::LmHead);
-    b.last().optional = glm;
+    if (own) {
+        b.tensor(p + ".shared_head.head.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
+            Component::LmHead);
+        b.last().optional = glm;
+    }
     addDecoderLayer(b, p, layer);
 }
 
@@ -321,6 +332,9 @@ void addTextTower(GraphBuilder& b)
     case Family::Qwen35:
     case Family::Qwen35Moe:
         addQwenNextTextTower(b);
+        return;
+    case Family::DeepseekV4:
+        addDeepseekV4TextTower(b);
         return;
     default:
         break;

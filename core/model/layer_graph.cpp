@@ -17,6 +17,9 @@ bool isVision(BlockKind kind)
 std::int64_t activeParams(const TensorSpec& t, std::int64_t topK)
 {
     const std::int64_t p = t.params();
+    if (t.lookupTable) {
+        return 0;
+    }
     if (t.expert >= 0) {
         return t.expert < topK ? p : 0;
     }

@@ -58,6 +58,9 @@ struct TensorSpec {
     std::int64_t packedExperts = 0; ///< >0 for fused [E, ...] expert tensors (experts in dim 0)
     std::int32_t packFactor = 1; ///< logical weights per stored element (8: INT4 packed in I32)
     bool optional = false; ///< some published checkpoints of the family omit it (see its note)
+    /// An integer table indexed by token id (DeepSeek-V4's hash-routing `tid2eid`): stored and
+    /// counted in totals, but no token computes with it, so it is not in the active count.
+    bool lookupTable = false;
     /// A second dtype published checkpoints of the family store it in (Qwen3.5 keeps A_log in
     /// F32, Qwen3.6 in BF16; config.json cannot tell them apart); equal to dtype when there is
     /// one. Counts and bytes use dtype.

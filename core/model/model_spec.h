@@ -227,6 +227,12 @@ struct QuantizationSpec {
     /// (Kimi-K3: its latent projections and AttnRes projections are Linear modules the list does
     /// not name, yet stored in BF16).
     bool routedExpertsOnly = false;
+    /// ModelOpt MIXED_PRECISION over this format (nvidia DeepSeek-V4-*-NVFP4): the modules its
+    /// `quantized_layers` names ("layers.3.ffn.experts") are re-quantised to mixedScheme, with
+    /// their sub-modules; every other module keeps the scheme above.
+    std::vector<std::string> mixedModules;
+    std::optional<QuantScheme> mixedScheme;
+    std::int64_t mixedGroupSize = 0; ///< group size of mixedScheme
 };
 
 /// The vision tower of a multimodal model (Qwen VL towers, Kimi-K2.5's MoonViT, Gemma-4's,
