@@ -107,7 +107,6 @@ void setLayout(ModelSpec& spec)
     case Family::Qwen35:
     case Family::Qwen35Moe:
         setQwenNextLayout(spec);
->>>>>>> fam-qwen
         break;
     default:
         break;

@@ -413,9 +413,13 @@ bool unmodelledModelOptAlgo(const Section& section, const std::string& algo)
     }
     section.touchAll();
     section.notModelled("quant_algo",
-        fmt::format("{}: ModelOpt quant_algo \"{}\" is not modelled (Day0 models \"NVFP4\" and "
-                    "\"FP8\")",
-            section.file, algo));
+        algo == "MIXED_PRECISION"
+            ? fmt::format("{}: ModelOpt quant_algo \"MIXED_PRECISION\" (a format per module, "
+                          "listed in 'quantized_layers') is not modelled",
+                  section.file)
+            : fmt::format("{}: ModelOpt quant_algo \"{}\" is not modelled (Day0 models \"NVFP4\" "
+                          "and \"FP8\")",
+                  section.file, algo));
     return true;
 }
 
@@ -551,7 +555,11 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
     const Section section = document.child("quantization");
     JsonReader r = section.reader();
     const std::string algo = r.stringOr("quant_algo", "");
-    if (r.ok() && unmodelledModelOptAlgo(section, algo)) {
+    // MIXED_PRECISION is modelled where config.json describes its base format (DeepSeek-V4's
+    // NVFP4 releases); elsewhere (Qwen3.6, Nemotron-3 Super NVFP4) it is not.
+    const bool mixedOverBase = algo == "MIXED_PRECISION" && spec.quantization
+        && spec.quantization->mixedScheme.has_value();
+    if (r.ok() && !mixedOverBase && unmodelledModelOptAlgo(section, algo)) {
         return success();
     }
     const std::int64_t groupSize = r.intOr("group_size", 0);

@@ -467,7 +467,7 @@ void addAttention(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 
 // Router `gate` [E, H] and the selection bias, both kept in F32 by the published checkpoints
 // (every quantised release excludes the gate).
-void addRouter(GraphBuilder& b, const std::string& p)
+void addMiniMaxRouter(GraphBuilder& b, const std::string& p)
 {
     const ModelSpec& s = b.spec();
     const MoeSpec& moe = *s.moe;
@@ -531,7 +531,7 @@ void addLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
         return;
     }
     const std::string moe = p + ".block_sparse_moe";
-    addRouter(b, moe);
+    addMiniMaxRouter(b, moe);
     addExperts(b, moe + ".experts");
     if (s.moe->sharedIntermediate > 0) {
         addMlp(b, moe + ".shared_experts", s.moe->sharedIntermediate, Component::SharedExperts);

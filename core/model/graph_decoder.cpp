@@ -124,10 +124,15 @@ void addModelOptKvScales(GraphBuilder& b, const std::string& p)
     // ModelOpt's FP8 KV cache: one F32 scale for K and one for V per attention layer, named
     // after k_proj / v_proj even for MLA, which has neither (the Kimi-K2.5-NVFP4 tensor listing:
     // 278,341 tensors = ... + 61·2 of these; research kimi_ct.md §4.5).
+    // Seen in the Kimi-K2.5-NVFP4 listing only; other MLA exports (GLM-5-NVFP4) are expected
+    // to carry them under the same names, unverified: optional there.
+    const bool verified = b.spec().vision && b.spec().vision->kind == "moonvit";
     b.tensor(p + ".k_proj.k_scale", {}, DType::F32, R::Replicated, Component::Attention,
         TensorKind::Scale);
+    b.last().optional = !verified;
     b.tensor(p + ".v_proj.v_scale", {}, DType::F32, R::Replicated, Component::Attention,
         TensorKind::Scale);
+    b.last().optional = !verified;
 }
 
 // Routed experts stored one module per expert: `<p>.<E>.<gate>/<up>/<down>`.

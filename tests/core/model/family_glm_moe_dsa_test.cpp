@@ -265,9 +265,11 @@ TEST(GlmMoeDsa, NvidiaNvfp4QuantisesMlpsAndExperts)
     expectTensor(g, "lm_head.weight", { 154880, 6144 }, DType::BF16);
     const ParameterCounts c = g.countParameters();
     EXPECT_EQ(c.mainModel, 743'911'218'432);
-    // Derived: 59,870 + 3 per NVFP4 Linear (3·3 dense + 75·771 expert and shared).
-    EXPECT_EQ(c.tensors, 59'870 + 3 * (9 + 75 * 771));
-    EXPECT_EQ(totalBytes(g), 460'817'131'856);
+    // Derived: 59,870 + 3 per NVFP4 Linear (3·3 dense + 75·771 expert and shared), + the FP8
+    // KV cache's two F32 scalar scales (k_proj.k_scale, v_proj.v_scale, optional: names as in the
+    // Kimi-K2.5-NVFP4 listing) on the 78 layers and the MTP layer.
+    EXPECT_EQ(c.tensors, 59'870 + 3 * (9 + 75 * 771) + 2 * 79);
+    EXPECT_EQ(totalBytes(g), 460'817'131'856 + 8 * 79);
 }
 
 // MLA latent 512 + rope 64 per layer, plus the indexer's key of 128 where a layer has one
@@ -385,6 +387,7 @@ TEST(GlmMoeDsa, NvidiaNvfp4InConfigJsonQuantisesRoutedExpertsOnly)
     expectTensor(g, "model.layers.0.mlp.gate_proj.weight", { 12288, 6144 }, DType::BF16);
     expectTensor(g, "model.layers.10.self_attn.q_b_proj.weight", { 16384, 2048 }, DType::BF16);
     expectTensor(g, "model.layers.78.mlp.experts.0.up_proj.weight", { 2048, 6144 }, DType::BF16);
-    // Only routed experts: 75 layers × 256 × 3 Linear modules gain three tensors each.
-    EXPECT_EQ(g.countParameters().tensors, 59'585 + 3 * 75 * 256 * 3);
+    // Only routed experts: 75 layers × 256 × 3 Linear modules gain three tensors each; the FP8
+    // KV cache adds two scalar scales per MLA layer (78 + MTP).
+    EXPECT_EQ(g.countParameters().tensors, 59'585 + 3 * 75 * 256 * 3 + 2 * 79);
 }

@@ -314,7 +314,7 @@ TEST(GptOssErrors, OtherQuantisationIsNotModelled)
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, ErrorCode::BadInput);
     EXPECT_TRUE(contains(r.error().message, "quantization_config")) << r.error().message;
-    EXPECT_TRUE(contains(r.error().message, "fp8-block")) << r.error().message;
+    EXPECT_TRUE(contains(r.error().message, "block_fp8")) << r.error().message;
 }
 
 TEST(GptOssErrors, UnknownKeyIsNamed)
