@@ -30,6 +30,9 @@ struct ConvertArgs {
 
 int runConvert(const ConvertArgs& args, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("convert", args.path, global)) {
+        return *refused;
+    }
     const auto dtype = parseDTypeLoose(args.dtype);
     if (!dtype) {
         return reportError(Error::badInput(

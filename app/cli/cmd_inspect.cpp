@@ -4,6 +4,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "inspect_tensors.h"
+#include "model/cache_footprint.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "model/model_summary.h"
@@ -68,9 +69,36 @@ std::string componentTable(const ParameterCounts& c)
     return table.render();
 }
 
+std::string formatTable(const LayerGraph& graph)
+{
+    Table table({ "part", "stored as", "parameters", "bytes" },
+        { Table::Align::Left, Table::Align::Left, Table::Align::Right, Table::Align::Right });
+    for (const auto& f : weightFormats(graph)) {
+        table.addRow({ componentName(f.component), f.format, count(f.params),
+            formatBytes(Bytes(f.bytes)) });
+    }
+    return table.render();
+}
+
+std::string cacheTable(const ModelSpec& spec)
+{
+    const double context = double(std::max<std::int64_t>(spec.maxPositions, 1));
+    Table table({ "layer kind", "layers", "KV per token", "fixed per sequence",
+                    fmt::format("one {}-token sequence", formatCount(context)) },
+        { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right,
+            Table::Align::Right });
+    for (const auto& k : cacheByKind(spec, context, 2.0)) {
+        table.addRow({ mixerKindName(k.kind), std::to_string(k.layers),
+            k.bytesPerToken > 0 ? formatBytes(Bytes(std::int64_t(k.bytesPerToken))) : "-",
+            k.fixedBytes > 0 ? formatBytes(Bytes(std::int64_t(k.fixedBytes))) : "-",
+            formatBytes(Bytes(std::int64_t(k.bytes))) });
+    }
+    return table.render();
+}
+
 int runInspect(const std::string& modelArg, const GlobalOptions& global)
 {
-    auto spec = loadModel(modelArg);
+    auto spec = loadModel(modelArg, readOptions(global));
     if (!spec) {
         return reportError(spec.error());
     }
@@ -84,6 +112,7 @@ int runInspect(const std::string& modelArg, const GlobalOptions& global)
         fmt::print("{}\n", inspectJson(graph, counts).dump(2));
         return 0;
     }
+    fmt::print("{}", partialBanner(*spec));
     fmt::print("{}  ({})\n\n", spec->name, spec->origin);
     Table arch({ "", "" });
     for (const auto& line : describeArchitecture(*spec)) {
@@ -95,6 +124,13 @@ int runInspect(const std::string& modelArg, const GlobalOptions& global)
     const std::string rendered = arch.render();
     fmt::print("{}\n", rendered.substr(rendered.find('\n', rendered.find('\n') + 1) + 1));
     fmt::print("{}\n{}", parameterTable(counts), componentTable(counts));
+    fmt::print("\nweights as stored\n{}", formatTable(graph));
+    fmt::print("\nKV cache and state per layer kind (BF16 KV, one sequence at the full context)\n"
+               "{}",
+        cacheTable(*spec));
+    for (const auto& note : spec->notes) {
+        fmt::print("note: {}\n", note);
+    }
     if (!spec->warnings.empty()) {
         fmt::print("\n{} warning(s), see above\n", spec->warnings.size());
     }

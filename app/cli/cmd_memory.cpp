@@ -223,7 +223,7 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
     if (!cluster) {
         return reportError(cluster.error());
     }
-    auto spec = model::loadModel(a.model);
+    auto spec = model::loadModel(a.model, readOptions(global));
     if (!spec) {
         return reportError(spec.error());
     }
@@ -270,6 +270,7 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         j["model"] = spec->name;
         j["cluster"] = cluster->name;
+        addPartialJson(j, *spec);
         if (a.groups) {
             j["groups"] = groupsJson(RankLayout(*layout), summary.hasMoe());
         }
@@ -278,6 +279,7 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
     }
 
     const Layout& l = *layout;
+    fmt::print("{}", partialBanner(*spec));
     fmt::print("Model    {} ({})\n", spec->name, spec->origin);
     fmt::print("Cluster  {}: {}\n", cluster->name, cluster->describe());
     fmt::print("Plan     {} → {} GPUs: tp {} × cp {} × dp {} × pp {}", formatPlan(l.toPlan()),
@@ -315,6 +317,14 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
         table.render());
 
     const auto& top = report.perRank.front();
+    if (!top.kvByKind.empty()) {
+        std::string kinds;
+        for (const auto& k : top.kvByKind) {
+            kinds += fmt::format("{}{} {} ({} layers)", kinds.empty() ? "" : ", ",
+                model::mixerKindName(k.kind), gib(k.bytes), k.layers);
+        }
+        fmt::print("KV cache and state of rank {} by layer kind: {}.\n", top.rank, kinds);
+    }
     fmt::print(
         "Buffers of rank {}: runtime reserve {} (CUDA context {:.2f} GiB + NCCL {:.2f} GiB per "
         "communicator), pipeline/ring buffers {}, MoE dispatch {}, ZeRO {}, fragmentation {}.\n",

@@ -50,6 +50,9 @@ std::string sci(double v)
 
 int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("opcheck", a.model, global)) {
+        return *refused;
+    }
     auto spec = model::loadModel(a.model);
     if (!spec) {
         return reportError(spec.error());

@@ -288,7 +288,7 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     if (!cluster) {
         return reportError(cluster.error());
     }
-    auto spec = model::loadModel(a.model);
+    auto spec = model::loadModel(a.model, readOptions(global));
     if (!spec) {
         return reportError(spec.error());
     }
@@ -366,11 +366,13 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         j["world"] = cluster->worldSize();
         j["mode"] = modeName(*mode);
         j["device_memory"] = std::int64_t(cluster->deviceMemory());
+        addPartialJson(j, *spec);
         fmt::print("{}\n", j.dump(2));
         return r.feasible > 0 ? 0 : 1;
     }
 
     const auto counts = graph.countParameters();
+    fmt::print("{}", partialBanner(*spec));
     fmt::print("Model    {}\n", modelLine(*spec, counts, summary));
     fmt::print("Cluster  {}: {}\n", cluster->name, cluster->describe());
     if (*mode == Mode::Train) {

@@ -213,6 +213,9 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
 
 int runRun(const RunArgs& a, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("run", a.checkpoint, global)) {
+        return *refused;
+    }
     if (!a.planned.plan.empty()) {
         return runRunPlanned(a, global);
     }

@@ -28,6 +28,9 @@ struct ShardArgs {
 
 int runShard(const ShardArgs& args, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("shard", args.path, global)) {
+        return *refused;
+    }
     auto layout = ck::parseShardLayout(args.plan);
     if (!layout) {
         return reportError(layout.error());

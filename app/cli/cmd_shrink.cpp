@@ -27,6 +27,9 @@ struct ShrinkArgs {
 
 int runShrink(ShrinkArgs args, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("shrink", args.model, global)) {
+        return *refused;
+    }
     if (args.maxShardMb <= 0) {
         return reportError(Error::badInput("--max-shard-size must be positive (MB)"));
     }

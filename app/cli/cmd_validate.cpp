@@ -48,6 +48,9 @@ std::string statusMark(pipeline::StepStatus status)
 
 int runValidate(ValidateArgs a, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("validate", a.options.model, global)) {
+        return *refused;
+    }
     a.options.work = a.work;
     extend::PluginRegistry registry;
     auto backend = extend::openRunBackend(registry, a.backend, a.device);

@@ -78,6 +78,9 @@ ck::Manifest restrictTo(const ck::Manifest& m, const std::vector<std::string>& f
 /// Keeps the verification as a run in the store (history): verdict, counts and every problem.
 int runVerify(const VerifyArgs& args, const GlobalOptions& global)
 {
+    if (auto refused = refusePartial("verify", args.path, global)) {
+        return *refused;
+    }
     const auto start = std::chrono::steady_clock::now();
     auto opened = ck::Checkpoint::open(args.path);
     if (!opened) {
