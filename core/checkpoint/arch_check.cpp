@@ -43,11 +43,14 @@ TensorReport checkTensors(const Checkpoint& checkpoint, const model::LayerGraph&
                     = fmt::format("{}: tensor '{}' has shape {} but the architecture expects {}",
                         displayPath(checkpoint.root() / t.file), t.name, formatShape(t.shape),
                         formatShape(spec.shape));
-            } else if (!t.dtype || *t.dtype != spec.dtype) {
+            } else if (!t.dtype || (*t.dtype != spec.dtype && t.dtype != spec.altDtype)) {
+                // altDtype: the family's published checkpoints store it either way (Qwen3.5's
+                // F32 A_log, Qwen3.6's BF16), which config.json cannot tell apart.
                 row.status = TensorStatus::WrongDtype;
-                row.message = fmt::format("{}: tensor '{}' is {} but the architecture expects {}",
+                row.message = fmt::format("{}: tensor '{}' is {} but the architecture expects {}{}",
                     displayPath(checkpoint.root() / t.file), t.name, t.dtypeName,
-                    dtypeName(spec.dtype));
+                    dtypeName(spec.dtype),
+                    spec.altDtype ? fmt::format(" or {}", dtypeName(*spec.altDtype)) : "");
             }
         }
         report.rows.push_back(std::move(row));
