@@ -74,8 +74,8 @@ std::string formatTable(const LayerGraph& graph)
     Table table({ "part", "stored as", "parameters", "bytes" },
         { Table::Align::Left, Table::Align::Left, Table::Align::Right, Table::Align::Right });
     for (const auto& f : weightFormats(graph)) {
-        table.addRow({ componentName(f.component), f.format, count(f.params),
-            formatBytes(Bytes(f.bytes)) });
+        table.addRow(
+            { componentName(f.component), f.format, count(f.params), formatBytes(Bytes(f.bytes)) });
     }
     return table.render();
 }

@@ -2,19 +2,20 @@
 
 #include "history/recording.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
-#include <fmt/format.h>
 
 namespace day0::cli {
 
 namespace {
 
-    std::vector<Command>& registry()
-    {
-        static std::vector<Command> list;
-        return list;
-    }
+std::vector<Command>& registry()
+{
+    static std::vector<Command> list;
+    return list;
+}
 
 } // namespace
 

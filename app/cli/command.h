@@ -6,6 +6,7 @@
 #include "model/model_spec.h"
 
 #include <CLI/CLI.hpp>
+
 #include <functional>
 #include <optional>
 #include <string>

@@ -3,8 +3,9 @@
 #include "command.h"
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <fmt/format.h>
+
+#include <cstdio>
 
 int main(int argc, char** argv)
 {
@@ -17,8 +18,9 @@ int main(int argc, char** argv)
     GlobalOptions global;
     app.add_flag("--json", global.json, "machine-readable output on stdout")->configurable(false);
     app.add_flag("-q,--quiet", global.quiet, "no progress bars");
-    app.add_option("--store", global.store, "run store file (default: $DAY0_STORE, else "
-                                            "$XDG_DATA_HOME/day0/runs.sqlite)");
+    app.add_option("--store", global.store,
+        "run store file (default: $DAY0_STORE, else "
+        "$XDG_DATA_HOME/day0/runs.sqlite)");
     app.add_flag("--no-record", global.noRecord, "do not record this command's result as a run");
     app.add_flag("--partial", global.partial,
         "read a model whose config has structure Day0 does not model: figures leave it out "

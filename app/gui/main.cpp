@@ -84,8 +84,12 @@ int main(int argc, char** argv)
     const QCommandLineOption checkpointOption(QStringLiteral("checkpoint"),
         QStringLiteral("Open a checkpoint (folder, .safetensors or .gguf) in the model panel."),
         QStringLiteral("path"));
+    const QCommandLineOption partialOption(QStringLiteral("partial"),
+        QStringLiteral("Read a model whose config has structure Day0 does not model: every panel "
+                       "leaves it out and says so."));
     parser.addOptions({ screenshotOption, outOption, themeOption, clusterOption, modeOption,
-        planOption, storeOption, noRecordOption, traceOption, compareOption, checkpointOption });
+        planOption, storeOption, noRecordOption, traceOption, compareOption, checkpointOption,
+        partialOption });
     parser.process(app);
 
     const bool screenshot = parser.isSet(screenshotOption);
@@ -145,7 +149,8 @@ int main(int argc, char** argv)
     QObject::connect(&session, &Session::traceOpenFailed,
         [&openError](const QString& message) { openError = message; });
     const QStringList positional = parser.positionalArguments();
-    window.openModel(positional.isEmpty() ? preferences.defaultModel : positional.first());
+    window.openModel(positional.isEmpty() ? preferences.defaultModel : positional.first(),
+        parser.isSet(partialOption));
     if (parser.isSet(traceOption)) {
         session.requestTraceOpen(parser.values(traceOption), Session::TraceSlot::Primary);
     }

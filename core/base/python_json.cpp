@@ -111,8 +111,8 @@ void restore(Json& value, const std::string& marker, const std::string& path,
 
 // Where a byte of the quoted text came from in the original (replacements are recorded as
 // (end of the replacement in the quoted text, bytes it added)).
-std::size_t originalOffset(std::size_t quotedOffset,
-    const std::vector<std::pair<std::size_t, std::size_t>>& shifts)
+std::size_t originalOffset(
+    std::size_t quotedOffset, const std::vector<std::pair<std::size_t, std::size_t>>& shifts)
 {
     std::size_t added = 0;
     for (const auto& [end, extra] : shifts) {
@@ -152,15 +152,15 @@ Result<PythonJson<Json>> parseAs(const std::string& text, const std::string& ori
         std::string what = e.what();
         const auto colon = what.find(": ");
         what = colon == std::string::npos ? what : what.substr(colon + 2);
-        return Error::badInput(fmt::format(
-            "{}: malformed JSON: parse error at line {}, column {}: {}", origin, line, column, what));
+        return Error::badInput(
+            fmt::format("{}: malformed JSON: parse error at line {}, column {}: {}", origin, line,
+                column, what));
     }
     restore(out.value, marker, std::string(), out.nonFinite);
     return out;
 }
 
-template <typename Json>
-void quoteNumbers(Json& value, const std::string& marker)
+template <typename Json> void quoteNumbers(Json& value, const std::string& marker)
 {
     if (value.is_structured()) {
         for (auto& item : value) {
@@ -178,14 +178,14 @@ void quoteNumbers(Json& value, const std::string& marker)
 
 } // namespace
 
-Result<PythonJson<nlohmann::json>> parsePythonJson(const std::string& text,
-    const std::string& origin)
+Result<PythonJson<nlohmann::json>> parsePythonJson(
+    const std::string& text, const std::string& origin)
 {
     return parseAs<nlohmann::json>(text, origin);
 }
 
-Result<PythonJson<nlohmann::ordered_json>> parsePythonJsonOrdered(const std::string& text,
-    const std::string& origin)
+Result<PythonJson<nlohmann::ordered_json>> parsePythonJsonOrdered(
+    const std::string& text, const std::string& origin)
 {
     return parseAs<nlohmann::ordered_json>(text, origin);
 }

@@ -16,8 +16,7 @@
 namespace day0 {
 
 /// A parsed document and where it held non-finite numbers.
-template <typename Json>
-struct PythonJson {
+template <typename Json> struct PythonJson {
     Json value;
     /// JSON paths of the non-finite numbers, with their token ("time_step_limit[1] = Infinity").
     std::vector<std::string> nonFinite;
@@ -25,11 +24,11 @@ struct PythonJson {
 
 /// Parses `text` accepting NaN, Infinity and -Infinity outside strings (read as IEEE values);
 /// `origin` names the source in error messages. Thread-safe.
-Result<PythonJson<nlohmann::json>> parsePythonJson(const std::string& text,
-    const std::string& origin);
+Result<PythonJson<nlohmann::json>> parsePythonJson(
+    const std::string& text, const std::string& origin);
 /// The same, keeping the keys' order (for rewriting a config).
-Result<PythonJson<nlohmann::ordered_json>> parsePythonJsonOrdered(const std::string& text,
-    const std::string& origin);
+Result<PythonJson<nlohmann::ordered_json>> parsePythonJsonOrdered(
+    const std::string& text, const std::string& origin);
 
 /// Reads and parses a file as parsePythonJson does; errors name the file.
 Result<PythonJson<nlohmann::json>> readPythonJsonFile(const std::filesystem::path& path);

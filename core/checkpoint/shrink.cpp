@@ -1,6 +1,7 @@
 #include "checkpoint/shrink.h"
 
 #include "base/file_util.h"
+#include "base/python_json.h"
 #include "checkpoint/block_fp8.h"
 #include "checkpoint/dtype_convert.h"
 #include "checkpoint/output_file.h"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <set>
 
 namespace day0::checkpoint {
 
@@ -83,6 +85,81 @@ bool isNormWeight(const model::TensorSpec& t)
 }
 
 /// The source of one graph tensor (`scaleOf`: the block scale that goes with an FP8 weight).
+// What shrink can write: random weights unquantised, as block FP8 (quantised with their
+// scales) or as packed INT4 groups. Codes of the FP4 formats and per-tensor FP8 are not generated:
+// random bytes there would be scales of NaN and infinities, not a model.
+Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& origin)
+{
+    if (spec.quantization && spec.quantization->scheme != model::QuantScheme::BlockFp8
+        && spec.quantization->scheme != model::QuantScheme::PackedInt) {
+        return Error::unsupported(fmt::format("{}: shrink does not generate {} weights ({}); "
+                                              "shrink the BF16 release, or `day0 convert` this "
+                                              "checkpoint to BF16 first",
+            origin, model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
+    }
+    if (spec.quantization && spec.quantization->expertScheme) {
+        return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights",
+            origin, model::quantSchemeName(*spec.quantization->expertScheme)));
+    }
+    return success();
+}
+
+std::set<std::string> layerKinds(const model::ModelSpec& spec, bool mtp)
+{
+    std::set<std::string> kinds;
+    for (const auto& l : mtp ? spec.mtpLayers : spec.layers) {
+        kinds.insert(model::mixerKindName(l.mixer) + "+" + model::ffnKindName(l.ffn)
+            + (l.hashRouted ? "+hash" : "")
+            + (l.compressRatio > 0 ? "+ratio" + std::to_string(l.compressRatio) : std::string()));
+    }
+    return kinds;
+}
+
+std::string joinedKinds(const std::set<std::string>& kinds)
+{
+    std::string out;
+    for (const auto& k : kinds) {
+        out += (out.empty() ? "" : ", ") + k;
+    }
+    return out.empty() ? "none" : out;
+}
+
+// A shrunk model is homologous to its source when it is read by the same family and keeps
+// every kind of layer (mixer and feed-forward), its MTP layers, its vision tower and its weight
+// format; otherwise the rehearsal would exercise another architecture.
+Result<void> checkHomologous(
+    const model::ModelSpec& original, const model::ModelSpec& small, const std::string& origin)
+{
+    auto fail = [&](const std::string& what) {
+        return Error::unsupported(fmt::format("{}: the shrunk config would not be homologous to "
+                                              "the original ({}); nothing written",
+            origin, what));
+    };
+    if (small.family != original.family) {
+        return fail(fmt::format("read as {} instead of {}", model::familyName(small.family),
+            model::familyName(original.family)));
+    }
+    for (const bool mtp : { false, true }) {
+        const auto a = layerKinds(original, mtp);
+        const auto b = layerKinds(small, mtp);
+        if (a != b) {
+            return fail(fmt::format(
+                "{}layer kinds {} become {}", mtp ? "MTP " : "", joinedKinds(a), joinedKinds(b)));
+        }
+    }
+    if (original.vision.has_value() != small.vision.has_value()) {
+        return fail("the vision tower is lost");
+    }
+    const auto scheme = [](const model::ModelSpec& s) {
+        return s.quantization ? model::quantSchemeName(s.quantization->scheme)
+                              : std::string("none");
+    };
+    if (scheme(original) != scheme(small)) {
+        return fail(fmt::format("weights {} become {}", scheme(original), scheme(small)));
+    }
+    return success();
+}
+
 Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSpec* fp8Weight,
     BlockShape block, std::uint64_t seed, float stddev)
 {
@@ -155,8 +232,7 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
 
 } // namespace
 
-Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& out,
-    const ShrinkOptions& options, Progress& progress, std::stop_token stop)
+Result<ShrinkPlan> planShrink(const std::string& modelArg, const ShrinkOptions& options)
 {
     auto configPath = resolveConfigPath(modelArg);
     if (!configPath) {
@@ -166,23 +242,51 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     if (!text) {
         return text.error();
     }
-    nlohmann::ordered_json config;
-    try {
-        config = nlohmann::ordered_json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return Error::badInput(
-            fmt::format("{}: invalid JSON: {}", displayPath(*configPath), e.what()));
+    // HF configs are written by Python's json: NaN / Infinity are kept as they are.
+    auto parsed = parsePythonJsonOrdered(*text, displayPath(*configPath));
+    if (!parsed) {
+        return parsed.error();
     }
-    auto small = shrinkConfig(config, options);
+    // The original must read exactly (every key modelled): a shrunk copy of structure Day0
+    // does not model would not be the same architecture.
+    auto original = model::readConfigFile(*configPath);
+    if (!original) {
+        return original.error();
+    }
+    DAY0_TRY(checkShrinkable(*original, displayPath(*configPath)));
+    auto small = shrinkConfig(parsed->value, options);
     if (!small) {
         return small.error().withContext(displayPath(*configPath));
     }
-    // The shrunk config must still read as the same architecture.
-    auto spec = model::readConfig(
-        nlohmann::json::parse(small->dump()), "shrunk " + displayPath(*configPath));
+    // The shrunk config must still read as the same architecture, with every layer kind,
+    // feed-forward kind and part of the original.
+    ShrinkPlan plan;
+    plan.configText = dumpPythonJson(*small, 2);
+    auto smallJson = parsePythonJson(plan.configText, "shrunk " + displayPath(*configPath));
+    if (!smallJson) {
+        return smallJson.error();
+    }
+    auto spec = model::readConfig(smallJson->value, "shrunk " + displayPath(*configPath));
     if (!spec) {
         return spec.error();
     }
+    DAY0_TRY(checkHomologous(*original, *spec, displayPath(*configPath)));
+    plan.config = std::move(*small);
+    plan.original = std::move(*original);
+    plan.spec = std::move(*spec);
+    return plan;
+}
+
+Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& out,
+    const ShrinkOptions& options, Progress& progress, std::stop_token stop)
+{
+    auto planned = planShrink(modelArg, options);
+    if (!planned) {
+        return planned.error();
+    }
+    const auto* small = &planned->config;
+    const auto* spec = &planned->spec;
+    const std::string& smallText = planned->configText;
     const auto graph = model::buildLayerGraph(*spec);
     const auto& tc = small->contains("text_config") ? (*small)["text_config"] : *small;
     const float stddev = tc.contains("initializer_range") && tc["initializer_range"].is_number()
@@ -250,7 +354,7 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     if (!written) {
         return written.error();
     }
-    DAY0_TRY(writeFileAtomic(dir->tempPath() / "config.json", small->dump(2) + "\n"));
+    DAY0_TRY(writeFileAtomic(dir->tempPath() / "config.json", smallText + "\n"));
     nlohmann::ordered_json provenance { { "tool", "day0 shrink" }, { "source", modelArg },
         { "source_model_type", spec->modelType }, { "seed", options.seed },
         { "parameters", summary.parameters },

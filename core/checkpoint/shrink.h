@@ -4,6 +4,7 @@
 #include "base/result.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/manifest.h"
+#include "model/model_spec.h"
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,21 @@ Result<nlohmann::ordered_json> shrinkConfig(
 
 /// The config.json that `<model>` names: a folder holding one, the file itself, or a bundled name.
 Result<std::filesystem::path> resolveConfigPath(const std::string& modelArg);
+
+/// A shrunk config that reads as a model homologous to its source.
+struct ShrinkPlan {
+    nlohmann::ordered_json config; ///< the shrunk config.json
+    std::string configText; ///< as written (NaN / Infinity as Python writes them)
+    model::ModelSpec original; ///< the source's exact reading
+    model::ModelSpec spec; ///< the shrunk config's reading
+};
+
+/// Reads `modelArg` exactly, shrinks its config and checks the result is homologous: the same
+/// family with every kind of layer and feed-forward, its MTP layers, vision tower and weight
+/// format. Refuses, naming why, a model whose config has structure Day0 does not model, a weight
+/// format shrink cannot generate (FP4 codes, per-tensor FP8), or a shrunk config that loses a
+/// kind of layer. Pure (reads the config only).
+Result<ShrinkPlan> planShrink(const std::string& modelArg, const ShrinkOptions& options);
 
 /// What shrinkModel wrote.
 struct ShrinkSummary {

@@ -87,6 +87,44 @@ Json rescaleSections(const Json& sections, std::int64_t half)
     return out;
 }
 
+bool isPerLayerList(const std::string& key, const Json& value, std::int64_t layers)
+{
+    return value.is_array() && std::int64_t(value.size()) == layers && key != "mrope_section";
+}
+
+/// The layers a shrunk model keeps (indices into the original, ascending): the first of each
+/// distinct combination of per-layer list entries (layer_types, moe_layer_freq, ...), so that
+/// every kind of layer survives, then the following layers up to `depth`.
+Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers, std::int64_t depth)
+{
+    std::vector<std::string> signature(std::size_t(std::max<std::int64_t>(layers, 0)));
+    const std::int64_t firstDense = intOf(t, "first_k_dense_replace", 0);
+    for (std::int64_t i = 0; i < layers; ++i) {
+        signature[std::size_t(i)] = i < firstDense ? "dense|" : "|";
+    }
+    for (const auto& [key, value] : t.items()) {
+        if (isPerLayerList(key, value, layers)) {
+            for (std::int64_t i = 0; i < layers; ++i) {
+                signature[std::size_t(i)] += value[std::size_t(i)].dump() + "|";
+            }
+        }
+    }
+    std::vector<std::int64_t> kept;
+    std::set<std::string> seen;
+    for (std::int64_t i = 0; i < layers; ++i) {
+        if (seen.insert(signature[std::size_t(i)]).second) {
+            kept.push_back(i);
+        }
+    }
+    for (std::int64_t i = 0; i < layers && std::int64_t(kept.size()) < depth; ++i) {
+        if (std::find(kept.begin(), kept.end(), i) == kept.end()) {
+            kept.push_back(i);
+        }
+    }
+    std::sort(kept.begin(), kept.end());
+    return kept;
+}
+
 /// Shrinks the text model (top level or text_config) in place; returns the new hidden size.
 Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::string& origin)
 {
@@ -100,7 +138,16 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     }
     const std::int64_t kvHeads = intOf(t, "num_key_value_heads", heads);
     const bool mla = has(t, "kv_lora_rank");
-    const std::int64_t layers2 = o.layers.value_or(std::min<std::int64_t>(layers, 4));
+    const auto kept = keptLayers(t, layers, o.layers.value_or(std::min<std::int64_t>(layers, 4)));
+    if (!kept) {
+        return kept.error();
+    }
+    const std::int64_t layers2 = o.layers ? *o.layers : std::int64_t(kept->size());
+    if (o.layers && std::int64_t(kept->size()) > *o.layers) {
+        return Error::badInput(fmt::format("--layers {} would drop kinds of layer: the per-layer "
+                                           "lists of {} need at least {} layers to keep each",
+            *o.layers, origin, kept->size()));
+    }
     if (layers2 <= 0) {
         return Error::badInput("--layers must be positive");
     }
@@ -210,14 +257,17 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         t["first_k_dense_replace"] = std::min(
             intOf(t, "first_k_dense_replace", 0), std::max<std::int64_t>(1, layers2 / 2));
     }
-    // Per-layer lists follow the new depth.
+    // Per-layer lists follow the new depth: the kept layers' entries, in order.
     for (auto& [key, value] : t.items()) {
-        if (value.is_array() && std::int64_t(value.size()) == layers && key != "mrope_section") {
-            value
-                = Json(std::vector<Json>(value.begin(), value.begin() + std::min(layers, layers2)));
-            while (std::int64_t(value.size()) < layers2) {
-                value.push_back(value.back());
+        if (isPerLayerList(key, value, layers)) {
+            Json cut = Json::array();
+            for (const auto i : *kept) {
+                cut.push_back(value[std::size_t(i)]);
             }
+            while (std::int64_t(cut.size()) < layers2) {
+                cut.push_back(cut.back());
+            }
+            value = cut;
         }
     }
     if (has(t, "mlp_only_layers") && t["mlp_only_layers"].is_array()) {

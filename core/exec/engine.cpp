@@ -278,7 +278,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla) {
-            out.push_back(fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
+            out.push_back(
+                fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
         }
     }

@@ -37,8 +37,8 @@ namespace day0::model {
 
 namespace {
 
-void addKv(std::vector<CacheTerm>& out, const ModelSpec& spec, const LayerSpec& layer,
-    std::int64_t window)
+void addKv(
+    std::vector<CacheTerm>& out, const ModelSpec& spec, const LayerSpec& layer, std::int64_t window)
 {
     const std::int64_t kv = spec.kvHeadsOf(layer);
     const std::int64_t d = spec.headDimOf(layer);
@@ -61,12 +61,13 @@ void addCompressed(std::vector<CacheTerm>& out, const ModelSpec& spec, const Lay
     }
     const double coff = r == 4 ? 2.0 : 1.0;
     out.push_back({ "compressed kv", d / double(r), 0.0, 0, 1, std::nullopt });
-    out.push_back({ "compressor state", 0.0, 2.0 * (coff * double(r)) * (coff * d), 0, 1,
-        DType::F32 });
+    out.push_back(
+        { "compressor state", 0.0, 2.0 * (coff * double(r)) * (coff * d), 0, 1, DType::F32 });
     if (r == 4 && spec.compressedAttention) {
         const double di = double(spec.compressedAttention->indexerHeadDim);
         out.push_back({ "indexer keys", di / 4.0, 0.0, 0, 1, std::nullopt });
-        out.push_back({ "indexer compressor state", 0.0, 2.0 * 8.0 * (2.0 * di), 0, 1, DType::F32 });
+        out.push_back(
+            { "indexer compressor state", 0.0, 2.0 * 8.0 * (2.0 * di), 0, 1, DType::F32 });
     }
 }
 
@@ -76,7 +77,8 @@ std::vector<CacheTerm> layerCache(const ModelSpec& spec, const LayerSpec& layer,
 {
     std::vector<CacheTerm> out;
     const bool mla = spec.attention == AttentionKind::MLA;
-    if (spec.kvSharedLayers > 0 && index >= spec.numLayers - spec.kvSharedLayers && layer.attends()) {
+    if (spec.kvSharedLayers > 0 && index >= spec.numLayers - spec.kvSharedLayers
+        && layer.attends()) {
         return out; // reads an earlier layer's cache
     }
     switch (layer.mixer) {
@@ -103,8 +105,8 @@ std::vector<CacheTerm> layerCache(const ModelSpec& spec, const LayerSpec& layer,
     case MixerKind::BlockSparse:
         addKv(out, spec, layer, 0);
         if (spec.blockSparse) {
-            out.push_back({ "index keys", double(spec.blockSparse->indexDim), 0.0, 0, 1,
-                std::nullopt });
+            out.push_back(
+                { "index keys", double(spec.blockSparse->indexDim), 0.0, 0, 1, std::nullopt });
         }
         break;
     case MixerKind::GatedDeltaNet:
@@ -164,8 +166,8 @@ std::vector<CacheByKind> cacheByKind(const ModelSpec& spec, double context, doub
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         const LayerSpec& layer = spec.layers[i];
         const auto terms = layerCache(spec, layer, std::int64_t(i));
-        auto it = std::find_if(out.begin(), out.end(),
-            [&](const CacheByKind& c) { return c.kind == layer.mixer; });
+        auto it = std::find_if(
+            out.begin(), out.end(), [&](const CacheByKind& c) { return c.kind == layer.mixer; });
         if (it == out.end()) {
             out.push_back({ layer.mixer, 0, 0.0, 0.0, 0.0 });
             it = out.end() - 1;

@@ -27,7 +27,8 @@ struct CacheTerm {
 /// DeepSeek-V4's compressed entries per ratio; fixed conv and recurrent states of Gated DeltaNet,
 /// KDA and Mamba-2). Sources and formulas are in cache_footprint.cpp. `index` is the layer's
 /// position (Gemma-4's KV-shared layers keep nothing).
-std::vector<CacheTerm> layerCache(const ModelSpec& spec, const LayerSpec& layer, std::int64_t index);
+std::vector<CacheTerm> layerCache(
+    const ModelSpec& spec, const LayerSpec& layer, std::int64_t index);
 
 /// Bytes one sequence of `context` tokens keeps on one of `tp` tensor-parallel ranks: terms
 /// split by their heads (replicated when a rank would get less than one head), KV-dtype terms

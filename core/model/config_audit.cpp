@@ -11,12 +11,11 @@ namespace day0::model::detail {
 namespace {
 
 // Keys that change no tensor, shape or parameter count in any family. Each group says why.
-constexpr std::array<std::string_view, 96> kInertKeys { {
+constexpr std::string_view kInertKeys[] = {
     // Identity and provenance of the file.
     "architectures", "model_type", "transformers_version", "_name_or_path", "name_or_path",
-    "auto_map", "_commit_hash", "tokenizer_class", "prefix", "task_specific_params",
-    "problem_type", "finetuning_task", "id2label", "label2id", "keys_to_ignore_at_inference",
-    "producer",
+    "auto_map", "_commit_hash", "tokenizer_class", "prefix", "task_specific_params", "problem_type",
+    "finetuning_task", "id2label", "label2id", "keys_to_ignore_at_inference", "producer",
     // Run-time switches of the HF modeling code (outputs, kernels, attention implementation).
     "use_cache", "return_dict", "output_attentions", "output_hidden_states", "torchscript",
     "use_bfloat16", "tf_legacy_loss", "pruned_heads", "chunk_size_feed_forward",
@@ -37,21 +36,22 @@ constexpr std::array<std::string_view, 96> kInertKeys { {
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
     "suppress_tokens", "begin_suppress_tokens",
     // Training only: initialisation, dropout, auxiliary losses, router noise.
-    "initializer_range", "initializer_factor", "attention_dropout", "hidden_dropout",
-    "dropout", "embd_pdrop", "resid_pdrop", "attn_pdrop", "router_aux_loss_coef",
-    "aux_loss_alpha", "seq_aux", "output_router_logits", "router_jitter_noise",
-    "router_z_loss_coef", "z_loss_coef", "moe_aux_loss_coeff", "ignore_index",
-    "rescale_prenorm_residual", "moe_drop_tokens", "moe_random_routing_dropped_token",
-    "moe_shared_expert_overlap", "index_share_for_mtp_iteration",
+    "initializer_range", "initializer_factor", "attention_dropout", "hidden_dropout", "dropout",
+    "embd_pdrop", "resid_pdrop", "attn_pdrop", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux",
+    "output_router_logits", "router_jitter_noise", "router_z_loss_coef", "z_loss_coef",
+    "moe_aux_loss_coeff", "ignore_index", "rescale_prenorm_residual", "moe_drop_tokens",
+    "moe_random_routing_dropped_token", "moe_shared_expert_overlap",
+    "index_share_for_mtp_iteration",
     // Multimodal placeholders: strings the processor inserts.
     "image_placeholder", "video_placeholder",
     // Fields Hugging Face writes as null-like defaults of every PretrainedConfig.
-    "dtype_policy", "quantization_status",
-} };
+    "dtype_policy", "quantization_status"
+};
 
 bool endsWith(const std::string& s, std::string_view suffix)
 {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size()
+        && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string joinedWithReasons(const std::vector<IgnoredKey>& keys)
@@ -73,10 +73,11 @@ bool isInertKey(const std::string& key)
 {
     // Token ids of special tokens in every spelling the configs use ("image_token_id",
     // "image_token_index", "media_placeholder_token_id", "vision_start_token_id").
-    if (endsWith(key, "_token_id") || endsWith(key, "_token_index") || endsWith(key, "_token_ids")) {
+    if (endsWith(key, "_token_id") || endsWith(key, "_token_index")
+        || endsWith(key, "_token_ids")) {
         return true;
     }
-    return std::find(kInertKeys.begin(), kInertKeys.end(), key) != kInertKeys.end();
+    return std::find(std::begin(kInertKeys), std::end(kInertKeys), key) != std::end(kInertKeys);
 }
 
 Result<void> auditKeys(const Accounting& accounting, const std::vector<std::string>& familyInert,
@@ -128,8 +129,8 @@ Result<void> auditKeys(const Accounting& accounting, const std::vector<std::stri
         }
     }
     spec.ignored = std::move(unknown);
-    spec.warnings.push_back(fmt::format("PARTIAL reading: every figure leaves out {}",
-        joinedWithReasons(spec.ignored)));
+    spec.warnings.push_back(fmt::format(
+        "PARTIAL reading: every figure leaves out {}", joinedWithReasons(spec.ignored)));
     return success();
 }
 
@@ -140,7 +141,8 @@ Result<void> checkConsistency(const ModelSpec& spec)
             spec.origin, familyName(spec.family), what));
     };
     if (std::int64_t(spec.layers.size()) != spec.numLayers) {
-        return bug(fmt::format("{} layer entries for {} layers", spec.layers.size(), spec.numLayers));
+        return bug(
+            fmt::format("{} layer entries for {} layers", spec.layers.size(), spec.numLayers));
     }
     if (std::int64_t(spec.mtpLayers.size()) != spec.numMtpLayers) {
         return bug(fmt::format(
@@ -149,8 +151,8 @@ Result<void> checkConsistency(const ModelSpec& spec)
     const auto checkLayer = [&](const LayerSpec& l, const std::string& name) -> Result<void> {
         const auto need = [&](bool ok, const char* what) -> Result<void> {
             if (!ok) {
-                return bug(fmt::format("{} is a {} layer but the spec has no {}", name,
-                    mixerKindName(l.mixer), what));
+                return bug(fmt::format(
+                    "{} is a {} layer but the spec has no {}", name, mixerKindName(l.mixer), what));
             }
             return success();
         };
@@ -162,8 +164,8 @@ Result<void> checkConsistency(const ModelSpec& spec)
             DAY0_TRY(need(l.attentionChunk > 0, "chunk size"));
             break;
         case MixerKind::SparseMla:
-            DAY0_TRY(need(spec.attention == AttentionKind::MLA && spec.mla.indexerHeads > 0,
-                "MLA indexer"));
+            DAY0_TRY(need(
+                spec.attention == AttentionKind::MLA && spec.mla.indexerHeads > 0, "MLA indexer"));
             break;
         case MixerKind::Compressed:
             DAY0_TRY(need(spec.compressedAttention.has_value(), "compressed-attention dimensions"));

@@ -353,5 +353,4 @@ std::vector<std::string> familyInertKeys(Family family)
     }
 }
 
-
 } // namespace day0::model::detail

@@ -160,9 +160,10 @@ Result<void> readBlockFp8(const Section& section, QuantizationSpec& q, ModelSpec
     if (auto dtype = fp8Dtype(fmtName)) {
         q.weightDtype = *dtype;
     } else if (r.ok()) {
-        r.fail("fmt", fmt::format(R"(must be "e4m3", "e5m2" or a dtype such as )"
-                                  R"("float8_e4m3fn", found "{}")",
-                          fmtName));
+        r.fail("fmt",
+            fmt::format(R"(must be "e4m3", "e5m2" or a dtype such as )"
+                        R"("float8_e4m3fn", found "{}")",
+                fmtName));
     }
     // Dynamic activation scales are computed at run time; static ones would add input_scale
     // tensors to the checkpoint.
@@ -416,10 +417,10 @@ bool unmodelledModelOptAlgo(const Section& section, const std::string& algo)
         algo == "MIXED_PRECISION"
             ? fmt::format("{}: ModelOpt quant_algo \"MIXED_PRECISION\" (a format per module, "
                           "listed in 'quantized_layers') is not modelled",
-                  section.file)
+                section.file)
             : fmt::format("{}: ModelOpt quant_algo \"{}\" is not modelled (Day0 models \"NVFP4\" "
                           "and \"FP8\")",
-                  section.file, algo));
+                section.file, algo));
     return true;
 }
 
@@ -629,16 +630,16 @@ Result<void> readHfQuantConfig(const Section& document, ModelSpec& spec)
             std::sort(b.begin(), b.end());
             if (a != b) {
                 std::vector<std::string> onlyHere;
-                std::set_difference(b.begin(), b.end(), a.begin(), a.end(),
-                    std::back_inserter(onlyHere));
+                std::set_difference(
+                    b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(onlyHere));
                 std::vector<std::string> onlyThere;
-                std::set_difference(a.begin(), a.end(), b.begin(), b.end(),
-                    std::back_inserter(onlyThere));
+                std::set_difference(
+                    a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(onlyThere));
                 r.fail("exclude_modules",
                     fmt::format("differs from config.json's quantization_config.ignore ({} "
                                 "entries only here, first \"{}\"; {} only there, first \"{}\")",
-                        onlyHere.size(), onlyHere.empty() ? "" : onlyHere.front(),
-                        onlyThere.size(), onlyThere.empty() ? "" : onlyThere.front()));
+                        onlyHere.size(), onlyHere.empty() ? "" : onlyHere.front(), onlyThere.size(),
+                        onlyThere.empty() ? "" : onlyThere.front()));
                 return r.error();
             }
         }

@@ -2,8 +2,8 @@
 
 #include "base/file_util.h"
 #include "base/json_util.h"
-#include "base/resources.h"
 #include "base/python_json.h"
+#include "base/resources.h"
 #include "model/config_audit.h"
 #include "model/config_families.h"
 
@@ -318,14 +318,14 @@ Result<ModelSpec> readConfig(
         }
     }
     if (options.hfQuantConfig != nullptr) {
-        const auto document = detail::Section::root(
-            *options.hfQuantConfig, options.hfQuantOrigin, &accounting);
+        const auto document
+            = detail::Section::root(*options.hfQuantConfig, options.hfQuantOrigin, &accounting);
         DAY0_TRY(detail::readHfQuantConfig(document, spec));
     }
     detail::setLayout(spec);
     DAY0_TRY(detail::checkConsistency(spec));
-    DAY0_TRY(detail::auditKeys(accounting, detail::familyInertKeys(spec.family),
-        readerName(spec), options.partial, spec));
+    DAY0_TRY(detail::auditKeys(
+        accounting, detail::familyInertKeys(spec.family), readerName(spec), options.partial, spec));
     if (spec.family == Family::GenericDecoder) {
         spec.warnings.push_back(fmt::format("model_type '{}' is not a known family; every key "
                                             "of it is one a Llama-style decoder has, so it is "
@@ -372,8 +372,7 @@ Result<ModelSpec> readConfigFile(const fs::path& path, const ReadOptions& option
             displayPath(path), joined(config->nonFinite)));
     }
     if (hfQuant) {
-        spec->notes.push_back(
-            fmt::format("quantisation read from {}", effective.hfQuantOrigin));
+        spec->notes.push_back(fmt::format("quantisation read from {}", effective.hfQuantOrigin));
     }
     return spec;
 }
@@ -388,8 +387,9 @@ std::vector<BundledModel> bundledModels()
     }
     const auto descriptions = bundledDescriptions(dir);
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (!entry.is_regular_file() || entry.path().extension() != ".json") {
-            continue;
+        if (!entry.is_regular_file() || entry.path().extension() != ".json"
+            || entry.path().filename().string().ends_with(".hf_quant_config.json")) {
+            continue; // a ModelOpt quantisation file read with its config, not a model
         }
         BundledModel model;
         model.name = entry.path().stem().string();

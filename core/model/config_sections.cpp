@@ -71,10 +71,7 @@ Section Section::root(const json& document, const std::string& file, Accounting*
     return Section { document, file, accounting, "", file };
 }
 
-Section Section::child(const std::string& key) const
-{
-    return element(at(key), key);
-}
+Section Section::child(const std::string& key) const { return element(at(key), key); }
 
 Section Section::element(const json& value, const std::string& name) const
 {
@@ -99,7 +96,8 @@ std::string stringOneOf(JsonReader& reader, const std::string& key,
         }
         list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", m);
     }
-    reader.fail(key, fmt::format("is \"{}\", which Day0 does not model (it models {})", value, list));
+    reader.fail(
+        key, fmt::format("is \"{}\", which Day0 does not model (it models {})", value, list));
     return value;
 }
 
@@ -107,7 +105,8 @@ void boolMustBe(JsonReader& reader, const std::string& key, bool modelled)
 {
     const bool value = reader.boolOr(key, modelled);
     if (reader.ok() && value != modelled) {
-        reader.fail(key, fmt::format("is {}, which Day0 does not model (only {})", value, modelled));
+        reader.fail(
+            key, fmt::format("is {}, which Day0 does not model (only {})", value, modelled));
     }
 }
 
@@ -132,16 +131,16 @@ std::vector<std::string> stringArrayOr(JsonReader& reader, const std::string& ke
     return out;
 }
 
-std::vector<std::int64_t> perLayerInts(JsonReader& reader, const std::string& key,
-    std::int64_t count)
+std::vector<std::int64_t> perLayerInts(
+    JsonReader& reader, const std::string& key, std::int64_t count)
 {
     if (!reader.has(key)) {
         return {};
     }
     const auto& value = reader.value(key);
     if (value.is_number_integer()) {
-        return std::vector<std::int64_t>(std::size_t(std::max<std::int64_t>(count, 0)),
-            value.get<std::int64_t>());
+        return std::vector<std::int64_t>(
+            std::size_t(std::max<std::int64_t>(count, 0)), value.get<std::int64_t>());
     }
     auto out = intArrayOr(reader, key);
     if (reader.ok() && std::int64_t(out.size()) != count) {

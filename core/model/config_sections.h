@@ -107,7 +107,7 @@ std::vector<std::string> stringArrayOr(JsonReader& reader, const std::string& ke
 /// Reads a per-layer list: an array of exactly `count` integers, or a single integer meaning
 /// every layer (as Hunyuan's and DeciLM's configs allow); records an error on `reader` naming
 /// the key, its length and the layer count otherwise. Absent: empty.
-std::vector<std::int64_t> perLayerInts(JsonReader& reader, const std::string& key,
-    std::int64_t count);
+std::vector<std::int64_t> perLayerInts(
+    JsonReader& reader, const std::string& key, std::int64_t count);
 
 } // namespace day0::model::detail

@@ -291,9 +291,7 @@ void addGemma4TextTower(GraphBuilder& b)
     const std::string& prefix = s.layout.textPrefix;
     const std::int64_t h = s.hiddenSize;
 
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
+    addEmbedding(b);
     if (const std::int64_t ple = s.perLayerInputSize; ple > 0) {
         // Per-layer input embeddings: a table of L·P per token, and a projection of the token
         // embedding to the same width, normalised per layer; computed once at the input.
@@ -311,20 +309,12 @@ void addGemma4TextTower(GraphBuilder& b)
         b.tensor(norm + ".weight", { ple }, s.dtype, R::Replicated, Component::Embedding);
     }
 
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const std::string p = prefix + ".layers." + str(i);
-        b.begin(
-            p, BlockKind::Decoder, static_cast<std::int32_t>(i), s.layers[std::size_t(i)].moe());
-        addDecoderLayer(b, p, i);
-    }
-
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
-    b.norm(prefix + ".norm", h);
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+    addDecoderLayers(
+        b, [](GraphBuilder& g, const std::string& p, const LayerSpec&, std::int64_t i) {
+            addDecoderLayer(g, p, i);
+        });
+    addFinalNorm(b);
+    addLmHead(b);
 }
 
 } // namespace day0::model::detail

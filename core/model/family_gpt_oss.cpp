@@ -270,34 +270,21 @@ void addExperts(GraphBuilder& b, const std::string& p)
 
 void addGptOssTextTower(GraphBuilder& b)
 {
-    const ModelSpec& s = b.spec();
-    const std::string& prefix = s.layout.textPrefix;
-    const std::int64_t h = s.hiddenSize;
-    const std::int64_t e = s.moe->numExperts;
-
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const std::string p = prefix + ".layers." + std::to_string(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), true);
-        b.norm(p + ".input_layernorm", h);
-        addAttention(b, p + ".self_attn");
-        b.norm(p + ".post_attention_layernorm", h);
-        b.tensor(p + ".mlp.router.weight", { e, h }, s.dtype, R::Replicated, Component::Router);
-        b.tensor(p + ".mlp.router.bias", { e }, s.dtype, R::Replicated, Component::Router,
+    addEmbedding(b);
+    addDecoderLayers(b, [](GraphBuilder& g, const std::string& p, const LayerSpec&, std::int64_t) {
+        const ModelSpec& s = g.spec();
+        const std::int64_t h = s.hiddenSize;
+        const std::int64_t e = s.moe->numExperts;
+        g.norm(p + ".input_layernorm", h);
+        addAttention(g, p + ".self_attn");
+        g.norm(p + ".post_attention_layernorm", h);
+        g.tensor(p + ".mlp.router.weight", { e, h }, s.dtype, R::Replicated, Component::Router);
+        g.tensor(p + ".mlp.router.bias", { e }, s.dtype, R::Replicated, Component::Router,
             TensorKind::Bias);
-        addExperts(b, p + ".mlp.experts");
-    }
-
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
-    b.norm(prefix + ".norm", h);
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+        addExperts(g, p + ".mlp.experts");
+    });
+    addFinalNorm(b);
+    addLmHead(b);
 }
 
 } // namespace day0::model::detail

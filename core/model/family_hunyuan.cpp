@@ -242,25 +242,13 @@ Result<void> readHunyuan(const ConfigInput& input, ModelSpec& spec)
 
 void addHunyuanTextTower(GraphBuilder& b)
 {
-    const ModelSpec& s = b.spec();
-    const std::string& prefix = s.layout.textPrefix;
-    const std::int64_t h = s.hiddenSize;
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const LayerSpec& layer = s.layers[std::size_t(i)];
-        const std::string p = prefix + ".layers." + std::to_string(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), layer.moe());
-        addLayer(b, p, layer);
-    }
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
-    b.norm(prefix + ".norm", h);
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+    addEmbedding(b);
+    addDecoderLayers(
+        b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
+            addLayer(g, p, layer);
+        });
+    addFinalNorm(b);
+    addLmHead(b);
 }
 
 } // namespace day0::model::detail

@@ -136,33 +136,18 @@ void addKimiLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 void addKimiLinearTextTower(GraphBuilder& b)
 {
     const ModelSpec& s = b.spec();
-    const std::string& prefix = s.layout.textPrefix;
-    const std::int64_t h = s.hiddenSize;
-
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const LayerSpec& layer = s.layers[std::size_t(i)];
-        const std::string p = prefix + ".layers." + std::to_string(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), layer.moe());
-        addKimiLayer(b, p, layer);
-    }
-
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
+    addEmbedding(b);
+    addDecoderLayers(
+        b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
+            addKimiLayer(g, p, layer);
+        });
+    addFinalNorm(b);
     if (s.attnResBlockSize > 0) {
         // The last AttnRes mix feeds the final norm inside KimiLinearModel.forward; it has no
         // module of its own, so its two tensors travel with the final norm's block.
-        addAttnRes(b, prefix + ".output_attn");
+        addAttnRes(b, s.layout.textPrefix + ".output_attn");
     }
-    b.norm(prefix + ".norm", h);
-
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+    addLmHead(b);
 }
 
 } // namespace day0::model::detail

@@ -209,54 +209,40 @@ Result<void> readNemotronNas(const ConfigInput& input, ModelSpec& spec)
 
 void addNemotronNasTextTower(GraphBuilder& b)
 {
-    const ModelSpec& s = b.spec();
-    const std::string& prefix = s.layout.textPrefix;
-    const std::int64_t h = s.hiddenSize;
-
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const LayerSpec& layer = s.layers[std::size_t(i)];
-        const std::string p = prefix + ".layers." + std::to_string(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i));
-        const Component attn = Component::Attention;
-        if (layer.mixer == MixerKind::Attention) {
-            const std::int64_t q = s.headsOf(layer) * s.headDimOf(layer);
-            const std::int64_t kv = s.kvHeadsOf(layer) * s.headDimOf(layer);
-            b.norm(p + ".input_layernorm", h);
-            b.linear(p + ".self_attn.q_proj", q, h, { R::ColumnParallel, attn, s.attentionBias });
-            b.linear(p + ".self_attn.k_proj", kv, h, { R::ColumnParallel, attn, s.attentionBias });
-            b.linear(p + ".self_attn.v_proj", kv, h, { R::ColumnParallel, attn, s.attentionBias });
-            b.linear(
-                p + ".self_attn.o_proj", h, q, { R::RowParallel, attn, s.attentionOutputBias });
-        } else if (layer.mixer == MixerKind::Linear) {
-            // No reference engine splits the replacement: every rank keeps it whole.
-            b.norm(p + ".input_layernorm", h);
-            b.linear(p + ".self_attn.linear_attn", h, h, { R::Replicated, attn });
-        }
-        const Component mlp = Component::DenseMlp;
-        if (layer.ffn == FfnKind::Dense) {
-            const std::int64_t w = s.ffnWidthOf(layer);
-            b.norm(p + ".post_attention_layernorm", h);
-            b.linear(p + ".mlp.gate_proj", w, h, { R::ColumnParallel, mlp, s.mlpBias });
-            b.linear(p + ".mlp.up_proj", w, h, { R::ColumnParallel, mlp, s.mlpBias });
-            b.linear(p + ".mlp.down_proj", h, w, { R::RowParallel, mlp, s.mlpBias });
-        } else if (layer.ffn == FfnKind::Linear) {
-            b.norm(p + ".post_attention_layernorm", h);
-            b.linear(p + ".mlp.linear_mlp", h, h, { R::Replicated, mlp });
-        }
-    }
-
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
-    b.norm(prefix + ".norm", h);
-
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+    addEmbedding(b);
+    addDecoderLayers(
+        b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
+            const ModelSpec& s = g.spec();
+            const std::int64_t h = s.hiddenSize;
+            const Component attn = Component::Attention;
+            // A no-op block also drops its norm; a linear replacement keeps it.
+            if (layer.mixer == MixerKind::Attention) {
+                const std::int64_t q = s.headsOf(layer) * s.headDimOf(layer);
+                const std::int64_t kv = s.kvHeadsOf(layer) * s.headDimOf(layer);
+                g.norm(p + ".input_layernorm", h);
+                g.linear(
+                    p + ".self_attn.q_proj", q, h, { R::ColumnParallel, attn, s.attentionBias });
+                g.linear(
+                    p + ".self_attn.k_proj", kv, h, { R::ColumnParallel, attn, s.attentionBias });
+                g.linear(
+                    p + ".self_attn.v_proj", kv, h, { R::ColumnParallel, attn, s.attentionBias });
+                g.linear(
+                    p + ".self_attn.o_proj", h, q, { R::RowParallel, attn, s.attentionOutputBias });
+            } else if (layer.mixer == MixerKind::Linear) {
+                // No reference engine splits the replacement: every rank keeps it whole.
+                g.norm(p + ".input_layernorm", h);
+                g.linear(p + ".self_attn.linear_attn", h, h, { R::Replicated, attn });
+            }
+            if (layer.ffn == FfnKind::Dense) {
+                g.norm(p + ".post_attention_layernorm", h);
+                addDenseMlp(g, p + ".mlp", s.ffnWidthOf(layer), Component::DenseMlp);
+            } else if (layer.ffn == FfnKind::Linear) {
+                g.norm(p + ".post_attention_layernorm", h);
+                g.linear(p + ".mlp.linear_mlp", h, h, { R::Replicated, Component::DenseMlp });
+            }
+        });
+    addFinalNorm(b);
+    addLmHead(b);
 }
 
 } // namespace day0::model::detail

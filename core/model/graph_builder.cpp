@@ -23,7 +23,6 @@ ParallelRole biasRole(ParallelRole weightRole)
                                                       : ParallelRole::Replicated;
 }
 
-
 // fnmatch-style match of a whole name: '*' any run of characters, '?' one character.
 bool globMatch(std::string_view name, std::string_view pattern)
 {
@@ -246,8 +245,8 @@ void GraphBuilder::quantizedLinear(const std::string& module, std::int64_t out, 
     case QuantScheme::Mxfp4:
         // gpt-oss stores only its fused experts as MXFP4 (blocks and scales, added by the
         // family); a Linear module stays unquantised.
-        tensor(module + ".weight", { out, in }, spec.dtype, o.role, o.component,
-            TensorKind::Weight, o.expert);
+        tensor(module + ".weight", { out, in }, spec.dtype, o.role, o.component, TensorKind::Weight,
+            o.expert);
         break;
     }
 }

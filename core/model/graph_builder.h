@@ -6,6 +6,7 @@
 
 #include "model/layer_graph.h"
 
+#include <functional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -69,6 +70,18 @@ private:
 /// quantizers' modules_to_not_convert, `regex`) or a shell wildcard on the module, one of its
 /// parents or its last components (ModelOpt exclude_modules).
 bool excludedByPattern(const std::string& module, const std::string& pattern, bool regex);
+
+/// The input embedding block `<textPrefix>.embed_tokens` [vocab, hidden].
+void addEmbedding(GraphBuilder& b);
+/// One Decoder block per decoder layer, `<textPrefix>.layers.<i>`, whose tensors `layer` adds
+/// (called with the builder, the block's anchor, the layer's pattern and its index).
+void addDecoderLayers(GraphBuilder& b,
+    const std::function<void(GraphBuilder&, const std::string&, const LayerSpec&, std::int64_t)>&
+        layer);
+/// The final norm block `<textPrefix>.norm` (later tensors join it until the next begin()).
+void addFinalNorm(GraphBuilder& b);
+/// The output head `<lmHead>.weight` [vocab, hidden], unless the embeddings are tied.
+void addLmHead(GraphBuilder& b);
 
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);

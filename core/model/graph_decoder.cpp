@@ -202,8 +202,8 @@ void addRouter(GraphBuilder& b, const std::string& module)
         // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]),
         // except NVIDIA's ModelOpt exports of Kimi-K2.5: the Kimi-K2.5-NVFP4 listing has it in
         // BF16 (research kimi_ct.md §4.5; K2.6-NVFP4 not verified, so either is accepted).
-        const bool modelOptKimi = s.quantization && s.quantization->method == "modelopt"
-            && s.vision && s.vision->kind == "moonvit";
+        const bool modelOptKimi = s.quantization && s.quantization->method == "modelopt" && s.vision
+            && s.vision->kind == "moonvit";
         b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts },
             modelOptKimi ? s.dtype : DType::F32, R::Replicated, Component::Router,
             TensorKind::Bias);
@@ -306,6 +306,45 @@ void addMtpLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 
 } // namespace
 
+void addEmbedding(GraphBuilder& b)
+{
+    const ModelSpec& s = b.spec();
+    const std::string& prefix = s.layout.textPrefix;
+    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
+    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, s.hiddenSize }, s.dtype,
+        R::VocabParallel, Component::Embedding);
+}
+
+void addDecoderLayers(GraphBuilder& b,
+    const std::function<void(GraphBuilder&, const std::string&, const LayerSpec&, std::int64_t)>&
+        layer)
+{
+    const ModelSpec& s = b.spec();
+    for (std::int64_t i = 0; i < s.numLayers; ++i) {
+        const LayerSpec& pattern = s.layers[std::size_t(i)];
+        const std::string p = s.layout.textPrefix + ".layers." + str(i);
+        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), pattern.moe());
+        layer(b, p, pattern, i);
+    }
+}
+
+void addFinalNorm(GraphBuilder& b)
+{
+    const ModelSpec& s = b.spec();
+    b.begin(s.layout.textPrefix + ".norm", BlockKind::FinalNorm);
+    b.norm(s.layout.textPrefix + ".norm", s.hiddenSize);
+}
+
+void addLmHead(GraphBuilder& b)
+{
+    const ModelSpec& s = b.spec();
+    if (!s.tieEmbeddings) {
+        b.begin(s.layout.lmHead, BlockKind::LmHead);
+        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, s.hiddenSize }, s.dtype,
+            R::VocabParallel, Component::LmHead);
+    }
+}
+
 void addTextTower(GraphBuilder& b)
 {
     const ModelSpec& s = b.spec();
@@ -345,27 +384,13 @@ void addTextTower(GraphBuilder& b)
         break;
     }
     const std::string& prefix = s.layout.textPrefix;
-    const std::int64_t h = s.hiddenSize;
-
-    b.begin(prefix + ".embed_tokens", BlockKind::Embedding);
-    b.tensor(prefix + ".embed_tokens.weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-        Component::Embedding);
-
-    for (std::int64_t i = 0; i < s.numLayers; ++i) {
-        const LayerSpec& layer = s.layers[std::size_t(i)];
-        const std::string p = prefix + ".layers." + str(i);
-        b.begin(p, BlockKind::Decoder, static_cast<std::int32_t>(i), layer.moe());
-        addDecoderLayer(b, p, layer);
-    }
-
-    b.begin(prefix + ".norm", BlockKind::FinalNorm);
-    b.norm(prefix + ".norm", h);
-
-    if (!s.tieEmbeddings) {
-        b.begin(s.layout.lmHead, BlockKind::LmHead);
-        b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, h }, s.dtype, R::VocabParallel,
-            Component::LmHead);
-    }
+    addEmbedding(b);
+    addDecoderLayers(
+        b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
+            addDecoderLayer(g, p, layer);
+        });
+    addFinalNorm(b);
+    addLmHead(b);
 
     for (std::int64_t i = 0; i < s.numMtpLayers; ++i) {
         const LayerSpec& layer = s.mtpLayers[std::size_t(i)];

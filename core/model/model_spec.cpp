@@ -64,8 +64,7 @@ bool LayerSpec::attends() const
 
 std::int64_t ModelSpec::numMoeLayers() const
 {
-    return std::count_if(
-        layers.begin(), layers.end(), [](const LayerSpec& l) { return l.moe(); });
+    return std::count_if(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.moe(); });
 }
 
 std::int64_t ModelSpec::headsOf(const LayerSpec& layer) const

@@ -79,7 +79,7 @@ std::string expertsLine(const MoeSpec& m)
             std::max<std::int64_t>(m.numSharedExperts, 1), m.sharedIntermediate,
             m.sharedExpertGate ? ", gated" : "");
     }
-    line += m.scoring == RouterScoring::Sigmoid ? ", sigmoid router"
+    line += m.scoring == RouterScoring::Sigmoid    ? ", sigmoid router"
         : m.scoring == RouterScoring::SqrtSoftplus ? ", sqrt-softplus router"
                                                    : ", softmax router";
     if (m.expertScoreBias) {
@@ -136,8 +136,8 @@ std::string quantizationLine(const QuantizationSpec& q)
     std::string line;
     switch (q.scheme) {
     case QuantScheme::PackedInt:
-        line = fmt::format("INT{} packed ({}), groups of {} with {}", q.bits, q.format,
-            q.groupSize, q.scaleSuffix);
+        line = fmt::format("INT{} packed ({}), groups of {} with {}", q.bits, q.format, q.groupSize,
+            q.scaleSuffix);
         break;
     case QuantScheme::Mxfp4:
         line = "MXFP4 fused experts (E2M1 blocks of 32, E8M0 scales)";
@@ -146,8 +146,8 @@ std::string quantizationLine(const QuantizationSpec& q)
         line = "MXFP4 (compressed-tensors mxfp4-pack-quantized, E8M0 scale per 32)";
         break;
     case QuantScheme::Nvfp4:
-        line = fmt::format("NVFP4 (E2M1, E4M3 scale per {}, F32 global and input scales)",
-            q.groupSize);
+        line = fmt::format(
+            "NVFP4 (E2M1, E4M3 scale per {}, F32 global and input scales)", q.groupSize);
         break;
     case QuantScheme::Fp8PerTensor:
         line = "FP8 E4M3 with per-tensor F32 weight and input scales";
@@ -210,8 +210,7 @@ std::string formatOf(const TensorSpec& t, const ModelSpec& spec)
             [](unsigned char c) { return char(std::tolower(c)); });
         return name;
     }
-    const QuantScheme scheme
-        = t.isExpert() && q->expertScheme ? *q->expertScheme : q->scheme;
+    const QuantScheme scheme = t.isExpert() && q->expertScheme ? *q->expertScheme : q->scheme;
     switch (scheme) {
     case QuantScheme::BlockFp8:
         return fmt::format("fp8 {}, {}×{} block scales ({})",
@@ -467,7 +466,7 @@ json inspectJson(const LayerGraph& graph, const ParameterCounts& c)
                 m.sharedIntermediate > 0 ? std::max<std::int64_t>(m.numSharedExperts, 1) : 0 },
             { "shared_intermediate_size", m.sharedIntermediate },
             { "scoring",
-                m.scoring == RouterScoring::Sigmoid ? "sigmoid"
+                m.scoring == RouterScoring::Sigmoid            ? "sigmoid"
                     : m.scoring == RouterScoring::SqrtSoftplus ? "sqrtsoftplus"
                                                                : "softmax" } };
     } else {

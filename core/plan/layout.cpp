@@ -109,11 +109,11 @@ std::string describeRejection(const Rejection& r)
     case RejectKind::LatencyBound:
         return "no batch size meets the time-per-output-token bound";
     case RejectKind::TpMixerHeads:
-        return r.c ? fmt::format("tp={} and {} linear-attention key heads (or Mamba groups): "
-                                 "neither divides the other",
-                         r.a, r.b)
-                   : fmt::format("tp={} does not divide {} linear-attention or Mamba heads", r.a,
-                         r.b);
+        return r.c
+            ? fmt::format("tp={} and {} linear-attention key heads (or Mamba groups): "
+                          "neither divides the other",
+                r.a, r.b)
+            : fmt::format("tp={} does not divide {} linear-attention or Mamba heads", r.a, r.b);
     }
     return "rejected";
 }
@@ -167,11 +167,11 @@ std::optional<Rejection> checkTensorParallel(
                 return Rejection { RejectKind::TpMixerHeads, tp, std::int64_t(shape.mixerHeads) };
             }
             if (!divides(tp, shape.mixerKeyHeads) && !divides(shape.mixerKeyHeads, tp)) {
-                return Rejection {
-                    RejectKind::TpMixerHeads, tp, std::int64_t(shape.mixerKeyHeads), 1
-                };
+                return Rejection { RejectKind::TpMixerHeads, tp, std::int64_t(shape.mixerKeyHeads),
+                    1 };
             }
-        } else if (shape.mixer != model::MixerKind::None && shape.mixer != model::MixerKind::Linear) {
+        } else if (shape.mixer != model::MixerKind::None
+            && shape.mixer != model::MixerKind::Linear) {
             if (!divides(tp, shape.heads)) {
                 return Rejection { RejectKind::TpHeads, tp, std::int64_t(shape.heads) };
             }

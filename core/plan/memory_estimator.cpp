@@ -223,7 +223,8 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
     report.partial = m.partial;
     report.ignored = m.ignored;
     if (m.partial) {
-        report.notes.insert(report.notes.begin(),
+        report.notes.insert(
+            report.notes.begin(),
             "PARTIAL: the model was read partially; these figures leave out " + [&] {
                 std::string list;
                 for (const auto& i : m.ignored) {

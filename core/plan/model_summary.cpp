@@ -371,9 +371,8 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
     for (const auto& key : spec.ignored) {
         m.ignored.push_back(fmt::format("{} ({})", key.path, key.reason));
     }
-    const bool recurrent = std::any_of(m.classes.begin(), m.classes.end(), [](const LayerClass& c) {
-        return c.shape.stateFlopsPerToken > 0;
-    });
+    const bool recurrent = std::any_of(m.classes.begin(), m.classes.end(),
+        [](const LayerClass& c) { return c.shape.stateFlopsPerToken > 0; });
     if (recurrent) {
         m.notes.push_back("linear-attention and Mamba layers: FLOPs from their weights plus an "
                           "estimated state update (Gated DeltaNet/KDA 6·d_k·d_v per value head, "

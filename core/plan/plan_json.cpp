@@ -17,8 +17,8 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
     for (const auto& r : report.perRank) {
         nlohmann::json byKind = nlohmann::json::object();
         for (const auto& k : r.kvByKind) {
-            byKind[model::mixerKindName(k.kind)] = { { "layers", k.layers },
-                { "bytes", k.bytes.value } };
+            byKind[model::mixerKindName(k.kind)]
+                = { { "layers", k.layers }, { "bytes", k.bytes.value } };
         }
         perRank.push_back({
             { "rank", r.rank },

@@ -23,6 +23,17 @@ void addModelAndCluster(history::RunRecord& record, const ModelSummary& model,
     record.setProperty("device", cluster.device.name);
     record.setProperty("world", std::to_string(cluster.worldSize()));
     record.addMetric("device_bytes", cluster.deviceMemory(), "B");
+    if (model.partial) {
+        // A partial reading is recorded as such: its figures leave these keys out.
+        std::string ignored;
+        for (const auto& i : model.ignored) {
+            ignored += (ignored.empty() ? "" : "; ") + i;
+        }
+        record.setProperty("partial", "true");
+        record.setProperty("ignored_keys", ignored);
+        record.addEvent(
+            LogLevel::Warning, "partial reading of the model: the figures leave out " + ignored);
+    }
 }
 
 void addWorkload(history::RunRecord& record, const Workload& w)

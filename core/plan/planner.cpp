@@ -362,8 +362,10 @@ std::vector<std::string> sweepNotes(
         for (const auto& i : m.ignored) {
             list += (list.empty() ? "" : ", ") + i;
         }
-        notes.insert(notes.begin(), "PARTIAL: the model was read partially; every estimate "
-                                    "leaves out " + list);
+        notes.insert(notes.begin(),
+            "PARTIAL: the model was read partially; every estimate "
+            "leaves out "
+                + list);
     }
     for (const auto& n : m.notes) {
         notes.push_back(n);

@@ -1,4 +1,5 @@
-// How fast the planner sweeps every layout of Kimi-K2 (1T, 384 experts, 61 layers) on a cluster.
+// How fast the planner sweeps every layout of Kimi-K2 (1T, 384 experts, 61 layers) on a cluster,
+// and the 2026 frontier models DeepSeek-V4-Pro and Kimi-K3 against it.
 // Baseline, measured in the same run: one memory estimate of one fixed layout through the public
 // estimator (what a GUI slider move would cost without the planner's precomputed tables). The
 // figures are printed after the table as layouts evaluated per second and as ratios to that
@@ -25,22 +26,39 @@ namespace {
 using namespace day0;
 using namespace day0::plan;
 
+model::LayerGraph graphOf(const char* name)
+{
+    auto spec = model::loadModel(name);
+    if (!spec) {
+        fmt::print(stderr, "{}: {}\n", name, spec.error().message);
+        std::abort();
+    }
+    return model::buildLayerGraph(*spec);
+}
+
 const model::LayerGraph& kimiGraph()
 {
-    static const model::LayerGraph graph = [] {
-        auto spec = model::loadModel("kimi-k2");
-        if (!spec) {
-            fmt::print(stderr, "kimi-k2: {}\n", spec.error().message);
-            std::abort();
-        }
-        return model::buildLayerGraph(*spec);
-    }();
+    static const model::LayerGraph graph = graphOf("kimi-k2");
     return graph;
 }
 
 const ModelSummary& kimi()
 {
     static const ModelSummary summary = summarizeModel(kimiGraph());
+    return summary;
+}
+
+// The 2026 frontier models: DeepSeek-V4-Pro (compressed attention of three kinds, 384 experts,
+// hash routing, MTP) and Kimi-K3 (KDA / MLA hybrid, 896 latent experts, vision tower).
+const ModelSummary& deepseekV4()
+{
+    static const ModelSummary summary = summarizeModel(graphOf("deepseek-v4-pro"));
+    return summary;
+}
+
+const ModelSummary& kimiK3()
+{
+    static const ModelSummary summary = summarizeModel(graphOf("kimi-k3"));
     return summary;
 }
 
@@ -82,7 +100,8 @@ void summarize(benchmark::State& state)
     }
 }
 
-void sweep(benchmark::State& state, const char* name, const char* clusterText, Mode mode)
+void sweep(benchmark::State& state, const char* name, const char* clusterText, Mode mode,
+    const ModelSummary& model = kimi())
 {
     const auto cluster = clusterOf(clusterText);
     PlannerOptions options;
@@ -90,7 +109,7 @@ void sweep(benchmark::State& state, const char* name, const char* clusterText, M
     double evaluated = 0;
     for (auto _ : state) {
         Progress progress;
-        auto result = planLayouts(kimi(), cluster, options, progress);
+        auto result = planLayouts(model, cluster, options, progress);
         if (!result) {
             state.SkipWithError(result.error().message.c_str());
             return;
@@ -117,9 +136,20 @@ void inferSweep256(benchmark::State& state)
     sweep(state, "inferSweep256", "h200:32x8", Mode::Infer);
 }
 
+void deepseekV4Train2048(benchmark::State& state)
+{
+    sweep(state, "deepseekV4Train2048", "h200:256x8", Mode::Train, deepseekV4());
+}
+void kimiK3Train2048(benchmark::State& state)
+{
+    sweep(state, "kimiK3Train2048", "h200:256x8", Mode::Train, kimiK3());
+}
+
 BENCHMARK(singleEstimate)->Unit(benchmark::kMicrosecond);
 BENCHMARK(summarize)->Unit(benchmark::kMillisecond);
 BENCHMARK(trainSweep2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(deepseekV4Train2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(kimiK3Train2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(trainSweep256)->Unit(benchmark::kMillisecond);
 BENCHMARK(inferSweep256)->Unit(benchmark::kMillisecond);
 
@@ -143,6 +173,19 @@ void printSummary(const day0::bench::BenchTimes& times)
         fmt::print("  {:<15} {:10.1f}x one estimate for {:.0f} layouts: {:.3g} layouts/s, "
                    "{:.1f}x the estimates/s of the baseline\n",
             name, seconds / base, it->second, perSecond, perSecond * base);
+    }
+    // The frontier models' sweeps against Kimi-K2's on the same 256 × 8 cluster (goal: at most
+    // 1.5× its time): per-layer-kind KV, states and FLOPs must not slow the planner down.
+    const double k2 = times.cpu("trainSweep2048");
+    if (k2 > 0.0) {
+        fmt::print(
+            "\nTraining sweeps on h200:256x8 relative to Kimi-K2's ({:.1f} ms):\n", k2 * 1e3);
+        for (const char* name : { "deepseekV4Train2048", "kimiK3Train2048" }) {
+            const double t = times.cpu(name);
+            if (t > 0.0) {
+                fmt::print("  {:<20} {:6.2f}x Kimi-K2's sweep (goal <= 1.5x)\n", name, t / k2);
+            }
+        }
     }
 }
 

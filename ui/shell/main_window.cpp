@@ -20,6 +20,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 
@@ -199,14 +200,16 @@ void MainWindow::rebuildRecentMenu()
     m_recentMenu->setEnabled(!m_preferences.recentModels.isEmpty());
 }
 
-void MainWindow::openModel(const QString& modelArg)
+void MainWindow::openModel(const QString& modelArg, bool partial)
 {
     statusBar()->showMessage(tr("Opening %1…").arg(modelArg));
     m_jobs.start<OpenResult>(
         *m_openTicket, tr("Opening %1").arg(modelArg), this,
-        [arg = fromQString(modelArg)](Progress& progress, std::stop_token) -> OpenResult {
+        [arg = fromQString(modelArg), partial](Progress& progress, std::stop_token) -> OpenResult {
             progress.setStage("reading config");
-            auto spec = model::loadModel(arg);
+            model::ReadOptions options;
+            options.partial = partial;
+            auto spec = model::loadModel(arg, options);
             if (!spec) {
                 return spec.error();
             }
@@ -222,12 +225,32 @@ void MainWindow::openModel(const QString& modelArg)
                 statusBar()->showMessage(message, 10000);
                 emit modelOpenFailed(message);
                 if (isVisible() && QGuiApplication::platformName() != QStringLiteral("offscreen")) {
-                    QMessageBox::warning(this, tr("Cannot open %1").arg(modelArg), message);
+                    // Structure Day0 does not model: offer the partial reading, which every
+                    // panel then marks.
+                    const bool partialPossible = message.contains(QStringLiteral("does not model"));
+                    QMessageBox box(QMessageBox::Warning, tr("Cannot open %1").arg(modelArg),
+                        message, QMessageBox::Close, this);
+                    QPushButton* rest = partialPossible
+                        ? box.addButton(tr("Read the Rest (Partial)"), QMessageBox::AcceptRole)
+                        : nullptr;
+                    box.exec();
+                    if (rest != nullptr && box.clickedButton() == rest) {
+                        openModel(modelArg, true);
+                    }
                 }
                 return;
             }
+            if (result->graph->spec.partial) {
+                statusBar()->showMessage(
+                    tr("Opened %1 partially: the panels leave out %2 key(s) Day0 does not model")
+                        .arg(modelArg)
+                        .arg(result->graph->spec.ignored.size()),
+                    10000);
+            }
             m_session.setModel(std::move(result->graph), std::move(result->summary), modelArg);
-            statusBar()->showMessage(tr("Opened %1").arg(modelArg), 4000);
+            if (!m_session.graph() || !m_session.graph()->spec.partial) {
+                statusBar()->showMessage(tr("Opened %1").arg(modelArg), 4000);
+            }
             m_preferences.addRecent(modelArg);
             m_preferences.save(m_settings);
             rebuildRecentMenu();

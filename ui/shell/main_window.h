@@ -31,7 +31,9 @@ public:
     ~MainWindow() override;
 
     /// Opens a model off the GUI thread: a bundled name, a folder or a config.json path.
-    void openModel(const QString& modelArg);
+    /// Opens a model in the background; `partial` reads a config with structure Day0 does not
+    /// model (model::ReadOptions::partial), which the panels then mark.
+    void openModel(const QString& modelArg, bool partial = false);
     /// The widget of panel `id`, nullptr if no such panel.
     [[nodiscard]] QWidget* panel(const QString& id) const;
     /// Shows and raises panel `id`.

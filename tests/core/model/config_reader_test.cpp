@@ -15,10 +15,6 @@ using namespace day0::model::test;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
 std::string withField(const std::string& file, const std::string& key, const std::string& value)
 {

@@ -24,25 +24,8 @@ const char* const kFlash = "configs/frontier-sizes/deepseek-ai--DeepSeek-V4-Flas
 const char* const kProFp8 = "configs/frontier-sizes/sgl-project--DeepSeek-V4-Pro-FP8.json";
 const char* const kProNvfp4 = "configs/frontier-sizes/nvidia--DeepSeek-V4-Pro-NVFP4.json";
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& graph, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = graph.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 // The Pro config with `key` replaced (a JSON value), read as "v4.json".
 Result<ModelSpec> proWith(const std::string& key, const std::string& value)

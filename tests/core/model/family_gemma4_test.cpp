@@ -25,20 +25,7 @@ const char* const k31B = "configs/frontier-sizes/nvidia--Gemma-4-31B-IT-NVFP4.js
 const char* const k26BNvfp4 = "configs/frontier-sizes/nvidia--Gemma-4-26B-A4B-NVFP4.json";
 const char* const kE2B = "configs/gemma-4-E2B-it.json";
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& g, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype = DType::BF16)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 // Parameters of the blocks whose anchor starts with `prefix`.
 std::int64_t paramsUnder(const LayerGraph& g, const std::string& prefix)

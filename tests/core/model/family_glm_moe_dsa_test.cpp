@@ -22,25 +22,8 @@ const char* const kGlm52 = "configs/frontier-sizes/zai-org--GLM-5.2.json";
 const char* const kGlm5Fp8 = "configs/frontier-sizes/zai-org--GLM-5-FP8.json";
 const char* const kGlm5Nvfp4 = "configs/frontier-sizes/nvidia--GLM-5-NVFP4.json";
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& graph, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = graph.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 // The config `relative` with `key` replaced (null erases it), read as "glm.json".
 Result<ModelSpec> with(const char* relative, const std::string& key, const std::string& value)

@@ -19,26 +19,8 @@ namespace {
 constexpr const char* k120b = "configs/frontier/openai--gpt-oss-120b.json";
 constexpr const char* k20b = "configs/frontier-sizes/openai--gpt-oss-20b.json";
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& g, const std::string& name, std::vector<std::int64_t> shape,
-    DType dtype, TensorKind kind = TensorKind::Weight)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name;
-    EXPECT_EQ(t->kind, kind) << name;
-}
 
 nlohmann::json config(const char* relative)
 {

@@ -18,20 +18,7 @@ namespace {
 
 const char* const kA13B = "configs/frontier/tencent--Hunyuan-A13B-Instruct.json";
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& g, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype = DType::BF16)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 nlohmann::json a13b()
 {

@@ -25,21 +25,7 @@ const char* const kLinear = "configs/kimi-linear-48b-a3b.json";
 const char* const kK26Nvfp4 = "configs/frontier/nvidia--Kimi-K2.6-NVFP4.json";
 const char* const kK25Nvfp4 = "configs/frontier-sizes/nvidia--Kimi-K2.5-NVFP4.json";
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
-                                   << " (" << relative * 100.0 << "% off)";
-}
 
-void expectTensor(const LayerGraph& graph, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = graph.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 std::int64_t componentTotal(const ParameterCounts& c, Component component)
 {
@@ -77,10 +63,6 @@ std::string errorOf(const nlohmann::json& config)
     return spec ? std::string() : spec.error().message;
 }
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
 struct Listed {
     DType dtype;

@@ -19,26 +19,8 @@ constexpr const char* kM25 = "configs/frontier-sizes/MiniMaxAI--MiniMax-M2.5.jso
 constexpr const char* kM27 = "configs/frontier-sizes/MiniMaxAI--MiniMax-M2.7.json";
 constexpr const char* kNvfp4 = "configs/frontier/nvidia--MiniMax-M2.5-NVFP4.json";
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& g, const std::string& name, std::vector<std::int64_t> shape,
-    DType dtype, TensorKind kind = TensorKind::Weight)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name;
-    EXPECT_EQ(t->kind, kind) << name;
-}
 
 nlohmann::json config(const char* relative)
 {

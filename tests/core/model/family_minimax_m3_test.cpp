@@ -18,26 +18,8 @@ namespace {
 
 constexpr const char* kM3 = "configs/frontier/MiniMaxAI--MiniMax-M3.json";
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published;
-}
 
-void expectTensor(const LayerGraph& g, const std::string& name, std::vector<std::int64_t> shape,
-    DType dtype, TensorKind kind = TensorKind::Weight)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name;
-    EXPECT_EQ(t->kind, kind) << name;
-}
 
 nlohmann::json config()
 {

@@ -27,21 +27,7 @@ const char* const kUltra
     = "configs/frontier-sizes/nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json";
 const char* const k56B = "configs/frontier-sizes/nvidia--Nemotron-H-56B-Base-8K.json";
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
-                                   << " (" << relative * 100.0 << "% off)";
-}
 
-void expectTensor(const LayerGraph& graph, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = graph.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 void expectAbsent(const LayerGraph& graph, const std::string& name)
 {

@@ -20,21 +20,7 @@ namespace {
 
 const char* const kSuper49B = "configs/frontier/nvidia--Llama-3_3-Nemotron-Super-49B-v1.json";
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
-                                   << " (" << relative * 100.0 << "% off)";
-}
 
-void expectTensor(const LayerGraph& graph, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = graph.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
-}
 
 void expectAbsent(const LayerGraph& graph, const std::string& name)
 {

@@ -136,12 +136,6 @@ static_assert(mainText(k397B) + vision(4096) + mtp(k397B) == 403'397'928'944);
 
 ParameterCounts countsOf(const ModelSpec& spec) { return buildLayerGraph(spec).countParameters(); }
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
-                                   << " (" << relative * 100.0 << "% off)";
-}
 
 // Exact counts of a size from its Dims; vision out = H, or no vision.
 void expectCounts(const ModelSpec& spec, const Dims& d, bool withVision)
@@ -158,14 +152,6 @@ void expectCounts(const ModelSpec& spec, const Dims& d, bool withVision)
     EXPECT_EQ(c.activeWithoutEmbedding, active(d) - d.V * d.H);
 }
 
-void expectTensor(const LayerGraph& g, const std::string& name,
-    const std::vector<std::int64_t>& shape, DType dtype)
-{
-    const TensorSpec* t = g.findTensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    EXPECT_EQ(t->dtype, dtype) << name << ": " << dtypeName(t->dtype);
-}
 
 bool contains(const std::string& haystack, const std::string& needle)
 {

@@ -10,9 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace day0::model::test {
 
@@ -52,6 +55,34 @@ inline Result<ModelSpec> readText(const std::string& text)
         return json.error();
     }
     return readConfig(*json, "inline.json");
+}
+
+/// True if `part` occurs in `text` (error messages).
+inline bool contains(const std::string& text, const std::string& part)
+{
+    return text.find(part) != std::string::npos;
+}
+
+/// Expects `actual` within `tolerance` (relative) of a publisher's figure.
+inline void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
+{
+    const double relative = std::fabs(double(actual) - published) / published;
+    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
+                                   << " (" << relative * 100.0 << "% off)";
+}
+
+/// Expects the graph to hold tensor `name` with this shape and dtype (and kind when given).
+inline void expectTensor(const LayerGraph& graph, const std::string& name,
+    const std::vector<std::int64_t>& shape, DType dtype = DType::BF16,
+    std::optional<TensorKind> kind = std::nullopt)
+{
+    const TensorSpec* t = graph.findTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+    EXPECT_EQ(t->dtype, dtype) << name << " is " << dtypeName(t->dtype);
+    if (kind) {
+        EXPECT_EQ(t->kind, *kind) << name;
+    }
 }
 
 /// Every tensor name of a graph.

@@ -17,12 +17,6 @@ namespace {
 
 ParameterCounts countsOf(const ModelSpec& spec) { return buildLayerGraph(spec).countParameters(); }
 
-void expectNear(std::int64_t actual, double published, double tolerance, const char* what)
-{
-    const double relative = std::fabs(double(actual) - published) / published;
-    EXPECT_LE(relative, tolerance) << what << ": " << actual << " vs published " << published
-                                   << " (" << relative * 100.0 << "% off)";
-}
 
 std::int64_t componentTotal(const ParameterCounts& c, Component component)
 {

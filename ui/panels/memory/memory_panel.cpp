@@ -359,6 +359,29 @@ void MemoryPanel::display(Estimate&& estimate)
                        .arg(l.sp ? tr("on") : tr("off"))
                        .arg(l.vpp);
     }
+    const auto& peakRank = r.perRank.front();
+    if (!peakRank.kvByKind.empty()) {
+        QStringList kinds;
+        for (const auto& k : peakRank.kvByKind) {
+            kinds << tr("%1 %2 (%3 layers)")
+                         .arg(toQString(model::mixerKindName(k.kind)), gib(k.bytes))
+                         .arg(k.layers);
+        }
+        details += tr("<br>KV cache and state of rank %1 by layer kind: %2")
+                       .arg(peakRank.rank)
+                       .arg(kinds.join(QStringLiteral(", ")));
+    }
+    if (r.partial) {
+        details += tr("<br><b>Partial reading:</b> these figures leave out %1")
+                       .arg(toQString([&] {
+                           std::string list;
+                           for (const auto& i : r.ignored) {
+                               list += (list.empty() ? "" : ", ") + i;
+                           }
+                           return list;
+                       }())
+                                .toHtmlEscaped());
+    }
     m_details->setText(details);
     QStringList notes;
     for (const auto& note : r.notes) {
@@ -386,8 +409,32 @@ void MemoryPanel::showStages(const plan::MemoryReport& r)
         { tr("activations"), MemoryColor::Activations, &plan::RankMemory::activations },
         { tr("KV cache"), MemoryColor::KvCache, &plan::RankMemory::kvCache },
         { tr("buffers"), MemoryColor::Buffers, &plan::RankMemory::buffers } };
+    // The KV cache itemised by layer kind (attention, sliding, latent, recurrent states...).
+    std::vector<model::MixerKind> kinds;
+    for (const auto& s : stages) {
+        for (const auto& k : s.kvByKind) {
+            if (std::find(kinds.begin(), kinds.end(), k.kind) == kinds.end()) {
+                kinds.push_back(k.kind);
+            }
+        }
+    }
     QVector<BarLayer> layers;
     for (const auto& part : parts) {
+        if (part.field == &plan::RankMemory::kvCache && kinds.size() > 1) {
+            for (std::size_t i = 0; i < kinds.size(); ++i) {
+                BarLayer layer { tr("KV cache · %1").arg(toQString(model::mixerKindName(kinds[i]))),
+                    memoryColor(MemoryColor::KvCache).darker(100 + int(i) * 35), {} };
+                for (const auto& s : stages) {
+                    double bytes = 0;
+                    for (const auto& k : s.kvByKind) {
+                        bytes += k.kind == kinds[i] ? double(k.bytes.value) : 0.0;
+                    }
+                    layer.values << bytes;
+                }
+                layers << layer;
+            }
+            continue;
+        }
         BarLayer layer { part.name, memoryColor(part.color), {} };
         bool any = false;
         for (const auto& s : stages) {

@@ -1,6 +1,8 @@
 #include "panels/model/model_panel.h"
 
+#include "model/model_summary.h"
 #include "panels/model/checkpoint_view.h"
+#include "panels/model/layer_pattern_view.h"
 #include "panels/model/model_tree_model.h"
 #include "panels/model/parameter_table_model.h"
 #include "session/session.h"
@@ -25,8 +27,9 @@ namespace day0::ui {
 namespace {
 
 // Order and names of the summary fields.
-const char* const kFields[] = { "Model", "Family", "Layers", "Hidden size", "Attention", "Heads",
-    "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Vision tower", "Parameters" };
+const char* const kFields[] = { "Model", "Family", "Layers", "Layer pattern", "Hidden size",
+    "Attention", "Heads", "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Stored as",
+    "Vision tower", "Parameters" };
 
 QString n(std::int64_t v) { return QLocale().toString(qlonglong(v)); }
 
@@ -59,11 +62,22 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
         m_form->addRow(title, label);
         m_fields[QString::fromLatin1(field)] = label;
     }
+    m_pattern = new LayerPatternView(summary);
+    m_form->addRow(m_pattern);
     m_warnings = new QLabel(summary);
     m_warnings->setWordWrap(true);
     m_warnings->setStyleSheet(QStringLiteral("color: #c0392b;"));
     m_form->addRow(m_warnings);
     summary->setMinimumWidth(300);
+
+    // A partial reading (File ▸ Open Model, "Read the rest") says on top what it leaves out.
+    m_partialBanner = new QLabel(this);
+    m_partialBanner->setObjectName(QStringLiteral("modelPartialBanner"));
+    m_partialBanner->setWordWrap(true);
+    m_partialBanner->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_partialBanner->setStyleSheet(QStringLiteral("QLabel { background: #fff3cd; color: #664d03; "
+                                                  "border: 1px solid #e0b000; padding: 6px; }"));
+    m_partialBanner->hide();
 
     auto* paramProxy = new QSortFilterProxyModel(this);
     paramProxy->setSourceModel(m_paramModel);
@@ -152,6 +166,7 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     split->setSizes({ 560, 400 });
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
+    layout->addWidget(m_partialBanner);
     layout->addWidget(split);
 
     connect(&m_session, &Session::modelChanged, this, &ModelPanel::onModelChanged);
@@ -189,9 +204,37 @@ void ModelPanel::updateSummary()
             label->setText(name == QStringLiteral("Model") ? tr("no model open") : QString());
         }
         m_warnings->clear();
+        m_pattern->setPattern({});
+        m_partialBanner->hide();
         return;
     }
     const auto& s = graph->spec;
+    if (s.partial) {
+        QStringList keys;
+        for (const auto& k : s.ignored) {
+            keys << QStringLiteral("<b>%1</b> (%2)")
+                        .arg(
+                            toQString(k.path).toHtmlEscaped(), toQString(k.reason).toHtmlEscaped());
+        }
+        m_partialBanner->setText(tr("<b>Partial reading.</b> Day0 does not model %1 key(s) of "
+                                    "this config; every figure in every panel leaves them out: %2")
+                                     .arg(s.ignored.size())
+                                     .arg(keys.join(QStringLiteral(", "))));
+        m_partialBanner->show();
+    } else {
+        m_partialBanner->hide();
+    }
+    m_pattern->setPattern(model::layerPattern(s));
+    setField(QStringLiteral("Layer pattern"), toQString(model::patternLine(s)));
+    {
+        QStringList formats;
+        for (const auto& f : model::weightFormats(*graph)) {
+            formats << tr("%1: %2 (%3)")
+                           .arg(toQString(model::componentName(f.component)), toQString(f.format),
+                               countText(double(f.params)));
+        }
+        setField(QStringLiteral("Stored as"), formats.join(QStringLiteral("<br>")));
+    }
     setField(QStringLiteral("Model"),
         QStringLiteral("<b>%1</b><br>%2").arg(toQString(s.name), toQString(s.architecture)));
     setField(QStringLiteral("Family"),
@@ -252,12 +295,10 @@ void ModelPanel::updateSummary()
     }
     setField(QStringLiteral("RoPE"), rope);
     QString weights = toQString(std::string(dtypeName(s.dtype)));
-    if (s.quantization) {
-        weights += tr(", %1 %2 blocks %3×%4")
-                       .arg(toQString(s.quantization->method),
-                           toQString(std::string(dtypeName(s.quantization->weightDtype))))
-                       .arg(s.quantization->blockRows)
-                       .arg(s.quantization->blockCols);
+    for (const auto& line : model::describeArchitecture(s)) {
+        if (line.label == "quantization" && s.quantization) {
+            weights += QStringLiteral(", ") + toQString(line.value);
+        }
     }
     setField(QStringLiteral("Weights"), weights);
     if (s.vision) {
@@ -279,6 +320,9 @@ void ModelPanel::updateSummary()
     QStringList warnings;
     for (const auto& w : s.warnings) {
         warnings << toQString(w);
+    }
+    for (const auto& note : s.notes) {
+        warnings << toQString(note);
     }
     m_warnings->setText(warnings.join(QLatin1Char('\n')));
 }

@@ -16,6 +16,7 @@ namespace day0::ui {
 
 class CheckpointView;
 class JobRunner;
+class LayerPatternView;
 class ModelTreeModel;
 class ParameterTableModel;
 class PlotWidget;
@@ -35,6 +36,9 @@ public:
     [[nodiscard]] ParameterTableModel* parameterModel() const { return m_paramModel; }
     [[nodiscard]] PlotWidget* parameterChart() const { return m_chart; }
     [[nodiscard]] CheckpointView* checkpointView() const { return m_checkpoint; }
+    [[nodiscard]] LayerPatternView* layerPattern() const { return m_pattern; }
+    /// The partial-reading banner (hidden for an exact reading).
+    [[nodiscard]] QLabel* partialBanner() const { return m_partialBanner; }
     /// Text of a summary field ("Attention", "Experts", ...), for tests.
     [[nodiscard]] QString summaryField(const QString& name) const;
 
@@ -48,6 +52,8 @@ private:
     QFormLayout* m_form = nullptr;
     std::map<QString, QLabel*> m_fields;
     QLabel* m_warnings = nullptr;
+    QLabel* m_partialBanner = nullptr;
+    LayerPatternView* m_pattern = nullptr;
     ParameterTableModel* m_paramModel = nullptr;
     QTableView* m_paramView = nullptr;
     PlotWidget* m_chart = nullptr;

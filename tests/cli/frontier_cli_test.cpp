@@ -1,0 +1,192 @@
+// The 2026 models through the day0 binary: exact readings in --json, exit 2 with one line naming
+// the file, key and value for what Day0 does not model, --partial outputs that say what they
+// leave out, and the verbs that compute from or write a model refusing a partial reading.
+
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+using day0::test::runDay0;
+using day0::test::scratchDir;
+
+namespace {
+
+const std::string kFrontier = std::string(DAY0_TEST_DATA_DIR) + "/model/configs/frontier";
+
+bool oneLine(const std::string& text)
+{
+    return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
+bool contains(const std::string& text, const std::string& part)
+{
+    return text.find(part) != std::string::npos;
+}
+
+nlohmann::json readJson(const std::string& path)
+{
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+}
+
+std::string writeConfig(const std::string& dir, const nlohmann::json& config)
+{
+    const std::string path = dir + "/config.json";
+    std::ofstream(path) << config.dump(2);
+    return path;
+}
+
+} // namespace
+
+TEST(CliFrontier, InspectReadsThePublishedCounts)
+{
+    // gpt-oss-120b (model card arXiv:2508.10925): 116.83B total, 5.13B active counting the
+    // unembedding but not the embedding.
+    const auto oss = runDay0({ "inspect", "gpt-oss-120b", "--json" });
+    ASSERT_EQ(oss.exitCode, 0) << oss.err;
+    const auto j = oss.json();
+    EXPECT_EQ(j["family"], "gpt_oss");
+    EXPECT_EQ(j["params"]["total"].get<std::int64_t>(), 116'829'156'672);
+    EXPECT_EQ(j["params"]["active_without_embedding"].get<std::int64_t>(), 5'132'849'472);
+    EXPECT_EQ(j["moe"]["experts"], 128);
+    EXPECT_EQ(j["quantization"]["scheme"], "mxfp4");
+    EXPECT_EQ(j["partial"], false);
+    EXPECT_TRUE(j["ignored_keys"].empty());
+    EXPECT_EQ(j["layer_kinds"]["sliding"], 18);
+    EXPECT_EQ(j["layer_kinds"]["attention"], 18);
+    EXPECT_EQ(j["layers"][0]["window"], 128);
+
+    // Nemotron-3 Super FP8 with its hf_quant_config.json beside the config (ModelOpt FP8), and
+    // time_step_limit [0.0, Infinity] as Python's json wrote it.
+    const auto nemotron = runDay0({ "inspect", "nemotron-3-super-120b-fp8", "--json" });
+    ASSERT_EQ(nemotron.exitCode, 0) << nemotron.err;
+    const auto n = nemotron.json();
+    EXPECT_EQ(n["family"], "nemotron_h");
+    EXPECT_EQ(n["quantization"]["scheme"], "fp8_tensor");
+    EXPECT_EQ(n["layer_kinds"]["mamba2"], 40);
+    EXPECT_EQ(n["params"]["main_model"].get<std::int64_t>(), 120'668'707'840);
+    bool infinity = false;
+    for (const auto& note : n["notes"]) {
+        infinity = infinity || contains(note.get<std::string>(), "time_step_limit[1] = Infinity");
+    }
+    EXPECT_TRUE(infinity) << n["notes"].dump();
+
+    // The text output names the layer pattern and the weights as stored.
+    const auto text = runDay0({ "inspect", "deepseek-v4-pro" });
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_TRUE(contains(text.out, "layer pattern")) << text.out;
+    EXPECT_TRUE(contains(text.out, "compressed(1:4)")) << text.out;
+    EXPECT_TRUE(contains(text.out, "fp4 e2m1")) << text.out;
+}
+
+TEST(CliFrontier, UnknownStructureIsOneLineNamingFileKeyAndValue)
+{
+    const std::string dir = scratchDir("frontier_bad");
+    auto oss = readJson(kFrontier + "/openai--gpt-oss-120b.json");
+
+    // A per-layer list of the wrong length.
+    auto shortList = oss;
+    shortList["layer_types"].erase(shortList["layer_types"].begin());
+    auto r = runDay0({ "inspect", writeConfig(dir, shortList) });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_TRUE(oneLine(r.err)) << r.err;
+    EXPECT_TRUE(contains(r.err, "config.json")) << r.err;
+    EXPECT_TRUE(contains(r.err, "layer_types")) << r.err;
+    EXPECT_TRUE(contains(r.err, "35")) << r.err;
+
+    // An unknown layer type.
+    auto badType = oss;
+    badType["layer_types"][3] = "hyper_attention";
+    r = runDay0({ "inspect", writeConfig(dir, badType) });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_TRUE(oneLine(r.err)) << r.err;
+    EXPECT_TRUE(contains(r.err, "layer_types")) << r.err;
+    EXPECT_TRUE(contains(r.err, "hyper_attention")) << r.err;
+
+    // An unknown quantisation method.
+    auto badQuant = oss;
+    badQuant["quantization_config"] = { { "quant_method", "awq" }, { "bits", 4 } };
+    r = runDay0({ "inspect", writeConfig(dir, badQuant), "--json" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_TRUE(r.out.empty()) << "no half JSON on stdout";
+    EXPECT_TRUE(oneLine(r.err)) << r.err;
+    EXPECT_TRUE(contains(r.err, "quantization_config.quant_method")) << r.err;
+    EXPECT_TRUE(contains(r.err, "\"awq\"")) << r.err;
+
+    // Kimi-K2 under a fork's model_type and architecture: refused, naming its MLA/MoE keys
+    // (it used to read as a 39B dense Llama).
+    auto kimi = readJson(std::string(DAY0_RESOURCE_DIR) + "/configs/kimi-k2.json");
+    kimi["model_type"] = "my_fork";
+    kimi["architectures"] = { "MyForkForCausalLM" };
+    r = runDay0({ "inspect", writeConfig(dir, kimi) });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_TRUE(oneLine(r.err)) << r.err;
+    EXPECT_TRUE(contains(r.err, "my_fork")) << r.err;
+    EXPECT_TRUE(contains(r.err, "n_routed_experts")) << r.err;
+}
+
+TEST(CliFrontier, PartialOutputsSayWhatTheyLeaveOut)
+{
+    const std::string dir = scratchDir("frontier_partial");
+    auto oss = readJson(kFrontier + "/openai--gpt-oss-120b.json");
+    oss["model_type"] = "oss_fork";
+    oss["architectures"] = { "OssForkForCausalLM" };
+    const std::string config = writeConfig(dir, oss);
+
+    const auto inspect = runDay0({ "inspect", config, "--partial", "--json" });
+    ASSERT_EQ(inspect.exitCode, 0) << inspect.err;
+    const auto j = inspect.json();
+    EXPECT_EQ(j["partial"], true);
+    std::set<std::string> ignored;
+    for (const auto& k : j["ignored_keys"]) {
+        ignored.insert(k["path"].get<std::string>());
+        EXPECT_FALSE(k["reason"].get<std::string>().empty());
+    }
+    EXPECT_EQ(ignored.count("num_local_experts"), 1u);
+    EXPECT_EQ(ignored.count("layer_types"), 1u);
+
+    const auto text = runDay0({ "inspect", config, "--partial" });
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_TRUE(contains(text.out, "PARTIAL reading")) << text.out;
+    EXPECT_TRUE(contains(text.out, "num_local_experts")) << text.out;
+
+    const auto memory = runDay0({ "memory", config, "--partial", "--plan", "tp=1", "--mode",
+        "infer", "--cluster", "h200:1x8", "--json", "--no-record" });
+    ASSERT_LE(memory.exitCode, 1) << memory.err;
+    EXPECT_EQ(memory.json()["partial"], true);
+    EXPECT_FALSE(memory.json()["ignored_keys"].empty());
+
+    const auto plan = runDay0({ "plan", config, "--partial", "--cluster", "h200:1x8", "--mode",
+        "infer", "--json", "--no-record" });
+    ASSERT_LE(plan.exitCode, 1) << plan.err;
+    EXPECT_EQ(plan.json()["partial"], true);
+    bool noted = false;
+    for (const auto& note : plan.json()["notes"]) {
+        noted = noted || contains(note.get<std::string>(), "PARTIAL");
+    }
+    EXPECT_TRUE(noted);
+
+    // shrink and run compute from or write the model: refused, naming what is not modelled.
+    const auto shrink = runDay0({ "shrink", dir, "--out", dir + "/small", "--partial" });
+    EXPECT_EQ(shrink.exitCode, 2);
+    EXPECT_TRUE(oneLine(shrink.err)) << shrink.err;
+    EXPECT_TRUE(contains(shrink.err, "num_local_experts")) << shrink.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/small"));
+    const auto run = runDay0({ "run", dir, "--partial", "--ids", "1,2" });
+    EXPECT_EQ(run.exitCode, 2);
+    EXPECT_TRUE(contains(run.err, "needs an exact reading")) << run.err;
+}
+
+TEST(CliFrontier, ShrinkAndRunSayWhatTheyCannotDo)
+{
+    const std::string dir = scratchDir("frontier_shrink");
+    // gpt-oss ships MXFP4 experts: shrink does not generate FP4 codes.
+    const auto oss = runDay0({ "shrink", "gpt-oss-20b", "--out", dir + "/oss" });
+    EXPECT_EQ(oss.exitCode, 2) << oss.err;
+    EXPECT_TRUE(contains(oss.err, "mxfp4")) << oss.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/oss"));
+}
