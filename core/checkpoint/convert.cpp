@@ -153,8 +153,9 @@ Result<std::optional<Layout>> readLayout(const fs::path& configPath, const Json&
             return std::optional<Layout>();
         }
         return spec.error().withContext(
-            fmt::format("convert: the weights are quantised ({}) as only the config can lay out",
-                modelOpt ? std::string(kHfQuantConfig) : method));
+            fmt::format("convert: {} weights can only be dequantised from the layout of a "
+                        "config Day0 reads",
+                modelOpt ? "ModelOpt (" + std::string(kHfQuantConfig) + ")" : method));
     }
     Layout layout;
     layout.configName = displayPath(configPath);
@@ -241,10 +242,11 @@ DType plainTarget(const CheckpointTensor& t, const ConvertOptions& opt, const La
     return to;
 }
 
-/// Refuses a quantised-looking tensor the config does not quantise (`X.weight` in F8 beside
-/// `X.weight_scale_inv`): converted as plain values it would be silently wrong.
+/// Refuses a quantised-looking tensor (`X.weight` in F8 beside `X.weight_scale_inv`) that the
+/// config's layout does not quantise, or that no layout explains (`layout` null): converted as
+/// plain values it would be silently wrong.
 Result<void> refuseStrayQuantised(
-    const Checkpoint& ckpt, const CheckpointTensor& t, const Layout& layout)
+    const Checkpoint& ckpt, const CheckpointTensor& t, const Layout* layout)
 {
     const DType d = *t.dtype;
     if (d != DType::F8E4M3 && d != DType::F8E5M2 && d != DType::U8 && d != DType::I8
@@ -265,10 +267,12 @@ Result<void> refuseStrayQuantised(
     }
     for (const auto& scale : scales) {
         if (ckpt.find(scale) != nullptr) {
+            const std::string why = layout != nullptr
+                ? fmt::format("{} does not quantise '{}'", layout->configName, module)
+                : std::string("without a config.json Day0 reads its layout is unknown");
             return Error::badInput(fmt::format("{}: tensor '{}' is stored quantised ({}, with "
-                                               "'{}') but {} does not quantise '{}'",
-                displayPath(ckpt.root() / t.file), t.name, t.dtypeName, scale, layout.configName,
-                module));
+                                               "'{}') but {}",
+                displayPath(ckpt.root() / t.file), t.name, t.dtypeName, scale, why));
         }
     }
     return success();
@@ -320,7 +324,7 @@ Result<void> planFromLayout(const Checkpoint& ckpt, const Layout& layout, const 
         if (!bytes) {
             return bytes.error();
         }
-        DAY0_TRY(refuseStrayQuantised(ckpt, t, layout));
+        DAY0_TRY(refuseStrayQuantised(ckpt, t, &layout));
         planPlain(t, *bytes, plainTarget(t, opt, &layout), pool, plan);
     }
     return success();
@@ -428,6 +432,9 @@ Result<void> planTensor(const Checkpoint& ckpt, const CheckpointTensor& t,
     }
 
     const bool change = isFloat(from) && !toFp8 && !opt.onlyFp8 && from != opt.dtype;
+    if (change) {
+        DAY0_TRY(refuseStrayQuantised(ckpt, t, nullptr));
+    }
     planPlain(t, bytes, change ? opt.dtype : from, pool, plan);
     return success();
 }

@@ -435,5 +435,42 @@ TEST(ConvertQuantized, RefusesAWrongWeightShape)
         [&](Tensors& t) { put(t.at(shape), 1, std::int32_t(48)); }, "[64, 48]");
 }
 
+/// A checkpoint whose config Day0 cannot read (a stub), with one F8 weight and its `scale`.
+fs::path stubCheckpoint(const std::string& name, const char* config)
+{
+    const auto dir = scratch(name);
+    std::vector<std::uint8_t> w(64 * 64, 0x38);
+    std::vector<std::uint8_t> s(4, 127);
+    std::vector<TensorSource> t;
+    t.push_back(tensorFromBytes(
+        "layers.0.attn.wq_a.weight", DType::F8E4M3, { 64, 64 }, std::as_bytes(std::span(w))));
+    t.push_back(tensorFromBytes(
+        "layers.0.attn.wq_a.scale", DType::F8E8M0, { 2, 2 }, std::as_bytes(std::span(s))));
+    EXPECT_TRUE(writeSafetensors(dir / "model.safetensors", t).ok());
+    EXPECT_TRUE(writeFileAtomic(dir / "config.json", config).ok());
+    return dir;
+}
+
+TEST(ConvertQuantized, WithoutALayoutRefusesWhatItCannotPair)
+{
+    // Block FP8 is paired by name (`_scale_inv`) without a layout; DeepSeek-V4's `scale` is not.
+    const auto src = stubCheckpoint("stub_fp8",
+        R"({"model_type": "deepseek_v4", "quantization_config": {"quant_method": "fp8"}})");
+    Progress progress;
+    auto r = convertCheckpoint(src, src.parent_path() / "stub_fp8_out", {}, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("'layers.0.attn.wq_a.weight'"), std::string::npos)
+        << r.error().message;
+    EXPECT_FALSE(fs::exists(src.parent_path() / "stub_fp8_out"));
+
+    // Any other quantisation needs the layout only the config gives.
+    const auto ct = stubCheckpoint("stub_ct",
+        R"({"model_type": "kimi_k25", "quantization_config": {"quant_method": "compressed-tensors"}})");
+    r = convertCheckpoint(ct, ct.parent_path() / "stub_ct_out", {}, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("compressed-tensors"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(fs::exists(ct.parent_path() / "stub_ct_out"));
+}
+
 } // namespace
 } // namespace day0::checkpoint
