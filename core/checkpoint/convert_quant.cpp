@@ -90,7 +90,7 @@ TensorSource transposedMx(const QuantGroup& g, const Bytes& b, DType to, ThreadP
                     std::vector<float> column;
                     for (std::size_t c = c0; c < c1; ++c) {
                         const auto e = std::int64_t(c / bands);
-                        const std::int64_t r0 = std::int64_t(c % bands) * kRowGrain;
+                        const auto r0 = std::int64_t((c % bands) * kRowGrain);
                         const std::int64_t n = std::min<std::int64_t>(kRowGrain, rows - r0);
                         const auto first = std::size_t(e * rows + r0);
                         band.resize(std::size_t(n * cols));
