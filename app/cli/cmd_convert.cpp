@@ -67,15 +67,16 @@ int runConvert(const ConvertArgs& args, const GlobalOptions& global)
             { "dtype", std::string(dtypeName(*dtype)) }, { "tensors_in", summary.tensorsIn },
             { "tensors_out", summary.tensorsOut }, { "dequantized", summary.dequantized },
             { "quantized", summary.quantized }, { "converted", summary.converted },
-            { "copied", summary.copied }, { "bytes_in", summary.bytesIn },
+            { "copied", summary.copied }, { "dropped", summary.dropped },
+            { "bytes_in", summary.bytesIn },
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
             { "bytes_out", summary.bytesOut }, { "files", summary.files } };
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print("{} → {} ({}): {} tensors ({} dequantized, {} quantized, {} converted, {} "
-                   "copied), {} → {}, {} files\n",
+                   "copied; {} scales dropped), {} → {}, {} files\n",
             args.path, args.out, dtypeName(*dtype), summary.tensorsOut, summary.dequantized,
-            summary.quantized, summary.converted, summary.copied,
+            summary.quantized, summary.converted, summary.copied, summary.dropped,
             formatBytes(Bytes(std::int64_t(summary.bytesIn))),
             formatBytes(Bytes(std::int64_t(summary.bytesOut))), summary.files.size());
     }
@@ -93,7 +94,8 @@ const bool registered = registerCommand({ "convert",
         app.add_option("--out", args->out, "output folder (must not exist or be empty)")
             ->required();
         app.add_flag("--only-fp8", args->onlyFp8,
-            "only dequantize block-FP8 weights; keep other tensors as they are");
+            "only dequantize the quantized weights (block FP8, ModelOpt FP8/NVFP4, MXFP4, "
+            "packed INT4, ...); keep every other tensor as it is");
         app.add_option("--max-shard-size", args->maxShardGb, "shard size limit in GB")
             ->capture_default_str();
         app.add_option("-j,--jobs", args->jobs, "threads (default: one per core)");

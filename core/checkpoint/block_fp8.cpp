@@ -1,5 +1,6 @@
 #include "checkpoint/block_fp8.h"
 
+#include "checkpoint/dequantize.h"
 #include "checkpoint/dtype_convert.h"
 
 #include <fmt/format.h>
@@ -48,9 +49,11 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
     DType scaleType, std::int64_t rows, std::int64_t cols, BlockShape block,
     std::span<std::byte> out, DType to)
 {
-    if (scaleType != DType::F32 && scaleType != DType::BF16 && scaleType != DType::F16) {
-        return Error::unsupported(fmt::format(
-            "block FP8: scale dtype {} (expected F32, BF16 or F16)", dtypeName(scaleType)));
+    if (scaleType != DType::F32 && scaleType != DType::BF16 && scaleType != DType::F16
+        && scaleType != DType::F8E8M0) {
+        return Error::unsupported(
+            fmt::format("block FP8: scale dtype {} (expected F32, BF16, F16 or F8_E8M0)",
+                dtypeName(scaleType)));
     }
     if (to != DType::F32 && to != DType::BF16 && to != DType::F16) {
         return Error::unsupported(fmt::format("block FP8: cannot dequantize to {}", dtypeName(to)));
@@ -62,8 +65,15 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
     }
     const std::int64_t scaleCols = ceilDiv(cols, block.cols);
     std::vector<float> scales(std::size_t(ceilDiv(rows, block.rows) * scaleCols));
-    DAY0_TRY(convertElements(
-        scale, scaleType, std::as_writable_bytes(std::span(scales)), DType::F32, scales.size()));
+    if (scaleType == DType::F8E8M0) {
+        // DeepSeek-V4 (scale_fmt ue8m0): each block scale is a power of two 2^(e − 127).
+        for (std::size_t i = 0; i < scales.size(); ++i) {
+            scales[i] = e8m0ToFloat(std::uint8_t(scale[i]));
+        }
+    } else {
+        DAY0_TRY(convertElements(scale, scaleType, std::as_writable_bytes(std::span(scales)),
+            DType::F32, scales.size()));
+    }
     std::vector<float> row(static_cast<std::size_t>(cols));
     const auto* w = reinterpret_cast<const std::uint8_t*>(weight.data());
     for (std::int64_t r = 0; r < rows; ++r) {

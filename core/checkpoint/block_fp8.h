@@ -22,7 +22,8 @@ std::vector<std::int64_t> blockScaleShape(
 
 /// Dequantizes a block-scaled F8_E4M3 weight: out[r, c] = fp8(w[r, c]) × scale[r / br, c / bc],
 /// edge blocks partial. `weight` holds rows × cols bytes, `scale` the scale tensor in
-/// `scaleType` (F32 as published, BF16 or F16 accepted), `out` rows × cols elements of `to`
+/// `scaleType` (F32 as DeepSeek-V3 publishes it, DeepSeek-V4's F8_E8M0 powers of two, BF16 or
+/// F16 accepted), `out` rows × cols elements of `to`
 /// (F32, BF16, F16; the product is formed in float and rounded once). Buffers may be unaligned.
 Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<const std::byte> scale,
     DType scaleType, std::int64_t rows, std::int64_t cols, BlockShape block,

@@ -20,8 +20,9 @@ struct ConvertOptions {
     /// weights of the decoder layers are quantised with a `weight_scale_inv` per block, every
     /// other tensor keeps its type).
     DType dtype = DType::BF16;
-    /// Only dequantise block-FP8 weights and leave every other tensor as it is (what DeepSeek's
-    /// fp8_cast_bf16.py does).
+    /// Only dequantise the quantised weights (every format the config lays out: block FP8,
+    /// ModelOpt FP8 and NVFP4, MXFP4, packed INT4, ...) and leave every other tensor as it is
+    /// (what DeepSeek's fp8_cast_bf16.py does for block FP8).
     bool onlyFp8 = false;
     BlockShape block; ///< block size when quantising
     ShardingOptions sharding;
@@ -34,7 +35,10 @@ struct ConvertOptions {
 struct ConvertSummary {
     std::size_t tensorsIn = 0;
     std::size_t tensorsOut = 0;
-    std::size_t dequantized = 0; ///< block-FP8 weights turned into the target type
+    std::size_t dequantized = 0; ///< quantised weights turned into the target type
+    /// Tensors left out: the activation (`input_scale`) and KV-cache scales of dequantised
+    /// checkpoints, meaningless without the quantisation.
+    std::size_t dropped = 0;
     std::size_t quantized = 0; ///< weights turned into block FP8
     std::size_t converted = 0; ///< other tensors whose dtype changed
     std::size_t copied = 0; ///< tensors written unchanged
@@ -49,8 +53,19 @@ bool isBlockFp8Candidate(const std::string& name, const std::vector<std::int64_t
 
 /// Converts the safetensors checkpoint at `src` into a new sharded checkpoint at `dst` (shards,
 /// index, config.json with torch_dtype/quantization_config updated, other files copied, and a
-/// day0-manifest.json). Everything is written to a temporary folder renamed at the end. Refuses
-/// a source with structural problems. Progress counts output bytes, then bytes hashed.
+/// day0-manifest.json). Everything is written to a temporary folder renamed at the end.
+///
+/// When Day0 reads the folder's config.json (with a ModelOpt hf_quant_config.json beside it),
+/// the layer graph says which tensors form each quantised weight, in any format the model
+/// module reads: block FP8 (F32 or E8M0 scales), ModelOpt FP8 and NVFP4, compressed-tensors
+/// packed INT4 and MXFP4, DeepSeek-V4 FP4 experts, gpt-oss MXFP4 experts (written transposed,
+/// as the BF16 release stores them). Each is dequantised to the target (F32, BF16, F16), its
+/// activation and KV-cache scales are dropped, and the new config.json has no
+/// quantization_config (hf_quant_config.json is not copied), so that the output verifies
+/// against it. A tensor group that does not fit the layout is an error naming the file and
+/// tensor. Without a readable config, F8_E4M3 weights are paired with `<name>_scale_inv` by
+/// name. Refuses a source with structural problems; nothing is written before every tensor is
+/// planned. Progress counts output bytes, then bytes hashed.
 Result<ConvertSummary> convertCheckpoint(const std::filesystem::path& src,
     const std::filesystem::path& dst, const ConvertOptions& options, Progress& progress,
     std::stop_token stop);
