@@ -18,6 +18,12 @@ Result<nlohmann::json> parseJson(const std::string& text, const std::string& ori
             what = what.substr(pos);
         }
         return Error::badInput(fmt::format("{}: malformed JSON: {}", origin, what));
+    } catch (const nlohmann::json::exception& e) {
+        // A number out of range (1e999) is not a parse error to nlohmann but is to a reader.
+        std::string what = e.what();
+        const auto pos = what.find("] ");
+        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin,
+            pos == std::string::npos ? what : what.substr(pos + 2)));
     }
 }
 

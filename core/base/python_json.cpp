@@ -134,7 +134,7 @@ Result<PythonJson<Json>> parseAs(const std::string& text, const std::string& ori
         // Nothing non-standard: the strict parser's result and messages.
         try {
             out.value = Json::parse(text);
-        } catch (const nlohmann::json::parse_error&) {
+        } catch (const nlohmann::json::exception&) {
             return parseJson(text, origin).error();
         }
         return out;
@@ -155,6 +155,11 @@ Result<PythonJson<Json>> parseAs(const std::string& text, const std::string& ori
         return Error::badInput(
             fmt::format("{}: malformed JSON: parse error at line {}, column {}: {}", origin, line,
                 column, what));
+    } catch (const nlohmann::json::exception& e) {
+        std::string what = e.what();
+        const auto pos = what.find("] ");
+        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin,
+            pos == std::string::npos ? what : what.substr(pos + 2)));
     }
     restore(out.value, marker, std::string(), out.nonFinite);
     return out;

@@ -248,6 +248,11 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     if (spec.mla.indexerHeads > 0) {
         out.push_back(fmt::format("sparse-attention indexer of {} (DeepSeek-V3.2)", family));
     }
+    if (spec.attention == model::AttentionKind::MLA && !spec.mla.ropeInterleave) {
+        out.push_back(fmt::format("rotate-half MLA rotary dims of {} (rope_interleave false; the "
+                                  "engine rotates adjacent pairs, as DeepSeek's reference does)",
+            family));
+    }
     if (!spec.gatedMlp) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }

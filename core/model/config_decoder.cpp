@@ -282,11 +282,10 @@ std::vector<std::string> familyInertKeys(Family family)
         // Training-time balancing parameters; Kimi-K2.5's processor switch for video chunks.
         return { "aux_loss_alpha", "seq_aux", "use_unified_vision_chunk" };
     case Family::GlmMoeDsa:
-        // rope_interleave / indexer_rope_interleave pair the rotary dims inside a head (HF
-        // GlmMoeDsa always interleaves the indexer's); moe_router_dtype is the dtype the
-        // router computes in (float32), not a stored tensor's. No tensor changes with them.
-        return { "aux_loss_alpha", "seq_aux", "rope_interleave", "indexer_rope_interleave",
-            "moe_router_dtype" };
+        // indexer_rope_interleave pairs the indexer's rotary dims (HF GlmMoeDsa always
+        // interleaves them); moe_router_dtype is the dtype the router computes in (float32),
+        // not a stored tensor's. No tensor changes with them.
+        return { "aux_loss_alpha", "seq_aux", "indexer_rope_interleave", "moe_router_dtype" };
     case Family::Qwen3:
     case Family::Qwen3Moe:
     case Family::Qwen3Vl:

@@ -316,7 +316,9 @@ Result<void> readCompressedTensors(const Section& section, QuantizationSpec& q)
             fmt::format("{} quantisation groups (Day0 models one)", groups.object.size()));
         return success();
     }
-    const auto& [name, value] = *groups.object.items().begin();
+    const auto first = groups.object.begin();
+    const std::string name = first.key();
+    const nlohmann::json& value = first.value();
     if (!value.is_object()) {
         JsonReader g = groups.reader();
         g.fail(name, "must be an object");

@@ -327,12 +327,14 @@ Result<ModelSpec> readConfig(
     DAY0_TRY(detail::auditKeys(
         accounting, detail::familyInertKeys(spec.family), readerName(spec), options.partial, spec));
     if (spec.family == Family::GenericDecoder) {
-        spec.warnings.push_back(fmt::format("model_type '{}' is not a known family; every key "
-                                            "of it is one a Llama-style decoder has, so it is "
-                                            "read as one (model.layers.N.self_attn.{{q,k,v,o}}_"
-                                            "proj, mlp.{{gate,up,down}}_proj); supported "
-                                            "families: {}",
-            spec.modelType, joined(supportedModelTypes())));
+        spec.warnings.push_back(fmt::format("model_type '{}' is not a known family; {}, so it is "
+                                            "read as a Llama-style decoder "
+                                            "(model.layers.N.self_attn.{{q,k,v,o}}_proj, "
+                                            "mlp.{{gate,up,down}}_proj); supported families: {}",
+            spec.modelType,
+            spec.partial ? "its keys a Llama-style decoder has are read and the others ignored"
+                         : "every key of it is one a Llama-style decoder has",
+            joined(supportedModelTypes())));
     }
     return spec;
 }

@@ -295,6 +295,7 @@ Result<void> readMla(const Section& text, ModelSpec& spec)
     m.indexerHeads = r.intOr("index_n_heads", 0);
     m.indexerHeadDim = r.intOr("index_head_dim", 0);
     m.indexerTopK = r.intOr("index_topk", 0);
+    m.ropeInterleave = r.boolOr("rope_interleave", true);
     if (r.ok() && m.qLoraRank < 0) {
         r.fail("q_lora_rank", "must be a positive integer or null");
     }
@@ -527,12 +528,14 @@ void setWindow(LayerSpec& layer, std::int64_t window)
 Result<void> readLayerPattern(const Section& text, ModelSpec& spec)
 {
     JsonReader r = text.reader();
-    const std::int64_t window = r.intOr("sliding_window", 0);
+    // Only the families that use sliding_window read it: for the generic decoder (and Llama) it
+    // would be structure they do not model.
+    const auto window = [&] { return r.intOr("sliding_window", 0); };
     switch (spec.family) {
     case Family::Mistral:
     case Family::Mixtral:
         for (auto& layer : spec.layers) {
-            setWindow(layer, window);
+            setWindow(layer, window());
         }
         break;
     case Family::Qwen2:
@@ -544,9 +547,10 @@ Result<void> readLayerPattern(const Section& text, ModelSpec& spec)
         // Qwen2 modeling: layers from max_window_layers on use the window when enabled.
         // max_window_layers is read either way: without use_sliding_window it changes nothing.
         const std::int64_t from = r.intOr("max_window_layers", 0);
-        if (r.boolOr("use_sliding_window", false) && window > 0) {
+        const std::int64_t w = window();
+        if (r.boolOr("use_sliding_window", false) && w > 0) {
             for (std::int64_t i = from; i < spec.numLayers; ++i) {
-                setWindow(spec.layers[std::size_t(i)], window);
+                setWindow(spec.layers[std::size_t(i)], w);
             }
         }
         break;

@@ -118,6 +118,9 @@ struct MlaSpec {
     std::int64_t indexerHeadDim = 0;
     std::int64_t indexerTopK = 0;
     bool noRope = false; ///< Kimi-Linear `mla_use_nope`: no rotary part at all
+    /// `rope_interleave` (HF DeepseekV3 default true): the rotary dims rotate as adjacent pairs,
+    /// as DeepSeek's reference does; false rotates halves (HF rotate_half).
+    bool ropeInterleave = true;
     bool outputGate = false; ///< Kimi-K3 `mla_use_output_gate`: a sigmoid gate on the output
 };
 

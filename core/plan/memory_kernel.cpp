@@ -234,6 +234,9 @@ std::vector<CacheShare> inferenceKvCacheByKind(
     const int kvBytes = dtypeSize(l.kv);
     std::vector<CacheShare> out;
     auto add = [&](const LayerShape& s, int layers) {
+        if (s.cache.empty()) {
+            return; // no mixer (Nemotron-H's MoE and MLP layers), or one that keeps nothing
+        }
         auto it = std::find_if(
             out.begin(), out.end(), [&](const CacheShare& c) { return c.kind == s.mixer; });
         if (it == out.end()) {

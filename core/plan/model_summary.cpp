@@ -64,13 +64,16 @@ void addTensor(BlockWeights& w, const TensorSpec& t)
     }
     const double params = double(t.params());
     bucketOf(w.params, t) += params;
+    if (t.lookupTable) {
+        w.lookupParams += params;
+    }
     bucketOf(w.fp8Bytes, t) += quantisable(t) ? params + fp8BlockScaleBytes(t) : params * 2.0;
 }
 
 bool sameWeights(const BlockWeights& a, const BlockWeights& b)
 {
     return a.params.tp == b.params.tp && a.params.replicated == b.params.replicated
-        && a.params.expert == b.params.expert
+        && a.params.expert == b.params.expert && a.lookupParams == b.lookupParams
         && a.checkpointBytes.total() == b.checkpointBytes.total();
 }
 
@@ -81,7 +84,7 @@ void setWeightMacs(LayerShape& shape, const BlockWeights& w)
     if (!usesWeightMacs(shape)) {
         return;
     }
-    shape.weightMacs = w.params.tp + w.params.replicated;
+    shape.weightMacs = w.params.tp + w.params.replicated - w.lookupParams;
     shape.expertMacs = shape.experts > 0 ? w.params.expert / shape.experts : 0.0;
 }
 
@@ -355,7 +358,7 @@ ModelSummary summarizeModel(const model::LayerGraph& graph)
         const double routedShare
             = c.shape.moe && c.shape.experts > 0 ? c.shape.topK / c.shape.experts : 1.0;
         active += c.count
-            * (c.weights.params.tp + c.weights.params.replicated
+            * (c.weights.params.tp + c.weights.params.replicated - c.weights.lookupParams
                 + c.weights.params.expert * routedShare);
     }
     for (const auto& [layer, w] : mtpLayers) {

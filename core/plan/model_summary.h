@@ -37,10 +37,14 @@ struct BlockWeights {
     ShardSplit checkpointBytes; ///< bytes at the checkpoint's dtypes, block-FP8 scales included
     ShardSplit fp8Bytes; ///< bytes if linear weights were block-FP8 (128×128, fp32 scales) and
                          ///< the rest BF16
+    /// Of `params`, those no token multiplies: lookup tables (DeepSeek-V4's hash-routing
+    /// tid2eid). Held in memory; neither active nor FLOPs.
+    double lookupParams = 0.0;
 
     BlockWeights& operator+=(const BlockWeights& o)
     {
         params += o.params;
+        lookupParams += o.lookupParams;
         checkpointBytes += o.checkpointBytes;
         fp8Bytes += o.fp8Bytes;
         return *this;

@@ -163,12 +163,13 @@ TEST(CliFrontier, PartialOutputsSayWhatTheyLeaveOut)
     const auto plan = runDay0({ "plan", config, "--partial", "--cluster", "h200:1x8", "--mode",
         "infer", "--json", "--no-record" });
     ASSERT_LE(plan.exitCode, 1) << plan.err;
-    EXPECT_EQ(plan.json()["partial"], true);
+    const auto planJson = plan.json();
+    EXPECT_EQ(planJson["partial"], true);
     bool noted = false;
-    for (const auto& note : plan.json()["notes"]) {
+    for (const auto& note : planJson["notes"]) {
         noted = noted || contains(note.get<std::string>(), "PARTIAL");
     }
-    EXPECT_TRUE(noted);
+    EXPECT_TRUE(noted) << plan.out;
 
     // shrink and run compute from or write the model: refused, naming what is not modelled.
     const auto shrink = runDay0({ "shrink", dir, "--out", dir + "/small", "--partial" });

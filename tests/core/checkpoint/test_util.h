@@ -1,5 +1,7 @@
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -7,10 +9,15 @@
 
 namespace day0::checkpoint::test {
 
-/// A fresh, empty scratch folder for one test.
+/// A fresh, empty scratch folder for one test: under the running test's name, so that tests
+/// CTest runs in parallel (one process each) never share one.
 inline std::filesystem::path scratch(const std::string& name)
 {
-    const auto dir = std::filesystem::temp_directory_path() / "day0_checkpoint_test" / name;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string owner = info == nullptr
+        ? std::string("global")
+        : std::string(info->test_suite_name()) + "." + info->name();
+    const auto dir = std::filesystem::temp_directory_path() / "day0_checkpoint_test" / owner / name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;

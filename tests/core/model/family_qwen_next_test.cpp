@@ -136,7 +136,6 @@ static_assert(mainText(k397B) + vision(4096) + mtp(k397B) == 403'397'928'944);
 
 ParameterCounts countsOf(const ModelSpec& spec) { return buildLayerGraph(spec).countParameters(); }
 
-
 // Exact counts of a size from its Dims; vision out = H, or no vision.
 void expectCounts(const ModelSpec& spec, const Dims& d, bool withVision)
 {
@@ -150,12 +149,6 @@ void expectCounts(const ModelSpec& spec, const Dims& d, bool withVision)
     EXPECT_EQ(c.embedding, d.V * d.H);
     EXPECT_EQ(c.lmHead, d.V * d.H);
     EXPECT_EQ(c.activeWithoutEmbedding, active(d) - d.V * d.H);
-}
-
-
-bool contains(const std::string& haystack, const std::string& needle)
-{
-    return haystack.find(needle) != std::string::npos;
 }
 
 // Layer i is full attention iff (i + 1) % 4 == 0 in every release.

@@ -221,8 +221,10 @@ TEST_F(Memory, KvCacheMlaKeepsTheLatentOnEveryTpRank)
 TEST_F(Memory, SlidingWindowLayersHoldOnlyTheWindow)
 {
     auto spec = test::llamaSpec(1024, 16, 4, 4, 32000, 2816);
-    spec.layers[1].slidingWindow = 128;
-    spec.layers[3].slidingWindow = 128;
+    for (const int i : { 1, 3 }) {
+        spec.layers[i].mixer = model::MixerKind::Sliding;
+        spec.layers[i].slidingWindow = 128;
+    }
     const auto m = summarizeModel(test::buildTestGraph(spec));
     EXPECT_EQ(m.classes.size(), 2u);
     Workload wl;

@@ -4,6 +4,7 @@
 #include "widgets/formatting.h"
 
 #include <QHelpEvent>
+#include <QLocale>
 #include <QPainter>
 #include <QToolTip>
 
