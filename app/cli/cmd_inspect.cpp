@@ -27,25 +27,12 @@ std::string percent(std::int64_t part, std::int64_t whole)
 
 std::string count(std::int64_t n) { return n == 0 ? "0" : formatCount(double(n)); }
 
-std::string exact(std::int64_t n)
-{
-    std::string digits = std::to_string(n);
-    std::string out;
-    for (std::size_t i = 0; i < digits.size(); ++i) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) {
-            out += ',';
-        }
-        out += digits[i];
-    }
-    return out;
-}
-
 std::string parameterTable(const ParameterCounts& c)
 {
     Table table({ "parameters", "count", "exact", "of total" },
         { Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right });
     auto row = [&](const std::string& label, std::int64_t n) {
-        table.addRow({ label, count(n), exact(n), percent(n, c.total) });
+        table.addRow({ label, count(n), formatExact(n), percent(n, c.total) });
     };
     row("total", c.total);
     row("main model (no MTP, no vision)", c.mainModel);
@@ -119,7 +106,8 @@ int runInspect(const std::string& modelArg, const GlobalOptions& global)
         arch.addRow({ line.label, line.value });
     }
     arch.addRow({ "checkpoint",
-        fmt::format("{} tensors, {}", exact(counts.tensors), formatBytes(Bytes(counts.bytes))) });
+        fmt::format(
+            "{} tensors, {}", formatExact(counts.tensors), formatBytes(Bytes(counts.bytes))) });
     // The architecture lines read better without the table's header rule.
     const std::string rendered = arch.render();
     fmt::print("{}\n", rendered.substr(rendered.find('\n', rendered.find('\n') + 1) + 1));

@@ -293,8 +293,8 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
                    "(global batch {})\n\n",
             l.microBatch, a.seq, l.numMicroBatches, l.globalBatch);
     } else {
-        fmt::print("Workload serving {} sequences × {} tokens of context per replica\n\n",
-            l.microBatch, a.context);
+        fmt::print("Workload serving {} sequence{} × {} tokens of context per replica\n\n",
+            l.microBatch, l.microBatch == 1 ? "" : "s", a.context);
     }
 
     const auto rows = a.allRanks ? expandRanks(report) : report.perRank;

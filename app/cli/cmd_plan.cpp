@@ -60,19 +60,6 @@ std::string share(double part, double whole)
     return p < 0.5 ? "<1%" : fmt::format("{:.0f}%", p);
 }
 
-std::string thousands(std::int64_t n)
-{
-    std::string digits = std::to_string(n);
-    std::string out;
-    for (std::size_t i = 0; i < digits.size(); ++i) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) {
-            out += ',';
-        }
-        out += digits[i];
-    }
-    return out;
-}
-
 std::string stageSplit(const Layout& l)
 {
     int lo = l.stageLayers(0);
@@ -268,7 +255,7 @@ void printRejected(const PlanResult& r)
         { Table::Align::Right, Table::Align::Left, Table::Align::Left });
     const std::size_t shown = std::min<std::size_t>(groups.size(), 12);
     for (std::size_t i = 0; i < shown; ++i) {
-        table.addRow({ thousands(groups[i].count), groups[i].reason, groups[i].example });
+        table.addRow({ formatExact(groups[i].count), groups[i].reason, groups[i].example });
     }
     fmt::print("Rejected layouts{}:\n{}\n",
         shown < groups.size()
@@ -387,10 +374,10 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
             formatDuration(Seconds(o.workload.tpotBound)));
     }
     fmt::print("Evaluated {} layouts in {}: {} fit in {}{}, {} rejected.\n\n",
-        thousands(r.evaluated), formatDuration(Seconds(r.seconds)), thousands(r.feasible),
+        formatExact(r.evaluated), formatDuration(Seconds(r.seconds)), formatExact(r.feasible),
         gib(cluster->deviceMemory()),
         a.headroom > 0 ? fmt::format(" less {:.0f}% headroom", a.headroom * 100) : "",
-        thousands(r.evaluated - r.feasible));
+        formatExact(r.evaluated - r.feasible));
     if (r.layouts.empty()) {
         fmt::print("No layout fits. ");
         printRejected(r);

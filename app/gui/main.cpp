@@ -138,6 +138,9 @@ int main(int argc, char** argv)
     workload.mode = *mode;
     session.setWorkload(workload);
     session.setPlan(*plan);
+    if (parser.isSet(planOption)) {
+        session.pinPlan();
+    }
 
     PanelRegistry registry;
     registerBuiltinPanels(registry);

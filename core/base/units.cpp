@@ -1,23 +1,24 @@
 #include "base/units.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace day0 {
 
 namespace {
 
-    std::string threeFigures(double value, const char* unit)
-    {
-        const double a = std::fabs(value);
-        if (a >= 100.0) {
-            return fmt::format("{:.0f} {}", value, unit);
-        }
-        if (a >= 10.0) {
-            return fmt::format("{:.1f} {}", value, unit);
-        }
-        return fmt::format("{:.2f} {}", value, unit);
+std::string threeFigures(double value, const char* unit)
+{
+    const double a = std::fabs(value);
+    if (a >= 100.0) {
+        return fmt::format("{:.0f} {}", value, unit);
     }
+    if (a >= 10.0) {
+        return fmt::format("{:.1f} {}", value, unit);
+    }
+    return fmt::format("{:.2f} {}", value, unit);
+}
 
 } // namespace
 
@@ -56,6 +57,20 @@ std::string formatDuration(Seconds seconds)
         return threeFigures(s, "s");
     }
     return threeFigures(s / 60.0, "min");
+}
+
+std::string formatExact(std::int64_t count)
+{
+    const std::string digits = std::to_string(count);
+    const std::size_t sign = count < 0 ? 1 : 0;
+    std::string out = digits.substr(0, sign);
+    for (std::size_t i = sign; i < digits.size(); ++i) {
+        if (i > sign && (digits.size() - i) % 3 == 0) {
+            out += ',';
+        }
+        out += digits[i];
+    }
+    return out;
 }
 
 std::string formatCount(double count)

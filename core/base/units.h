@@ -69,6 +69,8 @@ std::string formatBytes(Bytes bytes);
 std::string formatDuration(Seconds seconds);
 /// "1.03T", "37.6B", "151M", "4.1K": parameter and token counts.
 std::string formatCount(double count);
+/// "116,829,156,672": every digit, grouped by thousands.
+std::string formatExact(std::int64_t count);
 /// "989 TFLOP/s".
 std::string formatFlopRate(double flopsPerSecond);
 

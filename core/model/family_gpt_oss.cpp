@@ -218,17 +218,10 @@ namespace {
 void addAttention(GraphBuilder& b, const std::string& p)
 {
     const ModelSpec& s = b.spec();
-    const std::int64_t h = s.hiddenSize;
-    const std::int64_t q = s.numHeads * s.headDim;
-    const std::int64_t kv = s.numKvHeads * s.headDim;
-    const Component c = Component::Attention;
     // modules_to_not_convert covers self_attn; the Mxfp4 scheme never quantises a Linear.
-    b.linear(p + ".q_proj", q, h, { R::ColumnParallel, c, s.attentionBias });
-    b.linear(p + ".k_proj", kv, h, { R::ColumnParallel, c, s.attentionBias });
-    b.linear(p + ".v_proj", kv, h, { R::ColumnParallel, c, s.attentionBias });
-    b.linear(p + ".o_proj", h, q, { R::RowParallel, c, s.attentionOutputBias });
+    addStandardAttention(b, p);
     // One sink logit per query head: split with the heads.
-    b.tensor(p + ".sinks", { s.numHeads }, s.dtype, R::ColumnParallel, c);
+    b.tensor(p + ".sinks", { s.numHeads }, s.dtype, R::ColumnParallel, Component::Attention);
 }
 
 // The fused experts of one layer: MXFP4 blocks and scales, or the unquantised parameters.
@@ -270,8 +263,7 @@ void addExperts(GraphBuilder& b, const std::string& p)
 
 void addGptOssTextTower(GraphBuilder& b)
 {
-    addEmbedding(b);
-    addDecoderLayers(b, [](GraphBuilder& g, const std::string& p, const LayerSpec&, std::int64_t) {
+    addDecoderTower(b, [](GraphBuilder& g, const std::string& p, const LayerSpec&, std::int64_t) {
         const ModelSpec& s = g.spec();
         const std::int64_t h = s.hiddenSize;
         const std::int64_t e = s.moe->numExperts;
@@ -283,8 +275,6 @@ void addGptOssTextTower(GraphBuilder& b)
             TensorKind::Bias);
         addExperts(g, p + ".mlp.experts");
     });
-    addFinalNorm(b);
-    addLmHead(b);
 }
 
 } // namespace day0::model::detail

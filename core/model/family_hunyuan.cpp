@@ -242,13 +242,10 @@ Result<void> readHunyuan(const ConfigInput& input, ModelSpec& spec)
 
 void addHunyuanTextTower(GraphBuilder& b)
 {
-    addEmbedding(b);
-    addDecoderLayers(
+    addDecoderTower(
         b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
             addLayer(g, p, layer);
         });
-    addFinalNorm(b);
-    addLmHead(b);
 }
 
 } // namespace day0::model::detail

@@ -542,13 +542,10 @@ void addLayer(GraphBuilder& b, const std::string& p, const LayerSpec& layer)
 
 void addMiniMaxTextTower(GraphBuilder& b)
 {
-    addEmbedding(b);
-    addDecoderLayers(
+    addDecoderTower(
         b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
             addLayer(g, p, layer);
         });
-    addFinalNorm(b);
-    addLmHead(b);
 }
 
 } // namespace day0::model::detail

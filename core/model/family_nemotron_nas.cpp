@@ -209,8 +209,7 @@ Result<void> readNemotronNas(const ConfigInput& input, ModelSpec& spec)
 
 void addNemotronNasTextTower(GraphBuilder& b)
 {
-    addEmbedding(b);
-    addDecoderLayers(
+    addDecoderTower(
         b, [](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
             const ModelSpec& s = g.spec();
             const std::int64_t h = s.hiddenSize;
@@ -241,8 +240,6 @@ void addNemotronNasTextTower(GraphBuilder& b)
                 g.linear(p + ".mlp.linear_mlp", h, h, { R::Replicated, Component::DenseMlp });
             }
         });
-    addFinalNorm(b);
-    addLmHead(b);
 }
 
 } // namespace day0::model::detail

@@ -225,13 +225,10 @@ void addMtp(GraphBuilder& b)
 void addQwenNextTextTower(GraphBuilder& b)
 {
     const Scope scope = scopeOf(b.spec(), false);
-    addEmbedding(b);
-    addDecoderLayers(
+    addDecoderTower(
         b, [&scope](GraphBuilder& g, const std::string& p, const LayerSpec& layer, std::int64_t) {
             addLayer(g, p, layer, scope);
         });
-    addFinalNorm(b);
-    addLmHead(b);
     addMtp(b);
 }
 

@@ -83,6 +83,11 @@ void addFinalNorm(GraphBuilder& b);
 /// The output head `<lmHead>.weight` [vocab, hidden], unless the embeddings are tied.
 void addLmHead(GraphBuilder& b);
 
+/// Embedding, decoder layers (each added by `layer`, as addDecoderLayers), final norm and
+/// lm_head: the text tower of a family whose layers alone are its own.
+void addDecoderTower(GraphBuilder& b,
+    const std::function<void(GraphBuilder&, const std::string&, const LayerSpec&, std::int64_t)>&
+        layer);
 /// Adds embedding, decoder layers, final norm, lm_head and MTP layers of the text tower.
 void addTextTower(GraphBuilder& builder);
 /// The Kimi-Linear / Kimi-K3 text tower: KDA and MLA layers, latent MoE, attention residuals
@@ -96,6 +101,8 @@ void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Comp
 /// Kimi-K3's output gate `g_proj` with spec.mla.outputGate).
 /// The indexer is added on the layer's SparseMla layers only.
 void addMlaAttention(GraphBuilder& b, const std::string& p, const LayerSpec& layer);
+/// q/k/v/o projections (biases as the spec says) and, with qk-norm, q_norm / k_norm.
+void addStandardAttention(GraphBuilder& b, const std::string& p);
 /// A router `<module>.weight` [experts, hidden] and its `e_score_correction_bias`.
 void addRouter(GraphBuilder& b, const std::string& module);
 /// Routed experts stored one module per expert, `<p>.<e>.<gate|up|down>`, at spec.moe's widths

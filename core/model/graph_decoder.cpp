@@ -53,8 +53,6 @@ void addDenseMlp(GraphBuilder& b, const std::string& p, std::int64_t width, Comp
     b.linear(p + ".down_proj", h, width, { R::RowParallel, component, s.mlpBias });
 }
 
-namespace {
-
 void addStandardAttention(GraphBuilder& b, const std::string& p)
 {
     const ModelSpec& s = b.spec();
@@ -71,8 +69,6 @@ void addStandardAttention(GraphBuilder& b, const std::string& p)
         b.norm(p + ".k_norm", s.headDim);
     }
 }
-
-} // namespace
 
 // DeepSeek multi-head latent attention (DeepseekV3Attention): the latent down-projections are
 // replicated, the per-head up-projections column-parallel. SparseMla layers add the DSA indexer
@@ -343,6 +339,16 @@ void addLmHead(GraphBuilder& b)
         b.tensor(s.layout.lmHead + ".weight", { s.vocabSize, s.hiddenSize }, s.dtype,
             R::VocabParallel, Component::LmHead);
     }
+}
+
+void addDecoderTower(GraphBuilder& b,
+    const std::function<void(GraphBuilder&, const std::string&, const LayerSpec&, std::int64_t)>&
+        layer)
+{
+    addEmbedding(b);
+    addDecoderLayers(b, layer);
+    addFinalNorm(b);
+    addLmHead(b);
 }
 
 void addTextTower(GraphBuilder& b)

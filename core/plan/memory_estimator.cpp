@@ -14,6 +14,16 @@ namespace {
 
 Bytes bytes(double v) { return Bytes(std::int64_t(std::llround(v))); }
 
+// An element count as a reader wants it: whole counts with separators, fractions (a
+// compressed layer's share of a token) to four significant digits.
+std::string elements(double v)
+{
+    if (v == std::floor(v) && std::abs(v) < 1e15) {
+        return formatExact(std::int64_t(v));
+    }
+    return fmt::format("{:.4g}", v);
+}
+
 // Which kinds of layers keep what: "KV/state per layer kind: 36 attention layers K+V
 // 1,024/token; 12 gated_deltanet layers fixed 1.0 MiB state per sequence; ...".
 std::string cacheKindsNote(const ModelSummary& m)
@@ -33,12 +43,12 @@ std::string cacheKindsNote(const ModelSummary& m)
         for (const auto& t : c.shape.cache) {
             terms += terms.empty() ? "" : " + ";
             if (t.elementsPerToken > 0) {
-                terms += fmt::format("{} {:g}/token", t.what, t.elementsPerToken);
+                terms += fmt::format("{} {}/token", t.what, elements(t.elementsPerToken));
                 if (t.window > 0) {
                     terms += fmt::format(" (last {} tokens)", t.window);
                 }
             } else {
-                terms += fmt::format("{} {:g}/sequence{}", t.what, t.elementsPerSequence,
+                terms += fmt::format("{} {}/sequence{}", t.what, elements(t.elementsPerSequence),
                     t.dtype ? " " + shortDtypeName(*t.dtype) : std::string());
             }
         }
@@ -117,8 +127,8 @@ std::vector<std::string> notesFor(
                 "models more than Megatron: FP8 primary weights with 128×128 FP32 block scales");
         }
     } else {
-        notes.push_back(fmt::format("KV cache: {} sequences × {} tokens at {}{}", l.microBatch,
-            wl.context, shortDtypeName(l.kv),
+        notes.push_back(fmt::format("KV cache: {} sequence{} × {} tokens at {}{}", l.microBatch,
+            l.microBatch == 1 ? "" : "s", wl.context, shortDtypeName(l.kv),
             s.attention == model::AttentionKind::MLA
                 ? fmt::format("; MLA keeps the {:.0f}-wide latent, whole on every TP rank",
                     s.kvLoraRank + s.ropeDim)

@@ -94,8 +94,12 @@ TEST(ModelPanel, ShowsArchitectureOfTheOpenModel)
     test::openModel(session, "kimi-k2");
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Attention")).startsWith(QStringLiteral("MLA")));
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Experts"))
-                    .startsWith(QStringLiteral("384 routed, top-8")));
+                    .startsWith(QStringLiteral("384 routed (top-8, width 2048)")));
     EXPECT_EQ(panel.parameterChart()->barLayerCount(), 2);
+    test::openModel(session, "deepseek-v4-pro");
+    // The router as the config states it, in the words of `day0 inspect`.
+    EXPECT_TRUE(panel.summaryField(QStringLiteral("Experts"))
+                    .contains(QStringLiteral("sqrt-softplus router with score-correction bias")));
     test::openModel(session, "llama-3.1-8b");
     EXPECT_TRUE(panel.summaryField(QStringLiteral("Attention")).startsWith(QStringLiteral("GQA")));
     EXPECT_EQ(panel.summaryField(QStringLiteral("Experts")), QStringLiteral("dense (no experts)"));

@@ -57,6 +57,28 @@ TEST(PlannerPanel, TableFillsAndModelsPassTheTester)
     EXPECT_EQ(session.plan(), layouts.front().layout.toPlan());
 }
 
+TEST(PlannerPanel, APlanTheUserAskedForSurvivesTheModelOpening)
+{
+    // `day0-workbench MODEL --plan ...`: the plan is set and pinned before the model opens;
+    // the planner ranks layouts but leaves the plan the user asked for.
+    Session session;
+    JobRunner jobs;
+    test::configure(session, "h200:2x8", plan::Mode::Train, "tp=2,dp=8");
+    const auto asked = session.plan();
+    session.pinPlan();
+    PlannerPanel panel(session, jobs);
+    test::openModel(session, "qwen3-30b-a3b");
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 1);
+    EXPECT_NE(panel.layoutModel()->layouts().front().layout.toPlan(), asked);
+    EXPECT_EQ(session.plan(), asked);
+    // The pin holds once: the next model gets the planner's best again.
+    test::openModel(session, "qwen3-8b");
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 0);
+    EXPECT_EQ(session.plan(), panel.layoutModel()->layouts().front().layout.toPlan());
+}
+
 TEST(PlannerPanel, SelectingARowUpdatesTheMemoryPanel)
 {
     Session session;

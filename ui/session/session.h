@@ -12,6 +12,7 @@
 #include <QStringList>
 
 #include <memory>
+#include <utility>
 
 namespace day0::ui {
 
@@ -47,6 +48,10 @@ public:
     /// The plan the memory and topology panels show (fields at 0 are derived by the core).
     [[nodiscard]] const plan::ParallelPlan& plan() const { return m_plan; }
     void setPlan(const plan::ParallelPlan& plan);
+    /// A plan the user asked for (`--plan`): the planner does not replace it with its best
+    /// layout when the next model opens. takePlanPin() answers once and clears the pin.
+    void pinPlan() { m_planPinned = true; }
+    [[nodiscard]] bool takePlanPin() { return std::exchange(m_planPinned, false); }
     /// True once model and cluster are set, so panels can compute.
     [[nodiscard]] bool ready() const { return m_summary && m_cluster.worldSize() > 0; }
 
@@ -125,6 +130,7 @@ private:
     QString m_clusterSource;
     plan::Workload m_workload;
     plan::ParallelPlan m_plan;
+    bool m_planPinned = false;
     QString m_modelSource;
     QString m_selectedAnchor;
     int m_selectedRank = -1;

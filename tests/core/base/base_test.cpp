@@ -43,6 +43,11 @@ TEST(Units, FormatsBytesAndDurations)
     EXPECT_EQ(formatDuration(Seconds(0.0123)), "12.3 ms");
     EXPECT_EQ(formatDuration(Seconds(4.56)), "4.56 s");
     EXPECT_EQ(formatCount(1.0264e12), "1.03T");
+    EXPECT_EQ(formatExact(116829156672), "116,829,156,672");
+    EXPECT_EQ(formatExact(576), "576");
+    EXPECT_EQ(formatExact(0), "0");
+    EXPECT_EQ(formatExact(-1572864), "-1,572,864");
+    EXPECT_EQ(formatExact(-100), "-100");
 }
 
 TEST(DType, ParsesNamesAndAliases)

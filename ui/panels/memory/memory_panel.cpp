@@ -364,7 +364,7 @@ void MemoryPanel::display(Estimate&& estimate)
         QStringList kinds;
         for (const auto& k : peakRank.kvByKind) {
             kinds << tr("%1 %2 (%3 layers)")
-                         .arg(toQString(model::mixerKindName(k.kind)), gib(k.bytes))
+                         .arg(toQString(model::mixerKindName(k.kind)), bytesText(k.bytes))
                          .arg(k.layers);
         }
         details += tr("<br>KV cache and state of rank %1 by layer kind: %2")

@@ -3,6 +3,7 @@
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
+#include <QFontMetrics>
 #include <QHelpEvent>
 #include <QLocale>
 #include <QPainter>
@@ -180,12 +181,30 @@ QStringList LayerPatternView::legend() const
     return out;
 }
 
+std::vector<QPoint> LayerPatternView::legendPositions(int width) const
+{
+    std::vector<QPoint> out;
+    const QFontMetrics metrics(font());
+    int x = kGap;
+    int y = legendTop(columnsFor(width));
+    for (const auto& label : legend()) {
+        const int w = kCell + 4 + metrics.horizontalAdvance(label) + 12;
+        if (x > kGap && x + w > width) {
+            x = kGap;
+            y += kLegendRow;
+        }
+        out.emplace_back(x, y);
+        x += w;
+    }
+    return out;
+}
+
 int LayerPatternView::heightForWidth(int width) const
 {
-    const int columns = columnsFor(width);
-    const int entries = int(legend().size());
-    const int perRow = std::max(1, width / 170);
-    return legendTop(columns) + ((entries + perRow - 1) / perRow) * kLegendRow + kGap;
+    const auto positions = legendPositions(width);
+    const int bottom
+        = positions.empty() ? legendTop(columnsFor(width)) : positions.back().y() + kLegendRow;
+    return bottom + kGap;
 }
 
 QSize LayerPatternView::sizeHint() const
@@ -260,12 +279,14 @@ void LayerPatternView::paintEvent(QPaintEvent*)
         }
     }
     // Legend: a swatch and a label per kind present.
-    const int top = legendTop(columns);
-    const int perRow = std::max(1, width() / 170);
-    int entry = 0;
+    const auto positions = legendPositions(width());
+    std::size_t entry = 0;
     auto swatch = [&](const QString& label, const QColor& fill, bool bar, bool dashed) {
-        const int x = kGap + (entry % perRow) * 170;
-        const int y = top + (entry / perRow) * kLegendRow;
+        if (entry >= positions.size()) {
+            return;
+        }
+        const int x = positions[entry].x();
+        const int y = positions[entry].y();
         const QRect box(x, y + 2, kCell - 2, kCell - 2);
         if (bar) {
             p.fillRect(QRect(box.left(), box.bottom() - kBar + 1, box.width(), kBar), fill);
@@ -276,7 +297,7 @@ void LayerPatternView::paintEvent(QPaintEvent*)
             p.fillRect(box, fill);
         }
         p.setPen(palette().color(QPalette::WindowText));
-        p.drawText(QRect(x + kCell + 2, y, 165 - kCell, kLegendRow),
+        p.drawText(QRect(x + kCell + 4, y, width() - x - kCell - 4, kLegendRow),
             Qt::AlignVCenter | Qt::AlignLeft, label);
         ++entry;
     };

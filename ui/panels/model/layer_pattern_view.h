@@ -42,6 +42,8 @@ private:
     [[nodiscard]] int columnsFor(int width) const;
     [[nodiscard]] QRect cellRect(int index, int columns) const;
     [[nodiscard]] int legendTop(int columns) const;
+    /// Where each legend entry goes at `width`, flowed left to right by its text's width.
+    [[nodiscard]] std::vector<QPoint> legendPositions(int width) const;
 
     std::vector<model::LayerCell> m_cells;
 };

@@ -27,9 +27,9 @@ namespace day0::ui {
 namespace {
 
 // Order and names of the summary fields.
-const char* const kFields[] = { "Model", "Family", "Layers", "Layer pattern", "Hidden size",
-    "Attention", "Heads", "Experts", "Vocabulary", "Context", "RoPE", "Weights", "Stored as",
-    "Vision tower", "Parameters" };
+const char* const kFields[]
+    = { "Model", "Family", "Layers", "Layer pattern", "Hidden size", "Attention", "Experts",
+          "Vocabulary", "Context", "RoPE", "Weights", "Stored as", "Vision tower", "Parameters" };
 
 QString n(std::int64_t v) { return QLocale().toString(qlonglong(v)); }
 
@@ -252,66 +252,28 @@ void ModelPanel::updateSummary()
     setField(QStringLiteral("Hidden size"),
         tr("%1 (dense MLP %2, %3)")
             .arg(n(s.hiddenSize), n(s.intermediateSize), toQString(s.hiddenAct)));
-    QString attention = toQString(model::attentionKindName(s.attention));
-    if (s.attention == model::AttentionKind::MLA) {
-        attention += tr(": q rank %1, kv rank %2, rope dim %3, v dim %4")
-                         .arg(s.mla.qLoraRank)
-                         .arg(s.mla.kvLoraRank)
-                         .arg(s.mla.qkRopeHeadDim)
-                         .arg(s.mla.vHeadDim);
-    }
-    if (s.qkNorm) {
-        attention += tr(", QK-norm");
-    }
-    setField(QStringLiteral("Attention"), attention);
-    setField(QStringLiteral("Heads"),
-        tr("%1 query, %2 KV, head dim %3").arg(s.numHeads).arg(s.numKvHeads).arg(s.headDim));
-    if (s.moe) {
-        const auto& m = *s.moe;
-        QString experts = tr("%1 routed, top-%2, width %3")
-                              .arg(m.numExperts)
-                              .arg(m.topK)
-                              .arg(n(m.expertIntermediate));
-        if (m.numSharedExperts > 0) {
-            experts += tr("; %1 shared (width %2)")
-                           .arg(m.numSharedExperts)
-                           .arg(n(m.sharedIntermediate));
+    // The same words as `day0 inspect`: one description of the architecture.
+    const auto architecture = model::describeArchitecture(s);
+    const auto line = [&architecture](std::string_view label) {
+        for (const auto& l : architecture) {
+            if (l.label == label) {
+                return toQString(l.value);
+            }
         }
-        experts += m.scoring == model::RouterScoring::Sigmoid ? tr("; sigmoid router")
-                                                              : tr("; softmax router");
-        setField(QStringLiteral("Experts"), experts);
-    } else {
-        setField(QStringLiteral("Experts"), tr("dense (no experts)"));
-    }
+        return QString();
+    };
+    setField(QStringLiteral("Attention"), line("attention"));
+    setField(QStringLiteral("Experts"), s.moe ? line("experts") : tr("dense (no experts)"));
     setField(QStringLiteral("Vocabulary"),
         n(s.vocabSize) + (s.tieEmbeddings ? tr(" (tied embeddings)") : QString()));
     setField(QStringLiteral("Context"), tr("%1 positions").arg(n(s.maxPositions)));
-    QString rope = tr("θ = %1").arg(s.ropeTheta, 0, 'g', 6);
-    if (s.ropeScaling.type != "default") {
-        rope += tr(", %1 ×%2").arg(toQString(s.ropeScaling.type)).arg(s.ropeScaling.factor);
-        if (s.ropeScaling.originalMaxPositions > 0) {
-            rope += tr(" (from %1)").arg(n(s.ropeScaling.originalMaxPositions));
-        }
-    }
-    setField(QStringLiteral("RoPE"), rope);
+    setField(QStringLiteral("RoPE"), line("RoPE"));
     QString weights = toQString(std::string(dtypeName(s.dtype)));
-    for (const auto& line : model::describeArchitecture(s)) {
-        if (line.label == "quantization" && s.quantization) {
-            weights += QStringLiteral(", ") + toQString(line.value);
-        }
+    if (s.quantization) {
+        weights += QStringLiteral(", ") + line("quantization");
     }
     setField(QStringLiteral("Weights"), weights);
-    if (s.vision) {
-        const auto& v = *s.vision;
-        setField(QStringLiteral("Vision tower"),
-            tr("%1: %2 blocks, width %3, patch %4")
-                .arg(toQString(v.kind))
-                .arg(v.depth)
-                .arg(n(v.hiddenSize))
-                .arg(v.patchSize));
-    } else {
-        setField(QStringLiteral("Vision tower"), tr("none"));
-    }
+    setField(QStringLiteral("Vision tower"), line("vision"));
     const auto& counts = m_paramModel->counts();
     setField(QStringLiteral("Parameters"),
         tr("<b>%1</b> total, <b>%2</b> active per token (%3 without the embedding)")

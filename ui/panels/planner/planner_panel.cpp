@@ -133,11 +133,14 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
 
     for (auto signal : { &Session::modelChanged, &Session::clusterChanged }) {
         connect(&m_session, signal, this, [this] {
-            m_applyBest = true;
+            m_applyBest = !m_session.takePlanPin();
             runPlanner();
         });
     }
     connect(&m_session, &Session::workloadChanged, this, &PlannerPanel::runPlanner);
+    if (m_session.summary()) {
+        m_applyBest = !m_session.takePlanPin();
+    }
     runPlanner();
 }
 
