@@ -197,13 +197,7 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec)
     if (!r.ok()) {
         return r.error();
     }
-    if (spec.numKvHeads == spec.numHeads) {
-        spec.attention = AttentionKind::MHA;
-    } else if (spec.numKvHeads == 1) {
-        spec.attention = AttentionKind::MQA;
-    } else {
-        spec.attention = AttentionKind::GQA;
-    }
+    spec.attention = attentionKindForHeads(spec.numHeads, spec.numKvHeads);
     spec.layers.assign(std::size_t(spec.numLayers), LayerSpec {});
     spec.mtpLayers.assign(std::size_t(spec.numMtpLayers), LayerSpec {});
     return success();

@@ -66,13 +66,7 @@ void readWidths(JsonReader& r, ModelSpec& spec)
     if (!r.ok()) {
         return;
     }
-    if (spec.numKvHeads == spec.numHeads) {
-        spec.attention = AttentionKind::MHA;
-    } else if (spec.numKvHeads == 1) {
-        spec.attention = AttentionKind::MQA;
-    } else {
-        spec.attention = AttentionKind::GQA;
-    }
+    spec.attention = attentionKindForHeads(spec.numHeads, spec.numKvHeads);
     spec.layers.assign(std::size_t(spec.numLayers), LayerSpec {});
 }
 

@@ -133,6 +133,13 @@ std::optional<Family> parseFamily(const std::string& name)
     return std::nullopt;
 }
 
+AttentionKind attentionKindForHeads(std::int64_t heads, std::int64_t kvHeads)
+{
+    return kvHeads == heads ? AttentionKind::MHA
+        : kvHeads == 1      ? AttentionKind::MQA
+                            : AttentionKind::GQA;
+}
+
 std::string attentionKindName(AttentionKind kind)
 {
     switch (kind) {

@@ -481,6 +481,8 @@ struct ModelSpec {
 std::string familyName(Family family);
 /// "MHA", "GQA", "MQA", "MLA".
 std::string attentionKindName(AttentionKind kind);
+/// MHA, MQA or GQA by the number of KV heads against query heads.
+AttentionKind attentionKindForHeads(std::int64_t heads, std::int64_t kvHeads);
 /// "attention", "sliding", "chunked", "sparse_mla", "compressed", "block_sparse",
 /// "gated_deltanet", "kimi_delta", "mamba2", "linear", "none" (stable, used in JSON).
 std::string mixerKindName(MixerKind kind);
