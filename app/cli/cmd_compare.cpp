@@ -2,6 +2,7 @@
 #include "cmd_compare.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "command.h"
 #include "numerics/tensor_file.h"
 #include "pipeline/records.h"
@@ -232,7 +233,7 @@ int runCompare(const CompareArgs& a, const GlobalOptions& global)
     if (global.json) {
         auto j = numerics::comparisonToJson(*cmp);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         fmt::print("{}", renderComparison(*cmp, a.all));
     }

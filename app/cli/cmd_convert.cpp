@@ -1,5 +1,6 @@
 // day0 convert <checkpoint> --dtype bf16 --out DIR: a new sharded checkpoint in another dtype.
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/convert.h"
 #include "command.h"
@@ -71,7 +72,7 @@ int runConvert(const ConvertArgs& args, const GlobalOptions& global)
             { "bytes_in", summary.bytesIn },
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
             { "bytes_out", summary.bytesOut }, { "files", summary.files } };
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         fmt::print("{} → {} ({}): {} tensors ({} dequantized, {} quantized, {} converted, {} "
                    "copied; {} scales dropped), {} → {}, {} files\n",

@@ -1,6 +1,7 @@
 // day0 inspect <model>: architecture and parameter counts of a folder, a config.json or a
 // bundled model.
 
+#include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "inspect_tensors.h"
@@ -96,7 +97,7 @@ int runInspect(const std::string& modelArg, const GlobalOptions& global)
     const ParameterCounts counts = graph.countParameters();
 
     if (global.json) {
-        fmt::print("{}\n", inspectJson(graph, counts).dump(2));
+        fmt::print("{}\n", dumpJson(inspectJson(graph, counts), 2));
         return 0;
     }
     fmt::print("{}", partialBanner(*spec));

@@ -1,6 +1,7 @@
 // day0 memory <model> --plan …: per-rank memory of one parallel layout, itemised, for training
 // or inference, with Megatron-LM's theoretical figure beside ours for training.
 
+#include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "hardware/cluster.h"
@@ -274,7 +275,7 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
         if (a.groups) {
             j["groups"] = groupsJson(RankLayout(*layout), summary.hasMoe());
         }
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
         return exit;
     }
 

@@ -2,6 +2,7 @@
 // target precision against fp64, plus which operators the backend implements and how. With
 // --backend <plugin> the target runs on that backend and its coverage (native or fallback) is
 // listed, even when its device is absent.
+#include "base/json_util.h"
 #include "command.h"
 #include "exec/op_check.h"
 #include "extend/plugin_registry.h"
@@ -80,10 +81,10 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
         const auto coverage = exec::backendCoverage(*spec, choice->declaredOps);
         if (global.json) {
             fmt::print("{}\n",
-                nlohmann::json { { "model", spec->name }, { "backend", choice->name },
-                    { "available", false }, { "error", choice->unavailable->message },
-                    { "coverage", exec::coverageToJson(coverage) } }
-                    .dump(2));
+                dumpJson(nlohmann::json { { "model", spec->name }, { "backend", choice->name },
+                             { "available", false }, { "error", choice->unavailable->message },
+                             { "coverage", exec::coverageToJson(coverage) } },
+                    2));
         } else {
             printCoverage(choice->name, coverage);
         }
@@ -107,7 +108,7 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
     }
     const int code = report->failCount > 0 ? 1 : 0;
     if (global.json) {
-        fmt::print("{}\n", exec::opCheckToJson(*report).dump(2));
+        fmt::print("{}\n", dumpJson(exec::opCheckToJson(*report), 2));
         return code;
     }
     fmt::print("{}: operators in {} against fp64, {} rows of random inputs [{}]\n", report->model,

@@ -1,6 +1,7 @@
 // day0 plan <model> --cluster …: every parallel layout of a model on a cluster, ranked by
 // estimated throughput, with where the time goes and why the others were rejected.
 
+#include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "hardware/cluster.h"
@@ -354,7 +355,7 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         j["mode"] = modeName(*mode);
         j["device_memory"] = std::int64_t(cluster->deviceMemory());
         addPartialJson(j, *spec);
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
         return r.feasible > 0 ? 0 : 1;
     }
 

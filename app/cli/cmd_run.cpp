@@ -1,6 +1,7 @@
 // day0 run <checkpoint>: forward + greedy decode on the CPU reference engine or a backend plugin
 // (--backend cuda), in a reference or emulated precision, with dumps and an optional reference
 // run (always on the CPU) compared in one go.
+#include "base/json_util.h"
 #include "base/units.h"
 #include "cmd_compare.h"
 #include "cmd_run_plan.h"
@@ -366,7 +367,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         if (!tracePath.empty()) {
             j["trace"] = tracePath.string();
         }
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
         return code;
     }
     const auto& t = result->target;

@@ -2,6 +2,7 @@
 // processes of `mpirun -np N day0 run … --ranks mpi`, with its measured communication.
 #include "cmd_run_plan.h"
 
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
 #include "exec/checkpoint_weights.h"
@@ -255,7 +256,7 @@ int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::Mo
     if (global.json) {
         auto j = resultJson(r, table, planText, a.ranks, communicator);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         printResult(r, table, planText, a.ranks, communicator);
     }

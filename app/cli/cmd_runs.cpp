@@ -152,7 +152,7 @@ int runList(const RunsArgs& args, const GlobalOptions& global)
         for (const RunInfo& info : runs) {
             out["runs"].push_back(toJson(info));
         }
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     if (runs.empty()) {
@@ -278,7 +278,7 @@ int runShow(const RunsArgs& args, const GlobalOptions& global)
     if (global.json) {
         nlohmann::json out = toJson(*run, args.layers);
         out["layer_summary"] = toJson(summarize(run->layers));
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     printHeader(*run);
@@ -429,7 +429,7 @@ int runCompare(const RunsArgs& args, const GlobalOptions& global)
     }
     const RunComparison comparison = compareRuns(*runs[0], *runs[1]);
     if (global.json) {
-        fmt::print("{}\n", toJson(comparison, args.top, args.all).dump(2));
+        fmt::print("{}\n", dumpJson(toJson(comparison, args.top, args.all), 2));
         return 0;
     }
     printComparison(comparison, args);
@@ -450,7 +450,7 @@ int runExport(const RunsArgs& args)
     if (!run) {
         return reportError(run.error());
     }
-    const std::string text = toJson(*run).dump(2) + "\n";
+    const std::string text = dumpJson(toJson(*run), 2) + "\n";
     if (args.output.empty() || args.output == "-") {
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
@@ -495,7 +495,8 @@ int runDelete(const RunsArgs& args, const GlobalOptions& global)
     }
     if (global.json) {
         fmt::print("{}\n",
-            nlohmann::json { { "store", store->file().string() }, { "deleted", deleted } }.dump(2));
+            dumpJson(
+                nlohmann::json { { "store", store->file().string() }, { "deleted", deleted } }, 2));
     }
     return 0;
 }
@@ -544,9 +545,9 @@ int runImport(const RunsArgs& args, const GlobalOptions& global)
     }
     if (global.json) {
         fmt::print("{}\n",
-            nlohmann::json { { "store", store->file().string() }, { "imported", imported },
-                { "skipped", skipped } }
-                .dump(2));
+            dumpJson(nlohmann::json { { "store", store->file().string() }, { "imported", imported },
+                         { "skipped", skipped } },
+                2));
     } else {
         fmt::print(stderr, "imported {} run{} into {}{}\n", ids->size(),
             ids->size() == 1 ? "" : "s", displayPath(store->file()),

@@ -1,5 +1,6 @@
 // day0 shard <checkpoint> --plan tp=4,pp=2,ep=4 --out DIR: one safetensors file per rank +
 // plan.json.
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
 #include "command.h"
@@ -61,7 +62,7 @@ int runShard(const ShardArgs& args, const GlobalOptions& global)
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
             { "tensors", summary.tensors }, { "bytes", summary.bytes },
             { "files", summary.files } };
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         fmt::print(
             "{} → {}: {} tensors over {} ranks (tp={} pp={} ep={} dp={} etp={}), {} written\n",

@@ -1,4 +1,5 @@
 // day0 shrink <config|model> --out DIR: a small random checkpoint of the same architecture.
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/shrink.h"
 #include "command.h"
@@ -56,7 +57,7 @@ int runShrink(ShrinkArgs args, const GlobalOptions& global)
             { "seed", args.options.seed }, { "tensors", summary.tensors },
             { "parameters", summary.parameters }, { "bytes", summary.bytes },
             { "files", summary.files } };
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         fmt::print("{} → {}: {} ({} tensors, {} parameters, {}), {} files\n", args.model, args.out,
             summary.modelType, summary.tensors, summary.parameters,

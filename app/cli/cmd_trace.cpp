@@ -1,6 +1,7 @@
 // day0 trace import|stats|diff|export: profiling traces (Kineto/Chrome JSON, Nsight Systems
 // SQLite).
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "pipeline/records.h"
@@ -167,7 +168,7 @@ int runImport(const TraceArgs& args, const GlobalOptions& global)
         out["import_seconds"] = seconds;
         out["run_id"] = runId ? json(runId->value()) : json(nullptr);
         out["warnings"] = trace->warnings();
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     for (const auto& s : trace->sources()) {
@@ -342,7 +343,7 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
         out["alignment_applied"] = args.applyAlignment;
         out["run_id"] = runId ? json(runId->value()) : json(nullptr);
         out["warnings"] = trace.warnings();
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     if (range.bounded()) {
@@ -469,7 +470,7 @@ int runDiff(const TraceArgs& args, const GlobalOptions& global)
         }
         out["summary"] = summary;
         out["rows"] = list;
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     fmt::print("A: {}\nB: {}\n{} added, {} removed, {} slower, {} faster, {} unchanged (mean "
@@ -527,7 +528,7 @@ int runExport(const TraceArgs& args, const GlobalOptions& global)
         out["output"] = displayPath(args.chromeOut);
         out["bytes"] = size;
         out["alignment_applied"] = args.applyAlignment;
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", dumpJson(out, 2));
         return 0;
     }
     fmt::print("wrote {} ({}): {} slices, {} flows, {} instants, {} counter samples\n",

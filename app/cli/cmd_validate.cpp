@@ -1,6 +1,7 @@
 // day0 validate <model|checkpoint>: the Day-0 playbook headless, with JUnit XML, JSON and HTML
 // reports, recorded as a run of kind validate.
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "extend/plugin_registry.h"
@@ -104,7 +105,7 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
         j["work"]
             = (a.options.work.empty() ? pipeline::defaultWorkDir(a.options.model) : a.options.work)
                   .string();
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", dumpJson(j, 2));
     } else {
         int passed = 0;
         for (const auto& s : result.steps) {

@@ -1,6 +1,7 @@
 // day0 verify <checkpoint>: structure (headers, index), integrity (SHA-256 against a manifest) and
 // architecture (tensors against config.json) of a checkpoint.
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
@@ -224,7 +225,7 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
         arch->has_value() ? &**arch : nullptr,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
     if (global.json) {
-        fmt::print("{}\n", json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", dumpJson(json, 2));
     } else {
         fmt::print("{} ({}): {} tensors in {} files, {}; {}\n", displayPath(args.path),
             ck::checkpointFormatName(ckpt.format()), ckpt.tensors().size(), ckpt.files().size(),

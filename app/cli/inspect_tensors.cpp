@@ -1,6 +1,7 @@
 #include "inspect_tensors.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_report.h"
@@ -38,7 +39,7 @@ int runInspectTensors(const std::string& path, const GlobalOptions& global)
                 { "name", g->stringValue("general.name") },
                 { "metadata_keys", g->metadata.size() } };
         }
-        fmt::print("{}\n", json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", dumpJson(json, 2));
     } else {
         if (const auto* g = opened->gguf()) {
             fmt::print("GGUF v{}: architecture '{}', name '{}', {} metadata keys (shapes shown "

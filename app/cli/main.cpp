@@ -1,11 +1,15 @@
 // day0: the command-line twin of the workbench. Parses, dispatches to a registered command.
 #include "base/log.h"
 #include "command.h"
+#include "option_checks.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 int main(int argc, char** argv)
 {
@@ -39,6 +43,8 @@ int main(int argc, char** argv)
         runners.emplace_back(sub, command.setup(*sub, global));
     }
 
+    applyOptionChecks(app);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -61,12 +67,31 @@ int main(int argc, char** argv)
     }
     for (auto& [sub, run] : runners) {
         if (sub->parsed()) {
+            int code = 3;
+            std::string writeError;
             try {
-                return run();
+                code = run();
             } catch (const std::exception& e) {
-                fmt::print(stderr, "day0: internal error: {}\n", e.what());
-                return 3;
+                if (std::ferror(stdout) == 0) {
+                    fmt::print(stderr, "day0: internal error: {}\n", e.what());
+                    return 3;
+                }
+                // fmt::print throws when stdout cannot take the text: reported below.
+                code = 2;
+                writeError = e.what();
             }
+            // Output that did not reach its file (a full disk, a closed pipe) is a failure,
+            // not exit 0 with nothing written.
+            errno = 0;
+            if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+                const int error = errno;
+                fmt::print(stderr, "day0: error: writing standard output: {}\n",
+                    error != 0               ? std::string(std::strerror(error))
+                        : writeError.empty() ? std::string("write failed")
+                                             : writeError);
+                return code == 0 ? 2 : code;
+            }
+            return code;
         }
     }
     return 2;

@@ -60,13 +60,17 @@ Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)
             return Error::badInput(
                 fmt::format("{}: cannot write: {}", displayPath(path), std::strerror(errno)));
         }
+        errno = 0;
         const bool wrote = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
         const bool flushed = std::fflush(f) == 0;
+        const int error = errno;
         const bool closed = std::fclose(f) == 0;
         if (!wrote || !flushed || !closed) {
+            const int reason = error != 0 ? error : errno;
             std::error_code ec;
             fs::remove(tmp, ec);
-            return Error::badInput(fmt::format("{}: write failed", displayPath(path)));
+            return Error::badInput(fmt::format("{}: write failed: {}", displayPath(path),
+                reason != 0 ? std::strerror(reason) : "short write"));
         }
     }
     std::error_code ec;

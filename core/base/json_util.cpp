@@ -4,10 +4,55 @@
 
 #include <fmt/format.h>
 
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
 namespace day0 {
+
+std::string dumpJson(const nlohmann::json& value, int indent)
+{
+    return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string jsonErrorText(const nlohmann::json::exception& e)
+{
+    const std::string what = e.what();
+    const auto pos = what.find("] ");
+    return pos == std::string::npos ? what : what.substr(pos + 2);
+}
+
+Result<void> checkJsonDepth(std::string_view text, const std::string& origin)
+{
+    int depth = 0;
+    bool inString = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                inString = false;
+            }
+            continue;
+        }
+        if (c == '"') {
+            inString = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth) {
+                return Error::badInput(fmt::format(
+                    "{}: JSON nested deeper than {} levels at byte {}", origin, kMaxJsonDepth, i));
+            }
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return success();
+}
 
 Result<nlohmann::json> parseJson(const std::string& text, const std::string& origin)
 {
+    DAY0_TRY(checkJsonDepth(text, origin));
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
@@ -20,10 +65,7 @@ Result<nlohmann::json> parseJson(const std::string& text, const std::string& ori
         return Error::badInput(fmt::format("{}: malformed JSON: {}", origin, what));
     } catch (const nlohmann::json::exception& e) {
         // A number out of range (1e999) is not a parse error to nlohmann but is to a reader.
-        std::string what = e.what();
-        const auto pos = what.find("] ");
-        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin,
-            pos == std::string::npos ? what : what.substr(pos + 2)));
+        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin, jsonErrorText(e)));
     }
 }
 
@@ -112,6 +154,46 @@ Error JsonReader::error() const
     return Error::badInput(fmt::format("{}: {}", m_origin, m_error.value_or("unknown problem")));
 }
 
+namespace {
+
+// The largest value a model config's size keys may take, far beyond every published model
+// (126 layers, hidden 18,432, vocabulary 262,144, 512 experts): a config past them is hostile
+// or broken, and reading it would take the machine's memory (10^6 layers) or overflow the
+// parameter counts (hidden 2^40). One table for every family reader.
+std::optional<std::int64_t> maximumFor(std::string_view key)
+{
+    struct Limit {
+        std::string_view key;
+        std::int64_t max;
+    };
+    static constexpr Limit kLimits[] = {
+        { "num_hidden_layers", 4096 },
+        { "num_layers", 4096 },
+        { "n_layer", 4096 },
+        { "hidden_size", 1 << 20 },
+        { "intermediate_size", 1 << 22 },
+        { "moe_intermediate_size", 1 << 22 },
+        { "vocab_size", 1 << 24 },
+        { "num_attention_heads", 1 << 14 },
+        { "num_key_value_heads", 1 << 14 },
+        { "head_dim", 1 << 14 },
+        { "n_routed_experts", 1 << 16 },
+        { "num_experts", 1 << 16 },
+        { "num_local_experts", 1 << 16 },
+        { "n_shared_experts", 1 << 16 },
+        { "num_experts_per_tok", 1 << 16 },
+        { "max_position_embeddings", std::int64_t(1) << 32 },
+    };
+    for (const auto& l : kLimits) {
+        if (l.key == key) {
+            return l.max;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 std::int64_t JsonReader::requireInt(const std::string& key)
 {
     if (!has(key)) {
@@ -119,14 +201,28 @@ std::int64_t JsonReader::requireInt(const std::string& key)
         return 0;
     }
     const auto& v = m_object.at(key);
-    if (v.is_number_integer()) {
-        return v.get<std::int64_t>();
+    std::optional<std::int64_t> value;
+    if (v.is_number_unsigned()) {
+        if (v.get<std::uint64_t>() <= std::uint64_t(INT64_MAX)) {
+            value = std::int64_t(v.get<std::uint64_t>());
+        }
+    } else if (v.is_number_integer()) {
+        value = v.get<std::int64_t>();
+    } else if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (std::fabs(d) < 9.0e18 && d == std::trunc(d)) {
+            value = std::int64_t(d);
+        }
     }
-    if (v.is_number_float() && v.get<double>() == double(std::int64_t(v.get<double>()))) {
-        return std::int64_t(v.get<double>());
+    if (!value) {
+        fail(key, fmt::format("must be an integer, found {}", dumpJson(v)));
+        return 0;
     }
-    fail(key, fmt::format("must be an integer, found {}", v.dump()));
-    return 0;
+    if (const auto max = maximumFor(key); max && *value > *max) {
+        fail(key, fmt::format("is {}, more than the {} Day0 reads", *value, *max));
+        return 0;
+    }
+    return *value;
 }
 
 std::int64_t JsonReader::requirePositive(const std::string& key)
@@ -158,7 +254,7 @@ double JsonReader::numberOr(const std::string& key, double fallback)
     }
     const auto& v = m_object.at(key);
     if (!v.is_number()) {
-        fail(key, fmt::format("must be a number, found {}", v.dump()));
+        fail(key, fmt::format("must be a number, found {}", dumpJson(v)));
         return fallback;
     }
     return v.get<double>();
@@ -171,7 +267,7 @@ bool JsonReader::boolOr(const std::string& key, bool fallback)
     }
     const auto& v = m_object.at(key);
     if (!v.is_boolean()) {
-        fail(key, fmt::format("must be true or false, found {}", v.dump()));
+        fail(key, fmt::format("must be true or false, found {}", dumpJson(v)));
         return fallback;
     }
     return v.get<bool>();
@@ -184,7 +280,7 @@ std::string JsonReader::stringOr(const std::string& key, const std::string& fall
     }
     const auto& v = m_object.at(key);
     if (!v.is_string()) {
-        fail(key, fmt::format("must be a string, found {}", v.dump()));
+        fail(key, fmt::format("must be a string, found {}", dumpJson(v)));
         return fallback;
     }
     return v.get<std::string>();

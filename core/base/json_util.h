@@ -2,15 +2,35 @@
 
 #include "base/result.h"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace day0 {
+
+/// The deepest nesting of arrays and objects any reader accepts. HF configs, safetensors
+/// headers, tokenizers and traces nest a few levels; code after the parser (dump, copy,
+/// comparisons) recurses once per level, so a document nested 80,000 deep would overflow the
+/// stack there. Every parse in Day0 checks it first.
+inline constexpr int kMaxJsonDepth = 256;
+
+/// Refuses `text` if its arrays and objects nest deeper than kMaxJsonDepth (one linear scan,
+/// strings skipped): "<origin>: JSON nested deeper than 256 levels at byte N".
+Result<void> checkJsonDepth(std::string_view text, const std::string& origin);
+
+/// Serialises `value` (indent as nlohmann's dump; -1 compact). Strings that are not valid
+/// UTF-8 (a path or a name from a file) are written with U+FFFD for the bad bytes instead of
+/// throwing: every JSON Day0 writes goes through here.
+std::string dumpJson(const nlohmann::json& value, int indent = -1);
+
+/// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string jsonErrorText(const nlohmann::json::exception& e);
 
 /// Parses a JSON file; the error names the file and the byte where parsing stopped.
 Result<nlohmann::json> readJsonFile(const std::filesystem::path& path);

@@ -126,6 +126,7 @@ std::size_t originalOffset(
 template <typename Json>
 Result<PythonJson<Json>> parseAs(const std::string& text, const std::string& origin)
 {
+    DAY0_TRY(checkJsonDepth(text, origin));
     const std::string marker = markerFor(text);
     std::vector<std::pair<std::size_t, std::size_t>> shifts;
     const std::string quoted = quoteNonFinite(text, marker, shifts);
@@ -156,10 +157,7 @@ Result<PythonJson<Json>> parseAs(const std::string& text, const std::string& ori
             fmt::format("{}: malformed JSON: parse error at line {}, column {}: {}", origin, line,
                 column, what));
     } catch (const nlohmann::json::exception& e) {
-        std::string what = e.what();
-        const auto pos = what.find("] ");
-        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin,
-            pos == std::string::npos ? what : what.substr(pos + 2)));
+        return Error::badInput(fmt::format("{}: malformed JSON: {}", origin, jsonErrorText(e)));
     }
     restore(out.value, marker, std::string(), out.nonFinite);
     return out;

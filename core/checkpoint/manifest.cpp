@@ -1,6 +1,7 @@
 #include "checkpoint/manifest.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/sha256.h"
 #include "checkpoint/strict_json.h"
 
@@ -93,7 +94,7 @@ Result<Manifest> parseManifest(std::string_view text, const std::string& origin)
     }
     if (root.contains("version") && root["version"] != 1) {
         return Error::unsupported(fmt::format(
-            "{}: manifest version {} (this build reads 1)", origin, root["version"].dump()));
+            "{}: manifest version {} (this build reads 1)", origin, dumpJson(root["version"])));
     }
     Manifest m;
     m.source = fs::path(origin).filename().string();
@@ -185,7 +186,7 @@ std::string serializeManifest(const Manifest& manifest)
     root["format"] = "day0-manifest";
     root["version"] = 1;
     root["files"] = std::move(files);
-    return root.dump(2) + "\n";
+    return dumpJson(root, 2) + "\n";
 }
 
 Result<std::optional<Manifest>> findManifest(const fs::path& dir)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -50,8 +51,14 @@ Result<OutputFile> OutputFile::create(const fs::path& path, std::uint64_t size)
     }
     file.m_temp = pattern;
     ::fchmod(file.m_fd, 0644);
-    if (::ftruncate(file.m_fd, off_t(size)) != 0) {
-        return osError(path, "cannot size the output file");
+    // Allocate every block now: a file only sized by ftruncate is sparse, and a full disk would
+    // then surface as SIGBUS on some later store through the map instead of an error here.
+    if (size > 0) {
+        if (const int error = ::posix_fallocate(file.m_fd, 0, off_t(size)); error != 0) {
+            errno = error;
+            return osError(path,
+                fmt::format("cannot allocate {} bytes for the output file", size).c_str());
+        }
     }
     file.m_size = std::size_t(size);
     if (size > 0) {
@@ -206,6 +213,15 @@ Result<void> OutputDir::commit()
     std::error_code ec;
     fs::path old;
     if (fs::exists(m_target, ec)) {
+        // Swap the new folder and the old one in one step, so that a kill at any moment leaves
+        // one of the two complete under the target name; then drop the old one.
+        if (::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_target.c_str(), RENAME_EXCHANGE)
+            == 0) {
+            fs::remove_all(m_temp, ec);
+            m_temp.clear();
+            return success();
+        }
+        // A filesystem without RENAME_EXCHANGE: move the old folder aside, then rename.
         // An empty folder, or one the caller allowed us to replace: move it aside first so the
         // switch is a rename and the old contents survive a failure.
         old = m_target.parent_path()

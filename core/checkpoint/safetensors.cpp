@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "checkpoint/strict_json.h"
 
 #include <fmt/format.h>
@@ -65,7 +66,7 @@ Result<TensorEntry> readEntry(const std::string& name, const json& value, const 
     for (const auto& dim : *shapeIt) {
         std::uint64_t d = 0;
         if (!readUnsigned(dim, d) || d > std::uint64_t(INT64_MAX)) {
-            return bad(fmt::format("shape entry {} is not a non-negative integer", dim.dump()));
+            return bad(fmt::format("shape entry {} is not a non-negative integer", dumpJson(dim)));
         }
         entry.shape.push_back(std::int64_t(d));
     }

@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors_writer.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "checkpoint/output_file.h"
 
 #include <fmt/format.h>
@@ -70,7 +71,7 @@ Result<std::string> buildSafetensorsHeader(
             { "data_offsets", { offset, offset + size } } };
         offset += size;
     }
-    std::string text = header.dump();
+    std::string text = dumpJson(header);
     // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
     text.append((8 - text.size() % 8) % 8, ' ');
     std::string out(8, '\0');

@@ -1,6 +1,7 @@
 #include "checkpoint/shard_index.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "checkpoint/strict_json.h"
 
 #include <fmt/format.h>
@@ -139,7 +140,7 @@ std::string serializeShardIndex(const ShardIndex& index)
         map[tensor] = file;
     }
     out["weight_map"] = map;
-    return out.dump(2) + "\n";
+    return dumpJson(out, 2) + "\n";
 }
 
 std::string shardFileName(int index, int count)

@@ -1,6 +1,7 @@
 #include "checkpoint/sharding.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/output_file.h"
@@ -530,7 +531,7 @@ Result<ShardSummary> shardCheckpoint(const fs::path& src, const fs::path& dst,
             { { "tp", layout.tp }, { "pp", layout.pp }, { "ep", layout.ep }, { "dp", layout.dp },
                 { "etp", layout.etp() }, { "edp", layout.edp() } } },
         { "ranks", ranks }, { "tensors", tensorsJson } };
-    DAY0_TRY(writeFileAtomic(out->tempPath() / "plan.json", planJson.dump(1) + "\n"));
+    DAY0_TRY(writeFileAtomic(out->tempPath() / "plan.json", dumpJson(planJson, 1) + "\n"));
     DAY0_TRY(copyAuxiliaryFiles(ckpt->root(), out->tempPath(), {}));
     auto manifest = finishOutput(*out, hash, progress, stop);
     if (!manifest) {
@@ -542,15 +543,7 @@ Result<ShardSummary> shardCheckpoint(const fs::path& src, const fs::path& dst,
 
 Result<nlohmann::json> readShardPlan(const fs::path& dir)
 {
-    auto text = readFile(dir / "plan.json");
-    if (!text) {
-        return text.error();
-    }
-    try {
-        return nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return Error::badInput(fmt::format("{}: {}", displayPath(dir / "plan.json"), e.what()));
-    }
+    return readJsonFile(dir / "plan.json");
 }
 
 Result<std::vector<std::byte>> reassembleTensor(

@@ -1,6 +1,7 @@
 #include "checkpoint/shrink.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/python_json.h"
 #include "checkpoint/block_fp8.h"
 #include "checkpoint/dtype_convert.h"
@@ -359,7 +360,7 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
         { "source_model_type", spec->modelType }, { "seed", options.seed },
         { "parameters", summary.parameters },
         { "note", "random weights initialised like the original; not a trained model" } };
-    DAY0_TRY(writeFileAtomic(dir->tempPath() / "day0-shrink.json", provenance.dump(2) + "\n"));
+    DAY0_TRY(writeFileAtomic(dir->tempPath() / "day0-shrink.json", dumpJson(provenance, 2) + "\n"));
     auto manifest = finishOutput(*dir, options.hash, progress, stop);
     if (!manifest) {
         return manifest.error();

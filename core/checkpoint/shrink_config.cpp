@@ -1,4 +1,5 @@
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "checkpoint/shrink.h"
 #include "model/config_reader.h"
 
@@ -105,7 +106,7 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
     for (const auto& [key, value] : t.items()) {
         if (isPerLayerList(key, value, layers)) {
             for (std::int64_t i = 0; i < layers; ++i) {
-                signature[std::size_t(i)] += value[std::size_t(i)].dump() + "|";
+                signature[std::size_t(i)] += dumpJson(value[std::size_t(i)]) + "|";
             }
         }
     }

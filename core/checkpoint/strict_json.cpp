@@ -1,5 +1,7 @@
 #include "checkpoint/strict_json.h"
 
+#include "base/json_util.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -53,6 +55,7 @@ Result<nlohmann::json> parseStrictJson(std::string_view text, const std::string&
     if (const auto bad = findInvalidUtf8(text); bad != std::string_view::npos) {
         return Error::badInput(fmt::format("{}: not valid UTF-8 at byte {}", origin, bad));
     }
+    DAY0_TRY(checkJsonDepth(text, origin));
     // One set of keys per open object; arrays push nothing, so the stack mirrors object nesting.
     std::vector<std::unordered_set<std::string>> keys;
     std::vector<std::string> path;

@@ -107,15 +107,24 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
 
 Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesystem::path& dir)
 {
-    if (!result.reference) {
-        return numerics::writeDump(result.target.dump, dir);
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(dir, ec);
+    const auto written = [&]() -> Result<void> {
+        if (!result.reference) {
+            return numerics::writeDump(result.target.dump, dir);
+        }
+        DAY0_TRY(numerics::writeDump(result.reference->dump, dir / "reference"));
+        DAY0_TRY(numerics::writeDump(result.target.dump, dir / "target"));
+        if (result.injected) {
+            DAY0_TRY(numerics::writeDump(result.injected->dump, dir / "target-inject"));
+        }
+        return success();
+    }();
+    if (!written && !existed) {
+        // A failed write (a full disk) leaves no folder that looks like a run's dumps.
+        std::filesystem::remove_all(dir, ec);
     }
-    DAY0_TRY(numerics::writeDump(result.reference->dump, dir / "reference"));
-    DAY0_TRY(numerics::writeDump(result.target.dump, dir / "target"));
-    if (result.injected) {
-        DAY0_TRY(numerics::writeDump(result.injected->dump, dir / "target-inject"));
-    }
-    return success();
+    return written;
 }
 
 } // namespace day0::exec

@@ -16,6 +16,18 @@ namespace day0::exec {
 
 namespace {
 
+// ICU's match-time limit, in steps of its engine (of the order of a millisecond each): a
+// published pre-tokenizer splits a prompt in microseconds, one that backtracks without bound
+// stops after a few seconds.
+constexpr std::int32_t kRegexStepLimit = 3000;
+
+std::string toUtf8(const icu::UnicodeString& s)
+{
+    std::string out;
+    s.toUTF8String(out);
+    return out;
+}
+
 /// GPT-2's reversible byte -> code point table: printable Latin-1 bytes map to themselves, the
 /// others to U+0100 upwards.
 std::array<char32_t, 256> bytesToUnicode()
@@ -230,14 +242,20 @@ private:
             spm(s, out);
             return success();
         }
-        for (const auto& piece : preTokenize(s)) {
+        auto pieces = preTokenize(s);
+        if (!pieces) {
+            return pieces.error();
+        }
+        for (const auto& piece : *pieces) {
             bpe(piece, out);
         }
         return success();
     }
 
     /// Applies every pre-tokenizer regex in turn: matches and the gaps between them become pieces.
-    std::vector<std::string> preTokenize(const std::string& text) const
+    /// A pattern that backtracks catastrophically on the text (a hostile tokenizer.json) stops
+    /// at ICU's match-time limit and is an error, never a silently shorter split.
+    Result<std::vector<std::string>> preTokenize(const std::string& text) const
     {
         std::vector<icu::UnicodeString> pieces { icu::UnicodeString::fromUTF8(text) };
         for (const auto& pattern : m_patterns) {
@@ -245,6 +263,9 @@ private:
             for (const auto& piece : pieces) {
                 UErrorCode status = U_ZERO_ERROR;
                 std::unique_ptr<icu::RegexMatcher> m(pattern->matcher(piece, status));
+                if (U_SUCCESS(status)) {
+                    m->setTimeLimit(kRegexStepLimit, status);
+                }
                 std::int32_t last = 0;
                 while (U_SUCCESS(status) && m->find(status)) {
                     const std::int32_t start = m->start(status);
@@ -257,6 +278,12 @@ private:
                     }
                     next.emplace_back(piece, start, end - start);
                     last = end;
+                }
+                if (U_FAILURE(status)) {
+                    return Error::badInput(fmt::format(
+                        "{}: pre-tokenizer regex '{}' failed on a piece of {} characters ({}{})",
+                        m_origin, toUtf8(pattern->pattern()), piece.length(), u_errorName(status),
+                        status == U_REGEX_TIME_OUT ? ": it backtracks without bound" : ""));
                 }
                 if (last < piece.length()) {
                     next.emplace_back(piece, last);

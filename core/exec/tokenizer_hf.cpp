@@ -127,9 +127,7 @@ void readPostProcessor(
     }
 }
 
-} // namespace
-
-Result<TokenizerVocab> readHfTokenizer(const std::filesystem::path& tokenizerJson)
+Result<TokenizerVocab> readTokenizer(const std::filesystem::path& tokenizerJson)
 {
     const std::string origin = tokenizerJson.string();
     auto json = readJsonFile(tokenizerJson);
@@ -202,7 +200,11 @@ Result<TokenizerVocab> readHfTokenizer(const std::filesystem::path& tokenizerJso
     const auto config = tokenizerJson.parent_path() / "tokenizer_config.json";
     std::error_code ec;
     if (std::filesystem::exists(config, ec)) {
-        if (auto c = readJsonFile(config); c && c->is_object()) {
+        auto c = readJsonFile(config);
+        if (!c) {
+            return c.error();
+        }
+        if (c->is_object()) {
             const auto tokenId = [&](const char* key) -> std::int64_t {
                 if (!c->contains(key)) {
                     return -1;
@@ -227,6 +229,19 @@ Result<TokenizerVocab> readHfTokenizer(const std::filesystem::path& tokenizerJso
         }
     }
     return v;
+}
+
+} // namespace
+
+Result<TokenizerVocab> readHfTokenizer(const std::filesystem::path& tokenizerJson)
+{
+    // A value of the wrong type anywhere (an id that is a string, a pattern that is a number)
+    // is the file's fault: one line naming it, never an internal error.
+    try {
+        return readTokenizer(tokenizerJson);
+    } catch (const nlohmann::json::exception& e) {
+        return Error::badInput(fmt::format("{}: {}", tokenizerJson.string(), jsonErrorText(e)));
+    }
 }
 
 } // namespace day0::exec

@@ -111,7 +111,7 @@ void PluginRegistry::scan(const fs::path& folder, int depth)
                 const auto parsed = op.is_string() ? exec::backendOpFromName(op.get<std::string>())
                                                    : std::nullopt;
                 if (!parsed) {
-                    r.fail("ops", fmt::format("names an unknown operator {}", op.dump()));
+                    r.fail("ops", fmt::format("names an unknown operator {}", dumpJson(op)));
                     break;
                 }
                 info.ops.push_back(*parsed);

@@ -30,6 +30,16 @@ Result<void> checkShape(const Cluster& c, const std::string& origin)
     if (c.numNodes <= 0 || c.gpusPerNode <= 0) {
         return Error::badInput(fmt::format("{}: nodes and GPUs per node must be positive", origin));
     }
+    if (c.gpusPerNode > kMaxGpusPerNode || c.domainSize > kMaxGpusPerNode) {
+        return Error::badInput(fmt::format("{}: {} GPUs per node (domain {}) is more than the {} "
+                                           "Day0 plans for",
+            origin, c.gpusPerNode, c.domainSize, kMaxGpusPerNode));
+    }
+    if (std::int64_t(c.numNodes) * c.gpusPerNode > kMaxWorldSize) {
+        return Error::badInput(fmt::format("{}: {} nodes × {} GPUs is more than the {} GPUs Day0 "
+                                           "plans for",
+            origin, c.numNodes, c.gpusPerNode, kMaxWorldSize));
+    }
     const bool compatible = c.domainSize >= c.gpusPerNode ? c.domainSize % c.gpusPerNode == 0
                                                           : c.gpusPerNode % c.domainSize == 0;
     if (!compatible) {
@@ -174,11 +184,18 @@ Result<Cluster> parseClusterJson(const nlohmann::json& json, const std::string& 
     Cluster c;
     c.name = reader.stringOr("name", origin);
     c.device = device;
-    c.gpusPerNode = int(reader.intOr("gpus_per_node", device.defaultGpusPerNode));
-    c.domainSize = int(reader.intOr("domain_size", device.domainSize));
+    const std::int64_t perNode = reader.intOr("gpus_per_node", device.defaultGpusPerNode);
+    const std::int64_t domain = reader.intOr("domain_size", device.domainSize);
     if (!reader.ok()) {
         return reader.error();
     }
+    if (perNode > kMaxGpusPerNode || domain > kMaxGpusPerNode) {
+        return Error::badInput(fmt::format(
+            "{}: 'gpus_per_node' {} or 'domain_size' {} is more than the {} Day0 plans for", origin,
+            perNode, domain, kMaxGpusPerNode));
+    }
+    c.gpusPerNode = int(perNode);
+    c.domainSize = int(domain);
     if (c.gpusPerNode <= 0 || c.domainSize <= 0) {
         return Error::badInput(origin + ": 'gpus_per_node' and 'domain_size' must be positive");
     }
@@ -196,10 +213,12 @@ Result<Cluster> parseClusterJson(const nlohmann::json& json, const std::string& 
     }
     const auto& nodes = json.at("nodes");
     if (nodes.is_number_integer()) {
-        c.numNodes = nodes.get<int>();
-        if (c.numNodes <= 0) {
-            return Error::badInput(origin + ": 'nodes' must be positive");
+        const auto n = nodes.get<std::int64_t>();
+        if (n <= 0 || n > kMaxWorldSize) {
+            return Error::badInput(
+                fmt::format("{}: 'nodes' must be in [1, {}], got {}", origin, kMaxWorldSize, n));
         }
+        c.numNodes = int(n);
         c.nodeGroups.push_back({ c.numNodes, device.interNode });
     } else if (nodes.is_array() && !nodes.empty()) {
         c.numNodes = 0;
@@ -207,10 +226,16 @@ Result<Cluster> parseClusterJson(const nlohmann::json& json, const std::string& 
             const std::string where = fmt::format("{}: nodes[{}]", origin, i);
             JsonReader group(nodes[i], where);
             NodeGroup g;
-            g.count = int(group.requirePositive("count"));
+            const std::int64_t count = group.requirePositive("count");
             if (!group.ok()) {
                 return group.error();
             }
+            if (count > kMaxWorldSize || c.numNodes + count > kMaxWorldSize) {
+                return Error::badInput(
+                    fmt::format("{}: count {} makes more than the {} nodes Day0 plans for", where,
+                        count, kMaxWorldSize));
+            }
+            g.count = int(count);
             g.interNode = device.interNode;
             if (nodes[i].contains("inter_node")) {
                 auto link = parseLink(

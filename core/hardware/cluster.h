@@ -11,6 +11,12 @@
 
 namespace day0::hardware {
 
+/// The largest cluster Day0 plans for (262,144 GPUs, beyond today's largest training
+/// clusters) and the most devices one node or fast-link domain may hold: beyond them a
+/// cluster is refused rather than enumerated for ever or overflowed.
+inline constexpr int kMaxWorldSize = 1 << 18;
+inline constexpr int kMaxGpusPerNode = 1024;
+
 /// Consecutive nodes that share a scale-out link speed (a cluster may mix several).
 struct NodeGroup {
     int count = 0; ///< nodes in this group

@@ -1,6 +1,7 @@
 // The decoder of the 2024–25 families: common fields, biases, per-family sections, checkpoint
 // layout.
 
+#include "base/json_util.h"
 #include "model/config_families.h"
 
 #include <fmt/format.h>
@@ -143,7 +144,7 @@ Result<DType> readDtype(const ConfigInput& input)
             }
             return Error::badInput(
                 fmt::format("{}: '{}' must name a dtype such as \"bfloat16\", found {}",
-                    section->origin, key, value.dump()));
+                    section->origin, key, dumpJson(value)));
         }
     }
     return DType::BF16;

@@ -268,6 +268,34 @@ std::vector<std::string> supportedModelTypes()
     return out;
 }
 
+namespace {
+
+// Each size key is bounded as it is read (JsonReader); their product can still exceed what a
+// 64-bit count holds. A bound on the weights, in doubles, well above any model (10^16 against
+// 2.8·10^12 for the largest published) keeps every exact count below overflow.
+Result<void> checkMagnitude(const ModelSpec& s)
+{
+    const double h = double(s.hiddenSize);
+    const double attention = 4.0 * h * double(std::max<std::int64_t>(s.numHeads, 1))
+        * double(std::max<std::int64_t>(s.headDim, 1));
+    double ffn = 3.0 * h * double(s.intermediateSize);
+    if (s.moe) {
+        ffn = std::max(ffn,
+            3.0 * h * double(s.moe->expertIntermediate) * double(s.moe->numExperts + 1)
+                + 3.0 * h * double(s.moe->sharedIntermediate));
+    }
+    const double layers = double(s.numLayers + s.numMtpLayers);
+    const double estimate = layers * (attention + ffn) + 2.0 * double(s.vocabSize) * h;
+    if (!(estimate < 1e16)) {
+        return Error::badInput(fmt::format("{}: its sizes make about {:.3g} parameters, more than "
+                                           "the 10^16 Day0 counts exactly",
+            s.origin, estimate));
+    }
+    return success();
+}
+
+} // namespace
+
 Result<ModelSpec> readConfig(
     const json& config, const std::string& origin, const ReadOptions& options)
 {
@@ -324,6 +352,7 @@ Result<ModelSpec> readConfig(
     }
     detail::setLayout(spec);
     DAY0_TRY(detail::checkConsistency(spec));
+    DAY0_TRY(checkMagnitude(spec));
     DAY0_TRY(detail::auditKeys(
         accounting, detail::familyInertKeys(spec.family), readerName(spec), options.partial, spec));
     if (spec.family == Family::GenericDecoder) {

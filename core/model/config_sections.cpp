@@ -1,5 +1,7 @@
 #include "model/config_sections.h"
 
+#include "base/json_util.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -123,7 +125,7 @@ std::vector<std::string> stringArrayOr(JsonReader& reader, const std::string& ke
     }
     for (const auto& item : array) {
         if (!item.is_string()) {
-            reader.fail(key, fmt::format("must hold strings, found {}", item.dump()));
+            reader.fail(key, fmt::format("must hold strings, found {}", dumpJson(item)));
             return out;
         }
         out.push_back(item.get<std::string>());
@@ -159,12 +161,13 @@ std::vector<std::int64_t> intArrayOr(JsonReader& reader, const std::string& key)
     }
     const auto& array = reader.value(key);
     if (!array.is_array()) {
-        reader.fail(key, fmt::format("must be an array of integers, found {}", array.dump()));
+        reader.fail(key, fmt::format("must be an array of integers, found {}", dumpJson(array)));
         return out;
     }
     for (const auto& item : array) {
         if (!item.is_number_integer() || item.get<std::int64_t>() < 0) {
-            reader.fail(key, fmt::format("must hold non-negative integers, found {}", item.dump()));
+            reader.fail(
+                key, fmt::format("must hold non-negative integers, found {}", dumpJson(item)));
             return out;
         }
         out.push_back(item.get<std::int64_t>());
@@ -226,7 +229,7 @@ Result<void> readPerLayerTypeRope(const Section& params, ModelSpec& spec)
             return r.error();
         }
         if (!value.is_object()) {
-            r.fail(type, fmt::format("must be an object, found {}", value.dump()));
+            r.fail(type, fmt::format("must be an object, found {}", dumpJson(value)));
             return r.error();
         }
     }
@@ -266,7 +269,7 @@ Result<void> readRope(const Section& text, ModelSpec& spec)
     if (!key.empty()) {
         const auto& rope = text.at(key);
         if (!rope.is_object()) {
-            reader.fail(key, fmt::format("must be an object or null, found {}", rope.dump()));
+            reader.fail(key, fmt::format("must be an object or null, found {}", dumpJson(rope)));
             return reader.error();
         }
         if (perLayerTypeRope(rope)) {

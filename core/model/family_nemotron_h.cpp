@@ -27,6 +27,7 @@
 //   `<mixer>.k_proj.k_scale` / `v_proj.v_scale` (ModelOpt `_KV_CACHE_REPLACEMENTS`) are listed
 //   as optional: which repositories carry them is not known.
 
+#include "base/json_util.h"
 #include "model/config_families.h"
 #include "model/graph_builder.h"
 
@@ -82,7 +83,8 @@ std::vector<LayerSpec> readKinds(JsonReader& r, const std::string& key)
     } else if (value.is_array()) {
         kinds = stringArrayOr(r, key);
     } else {
-        r.fail(key, fmt::format("must be a string or a list of strings, found {}", value.dump()));
+        r.fail(
+            key, fmt::format("must be a string or a list of strings, found {}", dumpJson(value)));
         return out;
     }
     for (std::size_t i = 0; i < kinds.size() && r.ok(); ++i) {

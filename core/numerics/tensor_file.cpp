@@ -59,8 +59,17 @@ Result<void> writeDump(const Dump& dump, const std::filesystem::path& dir)
     for (const auto& [name, t] : dump.tensors()) {
         tensors.push_back({ name, t });
     }
-    DAY0_TRY(writeTensorFile(dir / "tensors.safetensors", tensors, { { "format", "day0-dump" } }));
-    return writeFileAtomic(dir / "dump.json", dumpToJson(dump).dump(1) + "\n");
+    auto written
+        = writeTensorFile(dir / "tensors.safetensors", tensors, { { "format", "day0-dump" } });
+    if (written) {
+        written = writeFileAtomic(dir / "dump.json", dumpJson(dumpToJson(dump), 1) + "\n");
+    }
+    if (!written) {
+        // Half a dump (new tensors beside an old dump.json) must not read as a dump.
+        std::filesystem::remove(dir / "tensors.safetensors", ec);
+        std::filesystem::remove(dir / "dump.json", ec);
+    }
+    return written;
 }
 
 Result<Dump> readDump(const std::filesystem::path& dir)

@@ -1,6 +1,7 @@
 // Steps 5-8 of the Day-0 playbook (multi-rank, precision, performance, report), the report files
 // and the run record of a validation.
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
 #include "exec/parallel_run.h"
@@ -467,7 +468,7 @@ Result<void> writeReports(const Validation& v, const ReportPaths& paths)
         DAY0_TRY(writeFileAtomic(paths.html, toHtml(v.result, v.header, v.figures)));
     }
     if (!paths.json.empty()) {
-        DAY0_TRY(writeFileAtomic(paths.json, toJson(v.result, v.header).dump(2)));
+        DAY0_TRY(writeFileAtomic(paths.json, dumpJson(toJson(v.result, v.header), 2)));
     }
     return success();
 }

@@ -1,5 +1,6 @@
 #include "profile/chrome_importer.h"
 
+#include "base/json_util.h"
 #include "profile/chrome_events.h"
 #include "profile/json_event_scanner.h"
 #include "profile/pipelined_sink.h"
@@ -424,7 +425,9 @@ public:
 
     void onTopLevel(std::string_view key, std::string_view rawJson) override
     {
-        auto j = nlohmann::json::parse(rawJson, nullptr, false);
+        auto j = checkJsonDepth(rawJson, m_file)
+            ? nlohmann::json::parse(rawJson, nullptr, false)
+            : nlohmann::json(nlohmann::json::value_t::discarded);
         if (j.is_discarded()) {
             // Called on the reading thread while another one builds: keep it for later.
             m_topLevelWarnings.push_back(

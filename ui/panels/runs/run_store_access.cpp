@@ -1,6 +1,7 @@
 #include "panels/runs/run_store_access.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "history/run_json.h"
 
 namespace day0::ui {
@@ -141,7 +142,7 @@ std::string exportStoredRun(
     if (!run) {
         return run.error().message;
     }
-    auto written = writeFileAtomic(target, history::toJson(*run).dump(2) + "\n");
+    auto written = writeFileAtomic(target, dumpJson(history::toJson(*run), 2) + "\n");
     return written ? std::string() : written.error().message;
 }
 
