@@ -93,12 +93,20 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
         { "format", std::string(ck::checkpointFormatName(ckpt.format())) },
         { "files", ckpt.files().size() }, { "tensors", ckpt.tensors().size() },
         { "bytes", ckpt.totalTensorBytes() } };
+    // The first problems in full, the rest in one line: one missing shard makes hundreds of
+    // tensors missing, and the real error must not scroll away.
+    constexpr std::size_t kProblemsShown = 5;
+    std::size_t errorsSeen = 0;
     for (const auto& p : ckpt.problems()) {
         if (p.warning) {
             printWarning(p.error.message);
-        } else {
+        } else if (errorsSeen++ < kProblemsShown) {
             fmt::print(stderr, "day0: error: {}\n", p.error.message);
         }
+    }
+    if (errorsSeen > kProblemsShown) {
+        fmt::print(stderr, "day0: error: ... and {} more structural problems (see --json)\n",
+            errorsSeen - kProblemsShown);
     }
     json["problems"] = problemsJson(ckpt);
     bool checksFailed = false;
@@ -183,14 +191,26 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
                 displayPath(ckpt.root()), ck::kManifestName, ck::kSha256SumsName));
     }
 
-    // Architecture: every tensor against the graph of config.json, when there is one.
-    auto arch = ck::checkAgainstConfig(ckpt);
+    // Architecture: every tensor against the graph of config.json, when there is one. A rank's
+    // file holds slices: its pieces were checked against plan.json above instead.
+    if (ckpt.format() == ck::CheckpointFormat::RankShards) {
+        printWarning(fmt::format("{}: per-rank shards: each piece checked against plan.json; "
+                                 "the architecture check against config.json applies to the "
+                                 "source checkpoint",
+            displayPath(ckpt.root())));
+        json["architecture"] = nullptr;
+    }
+    auto arch = ckpt.format() == ck::CheckpointFormat::RankShards
+        ? Result<std::optional<ck::TensorReport>>(std::nullopt)
+        : ck::checkAgainstConfig(ckpt);
     if (!arch) {
         return reportError(arch.error());
     }
     if (arch->has_value()) {
         const auto& tensors = **arch;
-        constexpr std::size_t kShown = 50;
+        // After a structural error (a shard missing, a header broken) the mismatches against
+        // config.json follow from it: one line for them, not a cascade.
+        const std::size_t kShown = ckpt.hasErrors() ? 0 : 10;
         std::size_t shown = 0;
         for (const auto& row : tensors.rows) {
             if (row.status != ck::TensorStatus::Ok && shown++ < kShown) {
@@ -198,9 +218,13 @@ int runVerify(const VerifyArgs& args, const GlobalOptions& global)
             }
         }
         if (shown > kShown) {
-            fmt::print(stderr,
-                "day0: error: ... and {} more tensors that do not match (see --json)\n",
-                shown - kShown);
+            fmt::print(stderr, "day0: error: {}\n",
+                kShown > 0 ? fmt::format("... and {} more tensors do not match config.json (see "
+                                         "--json)",
+                    shown - kShown)
+                           : fmt::format("{} tensors do not match config.json, following from the "
+                                         "problems above (see --json)",
+                               shown));
         }
         checksFailed = checksFailed || !tensors.ok();
         auto j = tensors.toJson();

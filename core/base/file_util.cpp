@@ -1,9 +1,12 @@
 #include "base/file_util.h"
 
+#include "base/mapped_file.h"
+
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 #include <fstream>
 #include <random>
 #include <system_error>
@@ -25,28 +28,14 @@ std::string displayPath(const fs::path& path)
 
 Result<std::string> readFile(const fs::path& path)
 {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) {
-        return Error::badInput(fmt::format("{}: is a folder, expected a file", displayPath(path)));
+    // Through MappedFile's checks: a folder, a FIFO (which would block for ever), a socket or a
+    // device is refused by name before anything is read.
+    auto mapped = MappedFile::open(path);
+    if (!mapped) {
+        return mapped.error();
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return Error::badInput(
-            fmt::format("{}: cannot open: {}", displayPath(path), std::strerror(errno)));
-    }
-    std::string data;
-    in.seekg(0, std::ios::end);
-    const auto size = in.tellg();
-    if (size < 0) {
-        return Error::badInput(fmt::format("{}: cannot determine size", displayPath(path)));
-    }
-    data.resize(std::size_t(size));
-    in.seekg(0);
-    in.read(data.data(), size);
-    if (!in) {
-        return Error::badInput(fmt::format("{}: read failed", displayPath(path)));
-    }
-    return data;
+    const auto bytes = mapped->bytes();
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)

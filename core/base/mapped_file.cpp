@@ -30,7 +30,9 @@ struct FdCloser {
 
 Result<MappedFile> MappedFile::open(const std::filesystem::path& path)
 {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer for ever; it
+    // is refused below as not a regular file.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         return Error::badInput(
             fmt::format("{}: cannot open: {}", displayPath(path), std::strerror(errno)));
@@ -45,7 +47,8 @@ Result<MappedFile> MappedFile::open(const std::filesystem::path& path)
         return Error::badInput(fmt::format("{}: is a folder, expected a file", displayPath(path)));
     }
     if (!S_ISREG(st.st_mode)) {
-        return Error::badInput(fmt::format("{}: is not a regular file", displayPath(path)));
+        return Error::badInput(
+            fmt::format("{}: is not a regular file (a FIFO, socket or device)", displayPath(path)));
     }
     MappedFile file;
     file.m_path = path;

@@ -1,14 +1,18 @@
 #include "checkpoint/checkpoint.h"
 
 #include "base/file_util.h"
+#include "base/json_util.h"
 #include "base/mapped_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace day0::checkpoint {
@@ -68,6 +72,8 @@ std::string_view checkpointFormatName(CheckpointFormat format)
         return "sharded safetensors";
     case CheckpointFormat::SafetensorsFolder:
         return "safetensors folder";
+    case CheckpointFormat::RankShards:
+        return "per-rank shards";
     case CheckpointFormat::Gguf:
         return "gguf";
     }
@@ -148,7 +154,29 @@ Result<Checkpoint> Checkpoint::open(const fs::path& path)
     } else {
         ckpt.m_root = path;
         const auto indexPath = path / kShardIndexName;
-        if (fs::exists(indexPath, ec)) {
+        const auto planPath = path / "plan.json";
+        if (!fs::exists(indexPath, ec) && fs::exists(planPath, ec)) {
+            auto plan = readJsonFile(planPath);
+            if (!plan) {
+                return plan.error();
+            }
+            if (!plan->is_object() || plan->value("format", "") != "day0-shard-plan"
+                || !plan->contains("ranks") || !(*plan)["ranks"].is_array()) {
+                return Error::badInput(
+                    fmt::format("{}: not a day0 shard plan (format day0-shard-plan with ranks)",
+                        displayPath(planPath)));
+            }
+            ckpt.m_format = CheckpointFormat::RankShards;
+            for (const auto& r : (*plan)["ranks"]) {
+                if (!r.is_object() || !r.contains("file") || !r["file"].is_string()) {
+                    return Error::badInput(
+                        fmt::format("{}: a rank without a 'file'", displayPath(planPath)));
+                }
+                ckpt.m_files.push_back(r["file"].get<std::string>());
+            }
+            ckpt.openSafetensorsShards();
+            ckpt.checkAgainstShardPlan(*plan);
+        } else if (fs::exists(indexPath, ec)) {
             auto index = readShardIndex(indexPath);
             if (!index) {
                 return index.error();
@@ -164,6 +192,7 @@ Result<Checkpoint> Checkpoint::open(const fs::path& path)
             ckpt.m_format = shards.size() == 1 ? CheckpointFormat::Safetensors
                                                : CheckpointFormat::SafetensorsFolder;
             ckpt.m_files = std::move(shards);
+            ckpt.checkShardSeries();
             ckpt.openSafetensorsShards();
         } else if (auto ggufs
                    = filesIn(path, [](const fs::path& p) { return hasExtension(p, ".gguf"); });
@@ -207,8 +236,8 @@ void Checkpoint::openSafetensorsShards()
         }
         m_open->safetensors.emplace(file, std::move(*opened));
     }
-    if (m_index) {
-        return;
+    if (m_index || m_format == CheckpointFormat::RankShards) {
+        return; // the index or the shard plan says which file owns a name
     }
     // Without an index nothing says which file owns a name, so a name in two files is ambiguous.
     std::unordered_map<std::string_view, const CheckpointTensor*> seen;
@@ -220,6 +249,142 @@ void Checkpoint::openSafetensorsShards()
                     displayPath(m_root / t.file), t.name, it->second->file)),
                 false });
         }
+    }
+}
+
+void Checkpoint::checkAgainstShardPlan(const nlohmann::json& plan)
+{
+    const std::string planName = displayPath(m_root / "plan.json");
+    const auto bad = [&](const std::string& file, const std::string& tensor, std::string what) {
+        m_problems.push_back({ file, tensor, Error::badInput(std::move(what)), false });
+    };
+    std::error_code ec;
+    for (const auto& file : m_files) {
+        if (!fs::exists(m_root / file, ec)) {
+            bad(file, {},
+                fmt::format(
+                    "{}: rank file named by {} is missing", displayPath(m_root / file), planName));
+        }
+    }
+    if (!plan.contains("tensors") || !plan["tensors"].is_object()) {
+        bad("plan.json", {}, planName + ": 'tensors' must be an object");
+        return;
+    }
+    // (file, tensor) pairs the plan accounts for.
+    std::set<std::pair<std::string, std::string>> planned;
+    try {
+        for (const auto& [name, t] : plan["tensors"].items()) {
+            const auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+            const auto dtype = parseDType(t.at("dtype").get<std::string>());
+            for (const auto& piece : t.at("pieces")) {
+                const auto rank = piece.at("rank").get<std::int64_t>();
+                if (rank < 0 || rank >= std::int64_t(m_files.size())) {
+                    bad("plan.json", name,
+                        fmt::format("{}: tensor '{}' names rank {} of {}", planName, name, rank,
+                            m_files.size()));
+                    continue;
+                }
+                std::vector<std::int64_t> expected = shape;
+                for (const auto& cut : piece.value("slice", nlohmann::json::array())) {
+                    const auto dim = cut.at("dim").get<std::size_t>();
+                    std::int64_t extent = 0;
+                    for (const auto& range : cut.at("ranges")) {
+                        extent += range.at(1).get<std::int64_t>() - range.at(0).get<std::int64_t>();
+                    }
+                    if (dim < expected.size()) {
+                        expected[dim] = extent;
+                    }
+                }
+                const std::string& file = m_files[std::size_t(rank)];
+                planned.emplace(file, name);
+                const auto it = m_open->safetensors.find(file);
+                if (it == m_open->safetensors.end()) {
+                    continue; // the missing file is reported above
+                }
+                const auto* held = it->second.find(name);
+                if (held == nullptr) {
+                    bad(file, name,
+                        fmt::format("{}: tensor '{}' is planned on this rank by {} but is not here",
+                            displayPath(m_root / file), name, planName));
+                } else if (held->shape != expected || (dtype && held->dtype != *dtype)) {
+                    bad(file, name,
+                        fmt::format("{}: tensor '{}' is {} [{}], {} plans {} [{}]",
+                            displayPath(m_root / file), name, dtypeName(held->dtype),
+                            fmt::join(held->shape, ", "), planName,
+                            dtype ? std::string(dtypeName(*dtype)) : std::string("?"),
+                            fmt::join(expected, ", ")));
+                }
+            }
+        }
+    } catch (const nlohmann::json::exception& e) {
+        bad("plan.json", {}, fmt::format("{}: {}", planName, jsonErrorText(e)));
+        return;
+    }
+    for (const auto& t : m_tensors) {
+        if (planned.count({ t.file, t.name }) == 0) {
+            bad(t.file, t.name,
+                fmt::format("{}: tensor '{}' is not planned on this rank by {}",
+                    displayPath(m_root / t.file), t.name, planName));
+        }
+    }
+}
+
+void Checkpoint::checkShardSeries()
+{
+    // Without an index the shard names are the only record of how many there were:
+    // "model-00003-of-00007.safetensors" says seven. A series with a gap is incomplete (an
+    // interrupted download or copy), whatever its headers say.
+    struct Series {
+        std::set<int> present;
+        std::string example;
+    };
+    std::map<std::pair<std::string, int>, Series> series; // (prefix, total)
+    for (const auto& file : m_files) {
+        const std::string name = fs::path(file).filename().string();
+        const auto of = name.rfind("-of-");
+        const auto dot = name.rfind(".safetensors");
+        const auto dash = of == std::string::npos ? of : name.rfind('-', of - 1);
+        if (of == std::string::npos || dot == std::string::npos || dash == std::string::npos
+            || dot < of) {
+            continue;
+        }
+        const std::string index = name.substr(dash + 1, of - dash - 1);
+        const std::string total = name.substr(of + 4, dot - of - 4);
+        int i = 0;
+        int n = 0;
+        const auto parse = [](const std::string& text, int& value) {
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+        };
+        if (!parse(index, i) || !parse(total, n) || n <= 0 || n > 1000000) {
+            continue;
+        }
+        auto& s = series[{ fs::path(file).parent_path().string() + "/" + name.substr(0, dash), n }];
+        s.present.insert(i);
+        s.example = file;
+    }
+    for (const auto& [key, s] : series) {
+        const int total = key.second;
+        std::vector<int> missing;
+        for (int i = 1; i <= total && missing.size() < 4; ++i) {
+            if (s.present.count(i) == 0) {
+                missing.push_back(i);
+            }
+        }
+        const bool outOfRange
+            = !s.present.empty() && (*s.present.begin() < 1 || *s.present.rbegin() > total);
+        if (missing.empty() && !outOfRange) {
+            continue;
+        }
+        m_problems.push_back({ {}, {},
+            Error::checkFailed(fmt::format(
+                "{}: incomplete checkpoint: {} of the {} shards its names count (like {}) are "
+                "here{}{}",
+                displayPath(m_root), s.present.size(), total, s.example,
+                missing.empty() ? std::string()
+                                : fmt::format("; missing shard {}", fmt::join(missing, ", ")),
+                outOfRange ? "; a shard number is out of its series" : "")),
+            false });
     }
 }
 

@@ -6,6 +6,8 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_index.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -22,6 +24,7 @@ enum class CheckpointFormat {
     Safetensors, ///< one .safetensors file
     ShardedSafetensors, ///< a folder with model.safetensors.index.json and its shards
     SafetensorsFolder, ///< a folder of .safetensors files without an index
+    RankShards, ///< `day0 shard` output: plan.json and one rank-NNNNN.safetensors per rank
     Gguf, ///< one GGUF file
 };
 
@@ -97,6 +100,11 @@ private:
 
     void openSafetensorsShards();
     void checkAgainstIndex();
+    /// Without an index: every shard of a "-of-N" series must be there.
+    void checkShardSeries();
+    /// `day0 shard` output: every piece plan.json assigns to a rank is in that rank's file,
+    /// with the slice's shape and the tensor's dtype, and nothing else is.
+    void checkAgainstShardPlan(const nlohmann::json& plan);
 
     CheckpointFormat m_format = CheckpointFormat::Safetensors;
     std::filesystem::path m_root;

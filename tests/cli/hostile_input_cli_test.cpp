@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -219,4 +220,70 @@ TEST(HostileInput, AFullDiskFailsCleanly)
             fs::remove_all(dir / "out" / name);
         }
     }
+}
+
+TEST(HostileInput, VerifyFindsAnIncompleteShardSeriesAndSummarisesTheCascade)
+{
+    // 3 of 5 "-of-00005" shards left by an interrupted copy, without the index: it passed.
+    const fs::path dir = scratchDir("hostile_series");
+    ASSERT_EQ(runDay0({ "shrink", "kimi-k2", "--out", (dir / "full").string(), "--max-shard-size",
+                          "0.5", "-q", "--no-record" })
+                  .exitCode,
+        0);
+    fs::create_directories(dir / "part");
+    fs::copy_file(dir / "full" / "config.json", dir / "part" / "config.json");
+    for (const char* shard : { "model-00001-of-00005.safetensors",
+             "model-00002-of-00005.safetensors", "model-00003-of-00005.safetensors" }) {
+        fs::copy_file(dir / "full" / shard, dir / "part" / shard);
+    }
+    const auto r = runDay0({ "verify", (dir / "part").string(), "--no-record" });
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(
+        r.err.find("incomplete checkpoint: 3 of the 5 shards its names count"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("missing shard 4, 5"), std::string::npos) << r.err;
+    // The real error once, the missing tensors that follow from it in one line.
+    std::size_t lines = 0;
+    for (const char c : r.err) {
+        lines += c == '\n' ? 1 : 0;
+    }
+    EXPECT_LE(lines, 3u) << r.err;
+    EXPECT_NE(r.err.find("tensors do not match config.json, following from the problems above"),
+        std::string::npos)
+        << r.err;
+}
+
+TEST(HostileInput, VerifyAcceptsDay0sOwnShardOutputAndChecksItsPlan)
+{
+    const fs::path dir = scratchDir("hostile_rank_shards");
+    ASSERT_EQ(runDay0({ "shrink", "kimi-k2", "--out", (dir / "s").string(), "-q", "--no-record" })
+                  .exitCode,
+        0);
+    ASSERT_EQ(runDay0({ "shard", (dir / "s").string(), "--plan", "pp=2", "--out",
+                          (dir / "ranks").string(), "-q", "--no-record" })
+                  .exitCode,
+        0);
+    const auto ok = runDay0({ "verify", (dir / "ranks").string(), "--json", "--no-record" });
+    EXPECT_EQ(ok.exitCode, 0) << ok.err;
+    EXPECT_EQ(ok.json()["format"], "per-rank shards");
+    EXPECT_TRUE(ok.json()["problems"].empty());
+    // The second stage's file replaced by the first's: its layers are not the ones planned.
+    fs::remove(dir / "ranks" / "day0-manifest.json");
+    fs::copy_file(dir / "ranks" / "rank-00000.safetensors",
+        dir / "ranks" / "rank-00001.safetensors", fs::copy_options::overwrite_existing);
+    const auto bad = runDay0({ "verify", (dir / "ranks").string(), "--no-record" });
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_NE(bad.err.find("rank-00001.safetensors: tensor '"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("is planned on this rank by"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("more structural problems"), std::string::npos) << bad.err;
+}
+
+TEST(HostileInput, AFifoIsRefusedNotWaitedOn)
+{
+    const fs::path dir = scratchDir("hostile_fifo");
+    const std::string fifo = (dir / "config.json").string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const auto r = runDay0({ "inspect", fifo });
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
 }
