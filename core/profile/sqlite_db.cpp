@@ -84,8 +84,9 @@ std::string SqliteDb::lastError() const
 
 Result<std::set<std::string>> SqliteDb::tables() const
 {
-    auto stmt = SqliteStmt::prepare(
-        *this, "SELECT name FROM sqlite_master WHERE type IN ('table','view')");
+    // Tables only: an export from nsys has no views, and a view (a recursive one never
+    // returns) under a table's name would run arbitrary SQL on every read.
+    auto stmt = SqliteStmt::prepare(*this, "SELECT name FROM sqlite_master WHERE type = 'table'");
     if (!stmt.ok()) {
         return stmt.error();
     }

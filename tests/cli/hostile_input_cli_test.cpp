@@ -287,3 +287,44 @@ TEST(HostileInput, AFifoIsRefusedNotWaitedOn)
     EXPECT_EQ(r.exitCode, 2) << r.err;
     EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
 }
+
+TEST(HostileInput, ALargeSafetensorsHeaderReadsInLinearTime)
+{
+    // 80,000 one-element tensors (5 MB of header, made here rather than kept in tests/data):
+    // nlohmann's callback parser took quadratic time (30 s for 40,000). The bound only catches
+    // that: a linear reading takes about a second.
+    const fs::path dir = scratchDir("hostile_big_header");
+    std::string header = "{";
+    for (int i = 0; i < 80000; ++i) {
+        header += fmt::format(
+            "{}\"t.{}\":{{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
+            i == 0 ? "" : ",", i, 4 * i, 4 * i + 4);
+    }
+    header += "}";
+    {
+        std::ofstream out(dir / "big.safetensors", std::ios::binary);
+        const std::uint64_t n = header.size();
+        out.write(reinterpret_cast<const char*>(&n), 8);
+        out << header << std::string(4 * 80000, '\0');
+    }
+    std::string err;
+    const int code = shell(fmt::format("DAY0_STORE=/dev/null timeout 120 '{}' inspect --tensors "
+                                       "'{}' --json --no-record >/dev/null",
+                               DAY0_CLI_PATH, (dir / "big.safetensors").string()),
+        err);
+    EXPECT_EQ(code, 0) << "exit 124 is the 120 s bound: " << err;
+}
+
+TEST(HostileInput, AnNsysExportWithARecursiveViewIsRefused)
+{
+    // testcuda_rtx4060ti_report1.sqlite with StringIds replaced by a view that recurses for
+    // ever: reading it never returned. Views are not read.
+    std::string err;
+    const int code = shell(fmt::format("DAY0_STORE=/dev/null timeout 120 '{}' trace import '{}' "
+                                       "--no-record >/dev/null",
+                               DAY0_CLI_PATH, hostile("recursive_view.sqlite.gz")),
+        err);
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_NE(err.find("recursive_view.sqlite.gz: missing table StringIds"), std::string::npos)
+        << err;
+}
