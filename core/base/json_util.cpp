@@ -160,7 +160,7 @@ namespace {
 // (126 layers, hidden 18,432, vocabulary 262,144, 512 experts): a config past them is hostile
 // or broken, and reading it would take the machine's memory (10^6 layers) or overflow the
 // parameter counts (hidden 2^40). One table for every family reader.
-std::optional<std::int64_t> maximumFor(std::string_view key)
+std::int64_t maximumFor(std::string_view key)
 {
     struct Limit {
         std::string_view key;
@@ -183,13 +183,20 @@ std::optional<std::int64_t> maximumFor(std::string_view key)
         { "n_shared_experts", 1 << 16 },
         { "num_experts_per_tok", 1 << 16 },
         { "max_position_embeddings", std::int64_t(1) << 32 },
+        { "original_max_position_embeddings", std::int64_t(1) << 32 },
+        // Byte counts (manifests, run records), not model sizes.
+        { "bytes", std::int64_t(1) << 62 },
+        { "size", std::int64_t(1) << 62 },
+        { "total_size", std::int64_t(1) << 62 },
     };
     for (const auto& l : kLimits) {
         if (l.key == key) {
             return l.max;
         }
     }
-    return std::nullopt;
+    // Any other integer: 2^30, so that the product of two of them (a width times a head
+    // count) and a sum of a few such products stay far inside 64 bits.
+    return std::int64_t(1) << 30;
 }
 
 } // namespace
@@ -218,8 +225,8 @@ std::int64_t JsonReader::requireInt(const std::string& key)
         fail(key, fmt::format("must be an integer, found {}", dumpJson(v)));
         return 0;
     }
-    if (const auto max = maximumFor(key); max && *value > *max) {
-        fail(key, fmt::format("is {}, more than the {} Day0 reads", *value, *max));
+    if (const auto max = maximumFor(key); *value > max) {
+        fail(key, fmt::format("is {}, more than the {} Day0 reads", *value, max));
         return 0;
     }
     return *value;

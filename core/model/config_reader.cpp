@@ -6,6 +6,7 @@
 #include "base/resources.h"
 #include "model/config_audit.h"
 #include "model/config_families.h"
+#include "model/layer_graph.h"
 
 #include <fmt/format.h>
 
@@ -294,6 +295,35 @@ Result<void> checkMagnitude(const ModelSpec& s)
     return success();
 }
 
+// The estimate above covers the sizes every family has; a family's own (Mamba heads, linear-
+// attention heads, per-layer lists) can still multiply past a 64-bit count. So the tensors
+// themselves, their element counts summed in doubles, must stay below the same bound.
+Result<void> checkGraphMagnitude(const ModelSpec& s)
+{
+    const LayerGraph graph = buildLayerGraph(s);
+    double total = 0.0;
+    for (const auto& block : graph.blocks) {
+        for (const auto& t : block.tensors) {
+            double n = 1.0;
+            for (const auto d : t.shape) {
+                if (d < 0) {
+                    return Error::badInput(fmt::format(
+                        "{}: tensor {} would have a negative dimension: its sizes overflow",
+                        s.origin, t.name));
+                }
+                n *= double(d);
+            }
+            total += n;
+        }
+    }
+    if (!(total < 1e16)) {
+        return Error::badInput(fmt::format("{}: its tensors hold about {:.3g} elements, more than "
+                                           "the 10^16 Day0 counts exactly",
+            s.origin, total));
+    }
+    return success();
+}
+
 } // namespace
 
 Result<ModelSpec> readConfig(
@@ -353,6 +383,7 @@ Result<ModelSpec> readConfig(
     detail::setLayout(spec);
     DAY0_TRY(detail::checkConsistency(spec));
     DAY0_TRY(checkMagnitude(spec));
+    DAY0_TRY(checkGraphMagnitude(spec));
     DAY0_TRY(detail::auditKeys(
         accounting, detail::familyInertKeys(spec.family), readerName(spec), options.partial, spec));
     if (spec.family == Family::GenericDecoder) {
