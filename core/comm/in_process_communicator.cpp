@@ -1,12 +1,13 @@
 #include "comm/in_process_communicator.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -239,6 +240,9 @@ public:
                                         "which expects {}",
                                 name(), r, sent, m_rank, recvCounts[r]));
                     }
+                    if (sent == 0) {
+                        continue; // an empty send may come with a null buffer
+                    }
                     std::memcpy(result.data() + recvDispls[r] * elem,
                         static_cast<const std::byte*>(peer.send)
                             + (*peer.sendDispls)[std::size_t(m_rank)] * elem,
@@ -248,6 +252,9 @@ public:
             },
             [&] {
                 for (std::size_t r = 0; r < n; ++r) {
+                    if (recvCounts[r] == 0) {
+                        continue;
+                    }
                     std::memcpy(static_cast<std::byte*>(recv) + recvDispls[r] * elem,
                         result.data() + recvDispls[r] * elem, recvCounts[r] * elem);
                 }

@@ -101,9 +101,11 @@ std::vector<RankBreakdown> temporalBreakdown(
         for (const auto& iv : all) {
             r.spanEnd = std::max(r.spanEnd, iv.second);
         }
+        // A range open at one end (INT64_MIN / INT64_MAX) is bounded by the rank's own span
+        // there; subtracting the sentinel would overflow.
         if (ranged) {
-            r.spanStart = rangeStart;
-            r.spanEnd = rangeEnd;
+            r.spanStart = rangeStart != INT64_MIN ? rangeStart : r.spanStart;
+            r.spanEnd = rangeEnd != INT64_MAX ? rangeEnd : r.spanEnd;
         }
         r.span = r.spanEnd - r.spanStart;
         const Intervals compute = unionOf(std::move(w.compute));
