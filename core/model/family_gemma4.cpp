@@ -1,6 +1,6 @@
 // Gemma 4 (`gemma4` multimodal wrapper, `gemma4_text` text-only): the config reader.
 //
-// Where the facts come from (research doc /work/research/gemma4_hunyuan.md, Part A):
+// Where the facts come from (research note gemma4_hunyuan.md (not in the repository), Part A):
 // - huggingface/transformers src/transformers/models/gemma4/configuration_gemma4.py
 //   @ 008e574391258935f3ecc3035c882e73bbcac419 (Gemma4TextConfig / Gemma4VisionConfig /
 //   Gemma4AudioConfig defaults, layer_types default and last-layer rule, global_head_dim

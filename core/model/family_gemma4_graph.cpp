@@ -1,8 +1,8 @@
 // Gemma 4: the checkpoint tensors of the text tower, the vision tower, the audio tower and
 // their projectors (Gemma4ForConditionalGeneration; Gemma4ForCausalLM for a text-only config).
 //
-// Where the names, shapes and dtypes come from (research doc /work/research/gemma4_hunyuan.md,
-// A3–A4):
+// Where the names, shapes and dtypes come from (research note gemma4_hunyuan.md (not in the
+// repository), A3–A4):
 // - the tensor dump of the real google/gemma-4-E2B-it checkpoint (HF snapshot
 //   b4a601102c3d45e2b7b50e2057a6d5ec8ed4adcf, 2011 BF16 tensors, via GitHub 1amageek/swift-lm
 //   @ 50701220a9ed89d93004207e645d7adf90862871 docs/parameter-dumps/google_gemma-4-E2B-it.md;

@@ -1,7 +1,7 @@
 // Hunyuan-A13B (`hunyuan`, HunYuanMoEV1ForCausalLM): the config reader and the checkpoint
 // tensors.
 //
-// Where the facts come from (research doc /work/research/gemma4_hunyuan.md, Part B):
+// Where the facts come from (research note gemma4_hunyuan.md (not in the repository), Part B):
 // - GitHub Tencent-Hunyuan/Hunyuan-A13B @ 2798f3c8b6a69e0ce93950b0d2417203cf950fa0:
 //   models/config.json (the frontier copy), configuration_hunyuan.py, modeling_hunyuan.py and
 //   hunyuan.py — the trust_remote_code classes auto_map names, so the ones modelled here: the

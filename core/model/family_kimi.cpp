@@ -3,15 +3,15 @@
 // text_config, its linear_attn_config and vision_config is read here, inert (config_audit.cpp,
 // familyInertKeys in config_decoder.cpp) or reported. The graph is family_kimi_graph.cpp.
 //
-// Where the facts come from (research /work/research/kimi_ct.md, which cites each):
+// Where the facts come from (research note kimi_ct.md (not in the repository), which cites each):
 // - The real Kimi-K3 config: tests/data/model/configs/frontier/moonshotai--Kimi-K3.json,
 //   byte-identical to GitHub ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce
 //   aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K3_config.json.
 // - configuration_kimi_k3.py (is_kda_layer: (i + 1) in kda_layers, l.152-156) and
 //   modeling_kimi_linear.py (KDA, MLA, LatentMoE l.797-838, AttnRes l.906-917 and
 //   l.1103-1108, SiTU) of HF moonshotai/Kimi-K3, as a public line-by-line analysis quotes them
-//   (search index id 59322289100; its MLA widths are wrong, see kimi_ct.md §3.4);
-//   aiconfigurator sdk/models/kimi_k3.py (1-based layer lists).
+//   (search index id 59322289100; its MLA widths are wrong, see research note kimi_ct.md (not in
+//   the repository) §3.4); aiconfigurator sdk/models/kimi_k3.py (1-based layer lists).
 // - modeling_kimi_k3.py of HF moonshotai/Kimi-K3 (a public vendored copy, search index id
 //   58920436853): language_model / vision_tower / mm_projector, VisionTowerConfig defaults.
 // - The real K3 shard model-00002-of-000096 (a k3x_converter test pinned to HF revision

@@ -1,7 +1,7 @@
 // The Kimi-Linear / Kimi-K3 text tower (KimiLinearForCausalLM): KDA and MLA layers, the dense
 // first layer, block_sparse_moe with Kimi-K3's latent experts, and Block Attention Residuals.
 //
-// Names, shapes and dtypes (research /work/research/kimi_ct.md §3, §5.3):
+// Names, shapes and dtypes (research note kimi_ct.md (not in the repository) §3, §5.3):
 // - Kimi-K3: the real shard model-00002-of-000096 of HF moonshotai/Kimi-K3 @
 //   9f62e4e9fffbd0a83ddd60e1c209d828994b3569, layer 1 (a k3x_converter test, search index id
 //   57454096190; tests/data/model/listings/kimi-k3-shard00002-layer1.tsv): every KDA, AttnRes

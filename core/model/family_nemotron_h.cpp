@@ -1,7 +1,7 @@
 // Nemotron-H (`nemotron_h`: Nemotron-H-56B, Nemotron 3 Nano / Super / Ultra): the reader of its
 // config.json and its checkpoint graph.
 //
-// Where the facts come from (research: /work/research/nemotron_modelopt.md, Part A):
+// Where the facts come from (research note nemotron_modelopt.md (not in the repository), Part A):
 // - Layer kinds and config keys: transformers `configuration_nemotron_h.py` @ 13923c63
 //   (`_pattern_to_list`: M mamba, * attention, - mlp, E moe; `layers_block_type` list form with
 //   the legacy names and the newer linear_attention / full_attention; num_hidden_layers derived

@@ -1,7 +1,7 @@
 // Nemotron-NAS (`nemotron-nas`, DeciLM: Llama-3.3-Nemotron-Super-49B and its relatives): a
 // Llama decoder whose every layer is described by its own `block_configs` entry.
 //
-// Where the facts come from (research: /work/research/nemotron_modelopt.md, Part C):
+// Where the facts come from (research note nemotron_modelopt.md (not in the repository), Part C):
 // - Block semantics (attention no_op: no attention and no input_layernorm; replace_with_linear:
 //   one Linear(H, H) `self_attn.linear_attn`; n_heads_in_group: GQA group size; ffn no_op: no
 //   MLP and no post_attention_layernorm; replace_with_linear: `mlp.linear_mlp`; ffn_mult → width):

@@ -119,8 +119,8 @@ void addModelOptKvScales(GraphBuilder& b, const std::string& p)
     }
     // ModelOpt's FP8 KV cache: one F32 scale for K and one for V per attention layer, named
     // after k_proj / v_proj even for MLA, which has neither (the Kimi-K2.5-NVFP4 tensor listing:
-    // 278,341 tensors = ... + 61·2 of these; research kimi_ct.md §4.5).
-    // Seen in the Kimi-K2.5-NVFP4 listing only; other MLA exports (GLM-5-NVFP4) are expected
+    // 278,341 tensors = ... + 61·2 of these; research note kimi_ct.md (not in the repository)
+    // §4.5). Seen in the Kimi-K2.5-NVFP4 listing only; other MLA exports (GLM-5-NVFP4) are expected
     // to carry them under the same names, unverified: optional there.
     const bool verified = b.spec().vision && b.spec().vision->kind == "moonvit";
     b.tensor(p + ".k_proj.k_scale", {}, DType::F32, R::Replicated, Component::Attention,
@@ -197,7 +197,8 @@ void addRouter(GraphBuilder& b, const std::string& module)
         // Kept in F32 by every published DeepSeek-V3/Kimi/GLM checkpoint
         // (Glm4MoePreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias"]),
         // except NVIDIA's ModelOpt exports of Kimi-K2.5: the Kimi-K2.5-NVFP4 listing has it in
-        // BF16 (research kimi_ct.md §4.5; K2.6-NVFP4 not verified, so either is accepted).
+        // BF16 (research note kimi_ct.md (not in the repository) §4.5; K2.6-NVFP4 not verified, so
+        // either is accepted).
         const bool modelOptKimi = s.quantization && s.quantization->method == "modelopt" && s.vision
             && s.vision->kind == "moonvit";
         b.tensor(module + ".e_score_correction_bias", { s.moe->numExperts },

@@ -19,7 +19,7 @@
 //   norm_type "rmsnorm"; wqkv [3·qkv_hidden_size, hidden] and wo [hidden, qkv_hidden_size]
 //   biased by attn_bias, mlp.fc0/fc1 by linear_bias, the conv by patch_embed_proj_bias;
 //   PatchMergerMLPV2 = mm_projector.proj.{0,2} without bias and post_norm (RMSNorm of the text
-//   width), no pre_norm (research kimi_ct.md §3.8: 168 tensors).
+//   width), no pre_norm (research note kimi_ct.md (not in the repository) §3.8: 168 tensors).
 
 #include "model/graph_builder.h"
 

@@ -1,7 +1,7 @@
 // Kimi-K3 (kimi_k3 / kimi_linear text), Kimi-Linear-48B-A3B and the ModelOpt NVFP4 releases of
 // Kimi-K2.5 / K2.6: readings, parameter counts by hand against the publishers' figures, the layer
 // pattern, tensors against the real K3 shard listing, KV/state footprints, bad input.
-// Figures and their sources: research note kimi_ct.md (§3, §4.5, §5), quoted at each test.
+// Figures and their sources: research note research note kimi_ct.md (not in the repository) (§3, §4.5, §5), quoted at each test.
 
 #include "base/json_util.h"
 #include "model/cache_footprint.h"
@@ -216,7 +216,7 @@ TEST(KimiK3, LayerPattern)
     EXPECT_EQ(s.numMoeLayers(), 92);
 }
 
-// Parameters by hand (kimi_ct.md §5.2): H 7168, KDA width P = 96·128, latent L 3584, experts of
+// Parameters by hand (research note kimi_ct.md (not in the repository) §5.2): H 7168, KDA width P = 96·128, latent L 3584, experts of
 // 3072, 896 experts (16 active), vocabulary 163840.
 TEST(KimiK3, ParameterCountsByHand)
 {
@@ -261,7 +261,7 @@ TEST(KimiK3, ParameterCountsByHand)
 
     // "Kimi K3: Open Frontier Intelligence" (arXiv 2607.24653) Table 1: 2.78T total, 104.2B
     // activated. 2.78T holds with or without the tower (2.7795T / 2.7799T); 104.2B is the active
-    // count without the input embedding, with lm_head, without vision (kimi_ct.md §5.2: with the
+    // count without the input embedding, with lm_head, without vision (research note kimi_ct.md (not in the repository) §5.2: with the
     // embedding 105.36B, without lm_head too 103.02B, with vision 104.64B).
     expectNear(c.mainModel, 2.78e12, 0.0005, "Kimi-K3 2.78T (text)");
     expectNear(c.total, 2.78e12, 0.0005, "Kimi-K3 2.78T (with vision)");
@@ -292,7 +292,7 @@ TEST(KimiK3, Layer1EqualsRealShardListing)
 }
 
 // The rest of the graph: MLA with its output gate, the dense layer, model-level tensors, the
-// tower; the totals of kimi_ct.md §3.9.
+// tower; the totals of research note kimi_ct.md (not in the repository) §3.9.
 TEST(KimiK3, TensorsCountsAndBytes)
 {
     const LayerGraph g = buildLayerGraph(fromData(kK3));
@@ -366,11 +366,11 @@ TEST(KimiK3, TensorsCountsAndBytes)
     EXPECT_EQ(
         g.tensorCount(), 5u + 93u * 6u + 69u * 14u + 24u * 8u + 3u + 92u * (8u + 896u * 6u) + 168u);
     EXPECT_EQ(g.tensorCount(), 497'220u);
-    // 1.56 TB (kimi_ct.md §3.9; a public note: "a 1.56 TB load").
+    // 1.56 TB (research note kimi_ct.md (not in the repository) §3.9; a public note: "a 1.56 TB load").
     EXPECT_EQ(totalBytes(g), 1'560'860'324'864);
 }
 
-// KV/state (kimi_ct.md §3.10): MLA keeps kv_lora_rank + qk_rope_head_dim = 576 elements per token
+// KV/state (research note kimi_ct.md (not in the repository) §3.10): MLA keeps kv_lora_rank + qk_rope_head_dim = 576 elements per token
 // (NoPE keeps the shared key slice); KDA keeps 3 conv states 12288 × 3 in BF16 (221,184 B) and
 // an F32 recurrent state 96 × 128 × 128 (6,291,456 B) per sequence.
 TEST(KimiK3, CacheFootprint)
@@ -405,7 +405,7 @@ TEST(KimiK3, CacheFootprint)
     EXPECT_EQ(mlaPerToken, 27'648.0); // 24 layers × 576 × 2 B
 }
 
-// Kimi-Linear-48B-A3B (kimi_ct.md §5.3): H 2304, 20 KDA (32 heads of 128, low-rank gate) and 7
+// Kimi-Linear-48B-A3B (research note kimi_ct.md (not in the repository) §5.3): H 2304, 20 KDA (32 heads of 128, low-rank gate) and 7
 // MLA layers without q_lora (q_proj), 256 experts of 1024 (8 active), one shared, dense layer 0.
 TEST(KimiLinear48B, PatternTensorsAndCounts)
 {
@@ -481,7 +481,7 @@ TEST(KimiLinear48B, PatternTensorsAndCounts)
     // (router 2, shared 3, 256 × 3).
     EXPECT_EQ(g.tensorCount(), 3u + 54u + 300u + 35u + 3u + 26u * (5u + 768u));
 
-    // State (kimi_ct.md §5.3): conv 3 · 4096 · 3 BF16 + recurrent 32 · 128 · 128 F32 per layer.
+    // State (research note kimi_ct.md (not in the repository) §5.3): conv 3 · 4096 · 3 BF16 + recurrent 32 · 128 · 128 F32 per layer.
     const auto state = layerCache(s, s.layers[0], 0);
     EXPECT_EQ(cacheBytes(state, 1.0, 1, 2.0), 2'170'880.0);
     EXPECT_EQ(layerCache(s, s.layers[3], 3)[0].elementsPerToken, 576.0);
@@ -489,7 +489,7 @@ TEST(KimiLinear48B, PatternTensorsAndCounts)
 
 // Kimi-K2.6-NVFP4 (ModelOpt, quant_method modelopt at the top level, hf_quant_config.json beside
 // it): DeepseekV3 text with MoonViT. The exclude list leaves exactly the routed experts of layers
-// 1..60 to NVFP4 (kimi_ct.md §4.5).
+// 1..60 to NVFP4 (research note kimi_ct.md (not in the repository) §4.5).
 TEST(KimiK26Nvfp4, OnlyRoutedExpertsOfLayers1To60)
 {
     const ModelSpec s = fromData(kK26Nvfp4);
@@ -534,7 +534,7 @@ TEST(KimiK26Nvfp4, OnlyRoutedExpertsOfLayers1To60)
     EXPECT_EQ(bias->dtype, DType::BF16);
     EXPECT_EQ(bias->altDtype, DType::F32);
     // 3 + 61·2 norms + 61·7 MLA + 61·2 KV scales + 3 dense + 60·(router 2 + 384·3·4 + shared 3)
-    // + 335 MoonViT (kimi_ct.md §4.5: 277,792, derived; no index seen).
+    // + 335 MoonViT (research note kimi_ct.md (not in the repository) §4.5: 277,792, derived; no index seen).
     EXPECT_EQ(g.tensorCount(), 277'792u);
 
     // The same logical parameters as Kimi-K2.5's INT4 release (the text tower is Kimi-K2's).

@@ -1,6 +1,6 @@
 // Nemotron-H (`nemotron_h`): the real configs of Nemotron 3 Super (FP8 and NVFP4 releases),
 // Nano, Ultra and Nemotron-H-56B, read and built; counts derived by hand from the config numbers
-// (the research document /work/research/nemotron_modelopt.md, A5, has the same integers);
+// (research note nemotron_modelopt.md (not in the repository), A5, has the same integers);
 // tensor names, shapes and dtypes of every block kind; KV and Mamba state; ModelOpt formats;
 // bad input.
 
@@ -26,8 +26,6 @@ const char* const kNano = "configs/frontier-sizes/nvidia--NVIDIA-Nemotron-3-Nano
 const char* const kUltra
     = "configs/frontier-sizes/nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json";
 const char* const k56B = "configs/frontier-sizes/nvidia--Nemotron-H-56B-Base-8K.json";
-
-
 
 void expectAbsent(const LayerGraph& graph, const std::string& name)
 {

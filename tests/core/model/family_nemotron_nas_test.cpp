@@ -1,6 +1,7 @@
 // Nemotron-NAS (`nemotron-nas`, DeciLM): Llama-3.3-Nemotron-Super-49B-v1's real config,
 // per-layer block_configs, the ffn_mult widths, counts by hand (research document
-// /work/research/nemotron_modelopt.md, Part C), KV cache, linear replacements and bad input.
+// research note nemotron_modelopt.md (not in the repository), Part C), KV cache, linear
+// replacements and bad input.
 
 #include "base/python_json.h"
 #include "model/cache_footprint.h"
@@ -19,8 +20,6 @@ using namespace day0::model::test;
 namespace {
 
 const char* const kSuper49B = "configs/frontier/nvidia--Llama-3_3-Nemotron-Super-49B-v1.json";
-
-
 
 void expectAbsent(const LayerGraph& graph, const std::string& name)
 {
