@@ -4,6 +4,7 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "command.h"
+#include "interrupt.h"
 #include "numerics/tensor_file.h"
 #include "pipeline/records.h"
 #include "progress_bar.h"
@@ -213,7 +214,7 @@ int runCompare(const CompareArgs& a, const GlobalOptions& global)
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "compare", !global.quiet);
-    auto cmp = numerics::compareDumps(*reference, *target, options, progress, {});
+    auto cmp = numerics::compareDumps(*reference, *target, options, progress, interruptToken());
     bar.reset();
     if (!cmp) {
         return reportError(cmp.error());

@@ -6,6 +6,7 @@
 #include "command.h"
 #include "exec/op_check.h"
 #include "extend/plugin_registry.h"
+#include "interrupt.h"
 #include "model/config_reader.h"
 #include "progress_bar.h"
 #include "table.h"
@@ -101,7 +102,7 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "opcheck", !global.quiet);
-    auto report = exec::runOpCheck(*spec, o, progress, {});
+    auto report = exec::runOpCheck(*spec, o, progress, interruptToken());
     bar.reset();
     if (!report) {
         return reportError(report.error());

@@ -10,6 +10,7 @@
 #include "exec/precision_run.h"
 #include "exec/tokenizer.h"
 #include "extend/plugin_registry.h"
+#include "interrupt.h"
 #include "model/config_reader.h"
 #include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
@@ -100,8 +101,8 @@ struct RunTrace {
                     "{}: device records not added: {}", path.string(), recorded.error().message));
             }
         }
-        auto trace = builder.finish(progress, {});
-        auto written = trace ? profile::exportChromeJson(*trace, path, progress, {})
+        auto trace = builder.finish(progress, interruptToken());
+        auto written = trace ? profile::exportChromeJson(*trace, path, progress, interruptToken())
                              : Result<void>(trace.error());
         if (!written) {
             printWarning(
@@ -317,7 +318,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     auto result = [&] {
         const profile::TraceScope scope(
             o.reference ? "run (reference + target)" : "run", profile::Category::Annotation);
-        return exec::runWithReference(*spec, **weights, o, progress, {});
+        return exec::runWithReference(*spec, **weights, o, progress, interruptToken());
     }();
     bar.reset();
 

@@ -8,6 +8,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/parallel_run.h"
 #include "extend/plugin_registry.h"
+#include "interrupt.h"
 #include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/cpu_tracer.h"
@@ -237,11 +238,11 @@ Result<void> writeCommTrace(const std::vector<std::unique_ptr<profile::CpuTracer
         tracers[i]->exportTo(builder, std::int32_t(firstRank + int(i)));
     }
     Progress progress;
-    auto trace = builder.finish(progress, {});
+    auto trace = builder.finish(progress, interruptToken());
     if (!trace) {
         return trace.error();
     }
-    return profile::exportChromeJson(*trace, path, progress, {});
+    return profile::exportChromeJson(*trace, path, progress, interruptToken());
 }
 
 /// Rank 0's end of a run: the communication table, the recorded run and the output.
@@ -341,7 +342,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         std::optional<ProgressBar> bar;
         bar.emplace(progress, "run", !global.quiet);
         auto r = exec::runParallelInProcess(*spec, sharded ? *folder.ranks[0] : *full, o, progress,
-            {}, nullptr, tracerPtrs, { Seconds(a.timeoutSeconds) });
+            interruptToken(), nullptr, tracerPtrs, { Seconds(a.timeoutSeconds) });
         bar.reset();
         if (!r) {
             return reportError(r.error());

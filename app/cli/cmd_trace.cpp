@@ -4,6 +4,7 @@
 #include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
+#include "interrupt.h"
 #include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/collectives.h"
@@ -111,7 +112,7 @@ Result<Trace> load(
     std::vector<std::filesystem::path> paths(files.begin(), files.end());
     Progress progress;
     ProgressBar bar(progress, "importing", !global.quiet);
-    return importTraces(paths, options, progress, {});
+    return importTraces(paths, options, progress, interruptToken());
 }
 
 void printWarnings(const Trace& trace)
@@ -516,7 +517,7 @@ int runExport(const TraceArgs& args, const GlobalOptions& global)
     Progress progress;
     {
         ProgressBar bar(progress, "exporting", !global.quiet);
-        auto r = exportChromeJson(trace, args.chromeOut, progress, {});
+        auto r = exportChromeJson(trace, args.chromeOut, progress, interruptToken());
         if (!r.ok()) {
             return reportError(r.error());
         }

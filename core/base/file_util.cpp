@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 
 #include "base/mapped_file.h"
+#include "base/temp_output.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <system_error>
 
 namespace day0 {
@@ -40,11 +40,12 @@ Result<std::string> readFile(const fs::path& path)
 
 Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)
 {
-    const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-    std::random_device rd;
-    const auto tmp = dir / fmt::format(".{}.tmp-{:08x}", path.filename().string(), rd());
+    auto temp = TempOutput::create(path, TempOutput::Kind::File);
+    if (!temp) {
+        return temp.error();
+    }
     {
-        std::FILE* f = std::fopen(tmp.c_str(), "wb");
+        std::FILE* f = std::fopen(temp->path().c_str(), "wb");
         if (!f) {
             return Error::badInput(
                 fmt::format("{}: cannot write: {}", displayPath(path), std::strerror(errno)));
@@ -56,19 +57,17 @@ Result<void> writeFileAtomic(const fs::path& path, std::string_view contents)
         const bool closed = std::fclose(f) == 0;
         if (!wrote || !flushed || !closed) {
             const int reason = error != 0 ? error : errno;
-            std::error_code ec;
-            fs::remove(tmp, ec);
             return Error::badInput(fmt::format("{}: write failed: {}", displayPath(path),
                 reason != 0 ? std::strerror(reason) : "short write"));
         }
     }
     std::error_code ec;
-    fs::rename(tmp, path, ec);
+    fs::rename(temp->path(), path, ec);
     if (ec) {
-        fs::remove(tmp, ec);
         return Error::badInput(
             fmt::format("{}: cannot rename into place: {}", displayPath(path), ec.message()));
     }
+    temp->release();
     return success();
 }
 

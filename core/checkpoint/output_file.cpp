@@ -1,6 +1,7 @@
 #include "checkpoint/output_file.h"
 
 #include "base/file_util.h"
+#include "base/temp_output.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -12,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 
 namespace day0::checkpoint {
@@ -27,12 +27,6 @@ Error osError(const fs::path& path, const char* what)
         fmt::format("{}: {}: {}", displayPath(path), what, std::strerror(errno)));
 }
 
-std::string randomSuffix()
-{
-    std::random_device rd;
-    return fmt::format("{:08x}", rd());
-}
-
 } // namespace
 
 Result<OutputFile> OutputFile::create(const fs::path& path, std::uint64_t size)
@@ -42,22 +36,24 @@ Result<OutputFile> OutputFile::create(const fs::path& path, std::uint64_t size)
     if (!fs::is_directory(dir, ec)) {
         return Error::badInput(fmt::format("{}: folder does not exist", displayPath(dir)));
     }
+    auto temp = TempOutput::create(path, TempOutput::Kind::File);
+    if (!temp) {
+        return temp.error();
+    }
     OutputFile file;
     file.m_target = path;
-    std::string pattern = (dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string();
-    file.m_fd = ::mkstemp(pattern.data());
+    file.m_fd = ::open(temp->path().c_str(), O_RDWR | O_CLOEXEC);
     if (file.m_fd < 0) {
-        return osError(path, "cannot create a temporary file");
+        return osError(path, "cannot open its temporary file");
     }
-    file.m_temp = pattern;
-    ::fchmod(file.m_fd, 0644);
+    file.m_temp = std::move(*temp);
     // Allocate every block now: a file only sized by ftruncate is sparse, and a full disk would
     // then surface as SIGBUS on some later store through the map instead of an error here.
     if (size > 0) {
         if (const int error = ::posix_fallocate(file.m_fd, 0, off_t(size)); error != 0) {
             errno = error;
-            return osError(path,
-                fmt::format("cannot allocate {} bytes for the output file", size).c_str());
+            return osError(
+                path, fmt::format("cannot allocate {} bytes for the output file", size).c_str());
         }
     }
     file.m_size = std::size_t(size);
@@ -81,7 +77,6 @@ OutputFile::OutputFile(OutputFile&& other) noexcept
     , m_size(other.m_size)
     , m_fd(other.m_fd)
 {
-    other.m_temp.clear();
     other.m_data = nullptr;
     other.m_size = 0;
     other.m_fd = -1;
@@ -96,7 +91,6 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept
         m_data = other.m_data;
         m_size = other.m_size;
         m_fd = other.m_fd;
-        other.m_temp.clear();
         other.m_data = nullptr;
         other.m_size = 0;
         other.m_fd = -1;
@@ -114,16 +108,12 @@ void OutputFile::discard() noexcept
         ::close(m_fd);
         m_fd = -1;
     }
-    if (!m_temp.empty()) {
-        std::error_code ec;
-        fs::remove(m_temp, ec);
-        m_temp.clear();
-    }
+    m_temp.discard();
 }
 
 Result<void> OutputFile::commit()
 {
-    if (m_temp.empty()) {
+    if (!m_temp.active()) {
         return Error::internal("OutputFile::commit called twice");
     }
     if (m_data != nullptr && ::munmap(m_data, m_size) != 0) {
@@ -136,12 +126,12 @@ Result<void> OutputFile::commit()
         return osError(m_target, "write failed");
     }
     std::error_code ec;
-    fs::rename(m_temp, m_target, ec);
+    fs::rename(m_temp.path(), m_target, ec);
     if (ec) {
         return Error::badInput(
             fmt::format("{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
     }
-    m_temp.clear();
+    m_temp.release();
     return success();
 }
 
@@ -168,82 +158,69 @@ Result<OutputDir> OutputDir::create(const fs::path& path, bool replace)
     OutputDir dir;
     dir.m_target = path;
     dir.m_replace = replace;
-    dir.m_temp = parent / fmt::format(".{}.tmp-{}", path.filename().string(), randomSuffix());
-    fs::create_directory(dir.m_temp, ec);
-    if (ec) {
-        return Error::badInput(
-            fmt::format("{}: cannot create: {}", displayPath(dir.m_temp), ec.message()));
+    auto temp = TempOutput::create(path, TempOutput::Kind::Folder);
+    if (!temp) {
+        return temp.error();
     }
+    dir.m_temp = std::move(*temp);
     return dir;
 }
 
-OutputDir::~OutputDir()
-{
-    if (!m_temp.empty()) {
-        std::error_code ec;
-        fs::remove_all(m_temp, ec);
-    }
-}
-
-OutputDir::OutputDir(OutputDir&& other) noexcept
-    : m_target(std::move(other.m_target))
-    , m_temp(std::move(other.m_temp))
-    , m_replace(other.m_replace)
-{
-    other.m_temp.clear();
-}
-
-OutputDir& OutputDir::operator=(OutputDir&& other) noexcept
-{
-    if (this != &other) {
-        if (!m_temp.empty()) {
-            std::error_code ec;
-            fs::remove_all(m_temp, ec);
-        }
-        m_target = std::move(other.m_target);
-        m_temp = std::move(other.m_temp);
-        m_replace = other.m_replace;
-        other.m_temp.clear();
-    }
-    return *this;
-}
+OutputDir::~OutputDir() = default;
+OutputDir::OutputDir(OutputDir&& other) noexcept = default;
+OutputDir& OutputDir::operator=(OutputDir&& other) noexcept = default;
 
 Result<void> OutputDir::commit()
 {
-    std::error_code ec;
-    fs::path old;
-    if (fs::exists(m_target, ec)) {
-        // Swap the new folder and the old one in one step, so that a kill at any moment leaves
-        // one of the two complete under the target name; then drop the old one.
-        if (::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_target.c_str(), RENAME_EXCHANGE)
-            == 0) {
-            fs::remove_all(m_temp, ec);
-            m_temp.clear();
-            return success();
-        }
-        // A filesystem without RENAME_EXCHANGE: move the old folder aside, then rename.
-        // An empty folder, or one the caller allowed us to replace: move it aside first so the
-        // switch is a rename and the old contents survive a failure.
-        old = m_target.parent_path()
-            / fmt::format(".{}.old-{}", m_target.filename().string(), randomSuffix());
-        fs::rename(m_target, old, ec);
-        if (ec) {
-            return Error::badInput(
-                fmt::format("{}: cannot replace: {}", displayPath(m_target), ec.message()));
-        }
+    if (!m_temp.active()) {
+        return Error::internal("OutputDir::commit called twice");
     }
-    fs::rename(m_temp, m_target, ec);
+    std::error_code ec;
+    if (!fs::exists(m_target, ec)) {
+        fs::rename(m_temp.path(), m_target, ec);
+        if (ec) {
+            return Error::badInput(fmt::format(
+                "{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
+        }
+        m_temp.release();
+        return success();
+    }
+    // Swap the new folder and the old one in one step, so that a kill at any moment leaves one
+    // of the two complete under the target name; the old one, now under the temporary's name,
+    // is then removed (a kill during that leaves a temporary the next writer removes).
+    if (::renameat2(AT_FDCWD, m_temp.path().c_str(), AT_FDCWD, m_target.c_str(), RENAME_EXCHANGE)
+        == 0) {
+        m_temp.discard();
+        return success();
+    }
+    // A filesystem without RENAME_EXCHANGE: set the old folder aside (locked, so that no other
+    // process takes it for a leftover), rename the new one into place, then drop the old one.
+    // A kill between the two renames leaves the old folder aside; the next writer in this
+    // folder puts it back.
+    const fs::path aside = asideSibling(m_target);
+    const int lock = lockForSwitch(m_target);
+    fs::rename(m_target, aside, ec);
     if (ec) {
-        if (!old.empty()) {
-            std::error_code ignored;
-            fs::rename(old, m_target, ignored);
+        if (lock >= 0) {
+            ::close(lock);
+        }
+        return Error::badInput(
+            fmt::format("{}: cannot replace: {}", displayPath(m_target), ec.message()));
+    }
+    fs::rename(m_temp.path(), m_target, ec);
+    if (ec) {
+        std::error_code ignored;
+        fs::rename(aside, m_target, ignored);
+        if (lock >= 0) {
+            ::close(lock);
         }
         return Error::badInput(
             fmt::format("{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
     }
-    m_temp.clear();
-    if (!old.empty()) {
-        fs::remove_all(old, ec);
+    m_temp.release();
+    fs::remove_all(aside, ec);
+    if (lock >= 0) {
+        ::close(lock);
     }
     return success();
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "base/result.h"
+#include "base/temp_output.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +34,7 @@ private:
     void discard() noexcept;
 
     std::filesystem::path m_target;
-    std::filesystem::path m_temp;
+    TempOutput m_temp;
     std::byte* m_data = nullptr;
     std::size_t m_size = 0;
     int m_fd = -1;
@@ -54,7 +55,7 @@ public:
     OutputDir& operator=(const OutputDir&) = delete;
 
     /// Where to write the files now.
-    [[nodiscard]] const std::filesystem::path& tempPath() const { return m_temp; }
+    [[nodiscard]] const std::filesystem::path& tempPath() const { return m_temp.path(); }
     /// The final path.
     [[nodiscard]] const std::filesystem::path& path() const { return m_target; }
     /// Renames the temporary folder to the final path (replacing an old one when allowed).
@@ -62,7 +63,7 @@ public:
 
 private:
     std::filesystem::path m_target;
-    std::filesystem::path m_temp;
+    TempOutput m_temp;
     bool m_replace = false;
 };
 

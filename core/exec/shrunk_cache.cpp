@@ -1,9 +1,7 @@
 #include "exec/shrunk_cache.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <system_error>
 
@@ -82,23 +80,19 @@ Result<fs::path> cachedShrunkCheckpoint(const std::string& modelArg,
         return Error::badInput(fmt::format(
             "{}: cannot create the cache folder: {}", dir.parent_path().string(), ec.message()));
     }
-    static std::atomic<int> serial { 0 };
-    const fs::path scratch = dir.parent_path()
-        / fmt::format(".{}.tmp-{}-{}", dir.filename().string(), ::getpid(), serial++);
+    // Written as any output is (under a locked temporary, renamed into place), so a run killed
+    // half-way leaves nothing the next one takes for the cache. An incomplete folder left by
+    // an older version is replaced; two processes that race put the same weights in place.
+    checkpoint::ShrinkOptions writing = options;
+    writing.replace = true;
     progress.setStage(fmt::format("shrinking {}", modelArg));
-    auto shrunk = checkpoint::shrinkModel(modelArg, scratch, options, progress, stop);
+    auto shrunk = checkpoint::shrinkModel(modelArg, dir, writing, progress, stop);
     if (!shrunk) {
-        fs::remove_all(scratch, ec);
+        if (shrunk.error().code != ErrorCode::Cancelled && complete(dir)) {
+            return dir;
+        }
         return shrunk.error().withContext(
             fmt::format("shrinking {} into {}", modelArg, dir.string()));
-    }
-    fs::rename(scratch, dir, ec);
-    if (ec) {
-        // Another process (or thread) put its copy in place first: same seed, same weights.
-        fs::remove_all(scratch, ec);
-        if (!complete(dir)) {
-            return Error::internal(fmt::format("{}: could not be put in place", dir.string()));
-        }
     }
     return dir;
 }

@@ -1,6 +1,8 @@
 #include "profile/chrome_exporter.h"
 
 #include "base/file_util.h"
+#include "base/temp_output.h"
+#include "base/utf8.h"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -10,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <random>
 #include <set>
 
 namespace day0::profile {
@@ -18,40 +19,6 @@ namespace day0::profile {
 namespace {
 
 constexpr std::size_t kFlushBytes = 1 << 20;
-
-/// Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid.
-std::size_t utf8Length(const unsigned char* p, std::size_t avail)
-{
-    const unsigned char c = p[0];
-    std::size_t n = 0;
-    if (c < 0x80) {
-        return 1;
-    }
-    if ((c & 0xE0) == 0xC0 && c >= 0xC2) {
-        n = 2;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 3;
-    } else if ((c & 0xF8) == 0xF0 && c <= 0xF4) {
-        n = 4;
-    } else {
-        return 0;
-    }
-    if (n > avail) {
-        return 0;
-    }
-    for (std::size_t i = 1; i < n; ++i) {
-        if ((p[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-    }
-    if (n == 3 && ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0))) {
-        return 0;
-    }
-    if (n == 4 && ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90))) {
-        return 0;
-    }
-    return n;
-}
 
 /// Appends ns as µs with exactly three decimals, without floating point.
 void appendMicros(std::string& out, std::int64_t ns)
@@ -200,7 +167,7 @@ void appendJsonString(std::string& out, std::string_view text)
             out.push_back(char(c));
             ++i;
         } else {
-            const std::size_t len = utf8Length(p + i, n - i);
+            const std::size_t len = utf8SequenceLength(text.substr(i));
             if (len == 0) {
                 out += "\xEF\xBF\xBD";
                 ++i;
@@ -383,9 +350,11 @@ Result<void> exportChromeJson(
     const Trace& trace, const std::filesystem::path& path, Progress& progress, std::stop_token stop)
 {
     const std::string name = displayPath(path);
-    const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    std::random_device rd;
-    const auto tmp = dir / fmt::format(".{}.tmp-{:08x}", path.filename().string(), rd());
+    auto temp = TempOutput::create(path, TempOutput::Kind::File);
+    if (!temp) {
+        return temp.error();
+    }
+    const std::filesystem::path& tmp = temp->path();
     const bool gz = path.extension() == ".gz";
     Result<void> result = success();
     if (gz) {
@@ -424,16 +393,15 @@ Result<void> exportChromeJson(
             result = Error::badInput(fmt::format("{}: write failed", name));
         }
     }
-    std::error_code ec;
     if (!result.ok()) {
-        std::filesystem::remove(tmp, ec);
         return result;
     }
+    std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {
-        std::filesystem::remove(tmp, ec);
         return Error::badInput(fmt::format("{}: cannot rename into place: {}", name, ec.message()));
     }
+    temp->release();
     return success();
 }
 

@@ -1,6 +1,7 @@
 #include "profile/chrome_importer.h"
 
 #include "base/json_util.h"
+#include "base/utf8.h"
 #include "profile/chrome_events.h"
 #include "profile/json_event_scanner.h"
 #include "profile/pipelined_sink.h"
@@ -395,6 +396,18 @@ public:
             m_event.clear();
             auto e
                 = m_parser.iterate(m_single.data(), m_single.size(), m_single.capacity()).get(doc);
+            if (e == simdjson::UTF8_ERROR) {
+                // A name with bytes that are not UTF-8 (a path, a kernel name from a foreign
+                // locale): import the event with U+FFFD for those bytes, as a decoder would,
+                // and say how many there were.
+                std::size_t replaced = 0;
+                m_single = replaceInvalidUtf8(m_single, &replaced);
+                m_single.reserve(m_single.size() + simdjson::SIMDJSON_PADDING);
+                m_utf8Bytes += replaced;
+                ++m_utf8Events;
+                e = m_parser.iterate(m_single.data(), m_single.size(), m_single.capacity())
+                        .get(doc);
+            }
             if (!e) {
                 e = doc.get_object().get(obj);
             }
@@ -473,6 +486,8 @@ public:
     std::vector<std::pair<std::int32_t, std::string>> m_devices;
     std::size_t m_badCount = 0;
     std::string m_firstBad;
+    std::size_t m_utf8Events = 0; ///< events imported with bytes that are not UTF-8 replaced
+    std::size_t m_utf8Bytes = 0;
     std::vector<std::string> m_topLevelWarnings;
 
 private:
@@ -567,6 +582,11 @@ Result<void> importChromeJson(ByteSource& source, TraceBuilder& builder,
     if (sink.m_badCount > 0) {
         builder.warn(fmt::format("{}: skipped {} malformed events (first: {})", where,
             sink.m_badCount, sink.m_firstBad));
+    }
+    if (sink.m_utf8Events > 0) {
+        builder.warn(fmt::format("{}: replaced {} bytes that are not UTF-8 with U+FFFD in {} "
+                                 "events",
+            where, sink.m_utf8Bytes, sink.m_utf8Events));
     }
     if (report.controlCharsEscaped > 0) {
         builder.warn(fmt::format("{}: escaped {} raw control characters inside strings", where,

@@ -24,6 +24,20 @@ std::string uriEscape(const std::string& path)
     return out;
 }
 
+// The limits SQLite's documentation recommends for a database file from anyone
+// (sqlite.org/security.html): no functions or virtual tables run from the schema, defensive
+// mode, and a bound on one string or blob, so a crafted export cannot make one row take
+// gigabytes of memory. Every value an nsys export really holds (a kernel or NVTX name, a
+// demangled C++ signature) is far below it.
+constexpr int kMaxValueBytes = 64 << 20;
+
+void harden(sqlite3* db)
+{
+    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_limit(db, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+}
+
 } // namespace
 
 Result<SqliteDb> SqliteDb::openFile(const std::string& path, const std::string& name)
@@ -37,6 +51,7 @@ Result<SqliteDb> SqliteDb::openFile(const std::string& path, const std::string& 
         sqlite3_close(db);
         return Error::badInput(fmt::format("{}: cannot open as SQLite: {}", name, msg));
     }
+    harden(db);
     return SqliteDb(db, name);
 }
 
@@ -60,6 +75,7 @@ Result<SqliteDb> SqliteDb::openBytes(std::string bytes, const std::string& name)
         sqlite3_close(db);
         return Error::badInput(fmt::format("{}: not a usable SQLite image: {}", name, msg));
     }
+    harden(db);
     return SqliteDb(db, name);
 }
 

@@ -1,7 +1,9 @@
 #include "profile/byte_source.h"
+#include "profile/chrome_exporter.h"
 #include "profile_test_util.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 #include <zlib.h>
 
@@ -83,15 +85,23 @@ TEST(MalformedInput, ControlCharactersAndBadEscapesAreRepaired)
     EXPECT_TRUE(anyWarningContains(*r, "invalid backslash escapes"));
 }
 
-TEST(MalformedInput, InvalidUtf8LosesOnlyItsEvent)
+TEST(MalformedInput, InvalidUtf8IsImportedWithReplacementCharacters)
 {
+    // A kernel name with bytes that are not UTF-8 (issue #15: such events were dropped).
     const auto path = writeFile("utf8.json",
-        "[" + kGood + R"(,{"ph":"X","name":")" + std::string("\xff\xfe")
-            + R"(","ts":1,"dur":1,"pid":1,"tid":1},)" + kGood + "]");
+        "[" + kGood + R"(,{"ph":"X","name":"k)" + std::string("\xff\xfe")
+            + R"(_gemm","ts":1,"dur":1,"pid":1,"tid":1},)" + kGood + "]");
     auto r = importPath(path);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->counts().slices, 2u);
-    EXPECT_TRUE(anyWarningContains(*r, "malformed"));
+    EXPECT_EQ(r->counts().slices, 3u);
+    bool found = false;
+    for (std::uint32_t i = 0; i < r->counts().slices; ++i) {
+        found = found || r->sliceNameText(i) == "k\xEF\xBF\xBD\xEF\xBF\xBD_gemm";
+    }
+    EXPECT_TRUE(found);
+    EXPECT_TRUE(
+        anyWarningContains(*r, "replaced 2 bytes that are not UTF-8 with U+FFFD in 1 events"));
+    EXPECT_FALSE(anyWarningContains(*r, "malformed"));
 }
 
 TEST(MalformedInput, TruncatedGzipImportsWhatIsComplete)
@@ -280,6 +290,46 @@ TEST(MalformedInput, SqliteWithoutTheNeededTables)
         writeFile("garbage.sqlite", std::string("SQLite format 3") + '\0' + std::string(200, 'x')));
     ASSERT_FALSE(garbage.ok());
     EXPECT_NE(garbage.error().message.find("garbage.sqlite"), std::string::npos);
+}
+
+TEST(MalformedInput, NsysNamesThatAreNotUtf8AreKeptAsBytesAndExportedAsValidJson)
+{
+    // A kernel name with a byte that is not UTF-8 (issue #15: exit 3 on export and in the store).
+    auto r = importPath(makeDb("badutf8.sqlite",
+        "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
+        "INSERT INTO StringIds VALUES (1, CAST(x'6bff5f67656d6d' AS TEXT)), "
+        "(2, 'cudaLaunchKernel_v7000');"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER, end INTEGER, globalTid INTEGER,"
+        " correlationId INTEGER, nameId INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (10, 20, 281980910466508, 5, 1);"));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->counts().slices, 1u);
+    EXPECT_EQ(r->sliceNameText(0), "k\xff_gemm");
+    const auto out = scratch("badutf8.json");
+    Progress progress;
+    ASSERT_TRUE(exportChromeJson(*r, out, progress, {}).ok());
+    std::ifstream in(out);
+    const auto json = nlohmann::json::parse(in);
+    bool found = false;
+    for (const auto& e : json["traceEvents"]) {
+        found = found || e.value("name", "") == "k\xEF\xBF\xBD_gemm";
+    }
+    EXPECT_TRUE(found);
+}
+
+TEST(MalformedInput, AnNsysValueOfMoreThan64MiBIsRefusedNamingTheFile)
+{
+    // One string of 64 MiB + 2 bytes: a crafted export cannot make one row take gigabytes.
+    auto r = importPath(makeDb("hugestring.sqlite",
+        "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
+        "INSERT INTO StringIds VALUES (1, hex(zeroblob(33554433)));"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER, end INTEGER, globalTid INTEGER,"
+        " correlationId INTEGER, nameId INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (10, 20, 281980910466508, 5, 1);"));
+    fs::remove(scratch("hugestring.sqlite"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("hugestring.sqlite"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("too big"), std::string::npos) << r.error().message;
 }
 
 } // namespace
