@@ -272,13 +272,13 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         }
     }
     if (has(t, "mlp_only_layers") && t["mlp_only_layers"].is_array()) {
-        Json kept = Json::array();
+        Json onlyMlp = Json::array();
         for (const auto& v : t["mlp_only_layers"]) {
             if (v.is_number_integer() && v.get<std::int64_t>() < layers2) {
-                kept.push_back(v);
+                onlyMlp.push_back(v);
             }
         }
-        t["mlp_only_layers"] = kept;
+        t["mlp_only_layers"] = onlyMlp;
     }
     if (has(t, "max_window_layers")) {
         t["max_window_layers"] = std::min(intOf(t, "max_window_layers", layers2), layers2);
