@@ -273,6 +273,9 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     if (!layout) {
         return reportError(layout.error());
     }
+    if (auto runnable = exec::checkRunnable(*layout); !runnable) { // before any rank starts
+        return reportError(runnable.error());
+    }
     if (a.ranks != "in-process" && a.ranks != "mpi") {
         return reportError(Error::badInput("--ranks must be 'in-process' or 'mpi'"));
     }

@@ -8,6 +8,7 @@
 #include "checkpoint/safetensors_writer.h"
 #include "model/config_reader.h"
 #include "plan/layout.h"
+#include "plan/rank_layout.h"
 
 #include <fmt/format.h>
 
@@ -123,22 +124,24 @@ void forEachRun(const std::vector<std::int64_t>& shape, const TensorSlice& slice
 
 } // namespace
 
-Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& p)
+Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& p, plan::Mode mode)
 {
     ShardLayout layout;
     layout.tp = p.tp;
     layout.pp = p.pp;
     layout.ep = p.ep;
     layout.dp = p.dp > 0 ? p.dp : 1;
-    layout.etpGiven = p.etp;
+    layout.cp = p.cp;
+    layout.etpGiven
+        = p.etp > 0 || mode == plan::Mode::Infer ? p.etp : plan::defaultExpertTp(mode, p.tp, p.ep);
     layout.split = p.split;
     layout.sp = p.sp.value_or(false);
     for (const int n : p.stageLayers) {
         layout.stageLayerCounts.push_back(n);
     }
-    if (layout.tp <= 0 || layout.pp <= 0 || layout.ep <= 0 || layout.dp <= 0
+    if (layout.tp <= 0 || layout.pp <= 0 || layout.ep <= 0 || layout.dp <= 0 || layout.cp <= 0
         || layout.etpGiven < 0) {
-        return Error::badInput("--plan: tp, pp, ep, dp and etp must be positive");
+        return Error::badInput("--plan: tp, pp, ep, dp, cp and etp must be positive");
     }
     const int ranks = layout.dp * layout.tp;
     if (ranks % layout.ep != 0 || ranks % (layout.ep * layout.etp()) != 0) {
@@ -163,15 +166,17 @@ Result<ShardLayout> parseShardLayout(const std::string& text)
 
 RankCoord rankCoord(const ShardLayout& l, int rank)
 {
+    // One rank order in Day0: the planner's. CP ranks are not separate weight holders.
+    const plan::RankLayout ranks(l.tp, 1, l.dp, l.pp, l.ep, l.etp());
+    const auto at = ranks.coordinates(rank);
     RankCoord c;
     c.rank = rank;
-    c.tpRank = rank % l.tp;
-    c.dpRank = (rank / l.tp) % l.dp;
-    c.stage = rank / (l.tp * l.dp);
-    const int flat = c.dpRank * l.tp + c.tpRank;
-    c.etpRank = flat % l.etp();
-    c.epRank = (flat / l.etp()) % l.ep;
-    c.edpRank = flat / (l.etp() * l.ep);
+    c.tpRank = at.tp;
+    c.dpRank = at.dp;
+    c.stage = at.pp;
+    c.etpRank = at.etp;
+    c.epRank = at.ep;
+    c.edpRank = at.edp;
     return c;
 }
 

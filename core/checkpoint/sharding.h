@@ -25,9 +25,12 @@ struct ShardLayout {
     int pp = 1; ///< pipeline stages
     int ep = 1; ///< expert parallel, carved out of dp × tp of each stage
     int dp = 1; ///< data parallel replicas
-    /// Expert tensor parallel; 0 (not given) means dp × tp / ep: every rank of a stage holds its
-    /// own expert slice (vLLM/SGLang inference). Megatron's etp = tp is the plan's default for
-    /// training estimates; give etp explicitly to shard for it.
+    /// Context parallel, as the plan gave it. CP ranks hold what their TP peer holds, so shard
+    /// writes no pieces for them; the executor does not run CP and refuses cp > 1.
+    int cp = 1;
+    /// Expert tensor parallel; 0 (not given): plan::defaultExpertTp for inference, the same
+    /// default the memory estimate and the planner apply (shardLayoutFromPlan of a training plan
+    /// sets Megatron's etp = tp explicitly).
     int etpGiven = 0;
     std::vector<std::int64_t> stageLayerCounts; ///< explicit decoder layers per stage, or empty
     plan::StageSplit split = plan::StageSplit::Balanced;
@@ -39,21 +42,27 @@ struct ShardLayout {
     /// Ranks that hold weights: pp × dp × tp.
     [[nodiscard]] int worldSize() const { return pp * dp * tp; }
     /// Expert tensor parallel size with the default applied.
-    [[nodiscard]] int etp() const { return etpGiven > 0 ? etpGiven : dp * tp / ep; }
+    [[nodiscard]] int etp() const
+    {
+        return etpGiven > 0 ? etpGiven : plan::defaultExpertTp(plan::Mode::Infer, tp, ep);
+    }
     /// Expert data parallel: dp × tp / (ep × etp) replicas of each expert slice.
     [[nodiscard]] int edp() const { return dp * tp / (ep * etp()); }
 };
 
 /// The layout of a plan (dp 0, "the rest of the cluster", counts as 1: shard writes one replica
-/// unless dp is given). ep × etp must divide dp × tp.
-Result<ShardLayout> shardLayoutFromPlan(const plan::ParallelPlan& plan);
+/// unless dp is given), with the defaults of `mode` for what the plan leaves out. ep × etp must
+/// divide dp × tp.
+Result<ShardLayout> shardLayoutFromPlan(
+    const plan::ParallelPlan& plan, plan::Mode mode = plan::Mode::Infer);
 
 /// Parses a plan string with plan::parsePlan ("tp=4,pp=2,ep=4", layers=15/16/..., split=...,
 /// etp=...) and takes its layout.
 Result<ShardLayout> parseShardLayout(const std::string& text);
 
-/// Where one rank sits: rank = (stage × dp + dpRank) × tp + tpRank (TP fastest, then DP, then
-/// PP, as Megatron orders them). Inside a stage the flat index dpRank × tp + tpRank splits into
+/// Where one rank sits, in plan::RankLayout's order (the one the topology view draws):
+/// rank = (stage × dp + dpRank) × tp + tpRank (TP fastest, then DP, then PP, as Megatron orders
+/// them). Inside a stage the flat index dpRank × tp + tpRank splits into
 /// (edpRank × ep + epRank) × etp + etpRank: ETP fastest, then EP, then expert-DP.
 struct RankCoord {
     int rank = 0;

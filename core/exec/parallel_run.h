@@ -189,6 +189,10 @@ Result<std::filesystem::path> prepareParallelCheckpoint(const std::string& model
 /// dimension or the tensor).
 Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout);
 
+/// Refuses a layout with a field the executor does not run (cp > 1 today), naming it; the part
+/// of checkPlanFits that needs no model.
+Result<void> checkRunnable(const checkpoint::ShardLayout& layout);
+
 /// "tp=2,pp=2,ep=1,dp=1,etp=2,mb=1": the layout as every rank must agree on it.
 std::string layoutString(const checkpoint::ShardLayout& layout, int microBatches);
 

@@ -110,8 +110,22 @@ Result<WeightTable> loadRankWeights(const model::ModelSpec& spec, const WeightSo
 
 namespace day0::exec {
 
+Result<void> checkRunnable(const checkpoint::ShardLayout& layout)
+{
+    // A plan field the executor cannot run is refused, never dropped on the way.
+    if (layout.cp > 1) {
+        return Error::unsupported(fmt::format(
+            "--plan: cp={}: the executor does not run context parallelism yet; run the plan "
+            "without cp (day0 memory and plan estimate it, and shard writes its ranks' weights, "
+            "which are their TP peers')",
+            layout.cp));
+    }
+    return success();
+}
+
 Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout)
 {
+    DAY0_TRY(checkRunnable(layout));
     if (spec.numLayers < layout.pp) {
         return Error::badInput(
             fmt::format("--plan: pp={} needs at least {} decoder layers, {} has {}", layout.pp,

@@ -4,6 +4,7 @@
 #include "base/file_util.h"
 #include "base/sha256.h"
 #include "exec/engine.h"
+#include "numerics/comparison_grid.h"
 
 #include <fmt/format.h>
 
@@ -56,18 +57,19 @@ history::LayerMetrics comparisonLayerMetrics(const numerics::DumpComparison& com
 {
     history::LayerMetrics layers;
     for (const auto& row : comparison.rows) {
-        if (row.metrics) {
-            layers.add(row.name, "rel_l2", row.metrics->relL2);
-            layers.add(row.name, "cosine", row.metrics->cosine);
-            layers.add(row.name, "max_abs", row.metrics->maxAbs);
+        // The precision grid's metrics (rel_l2, max_rel, cosine_distance, floor_ratio,
+        // own_rel_l2, max_abs, snr_db), so that the Runs panel can plot whatever the grid
+        // showed; an infinite SNR (no error at all) says nothing a rel_l2 of 0 does not.
+        for (const numerics::GridMetric metric : numerics::gridMetrics()) {
+            const auto value = numerics::gridMetricValue(row, metric);
+            if (value && !(metric == numerics::GridMetric::SnrDb && std::isinf(*value))) {
+                layers.add(row.name, std::string(numerics::gridMetricName(metric)), *value);
+            }
         }
-        if (row.own) {
-            layers.add(row.name, "own_rel_l2", row.own->relL2);
+        if (row.metrics) {
+            layers.add(row.name, "cosine", row.metrics->cosine);
         }
         if (row.verdict.status != numerics::VerdictStatus::NotJudged) {
-            if (row.verdict.floor > 0) {
-                layers.add(row.name, "floor_ratio", row.verdict.floorRatio);
-            }
             layers.add(row.name, "verdict", verdictCode(row.verdict.status));
         }
     }
@@ -76,22 +78,38 @@ history::LayerMetrics comparisonLayerMetrics(const numerics::DumpComparison& com
 
 void addComparison(history::RunRecord& record, const numerics::DumpComparison& c)
 {
+    record.addMetric("compared_captures", double(c.rows.size()));
     record.addMetric("verdict_pass", c.passCount);
     record.addMetric("verdict_warn", c.warnCount);
     record.addMetric("verdict_fail", c.failCount);
     record.addMetric("verdict_not_judged", c.notJudgedCount);
     record.setProperty("tolerance_table", c.table);
+    record.setProperty("divergence_basis", c.divergenceBasis);
     record.setProperty("verdict", c.status());
     for (const auto& row : c.rows) {
         if (row.logits) {
             record.addMetric("logits_kl_mean", row.logits->klMean, "nat");
             record.addMetric("logits_top1_agreement", row.logits->top1Agreement);
+            record.addMetric("logits_top5_overlap", row.logits->top5Overlap);
             break;
         }
+    }
+    double worst = -1.0;
+    std::string worstAnchor;
+    for (const auto& row : c.rows) {
+        if (row.metrics && row.metrics->relL2 > worst) {
+            worst = row.metrics->relL2;
+            worstAnchor = row.name;
+        }
+    }
+    if (worst >= 0.0) {
+        record.addMetric("max_rel_l2", worst);
+        record.setProperty("max_rel_l2_anchor", worstAnchor);
     }
     if (c.firstDivergence) {
         const auto& row = c.rows[*c.firstDivergence];
         record.setProperty("first_divergence", row.name);
+        record.addMetric("first_divergence_layer", row.layer);
         record.addEvent(LogLevel::Warning,
             fmt::format("first divergence ({} error): {}: {}", c.divergenceBasis, row.name,
                 row.verdict.reason));

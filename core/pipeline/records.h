@@ -20,13 +20,17 @@
 namespace day0::pipeline {
 
 /// Per-anchor layer metrics of a dump comparison, the rows the Runs panel plots against depth:
-/// rel_l2, cosine, max_abs (accumulated error), own_rel_l2 (inject mode), floor_ratio and
-/// verdict (0 pass, 1 warn, 2 fail; not-judged rows have none). Pure.
+/// the precision grid's metrics (rel_l2, max_rel, cosine_distance, floor_ratio, own_rel_l2 in
+/// inject mode, max_abs, snr_db when finite), cosine, and verdict (0 pass, 1 warn, 2 fail;
+/// not-judged rows have none). Pure.
 history::LayerMetrics comparisonLayerMetrics(const numerics::DumpComparison& comparison);
 
-/// Adds a comparison to a record: verdict counts, the logits' KL and top-1 agreement, the first
-/// divergence (property and event), the tolerance table, and comparisonLayerMetrics. Sets the
-/// status to Failed when a capture failed its tolerance.
+/// Adds a comparison to a record, the one way every comparison is recorded (`day0 run
+/// --reference`, `day0 compare`, the precision panel, validate): the captures compared and the
+/// verdict counts,
+/// the logits' KL (nat), top-1 agreement and top-5 overlap, the worst rel_l2 and its anchor,
+/// the first divergence (property, layer and event), the tolerance table and divergence basis,
+/// and comparisonLayerMetrics. Sets the status to Failed when a capture failed its tolerance.
 void addComparison(history::RunRecord& record, const numerics::DumpComparison& comparison);
 
 /// The run of `day0 run` (kind run): model, precision, backend, prompt and generated tokens,

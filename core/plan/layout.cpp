@@ -21,7 +21,7 @@ ParallelPlan Layout::toPlan() const
     p.pp = pp;
     p.ep = ep;
     // Keys at the value resolveLayout would derive anyway are left out of the plan string.
-    const int defaultEtp = !train && ep > 1 ? 1 : tp;
+    const int defaultEtp = defaultExpertTp(mode, tp, ep);
     p.etp = etp != defaultEtp ? etp : 0;
     p.dp = dp;
     p.cp = cp;
@@ -250,9 +250,7 @@ Result<Layout> resolveLayout(const ParallelPlan& plan, const ModelSummary& model
     }
     l.world = int(modelRanks * l.dp);
 
-    // Megatron splits experts over TP by default in training; inference engines with expert
-    // parallelism (vLLM, SGLang) keep whole experts on each rank.
-    l.etp = plan.etp > 0 ? plan.etp : (!train && l.ep > 1 ? 1 : l.tp);
+    l.etp = plan.etp > 0 ? plan.etp : defaultExpertTp(workload.mode, l.tp, l.ep);
     l.sp = plan.sp.value_or(train && l.tp > 1);
     if (!train && plan.zero > 0) {
         return reject({ RejectKind::InferZero, plan.zero });

@@ -105,6 +105,8 @@ std::string shortDtypeName(DType dtype)
     }
 }
 
+int defaultExpertTp(Mode mode, int tp, int ep) { return mode == Mode::Infer && ep > 1 ? 1 : tp; }
+
 Result<ParallelPlan> parsePlan(std::string_view text)
 {
     ParallelPlan plan;

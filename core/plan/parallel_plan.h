@@ -55,6 +55,12 @@ struct ParallelPlan {
     bool operator==(const ParallelPlan&) const = default;
 };
 
+/// Expert tensor parallelism when a plan does not give etp, the one default every part of Day0
+/// applies (memory, planner, shard, the executor): in training Megatron's, etp = tp; in
+/// inference with expert parallelism whole experts on each rank (etp = 1, as vLLM and SGLang
+/// place them); in inference without it, tp.
+int defaultExpertTp(Mode mode, int tp, int ep);
+
 /// Parses a plan string; unknown keys and bad values are BadInput naming the key.
 /// Keys: tp pp ep etp dp cp sp zero recompute mb (micro_batch) gbs (global_batch)
 /// m (micro_batches) vpp layers (e.g. 15/16/15/15) split (balanced|ends) weights kv grads

@@ -113,6 +113,19 @@ TEST(RunPlanCli, PlanThatDoesNotSplitIsBadInput)
     EXPECT_NE(r.err.find("tp=3 does not divide the 4 attention heads"), std::string::npos) << r.err;
 }
 
+TEST(RunPlanCli, ContextParallelismIsRefusedNotDropped)
+{
+    // cp was silently dropped on the way to the executor, which then ran without it.
+    const std::string ckpt = shrunkMoe();
+    const auto r
+        = runDay0({ "run", ckpt, "--plan", "tp=2,cp=2", "--ids", "1,2", "-q", "--no-record" });
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(
+        r.err.find("cp=2: the executor does not run context parallelism yet"), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 TEST(RunPlanCli, NcclNeedsMpiProcesses)
 {
     // NCCL runs one process per GPU; threads of one process cannot each own a device here.

@@ -3,6 +3,7 @@
 // deterministic). Runs the day0 binary when it is built, into the same scratch store.
 #include "checkpoint/shrink.h"
 #include "panels/model/checkpoint_view.h"
+#include "panels/precision/precision_work.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "ui_test_support.h"
@@ -12,6 +13,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -181,4 +183,95 @@ TEST(RecordAlike, TimelineTraceAsDay0TraceImport)
     ASSERT_TRUE(cli);
     expectAlike(gui, *cli);
     EXPECT_TRUE(history::sameResult(gui, *cli)) << "the same files give the same result";
+}
+
+// Metric values both records must hold equal: the comparison is deterministic (same weights,
+// same prompt, same precisions); times are not.
+void expectSameComparison(const history::RunRecord& gui, const history::RunRecord& cli)
+{
+    for (const char* m : { "compared_captures", "verdict_pass", "verdict_warn", "verdict_fail",
+             "verdict_not_judged", "logits_kl_mean", "logits_top1_agreement", "max_rel_l2" }) {
+        ASSERT_NE(gui.findMetric(m), nullptr) << m;
+        ASSERT_NE(cli.findMetric(m), nullptr) << m;
+        EXPECT_EQ(gui.findMetric(m)->value, cli.findMetric(m)->value) << m;
+        EXPECT_EQ(gui.findMetric(m)->unit, cli.findMetric(m)->unit) << m;
+    }
+    for (const char* p : { "verdict", "tolerance_table", "max_rel_l2_anchor" }) {
+        ASSERT_NE(gui.findProperty(p), nullptr) << p;
+        EXPECT_EQ(gui.findProperty(p)->value, cli.findProperty(p)->value) << p;
+    }
+    // The same layer metrics, value for value: what the Runs panel's heatmap compares.
+    ASSERT_EQ(gui.layers.size(), cli.layers.size());
+    EXPECT_GT(gui.layers.size(), 0u);
+    for (std::size_t i = 0; i < gui.layers.size(); ++i) {
+        const double a = gui.layers.row(i).value;
+        const double b = cli.layers.row(i).value;
+        EXPECT_EQ(gui.layers.anchor(i), cli.layers.anchor(i)) << i;
+        EXPECT_EQ(gui.layers.metric(i), cli.layers.metric(i)) << i;
+        EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b)))
+            << gui.layers.anchor(i) << " " << gui.layers.metric(i);
+    }
+}
+
+TEST(RecordAlike, PrecisionPanelRunAsDay0RunWithAReference)
+{
+    if (!cliBuilt()) {
+        GTEST_SKIP() << "day0 is not built";
+    }
+    test::ScratchStore scratch;
+    const fs::path ckpt = fs::path(scratch.dir().toStdString()) / "llama-small";
+    Progress progress;
+    ASSERT_TRUE(checkpoint::shrinkModel("llama-3.1-8b", ckpt, {}, progress, {}).ok());
+    PrecisionRunRequest request;
+    request.modelSource = ckpt.string();
+    request.prompt = "1, 2, 3";
+    request.tokens = 2;
+    auto run = runPrecision(request, progress, {});
+    ASSERT_TRUE(run) << run.error().message;
+    ASSERT_TRUE((*run)->recordedRun) << (*run)->recordError;
+    const auto gui = load(*(*run)->recordedRun);
+    // The panel runs bf16 against fp32 with inject mode, as these flags do.
+    const auto cli = recordedByCli({ QStringLiteral("run"), toQString(ckpt.string()),
+        QStringLiteral("--ids"), QStringLiteral("1,2,3"), QStringLiteral("--tokens"),
+        QStringLiteral("2"), QStringLiteral("--precision"), QStringLiteral("bf16"),
+        QStringLiteral("--reference"), QStringLiteral("fp32"), QStringLiteral("--inject") });
+    ASSERT_TRUE(cli);
+    expectAlike(gui, *cli);
+    expectSameComparison(gui, *cli);
+    for (const char* p : { "checkpoint", "prompt_ids", "generated", "reference" }) {
+        ASSERT_NE(cli->findProperty(p), nullptr) << p;
+        EXPECT_EQ(gui.findProperty(p)->value, cli->findProperty(p)->value) << p;
+    }
+}
+
+TEST(RecordAlike, PrecisionPanelCompareAsDay0Compare)
+{
+    if (!cliBuilt()) {
+        GTEST_SKIP() << "day0 is not built";
+    }
+    test::ScratchStore scratch;
+    const fs::path dir(scratch.dir().toStdString());
+    Progress progress;
+    ASSERT_TRUE(checkpoint::shrinkModel("llama-3.1-8b", dir / "ckpt", {}, progress, {}).ok());
+    // Two dumps of the same prompt, bf16 and fp32, written by day0 itself.
+    for (const auto& [name, precision] : { std::pair { "ref", "fp32" }, { "tgt", "bf16" } }) {
+        QProcess process;
+        process.start(QStringLiteral(DAY0_CLI_PATH),
+            { QStringLiteral("run"), toQString((dir / "ckpt").string()), QStringLiteral("--ids"),
+                QStringLiteral("1,2,3"), QStringLiteral("--tokens"), QStringLiteral("2"),
+                QStringLiteral("--precision"), QString::fromLatin1(precision),
+                QStringLiteral("--dump"), toQString((dir / name).string()),
+                QStringLiteral("--no-record"), QStringLiteral("-q") });
+        ASSERT_TRUE(process.waitForFinished(120000));
+        ASSERT_EQ(process.exitCode(), 0) << process.readAllStandardError().toStdString();
+    }
+    auto run = compareDumpFolders(dir / "ref", dir / "tgt", progress, {});
+    ASSERT_TRUE(run) << run.error().message;
+    ASSERT_TRUE((*run)->recordedRun) << (*run)->recordError;
+    const auto gui = load(*(*run)->recordedRun);
+    const auto cli = recordedByCli({ QStringLiteral("compare"), toQString((dir / "ref").string()),
+        toQString((dir / "tgt").string()) });
+    ASSERT_TRUE(cli);
+    expectAlike(gui, *cli);
+    expectSameComparison(gui, *cli);
 }

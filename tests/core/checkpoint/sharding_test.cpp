@@ -34,11 +34,20 @@ TEST(Sharding, LayoutAndCoordinates)
     EXPECT_EQ(rankCoord(*megatron, 5).epRank, 0);
     EXPECT_EQ(rankCoord(*megatron, 5).edpRank, 1);
     EXPECT_FALSE(parseShardLayout("tp=2,ep=2,etp=2").ok());
+    // etp not given: the planner's inference default (whole experts on each rank, etp = 1), so
+    // that what is run is what the memory estimate assumed; 4 replicas of each expert here.
     auto wide = parseShardLayout("tp=8,ep=2");
     ASSERT_TRUE(wide.ok());
-    EXPECT_EQ(wide->etp(), 4);
+    EXPECT_EQ(wide->etp(), 1);
+    EXPECT_EQ(wide->edp(), 4);
     EXPECT_EQ(rankCoord(*wide, 5).epRank, 1);
-    EXPECT_EQ(rankCoord(*wide, 5).etpRank, 1);
+    EXPECT_EQ(rankCoord(*wide, 5).etpRank, 0);
+    EXPECT_EQ(rankCoord(*wide, 5).edpRank, 2);
+    // Every rank of the stage with its own expert slice, when asked for.
+    auto split = parseShardLayout("tp=8,ep=2,etp=4");
+    ASSERT_TRUE(split.ok());
+    EXPECT_EQ(rankCoord(*split, 5).epRank, 1);
+    EXPECT_EQ(rankCoord(*split, 5).etpRank, 1);
     ShardLayout two;
     two.pp = 2;
     const auto s0 = stageLayers(two, 7, 0);

@@ -201,7 +201,7 @@ TEST(ParallelFaults, DifferentPlansAreNamedAtStart)
             o.layout.dp = 2;
         }
     });
-    EXPECT_NE(e.message.find("rank 1 was started with plan 'tp=1,pp=1,ep=1,dp=2,etp=2,mb=1' but "
+    EXPECT_NE(e.message.find("rank 1 was started with plan 'tp=1,pp=1,ep=1,dp=2,etp=1,mb=1' but "
                              "rank 0 with 'tp=2,pp=1,ep=1,dp=1,etp=2,mb=1'"),
         std::string::npos)
         << e.message;

@@ -5,8 +5,9 @@
 #include "exec/shrunk_cache.h"
 #include "exec/tokenizer.h"
 #include "history/recording.h"
-#include "numerics/comparison_record.h"
 #include "numerics/tensor_file.h"
+#include "numerics/tolerance.h"
+#include "pipeline/records.h"
 #include "widgets/backend_choice.h"
 
 #include <fmt/format.h>
@@ -44,10 +45,10 @@ double secondsSince(std::chrono::steady_clock::time_point start)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Records the comparison when recording is enabled; failures are kept for the panel to show.
-void record(PrecisionRun& run, const numerics::ComparisonRecordOptions& options, bool once)
+// Records the run when recording is enabled, built by the same function as the CLI's record of
+// the same work (pipeline/records); failures are kept for the panel to show.
+void record(PrecisionRun& run, const history::RunRecord& record, bool once)
 {
-    const auto record = numerics::comparisonRunRecord(run.comparison, options);
     if (once) {
         auto recorded = history::recordRunOnce(record);
         if (!recorded) {
@@ -164,6 +165,9 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     if (!result) {
         return result.error();
     }
+    // The record `day0 run <checkpoint> --reference …` makes of the same run.
+    auto runRecord = pipeline::precisionRunRecord(
+        *spec, checkpoint->string(), options, *result, secondsSince(start));
     auto run = std::make_shared<PrecisionRun>();
     run->comparison = std::move(*result->comparison);
     run->table = shared;
@@ -178,12 +182,8 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
         exec::precisionName(request.reference));
     run->source = checkpoint->string();
     run->request = request;
-    numerics::ComparisonRecordOptions recordOptions;
-    recordOptions.kind = history::RunKind::Run;
-    recordOptions.label = run->label;
-    recordOptions.precisionPlan = request.target.describe();
-    recordOptions.seconds = secondsSince(start);
-    record(*run, recordOptions, request.recordOnce);
+    runRecord.info.label = run->label;
+    record(*run, runRecord, request.recordOnce);
     return std::shared_ptr<const PrecisionRun>(std::move(run));
 }
 
@@ -224,6 +224,9 @@ Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
         return cmp.error().withContext(
             fmt::format("{} vs {}", reference.string(), target.string()));
     }
+    // The record `day0 compare <reference> <target>` makes.
+    auto compareRecord = pipeline::compareRunRecord(*cmp, reference.string(), target.string());
+    compareRecord.info.duration = Seconds(secondsSince(start));
     auto run = std::make_shared<PrecisionRun>();
     run->comparison = std::move(*cmp);
     run->table = shared;
@@ -234,15 +237,8 @@ Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
     }
     run->label = fmt::format("{} vs {}", target.filename().string(), reference.filename().string());
     run->source = fmt::format("{} vs {}", target.string(), reference.string());
-    numerics::ComparisonRecordOptions recordOptions;
-    recordOptions.kind = history::RunKind::Compare;
-    recordOptions.label = run->label;
-    recordOptions.dumps = { { "reference", reference }, { "target", target } };
-    if (local) {
-        recordOptions.dumps.emplace_back("inject", injectDir);
-    }
-    recordOptions.seconds = secondsSince(start);
-    record(*run, recordOptions, false);
+    compareRecord.info.label = run->label;
+    record(*run, compareRecord, false);
     return std::shared_ptr<const PrecisionRun>(std::move(run));
 }
 

@@ -163,9 +163,14 @@ QString TopologyPanel::runStatus() const { return m_runStatus->text(); }
 
 void TopologyPanel::runPlan()
 {
-    auto layout = checkpoint::shardLayoutFromPlan(m_session.plan());
+    // The defaults of the session's mode, as the memory estimate beside it applies them.
+    auto layout = checkpoint::shardLayoutFromPlan(m_session.plan(), m_session.workload().mode);
     if (!layout) {
         m_runStatus->setText(toQString(layout.error().message));
+        return;
+    }
+    if (auto runnable = exec::checkRunnable(*layout); !runnable) {
+        m_runStatus->setText(toQString(runnable.error().message));
         return;
     }
     if (layout->worldSize() > kMaxInProcessRanks) {
