@@ -60,6 +60,6 @@ run)
     if [[ -x "$build/app/gui/day0-workbench" ]]; then
         echo "setup: no display found; running the headless demo instead of the workbench" >&2
     fi
-    exec "$build/app/cli/day0" plan kimi-k2 --cluster h200:32x8 --mode train --top 10
+    exec "$build/app/cli/day0" demo
     ;;
 esac
