@@ -40,6 +40,29 @@ foreach(path IN LISTS expected)
         message(FATAL_ERROR "${debs}: missing ${path}\ncontents:\n${contents}")
     endif()
 endforeach()
+if(WITH_GUI AND NOT contents MATCHES "\\./usr/lib[^ ]*/day0/libday0_figures\\.so\n")
+    message(FATAL_ERROR "${debs}: missing the report figures module libday0_figures.so\n${contents}")
+endif()
+# day0 links no Qt (its report figures come from libday0_figures at run time).
+execute_process(COMMAND ${DPKG_DEB} -x ${debs} ${OUT_DIR}/root RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "dpkg-deb -x ${debs} failed")
+endif()
+execute_process(COMMAND ldd ${OUT_DIR}/root/usr/bin/day0 OUTPUT_VARIABLE libs RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR libs MATCHES "libQt")
+    message(FATAL_ERROR "${debs}: usr/bin/day0 links Qt (or ldd failed):\n${libs}")
+endif()
+if(WITH_GUI)
+    # The packaged CLI, as installed, still draws its report's figures through the module.
+    execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env XDG_CACHE_HOME=${OUT_DIR}/cache DAY0_STORE=/dev/null
+            ${OUT_DIR}/root/usr/bin/day0 validate kimi-k2 --work ${OUT_DIR}/work
+            --report ${OUT_DIR}/report.html --json -q --no-record
+        OUTPUT_VARIABLE report RESULT_VARIABLE rc ERROR_VARIABLE err)
+    if(NOT report MATCHES "\"figures\": [1-9]")
+        message(FATAL_ERROR "the packaged day0 validate drew no figures (exit ${rc}):\n${err}")
+    endif()
+endif()
 if(contents MATCHES "\\./usr/(include|lib/[^ ]*\\.a)")
     message(FATAL_ERROR "${debs}: ships headers or static libraries:\n${contents}")
 endif()
