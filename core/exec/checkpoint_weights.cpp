@@ -110,6 +110,27 @@ bool isGgufPath(const std::filesystem::path& path)
 
 } // namespace
 
+bool holdsWeights(const std::filesystem::path& path)
+{
+    const auto weightFile = [](const std::filesystem::path& p) {
+        const auto ext = p.extension();
+        return ext == ".safetensors" || ext == ".gguf";
+    };
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+        return weightFile(path);
+    }
+    if (!std::filesystem::is_directory(path, ec)) {
+        return false;
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        if (entry.is_regular_file(ec) && weightFile(entry.path())) {
+            return true;
+        }
+    }
+    return false;
+}
+
 Result<std::unique_ptr<WeightSource>> openCheckpointWeights(const std::filesystem::path& path)
 {
     auto ckpt = checkpoint::Checkpoint::open(path);

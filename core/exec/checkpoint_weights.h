@@ -16,6 +16,11 @@ namespace day0::exec {
 /// refused with the first one.
 Result<std::unique_ptr<WeightSource>> openCheckpointWeights(const std::filesystem::path& path);
 
+/// True when `path` holds weights: a .safetensors or .gguf file, or a folder with one beside its
+/// config. The one rule every front end applies to decide whether a model source runs as it is
+/// or through its shrunk checkpoint (a bundled name, a config.json, a folder without weights).
+bool holdsWeights(const std::filesystem::path& path);
+
 /// The model of a checkpoint: config.json for safetensors checkpoints (as model::loadModel), the
 /// GGUF metadata for a .gguf file or a folder holding one.
 Result<model::ModelSpec> loadCheckpointModel(const std::filesystem::path& path);

@@ -31,26 +31,6 @@ namespace {
 std::mutex g_runnerMutex;
 MultiRankRunner g_runner = inProcessMultiRankRunner();
 
-/// True when `path` holds weights (a .safetensors/.gguf file, or a folder with one).
-bool hasWeights(const fs::path& path)
-{
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) {
-        const auto ext = path.extension().string();
-        return ext == ".safetensors" || ext == ".gguf";
-    }
-    if (!fs::is_directory(path, ec)) {
-        return false;
-    }
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-        const auto ext = entry.path().extension().string();
-        if (entry.is_regular_file() && (ext == ".safetensors" || ext == ".gguf")) {
-            return true;
-        }
-    }
-    return false;
-}
-
 std::string countsLine(const ck::TensorReport& r)
 {
     return fmt::format("{} of {} tensors match the architecture ({} missing, {} unexpected, {} "
@@ -160,7 +140,7 @@ Step weightsStep(ValidationState& s)
         [&s](StepContext& ctx) -> Result<StepReport> {
             StepReport& report = *ctx.partial;
             const fs::path given(s.options.model);
-            if (hasWeights(given)) {
+            if (exec::holdsWeights(given)) {
                 s.source = given;
             } else {
                 // Only a config (a file, a folder without weights, or a bundled name): rehearse

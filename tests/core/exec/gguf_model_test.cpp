@@ -1,7 +1,11 @@
+#include "exec/checkpoint_weights.h"
 #include "exec/gguf_model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 
@@ -75,4 +79,30 @@ TEST(GgufModel, SpecFromLlamaMetadata)
     kv["llama.rope.dimension_count"] = 4;
     EXPECT_NE(exec::specFromGguf(lookup, 32000, "tiny.gguf").error().message.find("block_count"),
         std::string::npos);
+}
+
+// The one rule for "does this model source hold weights" (issue #16: three copies disagreed —
+// the topology panel took a GGUF folder for a config-only model).
+TEST(HoldsWeights, FilesAndFoldersWithWeightsNotConfigsOrLookAlikes)
+{
+    namespace fs = std::filesystem;
+    const fs::path dir
+        = fs::temp_directory_path() / ("day0_holds_weights_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "config-only");
+    std::ofstream(dir / "config-only" / "config.json") << "{}";
+    fs::create_directories(dir / "st");
+    std::ofstream(dir / "st" / "model.safetensors") << "x";
+    fs::create_directories(dir / "gguf");
+    std::ofstream(dir / "gguf" / "model.gguf") << "x";
+    fs::create_directories(dir / "lookalike" / "model.safetensors");
+    EXPECT_FALSE(day0::exec::holdsWeights(dir / "config-only"));
+    EXPECT_FALSE(day0::exec::holdsWeights(dir / "config-only" / "config.json"));
+    EXPECT_TRUE(day0::exec::holdsWeights(dir / "st"));
+    EXPECT_TRUE(day0::exec::holdsWeights(dir / "st" / "model.safetensors"));
+    EXPECT_TRUE(day0::exec::holdsWeights(dir / "gguf"));
+    EXPECT_FALSE(day0::exec::holdsWeights(dir / "lookalike")) << "a folder named *.safetensors";
+    EXPECT_FALSE(day0::exec::holdsWeights(dir / "missing"));
+    EXPECT_FALSE(day0::exec::holdsWeights("kimi-k2")) << "a bundled name";
+    fs::remove_all(dir);
 }

@@ -21,25 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool holdsWeights(const fs::path& path)
-{
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) {
-        const auto ext = path.extension();
-        return ext == ".safetensors" || ext == ".gguf";
-    }
-    if (!fs::is_directory(path, ec)) {
-        return false;
-    }
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-        const auto ext = entry.path().extension();
-        if (ext == ".safetensors" || ext == ".gguf") {
-            return true;
-        }
-    }
-    return false;
-}
-
 double secondsSince(std::chrono::steady_clock::time_point start)
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -71,7 +52,7 @@ void record(PrecisionRun& run, const history::RunRecord& record, bool once)
 Result<fs::path> resolveRunCheckpoint(
     const std::string& modelSource, Progress& progress, std::stop_token stop)
 {
-    if (holdsWeights(modelSource)) {
+    if (exec::holdsWeights(modelSource)) {
         return fs::path(modelSource);
     }
     return exec::cachedShrunkCheckpoint(modelSource, exec::demoShrinkOptions(), progress, stop);

@@ -35,20 +35,6 @@ namespace fs = std::filesystem;
 constexpr int kMaxInProcessRanks = 32;
 constexpr std::int64_t kRunTokens = 4;
 
-bool hasWeights(const fs::path& dir)
-{
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-        return false;
-    }
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (entry.path().extension() == ".safetensors") {
-            return true;
-        }
-    }
-    return false;
-}
-
 struct RunOutcome {
     QString error;
     QString summary;
@@ -67,7 +53,7 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
         return out;
     }
     fs::path checkpointDir = modelSource;
-    if (!hasWeights(checkpointDir)) {
+    if (!exec::holdsWeights(checkpointDir)) {
         // The embedded default has only a config: run the demo's shrunk checkpoint when the plan
         // splits it, else a shrunk one sized for the plan.
         progress.setStage("preparing the demo checkpoint");
