@@ -38,3 +38,24 @@ function(day0_gtest name)
     gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
         PROPERTIES ENVIRONMENT "QT_QPA_PLATFORM=offscreen")
 endfunction()
+
+# day0_add_plugin(<name> SOURCES ... LIBS ... MANIFEST <json> [PRIVATE_STATICS]): the plugin
+# day0_plugin_<name>, a shared library loaded at run time through core/extend (plugin_api.h,
+# DAY0_DECLARE_PLUGIN), with its JSON manifest beside it in the build tree and both installed to
+# lib/day0/plugins. Its own code exports only the entry point; PRIVATE_STATICS also hides the
+# symbols of the static libraries it links (the CUDA runtime's, cuBLAS's).
+function(day0_add_plugin name)
+    cmake_parse_arguments(ARG "PRIVATE_STATICS" "MANIFEST" "SOURCES;LIBS" ${ARGN})
+    set(target day0_plugin_${name})
+    add_library(${target} MODULE ${ARG_SOURCES})
+    target_link_libraries(${target} PRIVATE ${ARG_LIBS} day0::extend)
+    set_target_properties(${target} PROPERTIES PREFIX "lib" CXX_VISIBILITY_PRESET hidden)
+    if(ARG_PRIVATE_STATICS)
+        set_target_properties(${target} PROPERTIES LINK_OPTIONS "-Wl,--exclude-libs,ALL")
+    endif()
+    day0_set_warnings(${target})
+    get_filename_component(manifest ${ARG_MANIFEST} NAME)
+    configure_file(${ARG_MANIFEST} ${CMAKE_CURRENT_BINARY_DIR}/${manifest} COPYONLY)
+    install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/day0/plugins)
+    install(FILES ${ARG_MANIFEST} DESTINATION ${CMAKE_INSTALL_LIBDIR}/day0/plugins)
+endfunction()

@@ -35,3 +35,16 @@ using Day0PluginEntry = const Day0PluginDescriptor* (*)();
 
 /// Name of the exported entry point.
 #define DAY0_PLUGIN_ENTRY_NAME "day0_plugin_descriptor"
+
+/// Declares a plugin: its descriptor and the exported entry point, in one line at namespace
+/// scope of the plugin's source (every plugin, so the exported symbol is written once):
+///
+///     DAY0_DECLARE_PLUGIN("mpi", "communicator", "1.0", &createCommunicator, &destroyCommunicator)
+#define DAY0_DECLARE_PLUGIN(name, kind, version, create, destroy)                                  \
+    extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*                  \
+    day0_plugin_descriptor()                                                                       \
+    {                                                                                              \
+        static const Day0PluginDescriptor descriptor { DAY0_PLUGIN_API_VERSION, name, kind,        \
+            version, create, destroy };                                                            \
+        return &descriptor;                                                                        \
+    }

@@ -37,19 +37,6 @@ void destroyBackend(void* object)
     delete static_cast<std::shared_ptr<day0::exec::Backend>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor {
-    DAY0_PLUGIN_API_VERSION,
-    "cuda",
-    "backend",
-    "1.0",
-    &createBackend,
-    &destroyBackend,
-};
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("cuda", "backend", "1.0", &createBackend, &destroyBackend)

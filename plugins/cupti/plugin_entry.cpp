@@ -34,19 +34,6 @@ void destroyProfiler(void* object)
     delete static_cast<std::shared_ptr<day0::extend::ProfilerCollector>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor {
-    DAY0_PLUGIN_API_VERSION,
-    "cupti",
-    "profiler",
-    "1.0",
-    &createProfiler,
-    &destroyProfiler,
-};
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("cupti", "profiler", "1.0", &createProfiler, &destroyProfiler)

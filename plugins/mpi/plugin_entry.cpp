@@ -2,9 +2,10 @@
 #include "extend/plugin_api.h"
 #include "mpi_communicator.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <exception>
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -33,19 +34,6 @@ void destroyCommunicator(void* object)
     delete static_cast<std::shared_ptr<day0::comm::Communicator>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor {
-    DAY0_PLUGIN_API_VERSION,
-    "mpi",
-    "communicator",
-    "1.0",
-    &createCommunicator,
-    &destroyCommunicator,
-};
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("mpi", "communicator", "1.0", &createCommunicator, &destroyCommunicator)

@@ -91,19 +91,6 @@ void destroyCommunicator(void* object)
     delete static_cast<std::shared_ptr<day0::comm::Communicator>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor {
-    DAY0_PLUGIN_API_VERSION,
-    "nccl",
-    "communicator",
-    "1.0",
-    &createCommunicator,
-    &destroyCommunicator,
-};
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("nccl", "communicator", "1.0", &createCommunicator, &destroyCommunicator)

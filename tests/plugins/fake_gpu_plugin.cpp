@@ -13,13 +13,6 @@ void* create(const char*, char* error, std::size_t errorSize)
 
 void destroy(void*) { }
 
-const Day0PluginDescriptor kDescriptor { DAY0_PLUGIN_API_VERSION, "fakegpu", "backend", "0.1",
-    &create, &destroy };
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("fakegpu", "backend", "0.1", &create, &destroy)

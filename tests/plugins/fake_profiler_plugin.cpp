@@ -67,13 +67,6 @@ void destroy(void* object)
     delete static_cast<std::shared_ptr<extend::ProfilerCollector>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor { DAY0_PLUGIN_API_VERSION, "fakeprof", "profiler", "0.1",
-    &create, &destroy };
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("fakeprof", "profiler", "0.1", &create, &destroy)

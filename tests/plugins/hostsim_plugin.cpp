@@ -103,8 +103,8 @@ public:
     Result<void> attention(const float* q, const float* k, const float* v, float* out,
         const AttentionShape& s, PrecisionMode mode) override
     {
-        DAY0_TRY(check(s.queries == 1 ? BackendOp::AttentionDecode : BackendOp::AttentionPrefill,
-            mode));
+        DAY0_TRY(
+            check(s.queries == 1 ? BackendOp::AttentionDecode : BackendOp::AttentionPrefill, mode));
         if (s.window > 0 || s.chunk > 0 || !s.causal || s.headDim != s.valueDim) {
             return Error::unsupported("hostsim attention: plain causal attention only");
         }
@@ -164,12 +164,13 @@ private:
     /// The injected failure, and the precisions this backend computes.
     Result<void> check(BackendOp op, PrecisionMode mode) const
     {
-        if (const char* fail = std::getenv("DAY0_HOSTSIM_FAIL"); fail && backendOpName(op) == fail) {
+        if (const char* fail = std::getenv("DAY0_HOSTSIM_FAIL");
+            fail && backendOpName(op) == fail) {
             return Error::internal(fmt::format("hostsim: {} failed (injected)", fail));
         }
         if (mode != PrecisionMode::F32) {
-            return Error::unsupported(fmt::format(
-                "hostsim computes fp32 only, not {}", precisionName(mode)));
+            return Error::unsupported(
+                fmt::format("hostsim computes fp32 only, not {}", precisionName(mode)));
         }
         return success();
     }
@@ -182,13 +183,6 @@ void* create(const char*, char*, std::size_t)
 
 void destroy(void* object) { delete static_cast<std::shared_ptr<Backend>*>(object); }
 
-const Day0PluginDescriptor kDescriptor { DAY0_PLUGIN_API_VERSION, "hostsim", "backend", "0.1",
-    &create, &destroy };
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("hostsim", "backend", "0.1", &create, &destroy)

@@ -21,13 +21,6 @@ void destroy(void* object)
     delete static_cast<std::shared_ptr<day0::comm::Communicator>*>(object);
 }
 
-const Day0PluginDescriptor kDescriptor { DAY0_PLUGIN_API_VERSION, "selftest", "communicator", "0.1",
-    &create, &destroy };
-
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const Day0PluginDescriptor*
-day0_plugin_descriptor()
-{
-    return &kDescriptor;
-}
+DAY0_DECLARE_PLUGIN("selftest", "communicator", "0.1", &create, &destroy)
