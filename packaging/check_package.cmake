@@ -48,15 +48,17 @@ execute_process(COMMAND ${DPKG_DEB} -x ${debs} ${OUT_DIR}/root RESULT_VARIABLE r
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "dpkg-deb -x ${debs} failed")
 endif()
-execute_process(COMMAND ldd ${OUT_DIR}/root/usr/bin/day0 OUTPUT_VARIABLE libs RESULT_VARIABLE rc)
+# The CLI as the package installs it, inside the extracted tree.
+cmake_path(APPEND OUT_DIR root usr bin day0 OUTPUT_VARIABLE packaged_day0)
+execute_process(COMMAND ldd ${packaged_day0} OUTPUT_VARIABLE libs RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR libs MATCHES "libQt")
-    message(FATAL_ERROR "${debs}: usr/bin/day0 links Qt (or ldd failed):\n${libs}")
+    message(FATAL_ERROR "${debs}: the packaged day0 links Qt (or ldd failed):\n${libs}")
 endif()
 if(WITH_GUI)
     # The packaged CLI, as installed, still draws its report's figures through the module.
     execute_process(
         COMMAND ${CMAKE_COMMAND} -E env XDG_CACHE_HOME=${OUT_DIR}/cache DAY0_STORE=/dev/null
-            ${OUT_DIR}/root/usr/bin/day0 validate kimi-k2 --work ${OUT_DIR}/work
+            ${packaged_day0} validate kimi-k2 --work ${OUT_DIR}/work
             --report ${OUT_DIR}/report.html --json -q --no-record
         OUTPUT_VARIABLE report RESULT_VARIABLE rc ERROR_VARIABLE err)
     if(NOT report MATCHES "\"figures\": [1-9]")
