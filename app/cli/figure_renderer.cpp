@@ -4,6 +4,7 @@
 #include "figure_renderer.h"
 
 #include "base/file_util.h"
+#include "base/resources.h"
 #include "command.h"
 
 #include <dlfcn.h>
@@ -27,8 +28,8 @@ using RenderFigure = int (*)(const pipeline::FigureSpec*, pipeline::ReportFigure
 constexpr const char* kLibrary = "libday0_figures.so";
 constexpr const char* kEntry = "day0_render_figure_v1";
 
-// Where the module is: $DAY0_FIGURES_LIBRARY, else beside the installed binary
-// (<prefix>/bin/day0 → <prefix>/lib*/day0/), else in the build tree (<build>/app/cli/day0 →
+// Where the module is: $DAY0_FIGURES_LIBRARY, else in the installed library folders
+// (<prefix>/<libdir>/day0/), else in the build tree (<build>/app/cli/day0 →
 // <build>/plugins/figures/).
 std::vector<fs::path> candidates()
 {
@@ -37,16 +38,14 @@ std::vector<fs::path> candidates()
         out.emplace_back(env);
         return out;
     }
+    for (const auto& dir : installedLibraryDirs()) {
+        out.push_back(dir / kLibrary);
+    }
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-        return out;
+    if (!ec) {
+        out.push_back(exe.parent_path() / "../../plugins/figures" / kLibrary);
     }
-    const fs::path dir = exe.parent_path();
-    for (const char* lib : { "lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu" }) {
-        out.push_back(dir / ".." / lib / "day0" / kLibrary);
-    }
-    out.push_back(dir / "../../plugins/figures" / kLibrary);
     return out;
 }
 

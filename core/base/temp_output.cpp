@@ -40,15 +40,15 @@ fs::path folderOf(const fs::path& target)
     return target.has_parent_path() ? target.parent_path() : fs::path(".");
 }
 
-// An exclusive, non-blocking flock on `path`: the descriptor, -1 when someone holds it (or it
-// cannot be opened). Never follows a symbolic link.
-int tryLock(const fs::path& path)
+// `path` opened (never through a symbolic link) under an exclusive flock: waiting for it, or
+// not (then -1 when someone holds it). -1 also when it cannot be opened.
+int openLocked(const fs::path& path, bool wait)
 {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         return -1;
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
         ::close(fd);
         return -1;
     }
@@ -202,7 +202,7 @@ std::vector<StaleTemporary> removeStaleTemporaries(const fs::path& folder)
         if (!aside && !oldEnough(path)) {
             continue;
         }
-        const int fd = tryLock(path);
+        const int fd = openLocked(path, false);
         if (fd < 0) {
             continue; // a live process holds it, or it went away
         }
@@ -246,14 +246,6 @@ bool isTemporaryName(std::string_view filename)
         || !targetName(filename, kAsideMarker).empty();
 }
 
-int lockForSwitch(const fs::path& path)
-{
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        return -1;
-    }
-    ::flock(fd, LOCK_EX);
-    return fd;
-}
+int lockForSwitch(const fs::path& path) { return openLocked(path, true); }
 
 } // namespace day0

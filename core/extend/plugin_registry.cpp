@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "base/resources.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -42,11 +43,14 @@ std::vector<fs::path> PluginRegistry::defaultFolders()
             }
         }
     }
+    // Installed: <prefix>/<libdir>/day0/plugins (lib/x86_64-linux-gnu on Debian).
+    for (const auto& dir : installedLibraryDirs()) {
+        folders.push_back(dir / "plugins");
+    }
     std::error_code ec;
     const auto exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) {
         const auto dir = exe.parent_path();
-        folders.push_back(dir / "../lib/day0/plugins");
         // Build tree: <build>/app/cli/day0 next to <build>/plugins/<name>/.
         folders.push_back(dir / "../../plugins");
         folders.push_back(dir / "../plugins");

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <system_error>
 
 namespace day0::pipeline {
@@ -36,6 +37,65 @@ fs::path demoCheckpointPath()
 }
 
 std::vector<std::int64_t> demoPromptIds() { return { 12, 345, 678, 901, 234, 567, 89, 1011 }; }
+
+namespace {
+
+// The demo checkpoint's run in emulated bf16 against the fp32 reference on the demo prompt, with
+// the engine's phases as trace scopes. `judged`: in inject mode with every capture kept, as the
+// precision panel runs it (the demo's precision step); else statistics only (the timeline's).
+struct DemoRun {
+    model::ModelSpec spec;
+    std::unique_ptr<numerics::ToleranceTable> table; ///< options.table points here
+    exec::PrecisionRunOptions options;
+    exec::PrecisionRunResult result;
+};
+
+Result<DemoRun> runDemoCheckpoint(
+    const fs::path& dir, bool judged, Progress& progress, std::stop_token stop)
+{
+    DemoRun run;
+    auto spec = [&] {
+        const profile::TraceScope scope("read config", profile::Category::Annotation);
+        return exec::loadCheckpointModel(dir);
+    }();
+    if (!spec) {
+        return spec.error();
+    }
+    run.spec = std::move(*spec);
+    auto weights = [&] {
+        const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
+        return exec::openCheckpointWeights(dir);
+    }();
+    if (!weights) {
+        return weights.error().withContext("weights");
+    }
+    auto table = numerics::resolveToleranceTable("");
+    if (!table) {
+        return table.error();
+    }
+    run.table = std::make_unique<numerics::ToleranceTable>(std::move(*table));
+    auto target = exec::parsePrecisionPlan("bf16");
+    if (!target) {
+        return target.error();
+    }
+    run.options.target = *target;
+    run.options.reference = exec::PrecisionMode::F32;
+    run.options.inject = judged;
+    run.options.capture.statsOnly = !judged;
+    run.options.promptIds = demoPromptIds();
+    run.options.newTokens = 8;
+    run.options.table = run.table.get();
+    const profile::TraceScope scope(
+        "run fp32 reference + bf16 target", profile::Category::Annotation);
+    auto result = exec::runWithReference(run.spec, **weights, run.options, progress, stop);
+    if (!result) {
+        return result.error();
+    }
+    run.result = std::move(*result);
+    return run;
+}
+
+} // namespace
 
 Result<profile::Trace> demoRunTrace(Progress& progress, std::stop_token stop)
 {
@@ -57,44 +117,9 @@ Result<profile::Trace> demoRunTrace(Progress& progress, std::stop_token stop)
     if (!shrunk) {
         return shrunk.error();
     }
-    const fs::path dir = *shrunk;
     progress.setStage("running the demo checkpoint (fp32 reference, emulated bf16)");
-    auto spec = [&] {
-        const profile::TraceScope scope("read config", profile::Category::Annotation);
-        return exec::loadCheckpointModel(dir);
-    }();
-    if (!spec) {
-        return spec.error();
-    }
-    auto weights = [&] {
-        const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
-        return exec::openCheckpointWeights(dir);
-    }();
-    if (!weights) {
-        return weights.error().withContext("weights");
-    }
-    exec::PrecisionRunOptions options;
-    auto plan = exec::parsePrecisionPlan("bf16");
-    if (!plan) {
-        return plan.error();
-    }
-    options.target = *plan;
-    options.reference = exec::PrecisionMode::F32;
-    options.promptIds = { 1, 7, 42, 99, 123, 5, 64, 300 };
-    options.newTokens = 8;
-    options.capture.statsOnly = true;
-    auto table = numerics::resolveToleranceTable("");
-    if (!table) {
-        return table.error();
-    }
-    options.table = &*table;
-    {
-        const profile::TraceScope scope(
-            "run fp32 reference + bf16 target", profile::Category::Annotation);
-        auto run = exec::runWithReference(*spec, **weights, options, progress, stop);
-        if (!run) {
-            return run.error();
-        }
+    if (auto run = runDemoCheckpoint(*shrunk, false, progress, stop); !run) {
+        return run.error();
     }
     tracer.stop();
     return tracer.toTrace(0);
@@ -195,41 +220,14 @@ Result<std::pair<DemoStep, DemoStep>> precisionSteps(
     tracer.start();
     tracer.setThreadName("demo run");
     const profile::TraceActivation active(tracer);
-    auto spec = exec::loadCheckpointModel(dir);
-    if (!spec) {
-        return spec.error();
-    }
-    auto weights = exec::openCheckpointWeights(dir);
-    if (!weights) {
-        return weights.error().withContext("weights");
-    }
-    auto table = numerics::resolveToleranceTable("");
-    if (!table) {
-        return table.error();
-    }
-    exec::PrecisionRunOptions options;
-    auto target = exec::parsePrecisionPlan("bf16");
-    if (!target) {
-        return target.error();
-    }
-    options.target = *target;
-    options.reference = exec::PrecisionMode::F32;
-    options.inject = true;
-    options.promptIds = demoPromptIds();
-    options.newTokens = 8;
-    options.table = &*table;
-    auto run = [&] {
-        const profile::TraceScope scope(
-            "run fp32 reference + bf16 target", profile::Category::Annotation);
-        return exec::runWithReference(*spec, **weights, options, progress, stop);
-    }();
+    auto run = runDemoCheckpoint(dir, true, progress, stop);
     if (!run) {
         return run.error();
     }
     tracer.stop();
     const double seconds = secondsSince(started);
     DemoStep precision { "precision", "", true, std::nullopt };
-    const auto& c = *run->comparison;
+    const auto& c = *run->result.comparison;
     precision.ok = c.failCount == 0;
     precision.summary = fmt::format("bf16 against fp32 over {} captures: {} pass, {} warn, {} fail",
         c.rows.size(), c.passCount, c.warnCount, c.failCount);
@@ -244,8 +242,8 @@ Result<std::pair<DemoStep, DemoStep>> precisionSteps(
         precision.summary
             += fmt::format("; first divergence at {}", c.rows[*c.firstDivergence].name);
     }
-    precision.runId
-        = recordOnce(precisionRunRecord(*spec, dir.string(), options, *run, seconds), precision);
+    precision.runId = recordOnce(
+        precisionRunRecord(run->spec, dir.string(), run->options, run->result, seconds), precision);
 
     auto trace = tracer.toTrace(0);
     if (!trace) {

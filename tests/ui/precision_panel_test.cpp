@@ -495,7 +495,7 @@ TEST_F(PrecisionPanelTest, Fp8RunFromThePanelWarnsAtRoutingNearTies)
     PrecisionRunRequest request;
     request.modelSource = checkpoint->string();
     request.target.base = exec::PrecisionMode::F8E4M3;
-    request.prompt = kDemoPrompt;
+    request.prompt = demoPrompt();
     panel.run(request);
     test::settle(m_jobs);
     ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();

@@ -161,7 +161,7 @@ QWidget* PrecisionPanel::createControls()
     m_reference->setObjectName(QStringLiteral("referencePrecision"));
     m_reference->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
     m_reference->addItem(QStringLiteral("fp64"), int(exec::PrecisionMode::F64));
-    m_prompt = new QLineEdit(QString::fromLatin1(kDemoPrompt), box);
+    m_prompt = new QLineEdit(toQString(demoPrompt()), box);
     m_prompt->setObjectName(QStringLiteral("prompt"));
     m_prompt->setToolTip(tr("Token ids (\"1, 2, 3\") or text (needs the checkpoint's tokenizer)"));
     m_tokens = new QSpinBox(box);
@@ -241,7 +241,7 @@ void PrecisionPanel::startDemoIfWanted()
     }
     m_demoDone = true;
     PrecisionRunRequest request;
-    request.prompt = kDemoPrompt;
+    request.prompt = demoPrompt();
     request.recordOnce = true;
     startRun(std::move(request));
 }

@@ -7,10 +7,12 @@
 #include "history/recording.h"
 #include "numerics/tensor_file.h"
 #include "numerics/tolerance.h"
+#include "pipeline/demo.h"
 #include "pipeline/records.h"
 #include "widgets/backend_choice.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <sstream>
@@ -48,6 +50,8 @@ void record(PrecisionRun& run, const history::RunRecord& record, bool once)
 }
 
 } // namespace
+
+std::string demoPrompt() { return fmt::format("{}", fmt::join(pipeline::demoPromptIds(), ", ")); }
 
 Result<fs::path> resolveRunCheckpoint(
     const std::string& modelSource, Progress& progress, std::stop_token stop)

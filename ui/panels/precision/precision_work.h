@@ -39,8 +39,9 @@ struct PrecisionRunRequest {
     int device = 0; ///< the backend's device index
 };
 
-/// The prompt of the embedded demo (the shrunk checkpoints carry no tokenizer).
-inline constexpr const char* kDemoPrompt = "12, 345, 678, 901, 234, 567, 89, 1011";
+/// The prompt of the embedded demo as the prompt field shows it: pipeline::demoPromptIds(),
+/// the ids `day0 demo` runs (the shrunk checkpoints carry no tokenizer).
+std::string demoPrompt();
 
 /// A comparison the panel shows, with the dumps it was made of (for details and per-position
 /// views) and how to repeat it. Immutable once built; shared between threads.
