@@ -1,12 +1,12 @@
 // day0 compare A B: precision comparison of two dumps, aligned by capture name.
 #include "cmd_compare.h"
 
+#include "actions/compare.h"
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "checkpoint/tensor_file.h"
 #include "command.h"
 #include "interrupt.h"
-#include "numerics/tensor_file.h"
-#include "pipeline/records.h"
 #include "progress_bar.h"
 #include "table.h"
 
@@ -38,11 +38,6 @@ std::string describeDump(const numerics::DumpInfo& i)
 }
 
 } // namespace
-
-int comparisonExitCode(const numerics::DumpComparison& comparison)
-{
-    return comparison.failCount > 0 ? 1 : 0;
-}
 
 std::string renderComparison(const numerics::DumpComparison& c, bool allRows)
 {
@@ -160,71 +155,32 @@ struct CompareArgs {
     bool all = false;
 };
 
-Result<numerics::Dump> readDumpArg(const std::string& path, const char* role)
-{
-    auto d = numerics::readDump(path);
-    if (!d) {
-        return d.error().withContext(role);
-    }
-    return d;
-}
-
 int runCompare(const CompareArgs& a, const GlobalOptions& global)
 {
-    auto table = numerics::resolveToleranceTable(a.tolerances);
-    if (!table) {
-        return reportError(table.error());
-    }
-    auto reference = readDumpArg(a.reference, "reference dump");
-    if (!reference) {
-        return reportError(reference.error());
-    }
-    auto target = readDumpArg(a.target, "target dump");
-    if (!target) {
-        return reportError(target.error());
-    }
-    std::optional<numerics::Dump> floor;
-    std::optional<numerics::Dump> local;
-    if (!a.floor.empty()) {
-        auto f = readDumpArg(a.floor, "floor dump");
-        if (!f) {
-            return reportError(f.error());
-        }
-        floor = std::move(*f);
-    }
-    if (!a.local.empty()) {
-        auto l = readDumpArg(a.local, "inject-mode dump");
-        if (!l) {
-            return reportError(l.error());
-        }
-        local = std::move(*l);
-    }
-    numerics::CompareOptions options;
-    options.table = &*table;
-    options.floor = floor ? &*floor : nullptr;
-    options.local = local ? &*local : nullptr;
-    options.allowMismatch = a.allowMismatch;
-    if (!a.precision.empty()) {
-        options.precision = numerics::precisionDType(a.precision);
-        if (!options.precision) {
-            return reportError(
-                Error::badInput(fmt::format("--precision: unknown precision '{}'", a.precision)));
-        }
-    }
+    actions::CompareRequest request;
+    request.reference = a.reference;
+    request.target = a.target;
+    request.floor = a.floor;
+    request.local = a.local;
+    request.tolerances = a.tolerances;
+    request.precision = a.precision;
+    request.allowMismatch = a.allowMismatch;
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "compare", !global.quiet);
-    auto cmp = numerics::compareDumps(*reference, *target, options, progress, interruptToken());
+    auto compared = actions::compareDumpFolders(request, progress, interruptToken());
     bar.reset();
-    if (!cmp) {
-        return reportError(cmp.error());
+    if (!compared) {
+        return reportError(compared.error());
     }
-    const auto runId = recordResult(pipeline::compareRunRecord(*cmp, a.reference, a.target));
+    const auto& cmp = compared->comparison;
+    const auto runId = recordResult(compared->record);
+    const int code = actions::comparisonExitCode(cmp);
     if (!a.csv.empty()) {
-        const std::string csv = numerics::comparisonToCsv(*cmp);
+        const std::string csv = numerics::comparisonToCsv(cmp);
         if (a.csv == "-") {
             fmt::print("{}", csv);
-            return comparisonExitCode(*cmp);
+            return code;
         }
         auto written = writeFileAtomic(a.csv, csv);
         if (!written) {
@@ -232,13 +188,13 @@ int runCompare(const CompareArgs& a, const GlobalOptions& global)
         }
     }
     if (global.json) {
-        auto j = numerics::comparisonToJson(*cmp);
+        auto j = numerics::comparisonToJson(cmp);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", dumpJson(j, 2));
     } else {
-        fmt::print("{}", renderComparison(*cmp, a.all));
+        fmt::print("{}", renderComparison(cmp, a.all));
     }
-    return comparisonExitCode(*cmp);
+    return code;
 }
 
 const bool registered = registerCommand({ "compare",

@@ -10,7 +10,4 @@ namespace day0::cli {
 /// summaries, captures found on one side only, the first divergence and the verdict counts.
 std::string renderComparison(const numerics::DumpComparison& comparison, bool allRows);
 
-/// Exit code of a comparison: 1 when a capture failed its tolerance, else 0.
-int comparisonExitCode(const numerics::DumpComparison& comparison);
-
 } // namespace day0::cli

@@ -1,11 +1,11 @@
 // day0 convert <checkpoint> --dtype bf16 --out DIR: a new sharded checkpoint in another dtype.
+#include "actions/records.h"
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/convert.h"
 #include "command.h"
 #include "interrupt.h"
-#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
@@ -60,9 +60,8 @@ int runConvert(const ConvertArgs& args, const GlobalOptions& global)
         }
         summary = std::move(*r);
     }
-    const auto runId
-        = recordResult(pipeline::convertRunRecord(args.path, args.out, options, summary,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
+    const auto runId = recordResult(actions::convertRunRecord(args.path, args.out, options, summary,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "source", args.path }, { "out", args.out },
             { "dtype", std::string(dtypeName(*dtype)) }, { "tensors_in", summary.tensorsIn },

@@ -1,10 +1,10 @@
 // day0 demo: the workbench's embedded default headless (DESIGN.md §6) — Kimi-K2 planned on
 // 32 x 8 H200, the shrunk demo checkpoint verified, run in emulated bf16 against fp32, its CPU
 // timeline, and the run history — each step recorded as its own verb records it, once.
+#include "actions/demo.h"
 #include "base/json_util.h"
 #include "command.h"
 #include "interrupt.h"
-#include "pipeline/demo.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
@@ -21,7 +21,7 @@ namespace {
 int runDemoVerb(const GlobalOptions& global)
 {
     std::size_t index = 0;
-    const auto observer = [&](const pipeline::DemoStep& step) {
+    const auto observer = [&](const actions::DemoStep& step) {
         ++index;
         if (global.json) {
             return;
@@ -35,10 +35,10 @@ int runDemoVerb(const GlobalOptions& global)
         std::fflush(stdout);
     };
     Progress progress;
-    Result<pipeline::DemoReport> report = Error::internal("not run");
+    Result<actions::DemoReport> report = Error::internal("not run");
     {
         ProgressBar bar(progress, "demo", !global.quiet && !global.json);
-        report = pipeline::runDemo(progress, interruptToken(), observer);
+        report = actions::runDemo(progress, interruptToken(), observer);
     }
     if (!report) {
         return reportError(report.error());

@@ -1,6 +1,8 @@
 // day0 run <checkpoint>: forward + greedy decode on the CPU reference engine or a backend plugin
 // (--backend cuda), in a reference or emulated precision, with dumps and an optional reference
 // run (always on the CPU) compared in one go.
+#include "actions/compare.h"
+#include "actions/run.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "cmd_compare.h"
@@ -8,15 +10,14 @@
 #include "command.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
-#include "exec/tokenizer.h"
 #include "extend/plugin_registry.h"
 #include "interrupt.h"
 #include "model/config_reader.h"
-#include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/trace_merge.h"
 #include "profile/trace_scope.h"
 #include "progress_bar.h"
+#include "tokenizer/tokenizer.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -152,7 +153,7 @@ Result<std::vector<std::int64_t>> promptIds(const RunArgs& a)
     if (a.prompt.empty()) {
         return Error::badInput("no input: give --prompt \"text\" or --ids 1,2,3");
     }
-    auto tokenizer = exec::loadTokenizer(a.checkpoint);
+    auto tokenizer = tokenizer::loadTokenizer(a.checkpoint);
     if (!tokenizer) {
         return tokenizer.error();
     }
@@ -221,10 +222,6 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (!a.planned.plan.empty()) {
         return runRunPlanned(a, global);
     }
-    auto spec = exec::loadCheckpointModel(a.checkpoint);
-    if (!spec) {
-        return reportError(spec.error());
-    }
     auto plan = exec::parsePrecisionPlan(a.precision, a.opPrecision, a.layerPrecision);
     if (!plan) {
         return reportError(plan.error());
@@ -261,23 +258,6 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     o.capture.projections = a.projections;
     o.capture.statsOnly = a.statsOnly;
     o.capture.filters = a.capture;
-    std::optional<numerics::ToleranceTable> table;
-    if (o.reference) {
-        auto t = numerics::resolveToleranceTable(a.tolerances);
-        if (!t) {
-            return reportError(t.error());
-        }
-        table = std::move(*t);
-        o.table = &*table;
-    }
-    std::error_code ec;
-    if (!std::filesystem::exists(a.checkpoint, ec)) {
-        return reportError(
-            Error::badInput(fmt::format("'{}' is a bundled configuration without weights; run a "
-                                        "checkpoint folder with *.safetensors "
-                                        "(day0 shrink makes a small one of the same architecture)",
-                a.checkpoint)));
-    }
     extend::PluginRegistry registry;
     auto backend = extend::openRunBackend(registry, a.backend, std::max(0, a.device));
     if (!backend) {
@@ -304,44 +284,26 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             cpuTrace.profile(registry, profiler);
         }
     }
-    auto weights = [&] {
-        const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
-        return exec::openCheckpointWeights(a.checkpoint);
-    }();
-    if (!weights) {
-        return reportError(weights.error().withContext("weights"));
-    }
-    const auto started = std::chrono::steady_clock::now();
+    actions::RunRequest request;
+    request.checkpoint = a.checkpoint;
+    request.options = o;
+    request.tolerances = a.tolerances;
+    request.dump = a.dump;
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "run", !global.quiet);
-    auto result = [&] {
-        const profile::TraceScope scope(
-            o.reference ? "run (reference + target)" : "run", profile::Category::Annotation);
-        return exec::runWithReference(*spec, **weights, o, progress, interruptToken());
-    }();
+    auto ran = actions::runCheckpoint(request, progress, interruptToken());
     bar.reset();
-
-    if (!result) {
-        return reportError(result.error());
+    if (!ran) {
+        return reportError(ran.error());
     }
-    if (!a.dump.empty()) {
-        auto written = exec::writeRunDumps(*result, a.dump);
-        if (!written) {
-            return reportError(written.error());
-        }
-    }
+    const auto* spec = &ran->spec;
+    const auto* result = &ran->result;
     if (!tracePath.empty()) {
         cpuTrace.write(tracePath); // after the dump: its folder exists by now
     }
-    const int code = result->comparison ? comparisonExitCode(*result->comparison) : 0;
-    auto record = pipeline::precisionRunRecord(*spec, a.checkpoint, o, *result,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    if (!a.dump.empty()) {
-        if (auto artifact = history::makeArtifact("dump", a.dump)) {
-            record.addArtifact(std::move(*artifact));
-        }
-    }
+    const int code = result->comparison ? actions::comparisonExitCode(*result->comparison) : 0;
+    auto& record = ran->record;
     if (!tracePath.empty() && std::filesystem::exists(tracePath)) {
         if (auto artifact = history::makeArtifact("trace", tracePath)) {
             record.addArtifact(std::move(*artifact));

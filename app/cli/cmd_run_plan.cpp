@@ -2,14 +2,13 @@
 // processes of `mpirun -np N day0 run … --ranks mpi`, with its measured communication.
 #include "cmd_run_plan.h"
 
+#include "actions/run_plan.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
-#include "exec/checkpoint_weights.h"
-#include "exec/parallel_run.h"
 #include "extend/plugin_registry.h"
 #include "interrupt.h"
-#include "pipeline/records.h"
+#include "parallel/run.h"
 #include "profile/chrome_exporter.h"
 #include "profile/cpu_tracer.h"
 #include "progress_bar.h"
@@ -29,11 +28,6 @@
 namespace day0::cli {
 
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point start)
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 /// The communicator the ranks talk through: in-process, or --comm's under MPI.
 std::string communicatorOf(const PlanRunArgs& a)
@@ -151,9 +145,9 @@ std::function<Result<std::shared_ptr<exec::Backend>>(int)> backendFactory(
                int) { return extend::openRunBackend(registry, name, device); };
 }
 
-nlohmann::json resultJson(const exec::ParallelRunResult& r,
-    const std::vector<exec::CommKindRow>& table, const std::string& plan, const std::string& ranks,
-    const std::string& communicator)
+nlohmann::json resultJson(const parallel::ParallelRunResult& r,
+    const std::vector<parallel::CommKindRow>& table, const std::string& plan,
+    const std::string& ranks, const std::string& communicator)
 {
     nlohmann::json seqs = nlohmann::json::array();
     for (const auto& s : r.sequences) {
@@ -182,8 +176,9 @@ nlohmann::json resultJson(const exec::ParallelRunResult& r,
         { "seconds", r.seconds }, { "backend", exec::dispatchJson(r.dispatch) } };
 }
 
-void printResult(const exec::ParallelRunResult& r, const std::vector<exec::CommKindRow>& table,
-    const std::string& plan, const std::string& ranks, const std::string& communicator)
+void printResult(const parallel::ParallelRunResult& r,
+    const std::vector<parallel::CommKindRow>& table, const std::string& plan,
+    const std::string& ranks, const std::string& communicator)
 {
     fmt::print("plan {} on {} {} ranks{}, {:.3f} s\n", plan, r.ranks.size(), ranks,
         communicator == ranks ? "" : fmt::format(" ({} communicator)", communicator), r.seconds);
@@ -246,20 +241,16 @@ Result<void> writeCommTrace(const std::vector<std::unique_ptr<profile::CpuTracer
 }
 
 /// Rank 0's end of a run: the communication table, the recorded run and the output.
-int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::ModelSpec& spec,
-    const exec::ParallelRunResult& r, int ranks, const std::string& planText,
-    std::chrono::steady_clock::time_point started)
+int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const actions::PlanRunOutcome& o)
 {
-    const auto table = exec::commTable(r.events, ranks, r.machine);
     const auto communicator = communicatorOf(a);
-    const auto runId = recordResult(pipeline::parallelRunRecord(
-        spec, a.checkpoint, planText, a.ranks, communicator, r, table, secondsSince(started)));
+    const auto runId = recordResult(o.record);
     if (global.json) {
-        auto j = resultJson(r, table, planText, a.ranks, communicator);
+        auto j = resultJson(o.result, o.communication, o.plan, a.ranks, communicator);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", dumpJson(j, 2));
     } else {
-        printResult(r, table, planText, a.ranks, communicator);
+        printResult(o.result, o.communication, o.plan, a.ranks, communicator);
     }
     return 0;
 }
@@ -268,12 +259,11 @@ int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const model::Mo
 
 int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
 {
-    const auto started = std::chrono::steady_clock::now();
     auto layout = checkpoint::parseShardLayout(a.plan);
     if (!layout) {
         return reportError(layout.error());
     }
-    if (auto runnable = exec::checkRunnable(*layout); !runnable) { // before any rank starts
+    if (auto runnable = parallel::checkRunnable(*layout); !runnable) { // before any rank starts
         return reportError(runnable.error());
     }
     if (a.ranks != "in-process" && a.ranks != "mpi") {
@@ -287,65 +277,37 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         return reportError(Error::badInput("--comm nccl needs one process per GPU: run under "
                                            "mpirun -np N with --ranks mpi"));
     }
-    auto spec = exec::loadCheckpointModel(a.checkpoint);
-    if (!spec) {
-        return reportError(spec.error());
-    }
-    // A `day0 shard` output folder: each rank opens only its own rank file; otherwise every
-    // rank slices the full checkpoint in memory.
-    const bool sharded = exec::isShardFolder(a.checkpoint);
-    std::unique_ptr<exec::WeightSource> full;
-    if (!sharded) {
-        auto weights = exec::openCheckpointWeights(a.checkpoint);
-        if (!weights) {
-            return reportError(weights.error().withContext("weights"));
-        }
-        full = std::move(*weights);
-    }
-    auto id = exec::checkpointFingerprint(a.checkpoint);
-    if (!id) {
-        return reportError(id.error());
-    }
-    exec::ParallelRunOptions o;
-    o.layout = *layout;
-    o.microBatches = a.microBatches;
-    o.newTokens = a.tokens;
-    o.checkpointId = *id;
-    for (int s = 0; s < layout->dp * a.microBatches; ++s) {
-        o.prompts.push_back(a.prompts[std::size_t(s) % a.prompts.size()]);
-    }
-    const std::string planText = exec::layoutString(*layout, a.microBatches);
+    actions::PlanRunRequest request;
+    request.checkpoint = a.checkpoint;
+    request.layout = *layout;
+    request.microBatches = a.microBatches;
+    request.newTokens = a.tokens;
+    request.prompts = a.prompts;
+    request.timeout = Seconds(a.timeoutSeconds);
+    request.ranksMode = a.ranks;
+    request.communicator = communicatorOf(a);
     extend::PluginRegistry registry;
-    o.backendFor = backendFactory(registry, a, a.ranks == "mpi");
-    if (o.backendFor && a.ranks == "in-process") {
-        // One check before the ranks start, so a missing plugin or device is one clear line.
-        if (auto probe = extend::openRunBackend(registry, a.backend, rankDevice(a, false));
-            !probe) {
-            return reportError(probe.error());
-        }
-    }
-    std::vector<std::unique_ptr<profile::CpuTracer>> tracers;
-    std::vector<profile::CpuTracer*> tracerPtrs;
+    request.backendFor = backendFactory(registry, a, a.ranks == "mpi");
     if (a.ranks == "in-process") {
+        if (request.backendFor) {
+            // One check before the ranks start, so a missing plugin or device is one clear line.
+            if (auto probe = extend::openRunBackend(registry, a.backend, rankDevice(a, false));
+                !probe) {
+                return reportError(probe.error());
+            }
+        }
+        std::vector<std::unique_ptr<profile::CpuTracer>> tracers;
+        std::vector<profile::CpuTracer*> tracerPtrs;
         for (int r = 0; r < layout->worldSize(); ++r) {
             tracers.push_back(std::make_unique<profile::CpuTracer>());
             tracers.back()->start();
             tracerPtrs.push_back(tracers.back().get());
         }
-        exec::ShardFolder folder;
-        if (sharded) {
-            auto opened = exec::openShardFolder(a.checkpoint, *layout);
-            if (!opened) {
-                return reportError(opened.error());
-            }
-            folder = std::move(*opened);
-            o.rankSource = [&folder](int rank) { return folder.ranks[std::size_t(rank)].get(); };
-        }
         Progress progress;
         std::optional<ProgressBar> bar;
         bar.emplace(progress, "run", !global.quiet);
-        auto r = exec::runParallelInProcess(*spec, sharded ? *folder.ranks[0] : *full, o, progress,
-            interruptToken(), nullptr, tracerPtrs, { Seconds(a.timeoutSeconds) });
+        auto r
+            = actions::runPlanInProcess(request, progress, interruptToken(), nullptr, tracerPtrs);
         bar.reset();
         if (!r) {
             return reportError(r.error());
@@ -355,7 +317,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
                 return reportError(w.error());
             }
         }
-        return finishRun(a, global, *spec, *r, int(r->ranks.size()), planText, started);
+        return finishRun(a, global, *r);
     }
     auto world = extend::createCommunicator(
         registry, "mpi", nlohmann::json { { "timeout_s", a.timeoutSeconds } }.dump());
@@ -373,38 +335,23 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         runComm = *nccl;
     }
     comm::Communicator& c = *runComm;
-    // Stops every other rank now instead of leaving them to their timeouts (NCCL's abort is local
-    // to this process; MPI's ends the job).
-    auto stopJob = [&](const std::string& reason) {
-        if (runComm != *world) {
-            c.abort(reason);
-        }
-        (*world)->abort(reason);
-    };
-    exec::ShardFolder folder;
-    if (sharded) {
-        auto opened = exec::openShardFolder(a.checkpoint, *layout, c.rank());
-        if (!opened) {
-            stopJob(opened.error().message);
-            return reportError(opened.error());
-        }
-        folder = std::move(*opened);
-        o.rankSource = [&folder](int rank) { return folder.ranks[std::size_t(rank)].get(); };
-    }
+    std::vector<std::unique_ptr<profile::CpuTracer>> tracers;
     tracers.push_back(std::make_unique<profile::CpuTracer>());
     tracers.back()->start();
-    std::vector<profile::CpuTracer*> mine(std::size_t(c.size()), nullptr);
-    mine[std::size_t(c.rank())] = tracers.back().get();
-    exec::CommRecorder recorder(mine);
-    c.setObserver(recorder.observer());
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, fmt::format("rank {}", c.rank()), !global.quiet && c.rank() == 0);
-    auto r = exec::runParallelRank(c, *spec, sharded ? *folder.ranks[std::size_t(c.rank())] : *full,
-        o, recorder, progress, {});
+    // No stop token: one rank stopping alone would leave the others waiting; SIGTERM ends the
+    // job through the launcher.
+    auto r = actions::runPlanRank(c, request, progress, {}, tracers.back().get());
     bar.reset();
     if (!r) {
-        stopJob(r.error().message);
+        // Stops every other rank now instead of leaving them to their timeouts (NCCL's abort is
+        // local to this process; MPI's ends the job).
+        if (runComm != *world) {
+            c.abort(r.error().message);
+        }
+        (*world)->abort(r.error().message);
         return reportError(r.error());
     }
     if (!a.commTrace.empty()) {
@@ -417,7 +364,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     if (c.rank() != 0) {
         return 0;
     }
-    return finishRun(a, global, *spec, *r, c.size(), planText, started);
+    return finishRun(a, global, *r);
 }
 
 } // namespace day0::cli

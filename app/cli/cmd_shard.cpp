@@ -1,11 +1,11 @@
 // day0 shard <checkpoint> --plan tp=4,pp=2,ep=4 --out DIR: one safetensors file per rank +
 // plan.json.
+#include "actions/records.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
 #include "command.h"
 #include "interrupt.h"
-#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
@@ -50,9 +50,8 @@ int runShard(const ShardArgs& args, const GlobalOptions& global)
         }
         summary = std::move(*r);
     }
-    const auto runId
-        = recordResult(pipeline::shardRunRecord(args.path, args.out, args.plan, summary,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
+    const auto runId = recordResult(actions::shardRunRecord(args.path, args.out, args.plan, summary,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "source", args.path }, { "out", args.out },
             { "layout",

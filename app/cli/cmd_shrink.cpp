@@ -1,10 +1,10 @@
 // day0 shrink <config|model> --out DIR: a small random checkpoint of the same architecture.
+#include "actions/records.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/shrink.h"
 #include "command.h"
 #include "interrupt.h"
-#include "pipeline/records.h"
 #include "progress_bar.h"
 
 #include <fmt/format.h>
@@ -48,7 +48,7 @@ int runShrink(ShrinkArgs args, const GlobalOptions& global)
         summary = std::move(*r);
     }
     const auto runId
-        = recordResult(pipeline::shrinkRunRecord(args.model, args.out, args.options, summary,
+        = recordResult(actions::shrinkRunRecord(args.model, args.out, args.options, summary,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (global.json) {
         nlohmann::json j { { "model", args.model }, { "out", args.out },

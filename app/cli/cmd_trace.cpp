@@ -1,11 +1,12 @@
 // day0 trace import|stats|diff|export: profiling traces (Kineto/Chrome JSON, Nsight Systems
 // SQLite).
+#include "actions/records.h"
+#include "actions/trace_import.h"
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
 #include "interrupt.h"
-#include "pipeline/records.h"
 #include "profile/chrome_exporter.h"
 #include "profile/collectives.h"
 #include "profile/importer.h"
@@ -139,16 +140,24 @@ json countsJson(const Trace& trace)
 
 int runImport(const TraceArgs& args, const GlobalOptions& global)
 {
-    const auto started = std::chrono::steady_clock::now();
-    auto trace = load(args.files, args, global);
-    if (!trace.ok()) {
-        return reportError(trace.error());
+    ImportOptions options;
+    if (args.rank >= 0) {
+        options.rank = args.rank;
     }
-    const double seconds
-        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    Result<actions::TraceImportOutcome> imported = Error::cancelled();
+    {
+        Progress progress;
+        ProgressBar bar(progress, "importing", !global.quiet);
+        imported = actions::importTraceFiles(
+            { args.files.begin(), args.files.end() }, options, progress, interruptToken());
+    }
+    if (!imported) {
+        return reportError(imported.error());
+    }
+    const auto& trace = imported->trace;
+    const double seconds = imported->seconds;
     printWarnings(*trace);
-    const auto runId
-        = recordResult(pipeline::traceRunRecord(*trace, args.files, "import", seconds));
+    const auto runId = recordResult(imported->record);
     const auto [t0, t1] = trace->timeRange();
     const auto memory = trace->memory();
     if (global.json) {
@@ -274,7 +283,7 @@ int runStats(const TraceArgs& args, const GlobalOptions& global)
     const auto collectives = collectiveStatistics(trace);
     const std::size_t top
         = args.top < 0 ? kernels.size() : std::min(kernels.size(), std::size_t(args.top));
-    auto record = pipeline::traceRunRecord(trace, args.files, "stats",
+    auto record = actions::traceRunRecord(trace, args.files, "stats",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     for (const auto& r : breakdown) {
         record.addMetric(fmt::format("rank{}.compute_s", r.rank), double(r.compute) * 1e-9, "s");

@@ -83,20 +83,21 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
     };
     Progress progress;
     Progress stepProgress;
-    Result<pipeline::Validation> validation = Error::internal("not run");
+    pipeline::ReportPaths paths { a.junit, a.report, a.jsonOut };
+    Result<pipeline::ValidateOutcome> validated = Error::internal("not run");
     {
         ProgressBar bar(stepProgress, "validate", !global.quiet && !global.json);
-        validation = pipeline::runValidation(
-            a.options, makeFigureRenderer(), progress, interruptToken(), observer, &stepProgress);
+        validated = pipeline::validate(a.options, paths, makeFigureRenderer(), progress,
+            interruptToken(), observer, &stepProgress);
     }
-    if (!validation) {
-        return reportError(validation.error());
+    if (!validated) {
+        return reportError(validated.error());
     }
-    pipeline::ReportPaths paths { a.junit, a.report, a.jsonOut };
-    if (auto written = pipeline::writeReports(*validation, paths); !written) {
-        return reportError(written.error());
+    const auto runId = recordResult(validated->record);
+    if (validated->reportsError) {
+        return reportError(*validated->reportsError);
     }
-    const auto runId = recordResult(pipeline::validationRunRecord(*validation, paths));
+    const auto* validation = &validated->validation;
     const auto& result = validation->result;
     if (global.json) {
         auto j = pipeline::toJson(result, validation->header);

@@ -1,7 +1,7 @@
 #include "checkpoint/block_fp8.h"
 
 #include "checkpoint/dequantize.h"
-#include "checkpoint/dtype_convert.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 
@@ -71,8 +71,8 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
             scales[i] = e8m0ToFloat(std::uint8_t(scale[i]));
         }
     } else {
-        DAY0_TRY(convertElements(scale, scaleType, std::as_writable_bytes(std::span(scales)),
-            DType::F32, scales.size()));
+        DAY0_TRY(numerics::convertElements(scale, scaleType,
+            std::as_writable_bytes(std::span(scales)), DType::F32, scales.size()));
     }
     std::vector<float> row(static_cast<std::size_t>(cols));
     const auto* w = reinterpret_cast<const std::uint8_t*>(weight.data());
@@ -80,11 +80,11 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
         const float* s = scales.data() + (r / block.rows) * scaleCols;
         const std::uint8_t* wr = w + r * cols;
         for (std::int64_t c = 0; c < cols; ++c) {
-            row[std::size_t(c)] = e4m3ToFloat(wr[c]) * s[c / block.cols];
+            row[std::size_t(c)] = numerics::e4m3ToFloat(wr[c]) * s[c / block.cols];
         }
         const auto outRow
             = out.subspan(std::size_t(r * cols * dtypeSize(to)), std::size_t(cols * dtypeSize(to)));
-        DAY0_TRY(convertElements(
+        DAY0_TRY(numerics::convertElements(
             std::as_bytes(std::span(row)), DType::F32, outRow, to, std::size_t(cols)));
     }
     return success();
@@ -108,8 +108,8 @@ Result<void> quantizeBlockFp8(std::span<const std::byte> src, DType from, std::i
     for (std::int64_t r0 = 0; r0 < rows; r0 += block.rows) {
         const std::int64_t bandRows = std::min(block.rows, rows - r0);
         band.resize(std::size_t(bandRows * cols));
-        DAY0_TRY(convertElements(src.subspan(std::size_t(r0 * cols * dtypeSize(from))), from,
-            std::as_writable_bytes(std::span(band)), DType::F32, band.size()));
+        DAY0_TRY(numerics::convertElements(src.subspan(std::size_t(r0 * cols * dtypeSize(from))),
+            from, std::as_writable_bytes(std::span(band)), DType::F32, band.size()));
         std::fill(amax.begin(), amax.end(), 0.0f);
         for (std::int64_t r = 0; r < bandRows; ++r) {
             for (std::int64_t c = 0; c < cols; ++c) {
@@ -127,7 +127,7 @@ Result<void> quantizeBlockFp8(std::span<const std::byte> src, DType from, std::i
         }
         for (std::int64_t r = 0; r < bandRows; ++r) {
             for (std::int64_t c = 0; c < cols; ++c) {
-                q[(r0 + r) * cols + c] = floatToE4m3(
+                q[(r0 + r) * cols + c] = numerics::floatToE4m3(
                     band[std::size_t(r * cols + c)] / inv[std::size_t(c / block.cols)]);
             }
         }

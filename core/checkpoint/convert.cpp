@@ -5,9 +5,9 @@
 #include "base/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/convert_quant.h"
-#include "checkpoint/dtype_convert.h"
 #include "checkpoint/quant_groups.h"
 #include "model/config_reader.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -198,15 +198,16 @@ void planPlain(const CheckpointTensor& t, std::span<const std::byte> bytes, DTyp
         return;
     }
     const auto count = std::size_t(t.bytes / std::uint64_t(dtypeSize(from)));
-    plan.sources.push_back({ t.name, to, t.shape, [=](std::span<std::byte> out) -> Result<void> {
-                                const auto fs = std::size_t(dtypeSize(from));
-                                const auto ts = std::size_t(dtypeSize(to));
-                                return parallelChunks(pool, count, std::size_t(1) << 20,
-                                    [&](std::size_t b, std::size_t e) {
-                                        return convertElements(bytes.subspan(b * fs, (e - b) * fs),
-                                            from, out.subspan(b * ts, (e - b) * ts), to, e - b);
-                                    });
-                            } });
+    plan.sources.push_back(
+        { t.name, to, t.shape, [=](std::span<std::byte> out) -> Result<void> {
+             const auto fs = std::size_t(dtypeSize(from));
+             const auto ts = std::size_t(dtypeSize(to));
+             return parallelChunks(
+                 pool, count, std::size_t(1) << 20, [&](std::size_t b, std::size_t e) {
+                     return numerics::convertElements(bytes.subspan(b * fs, (e - b) * fs), from,
+                         out.subspan(b * ts, (e - b) * ts), to, e - b);
+                 });
+         } });
     ++plan.summary.converted;
 }
 

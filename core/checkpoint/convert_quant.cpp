@@ -3,7 +3,7 @@
 #include "base/file_util.h"
 #include "checkpoint/block_fp8.h"
 #include "checkpoint/dequantize.h"
-#include "checkpoint/dtype_convert.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 
@@ -82,36 +82,36 @@ TensorSource transposedMx(const QuantGroup& g, const Bytes& b, DType to, ThreadP
     const auto rowScales = std::size_t(cols / 32);
     const auto size = std::size_t(dtypeSize(to));
     const auto bands = std::size_t(ceilDiv(rows, std::int64_t(kRowGrain)));
-    return { g.output->name, to, g.output->shape,
-        [=](std::span<std::byte> out) -> Result<void> {
-            return parallelChunks(pool, std::size_t(g.experts) * bands, 1,
-                [&](std::size_t c0, std::size_t c1) -> Result<void> {
-                    std::vector<float> band;
-                    std::vector<float> column;
-                    for (std::size_t c = c0; c < c1; ++c) {
-                        const auto e = std::int64_t(c / bands);
-                        const auto r0 = std::int64_t((c % bands) * kRowGrain);
-                        const std::int64_t n = std::min<std::int64_t>(kRowGrain, rows - r0);
-                        const auto first = std::size_t(e * rows + r0);
-                        band.resize(std::size_t(n * cols));
-                        DAY0_TRY(dequantizeFp4(
-                            b.codes.subspan(first * rowCodes, std::size_t(n) * rowCodes),
-                            b.scale.subspan(first * rowScales, std::size_t(n) * rowScales),
-                            Fp4Scale::E8M0, 1.0f, n, cols, 32,
-                            std::as_writable_bytes(std::span(band)), DType::F32));
-                        column.resize(std::size_t(n));
-                        for (std::int64_t k = 0; k < cols; ++k) {
-                            for (std::int64_t r = 0; r < n; ++r) {
-                                column[std::size_t(r)] = band[std::size_t(r * cols + k)];
+    return { g.output->name, to, g.output->shape, [=](std::span<std::byte> out) -> Result<void> {
+                return parallelChunks(pool, std::size_t(g.experts) * bands, 1,
+                    [&](std::size_t c0, std::size_t c1) -> Result<void> {
+                        std::vector<float> band;
+                        std::vector<float> column;
+                        for (std::size_t c = c0; c < c1; ++c) {
+                            const auto e = std::int64_t(c / bands);
+                            const auto r0 = std::int64_t((c % bands) * kRowGrain);
+                            const std::int64_t n = std::min<std::int64_t>(kRowGrain, rows - r0);
+                            const auto first = std::size_t(e * rows + r0);
+                            band.resize(std::size_t(n * cols));
+                            DAY0_TRY(dequantizeFp4(
+                                b.codes.subspan(first * rowCodes, std::size_t(n) * rowCodes),
+                                b.scale.subspan(first * rowScales, std::size_t(n) * rowScales),
+                                Fp4Scale::E8M0, 1.0f, n, cols, 32,
+                                std::as_writable_bytes(std::span(band)), DType::F32));
+                            column.resize(std::size_t(n));
+                            for (std::int64_t k = 0; k < cols; ++k) {
+                                for (std::int64_t r = 0; r < n; ++r) {
+                                    column[std::size_t(r)] = band[std::size_t(r * cols + k)];
+                                }
+                                const auto at = std::size_t((e * cols + k) * rows + r0) * size;
+                                DAY0_TRY(numerics::convertElements(std::as_bytes(std::span(column)),
+                                    DType::F32, out.subspan(at, std::size_t(n) * size), to,
+                                    std::size_t(n)));
                             }
-                            const auto at = std::size_t((e * cols + k) * rows + r0) * size;
-                            DAY0_TRY(convertElements(std::as_bytes(std::span(column)), DType::F32,
-                                out.subspan(at, std::size_t(n) * size), to, std::size_t(n)));
                         }
-                    }
-                    return success();
-                });
-        } };
+                        return success();
+                    });
+            } };
 }
 
 } // namespace

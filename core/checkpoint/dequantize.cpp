@@ -1,6 +1,6 @@
 #include "checkpoint/dequantize.h"
 
-#include "checkpoint/dtype_convert.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 
@@ -45,7 +45,7 @@ Result<void> storeRow(
     std::span<const float> row, std::int64_t r, std::span<std::byte> out, DType to)
 {
     const auto size = std::size_t(dtypeSize(to));
-    return convertElements(std::as_bytes(row), DType::F32,
+    return numerics::convertElements(std::as_bytes(row), DType::F32,
         out.subspan(std::size_t(r) * row.size() * size, row.size() * size), to, row.size());
 }
 
@@ -84,7 +84,7 @@ Result<void> dequantizeFp4(std::span<const std::byte> codes, std::span<const std
         const std::uint8_t* sr = s + r * groups;
         for (std::int64_t g = 0; g < groups; ++g) {
             scale[std::size_t(g)]
-                = scaleKind == Fp4Scale::E8M0 ? e8m0ToFloat(sr[g]) : e4m3ToFloat(sr[g]);
+                = scaleKind == Fp4Scale::E8M0 ? e8m0ToFloat(sr[g]) : numerics::e4m3ToFloat(sr[g]);
         }
         const std::uint8_t* cr = c + r * rowBytes;
         for (std::int64_t k = 0; k < cols; ++k) {
@@ -122,8 +122,8 @@ Result<void> dequantizePackedInt4(std::span<const std::byte> packed,
     std::vector<float> scale(static_cast<std::size_t>(groups));
     const auto scaleRow = std::size_t(groups * dtypeSize(scaleType));
     for (std::int64_t r = 0; r < rows; ++r) {
-        DAY0_TRY(convertElements(scales.subspan(std::size_t(r) * scaleRow, scaleRow), scaleType,
-            std::as_writable_bytes(std::span(scale)), DType::F32, scale.size()));
+        DAY0_TRY(numerics::convertElements(scales.subspan(std::size_t(r) * scaleRow, scaleRow),
+            scaleType, std::as_writable_bytes(std::span(scale)), DType::F32, scale.size()));
         const std::byte* wr = packed.data() + r * words * 4;
         for (std::int64_t w = 0; w < words; ++w) {
             static_assert(std::endian::native == std::endian::little);

@@ -4,10 +4,10 @@
 #include "base/json_util.h"
 #include "base/python_json.h"
 #include "checkpoint/block_fp8.h"
-#include "checkpoint/dtype_convert.h"
 #include "checkpoint/output_file.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 
@@ -177,7 +177,7 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             std::vector<float> scales(static_cast<std::size_t>(numel));
             DAY0_TRY(quantizeBlockFp8(std::as_bytes(std::span(x)), DType::F32, rows, cols, block,
                 codes, std::as_writable_bytes(std::span(scales))));
-            return convertElements(
+            return numerics::convertElements(
                 std::as_bytes(std::span(scales)), DType::F32, out, t.dtype, numel);
         };
         return source;
@@ -226,7 +226,8 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         } else if (!ones && !zeros) {
             fillNormal(x, streamed, stddev);
         }
-        return convertElements(std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
+        return numerics::convertElements(
+            std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
     };
     return source;
 }

@@ -1,8 +1,8 @@
 // The CPU reference behind the Backend interface: the engine's float kernels with the rounding
 // of the target precision emulated, as `day0 run` computes them.
-#include "checkpoint/dtype_convert.h"
 #include "exec/backend.h"
 #include "exec/emulated_ops.h"
+#include "numerics/dtype_convert.h"
 
 #include <fmt/format.h>
 
@@ -100,7 +100,7 @@ public:
         for (std::int64_t r = 0; r < rows; ++r) {
             for (std::int64_t c = 0; c < cols; ++c) {
                 const float s = scales[(r / block) * blockCols + c / block];
-                out[r * cols + c] = checkpoint::e4m3ToFloat(bytes[r * cols + c]) * s;
+                out[r * cols + c] = numerics::e4m3ToFloat(bytes[r * cols + c]) * s;
             }
         }
         return success();

@@ -592,7 +592,6 @@ Result<RunResult> Engine::Impl::run(
 
 namespace day0::exec::detail {
 
-// Exposed for the sharded executor (parallel_weights.cpp), which slices what this reads.
 Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const WeightRequirement& req,
     const model::ModelSpec& spec, DType compute, bool& exactFp8)
 {

@@ -9,6 +9,7 @@
 #include "exec/precision.h"
 #include "exec/rope.h"
 #include "exec/router.h"
+#include "exec/weight_source.h"
 #include "model/model_spec.h"
 #include "numerics/tensor.h"
 #include "numerics/tolerance.h"
@@ -20,8 +21,8 @@
 #include <span>
 #include <stop_token>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace day0::exec::detail {
@@ -180,5 +181,10 @@ private:
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
 };
+
+/// Reads one forward weight in `compute`, dequantising block-scaled FP8 (engine.cpp), for the
+/// sharded executor (core/parallel), which slices what this reads.
+Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const WeightRequirement& req,
+    const model::ModelSpec& spec, DType compute, bool& exactFp8);
 
 } // namespace day0::exec::detail

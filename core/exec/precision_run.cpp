@@ -1,6 +1,6 @@
 #include "exec/precision_run.h"
 
-#include "numerics/tensor_file.h"
+#include "checkpoint/tensor_file.h"
 
 #include <fmt/format.h>
 
@@ -111,12 +111,12 @@ Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesyst
     const bool existed = std::filesystem::exists(dir, ec);
     const auto written = [&]() -> Result<void> {
         if (!result.reference) {
-            return numerics::writeDump(result.target.dump, dir);
+            return checkpoint::writeDump(result.target.dump, dir);
         }
-        DAY0_TRY(numerics::writeDump(result.reference->dump, dir / "reference"));
-        DAY0_TRY(numerics::writeDump(result.target.dump, dir / "target"));
+        DAY0_TRY(checkpoint::writeDump(result.reference->dump, dir / "reference"));
+        DAY0_TRY(checkpoint::writeDump(result.target.dump, dir / "target"));
         if (result.injected) {
-            DAY0_TRY(numerics::writeDump(result.injected->dump, dir / "target-inject"));
+            DAY0_TRY(checkpoint::writeDump(result.injected->dump, dir / "target-inject"));
         }
         return success();
     }();

@@ -3,7 +3,7 @@
 // Internals of RunStore shared by its two source files; not part of the module's interface.
 
 #include "history/run_store.h"
-#include "history/sqlite_db.h"
+#include "history/schema.h"
 
 #include <cstdint>
 #include <functional>

@@ -1,13 +1,18 @@
 #pragma once
 
 #include "base/result.h"
-#include "history/sqlite_db.h"
+#include "base/sqlite_db.h"
 
 #include <chrono>
 #include <filesystem>
 #include <span>
 
 namespace day0::history {
+
+// The run store is a base/sqlite_db database.
+using sqlite::Database;
+using sqlite::Statement;
+using sqlite::Transaction;
 
 /// The schema version this build writes; stored in `PRAGMA user_version`.
 constexpr int kSchemaVersion = 1;

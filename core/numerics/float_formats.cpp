@@ -1,6 +1,6 @@
 #include "numerics/float_formats.h"
 
-#include "checkpoint/dtype_convert.h"
+#include "numerics/dtype_convert.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,6 @@ namespace day0::numerics {
 namespace {
 
 /// Values of the largest finite E5M2 number, for the saturating conversion.
-constexpr float kE5M2Max = 57344.0f;
 
 } // namespace
 
@@ -44,39 +43,17 @@ FormatInfo formatInfo(DType dtype)
     }
 }
 
-std::uint16_t floatToBf16Bits(float value) { return checkpoint::floatToBf16(value); }
-
-float bf16BitsToFloat(std::uint16_t bits) { return checkpoint::bf16ToFloat(bits); }
-
-std::uint16_t floatToF16Bits(float value) { return checkpoint::floatToF16(value); }
-
-float f16BitsToFloat(std::uint16_t bits) { return checkpoint::f16ToFloat(bits); }
-
-std::uint8_t floatToF8E4M3Bits(float value) { return checkpoint::floatToE4m3(value); }
-
-float f8E4M3BitsToFloat(std::uint8_t bits) { return checkpoint::e4m3ToFloat(bits); }
-
-std::uint8_t floatToF8E5M2Bits(float value, Overflow overflow)
-{
-    if (overflow == Overflow::Saturate && !std::isnan(value)) {
-        value = std::clamp(value, -kE5M2Max, kE5M2Max);
-    }
-    return checkpoint::floatToE5m2(value);
-}
-
-float f8E5M2BitsToFloat(std::uint8_t bits) { return checkpoint::e5m2ToFloat(bits); }
-
 float roundToFormat(float value, DType dtype)
 {
     switch (dtype) {
     case DType::BF16:
-        return checkpoint::bf16ToFloat(checkpoint::floatToBf16(value));
+        return bf16ToFloat(floatToBf16(value));
     case DType::F16:
-        return checkpoint::f16ToFloat(checkpoint::floatToF16(value));
+        return f16ToFloat(floatToF16(value));
     case DType::F8E4M3:
-        return checkpoint::e4m3ToFloat(checkpoint::floatToE4m3(value));
+        return e4m3ToFloat(floatToE4m3(value));
     case DType::F8E5M2:
-        return checkpoint::e5m2ToFloat(checkpoint::floatToE5m2(value));
+        return e5m2ToFloat(floatToE5m2(value));
     default:
         return value;
     }
@@ -114,17 +91,15 @@ void encodeFloats(const float* src, std::int64_t count, DType dtype, void* dst)
 {
     const auto n = std::size_t(count);
     // Only fails for pairs it does not handle; every floating dtype is handled.
-    (void)checkpoint::convertElements(
-        { reinterpret_cast<const std::byte*>(src), n * sizeof(float) }, DType::F32,
-        { static_cast<std::byte*>(dst), n * std::size_t(dtypeSize(dtype)) }, dtype, n);
+    (void)convertElements({ reinterpret_cast<const std::byte*>(src), n * sizeof(float) },
+        DType::F32, { static_cast<std::byte*>(dst), n * std::size_t(dtypeSize(dtype)) }, dtype, n);
 }
 
 void decodeFloats(const void* src, std::int64_t count, DType dtype, float* dst)
 {
     const auto n = std::size_t(count);
-    (void)checkpoint::convertElements(
-        { static_cast<const std::byte*>(src), n * std::size_t(dtypeSize(dtype)) }, dtype,
-        { reinterpret_cast<std::byte*>(dst), n * sizeof(float) }, DType::F32, n);
+    (void)convertElements({ static_cast<const std::byte*>(src), n * std::size_t(dtypeSize(dtype)) },
+        dtype, { reinterpret_cast<std::byte*>(dst), n * sizeof(float) }, DType::F32, n);
 }
 
 } // namespace day0::numerics

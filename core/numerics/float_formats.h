@@ -1,6 +1,7 @@
 #pragma once
 
 #include "base/dtype.h"
+#include "numerics/dtype_convert.h"
 
 #include <cstdint>
 #include <span>
@@ -23,34 +24,8 @@ struct FormatInfo {
 /// unit roundoff is that of a symmetric 8-bit quantiser relative to its range (1/254).
 FormatInfo formatInfo(DType dtype);
 
-/// How an overflowing value is stored in a format that has infinities.
-enum class Overflow {
-    Infinity, ///< IEEE behaviour: round to ±inf (F16, BF16, F8E5M2)
-    Saturate, ///< clamp to ±max finite
-};
-
-// Bit conversions. All narrowing conversions round to nearest, ties to even, and handle
-// subnormals; NaN stays NaN. Thread-safe and allocation-free. They are core/checkpoint's
-// conversions (checkpoint/dtype_convert.h), the one implementation in the project; these names
-// are the numerics view of them plus the emulation helpers below.
-
-/// float -> bfloat16 bits.
-std::uint16_t floatToBf16Bits(float value);
-/// bfloat16 bits -> float (exact).
-float bf16BitsToFloat(std::uint16_t bits);
-/// float -> IEEE binary16 bits (overflow to ±inf).
-std::uint16_t floatToF16Bits(float value);
-/// IEEE binary16 bits -> float (exact).
-float f16BitsToFloat(std::uint16_t bits);
-/// float -> OCP FP8 E4M3 "fn" bits. There is no infinity: overflow saturates to ±448; NaN is
-/// 0x7F / 0xFF.
-std::uint8_t floatToF8E4M3Bits(float value);
-/// FP8 E4M3fn bits -> float (exact).
-float f8E4M3BitsToFloat(std::uint8_t bits);
-/// float -> OCP FP8 E5M2 bits (overflow to ±inf unless `overflow` is Saturate).
-std::uint8_t floatToF8E5M2Bits(float value, Overflow overflow = Overflow::Infinity);
-/// FP8 E5M2 bits -> float (exact).
-float f8E5M2BitsToFloat(std::uint8_t bits);
+// The bit conversions themselves are numerics/dtype_convert.h (the one implementation, used by
+// checkpoint conversion too); these are the emulation helpers built on them.
 
 /// Rounds `value` to the nearest value representable in `dtype` (F16, BF16, F8E4M3, F8E5M2;
 /// F32/F64 return it unchanged): the emulation of storing in that format and reading it back.

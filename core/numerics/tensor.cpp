@@ -82,13 +82,13 @@ double loadAsDouble(const std::byte* p, DType dtype)
     case DType::F32:
         return double(loadRaw<float>(p));
     case DType::F16:
-        return double(f16BitsToFloat(loadRaw<std::uint16_t>(p)));
+        return double(f16ToFloat(loadRaw<std::uint16_t>(p)));
     case DType::BF16:
-        return double(bf16BitsToFloat(loadRaw<std::uint16_t>(p)));
+        return double(bf16ToFloat(loadRaw<std::uint16_t>(p)));
     case DType::F8E4M3:
-        return double(f8E4M3BitsToFloat(loadRaw<std::uint8_t>(p)));
+        return double(e4m3ToFloat(loadRaw<std::uint8_t>(p)));
     case DType::F8E5M2:
-        return double(f8E5M2BitsToFloat(loadRaw<std::uint8_t>(p)));
+        return double(e5m2ToFloat(loadRaw<std::uint8_t>(p)));
     case DType::F8E8M0: {
         const auto e = loadRaw<std::uint8_t>(p);
         return e == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, int(e) - 127);
@@ -124,16 +124,16 @@ void storeFromDouble(std::byte* p, DType dtype, double value)
         storeRaw(p, float(value));
         break;
     case DType::F16:
-        storeRaw(p, floatToF16Bits(float(value)));
+        storeRaw(p, floatToF16(float(value)));
         break;
     case DType::BF16:
-        storeRaw(p, floatToBf16Bits(float(value)));
+        storeRaw(p, floatToBf16(float(value)));
         break;
     case DType::F8E4M3:
-        storeRaw(p, floatToF8E4M3Bits(float(value)));
+        storeRaw(p, floatToE4m3(float(value)));
         break;
     case DType::F8E5M2:
-        storeRaw(p, floatToF8E5M2Bits(float(value)));
+        storeRaw(p, floatToE5m2(float(value)));
         break;
     case DType::F8E8M0: {
         // The nearest power of two at or above the value (MX scales round up so blocks fit).

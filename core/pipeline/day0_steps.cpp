@@ -1,5 +1,6 @@
 #include "pipeline/day0_steps.h"
 
+#include "actions/verify.h"
 #include "base/file_util.h"
 #include "base/units.h"
 #include "checkpoint/arch_check.h"
@@ -162,32 +163,27 @@ Step weightsStep(ValidationState& s)
                 report.details.push_back(note);
                 report.metrics["shrunk_parameters"] = double(shrunk->parameters);
             }
-            auto ckpt = ck::Checkpoint::open(s.source);
-            if (!ckpt) {
-                return ckpt.error();
+            // `day0 verify`'s action; the architecture is the next step's.
+            actions::VerifyOptions verify;
+            verify.checkArchitecture = false;
+            auto verified = actions::verifyCheckpoint(s.source, verify, ctx.progress, ctx.stop);
+            if (!verified) {
+                return verified.error();
             }
+            const auto& ckpt = verified->checkpoint;
             if (ckpt->hasErrors()) {
                 return Error::checkFailed(ckpt->firstError().error().message);
             }
             report.metrics["files"] = double(ckpt->files().size());
             report.metrics["tensors"] = double(ckpt->tensors().size());
             report.metrics["tensor_bytes"] = double(ckpt->totalTensorBytes());
-            auto manifest = ck::findManifest(ckpt->root());
-            if (!manifest) {
-                return manifest.error();
-            }
-            if (!manifest->has_value()) {
+            if (!verified->integrity) {
                 return Error::checkFailed(fmt::format(
                     "{}: no {} or {}: the weights' hashes cannot be checked (day0 verify "
                     "--write-manifest creates one)",
                     displayPath(ckpt->root()), ck::kManifestName, ck::kSha256SumsName));
             }
-            ck::HashOptions hash;
-            auto integrity = ck::verifyIntegrity(
-                ckpt->root(), **manifest, ckpt->files(), hash, ctx.progress, ctx.stop);
-            if (!integrity) {
-                return integrity.error();
-            }
+            const auto& integrity = verified->integrity;
             report.metrics["bytes_hashed"] = double(integrity->bytesHashed);
             report.metrics["hash_seconds"] = integrity->seconds;
             for (const auto& f : integrity->files) {

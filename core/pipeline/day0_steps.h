@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -114,5 +115,20 @@ Result<void> writeReports(const Validation& validation, const ReportPaths& paths
 /// step metrics as "<step>.<metric>", the precision comparison's layer metrics, memory, the
 /// reports as artifacts and the steps' logs as events.
 history::RunRecord validationRunRecord(const Validation& validation, const ReportPaths& paths);
+
+/// What `day0 validate` and the pipeline panel's Start do, in one place: the validation, its
+/// reports and its record.
+struct ValidateOutcome {
+    Validation validation;
+    ReportPaths written; ///< the reports written (all empty when writing failed)
+    std::optional<Error> reportsError; ///< why the reports could not be written; nullopt: written
+    history::RunRecord record; ///< validationRunRecord over the reports written
+};
+
+/// runValidation, then writeReports to `paths`, then the run record. A report that cannot be
+/// written does not lose the run: the record is made without reports and reportsError says why.
+Result<ValidateOutcome> validate(const ValidateOptions& options, const ReportPaths& paths,
+    const FigureRenderer& renderer, Progress& progress, std::stop_token stop,
+    const PipelineObserver& observer = {}, Progress* stepProgress = nullptr);
 
 } // namespace day0::pipeline

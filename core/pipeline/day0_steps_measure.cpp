@@ -1,16 +1,18 @@
 // Steps 5-8 of the Day-0 playbook (multi-rank, precision, performance, report), the report files
 // and the run record of a validation.
+#include "actions/records.h"
+#include "actions/run.h"
+#include "actions/run_plan.h"
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
-#include "exec/parallel_run.h"
 #include "exec/precision_run.h"
 #include "hardware/cluster.h"
 #include "model/layer_graph.h"
 #include "numerics/tolerance.h"
+#include "parallel/run.h"
 #include "pipeline/day0_steps.h"
-#include "pipeline/records.h"
 #include "pipeline/validation_state.h"
 #include "plan/memory_estimator.h"
 #include "plan/model_summary.h"
@@ -227,28 +229,27 @@ Step precisionStep(ValidationState& s)
             if (!reference) {
                 return reference.error().withContext("--reference");
             }
-            auto table = numerics::resolveToleranceTable(
-                s.options.tolerances.empty() ? std::string("day0-default") : s.options.tolerances);
-            if (!table) {
-                return table.error();
-            }
-            exec::PrecisionRunOptions o;
+            // `day0 run <checkpoint> --reference … --inject`'s action on the runnable checkpoint.
+            actions::RunRequest request;
+            request.checkpoint = s.runnable.string();
+            request.tolerances = s.options.tolerances;
+            auto& o = request.options;
             o.target = *s.target;
             o.reference = *reference;
             o.inject = true; // judge every layer on its own error, not what it inherited
             o.promptIds = s.promptIds;
             o.newTokens = s.options.tokens;
-            o.table = &*table;
             o.backend = s.options.backend.get();
-            auto run = exec::runWithReference(*s.spec, *s.weights, o, ctx.progress, ctx.stop);
-            if (!run) {
-                return run.error();
+            auto ran = actions::runCheckpoint(request, ctx.progress, ctx.stop);
+            if (!ran) {
+                return ran.error();
             }
+            const auto* run = &ran->result;
             if (!run->comparison) {
                 return Error::internal("precision run: no comparison");
             }
             const auto& c = *run->comparison;
-            s.layers = comparisonLayerMetrics(c);
+            s.layers = actions::comparisonLayerMetrics(c);
             report.metrics["verdict_pass"] = c.passCount;
             report.metrics["verdict_warn"] = c.warnCount;
             report.metrics["verdict_fail"] = c.failCount;
@@ -425,27 +426,18 @@ MultiRankRunner inProcessMultiRankRunner()
         if (!layout) {
             return layout.error();
         }
-        auto folder = exec::openShardFolder(request.sharded, *layout);
-        if (!folder) {
-            return folder.error();
+        // `day0 run <shard folder> --plan … --ranks in-process`'s action: each rank reads its
+        // own rank file.
+        actions::PlanRunRequest plan;
+        plan.checkpoint = request.sharded.string();
+        plan.layout = *layout;
+        plan.newTokens = request.newTokens;
+        plan.prompts = { request.promptIds };
+        auto ran = actions::runPlanInProcess(plan, progress, stop);
+        if (!ran) {
+            return ran.error();
         }
-        auto id = exec::checkpointFingerprint(request.sharded);
-        if (!id) {
-            return id.error();
-        }
-        exec::ParallelRunOptions o;
-        o.layout = *layout;
-        o.newTokens = request.newTokens;
-        o.checkpointId = *id;
-        for (int d = 0; d < layout->dp; ++d) {
-            o.prompts.push_back(request.promptIds);
-        }
-        o.rankSource = [&folder](int rank) { return folder->ranks[std::size_t(rank)].get(); };
-        auto run
-            = exec::runParallelInProcess(*request.spec, *folder->ranks.front(), o, progress, stop);
-        if (!run) {
-            return run.error();
-        }
+        auto* run = &ran->result;
         if (run->sequences.empty()) {
             return Error::internal("sharded run: rank 0 gathered no sequence");
         }
@@ -525,6 +517,25 @@ history::RunRecord validationRunRecord(const Validation& v, const ReportPaths& p
         }
     }
     return r;
+}
+
+Result<ValidateOutcome> validate(const ValidateOptions& options, const ReportPaths& paths,
+    const FigureRenderer& renderer, Progress& progress, std::stop_token stop,
+    const PipelineObserver& observer, Progress* stepProgress)
+{
+    auto validation = runValidation(options, renderer, progress, stop, observer, stepProgress);
+    if (!validation) {
+        return validation.error();
+    }
+    ValidateOutcome out;
+    out.validation = std::move(*validation);
+    if (auto written = writeReports(out.validation, paths); !written) {
+        out.reportsError = written.error();
+    } else {
+        out.written = paths;
+    }
+    out.record = validationRunRecord(out.validation, out.written);
+    return out;
 }
 
 } // namespace day0::pipeline

@@ -14,10 +14,9 @@ namespace day0::profile {
 namespace {
 
 using detail::NsysReader;
-using detail::SqliteDb;
 
-Result<void> importFrom(const SqliteDb& db, TraceBuilder& builder, const ImportOptions& options,
-    Progress& progress, std::stop_token stop)
+Result<void> importFrom(const sqlite::Database& db, TraceBuilder& builder,
+    const ImportOptions& options, Progress& progress, std::stop_token stop)
 {
     SourceInfo info;
     info.file = std::string(baseName(db.name()));
@@ -53,7 +52,7 @@ Result<void> importNsysSqlite(const std::filesystem::path& path, TraceBuilder& b
         }
         return importNsysSqliteBytes(std::move(*bytes), name, builder, options, progress, stop);
     }
-    auto db = SqliteDb::openFile(path.string(), name);
+    auto db = sqlite::Database::openUntrusted(path, name);
     if (!db.ok()) {
         return db.error();
     }
@@ -63,7 +62,7 @@ Result<void> importNsysSqlite(const std::filesystem::path& path, TraceBuilder& b
 Result<void> importNsysSqliteBytes(std::string bytes, const std::string& name,
     TraceBuilder& builder, const ImportOptions& options, Progress& progress, std::stop_token stop)
 {
-    auto db = SqliteDb::openBytes(std::move(bytes), name);
+    auto db = sqlite::Database::openUntrustedImage(std::move(bytes), name);
     if (!db.ok()) {
         return db.error();
     }

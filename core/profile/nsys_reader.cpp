@@ -46,14 +46,14 @@ std::map<std::int64_t, std::string> NsysReader::readEnum(const std::string& tabl
     if (m_tables.count(table) == 0) {
         return out;
     }
-    auto stmt = SqliteStmt::prepare(m_db, fmt::format("SELECT * FROM {}", table));
+    auto stmt = m_db.prepare(fmt::format("SELECT * FROM {}", table));
     if (!stmt.ok()) {
         return out;
     }
-    const int id = stmt->column("id");
-    const int text = stmt->column(useName ? "name" : "label");
-    while (stmt->step()) {
-        out[stmt->integer(id)] = std::string(stmt->text(text));
+    const int id = stmt->columnIndex("id");
+    const int text = stmt->columnIndex(useName ? "name" : "label");
+    while (stmt->next()) {
+        out[stmt->columnInt(id)] = std::string(stmt->columnText(text));
     }
     return out;
 }
@@ -61,10 +61,9 @@ std::map<std::int64_t, std::string> NsysReader::readEnum(const std::string& tabl
 void NsysReader::readMetadata()
 {
     if (m_tables.count("TARGET_INFO_SESSION_START_TIME") != 0) {
-        auto stmt
-            = SqliteStmt::prepare(m_db, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
-        if (stmt.ok() && stmt->step()) {
-            m_baseNs = stmt->integer(0);
+        auto stmt = m_db.prepare("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
+        if (stmt.ok() && stmt->next()) {
+            m_baseNs = stmt->columnInt(0);
             if (!validTime(m_baseNs)) {
                 m_builder.warn(fmt::format("{}: session start {} ns is out of range; times are "
                                            "relative to the session start",
@@ -78,41 +77,40 @@ void NsysReader::readMetadata()
             m_db.name()));
     }
     if (m_tables.count("PROCESSES") != 0) {
-        auto stmt = SqliteStmt::prepare(m_db, "SELECT pid, name FROM PROCESSES");
-        while (stmt.ok() && stmt->step()) {
+        auto stmt = m_db.prepare("SELECT pid, name FROM PROCESSES");
+        while (stmt.ok() && stmt->next()) {
             // Executable paths may name the user's home folder: keep the file name only.
-            m_processNames[stmt->integer(0)] = redactUserPaths(baseName(stmt->text(1)));
+            m_processNames[stmt->columnInt(0)] = redactUserPaths(baseName(stmt->columnText(1)));
         }
     }
     if (m_tables.count("ThreadNames") != 0 && m_tables.count("StringIds") != 0) {
-        auto stmt = SqliteStmt::prepare(m_db,
+        auto stmt = m_db.prepare(
             "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId");
-        while (stmt.ok() && stmt->step()) {
-            m_threadNames[stmt->integer(0)] = redactUserPaths(stmt->text(1));
+        while (stmt.ok() && stmt->next()) {
+            m_threadNames[stmt->columnInt(0)] = redactUserPaths(stmt->columnText(1));
         }
     }
     if (m_tables.count("TARGET_INFO_GPU") != 0) {
-        auto stmt = SqliteStmt::prepare(m_db, "SELECT id, name FROM TARGET_INFO_GPU");
-        while (stmt.ok() && stmt->step()) {
-            m_gpuNames[stmt->integer(0)] = std::string(stmt->text(1));
+        auto stmt = m_db.prepare("SELECT id, name FROM TARGET_INFO_GPU");
+        while (stmt.ok() && stmt->next()) {
+            m_gpuNames[stmt->columnInt(0)] = std::string(stmt->columnText(1));
             m_builder.addDevice(
-                { m_rank, std::int32_t(stmt->integer(0)), std::string(stmt->text(1)) });
+                { m_rank, std::int32_t(stmt->columnInt(0)), std::string(stmt->columnText(1)) });
         }
     }
 }
 
 Result<void> NsysReader::readStrings()
 {
-    auto stmt = SqliteStmt::prepare(m_db, "SELECT id, value FROM StringIds");
+    auto stmt = m_db.prepare("SELECT id, value FROM StringIds");
     if (!stmt.ok()) {
         return stmt.error();
     }
-    while (stmt->step()) {
-        m_rawStrings.emplace(stmt->integer(0), std::string(stmt->text(1)));
+    while (stmt->next()) {
+        m_rawStrings.emplace(stmt->columnInt(0), std::string(stmt->columnText(1)));
     }
     if (stmt->failed()) {
-        return Error::badInput(
-            fmt::format("{}: reading StringIds failed: {}", m_db.name(), m_db.lastError()));
+        return Error::badInput(fmt::format("{} (reading StringIds)", stmt->error().message));
     }
     return success();
 }
@@ -168,7 +166,7 @@ TrackId NsysReader::streamTrack(std::int64_t device, std::int64_t stream, std::i
     return id;
 }
 
-Result<SqliteStmt> NsysReader::select(const std::string& table,
+Result<sqlite::Statement> NsysReader::select(const std::string& table,
     const std::vector<std::string>& required, const std::vector<std::string>& optional)
 {
     const auto cols = m_db.columns(table);
@@ -185,7 +183,7 @@ Result<SqliteStmt> NsysReader::select(const std::string& table,
             list += ", " + c;
         }
     }
-    return SqliteStmt::prepare(m_db, fmt::format("SELECT {} FROM {}", list, table));
+    return m_db.prepare(fmt::format("SELECT {} FROM {}", list, table));
 }
 
 bool NsysReader::toTraceTime(
@@ -224,9 +222,9 @@ Result<void> NsysReader::run(Progress& progress, std::stop_token stop)
             continue;
         }
         any = true;
-        auto count = SqliteStmt::prepare(m_db, fmt::format("SELECT COUNT(*) FROM {}", t));
-        if (count.ok() && count->step()) {
-            total += count->integer(0);
+        auto count = m_db.prepare(fmt::format("SELECT COUNT(*) FROM {}", t));
+        if (count.ok() && count->next()) {
+            total += count->columnInt(0);
         }
     }
     if (!any) {
@@ -240,10 +238,10 @@ Result<void> NsysReader::run(Progress& progress, std::stop_token stop)
             fmt::format("{}: missing table StringIds, so no event can be named", m_db.name()));
     }
     if (m_tables.count("META_DATA_EXPORT") != 0) {
-        auto v = SqliteStmt::prepare(
-            m_db, "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'");
-        if (v.ok() && v->step()) {
-            const std::string version(v->text(0));
+        auto v = m_db.prepare(
+            "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'");
+        if (v.ok() && v->next()) {
+            const std::string version(v->columnText(0));
             int major = 0;
             int minor = 0;
             if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2 || major != 3

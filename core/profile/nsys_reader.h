@@ -4,7 +4,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
-#include "profile/sqlite_db.h"
+#include "base/sqlite_db.h"
 #include "profile/trace_builder.h"
 
 #include <cstdint>
@@ -33,7 +33,8 @@ std::string_view stripApiVersion(std::string_view name);
 /// Reads one export into a builder as one source.
 class NsysReader {
 public:
-    NsysReader(const SqliteDb& db, TraceBuilder& builder, std::int32_t rank, std::uint16_t source)
+    NsysReader(
+        const sqlite::Database& db, TraceBuilder& builder, std::int32_t rank, std::uint16_t source)
         : m_db(db)
         , m_builder(builder)
         , m_rank(rank)
@@ -52,8 +53,8 @@ private:
     StringId str(std::int64_t nsysId);
     TrackId threadTrack(std::int64_t globalTid, Lane lane);
     TrackId streamTrack(std::int64_t device, std::int64_t stream, std::int64_t globalPid);
-    Result<SqliteStmt> select(const std::string& table, const std::vector<std::string>& required,
-        const std::vector<std::string>& optional);
+    Result<sqlite::Statement> select(const std::string& table,
+        const std::vector<std::string>& required, const std::vector<std::string>& optional);
     bool tick(Progress& progress, std::stop_token& stop);
     /// Session-relative start/end → absolute ns; false when out of order or out of range.
     bool toTraceTime(
@@ -63,7 +64,7 @@ private:
         const std::string& table, Category kind, Progress& progress, std::stop_token stop);
     Result<void> readNvtx(Progress& progress, std::stop_token stop);
 
-    const SqliteDb& m_db;
+    const sqlite::Database& m_db;
     TraceBuilder& m_builder;
     std::int32_t m_rank;
     std::uint16_t m_source;

@@ -19,46 +19,45 @@ Result<void> NsysReader::readRuntime(Progress& progress, std::stop_token stop)
         m_builder.warn(stmt.error().message + "; the table was skipped");
         return success();
     }
-    const int cStart = stmt->column("start");
-    const int cEnd = stmt->column("end");
-    const int cTid = stmt->column("globalTid");
-    const int cCorr = stmt->column("correlationId");
-    const int cName = stmt->column("nameId");
-    const int cRet = stmt->column("returnValue");
+    const int cStart = stmt->columnIndex("start");
+    const int cEnd = stmt->columnIndex("end");
+    const int cTid = stmt->columnIndex("globalTid");
+    const int cCorr = stmt->columnIndex("correlationId");
+    const int cName = stmt->columnIndex("nameId");
+    const int cRet = stmt->columnIndex("returnValue");
     const StringId keyReturn = m_builder.intern("return value");
     std::unordered_map<std::int64_t, StringId> apiNames;
-    while (stmt->step()) {
+    while (stmt->next()) {
         if (!tick(progress, stop)) {
             return Error::cancelled();
         }
         std::int64_t start = 0;
         std::int64_t end = 0;
-        if (stmt->isNull(cStart) || stmt->isNull(cEnd)
-            || !toTraceTime(stmt->integer(cStart), stmt->integer(cEnd), start, end)) {
+        if (stmt->columnIsNull(cStart) || stmt->columnIsNull(cEnd)
+            || !toTraceTime(stmt->columnInt(cStart), stmt->columnInt(cEnd), start, end)) {
             ++m_badRows;
             continue;
         }
-        const std::int64_t nameId = stmt->integer(cName);
+        const std::int64_t nameId = stmt->columnInt(cName);
         auto nameIt = apiNames.find(nameId);
         if (nameIt == apiNames.end()) {
             const std::string stripped(stripApiVersion(m_builder.strings().view(str(nameId))));
             nameIt = apiNames.emplace(nameId, m_builder.intern(stripped)).first;
         }
-        const std::int64_t globalTid = stmt->integer(cTid);
+        const std::int64_t globalTid = stmt->columnInt(cTid);
         auto& args = m_builder.args();
         args.begin();
-        const std::int64_t ret = stmt->integer(cRet);
+        const std::int64_t ret = stmt->columnInt(cRet);
         if (ret != 0) {
             args.addInt(keyReturn, ret);
         }
-        const auto corr = std::uint32_t(stmt->integer(cCorr));
+        const auto corr = std::uint32_t(stmt->columnInt(cCorr));
         const SliceIndex idx = m_builder.addSlice(threadTrack(globalTid, Lane::Main), start, end,
             nameIt->second, Category::Runtime, corr, 0, args.commit());
         m_runtimeByCorrelation[(std::uint64_t(pidOf(globalTid)) << 32) | corr] = idx;
     }
     if (stmt->failed()) {
-        return Error::badInput(
-            fmt::format("{}: reading {} failed: {}", m_db.name(), table, m_db.lastError()));
+        return Error::badInput(fmt::format("{} (reading {})", stmt->error().message, table));
     }
     return success();
 }
@@ -94,7 +93,7 @@ Result<void> NsysReader::readGpuTable(
     const auto copyKinds = readEnum("ENUM_CUDA_MEMCPY_OPER", true);
     const auto memKinds = readEnum("ENUM_CUDA_MEM_KIND", false);
     const auto syncTypes = readEnum("ENUM_CUPTI_SYNC_TYPE", true);
-    auto col = [&](const char* name) { return stmt->column(name); };
+    auto col = [&](const char* name) { return stmt->columnIndex(name); };
     const int cStart = col("start");
     const int cEnd = col("end");
     const int cDevice = col("deviceId");
@@ -116,14 +115,14 @@ Result<void> NsysReader::readGpuTable(
         const auto it = e.find(v);
         return it != e.end() ? it->second : fmt::format("{}", v);
     };
-    while (stmt->step()) {
+    while (stmt->next()) {
         if (!tick(progress, stop)) {
             return Error::cancelled();
         }
         std::int64_t start = 0;
         std::int64_t end = 0;
-        if (stmt->isNull(cStart) || stmt->isNull(cEnd)
-            || !toTraceTime(stmt->integer(cStart), stmt->integer(cEnd), start, end)) {
+        if (stmt->columnIsNull(cStart) || stmt->columnIsNull(cEnd)
+            || !toTraceTime(stmt->columnInt(cStart), stmt->columnInt(cEnd), start, end)) {
             ++m_badRows;
             continue;
         }
@@ -132,31 +131,31 @@ Result<void> NsysReader::readGpuTable(
         StringId name = 0;
         Category category = kind;
         if (kind == Category::Kernel) {
-            name = str(stmt->integer(cName));
+            name = str(stmt->columnInt(cName));
             if (isCollectiveKernelName(m_builder.strings().view(name))) {
                 category = Category::Communication;
             }
             if (col("gridX") >= 0) {
                 args.addJson(kGrid,
-                    m_builder.intern(fmt::format("[{}, {}, {}]", stmt->integer(col("gridX")),
-                        stmt->integer(col("gridY")), stmt->integer(col("gridZ")))));
+                    m_builder.intern(fmt::format("[{}, {}, {}]", stmt->columnInt(col("gridX")),
+                        stmt->columnInt(col("gridY")), stmt->columnInt(col("gridZ")))));
                 args.addJson(kBlock,
-                    m_builder.intern(fmt::format("[{}, {}, {}]", stmt->integer(col("blockX")),
-                        stmt->integer(col("blockY")), stmt->integer(col("blockZ")))));
+                    m_builder.intern(fmt::format("[{}, {}, {}]", stmt->columnInt(col("blockX")),
+                        stmt->columnInt(col("blockY")), stmt->columnInt(col("blockZ")))));
             }
             if (col("registersPerThread") >= 0) {
-                args.addInt(kRegisters, stmt->integer(col("registersPerThread")));
+                args.addInt(kRegisters, stmt->columnInt(col("registersPerThread")));
             }
             if (col("staticSharedMemory") >= 0) {
                 args.addInt(kShared,
-                    stmt->integer(col("staticSharedMemory"))
-                        + stmt->integer(col("dynamicSharedMemory")));
+                    stmt->columnInt(col("staticSharedMemory"))
+                        + stmt->columnInt(col("dynamicSharedMemory")));
             }
         } else if (kind == Category::Memcpy || kind == Category::Memset) {
-            const std::int64_t a = kind == Category::Memcpy ? stmt->integer(col("copyKind"))
-                                                            : stmt->integer(col("memKind"));
-            const std::int64_t b = kind == Category::Memcpy ? stmt->integer(col("srcKind")) : -1;
-            const std::int64_t c = kind == Category::Memcpy ? stmt->integer(col("dstKind")) : -1;
+            const std::int64_t a = kind == Category::Memcpy ? stmt->columnInt(col("copyKind"))
+                                                            : stmt->columnInt(col("memKind"));
+            const std::int64_t b = kind == Category::Memcpy ? stmt->columnInt(col("srcKind")) : -1;
+            const std::int64_t c = kind == Category::Memcpy ? stmt->columnInt(col("dstKind")) : -1;
             auto it = names.find({ a, b, c });
             if (it == names.end()) {
                 std::string text;
@@ -177,13 +176,13 @@ Result<void> NsysReader::readGpuTable(
                 it = names.emplace(std::make_tuple(a, b, c), m_builder.intern(text)).first;
             }
             name = it->second;
-            const std::int64_t bytes = stmt->integer(cBytes);
+            const std::int64_t bytes = stmt->columnInt(cBytes);
             args.addInt(kBytes, bytes);
             if (end > start) {
                 args.addDouble(kBandwidth, double(bytes) / double(end - start));
             }
         } else {
-            const std::int64_t type = stmt->integer(col("syncType"));
+            const std::int64_t type = stmt->columnInt(col("syncType"));
             auto it = names.find({ type, 0, 0 });
             if (it == names.end()) {
                 static const std::map<std::string, std::string, std::less<>> kKineto = {
@@ -202,10 +201,10 @@ Result<void> NsysReader::readGpuTable(
             }
             name = it->second;
         }
-        const std::int64_t globalPid = stmt->integer(cPid);
-        const auto corr = std::uint32_t(stmt->integer(cCorr));
+        const std::int64_t globalPid = stmt->columnInt(cPid);
+        const auto corr = std::uint32_t(stmt->columnInt(cCorr));
         const SliceIndex idx = m_builder.addSlice(
-            streamTrack(stmt->integer(cDevice), stmt->integer(cStream), globalPid), start, end,
+            streamTrack(stmt->columnInt(cDevice), stmt->columnInt(cStream), globalPid), start, end,
             name, category, corr, 0, args.commit());
         const auto rt = m_runtimeByCorrelation.find((std::uint64_t(pidOf(globalPid)) << 32) | corr);
         if (rt != m_runtimeByCorrelation.end()) {
@@ -214,8 +213,7 @@ Result<void> NsysReader::readGpuTable(
         }
     }
     if (stmt->failed()) {
-        return Error::badInput(
-            fmt::format("{}: reading {} failed: {}", m_db.name(), table, m_db.lastError()));
+        return Error::badInput(fmt::format("{} (reading {})", stmt->error().message, table));
     }
     return success();
 }
@@ -247,13 +245,13 @@ Result<void> NsysReader::readNvtx(Progress& progress, std::stop_token stop)
         m_builder.warn(stmt.error().message + "; the table was skipped");
         return success();
     }
-    const int cStart = stmt->column("start");
-    const int cEnd = stmt->column("end");
-    const int cType = stmt->column("eventType");
-    const int cTid = stmt->column("globalTid");
-    const int cText = stmt->column("text");
-    const int cTextId = stmt->column("textId");
-    const int cDomain = stmt->column("domainId");
+    const int cStart = stmt->columnIndex("start");
+    const int cEnd = stmt->columnIndex("end");
+    const int cType = stmt->columnIndex("eventType");
+    const int cTid = stmt->columnIndex("globalTid");
+    const int cText = stmt->columnIndex("text");
+    const int cTextId = stmt->columnIndex("textId");
+    const int cDomain = stmt->columnIndex("domainId");
     const StringId kDomain = m_builder.intern("domain");
     std::unordered_map<std::int64_t, StringId> domains;
     struct Pending {
@@ -265,40 +263,39 @@ Result<void> NsysReader::readNvtx(Progress& progress, std::stop_token stop)
         bool range;
     };
     std::vector<Pending> pending;
-    while (stmt->step()) {
+    while (stmt->next()) {
         if (!tick(progress, stop)) {
             return Error::cancelled();
         }
-        const std::int64_t type = stmt->integer(cType);
-        const std::string_view inlineText = stmt->text(cText);
-        const StringId name = !inlineText.empty() || stmt->isNull(cTextId)
+        const std::int64_t type = stmt->columnInt(cType);
+        const std::string_view inlineText = stmt->columnText(cText);
+        const StringId name = !inlineText.empty() || stmt->columnIsNull(cTextId)
             ? m_builder.intern(redactUserPaths(inlineText))
-            : str(stmt->integer(cTextId));
+            : str(stmt->columnInt(cTextId));
         if (type == domainCreate) {
-            domains[stmt->integer(cDomain)] = name;
+            domains[stmt->columnInt(cDomain)] = name;
             continue;
         }
         if (type != pushPop && type != startEnd && type != mark) {
             continue;
         }
         const bool range = type != mark;
-        if (range && stmt->isNull(cEnd)) {
+        if (range && stmt->columnIsNull(cEnd)) {
             ++m_openRanges;
             continue;
         }
-        const std::int64_t rawStart = stmt->integer(cStart);
+        const std::int64_t rawStart = stmt->columnInt(cStart);
         std::int64_t start = 0;
         std::int64_t end = 0;
-        if (!toTraceTime(rawStart, range ? stmt->integer(cEnd) : rawStart, start, end)) {
+        if (!toTraceTime(rawStart, range ? stmt->columnInt(cEnd) : rawStart, start, end)) {
             ++m_badRows;
             continue;
         }
-        pending.push_back({ threadTrack(stmt->integer(cTid), Lane::Nvtx), start, end, name,
-            stmt->integer(cDomain), range });
+        pending.push_back({ threadTrack(stmt->columnInt(cTid), Lane::Nvtx), start, end, name,
+            stmt->columnInt(cDomain), range });
     }
     if (stmt->failed()) {
-        return Error::badInput(
-            fmt::format("{}: reading {} failed: {}", m_db.name(), table, m_db.lastError()));
+        return Error::badInput(fmt::format("{} (reading {})", stmt->error().message, table));
     }
     // Domains may be created after their first use; their names are attached once all are known.
     for (const auto& p : pending) {

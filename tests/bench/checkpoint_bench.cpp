@@ -10,10 +10,10 @@
 
 #include "base/progress.h"
 #include "bench_support.h"
-#include "checkpoint/dtype_convert.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_writer.h"
+#include "numerics/dtype_convert.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -140,7 +140,7 @@ void loadBf16ToF32(benchmark::State& state)
         auto file = ck::SafetensorsFile::open(f.tensorFile); // map + validate the header each time
         const auto& t = file->tensors()[0];
         file->prefetch(t);
-        auto r = ck::convertElements(file->data(t), day0::DType::BF16,
+        auto r = day0::numerics::convertElements(file->data(t), day0::DType::BF16,
             std::as_writable_bytes(std::span(f.out)), day0::DType::F32, std::size_t(t.numel()));
         benchmark::DoNotOptimize(r.ok());
         benchmark::ClobberMemory();
@@ -156,7 +156,7 @@ void loadBf16ToF32Faulting(benchmark::State& state)
     for (auto _ : state) {
         auto file = ck::SafetensorsFile::open(f.tensorFile);
         const auto& t = file->tensors()[0];
-        auto r = ck::convertElements(file->data(t), day0::DType::BF16,
+        auto r = day0::numerics::convertElements(file->data(t), day0::DType::BF16,
             std::as_writable_bytes(std::span(f.out)), day0::DType::F32, std::size_t(t.numel()));
         benchmark::DoNotOptimize(r.ok());
         benchmark::ClobberMemory();
@@ -171,7 +171,7 @@ void convertOpenFile(benchmark::State& state)
         = ck::SafetensorsFile::open(f.tensorFile); // mapped once, as a loader reading many tensors
     const auto& t = file->tensors()[0];
     for (auto _ : state) {
-        auto r = ck::convertElements(file->data(t), day0::DType::BF16,
+        auto r = day0::numerics::convertElements(file->data(t), day0::DType::BF16,
             std::as_writable_bytes(std::span(f.out)), day0::DType::F32, std::size_t(t.numel()));
         benchmark::DoNotOptimize(r.ok());
         benchmark::ClobberMemory();

@@ -1,9 +1,9 @@
 // fp32 prefill of a shrunk Llama on the CPU reference engine, as a ratio to the same model's
 // forward in PyTorch (Debian's python3-torch through plugins/torch/day0_torch_models.py), measured
 // in the same run. Without torch the PyTorch baseline is skipped and said so.
+#include "checkpoint/tensor_file.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
-#include "numerics/tensor_file.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -84,11 +84,11 @@ double torchSeconds()
         const Model& m = benchModel();
         const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench";
         std::filesystem::create_directories(dir);
-        std::vector<numerics::NamedTensor> tensors;
+        std::vector<checkpoint::NamedTensor> tensors;
         for (const auto& [name, t] : m.weights) {
             tensors.push_back({ name, t });
         }
-        if (!numerics::writeTensorFile(dir / "model.safetensors", tensors).ok()) {
+        if (!checkpoint::writeTensorFile(dir / "model.safetensors", tensors).ok()) {
             return -1.0;
         }
         const auto& s = m.spec;

@@ -2,7 +2,7 @@
 // holds, reading it is an error or a tokenizer, and encoding a fixed prompt with it is an error
 // or ids within the vocabulary; never a crash, a hang past ICU's regex time limit, or an
 // uncaught exception.
-#include "exec/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <unistd.h>
 
@@ -23,12 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::ofstream out(file, std::ios::binary | std::ios::trunc);
         out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
     }
-    auto vocab = day0::exec::readHfTokenizer(file);
+    auto vocab = day0::tokenizer::readHfTokenizer(file);
     if (!vocab) {
         return 0;
     }
     const std::size_t tokens = vocab->tokens.size();
-    auto tokenizer = day0::exec::makeTokenizer(std::move(*vocab), file.string());
+    auto tokenizer = day0::tokenizer::makeTokenizer(std::move(*vocab), file.string());
     if (!tokenizer) {
         return 0;
     }

@@ -34,16 +34,16 @@ int fail(comm::Communicator& c, const Error& e)
 Result<double> runPlan(comm::Communicator& c, const test::ShrunkModel& m, const test::MatrixPlan& p,
     const exec::WeightSource& weights, const std::string& checkpointId)
 {
-    exec::ParallelRunOptions o;
+    parallel::ParallelRunOptions o;
     o.layout = p.layout;
     o.microBatches = p.microBatches;
     o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
     o.newTokens = test::kMatrixTokens;
     o.checkpointId = checkpointId;
-    exec::CommRecorder recorder;
+    parallel::CommRecorder recorder;
     c.setObserver(recorder.observer());
     Progress progress;
-    auto r = exec::runParallelRank(c, m.spec, weights, o, recorder, progress, {});
+    auto r = parallel::runParallelRank(c, m.spec, weights, o, recorder, progress, {});
     if (!r) {
         return r.error();
     }

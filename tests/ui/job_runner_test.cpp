@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace day0;
 using namespace day0::ui;
@@ -74,6 +76,60 @@ TEST(JobRunner, NewestRequestWins)
     ASSERT_EQ(delivered.size(), 1u);
     EXPECT_EQ(delivered.front(), 2);
     EXPECT_TRUE(firstSawStop.load()) << "the superseded job must be asked to stop";
+}
+
+TEST(JobRunner, StagesArriveInOrderOnTheGuiThreadBeforeTheResult)
+{
+    JobRunner runner;
+    JobTicket ticket;
+    QObject receiver;
+    std::vector<std::string> events;
+    bool allOnGui = true;
+    runner.startStaged<int, int>(
+        ticket, QStringLiteral("staged"), &receiver,
+        [](Progress&, std::stop_token, const std::function<void(int&&)>& stage) {
+            stage(1);
+            stage(2);
+            return 3;
+        },
+        [&](int&& v) {
+            events.push_back("stage " + std::to_string(v));
+            allOnGui
+                = allOnGui && QThread::currentThread() == QCoreApplication::instance()->thread();
+        },
+        [&](int&& v) { events.push_back("result " + std::to_string(v)); });
+    runner.waitForIdle();
+    EXPECT_EQ(events, (std::vector<std::string> { "stage 1", "stage 2", "result 3" }));
+    EXPECT_TRUE(allOnGui);
+}
+
+TEST(JobRunner, StagesOfASupersededJobAreDropped)
+{
+    JobRunner runner;
+    JobTicket ticket;
+    QObject receiver;
+    std::atomic<bool> gate { false };
+    std::vector<int> stages;
+    std::vector<int> results;
+    runner.startStaged<int, int>(
+        ticket, QStringLiteral("old"), &receiver,
+        [&](Progress& p, std::stop_token stop, const std::function<void(int&&)>& stage) {
+            const int v = gatedWork(gate, 1)(p, stop);
+            stage(10); // after the newer request: never shown
+            return v;
+        },
+        [&](int&& v) { stages.push_back(v); }, [&](int&& v) { results.push_back(v); });
+    runner.startStaged<int, int>(
+        ticket, QStringLiteral("new"), &receiver,
+        [](Progress&, std::stop_token, const std::function<void(int&&)>& stage) {
+            stage(20);
+            return 2;
+        },
+        [&](int&& v) { stages.push_back(v); }, [&](int&& v) { results.push_back(v); });
+    gate = true;
+    runner.waitForIdle();
+    EXPECT_EQ(stages, (std::vector<int> { 20 }));
+    EXPECT_EQ(results, (std::vector<int> { 2 }));
 }
 
 TEST(JobRunner, DestroyedReceiverGetsNothing)

@@ -1,3 +1,4 @@
+#include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 #include "exec/shrunk_cache.h"
@@ -5,7 +6,6 @@
 #include "history/run_store.h"
 #include "numerics/comparison_grid.h"
 #include "numerics/error_distribution.h"
-#include "numerics/tensor_file.h"
 #include "panels/builtin_panels.h"
 #include "panels/precision/precision_panel.h"
 #include "shell/main_window.h"
@@ -105,9 +105,9 @@ protected:
     // The comparison `day0 compare reference target --local target-inject` makes.
     static numerics::DumpComparison expected()
     {
-        auto r = numerics::readDump(root() / "reference");
-        auto t = numerics::readDump(root() / "target");
-        auto l = numerics::readDump(root() / "target-inject");
+        auto r = checkpoint::readDump(root() / "reference");
+        auto t = checkpoint::readDump(root() / "target");
+        auto l = checkpoint::readDump(root() / "target-inject");
         EXPECT_TRUE(r.ok() && t.ok() && l.ok());
         auto table = numerics::resolveToleranceTable("");
         numerics::CompareOptions options;
@@ -273,8 +273,8 @@ TEST_F(PrecisionPanelTest, ClickingACellFillsTheHistogramScatterAndOwnError)
     EXPECT_EQ(panel.detail()->anchor, name);
     EXPECT_EQ(m_session.selectedAnchor().toStdString(), name);
     // The histogram holds every element of the tensor.
-    auto r = numerics::readDump(root() / "reference");
-    auto t = numerics::readDump(root() / "target");
+    auto r = checkpoint::readDump(root() / "reference");
+    auto t = checkpoint::readDump(root() / "target");
     auto want = numerics::relativeErrorHistogram(*r->tensor(name), *t->tensor(name));
     ASSERT_TRUE(want.ok());
     ASSERT_EQ(panel.histogramPlot()->barLayerCount(), 1);
@@ -298,8 +298,8 @@ TEST_F(PrecisionPanelTest, PositionsViewShowsTheErrorOfEveryToken)
     const QSize size = panel.heatmapPlot()->heatmapSize();
     ASSERT_EQ(size.width(), 7) << "5 prompt tokens and 2 fed-back generated ones";
     ASSERT_GE(size.height(), 6) << "embedding, 4 layers, norm, logits";
-    auto r = numerics::readDump(root() / "reference");
-    auto t = numerics::readDump(root() / "target");
+    auto r = checkpoint::readDump(root() / "reference");
+    auto t = checkpoint::readDump(root() / "target");
     const int index = panel.rowAt(2, 0);
     ASSERT_GE(index, 0);
     const auto& name = panel.current()->comparison.rows[std::size_t(index)].name;
@@ -513,7 +513,7 @@ TEST_F(PrecisionPanelTest, TheFirstDivergenceIsSelected)
 {
     // The bf16 target with layer 2's attention output 10% off: that capture is the first whose
     // error breaks its tolerance, and the panel opens on it.
-    auto target = numerics::readDump(root() / "target");
+    auto target = checkpoint::readDump(root() / "target");
     ASSERT_TRUE(target.ok()) << target.error().message;
     const std::string damaged = "model.layers.2.self_attn";
     const auto* info = target->find(damaged);
@@ -525,7 +525,7 @@ TEST_F(PrecisionPanelTest, TheFirstDivergenceIsSelected)
     }
     target->add(damaged, numerics::Tensor::fromDoubles(tensor->shape(), values), true, info->op,
         info->precision);
-    ASSERT_TRUE(numerics::writeDump(*target, root() / "damaged").ok());
+    ASSERT_TRUE(checkpoint::writeDump(*target, root() / "damaged").ok());
 
     PrecisionPanel panel(m_session, m_jobs);
     panel.resize(1400, 860);

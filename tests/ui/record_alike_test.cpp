@@ -3,13 +3,16 @@
 // deterministic). Runs the day0 binary when it is built, into the same scratch store.
 #include "checkpoint/shrink.h"
 #include "panels/model/checkpoint_view.h"
+#include "panels/pipeline/pipeline_panel.h"
 #include "panels/precision/precision_work.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "ui_test_support.h"
 
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QProcess>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
@@ -274,4 +277,51 @@ TEST(RecordAlike, PrecisionPanelCompareAsDay0Compare)
     ASSERT_TRUE(cli);
     expectAlike(gui, *cli);
     expectSameComparison(gui, *cli);
+}
+
+TEST(RecordAlike, PipelinePanelValidationAsDay0Validate)
+{
+    if (!cliBuilt()) {
+        GTEST_SKIP() << "day0 is not built";
+    }
+    test::ScratchStore scratch;
+    test::ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-0.6b");
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(scratch.dir() + QStringLiteral("/gui"));
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    panel.startButton()->click();
+    QElapsedTimer clock;
+    clock.start();
+    while (finished.count() == 0 && clock.elapsed() < 120000) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    }
+    ASSERT_EQ(finished.count(), 1) << "the validation did not end";
+    ASSERT_EQ(recorded.count(), 1);
+    const auto gui = load(recorded.at(0).at(0).toLongLong());
+    // The panel writes its three reports into its work folder; the CLI is asked for the same.
+    const QString cliWork = scratch.dir() + QStringLiteral("/cli");
+    const auto cli = recordedByCli(
+        { QStringLiteral("validate"), QStringLiteral("qwen3-0.6b"), QStringLiteral("--work"),
+            cliWork, QStringLiteral("--junit"), cliWork + QStringLiteral("/junit.xml"),
+            QStringLiteral("--report"), cliWork + QStringLiteral("/report.html"),
+            QStringLiteral("--json-report"), cliWork + QStringLiteral("/report.json") });
+    ASSERT_TRUE(cli);
+    expectAlike(gui, *cli);
+    EXPECT_EQ(gui.info.status, history::RunStatus::Ok) << gui.info.message;
+    // What does not depend on timing: the steps' verdicts and the counts of the checkpoint
+    // (shrunk with the same seed) and of its shards.
+    for (const auto& p : gui.properties) {
+        ASSERT_NE(cli->findProperty(p.key), nullptr) << p.key;
+        EXPECT_EQ(p.value, cli->findProperty(p.key)->value) << p.key;
+    }
+    for (const char* m : { "steps_passed", "weights.files", "weights.tensors",
+             "weights.tensor_bytes", "weights.shrunk_parameters" }) {
+        ASSERT_NE(gui.findMetric(m), nullptr) << m;
+        EXPECT_EQ(gui.findMetric(m)->value, cli->findMetric(m)->value) << m;
+    }
+    EXPECT_EQ(gui.layers.size(), cli->layers.size());
 }

@@ -1,6 +1,6 @@
 // The embedded default's timeline: the CPU trace of a demo run, made when the panel is first shown.
+#include "actions/demo.h"
 #include "panels/timeline/timeline_panel.h"
-#include "pipeline/demo.h"
 #include "ui_test_support.h"
 
 #include <set>
@@ -12,7 +12,7 @@ using namespace day0::ui;
 TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
 {
     const test::ScopedCache cache;
-    EXPECT_EQ(pipeline::demoCheckpointPath().parent_path().parent_path().parent_path().string(),
+    EXPECT_EQ(actions::demoCheckpointPath().parent_path().parent_path().parent_path().string(),
         qgetenv("XDG_CACHE_HOME").toStdString());
 
     test::ScratchStore scratch;
@@ -30,7 +30,7 @@ TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
     EXPECT_TRUE(panel.importing()) << "the demo run starts when the panel is first shown";
     test::settle(jobs);
     ASSERT_TRUE(session.trace()) << "a CPU trace is shown";
-    EXPECT_TRUE(std::filesystem::exists(pipeline::demoCheckpointPath() / "config.json"))
+    EXPECT_TRUE(std::filesystem::exists(actions::demoCheckpointPath() / "config.json"))
         << "the demo checkpoint is kept in the cache";
     const auto& trace = *session.trace();
     std::set<std::string> names;

@@ -1,3 +1,4 @@
+#include "actions/records.h"
 #include "history/recording.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
@@ -6,7 +7,6 @@
 #include "panels/timeline/timeline_panel.h"
 #include "panels/timeline/timeline_view.h"
 #include "panels/timeline/track_tree_model.h"
-#include "pipeline/records.h"
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
 #include "profile/timeline_query.h"
@@ -245,7 +245,7 @@ TEST(TimelinePanel, RecordsAnOpenedTraceOnceAsDay0TraceImportDoes)
     for (const auto& f : ranks) {
         files.push_back(QFileInfo(f).absoluteFilePath().toStdString());
     }
-    const auto expected = pipeline::traceRunRecord(*session.trace(), files, "import", 0.0);
+    const auto expected = actions::traceRunRecord(*session.trace(), files, "import", 0.0);
     EXPECT_TRUE(history::sameResult(run, expected));
     EXPECT_EQ(run.info.kind, history::RunKind::Trace);
     EXPECT_EQ(run.info.modelName, "synthetic_rank0.json");

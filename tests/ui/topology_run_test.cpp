@@ -1,9 +1,9 @@
 #include "checkpoint/sharding.h"
-#include "exec/parallel_run.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
+#include "parallel/run.h"
 #include "ui_test_support.h"
 
 #include <QComboBox>
@@ -109,7 +109,7 @@ TEST(TopologyRun, RecordsEachRunAsDay0RunPlanDoes)
     const auto layout = checkpoint::shardLayoutFromPlan(session.plan()).value();
     EXPECT_EQ(run.info.kind, history::RunKind::Run);
     EXPECT_EQ(run.info.status, history::RunStatus::Ok);
-    EXPECT_EQ(run.info.plan, exec::layoutString(layout, 1));
+    EXPECT_EQ(run.info.plan, parallel::layoutString(layout, 1));
     EXPECT_TRUE(panel.runStatus().startsWith(
         QStringLiteral("ran ") + QString::fromStdString(run.info.plan)));
     EXPECT_EQ(run.info.precision, "fp32");

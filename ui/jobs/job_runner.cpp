@@ -59,7 +59,20 @@ void JobRunner::startErased(
     const auto id = info.id;
     const auto stop = info.stop;
     m_pool->start([this, work = std::move(work), state, generation, target, progress, id, stop] {
-        auto deliver = work(*progress, stop.get_token());
+        const PostStage post
+            = [this, state, generation, target, stop](std::function<void()> stage) {
+                  QMetaObject::invokeMethod(
+                      this,
+                      [stage = std::move(stage), state, generation, target, stop] {
+                          if (state->generation.load() != generation || stop.stop_requested()
+                              || target.isNull()) {
+                              return;
+                          }
+                          stage();
+                      },
+                      Qt::QueuedConnection);
+              };
+        auto deliver = work(*progress, stop.get_token(), post);
         QMetaObject::invokeMethod(
             this,
             [this, deliver = std::move(deliver), state, generation, target, id, stop] {

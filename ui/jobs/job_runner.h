@@ -61,9 +61,32 @@ public:
         std::function<T(Progress&, std::stop_token)> work, std::function<void(T&&)> deliver)
     {
         startErased(ticket, title, receiver,
-            [work = std::move(work), deliver = std::move(deliver)](
-                Progress& progress, std::stop_token stop) -> std::function<void()> {
+            [work = std::move(work), deliver = std::move(deliver)](Progress& progress,
+                std::stop_token stop, const PostStage&) -> std::function<void()> {
                 auto result = std::make_shared<T>(work(progress, stop));
+                return [deliver, result] { deliver(std::move(*result)); };
+            });
+    }
+
+    /// Starts `work` whose results arrive in stages (hotspot's parser: a summary first, the
+    /// rest as it is computed): each value `work` hands to its `stage` callback reaches
+    /// `onStage` on the GUI thread, in order, under the same rule as the final result (only
+    /// while the job is the newest on its ticket, not cancelled, and `receiver` exists);
+    /// `deliver` gets the final result after every stage.
+    template <typename S, typename T>
+    void startStaged(JobTicket& ticket, const QString& title, QObject* receiver,
+        std::function<T(Progress&, std::stop_token, const std::function<void(S&&)>&)> work,
+        std::function<void(S&&)> onStage, std::function<void(T&&)> deliver)
+    {
+        startErased(ticket, title, receiver,
+            [work = std::move(work), onStage = std::move(onStage), deliver = std::move(deliver)](
+                Progress& progress, std::stop_token stop,
+                const PostStage& post) -> std::function<void()> {
+                const std::function<void(S &&)> stage = [&post, onStage](S&& value) {
+                    auto shared = std::make_shared<S>(std::move(value));
+                    post([onStage, shared] { onStage(std::move(*shared)); });
+                };
+                auto result = std::make_shared<T>(work(progress, stop, stage));
                 return [deliver, result] { deliver(std::move(*result)); };
             });
     }
@@ -80,7 +103,10 @@ signals:
     void jobFinished(quint64 id);
 
 private:
-    using ErasedWork = std::function<std::function<void()>(Progress&, std::stop_token)>;
+    /// Runs a closure on the GUI thread under the job's delivery rule (an interim stage).
+    using PostStage = std::function<void(std::function<void()>)>;
+    using ErasedWork
+        = std::function<std::function<void()>(Progress&, std::stop_token, const PostStage&)>;
     void startErased(JobTicket& ticket, const QString& title, QObject* receiver, ErasedWork work);
     void finish(std::uint64_t id);
 

@@ -1,7 +1,7 @@
 #include "base/file_util.h"
 #include "base/sha256.h"
 #include "checkpoint/block_fp8.h"
-#include "checkpoint/dtype_convert.h"
+#include "numerics/dtype_convert.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ template <typename T> std::string digestOf(const std::vector<T>& v)
 
 bool isNan16(std::uint16_t h, bool bf16)
 {
-    return bf16 ? std::isnan(bf16ToFloat(h)) : std::isnan(f16ToFloat(h));
+    return bf16 ? std::isnan(numerics::bf16ToFloat(h)) : std::isnan(numerics::f16ToFloat(h));
 }
 
 std::vector<std::uint32_t> f32Inputs(const nlohmann::json& expected)
@@ -60,11 +60,11 @@ TEST(Conversion, MatchesPyTorchOnAllF16AndBf16Values)
     std::vector<std::uint16_t> b2h(65536);
     std::vector<std::uint16_t> h2b(65536);
     for (std::uint32_t i = 0; i < 65536; ++i) {
-        const float fromHalf = f16ToFloat(std::uint16_t(i));
+        const float fromHalf = numerics::f16ToFloat(std::uint16_t(i));
         h2f[i] = std::isnan(fromHalf) ? 0x7FC00000u : std::bit_cast<std::uint32_t>(fromHalf);
-        const auto h = floatToF16(bf16ToFloat(std::uint16_t(i)));
+        const auto h = numerics::floatToF16(numerics::bf16ToFloat(std::uint16_t(i)));
         b2h[i] = isNan16(h, false) ? 0x7E00 : h;
-        const auto b = floatToBf16(f16ToFloat(std::uint16_t(i)));
+        const auto b = numerics::floatToBf16(numerics::f16ToFloat(std::uint16_t(i)));
         h2b[i] = isNan16(b, true) ? 0x7FC0 : b;
     }
     EXPECT_EQ(digestOf(h2f), sha["f16_to_f32"]);
@@ -76,8 +76,8 @@ TEST(Conversion, MatchesPyTorchOnAllF16AndBf16Values)
     std::vector<std::uint16_t> f2h(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const float x = std::bit_cast<float>(inputs[i]);
-        const auto b = floatToBf16(x);
-        const auto h = floatToF16(x);
+        const auto b = numerics::floatToBf16(x);
+        const auto h = numerics::floatToF16(x);
         f2b[i] = isNan16(b, true) ? 0x7FC0 : b;
         f2h[i] = isNan16(h, false) ? 0x7E00 : h;
     }
@@ -87,9 +87,10 @@ TEST(Conversion, MatchesPyTorchOnAllF16AndBf16Values)
     for (const auto& s : expected["samples"]) {
         const float x = std::bit_cast<float>(
             std::uint32_t(std::stoul(s["f32"].get<std::string>(), nullptr, 16)));
-        EXPECT_EQ(floatToBf16(x), std::stoul(s["bf16"].get<std::string>(), nullptr, 16))
+        EXPECT_EQ(numerics::floatToBf16(x), std::stoul(s["bf16"].get<std::string>(), nullptr, 16))
             << s.dump();
-        EXPECT_EQ(floatToF16(x), std::stoul(s["f16"].get<std::string>(), nullptr, 16)) << s.dump();
+        EXPECT_EQ(numerics::floatToF16(x), std::stoul(s["f16"].get<std::string>(), nullptr, 16))
+            << s.dump();
     }
 }
 
@@ -110,22 +111,22 @@ TEST(Conversion, DecodesAll256Fp8Codes)
     for (int c = 0; c < 256; ++c) {
         const bool e4Nan = (c & 0x7F) == 0x7F;
         if (e4Nan) {
-            EXPECT_TRUE(std::isnan(e4m3ToFloat(std::uint8_t(c))));
+            EXPECT_TRUE(std::isnan(numerics::e4m3ToFloat(std::uint8_t(c))));
         } else {
-            EXPECT_EQ(double(e4m3ToFloat(std::uint8_t(c))), fp8Value(c, true)) << c;
+            EXPECT_EQ(double(numerics::e4m3ToFloat(std::uint8_t(c))), fp8Value(c, true)) << c;
         }
         const int e5 = (c >> 2) & 31;
         if (e5 == 31) {
-            EXPECT_EQ(std::isinf(e5m2ToFloat(std::uint8_t(c))), (c & 3) == 0) << c;
-            EXPECT_EQ(std::isnan(e5m2ToFloat(std::uint8_t(c))), (c & 3) != 0) << c;
+            EXPECT_EQ(std::isinf(numerics::e5m2ToFloat(std::uint8_t(c))), (c & 3) == 0) << c;
+            EXPECT_EQ(std::isnan(numerics::e5m2ToFloat(std::uint8_t(c))), (c & 3) != 0) << c;
         } else {
-            EXPECT_EQ(double(e5m2ToFloat(std::uint8_t(c))), fp8Value(c, false)) << c;
+            EXPECT_EQ(double(numerics::e5m2ToFloat(std::uint8_t(c))), fp8Value(c, false)) << c;
         }
     }
-    EXPECT_EQ(e4m3ToFloat(0x7E), 448.0f);
-    EXPECT_EQ(e4m3ToFloat(0x01), std::ldexp(1.0f, -9));
-    EXPECT_EQ(e5m2ToFloat(0x7B), 57344.0f);
-    EXPECT_EQ(e5m2ToFloat(0x01), std::ldexp(1.0f, -16));
+    EXPECT_EQ(numerics::e4m3ToFloat(0x7E), 448.0f);
+    EXPECT_EQ(numerics::e4m3ToFloat(0x01), std::ldexp(1.0f, -9));
+    EXPECT_EQ(numerics::e5m2ToFloat(0x7B), 57344.0f);
+    EXPECT_EQ(numerics::e5m2ToFloat(0x01), std::ldexp(1.0f, -16));
 }
 
 /// The expected FP8 code of x by exhaustive search: the nearest finite code, ties to the even
@@ -161,7 +162,8 @@ std::vector<float> probeFloats()
 {
     std::vector<float> v;
     for (std::uint32_t i = 0; i < 65536; ++i) {
-        v.push_back(bf16ToFloat(std::uint16_t(i))); // every BF16 value: every exponent, both signs
+        v.push_back(numerics::bf16ToFloat(
+            std::uint16_t(i))); // every BF16 value: every exponent, both signs
     }
     for (const bool e4m3 : { true, false }) { // exact midpoints and their neighbours
         for (int c = 0; c < 0x7F; ++c) {
@@ -187,25 +189,25 @@ TEST(Conversion, Fp8EncodingMatchesExhaustiveNearestEven)
 {
     for (const float x : probeFloats()) {
         if (std::isnan(x)) {
-            EXPECT_EQ(floatToE4m3(x) & 0x7F, 0x7F);
+            EXPECT_EQ(numerics::floatToE4m3(x) & 0x7F, 0x7F);
             continue;
         }
-        ASSERT_EQ(floatToE4m3(x), bruteForceFp8(x, true)) << "E4M3 of " << x;
-        ASSERT_EQ(floatToE5m2(x), bruteForceFp8(x, false)) << "E5M2 of " << x;
+        ASSERT_EQ(numerics::floatToE4m3(x), bruteForceFp8(x, true)) << "E4M3 of " << x;
+        ASSERT_EQ(numerics::floatToE5m2(x), bruteForceFp8(x, false)) << "E5M2 of " << x;
     }
     // Saturation and infinities.
-    EXPECT_EQ(floatToE4m3(std::numeric_limits<float>::infinity()), 0x7E);
-    EXPECT_EQ(floatToE4m3(-1e6f), 0xFE);
-    EXPECT_EQ(floatToE5m2(std::numeric_limits<float>::infinity()), 0x7C);
-    EXPECT_EQ(floatToE5m2(61439.0f), 0x7B);
-    EXPECT_EQ(floatToE5m2(61440.0f), 0x7C);
+    EXPECT_EQ(numerics::floatToE4m3(std::numeric_limits<float>::infinity()), 0x7E);
+    EXPECT_EQ(numerics::floatToE4m3(-1e6f), 0xFE);
+    EXPECT_EQ(numerics::floatToE5m2(std::numeric_limits<float>::infinity()), 0x7C);
+    EXPECT_EQ(numerics::floatToE5m2(61439.0f), 0x7B);
+    EXPECT_EQ(numerics::floatToE5m2(61440.0f), 0x7C);
     // Every code survives decode → encode.
     for (int c = 0; c < 256; ++c) {
         if ((c & 0x7F) != 0x7F) {
-            EXPECT_EQ(floatToE4m3(e4m3ToFloat(std::uint8_t(c))), c);
+            EXPECT_EQ(numerics::floatToE4m3(numerics::e4m3ToFloat(std::uint8_t(c))), c);
         }
         if (((c >> 2) & 31) != 31) {
-            EXPECT_EQ(floatToE5m2(e5m2ToFloat(std::uint8_t(c))), c);
+            EXPECT_EQ(numerics::floatToE5m2(numerics::e5m2ToFloat(std::uint8_t(c))), c);
         }
     }
 }
@@ -215,31 +217,33 @@ TEST(Conversion, DoublePathAgreesWithFloatPathAndRoundsOnce)
     for (const float x : probeFloats()) {
         const double d = x;
         if (std::isnan(x)) { // payloads are not part of the contract; NaN-ness is
-            EXPECT_TRUE(std::isnan(bf16ToFloat(std::uint16_t(roundDoubleTo(d, DType::BF16)))));
-            EXPECT_TRUE(std::isnan(f16ToFloat(std::uint16_t(roundDoubleTo(d, DType::F16)))));
+            EXPECT_TRUE(std::isnan(
+                numerics::bf16ToFloat(std::uint16_t(numerics::roundDoubleTo(d, DType::BF16)))));
+            EXPECT_TRUE(std::isnan(
+                numerics::f16ToFloat(std::uint16_t(numerics::roundDoubleTo(d, DType::F16)))));
             continue;
         }
-        ASSERT_EQ(roundDoubleTo(d, DType::BF16), floatToBf16(x)) << x;
-        ASSERT_EQ(roundDoubleTo(d, DType::F16), floatToF16(x)) << x;
-        ASSERT_EQ(roundDoubleTo(d, DType::F8E4M3), floatToE4m3(x)) << x;
-        ASSERT_EQ(roundDoubleTo(d, DType::F8E5M2), floatToE5m2(x)) << x;
+        ASSERT_EQ(numerics::roundDoubleTo(d, DType::BF16), numerics::floatToBf16(x)) << x;
+        ASSERT_EQ(numerics::roundDoubleTo(d, DType::F16), numerics::floatToF16(x)) << x;
+        ASSERT_EQ(numerics::roundDoubleTo(d, DType::F8E4M3), numerics::floatToE4m3(x)) << x;
+        ASSERT_EQ(numerics::roundDoubleTo(d, DType::F8E5M2), numerics::floatToE5m2(x)) << x;
     }
     // 1 + 2^-8 + 2^-30 is just above the BF16 midpoint, but rounds to the midpoint in F32 first;
     // going through F32 would then tie to even (down). Rounding once goes up.
     const double x = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
-    EXPECT_EQ(floatToBf16(float(x)), 0x3F80);
-    EXPECT_EQ(roundDoubleTo(x, DType::BF16), 0x3F81u);
+    EXPECT_EQ(numerics::floatToBf16(float(x)), 0x3F80);
+    EXPECT_EQ(numerics::roundDoubleTo(x, DType::BF16), 0x3F81u);
 }
 
 TEST(Conversion, Int8RoundsHalfEvenAndSaturates)
 {
-    EXPECT_EQ(floatToI8(2.5f), 2);
-    EXPECT_EQ(floatToI8(3.5f), 4);
-    EXPECT_EQ(floatToI8(-2.5f), -2);
-    EXPECT_EQ(floatToI8(126.6f), 127);
-    EXPECT_EQ(floatToI8(1e9f), 127);
-    EXPECT_EQ(floatToI8(-1e9f), -128);
-    EXPECT_EQ(floatToI8(std::numeric_limits<float>::quiet_NaN()), 0);
+    EXPECT_EQ(numerics::floatToI8(2.5f), 2);
+    EXPECT_EQ(numerics::floatToI8(3.5f), 4);
+    EXPECT_EQ(numerics::floatToI8(-2.5f), -2);
+    EXPECT_EQ(numerics::floatToI8(126.6f), 127);
+    EXPECT_EQ(numerics::floatToI8(1e9f), 127);
+    EXPECT_EQ(numerics::floatToI8(-1e9f), -128);
+    EXPECT_EQ(numerics::floatToI8(std::numeric_limits<float>::quiet_NaN()), 0);
 }
 
 TEST(Conversion, BulkMatchesScalar)
@@ -249,19 +253,19 @@ TEST(Conversion, BulkMatchesScalar)
         bf[i] = std::uint16_t(i * 65 + 3);
     }
     std::vector<float> f(bf.size());
-    ASSERT_TRUE(convertElements(std::as_bytes(std::span(bf)), DType::BF16,
+    ASSERT_TRUE(numerics::convertElements(std::as_bytes(std::span(bf)), DType::BF16,
         std::as_writable_bytes(std::span(f)), DType::F32, bf.size())
                     .ok());
     std::vector<std::uint8_t> e4(bf.size());
-    ASSERT_TRUE(convertElements(std::as_bytes(std::span(bf)), DType::BF16,
+    ASSERT_TRUE(numerics::convertElements(std::as_bytes(std::span(bf)), DType::BF16,
         std::as_writable_bytes(std::span(e4)), DType::F8E4M3, bf.size())
                     .ok());
     for (std::size_t i = 0; i < bf.size(); ++i) {
-        ASSERT_EQ(
-            std::bit_cast<std::uint32_t>(f[i]), std::bit_cast<std::uint32_t>(bf16ToFloat(bf[i])));
-        ASSERT_EQ(e4[i], floatToE4m3(bf16ToFloat(bf[i])));
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(f[i]),
+            std::bit_cast<std::uint32_t>(numerics::bf16ToFloat(bf[i])));
+        ASSERT_EQ(e4[i], numerics::floatToE4m3(numerics::bf16ToFloat(bf[i])));
     }
-    EXPECT_FALSE(convertElements({}, DType::I64, {}, DType::F32, 0).ok());
+    EXPECT_FALSE(numerics::convertElements({}, DType::I64, {}, DType::F32, 0).ok());
 }
 
 TEST(Conversion, Bf16ToF32IsExactOnEveryPathAndAlignment)
@@ -278,7 +282,7 @@ TEST(Conversion, Bf16ToF32IsExactOnEveryPathAndAlignment)
         }
         for (std::size_t offset = 0; offset < 4; ++offset) {
             std::vector<std::byte> dst(4 * count + 4, std::byte { 0xAB });
-            ASSERT_TRUE(convertElements(std::span(src).subspan(1), DType::BF16,
+            ASSERT_TRUE(numerics::convertElements(std::span(src).subspan(1), DType::BF16,
                 std::span(dst).subspan(offset), DType::F32, count)
                             .ok());
             for (std::size_t i = 0; i < count; ++i) {
@@ -327,7 +331,7 @@ TEST(BlockFp8, DequantizesWithPartialEdgeBlocks)
             const float expected
                 = float(fp8Value(w[i], true)) * s[std::size_t((r / 128) * 2 + c / 128)];
             ASSERT_EQ(out[i], expected) << r << "," << c;
-            ASSERT_EQ(outBf[i], floatToBf16(expected));
+            ASSERT_EQ(outBf[i], numerics::floatToBf16(expected));
         }
     }
     // Wrong scale shape is refused.

@@ -1,8 +1,8 @@
 #include "base/file_util.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/convert.h"
-#include "checkpoint/dtype_convert.h"
 #include "checkpoint/manifest.h"
+#include "numerics/dtype_convert.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -77,7 +77,9 @@ TEST(Convert, DequantizesBlockFp8ToBf16Exactly)
             const auto i = std::size_t(r * kCols + c);
             std::uint16_t got;
             std::memcpy(&got, data->data() + 2 * i, 2);
-            ASSERT_EQ(got, floatToBf16(e4m3ToFloat(w[i]) * s[std::size_t((r / 128) * 3 + c / 128)]))
+            ASSERT_EQ(got,
+                numerics::floatToBf16(
+                    numerics::e4m3ToFloat(w[i]) * s[std::size_t((r / 128) * 3 + c / 128)]))
                 << r << "," << c;
         }
     }

@@ -1,7 +1,7 @@
+#include "checkpoint/tensor_file.h"
 #include "exec/engine.h"
 #include "numerics/dump_compare.h"
 #include "numerics/float_formats.h"
-#include "numerics/tensor_file.h"
 #include "tiny_models.h"
 
 #include <gtest/gtest.h>
@@ -221,15 +221,15 @@ TEST(Engine, CaptureOptionsAndDumpRoundTrip)
 
     const auto dir = std::filesystem::temp_directory_path() / "day0_exec_dump_test";
     std::filesystem::remove_all(dir);
-    ASSERT_TRUE(numerics::writeDump(all.dump, dir).ok());
-    const auto back = numerics::readDump(dir);
+    ASSERT_TRUE(checkpoint::writeDump(all.dump, dir).ok());
+    const auto back = checkpoint::readDump(dir);
     ASSERT_TRUE(back.ok()) << back.error().message;
     EXPECT_EQ(back->captures().size(), d.captures().size());
     EXPECT_EQ(relL2(*back->tensor("lm_head"), *d.tensor("lm_head")), 0.0);
     EXPECT_EQ(back->tensor("model.layers.0.mlp.gate#topk")->toInts(),
         d.tensor("model.layers.0.mlp.gate#topk")->toInts());
     std::filesystem::remove(dir / "tensors.safetensors");
-    EXPECT_FALSE(numerics::readDump(dir).ok());
+    EXPECT_FALSE(checkpoint::readDump(dir).ok());
     std::filesystem::remove_all(dir);
 }
 

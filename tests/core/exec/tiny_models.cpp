@@ -1,7 +1,7 @@
 #include "tiny_models.h"
 
+#include "checkpoint/tensor_file.h"
 #include "exec/forward.h"
-#include "numerics/tensor_file.h"
 
 #include <cmath>
 #include <fstream>
@@ -237,11 +237,11 @@ TinyModel tinyDeepseekV3()
 void writeCheckpoint(const TinyModel& model, const std::filesystem::path& dir, DType storage)
 {
     std::filesystem::create_directories(dir);
-    std::vector<numerics::NamedTensor> tensors;
+    std::vector<checkpoint::NamedTensor> tensors;
     for (const auto& [name, t] : model.weights) {
         tensors.push_back({ name, storage == DType::F32 ? t : t.to(storage) });
     }
-    if (!numerics::writeTensorFile(dir / "model.safetensors", tensors, { { "format", "pt" } })
+    if (!checkpoint::writeTensorFile(dir / "model.safetensors", tensors, { { "format", "pt" } })
              .ok()) {
         throw std::runtime_error("cannot write " + (dir / "model.safetensors").string());
     }

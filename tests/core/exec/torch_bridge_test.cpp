@@ -4,10 +4,10 @@
 #include "base/json_util.h"
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
+#include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "numerics/dump_compare.h"
-#include "numerics/tensor_file.h"
 #include "tiny_models.h"
 
 #include <fmt/format.h>
@@ -91,7 +91,7 @@ Agreement checkAgainstTorch(const test::TinyModel& m)
             (dir / "torch.log").string());
     const int rc = std::system(command.c_str());
     EXPECT_EQ(rc, 0) << command;
-    auto theirs = numerics::readDump(dir / "torch");
+    auto theirs = checkpoint::readDump(dir / "torch");
     EXPECT_TRUE(theirs.ok()) << (theirs.ok() ? "" : theirs.error().message);
     Agreement a;
     if (!theirs.ok() || !ours.ok()) {
@@ -197,7 +197,7 @@ TEST(TorchBridge, EmulatedBf16DriftsLikePyTorchBf16)
             bridgeScript().string(), dir.string(), fmt::join(o.promptIds, ","),
             fmt::join(o.forcedTokens, ","), (dir / "torch").string(), (dir / "torch.log").string());
         ASSERT_EQ(std::system(command.c_str()), 0) << command;
-        const auto torch = numerics::readDump(dir / "torch");
+        const auto torch = checkpoint::readDump(dir / "torch");
         ASSERT_TRUE(torch.ok()) << torch.error().message;
         for (const auto& c : ref->dump.captures()) {
             const auto* r = ref->dump.tensor(c.name);
@@ -255,7 +255,7 @@ TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
             fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
             (dir / "torch").string(), (dir / "torch.log").string());
         ASSERT_EQ(std::system(command.c_str()), 0) << command;
-        const auto theirs = numerics::readDump(dir / "torch");
+        const auto theirs = checkpoint::readDump(dir / "torch");
         ASSERT_TRUE(theirs.ok()) << theirs.error().message;
         EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
         const auto logits
@@ -350,7 +350,7 @@ void checkVisionAgainstTorch(const std::string& model, std::int64_t height, std:
         fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
         (dir / "image.ppm").string(), (dir / "torch").string(), (dir / "torch.log").string());
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    const auto theirs = numerics::readDump(dir / "torch");
+    const auto theirs = checkpoint::readDump(dir / "torch");
     ASSERT_TRUE(theirs.ok()) << theirs.error().message;
     EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
     EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
@@ -468,7 +468,7 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
             fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
             (dir / "torch").string(), (dir / "torch.log").string());
         ASSERT_EQ(std::system(command.c_str()), 0) << command;
-        const auto theirs = numerics::readDump(dir / "torch");
+        const auto theirs = checkpoint::readDump(dir / "torch");
         ASSERT_TRUE(theirs.ok()) << theirs.error().message;
         EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
         EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);

@@ -53,9 +53,9 @@ float bruteForceRound(float x, const std::vector<std::pair<float, std::uint32_t>
     return std::copysign((lo->second & 1u) == 0 ? lo->first : hi->first, x);
 }
 
-float decodeF16(std::uint32_t b) { return f16BitsToFloat(std::uint16_t(b)); }
-float decodeE4M3(std::uint32_t b) { return f8E4M3BitsToFloat(std::uint8_t(b)); }
-float decodeE5M2(std::uint32_t b) { return f8E5M2BitsToFloat(std::uint8_t(b)); }
+float decodeF16(std::uint32_t b) { return f16ToFloat(std::uint16_t(b)); }
+float decodeE4M3(std::uint32_t b) { return e4m3ToFloat(std::uint8_t(b)); }
+float decodeE5M2(std::uint32_t b) { return e5m2ToFloat(std::uint8_t(b)); }
 
 std::vector<float> samples(float maxMagnitude, int count)
 {
@@ -74,8 +74,8 @@ std::vector<float> samples(float maxMagnitude, int count)
 
 TEST(FloatFormats, Bf16RoundsToNearestEven)
 {
-    EXPECT_EQ(floatToBf16Bits(1.0f), 0x3F80u);
-    EXPECT_EQ(bf16BitsToFloat(0x3F80u), 1.0f);
+    EXPECT_EQ(floatToBf16(1.0f), 0x3F80u);
+    EXPECT_EQ(bf16ToFloat(0x3F80u), 1.0f);
     // Halfway between 1 and 1 + 2^-7: ties to the even mantissa (1.0).
     EXPECT_EQ(roundToFormat(1.0f + std::ldexp(1.0f, -8), DType::BF16), 1.0f);
     // Halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
@@ -85,68 +85,67 @@ TEST(FloatFormats, Bf16RoundsToNearestEven)
         1.0f + std::ldexp(1.0f, -7));
     EXPECT_TRUE(std::isinf(roundToFormat(std::numeric_limits<float>::max(), DType::BF16)));
     EXPECT_TRUE(std::isnan(roundToFormat(std::numeric_limits<float>::quiet_NaN(), DType::BF16)));
-    EXPECT_TRUE(
-        std::isnan(bf16BitsToFloat(floatToBf16Bits(std::numeric_limits<float>::quiet_NaN()))));
+    EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST(FloatFormats, F16KnownValues)
 {
-    EXPECT_EQ(floatToF16Bits(65504.0f), 0x7BFFu);
-    EXPECT_EQ(floatToF16Bits(65519.0f), 0x7BFFu);
-    EXPECT_EQ(floatToF16Bits(65520.0f), 0x7C00u);
-    EXPECT_EQ(floatToF16Bits(1.0f / 3.0f), 0x3555u);
-    EXPECT_EQ(floatToF16Bits(-2.0f), 0xC000u);
-    EXPECT_EQ(floatToF16Bits(std::ldexp(1.0f, -24)), 0x0001u);
-    EXPECT_EQ(floatToF16Bits(std::ldexp(1.0f, -25)), 0x0000u); // tie to even: 0
-    EXPECT_EQ(floatToF16Bits(3 * std::ldexp(1.0f, -25)), 0x0002u); // tie to even: 2
-    EXPECT_EQ(f16BitsToFloat(0x3C00u), 1.0f);
-    EXPECT_TRUE(std::isinf(f16BitsToFloat(0xFC00u)));
+    EXPECT_EQ(floatToF16(65504.0f), 0x7BFFu);
+    EXPECT_EQ(floatToF16(65519.0f), 0x7BFFu);
+    EXPECT_EQ(floatToF16(65520.0f), 0x7C00u);
+    EXPECT_EQ(floatToF16(1.0f / 3.0f), 0x3555u);
+    EXPECT_EQ(floatToF16(-2.0f), 0xC000u);
+    EXPECT_EQ(floatToF16(std::ldexp(1.0f, -24)), 0x0001u);
+    EXPECT_EQ(floatToF16(std::ldexp(1.0f, -25)), 0x0000u); // tie to even: 0
+    EXPECT_EQ(floatToF16(3 * std::ldexp(1.0f, -25)), 0x0002u); // tie to even: 2
+    EXPECT_EQ(f16ToFloat(0x3C00u), 1.0f);
+    EXPECT_TRUE(std::isinf(f16ToFloat(0xFC00u)));
 }
 
 TEST(FloatFormats, F16EveryPatternRoundTrips)
 {
     for (std::uint32_t b = 0; b < 0x10000u; ++b) {
-        const float v = f16BitsToFloat(std::uint16_t(b));
+        const float v = f16ToFloat(std::uint16_t(b));
         if (std::isnan(v)) {
             continue;
         }
-        ASSERT_EQ(floatToF16Bits(v), b) << std::hex << b;
+        ASSERT_EQ(floatToF16(v), b) << std::hex << b;
     }
 }
 
 TEST(FloatFormats, E4M3fnSaturatesAndHasNoInfinity)
 {
-    EXPECT_EQ(floatToF8E4M3Bits(448.0f), 0x7Eu);
-    EXPECT_EQ(floatToF8E4M3Bits(464.0f), 0x7Eu); // tie between 448 and (NaN slot) 480
-    EXPECT_EQ(floatToF8E4M3Bits(1000.0f), 0x7Eu);
-    EXPECT_EQ(floatToF8E4M3Bits(-1e30f), 0xFEu);
-    EXPECT_EQ(floatToF8E4M3Bits(std::numeric_limits<float>::infinity()), 0x7Eu);
-    EXPECT_EQ(floatToF8E4M3Bits(std::numeric_limits<float>::quiet_NaN()) & 0x7Fu, 0x7Fu);
-    EXPECT_EQ(floatToF8E4M3Bits(std::ldexp(1.0f, -9)), 0x01u);
-    EXPECT_EQ(f8E4M3BitsToFloat(0x08u), std::ldexp(1.0f, -6));
-    EXPECT_EQ(f8E4M3BitsToFloat(0x7Eu), 448.0f);
-    EXPECT_TRUE(std::isnan(f8E4M3BitsToFloat(0x7Fu)));
-    EXPECT_TRUE(std::isnan(f8E4M3BitsToFloat(0xFFu)));
-    EXPECT_EQ(f8E4M3BitsToFloat(0x78u), 256.0f);
+    EXPECT_EQ(floatToE4m3(448.0f), 0x7Eu);
+    EXPECT_EQ(floatToE4m3(464.0f), 0x7Eu); // tie between 448 and (NaN slot) 480
+    EXPECT_EQ(floatToE4m3(1000.0f), 0x7Eu);
+    EXPECT_EQ(floatToE4m3(-1e30f), 0xFEu);
+    EXPECT_EQ(floatToE4m3(std::numeric_limits<float>::infinity()), 0x7Eu);
+    EXPECT_EQ(floatToE4m3(std::numeric_limits<float>::quiet_NaN()) & 0x7Fu, 0x7Fu);
+    EXPECT_EQ(floatToE4m3(std::ldexp(1.0f, -9)), 0x01u);
+    EXPECT_EQ(e4m3ToFloat(0x08u), std::ldexp(1.0f, -6));
+    EXPECT_EQ(e4m3ToFloat(0x7Eu), 448.0f);
+    EXPECT_TRUE(std::isnan(e4m3ToFloat(0x7Fu)));
+    EXPECT_TRUE(std::isnan(e4m3ToFloat(0xFFu)));
+    EXPECT_EQ(e4m3ToFloat(0x78u), 256.0f);
     for (std::uint32_t b = 0; b < 256; ++b) {
-        const float v = f8E4M3BitsToFloat(std::uint8_t(b));
+        const float v = e4m3ToFloat(std::uint8_t(b));
         if (!std::isnan(v)) {
-            ASSERT_EQ(floatToF8E4M3Bits(v), b) << b;
+            ASSERT_EQ(floatToE4m3(v), b) << b;
         }
     }
 }
 
-TEST(FloatFormats, E5M2OverflowsToInfinityUnlessSaturating)
+TEST(FloatFormats, E5M2OverflowsToInfinityAndE4M3Saturates)
 {
-    EXPECT_EQ(floatToF8E5M2Bits(57344.0f), 0x7Bu);
-    EXPECT_EQ(floatToF8E5M2Bits(61440.0f), 0x7Cu);
-    EXPECT_EQ(floatToF8E5M2Bits(61440.0f, Overflow::Saturate), 0x7Bu);
-    EXPECT_TRUE(std::isinf(f8E5M2BitsToFloat(0x7Cu)));
-    EXPECT_TRUE(std::isnan(f8E5M2BitsToFloat(0x7Du)));
+    EXPECT_EQ(floatToE5m2(57344.0f), 0x7Bu);
+    EXPECT_EQ(floatToE5m2(61440.0f), 0x7Cu);
+    EXPECT_EQ(floatToE4m3(1.0e6f), 0x7Eu) << "E4M3fn has no infinity: ±448";
+    EXPECT_TRUE(std::isinf(e5m2ToFloat(0x7Cu)));
+    EXPECT_TRUE(std::isnan(e5m2ToFloat(0x7Du)));
     for (std::uint32_t b = 0; b < 256; ++b) {
-        const float v = f8E5M2BitsToFloat(std::uint8_t(b));
+        const float v = e5m2ToFloat(std::uint8_t(b));
         if (!std::isnan(v)) {
-            ASSERT_EQ(floatToF8E5M2Bits(v), b) << b;
+            ASSERT_EQ(floatToE5m2(v), b) << b;
         }
     }
 }

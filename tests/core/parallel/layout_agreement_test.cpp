@@ -4,10 +4,10 @@
 // a field the executor cannot run is refused by name, never dropped.
 #include "base/resources.h"
 #include "checkpoint/sharding.h"
-#include "exec/parallel_run.h"
 #include "hardware/cluster.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
+#include "parallel/run.h"
 #include "plan/layout.h"
 #include "plan/model_summary.h"
 #include "plan/rank_layout.h"
@@ -97,10 +97,10 @@ TEST(LayoutAgreement, ContextParallelismIsRefusedByTheExecutorNotDropped)
     auto layout = checkpoint::parseShardLayout("tp=2,cp=2");
     ASSERT_TRUE(layout) << layout.error().message;
     EXPECT_EQ(layout->cp, 2);
-    const auto runnable = exec::checkRunnable(*layout);
+    const auto runnable = parallel::checkRunnable(*layout);
     ASSERT_FALSE(runnable);
     EXPECT_EQ(runnable.error().code, ErrorCode::Unsupported);
     EXPECT_NE(runnable.error().message.find("cp=2"), std::string::npos);
     EXPECT_NE(runnable.error().message.find("context parallelism"), std::string::npos);
-    EXPECT_TRUE(exec::checkRunnable(*checkpoint::parseShardLayout("tp=2")));
+    EXPECT_TRUE(parallel::checkRunnable(*checkpoint::parseShardLayout("tp=2")));
 }

@@ -32,9 +32,9 @@ const test::ShrunkModel& deepseek()
     return model;
 }
 
-exec::ParallelRunOptions options(const test::ShrunkModel& m, const std::string& plan)
+parallel::ParallelRunOptions options(const test::ShrunkModel& m, const std::string& plan)
 {
-    exec::ParallelRunOptions o;
+    parallel::ParallelRunOptions o;
     o.layout = *checkpoint::parseShardLayout(plan);
     o.prompts = test::matrixPrompts(o.layout.dp, m.spec.vocabSize);
     o.newTokens = 3;
@@ -42,10 +42,11 @@ exec::ParallelRunOptions options(const test::ShrunkModel& m, const std::string& 
     return o;
 }
 
-Result<exec::ParallelRunResult> run(const test::ShrunkModel& m, const exec::ParallelRunOptions& o)
+Result<parallel::ParallelRunResult> run(
+    const test::ShrunkModel& m, const parallel::ParallelRunOptions& o)
 {
     Progress progress;
-    return exec::runParallelInProcess(
+    return parallel::runParallelInProcess(
         m.spec, *m.weights, o, progress, {}, nullptr, {}, { Seconds(20.0) });
 }
 

@@ -44,9 +44,9 @@ const test::ShrunkModel& shrunk(const std::string& config)
     return it->second;
 }
 
-exec::ParallelRunOptions optionsFor(const test::ShrunkModel& m, const test::MatrixPlan& p)
+parallel::ParallelRunOptions optionsFor(const test::ShrunkModel& m, const test::MatrixPlan& p)
 {
-    exec::ParallelRunOptions o;
+    parallel::ParallelRunOptions o;
     o.layout = p.layout;
     o.microBatches = p.microBatches;
     o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
@@ -63,7 +63,7 @@ void proveMatrix(const std::string& config)
     for (const auto& p : plans) {
         SCOPED_TRACE(p.label());
         Progress progress;
-        auto r = exec::runParallelInProcess(
+        auto r = parallel::runParallelInProcess(
             m.spec, *m.weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(30.0) });
         ASSERT_TRUE(r.ok()) << r.error().message;
         ASSERT_EQ(r->sequences.size(), std::size_t(p.layout.dp * p.microBatches));
@@ -113,8 +113,8 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
         tracers.push_back(owned.back().get());
     }
     Progress progress;
-    exec::RankProgress perRank;
-    auto r = exec::runParallelInProcess(
+    parallel::RankProgress perRank;
+    auto r = parallel::runParallelInProcess(
         m.spec, *m.weights, optionsFor(m, p), progress, {}, &perRank, tracers);
     ASSERT_TRUE(r.ok()) << r.error().message;
     ASSERT_EQ(perRank.ranks.size(), 4U);
@@ -124,8 +124,8 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
     ASSERT_EQ(r->ranks.size(), 4U);
     EXPECT_TRUE(r->machine.measured);
     EXPECT_GT(r->machine.bandwidth, 0.0);
-    const auto table = exec::commTable(r->events, 4, r->machine);
-    std::map<std::string, exec::CommKindRow> byKind;
+    const auto table = parallel::commTable(r->events, 4, r->machine);
+    std::map<std::string, parallel::CommKindRow> byKind;
     for (const auto& row : table) {
         byKind[row.kind] = row;
     }
@@ -148,7 +148,7 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
     EXPECT_GT(byKind["total"].measuredSeconds, 0.0);
     EXPECT_GT(byKind["all_reduce"].predictedSeconds, 0.0);
     // Two ranks per node: each stage is one node, so only pipeline hand-offs leave a node.
-    const auto traffic = exec::nodeTraffic(r->events, p.layout, 2);
+    const auto traffic = parallel::nodeTraffic(r->events, p.layout, 2);
     ASSERT_EQ(traffic.size(), 2U);
     EXPECT_EQ(traffic[0].interBytes, byKind["send"].bytes);
     EXPECT_EQ(traffic[1].interBytes, byKind["send"].bytes);
@@ -168,19 +168,19 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
 namespace {
 
 /// Runs rank r of a 2-rank tp=2 world with options changed per rank by `tweak`.
-Error runMismatched(const std::function<void(int, exec::ParallelRunOptions&)>& tweak)
+Error runMismatched(const std::function<void(int, parallel::ParallelRunOptions&)>& tweak)
 {
     const auto& m = shrunk("llama-3.1-8b");
     test::MatrixPlan p;
     p.layout.tp = 2;
     auto base = optionsFor(m, p);
-    exec::CommRecorder recorder;
+    parallel::CommRecorder recorder;
     auto outcome = comm::runInProcess(2,
         [&](comm::Communicator& c) -> Result<void> {
             auto o = base;
             tweak(c.rank(), o);
             Progress progress;
-            auto r = exec::runParallelRank(c, m.spec, *m.weights, o, recorder, progress, {});
+            auto r = parallel::runParallelRank(c, m.spec, *m.weights, o, recorder, progress, {});
             if (!r) {
                 return r.error();
             }
@@ -195,7 +195,7 @@ Error runMismatched(const std::function<void(int, exec::ParallelRunOptions&)>& t
 
 TEST(ParallelFaults, DifferentPlansAreNamedAtStart)
 {
-    const Error e = runMismatched([](int rank, exec::ParallelRunOptions& o) {
+    const Error e = runMismatched([](int rank, parallel::ParallelRunOptions& o) {
         if (rank == 1) {
             o.layout.tp = 1;
             o.layout.dp = 2;
@@ -209,7 +209,7 @@ TEST(ParallelFaults, DifferentPlansAreNamedAtStart)
 
 TEST(ParallelFaults, DifferentCheckpointsAreNamedAtStart)
 {
-    const Error e = runMismatched([](int rank, exec::ParallelRunOptions& o) {
+    const Error e = runMismatched([](int rank, parallel::ParallelRunOptions& o) {
         if (rank == 1) {
             o.checkpointId = "0123abcd";
         }
@@ -229,7 +229,7 @@ Error runFaulty(double delay)
     p.layout.ep = 4; // expert 7 lives on rank 3 only
     test::FaultyWeights weights(*m.weights, "model.layers.0.mlp.experts.7.up_proj.weight", delay);
     Progress progress;
-    auto r = exec::runParallelInProcess(
+    auto r = parallel::runParallelInProcess(
         m.spec, weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(0.5) });
     EXPECT_FALSE(r.ok());
     return r.ok() ? Error::internal("no error") : r.error();
@@ -265,18 +265,19 @@ void proveFromShardFolder(const std::string& config, const test::MatrixPlan& p)
     auto written = checkpoint::shardCheckpoint(
         m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
     ASSERT_TRUE(written.ok()) << written.error().message;
-    ASSERT_TRUE(exec::isShardFolder(out));
-    auto folder = exec::openShardFolder(out, p.layout);
+    ASSERT_TRUE(parallel::isShardFolder(out));
+    auto folder = parallel::openShardFolder(out, p.layout);
     ASSERT_TRUE(folder.ok()) << folder.error().message;
     auto o = optionsFor(m, p);
     o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
-    auto r = exec::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+    auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
     ASSERT_TRUE(r.ok()) << r.error().message;
     auto err = test::compareWithSingleRank(m, r->sequences, test::kMatrixTokens);
     ASSERT_TRUE(err.ok()) << err.error().message;
     EXPECT_LE(*err, kTolerance);
     // The rank files hold exactly the slices an in-memory run cuts from the full checkpoint.
-    auto inMemory = exec::runParallelInProcess(m.spec, *m.weights, optionsFor(m, p), progress, {});
+    auto inMemory
+        = parallel::runParallelInProcess(m.spec, *m.weights, optionsFor(m, p), progress, {});
     ASSERT_TRUE(inMemory.ok()) << inMemory.error().message;
     ASSERT_EQ(inMemory->ranks.size(), r->ranks.size());
     for (std::size_t i = 0; i < r->ranks.size(); ++i) {
@@ -288,7 +289,7 @@ void proveFromShardFolder(const std::string& config, const test::MatrixPlan& p)
 
     auto other = p;
     other.layout.tp = p.layout.tp == 1 ? 2 : 1;
-    auto wrong = exec::openShardFolder(out, other.layout);
+    auto wrong = parallel::openShardFolder(out, other.layout);
     ASSERT_FALSE(wrong.ok());
     EXPECT_NE(wrong.error().message.find("the shards were written for"), std::string::npos)
         << wrong.error().message;
@@ -318,14 +319,14 @@ TEST(ParallelSequence, SequenceParallelismMatchesPlainTensorParallelismAndSplits
         const auto base = *checkpoint::parseShardLayout(plan);
         auto withSp = *checkpoint::parseShardLayout(std::string(plan) + ",sp=on");
         ASSERT_TRUE(withSp.sp);
-        Result<exec::ParallelRunResult> runs[2]
+        Result<parallel::ParallelRunResult> runs[2]
             = { Error::internal("not run"), Error::internal("not run") };
         for (int i = 0; i < 2; ++i) {
             test::MatrixPlan p;
             p.layout = i == 0 ? base : withSp;
             p.microBatches = p.layout.pp;
             Progress progress;
-            runs[i] = exec::runParallelInProcess(
+            runs[i] = parallel::runParallelInProcess(
                 m.spec, *m.weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(30.0) });
             ASSERT_TRUE(runs[i].ok()) << runs[i].error().message;
         }
@@ -340,9 +341,9 @@ TEST(ParallelSequence, SequenceParallelismMatchesPlainTensorParallelismAndSplits
         auto err = test::compareWithSingleRank(m, sp.sequences, test::kMatrixTokens);
         ASSERT_TRUE(err.ok()) << err.error().message;
         EXPECT_LE(*err, kTolerance);
-        const auto count = [](const exec::ParallelRunResult& r, comm::CollectiveKind kind) {
+        const auto count = [](const parallel::ParallelRunResult& r, comm::CollectiveKind kind) {
             return std::count_if(r.events.begin(), r.events.end(),
-                [&](const exec::CommEvent& e) { return e.kind == kind; });
+                [&](const parallel::CommEvent& e) { return e.kind == kind; });
         };
         // The TP all-reduces of the residual stream become reduce-scatters, and each
         // column-parallel region starts with an all-gather.
@@ -364,6 +365,6 @@ TEST(ParallelSequence, SequenceParallelismMatchesPlainTensorParallelismAndSplits
         if (base.pp > 1) {
             EXPECT_LT(spSend, plainSend);
         }
-        EXPECT_NE(exec::layoutString(withSp, 1).find("sp=on"), std::string::npos);
+        EXPECT_NE(parallel::layoutString(withSp, 1).find("sp=on"), std::string::npos);
     }
 }

@@ -43,7 +43,7 @@ Result<ShrunkModel> makeShrunkModel(
         return weights.error();
     }
     m.weights = std::move(*weights);
-    auto id = exec::checkpointFingerprint(dir);
+    auto id = parallel::checkpointFingerprint(dir);
     if (!id) {
         return id.error();
     }
@@ -51,7 +51,7 @@ Result<ShrunkModel> makeShrunkModel(
     return m;
 }
 
-std::string MatrixPlan::label() const { return exec::layoutString(layout, microBatches); }
+std::string MatrixPlan::label() const { return parallel::layoutString(layout, microBatches); }
 
 std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld)
 {
@@ -97,7 +97,7 @@ std::vector<std::vector<std::int64_t>> matrixPrompts(int sequences, std::int64_t
 }
 
 Result<double> compareWithSingleRank(const ShrunkModel& model,
-    const std::vector<exec::SequenceResult>& sequences, std::int64_t newTokens)
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens)
 {
     Progress progress;
     auto engine = exec::Engine::create(model.spec, *model.weights, false, progress, {});

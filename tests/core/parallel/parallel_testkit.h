@@ -6,9 +6,9 @@
 
 #include "base/result.h"
 #include "checkpoint/sharding.h"
-#include "exec/parallel_run.h"
 #include "exec/weight_source.h"
 #include "model/model_spec.h"
+#include "parallel/run.h"
 
 #include <filesystem>
 #include <memory>
@@ -54,7 +54,7 @@ inline constexpr std::int64_t kMatrixTokens = 3;
 /// max|parallel − single| / max|single| over all logits, and the generated tokens. Fails (with
 /// the sequence and both token lists) when tokens differ.
 Result<double> compareWithSingleRank(const ShrunkModel& model,
-    const std::vector<exec::SequenceResult>& sequences, std::int64_t newTokens);
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens);
 
 /// The weights of a model, except that one tensor fails to read (delay 0) or reads only after
 /// `delaySeconds` (a hanging rank).

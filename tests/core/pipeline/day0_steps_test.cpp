@@ -1,9 +1,9 @@
 // The Day-0 steps on a shrunk Kimi-K2: the multi-rank hook (absent, agreeing, disagreeing),
 // cancellation, the figure renderer's input, the run record, and the record builders.
+#include "actions/records.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "pipeline/day0_steps.h"
-#include "pipeline/records.h"
 
 #include <gtest/gtest.h>
 
@@ -211,12 +211,12 @@ TEST(Records, ComparisonLayerMetricsKeepVerdictsAndOwnError)
     c.rows.push_back(row);
     c.failCount = 1;
     c.firstDivergence = 0;
-    const auto layers = comparisonLayerMetrics(c);
+    const auto layers = actions::comparisonLayerMetrics(c);
     ASSERT_TRUE(layers.find("model.layers.3.mlp", "own_rel_l2").has_value());
     EXPECT_EQ(layers.row(*layers.find("model.layers.3.mlp", "verdict")).value, 2.0);
     EXPECT_EQ(layers.row(*layers.find("model.layers.3.mlp", "rel_l2")).layer, 3);
     history::RunRecord record(history::RunKind::Compare);
-    addComparison(record, c);
+    actions::addComparison(record, c);
     EXPECT_EQ(record.info.status, history::RunStatus::Failed);
     ASSERT_NE(record.findProperty("first_divergence"), nullptr);
     EXPECT_EQ(record.findProperty("first_divergence")->value, "model.layers.3.mlp");

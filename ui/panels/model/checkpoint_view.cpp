@@ -1,9 +1,9 @@
 #include "panels/model/checkpoint_view.h"
 
+#include "actions/verify.h"
 #include "checkpoint/checkpoint_report.h"
 #include "history/recording.h"
 #include "panels/model/checkpoint_table_model.h"
-#include "pipeline/records.h"
 #include "widgets/formatting.h"
 
 #include <QComboBox>
@@ -64,6 +64,31 @@ QString displayName(const QString& path)
 }
 
 } // namespace
+
+/// The Verify and Write Manifest jobs: `day0 verify [--write-manifest]`'s action on the opened
+/// checkpoint, its record written off the GUI thread (verifying again is a new run).
+CheckpointView::HashResult CheckpointView::hashJob(std::shared_ptr<const ck::Checkpoint> ckpt,
+    const std::string& path, bool writeManifest, Progress& progress, std::stop_token stop)
+{
+    HashResult out;
+    actions::VerifyOptions options;
+    options.writeManifest = writeManifest;
+    auto verified = actions::verifyCheckpoint(std::move(ckpt), path, options, progress, stop);
+    if (!verified) {
+        // Cancelled, or the manifest could not be read: `day0 verify` records nothing.
+        out.error = verified.error();
+        return out;
+    }
+    out.integrity = std::move(verified->integrity);
+    out.written = std::move(verified->written);
+    auto recorded = history::recordRun(verified->record);
+    if (!recorded) {
+        out.recordError = recorded.error().message;
+    } else if (*recorded) {
+        out.runId = (*recorded)->value();
+    }
+    return out;
+}
 
 CheckpointView::CheckpointView(JobRunner& jobs, QWidget* parent)
     : QWidget(parent)
@@ -296,39 +321,21 @@ void CheckpointView::verify()
         return;
     }
     startJob(Job::Verify, tr("Verifying %1").arg(displayName(m_path)));
-    // The architecture check was made when the checkpoint was opened; the record carries it.
-    auto tensors = std::make_shared<const ck::TensorReport>(m_model->report());
     m_jobs.start<HashResult>(
         m_ticket, m_jobTitle, this,
-        [ckpt = m_checkpoint, tensors, path = fromQString(m_path)](
-            Progress& progress, std::stop_token stop) {
-            const auto started = std::chrono::steady_clock::now();
-            HashResult out;
-            progress.setStage("hashing");
-            auto r = ck::verifyCheckpointFiles(*ckpt, {}, progress, stop);
-            if (!r) {
-                // Cancelled, or the manifest could not be read: `day0 verify` records nothing.
-                out.error = r.error();
-                return out;
-            }
-            out.integrity = std::move(*r);
-            if (stop.stop_requested()) {
-                return out;
-            }
-            // The same record as `day0 verify`, written off the GUI thread; verifying again is a
-            // new run.
-            const double seconds
-                = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            auto recorded = history::recordRun(pipeline::verifyRunRecord(
-                path, *ckpt, out.integrity ? &*out.integrity : nullptr, tensors.get(), seconds));
-            if (!recorded) {
-                out.recordError = recorded.error().message;
-            } else if (*recorded) {
-                out.runId = (*recorded)->value();
-            }
-            return out;
-        },
+        [ckpt = m_checkpoint, path = fromQString(m_path)](Progress& progress,
+            std::stop_token stop) { return hashJob(ckpt, path, false, progress, stop); },
         [this](HashResult&& r) { deliverVerify(std::move(r)); });
+}
+
+void CheckpointView::announceRecord(const HashResult& result)
+{
+    if (result.runId) {
+        emit runRecorded(*result.runId);
+    } else if (!result.recordError.empty()) {
+        emit recordFailed(
+            tr("The verification was not recorded: %1").arg(toQString(result.recordError)));
+    }
 }
 
 void CheckpointView::deliverVerify(HashResult&& result)
@@ -338,12 +345,7 @@ void CheckpointView::deliverVerify(HashResult&& result)
         showError(toQString(result.error->message));
         return;
     }
-    if (result.runId) {
-        emit runRecorded(*result.runId);
-    } else if (!result.recordError.empty()) {
-        emit recordFailed(
-            tr("The verification was not recorded: %1").arg(toQString(result.recordError)));
-    }
+    announceRecord(result);
     if (!result.integrity) {
         m_verifyStatus->setText(
             tr("%1 has no %2 or %3, so its file hashes cannot be checked. Write Manifest hashes "
@@ -407,17 +409,8 @@ void CheckpointView::writeManifest()
     startJob(Job::WriteManifest, tr("Writing the manifest of %1").arg(displayName(m_path)));
     m_jobs.start<HashResult>(
         m_ticket, m_jobTitle, this,
-        [ckpt = m_checkpoint](Progress& progress, std::stop_token stop) {
-            HashResult out;
-            progress.setStage("hashing");
-            auto r = ck::writeCheckpointManifest(*ckpt, {}, progress, std::move(stop));
-            if (!r) {
-                out.error = r.error();
-            } else {
-                out.written = std::move(*r);
-            }
-            return out;
-        },
+        [ckpt = m_checkpoint, path = fromQString(m_path)](Progress& progress,
+            std::stop_token stop) { return hashJob(ckpt, path, true, progress, stop); },
         [this](HashResult&& r) { deliverManifest(std::move(r)); });
 }
 
@@ -428,6 +421,7 @@ void CheckpointView::deliverManifest(HashResult&& result)
         showError(toQString(result.error->message));
         return;
     }
+    announceRecord(result);
     m_verifyStatus->setText(tr("Wrote %1 (%2 files). Verify checks the files against it.")
                                 .arg(QDir::toNativeSeparators(
                                     toQString((m_checkpoint->root() / ck::kManifestName).string())))

@@ -67,7 +67,7 @@ signals:
     void opened(const QString& path);
     /// A verification delivered its report.
     void verified(bool ok);
-    /// A verification was recorded in the run store as run `id` (pipeline::verifyRunRecord,
+    /// A verification was recorded in the run store as run `id` (actions::verifyRunRecord,
     /// the record of `day0 verify`).
     void runRecorded(qint64 id);
     /// A verification could not be recorded; the message names the store.
@@ -83,6 +83,9 @@ private:
     void pollProgress();
     void onJobFinished();
     void deliverOpen(OpenResult&& result);
+    static HashResult hashJob(std::shared_ptr<const checkpoint::Checkpoint> checkpoint,
+        const std::string& path, bool writeManifest, Progress& progress, std::stop_token stop);
+    void announceRecord(const HashResult& result);
     void deliverVerify(HashResult&& result);
     void deliverManifest(HashResult&& result);
     void showIntegrity(const checkpoint::IntegrityReport& report);

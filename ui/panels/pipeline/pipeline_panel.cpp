@@ -282,19 +282,20 @@ void PipelinePanel::start()
             pipeline::PipelineObserver observer;
             observer.stepStarted = [post](const pipeline::StepRecord& s) { post(true, s); };
             observer.stepFinished = [post](const pipeline::StepRecord& s) { post(false, s); };
-            out.validation = pipeline::runValidation(
-                options, figureRenderer(stop), progress, stop, observer, stepProgress.get());
-            if (!out.validation) {
+            // `day0 validate`'s action and record, written off the GUI thread.
+            auto validated = pipeline::validate(options,
+                { o.work / "junit.xml", o.work / "report.html", o.work / "report.json" },
+                figureRenderer(stop), progress, stop, observer, stepProgress.get());
+            if (!validated) {
+                out.validation = validated.error();
                 return out;
             }
-            out.paths = { o.work / "junit.xml", o.work / "report.html", o.work / "report.json" };
-            if (auto written = pipeline::writeReports(*out.validation, out.paths); !written) {
-                out.writeError = written.error().message;
-                out.paths = {};
+            out.paths = validated->written;
+            if (validated->reportsError) {
+                out.writeError = validated->reportsError->message;
             }
-            // The same record as `day0 validate`, written off the GUI thread.
-            auto recorded
-                = history::recordRun(pipeline::validationRunRecord(*out.validation, out.paths));
+            auto recorded = history::recordRun(validated->record);
+            out.validation = std::move(validated->validation);
             if (!recorded) {
                 out.recordError = recorded.error().message;
             } else if (*recorded) {

@@ -1,20 +1,15 @@
 #include "panels/precision/precision_work.h"
 
-#include "exec/checkpoint_weights.h"
-#include "exec/precision_run.h"
-#include "exec/shrunk_cache.h"
-#include "exec/tokenizer.h"
+#include "actions/compare.h"
+#include "actions/demo.h"
+#include "actions/run.h"
 #include "history/recording.h"
-#include "numerics/tensor_file.h"
-#include "numerics/tolerance.h"
-#include "pipeline/demo.h"
-#include "pipeline/records.h"
+#include "tokenizer/tokenizer.h"
 #include "widgets/backend_choice.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <chrono>
 #include <sstream>
 
 namespace day0::ui {
@@ -22,11 +17,6 @@ namespace day0::ui {
 namespace fs = std::filesystem;
 
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point start)
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Records the run when recording is enabled, built by the same function as the CLI's record of
 // the same work (pipeline/records); failures are kept for the panel to show.
@@ -51,16 +41,7 @@ void record(PrecisionRun& run, const history::RunRecord& record, bool once)
 
 } // namespace
 
-std::string demoPrompt() { return fmt::format("{}", fmt::join(pipeline::demoPromptIds(), ", ")); }
-
-Result<fs::path> resolveRunCheckpoint(
-    const std::string& modelSource, Progress& progress, std::stop_token stop)
-{
-    if (exec::holdsWeights(modelSource)) {
-        return fs::path(modelSource);
-    }
-    return exec::cachedShrunkCheckpoint(modelSource, exec::demoShrinkOptions(), progress, stop);
-}
+std::string demoPrompt() { return fmt::format("{}", fmt::join(actions::demoPromptIds(), ", ")); }
 
 Result<std::vector<std::int64_t>> promptTokenIds(
     const std::string& prompt, const fs::path& checkpoint)
@@ -93,7 +74,7 @@ Result<std::vector<std::int64_t>> promptTokenIds(
     if (prompt.empty()) {
         return Error::badInput("prompt: give token ids (\"1, 2, 3\") or text");
     }
-    auto tokenizer = exec::loadTokenizer(checkpoint);
+    auto tokenizer = tokenizer::loadTokenizer(checkpoint);
     if (!tokenizer) {
         return tokenizer.error().withContext(
             "prompt text needs the checkpoint's tokenizer (or give token ids \"1, 2, 3\")");
@@ -111,119 +92,77 @@ Result<std::vector<std::int64_t>> promptTokenIds(
 Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     const PrecisionRunRequest& request, Progress& progress, std::stop_token stop)
 {
-    const auto start = std::chrono::steady_clock::now();
-    auto checkpoint = resolveRunCheckpoint(request.modelSource, progress, stop);
+    auto checkpoint = actions::checkpointForSource(request.modelSource, progress, stop);
     if (!checkpoint) {
         return checkpoint.error();
-    }
-    auto spec = exec::loadCheckpointModel(*checkpoint);
-    if (!spec) {
-        return spec.error();
     }
     auto ids = promptTokenIds(request.prompt, *checkpoint);
     if (!ids) {
         return ids.error();
     }
-    auto table = numerics::resolveToleranceTable("");
-    if (!table) {
-        return table.error();
-    }
-    auto weights = exec::openCheckpointWeights(*checkpoint);
-    if (!weights) {
-        return weights.error().withContext(checkpoint->string());
-    }
-    auto shared = std::make_shared<const numerics::ToleranceTable>(std::move(*table));
-    exec::PrecisionRunOptions options;
-    options.target = request.target;
-    options.reference = request.reference;
-    options.inject = true;
-    options.promptIds = std::move(*ids);
-    options.newTokens = request.tokens;
-    options.table = shared.get();
     auto opened = openBackend(request.backend, request.device);
     if (!opened) {
         return opened.error();
     }
     const std::shared_ptr<exec::Backend> backend = std::move(*opened);
-    options.backend = backend.get();
-    auto result = exec::runWithReference(*spec, **weights, options, progress, stop);
-    if (!result) {
-        return result.error();
+    // `day0 run <checkpoint> --reference … --inject`'s action and record.
+    actions::RunRequest run;
+    run.checkpoint = checkpoint->string();
+    run.options.target = request.target;
+    run.options.reference = request.reference;
+    run.options.inject = true;
+    run.options.promptIds = std::move(*ids);
+    run.options.newTokens = request.tokens;
+    run.options.backend = backend.get();
+    auto ran = actions::runCheckpoint(run, progress, stop);
+    if (!ran) {
+        return ran.error();
     }
-    // The record `day0 run <checkpoint> --reference …` makes of the same run.
-    auto runRecord = pipeline::precisionRunRecord(
-        *spec, checkpoint->string(), options, *result, secondsSince(start));
-    auto run = std::make_shared<PrecisionRun>();
-    run->comparison = std::move(*result->comparison);
-    run->table = shared;
-    run->reference = std::make_shared<const numerics::Dump>(std::move(result->reference->dump));
-    run->target = std::make_shared<const numerics::Dump>(std::move(result->target.dump));
-    if (result->injected) {
-        run->local = std::make_shared<const numerics::Dump>(std::move(result->injected->dump));
+    auto& result = ran->result;
+    if (!result.comparison || !result.reference) {
+        return Error::internal("a run against a reference gave no comparison");
     }
-    run->dispatch = result->target.dispatch;
-    run->label = fmt::format("{}{} vs {}", request.target.describe(),
+    auto out = std::make_shared<PrecisionRun>();
+    out->comparison = std::move(*result.comparison);
+    out->table = ran->table;
+    out->reference = std::make_shared<const numerics::Dump>(std::move(result.reference->dump));
+    out->target = std::make_shared<const numerics::Dump>(std::move(result.target.dump));
+    if (result.injected) {
+        out->local = std::make_shared<const numerics::Dump>(std::move(result.injected->dump));
+    }
+    out->dispatch = result.target.dispatch;
+    out->label = fmt::format("{}{} vs {}", request.target.describe(),
         backend ? fmt::format(" on {}", backend->name()) : std::string(),
         exec::precisionName(request.reference));
-    run->source = checkpoint->string();
-    run->request = request;
-    runRecord.info.label = run->label;
-    record(*run, runRecord, request.recordOnce);
-    return std::shared_ptr<const PrecisionRun>(std::move(run));
+    out->source = checkpoint->string();
+    out->request = request;
+    ran->record.info.label = out->label;
+    record(*out, ran->record, request.recordOnce);
+    return std::shared_ptr<const PrecisionRun>(std::move(out));
 }
 
 Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
     const fs::path& reference, const fs::path& target, Progress& progress, std::stop_token stop)
 {
-    const auto start = std::chrono::steady_clock::now();
-    auto table = numerics::resolveToleranceTable("");
-    if (!table) {
-        return table.error();
+    // `day0 compare <reference> <target> [--local <target>-inject]`'s action and record.
+    actions::CompareRequest request;
+    request.reference = reference;
+    request.target = target;
+    request.local = actions::injectDumpBeside(target).value_or(fs::path());
+    auto compared = actions::compareDumpFolders(request, progress, stop);
+    if (!compared) {
+        return compared.error();
     }
-    progress.setStage("reading dumps");
-    auto ref = numerics::readDump(reference);
-    if (!ref) {
-        return ref.error().withContext("reference dump");
-    }
-    auto tgt = numerics::readDump(target);
-    if (!tgt) {
-        return tgt.error().withContext("target dump");
-    }
-    std::optional<numerics::Dump> local;
-    const fs::path injectDir = target.parent_path() / (target.filename().string() + "-inject");
-    std::error_code ec;
-    if (fs::is_directory(injectDir, ec)) {
-        auto l = numerics::readDump(injectDir);
-        if (!l) {
-            return l.error().withContext("inject-mode dump");
-        }
-        local = std::move(*l);
-    }
-    auto shared = std::make_shared<const numerics::ToleranceTable>(std::move(*table));
-    numerics::CompareOptions options;
-    options.table = shared.get();
-    options.local = local ? &*local : nullptr;
-    progress.setStage("comparing");
-    auto cmp = numerics::compareDumps(*ref, *tgt, options, progress, stop);
-    if (!cmp) {
-        return cmp.error().withContext(
-            fmt::format("{} vs {}", reference.string(), target.string()));
-    }
-    // The record `day0 compare <reference> <target>` makes.
-    auto compareRecord = pipeline::compareRunRecord(*cmp, reference.string(), target.string());
-    compareRecord.info.duration = Seconds(secondsSince(start));
     auto run = std::make_shared<PrecisionRun>();
-    run->comparison = std::move(*cmp);
-    run->table = shared;
-    run->reference = std::make_shared<const numerics::Dump>(std::move(*ref));
-    run->target = std::make_shared<const numerics::Dump>(std::move(*tgt));
-    if (local) {
-        run->local = std::make_shared<const numerics::Dump>(std::move(*local));
-    }
+    run->comparison = std::move(compared->comparison);
+    run->table = compared->table;
+    run->reference = compared->reference;
+    run->target = compared->target;
+    run->local = compared->local;
     run->label = fmt::format("{} vs {}", target.filename().string(), reference.filename().string());
     run->source = fmt::format("{} vs {}", target.string(), reference.string());
-    compareRecord.info.label = run->label;
-    record(*run, compareRecord, false);
+    compared->record.info.label = run->label;
+    record(*run, compared->record, false);
     return std::shared_ptr<const PrecisionRun>(std::move(run));
 }
 

@@ -39,7 +39,7 @@ struct PrecisionRunRequest {
     int device = 0; ///< the backend's device index
 };
 
-/// The prompt of the embedded demo as the prompt field shows it: pipeline::demoPromptIds(),
+/// The prompt of the embedded demo as the prompt field shows it: actions::demoPromptIds(),
 /// the ids `day0 demo` runs (the shrunk checkpoints carry no tokenizer).
 std::string demoPrompt();
 
@@ -58,11 +58,6 @@ struct PrecisionRun {
     std::string recordError; ///< why recording failed, when it did
     exec::DispatchReport dispatch; ///< where the target's operators ran (runs on a backend)
 };
-
-/// The checkpoint a request runs: the model source itself when it holds weights, else its
-/// shrunk checkpoint in the cache (generated on first use).
-Result<std::filesystem::path> resolveRunCheckpoint(
-    const std::string& modelSource, Progress& progress, std::stop_token stop);
 
 /// Token ids from "1, 2, 3" (commas and/or spaces), else the text encoded with the checkpoint's
 /// tokenizer. Errors say which is missing.

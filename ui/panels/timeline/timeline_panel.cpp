@@ -225,11 +225,7 @@ QWidget* TimelinePanel::createEmptyState()
     big.setBold(true);
     title->setFont(big);
     title->setAlignment(Qt::AlignCenter);
-    m_emptyText = new QLabel(
-        tr("Open a PyTorch profiler (Kineto) trace — <tt>.json</tt> or <tt>.json.gz</tt> — or an "
-           "Nsight Systems SQLite export (<tt>.sqlite</tt>). Several files at once are read as "
-           "one trace, one rank each."),
-        page);
+    m_emptyText = new QLabel(emptyStateText(), page);
     m_emptyText->setWordWrap(true);
     m_emptyText->setAlignment(Qt::AlignCenter);
     m_emptyText->setMinimumWidth(560);
@@ -403,16 +399,27 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
         m_loadingTitle = title;
         setBusy(true, title + QStringLiteral("…"));
     }
-    m_jobs.start<ImportedTrace>(
+    // In two stages: the timeline as soon as the trace is built, then the record of the import
+    // (the files hashed).
+    using TracePtr = std::shared_ptr<const profile::Trace>;
+    m_jobs.startStaged<TracePtr, ImportedTrace>(
         *m_loadTicket[int(slot)], title, this,
-        [paths](Progress& progress, std::stop_token stop) {
-            return importAndRecordTrace(paths, progress, stop);
+        [paths](Progress& progress, std::stop_token stop,
+            const std::function<void(TracePtr &&)>& stage) {
+            return importAndRecordTrace(paths, progress, stop, stage);
         },
-        [this, slot, label](ImportedTrace&& imported) {
-            setBusy(false,
-                tr("Open a PyTorch profiler (Kineto) trace — <tt>.json</tt> or <tt>.json.gz</tt> "
-                   "— or an Nsight Systems SQLite export (<tt>.sqlite</tt>)."));
+        [this, slot, label](TracePtr&& trace) {
+            setBusy(false, emptyStateText());
+            const auto& warnings = trace->warnings();
+            m_session.setTrace(slot, trace, label);
+            emit m_session.statusMessage(warnings.empty()
+                    ? tr("Opened %1").arg(label)
+                    : tr("Opened %1 with %n warning(s): %2", nullptr, int(warnings.size()))
+                          .arg(label, toQString(warnings.front())));
+        },
+        [this, label](ImportedTrace&& imported) {
             if (!imported.trace) {
+                setBusy(false, emptyStateText());
                 const QString message = toQString(imported.error->message);
                 m_error->setText(message);
                 m_error->setVisible(showsEmptyState());
@@ -420,12 +427,6 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
                 emit m_session.traceOpenFailed(message);
                 return;
             }
-            const auto& warnings = imported.trace->warnings();
-            m_session.setTrace(slot, imported.trace, label);
-            emit m_session.statusMessage(warnings.empty()
-                    ? tr("Opened %1").arg(label)
-                    : tr("Opened %1 with %n warning(s): %2", nullptr, int(warnings.size()))
-                          .arg(label, toQString(warnings.front())));
             if (imported.runId) {
                 m_session.announceRecordedRun(*imported.runId);
             } else if (!imported.recordError.empty()) {
@@ -433,6 +434,14 @@ void TimelinePanel::openTraces(const QStringList& paths, Slot slot)
                                                  .arg(label, toQString(imported.recordError)));
             }
         });
+}
+
+QString TimelinePanel::emptyStateText() const
+{
+    return tr(
+        "Open a PyTorch profiler (Kineto) trace — <tt>.json</tt> or <tt>.json.gz</tt> — or an "
+        "Nsight Systems SQLite export (<tt>.sqlite</tt>). Several files at once are read as "
+        "one trace, one rank each.");
 }
 
 void TimelinePanel::tracesChanged()

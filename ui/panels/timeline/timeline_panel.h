@@ -80,6 +80,8 @@ private:
     void rangeChanged(qint64 start, qint64 end);
     void updateStatsTitle();
     void setBusy(bool busy, const QString& text = {});
+    /// The empty state's invitation to open a trace.
+    [[nodiscard]] QString emptyStateText() const;
     void pollImport();
 
     Session& m_session;

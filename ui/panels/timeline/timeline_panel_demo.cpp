@@ -1,8 +1,8 @@
 // TimelinePanel: the embedded default's demo trace (the CPU trace of a run of the shrunk Kimi-K2
 // demo checkpoint), produced in a background job when the panel is first shown.
+#include "actions/demo.h"
 #include "jobs/job_runner.h"
 #include "panels/timeline/timeline_panel.h"
-#include "pipeline/demo.h"
 #include "widgets/formatting.h"
 
 #include <QLabel>
@@ -24,13 +24,13 @@ void TimelinePanel::runDemo()
     m_demoStarted = true;
     using TraceResult = Result<std::shared_ptr<const profile::Trace>>;
     const QString title = tr("Tracing a demo run of %1")
-                              .arg(toQString(pipeline::demoCheckpointPath().filename().string()));
+                              .arg(toQString(actions::demoCheckpointPath().filename().string()));
     m_loadingTitle = title;
     setBusy(true, title + QStringLiteral("…"));
     m_jobs.start<TraceResult>(
         *m_loadTicket[0], title, this,
         [](Progress& progress, std::stop_token stop) -> TraceResult {
-            auto trace = pipeline::demoRunTrace(progress, stop);
+            auto trace = actions::demoRunTrace(progress, stop);
             if (!trace) {
                 return trace.error();
             }
@@ -48,7 +48,7 @@ void TimelinePanel::runDemo()
             }
             m_session.setTrace(Session::TraceSlot::Primary, std::move(*result),
                 tr("demo run of %1 (CPU)")
-                    .arg(toQString(pipeline::demoCheckpointPath().filename().string())));
+                    .arg(toQString(actions::demoCheckpointPath().filename().string())));
         });
 }
 

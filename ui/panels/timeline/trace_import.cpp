@@ -1,42 +1,35 @@
 #include "panels/timeline/trace_import.h"
 
+#include "actions/trace_import.h"
 #include "history/recording.h"
-#include "pipeline/records.h"
-#include "profile/importer.h"
 
-#include <QFileInfo>
-
-#include <chrono>
 #include <filesystem>
 #include <vector>
 
 namespace day0::ui {
 
-ImportedTrace importAndRecordTrace(
-    const QStringList& paths, Progress& progress, std::stop_token stop)
+ImportedTrace importAndRecordTrace(const QStringList& paths, Progress& progress,
+    std::stop_token stop,
+    const std::function<void(std::shared_ptr<const profile::Trace>&&)>& imported)
 {
-    const auto started = std::chrono::steady_clock::now();
     std::vector<std::filesystem::path> files;
-    std::vector<std::string> absolute;
     for (const auto& p : paths) {
         files.emplace_back(p.toStdString());
-        absolute.push_back(QFileInfo(p).absoluteFilePath().toStdString());
     }
-    auto trace = files.size() == 1 ? profile::importTrace(files.front(), {}, progress, stop)
-                                   : profile::importTraces(files, {}, progress, stop);
     ImportedTrace out;
-    if (!trace) {
-        out.error = trace.error();
+    auto done = actions::importTraceFiles(
+        files, {}, progress, stop, [&imported](const std::shared_ptr<const profile::Trace>& trace) {
+            if (imported) {
+                auto copy = trace;
+                imported(std::move(copy));
+            }
+        });
+    if (!done) {
+        out.error = done.error();
         return out;
     }
-    out.trace = std::make_shared<const profile::Trace>(std::move(*trace));
-    if (stop.stop_requested()) {
-        return out;
-    }
-    const double seconds
-        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    auto recorded
-        = history::recordRunOnce(pipeline::traceRunRecord(*out.trace, absolute, "import", seconds));
+    out.trace = done->trace;
+    auto recorded = history::recordRunOnce(done->record);
     if (!recorded) {
         out.recordError = recorded.error().message;
     } else if (*recorded && (*recorded)->added) {

@@ -1,8 +1,8 @@
 #include "panels/topology/topology_panel.h"
 
-#include "exec/parallel_run.h"
 #include "jobs/job_runner.h"
 #include "panels/topology/topology_scene.h"
+#include "parallel/run.h"
 #include "plan/memory_estimator.h"
 #include "session/session.h"
 #include "widgets/backend_choice.h"

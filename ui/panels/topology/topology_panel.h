@@ -10,7 +10,7 @@ class QLabel;
 class QTimer;
 class QToolButton;
 
-namespace day0::exec {
+namespace day0::parallel {
 struct RankProgress;
 }
 
@@ -55,7 +55,7 @@ public:
 
     /// Runs the session's plan on in-process ranks: on the open checkpoint when the model is a
     /// folder with weights, else on a shrunk checkpoint of its architecture sized for the plan.
-    /// A finished run is recorded in the run store (pipeline::parallelRunRecord, as `day0 run
+    /// A finished run is recorded in the run store (actions::parallelRunRecord, as `day0 run
     /// --plan` records it) and announced through Session::runRecorded; a cancelled or failed
     /// one is not.
     void runPlan();
@@ -77,7 +77,7 @@ private:
     QLabel* m_legend = nullptr;
     QString m_error;
     std::unique_ptr<JobTicket> m_runTicket;
-    std::shared_ptr<exec::RankProgress> m_rankProgress;
+    std::shared_ptr<parallel::RankProgress> m_rankProgress;
     QToolButton* m_run = nullptr;
     QComboBox* m_backend = nullptr; ///< where the ranks compute ("cpu" or a backend plugin)
     QToolButton* m_cancel = nullptr;

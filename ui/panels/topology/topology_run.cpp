@@ -1,15 +1,13 @@
 // "Run with this plan" of the topology panel: the session's plan on in-process ranks as a
 // background job, per-rank progress on the rank items, traffic per link after the run; each
 // finished run is recorded as `day0 run --plan … --ranks in-process` records it.
+#include "actions/run_plan.h"
 #include "checkpoint/sharding.h"
-#include "exec/checkpoint_weights.h"
-#include "exec/parallel_run.h"
-#include "exec/shrunk_cache.h"
 #include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
-#include "pipeline/records.h"
+#include "parallel/run.h"
 #include "session/session.h"
 #include "widgets/backend_choice.h"
 #include "widgets/colors.h"
@@ -21,15 +19,12 @@
 #include <QToolButton>
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 #include <optional>
 
 namespace day0::ui {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 /// In-process ranks are threads of this process; beyond this a plan belongs under mpirun.
 constexpr int kMaxInProcessRanks = 32;
@@ -38,13 +33,13 @@ constexpr std::int64_t kRunTokens = 4;
 struct RunOutcome {
     QString error;
     QString summary;
-    std::vector<exec::NodeTraffic> traffic;
+    std::vector<parallel::NodeTraffic> traffic;
     std::optional<qint64> runId; ///< the run in the store
     QString recordError;
 };
 
 RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLayout& layout,
-    const std::string& backend, int gpusPerNode, exec::RankProgress* ranks, Progress& progress,
+    const std::string& backend, int gpusPerNode, parallel::RankProgress* ranks, Progress& progress,
     std::stop_token stop)
 {
     RunOutcome out;
@@ -52,67 +47,34 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
         out.error = toQString(probe.error().message);
         return out;
     }
-    fs::path checkpointDir = modelSource;
-    if (!exec::holdsWeights(checkpointDir)) {
-        // The embedded default has only a config: run the demo's shrunk checkpoint when the plan
-        // splits it, else a shrunk one sized for the plan.
-        progress.setStage("preparing the demo checkpoint");
-        auto demo
-            = exec::cachedShrunkCheckpoint(modelSource, exec::demoShrinkOptions(), progress, stop);
-        if (!demo) {
-            out.error = toQString(demo.error().message);
-            return out;
-        }
-        checkpointDir = *demo;
-        auto demoSpec = exec::loadCheckpointModel(checkpointDir);
-        if (!demoSpec || !exec::checkPlanFits(*demoSpec, layout)) {
-            progress.setStage("shrinking the model for the plan");
-            auto dir = exec::prepareParallelCheckpoint(
-                modelSource, layout, exec::cacheDir(), progress, stop);
-            if (!dir) {
-                out.error = toQString(dir.error().message);
-                return out;
-            }
-            checkpointDir = *dir;
-        }
-    }
-    // Timed from here, as `day0 run --plan` times loading and running (not the shrink).
-    const auto started = std::chrono::steady_clock::now();
-    auto spec = exec::loadCheckpointModel(checkpointDir);
-    auto weights = spec ? exec::openCheckpointWeights(checkpointDir)
-                        : Result<std::unique_ptr<exec::WeightSource>>(spec.error());
-    auto id = exec::checkpointFingerprint(checkpointDir);
-    if (!spec || !weights || !id) {
-        out.error = toQString(!spec ? spec.error().message
-                : !weights          ? weights.error().message
-                                    : id.error().message);
+    auto checkpointDir = actions::checkpointForPlan(modelSource, layout, progress, stop);
+    if (!checkpointDir) {
+        out.error = toQString(checkpointDir.error().message);
         return out;
     }
-    exec::ParallelRunOptions o;
-    o.layout = layout;
-    o.newTokens = kRunTokens;
-    o.checkpointId = *id;
+    // `day0 run <checkpoint> --plan … --ranks in-process`'s action and record.
+    actions::PlanRunRequest request;
+    request.checkpoint = checkpointDir->string();
+    request.layout = layout;
+    request.newTokens = kRunTokens;
     for (int d = 0; d < layout.dp; ++d) {
-        o.prompts.push_back({ 1 + d % 7, 2, 3, 5, 8 });
+        request.prompts.push_back({ 1 + d % 7, 2, 3, 5, 8 });
     }
     if (backend != "cpu") {
         // Every in-process rank its own backend object on the one device.
-        o.backendFor = [backend](int) { return openBackend(backend); };
+        request.backendFor = [backend](int) { return openBackend(backend); };
     }
-    auto r = exec::runParallelInProcess(*spec, **weights, o, progress, stop, ranks);
-    if (!r) {
-        out.error = toQString(r.error().message);
+    auto run = actions::runPlanInProcess(request, progress, stop, ranks);
+    if (!run) {
+        out.error = toQString(run.error().message);
         return out;
     }
-    out.traffic = exec::nodeTraffic(r->events, layout, gpusPerNode);
-    const auto table = exec::commTable(r->events, int(r->ranks.size()), r->machine);
+    const parallel::ParallelRunResult* r = &run->result;
+    out.traffic = parallel::nodeTraffic(r->events, layout, gpusPerNode);
+    const auto& table = run->communication;
     if (!stop.stop_requested()) {
-        // The same record as `day0 run <checkpoint> --plan … --ranks in-process`, written off
-        // the GUI thread; running the plan again is a new run.
-        auto record = pipeline::parallelRunRecord(*spec, checkpointDir.string(),
-            exec::layoutString(layout, o.microBatches), "in-process", "in-process", *r, table,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        auto recorded = history::recordRun(record);
+        // Written off the GUI thread; running the plan again is a new run.
+        auto recorded = history::recordRun(run->record);
         if (!recorded) {
             out.recordError = toQString(recorded.error().message);
         } else if (*recorded) {
@@ -123,9 +85,9 @@ RunOutcome runOnRanks(const std::string& modelSource, const checkpoint::ShardLay
     out.summary
         = QObject::tr("ran %1 on %2 in-process ranks (%3): %4 collectives, %5 moved, "
                       "%6 communication per rank (model %7), generated %8")
-              .arg(toQString(exec::layoutString(layout, 1)))
+              .arg(toQString(parallel::layoutString(layout, 1)))
               .arg(r->ranks.size())
-              .arg(toQString(fs::path(checkpointDir).filename().string()))
+              .arg(toQString(checkpointDir->filename().string()))
               .arg(total.calls)
               .arg(bytesText(Bytes(total.bytes)))
               .arg(toQString(formatDuration(Seconds(total.measuredSeconds))))
@@ -155,7 +117,7 @@ void TopologyPanel::runPlan()
         m_runStatus->setText(toQString(layout.error().message));
         return;
     }
-    if (auto runnable = exec::checkRunnable(*layout); !runnable) {
+    if (auto runnable = parallel::checkRunnable(*layout); !runnable) {
         m_runStatus->setText(toQString(runnable.error().message));
         return;
     }
@@ -167,7 +129,7 @@ void TopologyPanel::runPlan()
         return;
     }
     const int world = layout->worldSize();
-    m_rankProgress = std::make_shared<exec::RankProgress>();
+    m_rankProgress = std::make_shared<parallel::RankProgress>();
     for (int r = 0; r < world; ++r) {
         m_rankProgress->ranks.push_back(std::make_unique<Progress>());
     }

@@ -254,7 +254,7 @@ double TopologyScene::rankProgress(int rank) const
                                                               : -1.0;
 }
 
-void TopologyScene::setLinkTraffic(std::vector<exec::NodeTraffic> traffic)
+void TopologyScene::setLinkTraffic(std::vector<parallel::NodeTraffic> traffic)
 {
     m_traffic = std::move(traffic);
     rebuild();

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "exec/parallel_run.h"
 #include "hardware/cluster.h"
+#include "parallel/run.h"
 #include "plan/rank_layout.h"
 
 #include <QGraphicsScene>
@@ -68,8 +68,11 @@ public:
     [[nodiscard]] double rankProgress(int rank) const;
     /// Bytes a finished run moved per node (index = node), drawn on the node uplinks and under
     /// each node's fast-link domain; empty: none.
-    void setLinkTraffic(std::vector<exec::NodeTraffic> traffic);
-    [[nodiscard]] const std::vector<exec::NodeTraffic>& linkTraffic() const { return m_traffic; }
+    void setLinkTraffic(std::vector<parallel::NodeTraffic> traffic);
+    [[nodiscard]] const std::vector<parallel::NodeTraffic>& linkTraffic() const
+    {
+        return m_traffic;
+    }
     /// Traffic labels in the scene (tests).
     [[nodiscard]] int trafficLabelCount() const { return m_trafficLabels; }
 
@@ -88,7 +91,7 @@ private:
     std::vector<GpuItem*> m_gpuItems;
     std::vector<NodeItem*> m_nodeItems;
     std::vector<double> m_progress;
-    std::vector<exec::NodeTraffic> m_traffic;
+    std::vector<parallel::NodeTraffic> m_traffic;
     int m_trafficLabels = 0;
 };
 

@@ -1,0 +1,452 @@
+// The sharded fp32 forward of one rank: TP attention (standard and MLA), dense MLPs,
+// vocab-parallel embedding and head. Routed experts live in parallel_moe.cpp.
+#include "parallel/forward.h"
+
+#include "exec/attention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace day0::parallel::detail {
+
+ParallelForward::ParallelForward(const model::ModelSpec& spec,
+    const exec::detail::WeightTable& weights, const checkpoint::ShardLayout& layout,
+    const checkpoint::RankCoord& coord, RankGroups groups)
+    : m_spec(spec)
+    , m_weights(weights)
+    , m_layout(layout)
+    , m_coord(coord)
+    , m_groups(groups)
+    , m_layers(checkpoint::stageLayers(layout, spec.numLayers, coord.stage))
+    , m_sp(layout.sp && layout.tp > 1)
+{
+}
+
+std::int64_t ParallelForward::localRows(std::int64_t n) const
+{
+    return m_sp ? (n + m_layout.tp - 1) / m_layout.tp : n;
+}
+
+Result<void> ParallelForward::finishRowParallel(std::vector<float>& partial, std::int64_t n,
+    const std::string& biasModule, std::vector<float>& out)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t rows = localRows(n);
+    out.resize(std::size_t(rows * h));
+    if (!m_sp) {
+        DAY0_TRY(reduceTp(partial.data(), n * h));
+        std::copy_n(partial.begin(), n * h, out.begin());
+    } else {
+        // Padding rows (zeros) make every rank's share the same size.
+        partial.resize(std::size_t(n * h));
+        partial.resize(std::size_t(m_layout.tp * rows * h), 0.0F);
+        DAY0_TRY(m_groups.tp->reduceScatter(
+            partial.data(), out.data(), std::size_t(rows * h), DType::F32, comm::ReduceOp::Sum));
+        partial.resize(std::size_t(n * h));
+    }
+    return biasModule.empty() ? success() : addBias(biasModule, out.data(), rows, h);
+}
+
+Result<const float*> ParallelForward::allTokens(
+    const std::vector<float>& local, std::int64_t n, std::vector<float>& scratch)
+{
+    if (!m_sp) {
+        return local.data();
+    }
+    const std::int64_t h = m_spec.hiddenSize;
+    scratch.resize(std::size_t(m_layout.tp) * local.size());
+    DAY0_TRY(m_groups.tp->allGather(local.data(), scratch.data(), local.size(), DType::F32));
+    scratch.resize(std::size_t(n * h)); // the padding rows of the last rank go
+    return static_cast<const float*>(scratch.data());
+}
+
+Result<void> ParallelForward::init()
+{
+    const int tp = m_layout.tp;
+    if (m_spec.numLayers < m_layout.pp) {
+        return Error::badInput(
+            fmt::format("--plan: pp={} needs at least {} decoder layers, {} has {}", m_layout.pp,
+                m_layout.pp, m_spec.name, m_spec.numLayers));
+    }
+    if (m_spec.numHeads % tp != 0) {
+        return Error::badInput(fmt::format(
+            "--plan: tp={} does not divide the {} attention heads", tp, m_spec.numHeads));
+    }
+    m_heads = m_spec.numHeads / tp;
+    const bool mla = m_spec.attention == model::AttentionKind::MLA;
+    if (mla) {
+        m_kvHeads = m_heads;
+    } else if (m_spec.numKvHeads >= tp) {
+        if (m_spec.numKvHeads % tp != 0) {
+            return Error::badInput(fmt::format(
+                "--plan: tp={} does not divide the {} KV heads", tp, m_spec.numKvHeads));
+        }
+        m_kvHeads = m_spec.numKvHeads / tp;
+    } else {
+        m_kvHeads = 1; // replicated: rank r holds KV head r / (tp / kv)
+    }
+    auto act = exec::parseActivation(m_spec.hiddenAct);
+    if (!act) {
+        return act.error();
+    }
+    m_activation = *act;
+    const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
+    auto rope = exec::makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
+        mla ? exec::RopeLayout::Interleaved : exec::RopeLayout::RotateHalf);
+    if (!rope) {
+        return rope.error();
+    }
+    m_rope = std::move(*rope);
+    if (mla) {
+        m_scale = 1.0 / std::sqrt(double(m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim));
+        const auto& s = m_spec.ropeScaling;
+        if (s.type == "yarn" && s.mscaleAllDim > 0.0) {
+            const double m = exec::yarnMscale(s.factor, s.mscaleAllDim);
+            m_scale *= m * m;
+        }
+    } else {
+        m_scale = 1.0 / std::sqrt(double(m_spec.headDim));
+    }
+    if (m_spec.moe) {
+        m_router = exec::routerConfig(*m_spec.moe);
+        if (m_spec.family == model::Family::Mixtral) {
+            m_router.normTopkProb = true; // as the single-rank engine (HF Mixtral)
+        }
+    }
+    return success();
+}
+
+ShardCache ParallelForward::newCache(std::int64_t capacity) const
+{
+    ShardCache c;
+    c.capacity = capacity;
+    c.k.resize(std::size_t(m_spec.numLayers));
+    c.v.resize(std::size_t(m_spec.numLayers));
+    std::int64_t kw = m_kvHeads * m_spec.headDim;
+    std::int64_t vw = kw;
+    if (m_spec.attention == model::AttentionKind::MLA) {
+        kw = m_heads * (m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim);
+        vw = m_heads * m_spec.mla.vHeadDim;
+    }
+    for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
+        c.k[std::size_t(l)].assign(std::size_t(capacity * kw), 0.0F);
+        c.v[std::size_t(l)].assign(std::size_t(capacity * vw), 0.0F);
+    }
+    return c;
+}
+
+const float* ParallelForward::weight(const std::string& name) const
+{
+    const auto it = m_weights.tensors.find(name);
+    return it == m_weights.tensors.end() ? nullptr : it->second.data<float>();
+}
+
+Result<void> ParallelForward::linearOp(const std::string& module, const float* x, float* y,
+    std::int64_t n, std::int64_t in, std::int64_t out, bool skipBias) const
+{
+    const std::string name = module == "lm_head" && weight("lm_head.weight") == nullptr
+        ? std::string("model.embed_tokens.weight")
+        : module + ".weight";
+    const auto it = m_weights.tensors.find(name);
+    if (it == m_weights.tensors.end()) {
+        return Error::internal(fmt::format("rank {}: holds no slice of '{}'", m_coord.rank, name));
+    }
+    if (it->second.numel() != in * out) {
+        return Error::internal(fmt::format("rank {}: slice of '{}' has {} elements, needs {}x{}",
+            m_coord.rank, name, it->second.numel(), out, in));
+    }
+    m_ops.linear(x, it->second.data<float>(), nullptr, y, n, in, out, exec::PrecisionMode::F32,
+        exec::Fp8Scaling::PerTensor);
+    DAY0_TRY(backendStatus());
+    if (!skipBias) {
+        if (const float* b = weight(module + ".bias")) {
+            for (std::int64_t t = 0; t < n; ++t) {
+                exec::addInPlace(y + t * out, b, out);
+            }
+        }
+    }
+    return success();
+}
+
+Result<void> ParallelForward::backendStatus() const
+{
+    if (m_ops.error()) {
+        return m_ops.error()->withContext(fmt::format("rank {}", m_coord.rank));
+    }
+    return success();
+}
+
+Result<void> ParallelForward::reduceTp(float* data, std::int64_t count)
+{
+    if (m_layout.tp == 1) {
+        return success();
+    }
+    return m_groups.tp->allReduce(data, data, std::size_t(count), DType::F32, comm::ReduceOp::Sum);
+}
+
+Result<void> ParallelForward::addBias(
+    const std::string& module, float* y, std::int64_t n, std::int64_t out)
+{
+    if (const float* b = weight(module + ".bias")) {
+        for (std::int64_t t = 0; t < n; ++t) {
+            exec::addInPlace(y + t * out, b, out);
+        }
+    }
+    return success();
+}
+
+Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> ids)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t vocab = m_spec.vocabSize;
+    const auto it = m_weights.tensors.find("model.embed_tokens.weight");
+    if (it == m_weights.tensors.end()) {
+        return Error::internal(fmt::format("rank {}: holds no embedding slice", m_coord.rank));
+    }
+    // Vocab-parallel rows [lo, lo + rows): ceil(V / tp) per rank, as core/checkpoint slices them.
+    const std::int64_t rows = it->second.shape()[0];
+    const std::int64_t per = (vocab + m_layout.tp - 1) / m_layout.tp;
+    const std::int64_t lo = m_layout.tp == 1 ? 0 : std::min(vocab, per * m_coord.tpRank);
+    std::vector<float> hidden(std::size_t(std::int64_t(ids.size()) * h), 0.0F);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::int64_t id = ids[i];
+        if (id < 0 || id >= vocab) {
+            return Error::badInput(
+                fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab));
+        }
+        if (id >= lo && id < lo + rows) {
+            std::copy_n(it->second.data<float>() + (id - lo) * h, h, hidden.begin() + i * h);
+        }
+    }
+    std::vector<float> local;
+    DAY0_TRY(finishRowParallel(hidden, std::int64_t(ids.size()), {}, local));
+    return local;
+}
+
+Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidden, std::int64_t n)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t vocab = m_spec.vocabSize;
+    std::vector<float> normed(hidden.size());
+    m_ops.rmsNorm(hidden.data(), weight("model.norm.weight"), normed.data(), localRows(n), h,
+        m_spec.normEps, exec::PrecisionMode::F32);
+    std::vector<float> gathered;
+    auto rowsOfAll = allTokens(normed, n, gathered);
+    if (!rowsOfAll) {
+        return rowsOfAll.error();
+    }
+    const float* x = *rowsOfAll;
+    const std::string headName
+        = weight("lm_head.weight") != nullptr ? "lm_head.weight" : "model.embed_tokens.weight";
+    const auto it = m_weights.tensors.find(headName);
+    if (it == m_weights.tensors.end()) {
+        return Error::internal(fmt::format("rank {}: holds no output head slice", m_coord.rank));
+    }
+    const std::int64_t width = it->second.shape()[0];
+    const int tp = m_layout.tp;
+    const std::int64_t per = tp == 1 ? vocab : (vocab + tp - 1) / tp;
+    // Local logits padded to `per` columns so the all-gather has one size on every rank.
+    std::vector<float> local(std::size_t(n * per), 0.0F);
+    std::vector<float> part(std::size_t(n * width));
+    DAY0_TRY(linearOp("lm_head", x, part.data(), n, h, width));
+    for (std::int64_t t = 0; t < n; ++t) {
+        std::copy_n(part.begin() + t * width, width, local.begin() + t * per);
+    }
+    if (tp == 1) {
+        return local;
+    }
+    std::vector<float> all(std::size_t(tp) * local.size());
+    DAY0_TRY(m_groups.tp->allGather(local.data(), all.data(), local.size(), DType::F32));
+    std::vector<float> logits(std::size_t(n * vocab));
+    for (int r = 0; r < tp; ++r) {
+        const std::int64_t lo = std::min(vocab, per * r);
+        const std::int64_t w = std::min(vocab, per * (r + 1)) - lo;
+        for (std::int64_t t = 0; t < n; ++t) {
+            std::copy_n(all.begin() + std::int64_t(r) * n * per + t * per, w,
+                logits.begin() + t * vocab + lo);
+        }
+    }
+    return logits;
+}
+
+Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
+    std::int64_t start, std::stop_token stop)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t rows = localRows(n);
+    if (std::int64_t(hidden.size()) != rows * h) {
+        return Error::internal(fmt::format("rank {}: {} hidden values for {} local rows of {}",
+            m_coord.rank, hidden.size(), rows, n));
+    }
+    if (start + n > cache.capacity) {
+        return Error::internal(
+            fmt::format("KV cache holds {} tokens, step needs {}", cache.capacity, start + n));
+    }
+    m_positions.resize(std::size_t(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+        m_positions[std::size_t(i)] = start + i;
+    }
+    // x: the normed rows this rank holds; partial: a TP region's output before its reduction;
+    // branch: the reduced output on this rank's rows; gathered: every token's normed row (SP).
+    std::vector<float> x(hidden.size());
+    std::vector<float> partial(std::size_t(n * h));
+    std::vector<float> branch(hidden.size());
+    std::vector<float> gathered;
+    for (auto l = int(m_layers.first); l < int(m_layers.second); ++l) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        const std::string prefix = fmt::format("model.layers.{}", l);
+        m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), rows, h,
+            m_spec.normEps, exec::PrecisionMode::F32);
+        auto in = allTokens(x, n, gathered);
+        if (!in) {
+            return in.error();
+        }
+        if (m_spec.attention == model::AttentionKind::MLA) {
+            DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
+        } else {
+            DAY0_TRY(attention(l, cache, *in, partial.data(), n, start));
+        }
+        DAY0_TRY(finishRowParallel(partial, n, prefix + ".self_attn.o_proj", branch));
+        m_ops.addRmsNorm(branch.data(), hidden.data(),
+            weight(prefix + ".post_attention_layernorm.weight"), x.data(), rows, h, m_spec.normEps,
+            exec::PrecisionMode::F32);
+        in = allTokens(x, n, gathered);
+        if (!in) {
+            return in.error();
+        }
+        if (m_spec.moe && m_spec.layers[std::size_t(l)].moe()) {
+            DAY0_TRY(moe(l, *in, partial.data(), n));
+            DAY0_TRY(finishRowParallel(partial, n, {}, branch));
+        } else {
+            DAY0_TRY(mlpPartial(prefix + ".mlp", "gate_proj", "up_proj", "down_proj", *in,
+                partial.data(), n, m_spec.intermediateSize / m_layout.tp));
+            DAY0_TRY(finishRowParallel(partial, n, prefix + ".mlp.down_proj", branch));
+        }
+        exec::addInPlace(hidden.data(), branch.data(), rows * h);
+        DAY0_TRY(backendStatus());
+    }
+    return success();
+}
+
+Result<void> ParallelForward::attention(
+    int layer, ShardCache& cache, const float* x, float* out, std::int64_t n, std::int64_t start)
+{
+    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t d = m_spec.headDim;
+    const std::int64_t qDim = m_heads * d;
+    const std::int64_t kvDim = m_kvHeads * d;
+    std::vector<float> q(std::size_t(n * qDim));
+    std::vector<float> k(std::size_t(n * kvDim));
+    std::vector<float> v(std::size_t(n * kvDim));
+    DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, qDim));
+    DAY0_TRY(linearOp(attn + ".k_proj", x, k.data(), n, h, kvDim));
+    DAY0_TRY(linearOp(attn + ".v_proj", x, v.data(), n, h, kvDim));
+    if (m_spec.qkNorm) {
+        m_ops.rmsNorm(q.data(), weight(attn + ".q_norm.weight"), q.data(), n * m_heads, d,
+            m_spec.normEps, exec::PrecisionMode::F32);
+        m_ops.rmsNorm(k.data(), weight(attn + ".k_norm.weight"), k.data(), n * m_kvHeads, d,
+            m_spec.normEps, exec::PrecisionMode::F32);
+    }
+    if (m_spec.layers[std::size_t(layer)].rope) {
+        m_ops.rope(q.data(), n, m_heads, d, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+        m_ops.rope(k.data(), n, m_kvHeads, d, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    }
+    auto& ck = cache.k[std::size_t(layer)];
+    auto& cv = cache.v[std::size_t(layer)];
+    std::copy(k.begin(), k.end(), ck.begin() + start * kvDim);
+    std::copy(v.begin(), v.end(), cv.begin() + start * kvDim);
+    const exec::AttentionShape shape = exec::decoderAttentionShape(
+        m_spec.layers[std::size_t(layer)], n, start, m_heads, m_kvHeads, d, d, m_scale);
+    std::vector<float> context(std::size_t(n * qDim));
+    m_ops.attention(
+        q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    // Row-parallel o_proj: partial sums over the local heads (the caller reduces, adds the bias).
+    return linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true);
+}
+
+Result<void> ParallelForward::mla(
+    int layer, ShardCache& cache, const float* x, float* out, std::int64_t n, std::int64_t start)
+{
+    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const auto& m = m_spec.mla;
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t heads = m_heads;
+    const std::int64_t nope = m.qkNopeHeadDim;
+    const std::int64_t rope = m.qkRopeHeadDim;
+    const std::int64_t qk = nope + rope;
+    const std::int64_t vd = m.vHeadDim;
+    std::vector<float> q(std::size_t(n * heads * qk));
+    if (m.qLoraRank > 0) {
+        // q_a_proj and its norm are replicated; q_b_proj is column-parallel by heads.
+        std::vector<float> qa(std::size_t(n * m.qLoraRank));
+        DAY0_TRY(linearOp(attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank));
+        m_ops.rmsNorm(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n, m.qLoraRank,
+            m_spec.normEps, exec::PrecisionMode::F32);
+        DAY0_TRY(linearOp(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk));
+    } else {
+        DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, heads * qk));
+    }
+    const std::int64_t ckvWidth = m.kvLoraRank + rope;
+    std::vector<float> ckv(std::size_t(n * ckvWidth));
+    DAY0_TRY(linearOp(attn + ".kv_a_proj_with_mqa", x, ckv.data(), n, h, ckvWidth));
+    std::vector<float> latent(std::size_t(n * m.kvLoraRank));
+    std::vector<float> kPe(std::size_t(n * rope));
+    for (std::int64_t t = 0; t < n; ++t) {
+        std::copy_n(ckv.begin() + t * ckvWidth, m.kvLoraRank, latent.begin() + t * m.kvLoraRank);
+        std::copy_n(ckv.begin() + t * ckvWidth + m.kvLoraRank, rope, kPe.begin() + t * rope);
+    }
+    m_ops.rmsNorm(latent.data(), weight(attn + ".kv_a_layernorm.weight"), latent.data(), n,
+        m.kvLoraRank, m_spec.normEps, exec::PrecisionMode::F32);
+    std::vector<float> kv(std::size_t(n * heads * (nope + vd)));
+    DAY0_TRY(linearOp(
+        attn + ".kv_b_proj", latent.data(), kv.data(), n, m.kvLoraRank, heads * (nope + vd)));
+    std::vector<float> qPe(std::size_t(n * heads * rope));
+    for (std::int64_t i = 0; i < n * heads; ++i) {
+        std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
+    }
+    m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    for (std::int64_t i = 0; i < n * heads; ++i) {
+        std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
+    }
+    auto& ck = cache.k[std::size_t(layer)];
+    auto& cv = cache.v[std::size_t(layer)];
+    const std::int64_t kWidth = heads * qk;
+    const std::int64_t vWidth = heads * vd;
+    for (std::int64_t t = 0; t < n; ++t) {
+        float* kRow = ck.data() + (start + t) * kWidth;
+        float* vRow = cv.data() + (start + t) * vWidth;
+        for (std::int64_t hd = 0; hd < heads; ++hd) {
+            const float* src = kv.data() + (t * heads + hd) * (nope + vd);
+            std::copy_n(src, nope, kRow + hd * qk);
+            std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
+            std::copy_n(src + nope, vd, vRow + hd * vd);
+        }
+    }
+    const exec::AttentionShape shape = exec::decoderAttentionShape(
+        m_spec.layers[std::size_t(layer)], n, start, heads, heads, qk, vd, m_scale);
+    std::vector<float> context(std::size_t(n * heads * vd));
+    m_ops.attention(
+        q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    return linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true);
+}
+
+Result<void> ParallelForward::mlpPartial(const std::string& module, const std::string& gate,
+    const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
+    std::int64_t inter)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    std::vector<float> g(std::size_t(n * inter));
+    std::vector<float> u(std::size_t(n * inter));
+    DAY0_TRY(linearOp(module + "." + gate, x, g.data(), n, h, inter));
+    DAY0_TRY(linearOp(module + "." + up, x, u.data(), n, h, inter));
+    m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, exec::PrecisionMode::F32);
+    return linearOp(module + "." + down, g.data(), out, n, inter, h, true);
+}
+
+} // namespace day0::parallel::detail

@@ -1,0 +1,126 @@
+#pragma once
+
+// Internal to core/exec: the fp32 forward of one rank of a TP/PP/EP/DP plan. Each rank holds
+// the slices core/checkpoint assigns it; tensor-parallel linears reduce over the TP group,
+// routed experts exchange tokens over the stage's expert group with all-to-all(v). With sequence
+// parallelism the residual stream between TP regions is split by tokens over the TP group:
+// reduce-scatter ends a row-parallel region, all-gather starts a column-parallel one.
+
+#include "base/result.h"
+#include "checkpoint/sharding.h"
+#include "comm/communicator.h"
+#include "exec/backend_dispatch.h"
+#include "exec/forward.h"
+#include "exec/ops.h"
+#include "exec/rope.h"
+#include "exec/router.h"
+#include "model/model_spec.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace day0::parallel::detail {
+
+/// The communicators one rank computes with.
+struct RankGroups {
+    comm::Communicator* tp = nullptr; ///< the TP peers of this rank (same stage, same replica)
+    comm::Communicator* expert = nullptr; ///< every rank of this stage (dp × tp), EP × ETP × EDP
+};
+
+/// One sequence's KV cache on this rank (its local heads of its stage's layers).
+struct ShardCache {
+    std::vector<std::vector<float>> k; ///< per layer of the model (empty outside the stage)
+    std::vector<std::vector<float>> v;
+    std::int64_t capacity = 0;
+};
+
+/// The forward of one rank: embedding (first stage), its stage's decoder layers, final norm and
+/// head (last stage). Not thread-safe; every call is collective over the rank's groups.
+class ParallelForward {
+public:
+    ParallelForward(const model::ModelSpec& spec, const exec::detail::WeightTable& weights,
+        const checkpoint::ShardLayout& layout, const checkpoint::RankCoord& coord,
+        RankGroups groups);
+
+    /// Checks that the plan splits the heads, builds rope tables.
+    Result<void> init();
+    /// A KV cache for `capacity` tokens of this stage's layers.
+    [[nodiscard]] ShardCache newCache(std::int64_t capacity) const;
+    /// Rows of the residual stream this rank holds for `n` tokens: n, or with sequence
+    /// parallelism ⌈n / tp⌉ (TP rank r holds tokens [r·rows, (r + 1)·rows), the last padded).
+    [[nodiscard]] std::int64_t localRows(std::int64_t n) const;
+    /// Vocab-parallel embedding: hidden [localRows(n), h].
+    Result<std::vector<float>> embed(std::span<const std::int64_t> ids);
+    /// This stage's decoder layers on hidden [localRows(n), h] for the n tokens at positions
+    /// [start, start + n).
+    Result<void> layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
+        std::int64_t start, std::stop_token stop);
+    /// Final norm and vocab-parallel head of hidden [localRows(n), h]: logits [n, vocab] on every
+    /// TP rank.
+    Result<std::vector<float>> head(const std::vector<float>& hidden, std::int64_t n);
+
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> stageLayers() const { return m_layers; }
+
+    /// Runs the float operators on `backend` (per operator falling back to the CPU); null: the
+    /// CPU reference.
+    void setBackend(exec::Backend* backend) { m_ops = exec::detail::BackendDispatch(backend); }
+    /// Where this rank's operators ran so far.
+    [[nodiscard]] exec::DispatchReport dispatchReport() const { return m_ops.report(); }
+
+private:
+    const float* weight(const std::string& name) const;
+    /// y[n, out] = x · Wᵀ with the rank's slice, bias included unless `skipBias`.
+    Result<void> linearOp(const std::string& module, const float* x, float* y, std::int64_t n,
+        std::int64_t in, std::int64_t out, bool skipBias = false) const;
+    Result<void> reduceTp(float* data, std::int64_t count);
+    /// The end of a row-parallel region: the TP ranks' partial sums [n, h] reduced (all-reduce,
+    /// or with sequence parallelism reduce-scatter to this rank's rows), `biasModule`'s bias added
+    /// once, into `out` [localRows(n), h]. `partial` is scratch.
+    Result<void> finishRowParallel(std::vector<float>& partial, std::int64_t n,
+        const std::string& biasModule, std::vector<float>& out);
+    /// The input of a column-parallel region: every token's row of `local` [localRows(n), h]
+    /// (all-gathered into `scratch` with sequence parallelism, else `local` itself).
+    Result<const float*> allTokens(
+        const std::vector<float>& local, std::int64_t n, std::vector<float>& scratch);
+    /// The first error of the rank's backend, if any.
+    [[nodiscard]] Result<void> backendStatus() const;
+    Result<void> addBias(const std::string& module, float* y, std::int64_t n, std::int64_t out);
+    /// Attention of the local heads over every token's row `x` [n, h]; `out` [n, h] gets this
+    /// rank's partial o_proj sums (finishRowParallel reduces them and adds the bias).
+    Result<void> attention(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
+        std::int64_t start);
+    /// The same for multi-head latent attention.
+    Result<void> mla(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
+        std::int64_t start);
+    /// Gated MLP with column-sliced gate/up and row-sliced down; the output is a partial sum.
+    Result<void> mlpPartial(const std::string& module, const std::string& gate,
+        const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
+        std::int64_t inter);
+    /// The MoE block's partial output [n, h] (routed tokens on their owning TP rank, shared
+    /// experts TP-sliced), to be reduced by finishRowParallel.
+    Result<void> moe(int layer, const float* x, float* out, std::int64_t n);
+    /// Routed experts of this rank's TP-owned tokens, dispatched and combined with all-to-all(v);
+    /// `acc` [n, h] receives the weighted sums of the owned tokens.
+    Result<void> routedExperts(int layer, const float* x, std::int64_t n, float* acc);
+
+    const model::ModelSpec& m_spec;
+    const exec::detail::WeightTable& m_weights;
+    checkpoint::ShardLayout m_layout;
+    checkpoint::RankCoord m_coord;
+    RankGroups m_groups;
+    std::pair<std::int64_t, std::int64_t> m_layers;
+    exec::Rope m_rope;
+    double m_scale = 1.0;
+    exec::Activation m_activation = exec::Activation::Silu;
+    exec::RouterConfig m_router;
+    std::int64_t m_heads = 0; ///< local query heads
+    std::int64_t m_kvHeads = 0; ///< local KV heads
+    std::vector<std::int64_t> m_positions;
+    bool m_sp = false; ///< sequence parallelism in effect (sp on and tp > 1)
+    /// The operators, on the rank's backend or the CPU (mutable: linearOp is logically const).
+    mutable exec::detail::BackendDispatch m_ops;
+};
+
+} // namespace day0::parallel::detail

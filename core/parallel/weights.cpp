@@ -1,0 +1,156 @@
+#include "parallel/weights.h"
+
+#include "model/layer_graph.h"
+#include "parallel/run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace day0::parallel::detail {
+
+namespace {
+
+/// A rank file's piece in fp32. Block-FP8 pieces are dequantised with the covering scale blocks
+/// the shard wrote, which is exact only when the piece starts on a block boundary (or lies in a
+/// single block), so anything else is refused by name.
+Result<numerics::Tensor> loadPresliced(const model::ModelSpec& spec,
+    const exec::WeightSource& source, const exec::detail::WeightRequirement& req,
+    const checkpoint::TensorSlice& slice)
+{
+    exec::detail::WeightRequirement piece = req;
+    piece.shape = checkpoint::sliceShape(req.shape, slice);
+    if (source.has(req.name + "_scale_inv") && !slice.whole()) {
+        const std::int64_t br = spec.quantization ? spec.quantization->blockRows : 128;
+        const std::int64_t bc = spec.quantization ? spec.quantization->blockCols : 128;
+        for (const auto& d : slice.dims) {
+            const std::int64_t block = d.dim == 0 ? br : bc;
+            const bool single = d.ranges.size() == 1
+                && d.ranges[0].first / block == (d.ranges[0].second - 1) / block;
+            const bool aligned = std::all_of(d.ranges.begin(), d.ranges.end(),
+                [&](const auto& r) { return r.first % block == 0; });
+            if (!single && !aligned) {
+                return Error::unsupported(fmt::format(
+                    "{}: tensor '{}': the rank's slice starts inside a {}-element FP8 scale "
+                    "block; run from the full checkpoint (sliced in memory) instead",
+                    source.describe(), req.name, block));
+            }
+        }
+    }
+    bool exact = false;
+    return exec::detail::loadForwardWeight(source, piece, spec, DType::F32, exact);
+}
+
+} // namespace
+
+Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
+    const exec::WeightSource& source, const checkpoint::ShardLayout& layout,
+    const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop, bool presliced)
+{
+    const model::LayerGraph graph = model::buildLayerGraph(spec);
+    exec::detail::WeightTable table;
+    bytes = 0;
+    for (const auto& req : exec::detail::requiredWeights(spec)) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        // Tied heads read the embedding, which the last stage holds too (sliceFor's rule).
+        const bool tiedHead = req.optional && !source.has(req.name);
+        if (tiedHead) {
+            continue;
+        }
+        const model::TensorSpec* t = graph.findTensor(req.name);
+        if (t == nullptr) {
+            return Error::internal(
+                fmt::format("tensor '{}' needed by the forward is not in the {} layer graph",
+                    req.name, spec.modelType));
+        }
+        auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
+        if (!slice) {
+            return slice.error().withContext(source.describe());
+        }
+        if (!slice->has_value()) {
+            continue; // another stage's or another expert range's tensor
+        }
+        if (!source.has(req.name)) {
+            return Error::badInput(fmt::format("{}: missing tensor '{}' needed by the {} forward",
+                source.describe(), req.name, spec.modelType));
+        }
+        bool exact = false;
+        if (presliced) {
+            auto piece = loadPresliced(spec, source, req, **slice);
+            if (!piece) {
+                return piece.error();
+            }
+            bytes += piece->numel() * std::int64_t(sizeof(float));
+            table.tensors[req.name] = std::move(*piece);
+            continue;
+        }
+        auto full = exec::detail::loadForwardWeight(source, req, spec, DType::F32, exact);
+        if (!full) {
+            return full.error();
+        }
+        numerics::Tensor piece;
+        if ((*slice)->whole()) {
+            piece = std::move(*full);
+        } else {
+            const auto shape = checkpoint::sliceShape(req.shape, **slice);
+            piece = numerics::Tensor::zeros(shape, DType::F32);
+            checkpoint::extractSlice(full->bytes(), req.shape, sizeof(float), **slice,
+                { reinterpret_cast<std::byte*>(piece.data<float>()),
+                    std::size_t(piece.numel()) * sizeof(float) });
+        }
+        bytes += piece.numel() * std::int64_t(sizeof(float));
+        table.tensors[req.name] = std::move(piece);
+    }
+    return table;
+}
+
+} // namespace day0::parallel::detail
+
+namespace day0::parallel {
+
+Result<void> checkRunnable(const checkpoint::ShardLayout& layout)
+{
+    // A plan field the executor cannot run is refused, never dropped on the way.
+    if (layout.cp > 1) {
+        return Error::unsupported(fmt::format(
+            "--plan: cp={}: the executor does not run context parallelism yet; run the plan "
+            "without cp (day0 memory and plan estimate it, and shard writes its ranks' weights, "
+            "which are their TP peers')",
+            layout.cp));
+    }
+    return success();
+}
+
+Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout)
+{
+    DAY0_TRY(checkRunnable(layout));
+    if (spec.numLayers < layout.pp) {
+        return Error::badInput(
+            fmt::format("--plan: pp={} needs at least {} decoder layers, {} has {}", layout.pp,
+                layout.pp, spec.name, spec.numLayers));
+    }
+    if (spec.numHeads % layout.tp != 0) {
+        return Error::badInput(
+            fmt::format("--plan: tp={} does not divide the {} attention heads of {}", layout.tp,
+                spec.numHeads, spec.name));
+    }
+    const model::LayerGraph graph = model::buildLayerGraph(spec);
+    const auto required = exec::detail::requiredWeights(spec);
+    for (int rank = 0; rank < layout.worldSize(); ++rank) {
+        const auto coord = checkpoint::rankCoord(layout, rank);
+        for (const auto& req : required) {
+            if (const auto* t = graph.findTensor(req.name)) {
+                auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
+                if (!slice) {
+                    return slice.error();
+                }
+            }
+        }
+    }
+    return success();
+}
+
+} // namespace day0::parallel
