@@ -4,6 +4,7 @@
 #include "checkpoint/shrink.h"
 #include "panels/model/checkpoint_view.h"
 #include "panels/pipeline/pipeline_panel.h"
+#include "panels/planner/planner_panel.h"
 #include "panels/precision/precision_work.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
@@ -324,4 +325,39 @@ TEST(RecordAlike, PipelinePanelValidationAsDay0Validate)
         EXPECT_EQ(gui.findMetric(m)->value, cli->findMetric(m)->value) << m;
     }
     EXPECT_EQ(gui.layers.size(), cli->layers.size());
+}
+
+TEST(RecordAlike, PlannerPanelSweepAsDay0Plan)
+{
+    if (!cliBuilt()) {
+        GTEST_SKIP() << "day0 is not built";
+    }
+    test::ScratchStore scratch;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "qwen3-30b-a3b");
+    test::configure(session, "h200:2x8", plan::Mode::Train, "tp=1");
+    // The panel may plan as soon as it sees the model; a repeated identical sweep adds no run.
+    QSignalSpy recorded(&session, &Session::runRecorded);
+    PlannerPanel panel(session, jobs);
+    test::settle(jobs);
+    panel.runPlanner();
+    test::settle(jobs);
+    ASSERT_GE(recorded.count(), 1);
+    const auto gui = load(recorded.back().at(0).toLongLong());
+    // The panel keeps 200 layouts with no headroom; the session's workload is the CLI's default.
+    const auto cli = recordedByCli({ QStringLiteral("plan"), QStringLiteral("qwen3-30b-a3b"),
+        QStringLiteral("--cluster"), QStringLiteral("h200:2x8"), QStringLiteral("--mode"),
+        QStringLiteral("train"), QStringLiteral("--top"), QStringLiteral("200") });
+    ASSERT_TRUE(cli);
+    expectAlike(gui, *cli);
+    // The sweep is deterministic: the same best layout with the same figures.
+    for (const auto& p : cli->properties) {
+        ASSERT_NE(gui.findProperty(p.key), nullptr) << p.key;
+        EXPECT_EQ(gui.findProperty(p.key)->value, p.value) << p.key;
+    }
+    for (const auto& m : cli->metrics) {
+        ASSERT_NE(gui.findMetric(m.name), nullptr) << m.name;
+        EXPECT_DOUBLE_EQ(gui.findMetric(m.name)->value, m.value) << m.name;
+    }
 }
