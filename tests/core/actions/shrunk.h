@@ -1,10 +1,11 @@
 #pragma once
-// A small random checkpoint of a bundled architecture for the actions' tests: 2 layers, hidden
-// 64, 4 heads, 8 experts where the family has them, made once per test binary and name.
+// A small random checkpoint of a bundled architecture for the actions' tests (the parallel
+// proof's shrunk model: 2 layers, 4 heads, 8 experts, vocab 250), made once per name unless
+// `fresh`.
 
 #include "base/resources.h"
-#include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
+#include "parallel_testkit.h"
 
 #include <gtest/gtest.h>
 
@@ -22,17 +23,9 @@ inline std::filesystem::path shrunk(
         return dir;
     }
     std::filesystem::remove_all(dir);
-    checkpoint::ShrinkOptions o;
-    o.layers = 2;
-    o.hidden = 64;
-    o.heads = 4;
-    o.experts = 8;
-    o.vocab = 250; // not a multiple of tp: uneven vocab-parallel slices
-    o.intermediate = 96;
-    o.replace = true;
-    Progress progress;
-    auto r = checkpoint::shrinkModel(config, dir, o, progress, {});
-    EXPECT_TRUE(r.ok()) << r.error().message;
+    // The parallel proof's sizes: every plan of its matrix divides them.
+    auto made = day0::test::makeShrunkModel(config, dir);
+    EXPECT_TRUE(made.ok()) << made.error().message;
     return dir;
 }
 
