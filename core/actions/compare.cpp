@@ -24,8 +24,8 @@ Result<std::shared_ptr<const numerics::Dump>> readDumpAs(const fs::path& path, c
 
 } // namespace
 
-Result<CompareOutcome> compareDumpFolders(
-    const CompareRequest& request, Progress& progress, std::stop_token stop)
+Result<CompareOutcome> compareDumpFolders(const CompareRequest& request, Progress& progress,
+    std::stop_token stop, const ComparisonGrowing& growing)
 {
     const auto started = std::chrono::steady_clock::now();
     CompareOutcome out;
@@ -71,6 +71,11 @@ Result<CompareOutcome> compareDumpFolders(
         }
         out.local = std::move(*l);
         options.local = out.local.get();
+    }
+    if (growing) {
+        options.partial = [&out, &growing](const numerics::DumpComparison& sofar) {
+            growing({ out.reference, out.target, out.local, out.table, sofar });
+        };
     }
     progress.setStage("comparing");
     auto cmp = numerics::compareDumps(*out.reference, *out.target, options, progress, stop);

@@ -8,6 +8,7 @@
 #include "numerics/tolerance.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -39,11 +40,23 @@ struct CompareOutcome {
     history::RunRecord record;
 };
 
-/// Reads the dumps and compares them. Errors name the dump (reference, target, floor,
-/// inject-mode) or the option, and dumps that cannot be compared name both folders; a failed
-/// tolerance is an outcome (comparisonExitCode), not an error. Cancellable between captures.
-Result<CompareOutcome> compareDumpFolders(
-    const CompareRequest& request, Progress& progress, std::stop_token stop);
+/// A comparison as it grows: the dumps it reads and the rows judged so far.
+struct ComparisonSoFar {
+    std::shared_ptr<const numerics::Dump> reference;
+    std::shared_ptr<const numerics::Dump> target;
+    std::shared_ptr<const numerics::Dump> local;
+    std::shared_ptr<const numerics::ToleranceTable> table;
+    numerics::DumpComparison comparison; ///< rows and counts so far; no first divergence yet
+};
+using ComparisonGrowing = std::function<void(ComparisonSoFar&&)>;
+
+/// Reads the dumps and compares them. `growing` (may be empty) gets the comparison so far
+/// after about every tenth of the captures, on the comparing thread. Errors name the dump
+/// (reference, target, floor, inject-mode) or the option, and dumps that cannot be compared name
+/// both folders; a failed tolerance is an outcome (comparisonExitCode), not an error. Cancellable
+/// between captures.
+Result<CompareOutcome> compareDumpFolders(const CompareRequest& request, Progress& progress,
+    std::stop_token stop, const ComparisonGrowing& growing = {});
 
 /// `day0 compare`'s and `day0 run --reference`'s exit status: 1 when a capture failed its
 /// tolerance, else 0.

@@ -383,6 +383,8 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     const auto selections = selectionsByLayer(reference);
 
     progress.setTotal(std::int64_t(reference.captures().size()));
+    const std::size_t every = std::max<std::size_t>(1, (reference.captures().size() + 9) / 10);
+    std::size_t visited = 0;
     std::set<std::string> seen;
     for (const auto& rc : reference.captures()) {
         if (stop.stop_requested()) {
@@ -447,6 +449,9 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
             break;
         }
         cmp.rows.push_back(std::move(row));
+        if (options.partial && ++visited % every == 0) {
+            options.partial(cmp);
+        }
     }
     for (const auto& tc : target.captures()) {
         if (!seen.contains(tc.name) && !tc.name.ends_with("#score")) {

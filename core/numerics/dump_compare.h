@@ -9,12 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
 
 namespace day0::numerics {
+
+struct DumpComparison;
 
 /// Inputs of compareDumps beyond the two dumps.
 struct CompareOptions {
@@ -30,6 +33,10 @@ struct CompareOptions {
     MetricOptions metrics;
     /// Compare even when fingerprints or input ids differ (a warning instead of an error).
     bool allowMismatch = false;
+    /// Called on the comparing thread with the comparison so far (its rows judged, its counts)
+    /// after about every tenth of the captures: a viewer can show a long comparison as it
+    /// grows. The first divergence and the captures found on one side only come at the end.
+    std::function<void(const DumpComparison& sofar)> partial;
 };
 
 /// Relative differences of summary statistics, for statistics-only captures.

@@ -148,6 +148,25 @@ protected:
 
 } // namespace
 
+TEST_F(PrecisionPanelTest, AComparisonOfDumpsIsShownAsItGrowsThenWhole)
+{
+    PrecisionPanel panel(m_session, m_jobs);
+    QSignalSpy grew(&panel, &PrecisionPanel::comparisonGrew);
+    QSignalSpy delivered(&panel, &PrecisionPanel::resultDelivered);
+    compareFixture(panel);
+    ASSERT_GE(grew.count(), 2) << "about every tenth of the captures";
+    int previous = 0;
+    for (const auto& args : grew) {
+        EXPECT_GT(args.at(0).toInt(), previous) << "each stage holds more rows";
+        previous = args.at(0).toInt();
+    }
+    EXPECT_EQ(delivered.count(), 1);
+    ASSERT_NE(panel.current(), nullptr);
+    EXPECT_FALSE(panel.current()->partial) << "the whole comparison replaces what grew";
+    EXPECT_GE(int(panel.current()->comparison.rows.size()), previous);
+    EXPECT_EQ(panel.overlay(), nullptr) << "a comparison so far is never kept as the overlay";
+}
+
 TEST_F(PrecisionPanelTest, HeatmapCellsEqualTheMetricsOfCompareDumps)
 {
     PrecisionPanel panel(m_session, m_jobs);

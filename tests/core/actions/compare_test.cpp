@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace day0::actions {
 namespace {
@@ -93,6 +95,37 @@ TEST(CompareAction, TwoDumpsOfTheSameRunAgreeAndTheInjectDumpBesideIsFound)
     EXPECT_EQ(cmp->local, nullptr);
     EXPECT_EQ(
         cmp->record.findMetric("compared_captures")->value, double(cmp->comparison.rows.size()));
+}
+
+TEST(CompareAction, ALongComparisonIsHandedOverAsItGrows)
+{
+    Progress progress;
+    const fs::path ref = scratch() / "ref";
+    const fs::path tgt = scratch() / "tgt";
+    ASSERT_TRUE(runCheckpoint(runOf("fp32", ref), progress, {}).ok());
+    ASSERT_TRUE(runCheckpoint(runOf("bf16", tgt), progress, {}).ok());
+    std::vector<std::vector<std::string>> stages;
+    auto cmp = compareDumpFolders({ ref, tgt }, progress, {}, [&stages](ComparisonSoFar&& sofar) {
+        EXPECT_NE(sofar.reference, nullptr);
+        EXPECT_NE(sofar.table, nullptr);
+        EXPECT_FALSE(sofar.comparison.firstDivergence) << "decided at the end";
+        std::vector<std::string> names;
+        for (const auto& row : sofar.comparison.rows) {
+            names.push_back(row.name);
+        }
+        stages.push_back(std::move(names));
+    });
+    ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+    ASSERT_GE(stages.size(), 5U);
+    EXPECT_LE(stages.size(), 10U);
+    std::size_t previous = 0;
+    for (const auto& names : stages) {
+        EXPECT_GT(names.size(), previous);
+        previous = names.size();
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            EXPECT_EQ(names[i], cmp->comparison.rows[i].name) << "a prefix of the final rows";
+        }
+    }
 }
 
 TEST(CompareAction, EachBadInputNamesWhatIsWrong)

@@ -218,6 +218,11 @@ QWidget* PrecisionPanel::createControls()
     connect(m_cancelButton, &QPushButton::clicked, this, [this] {
         m_runTicket->cancel();
         pollProgress();
+        if (m_primary && m_primary->partial) {
+            m_primary = m_settledPrimary;
+            m_overlay = m_settledOverlay;
+            refreshViews();
+        }
         m_summary->setText(tr("Cancelled."));
     });
     connect(m_compareButton, &QPushButton::clicked, this, &PrecisionPanel::chooseDumps);
@@ -274,7 +279,7 @@ void PrecisionPanel::startRun(PrecisionRunRequest request)
         request.modelSource = fromQString(m_session.modelSource());
     }
     const QString title = tr("Precision run: %1").arg(toQString(request.target.describe()));
-    startJob(title, [request](Progress& progress, std::stop_token stop) {
+    startJob(title, [request](Progress& progress, std::stop_token stop, const Growing&) {
         return runPrecision(request, progress, stop);
     });
 }
@@ -298,8 +303,8 @@ void PrecisionPanel::compareDumps(const QString& reference, const QString& targe
     startJob(tr("Comparing dumps"),
         [reference = std::filesystem::path(fromQString(reference)),
             target = std::filesystem::path(fromQString(target))](
-            Progress& progress, std::stop_token stop) {
-            return compareDumpFolders(reference, target, progress, stop);
+            Progress& progress, std::stop_token stop, const Growing& growing) {
+            return compareDumpFolders(reference, target, progress, stop, growing);
         });
 }
 
@@ -317,8 +322,7 @@ void PrecisionPanel::chooseDumps()
     }
 }
 
-void PrecisionPanel::startJob(
-    const QString& title, std::function<Outcome(Progress&, std::stop_token)> work)
+void PrecisionPanel::startJob(const QString& title, Work work)
 {
     m_runTitle = title;
     m_error->hide();
@@ -328,8 +332,28 @@ void PrecisionPanel::startJob(
     m_progress->setValue(0);
     m_progress->show();
     m_poll->start();
-    m_jobs.start<Outcome>(*m_runTicket, title, this, std::move(work),
+    if (!m_primary || !m_primary->partial) {
+        m_settledPrimary = m_primary;
+        m_settledOverlay = m_overlay;
+    }
+    m_jobs.startStaged<std::shared_ptr<const PrecisionRun>, Outcome>(
+        *m_runTicket, title, this,
+        [work = std::move(work)](Progress& progress, std::stop_token stop,
+            const std::function<void(std::shared_ptr<const PrecisionRun> &&)>& stage) {
+            return work(progress, stop, stage);
+        },
+        [this](std::shared_ptr<const PrecisionRun>&& sofar) { showGrowing(std::move(sofar)); },
         [this](Outcome&& outcome) { deliver(std::move(outcome)); });
+}
+
+void PrecisionPanel::showGrowing(std::shared_ptr<const PrecisionRun>&& sofar)
+{
+    // The comparison so far in place of the result, over what was shown before.
+    m_overlay = m_settledPrimary;
+    m_primary = std::move(sofar);
+    updateSummary();
+    refreshViews();
+    emit comparisonGrew(int(m_primary->comparison.rows.size()));
 }
 
 void PrecisionPanel::pollProgress()
@@ -352,6 +376,11 @@ void PrecisionPanel::pollProgress()
 void PrecisionPanel::deliver(Outcome&& outcome)
 {
     pollProgress();
+    if (m_primary && m_primary->partial) {
+        // Back to what was shown before the comparison started to grow.
+        m_primary = m_settledPrimary;
+        m_overlay = m_settledOverlay;
+    }
     if (!outcome) {
         if (outcome.error().code != ErrorCode::Cancelled) {
             showError(toQString(outcome.error().message));
@@ -413,7 +442,9 @@ void PrecisionPanel::updateSummary()
                            QString::number(c.passCount), QString::number(c.warnCount),
                            QString::number(c.failCount), QString::number(c.notJudgedCount),
                            toQString(c.table));
-    if (c.firstDivergence) {
+    if (m_primary->partial) {
+        text += tr("; comparing: %n capture(s) so far", nullptr, int(c.rows.size()));
+    } else if (c.firstDivergence) {
         text += tr("; first divergence (%1 error) at <b>%2</b>")
                     .arg(toQString(c.divergenceBasis),
                         toQString(c.rows[*c.firstDivergence].name).toHtmlEscaped());

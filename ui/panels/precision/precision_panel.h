@@ -72,19 +72,25 @@ public:
 signals:
     /// A run or comparison finished (shown, or its error shown).
     void resultDelivered();
+    /// A comparison of dumps still running shows its first `rows` judged captures.
+    void comparisonGrew(int rows);
 
 protected:
     void showEvent(QShowEvent* event) override;
 
 private:
     using Outcome = Result<std::shared_ptr<const PrecisionRun>>;
+    /// Hands a comparison so far (PrecisionRun::partial) to the GUI thread.
+    using Growing = std::function<void(std::shared_ptr<const PrecisionRun>&&)>;
+    using Work = std::function<Outcome(Progress&, std::stop_token, const Growing&)>;
 
     QWidget* createControls();
     void startDemoIfWanted();
     void startFromControls();
     void startRun(PrecisionRunRequest request);
     void chooseDumps();
-    void startJob(const QString& title, std::function<Outcome(Progress&, std::stop_token)> work);
+    void startJob(const QString& title, Work work);
+    void showGrowing(std::shared_ptr<const PrecisionRun>&& sofar);
     void deliver(Outcome&& outcome);
     void refreshViews();
     void updateDepth();
@@ -103,6 +109,10 @@ private:
     std::unique_ptr<JobTicket> m_detailTicket;
     std::shared_ptr<const PrecisionRun> m_primary;
     std::shared_ptr<const PrecisionRun> m_overlay;
+    /// What was shown when the running job started: restored when it fails or is cancelled
+    /// after showing its comparison so far.
+    std::shared_ptr<const PrecisionRun> m_settledPrimary;
+    std::shared_ptr<const PrecisionRun> m_settledOverlay;
     PrecisionHeatmap m_heatmap;
     std::optional<CellDetail> m_detail;
     std::string m_depthSubModule; ///< what the depth chart follows ("" = layer outputs)

@@ -141,15 +141,35 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     return std::shared_ptr<const PrecisionRun>(std::move(out));
 }
 
-Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
-    const fs::path& reference, const fs::path& target, Progress& progress, std::stop_token stop)
+Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(const fs::path& reference,
+    const fs::path& target, Progress& progress, std::stop_token stop,
+    const std::function<void(std::shared_ptr<const PrecisionRun>&&)>& growing)
 {
     // `day0 compare <reference> <target> [--local <target>-inject]`'s action and record.
     actions::CompareRequest request;
     request.reference = reference;
     request.target = target;
     request.local = actions::injectDumpBeside(target).value_or(fs::path());
-    auto compared = actions::compareDumpFolders(request, progress, stop);
+    auto describe = [&](PrecisionRun& run) {
+        run.label
+            = fmt::format("{} vs {}", target.filename().string(), reference.filename().string());
+        run.source = fmt::format("{} vs {}", target.string(), reference.string());
+    };
+    actions::ComparisonGrowing stage;
+    if (growing) {
+        stage = [&growing, &describe](actions::ComparisonSoFar&& sofar) {
+            auto run = std::make_shared<PrecisionRun>();
+            run->comparison = std::move(sofar.comparison);
+            run->table = sofar.table;
+            run->reference = sofar.reference;
+            run->target = sofar.target;
+            run->local = sofar.local;
+            run->partial = true;
+            describe(*run);
+            growing(std::move(run));
+        };
+    }
+    auto compared = actions::compareDumpFolders(request, progress, stop, stage);
     if (!compared) {
         return compared.error();
     }
@@ -159,8 +179,7 @@ Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
     run->reference = compared->reference;
     run->target = compared->target;
     run->local = compared->local;
-    run->label = fmt::format("{} vs {}", target.filename().string(), reference.filename().string());
-    run->source = fmt::format("{} vs {}", target.string(), reference.string());
+    describe(*run);
     compared->record.info.label = run->label;
     record(*run, compared->record, false);
     return std::shared_ptr<const PrecisionRun>(std::move(run));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -57,6 +58,9 @@ struct PrecisionRun {
     std::optional<std::int64_t> recordedRun; ///< id in the store, when recorded now
     std::string recordError; ///< why recording failed, when it did
     exec::DispatchReport dispatch; ///< where the target's operators ran (runs on a backend)
+    /// A comparison still growing (its rows so far, no first divergence), shown while the job
+    /// runs; never recorded.
+    bool partial = false;
 };
 
 /// Token ids from "1, 2, 3" (commas and/or spaces), else the text encoded with the checkpoint's
@@ -71,9 +75,12 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
 
 /// Reads two dump folders and compares them (with `<target>-inject` next to the target as its
 /// inject-mode dump when present), and records the comparison. Errors name the folder and file.
+/// `growing` (may be empty) gets the comparison so far, marked partial, about every tenth of
+/// the captures.
 Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(
     const std::filesystem::path& reference, const std::filesystem::path& target, Progress& progress,
-    std::stop_token stop);
+    std::stop_token stop,
+    const std::function<void(std::shared_ptr<const PrecisionRun>&&)>& growing = {});
 
 /// What a clicked cell shows: the capture's error histogram, a value-against-error scatter, and
 /// its accumulated and own error.
