@@ -41,7 +41,7 @@ struct DemoStep {
 /// training on 32 × 8 H200, the shrunk Kimi-K2-architecture checkpoint made (once, in the
 /// cache) and verified against its manifest, run in emulated bf16 against the fp32 reference
 /// with the comparison's verdicts, the CPU timeline of that run, and the runs in the store.
-/// Each step records what the CLI verb of the same work records (pipeline/records,
+/// Each step records what the CLI verb of the same work records (actions/records,
 /// plan/plan_record), through history::recordRunOnce as the workbench's demo does: an unchanged
 /// plan is not recorded twice; the measured steps are new runs each time. `onStep` gets each
 /// step as it ends. Cancellable; an error of a step ends the demo with that error.

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Records the run when recording is enabled, built by the same function as the CLI's record of
-// the same work (pipeline/records); failures are kept for the panel to show.
+// the same work (actions/records); failures are kept for the panel to show.
 void record(PrecisionRun& run, const history::RunRecord& record, bool once)
 {
     if (once) {
