@@ -44,6 +44,7 @@ struct PlanArgs {
     std::vector<int> cp;
     std::vector<int> microBatches;
     std::vector<int> zero;
+    std::vector<int> vpp;
     std::vector<std::string> recompute;
     bool noMtp = false;
     double reserveGiB = -1;
@@ -305,6 +306,9 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     if (!a.zero.empty()) {
         o.zero = a.zero;
     }
+    if (!a.vpp.empty()) {
+        o.vpp = a.vpp;
+    }
     if (!a.recompute.empty()) {
         o.recompute.clear();
         for (const auto& name : a.recompute) {
@@ -321,6 +325,12 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     }
     if (a.fragmentation >= 0) {
         o.memory.fragmentation = a.fragmentation;
+    }
+    for (const int v : o.vpp) {
+        if (v < 1) {
+            return reportError(Error::badInput(
+                fmt::format("--vpp {}: expected 1 or more model chunks per stage", v)));
+        }
     }
     for (const int z : o.zero) {
         if (z < 0 || z > 3) {
@@ -445,6 +455,9 @@ const bool kRegistered = registerCommand({
                "--micro-batches", a->microBatches, "micro-batch sizes to try (default 1,2,4,8)")
             ->delimiter(',');
         app.add_option("--zero", a->zero, "ZeRO stages to try (default 0,1,2,3)")->delimiter(',');
+        app.add_option("--vpp", a->vpp,
+               "interleaving depths (model chunks per stage) to try when pp > 1 (default 1,2,4)")
+            ->delimiter(',');
         app.add_option("--recompute", a->recompute, "recompute modes to try (none,selective,full)")
             ->delimiter(',');
         app.add_flag("--no-mtp", a->noMtp, "leave the model's MTP layers out");

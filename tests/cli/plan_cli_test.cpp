@@ -98,6 +98,26 @@ TEST(CliPlan, InferenceJsonHasLatencies)
     }
 }
 
+TEST(CliPlan, APublishedRunsOwnSettingsCanBePinned)
+{
+    // Every setting a measured run states can be pinned, so that its row of
+    // tests/data/plan/published_measurements.json is reproducible from the CLI.
+    const auto r = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:2x8", "--tp", "2",
+        "--pp", "2", "--vpp", "2", "--micro-batches", "1", "--recompute", "selective", "--zero",
+        "1", "--top", "50", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    ASSERT_FALSE(j["layouts"].empty());
+    for (const auto& l : j["layouts"]) {
+        EXPECT_EQ(l["tp"], 2);
+        EXPECT_EQ(l["pp"], 2);
+        EXPECT_EQ(l["vpp"], 2);
+        EXPECT_EQ(l["micro_batch"], 1);
+        EXPECT_EQ(l["recompute"], "selective");
+        EXPECT_EQ(l["zero"], 1);
+    }
+}
+
 TEST(CliPlan, NothingFitsExitsOne)
 {
     const auto r = runDay0({ "plan", "llama-3.1-405b", "--cluster", "l40s:1x1" });
@@ -128,6 +148,7 @@ TEST(CliPlan, BadInputIsExitTwoWithOneLine)
         { { "plan", "kimi-k2", "--cluster", "h200:1x8", "--mode", "serve" }, "--mode 'serve'" },
         { { "plan", "kimi-k2", "--cluster", "h200:1x8", "--recompute", "some" },
             "--recompute 'some'" },
+        { { "plan", "kimi-k2", "--cluster", "h200:1x8", "--vpp", "0" }, "--vpp 0" },
     };
     for (const auto& c : cases) {
         const auto r = runDay0(c.args);
