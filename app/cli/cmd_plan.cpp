@@ -409,7 +409,7 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
             formatDuration(Seconds(best.inference.ttft)), o.workload.prompt(),
             formatCount(best.tokensPerSecond), best.layout.world);
     }
-    fmt::print("\n");
+    fmt::print("Time figures (step, tokens/s, MFU, TTFT, TPOT): {}\n\n", r.timeError.describe());
     printRejected(r);
     fmt::print("Assumptions:\n");
     for (const auto& note : r.notes) {

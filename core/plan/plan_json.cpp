@@ -123,8 +123,11 @@ nlohmann::json plannedLayoutJson(const PlannedLayout& p)
 nlohmann::json planResultJson(const PlanResult& r)
 {
     nlohmann::json layouts = nlohmann::json::array();
+    const auto timeError = r.timeError.toJson();
     for (const auto& p : r.layouts) {
-        layouts.push_back(plannedLayoutJson(p));
+        auto j = plannedLayoutJson(p);
+        j["time_error"] = timeError; // the same for every layout of the sweep
+        layouts.push_back(std::move(j));
     }
     nlohmann::json summary = nlohmann::json::object();
     nlohmann::json rejected = nlohmann::json::array();
@@ -142,6 +145,7 @@ nlohmann::json planResultJson(const PlanResult& r)
         { "rejected_summary", summary },
         { "rejected", rejected },
         { "notes", r.notes },
+        { "time_error", timeError },
         { "partial", r.partial },
         { "ignored_keys", r.ignored },
     };

@@ -133,6 +133,7 @@ history::RunRecord planRunRecord(const ModelSummary& model, const hardware::Clus
         record.setProperty("headroom", fmt::format("{:g}", options.headroom));
     }
     record.info.duration = Seconds(result.seconds);
+    record.setProperty("time_error", result.timeError.describe());
     record.addMetric("evaluated", double(result.evaluated));
     record.addMetric("feasible", double(result.feasible));
     record.addMetric("rejected", double(result.evaluated - result.feasible));

@@ -456,6 +456,7 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     result.ignored = model.ignored;
     result.seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    result.timeError = timeErrorBar(model, cluster, options.workload.mode);
     return result;
 }
 

@@ -6,6 +6,7 @@
 #include "plan/cost_model.h"
 #include "plan/layout.h"
 #include "plan/model_summary.h"
+#include "plan/published_measurements.h"
 #include "plan/workload.h"
 
 #include <cstdint>
@@ -68,6 +69,9 @@ struct PlanResult {
     double seconds = 0; ///< wall time of the sweep
     bool partial = false; ///< the model was read partially: `ignored` is left out
     std::vector<std::string> ignored;
+    /// How far every time figure of `layouts` (step time, tokens/s, MFU, TTFT, TPOT) can be
+    /// trusted: the held-out published measurements comparable with this model and cluster.
+    TimeErrorBar timeError;
 };
 
 /// Enumerates every layout of the cluster for the workload (TP, PP with even and uneven splits,

@@ -101,14 +101,17 @@ TEST(CliPlan, InferenceJsonHasLatencies)
 TEST(CliPlan, APublishedRunsOwnSettingsCanBePinned)
 {
     // Every setting a measured run states can be pinned, so that its row of
-    // tests/data/plan/published_measurements.json is reproducible from the CLI.
+    // resources/plan/published_measurements.json is reproducible from the CLI.
     const auto r = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:2x8", "--tp", "2",
         "--pp", "2", "--vpp", "2", "--micro-batches", "1", "--recompute", "selective", "--zero",
         "1", "--top", "50", "--json" });
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const auto j = r.json();
     ASSERT_FALSE(j["layouts"].empty());
+    EXPECT_EQ(
+        j["time_error"]["text"], "no comparable published measurement (h100-sxm, training, dense)");
     for (const auto& l : j["layouts"]) {
+        EXPECT_EQ(l["time_error"], j["time_error"]) << "every time figure carries its error bar";
         EXPECT_EQ(l["tp"], 2);
         EXPECT_EQ(l["pp"], 2);
         EXPECT_EQ(l["vpp"], 2);

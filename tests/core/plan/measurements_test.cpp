@@ -1,5 +1,5 @@
 // The planner's time estimates held against published measurements
-// (tests/data/plan/published_measurements.json): each case's own layout, batch and kernels,
+// (resources/plan/published_measurements.json): each case's own layout, batch and kernels,
 // the estimate beside the measurement, and the mean absolute percentage error of the cases the
 // constants were chosen on ("fit") and of the others ("holdout"), printed.
 #include "base/resources.h"
@@ -7,8 +7,8 @@
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "plan/cost_model.h"
-#include "plan/layout.h"
 #include "plan/model_summary.h"
+#include "plan/published_measurements.h"
 #include "test_models.h"
 
 #include <gtest/gtest.h>
@@ -27,13 +27,6 @@ namespace {
 
 using nlohmann::json;
 
-json loadCases()
-{
-    std::ifstream in(std::string(DAY0_TEST_DATA_DIR) + "/plan/published_measurements.json");
-    EXPECT_TRUE(in.good()) << "published_measurements.json";
-    return json::parse(in).at("cases");
-}
-
 /// The case's model: a GPT of the given shape (Megatron's, tied head) or a bundled config.
 ModelSummary modelOf(const json& model)
 {
@@ -47,26 +40,6 @@ ModelSummary modelOf(const json& model)
     auto spec = model::loadModel(model.at("bundled").get<std::string>());
     EXPECT_TRUE(spec) << spec.error().message;
     return summarizeModel(model::buildLayerGraph(*spec));
-}
-
-ParallelPlan planOf(const json& l)
-{
-    ParallelPlan p;
-    p.tp = l.value("tp", 1);
-    p.pp = l.value("pp", 1);
-    p.ep = l.value("ep", 1);
-    p.cp = l.value("cp", 1);
-    p.dp = l.value("dp", 0);
-    p.vpp = l.value("vpp", 1);
-    p.zero = l.value("zero", 0);
-    p.microBatch = l.value("micro_batch", 1);
-    if (l.contains("sp")) {
-        p.sp = l.at("sp").get<bool>();
-    }
-    const auto recompute = parseRecompute(l.value("recompute", std::string("none")));
-    EXPECT_TRUE(recompute) << l.dump();
-    p.recompute = recompute.value_or(Recompute::None);
-    return p;
 }
 
 struct Row {
@@ -84,46 +57,19 @@ struct Row {
 TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
 {
     setResourceDir(DAY0_RESOURCE_DIR);
-    const json cases = loadCases();
-    ASSERT_GE(cases.size(), 9U);
+    auto cases = readPublishedMeasurements(publishedMeasurementsFile());
+    ASSERT_TRUE(cases) << cases.error().message;
+    ASSERT_GE(cases->size(), 9U);
     std::vector<Row> rows;
-    for (const auto& c : cases) {
-        Row row;
-        row.id = c.at("id").get<std::string>();
-        row.split = c.at("split").get<std::string>();
-        SCOPED_TRACE(row.id);
-        ASSERT_FALSE(c.at("source").get<std::string>().empty());
-        ASSERT_FALSE(c.at("flops").get<std::string>().empty()) << "how the source counts";
-        ASSERT_TRUE(row.split == "fit" || row.split == "holdout");
-        ASSERT_EQ(c.at("kind"), "train") << "inference cases are not in the table yet";
-        const auto model = modelOf(c.at("model"));
-        auto cluster = hardware::parseCluster(c.at("cluster").get<std::string>());
-        ASSERT_TRUE(cluster) << cluster.error().message;
-        Workload wl;
-        wl.seqLength = c.at("workload").at("seq").get<int>();
-        wl.globalBatch = c.at("workload").at("global_batch").get<int>();
-        CostOptions co;
-        co.flashAttention = c.at("kernels").at("flash_attention").get<bool>();
-        co.dropout = c.at("kernels").at("dropout").get<bool>();
-        auto layout = resolveLayout(planOf(c.at("layout")), model, wl, *cluster);
-        ASSERT_TRUE(layout) << layout.error().message;
-        const auto cost = estimateTrainingCost(model, *layout, wl, *cluster, co);
-        const auto& m = c.at("measured");
-        if (m.contains("step_time_s")) {
-            row.estimate = cost.stepTime;
-            row.measured = m.at("step_time_s").get<double>();
-        } else {
-            row.estimate = cost.tokensPerSecond / double(cluster->worldSize());
-            row.measured = m.at("tokens_per_s_per_gpu").get<double>();
-        }
-        ASSERT_TRUE(std::isfinite(row.estimate) && row.estimate > 0);
-        row.parts = cost.breakdown;
-        row.step = cost.stepTime;
-        row.error = (row.estimate - row.measured) / row.measured;
+    for (const auto& c : *cases) {
+        SCOPED_TRACE(c.id);
+        auto e = estimatePublishedCase(c, modelOf(c.row.at("model")));
+        ASSERT_TRUE(e) << e.error().message;
+        Row row { c.id, c.split, e->estimate, e->measured, e->error, e->cost.breakdown,
+            e->cost.stepTime };
         // A miss beyond 30% must say what the planner does not model.
         if (std::fabs(row.error) > 0.30) {
-            EXPECT_FALSE(c.value("note", std::string()).empty())
-                << "off by " << 100.0 * row.error << "% without a note";
+            EXPECT_FALSE(c.note.empty()) << "off by " << 100.0 * row.error << "% without a note";
         }
         rows.push_back(row);
     }
@@ -144,4 +90,50 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     }
     ASSERT_TRUE(mape.contains("fit"));
     EXPECT_LT(mape["fit"].first / mape["fit"].second, 0.07);
+}
+
+TEST(PublishedMeasurements, AnErrorBarComesFromComparableHeldOutCasesOrSaysThereIsNone)
+{
+    setResourceDir(DAY0_RESOURCE_DIR);
+    auto deepseek = model::loadModel("deepseek-v3");
+    ASSERT_TRUE(deepseek) << deepseek.error().message;
+    const auto moe = summarizeModel(model::buildLayerGraph(*deepseek));
+    auto h800 = hardware::parseCluster("h800:32x8");
+    ASSERT_TRUE(h800);
+    const auto bar = timeErrorBar(moe, *h800, Mode::Train);
+    ASSERT_TRUE(bar.problem.empty()) << bar.problem;
+    ASSERT_TRUE(bar.meanAbsError);
+    EXPECT_EQ(bar.cases, (std::vector<std::string> { "deepseek-v3-pretraining" }));
+    EXPECT_GT(*bar.meanAbsError, 0.0);
+    EXPECT_NE(bar.describe().find("1 comparable published measurement"), std::string::npos)
+        << bar.describe();
+    EXPECT_EQ(bar.toJson().at("cases").size(), 1U);
+
+    auto llama = model::loadModel("llama-3.1-8b");
+    ASSERT_TRUE(llama);
+    const auto dense = summarizeModel(model::buildLayerGraph(*llama));
+    const auto none = timeErrorBar(dense, *h800, Mode::Train);
+    EXPECT_FALSE(none.meanAbsError) << "a dense model is not compared with an MoE run";
+    EXPECT_EQ(none.describe(), "no comparable published measurement (h800, training, dense)");
+    EXPECT_TRUE(none.toJson().at("mean_abs_error").is_null());
+    EXPECT_FALSE(timeErrorBar(moe, *h800, Mode::Infer).meanAbsError) << "no inference case yet";
+}
+
+TEST(PublishedMeasurements, AMalformedTableIsRefusedNamingTheFileAndTheCase)
+{
+    const auto dir = std::filesystem::path(::testing::TempDir()) / "published_measurements_test";
+    std::filesystem::create_directories(dir);
+    const auto file = dir / "table.json";
+    std::ofstream(file)
+        << R"({"cases": [{"id": "x", "source": "s", "flops": "f", "split": "holdout",
+        "kind": "train", "cluster": "h800:1x8", "model": {"gpt": {}}, "layout": {},
+        "workload": {}, "kernels": {}, "measured": {"step_time_s": 1}}]})";
+    auto r = readPublishedMeasurements(file);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("table.json: case 'x'"), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find("bundled model"), std::string::npos);
+    std::ofstream(file) << "{";
+    EXPECT_FALSE(readPublishedMeasurements(file));
+    EXPECT_FALSE(readPublishedMeasurements(dir / "missing.json"));
 }

@@ -214,6 +214,8 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
                     .arg(toQString(plan::formatPlan(best.layout.toPlan())),
                         countText(best.tokensPerSecond));
     }
+    // How far the time figures can be trusted, from the held-out published measurements.
+    text += tr("<br>Time figures: %1").arg(toQString(r.timeError.describe()).toHtmlEscaped());
     m_summary->setText(text);
     QStringList notes;
     for (const auto& note : r.notes) {
