@@ -126,7 +126,8 @@ private:
 std::int64_t intOr(const GgufKeys& keys, const std::string& key, std::int64_t fallback)
 {
     const auto* v = keys.find(key);
-    return v != nullptr && v->is_number() ? v->get<std::int64_t>() : fallback;
+    // Integers only: a float key has no int64 value to convert to.
+    return v != nullptr && v->is_number_integer() ? v->get<std::int64_t>() : fallback;
 }
 
 bool boolOr(const GgufKeys& keys, const std::string& key, bool fallback)

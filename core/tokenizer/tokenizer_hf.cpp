@@ -165,6 +165,11 @@ Result<TokenizerVocab> readTokenizer(const std::filesystem::path& tokenizerJson)
         return success();
     };
     for (const auto& [token, id] : model["vocab"].items()) {
+        // An id is an integer: a float such as 1.4e67 has no int64 value to convert to.
+        if (!id.is_number_integer()) {
+            return Error::badInput(
+                fmt::format("{}: token '{}' has id {}, not an integer", origin, token, id.dump()));
+        }
         DAY0_TRY(place(token, id.get<std::int64_t>()));
     }
     for (const auto& m : model.value("merges", nlohmann::json::array())) {

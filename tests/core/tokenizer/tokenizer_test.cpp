@@ -197,5 +197,12 @@ TEST(Tokenizer, BadFilesAreNamed)
     EXPECT_NE(t.error().message.find("GGUF"), std::string::npos);
     t = tokenizer::loadTokenizer(dir / "missing");
     EXPECT_FALSE(t.ok());
+    // Found by fuzz.tokenizer_json: an id that is a float too large for any integer.
+    std::ofstream(dir / "tokenizer.json")
+        << R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1.4e67}, "merges": []}})";
+    t = tokenizer::loadTokenizer(dir);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("token 'b' has id 1.4e+67, not an integer"), std::string::npos)
+        << t.error().message;
     std::filesystem::remove_all(dir);
 }
