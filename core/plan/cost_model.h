@@ -12,7 +12,8 @@ namespace day0::plan {
 /// Knobs of the step-time model.
 struct CostOptions {
     // The defaults reproduce the iteration times Korthikanti et al. 2022 measured (Table 5,
-    // 22B-1T GPT on A100) within 10% (tests/core/plan/anchors_test.cpp).
+    // 22B-1T GPT on A100) within 10% (the "fit" cases of
+    // resources/plan/published_measurements.json, tests/core/plan/measurements_test.cpp).
     double computeEfficiency = 0.75; ///< fraction of dense peak that large GEMMs reach
     double elementwisePasses = 3.0; ///< HBM traffic of memory-bound kernels (norms, activation
                                     ///< functions, residuals, softmax, dropout) per forward pass,

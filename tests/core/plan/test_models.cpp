@@ -162,7 +162,8 @@ model::ModelSpec moeSpec(int hidden, int heads, int kvHeads, int layers, int voc
     m.numSharedExperts = sharedFfn > 0 ? 1 : 0;
     s.moe = m;
     for (int i = 0; i < layers; ++i) {
-        s.layers[std::size_t(i)].ffn = i >= firstDense ? model::FfnKind::Moe : model::FfnKind::Dense;
+        s.layers[std::size_t(i)].ffn
+            = i >= firstDense ? model::FfnKind::Moe : model::FfnKind::Dense;
     }
     return s;
 }
