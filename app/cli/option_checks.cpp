@@ -38,6 +38,7 @@ const Range* rangeOf(std::string_view name, bool integral)
     };
     static const Entry kFloats[] = {
         { "efficiency", { 0.0, 1.0, true, false } },
+        { "fp8-efficiency", { 0.0, 1.0, true, false } },
         { "headroom", { 0.0, 1.0, false, true } },
         { "fragmentation", { 0.0, 1.0, false, true } },
         { "expert-load", { 1.0, 1e6 } },

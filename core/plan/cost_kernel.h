@@ -83,6 +83,9 @@ struct CostTables {
 CostTables makeCostTables(
     const ModelSummary& model, const Workload& workload, const hardware::Cluster& cluster);
 
+/// FLOP/s that large GEMMs reach: the FP8 or BF16 dense peak times its efficiency.
+double gemmRate(const CostTables& tables, bool fp8, const CostOptions& options);
+
 /// One micro-batch's time on one stage, split by kind (training).
 struct StageTime {
     double compute = 0; ///< forward + backward (+ recompute)

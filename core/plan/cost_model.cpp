@@ -98,10 +98,8 @@ ClassFlops classFlops(const LayerShape& s, double keys)
     return f;
 }
 
-double rowsEfficiency(double rows, const CostOptions& o)
-{
-    return o.computeEfficiency * rows / (rows + o.gemmHalfRows);
-}
+/// How much of the large-GEMM rate a GEMM of `rows` rows reaches: halves at gemmHalfRows.
+double rowsEfficiency(double rows, const CostOptions& o) { return rows / (rows + o.gemmHalfRows); }
 
 } // namespace
 
@@ -174,6 +172,12 @@ CostTables makeCostTables(
     return t;
 }
 
+double gemmRate(const CostTables& tables, bool fp8, const CostOptions& options)
+{
+    return fp8 ? tables.peakFp8 * options.fp8ComputeEfficiency
+               : tables.peakBf16 * options.computeEfficiency;
+}
+
 namespace {
 
 /// Exposed data-parallel time and optimizer time of one stage (once per step).
@@ -240,7 +244,7 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
     const Network& net = tab.net;
     const double tokens = double(l.microBatch) * wl.seqLength / l.cp; // per CP rank
     const double perTp = tokens / l.tp;
-    const double peak = l.weights == DType::F8E4M3 ? tab.peakFp8 : tab.peakBf16;
+    const double peak = gemmRate(tab, l.weights == DType::F8E4M3, o);
     const double denseEff = rowsEfficiency(tokens, o);
     const double load = o.expertLoadFactor;
     const double hiddenBytes = tokens * m.hidden * 2.0;
@@ -265,17 +269,26 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
         const auto& s = m.classes[c].shape;
         const auto& f = tab.classes[c];
         StageWork& lc = perClass[c];
-        lc.dense
-            = perTp * f.dense / (peak * denseEff) + elementwise * layerActivationBytes(s, actCtx);
+        const double denseGemm = perTp * f.dense / (peak * denseEff);
+        lc.dense = denseGemm + elementwise * layerActivationBytes(s, actCtx);
         lc.core = perTp * f.core / (tab.peakBf16 * o.computeEfficiency);
         // SP: an all-gather before and a reduce-scatter after attention and after the MLP (or
         // the shared experts); without SP the same volume moves as two all-reduces.
         lc.tp = (2.0 + (!s.moe || s.sharedFfn > 0 ? 2.0 : 0.0)) * tpCollective;
+        if (o.tpCommOverlap && l.tp > 1) {
+            // Each collective is cut into tp chunks pipelined with the GEMM that consumes or
+            // produces it: one chunk stays exposed, the rest only where it outlasts the GEMMs.
+            lc.tp = std::max(lc.tp / l.tp, lc.tp - denseGemm);
+        }
         if (s.moe) {
             const double sent = perTp * s.topK * load; // routed copies this rank dispatches
             const double rowsPerExpert = sent * l.etp * l.ep / std::max(1.0, s.experts);
             lc.routed = perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o));
             lc.ep = 2.0 * allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
+            if (o.epCommOverlap) {
+                // Another micro-batch computes this layer while this one's tokens travel.
+                lc.ep = std::max(0.0, lc.ep - (lc.dense + lc.core + lc.routed));
+            }
             lc.tp += 2.0 * collectiveTime(sent * l.etp * s.hidden * 2.0, 1, l.etp, net, 1);
         }
         if (l.cp > 1) {

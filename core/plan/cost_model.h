@@ -14,7 +14,11 @@ struct CostOptions {
     // The defaults reproduce the iteration times Korthikanti et al. 2022 measured (Table 5,
     // 22B-1T GPT on A100) within 10% (the "fit" cases of
     // resources/plan/published_measurements.json, tests/core/plan/measurements_test.cpp).
-    double computeEfficiency = 0.75; ///< fraction of dense peak that large GEMMs reach
+    double computeEfficiency = 0.75; ///< fraction of the dense BF16 peak that large GEMMs reach
+    /// Fraction of the dense FP8 peak that large FP8 GEMMs reach (weights=fp8: Transformer
+    /// Engine's FP8 training, FP8 serving), the casts and scaling-factor updates around them
+    /// included. Chosen on the FP8 "fit" cases of the published-measurements table.
+    double fp8ComputeEfficiency = 0.50;
     double elementwisePasses = 3.0; ///< HBM traffic of memory-bound kernels (norms, activation
                                     ///< functions, residuals, softmax, dropout) per forward pass,
                                     ///< in multiples of the activation bytes a layer keeps
@@ -25,6 +29,17 @@ struct CostOptions {
     bool overlapGradReduce = true; ///< DP gradient reduce-scatter overlaps the last backward
     bool overlapParamGather = true; ///< DP parameter all-gather overlaps the first forward
     double expertLoadFactor = 1.0; ///< busiest rank's routed tokens over the average
+    /// Expert all-to-all of one micro-batch overlapped with another's computation of the same
+    /// layer (DeepSeek's DualPipe, Megatron's --overlap-moe-expert-parallel-comm).
+    bool epCommOverlap = false;
+    /// TP all-gathers / reduce-scatters split into chunks pipelined with the GEMMs next to them
+    /// (Transformer Engine's userbuffers, Megatron's --tp-comm-overlap).
+    bool tpCommOverlap = false;
+    /// Serving: seconds each decode step costs the runtime beyond the GPU work (scheduling,
+    /// sampling, launches), per step and per sequence in the batch. Chosen on the serving
+    /// "fit" cases.
+    double decodeStepOverhead = 0.5e-3;
+    double decodeSequenceOverhead = 5e-6;
 };
 
 /// Seconds each part adds to one training step on the critical path.
@@ -58,6 +73,7 @@ struct InferenceBreakdown {
     double ep = 0; ///< expert all-to-all per decode step
     double pp = 0; ///< pipeline hand-offs per decode step
     double prefill = 0; ///< prefill of the batch's prompts
+    double runtime = 0; ///< runtime overhead per decode step (scheduling, sampling)
 };
 
 /// Estimated latency and throughput when serving.

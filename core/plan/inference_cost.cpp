@@ -63,8 +63,7 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     const auto& net = tab.net;
     const double rows = sequences * tokens; // per replica (TP group)
     const bool fp8 = l.weights == DType::F8E4M3 || (l.checkpointWeights && m.blockFp8Checkpoint);
-    const double peak = fp8 ? tab.peakFp8 : tab.peakBf16;
-    const double eff = o.computeEfficiency * rows / (rows + o.gemmHalfRows);
+    const double rate = detail::gemmRate(tab, fp8, o) * rows / (rows + o.gemmHalfRows);
     const int first = l.stageStart[std::size_t(stage)];
     const int last = l.stageStart[std::size_t(stage) + 1];
     const auto w = detail::stageWeights(m, l, wl, stage);
@@ -103,7 +102,7 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     }
     const double hit = moeLayers > 0 ? expertFraction / moeLayers : 0.0;
     const double weightBytes = w.denseBytes + w.expertBytes * hit;
-    p.compute = flops / (peak * eff);
+    p.compute = flops / rate;
     p.memory = (weightBytes + kvBytes) / (tab.hbmBandwidth * o.memoryEfficiency);
     p.tp = tpTime;
     p.ep = epTime;
@@ -125,6 +124,7 @@ InferenceCost estimateInferenceCost(const ModelSummary& model, const Layout& lay
     const double perMicro = std::max(1.0, batch / layout.pp);
     const double keys = workload.context;
     const double prompt = workload.prompt();
+    const double out = workload.outputLength;
     auto& b = cost.breakdown;
     for (int s = 0; s < layout.pp; ++s) {
         const PassTime d
@@ -143,9 +143,13 @@ InferenceCost estimateInferenceCost(const ModelSummary& model, const Layout& lay
             = stagePass(model, tables, layout, workload, options, s, batch, prompt, prompt / 2.0);
         b.prefill += all.total();
     }
+    // What the runtime spends per decode step beyond the GPU work.
+    b.runtime = options.decodeStepOverhead + options.decodeSequenceOverhead * batch;
+    cost.tpot += b.runtime;
     const double replicas = layout.dp;
-    const double perRequest = b.prefill + workload.outputLength * cost.tpot;
-    cost.tokensPerSecond = replicas * batch * workload.outputLength / perRequest;
+    // One cycle of the batch: every sequence's prefill, then its output tokens.
+    const double cycle = b.prefill + out * cost.tpot;
+    cost.tokensPerSecond = replicas * batch * out / cycle;
     return cost;
 }
 

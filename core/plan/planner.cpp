@@ -328,25 +328,34 @@ std::vector<std::string> sweepNotes(
     std::vector<std::string> notes;
     const bool train = o.workload.mode == Mode::Train;
     notes.push_back(fmt::format(
-        "GEMMs at {:.0f}% of dense peak (less for small expert GEMMs), memory-bound kernels "
-        "moving {:.0f}× the kept activations at {:.0f}% of HBM bandwidth (calibrated on "
-        "Korthikanti et al.'s measured step times); collectives by an alpha-beta model at "
-        "{:.0f}% of link bandwidth",
-        o.cost.computeEfficiency * 100.0, o.cost.elementwisePasses, o.cost.memoryEfficiency * 100.0,
-        c.intraNode.efficiency * 100.0));
+        "GEMMs at {:.0f}% of the dense BF16 peak and FP8 GEMMs at {:.0f}% of the FP8 peak "
+        "(less for small expert GEMMs), memory-bound kernels moving {:.0f}× the kept "
+        "activations at {:.0f}% of HBM bandwidth (chosen on the 'fit' cases of the published "
+        "measurements); collectives by an alpha-beta model at {:.0f}% of link bandwidth",
+        o.cost.computeEfficiency * 100.0, o.cost.fp8ComputeEfficiency * 100.0,
+        o.cost.elementwisePasses, o.cost.memoryEfficiency * 100.0, c.intraNode.efficiency * 100.0));
     notes.push_back("ranks are laid out in Megatron order tp-cp-ep-dp-pp: TP groups are "
                     "neighbouring GPUs, PP stages the farthest apart");
     if (train) {
         notes.push_back(fmt::format("training: {} sequences of {} tokens per step; 1F1B pipeline "
                                     "(interleaved when vpp > 1), "
-                                    "DP gradient reduce-scatter overlapped with the last backward",
-            o.workload.globalBatch, o.workload.seqLength));
+                                    "DP gradient reduce-scatter overlapped with the last backward; "
+                                    "TP collectives {}; expert all-to-all {}",
+            o.workload.globalBatch, o.workload.seqLength,
+            o.cost.tpCommOverlap ? "pipelined with the GEMMs (--tp-comm-overlap)"
+                                 : "exposed (--tp-comm-overlap pipelines them with the GEMMs)",
+            o.cost.epCommOverlap
+                ? "overlapped with another micro-batch's compute (--ep-comm-overlap)"
+                : "exposed (--ep-comm-overlap overlaps it with another micro-batch)"));
     } else {
         notes.push_back(fmt::format(
             "inference: prompt {} + output {} tokens, KV for {} tokens per sequence; each layout "
-            "serves the largest batch that fits and keeps time per output token under {}",
+            "serves the largest batch that fits and keeps time per output token under {}; the "
+            "runtime adds {} per decode step and {} per sequence in it",
             o.workload.prompt(), o.workload.outputLength, o.workload.context,
-            formatDuration(Seconds(o.workload.tpotBound))));
+            formatDuration(Seconds(o.workload.tpotBound)),
+            formatDuration(Seconds(o.cost.decodeStepOverhead)),
+            formatDuration(Seconds(o.cost.decodeSequenceOverhead))));
     }
     if (c.mixedInterNode()) {
         notes.push_back(
@@ -416,8 +425,9 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     Layout l;
     l.mode = options.workload.mode;
     l.world = world;
-    l.weights = train ? DType::BF16 : model.checkpointDtype;
-    l.checkpointWeights = !train;
+    l.weights = options.weights.value_or(train ? DType::BF16 : model.checkpointDtype);
+    l.checkpointWeights = !train && !options.weights;
+    l.kv = options.kv.value_or(DType::BF16);
     std::vector<detail::StageWeights> weights;
     for (const int tp : tps) {
         const auto tpReject

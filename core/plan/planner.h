@@ -10,6 +10,7 @@
 #include "plan/workload.h"
 
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct PlannerOptions {
     bool unevenSplits = true; ///< also try the light-ends stage split
     bool searchEtp = true; ///< try every divisor of tp as etp (else etp = tp)
     std::vector<int> batches { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 }; ///< inference batch sizes
+    /// Weight dtype of every layout (FP8: FP8 GEMMs in training, FP8 weights in serving);
+    /// empty: BF16 in training, the checkpoint's own dtypes in serving.
+    std::optional<DType> weights;
+    std::optional<DType> kv; ///< KV-cache dtype; empty: BF16
 };
 
 /// One feasible layout with its estimates.

@@ -5,13 +5,16 @@
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "plan/layout.h"
+#include "plan/memory_estimator.h"
 #include "plan/parallel_plan.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <mutex>
 
 namespace day0::plan {
@@ -41,7 +44,9 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
     }
     std::vector<PublishedCase> out;
     for (const auto& row : doc.at("cases")) {
-        const std::string id = row.is_object() ? row.value("id", std::string()) : std::string();
+        const std::string id = row.is_object() && row.contains("id") && row.at("id").is_string()
+            ? row.at("id").get<std::string>()
+            : std::string();
         auto bad = [&](const std::string& what) {
             return Error::badInput(
                 fmt::format("{}: case '{}': {}", displayPath(file), id.empty() ? "?" : id, what));
@@ -49,29 +54,87 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
         if (id.empty()) {
             return bad("no id");
         }
-        for (const char* key : { "source", "flops", "split", "kind", "cluster" }) {
+        for (const auto& other : out) {
+            if (other.id == id) {
+                return bad("a second case with this id");
+            }
+        }
+        for (const char* key :
+            { "source", "flops", "precision", "split", "kind", "cluster", "plan" }) {
             if (!row.contains(key) || !row.at(key).is_string()
                 || row.at(key).get<std::string>().empty()) {
                 return bad(fmt::format("no \"{}\"", key));
             }
         }
-        for (const char* key : { "model", "layout", "workload", "kernels", "measured" }) {
+        for (const char* key : { "model", "workload", "kernels", "measured" }) {
             if (!row.contains(key) || !row.at(key).is_object()) {
                 return bad(fmt::format("no \"{}\" object", key));
             }
         }
-        PublishedCase c { id, row.at("source").get<std::string>(),
-            row.at("split").get<std::string>(), row.value("note", std::string()), row };
+        PublishedCase c;
+        c.id = id;
+        c.source = row.at("source").get<std::string>();
+        c.split = row.at("split").get<std::string>();
+        c.row = row;
+        if (row.contains("note")) {
+            if (!row.at("note").is_string()) {
+                return bad("\"note\" is not a string");
+            }
+            c.note = row.at("note").get<std::string>();
+        }
         if (c.split != "fit" && c.split != "holdout") {
             return bad(fmt::format("split '{}': expected fit or holdout", c.split));
         }
-        if (row.at("kind") != "train") {
-            return bad(fmt::format(
-                "kind {}: only training cases are modelled yet", row.at("kind").dump()));
+        const auto mode = parseMode(row.at("kind").get<std::string>());
+        if (!mode) {
+            return bad(fmt::format("kind {}: expected train or infer", row.at("kind").dump()));
+        }
+        c.mode = *mode;
+        if (auto plan = parsePlan(row.at("plan").get<std::string>()); !plan) {
+            return bad(fmt::format("plan: {}", plan.error().message));
+        }
+        if (auto cluster = hardware::parseCluster(row.at("cluster").get<std::string>()); !cluster) {
+            return bad(fmt::format("cluster: {}", cluster.error().message));
+        }
+        for (const char* key : { "flash_attention", "dropout" }) {
+            if (!row.at("kernels").contains(key) || !row.at("kernels").at(key).is_boolean()) {
+                return bad(fmt::format("kernels: no \"{}\" true or false", key));
+            }
         }
         const auto& m = row.at("measured");
-        if (m.contains("step_time_s") == m.contains("tokens_per_s_per_gpu")) {
-            return bad("\"measured\" needs exactly one of step_time_s and tokens_per_s_per_gpu");
+        const auto& w = row.at("workload");
+        auto positive = [](const json& j, const char* key) {
+            return j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() > 0;
+        };
+        auto count = [](const json& j, const char* key) {
+            return j.contains(key) && j.at(key).is_number_integer() && j.at(key).get<long>() > 0
+                && j.at(key).get<long>() < (1L << 24);
+        };
+        if (c.mode == Mode::Train) {
+            if (m.size() != 1
+                || !(positive(m, "step_time_s") || positive(m, "tokens_per_s_per_gpu"))) {
+                return bad("\"measured\" of a training case is one positive step_time_s or "
+                           "tokens_per_s_per_gpu");
+            }
+            if (!count(w, "seq") || !count(w, "global_batch")) {
+                return bad("\"workload\" of a training case needs seq and global_batch");
+            }
+            if (w.contains("mtp") && !w.at("mtp").is_boolean()) {
+                return bad("workload: \"mtp\" is true or false");
+            }
+        } else {
+            if (m.size() != 1 || !positive(m, "output_tokens_per_s")) {
+                return bad("\"measured\" of a serving case is one positive output_tokens_per_s");
+            }
+            if (!count(w, "prompt") || !count(w, "output") || !w.contains("batches")
+                || !w.at("batches").is_array() || w.at("batches").empty()) {
+                return bad("\"workload\" of a serving case needs prompt, output and batches");
+            }
+            for (const auto& b : w.at("batches")) {
+                if (!b.is_number_integer() || b.get<long>() <= 0 || b.get<long>() > 1000000) {
+                    return bad("workload: every batch is a positive integer");
+                }
+            }
         }
         if (c.split == "holdout" && !row.at("model").contains("bundled")) {
             return bad(
@@ -82,7 +145,8 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
     return out;
 }
 
-Result<CaseEstimate> estimatePublishedCase(const PublishedCase& c, const ModelSummary& model)
+Result<CaseEstimate> estimatePublishedCase(
+    const PublishedCase& c, const ModelSummary& model, const CostOptions& options)
 {
     try {
         const auto& row = c.row;
@@ -90,46 +154,73 @@ Result<CaseEstimate> estimatePublishedCase(const PublishedCase& c, const ModelSu
         if (!cluster) {
             return cluster.error().withContext(c.id);
         }
-        const auto& l = row.at("layout");
-        ParallelPlan p;
-        p.tp = l.value("tp", 1);
-        p.pp = l.value("pp", 1);
-        p.ep = l.value("ep", 1);
-        p.cp = l.value("cp", 1);
-        p.dp = l.value("dp", 0);
-        p.vpp = l.value("vpp", 1);
-        p.zero = l.value("zero", 0);
-        p.microBatch = l.value("micro_batch", 1);
-        if (l.contains("sp")) {
-            p.sp = l.at("sp").get<bool>();
+        auto plan = parsePlan(row.at("plan").get<std::string>());
+        if (!plan) {
+            return plan.error().withContext(c.id);
         }
-        const auto recompute = parseRecompute(l.value("recompute", std::string("none")));
-        if (!recompute) {
-            return Error::badInput(
-                fmt::format("{}: recompute '{}'", c.id, l.value("recompute", "")));
-        }
-        p.recompute = *recompute;
-        Workload wl;
-        wl.seqLength = row.at("workload").at("seq").get<int>();
-        wl.globalBatch = row.at("workload").at("global_batch").get<int>();
-        CostOptions co;
+        CostOptions co = options;
         co.flashAttention = row.at("kernels").at("flash_attention").get<bool>();
         co.dropout = row.at("kernels").at("dropout").get<bool>();
-        auto layout = resolveLayout(p, model, wl, *cluster);
-        if (!layout) {
-            return layout.error().withContext(c.id);
-        }
-        CaseEstimate e;
-        e.cost = estimateTrainingCost(model, *layout, wl, *cluster, co);
+        co.tpCommOverlap = row.at("kernels").value("tp_comm_overlap", false);
+        co.epCommOverlap = row.at("kernels").value("ep_comm_overlap", false);
+        const auto& w = row.at("workload");
         const auto& m = row.at("measured");
-        if (m.contains("step_time_s")) {
-            e.estimate = e.cost.stepTime;
-            e.measured = m.at("step_time_s").get<double>();
+        CaseEstimate e;
+        Workload wl;
+        wl.mode = c.mode;
+        if (c.mode == Mode::Train) {
+            wl.seqLength = w.at("seq").get<int>();
+            wl.globalBatch = w.at("global_batch").get<int>();
+            wl.includeMtp = w.value("mtp", true);
+            auto layout = resolveLayout(*plan, model, wl, *cluster);
+            if (!layout) {
+                return layout.error().withContext(c.id);
+            }
+            e.training = estimateTrainingCost(model, *layout, wl, *cluster, co);
+            if (m.contains("step_time_s")) {
+                e.estimate = e.training.stepTime;
+                e.measured = m.at("step_time_s").get<double>();
+            } else {
+                e.estimate = e.training.tokensPerSecond / double(layout->world);
+                e.measured = m.at("tokens_per_s_per_gpu").get<double>();
+            }
         } else {
-            e.estimate = e.cost.tokensPerSecond / double(cluster->worldSize());
-            e.measured = m.at("tokens_per_s_per_gpu").get<double>();
+            // Offline, at maximum load: the server holds as many sequences as fit in memory,
+            // so the estimate is the best throughput over the batches that fit.
+            wl.promptLength = w.at("prompt").get<int>();
+            wl.outputLength = w.at("output").get<int>();
+            // Paged KV, continuous batching of uniform requests: over its life a sequence holds
+            // its prompt and on average half its output, in memory and as decode keys.
+            wl.context = wl.promptLength + wl.outputLength / 2;
+            wl.prefillChunk = std::min(wl.prefillChunk, wl.promptLength);
+            MemoryOptions mo;
+            mo.flashAttention = co.flashAttention;
+            auto batches = w.at("batches").get<std::vector<int>>();
+            std::sort(batches.begin(), batches.end());
+            e.estimate = -1;
+            for (const int batch : batches) {
+                wl.batch = batch;
+                auto memory = estimateMemory(model, *plan, wl, *cluster, mo);
+                if (!memory) {
+                    return memory.error().withContext(c.id);
+                }
+                if (!memory->fits) {
+                    break; // a larger batch only needs more KV cache
+                }
+                const auto cost = estimateInferenceCost(model, memory->layout, wl, *cluster, co);
+                if (cost.tokensPerSecond > e.estimate) {
+                    e.estimate = cost.tokensPerSecond;
+                    e.inference = cost;
+                    e.batch = batch;
+                }
+            }
+            if (e.batch == 0) {
+                return Error::badInput(fmt::format(
+                    "{}: does not fit in device memory at batch {}", c.id, batches.front()));
+            }
+            e.measured = m.at("output_tokens_per_s").get<double>();
         }
-        if (!(e.measured > 0) || !std::isfinite(e.estimate)) {
+        if (!(e.measured > 0) || !std::isfinite(e.estimate) || e.estimate <= 0) {
             return Error::badInput(fmt::format("{}: no usable figure to compare", c.id));
         }
         e.error = (e.estimate - e.measured) / e.measured;
@@ -139,14 +230,123 @@ Result<CaseEstimate> estimatePublishedCase(const PublishedCase& c, const ModelSu
     }
 }
 
+Result<ModelSummary> bundledCaseModel(const json& model)
+{
+    if (!model.contains("bundled") || !model.at("bundled").is_string()) {
+        return Error::badInput(
+            fmt::format("model {}: only bundled models are evaluated here", model.dump()));
+    }
+    auto spec = model::loadModel(model.at("bundled").get<std::string>());
+    if (!spec) {
+        return spec.error();
+    }
+    return summarizeModel(model::buildLayerGraph(*spec));
+}
+
 namespace {
 
 bool isMoe(const ModelSummary& m) { return m.activeParams < 0.9 * m.totalParams; }
+
+bool selected(
+    const PublishedEvaluation::Row& r, const std::string& split, Mode mode, std::optional<bool> moe)
+{
+    return r.c->split == split && r.c->mode == mode && (!moe || r.moe == *moe);
+}
+
+} // namespace
+
+std::optional<double> PublishedEvaluation::mape(
+    const std::string& split, Mode mode, std::optional<bool> moe) const
+{
+    double sum = 0;
+    int n = 0;
+    for (const auto& r : rows) {
+        if (selected(r, split, mode, moe)) {
+            sum += std::fabs(r.e.error);
+            ++n;
+        }
+    }
+    return n > 0 ? std::optional<double>(sum / n) : std::nullopt;
+}
+
+int PublishedEvaluation::count(const std::string& split, Mode mode, std::optional<bool> moe) const
+{
+    return int(std::count_if(
+        rows.begin(), rows.end(), [&](const Row& r) { return selected(r, split, mode, moe); }));
+}
+
+std::string PublishedEvaluation::format() const
+{
+    std::string out
+        = fmt::format("{:<36} {:<5} {:<7} {:>11} {:>11} {:>8}  where the estimate goes\n", "case",
+            "kind", "split", "estimate", "measured", "error");
+    for (const auto& r : rows) {
+        std::string parts;
+        if (r.c->mode == Mode::Train) {
+            const auto& b = r.e.training.breakdown;
+            parts = fmt::format("step {:.4g} s: compute {:.3g}, tp {:.3g}, ep {:.3g}, cp {:.3g}, "
+                                "pp {:.3g}, bubble {:.3g}, dp {:.3g}, optimizer {:.3g}",
+                r.e.training.stepTime, b.compute, b.tp, b.ep, b.cp, b.pp, b.bubble, b.dp,
+                b.optimizer);
+        } else {
+            const auto& b = r.e.inference.breakdown;
+            parts = fmt::format("batch {}: TPOT {:.3g} ms (compute {:.3g}, memory {:.3g}, tp "
+                                "{:.3g}, ep {:.3g}, runtime {:.3g}), prefill {:.3g} s",
+                r.e.batch, 1e3 * r.e.inference.tpot, 1e3 * b.decodeCompute, 1e3 * b.decodeMemory,
+                1e3 * b.tp, 1e3 * b.ep, 1e3 * b.runtime, b.prefill);
+        }
+        out += fmt::format("{:<36} {:<5} {:<7} {:>11.5g} {:>11.5g} {:>+7.1f}%  {}\n", r.c->id,
+            modeName(r.c->mode), r.c->split, r.e.estimate, r.e.measured, 100.0 * r.e.error, parts);
+    }
+    for (const Mode mode : { Mode::Train, Mode::Infer }) {
+        for (const char* split : { "fit", "holdout" }) {
+            if (const auto v = mape(split, mode)) {
+                std::string parts;
+                for (const bool moe : { false, true }) {
+                    if (const auto k = mape(split, mode, moe)) {
+                        parts += fmt::format("{}{} {:.1f}% over {}", parts.empty() ? "" : ", ",
+                            moe ? "MoE" : "dense", 100.0 * *k, count(split, mode, moe));
+                    }
+                }
+                out += fmt::format("MAPE {} {}: {:.1f}% over {} cases ({})\n", modeName(mode),
+                    split, 100.0 * *v, count(split, mode), parts);
+            }
+        }
+    }
+    return out;
+}
+
+Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& cases,
+    const CaseModelResolver& resolve, const CostOptions& options)
+{
+    PublishedEvaluation ev;
+    std::map<std::string, ModelSummary> models; // several cases share a model
+    for (const auto& c : cases) {
+        const std::string key = c.row.at("model").dump();
+        auto it = models.find(key);
+        if (it == models.end()) {
+            auto summary = resolve(c.row.at("model"));
+            if (!summary) {
+                return summary.error().withContext(c.id);
+            }
+            it = models.emplace(key, std::move(*summary)).first;
+        }
+        auto e = estimatePublishedCase(c, it->second, options);
+        if (!e) {
+            return e.error();
+        }
+        ev.rows.push_back({ &c, std::move(*e), isMoe(it->second) });
+    }
+    return ev;
+}
+
+namespace {
 
 /// A held-out case the planner evaluated: what it is comparable on and how far off it was.
 struct HeldOut {
     std::string id;
     std::string device;
+    Mode mode = Mode::Train;
     bool moe = false;
     double error = 0;
 };
@@ -167,23 +367,15 @@ const Evaluated& heldOutCases()
             evaluated.problem = cases.error().message;
             return;
         }
-        for (const auto& c : *cases) {
-            if (c.split != "holdout") {
-                continue;
-            }
-            auto spec = model::loadModel(c.row.at("model").at("bundled").get<std::string>());
-            if (!spec) {
-                evaluated.problem = spec.error().withContext(c.id).message;
-                return;
-            }
-            const auto summary = summarizeModel(model::buildLayerGraph(*spec));
-            auto e = estimatePublishedCase(c, summary);
-            if (!e) {
-                evaluated.problem = e.error().message;
-                return;
-            }
-            auto cluster = hardware::parseCluster(c.row.at("cluster").get<std::string>());
-            evaluated.cases.push_back({ c.id, cluster->device.id, isMoe(summary), e->error });
+        std::erase_if(*cases, [](const PublishedCase& c) { return c.split != "holdout"; });
+        auto ev = evaluatePublished(*cases);
+        if (!ev) {
+            evaluated.problem = ev.error().message;
+            return;
+        }
+        for (const auto& r : ev->rows) {
+            auto cluster = hardware::parseCluster(r.c->row.at("cluster").get<std::string>());
+            evaluated.cases.push_back({ r.c->id, cluster->device.id, r.c->mode, r.moe, r.e.error });
         }
     });
     return evaluated;
@@ -202,12 +394,9 @@ TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cl
         bar.problem = held.problem;
         return bar;
     }
-    if (mode != Mode::Train) {
-        return bar; // the table holds no inference case yet
-    }
     double sum = 0;
     for (const auto& c : held.cases) {
-        if (c.device == cluster.device.id && c.moe == moe) {
+        if (c.device == cluster.device.id && c.mode == mode && c.moe == moe) {
             bar.cases.push_back(c.id);
             sum += std::fabs(c.error);
         }

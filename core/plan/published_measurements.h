@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,13 +17,14 @@
 namespace day0::plan {
 
 /// One published measurement of a run (resources/plan/published_measurements.json): its
-/// source, model, cluster, full layout, workload and kernels, the measured figure and how the
-/// source counts it, and whether the planner's constants were chosen on it ("fit") or not
-/// ("holdout").
+/// source, model, cluster, the layout as a plan string (`day0 plan --plan` reads it), the
+/// workload and kernels, the measured figure and how the source counts it, and whether the
+/// planner's constants were chosen on it ("fit") or not ("holdout").
 struct PublishedCase {
     std::string id;
     std::string source;
     std::string split; ///< "fit" or "holdout"
+    Mode mode = Mode::Train; ///< "kind": "train" or "infer"
     std::string note; ///< what the planner does not model of this run, when it misses
     nlohmann::json row; ///< the whole row
 };
@@ -30,10 +32,11 @@ struct PublishedCase {
 /// The bundled table.
 std::filesystem::path publishedMeasurementsFile();
 
-/// Reads a table; every row needs an id, a source, how the source counts its figure, a split,
-/// a kind ("train"), a cluster, a layout, a workload, kernels and one measured figure
-/// (step_time_s or tokens_per_s_per_gpu). A held-out row names a bundled model (so the
-/// planner can evaluate it at run time). Errors name the file and the row.
+/// Reads a table. Every row needs an id, a source, how the source counts its figure, its
+/// precision, a split, a kind ("train" or "infer"), a cluster, a plan, a workload, kernels and
+/// one measured figure: training step_time_s or tokens_per_s_per_gpu, serving
+/// output_tokens_per_s (the whole cluster). The plan must parse. A held-out row names a bundled
+/// model (so the planner can evaluate it at run time). Errors name the file and the row.
 Result<std::vector<PublishedCase>> readPublishedMeasurements(const std::filesystem::path& file);
 
 /// The planner's estimate of a case, with `model` the case's model summarised.
@@ -41,9 +44,37 @@ struct CaseEstimate {
     double estimate = 0; ///< in the unit of the measured figure
     double measured = 0;
     double error = 0; ///< (estimate − measured) / measured
-    TrainingCost cost; ///< the whole estimate of the step
+    TrainingCost training; ///< training: the whole estimate of the step
+    InferenceCost inference; ///< serving: the estimate at the batch chosen
+    int batch = 0; ///< serving: concurrent sequences, the largest throughput that fits memory
 };
-Result<CaseEstimate> estimatePublishedCase(const PublishedCase& c, const ModelSummary& model);
+Result<CaseEstimate> estimatePublishedCase(
+    const PublishedCase& c, const ModelSummary& model, const CostOptions& options = {});
+
+/// Summarises a case's model ("model" object of a row); the bundled models by default.
+using CaseModelResolver = std::function<Result<ModelSummary>(const nlohmann::json& model)>;
+Result<ModelSummary> bundledCaseModel(const nlohmann::json& model);
+
+/// Every case estimated, and the mean absolute percentage error by split and kind.
+struct PublishedEvaluation {
+    struct Row {
+        const PublishedCase* c = nullptr; ///< into the cases evaluated, which must outlive this
+        CaseEstimate e;
+        bool moe = false; ///< the case's model routes tokens to experts
+    };
+    std::vector<Row> rows;
+    /// Mean |error| of the rows of a split ("fit"/"holdout") and mode, of MoE or of dense
+    /// models only when `moe` is given; nullopt when there are none.
+    [[nodiscard]] std::optional<double> mape(
+        const std::string& split, Mode mode, std::optional<bool> moe = std::nullopt) const;
+    [[nodiscard]] int count(
+        const std::string& split, Mode mode, std::optional<bool> moe = std::nullopt) const;
+    /// The table a user reads: per case the estimate, the measurement, the error and where the
+    /// estimated time goes; then the MAPE of each split and kind.
+    [[nodiscard]] std::string format() const;
+};
+Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& cases,
+    const CaseModelResolver& resolve = bundledCaseModel, const CostOptions& options = {});
 
 /// How far the planner's time figures can be trusted for a plan: the mean absolute error of the
 /// held-out published measurements comparable with it (same device, same mode, both MoE or

@@ -115,6 +115,8 @@ TEST(HostileInput, NumericFlagsAreValidated)
             "--micro-batches: 0 is out of range [1, 16777216]" },
         { { "plan", "llama-3.1-8b", "--cluster", "h200:4x8", "--efficiency", "inf" },
             "--efficiency: inf is not a finite number" },
+        { { "plan", "llama-3.1-8b", "--cluster", "h200:4x8", "--fp8-efficiency", "0" },
+            "--fp8-efficiency: 0 is out of range" },
         { { "plan", "llama-3.1-8b", "--cluster", "h200:4x8", "--tp", "8,0" },
             "--tp: 0 is out of range" },
         { { "plan", "llama-3.1-8b", "--cluster", "h200:4x8", "--seq", "-5" },
