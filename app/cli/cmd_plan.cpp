@@ -5,15 +5,19 @@
 #include "base/units.h"
 #include "command.h"
 #include "hardware/cluster.h"
+#include "interrupt.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "plan/plan_json.h"
 #include "plan/plan_record.h"
 #include "plan/planner.h"
+#include "profile/importer.h"
+#include "profile/step_times.h"
 #include "progress_bar.h"
 #include "table.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -38,6 +42,7 @@ struct PlanArgs {
     double tpotMs = 50.0;
     double headroom = 0.0;
     double efficiency = CostOptions {}.computeEfficiency;
+    double fp8Efficiency = CostOptions {}.fp8ComputeEfficiency;
     std::vector<int> tp;
     std::vector<int> pp;
     std::vector<int> ep;
@@ -47,6 +52,11 @@ struct PlanArgs {
     std::vector<int> vpp;
     std::vector<std::string> recompute;
     bool noMtp = false;
+    bool tpCommOverlap = false;
+    std::string weights;
+    std::string kv;
+    std::vector<std::string> measuredTrace;
+    bool epCommOverlap = false;
     double reserveGiB = -1;
     double fragmentation = -1;
 };
@@ -266,12 +276,56 @@ void printRejected(const PlanResult& r)
         table.render());
 }
 
+/// The fastest layout's estimated step beside the measured one.
+std::string measuredComparison(const profile::StepTimes& measured, const PlanResult& r)
+{
+    if (r.layouts.empty()) {
+        return "no layout fits, so there is no estimate to hold against it";
+    }
+    const double m = measured.medianSeconds();
+    const double e = r.layouts.front().stepTime;
+    return fmt::format(
+        "layout #1 is estimated at {:.4g} s per step ({:+.1f}%)", e, 100.0 * (e - m) / m);
+}
+
+nlohmann::json measuredJson(
+    const profile::StepTimes& measured, const PlanResult& r, const std::vector<std::string>& files)
+{
+    nlohmann::json j { { "files", files }, { "step_time_s", measured.medianSeconds() },
+        { "steps", measured.steps.size() }, { "text", measuredComparison(measured, r) } };
+    if (!r.layouts.empty()) {
+        const double e = r.layouts.front().stepTime;
+        j["estimate_s"] = e;
+        j["error"] = (e - measured.medianSeconds()) / measured.medianSeconds();
+    }
+    return j;
+}
+
 int runPlan(const PlanArgs& a, const GlobalOptions& global)
 {
     const auto mode = parseMode(a.mode);
     if (!mode) {
         return reportError(
             Error::badInput(fmt::format("--mode '{}': expected train or infer", a.mode)));
+    }
+    // --weights and --kv take what a plan string's weights= and kv= take.
+    auto planDtype = [](const char* key, const std::string& text) -> Result<ParallelPlan> {
+        if (text.empty()) {
+            return ParallelPlan {};
+        }
+        auto plan = parsePlan(fmt::format("{}={}", key, text));
+        if (!plan) {
+            return Error::badInput(fmt::format("--{}: {}", key, plan.error().message));
+        }
+        return plan;
+    };
+    auto weights = planDtype("weights", a.weights);
+    if (!weights) {
+        return reportError(weights.error());
+    }
+    auto kv = planDtype("kv", a.kv);
+    if (!kv) {
+        return reportError(kv.error());
     }
     auto cluster = hardware::parseCluster(a.cluster);
     if (!cluster) {
@@ -295,7 +349,12 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     o.workload.outputLength = a.output;
     o.workload.tpotBound = a.tpotMs / 1000.0;
     o.workload.includeMtp = !a.noMtp;
+    o.cost.tpCommOverlap = a.tpCommOverlap;
+    o.weights = weights->weights;
+    o.kv = kv->kv;
+    o.cost.epCommOverlap = a.epCommOverlap;
     o.cost.computeEfficiency = a.efficiency;
+    o.cost.fp8ComputeEfficiency = a.fp8Efficiency;
     o.tp = a.tp;
     o.pp = a.pp;
     o.ep = a.ep;
@@ -343,6 +402,30 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
                                            "positive and --headroom in [0, 1)"));
     }
 
+    // The user's own run, to hold the estimate against: its traces' ProfilerStep ranges.
+    std::optional<profile::StepTimes> measured;
+    if (!a.measuredTrace.empty()) {
+        if (*mode != Mode::Train) {
+            return reportError(Error::badInput("--measured-trace holds training step times "
+                                               "against the plan; it needs --mode train"));
+        }
+        std::vector<std::filesystem::path> paths(a.measuredTrace.begin(), a.measuredTrace.end());
+        Progress importing;
+        Result<profile::Trace> trace = Error::cancelled();
+        {
+            ProgressBar bar(importing, "reading the trace", !global.quiet && !global.json);
+            trace = profile::importTraces(paths, {}, importing, interruptToken());
+        }
+        if (!trace) {
+            return reportError(trace.error().withContext("--measured-trace"));
+        }
+        measured = profile::profilerSteps(*trace);
+        if (measured->steps.empty()) {
+            return reportError(Error::badInput(fmt::format(
+                "--measured-trace {}: {}", a.measuredTrace.front(), measured->describe())));
+        }
+    }
+
     const auto graph = model::buildLayerGraph(*spec);
     const auto summary = summarizeModel(graph);
     Progress progress;
@@ -364,6 +447,9 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         j["world"] = cluster->worldSize();
         j["mode"] = modeName(*mode);
         j["device_memory"] = std::int64_t(cluster->deviceMemory());
+        if (measured) {
+            j["measured"] = measuredJson(*measured, r, a.measuredTrace);
+        }
         addPartialJson(j, *spec);
         fmt::print("{}\n", dumpJson(j, 2));
         return r.feasible > 0 ? 0 : 1;
@@ -374,10 +460,12 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     fmt::print("Model    {}\n", modelLine(*spec, counts, summary));
     fmt::print("Cluster  {}: {}\n", cluster->name, cluster->describe());
     if (*mode == Mode::Train) {
-        fmt::print(
-            "Workload training, {} sequences × {} tokens = {} tokens per step; BF16 weights, "
-            "FP32 gradients and Adam\n\n",
-            a.globalBatch, a.seq, formatCount(double(a.globalBatch) * a.seq));
+        const bool fp8 = o.weights == DType::F8E4M3;
+        fmt::print("Workload training, {} sequences × {} tokens = {} tokens per step; {}, FP32 "
+                   "gradients and Adam\n\n",
+            a.globalBatch, a.seq, formatCount(double(a.globalBatch) * a.seq),
+            fp8 ? "FP8 weights and GEMMs"
+                : fmt::format("{} weights", o.weights ? shortDtypeName(*o.weights) : "bf16"));
     } else {
         fmt::print("Workload serving, prompt {} + output {} tokens ({} in KV per sequence), time "
                    "per output token ≤ {}\n\n",
@@ -409,7 +497,12 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
             formatDuration(Seconds(best.inference.ttft)), o.workload.prompt(),
             formatCount(best.tokensPerSecond), best.layout.world);
     }
-    fmt::print("Time figures (step, tokens/s, MFU, TTFT, TPOT): {}\n\n", r.timeError.describe());
+    fmt::print("Time figures (step, tokens/s, MFU, TTFT, TPOT): {}\n", r.timeError.describe());
+    if (measured) {
+        fmt::print("Measured ({}): {}; {}\n", fmt::join(a.measuredTrace, ", "),
+            measured->describe(), measuredComparison(*measured, r));
+    }
+    fmt::print("\n");
     printRejected(r);
     fmt::print("Assumptions:\n");
     for (const auto& note : r.notes) {
@@ -445,7 +538,11 @@ const bool kRegistered = registerCommand({
             ->capture_default_str();
         app.add_option("--headroom", a->headroom, "fraction of device memory to keep free")
             ->capture_default_str();
-        app.add_option("--efficiency", a->efficiency, "fraction of peak FLOP/s large GEMMs reach")
+        app.add_option(
+               "--efficiency", a->efficiency, "fraction of the BF16 peak FLOP/s large GEMMs reach")
+            ->capture_default_str();
+        app.add_option("--fp8-efficiency", a->fp8Efficiency,
+               "fraction of the FP8 peak FLOP/s large FP8 GEMMs reach (weights=fp8)")
             ->capture_default_str();
         app.add_option("--tp", a->tp, "only these TP sizes (comma-separated)")->delimiter(',');
         app.add_option("--pp", a->pp, "only these PP sizes")->delimiter(',');
@@ -461,6 +558,17 @@ const bool kRegistered = registerCommand({
         app.add_option("--recompute", a->recompute, "recompute modes to try (none,selective,full)")
             ->delimiter(',');
         app.add_flag("--no-mtp", a->noMtp, "leave the model's MTP layers out");
+        app.add_option("--weights", a->weights,
+            "weight dtype of every layout: fp8 (FP8 GEMMs in training), bf16, or checkpoint");
+        app.add_option("--kv", a->kv, "KV-cache dtype in serving: bf16 (default) or fp8");
+        app.add_option("--measured-trace", a->measuredTrace,
+            "training: the trace(s) of your own run (Kineto JSON, Nsight SQLite); its "
+            "median ProfilerStep time is shown beside layout #1's estimate");
+        app.add_flag("--tp-comm-overlap", a->tpCommOverlap,
+            "training: TP collectives pipelined with the GEMMs (Megatron's --tp-comm-overlap)");
+        app.add_flag("--ep-comm-overlap", a->epCommOverlap,
+            "training: expert all-to-all overlapped with another micro-batch's compute "
+            "(DualPipe, --overlap-moe-expert-parallel-comm)");
         app.add_option(
             "--reserve", a->reserveGiB, "CUDA context and workspaces per GPU, GiB (default 0.75)");
         app.add_option(

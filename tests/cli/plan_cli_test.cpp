@@ -108,8 +108,13 @@ TEST(CliPlan, APublishedRunsOwnSettingsCanBePinned)
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const auto j = r.json();
     ASSERT_FALSE(j["layouts"].empty());
-    EXPECT_EQ(
-        j["time_error"]["text"], "no comparable published measurement (h100-sxm, training, dense)");
+    // Dense training on H100 is held against the held-out NeMo / Megatron-Bridge runs.
+    const std::string bar = j["time_error"]["text"];
+    EXPECT_EQ(bar.rfind("±", 0), 0U) << bar;
+    EXPECT_NE(bar.find("comparable published measurements: "), std::string::npos) << bar;
+    EXPECT_NE(bar.find("mb2511-llama3-8b-h100"), std::string::npos) << bar;
+    EXPECT_NE(bar.find("; h100-sxm, training, dense)"), std::string::npos) << bar;
+    EXPECT_GT(j["time_error"]["mean_abs_error"].get<double>(), 0.0);
     for (const auto& l : j["layouts"]) {
         EXPECT_EQ(l["time_error"], j["time_error"]) << "every time figure carries its error bar";
         EXPECT_EQ(l["tp"], 2);
@@ -118,6 +123,77 @@ TEST(CliPlan, APublishedRunsOwnSettingsCanBePinned)
         EXPECT_EQ(l["micro_batch"], 1);
         EXPECT_EQ(l["recompute"], "selective");
         EXPECT_EQ(l["zero"], 1);
+    }
+}
+
+TEST(CliPlan, AServingRowOfThePublishedTableIsReproducedFromTheCommandLine)
+{
+    // trtllm-llama31-8b-h100-tp1-128-2048 of resources/plan/published_measurements.json:
+    // TensorRT-LLM's 22,714 output tokens/s for Llama 3.1 8B in FP8 on one H100, prompt 128,
+    // output 2048; the KV cache holds on average the prompt and half the output.
+    const auto r = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x1", "--mode", "infer",
+        "--weights", "fp8", "--kv", "fp8", "--prompt", "128", "--output", "2048", "--context",
+        "1152", "--tpot-ms", "1000", "--top", "1", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    ASSERT_EQ(j["layouts"].size(), 1U);
+    const auto& l = j["layouts"][0];
+    EXPECT_EQ(l["plan"], "tp=1,pp=1,dp=1,weights=fp8,kv=fp8");
+    EXPECT_NEAR(l["tokens_per_s"].get<double>(), 22714.0, 0.12 * 22714.0);
+    EXPECT_NE(j["time_error"]["text"].get<std::string>().find("h100-sxm, inference, dense"),
+        std::string::npos);
+
+    // FP8 GEMMs make the same pinned training layout faster; a dtype that is not one is refused.
+    auto step = [](const char* weights) {
+        const auto t = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8", "--tp", "1",
+            "--pp", "1", "--cp", "1", "--micro-batches", "1", "--zero", "1", "--recompute", "none",
+            "--weights", weights, "--top", "1", "--json" });
+        EXPECT_EQ(t.exitCode, 0) << t.err;
+        return t.json()["layouts"][0]["step_time_s"].get<double>();
+    };
+    EXPECT_LT(step("fp8"), 0.9 * step("bf16"));
+    const auto bad
+        = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8", "--kv", "int3" });
+    EXPECT_EQ(bad.exitCode, 2);
+    EXPECT_NE(bad.err.find("--kv: "), std::string::npos) << bad.err;
+}
+
+TEST(CliPlan, TheEstimateStandsBesideTheMeasuredStepsOfTheUsersOwnTrace)
+{
+    // Two ranks of one job (tests/data/profile: HTA's sampled_rank-0/1), ProfilerStep#551 and
+    // #552 on each: median (607904 + 622928) / 2 µs.
+    const std::string dir = std::string(DAY0_TEST_DATA_DIR) + "/profile/";
+    const auto r = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8", "--top", "1",
+        "--measured-trace", dir + "hta_sampled_rank-0.json.gz", "--measured-trace",
+        dir + "hta_sampled_rank-1.json.gz", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    const auto& m = j["measured"];
+    EXPECT_NEAR(m["step_time_s"].get<double>(), 0.615416, 1e-9);
+    EXPECT_EQ(m["steps"], 4);
+    const double estimate = j["layouts"][0]["step_time_s"].get<double>();
+    EXPECT_DOUBLE_EQ(m["estimate_s"].get<double>(), estimate);
+    EXPECT_NEAR(m["error"].get<double>(), (estimate - 0.615416) / 0.615416, 1e-9);
+
+    const auto text = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8", "--top", "1",
+        "--measured-trace", dir + "hta_sampled_rank-0.json.gz" });
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("Measured (" + dir
+                  + "hta_sampled_rank-0.json.gz): median 0.6151 s "
+                    "over 2 ProfilerStep ranges (1 rank); layout #1 is estimated at "),
+        std::string::npos)
+        << text.out;
+
+    // A trace without steps, a missing file and a serving plan are refused, exit 2, one line.
+    for (const auto& args : std::vector<std::vector<std::string>> {
+             { "--measured-trace", dir + "hta_simple_add_rank0.json.gz" },
+             { "--measured-trace", dir + "missing.json" },
+             { "--measured-trace", dir + "hta_sampled_rank-0.json.gz", "--mode", "infer" } }) {
+        std::vector<std::string> all { "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x8" };
+        all.insert(all.end(), args.begin(), args.end());
+        const auto bad = runDay0(all);
+        EXPECT_EQ(bad.exitCode, 2) << args[1];
+        EXPECT_NE(bad.err.find("--measured-trace"), std::string::npos) << bad.err;
     }
 }
 
