@@ -5,6 +5,8 @@
 #include "widgets/plot_widget.h"
 
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QTableView>
 #include <QTimer>
@@ -55,6 +57,36 @@ TEST(PlannerPanel, TableFillsAndModelsPassTheTester)
     }
     // The best layout was applied after the model was opened.
     EXPECT_EQ(session.plan(), layouts.front().layout.toPlan());
+}
+
+TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
+{
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "llama-3.1-8b");
+    test::configure(session, "h100-sxm:1x8", plan::Mode::Train, "tp=1");
+    PlannerPanel panel(session, jobs);
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 0) << panel.summaryText().toStdString();
+    const double bf16 = panel.layoutModel()->layouts().front().tokensPerSecond;
+    EXPECT_NE(panel.summaryText().indexOf(QStringLiteral("h100-sxm, training, dense")), -1)
+        << panel.summaryText().toStdString();
+
+    auto* precision = panel.findChild<QComboBox*>(QStringLiteral("plannerPrecision"));
+    ASSERT_NE(precision, nullptr);
+    precision->setCurrentIndex(1);
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 0);
+    EXPECT_EQ(panel.layoutModel()->layouts().front().layout.weights, DType::F8E4M3);
+    const double fp8 = panel.layoutModel()->layouts().front().tokensPerSecond;
+    EXPECT_GT(fp8, 1.1 * bf16) << "FP8 GEMMs are faster";
+
+    auto* overlap = panel.findChild<QCheckBox*>(QStringLiteral("plannerOverlap"));
+    ASSERT_NE(overlap, nullptr);
+    overlap->setChecked(true);
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 0);
+    EXPECT_GE(panel.layoutModel()->layouts().front().tokensPerSecond, fp8 * 0.999);
 }
 
 TEST(PlannerPanel, APlanTheUserAskedForSurvivesTheModelOpening)

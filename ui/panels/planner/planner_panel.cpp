@@ -9,6 +9,8 @@
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
 
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -70,6 +72,8 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_scatter(new PlotWidget(this))
     , m_top(new QSpinBox(this))
     , m_headroom(new QDoubleSpinBox(this))
+    , m_precision(new QComboBox(this))
+    , m_overlap(new QCheckBox(tr("Overlap comms"), this))
     , m_summary(new QLabel(this))
 {
     auto* run = new QPushButton(tr("Plan"), this);
@@ -84,12 +88,27 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_headroom->setDecimals(0);
     m_headroom->setSuffix(tr(" % headroom"));
     m_headroom->setToolTip(tr("Device memory left free beyond the estimate"));
+    m_precision->setObjectName(QStringLiteral("plannerPrecision"));
+    m_precision->addItem(tr("BF16 / checkpoint dtypes"));
+    m_precision->addItem(tr("FP8 weights"));
+    m_precision->addItem(tr("FP8 weights + KV"));
+    m_precision->setToolTip(tr("Weights of every layout: BF16 in training and the checkpoint's "
+                               "own dtypes in serving, or FP8 (FP8 GEMMs in training; FP8 "
+                               "weights, and optionally an FP8 KV cache, in serving)"));
+    m_overlap->setObjectName(QStringLiteral("plannerOverlap"));
+    m_overlap->setToolTip(tr("Training: TP collectives pipelined with the GEMMs "
+                             "(--tp-comm-overlap) and the expert all-to-all overlapped with "
+                             "another micro-batch (--ep-comm-overlap)"));
+    connect(m_precision, &QComboBox::currentIndexChanged, this, &PlannerPanel::runPlanner);
+    connect(m_overlap, &QCheckBox::toggled, this, &PlannerPanel::runPlanner);
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* bar = new QHBoxLayout;
     bar->addWidget(run);
     bar->addWidget(m_top);
     bar->addWidget(m_headroom);
+    bar->addWidget(m_precision);
+    bar->addWidget(m_overlap);
     bar->addWidget(m_summary, 1);
 
     m_layoutProxy->setSourceModel(m_layouts);
@@ -157,6 +176,14 @@ void PlannerPanel::runPlanner()
     options.workload = m_session.workload();
     options.top = m_top->value();
     options.headroom = m_headroom->value() / 100.0;
+    if (m_precision->currentIndex() > 0) {
+        options.weights = DType::F8E4M3;
+    }
+    if (m_precision->currentIndex() > 1) {
+        options.kv = DType::F8E4M3;
+    }
+    options.cost.tpCommOverlap = m_overlap->isChecked();
+    options.cost.epCommOverlap = m_overlap->isChecked();
     m_summary->setText(
         tr("Planning %1 on %2…")
             .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+class QCheckBox;
+class QComboBox;
 class QLabel;
 class QDoubleSpinBox;
 class QSortFilterProxyModel;
@@ -64,6 +66,8 @@ private:
     PlotWidget* m_scatter = nullptr;
     QSpinBox* m_top = nullptr;
     QDoubleSpinBox* m_headroom = nullptr;
+    QComboBox* m_precision = nullptr; ///< BF16 / the checkpoint's, FP8 weights, FP8 weights + KV
+    QCheckBox* m_overlap = nullptr; ///< TP and expert all-to-all overlapped with compute
     QLabel* m_summary = nullptr;
 };
 
