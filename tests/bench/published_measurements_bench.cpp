@@ -33,16 +33,7 @@ Result<ModelSummary> modelOf(const json& model)
     if (const auto it = cache.find(key); it != cache.end()) {
         return it->second;
     }
-    Result<ModelSummary> summary = Error::badInput("unset");
-    if (model.contains("gpt")) {
-        const auto& g = model.at("gpt");
-        auto spec = test::gptSpec(g.at("hidden").get<int>(), g.at("heads").get<int>(),
-            g.at("layers").get<int>(), g.at("vocab").get<int>(), g.at("ffn").get<int>());
-        spec.tieEmbeddings = true;
-        summary = summarizeModel(test::buildTestGraph(spec));
-    } else {
-        summary = bundledCaseModel(model);
-    }
+    auto summary = test::publishedCaseModel(model);
     if (summary) {
         cache.emplace(key, *summary);
     }

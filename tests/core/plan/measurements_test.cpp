@@ -24,31 +24,14 @@
 using namespace day0;
 using namespace day0::plan;
 
-namespace {
-
-using nlohmann::json;
-
-/// The case's model: a GPT of the given shape (Megatron's, tied head) or a bundled config.
-Result<ModelSummary> modelOf(const json& model)
-{
-    if (model.contains("gpt")) {
-        const auto& g = model.at("gpt");
-        auto spec = test::gptSpec(g.at("hidden").get<int>(), g.at("heads").get<int>(),
-            g.at("layers").get<int>(), g.at("vocab").get<int>(), g.at("ffn").get<int>());
-        spec.tieEmbeddings = true;
-        return summarizeModel(test::buildTestGraph(spec));
-    }
-    return bundledCaseModel(model);
-}
-
-} // namespace
+using test::publishedCaseModel;
 
 TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
 {
     setResourceDir(DAY0_RESOURCE_DIR);
     auto cases = readPublishedMeasurements(publishedMeasurementsFile());
     ASSERT_TRUE(cases) << cases.error().message;
-    auto ev = evaluatePublished(*cases, modelOf);
+    auto ev = evaluatePublished(*cases, publishedCaseModel);
     ASSERT_TRUE(ev) << ev.error().message;
     std::printf("%s", ev->format().c_str());
     // At least 15 training and 10 serving cases, sourced (the reader refuses a row without).
@@ -85,7 +68,7 @@ TEST(PublishedMeasurements, LayoutsOneSourceComparesAreRankedInTheMeasuredOrder)
     setResourceDir(DAY0_RESOURCE_DIR);
     auto cases = readPublishedMeasurements(publishedMeasurementsFile());
     ASSERT_TRUE(cases) << cases.error().message;
-    auto ev = evaluatePublished(*cases, modelOf);
+    auto ev = evaluatePublished(*cases, publishedCaseModel);
     ASSERT_TRUE(ev) << ev.error().message;
     std::map<std::string, std::vector<const PublishedEvaluation::Row*>> groups;
     for (const auto& r : ev->rows) {

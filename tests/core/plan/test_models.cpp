@@ -1,5 +1,9 @@
 #include "test_models.h"
 
+#include "plan/published_measurements.h"
+
+#include <fmt/format.h>
+
 #include <string>
 
 namespace day0::plan::test {
@@ -230,6 +234,22 @@ model::LayerGraph buildTestGraph(const model::ModelSpec& s)
         g.blocks.push_back(mtp);
     }
     return g;
+}
+
+Result<ModelSummary> publishedCaseModel(const nlohmann::json& model)
+{
+    if (!model.contains("gpt")) {
+        return bundledCaseModel(model);
+    }
+    try {
+        const auto& g = model.at("gpt");
+        auto spec = gptSpec(g.at("hidden").get<int>(), g.at("heads").get<int>(),
+            g.at("layers").get<int>(), g.at("vocab").get<int>(), g.at("ffn").get<int>());
+        spec.tieEmbeddings = true;
+        return summarizeModel(buildTestGraph(spec));
+    } catch (const nlohmann::json::exception& e) {
+        return Error::badInput(fmt::format("model {}: {}", model.dump(), e.what()));
+    }
 }
 
 } // namespace day0::plan::test

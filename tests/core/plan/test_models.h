@@ -3,8 +3,12 @@
 // Hand-built model specs and layer graphs for the plan tests: independent of core/model's graph
 // builder, so the estimator is checked against layer graphs whose every tensor is written here.
 
+#include "base/result.h"
 #include "model/layer_graph.h"
 #include "model/model_spec.h"
+#include "plan/model_summary.h"
+
+#include <nlohmann/json.hpp>
 
 namespace day0::plan::test {
 
@@ -22,5 +26,10 @@ model::ModelSpec mlaSpec(int hidden, int heads, int layers, int vocab, int ffn, 
 
 /// Every weight tensor of the spec with its HF name, shape, dtype and parallel role.
 model::LayerGraph buildTestGraph(const model::ModelSpec& spec);
+
+/// The model of a row of resources/plan/published_measurements.json: an inline GPT shape
+/// ({"gpt": {hidden, heads, layers, ffn, vocab}}, Megatron's with a tied head) built here, or a
+/// bundled config.
+Result<ModelSummary> publishedCaseModel(const nlohmann::json& model);
 
 } // namespace day0::plan::test
