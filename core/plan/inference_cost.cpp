@@ -17,7 +17,14 @@ struct PassTime {
     double tp = 0;
     double ep = 0;
     double pp = 0;
-    [[nodiscard]] double total() const { return std::max(compute, memory) + tp + ep + pp; }
+    double fullRate = 0; ///< the FLOPs at the large-GEMM rate (no small-batch penalty)
+    double overlapLoss = 0; ///< share of the shorter of FLOPs and reads that is not hidden
+    [[nodiscard]] double total() const
+    {
+        // The small-batch penalty of `compute` already stands for GEMMs waiting on HBM, so
+        // only the FLOPs at the full rate can fail to hide behind the reads.
+        return std::max(compute, memory) + overlapLoss * std::min(fullRate, memory) + tp + ep + pp;
+    }
 };
 
 /// Attention work of one new token over `keys` cached keys, by mixer kind (decode: no causal
@@ -60,6 +67,7 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     double keys)
 {
     PassTime p;
+    p.overlapLoss = o.rooflineOverlapLoss;
     const auto& net = tab.net;
     const double rows = sequences * tokens; // per replica (TP group)
     const bool fp8 = l.weights == DType::F8E4M3 || (l.checkpointWeights && m.blockFp8Checkpoint);
@@ -103,6 +111,7 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     const double hit = moeLayers > 0 ? expertFraction / moeLayers : 0.0;
     const double weightBytes = w.denseBytes + w.expertBytes * hit;
     p.compute = flops / rate;
+    p.fullRate = flops / detail::gemmRate(tab, fp8, o);
     p.memory = (weightBytes + kvBytes) / (tab.hbmBandwidth * o.memoryEfficiency);
     p.tp = tpTime;
     p.ep = epTime;

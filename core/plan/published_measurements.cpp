@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -338,6 +339,98 @@ Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& 
         ev.rows.push_back({ &c, std::move(*e), isMoe(it->second) });
     }
     return ev;
+}
+
+Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
+    const CaseModelResolver& resolve, const CostOptions& start)
+{
+    std::vector<PublishedCase> fp8;
+    std::vector<PublishedCase> serving;
+    for (const auto& c : cases) {
+        if (c.split != "fit") {
+            continue;
+        }
+        if (c.mode == Mode::Infer) {
+            serving.push_back(c);
+        } else if (c.row.at("plan").get<std::string>().find("weights=fp8") != std::string::npos) {
+            fp8.push_back(c);
+        }
+    }
+    if (fp8.empty() || serving.empty()) {
+        return Error::badInput("calibration needs FP8 training and serving fit cases");
+    }
+    // Summarise each model once for the whole grid.
+    std::map<std::string, ModelSummary> models;
+    auto cached = [&](const json& model) -> Result<ModelSummary> {
+        const auto key = model.dump();
+        if (const auto it = models.find(key); it != models.end()) {
+            return it->second;
+        }
+        auto summary = resolve(model);
+        if (summary) {
+            models.emplace(key, *summary);
+        }
+        return summary;
+    };
+    auto mapeOf = [&](const std::vector<PublishedCase>& set, const CostOptions& o,
+                      Mode mode) -> Result<double> {
+        auto ev = evaluatePublished(set, cached, o);
+        if (!ev) {
+            return ev.error();
+        }
+        return *ev->mape("fit", mode);
+    };
+    Calibration cal;
+    cal.options = start;
+    cal.fp8Cases = int(fp8.size());
+    cal.servingCases = int(serving.size());
+    // Integer grid steps, so that the chosen values print exactly.
+    cal.fp8TrainMape = std::numeric_limits<double>::max();
+    for (int e = 30; e <= 70; ++e) {
+        CostOptions o = start;
+        o.fp8ComputeEfficiency = e / 100.0;
+        auto m = mapeOf(fp8, o, Mode::Train);
+        if (!m) {
+            return m.error();
+        }
+        if (*m < cal.fp8TrainMape - 1e-12) {
+            cal.fp8TrainMape = *m;
+            cal.options.fp8ComputeEfficiency = o.fp8ComputeEfficiency;
+        }
+    }
+    cal.servingMape = std::numeric_limits<double>::max();
+    for (int loss = 0; loss <= 12; ++loss) {
+        for (int step = 0; step <= 4; ++step) {
+            for (int seq = 0; seq <= 12; ++seq) {
+                CostOptions o = cal.options;
+                o.rooflineOverlapLoss = loss * 0.05;
+                o.decodeStepOverhead = step * 0.25e-3;
+                o.decodeSequenceOverhead = seq * 1e-6;
+                auto m = mapeOf(serving, o, Mode::Infer);
+                if (!m) {
+                    return m.error();
+                }
+                if (*m < cal.servingMape - 1e-12) {
+                    cal.servingMape = *m;
+                    cal.options.rooflineOverlapLoss = o.rooflineOverlapLoss;
+                    cal.options.decodeStepOverhead = o.decodeStepOverhead;
+                    cal.options.decodeSequenceOverhead = o.decodeSequenceOverhead;
+                }
+            }
+        }
+    }
+    return cal;
+}
+
+std::string Calibration::describe() const
+{
+    return fmt::format("chosen on the fit cases: FP8 GEMMs at {:.2f} of the FP8 peak ({:.1f}% "
+                       "over {} FP8 training cases); serving: roofline overlap loss {:.2f}, "
+                       "runtime {:.2f} ms per decode step and {:.0f} µs per sequence ({:.1f}% "
+                       "over {} serving cases)",
+        options.fp8ComputeEfficiency, 100.0 * fp8TrainMape, fp8Cases, options.rooflineOverlapLoss,
+        1e3 * options.decodeStepOverhead, 1e6 * options.decodeSequenceOverhead, 100.0 * servingMape,
+        servingCases);
 }
 
 namespace {

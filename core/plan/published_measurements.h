@@ -76,6 +76,23 @@ struct PublishedEvaluation {
 Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& cases,
     const CaseModelResolver& resolve = bundledCaseModel, const CostOptions& options = {});
 
+/// The constants chosen on the fit cases alone, by a grid search minimising their mean absolute
+/// error: the FP8 GEMM efficiency on the FP8 training fit cases (0.30 to 0.70 by 0.01), then the
+/// serving constants on the serving fit cases: the roofline overlap loss (0 to 0.6 by 0.05), the
+/// runtime cost per decode step (0 to 1 ms by 0.25 ms) and per sequence (0 to 12 µs by 1 µs).
+/// The defaults of CostOptions are these values; the BF16 constants were chosen on Korthikanti
+/// et al.'s step times before and are kept.
+struct Calibration {
+    CostOptions options;
+    double fp8TrainMape = 0; ///< of the FP8 training fit cases, at the chosen efficiency
+    double servingMape = 0; ///< of the serving fit cases, at the chosen constants
+    int fp8Cases = 0;
+    int servingCases = 0;
+    [[nodiscard]] std::string describe() const;
+};
+Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
+    const CaseModelResolver& resolve = bundledCaseModel, const CostOptions& start = {});
+
 /// How far the planner's time figures can be trusted for a plan: the mean absolute error of the
 /// held-out published measurements comparable with it (same device, same mode, both MoE or
 /// both dense), or none.

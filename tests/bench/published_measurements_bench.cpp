@@ -87,6 +87,11 @@ void printSummary(const bench::BenchTimes& times)
     }
     fmt::print("\n{} published measurements ({}):\n{}", ev->rows.size(),
         publishedMeasurementsFile().filename().string(), ev->format());
+    auto cal = calibrateOnFitCases(cases(), modelOf);
+    if (!cal) {
+        bench::fail("published_measurements_bench", cal.error().message);
+    }
+    fmt::print("Constants {}.\n", cal->describe());
     const double base = times.cpu("oneEstimate");
     const double all = times.cpu("wholeTable");
     if (base > 0.0 && all > 0.0) {
