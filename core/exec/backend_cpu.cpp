@@ -58,8 +58,7 @@ public:
         std::span<const std::int64_t> positions, const Rope& table,
         std::span<const std::int64_t> positions3, PrecisionMode mode) override
     {
-        applyRope<float>(x, tokens, heads, headDim, positions, table, positions3);
-        roundActivations({ x, std::size_t(tokens * heads * headDim) }, mode);
+        emulatedRope(x, tokens, heads, headDim, positions, table, positions3, mode);
         return success();
     }
 

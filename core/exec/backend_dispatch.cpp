@@ -236,8 +236,7 @@ void BackendDispatch::rope(float* x, std::int64_t tokens, std::int64_t heads, st
         return;
     }
     const auto started = Clock::now();
-    applyRope<float>(x, tokens, heads, headDim, positions, table, positions3);
-    roundActivations({ x, std::size_t(tokens * heads * headDim) }, mode);
+    emulatedRope(x, tokens, heads, headDim, positions, table, positions3, mode);
     fellBack(op, started);
 }
 

@@ -3,6 +3,7 @@
 #include "exec/attention.h"
 #include "exec/ops.h"
 #include "exec/precision.h"
+#include "exec/rope.h"
 
 #include <cstdint>
 
@@ -31,6 +32,13 @@ void emulatedGatedActivation(
 /// dtype stores them) and the output rounded.
 void emulatedAttention(const float* q, const float* k, const float* v, float* out,
     const AttentionShape& shape, PrecisionMode mode);
+
+/// Rotary embedding as HF's eager apply_rotary_pos_emb computes it in the activation dtype: cos
+/// and sin cast to it, x·cos and rotate_half(x)·sin each rounded, their sum rounded. In F32 mode
+/// the plain applyRope.
+void emulatedRope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+    std::span<const std::int64_t> positions, const Rope& rope,
+    std::span<const std::int64_t> positions3, PrecisionMode mode);
 
 /// True for the modes that round (not the fp32/fp64 references).
 bool isEmulated(PrecisionMode mode);
