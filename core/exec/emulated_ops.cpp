@@ -2,7 +2,6 @@
 
 #include "numerics/float_formats.h"
 
-#include <cmath>
 #include <span>
 #include <vector>
 
@@ -90,40 +89,8 @@ void emulatedRope(float* x, std::int64_t tokens, std::int64_t heads, std::int64_
         return;
     }
     const DType dtype = activationDType(mode);
-    auto store = [dtype](float v) { return numerics::roundToFormat(v, dtype); };
-    const std::int64_t pairs = rope.rotaryDim / 2;
-    const bool multi = !rope.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
-    std::vector<float> cosTable(static_cast<std::size_t>(pairs));
-    std::vector<float> sinTable(static_cast<std::size_t>(pairs));
-    for (std::int64_t t = 0; t < tokens; ++t) {
-        for (std::int64_t i = 0; i < pairs; ++i) {
-            std::int64_t pos = positions[std::size_t(t)];
-            if (multi) {
-                pos = positions3[std::size_t(rope.pairComponent[std::size_t(i)] * tokens + t)];
-            }
-            // The angle as the reference computes it; the tables cast to the dtype, as HF's
-            // rotary embedding returns cos and sin in x's dtype.
-            const double angle = double(pos) * rope.invFreq[std::size_t(i)];
-            cosTable[std::size_t(i)] = store(float(std::cos(angle) * rope.attentionScaling));
-            sinTable[std::size_t(i)] = store(float(std::sin(angle) * rope.attentionScaling));
-        }
-        for (std::int64_t h = 0; h < heads; ++h) {
-            float* v = x + (t * heads + h) * headDim;
-            for (std::int64_t i = 0; i < pairs; ++i) {
-                const std::int64_t a = rope.layout == RopeLayout::RotateHalf ? i : 2 * i;
-                const std::int64_t b
-                    = rope.layout == RopeLayout::RotateHalf ? i + pairs : 2 * i + 1;
-                const float c = cosTable[std::size_t(i)];
-                const float s = sinTable[std::size_t(i)];
-                const float va = v[a];
-                const float vb = v[b];
-                // x·cos + rotate_half(x)·sin, rotate_half(x) = (−x_b, x_a): every product and
-                // the sum stored in the dtype.
-                v[a] = store(store(va * c) + store(-vb * s));
-                v[b] = store(store(vb * c) + store(va * s));
-            }
-        }
-    }
+    applyRopeStoring(x, tokens, heads, headDim, positions, rope, positions3,
+        [dtype](float v) { return numerics::roundToFormat(v, dtype); });
     // Lanes beyond rotaryDim pass through; they are already in the dtype.
 }
 

@@ -151,35 +151,8 @@ void applyRope(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headD
     std::span<const std::int64_t> positions, const Rope& rope,
     std::span<const std::int64_t> positions3)
 {
-    const std::int64_t pairs = rope.rotaryDim / 2;
-    std::vector<T> cosTable(static_cast<std::size_t>(pairs));
-    std::vector<T> sinTable(static_cast<std::size_t>(pairs));
-    const bool multi = !rope.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-        for (std::int64_t i = 0; i < pairs; ++i) {
-            std::int64_t pos = positions[std::size_t(t)];
-            if (multi) {
-                pos = positions3[std::size_t(rope.pairComponent[std::size_t(i)] * tokens + t)];
-            }
-            const double angle = double(pos) * rope.invFreq[std::size_t(i)];
-            cosTable[std::size_t(i)] = T(std::cos(angle) * rope.attentionScaling);
-            sinTable[std::size_t(i)] = T(std::sin(angle) * rope.attentionScaling);
-        }
-        for (std::int64_t h = 0; h < heads; ++h) {
-            T* v = x + (t * heads + h) * headDim;
-            for (std::int64_t i = 0; i < pairs; ++i) {
-                const std::int64_t a = rope.layout == RopeLayout::RotateHalf ? i : 2 * i;
-                const std::int64_t b
-                    = rope.layout == RopeLayout::RotateHalf ? i + pairs : 2 * i + 1;
-                const T c = cosTable[std::size_t(i)];
-                const T s = sinTable[std::size_t(i)];
-                const T va = v[a];
-                const T vb = v[b];
-                v[a] = va * c - vb * s;
-                v[b] = vb * c + va * s;
-            }
-        }
-    }
+    // a + (−b) is a − b exactly, so the identity store leaves the plain rotation.
+    applyRopeStoring(x, tokens, heads, headDim, positions, rope, positions3, [](T v) { return v; });
 }
 
 template void applyRope<float>(float*, std::int64_t, std::int64_t, std::int64_t,

@@ -4,6 +4,7 @@
 #include "model/model_spec.h"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -48,5 +49,46 @@ template <typename T>
 void applyRope(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
     std::span<const std::int64_t> positions, const Rope& rope,
     std::span<const std::int64_t> positions3 = {});
+
+/// applyRope with every value it stores (the cos and sin tables, each product x·cos and
+/// rotate_half(x)·sin, and their sum) passed through `store`: the identity for the references,
+/// a rounding to the activation dtype for an emulated target (HF's apply_rotary_pos_emb in
+/// that dtype).
+template <typename T, typename Store>
+void applyRopeStoring(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
+    std::span<const std::int64_t> positions, const Rope& rope,
+    std::span<const std::int64_t> positions3, Store store)
+{
+    const std::int64_t pairs = rope.rotaryDim / 2;
+    std::vector<T> cosTable(static_cast<std::size_t>(pairs));
+    std::vector<T> sinTable(static_cast<std::size_t>(pairs));
+    const bool multi = !rope.pairComponent.empty() && positions3.size() == std::size_t(3 * tokens);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        for (std::int64_t i = 0; i < pairs; ++i) {
+            std::int64_t pos = positions[std::size_t(t)];
+            if (multi) {
+                pos = positions3[std::size_t(rope.pairComponent[std::size_t(i)] * tokens + t)];
+            }
+            const double angle = double(pos) * rope.invFreq[std::size_t(i)];
+            cosTable[std::size_t(i)] = store(T(std::cos(angle) * rope.attentionScaling));
+            sinTable[std::size_t(i)] = store(T(std::sin(angle) * rope.attentionScaling));
+        }
+        for (std::int64_t h = 0; h < heads; ++h) {
+            T* v = x + (t * heads + h) * headDim;
+            for (std::int64_t i = 0; i < pairs; ++i) {
+                const std::int64_t a = rope.layout == RopeLayout::RotateHalf ? i : 2 * i;
+                const std::int64_t b
+                    = rope.layout == RopeLayout::RotateHalf ? i + pairs : 2 * i + 1;
+                const T c = cosTable[std::size_t(i)];
+                const T s = sinTable[std::size_t(i)];
+                const T va = v[a];
+                const T vb = v[b];
+                // x·cos + rotate_half(x)·sin with rotate_half(x) = (−x_b, x_a).
+                v[a] = store(store(va * c) + store(-vb * s));
+                v[b] = store(store(vb * c) + store(va * s));
+            }
+        }
+    }
+}
 
 } // namespace day0::exec
