@@ -172,6 +172,7 @@ nlohmann::json runJson(const exec::RunResult& r)
     const double decodeTokens = double(r.generated.size() > 1 ? r.generated.size() - 1 : 0);
     return { { "precision", r.dump.info.precision },
         { "precision_plan", r.dump.info.extra.value("precision_plan", "") },
+        { "precision_recipe", r.dump.info.extra.value("precision_recipe", "") },
         { "generated", r.generated }, { "input_ids", r.dump.info.inputIds },
         { "prefill_seconds", r.prefillSeconds }, { "decode_seconds", r.decodeSeconds },
         { "decode_tokens_per_second", r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0 },
@@ -347,6 +348,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         fmt::join(t.generated, " "), formatDuration(Seconds(t.prefillSeconds)),
         formatDuration(Seconds(t.decodeSeconds)),
         result->reference ? "  [teacher-forced on the reference's tokens]" : "");
+    fmt::print("  recipe: {}\n", t.dump.info.extra.value("precision_recipe", ""));
     if (o.backend != nullptr) {
         fmt::print("{}", exec::formatDispatch(t.dispatch));
     }

@@ -194,6 +194,40 @@ std::string PrecisionPlan::describe() const
     return fmt::format("{} ({})", precisionName(base), fmt::join(parts, ", "));
 }
 
+std::string precisionRecipe(PrecisionMode mode, Fp8Scaling scaling)
+{
+    constexpr std::string_view kHalf
+        = "weights and every GEMM input stored in {0}, fp32 accumulation, GEMM outputs and "
+          "biases in {0}; RMSNorm statistics in fp32, its normalised output and the weight "
+          "product stored in {0}; RoPE with cos and sin in {0}, each product and the sum "
+          "rounded; attention scores and probabilities stored in {0}, softmax in fp32; the "
+          "gated activation and its product in {0}; residual stream, KV cache and logits in {0} "
+          "(HF/PyTorch eager in {0})";
+    switch (mode) {
+    case PrecisionMode::F64:
+        return "fp64 throughout (the reference)";
+    case PrecisionMode::F32:
+        return "fp32 throughout (the reference)";
+    case PrecisionMode::BF16:
+        return fmt::format(fmt::runtime(kHalf), "bf16");
+    case PrecisionMode::F16:
+        return fmt::format(fmt::runtime(kHalf), "fp16");
+    case PrecisionMode::F8E4M3:
+    case PrecisionMode::F8E5M2:
+        return fmt::format("the projections' GEMM inputs in {} with {}, fp32 accumulation; "
+                           "embedding, norms, attention, activations, router and lm_head as "
+                           "the bf16 recipe",
+            mode == PrecisionMode::F8E4M3 ? "fp8 e4m3" : "fp8 e5m2",
+            scaling == Fp8Scaling::Block
+                ? "block scales (weights 128×128, activations per token and 128 channels)"
+                : "one scale per tensor (amax / max finite)");
+    case PrecisionMode::Int8:
+        return "the projections' weights in int8, symmetric per output channel; activations "
+               "and everything else as the bf16 recipe";
+    }
+    return std::string(precisionName(mode));
+}
+
 Result<PrecisionPlan> parsePrecisionPlan(
     std::string_view base, std::string_view ops, std::string_view layers)
 {

@@ -47,6 +47,11 @@ TEST(PrecisionCli, RunWritesDumpsAndComparesAgainstTheReference)
     EXPECT_TRUE(j["comparison"]["first_divergence"].is_null());
     EXPECT_EQ(j["comparison"]["table"], "day0-default v1");
     EXPECT_EQ(j["fingerprint"], "llama/h64/l2/a4/kv2/v256");
+    // The run says what its precision rounds where.
+    const std::string recipe = j["target"]["precision_recipe"];
+    EXPECT_NE(recipe.find("RoPE with cos and sin in bf16"), std::string::npos) << recipe;
+    EXPECT_NE(recipe.find("softmax in fp32"), std::string::npos) << recipe;
+    EXPECT_EQ(j["reference"]["precision_recipe"], "fp32 throughout (the reference)");
     for (const char* sub : { "reference", "target", "target-inject" }) {
         EXPECT_TRUE(fs::exists(fs::path(dir) / sub / "dump.json")) << sub;
         EXPECT_TRUE(fs::exists(fs::path(dir) / sub / "tensors.safetensors")) << sub;

@@ -165,6 +165,13 @@ TEST_F(PrecisionPanelTest, AComparisonOfDumpsIsShownAsItGrowsThenWhole)
     EXPECT_FALSE(panel.current()->partial) << "the whole comparison replaces what grew";
     EXPECT_GE(int(panel.current()->comparison.rows.size()), previous);
     EXPECT_EQ(panel.overlay(), nullptr) << "a comparison so far is never kept as the overlay";
+    // The summary says what the target's precision rounded where, from its dump.
+    auto* summary = panel.findChild<QLabel*>(QStringLiteral("precisionSummary"));
+    ASSERT_NE(summary, nullptr);
+    const std::string recipe = panel.current()->target->info.extra.value("precision_recipe", "");
+    ASSERT_FALSE(recipe.empty());
+    EXPECT_NE(summary->text().indexOf(QStringLiteral("Recipe: ")), -1)
+        << summary->text().toStdString();
 }
 
 TEST_F(PrecisionPanelTest, HeatmapCellsEqualTheMetricsOfCompareDumps)

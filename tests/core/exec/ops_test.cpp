@@ -347,6 +347,17 @@ TEST(Precision, PlansAndOverrides)
     EXPECT_FALSE(parsePrecisionPlan("bf16", "attention=fp64").ok());
     EXPECT_EQ(*parsePrecision("FP8_E5M2"), PrecisionMode::F8E5M2);
     EXPECT_EQ(precisionDType(PrecisionMode::Int8), DType::I8);
+    // Each mode names what it rounds where.
+    EXPECT_NE(precisionRecipe(PrecisionMode::F16)
+                  .find("residual stream, KV cache and logits in "
+                        "fp16"),
+        std::string::npos);
+    EXPECT_NE(precisionRecipe(PrecisionMode::F8E4M3, Fp8Scaling::Block).find("block scales"),
+        std::string::npos);
+    EXPECT_NE(precisionRecipe(PrecisionMode::F8E5M2).find("fp8 e5m2 with one scale per tensor"),
+        std::string::npos);
+    EXPECT_NE(precisionRecipe(PrecisionMode::Int8).find("int8, symmetric per output channel"),
+        std::string::npos);
 }
 
 TEST(Precision, GemmInputRounding)

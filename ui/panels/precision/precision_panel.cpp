@@ -99,6 +99,7 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
     split->setSizes({ 820, 560 });
 
     m_summary = new QLabel(this);
+    m_summary->setObjectName(QStringLiteral("precisionSummary"));
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error = new QLabel(this);
@@ -461,6 +462,13 @@ void PrecisionPanel::updateSummary()
                     .arg(toQString(d.backend).toHtmlEscaped(), toQString(d.device).toHtmlEscaped(),
                         QString::number(d.nativeCalls()), QString::number(d.fallbackCalls()));
         dispatch = toQString(exec::formatDispatch(d));
+    }
+    // What the target rounded where (dumps from other tools carry no recipe).
+    if (m_primary->target) {
+        const std::string recipe = m_primary->target->info.extra.value("precision_recipe", "");
+        if (!recipe.empty()) {
+            text += tr("<br>Recipe: %1").arg(toQString(recipe).toHtmlEscaped());
+        }
     }
     m_summary->setToolTip(dispatch);
     m_summary->setText(text);
