@@ -498,6 +498,9 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
             formatCount(best.tokensPerSecond), best.layout.world);
     }
     fmt::print("Time figures (step, tokens/s, MFU, TTFT, TPOT): {}\n", r.timeError.describe());
+    if (!r.layouts.empty() && r.layouts.front().timeError.cases != r.timeError.cases) {
+        fmt::print("  of layout #1: {}\n", r.layouts.front().timeError.describe());
+    }
     if (measured) {
         fmt::print("Measured ({}): {}; {}\n", fmt::join(a.measuredTrace, ", "),
             measured->describe(), measuredComparison(*measured, r));

@@ -126,7 +126,7 @@ nlohmann::json planResultJson(const PlanResult& r)
     const auto timeError = r.timeError.toJson();
     for (const auto& p : r.layouts) {
         auto j = plannedLayoutJson(p);
-        j["time_error"] = timeError; // the same for every layout of the sweep
+        j["time_error"] = p.timeError.toJson(); // narrowed to the layout's parallel dimensions
         layouts.push_back(std::move(j));
     }
     nlohmann::json summary = nlohmann::json::object();

@@ -467,6 +467,11 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
     result.seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.timeError = timeErrorBar(model, cluster, options.workload.mode);
+    for (auto& p : result.layouts) {
+        const auto& l = p.layout;
+        p.timeError = timeErrorBar(
+            model, cluster, options.workload.mode, parallelDimsOf(l.tp, l.pp, l.cp, l.ep));
+    }
     return result;
 }
 

@@ -53,6 +53,9 @@ struct PlannedLayout {
         = 0; ///< training: tokens trained; inference: output tokens (all replicas)
     TrainingCost training; ///< filled in training mode
     InferenceCost inference; ///< filled in inference mode
+    /// How far this layout's time figures can be trusted: the held-out published measurements
+    /// comparable with it, narrowed to those using its parallel dimensions when two or more do.
+    TimeErrorBar timeError;
 };
 
 /// Layouts rejected for the same reason.

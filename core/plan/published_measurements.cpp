@@ -441,6 +441,7 @@ struct HeldOut {
     std::string device;
     Mode mode = Mode::Train;
     bool moe = false;
+    ParallelDims dims;
     double error = 0;
 };
 
@@ -468,7 +469,9 @@ const Evaluated& heldOutCases()
         }
         for (const auto& r : ev->rows) {
             auto cluster = hardware::parseCluster(r.c->row.at("cluster").get<std::string>());
-            evaluated.cases.push_back({ r.c->id, cluster->device.id, r.c->mode, r.moe, r.e.error });
+            const auto plan = parsePlan(r.c->row.at("plan").get<std::string>());
+            evaluated.cases.push_back({ r.c->id, cluster->device.id, r.c->mode, r.moe,
+                parallelDimsOf(plan->tp, plan->pp, plan->cp, plan->ep), r.e.error });
         }
     });
     return evaluated;
@@ -476,7 +479,10 @@ const Evaluated& heldOutCases()
 
 } // namespace
 
-TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode)
+namespace {
+
+TimeErrorBar errorBarOf(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode,
+    const std::optional<ParallelDims>& dims)
 {
     TimeErrorBar bar;
     const bool moe = isMoe(model);
@@ -487,17 +493,65 @@ TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cl
         bar.problem = held.problem;
         return bar;
     }
-    double sum = 0;
+    std::vector<const HeldOut*> comparable;
     for (const auto& c : held.cases) {
         if (c.device == cluster.device.id && c.mode == mode && c.moe == moe) {
-            bar.cases.push_back(c.id);
-            sum += std::fabs(c.error);
+            comparable.push_back(&c);
         }
+    }
+    if (dims) {
+        std::vector<const HeldOut*> same;
+        for (const auto* c : comparable) {
+            if (c->dims == *dims) {
+                same.push_back(c);
+            }
+        }
+        if (same.size() >= 2) {
+            comparable = std::move(same);
+            bar.basis += ", " + dims->describe();
+        } else if (!comparable.empty()) {
+            bar.basis += fmt::format(" (fewer than two with {})", dims->describe());
+        }
+    }
+    double sum = 0;
+    for (const auto* c : comparable) {
+        bar.cases.push_back(c->id);
+        sum += std::fabs(c->error);
     }
     if (!bar.cases.empty()) {
         bar.meanAbsError = sum / double(bar.cases.size());
     }
     return bar;
+}
+
+} // namespace
+
+TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode)
+{
+    return errorBarOf(model, cluster, mode, std::nullopt);
+}
+
+TimeErrorBar timeErrorBar(
+    const ModelSummary& model, const hardware::Cluster& cluster, Mode mode, ParallelDims dims)
+{
+    return errorBarOf(model, cluster, mode, dims);
+}
+
+ParallelDims parallelDimsOf(int tp, int pp, int cp, int ep)
+{
+    return { tp > 1, pp > 1, cp > 1, ep > 1 };
+}
+
+std::string ParallelDims::describe() const
+{
+    std::vector<std::string> used;
+    for (const auto& [on, name] : { std::pair { tp, "tp" }, std::pair { pp, "pp" },
+             std::pair { cp, "cp" }, std::pair { ep, "ep" } }) {
+        if (on) {
+            used.emplace_back(name);
+        }
+    }
+    return used.empty() ? "no model parallelism" : fmt::format("{}", fmt::join(used, "+"));
 }
 
 std::string TimeErrorBar::describe() const

@@ -108,4 +108,22 @@ struct TimeErrorBar {
 };
 TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode);
 
+/// Which parallel dimensions a layout uses (size > 1): what makes two runs comparable beyond
+/// device, mode and model kind.
+struct ParallelDims {
+    bool tp = false;
+    bool pp = false;
+    bool cp = false;
+    bool ep = false;
+    bool operator==(const ParallelDims&) const = default;
+    /// "tp+pp", "ep", or "no model parallelism".
+    [[nodiscard]] std::string describe() const;
+};
+ParallelDims parallelDimsOf(int tp, int pp, int cp, int ep);
+
+/// The error bar of one layout: the comparable held-out cases (as above) that use the same
+/// parallel dimensions, when at least two do; otherwise the device-wide bar, saying so.
+TimeErrorBar timeErrorBar(
+    const ModelSummary& model, const hardware::Cluster& cluster, Mode mode, ParallelDims dims);
+
 } // namespace day0::plan

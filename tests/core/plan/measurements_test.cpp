@@ -153,6 +153,17 @@ TEST(PublishedMeasurements, AnErrorBarComesFromComparableHeldOutCasesOrSaysThere
     EXPECT_EQ(std::count(serving.cases.begin(), serving.cases.end(),
                   "trtllm-llama31-8b-h100-tp1-128-2048"),
         0);
+    // A layout's own bar keeps the runs that use its parallel dimensions when two or more do,
+    // and says when it could not.
+    const auto tpPp = timeErrorBar(dense, *h100, Mode::Train, parallelDimsOf(4, 8, 1, 1));
+    EXPECT_EQ(tpPp.cases,
+        (std::vector<std::string> { "mb2511-llama3-70b-h100", "mb2602-llama3-70b-h100" }));
+    EXPECT_NE(tpPp.describe().find("dense, tp+pp)"), std::string::npos) << tpPp.describe();
+    const auto cpOnly = timeErrorBar(dense, *h100, Mode::Train, parallelDimsOf(1, 1, 4, 1));
+    EXPECT_EQ(cpOnly.cases, timeErrorBar(dense, *h100, Mode::Train).cases);
+    EXPECT_NE(cpOnly.describe().find("(fewer than two with cp)"), std::string::npos)
+        << cpOnly.describe();
+    EXPECT_EQ(parallelDimsOf(1, 1, 1, 1).describe(), "no model parallelism");
     const auto training = timeErrorBar(dense, *h100, Mode::Train);
     ASSERT_TRUE(training.meanAbsError) << training.describe();
     for (const auto& id : training.cases) {

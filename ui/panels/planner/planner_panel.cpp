@@ -243,6 +243,10 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
     }
     // How far the time figures can be trusted, from the held-out published measurements.
     text += tr("<br>Time figures: %1").arg(toQString(r.timeError.describe()).toHtmlEscaped());
+    if (!r.layouts.empty() && r.layouts.front().timeError.cases != r.timeError.cases) {
+        text += tr("; of the best layout: %1")
+                    .arg(toQString(r.layouts.front().timeError.describe()).toHtmlEscaped());
+    }
     m_summary->setText(text);
     QStringList notes;
     for (const auto& note : r.notes) {
