@@ -1,6 +1,7 @@
 #include "panels/memory/memory_panel.h"
 #include "panels/planner/layout_table_model.h"
 #include "panels/planner/planner_panel.h"
+#include "profile/importer.h"
 #include "ui_test_support.h"
 #include "widgets/plot_widget.h"
 
@@ -87,6 +88,35 @@ TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
     test::settle(jobs);
     ASSERT_GT(panel.layoutModel()->rowCount(), 0);
     EXPECT_GE(panel.layoutModel()->layouts().front().tokensPerSecond, fp8 * 0.999);
+}
+
+TEST(PlannerPanel, TheOpenTracesStepsStandBesideTheBestEstimate)
+{
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "llama-3.1-8b");
+    test::configure(session, "h100-sxm:1x8", plan::Mode::Train, "tp=1");
+    PlannerPanel panel(session, jobs);
+    test::settle(jobs);
+    ASSERT_GT(panel.layoutModel()->rowCount(), 0);
+    EXPECT_EQ(panel.summaryText().indexOf(QStringLiteral("Measured in the open trace")), -1);
+    // Two ranks of HTA's sampled trace: ProfilerStep#551 and #552 each (tests/data/profile).
+    const std::string dir = std::string(DAY0_TEST_DATA_DIR) + "/profile/";
+    Progress progress;
+    auto trace = profile::importTraces(
+        { dir + "hta_sampled_rank-0.json.gz", dir + "hta_sampled_rank-1.json.gz" }, {}, progress,
+        {});
+    ASSERT_TRUE(trace) << trace.error().message;
+    session.setTrace(Session::TraceSlot::Primary,
+        std::make_shared<const profile::Trace>(std::move(*trace)), QStringLiteral("sampled"));
+    const QString text = panel.summaryText();
+    EXPECT_NE(text.indexOf(QStringLiteral("Measured in the open trace (sampled): median 0.6154 s "
+                                          "over 4 ProfilerStep ranges (2 ranks); the best layout "
+                                          "is estimated at ")),
+        -1)
+        << text.toStdString();
+    session.setTrace(Session::TraceSlot::Primary, nullptr, {});
+    EXPECT_EQ(panel.summaryText().indexOf(QStringLiteral("Measured in the open trace")), -1);
 }
 
 TEST(PlannerPanel, APlanTheUserAskedForSurvivesTheModelOpening)

@@ -157,6 +157,11 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
         });
     }
     connect(&m_session, &Session::workloadChanged, this, &PlannerPanel::runPlanner);
+    connect(&m_session, &Session::traceChanged, this, [this](Session::TraceSlot slot) {
+        if (slot == Session::TraceSlot::Primary) {
+            showSummary();
+        }
+    });
     if (m_session.summary()) {
         m_applyBest = !m_session.takePlanPin();
     }
@@ -184,9 +189,11 @@ void PlannerPanel::runPlanner()
     }
     options.cost.tpCommOverlap = m_overlap->isChecked();
     options.cost.epCommOverlap = m_overlap->isChecked();
-    m_summary->setText(
-        tr("Planning %1 on %2…")
-            .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name)));
+    m_sweepSummary
+        = tr("Planning %1 on %2…")
+              .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name));
+    m_bestStep = 0;
+    showSummary();
     m_jobs.start<Sweep>(
         *m_ticket, tr("Planning layouts"), this,
         [summary = m_session.summary(), cluster = m_session.cluster(), options](
@@ -218,13 +225,36 @@ void PlannerPanel::runPlanner()
         });
 }
 
+void PlannerPanel::showSummary()
+{
+    QString text = m_sweepSummary;
+    const auto trace = m_session.trace();
+    if (trace != m_stepsOf) {
+        m_stepsOf = trace;
+        m_steps = trace ? profile::profilerSteps(*trace) : profile::StepTimes {};
+    }
+    if (m_bestStep > 0 && !m_steps.steps.empty()) {
+        const double measured = m_steps.medianSeconds();
+        text += tr("<br>Measured in the open trace (%1): %2; the best layout is estimated at %3 "
+                   "(%4%5%)")
+                    .arg(m_session.traceSource().toHtmlEscaped(),
+                        toQString(m_steps.describe()).toHtmlEscaped(),
+                        durationText(Seconds(m_bestStep)),
+                        m_bestStep >= measured ? QStringLiteral("+") : QString(),
+                        QString::number(100.0 * (m_bestStep - measured) / measured, 'f', 1));
+    }
+    m_summary->setText(text);
+}
+
 void PlannerPanel::display(Result<plan::PlanResult>&& result)
 {
     if (!result) {
         m_layouts->setLayouts({}, m_mode, 0);
         m_rejections->setGroups({});
-        m_summary->setText(QStringLiteral("<span style='color:%1'>%2</span>")
-                               .arg(errorColor().name(), toQString(result.error().message)));
+        m_sweepSummary = QStringLiteral("<span style='color:%1'>%2</span>")
+                             .arg(errorColor().name(), toQString(result.error().message));
+        m_bestStep = 0;
+        showSummary();
         showScatter();
         emit planned();
         return;
@@ -247,7 +277,9 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
         text += tr("; of the best layout: %1")
                     .arg(toQString(r.layouts.front().timeError.describe()).toHtmlEscaped());
     }
-    m_summary->setText(text);
+    m_sweepSummary = text;
+    m_bestStep = m_mode == plan::Mode::Train && !r.layouts.empty() ? r.layouts.front().stepTime : 0;
+    showSummary();
     QStringList notes;
     for (const auto& note : r.notes) {
         notes << QStringLiteral("• ") + toQString(note);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "plan/planner.h"
+#include "profile/step_times.h"
 
 #include <QWidget>
 
@@ -52,6 +53,9 @@ signals:
 private:
     void display(Result<plan::PlanResult>&& result);
     void showScatter();
+    /// The summary: the sweep's, then the open trace's measured step beside the best layout's
+    /// estimate (training, when the trace marks ProfilerStep ranges).
+    void showSummary();
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -69,6 +73,10 @@ private:
     QComboBox* m_precision = nullptr; ///< BF16 / the checkpoint's, FP8 weights, FP8 weights + KV
     QCheckBox* m_overlap = nullptr; ///< TP and expert all-to-all overlapped with compute
     QLabel* m_summary = nullptr;
+    QString m_sweepSummary; ///< the sweep's part of the summary
+    double m_bestStep = 0; ///< the best training layout's estimated step, seconds; 0: none
+    std::shared_ptr<const profile::Trace> m_stepsOf; ///< the trace m_steps was read from
+    profile::StepTimes m_steps; ///< its ProfilerStep ranges
 };
 
 } // namespace day0::ui
