@@ -60,14 +60,29 @@ TEST(PlannerPanel, TableFillsAndModelsPassTheTester)
     EXPECT_EQ(session.plan(), layouts.front().layout.toPlan());
 }
 
-TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
-{
+namespace {
+
+/// Llama 3.1 8B trained on one H100 node, planned once the panel opens.
+struct Llama8bOnH100 {
     Session session;
     JobRunner jobs;
-    test::openModel(session, "llama-3.1-8b");
-    test::configure(session, "h100-sxm:1x8", plan::Mode::Train, "tp=1");
-    PlannerPanel panel(session, jobs);
-    test::settle(jobs);
+    std::unique_ptr<PlannerPanel> planner;
+    Llama8bOnH100()
+    {
+        test::openModel(session, "llama-3.1-8b");
+        test::configure(session, "h100-sxm:1x8", plan::Mode::Train, "tp=1");
+        planner = std::make_unique<PlannerPanel>(session, jobs);
+        test::settle(jobs);
+    }
+};
+
+} // namespace
+
+TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
+{
+    Llama8bOnH100 f;
+    auto& jobs = f.jobs;
+    auto& panel = *f.planner;
     ASSERT_GT(panel.layoutModel()->rowCount(), 0) << panel.summaryText().toStdString();
     const double bf16 = panel.layoutModel()->layouts().front().tokensPerSecond;
     EXPECT_NE(panel.summaryText().indexOf(QStringLiteral("h100-sxm, training, dense")), -1)
@@ -92,12 +107,9 @@ TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
 
 TEST(PlannerPanel, TheOpenTracesStepsStandBesideTheBestEstimate)
 {
-    Session session;
-    JobRunner jobs;
-    test::openModel(session, "llama-3.1-8b");
-    test::configure(session, "h100-sxm:1x8", plan::Mode::Train, "tp=1");
-    PlannerPanel panel(session, jobs);
-    test::settle(jobs);
+    Llama8bOnH100 f;
+    auto& session = f.session;
+    auto& panel = *f.planner;
     ASSERT_GT(panel.layoutModel()->rowCount(), 0);
     EXPECT_EQ(panel.summaryText().indexOf(QStringLiteral("Measured in the open trace")), -1);
     // Two ranks of HTA's sampled trace: ProfilerStep#551 and #552 each (tests/data/profile).
