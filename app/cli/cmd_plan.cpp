@@ -282,10 +282,9 @@ std::string measuredComparison(const profile::StepTimes& measured, const PlanRes
     if (r.layouts.empty()) {
         return "no layout fits, so there is no estimate to hold against it";
     }
-    const double m = measured.medianSeconds();
     const double e = r.layouts.front().stepTime;
     return fmt::format(
-        "layout #1 is estimated at {:.4g} s per step ({:+.1f}%)", e, 100.0 * (e - m) / m);
+        "layout #1 is estimated at {:.4g} s per step ({:+.1f}%)", e, 100.0 * measured.errorOf(e));
 }
 
 nlohmann::json measuredJson(
@@ -296,7 +295,7 @@ nlohmann::json measuredJson(
     if (!r.layouts.empty()) {
         const double e = r.layouts.front().stepTime;
         j["estimate_s"] = e;
-        j["error"] = (e - measured.medianSeconds()) / measured.medianSeconds();
+        j["error"] = measured.errorOf(e);
     }
     return j;
 }
@@ -421,8 +420,8 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         }
         measured = profile::profilerSteps(*trace);
         if (measured->steps.empty()) {
-            return reportError(Error::badInput(fmt::format(
-                "--measured-trace {}: {}", a.measuredTrace.front(), measured->describe())));
+            return reportError(Error::badInput(fmt::format("--measured-trace {}: {}",
+                fmt::join(a.measuredTrace, ", "), measured->describe())));
         }
     }
 

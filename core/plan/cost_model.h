@@ -36,12 +36,12 @@ struct CostOptions {
     /// TP all-gathers / reduce-scatters split into chunks pipelined with the GEMMs next to them
     /// (Transformer Engine's userbuffers, Megatron's --tp-comm-overlap).
     bool tpCommOverlap = false;
+    /// Serving: share of the shorter of a pass's FLOP time (at the full GEMM rate) and HBM time
+    /// that does not hide behind the longer (0: a perfect roofline). This and the two runtime
+    /// costs below are chosen on the serving "fit" cases (calibrateOnFitCases).
+    double rooflineOverlapLoss = 0.15;
     /// Serving: seconds each decode step costs the runtime beyond the GPU work (scheduling,
     /// sampling, launches), per step and per sequence in the batch.
-    /// Serving: share of the shorter of a pass's FLOP time and HBM time that does not hide
-    /// behind the longer (0: a perfect roofline). This and the two runtime costs below are
-    /// chosen on the serving "fit" cases (calibrateOnFitCases).
-    double rooflineOverlapLoss = 0.15;
     double decodeStepOverhead = 0.0;
     double decodeSequenceOverhead = 6e-6;
 };

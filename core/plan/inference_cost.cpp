@@ -71,7 +71,8 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     const auto& net = tab.net;
     const double rows = sequences * tokens; // per replica (TP group)
     const bool fp8 = l.weights == DType::F8E4M3 || (l.checkpointWeights && m.blockFp8Checkpoint);
-    const double rate = detail::gemmRate(tab, fp8, o) * rows / (rows + o.gemmHalfRows);
+    const double fullRate = detail::gemmRate(tab, fp8, o);
+    const double rate = fullRate * rows / (rows + o.gemmHalfRows);
     const int first = l.stageStart[std::size_t(stage)];
     const int last = l.stageStart[std::size_t(stage) + 1];
     const auto w = detail::stageWeights(m, l, wl, stage);
@@ -111,7 +112,7 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
     const double hit = moeLayers > 0 ? expertFraction / moeLayers : 0.0;
     const double weightBytes = w.denseBytes + w.expertBytes * hit;
     p.compute = flops / rate;
-    p.fullRate = flops / detail::gemmRate(tab, fp8, o);
+    p.fullRate = flops / fullRate;
     p.memory = (weightBytes + kvBytes) / (tab.hbmBandwidth * o.memoryEfficiency);
     p.tp = tpTime;
     p.ep = epTime;

@@ -350,10 +350,11 @@ std::vector<std::string> sweepNotes(
     } else {
         notes.push_back(fmt::format(
             "inference: prompt {} + output {} tokens, KV for {} tokens per sequence; each layout "
-            "serves the largest batch that fits and keeps time per output token under {}; the "
-            "runtime adds {} per decode step and {} per sequence in it",
+            "serves the largest batch that fits and keeps time per output token under {}; "
+            "{:.0f}% of the shorter of a pass's FLOP and HBM time does not overlap the longer; "
+            "the runtime adds {} per decode step and {} per sequence in it",
             o.workload.prompt(), o.workload.outputLength, o.workload.context,
-            formatDuration(Seconds(o.workload.tpotBound)),
+            formatDuration(Seconds(o.workload.tpotBound)), 100.0 * o.cost.rooflineOverlapLoss,
             formatDuration(Seconds(o.cost.decodeStepOverhead)),
             formatDuration(Seconds(o.cost.decodeSequenceOverhead))));
     }
@@ -468,9 +469,9 @@ Result<PlanResult> planLayouts(const ModelSummary& model, const hardware::Cluste
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.timeError = timeErrorBar(model, cluster, options.workload.mode);
     for (auto& p : result.layouts) {
-        const auto& l = p.layout;
+        const auto& pl = p.layout;
         p.timeError = timeErrorBar(
-            model, cluster, options.workload.mode, parallelDimsOf(l.tp, l.pp, l.cp, l.ep));
+            model, cluster, options.workload.mode, parallelDimsOf(pl.tp, pl.pp, pl.cp, pl.ep));
     }
     return result;
 }

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace day0::plan {
@@ -91,12 +92,16 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
             return bad(fmt::format("kind {}: expected train or infer", row.at("kind").dump()));
         }
         c.mode = *mode;
-        if (auto plan = parsePlan(row.at("plan").get<std::string>()); !plan) {
+        auto plan = parsePlan(row.at("plan").get<std::string>());
+        if (!plan) {
             return bad(fmt::format("plan: {}", plan.error().message));
         }
-        if (auto cluster = hardware::parseCluster(row.at("cluster").get<std::string>()); !cluster) {
+        c.plan = std::move(*plan);
+        auto cluster = hardware::parseCluster(row.at("cluster").get<std::string>());
+        if (!cluster) {
             return bad(fmt::format("cluster: {}", cluster.error().message));
         }
+        c.cluster = std::move(*cluster);
         for (const char* key : { "flash_attention", "dropout" }) {
             if (!row.at("kernels").contains(key) || !row.at("kernels").at(key).is_boolean()) {
                 return bad(fmt::format("kernels: no \"{}\" true or false", key));
@@ -151,14 +156,6 @@ Result<CaseEstimate> estimatePublishedCase(
 {
     try {
         const auto& row = c.row;
-        auto cluster = hardware::parseCluster(row.at("cluster").get<std::string>());
-        if (!cluster) {
-            return cluster.error().withContext(c.id);
-        }
-        auto plan = parsePlan(row.at("plan").get<std::string>());
-        if (!plan) {
-            return plan.error().withContext(c.id);
-        }
         CostOptions co = options;
         co.flashAttention = row.at("kernels").at("flash_attention").get<bool>();
         co.dropout = row.at("kernels").at("dropout").get<bool>();
@@ -173,11 +170,11 @@ Result<CaseEstimate> estimatePublishedCase(
             wl.seqLength = w.at("seq").get<int>();
             wl.globalBatch = w.at("global_batch").get<int>();
             wl.includeMtp = w.value("mtp", true);
-            auto layout = resolveLayout(*plan, model, wl, *cluster);
+            auto layout = resolveLayout(c.plan, model, wl, c.cluster);
             if (!layout) {
                 return layout.error().withContext(c.id);
             }
-            e.training = estimateTrainingCost(model, *layout, wl, *cluster, co);
+            e.training = estimateTrainingCost(model, *layout, wl, c.cluster, co);
             if (m.contains("step_time_s")) {
                 e.estimate = e.training.stepTime;
                 e.measured = m.at("step_time_s").get<double>();
@@ -201,14 +198,14 @@ Result<CaseEstimate> estimatePublishedCase(
             e.estimate = -1;
             for (const int batch : batches) {
                 wl.batch = batch;
-                auto memory = estimateMemory(model, *plan, wl, *cluster, mo);
+                auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
                 if (!memory) {
                     return memory.error().withContext(c.id);
                 }
                 if (!memory->fits) {
                     break; // a larger batch only needs more KV cache
                 }
-                const auto cost = estimateInferenceCost(model, memory->layout, wl, *cluster, co);
+                const auto cost = estimateInferenceCost(model, memory->layout, wl, c.cluster, co);
                 if (cost.tokensPerSecond > e.estimate) {
                     e.estimate = cost.tokensPerSecond;
                     e.inference = cost;
@@ -229,6 +226,22 @@ Result<CaseEstimate> estimatePublishedCase(
     } catch (const json::exception& ex) {
         return Error::badInput(fmt::format("{}: {}", c.id, ex.what()));
     }
+}
+
+CaseModelResolver cachingResolver(CaseModelResolver resolve)
+{
+    auto models = std::make_shared<std::map<std::string, ModelSummary>>();
+    return [models, resolve = std::move(resolve)](const json& model) -> Result<ModelSummary> {
+        const auto key = model.dump();
+        if (const auto it = models->find(key); it != models->end()) {
+            return it->second;
+        }
+        auto summary = resolve(model);
+        if (summary) {
+            models->emplace(key, *summary);
+        }
+        return summary;
+    };
 }
 
 Result<ModelSummary> bundledCaseModel(const json& model)
@@ -321,22 +334,17 @@ Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& 
     const CaseModelResolver& resolve, const CostOptions& options)
 {
     PublishedEvaluation ev;
-    std::map<std::string, ModelSummary> models; // several cases share a model
+    const auto summarise = cachingResolver(resolve); // several cases share a model
     for (const auto& c : cases) {
-        const std::string key = c.row.at("model").dump();
-        auto it = models.find(key);
-        if (it == models.end()) {
-            auto summary = resolve(c.row.at("model"));
-            if (!summary) {
-                return summary.error().withContext(c.id);
-            }
-            it = models.emplace(key, std::move(*summary)).first;
+        auto summary = summarise(c.row.at("model"));
+        if (!summary) {
+            return summary.error().withContext(c.id);
         }
-        auto e = estimatePublishedCase(c, it->second, options);
+        auto e = estimatePublishedCase(c, *summary, options);
         if (!e) {
             return e.error();
         }
-        ev.rows.push_back({ &c, std::move(*e), isMoe(it->second) });
+        ev.rows.push_back({ &c, std::move(*e), isMoe(*summary) });
     }
     return ev;
 }
@@ -352,26 +360,14 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
         }
         if (c.mode == Mode::Infer) {
             serving.push_back(c);
-        } else if (c.row.at("plan").get<std::string>().find("weights=fp8") != std::string::npos) {
+        } else if (c.plan.weights == DType::F8E4M3) {
             fp8.push_back(c);
         }
     }
     if (fp8.empty() || serving.empty()) {
         return Error::badInput("calibration needs FP8 training and serving fit cases");
     }
-    // Summarise each model once for the whole grid.
-    std::map<std::string, ModelSummary> models;
-    auto cached = [&](const json& model) -> Result<ModelSummary> {
-        const auto key = model.dump();
-        if (const auto it = models.find(key); it != models.end()) {
-            return it->second;
-        }
-        auto summary = resolve(model);
-        if (summary) {
-            models.emplace(key, *summary);
-        }
-        return summary;
-    };
+    const auto cached = cachingResolver(resolve); // each model once for the whole grid
     auto mapeOf = [&](const std::vector<PublishedCase>& set, const CostOptions& o,
                       Mode mode) -> Result<double> {
         auto ev = evaluatePublished(set, cached, o);
@@ -468,10 +464,9 @@ const Evaluated& heldOutCases()
             return;
         }
         for (const auto& r : ev->rows) {
-            auto cluster = hardware::parseCluster(r.c->row.at("cluster").get<std::string>());
-            const auto plan = parsePlan(r.c->row.at("plan").get<std::string>());
-            evaluated.cases.push_back({ r.c->id, cluster->device.id, r.c->mode, r.moe,
-                parallelDimsOf(plan->tp, plan->pp, plan->cp, plan->ep), r.e.error });
+            const auto& p = r.c->plan;
+            evaluated.cases.push_back({ r.c->id, r.c->cluster.device.id, r.c->mode, r.moe,
+                parallelDimsOf(p.tp, p.pp, p.cp, p.ep), r.e.error });
         }
     });
     return evaluated;
@@ -479,10 +474,8 @@ const Evaluated& heldOutCases()
 
 } // namespace
 
-namespace {
-
-TimeErrorBar errorBarOf(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode,
-    const std::optional<ParallelDims>& dims)
+TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode,
+    std::optional<ParallelDims> dims)
 {
     TimeErrorBar bar;
     const bool moe = isMoe(model);
@@ -522,19 +515,6 @@ TimeErrorBar errorBarOf(const ModelSummary& model, const hardware::Cluster& clus
         bar.meanAbsError = sum / double(bar.cases.size());
     }
     return bar;
-}
-
-} // namespace
-
-TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode)
-{
-    return errorBarOf(model, cluster, mode, std::nullopt);
-}
-
-TimeErrorBar timeErrorBar(
-    const ModelSummary& model, const hardware::Cluster& cluster, Mode mode, ParallelDims dims)
-{
-    return errorBarOf(model, cluster, mode, dims);
 }
 
 ParallelDims parallelDimsOf(int tp, int pp, int cp, int ep)

@@ -4,6 +4,7 @@
 #include "hardware/cluster.h"
 #include "plan/cost_model.h"
 #include "plan/model_summary.h"
+#include "plan/parallel_plan.h"
 #include "plan/workload.h"
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,8 @@ struct PublishedCase {
     std::string split; ///< "fit" or "holdout"
     Mode mode = Mode::Train; ///< "kind": "train" or "infer"
     std::string note; ///< what the planner does not model of this run, when it misses
+    ParallelPlan plan; ///< "plan", parsed
+    hardware::Cluster cluster; ///< "cluster", parsed
     nlohmann::json row; ///< the whole row
 };
 
@@ -54,6 +57,8 @@ Result<CaseEstimate> estimatePublishedCase(
 /// Summarises a case's model ("model" object of a row); the bundled models by default.
 using CaseModelResolver = std::function<Result<ModelSummary>(const nlohmann::json& model)>;
 Result<ModelSummary> bundledCaseModel(const nlohmann::json& model);
+/// `resolve`, remembering each model it summarised (the returned resolver owns the cache).
+CaseModelResolver cachingResolver(CaseModelResolver resolve);
 
 /// Every case estimated, and the mean absolute percentage error by split and kind.
 struct PublishedEvaluation {
@@ -106,8 +111,6 @@ struct TimeErrorBar {
     [[nodiscard]] std::string describe() const;
     [[nodiscard]] nlohmann::json toJson() const;
 };
-TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode);
-
 /// Which parallel dimensions a layout uses (size > 1): what makes two runs comparable beyond
 /// device, mode and model kind.
 struct ParallelDims {
@@ -121,9 +124,9 @@ struct ParallelDims {
 };
 ParallelDims parallelDimsOf(int tp, int pp, int cp, int ep);
 
-/// The error bar of one layout: the comparable held-out cases (as above) that use the same
-/// parallel dimensions, when at least two do; otherwise the device-wide bar, saying so.
-TimeErrorBar timeErrorBar(
-    const ModelSummary& model, const hardware::Cluster& cluster, Mode mode, ParallelDims dims);
+/// With `dims` (one layout's bar), the comparable cases are narrowed to those using the same
+/// parallel dimensions when at least two do; otherwise the bar is the device-wide one and says so.
+TimeErrorBar timeErrorBar(const ModelSummary& model, const hardware::Cluster& cluster, Mode mode,
+    std::optional<ParallelDims> dims = std::nullopt);
 
 } // namespace day0::plan

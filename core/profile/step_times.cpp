@@ -66,6 +66,12 @@ double StepTimes::medianSeconds() const
     return median * 1e-9;
 }
 
+double StepTimes::errorOf(double estimateSeconds) const
+{
+    const double m = medianSeconds();
+    return (estimateSeconds - m) / m;
+}
+
 std::string StepTimes::describe() const
 {
     if (steps.empty()) {

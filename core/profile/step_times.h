@@ -19,6 +19,8 @@ struct StepTimes {
     std::vector<Step> steps; ///< one per rank and step number, in the trace's order
     /// Median duration in seconds; 0 when there are no steps.
     [[nodiscard]] double medianSeconds() const;
+    /// (estimate − median) / median of an estimated step time, in seconds.
+    [[nodiscard]] double errorOf(double estimateSeconds) const;
     /// "median 1.23 s over 12 ProfilerStep ranges (2 ranks)", or why there is none.
     [[nodiscard]] std::string describe() const;
 };

@@ -14,7 +14,6 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -25,20 +24,8 @@ using namespace day0::plan;
 using nlohmann::json;
 
 /// A case's model: an inline GPT shape (Megatron's, tied head) or a bundled config, each
-/// summarised once.
-Result<ModelSummary> modelOf(const json& model)
-{
-    static std::map<std::string, ModelSummary> cache;
-    const std::string key = model.dump();
-    if (const auto it = cache.find(key); it != cache.end()) {
-        return it->second;
-    }
-    auto summary = test::publishedCaseModel(model);
-    if (summary) {
-        cache.emplace(key, *summary);
-    }
-    return summary;
-}
+/// summarised once for the whole run.
+const CaseModelResolver modelOf = cachingResolver(test::publishedCaseModel);
 
 const std::vector<PublishedCase>& cases()
 {

@@ -121,6 +121,7 @@ TEST(PlannerPanel, TheOpenTracesStepsStandBesideTheBestEstimate)
     ASSERT_TRUE(trace) << trace.error().message;
     session.setTrace(Session::TraceSlot::Primary,
         std::make_shared<const profile::Trace>(std::move(*trace)), QStringLiteral("sampled"));
+    test::settle(f.jobs); // the steps are read off the GUI thread
     const QString text = panel.summaryText();
     EXPECT_NE(text.indexOf(QStringLiteral("Measured in the open trace (sampled): median 0.6154 s "
                                           "over 4 ProfilerStep ranges (2 ranks); the best layout "

@@ -26,12 +26,34 @@ using namespace day0::plan;
 
 using test::publishedCaseModel;
 
+namespace {
+
+/// The bundled table, read once for the tests that use it.
+const Result<std::vector<PublishedCase>>& bundledTable()
+{
+    static const Result<std::vector<PublishedCase>> cases = [] {
+        setResourceDir(DAY0_RESOURCE_DIR);
+        return readPublishedMeasurements(publishedMeasurementsFile());
+    }();
+    return cases;
+}
+
+/// Every case of the bundled table estimated, once (rows point into bundledTable()).
+const Result<PublishedEvaluation>& bundledEvaluation()
+{
+    static const Result<PublishedEvaluation> ev = [] {
+        const auto& cases = bundledTable();
+        return cases ? evaluatePublished(*cases, publishedCaseModel)
+                     : Result<PublishedEvaluation>(cases.error());
+    }();
+    return ev;
+}
+
+} // namespace
+
 TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
 {
-    setResourceDir(DAY0_RESOURCE_DIR);
-    auto cases = readPublishedMeasurements(publishedMeasurementsFile());
-    ASSERT_TRUE(cases) << cases.error().message;
-    auto ev = evaluatePublished(*cases, publishedCaseModel);
+    const auto& ev = bundledEvaluation();
     ASSERT_TRUE(ev) << ev.error().message;
     std::printf("%s", ev->format().c_str());
     // At least 15 training and 10 serving cases, sourced (the reader refuses a row without).
@@ -65,8 +87,7 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
 
 TEST(PublishedMeasurements, TheDefaultsAreWhatTheFitCasesChoose)
 {
-    setResourceDir(DAY0_RESOURCE_DIR);
-    auto cases = readPublishedMeasurements(publishedMeasurementsFile());
+    const auto& cases = bundledTable();
     ASSERT_TRUE(cases) << cases.error().message;
     auto cal = calibrateOnFitCases(*cases, publishedCaseModel);
     ASSERT_TRUE(cal) << cal.error().message;
@@ -86,10 +107,7 @@ TEST(PublishedMeasurements, TheDefaultsAreWhatTheFitCasesChoose)
 
 TEST(PublishedMeasurements, LayoutsOneSourceComparesAreRankedInTheMeasuredOrder)
 {
-    setResourceDir(DAY0_RESOURCE_DIR);
-    auto cases = readPublishedMeasurements(publishedMeasurementsFile());
-    ASSERT_TRUE(cases) << cases.error().message;
-    auto ev = evaluatePublished(*cases, publishedCaseModel);
+    const auto& ev = bundledEvaluation();
     ASSERT_TRUE(ev) << ev.error().message;
     std::map<std::string, std::vector<const PublishedEvaluation::Row*>> groups;
     for (const auto& r : ev->rows) {

@@ -64,6 +64,7 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_session(session)
     , m_jobs(jobs)
     , m_ticket(std::make_unique<JobTicket>())
+    , m_stepsTicket(std::make_unique<JobTicket>())
     , m_layouts(new LayoutTableModel(this))
     , m_rejections(new RejectionModel(this))
     , m_layoutProxy(new QSortFilterProxyModel(this))
@@ -159,12 +160,13 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     connect(&m_session, &Session::workloadChanged, this, &PlannerPanel::runPlanner);
     connect(&m_session, &Session::traceChanged, this, [this](Session::TraceSlot slot) {
         if (slot == Session::TraceSlot::Primary) {
-            showSummary();
+            readTraceSteps();
         }
     });
     if (m_session.summary()) {
         m_applyBest = !m_session.takePlanPin();
     }
+    readTraceSteps();
     runPlanner();
 }
 
@@ -225,23 +227,36 @@ void PlannerPanel::runPlanner()
         });
 }
 
+void PlannerPanel::readTraceSteps()
+{
+    const auto trace = m_session.trace();
+    if (!trace) {
+        m_stepsTicket->cancel();
+        m_steps = {};
+        showSummary();
+        return;
+    }
+    m_jobs.start<profile::StepTimes>(
+        *m_stepsTicket, tr("Reading the trace's steps"), this,
+        [trace](Progress&, std::stop_token) { return profile::profilerSteps(*trace); },
+        [this](profile::StepTimes&& steps) {
+            m_steps = std::move(steps);
+            showSummary();
+        });
+}
+
 void PlannerPanel::showSummary()
 {
     QString text = m_sweepSummary;
-    const auto trace = m_session.trace();
-    if (trace != m_stepsOf) {
-        m_stepsOf = trace;
-        m_steps = trace ? profile::profilerSteps(*trace) : profile::StepTimes {};
-    }
     if (m_bestStep > 0 && !m_steps.steps.empty()) {
-        const double measured = m_steps.medianSeconds();
+        const double error = m_steps.errorOf(m_bestStep);
         text += tr("<br>Measured in the open trace (%1): %2; the best layout is estimated at %3 "
                    "(%4%5%)")
                     .arg(m_session.traceSource().toHtmlEscaped(),
                         toQString(m_steps.describe()).toHtmlEscaped(),
                         durationText(Seconds(m_bestStep)),
-                        m_bestStep >= measured ? QStringLiteral("+") : QString(),
-                        QString::number(100.0 * (m_bestStep - measured) / measured, 'f', 1));
+                        error >= 0 ? QStringLiteral("+") : QString(),
+                        QString::number(100.0 * error, 'f', 1));
     }
     m_summary->setText(text);
 }

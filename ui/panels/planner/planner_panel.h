@@ -56,10 +56,13 @@ private:
     /// The summary: the sweep's, then the open trace's measured step beside the best layout's
     /// estimate (training, when the trace marks ProfilerStep ranges).
     void showSummary();
+    /// Reads the open trace's ProfilerStep ranges off the GUI thread, then shows the summary.
+    void readTraceSteps();
 
     Session& m_session;
     JobRunner& m_jobs;
     std::unique_ptr<JobTicket> m_ticket;
+    std::unique_ptr<JobTicket> m_stepsTicket; ///< reading the open trace's steps
     bool m_applyBest = true;
     plan::Mode m_mode = plan::Mode::Train;
     LayoutTableModel* m_layouts = nullptr;
@@ -75,8 +78,7 @@ private:
     QLabel* m_summary = nullptr;
     QString m_sweepSummary; ///< the sweep's part of the summary
     double m_bestStep = 0; ///< the best training layout's estimated step, seconds; 0: none
-    std::shared_ptr<const profile::Trace> m_stepsOf; ///< the trace m_steps was read from
-    profile::StepTimes m_steps; ///< its ProfilerStep ranges
+    profile::StepTimes m_steps; ///< the open trace's ProfilerStep ranges
 };
 
 } // namespace day0::ui
