@@ -573,8 +573,7 @@ Result<RunResult> Engine::Impl::run(
     info.generatedIds = result.generated;
     info.numLayers = spec.numLayers;
     info.extra["precision_plan"] = options.precision.describe();
-    info.extra["precision_recipe"]
-        = precisionRecipe(options.precision.base, options.precision.fp8Scaling);
+    info.extra["precision_recipe"] = precisionRecipe(options.precision);
     info.extra["prefill_seconds"] = result.prefillSeconds;
     info.extra["decode_seconds"] = result.decodeSeconds;
     info.extra["teacher_forced"] = !forced.empty();

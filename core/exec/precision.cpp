@@ -194,7 +194,9 @@ std::string PrecisionPlan::describe() const
     return fmt::format("{} ({})", precisionName(base), fmt::join(parts, ", "));
 }
 
-std::string precisionRecipe(PrecisionMode mode, Fp8Scaling scaling)
+namespace {
+
+std::string modeRecipe(PrecisionMode mode, Fp8Scaling scaling)
 {
     constexpr std::string_view kHalf
         = "weights and every GEMM input stored in {0}, fp32 accumulation, GEMM outputs and "
@@ -226,6 +228,17 @@ std::string precisionRecipe(PrecisionMode mode, Fp8Scaling scaling)
                "and everything else as the bf16 recipe";
     }
     return std::string(precisionName(mode));
+}
+
+} // namespace
+
+std::string precisionRecipe(const PrecisionPlan& plan)
+{
+    std::string recipe = modeRecipe(plan.base, plan.fp8Scaling);
+    if (!plan.perOpKind.empty() || !plan.perLayer.empty()) {
+        recipe += fmt::format("; except where the plan says otherwise: {}", plan.describe());
+    }
+    return recipe;
 }
 
 Result<PrecisionPlan> parsePrecisionPlan(

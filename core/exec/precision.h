@@ -57,10 +57,10 @@ struct PrecisionPlan {
     [[nodiscard]] std::string describe() const;
 };
 
-/// What a mode rounds where, as one sentence a report prints: the recipe of the frameworks it
-/// emulates (HF/PyTorch eager for bf16 and fp16; FP8 / W8A16 checkpoints' projections for fp8
-/// and int8, bf16 elsewhere).
-std::string precisionRecipe(PrecisionMode mode, Fp8Scaling scaling = Fp8Scaling::PerTensor);
+/// What a plan rounds where, as one sentence a report prints: its base mode's recipe, that of
+/// the frameworks it emulates (HF/PyTorch eager for bf16 and fp16; FP8 / W8A16 checkpoints'
+/// projections for fp8 and int8, bf16 elsewhere), then the overrides that replace it.
+std::string precisionRecipe(const PrecisionPlan& plan);
 
 /// Parses the plan of `day0 run`: `base` ("bf16"), `ops` ("attention=fp32,router=fp32") and
 /// `layers` ("12=fp32,13-15=bf16"). Errors name the bad item. fp64 cannot be mixed with others.

@@ -347,16 +347,23 @@ TEST(Precision, PlansAndOverrides)
     EXPECT_FALSE(parsePrecisionPlan("bf16", "attention=fp64").ok());
     EXPECT_EQ(*parsePrecision("FP8_E5M2"), PrecisionMode::F8E5M2);
     EXPECT_EQ(precisionDType(PrecisionMode::Int8), DType::I8);
-    // Each mode names what it rounds where.
-    EXPECT_NE(precisionRecipe(PrecisionMode::F16)
-                  .find("residual stream, KV cache and logits in "
-                        "fp16"),
-        std::string::npos);
-    EXPECT_NE(precisionRecipe(PrecisionMode::F8E4M3, Fp8Scaling::Block).find("block scales"),
-        std::string::npos);
-    EXPECT_NE(precisionRecipe(PrecisionMode::F8E5M2).find("fp8 e5m2 with one scale per tensor"),
-        std::string::npos);
-    EXPECT_NE(precisionRecipe(PrecisionMode::Int8).find("int8, symmetric per output channel"),
+    // Each plan names what it rounds where, overrides included.
+    auto recipe = [](const char* base, const char* ops = "") {
+        auto p = parsePrecisionPlan(base, ops);
+        EXPECT_TRUE(p.ok());
+        return precisionRecipe(*p);
+    };
+    EXPECT_NE(
+        recipe("fp16").find("residual stream, KV cache and logits in fp16"), std::string::npos);
+    auto block = *parsePrecisionPlan("fp8");
+    block.fp8Scaling = Fp8Scaling::Block;
+    EXPECT_NE(precisionRecipe(block).find("block scales"), std::string::npos);
+    EXPECT_NE(recipe("fp8-e5m2").find("fp8 e5m2 with one scale per tensor"), std::string::npos);
+    EXPECT_NE(recipe("int8").find("int8, symmetric per output channel"), std::string::npos);
+    EXPECT_EQ(recipe("bf16").find("except"), std::string::npos);
+    EXPECT_NE(recipe("bf16", "attention=fp32")
+                  .find("except where the plan says otherwise: bf16 "
+                        "(attention=fp32)"),
         std::string::npos);
 }
 

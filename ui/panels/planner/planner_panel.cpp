@@ -102,6 +102,7 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
                              "another micro-batch (--ep-comm-overlap)"));
     connect(m_precision, &QComboBox::currentIndexChanged, this, &PlannerPanel::runPlanner);
     connect(m_overlap, &QCheckBox::toggled, this, &PlannerPanel::runPlanner);
+    m_summary->setObjectName(QStringLiteral("plannerSummary"));
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* bar = new QHBoxLayout;
