@@ -21,7 +21,6 @@ namespace {
 
 using namespace day0;
 using namespace day0::plan;
-using nlohmann::json;
 
 /// A case's model: an inline GPT shape (Megatron's, tied head) or a bundled config, each
 /// summarised once for the whole run.
