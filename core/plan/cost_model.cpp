@@ -283,7 +283,8 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
         if (s.moe) {
             const double sent = perTp * s.topK * load; // routed copies this rank dispatches
             const double rowsPerExpert = sent * l.etp * l.ep / std::max(1.0, s.experts);
-            lc.routed = perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o));
+            lc.routed = perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o))
+                + o.moeLayerOverhead + o.moeExpertOverhead * s.experts / l.ep;
             lc.ep = 2.0 * allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
             if (o.epCommOverlap) {
                 // Another micro-batch computes this layer while this one's tokens travel.

@@ -44,6 +44,14 @@ struct CostOptions {
     /// sampling, launches), per step and per sequence in the batch.
     double decodeStepOverhead = 0.0;
     double decodeSequenceOverhead = 6e-6;
+    /// Training: seconds each MoE layer's forward pass of one micro-batch costs beyond its
+    /// kernels' arithmetic and memory traffic, once per layer and once per local expert (the
+    /// router and its load-balancing loss, the token counts the all-to-all dispatcher copies to
+    /// the host before it can size the exchange, the per-expert casts and launches around the
+    /// grouped GEMMs). Backward and recompute scale it as they scale the forward's compute.
+    /// Chosen on the MoE training "fit" cases (calibrateOnFitCases).
+    double moeLayerOverhead = 0.3e-3;
+    double moeExpertOverhead = 85e-6;
 };
 
 /// Seconds each part adds to one training step on the critical path.

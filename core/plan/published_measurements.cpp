@@ -352,22 +352,30 @@ Result<PublishedEvaluation> evaluatePublished(const std::vector<PublishedCase>& 
 Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
     const CaseModelResolver& resolve, const CostOptions& start)
 {
+    const auto cached = cachingResolver(resolve); // each model once for the whole grid
     std::vector<PublishedCase> fp8;
     std::vector<PublishedCase> serving;
+    std::vector<PublishedCase> moe;
     for (const auto& c : cases) {
         if (c.split != "fit") {
             continue;
         }
+        auto summary = cached(c.row.at("model"));
+        if (!summary) {
+            return summary.error().withContext(c.id);
+        }
         if (c.mode == Mode::Infer) {
             serving.push_back(c);
+        } else if (isMoe(*summary)) {
+            moe.push_back(c);
         } else if (c.plan.weights == DType::F8E4M3) {
             fp8.push_back(c);
         }
     }
-    if (fp8.empty() || serving.empty()) {
-        return Error::badInput("calibration needs FP8 training and serving fit cases");
+    if (fp8.empty() || serving.empty() || moe.empty()) {
+        return Error::badInput(
+            "calibration needs dense FP8 training, MoE training and serving fit cases");
     }
-    const auto cached = cachingResolver(resolve); // each model once for the whole grid
     auto mapeOf = [&](const std::vector<PublishedCase>& set, const CostOptions& o,
                       Mode mode) -> Result<double> {
         auto ev = evaluatePublished(set, cached, o);
@@ -380,6 +388,7 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
     cal.options = start;
     cal.fp8Cases = int(fp8.size());
     cal.servingCases = int(serving.size());
+    cal.moeCases = int(moe.size());
     // Integer grid steps, so that the chosen values print exactly.
     cal.fp8TrainMape = std::numeric_limits<double>::max();
     for (int e = 30; e <= 70; ++e) {
@@ -392,6 +401,24 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
         if (*m < cal.fp8TrainMape - 1e-12) {
             cal.fp8TrainMape = *m;
             cal.options.fp8ComputeEfficiency = o.fp8ComputeEfficiency;
+        }
+    }
+    // The MoE overheads after the FP8 efficiency, which the MoE FP8 rows run at.
+    cal.moeTrainMape = std::numeric_limits<double>::max();
+    for (int layer = 0; layer <= 40; ++layer) {
+        for (int expert = 0; expert <= 40; ++expert) {
+            CostOptions o = cal.options;
+            o.moeLayerOverhead = layer * 0.1e-3;
+            o.moeExpertOverhead = expert * 5e-6;
+            auto m = mapeOf(moe, o, Mode::Train);
+            if (!m) {
+                return m.error();
+            }
+            if (*m < cal.moeTrainMape - 1e-12) {
+                cal.moeTrainMape = *m;
+                cal.options.moeLayerOverhead = o.moeLayerOverhead;
+                cal.options.moeExpertOverhead = o.moeExpertOverhead;
+            }
         }
     }
     cal.servingMape = std::numeric_limits<double>::max();
@@ -421,12 +448,14 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
 std::string Calibration::describe() const
 {
     return fmt::format("chosen on the fit cases: FP8 GEMMs at {:.2f} of the FP8 peak ({:.1f}% "
-                       "over {} FP8 training cases); serving: roofline overlap loss {:.2f}, "
-                       "runtime {:.2f} ms per decode step and {:.0f} µs per sequence ({:.1f}% "
-                       "over {} serving cases)",
-        options.fp8ComputeEfficiency, 100.0 * fp8TrainMape, fp8Cases, options.rooflineOverlapLoss,
-        1e3 * options.decodeStepOverhead, 1e6 * options.decodeSequenceOverhead, 100.0 * servingMape,
-        servingCases);
+                       "over {} dense FP8 training cases); MoE layers {:.1f} ms + {:.0f} µs per "
+                       "local expert per forward pass beyond their kernels ({:.1f}% over {} MoE "
+                       "training cases); serving: roofline overlap loss {:.2f}, runtime {:.2f} ms "
+                       "per decode step and {:.0f} µs per sequence ({:.1f}% over {} serving cases)",
+        options.fp8ComputeEfficiency, 100.0 * fp8TrainMape, fp8Cases,
+        1e3 * options.moeLayerOverhead, 1e6 * options.moeExpertOverhead, 100.0 * moeTrainMape,
+        moeCases, options.rooflineOverlapLoss, 1e3 * options.decodeStepOverhead,
+        1e6 * options.decodeSequenceOverhead, 100.0 * servingMape, servingCases);
 }
 
 namespace {

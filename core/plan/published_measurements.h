@@ -91,8 +91,10 @@ struct Calibration {
     CostOptions options;
     double fp8TrainMape = 0; ///< of the FP8 training fit cases, at the chosen efficiency
     double servingMape = 0; ///< of the serving fit cases, at the chosen constants
-    int fp8Cases = 0;
+    double moeTrainMape = 0; ///< of the MoE training fit cases, at the chosen overheads
+    int fp8Cases = 0; ///< dense FP8 training fit cases
     int servingCases = 0;
+    int moeCases = 0;
     [[nodiscard]] std::string describe() const;
 };
 Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,

@@ -61,9 +61,11 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     EXPECT_GE(ev->count("fit", Mode::Infer) + ev->count("holdout", Mode::Infer), 10);
     for (const auto& r : ev->rows) {
         SCOPED_TRACE(r.c->id);
-        // The cases the constants were chosen on stay within 12% each.
+        // The cases the constants were chosen on stay within 12% each; the MoE ones within 20%
+        // (two overheads serve four MoE models on two Blackwell systems at 1 and 4 sequences
+        // per micro-batch).
         if (r.c->split == "fit") {
-            EXPECT_LT(std::fabs(r.e.error), 0.12);
+            EXPECT_LT(std::fabs(r.e.error), r.moe ? 0.20 : 0.12);
         }
         // A miss beyond 30% must say what the planner does not model.
         if (std::fabs(r.e.error) > 0.30) {
@@ -79,8 +81,8 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     // only get better.
     ASSERT_GE(ev->count("holdout", Mode::Train, false), 8);
     EXPECT_LT(*ev->mape("holdout", Mode::Train, false), 0.10);
-    ASSERT_GE(ev->count("holdout", Mode::Train, true), 8);
-    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.75);
+    ASSERT_GE(ev->count("holdout", Mode::Train, true), 13);
+    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.40);
     ASSERT_GE(ev->count("holdout", Mode::Infer), 10);
     EXPECT_LT(*ev->mape("holdout", Mode::Infer), 0.17);
 }
@@ -97,8 +99,11 @@ TEST(PublishedMeasurements, TheDefaultsAreWhatTheFitCasesChoose)
     EXPECT_NEAR(defaults.rooflineOverlapLoss, cal->options.rooflineOverlapLoss, 1e-12);
     EXPECT_NEAR(defaults.decodeStepOverhead, cal->options.decodeStepOverhead, 1e-12);
     EXPECT_NEAR(defaults.decodeSequenceOverhead, cal->options.decodeSequenceOverhead, 1e-12);
+    EXPECT_NEAR(defaults.moeLayerOverhead, cal->options.moeLayerOverhead, 1e-12);
+    EXPECT_NEAR(defaults.moeExpertOverhead, cal->options.moeExpertOverhead, 1e-12);
     EXPECT_EQ(cal->fp8Cases, 4);
     EXPECT_EQ(cal->servingCases, 6);
+    EXPECT_EQ(cal->moeCases, 6);
     // Nothing was chosen on a held-out case.
     std::vector<PublishedCase> heldOut = *cases;
     std::erase_if(heldOut, [](const PublishedCase& c) { return c.split == "fit"; });
