@@ -109,6 +109,7 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
                 if (f.margin) {
                     one["reference_margin"] = num(*f.margin);
                     one["resolution"] = num(f.resolution);
+                    one["resolution_from_router_error"] = f.routerError;
                     one["scale"] = marginScaleName(f.scale, rf.sigmoid);
                 }
                 if (f.groupMargin) {

@@ -154,6 +154,7 @@ Result<void> analyseRoutingFlips(CaptureComparison& row, const Tensor& reference
     scores.logits = referenceDump.tensor(logitsName);
     scores.selection = referenceDump.tensor(logitsName + "#score");
     scores.scale = routerScaleFromJson(referenceDump.info.extra);
+    scores.targetLogits = judged.tensor(logitsName);
     if (scores.selection != nullptr && scores.scale && scores.scale->sigmoid) {
         flips.scores = logitsName + "#score";
     } else if (scores.logits != nullptr) {
@@ -192,8 +193,11 @@ std::string describeFlip(const TokenFlip& f, DType dtype, bool sigmoid)
     // only masked) is no decision against the reference, so its sign is kept.
     const auto stage = [&](double margin, double resolution, MarginScale scale) {
         const double shown = f.groupMargin ? margin : std::fabs(margin);
-        return fmt::format("reference margin {:.1e} {} {} resolution {:.1e}, {}", shown,
-            shown <= resolution ? "<=" : ">", name, resolution, marginScaleName(scale, sigmoid));
+        const std::string what = scale == MarginScale::Logit && f.routerError
+            ? std::string("the target's router-logit error")
+            : name + " resolution";
+        return fmt::format("reference margin {:.1e} {} {} {:.1e}, {}", shown,
+            shown <= resolution ? "<=" : ">", what, resolution, marginScaleName(scale, sigmoid));
     };
     std::string out = fmt::format("token {} (", f.token);
     if (f.groupMargin) {

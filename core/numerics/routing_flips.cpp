@@ -80,7 +80,25 @@ struct ScaledScores {
     std::int64_t experts = 0;
     std::vector<double> value; ///< [tokens, experts]
     std::vector<double> uncertainty; ///< [tokens, experts]; selection scale only
+    /// [tokens, experts] |target − reference| logit; logit scale, when the target's are known.
+    std::vector<double> moved;
 };
+
+/// |target − reference| per router logit, or nothing when either is missing or they differ in
+/// shape.
+std::vector<double> movedLogits(const ReferenceRouterScores& in)
+{
+    if (in.logits == nullptr || in.targetLogits == nullptr
+        || in.logits->shape() != in.targetLogits->shape()) {
+        return {};
+    }
+    auto r = in.logits->toDoubles();
+    const auto t = in.targetLogits->toDoubles();
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        r[i] = std::fabs(t[i] - r[i]);
+    }
+    return r;
+}
 
 Result<ScaledScores> scaledScores(const ReferenceRouterScores& in, std::int64_t tokens, DType dtype)
 {
@@ -108,6 +126,7 @@ Result<ScaledScores> scaledScores(const ReferenceRouterScores& in, std::int64_t 
         const std::vector<double> x
             = in.logits != nullptr ? in.logits->toDoubles() : std::vector<double>();
         out.uncertainty.resize(out.value.size());
+        const std::vector<double> moved = movedLogits(in);
         const DType scoreType
             = formatInfo(dtype).unitRoundoff > formatInfo(DType::BF16).unitRoundoff ? DType::BF16
                                                                                     : dtype;
@@ -123,12 +142,17 @@ Result<ScaledScores> scaledScores(const ReferenceRouterScores& in, std::int64_t 
             }
             out.uncertainty[i]
                 = kNearTieSpacings / 2.0 * logitTerm + formatSpacing(scoreType, c) / 2.0;
+            if (!moved.empty() && !x.empty()) {
+                const double s = 1.0 / (1.0 + std::exp(-x[i]));
+                out.uncertainty[i] = std::max(out.uncertainty[i], s * (1.0 - s) * moved[i]);
+            }
         }
         return out;
     }
     if (in.logits != nullptr) {
         out.experts = in.logits->dim(1);
         out.value = in.logits->toDoubles();
+        out.moved = movedLogits(in);
     }
     return out;
 }
@@ -196,7 +220,8 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
     const auto pairResolution = [&](double a, double b, double ua, double ub) {
         return selectionScale
             ? ua + ub
-            : kNearTieSpacings * formatSpacing(dtype, std::max(std::fabs(a), std::fabs(b)));
+            : std::max(ua + ub,
+                kNearTieSpacings * formatSpacing(dtype, std::max(std::fabs(a), std::fabs(b))));
     };
     const auto r = referenceSelection.toInts();
     const auto t = targetSelection.toInts();
@@ -221,7 +246,9 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
             continue;
         }
         const double* value = sc.value.data() + i * experts;
-        const double* uncertainty = selectionScale ? sc.uncertainty.data() + i * experts : nullptr;
+        const double* uncertainty = selectionScale ? sc.uncertainty.data() + i * experts
+            : sc.moved.empty()                     ? nullptr
+                                                   : sc.moved.data() + i * experts;
         const auto u
             = [&](std::int64_t e) { return uncertainty != nullptr ? uncertainty[e] : 0.0; };
 
@@ -250,6 +277,10 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
             f.margin = value[weakest] - value[strongest];
             f.resolution
                 = pairResolution(value[weakest], value[strongest], u(weakest), u(strongest));
+            f.routerError = !selectionScale
+                && u(weakest) + u(strongest) > kNearTieSpacings
+                        * formatSpacing(dtype,
+                            std::max(std::fabs(value[weakest]), std::fabs(value[strongest])));
             // After a group flip an added expert may outrank a dropped one (it was only masked):
             // no expert-stage decision went against the reference then.
             return afterGroupFlip ? *f.margin <= f.resolution

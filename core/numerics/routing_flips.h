@@ -44,6 +44,11 @@ struct ReferenceRouterScores {
     const Tensor* selection = nullptr;
     /// The router's kind and group stage; nullopt: unknown (margins on the logits, no groups).
     std::optional<RouterScale> scale;
+    /// The judged run's own [tokens, experts] router logits, when captured: a score is then also
+    /// uncertain by as far as the target's logit moved from the reference's (through σ' on the
+    /// selection scale), so that a flip the router's measured error explains is a near-tie; the
+    /// router's logits are judged on their own, so a broken router still fails there.
+    const Tensor* targetLogits = nullptr;
 };
 
 /// The scale a flip's margin was measured on.
@@ -77,6 +82,9 @@ struct TokenFlip {
     /// experts of groups the target chose from.
     std::optional<double> groupMargin;
     double groupResolution = 0.0;
+    /// The expert-stage resolution is how far the target's router logits moved (larger than
+    /// the format's spacing), not the format's.
+    bool routerError = false;
     /// Every stage that flipped did so within the target's resolution.
     bool nearTie = false;
 };
