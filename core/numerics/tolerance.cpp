@@ -43,32 +43,6 @@ bool endsWith(std::string_view s, std::string_view suffix)
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-double growthFactor(DepthGrowth growth, int depth)
-{
-    const double d = double(std::max(depth, 0));
-    switch (growth) {
-    case DepthGrowth::None:
-        return 1.0;
-    case DepthGrowth::Sqrt:
-        return std::sqrt(1.0 + d);
-    case DepthGrowth::Linear:
-        return 1.0 + d;
-    }
-    return 1.0;
-}
-
-/// Policy limits a rule may only exceed with a stated reason.
-std::optional<double> policyLimit(DType dtype)
-{
-    if (dtype == DType::F16) {
-        return 1e-3;
-    }
-    if (dtype == DType::I8) {
-        return 1e-2;
-    }
-    return std::nullopt;
-}
-
 Result<ToleranceRule> parseRule(
     const nlohmann::json& j, const std::string& origin, std::size_t index)
 {
@@ -115,7 +89,7 @@ Result<ToleranceRule> parseRule(
         return r.error();
     }
     if (rule.dtype) {
-        const auto limit = policyLimit(*rule.dtype);
+        const auto limit = tolerancePolicyLimit(*rule.dtype);
         if (limit && rule.maxRelL2 > *limit && rule.looserBecause.empty()) {
             return Error::badInput(fmt::format(
                 "{} ('{}'): max_rel_l2 {:g} is looser than the {} policy limit {:g}; say why in "
@@ -127,6 +101,31 @@ Result<ToleranceRule> parseRule(
 }
 
 } // namespace
+
+double growthFactor(DepthGrowth growth, int depth)
+{
+    const double d = double(std::max(depth, 0));
+    switch (growth) {
+    case DepthGrowth::None:
+        return 1.0;
+    case DepthGrowth::Sqrt:
+        return std::sqrt(1.0 + d);
+    case DepthGrowth::Linear:
+        return 1.0 + d;
+    }
+    return 1.0;
+}
+
+std::optional<double> tolerancePolicyLimit(DType dtype)
+{
+    if (dtype == DType::F16) {
+        return 1e-3;
+    }
+    if (dtype == DType::I8) {
+        return 1e-2;
+    }
+    return std::nullopt;
+}
 
 std::string_view opKindName(OpKind kind)
 {
@@ -255,6 +254,14 @@ Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std
         r.fail("version", "must be a positive integer");
     }
     table.description = r.stringOr("description", "");
+    if (json.contains("derivation")) {
+        const auto& d = json["derivation"];
+        if (!d.is_object() || !d.contains("summary") || !d["summary"].is_string()) {
+            r.fail("derivation", "must be an object with a 'summary' string");
+        } else {
+            table.derivation = d["summary"].get<std::string>();
+        }
+    }
     const std::string growth = r.stringOr("accumulated_growth", "sqrt");
     if (growth == "sqrt") {
         table.accumulatedGrowth = DepthGrowth::Sqrt;

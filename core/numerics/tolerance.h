@@ -45,6 +45,13 @@ enum class DepthGrowth {
     Linear, ///< limit × (1 + depth): biased errors
 };
 
+/// How many times the depth-0 limit an accumulated error may reach `depth` layers in.
+double growthFactor(DepthGrowth growth, int depth);
+
+/// The policy limits a rule may only exceed with a stated reason ("looser_because"): relative
+/// L2 1e-3 for F16, 1e-2 for I8; none for other dtypes.
+std::optional<double> tolerancePolicyLimit(DType dtype);
+
 /// One rule of a tolerance table: the limits for one target dtype × op kind.
 struct ToleranceRule {
     std::string id; ///< "bf16.linear"
@@ -67,6 +74,9 @@ struct ToleranceTable {
     std::string source; ///< file it came from, for messages
     DepthGrowth accumulatedGrowth = DepthGrowth::Sqrt;
     std::vector<ToleranceRule> rules;
+    /// How the table was derived, when it records it ("derivation"): one line naming the
+    /// models, dtypes, runs, percentile and margin.
+    std::string derivation;
 
     /// The most specific rule for (dtype, op): exact dtype and op, then dtype with any op, then
     /// any dtype with the op, then the catch-all; nullptr if none matches.

@@ -1,0 +1,183 @@
+#include "actions/tolerances.h"
+
+#include "base/file_util.h"
+#include "base/json_util.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/precision_run.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace day0::actions {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// config.json's bos_token_id of a checkpoint folder, when it names one.
+std::optional<std::int64_t> bosTokenOf(const fs::path& checkpoint)
+{
+    const fs::path config = fs::is_directory(checkpoint) ? checkpoint / "config.json" : fs::path();
+    if (config.empty() || !fs::exists(config)) {
+        return std::nullopt;
+    }
+    auto j = readJsonFile(config);
+    if (!j || !j->contains("bos_token_id") || !(*j)["bos_token_id"].is_number_integer()) {
+        return std::nullopt;
+    }
+    return (*j)["bos_token_id"].get<std::int64_t>();
+}
+
+std::string promptLabel(const std::vector<std::int64_t>& start, int tokens)
+{
+    return fmt::format(
+        "{} continued by the fp32 model to {} tokens", fmt::join(start, ", "), tokens);
+}
+
+std::vector<std::int64_t> startTokens(
+    const fs::path& checkpoint, int r, std::uint64_t seed, std::int64_t vocab)
+{
+    std::vector<std::int64_t> start;
+    if (const auto bos = bosTokenOf(checkpoint)) {
+        start.push_back(*bos);
+    }
+    if (r > 0 || start.empty()) {
+        // A fixed, well-spread pick (splitmix64 of seed and r), away from the special ids.
+        std::uint64_t z = seed * 0x9E3779B97F4A7C15ULL + std::uint64_t(r) + 1;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        const std::int64_t low = std::min<std::int64_t>(3, vocab - 1);
+        start.push_back(
+            low + std::int64_t(z % std::uint64_t(std::max<std::int64_t>(1, vocab - low))));
+    }
+    return start;
+}
+
+} // namespace
+
+Result<std::vector<std::int64_t>> healthyPrompt(const fs::path& checkpoint, int r, int tokens,
+    std::uint64_t seed, Progress& progress, std::stop_token stop)
+{
+    auto spec = exec::loadCheckpointModel(checkpoint);
+    if (!spec) {
+        return spec.error();
+    }
+    auto weights = exec::openCheckpointWeights(checkpoint);
+    if (!weights) {
+        return weights.error().withContext("weights");
+    }
+    auto engine = exec::Engine::create(*spec, **weights, false, progress, stop);
+    if (!engine) {
+        return engine.error();
+    }
+    exec::RunOptions o;
+    o.precision = exec::PrecisionPlan {};
+    o.promptIds = startTokens(checkpoint, r, seed, spec->vocabSize);
+    if (int(o.promptIds.size()) >= tokens) {
+        o.promptIds.resize(std::size_t(tokens));
+        return o.promptIds;
+    }
+    o.newTokens = tokens - std::int64_t(o.promptIds.size());
+    auto text = engine->run(o, progress, stop);
+    if (!text) {
+        return text.error();
+    }
+    o.promptIds.insert(o.promptIds.end(), text->generated.begin(), text->generated.end());
+    return o.promptIds;
+}
+
+Result<DeriveTolerancesOutcome> deriveTolerances(
+    const DeriveTolerancesRequest& request, Progress& progress, std::stop_token stop)
+{
+    if (request.checkpoints.empty() || request.precisions.empty()) {
+        return Error::badInput("name at least one checkpoint and one precision");
+    }
+    if (request.runs < 1 || request.tokens < 2) {
+        return Error::badInput(
+            fmt::format("--runs {} and --tokens {}: at least one run of two tokens", request.runs,
+                request.tokens));
+    }
+    for (const auto p : request.precisions) {
+        if (p == exec::PrecisionMode::F32 || p == exec::PrecisionMode::F64) {
+            return Error::badInput(fmt::format(
+                "--precision {}: a reference precision; derive limits for the emulated ones "
+                "(bf16, fp16, fp8, fp8-e5m2, int8)",
+                exec::precisionName(p)));
+        }
+    }
+    auto base = numerics::resolveToleranceTable(request.base);
+    if (!base) {
+        return base.error();
+    }
+    DeriveTolerancesOutcome out;
+    progress.setTotal(
+        std::int64_t(request.checkpoints.size() * request.precisions.size()) * request.runs);
+    for (const auto& checkpoint : request.checkpoints) {
+        auto spec = exec::loadCheckpointModel(checkpoint);
+        if (!spec) {
+            return spec.error();
+        }
+        auto weights = exec::openCheckpointWeights(checkpoint);
+        if (!weights) {
+            return weights.error().withContext("weights");
+        }
+        const std::string model = checkpoint.filename().empty()
+            ? checkpoint.parent_path().filename().string()
+            : checkpoint.filename().string();
+        for (int r = 0; r < request.runs; ++r) {
+            Progress quiet;
+            auto prompt = healthyPrompt(checkpoint, r, request.tokens, request.seed, quiet, stop);
+            if (!prompt) {
+                return prompt.error().withContext(fmt::format("{}, prompt {}", model, r));
+            }
+            const auto start = startTokens(checkpoint, r, request.seed, spec->vocabSize);
+            for (const auto precision : request.precisions) {
+                if (stop.stop_requested()) {
+                    return Error::cancelled();
+                }
+                progress.setStage(fmt::format("{} {} run {} of {}", model,
+                    exec::precisionName(precision), r + 1, request.runs));
+                exec::PrecisionRunOptions o;
+                o.target = exec::PrecisionPlan { precision, {}, {}, exec::Fp8Scaling::PerTensor };
+                o.reference = request.reference;
+                o.inject = true;
+                o.promptIds = *prompt;
+                o.newTokens = 1;
+                o.table = &*base;
+                Progress inner;
+                auto result = exec::runWithReference(*spec, **weights, o, inner, stop);
+                if (!result) {
+                    return result.error().withContext(
+                        fmt::format("{} {} prompt {}", model, exec::precisionName(precision), r));
+                }
+                numerics::HealthyRun run;
+                run.model = model;
+                run.prompt = promptLabel(start, request.tokens);
+                run.dtype = exec::precisionDType(precision);
+                run.local = std::move(*result->comparison);
+                numerics::CompareOptions compare;
+                compare.table = &*base;
+                auto propagated = numerics::compareDumps(
+                    result->reference->dump, result->target.dump, compare, inner, stop);
+                if (!propagated) {
+                    return propagated.error().withContext(model);
+                }
+                run.propagated = std::move(*propagated);
+                out.runs.push_back(std::move(run));
+                progress.advance();
+            }
+        }
+    }
+    auto table = numerics::deriveToleranceTable(out.runs, *base, request.derivation);
+    if (!table) {
+        return table.error();
+    }
+    out.table = std::move(*table);
+    if (!request.out.empty()) {
+        DAY0_TRY(writeFileAtomic(request.out, out.table.dump(2) + "\n"));
+    }
+    return out;
+}
+
+} // namespace day0::actions

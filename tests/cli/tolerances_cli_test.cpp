@@ -1,0 +1,89 @@
+// day0 tolerances derive / show: a table derived from healthy runs of two checkpoints (the trained
+// stories260K and the random tiny Llama), read back and used by day0 run; bad input refused.
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using day0::test::runDay0;
+using day0::test::scratchDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = std::string(DAY0_TEST_DATA_DIR) + "/exec/";
+
+TEST(TolerancesCli, DerivesATableThatRecordsHowAndThatRunsUse)
+{
+    const fs::path out = fs::path(scratchDir("tolerances_derive")) / "mine.json";
+    const auto r = runDay0({ "tolerances", "derive", kData + "stories260K-hf", kData + "tiny-llama",
+        "--precision", "bf16,fp16", "--runs", "2", "--tokens", "32", "--name", "mine", "--out",
+        out.string(), "-q" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("derived from 8 healthy runs (4 fp16, 4 bf16)"), std::string::npos)
+        << r.out;
+    std::ifstream in(out);
+    const auto table = nlohmann::json::parse(in);
+    EXPECT_EQ(table["name"], "mine");
+    const auto& d = table["derivation"];
+    EXPECT_EQ(d["runs"], 8);
+    EXPECT_EQ(d["models"], nlohmann::json({ "stories260K-hf", "tiny-llama" }));
+    EXPECT_EQ(d["margin"], 1.5);
+    EXPECT_EQ(d["command"].get<std::string>().find(DAY0_TEST_DATA_DIR), std::string::npos)
+        << "no machine path recorded: " << d["command"];
+    // Every bf16 rule it derived names its largest healthy value; the fp32 rules are kept.
+    int bf16 = 0;
+    bool fp32 = false;
+    for (const auto& rule : table["rules"]) {
+        if (rule["dtype"] == "bf16") {
+            ++bf16;
+            EXPECT_NE(rule["note"].get<std::string>().find("largest"), std::string::npos);
+        }
+        fp32 = fp32 || rule["id"] == "fp32.any";
+    }
+    EXPECT_GE(bf16, 6);
+    EXPECT_TRUE(fp32);
+    // day0 run judges with it and passes a healthy bf16 run; show prints its derivation.
+    const auto run = runDay0({ "run", kData + "tiny-llama", "--ids", "3,17,42,99,7", "--precision",
+        "bf16", "--reference", "fp32", "--tolerances", out.string(), "--no-record", "-q" });
+    EXPECT_EQ(run.exitCode, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("[mine v1, BF16]"), std::string::npos) << run.out;
+    const auto show = runDay0({ "tolerances", "show", out.string() });
+    EXPECT_EQ(show.exitCode, 0) << show.err;
+    EXPECT_NE(show.out.find("derived from 8 healthy runs"), std::string::npos) << show.out;
+}
+
+TEST(TolerancesCli, TheDefaultTableSaysHowItWasDerived)
+{
+    const auto show = runDay0({ "tolerances", "show" });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    EXPECT_NE(show.out.find("day0-default v2"), std::string::npos) << show.out;
+    EXPECT_NE(show.out.find("stories260K-hf"), std::string::npos) << show.out;
+    EXPECT_NE(show.out.find("as 1 + depth"), std::string::npos) << show.out;
+}
+
+TEST(TolerancesCli, BadInputIsRefusedAndNothingIsWritten)
+{
+    const fs::path out = fs::path(scratchDir("tolerances_bad")) / "t.json";
+    auto r = runDay0({ "tolerances", "derive", kData + "no-such-model", "--out", out.string() });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("no-such-model"), std::string::npos) << r.err;
+    r = runDay0({ "tolerances", "derive", kData + "tiny-llama", "--precision", "fp32", "--out",
+        out.string() });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("reference precision"), std::string::npos) << r.err;
+    r = runDay0({ "tolerances", "derive", kData + "tiny-llama", "--precision", "bf17" });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("bf17"), std::string::npos) << r.err;
+    r = runDay0({ "tolerances", "derive", kData + "tiny-llama", "--margin", "0.5" });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("margin"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+    r = runDay0({ "tolerances", "show", kData + "tiny-llama/config.json" });
+    EXPECT_NE(r.exitCode, 0);
+}
+
+} // namespace
