@@ -56,18 +56,12 @@ std::vector<std::int64_t> startTokens(
 
 } // namespace
 
-Result<std::vector<std::int64_t>> healthyPrompt(const fs::path& checkpoint, int r, int tokens,
-    std::uint64_t seed, Progress& progress, std::stop_token stop)
+Result<std::vector<std::int64_t>> healthyPrompt(const fs::path& checkpoint,
+    const exec::OpenedCheckpoint& opened, int r, int tokens, std::uint64_t seed, Progress& progress,
+    std::stop_token stop)
 {
-    auto spec = exec::loadCheckpointModel(checkpoint);
-    if (!spec) {
-        return spec.error();
-    }
-    auto weights = exec::openCheckpointWeights(checkpoint);
-    if (!weights) {
-        return weights.error().withContext("weights");
-    }
-    auto engine = exec::Engine::create(*spec, **weights, false, progress, stop);
+    const auto* spec = &opened.spec;
+    auto engine = exec::Engine::create(*spec, *opened.weights, false, progress, stop);
     if (!engine) {
         return engine.error();
     }
@@ -114,20 +108,19 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
     progress.setTotal(
         std::int64_t(request.checkpoints.size() * request.precisions.size()) * request.runs);
     for (const auto& checkpoint : request.checkpoints) {
-        auto spec = exec::loadCheckpointModel(checkpoint);
-        if (!spec) {
-            return spec.error();
+        auto opened = exec::openCheckpoint(checkpoint);
+        if (!opened) {
+            return opened.error();
         }
-        auto weights = exec::openCheckpointWeights(checkpoint);
-        if (!weights) {
-            return weights.error().withContext("weights");
-        }
+        const auto* spec = &opened->spec;
+        const auto& weights = opened->weights;
         const std::string model = checkpoint.filename().empty()
             ? checkpoint.parent_path().filename().string()
             : checkpoint.filename().string();
         for (int r = 0; r < request.runs; ++r) {
             Progress quiet;
-            auto prompt = healthyPrompt(checkpoint, r, request.tokens, request.seed, quiet, stop);
+            auto prompt
+                = healthyPrompt(checkpoint, *opened, r, request.tokens, request.seed, quiet, stop);
             if (!prompt) {
                 return prompt.error().withContext(fmt::format("{}, prompt {}", model, r));
             }
@@ -146,7 +139,7 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
                 o.newTokens = 1;
                 o.table = &*base;
                 Progress inner;
-                auto result = exec::runWithReference(*spec, **weights, o, inner, stop);
+                auto result = exec::runWithReference(*spec, *weights, o, inner, stop);
                 if (!result) {
                     return result.error().withContext(
                         fmt::format("{} {} prompt {}", model, exec::precisionName(precision), r));

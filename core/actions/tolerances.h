@@ -2,6 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/checkpoint_weights.h"
 #include "exec/precision.h"
 #include "numerics/tolerance_derivation.h"
 
@@ -46,8 +47,9 @@ struct DeriveTolerancesOutcome {
 Result<DeriveTolerancesOutcome> deriveTolerances(
     const DeriveTolerancesRequest& request, Progress& progress, std::stop_token stop);
 
-/// Prompt r of a checkpoint as deriveTolerances makes it (the fp32 greedy continuation).
-Result<std::vector<std::int64_t>> healthyPrompt(const std::filesystem::path& checkpoint, int r,
-    int tokens, std::uint64_t seed, Progress& progress, std::stop_token stop);
+/// Prompt r of an opened checkpoint as deriveTolerances makes it (the fp32 greedy continuation).
+Result<std::vector<std::int64_t>> healthyPrompt(const std::filesystem::path& checkpoint,
+    const exec::OpenedCheckpoint& opened, int r, int tokens, std::uint64_t seed, Progress& progress,
+    std::stop_token stop);
 
 } // namespace day0::actions

@@ -170,4 +170,17 @@ Result<model::ModelSpec> loadCheckpointModel(const std::filesystem::path& path)
     return spec;
 }
 
+Result<OpenedCheckpoint> openCheckpoint(const std::filesystem::path& path)
+{
+    auto spec = loadCheckpointModel(path);
+    if (!spec) {
+        return spec.error();
+    }
+    auto weights = openCheckpointWeights(path);
+    if (!weights) {
+        return weights.error().withContext("weights");
+    }
+    return OpenedCheckpoint { std::move(*spec), std::move(*weights) };
+}
+
 } // namespace day0::exec

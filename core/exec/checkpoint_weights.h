@@ -25,4 +25,13 @@ bool holdsWeights(const std::filesystem::path& path);
 /// GGUF metadata for a .gguf file or a folder holding one.
 Result<model::ModelSpec> loadCheckpointModel(const std::filesystem::path& path);
 
+/// A checkpoint's model and weights, opened together.
+struct OpenedCheckpoint {
+    model::ModelSpec spec;
+    std::unique_ptr<WeightSource> weights;
+};
+
+/// loadCheckpointModel and openCheckpointWeights of one checkpoint; errors name it.
+Result<OpenedCheckpoint> openCheckpoint(const std::filesystem::path& path);
+
 } // namespace day0::exec

@@ -11,19 +11,6 @@ namespace day0::numerics {
 
 namespace {
 
-/// Layers before a capture, for depth growth: its layer index, or all layers for the final norm
-/// and the logits.
-int depthOf(const CaptureComparison& row, std::int64_t numLayers)
-{
-    if (row.layer >= 0) {
-        return row.layer;
-    }
-    if (row.kind == OpKind::Logits || row.name == "model.norm") {
-        return int(numLayers);
-    }
-    return 0;
-}
-
 StatsDelta statsDelta(const TensorStats& r, const TensorStats& t)
 {
     StatsDelta d;
@@ -292,7 +279,7 @@ void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOp
         return;
     }
     JudgeInput in;
-    in.depth = depthOf(row, cmp.reference.numLayers);
+    in.depth = captureDepth(row, cmp.reference.numLayers);
     if (row.own) {
         in.relL2 = row.own->relL2;
         in.accumulated = false;
@@ -470,6 +457,17 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         }
     }
     return cmp;
+}
+
+int captureDepth(const CaptureComparison& row, std::int64_t numLayers)
+{
+    if (row.layer >= 0) {
+        return row.layer;
+    }
+    if (row.kind == OpKind::Logits || row.name == "model.norm") {
+        return int(numLayers);
+    }
+    return 0;
 }
 
 } // namespace day0::numerics

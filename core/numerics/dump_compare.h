@@ -95,6 +95,10 @@ struct DumpComparison {
 Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     const CompareOptions& options, Progress& progress, std::stop_token stop);
 
+/// Layers before a capture, as depth growth counts them: its layer index, or all layers for the
+/// final norm and the logits, else 0.
+int captureDepth(const CaptureComparison& row, std::int64_t numLayers);
+
 /// The precision spelled in a dump ("bf16", "fp8", "int8", "fp32") as a DType.
 std::optional<DType> precisionDType(const std::string& precision);
 

@@ -26,18 +26,6 @@ struct Sample {
     std::optional<double> own; ///< rel L2 of the inject-mode run
 };
 
-/// Layers before a capture, as the comparison's depth growth counts them.
-int depthOf(const CaptureComparison& row, std::int64_t numLayers)
-{
-    if (row.layer >= 0) {
-        return row.layer;
-    }
-    if (row.kind == OpKind::Logits || row.name == "model.norm") {
-        return int(numLayers);
-    }
-    return 0;
-}
-
 /// The value at `percentile` (0..100) of `values` (nearest rank), which must not be empty.
 double percentileOf(std::vector<double> values, double percentile)
 {
@@ -184,7 +172,7 @@ Result<json> deriveToleranceTable(
             Sample s;
             s.run = &run;
             s.capture = row.name;
-            s.depth = depthOf(row, run.propagated.reference.numLayers);
+            s.depth = captureDepth(row, run.propagated.reference.numLayers);
             if (row.routing && row.routing->unflipped) {
                 s.accumulated = row.routing->unflipped->relL2;
             } else if (row.metrics) {

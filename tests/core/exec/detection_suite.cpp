@@ -197,17 +197,15 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
 {
     std::vector<HealthyOutcome> out;
     for (const auto& m : models) {
-        auto spec = exec::loadCheckpointModel(m);
-        if (!spec) {
-            return spec.error();
+        auto opened = exec::openCheckpoint(m);
+        if (!opened) {
+            return opened.error();
         }
-        auto weights = exec::openCheckpointWeights(m);
-        if (!weights) {
-            return weights.error();
-        }
+        const auto* spec = &opened->spec;
+        const auto& weights = opened->weights;
         for (int r = 0; r < prompts; ++r) {
             Progress p;
-            auto prompt = actions::healthyPrompt(m, r, kTokens, kSeed, p, {});
+            auto prompt = actions::healthyPrompt(m, *opened, r, kTokens, kSeed, p, {});
             if (!prompt) {
                 return prompt.error();
             }
@@ -219,7 +217,7 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
                 o.promptIds = *prompt;
                 o.newTokens = 1;
                 o.table = &table;
-                auto run = exec::runWithReference(*spec, **weights, o, p, {});
+                auto run = exec::runWithReference(*spec, *weights, o, p, {});
                 if (!run) {
                     return run.error();
                 }
@@ -246,20 +244,18 @@ Result<std::vector<BrokenOutcome>> runBrokenSuite(
 {
     std::vector<BrokenOutcome> out;
     for (const auto& m : models) {
-        auto spec = exec::loadCheckpointModel(m);
-        if (!spec) {
-            return spec.error();
+        auto opened = exec::openCheckpoint(m);
+        if (!opened) {
+            return opened.error();
         }
-        auto weights = exec::openCheckpointWeights(m);
-        if (!weights) {
-            return weights.error();
-        }
+        const auto* spec = &opened->spec;
+        const auto& weights = opened->weights;
         Progress p;
-        auto prompt = actions::healthyPrompt(m, 1, kTokens, kSeed, p, {});
+        auto prompt = actions::healthyPrompt(m, *opened, 1, kTokens, kSeed, p, {});
         if (!prompt) {
             return prompt.error();
         }
-        auto healthy = exec::Engine::create(*spec, **weights, false, p, {});
+        auto healthy = exec::Engine::create(*spec, *weights, false, p, {});
         if (!healthy) {
             return healthy.error();
         }
@@ -270,12 +266,12 @@ Result<std::vector<BrokenOutcome>> runBrokenSuite(
         if (!reference) {
             return reference.error();
         }
-        for (auto& b : breaksOf(*spec, **weights)) {
+        for (auto& b : breaksOf(*spec, *weights)) {
             if (b.changes.empty() && b.spec.ropeTheta == spec->ropeTheta
                 && b.spec.normEps == spec->normEps) {
                 continue; // nothing of this kind in this model
             }
-            PerturbedWeights broken(**weights, b.changes);
+            PerturbedWeights broken(*weights, b.changes);
             auto engine = exec::Engine::create(b.spec, broken, false, p, {});
             if (!engine) {
                 return engine.error().withContext(b.kind);
