@@ -106,17 +106,30 @@ std::vector<Break> breaksOf(const model::ModelSpec& spec, const exec::WeightSour
     auto add = [&](std::string kind, std::map<std::string, PerturbedWeights::Change> changes) {
         out.push_back({ std::move(kind), k, spec, std::move(changes) });
     };
+    // A block-FP8 weight's codes mean nothing without their scales: a scaling break scales its
+    // weight_scale_inv instead, and other edits leave such tensors alone.
+    auto scaleOf = [&](const std::string& n) { return n + "_scale_inv"; };
     auto each = [&](const std::string& suffix, auto edit) {
         std::map<std::string, PerturbedWeights::Change> c;
         for (const auto& n : named(suffix)) {
-            c[n] = edited(n, edit);
+            if (!weights.has(scaleOf(n))) {
+                c[n] = edited(n, edit);
+            }
         }
         return c;
     };
-    add(fmt::format("o_proj ×1.1 in layer {}", k), each("self_attn.o_proj.weight", scaled(1.1)));
-    add(fmt::format("down_proj ×1.1 in layer {}", k), each("down_proj.weight", scaled(1.1)));
+    auto eachScaled = [&](const std::string& suffix, double factor) {
+        std::map<std::string, PerturbedWeights::Change> c;
+        for (const auto& n : named(suffix)) {
+            const std::string target = weights.has(scaleOf(n)) ? scaleOf(n) : n;
+            c[target] = edited(target, scaled(factor));
+        }
+        return c;
+    };
+    add(fmt::format("o_proj ×1.1 in layer {}", k), eachScaled("self_attn.o_proj.weight", 1.1));
+    add(fmt::format("down_proj ×1.1 in layer {}", k), eachScaled("down_proj.weight", 1.1));
     add(fmt::format("queries ×1.5 (a wrong softmax scale) in layer {}", k),
-        each("self_attn.q_proj.weight", scaled(1.5)));
+        eachScaled("self_attn.q_proj.weight", 1.5));
     add(fmt::format("query heads 0 and 1 swapped in layer {}", k),
         each("self_attn.q_proj.weight",
             [=](std::vector<float>& v, const numerics::Shape&) { swapRows(v, hidden, 0, d, d); }));
@@ -147,6 +160,12 @@ std::vector<Break> breaksOf(const model::ModelSpec& spec, const exec::WeightSour
             const std::string up = gate.substr(0, gate.size() - 16) + "up_proj.weight";
             c[gate] = [up](const exec::WeightSource& b) { return b.read(up); };
             c[up] = [gate](const exec::WeightSource& b) { return b.read(gate); };
+            if (weights.has(scaleOf(gate)) && weights.has(scaleOf(up))) {
+                c[scaleOf(gate)]
+                    = [s = scaleOf(up)](const exec::WeightSource& b) { return b.read(s); };
+                c[scaleOf(up)]
+                    = [s = scaleOf(gate)](const exec::WeightSource& b) { return b.read(s); };
+            }
         }
         add(fmt::format("gate_proj and up_proj swapped in layer {}", k), std::move(c));
     }
@@ -180,15 +199,17 @@ Result<std::vector<fs::path>> detectionModels(const fs::path& scratch)
 {
     const fs::path data = fs::path(DAY0_TEST_DATA_DIR) / "exec";
     std::vector<fs::path> models { data / "stories260K-hf", data / "tiny-llama" };
-    const fs::path moe = scratch / "qwen3-30b-a3b-shrunk";
-    if (!fs::exists(moe / "config.json")) {
-        Progress p;
-        auto s = checkpoint::shrinkModel("qwen3-30b-a3b", moe, {}, p, {});
-        if (!s) {
-            return s.error();
+    for (const char* name : { "qwen3-30b-a3b", "deepseek-v3" }) {
+        const fs::path moe = scratch / (std::string(name) + "-shrunk");
+        if (!fs::exists(moe / "config.json")) {
+            Progress p;
+            auto s = checkpoint::shrinkModel(name, moe, {}, p, {});
+            if (!s) {
+                return s.error();
+            }
         }
+        models.push_back(moe);
     }
-    models.push_back(moe);
     return models;
 }
 

@@ -40,8 +40,9 @@ struct BrokenOutcome {
     [[nodiscard]] bool caught() const { return failed && firstFailingLayer == brokenLayer; }
 };
 
-/// The models of the suite: stories260K (trained), the random tiny Llama and a random shrunk
-/// Qwen3-30B-A3B, made into `scratch` when missing.
+/// The models of the suite: stories260K (trained), the random tiny Llama and random shrunk
+/// Qwen3-30B-A3B and DeepSeek-V3 (block-FP8 weights, MLA, a sigmoid router), made into `scratch`
+/// when missing.
 Result<std::vector<std::filesystem::path>> detectionModels(const std::filesystem::path& scratch);
 
 /// Every model × bf16/fp16/fp8 × `prompts` prompts (seed 7: not the derivation's prompts).
