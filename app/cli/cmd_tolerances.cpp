@@ -125,12 +125,12 @@ int runShow(const TolerancesArgs& args, const GlobalOptions& global)
         fmt::print("{}\n", dumpJson(j, 2));
         return 0;
     }
-    fmt::print("{} ({}); accumulated errors grow {} with depth\n", table->label(),
+    fmt::print("{} ({}); the limit on an accumulated error grows {}\n", table->label(),
         displayPath(table->source),
         table->accumulatedGrowth == numerics::DepthGrowth::Linear
             ? "as 1 + depth"
             : (table->accumulatedGrowth == numerics::DepthGrowth::Sqrt ? "as sqrt(1 + depth)"
-                                                                       : "not at all"));
+                                                                       : "not with depth"));
     printRules(*table);
     fmt::print(
         "{}\n", table->derivation.empty() ? "how it was derived: not recorded" : table->derivation);

@@ -42,7 +42,8 @@ double roundUp2(double x)
         return x;
     }
     const double scale = std::pow(10.0, std::floor(std::log10(x)) - 1.0);
-    return std::ceil(x / scale - 1e-9) * scale;
+    // Through its decimal spelling, so that 0.00074 is written as 0.00074.
+    return std::stod(fmt::format("{:.1e}", std::ceil(x / scale - 1e-9) * scale));
 }
 
 std::string dtypePrefix(DType d)
@@ -239,15 +240,23 @@ Result<json> deriveToleranceTable(
             r.id = id;
             r.dtype = dtype;
             r.op = op;
-            r.maxRelL2 = roundUp2(percentileOf(values, o.percentile) * o.margin);
             const ToleranceRule* b = base.match(dtype, op.value_or(OpKind::Other));
             r.floorUnits = b != nullptr ? b->floorUnits : 1.0;
+            // Healthy runs whose values are all exact (weights already stored in the dtype)
+            // leave nothing to scale: one op's analytic noise floor then sets the limit.
+            const double observed = percentileOf(values, o.percentile);
+            const double floor = r.floorUnits * u;
+            r.maxRelL2 = roundUp2((observed > 0.0 ? observed : floor) * o.margin);
             // value / floor, floor = floor_units × u × growth: as judge() computes it.
             r.maxFloorRatio = std::max(b != nullptr ? b->maxFloorRatio : 4.0,
                 roundUp2(ratioValue / r.floorUnits * o.margin));
-            r.note = fmt::format("derived: {} healthy values, largest {:.3g} ({}); limit = the "
-                                 "{:g}th percentile × {:g}",
-                values.size(), largest, where, o.percentile, o.margin);
+            r.note = observed > 0.0
+                ? fmt::format("derived: {} healthy values, largest {:.3g} ({}); limit = the "
+                              "{:g}th percentile × {:g}",
+                    values.size(), largest, where, o.percentile, o.margin)
+                : fmt::format("derived: {} healthy values, all exact; limit = one op's noise "
+                              "floor {:.3g} × {:g}",
+                    values.size(), floor, o.margin);
             const auto policy = tolerancePolicyLimit(dtype);
             if (policy && r.maxRelL2 > *policy) {
                 r.looserBecause = fmt::format("healthy runs of {} reach {:.3g} here ({})",

@@ -105,6 +105,17 @@ TEST(ToleranceDerivation, APercentileBelowTheLargestLeavesTheOutlierOut)
     EXPECT_NEAR((*ruleOf(*j, "bf16.attention"))["max_rel_l2"].get<double>(), 0.01, 1e-12);
 }
 
+TEST(ToleranceDerivation, ExactHealthyValuesGiveTheNoiseFloorNotAZeroLimit)
+{
+    auto j = deriveToleranceTable(
+        { syntheticRun(0.0, DepthGrowth::Linear, 0.0) }, baseTable(), DerivationOptions {});
+    ASSERT_TRUE(j) << j.error().message;
+    const auto* attention = ruleOf(*j, "bf16.attention");
+    ASSERT_NE(attention, nullptr);
+    EXPECT_NEAR((*attention)["max_rel_l2"].get<double>(), 0.0059, 1e-12); // 2^-8 × 1.5, rounded up
+    EXPECT_NE((*attention)["note"].get<std::string>().find("all exact"), std::string::npos);
+}
+
 TEST(ToleranceDerivation, RefusesWhatIsNotAHealthyRun)
 {
     DerivationOptions o;
