@@ -56,29 +56,27 @@ std::vector<std::int64_t> startTokens(
 
 } // namespace
 
-Result<std::vector<std::int64_t>> healthyPrompt(const fs::path& checkpoint,
-    const exec::OpenedCheckpoint& opened, int r, int tokens, std::uint64_t seed, Progress& progress,
+Result<HealthyPrompt> healthyPrompt(const fs::path& checkpoint, exec::Engine& fp32,
+    std::int64_t vocab, int r, int tokens, std::uint64_t seed, Progress& progress,
     std::stop_token stop)
 {
-    const auto* spec = &opened.spec;
-    auto engine = exec::Engine::create(*spec, *opened.weights, false, progress, stop);
-    if (!engine) {
-        return engine.error();
+    HealthyPrompt out;
+    const auto start = startTokens(checkpoint, r, seed, vocab);
+    out.label = promptLabel(start, tokens);
+    out.ids = start;
+    if (int(out.ids.size()) >= tokens) {
+        out.ids.resize(std::size_t(tokens));
+        return out;
     }
     exec::RunOptions o;
-    o.precision = exec::PrecisionPlan {};
-    o.promptIds = startTokens(checkpoint, r, seed, spec->vocabSize);
-    if (int(o.promptIds.size()) >= tokens) {
-        o.promptIds.resize(std::size_t(tokens));
-        return o.promptIds;
-    }
-    o.newTokens = tokens - std::int64_t(o.promptIds.size());
-    auto text = engine->run(o, progress, stop);
+    o.promptIds = start;
+    o.newTokens = tokens - std::int64_t(start.size());
+    auto text = fp32.run(o, progress, stop);
     if (!text) {
         return text.error();
     }
-    o.promptIds.insert(o.promptIds.end(), text->generated.begin(), text->generated.end());
-    return o.promptIds;
+    out.ids.insert(out.ids.end(), text->generated.begin(), text->generated.end());
+    return out;
 }
 
 Result<DeriveTolerancesOutcome> deriveTolerances(
@@ -117,14 +115,17 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
         const std::string model = checkpoint.filename().empty()
             ? checkpoint.parent_path().filename().string()
             : checkpoint.filename().string();
+        Progress quiet;
+        auto fp32 = exec::Engine::create(*spec, *weights, false, quiet, stop);
+        if (!fp32) {
+            return fp32.error().withContext(model);
+        }
         for (int r = 0; r < request.runs; ++r) {
-            Progress quiet;
-            auto prompt
-                = healthyPrompt(checkpoint, *opened, r, request.tokens, request.seed, quiet, stop);
+            auto prompt = healthyPrompt(
+                checkpoint, *fp32, spec->vocabSize, r, request.tokens, request.seed, quiet, stop);
             if (!prompt) {
                 return prompt.error().withContext(fmt::format("{}, prompt {}", model, r));
             }
-            const auto start = startTokens(checkpoint, r, request.seed, spec->vocabSize);
             for (const auto precision : request.precisions) {
                 if (stop.stop_requested()) {
                     return Error::cancelled();
@@ -135,7 +136,7 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
                 o.target = exec::PrecisionPlan { precision, {}, {}, exec::Fp8Scaling::PerTensor };
                 o.reference = request.reference;
                 o.inject = true;
-                o.promptIds = *prompt;
+                o.promptIds = prompt->ids;
                 o.newTokens = 1;
                 o.table = &*base;
                 Progress inner;
@@ -146,7 +147,7 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
                 }
                 numerics::HealthyRun run;
                 run.model = model;
-                run.prompt = promptLabel(start, request.tokens);
+                run.prompt = prompt->label;
                 run.dtype = exec::precisionDType(precision);
                 run.local = std::move(*result->comparison);
                 numerics::CompareOptions compare;

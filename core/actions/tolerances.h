@@ -2,7 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
-#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
 #include "exec/precision.h"
 #include "numerics/tolerance_derivation.h"
 
@@ -47,9 +47,16 @@ struct DeriveTolerancesOutcome {
 Result<DeriveTolerancesOutcome> deriveTolerances(
     const DeriveTolerancesRequest& request, Progress& progress, std::stop_token stop);
 
-/// Prompt r of an opened checkpoint as deriveTolerances makes it (the fp32 greedy continuation).
-Result<std::vector<std::int64_t>> healthyPrompt(const std::filesystem::path& checkpoint,
-    const exec::OpenedCheckpoint& opened, int r, int tokens, std::uint64_t seed, Progress& progress,
+/// Prompt r of a checkpoint as deriveTolerances makes it, with how it was made.
+struct HealthyPrompt {
+    std::vector<std::int64_t> ids;
+    std::string label; ///< "1, 17 continued by the fp32 model to 64 tokens"
+};
+
+/// Prompt r of a checkpoint, continued greedily by `fp32` (an fp32 engine of that checkpoint,
+/// made once for all its prompts).
+Result<HealthyPrompt> healthyPrompt(const std::filesystem::path& checkpoint, exec::Engine& fp32,
+    std::int64_t vocab, int r, int tokens, std::uint64_t seed, Progress& progress,
     std::stop_token stop);
 
 } // namespace day0::actions

@@ -111,10 +111,7 @@ json toleranceRuleToJson(const ToleranceRule& rule)
 {
     json j;
     j["id"] = rule.id;
-    j["dtype"] = rule.dtype ? dtypePrefix(*rule.dtype) : "*";
-    if (rule.dtype == DType::F8E4M3) {
-        j["dtype"] = "fp8_e4m3";
-    }
+    j["dtype"] = rule.dtype ? dtypePrefix(*rule.dtype) : "*"; // parseDTypeLoose reads them
     j["op"] = rule.op ? std::string(opKindName(*rule.op)) : "*";
     j["max_rel_l2"] = rule.maxRelL2;
     j["floor_units"] = rule.floorUnits;

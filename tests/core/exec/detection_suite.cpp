@@ -224,9 +224,14 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
         }
         const auto* spec = &opened->spec;
         const auto& weights = opened->weights;
+        Progress p;
+        auto fp32 = exec::Engine::create(*spec, *weights, false, p, {});
+        if (!fp32) {
+            return fp32.error();
+        }
         for (int r = 0; r < prompts; ++r) {
-            Progress p;
-            auto prompt = actions::healthyPrompt(m, *opened, r, kTokens, kSeed, p, {});
+            auto prompt
+                = actions::healthyPrompt(m, *fp32, spec->vocabSize, r, kTokens, kSeed, p, {});
             if (!prompt) {
                 return prompt.error();
             }
@@ -235,7 +240,7 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
                 o.target = *exec::parsePrecisionPlan(precision);
                 o.reference = exec::PrecisionMode::F32;
                 o.inject = true;
-                o.promptIds = *prompt;
+                o.promptIds = prompt->ids;
                 o.newTokens = 1;
                 o.table = &table;
                 auto run = exec::runWithReference(*spec, *weights, o, p, {});
@@ -272,16 +277,17 @@ Result<std::vector<BrokenOutcome>> runBrokenSuite(
         const auto* spec = &opened->spec;
         const auto& weights = opened->weights;
         Progress p;
-        auto prompt = actions::healthyPrompt(m, *opened, 1, kTokens, kSeed, p, {});
-        if (!prompt) {
-            return prompt.error();
-        }
         auto healthy = exec::Engine::create(*spec, *weights, false, p, {});
         if (!healthy) {
             return healthy.error();
         }
+        auto prompt
+            = actions::healthyPrompt(m, *healthy, spec->vocabSize, 1, kTokens, kSeed, p, {});
+        if (!prompt) {
+            return prompt.error();
+        }
         exec::RunOptions ref;
-        ref.promptIds = *prompt;
+        ref.promptIds = prompt->ids;
         ref.newTokens = 1;
         auto reference = healthy->run(ref, p, {});
         if (!reference) {
