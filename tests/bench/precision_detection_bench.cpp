@@ -11,6 +11,7 @@
 #include "detection_suite.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
+#include "exec/precision_run.h"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -24,14 +25,40 @@ namespace fs = std::filesystem;
 
 const fs::path stories = fs::path(DAY0_TEST_DATA_DIR) / "exec" / "stories260K-hf";
 
+const std::vector<std::int64_t> kPrompt(64, 1);
+
+const exec::OpenedCheckpoint& storiesModel()
+{
+    static const exec::OpenedCheckpoint opened = [] {
+        auto o = exec::openCheckpoint(stories);
+        if (!o) {
+            bench::fail("precision_detection_bench", o.error().message);
+        }
+        return std::move(*o);
+    }();
+    return opened;
+}
+
+const numerics::ToleranceTable& defaultTable()
+{
+    static const numerics::ToleranceTable table = [] {
+        setResourceDir(DAY0_RESOURCE_DIR);
+        auto t = numerics::resolveToleranceTable("day0-default");
+        if (!t) {
+            bench::fail("precision_detection_bench", t.error().message);
+        }
+        return *t;
+    }();
+    return table;
+}
+
 void referenceForward(benchmark::State& state)
 {
-    auto spec = exec::loadCheckpointModel(stories);
-    auto weights = exec::openCheckpointWeights(stories);
+    const auto& m = storiesModel();
     Progress p;
-    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    auto engine = exec::Engine::create(m.spec, *m.weights, false, p, {});
     exec::RunOptions o;
-    o.promptIds = std::vector<std::int64_t>(64, 1);
+    o.promptIds = kPrompt;
     for (auto _ : state) {
         auto r = engine->run(o, p, {});
         benchmark::DoNotOptimize(r);
@@ -39,25 +66,39 @@ void referenceForward(benchmark::State& state)
 }
 BENCHMARK(referenceForward)->Unit(benchmark::kMillisecond);
 
-void printSummary(const bench::BenchTimes&)
+void healthyBf16Run(benchmark::State& state)
 {
-    setResourceDir(DAY0_RESOURCE_DIR);
-    auto table = numerics::resolveToleranceTable("day0-default");
-    if (!table) {
-        bench::fail("precision_detection_bench", table.error().message);
+    const auto& m = storiesModel();
+    exec::PrecisionRunOptions o;
+    o.target = *exec::parsePrecisionPlan("bf16");
+    o.reference = exec::PrecisionMode::F32;
+    o.inject = true;
+    o.promptIds = kPrompt;
+    o.newTokens = 1;
+    o.table = &defaultTable();
+    Progress p;
+    for (auto _ : state) {
+        auto r = exec::runWithReference(m.spec, *m.weights, o, p, {});
+        benchmark::DoNotOptimize(r);
     }
+}
+BENCHMARK(healthyBf16Run)->Unit(benchmark::kMillisecond);
+
+void printSummary(const bench::BenchTimes& times)
+{
+    const auto& table = defaultTable();
     auto models = test::detectionModels(fs::temp_directory_path() / "day0_detection_models");
     if (!models) {
         bench::fail("precision_detection_bench", models.error().message);
     }
-    auto healthy = test::runHealthySuite(*models, *table, 2);
+    auto healthy = test::runHealthySuite(*models, table, 2);
     if (!healthy) {
         bench::fail("precision_detection_bench", healthy.error().message);
     }
     int alarms = 0;
     int captures = 0;
     fmt::print("\nHealthy runs against {} (reference fp32, target and inject-mode target):\n",
-        table->label());
+        table.label());
     for (const auto& h : *healthy) {
         alarms += h.failed > 0 ? 1 : 0;
         captures += h.judged;
@@ -65,7 +106,7 @@ void printSummary(const bench::BenchTimes&)
             h.precision, h.prompt, h.failed, h.judged,
             h.firstFailure.empty() ? "" : "  first: " + h.firstFailure);
     }
-    auto broken = test::runBrokenSuite(*models, *table);
+    auto broken = test::runBrokenSuite(*models, table);
     if (!broken) {
         bench::fail("precision_detection_bench", broken.error().message);
     }
@@ -91,6 +132,14 @@ void printSummary(const bench::BenchTimes&)
                "the target in fp32: {} of {}. {} breaks had no effect on their model.\n",
         alarms, healthy->size(), captures, caught, effective, effective - caught, fp32Caught,
         effective, broken->size() - std::size_t(effective));
+    const double base = times.cpu("referenceForward");
+    const double run = times.cpu("healthyBf16Run");
+    if (base > 0.0 && run > 0.0) {
+        fmt::print("One healthy bf16 run of stories260K with its reference and inject-mode run "
+                   "(weights loaded, compared) takes {:.1f}x the reference's forward pass "
+                   "({:.2f} ms).\n",
+            run / base, base * 1e3);
+    }
 }
 
 } // namespace
