@@ -376,32 +376,32 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
         return Error::badInput(
             "calibration needs dense FP8 training, MoE training and serving fit cases");
     }
-    auto mapeOf = [&](const std::vector<PublishedCase>& set, const CostOptions& o,
-                      Mode mode) -> Result<double> {
-        auto ev = evaluatePublished(set, cached, o);
-        if (!ev) {
-            return ev.error();
-        }
-        return *ev->mape("fit", mode);
-    };
     Calibration cal;
     cal.options = start;
     cal.fp8Cases = int(fp8.size());
     cal.servingCases = int(serving.size());
     cal.moeCases = int(moe.size());
+    // Keeps `o` (the chosen options with one grid point's constants set) when its MAPE over the
+    // fit cases of `set` beats `best`.
+    auto consider = [&](const std::vector<PublishedCase>& set, const CostOptions& o, Mode mode,
+                        double& best) -> Result<void> {
+        auto ev = evaluatePublished(set, cached, o);
+        if (!ev) {
+            return ev.error();
+        }
+        const double m = *ev->mape("fit", mode);
+        if (m < best - 1e-12) {
+            best = m;
+            cal.options = o;
+        }
+        return success();
+    };
     // Integer grid steps, so that the chosen values print exactly.
     cal.fp8TrainMape = std::numeric_limits<double>::max();
     for (int e = 30; e <= 70; ++e) {
-        CostOptions o = start;
+        CostOptions o = cal.options;
         o.fp8ComputeEfficiency = e / 100.0;
-        auto m = mapeOf(fp8, o, Mode::Train);
-        if (!m) {
-            return m.error();
-        }
-        if (*m < cal.fp8TrainMape - 1e-12) {
-            cal.fp8TrainMape = *m;
-            cal.options.fp8ComputeEfficiency = o.fp8ComputeEfficiency;
-        }
+        DAY0_TRY(consider(fp8, o, Mode::Train, cal.fp8TrainMape));
     }
     // The MoE overheads after the FP8 efficiency, which the MoE FP8 rows run at.
     cal.moeTrainMape = std::numeric_limits<double>::max();
@@ -410,15 +410,7 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
             CostOptions o = cal.options;
             o.moeLayerOverhead = layer * 0.1e-3;
             o.moeExpertOverhead = expert * 5e-6;
-            auto m = mapeOf(moe, o, Mode::Train);
-            if (!m) {
-                return m.error();
-            }
-            if (*m < cal.moeTrainMape - 1e-12) {
-                cal.moeTrainMape = *m;
-                cal.options.moeLayerOverhead = o.moeLayerOverhead;
-                cal.options.moeExpertOverhead = o.moeExpertOverhead;
-            }
+            DAY0_TRY(consider(moe, o, Mode::Train, cal.moeTrainMape));
         }
     }
     cal.servingMape = std::numeric_limits<double>::max();
@@ -429,16 +421,7 @@ Result<Calibration> calibrateOnFitCases(const std::vector<PublishedCase>& cases,
                 o.rooflineOverlapLoss = loss * 0.05;
                 o.decodeStepOverhead = step * 0.25e-3;
                 o.decodeSequenceOverhead = seq * 1e-6;
-                auto m = mapeOf(serving, o, Mode::Infer);
-                if (!m) {
-                    return m.error();
-                }
-                if (*m < cal.servingMape - 1e-12) {
-                    cal.servingMape = *m;
-                    cal.options.rooflineOverlapLoss = o.rooflineOverlapLoss;
-                    cal.options.decodeStepOverhead = o.decodeStepOverhead;
-                    cal.options.decodeSequenceOverhead = o.decodeSequenceOverhead;
-                }
+                DAY0_TRY(consider(serving, o, Mode::Infer, cal.servingMape));
             }
         }
     }
