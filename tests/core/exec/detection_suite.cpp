@@ -193,6 +193,27 @@ int countFailed(const numerics::DumpComparison& c, std::string* first)
 
 std::string modelName(const fs::path& p) { return p.filename().string(); }
 
+/// A suite model: its checkpoint opened and its fp32 engine (the reference, and the maker of
+/// its prompts).
+struct SuiteModel {
+    exec::OpenedCheckpoint opened;
+    exec::Engine fp32;
+
+    static Result<SuiteModel> load(const fs::path& checkpoint)
+    {
+        auto opened = exec::openCheckpoint(checkpoint);
+        if (!opened) {
+            return opened.error();
+        }
+        Progress p;
+        auto fp32 = exec::Engine::create(opened->spec, *opened->weights, false, p, {});
+        if (!fp32) {
+            return fp32.error();
+        }
+        return SuiteModel { std::move(*opened), std::move(*fp32) };
+    }
+};
+
 } // namespace
 
 Result<std::vector<fs::path>> detectionModels(const fs::path& scratch)
@@ -218,20 +239,16 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
 {
     std::vector<HealthyOutcome> out;
     for (const auto& m : models) {
-        auto opened = exec::openCheckpoint(m);
-        if (!opened) {
-            return opened.error();
+        auto loaded = SuiteModel::load(m);
+        if (!loaded) {
+            return loaded.error();
         }
-        const auto* spec = &opened->spec;
-        const auto& weights = opened->weights;
+        const auto* spec = &loaded->opened.spec;
+        auto& fp32 = loaded->fp32;
         Progress p;
-        auto fp32 = exec::Engine::create(*spec, *weights, false, p, {});
-        if (!fp32) {
-            return fp32.error();
-        }
         for (int r = 0; r < prompts; ++r) {
             auto prompt
-                = actions::healthyPrompt(m, *fp32, spec->vocabSize, r, kTokens, kSeed, p, {});
+                = actions::healthyPrompt(m, fp32, spec->vocabSize, r, kTokens, kSeed, p, {});
             if (!prompt) {
                 return prompt.error();
             }
@@ -243,7 +260,7 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
                 o.promptIds = prompt->ids;
                 o.newTokens = 1;
                 o.table = &table;
-                auto run = exec::runWithReference(*spec, *weights, o, p, {});
+                auto run = exec::runWithReference(*spec, *loaded->opened.weights, o, p, {});
                 if (!run) {
                     return run.error();
                 }
@@ -270,17 +287,14 @@ Result<std::vector<BrokenOutcome>> runBrokenSuite(
 {
     std::vector<BrokenOutcome> out;
     for (const auto& m : models) {
-        auto opened = exec::openCheckpoint(m);
-        if (!opened) {
-            return opened.error();
+        auto loaded = SuiteModel::load(m);
+        if (!loaded) {
+            return loaded.error();
         }
-        const auto* spec = &opened->spec;
-        const auto& weights = opened->weights;
+        const auto* spec = &loaded->opened.spec;
+        const auto& weights = loaded->opened.weights;
+        auto* healthy = &loaded->fp32;
         Progress p;
-        auto healthy = exec::Engine::create(*spec, *weights, false, p, {});
-        if (!healthy) {
-            return healthy.error();
-        }
         auto prompt
             = actions::healthyPrompt(m, *healthy, spec->vocabSize, 1, kTokens, kSeed, p, {});
         if (!prompt) {
