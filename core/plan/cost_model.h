@@ -39,7 +39,7 @@ struct CostOptions {
     /// Serving: share of the shorter of a pass's FLOP time (at the full GEMM rate) and HBM time
     /// that does not hide behind the longer (0: a perfect roofline). This and the two runtime
     /// costs below are chosen on the serving "fit" cases (calibrateOnFitCases).
-    double rooflineOverlapLoss = 0.15;
+    double rooflineOverlapLoss = 0.10;
     /// Serving: seconds each decode step costs the runtime beyond the GPU work (scheduling,
     /// sampling, launches), per step and per sequence in the batch.
     double decodeStepOverhead = 0.0;

@@ -18,11 +18,72 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace day0::plan {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+/// What a serving runtime's capacity scheduler reserves in the KV cache for a sequence it admits.
+enum class Reservation {
+    WholeRequest, ///< its prompt and its whole output, so no admitted request is ever paused
+    AverageContext, ///< what it holds on average (prompt and half its output); pauses when full
+};
+
+std::optional<Reservation> schedulerReservation(const std::string& name)
+{
+    // TensorRT-LLM's capacity scheduler policies (its default is GUARANTEED_NO_EVICT).
+    if (name == "guaranteed_no_evict") {
+        return Reservation::WholeRequest;
+    }
+    if (name == "max_utilization") {
+        return Reservation::AverageContext;
+    }
+    return std::nullopt;
+}
+
+struct ServingRuntime {
+    int maxBatch = 0; ///< the runtime's cap on sequences in flight
+    double kvCacheFraction = 0; ///< share of the memory free after loading given to the KV cache
+    Reservation reservation = Reservation::WholeRequest;
+};
+
+/// Sequences the runtime holds at maximum load of uniform requests: its KV pool is a fraction of
+/// the memory left on the fullest rank once weights, workspace, CUDA context and communication
+/// buffers are in, and each admitted sequence reserves what its scheduler policy demands.
+Result<int> admittedSequences(const ModelSummary& model, const PublishedCase& c, Workload wl,
+    const MemoryOptions& mo, const ServingRuntime& rt)
+{
+    wl.batch = rt.maxBatch;
+    wl.context = wl.promptLength
+        + (rt.reservation == Reservation::WholeRequest ? wl.outputLength : wl.outputLength / 2);
+    auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
+    if (!memory) {
+        return memory.error();
+    }
+    double admitted = rt.maxBatch;
+    for (const auto& r : memory->perRank) {
+        const double kv = double(r.kvCache.value);
+        if (!(kv > 0)) {
+            continue;
+        }
+        // Everything on the rank but the KV cache and the fragmentation headroom it added.
+        const double other = double(r.total.value) - kv * (1.0 + mo.fragmentation);
+        const double pool = rt.kvCacheFraction * (double(memory->deviceMemory.value) - other);
+        admitted = std::min(admitted, std::floor(pool / (kv / rt.maxBatch)));
+    }
+    if (admitted < 1) {
+        return Error::badInput(fmt::format("the KV cache left after loading holds no sequence of "
+                                           "{} tokens",
+            wl.context));
+    }
+    return int(admitted);
+}
+
+} // namespace
 
 fs::path publishedMeasurementsFile()
 {
@@ -132,14 +193,18 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
             if (m.size() != 1 || !positive(m, "output_tokens_per_s")) {
                 return bad("\"measured\" of a serving case is one positive output_tokens_per_s");
             }
-            if (!count(w, "prompt") || !count(w, "output") || !w.contains("batches")
-                || !w.at("batches").is_array() || w.at("batches").empty()) {
-                return bad("\"workload\" of a serving case needs prompt, output and batches");
+            if (!count(w, "prompt") || !count(w, "output") || !count(w, "max_batch")) {
+                return bad("\"workload\" of a serving case needs prompt, output and max_batch");
             }
-            for (const auto& b : w.at("batches")) {
-                if (!b.is_number_integer() || b.get<long>() <= 0 || b.get<long>() > 1000000) {
-                    return bad("workload: every batch is a positive integer");
-                }
+            if (!w.contains("scheduler") || !w.at("scheduler").is_string()
+                || !schedulerReservation(w.at("scheduler").get<std::string>())) {
+                return bad("workload: \"scheduler\" is \"guaranteed_no_evict\" or "
+                           "\"max_utilization\"");
+            }
+            if (!w.contains("kv_cache_fraction") || !w.at("kv_cache_fraction").is_number()
+                || !(w.at("kv_cache_fraction").get<double>() > 0)
+                || w.at("kv_cache_fraction").get<double>() > 1) {
+                return bad("workload: \"kv_cache_fraction\" is a share of free memory in (0, 1]");
             }
         }
         if (c.split == "holdout" && !row.at("model").contains("bundled")) {
@@ -183,39 +248,31 @@ Result<CaseEstimate> estimatePublishedCase(
                 e.measured = m.at("tokens_per_s_per_gpu").get<double>();
             }
         } else {
-            // Offline, at maximum load: the server holds as many sequences as fit in memory,
-            // so the estimate is the best throughput over the batches that fit.
+            // Offline, at maximum load: the runtime holds as many sequences as its scheduler
+            // admits into the KV cache, up to its batch cap.
             wl.promptLength = w.at("prompt").get<int>();
             wl.outputLength = w.at("output").get<int>();
-            // Paged KV, continuous batching of uniform requests: over its life a sequence holds
-            // its prompt and on average half its output, in memory and as decode keys.
-            wl.context = wl.promptLength + wl.outputLength / 2;
             wl.prefillChunk = std::min(wl.prefillChunk, wl.promptLength);
             MemoryOptions mo;
             mo.flashAttention = co.flashAttention;
-            auto batches = w.at("batches").get<std::vector<int>>();
-            std::sort(batches.begin(), batches.end());
-            e.estimate = -1;
-            for (const int batch : batches) {
-                wl.batch = batch;
-                auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
-                if (!memory) {
-                    return memory.error().withContext(c.id);
-                }
-                if (!memory->fits) {
-                    break; // a larger batch only needs more KV cache
-                }
-                const auto cost = estimateInferenceCost(model, memory->layout, wl, c.cluster, co);
-                if (cost.tokensPerSecond > e.estimate) {
-                    e.estimate = cost.tokensPerSecond;
-                    e.inference = cost;
-                    e.batch = batch;
-                }
+            const ServingRuntime runtime { w.at("max_batch").get<int>(),
+                w.at("kv_cache_fraction").get<double>(),
+                *schedulerReservation(w.at("scheduler").get<std::string>()) };
+            auto admitted = admittedSequences(model, c, wl, mo, runtime);
+            if (!admitted) {
+                return admitted.error().withContext(c.id);
             }
-            if (e.batch == 0) {
-                return Error::badInput(fmt::format(
-                    "{}: does not fit in device memory at batch {}", c.id, batches.front()));
+            // Continuous batching of uniform requests: on average a sequence attends over its
+            // prompt and half its output.
+            wl.batch = *admitted;
+            wl.context = wl.promptLength + wl.outputLength / 2;
+            auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
+            if (!memory) {
+                return memory.error().withContext(c.id);
             }
+            e.inference = estimateInferenceCost(model, memory->layout, wl, c.cluster, co);
+            e.estimate = e.inference.tokensPerSecond;
+            e.batch = *admitted;
             e.measured = m.at("output_tokens_per_s").get<double>();
         }
         if (!(e.measured > 0) || !std::isfinite(e.estimate) || e.estimate <= 0) {

@@ -49,7 +49,7 @@ struct CaseEstimate {
     double error = 0; ///< (estimate − measured) / measured
     TrainingCost training; ///< training: the whole estimate of the step
     InferenceCost inference; ///< serving: the estimate at the batch chosen
-    int batch = 0; ///< serving: concurrent sequences, the largest throughput that fits memory
+    int batch = 0; ///< serving: sequences in flight, as many as the runtime admits
 };
 Result<CaseEstimate> estimatePublishedCase(
     const PublishedCase& c, const ModelSummary& model, const CostOptions& options = {});

@@ -145,7 +145,9 @@ TEST(CliPlan, AServingRowOfThePublishedTableIsReproducedFromTheCommandLine)
 {
     // trtllm-llama31-8b-h100-tp1-128-2048 of resources/plan/published_measurements.json:
     // TensorRT-LLM's 22,714 output tokens/s for Llama 3.1 8B in FP8 on one H100, prompt 128,
-    // output 2048; the KV cache holds on average the prompt and half the output.
+    // output 2048. --context 1152 is what a sequence holds on average (its prompt and half its
+    // output), as a runtime that admits against what sequences hold sizes its batch; the table's
+    // own estimate models TensorRT-LLM's default admission, which reserves whole requests.
     const auto r = runDay0({ "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x1", "--mode", "infer",
         "--weights", "fp8", "--kv", "fp8", "--prompt", "128", "--output", "2048", "--context",
         "1152", "--tpot-ms", "1000", "--top", "1", "--json" });

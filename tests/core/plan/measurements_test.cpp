@@ -76,15 +76,15 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     EXPECT_LT(*ev->mape("fit", Mode::Train), 0.07);
     ASSERT_TRUE(ev->mape("fit", Mode::Infer));
     EXPECT_LT(*ev->mape("fit", Mode::Infer), 0.07);
-    // Held out: dense training within the 10% the planner is meant to reach; MoE training and
-    // serving where they stand (every MoE miss beyond 30% carries its note), so that they can
-    // only get better.
+    // Held out: dense training within the 10% the planner is meant to reach, serving within its
+    // 15%; MoE training where it stands (every MoE miss beyond 30% carries its note), so that it
+    // can only get better.
     ASSERT_GE(ev->count("holdout", Mode::Train, false), 8);
     EXPECT_LT(*ev->mape("holdout", Mode::Train, false), 0.10);
     ASSERT_GE(ev->count("holdout", Mode::Train, true), 13);
     EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.40);
     ASSERT_GE(ev->count("holdout", Mode::Infer), 10);
-    EXPECT_LT(*ev->mape("holdout", Mode::Infer), 0.17);
+    EXPECT_LT(*ev->mape("holdout", Mode::Infer), 0.15);
 }
 
 TEST(PublishedMeasurements, TheDefaultsAreWhatTheFitCasesChoose)
@@ -135,6 +135,36 @@ TEST(PublishedMeasurements, LayoutsOneSourceComparesAreRankedInTheMeasuredOrder)
             }
         }
     }
+}
+
+TEST(PublishedMeasurements, AServingRunHoldsTheSequencesItsSchedulerAdmits)
+{
+    const auto& cases = bundledTable();
+    ASSERT_TRUE(cases) << cases.error().message;
+    const auto it = std::find_if(cases->begin(), cases->end(),
+        [](const PublishedCase& c) { return c.id == "trtllm-llama31-8b-h100-tp1-128-2048"; });
+    ASSERT_NE(it, cases->end());
+    const auto model = publishedCaseModel(it->row.at("model"));
+    ASSERT_TRUE(model) << model.error().message;
+    auto admitted = [&](const char* scheduler, double fraction) {
+        PublishedCase c = *it;
+        c.row["workload"]["scheduler"] = scheduler;
+        c.row["workload"]["kv_cache_fraction"] = fraction;
+        const auto e = estimatePublishedCase(c, *model);
+        EXPECT_TRUE(e) << e.error().message;
+        return e ? e->batch : 0;
+    };
+    // No-evict admission reserves the prompt and the whole output: 2176 tokens of FP8 KV, 32
+    // layers × 8 KV heads × 128 × (K, V) = 65,536 bytes each. 0.9 of the 80 GiB left beside at
+    // least the 8.03e9 weight bytes bounds it above (491); 8 GB more of weights kept in BF16,
+    // CUDA context and workspace bounds it below (441).
+    const int whole = admitted("guaranteed_no_evict", 0.9);
+    EXPECT_GE(whole, 441);
+    EXPECT_LE(whole, 491);
+    // Admitting against what sequences hold on average (128 + 1024 tokens) fits 2176/1152 as
+    // many; half the KV-cache share, half as many.
+    EXPECT_NEAR(admitted("max_utilization", 0.9), whole * 2176.0 / 1152.0, 0.01 * whole * 2);
+    EXPECT_NEAR(admitted("guaranteed_no_evict", 0.45), whole / 2.0, 1.0);
 }
 
 TEST(PublishedMeasurements, AnErrorBarComesFromComparableHeldOutCasesOrSaysThereIsNone)
@@ -240,6 +270,27 @@ TEST(PublishedMeasurements, AMalformedTableIsRefusedNamingTheFileAndTheCase)
         ASSERT_FALSE(e);
         EXPECT_NE(e.error().message.find(b.says), std::string::npos) << e.error().message;
         EXPECT_NE(e.error().message.find("case 'x'"), std::string::npos) << e.error().message;
+    }
+    // A serving row names the runtime's batch cap, its scheduler policy and its KV-cache share.
+    const std::string serving = R"({"id": "x", "source": "s", "flops": "f", "precision": "fp8",
+        "split": "fit", "kind": "infer", "cluster": "h100-sxm:1x1", "plan": "tp=1",
+        "model": {"gpt": {}}, "workload": {"prompt": 128, "output": 2048, "max_batch": 4096,
+        "scheduler": "guaranteed_no_evict", "kv_cache_fraction": 0.9},
+        "kernels": {"flash_attention": true, "dropout": false},
+        "measured": {"output_tokens_per_s": 1}})";
+    EXPECT_TRUE(write(serving)) << write(serving).error().message;
+    for (const Bad& b : std::vector<Bad> {
+             { R"("max_batch": 4096)", R"("max_batch": 0)", "prompt, output and max_batch" },
+             { "guaranteed_no_evict", "first_come", R"("scheduler" is)" },
+             { R"("kv_cache_fraction": 0.9)", R"("kv_cache_fraction": 1.5)", "kv_cache_fraction" },
+             { R"(, "kv_cache_fraction": 0.9)", "", "kv_cache_fraction" },
+         }) {
+        SCOPED_TRACE(b.to);
+        std::string row = serving;
+        row.replace(row.find(b.from), b.from.size(), b.to);
+        auto e = write(row);
+        ASSERT_FALSE(e);
+        EXPECT_NE(e.error().message.find(b.says), std::string::npos) << e.error().message;
     }
     {
         std::string fit = good;
