@@ -57,6 +57,7 @@ struct PlanArgs {
     std::string kv;
     std::vector<std::string> measuredTrace;
     bool epCommOverlap = false;
+    bool epNodeDedup = false;
     double reserveGiB = -1;
     double fragmentation = -1;
 };
@@ -352,6 +353,7 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     o.weights = weights->weights;
     o.kv = kv->kv;
     o.cost.epCommOverlap = a.epCommOverlap;
+    o.cost.epNodeDedup = a.epNodeDedup;
     o.cost.computeEfficiency = a.efficiency;
     o.cost.fp8ComputeEfficiency = a.fp8Efficiency;
     o.tp = a.tp;
@@ -571,6 +573,9 @@ const bool kRegistered = registerCommand({
         app.add_flag("--ep-comm-overlap", a->epCommOverlap,
             "training: expert all-to-all overlapped with another micro-batch's compute "
             "(DualPipe, --overlap-moe-expert-parallel-comm)");
+        app.add_flag("--ep-node-dedup", a->epNodeDedup,
+            "expert dispatch sends a token once per node holding its experts and forwards it "
+            "there over the fast link (DeepSeek-V3's node-limited dispatch, DeepEP, HybridEP)");
         app.add_option(
             "--reserve", a->reserveGiB, "CUDA context and workspaces per GPU, GiB (default 0.75)");
         app.add_option(

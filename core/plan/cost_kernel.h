@@ -58,6 +58,16 @@ double collectiveTime(double bytes, int stride, int size, const Network& net, in
 /// parallel.
 double allToAllTime(double bytes, int stride, int size, const Network& net);
 
+/// Dispatch (or combine) of `tokens` tokens of `tokenBytes` each over an EP group of `size`
+/// ranks spaced `stride` apart, each token routed to `s.topK` of `s.experts` experts spread
+/// evenly over the group. Without node dedup every routed copy travels on its own
+/// (allToAllTime). With it a token crosses the scale-out link once per other node holding one
+/// of its experts, and the copies for the other GPUs of a node travel over the fast link there;
+/// routing is uniform, and group-limited routing (s.expertGroups, s.groupsPerToken) caps the
+/// nodes a token reaches when each node holds whole groups.
+double expertExchangeTime(double tokens, const LayerShape& s, double tokenBytes, int stride,
+    int size, const Network& net, bool nodeDedup);
+
 /// Point-to-point transfer of `bytes` between ranks `distance` apart.
 double sendTime(double bytes, int distance, const Network& net);
 

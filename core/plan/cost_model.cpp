@@ -145,6 +145,38 @@ double allToAllTime(double bytes, int stride, int size, const Network& net)
     return std::max(intra, inter) + (span.domains > 1 ? net.interLatency : net.intraLatency);
 }
 
+double expertExchangeTime(double tokens, const LayerShape& s, double tokenBytes, int stride,
+    int size, const Network& net, bool nodeDedup)
+{
+    const double copies = tokens * s.topK * tokenBytes;
+    const GroupSpan span = groupSpan(stride, size, net.domainSize);
+    if (!nodeDedup || span.domains <= 1) {
+        return allToAllTime(copies, stride, size, net);
+    }
+    const double nodes = span.domains;
+    // Nodes a token may reach: all of them, or under group-limited routing with whole groups
+    // per node, those holding its chosen groups (expected distinct nodes of M groups out of G,
+    // g per node: nodes · (1 − C(G−g, M) / C(G, M))).
+    double reachable = nodes;
+    const double groups = s.expertGroups;
+    const double chosen = s.groupsPerToken;
+    if (groups > 1 && chosen > 0 && std::fmod(groups, nodes) == 0.0) {
+        const double perNode = groups / nodes;
+        double missed = 1.0; // C(G−g, M) / C(G, M) as a product
+        for (int i = 0; i < int(chosen); ++i) {
+            missed *= std::max(0.0, groups - perNode - i) / (groups - i);
+        }
+        reachable = nodes * (1.0 - missed);
+    }
+    // Distinct nodes among top-k uniform picks over the reachable ones; the sender's own node
+    // is one of them in 1 of `nodes` cases.
+    const double reached = reachable * (1.0 - std::pow(1.0 - 1.0 / reachable, s.topK));
+    const double remote = reached * (nodes - 1.0) / nodes;
+    const double inter = tokens * remote * tokenBytes / net.interBandwidth;
+    const double intra = copies * (1.0 - 1.0 / span.perDomain) / net.intraBandwidth;
+    return std::max(intra, inter) + net.interLatency;
+}
+
 double sendTime(double bytes, int distance, const Network& net)
 {
     const bool sameDomain
@@ -285,7 +317,9 @@ void stageWork(const ModelSummary& m, const CostTables& tab, const Layout& l, co
             const double rowsPerExpert = sent * l.etp * l.ep / std::max(1.0, s.experts);
             lc.routed = perTp * f.routed * load / (peak * rowsEfficiency(rowsPerExpert, o))
                 + o.moeLayerOverhead + o.moeExpertOverhead * s.experts / l.ep;
-            lc.ep = 2.0 * allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
+            lc.ep = 2.0
+                * expertExchangeTime(
+                    perTp * load, s, s.hidden * 2.0, l.etp, l.ep, net, o.epNodeDedup);
             if (o.epCommOverlap) {
                 // Another micro-batch computes this layer while this one's tokens travel.
                 lc.ep = std::max(0.0, lc.ep - (lc.dense + lc.core + lc.routed));

@@ -33,6 +33,11 @@ struct CostOptions {
     /// Expert all-to-all of one micro-batch overlapped with another's computation of the same
     /// layer (DeepSeek's DualPipe, Megatron's --overlap-moe-expert-parallel-comm).
     bool epCommOverlap = false;
+    /// Expert dispatch and combine send each token once to every node holding one of its
+    /// experts and forward it to the experts' GPUs over the fast link there (DeepSeek-V3's
+    /// node-limited dispatch, §3.2.2; DeepEP's and HybridEP's internode kernels), instead of one
+    /// copy per routed expert over whichever link reaches it.
+    bool epNodeDedup = false;
     /// TP all-gathers / reduce-scatters split into chunks pipelined with the GEMMs next to them
     /// (Transformer Engine's userbuffers, Megatron's --tp-comm-overlap).
     bool tpCommOverlap = false;

@@ -90,8 +90,9 @@ PassTime stagePass(const ModelSummary& m, const detail::CostTables& tab, const L
         kvBytes += n * sequences / l.cp * model::cacheBytes(s.cache, keys, l.tp, dtypeSize(l.kv));
         tpTime += n * 2.0 * tpCollective;
         if (s.moe) {
-            const double sent = rows / l.tp * s.topK;
-            epTime += n * 2.0 * detail::allToAllTime(sent * s.hidden * 2.0, l.etp, l.ep, net);
+            epTime += n * 2.0
+                * detail::expertExchangeTime(
+                    rows / l.tp, s, s.hidden * 2.0, l.etp, l.ep, net, o.epNodeDedup);
             // Distinct experts a rank must read: each of the tokens its EP group routes picks
             // top-k of E experts.
             const double groupTokens = rows * std::max(1.0, double(l.ep) * l.etp / l.tp);

@@ -225,6 +225,10 @@ LayerShape layerShapeFromSpec(
     if (s.moe) {
         s.experts = double(spec.moe->numExperts);
         s.topK = double(spec.topKOf(ls));
+        if (spec.moe->numGroups > 1 && spec.moe->topkGroup < spec.moe->numGroups) {
+            s.expertGroups = double(spec.moe->numGroups);
+            s.groupsPerToken = double(spec.moe->topkGroup);
+        }
         s.expertFfn = double(spec.expertWidthOf(ls));
         s.sharedFfn = double(spec.sharedWidthOf(ls));
         s.gated = spec.moe->gatedExperts;

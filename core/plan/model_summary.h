@@ -68,6 +68,8 @@ struct LayerShape {
     double ffn = 0; ///< dense MLP width
     double experts = 0; ///< routed experts
     double topK = 0;
+    double expertGroups = 0; ///< group-limited routing: groups of experts (n_group); 0: none
+    double groupsPerToken = 0; ///< groups a token's experts come from at most (topk_group)
     double expertFfn = 0;
     double sharedFfn = 0; ///< total shared-expert width (0: none)
 

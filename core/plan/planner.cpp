@@ -340,13 +340,16 @@ std::vector<std::string> sweepNotes(
         notes.push_back(fmt::format("training: {} sequences of {} tokens per step; 1F1B pipeline "
                                     "(interleaved when vpp > 1), "
                                     "DP gradient reduce-scatter overlapped with the last backward; "
-                                    "TP collectives {}; expert all-to-all {}",
+                                    "TP collectives {}; expert all-to-all {}, {}",
             o.workload.globalBatch, o.workload.seqLength,
             o.cost.tpCommOverlap ? "pipelined with the GEMMs (--tp-comm-overlap)"
                                  : "exposed (--tp-comm-overlap pipelines them with the GEMMs)",
             o.cost.epCommOverlap
                 ? "overlapped with another micro-batch's compute (--ep-comm-overlap)"
-                : "exposed (--ep-comm-overlap overlaps it with another micro-batch)"));
+                : "exposed (--ep-comm-overlap overlaps it with another micro-batch)",
+            o.cost.epNodeDedup
+                ? "a token sent once per node it reaches (--ep-node-dedup)"
+                : "one copy per routed expert (--ep-node-dedup sends one per node)"));
     } else {
         notes.push_back(fmt::format(
             "inference: prompt {} + output {} tokens, KV for {} tokens per sequence; each layout "

@@ -168,6 +168,17 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
                 return bad(fmt::format("kernels: no \"{}\" true or false", key));
             }
         }
+        for (const auto& [key, value] : row.at("kernels").items()) {
+            static const std::vector<std::string> known { "flash_attention", "dropout",
+                "tp_comm_overlap", "ep_comm_overlap", "ep_node_dedup" };
+            if (std::find(known.begin(), known.end(), key) == known.end()) {
+                return bad(fmt::format("kernels: \"{}\" is not a setting the planner models ({})",
+                    key, fmt::join(known, ", ")));
+            }
+            if (!value.is_boolean()) {
+                return bad(fmt::format("kernels: \"{}\" is true or false", key));
+            }
+        }
         const auto& m = row.at("measured");
         const auto& w = row.at("workload");
         auto positive = [](const json& j, const char* key) {
@@ -226,6 +237,7 @@ Result<CaseEstimate> estimatePublishedCase(
         co.dropout = row.at("kernels").at("dropout").get<bool>();
         co.tpCommOverlap = row.at("kernels").value("tp_comm_overlap", false);
         co.epCommOverlap = row.at("kernels").value("ep_comm_overlap", false);
+        co.epNodeDedup = row.at("kernels").value("ep_node_dedup", false);
         const auto& w = row.at("workload");
         const auto& m = row.at("measured");
         CaseEstimate e;

@@ -127,6 +127,14 @@ TEST(PlannerPanel, FP8AndOverlapAreThePlannersOwnSettings)
         }
     }
     EXPECT_GT(compared, 0);
+    // Node-deduplicated expert dispatch is its own setting, and the summary says which is used.
+    auto* dedup = panel.findChild<QCheckBox*>(QStringLiteral("plannerNodeDedup"));
+    ASSERT_NE(dedup, nullptr);
+    EXPECT_NE(summary->toolTip().indexOf(QStringLiteral("one copy per routed expert")), -1);
+    dedup->setChecked(true);
+    test::settle(jobs);
+    EXPECT_NE(summary->toolTip().indexOf(QStringLiteral("a token sent once per node")), -1)
+        << summary->toolTip().toStdString();
 }
 
 TEST(PlannerPanel, TheOpenTracesStepsStandBesideTheBestEstimate)

@@ -147,6 +147,42 @@ TEST_F(Cost, ExpertParallelismCostsAllToAll)
     EXPECT_GT(acrossNodes.breakdown.ep, inNode.breakdown.ep * 2); // IB is 9× slower than NVLink
 }
 
+TEST_F(Cost, NodeDedupSendsATokenOncePerNodeItReaches)
+{
+    // DeepSeek-V3's routing (top-8 of 256 experts, at most 4 of 8 groups) over EP 64 = 8 nodes
+    // of 8 H200s, one group per node; 4096 tokens of 7168 BF16 values.
+    const auto net = detail::networkOf(cluster("h200:8x8"));
+    const double bw = 450e9 * 0.8;
+    const double ib = 50e9 * 0.85;
+    LayerShape s;
+    s.moe = true;
+    s.experts = 256;
+    s.topK = 8;
+    const double tokens = 4096;
+    const double bytes = 7168 * 2.0;
+    const double copies = tokens * 8 * bytes;
+    // Without dedup every routed copy travels: 7/64 over NVLink, 56/64 over IB.
+    EXPECT_DOUBLE_EQ(detail::expertExchangeTime(tokens, s, bytes, 1, 64, net, false),
+        detail::allToAllTime(copies, 1, 64, net));
+    // With it: distinct nodes among 8 uniform picks of 8 nodes, 8·(1 − (7/8)^8) = 5.25, 7/8 of
+    // them remote; the copies for the other 7 GPUs of a node go over NVLink.
+    const double intra = copies * 7.0 / 8.0 / bw;
+    const double anyNode = 8.0 * (1.0 - std::pow(7.0 / 8.0, 8.0)) * 7.0 / 8.0;
+    EXPECT_DOUBLE_EQ(detail::expertExchangeTime(tokens, s, bytes, 1, 64, net, true),
+        std::max(intra, tokens * anyNode * bytes / ib) + 8e-6);
+    // Group-limited: 4 of 8 one-group nodes, 8 · (1 − C(7,4)/C(8,4)) = 4 reachable, of which
+    // 4 · (1 − (3/4)^8) = 3.60 are reached: 3.15 IB copies per token instead of 7.
+    s.expertGroups = 8;
+    s.groupsPerToken = 4;
+    const double limited = 4.0 * (1.0 - std::pow(3.0 / 4.0, 8.0)) * 7.0 / 8.0;
+    EXPECT_NEAR(limited, 3.15, 0.005);
+    EXPECT_DOUBLE_EQ(detail::expertExchangeTime(tokens, s, bytes, 1, 64, net, true),
+        std::max(intra, tokens * limited * bytes / ib) + 8e-6);
+    // Within one node nothing is deduplicated.
+    EXPECT_DOUBLE_EQ(detail::expertExchangeTime(tokens, s, bytes, 1, 8, net, true),
+        detail::allToAllTime(copies, 1, 8, net));
+}
+
 TEST_F(Cost, DecodeIsMemoryBoundAtBatchOne)
 {
     const auto m

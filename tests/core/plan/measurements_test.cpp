@@ -82,7 +82,7 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     ASSERT_GE(ev->count("holdout", Mode::Train, false), 8);
     EXPECT_LT(*ev->mape("holdout", Mode::Train, false), 0.10);
     ASSERT_GE(ev->count("holdout", Mode::Train, true), 13);
-    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.40);
+    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.37);
     ASSERT_GE(ev->count("holdout", Mode::Infer), 10);
     EXPECT_LT(*ev->mape("holdout", Mode::Infer), 0.15);
 }
@@ -260,6 +260,10 @@ TEST(PublishedMeasurements, AMalformedTableIsRefusedNamingTheFileAndTheCase)
              { R"("kind": "train")", R"("kind": "infer")", "output_tokens_per_s" },
              { R"("precision": "bf16",)", "", R"(no "precision")" },
              { R"("dropout": false)", R"("dropout": 0)", "dropout" },
+             { R"("dropout": false)", R"("dropout": false, "fused_moe": true)",
+                 R"("fused_moe" is not a setting the planner models)" },
+             { R"("dropout": false)", R"("dropout": false, "ep_node_dedup": 1)",
+                 R"("ep_node_dedup" is true or false)" },
          }) {
         SCOPED_TRACE(b.to);
         auto e = replaced(b.from, b.to);

@@ -75,6 +75,7 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_headroom(new QDoubleSpinBox(this))
     , m_precision(new QComboBox(this))
     , m_overlap(new QCheckBox(tr("Overlap comms"), this))
+    , m_nodeDedup(new QCheckBox(tr("Node-dedup EP"), this))
     , m_summary(new QLabel(this))
 {
     auto* run = new QPushButton(tr("Plan"), this);
@@ -102,6 +103,11 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
                              "another micro-batch (--ep-comm-overlap)"));
     connect(m_precision, &QComboBox::currentIndexChanged, this, &PlannerPanel::runPlanner);
     connect(m_overlap, &QCheckBox::toggled, this, &PlannerPanel::runPlanner);
+    m_nodeDedup->setObjectName(QStringLiteral("plannerNodeDedup"));
+    m_nodeDedup->setToolTip(tr("Expert dispatch sends a token once per node holding its experts "
+                               "and forwards it there over NVLink (DeepSeek-V3's node-limited "
+                               "dispatch, DeepEP, HybridEP; --ep-node-dedup)"));
+    connect(m_nodeDedup, &QCheckBox::toggled, this, &PlannerPanel::runPlanner);
     m_summary->setObjectName(QStringLiteral("plannerSummary"));
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -111,6 +117,7 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     bar->addWidget(m_headroom);
     bar->addWidget(m_precision);
     bar->addWidget(m_overlap);
+    bar->addWidget(m_nodeDedup);
     bar->addWidget(m_summary, 1);
 
     m_layoutProxy->setSourceModel(m_layouts);
@@ -192,6 +199,7 @@ void PlannerPanel::runPlanner()
     }
     options.cost.tpCommOverlap = m_overlap->isChecked();
     options.cost.epCommOverlap = m_overlap->isChecked();
+    options.cost.epNodeDedup = m_nodeDedup->isChecked();
     m_sweepSummary
         = tr("Planning %1 on %2…")
               .arg(toQString(m_session.summary()->name), toQString(m_session.cluster().name));

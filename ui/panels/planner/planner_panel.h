@@ -75,6 +75,7 @@ private:
     QDoubleSpinBox* m_headroom = nullptr;
     QComboBox* m_precision = nullptr; ///< BF16 / the checkpoint's, FP8 weights, FP8 weights + KV
     QCheckBox* m_overlap = nullptr; ///< TP and expert all-to-all overlapped with compute
+    QCheckBox* m_nodeDedup = nullptr; ///< expert dispatch deduplicated per node
     QLabel* m_summary = nullptr;
     QString m_sweepSummary; ///< the sweep's part of the summary
     double m_bestStep = 0; ///< the best training layout's estimated step, seconds; 0: none
