@@ -45,6 +45,20 @@ std::optional<Reservation> schedulerReservation(const std::string& name)
     return std::nullopt;
 }
 
+/// The kernel settings a row may state, and the cost option each sets (flash_attention and
+/// dropout are required, the others default to false).
+struct KernelSetting {
+    const char* key;
+    bool CostOptions::*option;
+};
+constexpr KernelSetting kKernelSettings[] = {
+    { "flash_attention", &CostOptions::flashAttention },
+    { "dropout", &CostOptions::dropout },
+    { "tp_comm_overlap", &CostOptions::tpCommOverlap },
+    { "ep_comm_overlap", &CostOptions::epCommOverlap },
+    { "ep_node_dedup", &CostOptions::epNodeDedup },
+};
+
 struct ServingRuntime {
     int maxBatch = 0; ///< the runtime's cap on sequences in flight
     double kvCacheFraction = 0; ///< share of the memory free after loading given to the KV cache
@@ -169,11 +183,15 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
             }
         }
         for (const auto& [key, value] : row.at("kernels").items()) {
-            static const std::vector<std::string> known { "flash_attention", "dropout",
-                "tp_comm_overlap", "ep_comm_overlap", "ep_node_dedup" };
-            if (std::find(known.begin(), known.end(), key) == known.end()) {
+            const auto* known = std::find_if(std::begin(kKernelSettings), std::end(kKernelSettings),
+                [&](const KernelSetting& k) { return key == k.key; });
+            if (known == std::end(kKernelSettings)) {
+                std::vector<std::string> keys;
+                for (const auto& k : kKernelSettings) {
+                    keys.emplace_back(k.key);
+                }
                 return bad(fmt::format("kernels: \"{}\" is not a setting the planner models ({})",
-                    key, fmt::join(known, ", ")));
+                    key, fmt::join(keys, ", ")));
             }
             if (!value.is_boolean()) {
                 return bad(fmt::format("kernels: \"{}\" is true or false", key));
@@ -233,11 +251,9 @@ Result<CaseEstimate> estimatePublishedCase(
     try {
         const auto& row = c.row;
         CostOptions co = options;
-        co.flashAttention = row.at("kernels").at("flash_attention").get<bool>();
-        co.dropout = row.at("kernels").at("dropout").get<bool>();
-        co.tpCommOverlap = row.at("kernels").value("tp_comm_overlap", false);
-        co.epCommOverlap = row.at("kernels").value("ep_comm_overlap", false);
-        co.epNodeDedup = row.at("kernels").value("ep_node_dedup", false);
+        for (const auto& k : kKernelSettings) {
+            co.*k.option = row.at("kernels").value(k.key, false);
+        }
         const auto& w = row.at("workload");
         const auto& m = row.at("measured");
         CaseEstimate e;
@@ -278,11 +294,11 @@ Result<CaseEstimate> estimatePublishedCase(
             // prompt and half its output.
             wl.batch = *admitted;
             wl.context = wl.promptLength + wl.outputLength / 2;
-            auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
-            if (!memory) {
-                return memory.error().withContext(c.id);
+            auto layout = resolveLayout(c.plan, model, wl, c.cluster);
+            if (!layout) {
+                return layout.error().withContext(c.id);
             }
-            e.inference = estimateInferenceCost(model, memory->layout, wl, c.cluster, co);
+            e.inference = estimateInferenceCost(model, *layout, wl, c.cluster, co);
             e.estimate = e.inference.tokensPerSecond;
             e.batch = *admitted;
             e.measured = m.at("output_tokens_per_s").get<double>();
