@@ -63,11 +63,11 @@ int runOpCheckCommand(const OpCheckArgs& a, const GlobalOptions& global)
     if (!plan) {
         return reportError(plan.error());
     }
-    if (a.fp8Scaling == "block") {
-        plan->fp8Scaling = exec::Fp8Scaling::Block;
-    } else if (a.fp8Scaling != "tensor") {
-        return reportError(Error::badInput("--fp8-scaling must be 'tensor' or 'block'"));
+    const auto scaling = exec::parseFp8Scaling(a.fp8Scaling);
+    if (!scaling) {
+        return reportError(scaling.error());
     }
+    plan->fp8Scaling = *scaling;
     auto table = numerics::resolveToleranceTable(a.tolerances);
     if (!table) {
         return reportError(table.error());
@@ -159,10 +159,10 @@ const bool registered = registerCommand({ "opcheck",
         auto a = std::make_shared<OpCheckArgs>();
         app.add_option("model", a->model, "model folder, config.json, checkpoint or bundled name")
             ->required();
-        app.add_option(
-            "--precision", a->precision, "target: bf16 (default), fp16, fp8, fp8-e5m2, int8, fp32");
+        app.add_option("--precision", a->precision,
+            "target: bf16 (default), fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, fp32");
         app.add_option("--op-precision", a->opPrecision, "per op kind, e.g. attention=fp32");
-        app.add_option("--fp8-scaling", a->fp8Scaling, "fp8 scales: tensor (default) or block");
+        app.add_option("--fp8-scaling", a->fp8Scaling, "fp8 scales: tensor (default), block or channel");
         app.add_option("--tokens", a->tokens, "rows of every random activation (default 16)");
         app.add_option(
             "--max-outputs", a->maxOutputs, "cap on output features per GEMM (default 4096)");

@@ -227,11 +227,11 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (!plan) {
         return reportError(plan.error());
     }
-    if (a.fp8Scaling == "block") {
-        plan->fp8Scaling = exec::Fp8Scaling::Block;
-    } else if (a.fp8Scaling != "tensor") {
-        return reportError(Error::badInput("--fp8-scaling must be 'tensor' or 'block'"));
+    const auto scaling = exec::parseFp8Scaling(a.fp8Scaling);
+    if (!scaling) {
+        return reportError(scaling.error());
     }
+    plan->fp8Scaling = *scaling;
     exec::PrecisionRunOptions o;
     o.target = *plan;
     if (!a.reference.empty()) {
@@ -370,13 +370,14 @@ const bool registered = registerCommand({ "run",
                "checkpoint", a->checkpoint, "checkpoint folder (config.json + *.safetensors)")
             ->required();
         app.add_option("--precision", a->precision,
-            "fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8 (default fp32)");
+            "fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4 (default fp32)");
         app.add_option(
             "--op-precision", a->opPrecision, "per op kind, e.g. attention=fp32,router=fp32");
         app.add_option(
             "--layer-precision", a->layerPrecision, "per decoder layer, e.g. 12=fp32,20-23=fp32");
         app.add_option("--fp8-scaling", a->fp8Scaling,
-            "fp8 scales: tensor (default) or block (128x128 / 1x128)");
+            "fp8 scales: tensor (default), block (128x128 / 1x128) or channel (per channel / "
+            "per token)");
         app.add_option("--reference", a->reference,
             "also run fp32 or fp64 and compare (dumps in DIR/reference, DIR/target)");
         app.add_flag("--inject", a->inject,

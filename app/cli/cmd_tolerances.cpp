@@ -148,7 +148,7 @@ std::function<int()> setupTolerances(CLI::App& app, const GlobalOptions& global)
     derive->add_option("checkpoints", args->checkpoints, "healthy checkpoint folders")->required();
     derive
         ->add_option("--precision", args->precisions,
-            "target precisions, comma-separated: bf16, fp16, fp8, fp8-e5m2, int8")
+            "target precisions, comma-separated: bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4")
         ->capture_default_str();
     derive->add_option("--runs", args->runs, "prompts per checkpoint and precision")
         ->capture_default_str();

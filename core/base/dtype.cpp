@@ -32,6 +32,9 @@ namespace {
 
 std::string_view dtypeName(DType t)
 {
+    if (t == DType::F4E2M1) {
+        return "F4"; // safetensors' name; parseDType does not take it (see DType::F4E2M1)
+    }
     for (const auto& [type, name] : kNames) {
         if (type == t) {
             return name;

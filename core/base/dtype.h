@@ -26,6 +26,10 @@ enum class DType : std::uint8_t {
     U16,
     U8,
     Bool,
+    /// E2M1, the 4-bit float of NVFP4 and MXFP4 (values 0, ±0.5 … ±6). A number format for the
+    /// emulated FP4 precisions and their tolerance rules only: no tensor is stored in it (a
+    /// safetensors "F4" tensor packs two values a byte and is not read as this type).
+    F4E2M1,
 };
 
 /// Size of one element in bytes.
@@ -51,6 +55,7 @@ constexpr int dtypeSize(DType t)
     case DType::I8:
     case DType::U8:
     case DType::Bool:
+    case DType::F4E2M1: // never a storage type (see above)
         return 1;
     }
     return 1;

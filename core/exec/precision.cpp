@@ -15,7 +15,7 @@ namespace day0::exec {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, PrecisionMode>, 21> kAliases { {
+constexpr std::array<std::pair<std::string_view, PrecisionMode>, 23> kAliases { {
     { "fp64", PrecisionMode::F64 },
     { "f64", PrecisionMode::F64 },
     { "float64", PrecisionMode::F64 },
@@ -37,6 +37,8 @@ constexpr std::array<std::pair<std::string_view, PrecisionMode>, 21> kAliases { 
     { "e5m2", PrecisionMode::F8E5M2 },
     { "int8", PrecisionMode::Int8 },
     { "w8a16", PrecisionMode::Int8 },
+    { "nvfp4", PrecisionMode::Nvfp4 },
+    { "mxfp4", PrecisionMode::Mxfp4 },
 } };
 
 std::string lower(std::string_view s)
@@ -67,13 +69,62 @@ std::vector<std::string_view> splitList(std::string_view s)
 
 float formatMax(DType t) { return float(numerics::formatInfo(t).maxFinite); }
 
-/// Scales `values` so that their amax lands on the format's largest value, rounds, scales back.
-void scaledRound(std::span<float> values, DType format)
+/// Largest |v| of a span: 0 when empty; NaNs are passed over, infinities kept.
+float amaxOf(std::span<const float> values)
 {
     float amax = 0.0f;
     for (const float v : values) {
         amax = std::max(amax, std::fabs(v));
     }
+    return amax;
+}
+
+/// Modes that quantise the projections only (the rest runs in bf16).
+bool isQuantised(PrecisionMode m)
+{
+    return m == PrecisionMode::F8E4M3 || m == PrecisionMode::F8E5M2 || m == PrecisionMode::Int8
+        || m == PrecisionMode::Nvfp4 || m == PrecisionMode::Mxfp4;
+}
+
+/// NVFP4 of one row of `cols` values: an E4M3 scale per 16 (amax / 6, relative to the tensor's
+/// fp32 scale `global`), E2M1 values (NVIDIA ModelOpt's nvfp4 quantiser; the layout cuBLAS and
+/// the serving engines' FP4 GEMMs read).
+void nvfp4Row(std::span<float> row, float global)
+{
+    constexpr std::size_t kGroup = 16;
+    for (std::size_t c0 = 0; c0 < row.size(); c0 += kGroup) {
+        const auto block = row.subspan(c0, std::min(kGroup, row.size() - c0));
+        const float amax = amaxOf(block);
+        const float scale = numerics::roundToFormat(amax / 6.0f / global, DType::F8E4M3) * global;
+        for (float& v : block) {
+            v = scale > 0.0f ? numerics::roundToE2m1(v / scale) * scale : 0.0f;
+        }
+    }
+}
+
+/// MXFP4 of one row: per 32 values a shared power of two 2^(⌊log2 amax⌋ − 2) (E2M1's largest
+/// exponent is 2), values over 6 × scale saturating (OCP MX v1.0 §6.3).
+void mxfp4Row(std::span<float> row)
+{
+    constexpr std::size_t kGroup = 32;
+    for (std::size_t c0 = 0; c0 < row.size(); c0 += kGroup) {
+        const auto block = row.subspan(c0, std::min(kGroup, row.size() - c0));
+        const float amax = amaxOf(block);
+        if (amax == 0.0f || !std::isfinite(amax)) {
+            continue;
+        }
+        const int e = std::clamp(int(std::floor(std::log2(amax))) - 2, -127, 127);
+        const float scale = std::ldexp(1.0f, e);
+        for (float& v : block) {
+            v = numerics::roundToE2m1(v / scale) * scale;
+        }
+    }
+}
+
+/// Scales `values` so that their amax lands on the format's largest value, rounds, scales back.
+void scaledRound(std::span<float> values, DType format)
+{
+    const float amax = amaxOf(values);
     if (amax == 0.0f || !std::isfinite(amax)) {
         numerics::roundToFormat(values, format);
         return;
@@ -103,8 +154,40 @@ std::string_view precisionName(PrecisionMode mode)
         return "fp8-e5m2";
     case PrecisionMode::Int8:
         return "int8";
+    case PrecisionMode::Nvfp4:
+        return "nvfp4";
+    case PrecisionMode::Mxfp4:
+        return "mxfp4";
     }
     return "?";
+}
+
+std::string_view fp8ScalingName(Fp8Scaling scaling)
+{
+    switch (scaling) {
+    case Fp8Scaling::PerTensor:
+        return "tensor";
+    case Fp8Scaling::Block:
+        return "block";
+    case Fp8Scaling::Channel:
+        return "channel";
+    }
+    return "?";
+}
+
+Result<Fp8Scaling> parseFp8Scaling(std::string_view text)
+{
+    for (const auto s : { Fp8Scaling::PerTensor, Fp8Scaling::Block, Fp8Scaling::Channel }) {
+        if (fp8ScalingName(s) == lower(text)) {
+            return s;
+        }
+    }
+    return Error::badInput(fmt::format("--fp8-scaling '{}': expected tensor (one scale per tensor, "
+                                       "vLLM's dynamic fp8), block (128×128 weights, per-token "
+                                       "128-channel activations: DeepSeek-V3) or channel (per "
+                                       "output channel weights, per-token activations: "
+                                       "FP8_DYNAMIC)",
+        text));
 }
 
 Result<PrecisionMode> parsePrecision(std::string_view text)
@@ -115,8 +198,17 @@ Result<PrecisionMode> parsePrecision(std::string_view text)
             return mode;
         }
     }
-    return Error::badInput(
-        fmt::format("unknown precision '{}' (fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8)", text));
+    if (s == "fp4" || s == "e2m1" || s == "w4a4" || s == "w4a16") {
+        // Two FP4 recipes differ in what they scale and whether activations are FP4 too.
+        return Error::badInput(fmt::format("precision '{}' is ambiguous: nvfp4 (weights and "
+                                           "activations E2M1, an E4M3 scale per 16) or mxfp4 "
+                                           "(weights E2M1 with a power-of-two scale per 32, "
+                                           "activations bf16)",
+            text));
+    }
+    return Error::badInput(fmt::format(
+        "unknown precision '{}' (fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4)",
+        text));
 }
 
 DType precisionDType(PrecisionMode mode)
@@ -136,6 +228,9 @@ DType precisionDType(PrecisionMode mode)
         return DType::F8E5M2;
     case PrecisionMode::Int8:
         return DType::I8;
+    case PrecisionMode::Nvfp4:
+    case PrecisionMode::Mxfp4:
+        return DType::F4E2M1;
     }
     return DType::F32;
 }
@@ -166,11 +261,10 @@ PrecisionMode PrecisionPlan::modeFor(numerics::OpKind kind, int layer) const
     if (it != perOpKind.end()) {
         return it->second;
     }
-    // fp8 and int8 quantise the projections only: published FP8/W8A16 checkpoints keep the
-    // embedding, the norms, the router and lm_head in bf16, and so do the engines that run them.
-    const bool quantised = base == PrecisionMode::F8E4M3 || base == PrecisionMode::F8E5M2
-        || base == PrecisionMode::Int8;
-    if (quantised && kind != numerics::OpKind::Linear) {
+    // fp8, int8 and fp4 quantise the projections only: published FP8, W8A16, NVFP4 and MXFP4
+    // checkpoints keep the embedding, the norms, the router and lm_head in bf16, and so do the
+    // engines that run them.
+    if (isQuantised(base) && kind != numerics::OpKind::Linear) {
         return PrecisionMode::BF16;
     }
     return base;
@@ -186,7 +280,9 @@ std::string PrecisionPlan::describe() const
         parts.push_back(fmt::format("layer {}={}", layer, precisionName(mode)));
     }
     if (base == PrecisionMode::F8E4M3 || base == PrecisionMode::F8E5M2) {
-        parts.push_back(fp8Scaling == Fp8Scaling::Block ? "block scales" : "per-tensor scales");
+        parts.push_back(fp8Scaling == Fp8Scaling::Block ? "block scales"
+                : fp8Scaling == Fp8Scaling::Channel     ? "per-channel/per-token scales"
+                                                        : "per-tensor scales");
     }
     if (parts.empty()) {
         return std::string(precisionName(base));
@@ -221,11 +317,27 @@ std::string modeRecipe(PrecisionMode mode, Fp8Scaling scaling)
                            "the bf16 recipe",
             mode == PrecisionMode::F8E4M3 ? "fp8 e4m3" : "fp8 e5m2",
             scaling == Fp8Scaling::Block
-                ? "block scales (weights 128×128, activations per token and 128 channels)"
-                : "one scale per tensor (amax / max finite)");
+                ? "block scales (weights 128×128, activations per token and 128 channels; "
+                  "DeepSeek-V3's recipe)"
+                : scaling == Fp8Scaling::Channel
+                ? "dynamic scales per weight output channel and per activation token "
+                  "(llm-compressor's FP8_DYNAMIC, as vLLM and SGLang run it)"
+                : "one dynamic scale per tensor, amax / max finite (vLLM's online fp8)");
     case PrecisionMode::Int8:
         return "the projections' weights in int8, symmetric per output channel; activations "
                "and everything else as the bf16 recipe";
+    case PrecisionMode::Nvfp4:
+        return "the projections' weights and GEMM inputs in NVFP4: E2M1 values, an E4M3 scale "
+               "per 16 along the reduction, an fp32 scale per tensor (amax / (6 · 448)); "
+               "activation scales dynamic (ModelOpt's static input scales need calibration "
+               "data); fp32 accumulation, bf16 outputs; embedding, norms, attention, "
+               "activations, router and lm_head as the bf16 recipe (ModelOpt's NVFP4 recipe as "
+               "TensorRT-LLM, vLLM and SGLang serve it)";
+    case PrecisionMode::Mxfp4:
+        return "the projections' weights in MXFP4: E2M1 values, a power-of-two (E8M0) scale "
+               "per 32 along the reduction, 2^(floor(log2 amax) − 2) as OCP MX v1.0 sets it; "
+               "GEMM inputs in bf16, fp32 accumulation (W4A16, as vLLM serves gpt-oss on "
+               "Hopper); everything else as the bf16 recipe";
     }
     return std::string(precisionName(mode));
 }
@@ -337,11 +449,40 @@ void roundGemmInput(std::span<float> values, std::int64_t rows, std::int64_t col
             numerics::roundToFormat(values, DType::BF16);
         }
         return;
+    case PrecisionMode::Nvfp4: {
+        // Weights and activations alike; the tensor scale puts the largest block scale at
+        // E4M3's largest value.
+        const float amax = amaxOf(values);
+        if (amax == 0.0f || !std::isfinite(amax)) {
+            return;
+        }
+        const float global = amax / (6.0f * 448.0f);
+        for (std::int64_t r = 0; r < rows; ++r) {
+            nvfp4Row(values.subspan(std::size_t(r * cols), std::size_t(cols)), global);
+        }
+        return;
+    }
+    case PrecisionMode::Mxfp4:
+        if (!isWeight) {
+            numerics::roundToFormat(values, DType::BF16);
+            return;
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+            mxfp4Row(values.subspan(std::size_t(r * cols), std::size_t(cols)));
+        }
+        return;
     case PrecisionMode::F8E4M3:
     case PrecisionMode::F8E5M2: {
         const DType format = precisionDType(mode);
         if (scaling == Fp8Scaling::PerTensor) {
             scaledRound(values, format);
+            return;
+        }
+        if (scaling == Fp8Scaling::Channel) {
+            // A weight's rows are its output channels, an activation's rows its tokens.
+            for (std::int64_t r = 0; r < rows; ++r) {
+                scaledRound(values.subspan(std::size_t(r * cols), std::size_t(cols)), format);
+            }
             return;
         }
         constexpr std::int64_t kBlock = 128;

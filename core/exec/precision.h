@@ -21,22 +21,39 @@ enum class PrecisionMode {
     F8E4M3, ///< emulated fp8 e4m3fn GEMM inputs (scaled), bf16 activations elsewhere
     F8E5M2, ///< emulated fp8 e5m2 GEMM inputs (scaled), bf16 activations elsewhere
     Int8, ///< emulated int8 per-output-channel weights, bf16 activations
+    /// Emulated NVFP4 (NVIDIA ModelOpt's W4A4 recipe, served by TensorRT-LLM, vLLM and SGLang on
+    /// Blackwell): the projections' weights and inputs in E2M1 with an E4M3 scale per 16
+    /// values along the reduction and an fp32 scale per tensor; bf16 elsewhere.
+    Nvfp4,
+    /// Emulated MXFP4 weights (gpt-oss's and Kimi-K3's published experts; W4A16 as vLLM serves
+    /// them on Hopper): the projections' weights in E2M1 with a power-of-two (E8M0) scale per 32
+    /// values along the reduction, their inputs in bf16; bf16 elsewhere.
+    Mxfp4,
 };
 
-/// "fp64", "fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "int8".
+/// "fp64", "fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "int8", "nvfp4", "mxfp4".
 std::string_view precisionName(PrecisionMode mode);
 /// Parses precisionName's spellings and common aliases (float32, bfloat16, e4m3, ...).
 Result<PrecisionMode> parsePrecision(std::string_view text);
-/// The dtype a tolerance table keys this mode by (F64, F32, BF16, F16, F8E4M3, F8E5M2, I8).
+/// The dtype a tolerance table keys this mode by (F64, F32, BF16, F16, F8E4M3, F8E5M2, I8;
+/// F4E2M1 for both FP4 recipes).
 DType precisionDType(PrecisionMode mode);
 /// The dtype activations are stored in between ops under this mode (F32 for the references).
 DType activationDType(PrecisionMode mode);
 
 /// How fp8 tensors are scaled before rounding.
 enum class Fp8Scaling {
-    PerTensor, ///< one scale per tensor: amax / max-finite
+    PerTensor, ///< one scale per tensor: amax / max-finite (vLLM's dynamic fp8, W8A8 per tensor)
     Block, ///< weights per 128×128 block, activations per token and 128 channels (DeepSeek-V3)
+    /// Weights per output channel, activations per token, both dynamic (llm-compressor's
+    /// FP8_DYNAMIC checkpoints, as vLLM and SGLang run them)
+    Channel,
 };
+
+/// "tensor", "block", "channel".
+std::string_view fp8ScalingName(Fp8Scaling scaling);
+/// Parses fp8ScalingName's spellings; the error lists them.
+Result<Fp8Scaling> parseFp8Scaling(std::string_view text);
 
 /// Which precision every op of a run uses: a base mode, overrides per op kind (attention,
 /// router, ...) and per decoder layer (a layer override wins over an op-kind override). With an

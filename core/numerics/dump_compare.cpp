@@ -340,7 +340,7 @@ std::optional<DType> precisionDType(const std::string& precision)
     std::transform(
         p.begin(), p.end(), p.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     std::replace(p.begin(), p.end(), '-', '_');
-    return parseDTypeLoose(p);
+    return parseToleranceDType(p);
 }
 
 Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
@@ -360,7 +360,8 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         const auto p = precisionDType(target.info.precision);
         if (!p) {
             return Error::badInput(fmt::format(
-                "target dump: unknown precision '{}' (expected fp64, fp32, bf16, fp16, fp8, int8)",
+                "target dump: unknown precision '{}' (expected fp64, fp32, bf16, fp16, fp8, int8, "
+                "nvfp4, mxfp4)",
                 target.info.precision));
         }
         cmp.precision = *p;

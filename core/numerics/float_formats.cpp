@@ -38,9 +38,51 @@ FormatInfo formatInfo(DType dtype)
             true };
     case DType::I8:
         return { 0, 7, 1.0 / 254.0, 127.0, 1.0, 1.0, false };
+    case DType::F4E2M1:
+        // OCP MX v1.0 §5.3.3: bias 1, no infinities or NaN, max 6, one subnormal (0.5).
+        return { 2, 1, 0.25, 6.0, 1.0, 0.5, false };
     default:
         return {};
     }
+}
+
+float roundToE2m1(float value)
+{
+    if (std::isnan(value)) {
+        return value;
+    }
+    // The grid is 0.5 apart up to 2, 1 apart up to 4, 2 apart up to 6; ties go to the even
+    // code (the one whose mantissa bit is 0), and values past 6 saturate, as the MX and NVFP4
+    // quantisers do.
+    const float a = std::fabs(value);
+    float r = 0.0f;
+    if (a >= 5.0f) {
+        r = 6.0f; // (4, 6] -> 4 below the midpoint 5, else 6; 5 ties to 4 (even) below
+        if (a == 5.0f) {
+            r = 4.0f;
+        }
+    } else if (a >= 2.0f) {
+        // Step 1 in [2, 4], step 2 in [4, 6]: midpoints 2.5 (tie -> 2), 3.5 (tie -> 4), 5.
+        const float step = a < 4.0f ? 1.0f : 2.0f;
+        const float base = a < 4.0f ? 2.0f : 4.0f;
+        const float q = (a - base) / step;
+        float k = std::floor(q);
+        const float frac = q - k;
+        if (frac > 0.5f || (frac == 0.5f && std::fmod(base / step + k, 2.0f) != 0.0f)) {
+            k += 1.0f;
+        }
+        r = base + k * step;
+    } else {
+        // Step 0.5 in [0, 2]: codes 0, 0.5, 1, 1.5, 2 with mantissa bits 0, 1, 0, 1, 0.
+        const float q = a / 0.5f;
+        float k = std::floor(q);
+        const float frac = q - k;
+        if (frac > 0.5f || (frac == 0.5f && std::fmod(k, 2.0f) != 0.0f)) {
+            k += 1.0f;
+        }
+        r = k * 0.5f;
+    }
+    return std::copysign(r, value);
 }
 
 float roundToFormat(float value, DType dtype)
@@ -54,6 +96,8 @@ float roundToFormat(float value, DType dtype)
         return e4m3ToFloat(floatToE4m3(value));
     case DType::F8E5M2:
         return e5m2ToFloat(floatToE5m2(value));
+    case DType::F4E2M1:
+        return roundToE2m1(value);
     default:
         return value;
     }
@@ -62,7 +106,7 @@ float roundToFormat(float value, DType dtype)
 void roundToFormat(std::span<float> values, DType dtype)
 {
     if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F8E4M3
-        && dtype != DType::F8E5M2) {
+        && dtype != DType::F8E5M2 && dtype != DType::F4E2M1) {
         return;
     }
     for (float& v : values) {

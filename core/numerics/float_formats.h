@@ -27,9 +27,13 @@ FormatInfo formatInfo(DType dtype);
 // The bit conversions themselves are numerics/dtype_convert.h (the one implementation, used by
 // checkpoint conversion too); these are the emulation helpers built on them.
 
-/// Rounds `value` to the nearest value representable in `dtype` (F16, BF16, F8E4M3, F8E5M2;
+/// Rounds `value` to the nearest value representable in `dtype` (F16, BF16, F8E4M3, F8E5M2,
+/// F4E2M1;
 /// F32/F64 return it unchanged): the emulation of storing in that format and reading it back.
 float roundToFormat(float value, DType dtype);
+/// Rounds to the nearest E2M1 value (0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6), ties to the even code,
+/// saturating past ±6 (the OCP MX and NVFP4 quantisers' conversion).
+float roundToE2m1(float value);
 /// Rounds every element of `values` in place, as roundToFormat.
 void roundToFormat(std::span<float> values, DType dtype);
 

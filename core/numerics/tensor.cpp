@@ -110,6 +110,9 @@ double loadAsDouble(const std::byte* p, DType dtype)
     case DType::U8:
     case DType::Bool:
         return double(loadRaw<std::uint8_t>(p));
+    case DType::F4E2M1:
+        // Never a tensor's dtype (a number format of the emulation only): NaN, not a guess.
+        return std::numeric_limits<double>::quiet_NaN();
     }
     return 0.0;
 }
@@ -169,6 +172,9 @@ void storeFromDouble(std::byte* p, DType dtype, double value)
         break;
     case DType::Bool:
         storeRaw(p, std::uint8_t(value != 0.0 ? 1 : 0));
+        break;
+    case DType::F4E2M1:
+        storeRaw(p, std::uint8_t(0xFF)); // never a tensor's dtype (see loadAsDouble)
         break;
     }
 }

@@ -58,10 +58,10 @@ Result<ToleranceRule> parseRule(
     }
     const std::string dtype = r.stringOr("dtype", "*");
     if (dtype != "*") {
-        rule.dtype = parseDTypeLoose(dtype);
+        rule.dtype = parseToleranceDType(dtype);
         if (!rule.dtype) {
             r.fail("dtype",
-                fmt::format("'{}' is not a dtype (bf16, fp16, fp8_e4m3, int8, ...)", dtype));
+                fmt::format("'{}' is not a dtype (bf16, fp16, fp8_e4m3, int8, fp4, ...)", dtype));
         }
     }
     const std::string op = r.stringOr("op", "*");
@@ -101,6 +101,19 @@ Result<ToleranceRule> parseRule(
 }
 
 } // namespace
+
+std::optional<DType> parseToleranceDType(std::string_view name)
+{
+    std::string s(name);
+    std::transform(
+        s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const char* fp4 : { "fp4", "e2m1", "f4e2m1", "float4_e2m1fn", "nvfp4", "mxfp4", "f4" }) {
+        if (s == fp4) {
+            return DType::F4E2M1;
+        }
+    }
+    return parseDTypeLoose(name);
+}
 
 double growthFactor(DepthGrowth growth, int depth)
 {

@@ -63,6 +63,8 @@ std::string dtypePrefix(DType d)
         return "fp8_e5m2";
     case DType::I8:
         return "int8";
+    case DType::F4E2M1:
+        return "fp4";
     default:
         return std::string(dtypeName(d));
     }

@@ -35,6 +35,10 @@ GemmPlan planGemm(exec::PrecisionMode mode, exec::Fp8Scaling scaling, std::int64
         return plan;
     }
     case PrecisionMode::Int8:
+    case PrecisionMode::Nvfp4:
+    case PrecisionMode::Mxfp4:
+        // Quantised on the host as the CPU emulation does (exec::roundGemmInput); cuBLAS runs
+        // fp32 on the rounded inputs. A native FP4 GEMM needs Blackwell's block-scaled cuBLASLt.
         plan.path = GemmPath::F32OnRounded;
         plan.roundInputOnHost = true;
         plan.roundOutputToBf16 = true;

@@ -45,7 +45,7 @@ TEST(PrecisionCli, RunWritesDumpsAndComparesAgainstTheReference)
     EXPECT_EQ(j["reference"]["generated"], j["target"]["generated"]);
     EXPECT_EQ(j["comparison"]["status"], "pass");
     EXPECT_TRUE(j["comparison"]["first_divergence"].is_null());
-    EXPECT_EQ(j["comparison"]["table"], "day0-default v2");
+    EXPECT_EQ(j["comparison"]["table"], "day0-default v3");
     EXPECT_EQ(j["fingerprint"], "llama/h64/l2/a4/kv2/v256");
     // The run says what its precision rounds where.
     const std::string recipe = j["target"]["precision_recipe"];
@@ -103,6 +103,40 @@ TEST(PrecisionCli, RunRejectsBadInput)
     r = runDay0({ "run", "kimi-k2", "--ids", kIds });
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("safetensors"), std::string::npos) << r.err;
+}
+
+TEST(PrecisionCli, Fp4AndFp8RecipesRunAndAreJudgedByTheirOwnRules)
+{
+    // NVFP4 (W4A4) and MXFP4 (W4A16) targets pass the default table's fp4 rules and say what
+    // they round where; fp8's channel scaling names its recipe; "fp4" alone is ambiguous.
+    for (const char* precision : { "nvfp4", "mxfp4" }) {
+        const auto r = runDay0({ "run", kTiny, "--ids", kIds, "--tokens", "2", "--precision",
+            precision, "--reference", "fp32", "--inject", "--json" });
+        ASSERT_EQ(r.exitCode, 0) << precision << ": " << r.err;
+        const auto j = r.json();
+        EXPECT_EQ(j["comparison"]["status"], "pass") << precision;
+        const std::string recipe = j["target"]["precision_recipe"];
+        EXPECT_NE(recipe.find(std::string(precision) == "nvfp4" ? "E4M3 scale per 16"
+                                                                  : "power-of-two (E8M0) scale"),
+            std::string::npos)
+            << recipe;
+        bool fp4Rule = false;
+        for (const auto& row : j["comparison"]["captures"]) {
+            fp4Rule = fp4Rule || row["verdict"]["rule"].get<std::string>().starts_with("fp4.");
+        }
+        EXPECT_TRUE(fp4Rule) << precision << ": judged by the fp4 rules";
+    }
+    auto r = runDay0({ "run", kTiny, "--ids", kIds, "--tokens", "2", "--precision", "fp8",
+        "--fp8-scaling", "channel", "--json" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.json()["target"]["precision_recipe"].get<std::string>().find("FP8_DYNAMIC"),
+        std::string::npos);
+    r = runDay0({ "run", kTiny, "--ids", kIds, "--precision", "fp4" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("ambiguous"), std::string::npos) << r.err;
+    r = runDay0({ "run", kTiny, "--ids", kIds, "--precision", "fp8", "--fp8-scaling", "row" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("channel"), std::string::npos) << r.err;
 }
 
 TEST(PrecisionCli, CompareTableJsonAndCsv)

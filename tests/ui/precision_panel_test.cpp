@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -493,6 +494,37 @@ TEST_F(PrecisionPanelTest, ACancelledRunDeliversNothingAndFreesTheControls)
     EXPECT_TRUE(panel.errorText().isEmpty()) << panel.errorText().toStdString();
     EXPECT_TRUE(runButton->isEnabled());
     EXPECT_FALSE(cancel->isEnabled());
+}
+
+TEST_F(PrecisionPanelTest, TheTargetComboRunsEachServingRecipe)
+{
+    // The fp8 scalings and the FP4 recipes are targets of their own; the run made from the
+    // controls carries the chosen one and its dump says what it rounded where.
+    test::openModel(m_session, s_checkpoint);
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.show();
+    auto* target = panel.findChild<QComboBox*>(QStringLiteral("targetPrecision"));
+    auto* tokens = panel.findChild<QSpinBox*>(QStringLiteral("tokens"));
+    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
+    ASSERT_TRUE(target && tokens && runButton);
+    tokens->setValue(1);
+    const std::pair<const char*, const char*> recipes[] = {
+        { "fp8-e4m3 per channel", "FP8_DYNAMIC" },
+        { "fp8-e4m3 block", "DeepSeek-V3's recipe" },
+        { "nvfp4", "E4M3 scale per 16" },
+        { "mxfp4", "W4A16" },
+    };
+    for (const auto& [label, phrase] : recipes) {
+        const int index = target->findText(QString::fromLatin1(label));
+        ASSERT_GE(index, 0) << label;
+        target->setCurrentIndex(index);
+        QTest::mouseClick(runButton, Qt::LeftButton);
+        test::settle(m_jobs);
+        ASSERT_NE(panel.current(), nullptr) << label << ": " << panel.errorText().toStdString();
+        const std::string recipe
+            = panel.current()->target->info.extra.value("precision_recipe", "");
+        EXPECT_NE(recipe.find(phrase), std::string::npos) << label << ": " << recipe;
+    }
 }
 
 TEST_F(PrecisionPanelTest, TheSelectedCellIsFramed)

@@ -252,7 +252,7 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
             if (!prompt) {
                 return prompt.error();
             }
-            for (const char* precision : { "bf16", "fp16", "fp8" }) {
+            for (const char* precision : { "bf16", "fp16", "fp8", "nvfp4", "mxfp4" }) {
                 exec::PrecisionRunOptions o;
                 o.target = *exec::parsePrecisionPlan(precision);
                 o.reference = exec::PrecisionMode::F32;

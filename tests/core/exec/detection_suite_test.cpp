@@ -22,7 +22,7 @@ TEST(DetectionSuite, HealthyRunsPassAndBrokenLayersFailWhereTheyBreak)
     ASSERT_TRUE(models) << models.error().message;
     auto healthy = test::runHealthySuite(*models, *table, 2);
     ASSERT_TRUE(healthy) << healthy.error().message;
-    EXPECT_EQ(healthy->size(), 24U);
+    EXPECT_EQ(healthy->size(), 40U);
     for (const auto& h : *healthy) {
         EXPECT_EQ(h.failed, 0) << h.model << " " << h.precision << " prompt " << h.prompt << ": "
                                << h.firstFailure;

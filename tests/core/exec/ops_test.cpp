@@ -358,7 +358,8 @@ TEST(Precision, PlansAndOverrides)
     auto block = *parsePrecisionPlan("fp8");
     block.fp8Scaling = Fp8Scaling::Block;
     EXPECT_NE(precisionRecipe(block).find("block scales"), std::string::npos);
-    EXPECT_NE(recipe("fp8-e5m2").find("fp8 e5m2 with one scale per tensor"), std::string::npos);
+    EXPECT_NE(recipe("fp8-e5m2").find("fp8 e5m2 with one dynamic scale per tensor"),
+        std::string::npos);
     EXPECT_NE(recipe("int8").find("int8, symmetric per output channel"), std::string::npos);
     EXPECT_EQ(recipe("bf16").find("except"), std::string::npos);
     EXPECT_NE(recipe("bf16", "attention=fp32")
@@ -393,4 +394,74 @@ TEST(Precision, GemmInputRounding)
     roundGemmInput(blocks, 1, 256, PrecisionMode::F8E4M3, Fp8Scaling::Block, false);
     EXPECT_FLOAT_EQ(blocks[0], 1.015625f); // 441.1 -> 448 on the e4m3 grid of block 0
     EXPECT_FLOAT_EQ(blocks[130], 4.5f * 100.0f / 448.0f); // block 1 is scaled by its 100
+}
+
+TEST(Precision, Fp4RecipesQuantiseAsNvfp4AndMxfp4)
+{
+    EXPECT_EQ(*parsePrecision("NVFP4"), PrecisionMode::Nvfp4);
+    EXPECT_EQ(*parsePrecision("mxfp4"), PrecisionMode::Mxfp4);
+    EXPECT_EQ(precisionDType(PrecisionMode::Nvfp4), DType::F4E2M1);
+    // "fp4" names two recipes: refused, with both named.
+    const auto ambiguous = parsePrecision("fp4");
+    ASSERT_FALSE(ambiguous.ok());
+    EXPECT_NE(ambiguous.error().message.find("nvfp4"), std::string::npos);
+    EXPECT_NE(ambiguous.error().message.find("mxfp4"), std::string::npos);
+    // Only the projections are quantised; the rest runs in bf16.
+    const auto plan = *parsePrecisionPlan("nvfp4");
+    EXPECT_EQ(plan.modeFor(numerics::OpKind::Linear, 0), PrecisionMode::Nvfp4);
+    EXPECT_EQ(plan.modeFor(numerics::OpKind::Norm, 0), PrecisionMode::BF16);
+    EXPECT_NE(precisionRecipe(plan).find("E4M3 scale per 16"), std::string::npos);
+    EXPECT_NE(precisionRecipe(*parsePrecisionPlan("mxfp4")).find("W4A16"), std::string::npos);
+
+    // NVFP4: tensor scale amax / (6 · 448); block scale amax_block / 6 on the E4M3 grid of that
+    // tensor scale; values on E2M1 × the block's scale.
+    std::vector<float> row(32);
+    for (int i = 0; i < 16; ++i) {
+        row[std::size_t(i)] = 0.1f * float(i + 1); // block 0: amax 1.6
+        row[std::size_t(16 + i)] = 12.0f * float(i % 2 ? 1 : -1) / float(i + 1); // amax 12
+    }
+    std::vector<float> q = row;
+    roundGemmInput(q, 1, 32, PrecisionMode::Nvfp4, Fp8Scaling::PerTensor, false);
+    const float global = 12.0f / (6.0f * 448.0f);
+    const float s0 = numerics::roundToFormat(1.6f / 6.0f / global, DType::F8E4M3) * global;
+    const float s1 = numerics::roundToFormat(12.0f / 6.0f / global, DType::F8E4M3) * global;
+    EXPECT_FLOAT_EQ(s1, 2.0f); // 448 exactly
+    for (int i = 0; i < 16; ++i) {
+        EXPECT_FLOAT_EQ(q[std::size_t(i)], numerics::roundToE2m1(row[std::size_t(i)] / s0) * s0);
+        EXPECT_FLOAT_EQ(
+            q[std::size_t(16 + i)], numerics::roundToE2m1(row[std::size_t(16 + i)] / s1) * s1);
+    }
+    EXPECT_FLOAT_EQ(q[16], -12.0f); // the block's largest lands on 6 × its scale
+
+    // MXFP4 weights: 2^(floor(log2 amax) − 2) per 32; 5.0 -> scale 1, 12.0 -> scale 2, and a
+    // value past 6 × scale saturates. Its activations stay bf16.
+    std::vector<float> w(64, 0.3f);
+    w[0] = 5.0f;
+    w[32] = 12.0f;
+    w[33] = 7.3f;
+    roundGemmInput(w, 1, 64, PrecisionMode::Mxfp4, Fp8Scaling::PerTensor, true);
+    EXPECT_FLOAT_EQ(w[0], 4.0f); // 5 ties to the even code 4
+    EXPECT_FLOAT_EQ(w[1], 0.5f); // 0.3 / 1 -> 0.5
+    EXPECT_FLOAT_EQ(w[32], 12.0f); // 6 × 2
+    EXPECT_FLOAT_EQ(w[33], 8.0f); // 3.65 -> 4 × 2
+    EXPECT_FLOAT_EQ(w[34], 0.0f); // 0.15 -> 0
+    std::vector<float> a { 1.0f + 1.0f / 256.0f, 0.3f };
+    roundGemmInput(a, 1, 2, PrecisionMode::Mxfp4, Fp8Scaling::PerTensor, false);
+    EXPECT_EQ(a[0], 1.0f);
+    EXPECT_EQ(a[1], numerics::roundToFormat(0.3f, DType::BF16));
+}
+
+TEST(Precision, Fp8ChannelScalingScalesEachRow)
+{
+    EXPECT_EQ(*parseFp8Scaling("Channel"), Fp8Scaling::Channel);
+    EXPECT_FALSE(parseFp8Scaling("row").ok());
+    auto plan = *parsePrecisionPlan("fp8");
+    plan.fp8Scaling = Fp8Scaling::Channel;
+    EXPECT_NE(precisionRecipe(plan).find("FP8_DYNAMIC"), std::string::npos);
+    // Row 1's amax (0.01) lands on 448 × its own scale, not on row 0's.
+    std::vector<float> v { 100.0f, 1.0f, 0.01f, 0.003f };
+    roundGemmInput(v, 2, 2, PrecisionMode::F8E4M3, Fp8Scaling::Channel, true);
+    EXPECT_FLOAT_EQ(v[2], 0.01f);
+    const float scale = 0.01f / 448.0f;
+    EXPECT_FLOAT_EQ(v[3], numerics::roundToFormat(0.003f / scale, DType::F8E4M3) * scale);
 }

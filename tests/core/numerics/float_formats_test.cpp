@@ -215,3 +215,48 @@ TEST(FloatFormats, FormatInfoConstants)
     EXPECT_FALSE(formatInfo(DType::F8E4M3).hasInfinity);
     EXPECT_DOUBLE_EQ(formatInfo(DType::F8E5M2).minSubnormal, std::ldexp(1.0, -16));
 }
+
+TEST(FloatFormats, E2m1RoundsToNearestEvenCodeAndSaturates)
+{
+    // The eight magnitudes of E2M1 (OCP MX v1.0 §5.3.3); codes with an odd mantissa bit are
+    // 0.5, 1.5, 3 and 6.
+    const std::vector<float> grid { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f };
+    const auto odd = [](float v) { return v == 0.5f || v == 1.5f || v == 3.0f || v == 6.0f; };
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-7.0f, 7.0f);
+    std::vector<float> xs;
+    for (int i = 0; i < 20000; ++i) {
+        xs.push_back(u(rng));
+    }
+    for (const float g : grid) {
+        xs.push_back(g);
+        xs.push_back(-g);
+    }
+    // Every midpoint, where the even code must win.
+    for (std::size_t i = 0; i + 1 < grid.size(); ++i) {
+        xs.push_back((grid[i] + grid[i + 1]) / 2);
+    }
+    for (const float x : xs) {
+        const float a = std::fabs(x);
+        float best = grid.back();
+        if (a <= 6.0f) {
+            float bestErr = INFINITY;
+            for (const float g : grid) {
+                const float err = std::fabs(a - g);
+                if (err < bestErr || (err == bestErr && !odd(g))) {
+                    best = g;
+                    bestErr = err;
+                }
+            }
+        }
+        ASSERT_EQ(roundToE2m1(x), std::copysign(best, x)) << "x " << x;
+        ASSERT_EQ(roundToFormat(x, DType::F4E2M1), roundToE2m1(x));
+    }
+    EXPECT_EQ(roundToE2m1(1e9f), 6.0f);
+    EXPECT_EQ(roundToE2m1(-INFINITY), -6.0f);
+    EXPECT_TRUE(std::isnan(roundToE2m1(NAN)));
+    const auto info = formatInfo(DType::F4E2M1);
+    EXPECT_EQ(info.maxFinite, 6.0);
+    EXPECT_EQ(info.unitRoundoff, 0.25);
+    EXPECT_EQ(info.minSubnormal, 0.5);
+}

@@ -165,6 +165,16 @@ TEST(Tolerance, BundledTableLoadsAndHonoursPolicy)
         }
     }
     EXPECT_TRUE(resolveToleranceTable("day0-default-v1").ok());
+    // The FP4 targets (nvfp4, mxfp4) have rules of their own, keyed by their E2M1 format.
+    const auto* fp4 = table->match(DType::F4E2M1, OpKind::Logits);
+    ASSERT_NE(fp4, nullptr);
+    EXPECT_EQ(fp4->id, "fp4.logits");
+    EXPECT_EQ(parseToleranceDType("nvfp4"), DType::F4E2M1);
+    EXPECT_EQ(parseToleranceDType("MXFP4"), DType::F4E2M1);
+    EXPECT_EQ(parseToleranceDType("bf16"), DType::BF16);
+    // Only tolerance keys take the FP4 spellings: a tensor or plan dtype of "fp4" stays unknown.
+    EXPECT_FALSE(parseDTypeLoose("fp4").has_value());
+    EXPECT_FALSE(parseDType("F4").has_value());
     const auto missing = resolveToleranceTable("no-such-table");
     ASSERT_FALSE(missing.ok());
     EXPECT_NE(missing.error().message.find("day0-default-v1"), std::string::npos);

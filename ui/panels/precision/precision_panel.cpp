@@ -147,16 +147,30 @@ QWidget* PrecisionPanel::createControls()
 
     m_target = new QComboBox(box);
     m_target->setObjectName(QStringLiteral("targetPrecision"));
-    for (const auto mode : { exec::PrecisionMode::BF16, exec::PrecisionMode::F16,
-             exec::PrecisionMode::F8E4M3, exec::PrecisionMode::Int8 }) {
-        const QString name = mode == exec::PrecisionMode::F8E4M3
-            ? QStringLiteral("fp8-e4m3")
-            : toQString(std::string(exec::precisionName(mode)));
-        m_target->addItem(name, int(mode));
+    // The item data packs the mode and, for fp8, its scaling (the serving engines' recipes).
+    using exec::Fp8Scaling;
+    using exec::PrecisionMode;
+    const struct {
+        const char* label;
+        PrecisionMode mode;
+        Fp8Scaling scaling;
+    } targets[] = {
+        { "bf16", PrecisionMode::BF16, Fp8Scaling::PerTensor },
+        { "fp16", PrecisionMode::F16, Fp8Scaling::PerTensor },
+        { "fp8-e4m3", PrecisionMode::F8E4M3, Fp8Scaling::PerTensor },
+        { "fp8-e4m3 per channel", PrecisionMode::F8E4M3, Fp8Scaling::Channel },
+        { "fp8-e4m3 block", PrecisionMode::F8E4M3, Fp8Scaling::Block },
+        { "int8", PrecisionMode::Int8, Fp8Scaling::PerTensor },
+        { "nvfp4", PrecisionMode::Nvfp4, Fp8Scaling::PerTensor },
+        { "mxfp4", PrecisionMode::Mxfp4, Fp8Scaling::PerTensor },
+    };
+    for (const auto& t : targets) {
+        m_target->addItem(QString::fromLatin1(t.label), int(t.mode) | (int(t.scaling) << 8));
     }
     // fp32 last: against the fp64 reference it measures a backend's own kernels.
     m_target->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
-    m_target->setToolTip(tr("Emulated target precision (fp8 and int8 quantise the projections)"));
+    m_target->setToolTip(tr("Emulated target precision (fp8, int8, nvfp4 and mxfp4 quantise the "
+                            "projections; the run's recipe says what is rounded where)"));
     m_backend = createBackendCombo(box);
     m_reference = new QComboBox(box);
     m_reference->setObjectName(QStringLiteral("referencePrecision"));
@@ -255,7 +269,9 @@ void PrecisionPanel::startDemoIfWanted()
 void PrecisionPanel::startFromControls()
 {
     PrecisionRunRequest request;
-    request.target.base = exec::PrecisionMode(m_target->currentData().toInt());
+    const int target = m_target->currentData().toInt();
+    request.target.base = exec::PrecisionMode(target & 0xFF);
+    request.target.fp8Scaling = exec::Fp8Scaling(target >> 8);
     request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
     request.backend = fromQString(m_backend->currentData().toString());
     request.prompt = fromQString(m_prompt->text());
