@@ -55,8 +55,8 @@ struct CostOptions {
     /// the host before it can size the exchange, the per-expert casts and launches around the
     /// grouped GEMMs). Backward and recompute scale it as they scale the forward's compute.
     /// Chosen on the MoE training "fit" cases (calibrateOnFitCases).
-    double moeLayerOverhead = 0.3e-3;
-    double moeExpertOverhead = 85e-6;
+    double moeLayerOverhead = 0.4e-3;
+    double moeExpertOverhead = 75e-6;
 };
 
 /// Seconds each part adds to one training step on the critical path.

@@ -61,11 +61,10 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     EXPECT_GE(ev->count("fit", Mode::Infer) + ev->count("holdout", Mode::Infer), 10);
     for (const auto& r : ev->rows) {
         SCOPED_TRACE(r.c->id);
-        // The cases the constants were chosen on stay within 12% each; the MoE ones within 20%
-        // (two overheads serve four MoE models on two Blackwell systems at 1 and 4 sequences
-        // per micro-batch).
+        // The cases the constants were chosen on stay within 12% each; the MoE ones within 10%
+        // (two overheads serve three MoE models on two Blackwell systems).
         if (r.c->split == "fit") {
-            EXPECT_LT(std::fabs(r.e.error), r.moe ? 0.20 : 0.12);
+            EXPECT_LT(std::fabs(r.e.error), r.moe ? 0.10 : 0.12);
         }
         // A miss beyond 30% must say what the planner does not model.
         if (std::fabs(r.e.error) > 0.30) {
@@ -81,8 +80,8 @@ TEST(PublishedMeasurements, EveryCaseIsSourcedAndEstimatedAndMissesAreExplained)
     // can only get better.
     ASSERT_GE(ev->count("holdout", Mode::Train, false), 8);
     EXPECT_LT(*ev->mape("holdout", Mode::Train, false), 0.10);
-    ASSERT_GE(ev->count("holdout", Mode::Train, true), 13);
-    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.37);
+    ASSERT_GE(ev->count("holdout", Mode::Train, true), 14);
+    EXPECT_LT(*ev->mape("holdout", Mode::Train, true), 0.36);
     ASSERT_GE(ev->count("holdout", Mode::Infer), 10);
     EXPECT_LT(*ev->mape("holdout", Mode::Infer), 0.15);
 }
@@ -103,7 +102,7 @@ TEST(PublishedMeasurements, TheDefaultsAreWhatTheFitCasesChoose)
     EXPECT_NEAR(defaults.moeExpertOverhead, cal->options.moeExpertOverhead, 1e-12);
     EXPECT_EQ(cal->fp8Cases, 4);
     EXPECT_EQ(cal->servingCases, 6);
-    EXPECT_EQ(cal->moeCases, 6);
+    EXPECT_EQ(cal->moeCases, 5);
     // Nothing was chosen on a held-out case.
     std::vector<PublishedCase> heldOut = *cases;
     std::erase_if(heldOut, [](const PublishedCase& c) { return c.split == "fit"; });
