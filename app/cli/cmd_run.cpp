@@ -46,6 +46,7 @@ struct RunArgs {
     std::int64_t tokens = 8;
     std::string dump;
     bool inject = false;
+    bool fp32Leg = false;
     bool inputs = false;
     bool projections = false;
     bool statsOnly = false;
@@ -242,6 +243,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         o.reference = *r;
     }
     o.inject = a.inject;
+    o.fp32Leg = a.fp32Leg;
     auto ids = promptIds(a);
     if (!ids) {
         return reportError(ids.error());
@@ -303,7 +305,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (!tracePath.empty()) {
         cpuTrace.write(tracePath); // after the dump: its folder exists by now
     }
-    const int code = result->comparison ? actions::comparisonExitCode(*result->comparison) : 0;
+    const int code = exec::precisionRunPassed(*result) ? 0 : 1;
     auto& record = ran->record;
     if (!tracePath.empty() && std::filesystem::exists(tracePath)) {
         if (auto artifact = history::makeArtifact("trace", tracePath)) {
@@ -323,6 +325,10 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         }
         if (result->comparison) {
             j["comparison"] = numerics::comparisonToJson(*result->comparison);
+        }
+        if (result->fp32LegComparison) {
+            j["fp32_leg"] = runJson(*result->fp32Leg);
+            j["fp32_leg"]["comparison"] = numerics::comparisonToJson(*result->fp32LegComparison);
         }
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
@@ -358,12 +364,22 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (result->comparison) {
         fmt::print("\n{}", renderComparison(*result->comparison, a.all));
     }
+    if (result->fp32LegComparison) {
+        const auto& leg = *result->fp32LegComparison;
+        fmt::print("\nfp32 leg ({} in fp32 against the reference): {}", (*backend)->name(),
+            leg.status());
+        if (leg.firstDivergence) {
+            const auto& row = leg.rows[*leg.firstDivergence];
+            fmt::print(", first failure {}: {}", row.name, row.verdict.reason);
+        }
+        fmt::print("\n");
+    }
     return code;
 }
 
 const bool registered = registerCommand({ "run",
     "forward + greedy decode on the CPU reference engine or a backend plugin (fp64/fp32 or "
-    "emulated bf16/fp16/fp8/int8) with dumps",
+    "emulated bf16/fp16/fp8/int8/nvfp4/mxfp4) with dumps",
     50, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto a = std::make_shared<RunArgs>();
         app.add_option(
@@ -380,6 +396,9 @@ const bool registered = registerCommand({ "run",
             "per token)");
         app.add_option("--reference", a->reference,
             "also run fp32 or fp64 and compare (dumps in DIR/reference, DIR/target)");
+        app.add_flag("--fp32-leg", a->fp32Leg,
+            "also run the --backend target in fp32 and judge it by the fp32 rules (structural "
+            "faults below the target precision's noise)");
         app.add_flag("--inject", a->inject,
             "also run the target with each layer fed the reference's inputs (own errors)");
         app.add_option(

@@ -164,6 +164,21 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
     } else {
         r.info.message = fmt::format("generated {} tokens", t.generated.size());
     }
+    if (result.fp32LegComparison) {
+        // The target's backend in fp32: a structural fault fails here even where the target's
+        // own precision hides it.
+        const auto& leg = *result.fp32LegComparison;
+        r.setProperty("fp32_leg", leg.status());
+        r.addMetric("fp32_leg_failed", double(leg.failCount));
+        if (leg.failCount > 0) {
+            r.info.status = history::RunStatus::Failed;
+            r.info.message += fmt::format("; fp32 leg: {} of {} captures failed, first at {}",
+                leg.failCount, leg.rows.size(),
+                leg.firstDivergence ? leg.rows[*leg.firstDivergence].name : std::string("?"));
+        } else {
+            r.info.message += "; fp32 leg within tolerance";
+        }
+    }
     return r;
 }
 

@@ -1,6 +1,7 @@
 #include "exec/precision_run.h"
 
 #include "checkpoint/tensor_file.h"
+#include "exec/emulated_ops.h"
 
 #include <fmt/format.h>
 
@@ -20,6 +21,22 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     }
     if (options.inject && !options.reference) {
         return Error::badInput("inject mode needs a reference run (--reference fp32 or fp64)");
+    }
+    if (options.fp32Leg) {
+        if (!options.reference) {
+            return Error::badInput("the fp32 leg needs a reference run (--reference fp32 or fp64)");
+        }
+        if (options.backend == nullptr) {
+            return Error::badInput(
+                "the fp32 leg runs the target's backend in fp32; without --backend the target's "
+                "fp32 is the CPU reference itself (run a backend, or compare the fp32 dumps of "
+                "the platform under test)");
+        }
+        if (!isEmulated(options.target.base)) {
+            return Error::badInput(fmt::format("the fp32 leg checks a lower-precision target; "
+                                               "this target already runs {}",
+                precisionName(options.target.base)));
+        }
     }
     const bool targetF64 = options.target.isF64();
     const bool referenceF64 = options.reference == PrecisionMode::F64;
@@ -89,6 +106,26 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         }
         result.injected = std::move(*i);
     }
+    if (options.fp32Leg) {
+        RunOptions leg = run;
+        leg.precision = PrecisionPlan { PrecisionMode::F32, {}, {}, Fp8Scaling::PerTensor };
+        progress.setStage(fmt::format("fp32 leg on {}", options.backend->name()));
+        auto l = (*e)->run(leg, progress, stop);
+        if (!l) {
+            return l.error();
+        }
+        result.fp32Leg = std::move(*l);
+        numerics::CompareOptions co;
+        co.table = options.table;
+        co.precision = DType::F32;
+        progress.setStage("fp32 leg comparison");
+        auto cmp = numerics::compareDumps(
+            result.reference->dump, result.fp32Leg->dump, co, progress, stop);
+        if (!cmp) {
+            return cmp.error().withContext("fp32 leg");
+        }
+        result.fp32LegComparison = std::move(*cmp);
+    }
     if (result.reference) {
         numerics::CompareOptions co;
         co.table = options.table;
@@ -105,6 +142,14 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     return result;
 }
 
+bool precisionRunPassed(const PrecisionRunResult& result)
+{
+    const auto passed = [](const std::optional<numerics::DumpComparison>& c) {
+        return !c || c->failCount == 0;
+    };
+    return passed(result.comparison) && passed(result.fp32LegComparison);
+}
+
 Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesystem::path& dir)
 {
     std::error_code ec;
@@ -117,6 +162,9 @@ Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesyst
         DAY0_TRY(checkpoint::writeDump(result.target.dump, dir / "target"));
         if (result.injected) {
             DAY0_TRY(checkpoint::writeDump(result.injected->dump, dir / "target-inject"));
+        }
+        if (result.fp32Leg) {
+            DAY0_TRY(checkpoint::writeDump(result.fp32Leg->dump, dir / "target-fp32"));
         }
         return success();
     }();

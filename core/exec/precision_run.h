@@ -26,6 +26,12 @@ struct PrecisionRunOptions {
     /// Where the target (and inject-mode) runs compute (see RunOptions::backend); null: the CPU
     /// reference. The reference run is always the CPU's.
     Backend* backend = nullptr;
+    /// The fp32 leg: also run the target's backend in fp32 and judge it against the reference
+    /// by the fp32 rules. A structural fault of the target (a misread config, a norm epsilon or
+    /// a RoPE frequency off) shows there at fp32's noise floor, where in bf16 it can lie below
+    /// the rounding noise. Needs a reference, a lower-precision target and a backend: on the
+    /// CPU the target's fp32 is the reference itself.
+    bool fp32Leg = false;
 };
 
 /// What a precision run produced.
@@ -34,7 +40,13 @@ struct PrecisionRunResult {
     std::optional<RunResult> reference;
     std::optional<RunResult> injected;
     std::optional<numerics::DumpComparison> comparison;
+    std::optional<RunResult> fp32Leg; ///< the target's backend in fp32 (fp32Leg)
+    std::optional<numerics::DumpComparison> fp32LegComparison; ///< it against the reference
 };
+
+/// Whether a precision run's checks passed: its comparison and its fp32 leg (when run) hold
+/// no failed capture.
+bool precisionRunPassed(const PrecisionRunResult& result);
 
 /// Runs the reference first (greedy), then the target teacher-forced with the reference's tokens
 /// so both see the same context, then (if asked) the inject-mode target, and compares them.
@@ -45,7 +57,7 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     std::stop_token stop);
 
 /// Writes the dumps of a precision run: into `dir` itself when there is no reference, else into
-/// `dir/reference`, `dir/target` and `dir/target-inject`.
+/// `dir/reference`, `dir/target`, `dir/target-inject` and `dir/target-fp32` (the fp32 leg).
 Result<void> writeRunDumps(const PrecisionRunResult& result, const std::filesystem::path& dir);
 
 } // namespace day0::exec

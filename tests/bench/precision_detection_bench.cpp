@@ -114,6 +114,7 @@ void printSummary(const bench::BenchTimes& times)
     int caught = 0;
     int effective = 0;
     int fp32Caught = 0;
+    int twoLegCaught = 0;
     fmt::print("\nBroken bf16 targets (inject mode: each layer fed the reference's inputs):\n");
     for (const auto& b : *broken) {
         if (b.noEffect) {
@@ -123,16 +124,18 @@ void printSummary(const bench::BenchTimes& times)
         ++effective;
         caught += b.caught() ? 1 : 0;
         fp32Caught += b.caughtInFp32 ? 1 : 0;
+        twoLegCaught += b.caughtWithFp32Leg() ? 1 : 0;
         fmt::print("  {:<24} {:<55} {}{}  {}\n", b.model, b.kind,
             b.caught() ? "caught" : (b.failed ? "failed at the wrong layer" : "MISSED"),
-            b.caughtInFp32 ? "" : " (fp32 target: missed too)",
+            b.caught() ? "" : (b.caughtInFp32 ? " (its fp32 leg: caught)" : " (fp32 leg: missed too)"),
             b.firstFailure.empty() ? std::string("no capture failed") : b.firstFailure);
     }
     fmt::print("\nFalse alarms: {} of {} healthy runs ({} captures judged). Caught at the first "
-               "broken layer in bf16: {} of {} broken targets (missed or misplaced: {}); with "
-               "the target in fp32: {} of {}. {} breaks had no effect on their model.\n",
-        alarms, healthy->size(), captures, caught, effective, effective - caught, fp32Caught,
-        effective, broken->size() - std::size_t(effective));
+               "broken layer: {} of {} broken targets by bf16 with its fp32 leg (day0 run "
+               "--fp32-leg); by bf16 alone {} (missed or misplaced: {}); by the fp32 leg alone "
+               "{}. {} breaks had no effect on their model.\n",
+        alarms, healthy->size(), captures, twoLegCaught, effective, caught, effective - caught,
+        fp32Caught, broken->size() - std::size_t(effective));
     const double base = times.cpu("referenceForward");
     const double run = times.cpu("healthyBf16Run");
     if (base > 0.0 && run > 0.0) {

@@ -257,6 +257,28 @@ TEST_F(HostSimRun, TheFp64ReferenceCannotRunOnABackend)
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("fp64 reference runs on day0-cpu only"), std::string::npos) << r.err;
 }
+
+TEST_F(HostSimRun, TheFp32LegRunsThePluginInFp32AgainstTheReference)
+{
+    // A bf16 target on the plugin, and the same plugin in fp32 judged by the fp32 rules: both
+    // pass for a sound plugin, and the leg's dump is written beside the others.
+    const std::string dumps = s_dir + "/fp32-leg";
+    auto r = runDay0({ "run", s_dir + "/m", "--ids", "1,2,3,4", "--tokens", "2", "--backend",
+        "hostsim", "--precision", "bf16", "--reference", "fp32", "--fp32-leg", "--dump", dumps,
+        "--json", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["comparison"]["status"], "pass");
+    EXPECT_EQ(j["fp32_leg"]["precision"], "fp32");
+    EXPECT_EQ(j["fp32_leg"]["backend"]["backend"], "hostsim");
+    EXPECT_EQ(j["fp32_leg"]["comparison"]["status"], "pass");
+    EXPECT_TRUE(
+        std::filesystem::exists(std::filesystem::path(dumps) / "target-fp32" / "dump.json"));
+    r = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--precision", "bf16", "--reference",
+        "fp32", "--fp32-leg" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("without --backend"), std::string::npos) << r.err;
+}
 #endif
 
 } // namespace

@@ -35,9 +35,13 @@ struct BrokenOutcome {
     /// The broken model's fp32 outputs equal the healthy one's within fp32's tolerance (a q_proj
     /// scale under Qwen3's q norm, a norm weight of ones replaced by ones): nothing to catch.
     bool noEffect = false;
-    /// The same break with the target in fp32 fails first at the broken layer.
+    /// The same break with the target in fp32 fails first at the broken layer (the fp32 leg of
+    /// day0 run --fp32-leg).
     bool caughtInFp32 = false;
+    /// The bf16 comparison fails first at the broken layer.
     [[nodiscard]] bool caught() const { return failed && firstFailingLayer == brokenLayer; }
+    /// The bf16 comparison or its fp32 leg fails first at the broken layer.
+    [[nodiscard]] bool caughtWithFp32Leg() const { return caught() || caughtInFp32; }
 };
 
 /// The models of the suite: stories260K (trained), the random tiny Llama and random shrunk

@@ -1,7 +1,9 @@
 // The default tolerance table against healthy and broken runs (tests/core/exec/detection_suite.h):
-// no healthy run of a trained or random model fails, in bf16, fp16 or fp8; every break that
+// no healthy run of a trained or random model fails, in bf16, fp16, fp8, nvfp4 or mxfp4; every
+// break that
 // changes a model's fp32 outputs fails at the first layer it touches with the target in fp32, and
-// in bf16 too except where its effect lies below bf16's own rounding noise (named below).
+// in bf16 too except where its effect lies below bf16's own rounding noise (named below), so bf16
+// with its fp32 leg catches every one.
 #include "base/resources.h"
 #include "detection_suite.h"
 
@@ -36,6 +38,8 @@ TEST(DetectionSuite, HealthyRunsPassAndBrokenLayersFailWhereTheyBreak)
         }
         ++effective;
         EXPECT_TRUE(b.caughtInFp32) << b.model << ": " << b.kind;
+        // bf16 with its fp32 leg (day0 run --fp32-leg) catches every break where it starts.
+        EXPECT_TRUE(b.caughtWithFp32Leg()) << b.model << ": " << b.kind;
         // Below bf16's own rounding noise on these models (see the README): a norm epsilon off
         // by 10×, and rope_theta on the shrunk DeepSeek-V3, whose MLA rotates 8 of each query
         // head's 24 dimensions.

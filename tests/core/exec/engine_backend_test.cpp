@@ -2,7 +2,9 @@
 // the backend, operators it declines fall back to the CPU reference and are counted, and a
 // failing backend stops the run naming itself and the operator.
 #include "exec/backend.h"
+#include "base/resources.h"
 #include "exec/engine.h"
+#include "exec/precision_run.h"
 #include "numerics/dump_compare.h"
 #include "scripted_backend.h"
 #include "tiny_models.h"
@@ -169,4 +171,66 @@ TEST(EngineBackend, TheFp64ReferenceRefusesABackend)
     EXPECT_EQ(r.error().code, ErrorCode::BadInput);
     EXPECT_NE(r.error().message.find("fp64 reference runs on day0-cpu only"), std::string::npos)
         << r.error().message;
+}
+
+namespace {
+
+/// A device backend with one structural fault: its RMSNorm adds ten times the model's epsilon
+/// (a kernel that reads the wrong config field). Every other operator falls back to the CPU.
+class TenfoldEpsilonBackend final : public Backend {
+public:
+    std::string name() const override { return "eps10"; }
+    std::string device() const override { return "test device"; }
+    bool supports(BackendOp op) const override { return op == BackendOp::RmsNorm; }
+    Result<void> rmsNorm(const float* x, const float* residual, const float* w, float* y,
+        float* residualOut, std::int64_t rows, std::int64_t dim, double eps,
+        PrecisionMode mode) override
+    {
+        if (residual != nullptr) {
+            return Backend::rmsNorm(x, residual, w, y, residualOut, rows, dim, eps, mode);
+        }
+        return m_cpu->rmsNorm(x, residual, w, y, residualOut, rows, dim, eps * 10.0, mode);
+    }
+
+private:
+    std::unique_ptr<Backend> m_cpu = makeCpuBackend();
+};
+
+} // namespace
+
+TEST(EngineBackend, TheFp32LegCatchesAFaultBelowTheTargetPrecisionsNoise)
+{
+    // On the tiny Llama, whose activations make a 10x epsilon a shift far below bf16's spacing,
+    // the bf16 comparison passes; the same backend in fp32 fails at the first norm it runs.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto m = test::tinyLlama();
+    MemoryWeights w(m.weights);
+    auto table = numerics::resolveToleranceTable("");
+    ASSERT_TRUE(table.ok()) << table.error().message;
+    TenfoldEpsilonBackend faulty;
+    PrecisionRunOptions o;
+    o.target = *parsePrecisionPlan("bf16");
+    o.reference = PrecisionMode::F32;
+    o.promptIds = kPrompt;
+    o.newTokens = 2;
+    o.table = &*table;
+    o.backend = &faulty;
+    o.fp32Leg = true;
+    Progress p;
+    auto r = runWithReference(m.spec, w, o, p, {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_TRUE(r->comparison && r->fp32LegComparison);
+    EXPECT_EQ(r->comparison->failCount, 0) << "bf16 alone does not see it";
+    ASSERT_TRUE(r->fp32LegComparison->firstDivergence);
+    const auto& first = r->fp32LegComparison->rows[*r->fp32LegComparison->firstDivergence];
+    EXPECT_EQ(first.layer, 0) << first.name;
+    EXPECT_NE(first.name.find("layernorm"), std::string::npos) << first.name;
+    EXPECT_FALSE(precisionRunPassed(*r));
+    // The fp32 leg needs a backend (on the CPU the target's fp32 is the reference) and a
+    // lower-precision target.
+    o.backend = nullptr;
+    EXPECT_FALSE(runWithReference(m.spec, w, o, p, {}).ok());
+    o.backend = &faulty;
+    o.target = *parsePrecisionPlan("fp32");
+    EXPECT_FALSE(runWithReference(m.spec, w, o, p, {}).ok());
 }
