@@ -13,6 +13,7 @@
 #include "ui_test_support.h"
 #include "widgets/plot_widget.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
@@ -417,6 +418,39 @@ TEST_F(PrecisionPanelTest, TheTargetRunsOnABackendPluginAgainstTheFp64Reference)
     }
     EXPECT_TRUE(shown);
     EXPECT_EQ(recorded.count(), 1);
+}
+
+TEST_F(PrecisionPanelTest, TheFp32LegRunsTheBackendInFp32AndTheSummarySaysHowItWent)
+{
+    // The box is offered for a backend only (on the CPU the target's fp32 is the reference);
+    // checked, the backend also runs in fp32 and the summary gives that leg's verdict.
+    qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
+    test::openModel(m_session, s_checkpoint);
+    PrecisionPanel panel(m_session, m_jobs);
+    qunsetenv("DAY0_PLUGIN_PATH");
+    panel.resize(1400, 860);
+    panel.show();
+    auto* backends = panel.findChild<QComboBox*>(QStringLiteral("targetBackend"));
+    auto* leg = panel.findChild<QCheckBox*>(QStringLiteral("fp32Leg"));
+    auto* tokens = panel.findChild<QSpinBox*>(QStringLiteral("tokens"));
+    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
+    ASSERT_TRUE(backends && leg && tokens && runButton);
+    EXPECT_FALSE(leg->isEnabled()) << "the CPU target";
+    backends->setCurrentIndex(backends->findData(QStringLiteral("hostsim")));
+    ASSERT_TRUE(leg->isEnabled());
+    leg->setChecked(true);
+    tokens->setValue(1);
+    QTest::mouseClick(runButton, Qt::LeftButton);
+    test::settle(m_jobs);
+    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
+    ASSERT_TRUE(panel.current()->fp32Leg.has_value());
+    EXPECT_EQ(panel.current()->fp32Leg->failCount, 0);
+    auto* summary = panel.findChild<QLabel*>(QStringLiteral("precisionSummary"));
+    ASSERT_NE(summary, nullptr);
+    EXPECT_TRUE(summary->text().contains(QStringLiteral("fp32 leg")))
+        << summary->text().toStdString();
+    backends->setCurrentIndex(0);
+    EXPECT_FALSE(leg->isChecked());
 }
 
 TEST_F(PrecisionPanelTest, AMissingBackendShowsWhyAndRunsNothing)

@@ -8,6 +8,7 @@
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
@@ -172,6 +173,21 @@ QWidget* PrecisionPanel::createControls()
     m_target->setToolTip(tr("Emulated target precision (fp8, int8, nvfp4 and mxfp4 quantise the "
                             "projections; the run's recipe says what is rounded where)"));
     m_backend = createBackendCombo(box);
+    m_fp32Leg = new QCheckBox(tr("fp32 leg"), box);
+    m_fp32Leg->setObjectName(QStringLiteral("fp32Leg"));
+    m_fp32Leg->setToolTip(tr("Also run the backend in fp32 and judge it by the fp32 rules: a "
+                             "structural fault (a misread config, an epsilon or a RoPE frequency "
+                             "off) shows there even where the target precision's noise hides it. "
+                             "On the CPU the target's fp32 is the reference itself."));
+    const auto backendChosen = [this] {
+        const bool onBackend = m_backend->currentData().toString() != QStringLiteral("cpu");
+        m_fp32Leg->setEnabled(onBackend);
+        if (!onBackend) {
+            m_fp32Leg->setChecked(false);
+        }
+    };
+    connect(m_backend, &QComboBox::currentIndexChanged, this, backendChosen);
+    backendChosen();
     m_reference = new QComboBox(box);
     m_reference->setObjectName(QStringLiteral("referencePrecision"));
     m_reference->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
@@ -199,6 +215,7 @@ QWidget* PrecisionPanel::createControls()
     runRow->addWidget(m_target);
     runRow->addWidget(new QLabel(tr("on"), box));
     runRow->addWidget(m_backend);
+    runRow->addWidget(m_fp32Leg);
     runRow->addWidget(new QLabel(tr("vs"), box));
     runRow->addWidget(m_reference);
     runRow->addWidget(new QLabel(tr("Prompt"), box));
@@ -274,6 +291,7 @@ void PrecisionPanel::startFromControls()
     request.target.fp8Scaling = exec::Fp8Scaling(target >> 8);
     request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
     request.backend = fromQString(m_backend->currentData().toString());
+    request.fp32Leg = m_fp32Leg->isChecked();
     request.prompt = fromQString(m_prompt->text());
     request.tokens = m_tokens->value();
     run(std::move(request));
@@ -484,6 +502,16 @@ void PrecisionPanel::updateSummary()
         const std::string recipe = m_primary->target->info.extra.value("precision_recipe", "");
         if (!recipe.empty()) {
             text += tr("<br>Recipe: %1").arg(toQString(recipe).toHtmlEscaped());
+        }
+    }
+    if (const auto& leg = m_primary->fp32Leg) {
+        text += tr("<br>fp32 leg (the backend in fp32 against the reference): <b>%1</b>")
+                    .arg(toQString(leg->status()));
+        if (leg->firstDivergence) {
+            const auto& row = leg->rows[*leg->firstDivergence];
+            text += tr(", first failure at <b>%1</b>: %2")
+                        .arg(toQString(row.name).toHtmlEscaped(),
+                            toQString(row.verdict.reason).toHtmlEscaped());
         }
     }
     m_summary->setToolTip(dispatch);

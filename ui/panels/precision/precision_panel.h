@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -121,6 +122,7 @@ private:
     bool m_userAction = false; ///< the user ran or loaded something: no more demos
 
     QComboBox* m_target = nullptr;
+    QCheckBox* m_fp32Leg = nullptr;
     QComboBox* m_backend = nullptr; ///< "cpu" or a backend plugin's name
     QComboBox* m_reference = nullptr;
     QLineEdit* m_prompt = nullptr;

@@ -114,6 +114,7 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     run.options.promptIds = std::move(*ids);
     run.options.newTokens = request.tokens;
     run.options.backend = backend.get();
+    run.options.fp32Leg = request.fp32Leg;
     auto ran = actions::runCheckpoint(run, progress, stop);
     if (!ran) {
         return ran.error();
@@ -131,6 +132,7 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
         out->local = std::make_shared<const numerics::Dump>(std::move(result.injected->dump));
     }
     out->dispatch = result.target.dispatch;
+    out->fp32Leg = std::move(result.fp32LegComparison);
     out->label = fmt::format("{}{} vs {}", request.target.describe(),
         backend ? fmt::format(" on {}", backend->name()) : std::string(),
         exec::precisionName(request.reference));

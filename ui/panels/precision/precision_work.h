@@ -38,6 +38,9 @@ struct PrecisionRunRequest {
     /// "cuda" (operators it lacks fall back to the CPU). The reference always runs on the CPU.
     std::string backend = "cpu";
     int device = 0; ///< the backend's device index
+    /// Also run the backend target in fp32, judged by the fp32 rules (`day0 run --fp32-leg`);
+    /// a backend only: on the CPU the target's fp32 is the reference.
+    bool fp32Leg = false;
 };
 
 /// The prompt of the embedded demo as the prompt field shows it: actions::demoPromptIds(),
@@ -58,6 +61,8 @@ struct PrecisionRun {
     std::optional<std::int64_t> recordedRun; ///< id in the store, when recorded now
     std::string recordError; ///< why recording failed, when it did
     exec::DispatchReport dispatch; ///< where the target's operators ran (runs on a backend)
+    /// The fp32 leg's comparison against the reference, when the run had one.
+    std::optional<numerics::DumpComparison> fp32Leg;
     /// A comparison still growing (its rows so far, no first divergence), shown while the job
     /// runs; never recorded.
     bool partial = false;
