@@ -379,14 +379,15 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
 
 const bool registered = registerCommand({ "run",
     "forward + greedy decode on the CPU reference engine or a backend plugin (fp64/fp32 or "
-    "emulated bf16/fp16/fp8/int8/nvfp4/mxfp4) with dumps",
+    "emulated bf16/fp16/fp8/int8/nvfp4/mxfp4/int4) with dumps",
     50, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto a = std::make_shared<RunArgs>();
         app.add_option(
                "checkpoint", a->checkpoint, "checkpoint folder (config.json + *.safetensors)")
             ->required();
         app.add_option("--precision", a->precision,
-            "fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4 (default fp32)");
+            "fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, int4, int4-g32 (default "
+            "fp32)");
         app.add_option(
             "--op-precision", a->opPrecision, "per op kind, e.g. attention=fp32,router=fp32");
         app.add_option(

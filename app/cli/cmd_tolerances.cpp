@@ -26,6 +26,7 @@ struct TolerancesArgs {
     std::uint64_t seed = 1;
     double percentile = 100.0;
     double margin = 1.5;
+    std::string growth = "auto";
     std::string base;
     std::string name = "derived";
     int version = 1;
@@ -60,6 +61,21 @@ int runDerive(const TolerancesArgs& args, const GlobalOptions& global)
                         "--margin {:g}",
         args.precisions, args.runs, args.tokens, args.seed, args.percentile, args.margin);
     actions::DeriveTolerancesRequest request;
+    if (args.growth == "sqrt") {
+        request.derivation.growth = numerics::DepthGrowth::Sqrt;
+    } else if (args.growth == "linear") {
+        request.derivation.growth = numerics::DepthGrowth::Linear;
+    } else if (args.growth == "none") {
+        request.derivation.growth = numerics::DepthGrowth::None;
+    } else if (args.growth != "auto") {
+        return reportError(Error::badInput(fmt::format(
+            "--growth '{}': expected auto (the law the healthy errors follow), sqrt, linear or "
+            "none",
+            args.growth)));
+    }
+    if (args.growth != "auto") {
+        line += " --growth " + args.growth;
+    }
     for (const auto& c : args.checkpoints) {
         request.checkpoints.emplace_back(c);
     }
@@ -148,7 +164,8 @@ std::function<int()> setupTolerances(CLI::App& app, const GlobalOptions& global)
     derive->add_option("checkpoints", args->checkpoints, "healthy checkpoint folders")->required();
     derive
         ->add_option("--precision", args->precisions,
-            "target precisions, comma-separated: bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4")
+            "target precisions, comma-separated: bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, "
+            "int4, int4-g32")
         ->capture_default_str();
     derive->add_option("--runs", args->runs, "prompts per checkpoint and precision")
         ->capture_default_str();
@@ -161,6 +178,11 @@ std::function<int()> setupTolerances(CLI::App& app, const GlobalOptions& global)
             "share of the healthy values each limit covers before the margin (100: the largest)")
         ->capture_default_str();
     derive->add_option("--margin", args->margin, "limit = percentile value × margin")
+        ->capture_default_str();
+    derive
+        ->add_option("--growth", args->growth,
+            "how limits grow with depth: auto (the law that flattens the healthy errors best), "
+            "sqrt, linear or none")
         ->capture_default_str();
     derive->add_option("--base", args->base,
         "table whose rules are kept for the dtypes not run (default day0-default)");

@@ -94,7 +94,7 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
         if (p == exec::PrecisionMode::F32 || p == exec::PrecisionMode::F64) {
             return Error::badInput(fmt::format(
                 "--precision {}: a reference precision; derive limits for the emulated ones "
-                "(bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4)",
+                "(bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, int4, int4-g32)",
                 exec::precisionName(p)));
         }
     }

@@ -35,6 +35,9 @@ std::string_view dtypeName(DType t)
     if (t == DType::F4E2M1) {
         return "F4"; // safetensors' name; parseDType does not take it (see DType::F4E2M1)
     }
+    if (t == DType::I4) {
+        return "I4"; // no safetensors type; parseDType does not take it (see DType::I4)
+    }
     for (const auto& [type, name] : kNames) {
         if (type == t) {
             return name;

@@ -30,6 +30,10 @@ enum class DType : std::uint8_t {
     /// emulated FP4 precisions and their tolerance rules only: no tensor is stored in it (a
     /// safetensors "F4" tensor packs two values a byte and is not read as this type).
     F4E2M1,
+    /// Signed 4-bit integers, -8 … 7: the number format of the emulated group-wise int4 weights
+    /// and their tolerance rules only, stored in no tensor (packed int4 checkpoints hold them
+    /// two or eight to an I8/I32 element).
+    I4,
 };
 
 /// Size of one element in bytes.
@@ -56,6 +60,7 @@ constexpr int dtypeSize(DType t)
     case DType::U8:
     case DType::Bool:
     case DType::F4E2M1: // never a storage type (see above)
+    case DType::I4:
         return 1;
     }
     return 1;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,7 @@ namespace day0::exec {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, PrecisionMode>, 23> kAliases { {
+constexpr std::array<std::pair<std::string_view, PrecisionMode>, 26> kAliases { {
     { "fp64", PrecisionMode::F64 },
     { "f64", PrecisionMode::F64 },
     { "float64", PrecisionMode::F64 },
@@ -39,6 +40,9 @@ constexpr std::array<std::pair<std::string_view, PrecisionMode>, 23> kAliases { 
     { "w8a16", PrecisionMode::Int8 },
     { "nvfp4", PrecisionMode::Nvfp4 },
     { "mxfp4", PrecisionMode::Mxfp4 },
+    { "int4", PrecisionMode::Int4G128 },
+    { "int4-g128", PrecisionMode::Int4G128 },
+    { "int4-g32", PrecisionMode::Int4G32 },
 } };
 
 std::string lower(std::string_view s)
@@ -83,7 +87,8 @@ float amaxOf(std::span<const float> values)
 bool isQuantised(PrecisionMode m)
 {
     return m == PrecisionMode::F8E4M3 || m == PrecisionMode::F8E5M2 || m == PrecisionMode::Int8
-        || m == PrecisionMode::Nvfp4 || m == PrecisionMode::Mxfp4;
+        || m == PrecisionMode::Nvfp4 || m == PrecisionMode::Mxfp4 || m == PrecisionMode::Int4G128
+        || m == PrecisionMode::Int4G32;
 }
 
 /// NVFP4 of one row of `cols` values: an E4M3 scale per 16 (amax / 6, relative to the tensor's
@@ -98,6 +103,24 @@ void nvfp4Row(std::span<float> row, float global)
         const float scale = numerics::roundToFormat(amax / 6.0f / global, DType::F8E4M3) * global;
         for (float& v : block) {
             v = scale > 0.0f ? numerics::roundToE2m1(v / scale) * scale : 0.0f;
+        }
+    }
+}
+
+/// Symmetric int4 of one row in groups of `group`: scale = amax / 7.5 (half of the 15 steps
+/// from -8 to 7), values rounded to nearest even and clamped to [-8, 7] (compressed-tensors'
+/// calculate_qparams and quantize for a symmetric int group strategy).
+void int4Row(std::span<float> row, std::size_t group)
+{
+    for (std::size_t c0 = 0; c0 < row.size(); c0 += group) {
+        const auto block = row.subspan(c0, std::min(group, row.size() - c0));
+        const float amax = amaxOf(block);
+        if (amax == 0.0f || !std::isfinite(amax)) {
+            continue;
+        }
+        const float scale = std::max(amax / 7.5f, std::numeric_limits<float>::epsilon());
+        for (float& v : block) {
+            v = std::clamp(std::nearbyint(v / scale), -8.0f, 7.0f) * scale;
         }
     }
 }
@@ -158,6 +181,10 @@ std::string_view precisionName(PrecisionMode mode)
         return "nvfp4";
     case PrecisionMode::Mxfp4:
         return "mxfp4";
+    case PrecisionMode::Int4G128:
+        return "int4";
+    case PrecisionMode::Int4G32:
+        return "int4-g32";
     }
     return "?";
 }
@@ -198,7 +225,13 @@ Result<PrecisionMode> parsePrecision(std::string_view text)
             return mode;
         }
     }
-    if (s == "fp4" || s == "e2m1" || s == "w4a4" || s == "w4a16") {
+    if (s == "w4a16") {
+        return Error::badInput(fmt::format("precision '{}' is ambiguous: int4 (int4 weights, a "
+                                           "scale per 128 inputs), int4-g32 (a scale per 32) or "
+                                           "mxfp4 (E2M1 weights, a power-of-two scale per 32)",
+            text));
+    }
+    if (s == "fp4" || s == "e2m1" || s == "w4a4") {
         // Two FP4 recipes differ in what they scale and whether activations are FP4 too.
         return Error::badInput(fmt::format("precision '{}' is ambiguous: nvfp4 (weights and "
                                            "activations E2M1, an E4M3 scale per 16) or mxfp4 "
@@ -207,7 +240,8 @@ Result<PrecisionMode> parsePrecision(std::string_view text)
             text));
     }
     return Error::badInput(fmt::format(
-        "unknown precision '{}' (fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4)",
+        "unknown precision '{}' (fp64, fp32, bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, int4, "
+        "int4-g32)",
         text));
 }
 
@@ -231,6 +265,9 @@ DType precisionDType(PrecisionMode mode)
     case PrecisionMode::Nvfp4:
     case PrecisionMode::Mxfp4:
         return DType::F4E2M1;
+    case PrecisionMode::Int4G128:
+    case PrecisionMode::Int4G32:
+        return DType::I4;
     }
     return DType::F32;
 }
@@ -333,6 +370,16 @@ std::string modeRecipe(PrecisionMode mode, Fp8Scaling scaling)
                "data); fp32 accumulation, bf16 outputs; embedding, norms, attention, "
                "activations, router and lm_head as the bf16 recipe (ModelOpt's NVFP4 recipe as "
                "TensorRT-LLM, vLLM and SGLang serve it)";
+    case PrecisionMode::Int4G128:
+    case PrecisionMode::Int4G32:
+        return fmt::format("the projections' weights in int4, symmetric, one scale per {} inputs "
+                           "along the reduction (amax / 7.5, round to nearest even, clamp to "
+                           "[-8, 7]: compressed-tensors' pack-quantized int4{}); GEMM inputs in "
+                           "bf16, fp32 accumulation (W4A16, as vLLM's Marlin kernels serve it); "
+                           "everything else as the bf16 recipe",
+            mode == PrecisionMode::Int4G32 ? 32 : 128,
+            mode == PrecisionMode::Int4G32 ? ", Kimi-K2-Thinking's and Kimi-K2.5's group"
+                                           : ", llm-compressor's W4A16 preset");
     case PrecisionMode::Mxfp4:
         return "the projections' weights in MXFP4: E2M1 values, a power-of-two (E8M0) scale "
                "per 32 along the reduction, 2^(floor(log2 amax) − 2) as OCP MX v1.0 sets it; "
@@ -462,6 +509,17 @@ void roundGemmInput(std::span<float> values, std::int64_t rows, std::int64_t col
         }
         return;
     }
+    case PrecisionMode::Int4G128:
+    case PrecisionMode::Int4G32:
+        if (!isWeight) {
+            numerics::roundToFormat(values, DType::BF16);
+            return;
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+            int4Row(values.subspan(std::size_t(r * cols), std::size_t(cols)),
+                mode == PrecisionMode::Int4G32 ? 32 : 128);
+        }
+        return;
     case PrecisionMode::Mxfp4:
         if (!isWeight) {
             numerics::roundToFormat(values, DType::BF16);

@@ -29,14 +29,22 @@ enum class PrecisionMode {
     /// them on Hopper): the projections' weights in E2M1 with a power-of-two (E8M0) scale per 32
     /// values along the reduction, their inputs in bf16; bf16 elsewhere.
     Mxfp4,
+    /// Emulated int4 weight-only (W4A16), symmetric with one scale per 128 inputs along the
+    /// reduction: llm-compressor's W4A16 preset (compressed-tensors pack-quantized), as vLLM's
+    /// Marlin kernels serve it; bf16 elsewhere.
+    Int4G128,
+    /// As Int4G128 with one scale per 32 inputs: the group of Kimi-K2-Thinking's and Kimi-K2.5's
+    /// int4 quantisation-aware-trained experts.
+    Int4G32,
 };
 
-/// "fp64", "fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "int8", "nvfp4", "mxfp4".
+/// "fp64", "fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "int8", "nvfp4", "mxfp4", "int4",
+/// "int4-g32".
 std::string_view precisionName(PrecisionMode mode);
 /// Parses precisionName's spellings and common aliases (float32, bfloat16, e4m3, ...).
 Result<PrecisionMode> parsePrecision(std::string_view text);
 /// The dtype a tolerance table keys this mode by (F64, F32, BF16, F16, F8E4M3, F8E5M2, I8;
-/// F4E2M1 for both FP4 recipes).
+/// F4E2M1 for both FP4 recipes, I4 for both int4 groupings).
 DType precisionDType(PrecisionMode mode);
 /// The dtype activations are stored in between ops under this mode (F32 for the references).
 DType activationDType(PrecisionMode mode);

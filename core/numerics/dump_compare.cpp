@@ -361,7 +361,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         if (!p) {
             return Error::badInput(fmt::format(
                 "target dump: unknown precision '{}' (expected fp64, fp32, bf16, fp16, fp8, int8, "
-                "nvfp4, mxfp4)",
+                "nvfp4, mxfp4, int4)",
                 target.info.precision));
         }
         cmp.precision = *p;

@@ -41,6 +41,9 @@ FormatInfo formatInfo(DType dtype)
     case DType::F4E2M1:
         // OCP MX v1.0 §5.3.3: bias 1, no infinities or NaN, max 6, one subnormal (0.5).
         return { 2, 1, 0.25, 6.0, 1.0, 0.5, false };
+    case DType::I4:
+        // Symmetric group-wise int4: a step of amax / 7.5, half of it relative to amax.
+        return { 0, 3, 1.0 / 15.0, 7.0, 1.0, 1.0, false };
     default:
         return {};
     }

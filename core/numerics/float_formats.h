@@ -20,8 +20,9 @@ struct FormatInfo {
     bool hasInfinity = false;
 };
 
-/// Format constants of a floating dtype (F64, F32, F16, BF16, F8E4M3, F8E5M2). For I8 the
-/// unit roundoff is that of a symmetric 8-bit quantiser relative to its range (1/254).
+/// Format constants of a floating dtype (F64, F32, F16, BF16, F8E4M3, F8E5M2, F4E2M1). For I8
+/// the unit roundoff is that of a symmetric 8-bit quantiser relative to its range (1/254), for
+/// I4 that of the symmetric group-wise int4 one (1/15).
 FormatInfo formatInfo(DType dtype);
 
 // The bit conversions themselves are numerics/dtype_convert.h (the one implementation, used by

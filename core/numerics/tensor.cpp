@@ -111,6 +111,7 @@ double loadAsDouble(const std::byte* p, DType dtype)
     case DType::Bool:
         return double(loadRaw<std::uint8_t>(p));
     case DType::F4E2M1:
+    case DType::I4:
         // Never a tensor's dtype (a number format of the emulation only): NaN, not a guess.
         return std::numeric_limits<double>::quiet_NaN();
     }
@@ -174,6 +175,7 @@ void storeFromDouble(std::byte* p, DType dtype, double value)
         storeRaw(p, std::uint8_t(value != 0.0 ? 1 : 0));
         break;
     case DType::F4E2M1:
+    case DType::I4:
         storeRaw(p, std::uint8_t(0xFF)); // never a tensor's dtype (see loadAsDouble)
         break;
     }

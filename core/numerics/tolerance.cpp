@@ -112,6 +112,11 @@ std::optional<DType> parseToleranceDType(std::string_view name)
             return DType::F4E2M1;
         }
     }
+    for (const char* int4 : { "int4", "i4", "int4-g32", "int4_g32", "int4-g128", "int4_g128" }) {
+        if (s == int4) {
+            return DType::I4;
+        }
+    }
     return parseDTypeLoose(name);
 }
 

@@ -40,7 +40,8 @@ int layerOfAnchor(std::string_view capture);
 
 /// A tolerance rule's or a dump's dtype key: parseDTypeLoose's spellings plus those of the FP4
 /// format the nvfp4 and mxfp4 targets are judged by ("fp4", "e2m1", "nvfp4", "mxfp4" ->
-/// F4E2M1), which no tensor is stored in and parseDTypeLoose therefore refuses.
+/// F4E2M1; "int4", "int4-g32" -> I4), which no tensor is stored in and parseDTypeLoose
+/// therefore refuses.
 std::optional<DType> parseToleranceDType(std::string_view name);
 
 /// How the allowed accumulated error grows with depth.

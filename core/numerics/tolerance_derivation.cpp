@@ -65,6 +65,8 @@ std::string dtypePrefix(DType d)
         return "int8";
     case DType::F4E2M1:
         return "fp4";
+    case DType::I4:
+        return "int4";
     default:
         return std::string(dtypeName(d));
     }
@@ -205,7 +207,7 @@ Result<json> deriveToleranceTable(
     json growthEvidence = json::object();
     DepthGrowth growth = DepthGrowth::Sqrt;
     double best = std::numeric_limits<double>::max();
-    for (DepthGrowth g : { DepthGrowth::Sqrt, DepthGrowth::Linear }) {
+    const auto meanSpread = [&](DepthGrowth g) {
         double spread = 0.0;
         int n = 0;
         for (const auto& [dtype, ops] : groups) {
@@ -214,12 +216,20 @@ Result<json> deriveToleranceTable(
                 ++n;
             }
         }
-        const double mean = n > 0 ? spread / n : 0.0;
+        return n > 0 ? spread / n : 0.0;
+    };
+    for (DepthGrowth g : { DepthGrowth::Sqrt, DepthGrowth::Linear }) {
+        const double mean = meanSpread(g);
         growthEvidence[growthName(g)] = mean;
         if (mean < best - 1e-12) {
             best = mean;
             growth = g;
         }
+    }
+    if (o.growth) {
+        growth = *o.growth;
+        best = meanSpread(growth);
+        growthEvidence[growthName(growth)] = best;
     }
 
     json rules = json::array();
@@ -332,11 +342,11 @@ Result<json> deriveToleranceTable(
     json derivation;
     derivation["summary"] = fmt::format(
         "derived from {} healthy runs ({}) of {}; limit = the {:g}th percentile of each dtype × "
-        "op's own and depth-normalised accumulated errors × {:g}; {} growth with depth (it "
-        "flattens the errors' per-depth medians best: spread {:.2f} against {:.2f}); other dtypes "
-        "from {}",
+        "op's own and depth-normalised accumulated errors × {:g}; {} growth with depth ({}: "
+        "spread of the errors' per-depth medians {:.2f} against {:.2f}); other dtypes from {}",
         runs.size(), fmt::join(perDtype, ", "), fmt::join(models, ", "), o.percentile, o.margin,
-        growthName(growth), best,
+        growthName(growth),
+        o.growth ? "pinned by --growth" : "it flattens them best", best,
         growth == DepthGrowth::Linear ? growthEvidence["sqrt"].get<double>()
                                       : growthEvidence["linear"].get<double>(),
         base.label());

@@ -34,6 +34,10 @@ struct DerivationOptions {
     /// Which share of the healthy values the limit covers before the margin (100: the largest).
     double percentile = 100.0;
     double margin = 1.5; ///< limit = percentile value × margin
+    /// The depth growth of the limits; nullopt: the law that flattens the healthy errors'
+    /// per-depth medians best. Pinning it is for when the evidence is a tie (the derivation
+    /// records both the choice and the evidence).
+    std::optional<DepthGrowth> growth;
     std::string command; ///< the command line that produced the runs, recorded
 };
 

@@ -37,6 +37,8 @@ GemmPlan planGemm(exec::PrecisionMode mode, exec::Fp8Scaling scaling, std::int64
     case PrecisionMode::Int8:
     case PrecisionMode::Nvfp4:
     case PrecisionMode::Mxfp4:
+    case PrecisionMode::Int4G128:
+    case PrecisionMode::Int4G32:
         // Quantised on the host as the CPU emulation does (exec::roundGemmInput); cuBLAS runs
         // fp32 on the rounded inputs. A native FP4 GEMM needs Blackwell's block-scaled cuBLASLt.
         plan.path = GemmPath::F32OnRounded;

@@ -1,7 +1,7 @@
 // The default tolerance table's false alarms and misses (issue 18): healthy runs of a trained
-// and of random shrunk models in bf16, fp16, fp8, nvfp4 and mxfp4, on prompts the table was not
-// derived from, and deliberately broken bf16 targets, each of which must fail at the first layer
-// it breaks.
+// and of random shrunk models in bf16, fp16, fp8, nvfp4, mxfp4 and int4, on prompts the table
+// was not derived from, and deliberately broken bf16 targets, each of which must fail at the
+// first layer it breaks.
 // The figures of record for the README's precision section are this program's output.
 // Timed, with its baseline measured in the same run: one healthy bf16 run with its reference and
 // inject-mode run, relative to the reference's forward pass alone.

@@ -105,26 +105,32 @@ TEST(PrecisionCli, RunRejectsBadInput)
     EXPECT_NE(r.err.find("safetensors"), std::string::npos) << r.err;
 }
 
-TEST(PrecisionCli, Fp4AndFp8RecipesRunAndAreJudgedByTheirOwnRules)
+TEST(PrecisionCli, Fp4Int4AndFp8RecipesRunAndAreJudgedByTheirOwnRules)
 {
-    // NVFP4 (W4A4) and MXFP4 (W4A16) targets pass the default table's fp4 rules and say what
-    // they round where; fp8's channel scaling names its recipe; "fp4" alone is ambiguous.
-    for (const char* precision : { "nvfp4", "mxfp4" }) {
+    // NVFP4 (W4A4), MXFP4 and int4 (W4A16) targets pass the default table's fp4 and int4 rules
+    // and say what they round where; fp8's channel scaling names its recipe; "fp4" alone is
+    // ambiguous.
+    struct Recipe {
+        const char* precision;
+        const char* phrase;
+        const char* rules;
+    };
+    for (const Recipe& c : { Recipe { "nvfp4", "E4M3 scale per 16", "fp4." },
+             Recipe { "mxfp4", "power-of-two (E8M0) scale", "fp4." },
+             Recipe { "int4", "one scale per 128 inputs", "int4." },
+             Recipe { "int4-g32", "one scale per 32 inputs", "int4." } }) {
         const auto r = runDay0({ "run", kTiny, "--ids", kIds, "--tokens", "2", "--precision",
-            precision, "--reference", "fp32", "--inject", "--json" });
-        ASSERT_EQ(r.exitCode, 0) << precision << ": " << r.err;
+            c.precision, "--reference", "fp32", "--inject", "--json" });
+        ASSERT_EQ(r.exitCode, 0) << c.precision << ": " << r.err;
         const auto j = r.json();
-        EXPECT_EQ(j["comparison"]["status"], "pass") << precision;
+        EXPECT_EQ(j["comparison"]["status"], "pass") << c.precision;
         const std::string recipe = j["target"]["precision_recipe"];
-        EXPECT_NE(recipe.find(std::string(precision) == "nvfp4" ? "E4M3 scale per 16"
-                                                                  : "power-of-two (E8M0) scale"),
-            std::string::npos)
-            << recipe;
-        bool fp4Rule = false;
+        EXPECT_NE(recipe.find(c.phrase), std::string::npos) << recipe;
+        bool ownRule = false;
         for (const auto& row : j["comparison"]["captures"]) {
-            fp4Rule = fp4Rule || row["verdict"]["rule"].get<std::string>().starts_with("fp4.");
+            ownRule = ownRule || row["verdict"]["rule"].get<std::string>().starts_with(c.rules);
         }
-        EXPECT_TRUE(fp4Rule) << precision << ": judged by the fp4 rules";
+        EXPECT_TRUE(ownRule) << c.precision << ": judged by the " << c.rules << " rules";
     }
     auto r = runDay0({ "run", kTiny, "--ids", kIds, "--tokens", "2", "--precision", "fp8",
         "--fp8-scaling", "channel", "--json" });

@@ -49,8 +49,8 @@ struct BrokenOutcome {
 /// when missing.
 Result<std::vector<std::filesystem::path>> detectionModels(const std::filesystem::path& scratch);
 
-/// Every model × bf16/fp16/fp8/nvfp4/mxfp4 × `prompts` prompts (seed 7: not the derivation's
-/// prompts).
+/// Every model × bf16/fp16/fp8/nvfp4/mxfp4/int4/int4-g32 × `prompts` prompts (seed 7: not the
+/// derivation's prompts).
 Result<std::vector<HealthyOutcome>> runHealthySuite(
     const std::vector<std::filesystem::path>& models, const numerics::ToleranceTable& table,
     int prompts);

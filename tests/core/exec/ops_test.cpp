@@ -465,3 +465,42 @@ TEST(Precision, Fp8ChannelScalingScalesEachRow)
     const float scale = 0.01f / 448.0f;
     EXPECT_FLOAT_EQ(v[3], numerics::roundToFormat(0.003f / scale, DType::F8E4M3) * scale);
 }
+
+TEST(Precision, Int4WeightsAreSymmetricGroupwise)
+{
+    EXPECT_EQ(*parsePrecision("int4"), PrecisionMode::Int4G128);
+    EXPECT_EQ(*parsePrecision("INT4-G32"), PrecisionMode::Int4G32);
+    EXPECT_EQ(precisionDType(PrecisionMode::Int4G32), DType::I4);
+    const auto ambiguous = parsePrecision("w4a16");
+    ASSERT_FALSE(ambiguous.ok());
+    EXPECT_NE(ambiguous.error().message.find("int4-g32"), std::string::npos);
+    EXPECT_NE(precisionRecipe(*parsePrecisionPlan("int4-g32")).find("one scale per 32"),
+        std::string::npos);
+    // Group 0 (32 values): amax 7.5 -> scale 1 exactly; 7.5 rounds to 8 (even) and clamps to 7,
+    // -7.5 reaches -8; the ties 2.5 and 3.5 go to the even 2 and 4. Group 1: amax 0.9375 ->
+    // scale 0.125, and 0.3125 (2.5 steps) goes to 2 steps.
+    std::vector<float> w(64, 0.0f);
+    w[0] = 7.5f;
+    w[1] = -7.5f;
+    w[2] = 2.5f;
+    w[3] = 3.5f;
+    w[32] = 0.9375f;
+    w[33] = 0.3125f;
+    roundGemmInput(w, 1, 64, PrecisionMode::Int4G32, Fp8Scaling::PerTensor, true);
+    EXPECT_EQ(w[0], 7.0f);
+    EXPECT_EQ(w[1], -8.0f);
+    EXPECT_EQ(w[2], 2.0f);
+    EXPECT_EQ(w[3], 4.0f);
+    EXPECT_EQ(w[32], 7.0f * 0.125f);
+    EXPECT_EQ(w[33], 2.0f * 0.125f);
+    // With groups of 128 the same values share one scale (1): 0.3125 rounds to 0.
+    std::vector<float> g(64, 0.0f);
+    g[0] = 7.5f;
+    g[33] = 0.3125f;
+    roundGemmInput(g, 1, 64, PrecisionMode::Int4G128, Fp8Scaling::PerTensor, true);
+    EXPECT_EQ(g[33], 0.0f);
+    // Activations stay bf16.
+    std::vector<float> a { 1.0f + 1.0f / 256.0f };
+    roundGemmInput(a, 1, 1, PrecisionMode::Int4G128, Fp8Scaling::PerTensor, false);
+    EXPECT_EQ(a[0], 1.0f);
+}

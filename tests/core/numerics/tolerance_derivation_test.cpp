@@ -133,5 +133,25 @@ TEST(ToleranceDerivation, RefusesWhatIsNotAHealthyRun)
     EXPECT_FALSE(deriveToleranceTable({ empty }, baseTable(), DerivationOptions {}));
 }
 
+TEST(ToleranceDerivation, APinnedGrowthLawIsUsedAndRecordedBesideTheEvidence)
+{
+    // Errors that grow as sqrt(1 + depth), with the law pinned to linear: the table grows
+    // linearly and its derivation says the law was pinned and what the errors showed.
+    const std::vector<HealthyRun> runs = { syntheticRun(0.01, DepthGrowth::Sqrt, 0.004) };
+    DerivationOptions o;
+    o.growth = DepthGrowth::Linear;
+    auto j = deriveToleranceTable(runs, baseTable(), o);
+    ASSERT_TRUE(j) << j.error().message;
+    EXPECT_EQ((*j)["accumulated_growth"], "linear");
+    const std::string summary = (*j)["derivation"]["summary"];
+    EXPECT_NE(summary.find("pinned by --growth"), std::string::npos) << summary;
+    EXPECT_LT((*j)["derivation"]["growth_spread"]["sqrt"].get<double>(),
+        (*j)["derivation"]["growth_spread"]["linear"].get<double>());
+    o.growth.reset();
+    j = deriveToleranceTable(runs, baseTable(), o);
+    ASSERT_TRUE(j) << j.error().message;
+    EXPECT_EQ((*j)["accumulated_growth"], "sqrt");
+}
+
 } // namespace
 } // namespace day0::numerics

@@ -172,6 +172,11 @@ TEST(Tolerance, BundledTableLoadsAndHonoursPolicy)
     EXPECT_EQ(parseToleranceDType("nvfp4"), DType::F4E2M1);
     EXPECT_EQ(parseToleranceDType("MXFP4"), DType::F4E2M1);
     EXPECT_EQ(parseToleranceDType("bf16"), DType::BF16);
+    EXPECT_EQ(parseToleranceDType("int4-g32"), DType::I4);
+    const auto* int4 = table->match(DType::I4, OpKind::Mlp);
+    ASSERT_NE(int4, nullptr);
+    EXPECT_EQ(int4->id, "int4.mlp");
+    EXPECT_FALSE(parseDTypeLoose("int4").has_value());
     // Only tolerance keys take the FP4 spellings: a tensor or plan dtype of "fp4" stays unknown.
     EXPECT_FALSE(parseDTypeLoose("fp4").has_value());
     EXPECT_FALSE(parseDType("F4").has_value());

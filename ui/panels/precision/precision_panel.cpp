@@ -164,14 +164,17 @@ QWidget* PrecisionPanel::createControls()
         { "int8", PrecisionMode::Int8, Fp8Scaling::PerTensor },
         { "nvfp4", PrecisionMode::Nvfp4, Fp8Scaling::PerTensor },
         { "mxfp4", PrecisionMode::Mxfp4, Fp8Scaling::PerTensor },
+        { "int4", PrecisionMode::Int4G128, Fp8Scaling::PerTensor },
+        { "int4-g32", PrecisionMode::Int4G32, Fp8Scaling::PerTensor },
     };
     for (const auto& t : targets) {
         m_target->addItem(QString::fromLatin1(t.label), int(t.mode) | (int(t.scaling) << 8));
     }
     // fp32 last: against the fp64 reference it measures a backend's own kernels.
     m_target->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
-    m_target->setToolTip(tr("Emulated target precision (fp8, int8, nvfp4 and mxfp4 quantise the "
-                            "projections; the run's recipe says what is rounded where)"));
+    m_target->setToolTip(tr("Emulated target precision (fp8, int8, nvfp4, mxfp4 and int4 "
+                            "quantise the projections; the run's recipe says what is rounded "
+                            "where)"));
     m_backend = createBackendCombo(box);
     m_fp32Leg = new QCheckBox(tr("fp32 leg"), box);
     m_fp32Leg->setObjectName(QStringLiteral("fp32Leg"));
