@@ -163,7 +163,8 @@ const bool registered = registerCommand({ "opcheck",
             "target: bf16 (default), fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, int4, int4-g32, "
             "fp32");
         app.add_option("--op-precision", a->opPrecision, "per op kind, e.g. attention=fp32");
-        app.add_option("--fp8-scaling", a->fp8Scaling, "fp8 scales: tensor (default), block or channel");
+        app.add_option(
+            "--fp8-scaling", a->fp8Scaling, "fp8 scales: tensor (default), block or channel");
         app.add_option("--tokens", a->tokens, "rows of every random activation (default 16)");
         app.add_option(
             "--max-outputs", a->maxOutputs, "cap on output features per GEMM (default 4096)");

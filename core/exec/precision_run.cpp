@@ -144,9 +144,8 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
 
 bool precisionRunPassed(const PrecisionRunResult& result)
 {
-    const auto passed = [](const std::optional<numerics::DumpComparison>& c) {
-        return !c || c->failCount == 0;
-    };
+    const auto passed
+        = [](const std::optional<numerics::DumpComparison>& c) { return !c || c->failCount == 0; };
     return passed(result.comparison) && passed(result.fp32LegComparison);
 }
 

@@ -345,8 +345,7 @@ Result<json> deriveToleranceTable(
         "op's own and depth-normalised accumulated errors × {:g}; {} growth with depth ({}: "
         "spread of the errors' per-depth medians {:.2f} against {:.2f}); other dtypes from {}",
         runs.size(), fmt::join(perDtype, ", "), fmt::join(models, ", "), o.percentile, o.margin,
-        growthName(growth),
-        o.growth ? "pinned by --growth" : "it flattens them best", best,
+        growthName(growth), o.growth ? "pinned by --growth" : "it flattens them best", best,
         growth == DepthGrowth::Linear ? growthEvidence["sqrt"].get<double>()
                                       : growthEvidence["linear"].get<double>(),
         base.label());

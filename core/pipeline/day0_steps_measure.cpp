@@ -7,6 +7,7 @@
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
+#include "exec/emulated_ops.h"
 #include "exec/precision_run.h"
 #include "hardware/cluster.h"
 #include "model/layer_graph.h"
@@ -240,6 +241,9 @@ Step precisionStep(ValidationState& s)
             o.promptIds = s.promptIds;
             o.newTokens = s.options.tokens;
             o.backend = s.options.backend.get();
+            // A backend also runs its fp32 leg: a structural fault (a misread config, an epsilon
+            // or a RoPE frequency off) can lie below a low-precision target's rounding noise.
+            o.fp32Leg = o.backend != nullptr && exec::isEmulated(o.target.base);
             auto ran = actions::runCheckpoint(request, ctx.progress, ctx.stop);
             if (!ran) {
                 return ran.error();
@@ -280,10 +284,22 @@ Step precisionStep(ValidationState& s)
             const std::string verdicts = fmt::format(
                 "{}{} against {} ({}): {} pass, {} warn, {} fail", o.target.describe(), where,
                 s.options.reference, c.table, c.passCount, c.warnCount, c.failCount);
-            if (c.failCount > 0) {
-                return Error::checkFailed(fmt::format("{}; {}", verdicts, divergence));
+            std::string leg;
+            if (const auto& l = run->fp32LegComparison) {
+                report.metrics["fp32_leg_fail"] = l->failCount;
+                leg = fmt::format("; its fp32 leg on {}: {}", o.backend->name(), l->status());
+                if (l->firstDivergence) {
+                    const auto& row = l->rows[*l->firstDivergence];
+                    leg += fmt::format(", first at {}", row.name);
+                    report.details.insert(report.details.begin(),
+                        fmt::format("fp32 leg: {}: {}", row.name, row.verdict.reason));
+                }
             }
-            report.summary = fmt::format("{}; {}{}", verdicts, divergence, logits);
+            if (c.failCount > 0
+                || (run->fp32LegComparison && run->fp32LegComparison->failCount > 0)) {
+                return Error::checkFailed(fmt::format("{}; {}{}", verdicts, divergence, leg));
+            }
+            report.summary = fmt::format("{}; {}{}{}", verdicts, divergence, logits, leg);
             return report;
         } };
 }

@@ -127,7 +127,8 @@ void printSummary(const bench::BenchTimes& times)
         twoLegCaught += b.caughtWithFp32Leg() ? 1 : 0;
         fmt::print("  {:<24} {:<55} {}{}  {}\n", b.model, b.kind,
             b.caught() ? "caught" : (b.failed ? "failed at the wrong layer" : "MISSED"),
-            b.caught() ? "" : (b.caughtInFp32 ? " (its fp32 leg: caught)" : " (fp32 leg: missed too)"),
+            b.caught() ? ""
+                       : (b.caughtInFp32 ? " (its fp32 leg: caught)" : " (fp32 leg: missed too)"),
             b.firstFailure.empty() ? std::string("no capture failed") : b.firstFailure);
     }
     fmt::print("\nFalse alarms: {} of {} healthy runs ({} captures judged). Caught at the first "

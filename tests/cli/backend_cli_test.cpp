@@ -187,6 +187,26 @@ TEST_F(HostSimRun, ValidateRunsThePrecisionAndPerformanceStepsOnTheBackend)
     EXPECT_EQ(show.json()["backend"], "hostsim");
 }
 
+TEST_F(HostSimRun, ValidatingALowerPrecisionOnABackendRunsItsFp32Leg)
+{
+    const auto r
+        = runDay0({ "validate", "qwen3-0.6b", "--backend", "hostsim", "--precision", "bf16",
+            "--plan", "tp=2", "--work", s_dir + "/validate-bf16", "--json", "-q", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    bool found = false;
+    for (const auto& step : j["steps"]) {
+        if (step["id"] == "precision") {
+            found = true;
+            EXPECT_NE(step["summary"].get<std::string>().find("its fp32 leg on hostsim: pass"),
+                std::string::npos)
+                << step["summary"];
+            EXPECT_EQ(step["metrics"].value("fp32_leg_fail", -1.0), 0.0);
+        }
+    }
+    EXPECT_TRUE(found);
+}
+
 TEST_F(HostSimRun, EveryRankOfAPlanComputesOnItsOwnBackend)
 {
     const auto cpu = runDay0({ "run", s_dir + "/m", "--plan", "tp=2", "--ids", "1,2,3,4",
@@ -274,8 +294,8 @@ TEST_F(HostSimRun, TheFp32LegRunsThePluginInFp32AgainstTheReference)
     EXPECT_EQ(j["fp32_leg"]["comparison"]["status"], "pass");
     EXPECT_TRUE(
         std::filesystem::exists(std::filesystem::path(dumps) / "target-fp32" / "dump.json"));
-    r = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--precision", "bf16", "--reference",
-        "fp32", "--fp32-leg" });
+    r = runDay0({ "run", s_dir + "/m", "--ids", "1,2", "--precision", "bf16", "--reference", "fp32",
+        "--fp32-leg" });
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("without --backend"), std::string::npos) << r.err;
 }

@@ -252,7 +252,8 @@ Result<std::vector<HealthyOutcome>> runHealthySuite(
             if (!prompt) {
                 return prompt.error();
             }
-            for (const char* precision : { "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "int4", "int4-g32" }) {
+            for (const char* precision :
+                { "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "int4", "int4-g32" }) {
                 exec::PrecisionRunOptions o;
                 o.target = *exec::parsePrecisionPlan(precision);
                 o.reference = exec::PrecisionMode::F32;

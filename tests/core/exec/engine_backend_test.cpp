@@ -1,8 +1,8 @@
 // The engine's forward pass on a compute backend (exec::Backend): every float operator goes to
 // the backend, operators it declines fall back to the CPU reference and are counted, and a
 // failing backend stops the run naming itself and the operator.
-#include "exec/backend.h"
 #include "base/resources.h"
+#include "exec/backend.h"
 #include "exec/engine.h"
 #include "exec/precision_run.h"
 #include "numerics/dump_compare.h"

@@ -358,8 +358,8 @@ TEST(Precision, PlansAndOverrides)
     auto block = *parsePrecisionPlan("fp8");
     block.fp8Scaling = Fp8Scaling::Block;
     EXPECT_NE(precisionRecipe(block).find("block scales"), std::string::npos);
-    EXPECT_NE(recipe("fp8-e5m2").find("fp8 e5m2 with one dynamic scale per tensor"),
-        std::string::npos);
+    EXPECT_NE(
+        recipe("fp8-e5m2").find("fp8 e5m2 with one dynamic scale per tensor"), std::string::npos);
     EXPECT_NE(recipe("int8").find("int8, symmetric per output channel"), std::string::npos);
     EXPECT_EQ(recipe("bf16").find("except"), std::string::npos);
     EXPECT_NE(recipe("bf16", "attention=fp32")
