@@ -76,6 +76,12 @@ int runDerive(const TolerancesArgs& args, const GlobalOptions& global)
     if (args.growth != "auto") {
         line += " --growth " + args.growth;
     }
+    // The rest of what decides the table, so that the recorded line reproduces it.
+    if (!args.base.empty()) {
+        const std::filesystem::path b(args.base);
+        line += " --base " + (b.has_parent_path() ? b.filename().string() : args.base);
+    }
+    line += fmt::format(" --name {} --version {}", args.name, args.version);
     for (const auto& c : args.checkpoints) {
         request.checkpoints.emplace_back(c);
     }

@@ -34,6 +34,9 @@ TEST(TolerancesCli, DerivesATableThatRecordsHowAndThatRunsUse)
     EXPECT_EQ(d["margin"], 1.5);
     EXPECT_EQ(d["command"].get<std::string>().find(DAY0_TEST_DATA_DIR), std::string::npos)
         << "no machine path recorded: " << d["command"];
+    // The recorded line holds every option that shapes the table.
+    EXPECT_NE(d["command"].get<std::string>().find("--name mine --version 1"), std::string::npos)
+        << d["command"];
     // Every bf16 rule it derived names its largest healthy value; the fp32 rules are kept.
     int bf16 = 0;
     bool fp32 = false;
