@@ -365,14 +365,8 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         fmt::print("\n{}", renderComparison(*result->comparison, a.all));
     }
     if (result->fp32LegComparison) {
-        const auto& leg = *result->fp32LegComparison;
-        fmt::print(
-            "\nfp32 leg ({} in fp32 against the reference): {}", (*backend)->name(), leg.status());
-        if (leg.firstDivergence) {
-            const auto& row = leg.rows[*leg.firstDivergence];
-            fmt::print(", first failure {}: {}", row.name, row.verdict.reason);
-        }
-        fmt::print("\n");
+        fmt::print("\nfp32 leg ({} in fp32 against the reference): {}\n", (*backend)->name(),
+            exec::fp32LegSummary(*result->fp32LegComparison));
     }
     return code;
 }

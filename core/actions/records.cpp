@@ -170,13 +170,9 @@ history::RunRecord precisionRunRecord(const model::ModelSpec& spec, const std::s
         const auto& leg = *result.fp32LegComparison;
         r.setProperty("fp32_leg", leg.status());
         r.addMetric("fp32_leg_failed", double(leg.failCount));
+        r.info.message += "; fp32 leg: " + exec::fp32LegSummary(leg);
         if (leg.failCount > 0) {
             r.info.status = history::RunStatus::Failed;
-            r.info.message += fmt::format("; fp32 leg: {} of {} captures failed, first at {}",
-                leg.failCount, leg.rows.size(),
-                leg.firstDivergence ? leg.rows[*leg.firstDivergence].name : std::string("?"));
-        } else {
-            r.info.message += "; fp32 leg within tolerance";
         }
     }
     return r;

@@ -17,10 +17,6 @@ namespace {
 
 std::int64_t ceilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// OCP MX v1.0 E2M1: the 16 codes in order (the same table as transformers' FP4_VALUES).
-constexpr std::array<float, 16> kE2m1 = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-    -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
-
 Result<void> checkTarget(const char* what, DType to)
 {
     if (to != DType::F32 && to != DType::BF16 && to != DType::F16) {
@@ -50,8 +46,6 @@ Result<void> storeRow(
 }
 
 } // namespace
-
-float e2m1ToFloat(std::uint8_t nibble) { return kE2m1[nibble & 0x0F]; }
 
 float e8m0ToFloat(std::uint8_t e)
 {
@@ -89,7 +83,7 @@ Result<void> dequantizeFp4(std::span<const std::byte> codes, std::span<const std
         const std::uint8_t* cr = c + r * rowBytes;
         for (std::int64_t k = 0; k < cols; ++k) {
             const std::uint8_t byte = cr[k / 2];
-            const float v = kE2m1[(k % 2 == 0 ? byte : byte >> 4) & 0x0F];
+            const float v = numerics::e2m1ToFloat(k % 2 == 0 ? byte : std::uint8_t(byte >> 4));
             const float x = v * scale[std::size_t(k / group)];
             // NVFP4: e2m1 × e4m3 is exact in float; only the global factor rounds.
             row[std::size_t(k)] = scaleKind == Fp4Scale::E8M0 ? x : x * global;

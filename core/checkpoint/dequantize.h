@@ -13,10 +13,6 @@
 
 namespace day0::checkpoint {
 
-/// An E2M1 (FP4) code, the low 4 bits of `nibble` → its value: bit 3 sign, bits 2–1 exponent
-/// (bias 1), bit 0 mantissa; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
-float e2m1ToFloat(std::uint8_t nibble);
-
 /// An E8M0 scale byte → 2^(e − 127); 0xFF is NaN.
 float e8m0ToFloat(std::uint8_t e);
 

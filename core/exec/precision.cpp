@@ -511,22 +511,19 @@ void roundGemmInput(std::span<float> values, std::int64_t rows, std::int64_t col
     }
     case PrecisionMode::Int4G128:
     case PrecisionMode::Int4G32:
-        if (!isWeight) {
-            numerics::roundToFormat(values, DType::BF16);
-            return;
-        }
-        for (std::int64_t r = 0; r < rows; ++r) {
-            int4Row(values.subspan(std::size_t(r * cols), std::size_t(cols)),
-                mode == PrecisionMode::Int4G32 ? 32 : 128);
-        }
-        return;
     case PrecisionMode::Mxfp4:
+        // W4A16: 4-bit weights in groups along each row, bf16 activations.
         if (!isWeight) {
             numerics::roundToFormat(values, DType::BF16);
             return;
         }
         for (std::int64_t r = 0; r < rows; ++r) {
-            mxfp4Row(values.subspan(std::size_t(r * cols), std::size_t(cols)));
+            const auto row = values.subspan(std::size_t(r * cols), std::size_t(cols));
+            if (mode == PrecisionMode::Mxfp4) {
+                mxfp4Row(row);
+            } else {
+                int4Row(row, mode == PrecisionMode::Int4G32 ? 32 : 128);
+            }
         }
         return;
     case PrecisionMode::F8E4M3:

@@ -106,6 +106,15 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         }
         result.injected = std::move(*i);
     }
+    // A run against the reference, judged by the rules of `precision`.
+    const auto judged
+        = [&](const numerics::Dump& target, DType precision, const numerics::Dump* local) {
+              numerics::CompareOptions co;
+              co.table = options.table;
+              co.precision = precision;
+              co.local = local;
+              return numerics::compareDumps(result.reference->dump, target, co, progress, stop);
+          };
     if (options.fp32Leg) {
         RunOptions leg = run;
         leg.precision = PrecisionPlan { PrecisionMode::F32, {}, {}, Fp8Scaling::PerTensor };
@@ -115,31 +124,33 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
             return l.error();
         }
         result.fp32Leg = std::move(*l);
-        numerics::CompareOptions co;
-        co.table = options.table;
-        co.precision = DType::F32;
         progress.setStage("fp32 leg comparison");
-        auto cmp = numerics::compareDumps(
-            result.reference->dump, result.fp32Leg->dump, co, progress, stop);
+        auto cmp = judged(result.fp32Leg->dump, DType::F32, nullptr);
         if (!cmp) {
             return cmp.error().withContext("fp32 leg");
         }
         result.fp32LegComparison = std::move(*cmp);
     }
     if (result.reference) {
-        numerics::CompareOptions co;
-        co.table = options.table;
-        co.precision = precisionDType(options.target.base);
-        co.local = result.injected ? &result.injected->dump : nullptr;
         progress.setStage("comparison");
-        auto cmp = numerics::compareDumps(
-            result.reference->dump, result.target.dump, co, progress, stop);
+        auto cmp = judged(result.target.dump, precisionDType(options.target.base),
+            result.injected ? &result.injected->dump : nullptr);
         if (!cmp) {
             return cmp.error();
         }
         result.comparison = std::move(*cmp);
     }
     return result;
+}
+
+std::string fp32LegSummary(const numerics::DumpComparison& leg)
+{
+    if (!leg.firstDivergence) {
+        return leg.status();
+    }
+    const auto& row = leg.rows[*leg.firstDivergence];
+    return fmt::format("{}: {} of {} captures failed, first at {}: {}", leg.status(), leg.failCount,
+        leg.rows.size(), row.name, row.verdict.reason);
 }
 
 bool precisionRunPassed(const PrecisionRunResult& result)

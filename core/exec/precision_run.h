@@ -44,6 +44,10 @@ struct PrecisionRunResult {
     std::optional<numerics::DumpComparison> fp32LegComparison; ///< it against the reference
 };
 
+/// The fp32 leg's verdict in words: "pass", or "fail: 2 of 40 captures failed, first at
+/// <capture>: <the verdict's reason>".
+std::string fp32LegSummary(const numerics::DumpComparison& leg);
+
 /// Whether a precision run's checks passed: its comparison and its fp32 leg (when run) hold
 /// no failed capture.
 bool precisionRunPassed(const PrecisionRunResult& result);

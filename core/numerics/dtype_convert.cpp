@@ -228,6 +228,34 @@ std::uint8_t floatToE5m2(float f)
     return std::uint8_t(sign | (x >> 21));
 }
 
+namespace {
+
+// OCP MX v1.0 E2M1: the 16 codes in order (the same table as transformers' FP4_VALUES).
+constexpr std::array<float, 16> kE2m1 = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+    -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
+
+} // namespace
+
+float e2m1ToFloat(std::uint8_t nibble) { return kE2m1[nibble & 0x0F]; }
+
+std::uint8_t floatToE2m1(float f)
+{
+    if (std::isnan(f)) {
+        return 0;
+    }
+    const float a = std::min(std::fabs(f), 6.0f);
+    std::uint8_t best = 0;
+    for (std::uint8_t code = 1; code < 8; ++code) {
+        const float d = std::fabs(a - kE2m1[code]);
+        const float bestD = std::fabs(a - kE2m1[best]);
+        // Codes ascend, so a tie is between `best` and `code`: the even one wins.
+        if (d < bestD || (d == bestD && (code & 1u) == 0)) {
+            best = code;
+        }
+    }
+    return std::uint8_t(best | (std::signbit(f) ? 0x8u : 0u));
+}
+
 std::int8_t floatToI8(float f)
 {
     if (std::isnan(f)) {

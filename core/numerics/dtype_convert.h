@@ -34,6 +34,12 @@ float e5m2ToFloat(std::uint8_t b);
 std::uint8_t floatToE5m2(float f);
 /// float → int8, saturating; NaN → 0.
 std::int8_t floatToI8(float f);
+/// An E2M1 (FP4) code, the low 4 bits of `nibble` → its value: bit 3 sign, bits 2–1 exponent
+/// (bias 1), bit 0 mantissa; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (OCP MX v1.0).
+float e2m1ToFloat(std::uint8_t nibble);
+/// float → the nearest E2M1 code, ties to the even code (mantissa bit 0), saturating past ±6 as
+/// the MX and NVFP4 quantisers do; NaN → +0 (E2M1 has no NaN: callers keep NaN themselves).
+std::uint8_t floatToE2m1(float f);
 
 /// double → the bits of a narrow float type (F32, F16, BF16, F8E4M3, F8E5M2), rounded once,
 /// with the same rules as above (so F64 sources are not double-rounded through F32).

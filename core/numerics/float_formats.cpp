@@ -51,41 +51,8 @@ FormatInfo formatInfo(DType dtype)
 
 float roundToE2m1(float value)
 {
-    if (std::isnan(value)) {
-        return value;
-    }
-    // The grid is 0.5 apart up to 2, 1 apart up to 4, 2 apart up to 6; ties go to the even
-    // code (the one whose mantissa bit is 0), and values past 6 saturate, as the MX and NVFP4
-    // quantisers do.
-    const float a = std::fabs(value);
-    float r = 0.0f;
-    if (a >= 5.0f) {
-        r = 6.0f; // (4, 6] -> 4 below the midpoint 5, else 6; 5 ties to 4 (even) below
-        if (a == 5.0f) {
-            r = 4.0f;
-        }
-    } else if (a >= 2.0f) {
-        // Step 1 in [2, 4], step 2 in [4, 6]: midpoints 2.5 (tie -> 2), 3.5 (tie -> 4), 5.
-        const float step = a < 4.0f ? 1.0f : 2.0f;
-        const float base = a < 4.0f ? 2.0f : 4.0f;
-        const float q = (a - base) / step;
-        float k = std::floor(q);
-        const float frac = q - k;
-        if (frac > 0.5f || (frac == 0.5f && std::fmod(base / step + k, 2.0f) != 0.0f)) {
-            k += 1.0f;
-        }
-        r = base + k * step;
-    } else {
-        // Step 0.5 in [0, 2]: codes 0, 0.5, 1, 1.5, 2 with mantissa bits 0, 1, 0, 1, 0.
-        const float q = a / 0.5f;
-        float k = std::floor(q);
-        const float frac = q - k;
-        if (frac > 0.5f || (frac == 0.5f && std::fmod(k, 2.0f) != 0.0f)) {
-            k += 1.0f;
-        }
-        r = k * 0.5f;
-    }
-    return std::copysign(r, value);
+    // E2M1 has no NaN code: a NaN stays NaN, as it does through the other emulated formats.
+    return std::isnan(value) ? value : e2m1ToFloat(floatToE2m1(value));
 }
 
 float roundToFormat(float value, DType dtype)

@@ -287,16 +287,10 @@ Step precisionStep(ValidationState& s)
             std::string leg;
             if (const auto& l = run->fp32LegComparison) {
                 report.metrics["fp32_leg_fail"] = l->failCount;
-                leg = fmt::format("; its fp32 leg on {}: {}", o.backend->name(), l->status());
-                if (l->firstDivergence) {
-                    const auto& row = l->rows[*l->firstDivergence];
-                    leg += fmt::format(", first at {}", row.name);
-                    report.details.insert(report.details.begin(),
-                        fmt::format("fp32 leg: {}: {}", row.name, row.verdict.reason));
-                }
+                leg = fmt::format(
+                    "; its fp32 leg on {}: {}", o.backend->name(), exec::fp32LegSummary(*l));
             }
-            if (c.failCount > 0
-                || (run->fp32LegComparison && run->fp32LegComparison->failCount > 0)) {
+            if (!exec::precisionRunPassed(*run)) {
                 return Error::checkFailed(fmt::format("{}; {}{}", verdicts, divergence, leg));
             }
             report.summary = fmt::format("{}; {}{}{}", verdicts, divergence, logits, leg);

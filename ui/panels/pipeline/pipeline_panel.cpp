@@ -122,7 +122,8 @@ void PipelinePanel::buildUi()
         tr("Layout to shard the validated checkpoint for and to run multi-rank, "
            "e.g. tp=2,ep=2 (a shrunk checkpoint has 4 layers and up to 16 experts)"));
     m_precision = new QComboBox(this);
-    for (const char* p : { "bf16", "fp16", "fp8", "int8", "nvfp4", "mxfp4", "int4", "fp32" }) {
+    for (const char* p :
+        { "bf16", "fp16", "fp8", "int8", "nvfp4", "mxfp4", "int4", "int4-g32", "fp32" }) {
         m_precision->addItem(QString::fromLatin1(p));
     }
     m_backend = createBackendCombo(this);

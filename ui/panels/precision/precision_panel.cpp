@@ -1,5 +1,6 @@
 #include "panels/precision/precision_panel.h"
 
+#include "exec/precision_run.h"
 #include "history/layer_metrics.h"
 #include "jobs/job_runner.h"
 #include "session/session.h"
@@ -508,14 +509,8 @@ void PrecisionPanel::updateSummary()
         }
     }
     if (const auto& leg = m_primary->fp32Leg) {
-        text += tr("<br>fp32 leg (the backend in fp32 against the reference): <b>%1</b>")
-                    .arg(toQString(leg->status()));
-        if (leg->firstDivergence) {
-            const auto& row = leg->rows[*leg->firstDivergence];
-            text += tr(", first failure at <b>%1</b>: %2")
-                        .arg(toQString(row.name).toHtmlEscaped(),
-                            toQString(row.verdict.reason).toHtmlEscaped());
-        }
+        text += tr("<br>fp32 leg (the backend in fp32 against the reference): %1")
+                    .arg(toQString(exec::fp32LegSummary(*leg)).toHtmlEscaped());
     }
     m_summary->setToolTip(dispatch);
     m_summary->setText(text);
