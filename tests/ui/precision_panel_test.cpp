@@ -8,6 +8,7 @@
 #include "numerics/error_distribution.h"
 #include "panels/builtin_panels.h"
 #include "panels/precision/precision_panel.h"
+#include "precision_panel_fixture.h"
 #include "shell/main_window.h"
 #include "shell/panel_registry.h"
 #include "ui_test_support.h"
@@ -48,105 +49,7 @@ private:
 
 const auto* const kCache = ::testing::AddGlobalTestEnvironment(new ScratchCache);
 
-// One bf16-against-fp32 run of a 4-layer shrunk Kimi-K2, written as dumps the way
-// `day0 run --reference fp32 --inject --dump DIR` writes them: DIR/reference, DIR/target and
-// DIR/target-inject.
-class PrecisionPanelTest : public ::testing::Test {
-protected:
-    static void SetUpTestSuite()
-    {
-        s_dir = new QTemporaryDir;
-        Progress progress;
-        checkpoint::ShrinkOptions shrink;
-        shrink.layers = 4;
-        auto checkpoint = exec::cachedShrunkCheckpoint("kimi-k2", shrink, progress, {});
-        ASSERT_TRUE(checkpoint.ok()) << checkpoint.error().message;
-        s_checkpoint = checkpoint->string();
-        auto spec = exec::loadCheckpointModel(*checkpoint);
-        ASSERT_TRUE(spec.ok()) << spec.error().message;
-        auto weights = exec::openCheckpointWeights(*checkpoint);
-        ASSERT_TRUE(weights.ok()) << weights.error().message;
-        auto table = numerics::resolveToleranceTable("");
-        ASSERT_TRUE(table.ok()) << table.error().message;
-        exec::PrecisionRunOptions o;
-        o.target.base = exec::PrecisionMode::BF16;
-        o.reference = exec::PrecisionMode::F32;
-        o.inject = true;
-        o.promptIds = { 5, 17, 300, 42, 7 };
-        o.newTokens = 3;
-        o.table = &*table;
-        auto result = exec::runWithReference(*spec, **weights, o, progress, {});
-        ASSERT_TRUE(result.ok()) << result.error().message;
-        auto written = exec::writeRunDumps(*result, root());
-        ASSERT_TRUE(written.ok()) << written.error().message;
-
-        // A dump of another model (two layers): comparing it is a mismatch.
-        shrink.layers = 2;
-        auto other = exec::cachedShrunkCheckpoint("kimi-k2", shrink, progress, {});
-        ASSERT_TRUE(other.ok()) << other.error().message;
-        auto otherSpec = exec::loadCheckpointModel(*other);
-        auto otherWeights = exec::openCheckpointWeights(*other);
-        ASSERT_TRUE(otherSpec.ok() && otherWeights.ok());
-        o.reference.reset();
-        o.inject = false;
-        auto alone = exec::runWithReference(*otherSpec, **otherWeights, o, progress, {});
-        ASSERT_TRUE(alone.ok()) << alone.error().message;
-        ASSERT_TRUE(exec::writeRunDumps(*alone, root() / "other-model").ok());
-    }
-    static void TearDownTestSuite()
-    {
-        delete s_dir;
-        s_dir = nullptr;
-    }
-    static fs::path root() { return fs::path(s_dir->path().toStdString()) / "dumps"; }
-    static QString dump(const char* name)
-    {
-        return QString::fromStdString((root() / name).string());
-    }
-
-    // The comparison `day0 compare reference target --local target-inject` makes.
-    static numerics::DumpComparison expected()
-    {
-        auto r = checkpoint::readDump(root() / "reference");
-        auto t = checkpoint::readDump(root() / "target");
-        auto l = checkpoint::readDump(root() / "target-inject");
-        EXPECT_TRUE(r.ok() && t.ok() && l.ok());
-        auto table = numerics::resolveToleranceTable("");
-        numerics::CompareOptions options;
-        options.table = &*table;
-        options.local = &*l;
-        Progress progress;
-        auto c = numerics::compareDumps(*r, *t, options, progress, {});
-        EXPECT_TRUE(c.ok()) << c.error().message;
-        return std::move(*c);
-    }
-
-    static const numerics::CaptureComparison* find(
-        const numerics::DumpComparison& c, const std::string& name)
-    {
-        for (const auto& row : c.rows) {
-            if (row.name == name) {
-                return &row;
-            }
-        }
-        return nullptr;
-    }
-
-    // A panel on a session without a model: nothing runs unless the test asks.
-    void compareFixture(PrecisionPanel& panel)
-    {
-        panel.resize(1400, 860);
-        panel.show();
-        panel.compareDumps(dump("reference"), dump("target"));
-        test::settle(m_jobs);
-        ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
-    }
-
-    inline static QTemporaryDir* s_dir = nullptr;
-    inline static std::string s_checkpoint;
-    Session m_session;
-    JobRunner m_jobs;
-};
+using PrecisionPanelTest = test::PrecisionPanelFixture;
 
 } // namespace
 
@@ -338,138 +241,6 @@ TEST_F(PrecisionPanelTest, PositionsViewShowsTheErrorOfEveryToken)
     }
 }
 
-TEST_F(PrecisionPanelTest, UpcastingALayerAndRerunningLowersItsOwnError)
-{
-    PrecisionPanel panel(m_session, m_jobs);
-    QSignalSpy recorded(&m_session, &Session::runRecorded);
-    panel.resize(1400, 860);
-    panel.show();
-    PrecisionRunRequest request;
-    request.modelSource = s_checkpoint;
-    request.prompt = "5, 17, 300, 42, 7";
-    request.tokens = 3;
-    panel.run(request);
-    test::settle(m_jobs);
-    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
-    const auto before = panel.current();
-    const auto* own = find(before->comparison, "model.layers.2");
-    ASSERT_TRUE(own && own->own);
-    ASSERT_GT(own->own->relL2, 1e-4) << "bf16 has an own error";
-
-    panel.upcastLayer(2);
-    test::settle(m_jobs);
-    ASSERT_NE(panel.current(), before) << panel.errorText().toStdString();
-    const auto after = panel.current();
-    EXPECT_EQ(after->request->target.perLayer.at(2), exec::PrecisionMode::F32);
-    const auto* upcast = find(after->comparison, "model.layers.2");
-    ASSERT_TRUE(upcast && upcast->own);
-    EXPECT_LT(upcast->own->relL2, 0.1 * own->own->relL2);
-    // Its neighbours still run in bf16.
-    EXPECT_GT(find(after->comparison, "model.layers.1")->own->relL2, 1e-4);
-    // Both runs overlaid on the depth chart.
-    EXPECT_EQ(panel.overlay(), before);
-    EXPECT_GE(panel.depthPlot()->lineSeriesCount(), 3);
-    EXPECT_EQ(recorded.count(), 2);
-}
-
-#ifdef DAY0_HOSTSIM_PLUGIN_DIR
-TEST_F(PrecisionPanelTest, TheTargetRunsOnABackendPluginAgainstTheFp64Reference)
-{
-    // The host-simulated test backend (tests/plugins/hostsim_plugin.cpp) stands in for a GPU.
-    qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
-    PrecisionPanel panel(m_session, m_jobs);
-    qunsetenv("DAY0_PLUGIN_PATH");
-    auto* backends = panel.findChild<QComboBox*>(QStringLiteral("targetBackend"));
-    ASSERT_NE(backends, nullptr);
-    EXPECT_EQ(backends->itemData(0).toString(), QStringLiteral("cpu"));
-    const int hostsim = backends->findData(QStringLiteral("hostsim"));
-    ASSERT_GE(hostsim, 0);
-    EXPECT_TRUE(backends->itemData(hostsim, Qt::ToolTipRole)
-                    .toString()
-                    .contains(QStringLiteral("Native: embedding, rms_norm")));
-    QSignalSpy recorded(&m_session, &Session::runRecorded);
-    panel.resize(1400, 860);
-    panel.show();
-    PrecisionRunRequest request;
-    request.modelSource = s_checkpoint;
-    request.prompt = "5, 17, 300, 42, 7";
-    request.tokens = 3;
-    request.target.base = exec::PrecisionMode::F32;
-    request.reference = exec::PrecisionMode::F64;
-    request.backend = "hostsim";
-    panel.run(request);
-    test::settle(m_jobs);
-    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
-    const auto run = panel.current();
-    EXPECT_EQ(run->label, "fp32 on hostsim vs fp64");
-    EXPECT_EQ(run->target->info.backend, "hostsim");
-    EXPECT_EQ(run->reference->info.backend, "day0-cpu");
-    EXPECT_EQ(run->comparison.failCount, 0);
-    EXPECT_GT(run->dispatch.nativeCalls(), 0);
-    EXPECT_GT(run->dispatch.fallbackCalls(), 0)
-        << "Kimi-K2's MLA, rope and router are not in the test backend";
-    bool shown = false;
-    for (auto* label : panel.findChildren<QLabel*>()) {
-        if (label->text().contains(QStringLiteral("Target on <b>hostsim</b>"))) {
-            shown = true;
-            EXPECT_TRUE(label->toolTip().contains(QStringLiteral("not implemented by hostsim")))
-                << label->toolTip().toStdString();
-        }
-    }
-    EXPECT_TRUE(shown);
-    EXPECT_EQ(recorded.count(), 1);
-}
-
-TEST_F(PrecisionPanelTest, TheFp32LegRunsTheBackendInFp32AndTheSummarySaysHowItWent)
-{
-    // The box is offered for a backend only (on the CPU the target's fp32 is the reference);
-    // checked, the backend also runs in fp32 and the summary gives that leg's verdict.
-    qputenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR);
-    test::openModel(m_session, s_checkpoint);
-    PrecisionPanel panel(m_session, m_jobs);
-    qunsetenv("DAY0_PLUGIN_PATH");
-    panel.resize(1400, 860);
-    panel.show();
-    auto* backends = panel.findChild<QComboBox*>(QStringLiteral("targetBackend"));
-    auto* leg = panel.findChild<QCheckBox*>(QStringLiteral("fp32Leg"));
-    auto* tokens = panel.findChild<QSpinBox*>(QStringLiteral("tokens"));
-    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
-    ASSERT_TRUE(backends && leg && tokens && runButton);
-    EXPECT_FALSE(leg->isEnabled()) << "the CPU target";
-    backends->setCurrentIndex(backends->findData(QStringLiteral("hostsim")));
-    ASSERT_TRUE(leg->isEnabled());
-    leg->setChecked(true);
-    tokens->setValue(1);
-    QTest::mouseClick(runButton, Qt::LeftButton);
-    test::settle(m_jobs);
-    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
-    ASSERT_TRUE(panel.current()->fp32Leg.has_value());
-    EXPECT_EQ(panel.current()->fp32Leg->failCount, 0);
-    auto* summary = panel.findChild<QLabel*>(QStringLiteral("precisionSummary"));
-    ASSERT_NE(summary, nullptr);
-    EXPECT_TRUE(summary->text().contains(QStringLiteral("fp32 leg")))
-        << summary->text().toStdString();
-    backends->setCurrentIndex(0);
-    EXPECT_FALSE(leg->isChecked());
-}
-
-TEST_F(PrecisionPanelTest, AMissingBackendShowsWhyAndRunsNothing)
-{
-    PrecisionPanel panel(m_session, m_jobs);
-    panel.show();
-    PrecisionRunRequest request;
-    request.modelSource = s_checkpoint;
-    request.prompt = "5, 17";
-    request.tokens = 1;
-    request.backend = "no-such-backend";
-    panel.run(request);
-    test::settle(m_jobs);
-    EXPECT_EQ(panel.current(), nullptr);
-    EXPECT_TRUE(panel.errorText().contains(QStringLiteral("no-such-backend")))
-        << panel.errorText().toStdString();
-}
-#endif
-
 TEST_F(PrecisionPanelTest, BadDumpFoldersGiveAnErrorNamingThem)
 {
     PrecisionPanel panel(m_session, m_jobs);
@@ -508,59 +279,6 @@ TEST_F(PrecisionPanelTest, DumpsOfAnotherModelAreRefusedNamingBothFolders)
     EXPECT_TRUE(error.contains(dump("reference"))) << error.toStdString();
 }
 
-TEST_F(PrecisionPanelTest, ACancelledRunDeliversNothingAndFreesTheControls)
-{
-    PrecisionPanel panel(m_session, m_jobs);
-    panel.show();
-    PrecisionRunRequest request;
-    request.modelSource = s_checkpoint;
-    request.prompt = "5, 17, 300";
-    request.tokens = 2;
-    panel.run(request);
-    auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelButton"));
-    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
-    ASSERT_TRUE(cancel && runButton);
-    EXPECT_TRUE(cancel->isEnabled());
-    EXPECT_FALSE(runButton->isEnabled());
-    QTest::mouseClick(cancel, Qt::LeftButton);
-    test::settle(m_jobs);
-    EXPECT_EQ(panel.current(), nullptr);
-    EXPECT_TRUE(panel.errorText().isEmpty()) << panel.errorText().toStdString();
-    EXPECT_TRUE(runButton->isEnabled());
-    EXPECT_FALSE(cancel->isEnabled());
-}
-
-TEST_F(PrecisionPanelTest, TheTargetComboRunsEachServingRecipe)
-{
-    // The fp8 scalings and the FP4 recipes are targets of their own; the run made from the
-    // controls carries the chosen one and its dump says what it rounded where.
-    test::openModel(m_session, s_checkpoint);
-    PrecisionPanel panel(m_session, m_jobs);
-    panel.show();
-    auto* target = panel.findChild<QComboBox*>(QStringLiteral("targetPrecision"));
-    auto* tokens = panel.findChild<QSpinBox*>(QStringLiteral("tokens"));
-    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
-    ASSERT_TRUE(target && tokens && runButton);
-    tokens->setValue(1);
-    const std::pair<const char*, const char*> recipes[] = {
-        { "fp8-e4m3 per channel", "FP8_DYNAMIC" },
-        { "fp8-e4m3 block", "DeepSeek-V3's recipe" },
-        { "nvfp4", "E4M3 scale per 16" },
-        { "mxfp4", "W4A16" },
-    };
-    for (const auto& [label, phrase] : recipes) {
-        const int index = target->findText(QString::fromLatin1(label));
-        ASSERT_GE(index, 0) << label;
-        target->setCurrentIndex(index);
-        QTest::mouseClick(runButton, Qt::LeftButton);
-        test::settle(m_jobs);
-        ASSERT_NE(panel.current(), nullptr) << label << ": " << panel.errorText().toStdString();
-        const std::string recipe
-            = panel.current()->target->info.extra.value("precision_recipe", "");
-        EXPECT_NE(recipe.find(phrase), std::string::npos) << label << ": " << recipe;
-    }
-}
-
 TEST_F(PrecisionPanelTest, TheSelectedCellIsFramed)
 {
     PrecisionPanel panel(m_session, m_jobs);
@@ -570,35 +288,6 @@ TEST_F(PrecisionPanelTest, TheSelectedCellIsFramed)
     EXPECT_EQ(panel.heatmapPlot()->heatmapSelection(), QPoint(3, 2));
     EXPECT_EQ(panel.detail()->anchor,
         panel.current()->comparison.rows[std::size_t(panel.rowAt(3, 2))].name);
-}
-
-TEST_F(PrecisionPanelTest, Fp8RunFromThePanelWarnsAtRoutingNearTies)
-{
-    // On the demo's 8-layer checkpoint, fp8 flips expert choices where the router's scores are
-    // closer than fp8 can tell apart: those MoE rows warn (judged on the other tokens), nothing
-    // fails, and the hover says why.
-    Progress progress;
-    auto checkpoint
-        = exec::cachedShrunkCheckpoint("kimi-k2", exec::demoShrinkOptions(), progress, {});
-    ASSERT_TRUE(checkpoint.ok()) << checkpoint.error().message;
-    PrecisionPanel panel(m_session, m_jobs);
-    panel.resize(1400, 860);
-    panel.show();
-    PrecisionRunRequest request;
-    request.modelSource = checkpoint->string();
-    request.target.base = exec::PrecisionMode::F8E4M3;
-    request.prompt = demoPrompt();
-    panel.run(request);
-    test::settle(m_jobs);
-    ASSERT_NE(panel.current(), nullptr) << panel.errorText().toStdString();
-    const auto& c = panel.current()->comparison;
-    EXPECT_FALSE(c.firstDivergence.has_value());
-    bool nearTie = false;
-    for (const auto& row : c.rows) {
-        EXPECT_NE(row.verdict.status, numerics::VerdictStatus::Fail) << row.name;
-        nearTie = nearTie || row.verdict.reason.find("near-tie") != std::string::npos;
-    }
-    EXPECT_TRUE(nearTie) << "fp8 flips at least one expert choice on this prompt";
 }
 
 TEST_F(PrecisionPanelTest, TheFirstDivergenceIsSelected)
