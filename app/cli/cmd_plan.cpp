@@ -40,6 +40,9 @@ struct PlanArgs {
     int prompt = 0;
     int output = 1024;
     double tpotMs = 50.0;
+    int maxBatch = ServingRuntime {}.maxBatch;
+    double kvCacheFraction = ServingRuntime {}.kvCacheFraction;
+    std::string scheduler { schedulerName(ServingRuntime {}.reservation) };
     double headroom = 0.0;
     double efficiency = CostOptions {}.computeEfficiency;
     double fp8Efficiency = CostOptions {}.fp8ComputeEfficiency;
@@ -215,6 +218,19 @@ void printInference(const PlanResult& r, const hardware::Cluster& cluster, bool 
         r.layouts.size(), layouts.render());
 }
 
+/// Why a serving layout holds the sequences it does.
+std::string admissionWords(const PlannedLayout& p)
+{
+    const auto& a = p.admission;
+    const std::string held = a.capped
+        ? fmt::format("the runtime's cap of {}", a.sequences)
+        : fmt::format("the {} KV pool of stage {} holds {} of {} each", gib(a.pool), a.stage,
+            a.sequences, gib(a.perSequence));
+    return p.layout.microBatch < a.sequences
+        ? fmt::format("fewer than admitted, for the latency bound; {}", held)
+        : held;
+}
+
 /// Rejections of one kind that differ only in the first number ("tp=16 > 8 GPUs per node",
 /// "tp=32 > 8 ...") read as one line: "tp=16, 32, 64 > 8 GPUs per node".
 std::vector<RejectedGroup> mergeSimilar(const std::vector<RejectedGroup>& groups)
@@ -348,6 +364,12 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
     o.workload.promptLength = a.prompt;
     o.workload.outputLength = a.output;
     o.workload.tpotBound = a.tpotMs / 1000.0;
+    const auto reservation = parseScheduler(a.scheduler);
+    if (!reservation) {
+        return reportError(Error::badInput(fmt::format(
+            "--scheduler {}: expected guaranteed_no_evict or max_utilization", a.scheduler)));
+    }
+    o.serving = { a.maxBatch, a.kvCacheFraction, *reservation };
     o.workload.includeMtp = !a.noMtp;
     o.cost.tpCommOverlap = a.tpCommOverlap;
     o.weights = weights->weights;
@@ -468,10 +490,13 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
             fp8 ? "FP8 weights and GEMMs"
                 : fmt::format("{} weights", o.weights ? shortDtypeName(*o.weights) : "bf16"));
     } else {
-        fmt::print("Workload serving, prompt {} + output {} tokens ({} in KV per sequence), time "
-                   "per output token ≤ {}\n\n",
-            o.workload.prompt(), a.output, a.context,
-            formatDuration(Seconds(o.workload.tpotBound)));
+        fmt::print(
+            "Workload serving, prompt {} + output {} tokens ({} reserved in KV per sequence, "
+            "{}), at most {} sequences, {:.0f}% of free memory for KV, time per output "
+            "token ≤ {}\n\n",
+            o.workload.prompt(), a.output, reservedTokens(o.workload, o.serving.reservation),
+            schedulerName(o.serving.reservation), o.serving.maxBatch,
+            100.0 * o.serving.kvCacheFraction, formatDuration(Seconds(o.workload.tpotBound)));
     }
     fmt::print("Evaluated {} layouts in {}: {} fit in {}{}, {} rejected.\n\n",
         formatExact(r.evaluated), formatDuration(Seconds(r.seconds)), formatExact(r.feasible),
@@ -491,9 +516,9 @@ int runPlan(const PlanArgs& a, const GlobalOptions& global)
         printInference(r, *cluster, summary.hasMoe());
         const auto& best = r.layouts.front();
         fmt::print(
-            "Layout #1: {} serving {} sequences per replica: TPOT {}, TTFT {} for a {}-token "
+            "Layout #1: {} serving {} sequences per replica ({}): TPOT {}, TTFT {} for a {}-token "
             "prompt, {} output tokens/s over {} GPUs.\n",
-            formatPlan(best.layout.toPlan()), best.layout.microBatch,
+            formatPlan(best.layout.toPlan()), best.layout.microBatch, admissionWords(best),
             formatDuration(Seconds(best.inference.tpot)),
             formatDuration(Seconds(best.inference.ttft)), o.workload.prompt(),
             formatCount(best.tokensPerSecond), best.layout.world);
@@ -532,13 +557,24 @@ const bool kRegistered = registerCommand({
         app.add_option("--seq", a->seq, "training sequence length")->capture_default_str();
         app.add_option("--global-batch", a->globalBatch, "training sequences per step")
             ->capture_default_str();
-        app.add_option("--context", a->context, "inference: tokens per sequence in the KV cache")
+        app.add_option("--context", a->context,
+               "inference: prompt + output tokens of a request (the prompt's default)")
             ->capture_default_str();
         app.add_option(
             "--prompt", a->prompt, "inference: prompt tokens (default context - output)");
         app.add_option("--output", a->output, "inference: generated tokens per request")
             ->capture_default_str();
         app.add_option("--tpot-ms", a->tpotMs, "inference: bound on time per output token, ms")
+            ->capture_default_str();
+        app.add_option(
+               "--max-batch", a->maxBatch, "inference: the runtime's cap on sequences in flight")
+            ->capture_default_str();
+        app.add_option("--scheduler", a->scheduler,
+               "inference: what an admitted sequence reserves in KV: guaranteed_no_evict (prompt "
+               "and whole output) or max_utilization (prompt and half the output)")
+            ->capture_default_str();
+        app.add_option("--kv-cache-fraction", a->kvCacheFraction,
+               "inference: share of the memory free after loading given to the KV cache")
             ->capture_default_str();
         app.add_option("--headroom", a->headroom, "fraction of device memory to keep free")
             ->capture_default_str();

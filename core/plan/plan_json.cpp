@@ -110,6 +110,11 @@ nlohmann::json plannedLayoutJson(const PlannedLayout& p)
     } else {
         const auto& b = p.inference.breakdown;
         j["batch"] = l.microBatch;
+        // What the runtime admits; the batch is smaller when the latency bound caps it.
+        j["admitted"] = p.admission.sequences;
+        j["admitted_bound"] = p.admission.capped ? "max_batch" : "kv_pool";
+        j["kv_pool_per_rank"] = integer(p.admission.pool);
+        j["kv_per_sequence_per_rank"] = integer(p.admission.perSequence);
         j["ttft_s"] = p.inference.ttft;
         j["tpot_s"] = p.inference.tpot;
         j["breakdown"] = { { "decode_compute_s", b.decodeCompute },

@@ -90,6 +90,8 @@ void addInferenceMetrics(history::RunRecord& record, const PlannedLayout& best)
     record.addMetric("decode_ep_s", b.ep, "s");
     record.addMetric("decode_pp_s", b.pp, "s");
     record.addMetric("prefill_s", b.prefill, "s");
+    record.addMetric("batch", best.layout.microBatch);
+    record.addMetric("admitted_sequences", best.admission.sequences);
 }
 
 std::string layoutLine(const PlannedLayout& p)
@@ -128,6 +130,11 @@ history::RunRecord planRunRecord(const ModelSummary& model, const hardware::Clus
     history::RunRecord record(history::RunKind::Plan);
     addModelAndCluster(record, model, cluster, "planner");
     addWorkload(record, options.workload);
+    if (options.workload.mode == Mode::Infer) {
+        record.setProperty("max_batch", std::to_string(options.serving.maxBatch));
+        record.setProperty("scheduler", std::string(schedulerName(options.serving.reservation)));
+        record.setProperty("kv_cache_fraction", fmt::format("{}", options.serving.kvCacheFraction));
+    }
     record.setProperty("top", std::to_string(options.top));
     if (options.headroom > 0) {
         record.setProperty("headroom", fmt::format("{:g}", options.headroom));

@@ -27,6 +27,8 @@ struct Sweep {
     const PlannerOptions& opt;
     detail::CostTables tables;
     double capacity = 0;
+    Workload reserved; ///< inference: each sequence holds what the runtime reserves for it
+    Workload decoding; ///< inference: each sequence attends over its average context
     RejectTally tally;
     TopList top;
     std::int64_t evaluated = 0;
@@ -39,9 +41,15 @@ struct Sweep {
         , opt(o)
         , tables(detail::makeCostTables(m, o.workload, c))
         , capacity(c.deviceMemory() * (1.0 - o.headroom))
+        , reserved(o.workload)
+        , decoding(o.workload)
         , top(o.top, o.distinct)
         , domainIsNode(c.domainSize == c.gpusPerNode)
     {
+        // The prompt is pinned before the contexts change, as it defaults to context − output.
+        reserved.promptLength = decoding.promptLength = o.workload.prompt();
+        reserved.context = reservedTokens(o.workload, o.serving.reservation);
+        decoding.context = averageContext(o.workload);
     }
 
     void reject(const Rejection& r, std::int64_t n)
@@ -184,71 +192,85 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
 
 void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
 {
-    const auto& wl = opt.workload;
     const auto& mo = opt.memory;
     const int pp = l.pp;
     ++evaluated;
     for (int s = 0; s < pp; ++s) {
-        weights[std::size_t(s)] = detail::stageWeights(model, l, wl, s);
+        weights[std::size_t(s)] = detail::stageWeights(model, l, reserved, s);
     }
-    const double runtime
-        = mo.cudaContext + mo.ncclPerGroup * detail::communicatorCount(l, model.hasMoe());
-    bool anyFits = false;
-    double closestOver = std::numeric_limits<double>::max();
-    int closestRank = 0;
-    PlannedLayout best;
-    best.tokensPerSecond = -1;
-    for (const int batch : opt.batches) {
+    // The runtime admits as many sequences as its KV pool holds ...
+    const Admission admitted
+        = admitSequences(model, l, reserved, mo, capacity, opt.serving, weights);
+    if (admitted.sequences < 1) {
+        l.microBatch = 1;
+        tally.addMemory(RejectKind::OverMemory, l, RankLayout(l).firstRankOfStage(admitted.stage),
+            admitted.shortfall);
+        return;
+    }
+    auto costAt = [&](int batch) {
         l.microBatch = batch;
         l.globalBatch = batch * l.dp;
-        double worst = 0;
-        int worstStage = 0;
-        for (int s = 0; s < pp; ++s) {
-            const auto& w = weights[std::size_t(s)];
-            const auto b = detail::stageBuffers(model, l, wl, mo, s);
-            const double total
-                = (w.denseBytes + w.expertBytes + detail::inferenceKvCache(model, l, wl, s)
-                      + detail::inferenceWorkspace(model, l, wl, mo, s) + b.comm + b.moeDispatch)
-                    * (1.0 + mo.fragmentation)
-                + runtime;
-            if (total > worst) {
-                worst = total;
-                worstStage = s;
+        return estimateInferenceCost(model, l, decoding, cluster, opt.cost);
+    };
+    // ... or, when they would break the latency bound, as many as keep to it (the time per
+    // output token grows with the batch, so the largest such batch is found by bisection).
+    const double bound = opt.workload.tpotBound;
+    int batch = admitted.sequences;
+    InferenceCost cost = costAt(batch);
+    if (cost.tpot > bound) {
+        InferenceCost low = costAt(1);
+        if (low.tpot > bound) {
+            tally.add({ RejectKind::LatencyBound }, 1);
+            return;
+        }
+        int lo = 1;
+        int hi = batch;
+        while (hi - lo > 1) {
+            const int mid = lo + (hi - lo) / 2;
+            const InferenceCost c = costAt(mid);
+            if (c.tpot <= bound) {
+                lo = mid;
+                low = c;
+            } else {
+                hi = mid;
             }
         }
-        if (worst > capacity) {
-            if (worst - capacity < closestOver) {
-                closestOver = worst - capacity;
-                closestRank = RankLayout(l).firstRankOfStage(worstStage);
-            }
-            break; // a larger batch only needs more KV cache
-        }
-        anyFits = true;
-        const InferenceCost cost = estimateInferenceCost(model, l, wl, cluster, opt.cost);
-        if (cost.tpot > wl.tpotBound || cost.tokensPerSecond <= best.tokensPerSecond) {
-            continue;
-        }
-        best.layout = l;
-        best.maxMemory = worst;
-        best.mostLoadedStage = worstStage;
-        best.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
-        best.stepTime = cost.tpot;
-        best.tokensPerSecond = cost.tokensPerSecond;
-        best.inference = cost;
+        batch = lo;
+        cost = low;
     }
-    if (!anyFits) {
-        l.microBatch = opt.batches.empty() ? 1 : opt.batches.front();
-        tally.addMemory(RejectKind::OverMemory, l, closestRank, closestOver);
-        return;
-    }
-    if (best.tokensPerSecond < 0) {
-        tally.add({ RejectKind::LatencyBound }, 1);
-        return;
+    l.microBatch = batch;
+    l.globalBatch = batch * l.dp;
+    const double runtime
+        = mo.cudaContext + mo.ncclPerGroup * detail::communicatorCount(l, model.hasMoe());
+    double worst = 0;
+    int worstStage = 0;
+    for (int s = 0; s < pp; ++s) {
+        const auto& w = weights[std::size_t(s)];
+        const auto b = detail::stageBuffers(model, l, reserved, mo, s);
+        const double total
+            = (w.denseBytes + w.expertBytes + detail::inferenceKvCache(model, l, reserved, s)
+                  + detail::inferenceWorkspace(model, l, reserved, mo, s) + b.comm + b.moeDispatch)
+                * (1.0 + mo.fragmentation)
+            + runtime;
+        if (total > worst) {
+            worst = total;
+            worstStage = s;
+        }
     }
     ++feasible;
-    if (top.wants(best.tokensPerSecond)) {
-        top.offer(std::move(best));
+    if (!top.wants(cost.tokensPerSecond)) {
+        return;
     }
+    PlannedLayout best;
+    best.layout = l;
+    best.maxMemory = worst;
+    best.mostLoadedStage = worstStage;
+    best.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
+    best.stepTime = cost.tpot;
+    best.tokensPerSecond = cost.tokensPerSecond;
+    best.inference = cost;
+    best.admission = admitted;
+    top.offer(std::move(best));
 }
 
 void Sweep::shape(int tp, int pp, int cp, const std::vector<int>& etps,
@@ -352,12 +374,17 @@ std::vector<std::string> sweepNotes(
                 : "one copy per routed expert (--ep-node-dedup sends one per node)"));
     } else {
         notes.push_back(fmt::format(
-            "inference: prompt {} + output {} tokens, KV for {} tokens per sequence; each layout "
-            "serves the largest batch that fits and keeps time per output token under {}; "
+            "inference: prompt {} + output {} tokens per request; each layout serves as many "
+            "sequences as its runtime admits ({} per replica at most; {:.0f}% of the memory free "
+            "after loading holds the KV cache, each sequence reserving {} tokens as the {} "
+            "scheduler does), fewer when that breaks the time-per-output-token bound of {}; "
+            "decode attends over {} tokens on average; "
             "{:.0f}% of the shorter of a pass's FLOP and HBM time does not overlap the longer; "
             "the runtime adds {} per decode step and {} per sequence in it",
-            o.workload.prompt(), o.workload.outputLength, o.workload.context,
-            formatDuration(Seconds(o.workload.tpotBound)), 100.0 * o.cost.rooflineOverlapLoss,
+            o.workload.prompt(), o.workload.outputLength, o.serving.maxBatch,
+            100.0 * o.serving.kvCacheFraction, reservedTokens(o.workload, o.serving.reservation),
+            schedulerName(o.serving.reservation), formatDuration(Seconds(o.workload.tpotBound)),
+            averageContext(o.workload), 100.0 * o.cost.rooflineOverlapLoss,
             formatDuration(Seconds(o.cost.decodeStepOverhead)),
             formatDuration(Seconds(o.cost.decodeSequenceOverhead))));
     }

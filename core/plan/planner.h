@@ -7,6 +7,7 @@
 #include "plan/layout.h"
 #include "plan/model_summary.h"
 #include "plan/published_measurements.h"
+#include "plan/serving.h"
 #include "plan/workload.h"
 
 #include <cstdint>
@@ -35,7 +36,9 @@ struct PlannerOptions {
     std::vector<int> vpp { 1, 2, 4 }; ///< interleaving depths tried when pp > 1
     bool unevenSplits = true; ///< also try the light-ends stage split
     bool searchEtp = true; ///< try every divisor of tp as etp (else etp = tp)
-    std::vector<int> batches { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 }; ///< inference batch sizes
+    /// Inference: how the serving runtime admits sequences; each layout serves as many as its
+    /// KV pool holds, fewer when that breaks the time-per-output-token bound.
+    ServingRuntime serving;
     /// Weight dtype of every layout (FP8: FP8 GEMMs in training, FP8 weights in serving);
     /// empty: BF16 in training, the checkpoint's own dtypes in serving.
     std::optional<DType> weights;
@@ -53,6 +56,9 @@ struct PlannedLayout {
         = 0; ///< training: tokens trained; inference: output tokens (all replicas)
     TrainingCost training; ///< filled in training mode
     InferenceCost inference; ///< filled in inference mode
+    /// Inference: how many sequences the runtime admits on this layout (`layout.microBatch`
+    /// may be fewer, when the latency bound caps it).
+    Admission admission;
     /// How far this layout's time figures can be trusted: the held-out published measurements
     /// comparable with it, narrowed to those using its parallel dimensions when two or more do.
     TimeErrorBar timeError;

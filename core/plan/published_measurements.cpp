@@ -5,8 +5,8 @@
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "plan/layout.h"
-#include "plan/memory_estimator.h"
 #include "plan/parallel_plan.h"
+#include "plan/serving.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,24 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-/// What a serving runtime's capacity scheduler reserves in the KV cache for a sequence it admits.
-enum class Reservation {
-    WholeRequest, ///< its prompt and its whole output, so no admitted request is ever paused
-    AverageContext, ///< what it holds on average (prompt and half its output); pauses when full
-};
-
-std::optional<Reservation> schedulerReservation(const std::string& name)
-{
-    // TensorRT-LLM's capacity scheduler policies (its default is GUARANTEED_NO_EVICT).
-    if (name == "guaranteed_no_evict") {
-        return Reservation::WholeRequest;
-    }
-    if (name == "max_utilization") {
-        return Reservation::AverageContext;
-    }
-    return std::nullopt;
-}
-
 /// The kernel settings a row may state, and the cost option each sets (flash_attention and
 /// dropout are required, the others default to false).
 struct KernelSetting {
@@ -58,44 +40,6 @@ constexpr KernelSetting kKernelSettings[] = {
     { "ep_comm_overlap", &CostOptions::epCommOverlap },
     { "ep_node_dedup", &CostOptions::epNodeDedup },
 };
-
-struct ServingRuntime {
-    int maxBatch = 0; ///< the runtime's cap on sequences in flight
-    double kvCacheFraction = 0; ///< share of the memory free after loading given to the KV cache
-    Reservation reservation = Reservation::WholeRequest;
-};
-
-/// Sequences the runtime holds at maximum load of uniform requests: its KV pool is a fraction of
-/// the memory left on the fullest rank once weights, workspace, CUDA context and communication
-/// buffers are in, and each admitted sequence reserves what its scheduler policy demands.
-Result<int> admittedSequences(const ModelSummary& model, const PublishedCase& c, Workload wl,
-    const MemoryOptions& mo, const ServingRuntime& rt)
-{
-    wl.batch = rt.maxBatch;
-    wl.context = wl.promptLength
-        + (rt.reservation == Reservation::WholeRequest ? wl.outputLength : wl.outputLength / 2);
-    auto memory = estimateMemory(model, c.plan, wl, c.cluster, mo);
-    if (!memory) {
-        return memory.error();
-    }
-    double admitted = rt.maxBatch;
-    for (const auto& r : memory->perRank) {
-        const double kv = double(r.kvCache.value);
-        if (!(kv > 0)) {
-            continue;
-        }
-        // Everything on the rank but the KV cache and the fragmentation headroom it added.
-        const double other = double(r.total.value) - kv * (1.0 + mo.fragmentation);
-        const double pool = rt.kvCacheFraction * (double(memory->deviceMemory.value) - other);
-        admitted = std::min(admitted, std::floor(pool / (kv / rt.maxBatch)));
-    }
-    if (admitted < 1) {
-        return Error::badInput(fmt::format("the KV cache left after loading holds no sequence of "
-                                           "{} tokens",
-            wl.context));
-    }
-    return int(admitted);
-}
 
 } // namespace
 
@@ -226,7 +170,7 @@ Result<std::vector<PublishedCase>> readPublishedMeasurements(const fs::path& fil
                 return bad("\"workload\" of a serving case needs prompt, output and max_batch");
             }
             if (!w.contains("scheduler") || !w.at("scheduler").is_string()
-                || !schedulerReservation(w.at("scheduler").get<std::string>())) {
+                || !parseScheduler(w.at("scheduler").get<std::string>())) {
                 return bad("workload: \"scheduler\" is \"guaranteed_no_evict\" or "
                            "\"max_utilization\"");
             }
@@ -285,22 +229,30 @@ Result<CaseEstimate> estimatePublishedCase(
             mo.flashAttention = co.flashAttention;
             const ServingRuntime runtime { w.at("max_batch").get<int>(),
                 w.at("kv_cache_fraction").get<double>(),
-                *schedulerReservation(w.at("scheduler").get<std::string>()) };
-            auto admitted = admittedSequences(model, c, wl, mo, runtime);
-            if (!admitted) {
-                return admitted.error().withContext(c.id);
+                *parseScheduler(w.at("scheduler").get<std::string>()) };
+            wl.batch = runtime.maxBatch;
+            auto full = resolveLayout(c.plan, model, wl, c.cluster);
+            if (!full) {
+                return full.error().withContext(c.id);
+            }
+            const Admission admitted
+                = admitSequences(model, *full, wl, mo, c.cluster.deviceMemory(), runtime);
+            if (admitted.sequences < 1) {
+                return Error::badInput(fmt::format("{}: the KV cache left after loading holds no "
+                                                   "sequence of {} tokens",
+                    c.id, reservedTokens(wl, runtime.reservation)));
             }
             // Continuous batching of uniform requests: on average a sequence attends over its
             // prompt and half its output.
-            wl.batch = *admitted;
-            wl.context = wl.promptLength + wl.outputLength / 2;
+            wl.batch = admitted.sequences;
+            wl.context = averageContext(wl);
             auto layout = resolveLayout(c.plan, model, wl, c.cluster);
             if (!layout) {
                 return layout.error().withContext(c.id);
             }
             e.inference = estimateInferenceCost(model, *layout, wl, c.cluster, co);
             e.estimate = e.inference.tokensPerSecond;
-            e.batch = *admitted;
+            e.batch = admitted.sequences;
             e.measured = m.at("output_tokens_per_s").get<double>();
         }
         if (!(e.measured > 0) || !std::isfinite(e.estimate) || e.estimate <= 0) {

@@ -307,3 +307,44 @@ TEST(CliPlan, ClusterFileWithMixedLinks)
     }
     EXPECT_TRUE(noted);
 }
+
+TEST(CliPlan, ServingHoldsWhatTheRuntimeAdmits)
+{
+    const auto base
+        = std::vector<std::string> { "plan", "llama-3.1-8b", "--cluster", "h100-sxm:1x1", "--mode",
+              "infer", "--prompt", "1000", "--output", "1000", "--tpot-ms", "1000000", "--json" };
+    auto run = [&](std::vector<std::string> extra) {
+        auto args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return runDay0(args);
+    };
+    const auto r = run({});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto l = r.json()["layouts"][0];
+    EXPECT_EQ(l["batch"], l["admitted"]);
+    EXPECT_EQ(l["admitted_bound"], "kv_pool");
+    // The pool holds the admitted sequences and not one more.
+    const double pool = l["kv_pool_per_rank"].get<double>();
+    const double each = l["kv_per_sequence_per_rank"].get<double>();
+    EXPECT_LE(l["admitted"].get<double>() * each, pool);
+    EXPECT_GT((l["admitted"].get<double>() + 1) * each, pool);
+    // Reserving half the output admits more; a smaller KV share admits fewer; a cap caps.
+    const auto lax = run({ "--scheduler", "max_utilization" });
+    ASSERT_EQ(lax.exitCode, 0) << lax.err;
+    EXPECT_GT(lax.json()["layouts"][0]["admitted"].get<int>(), l["admitted"].get<int>());
+    const auto small = run({ "--kv-cache-fraction", "0.5" });
+    ASSERT_EQ(small.exitCode, 0) << small.err;
+    EXPECT_LT(small.json()["layouts"][0]["admitted"].get<int>(), l["admitted"].get<int>());
+    const auto capped = run({ "--max-batch", "5" });
+    ASSERT_EQ(capped.exitCode, 0) << capped.err;
+    EXPECT_EQ(capped.json()["layouts"][0]["batch"], 5);
+    EXPECT_EQ(capped.json()["layouts"][0]["admitted_bound"], "max_batch");
+    // Bad settings are refused by name.
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>> {
+             { "--scheduler", "fcfs" }, { "--kv-cache-fraction", "0" },
+             { "--kv-cache-fraction", "1.5" }, { "--max-batch", "0" } }) {
+        const auto bad = run({ flag, value });
+        EXPECT_EQ(bad.exitCode, 2) << flag << " " << value;
+        EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+    }
+}

@@ -8,7 +8,9 @@
 #include "model/layer_graph.h"
 #include "plan/cost_model.h"
 #include "plan/model_summary.h"
+#include "plan/planner.h"
 #include "plan/published_measurements.h"
+#include "plan/serving.h"
 #include "test_models.h"
 
 #include <gtest/gtest.h>
@@ -305,4 +307,97 @@ TEST(PublishedMeasurements, AMalformedTableIsRefusedNamingTheFileAndTheCase)
     std::ofstream(file) << "{";
     EXPECT_FALSE(readPublishedMeasurements(file));
     EXPECT_FALSE(readPublishedMeasurements(dir / "missing.json"));
+}
+
+TEST(PublishedMeasurements, ThePlannerServesEveryPublishedServingRowAsTheTableEstimatesIt)
+{
+    // One admission model: `day0 plan --mode infer` with a serving row's layout, runtime and
+    // workload pinned serves the batch the table's estimate holds, at the same throughput.
+    const auto& ev = bundledEvaluation();
+    ASSERT_TRUE(ev) << ev.error().message;
+    int checked = 0;
+    for (const auto& r : ev->rows) {
+        if (r.c->mode != Mode::Infer) {
+            continue;
+        }
+        SCOPED_TRACE(r.c->id);
+        const auto model = publishedCaseModel(r.c->row.at("model"));
+        ASSERT_TRUE(model) << model.error().message;
+        const auto& w = r.c->row.at("workload");
+        PlannerOptions o;
+        o.workload.mode = Mode::Infer;
+        o.workload.promptLength = w.at("prompt").get<int>();
+        o.workload.outputLength = w.at("output").get<int>();
+        o.workload.prefillChunk = std::min(o.workload.prefillChunk, o.workload.promptLength);
+        o.workload.tpotBound = 1e9; // the table's runs are offline: no latency bound
+        o.serving = { w.at("max_batch").get<int>(), w.at("kv_cache_fraction").get<double>(),
+            *parseScheduler(w.at("scheduler").get<std::string>()) };
+        o.tp = { r.c->plan.tp };
+        o.pp = { r.c->plan.pp };
+        o.weights = r.c->plan.weights;
+        o.kv = r.c->plan.kv;
+        o.top = 100;
+        Progress progress;
+        const auto planned = planLayouts(*model, r.c->cluster, o, progress);
+        ASSERT_TRUE(planned) << planned.error().message;
+        const auto it = std::find_if(planned->layouts.begin(), planned->layouts.end(),
+            [&](const PlannedLayout& p) { return p.layout.dp == 1; });
+        ASSERT_NE(it, planned->layouts.end());
+        EXPECT_EQ(it->layout.microBatch, r.e.batch);
+        EXPECT_EQ(it->admission.sequences, r.e.batch);
+        EXPECT_NEAR(it->tokensPerSecond, r.e.estimate, 1e-9 * r.e.estimate);
+        ++checked;
+    }
+    EXPECT_GE(checked, 10);
+}
+
+TEST(PublishedMeasurements, ALatencyBoundServesTheLargestBatchThatKeepsToIt)
+{
+    const auto model = publishedCaseModel({ { "bundled", "llama-3.1-8b" } });
+    ASSERT_TRUE(model) << model.error().message;
+    PlannerOptions o;
+    o.workload.mode = Mode::Infer;
+    o.workload.promptLength = 1000;
+    o.workload.outputLength = 1000;
+    o.tp = { 1 };
+    o.pp = { 1 };
+    const auto cluster = *hardware::parseCluster("h100-sxm:1x1");
+    auto serve = [&](double bound) {
+        o.workload.tpotBound = bound;
+        Progress progress;
+        const auto r = planLayouts(*model, cluster, o, progress);
+        EXPECT_TRUE(r && r->layouts.size() == 1);
+        return r && !r->layouts.empty() ? r->layouts.front() : PlannedLayout {};
+    };
+    const auto free = serve(1e9);
+    ASSERT_GT(free.admission.sequences, 8);
+    EXPECT_FALSE(free.admission.capped);
+    EXPECT_EQ(free.layout.microBatch, free.admission.sequences);
+    // A bound between the TPOT of the full batch and of one sequence: the batch served keeps to
+    // it, and one more sequence would not.
+    const auto one = [&] {
+        auto p = o;
+        p.serving.maxBatch = 1;
+        p.workload.tpotBound = 1e9;
+        Progress progress;
+        return planLayouts(*model, cluster, p, progress)->layouts.front();
+    }();
+    ASSERT_EQ(one.layout.microBatch, 1);
+    const double bound = 0.5 * (one.inference.tpot + free.inference.tpot);
+    const auto bounded = serve(bound);
+    EXPECT_EQ(bounded.admission.sequences, free.admission.sequences);
+    EXPECT_LT(bounded.layout.microBatch, free.admission.sequences);
+    EXPECT_GT(bounded.layout.microBatch, 1);
+    EXPECT_LE(bounded.inference.tpot, bound);
+    Layout more = bounded.layout;
+    more.microBatch += 1;
+    more.globalBatch = more.microBatch;
+    Workload decoding = o.workload;
+    decoding.context = averageContext(o.workload);
+    EXPECT_GT(estimateInferenceCost(*model, more, decoding, cluster, o.cost).tpot, bound);
+    // The runtime's cap bounds it where the pool would hold more.
+    o.serving.maxBatch = 7;
+    const auto capped = serve(1e9);
+    EXPECT_EQ(capped.layout.microBatch, 7);
+    EXPECT_TRUE(capped.admission.capped);
 }
