@@ -85,8 +85,13 @@ void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape&
             T* row = scores.data() + i * nk;
             const std::int64_t visible = shape.causal ? std::min(nk, firstPosition + i + 1) : nk;
             const std::int64_t first = firstVisibleKey(shape, firstPosition + i, visible);
-            const T m = *std::max_element(row + first, row + visible);
-            T sum = 0;
+            // A sink is one more logit in the row: in the max and the denominator, no value.
+            const T sink = shape.sinks.empty() ? T(0) : T(shape.sinks[std::size_t(h)]);
+            T m = *std::max_element(row + first, row + visible);
+            if (!shape.sinks.empty()) {
+                m = std::max(m, sink);
+            }
+            T sum = shape.sinks.empty() ? T(0) : std::exp(sink - m);
             for (std::int64_t j = first; j < visible; ++j) {
                 row[j] = std::exp(row[j] - m);
                 sum += row[j];

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 
 namespace day0::exec {
 
@@ -24,6 +25,10 @@ struct AttentionShape {
     /// Chunked attention (Llama-4): a query at position p sees only keys at positions ≥
     /// ⌊p / chunk⌋ · chunk (its own chunk); 0: no chunking.
     std::int64_t chunk = 0;
+    /// Learned attention sinks (gpt-oss): one logit per query head that joins each query's
+    /// softmax denominator (and its max) but has no value, so the real keys' probabilities sum
+    /// to less than one; empty: none.
+    std::span<const float> sinks;
 };
 
 /// The causal self-attention of a decoder layer: `queries` new tokens after `start` cached ones,

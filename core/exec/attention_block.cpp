@@ -45,8 +45,11 @@ void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int
     double scale, T* out)
 {
     const Cache& cache = m_caches[std::size_t(layer)];
-    const AttentionShape shape = decoderAttentionShape(
+    AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, heads, kvHeads, headDim, valueDim, scale);
+    if (!m_sinks.empty()) {
+        shape.sinks = m_sinks[std::size_t(layer)];
+    }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if constexpr (std::is_same_v<T, float>) {
         m_ops.attention(q, cache.k.data(), cache.v.data(), out, shape, mode);

@@ -242,7 +242,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             family, spec.vision->kind));
     }
     if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe
-        && spec.family != model::Family::Llama4) {
+        && spec.family != model::Family::Llama4 && spec.family != model::Family::GptOss) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
     if (spec.mla.indexerHeads > 0) {
@@ -253,11 +253,15 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "engine rotates adjacent pairs, as DeepSeek's reference does)",
             family));
     }
+    if (spec.hiddenAct == "swiglu_oai" && spec.swigluAlpha != 1.702) {
+        out.push_back(fmt::format("the clamped SwiGLU of {} with swiglu_alpha {} (the engine "
+                                  "computes g·σ(1.702·g), gpt-oss's)",
+            family, spec.swigluAlpha));
+    }
     if (!spec.gatedMlp) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
     switch (spec.family) {
-    case model::Family::GptOss:
     case model::Family::MiniMaxM2:
     case model::Family::MiniMaxM3:
     case model::Family::Qwen3Next:

@@ -24,6 +24,16 @@ void Forward<T>::mlp(const std::string& module, const std::string& gate, const s
     linear(module + "." + gate, x, g.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
     linear(module + "." + up, x, u.data(), n, h, inter, OpKind::Linear, layer, taps, capture);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Mlp, layer);
+    if (m_swigluLimit > 0) {
+        // gpt-oss's clamped SwiGLU: gate clamped from above, up both ways and shifted by one
+        // (GptOssExperts._apply_gate); the gated product is then the quick GELU's.
+        const T limit = T(m_swigluLimit);
+        for (std::int64_t j = 0; j < n * inter; ++j) {
+            g[std::size_t(j)] = std::min(g[std::size_t(j)], limit);
+            u[std::size_t(j)] = std::clamp(u[std::size_t(j)], -limit, limit) + T(1);
+        }
+        roundAct(u.data(), n * inter, mode);
+    }
     if constexpr (std::is_same_v<T, float>) {
         m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
     } else {

@@ -19,10 +19,11 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     LayerNames n;
     n.prefix = fmt::format("model.layers.{}", layer);
     const bool mixtral = spec.family == model::Family::Mixtral;
-    const bool moe = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
+    const bool moe
+        = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
     n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : llama4 ? ".feed_forward" : ".mlp");
-    n.router = n.ffn + (llama4 ? ".router" : ".gate");
+    n.router = n.ffn + (llama4 || spec.family == model::Family::GptOss ? ".router" : ".gate");
     n.expertGate = mixtral ? "w1" : "gate_proj";
     n.expertUp = mixtral ? "w3" : "up_proj";
     n.expertDown = mixtral ? "w2" : "down_proj";
@@ -40,12 +41,18 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
         w.push_back({ std::move(name), std::move(shape), false });
     };
-    const auto addMlp = [&](const std::string& module, const std::string& gate,
-                            const std::string& up, const std::string& down, std::int64_t inter) {
-        add(module + "." + gate + ".weight", { inter, h });
-        add(module + "." + up + ".weight", { inter, h });
-        add(module + "." + down + ".weight", { h, inter });
-    };
+    const auto addMlp
+        = [&](const std::string& module, const std::string& gate, const std::string& up,
+              const std::string& down, std::int64_t inter, bool bias = false) {
+              add(module + "." + gate + ".weight", { inter, h });
+              add(module + "." + up + ".weight", { inter, h });
+              add(module + "." + down + ".weight", { h, inter });
+              if (bias) {
+                  add(module + "." + gate + ".bias", { inter });
+                  add(module + "." + up + ".bias", { inter });
+                  add(module + "." + down + ".bias", { h });
+              }
+          };
     add("model.embed_tokens.weight", { spec.vocabSize, h });
     for (int l = 0; l < int(spec.numLayers); ++l) {
         const LayerNames n = layerNames(spec, l);
@@ -86,6 +93,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
                 add(attn + ".q_norm.weight", { spec.headDim });
                 add(attn + ".k_norm.weight", { spec.headDim });
             }
+            if (spec.attentionSinks) {
+                add(attn + ".sinks", { spec.numHeads });
+            }
         }
         if (!spec.layers[std::size_t(l)].moe() || !spec.moe) {
             addMlp(n.ffn, "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
@@ -93,12 +103,15 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         }
         const auto& moe = *spec.moe;
         add(n.router + ".weight", { moe.numExperts, h });
+        if (moe.routerBias) {
+            add(n.router + ".bias", { moe.numExperts });
+        }
         if (moe.expertScoreBias) {
             add(n.ffn + ".gate.e_score_correction_bias", { moe.numExperts });
         }
         for (std::int64_t e = 0; e < moe.numExperts; ++e) {
             addMlp(fmt::format("{}.experts.{}", n.ffn, e), n.expertGate, n.expertUp, n.expertDown,
-                moe.expertIntermediate);
+                moe.expertIntermediate, moe.expertBias);
         }
         if (!n.shared.empty()) {
             addMlp(n.shared, "gate_proj", "up_proj", "down_proj", moe.sharedIntermediate);
@@ -128,11 +141,29 @@ Forward<T>::Forward(const model::ModelSpec& spec, const WeightTable& weights, Pr
 
 template <typename T> Result<void> Forward<T>::init()
 {
-    auto act = parseActivation(m_spec.hiddenAct);
-    if (!act) {
-        return act.error();
+    if (m_spec.hiddenAct == "swiglu_oai") {
+        // gpt-oss: (clamp(up) + 1) · g·σ(α·g) with g = min(gate, limit); with α = 1.702
+        // (unsupportedFeatures refuses another) g·σ(α·g) is the quick GELU.
+        m_activation = Activation::QuickGelu;
+        m_swigluLimit = m_spec.swigluLimit;
+    } else {
+        auto act = parseActivation(m_spec.hiddenAct);
+        if (!act) {
+            return act.error();
+        }
+        m_activation = *act;
     }
-    m_activation = *act;
+    if (m_spec.attentionSinks) {
+        m_sinks.resize(std::size_t(m_spec.numLayers));
+        for (int l = 0; l < int(m_spec.numLayers); ++l) {
+            const T* sinks = weight(fmt::format("model.layers.{}.self_attn.sinks", l));
+            if (sinks == nullptr) {
+                return Error::internal(fmt::format("layer {} has no attention sinks", l));
+            }
+            // Sinks are stored in BF16 or F32, so float holds them exactly.
+            m_sinks[std::size_t(l)].assign(sinks, sinks + m_spec.numHeads);
+        }
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
     auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
@@ -317,8 +348,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         const profile::TraceScope traced("model.embed_tokens");
         const PrecisionMode mode = m_plan.modeFor(OpKind::Embedding, -1);
         if constexpr (std::is_same_v<T, float>) {
-            DAY0_TRY(m_ops.embedding(ids, weight("model.embed_tokens.weight"), m_spec.vocabSize,
-                h, hidden.data(), mode));
+            DAY0_TRY(m_ops.embedding(ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h,
+                hidden.data(), mode));
         } else {
             DAY0_TRY(embedding<T>(
                 ids, weight("model.embed_tokens.weight"), m_spec.vocabSize, h, hidden.data()));

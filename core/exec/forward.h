@@ -177,6 +177,8 @@ private:
     std::int64_t m_positionDelta = 0;
     Rope m_visionRope;
     Activation m_activation = Activation::Silu;
+    double m_swigluLimit = 0; ///< gpt-oss clamped SwiGLU: |up| and gate's top; 0: no clamp
+    std::vector<std::vector<float>> m_sinks; ///< attention sinks per layer [heads]; empty: none
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)

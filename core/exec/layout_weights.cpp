@@ -50,11 +50,17 @@ bool LayoutWeights::packed(const std::string& name, Packed& out) const
     }
     const std::string_view leaf = rest.substr(dot + 1);
     const std::string base = checkpointName(name.substr(0, at)) + ".experts.";
-    if (leaf == "gate_proj.weight" || leaf == "up_proj.weight") {
-        out.tensor = base + "gate_up_proj";
-        out.part = leaf == "gate_proj.weight" ? 0 : 1;
-    } else if (leaf == "down_proj.weight") {
-        out.tensor = base + "down_proj";
+    out.bias = leaf.ends_with(".bias");
+    if (out.bias && !m_spec.moe->expertBias) {
+        return false;
+    }
+    const std::string suffix = out.bias ? "_bias" : "";
+    if (leaf == "gate_proj.weight" || leaf == "up_proj.weight" || leaf == "gate_proj.bias"
+        || leaf == "up_proj.bias") {
+        out.tensor = base + "gate_up_proj" + suffix;
+        out.part = leaf.starts_with("gate_proj") ? 0 : 1;
+    } else if (leaf == "down_proj.weight" || leaf == "down_proj.bias") {
+        out.tensor = base + "down_proj" + suffix;
         out.part = 2;
     } else {
         return false;
@@ -92,8 +98,11 @@ Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
     const std::int64_t e = moe.numExperts;
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t i = moe.expertIntermediate;
-    const numerics::Shape expected
+    numerics::Shape expected
         = p.part == 2 ? numerics::Shape { e, i, h } : numerics::Shape { e, h, 2 * i };
+    if (p.bias) {
+        expected = p.part == 2 ? numerics::Shape { e, h } : numerics::Shape { e, 2 * i };
+    }
     if (fused->shape() != expected) {
         return Error::badInput(fmt::format("{}: fused expert tensor '{}' has shape {}, the config "
                                            "needs {}",
@@ -104,9 +113,22 @@ Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
         return Error::badInput(fmt::format("{}: expert {} of '{}' is out of range (0..{})",
             m_inner.describe(), p.expert, p.tensor, e - 1));
     }
-    numerics::Tensor slice = fused->select(0, p.expert); // [H, 2I] or [I, H]
+    // gpt-oss interleaves gate (even) and up (odd) along 2I; the others put gate first.
+    const bool interleaved = m_spec.family == model::Family::GptOss;
+    numerics::Tensor slice = fused->select(0, p.expert).contiguous(); // [H, 2I], [I, H], [2I], [H]
     if (p.part != 2) {
-        slice = slice.narrow(1, p.part == 0 ? 0 : i, i); // gate is the first half
+        const int last = slice.rank() - 1;
+        if (interleaved) {
+            numerics::Shape pairs = slice.shape();
+            pairs.back() = i;
+            pairs.push_back(2);
+            slice = slice.view(pairs).select(last + 1, p.part);
+        } else {
+            slice = slice.narrow(last, p.part == 0 ? 0 : i, i);
+        }
+    }
+    if (p.bias) {
+        return slice.contiguous();
     }
     return slice.transpose(0, 1).contiguous(); // HF linear layout [out, in]
 }

@@ -14,8 +14,9 @@ namespace day0::exec::detail {
 /// up_proj.weight", "lm_head.weight"); this source maps them onto the spec's layout: text
 /// prefixes ("model.language_model"), the lm_head name, fused 3-D expert tensors
 /// (`experts.gate_up_proj` [E, H, 2I] and `experts.down_proj` [E, I, H], sliced and transposed
-/// into per-expert [out, in] weights) and the Conv3d patch embedding viewed as a linear weight.
-/// Vision tower names pass through unchanged.
+/// into per-expert [out, in] weights; gpt-oss interleaves gate and up along 2I and adds
+/// per-expert biases `gate_up_proj_bias` [E, 2I] and `down_proj_bias` [E, H]) and the Conv3d patch
+/// embedding viewed as a linear weight. Vision tower names pass through unchanged.
 class LayoutWeights final : public WeightSource {
 public:
     LayoutWeights(const WeightSource& inner, const model::ModelSpec& spec);
@@ -29,7 +30,8 @@ private:
     struct Packed {
         std::string tensor; ///< checkpoint name of the fused tensor
         std::int64_t expert = -1;
-        int part = 0; ///< 0 gate, 1 up (halves of gate_up_proj), 2 down
+        int part = 0; ///< 0 gate, 1 up (of gate_up_proj), 2 down
+        bool bias = false; ///< gpt-oss: the expert's bias (`gate_up_proj_bias`, `down_proj_bias`)
     };
     [[nodiscard]] std::string checkpointName(const std::string& name) const;
     [[nodiscard]] bool packed(const std::string& name, Packed& out) const;

@@ -235,13 +235,18 @@ public:
 
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
-        const std::string& implementation, bool causal = true, std::int64_t chunk = 0)
+        const std::string& implementation, bool causal = true, std::int64_t chunk = 0,
+        std::int64_t window = 0, bool sinks = false)
     {
         const std::int64_t t = m_options.tokens;
         const auto q = random(t * heads * headDim);
         const auto k = random(t * kvHeads * headDim);
         const auto v = random(t * kvHeads * valueDim);
+        // Sink logits of the scores' size, so that they take a real share of each softmax.
+        const auto sinkLogits = toFloat(random(sinks ? heads : 0, 2.0));
         AttentionShape s;
+        s.window = window;
+        s.sinks = sinkLogits;
         s.queries = t;
         s.keys = t;
         s.heads = heads;
@@ -263,9 +268,22 @@ public:
         std::vector<float> tgt(ref.size());
         const BackendOp op
             = headDim != valueDim ? BackendOp::AttentionMla : BackendOp::AttentionPrefill;
+        std::string used = this->implementation(op, implementation);
+        bool done = false;
         if (onBackend(op)) {
-            keep(m_options.backend->attention(qf.data(), kf.data(), vf.data(), tgt.data(), s, m));
-        } else {
+            // A backend may decline a variant of the op (chunks, sinks): the CPU computes it,
+            // and the row says why.
+            auto r
+                = m_options.backend->attention(qf.data(), kf.data(), vf.data(), tgt.data(), s, m);
+            if (!r && r.error().code == ErrorCode::Unsupported) {
+                used = fmt::format("fallback: day0-cpu ({})", r.error().message);
+                keep(success());
+            } else {
+                keep(std::move(r));
+                done = true;
+            }
+        }
+        if (!done) {
             AttentionRounding<float> rounding;
             if (isEmulated(m)) {
                 rounding = [m](float* p, std::int64_t count) {
@@ -278,7 +296,7 @@ public:
         add(name,
             fmt::format("q [{}, {}, {}], kv [{}, {}, {}|{}]", t, heads, headDim, t, kvHeads,
                 headDim, valueDim),
-            OpKind::Attention, m, this->implementation(op, implementation), ref, tgt);
+            OpKind::Attention, m, used, ref, tgt);
     }
 
     /// Llama-4's weightless QK norm over [tokens × heads, headDim].
@@ -342,6 +360,42 @@ public:
         add(name.empty() ? fmt::format("gated activation ({})", m_spec.hiddenAct) : name,
             fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, mode(OpKind::Mlp),
             implementation(BackendOp::GatedActivation, "native"), ref, gf);
+    }
+
+    /// gpt-oss's clamped SwiGLU, (clamp(up, ±limit) + 1) · g·σ(1.702·g) with g = min(gate,
+    /// limit), on inputs spread past the limit so that the clamps are exercised.
+    void clampedSwiglu(std::int64_t inter, double limit)
+    {
+        const std::int64_t n = m_options.tokens * inter;
+        const auto g = random(n, 2.0 * limit);
+        const auto u = random(n, 2.0 * limit);
+        std::vector<double> ref(static_cast<std::size_t>(n));
+        for (std::int64_t j = 0; j < n; ++j) {
+            const double gate = std::min(g[std::size_t(j)], limit);
+            const double up = std::clamp(u[std::size_t(j)], -limit, limit);
+            ref[std::size_t(j)] = (up + 1.0) * gate / (1.0 + std::exp(-1.702 * gate));
+        }
+        const PrecisionMode m = mode(OpKind::Mlp);
+        auto gf = toFloat(g);
+        auto uf = toFloat(u);
+        roundActivations(gf, m);
+        roundActivations(uf, m);
+        const auto lim = float(limit);
+        for (std::int64_t j = 0; j < n; ++j) {
+            gf[std::size_t(j)] = std::min(gf[std::size_t(j)], lim);
+            uf[std::size_t(j)] = std::clamp(uf[std::size_t(j)], -lim, lim) + 1.0f;
+        }
+        roundActivations(uf, m);
+        std::string used = implementation(BackendOp::GatedActivation, "native");
+        if (onBackend(BackendOp::GatedActivation)) {
+            keep(m_options.backend->gatedActivation(
+                gf.data(), uf.data(), n, Activation::QuickGelu, m));
+            used = "clamps and +1 on the host; " + used;
+        } else {
+            emulatedGatedActivation(gf.data(), uf.data(), n, Activation::QuickGelu, m);
+        }
+        add(fmt::format("clamped SwiGLU (swiglu_oai, limit {})", limit),
+            fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, m, used, ref, gf);
     }
 
     void layerNormOp(const std::string& name, std::int64_t rows, std::int64_t dim, double eps)
@@ -478,7 +532,9 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     if (options.tokens < 1) {
         return Error::badInput("--tokens must be at least 1");
     }
-    auto act = parseActivation(spec.hiddenAct);
+    const bool clamped = spec.hiddenAct == "swiglu_oai";
+    auto act
+        = clamped ? Result<Activation>(Activation::QuickGelu) : parseActivation(spec.hiddenAct);
     if (!act) {
         return act.error();
     }
@@ -550,10 +606,27 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             1.0 / std::sqrt(double(spec.headDim)), fmt::format("attention ({})", kind),
             "native (GEMM per head)");
         std::int64_t chunk = 0;
+        std::int64_t window = 0;
         bool nope = false;
         for (const auto& layer : spec.layers) {
             chunk = std::max(chunk, layer.attentionChunk);
+            window = std::max(window, layer.slidingWindow);
             nope = nope || !layer.rope;
+        }
+        if (spec.attentionSinks) {
+            c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
+                1.0 / std::sqrt(double(spec.headDim)),
+                fmt::format("attention ({}, learned sinks)", kind),
+                "native (GEMM per head, sink logit in the softmax)", true, 0, 0, true);
+        }
+        if (window > 0) {
+            // As for chunks, the mask is checked with a window inside the rows.
+            const std::int64_t used = std::max<std::int64_t>(1, options.tokens / 4);
+            c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
+                1.0 / std::sqrt(double(spec.headDim)),
+                fmt::format("attention ({}, sliding window {}{}; checked with window {})", kind,
+                    window, spec.attentionSinks ? ", learned sinks" : "", used),
+                "native (GEMM per head, window mask)", true, 0, used, spec.attentionSinks);
         }
         if (chunk > 0) {
             // The mask, not the chunk length, is what is checked: chunks of a quarter of the rows
@@ -572,14 +645,20 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         }
     }
     DAY0_TRY(step());
-    c.gatedActivation(spec.intermediateSize, *act);
+    if (clamped) {
+        c.clampedSwiglu(
+            spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize, spec.swigluLimit);
+    } else {
+        c.gatedActivation(spec.intermediateSize, *act);
+    }
     DAY0_TRY(step());
     if (spec.moe) {
         const std::string kind = spec.moe->scoring == model::RouterScoring::Sigmoid
             ? (spec.moe->numGroups > 1 ? "sigmoid, group-limited" : "sigmoid")
             : "softmax";
-        c.router(fmt::format(
-            "router ({}{})", kind, spec.moe->expertScoreBias ? ", e_score_correction_bias" : ""));
+        c.router(fmt::format("router ({}{}{})", kind,
+            spec.moe->expertScoreBias ? ", e_score_correction_bias" : "",
+            spec.moe->routerBias ? ", linear bias" : ""));
     }
     DAY0_TRY(step());
     if (spec.vision && report.missing.empty()) {

@@ -51,8 +51,15 @@ double applyYarn(
         return double(dim) * std::log(original / (rotations * 2.0 * std::numbers::pi))
             / (2.0 * std::log(theta));
     };
-    double low = std::max(std::floor(correctionDim(s.betaFast)), 0.0);
-    double high = std::min(std::ceil(correctionDim(s.betaSlow)), double(dim - 1));
+    // gpt-oss (truncate false) keeps the correction range fractional.
+    double low = correctionDim(s.betaFast);
+    double high = correctionDim(s.betaSlow);
+    if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, double(dim - 1));
     if (low == high) {
         high += 0.001; // degenerate ramp (Kimi-K2: beta_fast == beta_slow)
     }

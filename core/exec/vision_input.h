@@ -23,8 +23,9 @@ struct ImagePatches {
     [[nodiscard]] std::int64_t patches() const { return gridT * gridH * gridW; }
 };
 
-/// Normalises (Qwen3-VL: mean 0.5, std 0.5; Qwen2-VL and Qwen2.5-VL: CLIP's) and patchifies `image` for `vision`; the still image
-/// fills every temporal frame. Error (BadInput) when a side is not a multiple of patch × merge.
+/// Normalises (Qwen3-VL: mean 0.5, std 0.5; Qwen2-VL and Qwen2.5-VL: CLIP's) and patchifies `image`
+/// for `vision`; the still image fills every temporal frame. Error (BadInput) when a side is not a
+/// multiple of patch × merge.
 Result<ImagePatches> patchify(const Image& image, const model::VisionSpec& vision);
 
 /// The image tokens of a prompt and their M-RoPE positions.

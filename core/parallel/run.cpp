@@ -331,6 +331,13 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (spec.vision) {
         missing.push_back(fmt::format("sharded runs of the vision tower of {}", spec.modelType));
     }
+    if (spec.attentionSinks) {
+        missing.push_back(fmt::format("sharded runs of the attention sinks of {}", spec.modelType));
+    }
+    if (spec.hiddenAct == "swiglu_oai") {
+        missing.push_back(
+            fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
+    }
     if (spec.moe && spec.moe->packedExperts) {
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));

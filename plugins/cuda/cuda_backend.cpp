@@ -370,6 +370,9 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
         return Error::unsupported(fmt::format(
             "cuda attention: chunked attention (chunk {}) is not in the kernel", shape.chunk));
     }
+    if (!shape.sinks.empty()) {
+        return Error::unsupported("cuda attention: attention sinks are not in the kernel");
+    }
     kernels::AttentionParams p;
     p.queries = shape.queries;
     p.keys = shape.keys;

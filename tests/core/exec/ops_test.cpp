@@ -177,6 +177,38 @@ TEST(Rope, YarnDeepseekNumbers)
     s.mscaleAllDim = 0;
     EXPECT_NEAR(makeRope(64, 10000.0, s, RopeLayout::RotateHalf)->attentionScaling,
         yarnMscale(40, 1), 1e-15);
+    // gpt-oss (truncate false): the correction range stays fractional. head_dim 64, θ 150000,
+    // factor 32 over 4096 positions: low = 64·ln(4096 / (32·2π)) / (2·ln 150000) = 8.0928,
+    // high = 64·ln(4096 / 2π) / (2·ln 150000) = 17.3980; pair 10 is extrapolated by
+    // 1 − (10 − low) / (high − low).
+    model::RopeScaling oss;
+    oss.type = "yarn";
+    oss.factor = 32;
+    oss.originalMaxPositions = 4096;
+    oss.betaFast = 32;
+    oss.betaSlow = 1;
+    oss.truncate = false;
+    const double theta = 150000.0;
+    const auto dimOf = [&](double r) {
+        return 64.0 * std::log(4096.0 / (r * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    };
+    const double low = dimOf(32);
+    const double high = dimOf(1);
+    EXPECT_NEAR(low, 8.0928, 1e-4);
+    EXPECT_NEAR(high, 17.3980, 1e-4);
+    const auto fractional = makeRope(64, theta, oss, RopeLayout::RotateHalf);
+    ASSERT_TRUE(fractional.ok());
+    const double f10 = std::pow(theta, -20.0 / 64.0);
+    const double extrapolate = 1.0 - (10.0 - low) / (high - low);
+    EXPECT_NEAR(fractional->invFreq[10], f10 / 32 * (1 - extrapolate) + f10 * extrapolate, 1e-16);
+    EXPECT_NEAR(fractional->attentionScaling, 0.1 * std::log(32.0) + 1.0, 1e-15);
+    // Truncated (the default), the ramp runs from 8 to 18 and pair 10 moves.
+    oss.truncate = true;
+    const auto whole = makeRope(64, theta, oss, RopeLayout::RotateHalf);
+    const double wholeExtrapolate = 1.0 - (10.0 - 8.0) / (18.0 - 8.0);
+    EXPECT_NEAR(whole->invFreq[10], f10 / 32 * (1 - wholeExtrapolate) + f10 * wholeExtrapolate,
+        1e-16);
+    EXPECT_GT(std::fabs(whole->invFreq[10] - fractional->invFreq[10]), 1e-6 * f10);
     s.type = "longrope";
     EXPECT_EQ(
         makeRope(64, 10000.0, s, RopeLayout::RotateHalf).error().code, ErrorCode::Unsupported);
@@ -238,6 +270,47 @@ TEST(Attention, CausalSoftmaxOverCachedKeys)
     s.window = 1;
     attention<double>(q2.data(), k.data(), v.data(), out2.data(), s);
     EXPECT_NEAR(out2[1], 20.0, 1e-12);
+}
+
+TEST(Attention, SinksJoinTheSoftmaxWithoutAValue)
+{
+    // gpt-oss: one learned logit per head in each softmax. Keys [1, 2], values [10, 20], sink
+    // logit 1.5: out = (10·e¹ + 20·e²) / (e¹ + e² + e^1.5), below the sinkless mean.
+    const std::vector<double> q { 1 };
+    const std::vector<double> k { 1, 2 };
+    const std::vector<double> v { 10, 20 };
+    const std::vector<float> sinks { 1.5f };
+    std::vector<double> out(1);
+    AttentionShape s;
+    s.queries = 1;
+    s.keys = 2;
+    s.heads = 1;
+    s.kvHeads = 1;
+    s.headDim = 1;
+    s.valueDim = 1;
+    s.sinks = sinks;
+    attention<double>(q.data(), k.data(), v.data(), out.data(), s);
+    const double e1 = std::exp(1.0);
+    const double e2 = std::exp(2.0);
+    const double sink = std::exp(1.5);
+    EXPECT_NEAR(out[0], (10 * e1 + 20 * e2) / (e1 + e2 + sink), 1e-12);
+    // A sink far above the scores takes the whole mass (the max includes it: no overflow).
+    const std::vector<float> huge { 1000.0f };
+    s.sinks = huge;
+    attention<double>(q.data(), k.data(), v.data(), out.data(), s);
+    EXPECT_NEAR(out[0], 0.0, 1e-12);
+    // With a window of one key, the sink still joins: 20·e² / (e² + e^1.5).
+    s.sinks = sinks;
+    s.window = 1;
+    attention<double>(q.data(), k.data(), v.data(), out.data(), s);
+    EXPECT_NEAR(out[0], 20 * e2 / (e2 + sink), 1e-12);
+    // The float path agrees.
+    const std::vector<float> qf { 1 };
+    const std::vector<float> kf { 1, 2 };
+    const std::vector<float> vf { 10, 20 };
+    std::vector<float> outf(1);
+    attention<float>(qf.data(), kf.data(), vf.data(), outf.data(), s);
+    EXPECT_NEAR(outf[0], out[0], 1e-5);
 }
 
 TEST(Attention, GroupedQueryHeadsShareKvHeads)
