@@ -17,6 +17,10 @@
 
 namespace day0::checkpoint {
 
+/// The sliding window of a shrunk model unless told otherwise: shorter than the 6-10 token
+/// prompts the tests run, so that the window masks something and a broken mask shows.
+inline constexpr std::int64_t kShrunkWindow = 4;
+
 /// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
 struct ShrinkOptions {
     std::optional<std::int64_t> layers; ///< decoder layers (default 4)
@@ -28,6 +32,8 @@ struct ShrinkOptions {
     std::optional<std::int64_t> intermediate; ///< dense MLP width (default scaled with hidden)
     std::optional<std::int64_t>
         fp8Block; ///< block size of block-FP8 weights (default: the original's)
+    /// Sliding window of the layers that have one (default min(original, kShrunkWindow)).
+    std::optional<std::int64_t> window;
     std::uint64_t seed = 0;
     ShardingOptions sharding { 1'000'000 }; ///< small shards, so the result is sharded
     HashOptions hash;
@@ -38,7 +44,8 @@ struct ShrinkOptions {
 /// same model_type, attention kind and GQA ratio, MLA with scaled ranks, MoE with its routing kind,
 /// top-k, groups, shared experts and first_k_dense_replace, RoPE scaling kind (M-RoPE sections
 /// rescaled to the new head size), tied or untied embeddings, MTP layers, block FP8, and the
-/// vision tower of VL models, each scaled down. Per-layer lists are cut to the new depth and
+/// vision tower of VL models, each scaled down; a sliding window wider than kShrunkWindow
+/// becomes kShrunkWindow (or options.window). Per-layer lists are cut to the new depth and
 /// special token ids moved inside the new vocabulary. Pure.
 Result<nlohmann::ordered_json> shrinkConfig(
     const nlohmann::ordered_json& config, const ShrinkOptions& options);
