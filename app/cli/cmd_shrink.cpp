@@ -83,6 +83,8 @@ const bool registered = registerCommand({ "shrink",
         app.add_option("--vocab", args->options.vocab, "vocabulary size (default min(V, 2048))");
         app.add_option(
             "--intermediate", args->options.intermediate, "dense MLP width (default: scaled)");
+        app.add_option("--window", args->options.window,
+            "sliding window of the layers that have one (default min(W, 4))");
         app.add_option("--fp8-block", args->options.fp8Block,
             "block size of block-FP8 weights (default: the original's)");
         app.add_option("--seed", args->options.seed, "random seed")->capture_default_str();

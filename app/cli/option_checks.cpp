@@ -80,6 +80,7 @@ const Range* rangeOf(std::string_view name, bool integral)
         { "layers", { 1, kBatch } },
         { "vocab", { 1, kBatch } },
         { "fp8-block", { 1, double(1 << 16) } },
+        { "window", { 1, double(1 << 30) } },
     };
     static const Range kAnyFloat { 0.0, 1e18 };
     static const Range kAnyInt { 0.0, double(INT_MAX) };

@@ -116,14 +116,10 @@ void describeOutput(Json& config, bool dequantised, const ConvertOptions& option
     }
 }
 
-/// What the config says about the checkpoint: its graph, the graph of the converted config,
-/// and how the quantised weights of the one become tensors of the other.
+/// What the config says about the checkpoint, and the converted graph's tensors by name.
 struct Layout {
-    model::LayerGraph source;
-    model::LayerGraph converted;
-    QuantLayout quant;
+    DequantLayout graphs;
     std::unordered_map<std::string_view, const model::TensorSpec*> convertedByName;
-    std::string configName;
 };
 
 /// Reads the layout from config.json when Day0 can. nullopt when there is no config, or one
@@ -157,28 +153,13 @@ Result<std::optional<Layout>> readLayout(const fs::path& configPath, const Json&
                         "config Day0 reads",
                 modelOpt ? "ModelOpt (" + std::string(kHfQuantConfig) + ")" : method));
     }
-    Layout layout;
-    layout.configName = displayPath(configPath);
-    const bool quantised = spec->quantization.has_value();
-    Json out = config;
-    describeOutput(out, quantised, options, {});
-    const std::string outName = displayPath(dst / "config.json");
-    auto parsed = parsePythonJson(dumpPythonJson(out, 2), outName);
-    if (!parsed) {
-        return parsed.error();
+    auto graphs
+        = readDequantLayout(configPath, config, *spec, options, displayPath(dst / "config.json"));
+    if (!graphs) {
+        return graphs.error();
     }
-    auto converted = model::readConfig(parsed->value, outName);
-    if (!converted) {
-        return converted.error().withContext("convert: the converted config");
-    }
-    layout.source = model::buildLayerGraph(*spec);
-    layout.converted = model::buildLayerGraph(*converted);
-    auto quant = findQuantGroups(layout.source, layout.converted);
-    if (!quant) {
-        return quant.error();
-    }
-    layout.quant = std::move(*quant);
-    layout.convertedByName = tensorsByName(layout.converted);
+    Layout layout { std::move(*graphs), {} };
+    layout.convertedByName = tensorsByName(layout.graphs.converted);
     return std::optional<Layout>(std::move(layout));
 }
 
@@ -269,7 +250,7 @@ Result<void> refuseStrayQuantised(
     for (const auto& scale : scales) {
         if (ckpt.find(scale) != nullptr) {
             const std::string why = layout != nullptr
-                ? fmt::format("{} does not quantise '{}'", layout->configName, module)
+                ? fmt::format("{} does not quantise '{}'", layout->graphs.configName, module)
                 : std::string("without a config.json Day0 reads its layout is unknown");
             return Error::badInput(fmt::format("{}: tensor '{}' is stored quantised ({}, with "
                                                "'{}') but {}",
@@ -286,8 +267,8 @@ Result<void> planFromLayout(const Checkpoint& ckpt, const Layout& layout, const 
     ThreadPool* pool, Plan& plan)
 {
     std::unordered_set<std::string_view> claimed;
-    for (const auto& g : layout.quant.groups) {
-        auto found = matchGroup(ckpt, g, layout.configName);
+    for (const auto& g : layout.graphs.quant.groups) {
+        auto found = matchGroup(ckpt, g, layout.graphs.configName);
         if (!found) {
             return found.error();
         }
@@ -311,7 +292,7 @@ Result<void> planFromLayout(const Checkpoint& ckpt, const Layout& layout, const 
             ++plan.summary.dropped;
         }
     }
-    for (const auto* spec : layout.quant.dropped) {
+    for (const auto* spec : layout.graphs.quant.dropped) {
         if (const auto* t = ckpt.find(spec->name)) {
             claimed.insert(t->name);
             ++plan.summary.dropped;
@@ -442,6 +423,31 @@ Result<void> planTensor(const Checkpoint& ckpt, const CheckpointTensor& t,
 
 } // namespace
 
+Result<DequantLayout> readDequantLayout(const fs::path& configPath, const Json& config,
+    const model::ModelSpec& spec, const ConvertOptions& options, const std::string& convertedName)
+{
+    DequantLayout layout;
+    layout.configName = displayPath(configPath);
+    Json out = config;
+    describeOutput(out, spec.quantization.has_value(), options, {});
+    auto parsed = parsePythonJson(dumpPythonJson(out, 2), convertedName);
+    if (!parsed) {
+        return parsed.error();
+    }
+    auto converted = model::readConfig(parsed->value, convertedName);
+    if (!converted) {
+        return converted.error().withContext("convert: the converted config");
+    }
+    layout.source = model::buildLayerGraph(spec);
+    layout.converted = model::buildLayerGraph(*converted);
+    auto quant = findQuantGroups(layout.source, layout.converted);
+    if (!quant) {
+        return quant.error();
+    }
+    layout.quant = std::move(*quant);
+    return layout;
+}
+
 bool isBlockFp8Candidate(const std::string& name, const std::vector<std::int64_t>& shape)
 {
     if (shape.size() != 2 || !name.ends_with(".weight") || name.find("layers.") == std::string::npos
@@ -541,8 +547,8 @@ Result<ConvertSummary> convertCheckpoint(const fs::path& src, const fs::path& ds
     plan.summary.bytesOut = written->tensorBytes;
 
     // The quantisation config.json and hf_quant_config.json described is gone.
-    const bool dequantised
-        = layout ? layout->source.spec.quantization.has_value() : plan.summary.dequantized > 0;
+    const bool dequantised = layout ? layout->graphs.source.spec.quantization.has_value()
+                                    : plan.summary.dequantized > 0;
     if (folder) {
         std::vector<std::string> skip { "config.json" };
         if (dequantised && options.dtype != DType::F8E4M3) {

@@ -5,6 +5,10 @@
 #include "base/result.h"
 #include "checkpoint/block_fp8.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/quant_groups.h"
+#include "model/layer_graph.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -46,6 +50,32 @@ struct ConvertSummary {
     std::uint64_t bytesOut = 0;
     std::vector<std::string> files; ///< every file of the new checkpoint
 };
+
+/// A quantised checkpoint's config as `convert` reads it: the layer graph of the config, the
+/// graph of the config convert writes for the dequantised weights (no quantization_config), and
+/// how the quantised weights of the one become tensors of the other. The groups point into both
+/// graphs, whose tensors live on the heap: the struct may be moved, not copied.
+struct DequantLayout {
+    DequantLayout() = default;
+    DequantLayout(DequantLayout&&) = default;
+    DequantLayout& operator=(DequantLayout&&) = default;
+    DequantLayout(const DequantLayout&) = delete; // the groups would point into the original
+    DequantLayout& operator=(const DequantLayout&) = delete;
+
+    model::LayerGraph source;
+    model::LayerGraph converted;
+    QuantLayout quant;
+    std::string configName; ///< the source config.json, for messages
+};
+
+/// The layout of the checkpoint whose config.json is `configPath`, parsed as `config` and read
+/// by the model module as `spec` (which declares a quantisation, or none: then no groups); the
+/// converted config is the one convert writes for `options`, named `convertedName` in
+/// messages. Convert and the engine's dequantising reader find the groups through this one
+/// function. An error names the config when the two graphs do not correspond.
+Result<DequantLayout> readDequantLayout(const std::filesystem::path& configPath,
+    const nlohmann::ordered_json& config, const model::ModelSpec& spec,
+    const ConvertOptions& options, const std::string& convertedName);
 
 /// True for names that DeepSeek-style block-FP8 checkpoints quantise: 2-D projection weights
 /// inside decoder (or MTP) layers, not embeddings, lm_head, norms, routers or vision towers.

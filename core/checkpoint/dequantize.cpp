@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -89,6 +90,46 @@ Result<void> dequantizeFp4(std::span<const std::byte> codes, std::span<const std
             row[std::size_t(k)] = scaleKind == Fp4Scale::E8M0 ? x : x * global;
         }
         DAY0_TRY(storeRow(row, r, out, to));
+    }
+    return success();
+}
+
+Result<void> quantizeMxfp4(std::span<const float> values, std::int64_t rows, std::int64_t cols,
+    std::span<std::byte> codes, std::span<std::byte> scales)
+{
+    constexpr std::int64_t kGroup = 32;
+    constexpr const char* kWhat = "MXFP4";
+    if (rows < 0 || cols < 0 || cols % kGroup != 0) {
+        return Error::badInput(
+            fmt::format("MXFP4: [{}, {}] has rows not in blocks of {}", rows, cols, kGroup));
+    }
+    DAY0_TRY(checkBytes(kWhat, "the values", values.size() * sizeof(float), rows, cols, 4));
+    DAY0_TRY(checkBytes(kWhat, "the codes", codes.size(), rows, cols / 2, 1));
+    DAY0_TRY(checkBytes(kWhat, "the scales", scales.size(), rows, cols / kGroup, 1));
+    for (std::int64_t b = 0; b < rows * cols / kGroup; ++b) {
+        const auto block = values.subspan(std::size_t(b * kGroup), std::size_t(kGroup));
+        float amax = 0.0f;
+        for (std::size_t k = 0; k < block.size(); ++k) {
+            if (!std::isfinite(block[k])) {
+                return Error::badInput(fmt::format("MXFP4: value {} of row {} is not finite",
+                    (b % (cols / kGroup)) * kGroup + std::int64_t(k), b / (cols / kGroup)));
+            }
+            amax = std::max(amax, std::fabs(block[k]));
+        }
+        int exponent = 0; // the unbiased exponent of the scale
+        if (amax > 0.0f) {
+            // frexp is exact where log2 may round up just below a power of two.
+            int e = 0;
+            std::frexp(amax, &e); // amax = m × 2^e, m in [0.5, 1): ⌊log2 amax⌋ = e − 1
+            exponent = std::clamp(e - 1 - 2, -127, 127);
+        }
+        scales[std::size_t(b)] = std::byte(std::uint8_t(exponent + 127));
+        for (std::int64_t k = 0; k < kGroup; k += 2) {
+            // A power of two: the division is exact unless it lands below float's normals.
+            const auto lo = numerics::floatToE2m1(std::ldexp(block[std::size_t(k)], -exponent));
+            const auto hi = numerics::floatToE2m1(std::ldexp(block[std::size_t(k + 1)], -exponent));
+            codes[std::size_t((b * kGroup + k) / 2)] = std::byte(std::uint8_t(lo | (hi << 4)));
+        }
     }
     return success();
 }

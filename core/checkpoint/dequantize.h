@@ -31,6 +31,15 @@ Result<void> dequantizeFp4(std::span<const std::byte> codes, std::span<const std
     Fp4Scale scaleKind, float global, std::int64_t rows, std::int64_t cols, std::int64_t group,
     std::span<std::byte> out, DType to);
 
+/// Quantises a rows × cols F32 matrix to MXFP4 as OCP MX v1.0 (§6.3) does, in the layout
+/// dequantizeFp4 reads with Fp4Scale::E8M0 and group 32: per 32 consecutive values of a row one
+/// E8M0 scale X = 2^(⌊log2 amax⌋ − 2) (E2M1's largest exponent is 2; clamped to the E8M0 range,
+/// and 2^0 for an all-zero block), then each value/X rounded to the nearest E2M1 code, ties to
+/// the even code, saturating at ±6. `cols` must be a multiple of 32; `codes` holds rows × cols / 2
+/// bytes (element 2k in the low nibble), `scales` rows × cols / 32. Values must be finite.
+Result<void> quantizeMxfp4(std::span<const float> values, std::int64_t rows, std::int64_t cols,
+    std::span<std::byte> codes, std::span<std::byte> scales);
+
 /// Dequantises a rows × cols matrix of symmetric INT4 values packed eight per little-endian
 /// 32-bit word along a row (compressed-tensors pack-quantized: column 8w + j in bits 4j..4j+3
 /// of word w, stored as q + 8; a row holds ceil(cols / 8) words) with one scale (`scaleType`

@@ -4,6 +4,7 @@
 #include "base/json_util.h"
 #include "base/python_json.h"
 #include "checkpoint/block_fp8.h"
+#include "checkpoint/dequantize.h"
 #include "checkpoint/output_file.h"
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
@@ -85,14 +86,15 @@ bool isNormWeight(const model::TensorSpec& t)
         || t.name.ends_with("norm2.weight");
 }
 
-/// The source of one graph tensor (`scaleOf`: the block scale that goes with an FP8 weight).
 // What shrink can write: random weights unquantised, as block FP8 (quantised with their
-// scales) or as packed INT4 groups. Codes of the FP4 formats and per-tensor FP8 are not generated:
-// random bytes there would be scales of NaN and infinities, not a model.
+// scales), as packed INT4 groups, or as gpt-oss MXFP4 experts (quantised with their scales).
+// The other FP4 codes and per-tensor FP8 are not generated: random bytes there would be scales
+// of NaN and infinities, not a model.
 Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& origin)
 {
     if (spec.quantization && spec.quantization->scheme != model::QuantScheme::BlockFp8
-        && spec.quantization->scheme != model::QuantScheme::PackedInt) {
+        && spec.quantization->scheme != model::QuantScheme::PackedInt
+        && spec.quantization->scheme != model::QuantScheme::Mxfp4) {
         return Error::unsupported(fmt::format("{}: shrink does not generate {} weights ({}); "
                                               "shrink the BF16 release, or `day0 convert` this "
                                               "checkpoint to BF16 first",
@@ -161,9 +163,46 @@ Result<void> checkHomologous(
     return success();
 }
 
-Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSpec* fp8Weight,
-    BlockShape block, std::uint64_t seed, float stddev)
+/// How shrink draws the values of a model.
+struct Init {
+    std::uint64_t seed = 0;
+    float stddev = 0.02f; ///< initializer_range
+    /// Biases drawn from N(0, stddev) and attention sinks from N(0, 1) instead of HF's zeros:
+    /// the engine and its PyTorch twin must see them matter (gpt-oss).
+    bool liveBiases = false;
+};
+
+/// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
+/// `blocks` ([E, out, in/32, 16]): the logical [E, out, in] weights drawn for `module`,
+/// quantised; each tensor quantises them again, so that neither depends on the other's fill.
+TensorSource mxfp4Source(
+    const model::TensorSpec& t, const model::TensorSpec& blocks, std::string module, Init init)
 {
+    const std::int64_t rows = blocks.shape[0] * blocks.shape[1];
+    const std::int64_t cols = blocks.shape[2] * 32;
+    const bool scales = t.name.ends_with("_scales");
+    return { t.name, t.dtype, t.shape,
+        [=, module = std::move(module)](std::span<std::byte> out) -> Result<void> {
+            const auto x = shrinkNormal(init.seed, module, std::size_t(rows * cols), init.stddev);
+            std::vector<std::byte> codes(std::size_t(rows * cols / 2));
+            std::vector<std::byte> scale(std::size_t(rows * cols / 32));
+            DAY0_TRY(quantizeMxfp4(x, rows, cols, codes, scale));
+            const auto& part = scales ? scale : codes;
+            if (out.size() != part.size()) {
+                return Error::internal(fmt::format(
+                    "tensor '{}': {} bytes for {} MXFP4 bytes", t.name, out.size(), part.size()));
+            }
+            std::memcpy(out.data(), part.data(), part.size());
+            return success();
+        } };
+}
+
+/// The source of one graph tensor (`fp8Weight`: the FP8 weight whose block scale `t` is).
+Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSpec* fp8Weight,
+    BlockShape block, const Init& init)
+{
+    const std::uint64_t seed = init.seed;
+    const float stddev = init.stddev;
     TensorSource source { t.name, t.dtype, t.shape, {} };
     const auto numel = std::size_t(t.numel());
     if (fp8Weight != nullptr) { // a block scale: quantise its weight's floats and keep the scales
@@ -215,7 +254,10 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
     }
     const bool ones
         = isNormWeight(t) && t.kind == model::TensorKind::Weight && !t.name.ends_with(".bias");
-    const bool zeros = t.kind == model::TensorKind::Bias || t.name.ends_with("bias");
+    const bool zeros
+        = !init.liveBiases && (t.kind == model::TensorKind::Bias || t.name.ends_with("bias"));
+    // gpt-oss sinks are logits beside the scores: a few units, as the trained ones are.
+    const float spread = init.liveBiases && t.name.ends_with(".sinks") ? 1.0f : stddev;
     const bool scale = t.kind == model::TensorKind::Scale;
     const auto streamed = streamSeed(seed, t.name);
     source.fill = [=](std::span<std::byte> out) -> Result<void> {
@@ -224,7 +266,7 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             // Group scales of packed integer weights: positive, about stddev / 2.5 per step.
             std::fill(x.begin(), x.end(), stddev / 2.5f);
         } else if (!ones && !zeros) {
-            fillNormal(x, streamed, stddev);
+            fillNormal(x, streamed, spread);
         }
         return numerics::convertElements(
             std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
@@ -233,6 +275,14 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
 }
 
 } // namespace
+
+std::vector<float> shrinkNormal(
+    std::uint64_t seed, const std::string& name, std::size_t count, float stddev)
+{
+    std::vector<float> out(count);
+    fillNormal(out, streamSeed(seed, name), stddev);
+    return out;
+}
 
 Result<ShrinkPlan> planShrink(const std::string& modelArg, const ShrinkOptions& options)
 {
@@ -298,6 +348,9 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     if (spec->quantization) {
         block = { spec->quantization->blockRows, spec->quantization->blockCols };
     }
+    const bool mxfp4
+        = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
+    const Init init { options.seed, stddev, spec->family == model::Family::GptOss };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {
@@ -322,7 +375,16 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
                     fp8Weight = it->second;
                 }
             }
-            auto source = sourceFor(t, fp8Weight, block, options.seed, stddev);
+            if (mxfp4 && (t.name.ends_with("_blocks") || t.name.ends_with("_scales"))) {
+                std::string module = t.name.substr(0, t.name.size() - 7);
+                const auto blocks = byName.find(module + "_blocks");
+                if (blocks != byName.end() && blocks->second->shape.size() == 4) {
+                    sources.push_back(mxfp4Source(t, *blocks->second, std::move(module), init));
+                    summary.bytes += sources.back().bytes();
+                    continue;
+                }
+            }
+            auto source = sourceFor(t, fp8Weight, block, init);
             if (!source) {
                 return source.error();
             }

@@ -17,6 +17,10 @@
 
 namespace day0::checkpoint {
 
+/// The sliding window of a shrunk model unless told otherwise: shorter than the 6-10 token
+/// prompts the tests run, so that the window masks something and a broken mask shows.
+inline constexpr std::int64_t kShrunkWindow = 4;
+
 /// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
 struct ShrinkOptions {
     std::optional<std::int64_t> layers; ///< decoder layers (default 4)
@@ -28,6 +32,8 @@ struct ShrinkOptions {
     std::optional<std::int64_t> intermediate; ///< dense MLP width (default scaled with hidden)
     std::optional<std::int64_t>
         fp8Block; ///< block size of block-FP8 weights (default: the original's)
+    /// Sliding window of the layers that have one (default min(original, kShrunkWindow)).
+    std::optional<std::int64_t> window;
     std::uint64_t seed = 0;
     ShardingOptions sharding { 1'000'000 }; ///< small shards, so the result is sharded
     HashOptions hash;
@@ -37,9 +43,10 @@ struct ShrinkOptions {
 /// Turns a Hugging Face config.json into the config of a small model of the same architecture:
 /// same model_type, attention kind and GQA ratio, MLA with scaled ranks, MoE with its routing kind,
 /// top-k, groups, shared experts and first_k_dense_replace, RoPE scaling kind (M-RoPE sections
-/// rescaled to the new head size), tied or untied embeddings, MTP layers, block FP8, and the
-/// vision tower of VL models, each scaled down. Per-layer lists are cut to the new depth and
-/// special token ids moved inside the new vocabulary. Pure.
+/// rescaled to the new head size), tied or untied embeddings, MTP layers, the quantization_config
+/// (block FP8, MXFP4), and the vision tower of VL models, each scaled down; a sliding window
+/// wider than kShrunkWindow becomes kShrunkWindow (or options.window). Per-layer lists are cut to
+/// the new depth and special token ids moved inside the new vocabulary. Pure.
 Result<nlohmann::ordered_json> shrinkConfig(
     const nlohmann::ordered_json& config, const ShrinkOptions& options);
 
@@ -57,8 +64,8 @@ struct ShrinkPlan {
 /// Reads `modelArg` exactly, shrinks its config and checks the result is homologous: the same
 /// family with every kind of layer and feed-forward, its MTP layers, vision tower and weight
 /// format. Refuses, naming why, a model whose config has structure Day0 does not model, a weight
-/// format shrink cannot generate (FP4 codes, per-tensor FP8), or a shrunk config that loses a
-/// kind of layer. Pure (reads the config only).
+/// format shrink cannot generate (NVFP4 and the other FP4 codes, per-tensor FP8), or a shrunk
+/// config that loses a kind of layer. Pure (reads the config only).
 Result<ShrinkPlan> planShrink(const std::string& modelArg, const ShrinkOptions& options);
 
 /// What shrinkModel wrote.
@@ -70,12 +77,22 @@ struct ShrinkSummary {
     std::vector<std::string> files;
 };
 
+/// The `count` values shrink draws for the tensor `name` with `seed`: N(0, stddev), the same on
+/// every platform. A plain weight's values; for gpt-oss MXFP4 experts, `name` is the expert
+/// parameter (`...mlp.experts.gate_up_proj`) and the values its logical [E, out, in] weights
+/// before quantisation (gate_up_proj: out = 2I, gate and up interleaved; down_proj: out = H).
+std::vector<float> shrinkNormal(
+    std::uint64_t seed, const std::string& name, std::size_t count, float stddev);
+
 /// Writes a small checkpoint of the architecture of `modelArg` into `out`: config.json,
 /// day0-shrink.json (source and options), sharded safetensors with index, and a manifest.
 /// Weights are deterministic for a seed on every platform (integer generator, per-tensor
 /// streams keyed by name) and initialised like Hugging Face does: N(0, initializer_range) for
 /// linear and embedding weights (a 4-term Irwin-Hall approximation), ones for norms, zeros for
-/// biases; block-FP8 weights are quantised with their scales. Written atomically.
+/// biases; block-FP8 weights are quantised with their scales, gpt-oss MXFP4 experts drawn as
+/// logical [E, out, in] weights (shrinkNormal of the expert parameter's name) and quantised
+/// with quantizeMxfp4. gpt-oss also gets N(0, initializer_range) biases and N(0, 1) attention
+/// sinks: zeros there would hide a broken bias or sink in the engine. Written atomically.
 Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const std::filesystem::path& out,
     const ShrinkOptions& options, Progress& progress, std::stop_token stop);
 

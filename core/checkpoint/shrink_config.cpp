@@ -280,6 +280,15 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         }
         t["mlp_only_layers"] = onlyMlp;
     }
+    // A window as wide as the prompts the tests run masks nothing: the sliding layers would
+    // compute as full ones and a broken window mask would pass.
+    if (has(t, "sliding_window") && t["sliding_window"].is_number_integer()) {
+        if (o.window && *o.window <= 0) {
+            return Error::badInput("--window must be positive");
+        }
+        const std::int64_t window = t["sliding_window"].get<std::int64_t>();
+        t["sliding_window"] = o.window.value_or(std::min(window, kShrunkWindow));
+    }
     if (has(t, "max_window_layers")) {
         t["max_window_layers"] = std::min(intOf(t, "max_window_layers", layers2), layers2);
     }

@@ -1,12 +1,15 @@
 #include "exec/checkpoint_weights.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/dequantized_weights.h"
 #include "exec/gguf_model.h"
 #include "model/config_reader.h"
 
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
+#include <set>
 
 namespace day0::exec {
 
@@ -25,6 +28,72 @@ public:
     explicit CheckpointWeights(checkpoint::Checkpoint ckpt)
         : m_ckpt(std::move(ckpt))
     {
+        index();
+    }
+
+    /// Reads the quantised weights of a folder whose config declares a format other than
+    /// block FP8 dequantised, under the converted config's names (before the raw tensors: an
+    /// NVFP4 `<module>.weight` names both its codes and the weight they stand for). Nothing
+    /// when the config is absent or unreadable: the model cannot be loaded then either, and
+    /// that error says why.
+    Result<void> dequantizeQuantised()
+    {
+        const auto format = m_ckpt.format();
+        const auto configPath = m_ckpt.root() / "config.json";
+        std::error_code ec;
+        if ((format != checkpoint::CheckpointFormat::ShardedSafetensors
+                && format != checkpoint::CheckpointFormat::SafetensorsFolder)
+            || !std::filesystem::exists(configPath, ec)) {
+            return success();
+        }
+        const auto spec = model::readConfigFile(configPath);
+        if (!spec || !spec->quantization || !checkpoint::readsDequantized(*spec->quantization)) {
+            return success();
+        }
+        auto dequantized = checkpoint::DequantizedWeights::open(m_ckpt, configPath);
+        if (!dequantized) {
+            return dequantized.error();
+        }
+        m_dequantized.emplace(std::move(*dequantized));
+        return success();
+    }
+
+    [[nodiscard]] bool has(const std::string& name) const override
+    {
+        return (m_dequantized && m_dequantized->has(name)) || m_byName.contains(name);
+    }
+
+    [[nodiscard]] Result<numerics::Tensor> read(const std::string& name) const override
+    {
+        if (m_dequantized && m_dequantized->has(name)) {
+            auto t = m_dequantized->read(name);
+            if (!t) {
+                return t.error();
+            }
+            return numerics::Tensor::fromFloats(t->shape, t->values);
+        }
+        return readStored(name);
+    }
+
+    [[nodiscard]] std::vector<std::string> names() const override
+    {
+        std::set<std::string> out;
+        for (const auto& [name, t] : m_byName) {
+            out.insert(name);
+        }
+        if (m_dequantized) {
+            for (auto& name : m_dequantized->names()) {
+                out.insert(std::move(name));
+            }
+        }
+        return { out.begin(), out.end() };
+    }
+
+    [[nodiscard]] std::string describe() const override { return m_ckpt.root().string(); }
+
+private:
+    void index()
+    {
         const auto* gguf = m_ckpt.gguf();
         if (gguf != nullptr) {
             m_heads = metadataInt(*gguf, "llama.attention.head_count", 0);
@@ -39,12 +108,7 @@ public:
         }
     }
 
-    [[nodiscard]] bool has(const std::string& name) const override
-    {
-        return m_byName.contains(name);
-    }
-
-    [[nodiscard]] Result<numerics::Tensor> read(const std::string& name) const override
+    [[nodiscard]] Result<numerics::Tensor> readStored(const std::string& name) const
     {
         const auto it = m_byName.find(name);
         if (it == m_byName.end()) {
@@ -72,19 +136,8 @@ public:
         return tensor;
     }
 
-    [[nodiscard]] std::vector<std::string> names() const override
-    {
-        std::vector<std::string> out;
-        for (const auto& [name, t] : m_byName) {
-            out.push_back(name);
-        }
-        return out;
-    }
-
-    [[nodiscard]] std::string describe() const override { return m_ckpt.root().string(); }
-
-private:
     checkpoint::Checkpoint m_ckpt;
+    std::optional<checkpoint::DequantizedWeights> m_dequantized;
     std::map<std::string, const checkpoint::CheckpointTensor*> m_byName;
     std::int64_t m_heads = 0;
     std::int64_t m_kvHeads = 0;
@@ -138,7 +191,10 @@ Result<std::unique_ptr<WeightSource>> openCheckpointWeights(const std::filesyste
         return ckpt.error();
     }
     DAY0_TRY(ckpt->firstError());
-    return std::unique_ptr<WeightSource>(std::make_unique<CheckpointWeights>(std::move(*ckpt)));
+    // The dequantising reader points into the checkpoint, so it is made where that stays.
+    auto weights = std::make_unique<CheckpointWeights>(std::move(*ckpt));
+    DAY0_TRY(weights->dequantizeQuantised());
+    return std::unique_ptr<WeightSource>(std::move(weights));
 }
 
 Result<model::ModelSpec> loadCheckpointModel(const std::filesystem::path& path)

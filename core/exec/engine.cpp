@@ -299,10 +299,17 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             break;
         }
     }
-    if (spec.quantization && spec.quantization->scheme != model::QuantScheme::BlockFp8
-        && spec.quantization->scheme != model::QuantScheme::PackedInt) {
-        out.push_back(fmt::format("{} weights ({})",
-            model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
+    // Block FP8 is dequantised in loadWeight, every other format the checkpoint reader
+    // dequantises as convert does (checkpoint::DequantizedWeights).
+    const auto dequantised = [](model::QuantScheme s) {
+        using enum model::QuantScheme;
+        return s == BlockFp8 || s == PackedInt || s == Mxfp4 || s == PackedMxfp4 || s == Nvfp4
+            || s == Fp8PerTensor || s == Fp4Block;
+    };
+    if (const auto& q = spec.quantization; q
+        && (!dequantised(q->scheme) || (q->expertScheme && !dequantised(*q->expertScheme))
+            || (q->mixedScheme && !dequantised(*q->mixedScheme)))) {
+        out.push_back(fmt::format("{} weights ({})", model::quantSchemeName(q->scheme), q->method));
     }
     if (spec.partial) {
         out.push_back(fmt::format("a partial reading of {} (structure not modelled: {} key(s))",

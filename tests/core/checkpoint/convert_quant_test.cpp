@@ -150,27 +150,6 @@ std::map<std::string, std::size_t> convertAndCheck(
 
 // --- the families -------------------------------------------------------------------------
 
-Json shrunk(const fs::path& path, const char* patch)
-{
-    Json config = loadConfig(path);
-    config.merge_patch(Json::parse(patch));
-    return config;
-}
-
-Json minimaxNvfp4()
-{
-    return shrunk(frontier("frontier/nvidia--MiniMax-M2.5-NVFP4.json"),
-        R"({"attn_type_list": [1, 1], "head_dim": 16, "hidden_size": 64,
-            "intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
-            "rotary_dim": 8, "vocab_size": 256})");
-}
-
-Json minimaxHfQuant()
-{
-    return loadConfig(frontier("frontier/nvidia--MiniMax-M2.5-NVFP4.hf_quant_config.json"));
-}
-
 TEST(ConvertQuantized, ModelOptNvfp4MiniMax)
 {
     const Json config = minimaxNvfp4();
@@ -219,12 +198,7 @@ TEST(ConvertQuantized, ModelOptFp8Nemotron)
 
 TEST(ConvertQuantized, GptOssMxfp4ExpertsTransposed)
 {
-    const Json config = shrunk(frontier("frontier/openai--gpt-oss-120b.json"),
-        R"({"hidden_size": 64, "intermediate_size": 64, "head_dim": 16,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-            "layer_types": ["sliding_attention", "full_attention"], "num_local_experts": 4,
-            "experts_per_token": 2, "num_experts_per_tok": 2, "vocab_size": 256})");
-    const auto src = writeSource("mxfp4_gptoss", config, nullptr);
+    const auto src = writeSource("mxfp4_gptoss", gptOssMxfp4(), nullptr);
     const auto formats = convertAndCheck(src, "mxfp4_gptoss");
     EXPECT_EQ(formats.at("mxfp4"), 4u); // gate_up_proj and down_proj of 2 layers
     // The converted config reads as the BF16 release: [E, H, 2I] and [E, I, H].

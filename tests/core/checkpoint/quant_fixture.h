@@ -170,6 +170,41 @@ inline fs::path frontier(const std::string& name)
     return fs::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / name;
 }
 
+// --- small configs of the quantised families ----------------------------------------------
+
+/// The published config at `path` with `patch` merged (sizes cut to a test's).
+inline Json shrunk(const fs::path& path, const char* patch)
+{
+    Json config = loadConfig(path);
+    config.merge_patch(Json::parse(patch));
+    return config;
+}
+
+/// ModelOpt NVFP4 MiniMax-M2.5 (with minimaxHfQuant beside it): two layers of 4 experts.
+inline Json minimaxNvfp4()
+{
+    return shrunk(frontier("frontier/nvidia--MiniMax-M2.5-NVFP4.json"),
+        R"({"attn_type_list": [1, 1], "head_dim": 16, "hidden_size": 64,
+            "intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+            "rotary_dim": 8, "vocab_size": 256})");
+}
+
+inline Json minimaxHfQuant()
+{
+    return loadConfig(frontier("frontier/nvidia--MiniMax-M2.5-NVFP4.hf_quant_config.json"));
+}
+
+/// gpt-oss-120b as released (MXFP4 experts): two layers of 4 experts, H = I = 64.
+inline Json gptOssMxfp4()
+{
+    return shrunk(frontier("frontier/openai--gpt-oss-120b.json"),
+        R"({"hidden_size": 64, "intermediate_size": 64, "head_dim": 16,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"], "num_local_experts": 4,
+            "experts_per_token": 2, "num_experts_per_tok": 2, "vocab_size": 256})");
+}
+
 /// A source checkpoint: its folder and every tensor written.
 struct Source {
     fs::path dir;

@@ -1,4 +1,5 @@
 #include "base/file_util.h"
+#include "base/python_json.h"
 #include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/manifest.h"
@@ -116,6 +117,44 @@ TEST(Shrink, KimiK2IsSmallDeterministicAndVerifies)
     auto report = verifyIntegrity(dir / "a", **ma, ckpt->files(), {}, p2, {});
     ASSERT_TRUE(report.ok());
     EXPECT_TRUE(report->ok());
+}
+
+using Json = nlohmann::ordered_json;
+
+Json bundledConfig(const std::string& file)
+{
+    const auto path = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / file;
+    auto text = readFile(path);
+    EXPECT_TRUE(text.ok()) << path;
+    auto parsed = parsePythonJsonOrdered(text ? *text : std::string("{}"), path.string());
+    EXPECT_TRUE(parsed.ok());
+    return parsed ? parsed->value : Json::object();
+}
+
+TEST(ShrinkWindow, WindowsOverFourBecomeFourUnlessToldOtherwise)
+{
+    // The test prompts are 6-10 tokens: a window of 128 would mask nothing.
+    const Json gptOss = bundledConfig("gpt-oss-20b.json");
+    auto small = shrinkConfig(gptOss, {});
+    ASSERT_TRUE(small.ok()) << small.error().message;
+    EXPECT_EQ((*small)["sliding_window"], 4);
+    ShrinkOptions options;
+    options.window = 7;
+    small = shrinkConfig(gptOss, options);
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ((*small)["sliding_window"], 7);
+    options.window = 0;
+    EXPECT_FALSE(shrinkConfig(gptOss, options).ok());
+    // A window already under the default stays; a null window stays null.
+    Json narrow = gptOss;
+    narrow["sliding_window"] = 3;
+    small = shrinkConfig(narrow, {});
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ((*small)["sliding_window"], 3);
+    const Json qwen = bundledConfig("qwen3-8b.json");
+    small = shrinkConfig(qwen, {});
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ(small->value("sliding_window", Json()), qwen.value("sliding_window", Json()));
 }
 
 } // namespace
