@@ -8,7 +8,9 @@ package. `load(folder, dtype)` reads config.json and *.safetensors and returns (
 Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
 (MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), llama4
 (text tower: chunked attention with complex RoPE and weightless QK-norm, NoPE layers with attention
-temperature tuning, top-k sigmoid MoE with fused 3-D experts and a shared expert), and
+temperature tuning, top-k sigmoid MoE with fused 3-D experts and a shared expert), gpt_oss
+(attention sinks, alternating sliding-window / full layers, YaRN without truncation, biased top-k
+softmax router, clamped SwiGLU experts with interleaved gate/up, MXFP4 experts dequantised on load), and
 qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)).
 """
 
@@ -65,9 +67,14 @@ def rope_parameters(config, dim):
         medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
         return torch.where(medium, smoothed, llama), 1.0
     if kind == "yarn":
-        original = scaling["original_max_position_embeddings"]
+        # _compute_yarn_parameters: an explicit attention_factor wins, else mscale / mscale_all_dim,
+        # else 0.1 ln(factor) + 1; the correction range is rounded outwards unless truncate is false
+        # (gpt-oss), and always kept inside [0, dim - 1].
+        original = scaling.get("original_max_position_embeddings") or config["max_position_embeddings"]
         mscale, mscale_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
-        if mscale and mscale_all:
+        if scaling.get("attention_factor") is not None:
+            attention = float(scaling["attention_factor"])
+        elif mscale and mscale_all:
             attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all)
         else:
             attention = _yarn_mscale(factor)
@@ -76,8 +83,10 @@ def rope_parameters(config, dim):
         def correction_dim(rotations):
             return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
 
-        low = max(math.floor(correction_dim(beta_fast)), 0)
-        high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if scaling.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001
         ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
@@ -404,20 +413,188 @@ def llama4_moe_layers(c):
     return set(range(step - 1, c["num_hidden_layers"], step))
 
 
+def gpt_oss_config(config):
+    """A gpt_oss config.json with GptOssConfig's defaults filled in where keys are absent."""
+    c = dict(config)
+    c.setdefault("head_dim", 64)
+    c.setdefault("num_key_value_heads", 8)
+    c.setdefault("num_local_experts", 128)
+    if "num_experts_per_tok" not in c:
+        c["num_experts_per_tok"] = c.get("experts_per_token", 4)
+    c.setdefault("sliding_window", 128)
+    c.setdefault("swiglu_limit", 7.0)
+    c.setdefault("rope_theta", 150000.0)
+    c.setdefault("rms_norm_eps", 1e-5)
+    c.setdefault("attention_bias", True)
+    if not c.get("layer_types"):
+        c["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                            for i in range(c["num_hidden_layers"])]
+    if len(c["layer_types"]) != c["num_hidden_layers"]:
+        raise ValueError(f"gpt_oss: 'layer_types' has {len(c['layer_types'])} entries but the model has "
+                         f"{c['num_hidden_layers']} layers")
+    return c
+
+
+class GptOssRMSNorm(nn.Module):
+    """GptOssRMSNorm: normalise in (at least) fp32 and scale by the weight before casting back.
+    Wide inputs (the float64 reference) stay wide instead of being narrowed to fp32."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.to(torch.promote_types(dtype, torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight.to(h.dtype) * h).to(dtype)
+
+
+class GptOssAttention(nn.Module):
+    """GptOssAttention: biased q/k/v/o projections, YaRN RoPE on the two halves of each head, GQA,
+    a causal mask narrowed to the last `sliding_window` keys on sliding layers, and one learned
+    sink logit per head that joins each row's softmax and is then dropped."""
+
+    def __init__(self, c, index):
+        super().__init__()
+        h, self.heads = c["hidden_size"], c["num_attention_heads"]
+        self.kv_heads, self.head_dim = c["num_key_value_heads"], c["head_dim"]
+        bias = c.get("attention_bias", True)
+        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
+        self.sinks = nn.Parameter(torch.zeros(self.heads))
+        self.window = (c["sliding_window"] or 0) if c["layer_types"][index] == "sliding_attention" else 0
+        self.inv_freq, self.rope_scale = rope_parameters(c, self.head_dim)
+
+    def forward(self, x):
+        t = x.shape[0]
+        q = self.q_proj(x).view(t, self.heads, self.head_dim)
+        k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
+        v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+        if x.dtype == torch.float64:
+            # HF's fp32 frequencies, angles and cos/sin evaluated exactly.
+            angles = torch.arange(t, dtype=torch.float64)[:, None] * self.inv_freq.double()[None, :]
+            angles = torch.cat((angles, angles), dim=-1)
+            cos, sin = angles.cos() * self.rope_scale, angles.sin() * self.rope_scale
+        else:
+            cos, sin = rope_cos_sin(self.inv_freq, self.rope_scale, torch.arange(t))
+        cos, sin = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv_heads
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        scores = torch.einsum("thd,shd->hts", q, k) * self.head_dim ** -0.5
+        pos = torch.arange(t)
+        allowed = pos[None, :] <= pos[:, None]
+        if self.window > 0:
+            allowed = allowed & (pos[None, :] > pos[:, None] - self.window)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        sinks = self.sinks.to(scores.dtype)[:, None, None].expand(self.heads, t, 1)
+        combined = torch.cat((scores, sinks), dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        probs = F.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1].to(v.dtype)
+        return self.o_proj(torch.einsum("hts,shd->thd", probs, v).reshape(t, -1))
+
+
+class GptOssRouter(nn.Module):
+    """GptOssTopKRouter's linear part: returns the logits over all experts (the router anchor);
+    the block picks the top k of them."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(c["num_local_experts"], c["hidden_size"]))
+        self.bias = nn.Parameter(torch.zeros(c["num_local_experts"]))
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+class GptOssExperts(nn.Module):
+    """Fused biased experts as published: gate_up_proj [E, H, 2I] with gate and up interleaved
+    (even and odd columns), down_proj [E, I, H]; clamped SwiGLU (up + 1) * g * sigmoid(alpha g)."""
+
+    def __init__(self, c):
+        super().__init__()
+        e, h, inter = c["num_local_experts"], c["hidden_size"], c["intermediate_size"]
+        self.gate_up_proj = nn.Parameter(torch.zeros(e, h, 2 * inter))
+        self.gate_up_proj_bias = nn.Parameter(torch.zeros(e, 2 * inter))
+        self.down_proj = nn.Parameter(torch.zeros(e, inter, h))
+        self.down_proj_bias = nn.Parameter(torch.zeros(e, h))
+        self.limit = float(c["swiglu_limit"])
+        self.alpha = float(c.get("swiglu_alpha", 1.702))
+
+    def expert(self, e, x):  # x [N, H] -> [N, H]
+        gate_up = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]
+        gate, up = gate_up[..., 0::2], gate_up[..., 1::2]
+        gate = gate.clamp(max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        glu = gate * torch.sigmoid(gate * self.alpha)
+        return ((up + 1) * glu) @ self.down_proj[e] + self.down_proj_bias[e]
+
+
+class GptOssMoE(nn.Module):
+    """GptOssMLP: top-k of the router logits, softmax over those k, weighted sum of the experts."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c["num_experts_per_tok"]
+        self.router = GptOssRouter(c)
+        self.experts = GptOssExperts(c)
+        self.day0_router = "router"
+
+    def forward(self, x):
+        logits = self.router(x)
+        top, selected = torch.topk(logits, self.top_k, dim=-1)
+        weights = F.softmax(top, dim=-1, dtype=top.dtype)
+        self.day0_selected = selected
+        out = torch.zeros_like(x)
+        for e in range(self.router.weight.shape[0]):
+            token, slot = torch.where(selected == e)
+            if token.numel():
+                out.index_add_(0, token, self.experts.expert(e, x[token]) * weights[token, slot, None].to(x.dtype))
+        return out
+
+
+def dequantize_mxfp4(blocks, scales):
+    """MXFP4 experts as gpt-oss stores them: blocks U8 [E, rows, G, 16] (byte k: element 2k in the
+    low nibble, 2k+1 in the high one), scales U8 [E, rows, G] (2^(s - 127) per 32 elements) ->
+    float64 [E, G*32, rows], the transpose of the stored rows (HF convert_moe_packed_tensors)."""
+    lut = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                    -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float64)
+    blocks, scales = np.asarray(blocks, dtype=np.uint8), np.asarray(scales)
+    if blocks.shape[:-1] != scales.shape or blocks.shape[-1] != 16:
+        raise ValueError(f"MXFP4 blocks {blocks.shape} do not match scales {scales.shape}")
+    values = np.empty(blocks.shape[:-1] + (32,), dtype=np.float64)
+    values[..., 0::2] = lut[blocks & 0x0F]
+    values[..., 1::2] = lut[blocks >> 4]
+    values = np.ldexp(values, scales.astype(np.int32)[..., None] - 127)
+    e, rows, groups = scales.shape
+    return np.swapaxes(values.reshape(e, rows, groups * 32), 1, 2)
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, c, index):
         super().__init__()
         h, kind = c["hidden_size"], c["model_type"]
-        self.input_layernorm = RMSNorm(h, c["rms_norm_eps"])
-        self.post_attention_layernorm = RMSNorm(h, c["rms_norm_eps"])
+        norm = GptOssRMSNorm if kind == "gpt_oss" else RMSNorm
+        self.input_layernorm = norm(h, c["rms_norm_eps"])
+        self.post_attention_layernorm = norm(h, c["rms_norm_eps"])
         deepseek = kind in ("deepseek_v3", "kimi_k2")
         llama4 = kind in ("llama4", "llama4_text")
-        if llama4:
+        if kind == "gpt_oss":
+            self.self_attn = GptOssAttention(c, index)
+        elif llama4:
             self.self_attn = Llama4Attention(c, index)
         else:
             self.self_attn = MLAttention(c) if deepseek else Attention(c)
         self.ffn_name = "feed_forward" if llama4 else "mlp"
-        if llama4:
+        if kind == "gpt_oss":
+            ffn = GptOssMoE(c)
+        elif llama4:
             moe = index in llama4_moe_layers(c)
             ffn = Llama4MoE(c) if moe else MLP(h, c.get("intermediate_size_mlp", c["intermediate_size"]))
         elif kind == "mixtral":
@@ -441,7 +618,8 @@ class Body(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
         self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c["num_hidden_layers"]))
-        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        norm = GptOssRMSNorm if c["model_type"] == "gpt_oss" else RMSNorm
+        self.norm = norm(c["hidden_size"], c["rms_norm_eps"])
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
@@ -463,7 +641,7 @@ class CausalLM(nn.Module):
 
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
-             "llama4", "llama4_text", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+             "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def load(folder, dtype=torch.float32):
@@ -473,6 +651,8 @@ def load(folder, dtype=torch.float32):
         raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
     vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
     llama4 = config["model_type"] == "llama4"
+    if config["model_type"] == "gpt_oss":
+        config = gpt_oss_config(config)
     if vl:
         import day0_torch_vl
         model, flat = day0_torch_vl.build(config, sys.modules[__name__])
@@ -500,6 +680,11 @@ def load(folder, dtype=torch.float32):
         w, s = tensors[weight_name].astype(np.float64), tensors.pop(name).astype(np.float64)
         scale = np.repeat(np.repeat(s, block[0], 0), block[1], 1)[: w.shape[0], : w.shape[1]]
         tensors[weight_name] = w * scale
+    # MXFP4 experts (gpt-oss): <p>_blocks and <p>_scales become the float64 <p> they encode.
+    if (config.get("quantization_config") or {}).get("quant_method") == "mxfp4":
+        for name in [n for n in tensors if n.endswith("_blocks")]:
+            weight_name = name[: -len("_blocks")]
+            tensors[weight_name] = dequantize_mxfp4(tensors.pop(name), tensors.pop(weight_name + "_scales"))
     if config.get("tie_word_embeddings") and "lm_head.weight" not in tensors:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in tensors.items()}
