@@ -21,6 +21,10 @@ namespace day0::checkpoint {
 /// prompts the tests run, so that the window masks something and a broken mask shows.
 inline constexpr std::int64_t kShrunkWindow = 4;
 
+/// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
+/// that the clamp bites (the published 7 never would) and an engine without it fails.
+inline constexpr double kShrunkSwigluLimit = 0.25;
+
 /// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
 struct ShrinkOptions {
     std::optional<std::int64_t> layers; ///< decoder layers (default 4)

@@ -289,6 +289,11 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         const std::int64_t window = t["sliding_window"].get<std::int64_t>();
         t["sliding_window"] = o.window.value_or(std::min(window, kShrunkWindow));
     }
+    // gpt-oss's clamped SwiGLU: at the shrunk weights' scale (gate and up of RMS ~0.2) the
+    // published limit of 7 would never clamp, and an engine without the clamp would pass.
+    if (t.contains("model_type") && t["model_type"] == "gpt_oss") {
+        t["swiglu_limit"] = kShrunkSwigluLimit;
+    }
     if (has(t, "max_window_layers")) {
         t["max_window_layers"] = std::min(intOf(t, "max_window_layers", layers2), layers2);
     }

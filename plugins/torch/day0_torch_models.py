@@ -413,6 +413,23 @@ def llama4_moe_layers(c):
     return set(range(step - 1, c["num_hidden_layers"], step))
 
 
+# Test switch: DAY0_TWIN_WITHOUT=sinks,window,... computes gpt-oss WITHOUT those features, so that
+# a test can show its agreement with the engine depends on each of them (an engine lacking one
+# would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
+# router_bias, interleave. Unset in every real use.
+WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
+_KNOWN_SWITCHES = {"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
+                   "router_bias", "interleave"}
+if WITHOUT - _KNOWN_SWITCHES:
+    raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
+                     f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
+
+
+def _linear(module, x, switch):
+    """module(x), or without its bias when the switch is set."""
+    return F.linear(x, module.weight) if switch in WITHOUT else module(x)
+
+
 def gpt_oss_config(config):
     """A gpt_oss config.json with GptOssConfig's defaults filled in where keys are absent."""
     c = dict(config)
@@ -467,13 +484,17 @@ class GptOssAttention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(self.heads))
         self.window = (c["sliding_window"] or 0) if c["layer_types"][index] == "sliding_attention" else 0
+        if "window" in WITHOUT:
+            self.window = 0
+        if "yarn_truncate" in WITHOUT and isinstance(c.get("rope_scaling"), dict):
+            c = dict(c, rope_scaling=dict(c["rope_scaling"], truncate=True))
         self.inv_freq, self.rope_scale = rope_parameters(c, self.head_dim)
 
     def forward(self, x):
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.heads, self.head_dim)
-        k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
-        v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+        q = _linear(self.q_proj, x, "attention_bias").view(t, self.heads, self.head_dim)
+        k = _linear(self.k_proj, x, "attention_bias").view(t, self.kv_heads, self.head_dim)
+        v = _linear(self.v_proj, x, "attention_bias").view(t, self.kv_heads, self.head_dim)
         if x.dtype == torch.float64:
             # HF's fp32 frequencies, angles and cos/sin evaluated exactly.
             angles = torch.arange(t, dtype=torch.float64)[:, None] * self.inv_freq.double()[None, :]
@@ -493,11 +514,14 @@ class GptOssAttention(nn.Module):
         if self.window > 0:
             allowed = allowed & (pos[None, :] > pos[:, None] - self.window)
         scores = scores.masked_fill(~allowed, float("-inf"))
-        sinks = self.sinks.to(scores.dtype)[:, None, None].expand(self.heads, t, 1)
-        combined = torch.cat((scores, sinks), dim=-1)
-        combined = combined - combined.max(dim=-1, keepdim=True).values
-        probs = F.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1].to(v.dtype)
-        return self.o_proj(torch.einsum("hts,shd->thd", probs, v).reshape(t, -1))
+        if "sinks" in WITHOUT:
+            probs = F.softmax(scores, dim=-1, dtype=scores.dtype).to(v.dtype)
+        else:
+            sinks = self.sinks.to(scores.dtype)[:, None, None].expand(self.heads, t, 1)
+            combined = torch.cat((scores, sinks), dim=-1)
+            combined = combined - combined.max(dim=-1, keepdim=True).values
+            probs = F.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1].to(v.dtype)
+        return _linear(self.o_proj, torch.einsum("hts,shd->thd", probs, v).reshape(t, -1), "attention_bias")
 
 
 class GptOssRouter(nn.Module):
@@ -510,7 +534,7 @@ class GptOssRouter(nn.Module):
         self.bias = nn.Parameter(torch.zeros(c["num_local_experts"]))
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, None if "router_bias" in WITHOUT else self.bias)
 
 
 class GptOssExperts(nn.Module):
@@ -528,12 +552,17 @@ class GptOssExperts(nn.Module):
         self.alpha = float(c.get("swiglu_alpha", 1.702))
 
     def expert(self, e, x):  # x [N, H] -> [N, H]
-        gate_up = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]
-        gate, up = gate_up[..., 0::2], gate_up[..., 1::2]
-        gate = gate.clamp(max=self.limit)
-        up = up.clamp(min=-self.limit, max=self.limit)
+        biased = "expert_bias" not in WITHOUT
+        gate_up = x @ self.gate_up_proj[e] + (self.gate_up_proj_bias[e] if biased else 0)
+        if "interleave" in WITHOUT:
+            gate, up = gate_up.chunk(2, dim=-1)
+        else:
+            gate, up = gate_up[..., 0::2], gate_up[..., 1::2]
+        if "clamp" not in WITHOUT:
+            gate = gate.clamp(max=self.limit)
+            up = up.clamp(min=-self.limit, max=self.limit)
         glu = gate * torch.sigmoid(gate * self.alpha)
-        return ((up + 1) * glu) @ self.down_proj[e] + self.down_proj_bias[e]
+        return ((up + 1) * glu) @ self.down_proj[e] + (self.down_proj_bias[e] if biased else 0)
 
 
 class GptOssMoE(nn.Module):
