@@ -10,6 +10,7 @@
 #include "numerics/dump_compare.h"
 #include "numerics/metrics.h"
 #include "tiny_models.h"
+#include "torch_twin.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -25,49 +26,11 @@ using namespace day0;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-std::filesystem::path bridgeScript()
-{
-    return std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch"
-        / "day0_dump.py";
-}
-
-bool torchAvailable()
-{
-    static const bool available
-        = std::system(fmt::format("{} -c 'import torch, numpy' >/dev/null 2>&1", kPython).c_str())
-        == 0;
-    return available;
-}
-
-/// Element-wise max relative error of our logits against PyTorch's, with denominators floored
-/// at 1% of the largest |logit|: fp32 rounding leaves ~3e-7 of the logits' scale in every
-/// element, which near-zero logits would otherwise turn into large relative numbers.
-double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours)
-{
-    const auto r = theirs.toDoubles();
-    const auto t = ours.toDoubles();
-    EXPECT_EQ(r.size(), t.size());
-    double absMax = 0.0;
-    for (const double v : r) {
-        absMax = std::max(absMax, std::fabs(v));
-    }
-    double maxRel = 0.0;
-    for (std::size_t i = 0; i < std::min(r.size(), t.size()); ++i) {
-        maxRel
-            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
-    }
-    return maxRel;
-}
-
-struct Agreement {
-    double logitsMaxRel = 0.0;
-    double logitsRelL2 = 0.0;
-    double worstCaptureRelL2 = 0.0;
-    std::string worstCapture;
-    std::size_t common = 0;
-};
+using test::Agreement;
+using test::bridgeScript;
+using test::kPython;
+using test::logitsMaxRel;
+using test::torchAvailable;
 
 Agreement checkAgainstTorch(const test::TinyModel& m)
 {
@@ -594,111 +557,4 @@ TEST(TorchBridge, ShrunkLlama4AgreesWithPyTorch)
         EXPECT_GT(selections, 0) << "the routers' expert choices were compared";
         std::filesystem::remove_all(dir);
     }
-}
-
-namespace {
-
-/// Runs the shrunk checkpoint in `dir` on the fp32 engine and in the PyTorch twin (float64) with
-/// `twinEnv` set (the twin's DAY0_TWIN_WITHOUT switches a feature off there), and measures the
-/// agreement of the logits and of every capture both hold.
-Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
-    const std::vector<std::int64_t>& prompt)
-{
-    Agreement a;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
-    EXPECT_TRUE(weights.ok()) << weights.error().message;
-    if (!spec.ok() || !weights.ok()) {
-        return a;
-    }
-    Progress p;
-    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
-    EXPECT_TRUE(engine.ok()) << engine.error().message;
-    if (!engine.ok()) {
-        return a;
-    }
-    exec::RunOptions o;
-    o.precision = *exec::parsePrecisionPlan("fp32");
-    o.promptIds = prompt;
-    o.newTokens = 3;
-    const auto ours = engine->run(o, p, {});
-    EXPECT_TRUE(ours.ok()) << ours.error().message;
-    if (!ours.ok()) {
-        return a;
-    }
-    const std::string command = fmt::format(
-        "{} {} {} {} --ids {} --tokens 3 --forced {} --dtype float64 --out {} > {} 2>&1", twinEnv,
-        kPython, bridgeScript().string(), (dir / "ckpt").string(), fmt::join(o.promptIds, ","),
-        fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
-        (dir / "torch").string(), (dir / "torch.log").string());
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    const auto theirs = checkpoint::readDump(dir / "torch");
-    EXPECT_TRUE(theirs.ok()) << (theirs.ok() ? "" : theirs.error().message);
-    if (!theirs.ok()) {
-        return a;
-    }
-    EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
-    a.logitsMaxRel = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
-    a.logitsRelL2
-        = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"))
-              ->relL2;
-    for (const auto& c : theirs->captures()) {
-        const auto* mine = ours->dump.tensor(c.name);
-        if (mine == nullptr || c.name.ends_with("#topk")) {
-            a.common += mine != nullptr ? 1 : 0;
-            continue;
-        }
-        ++a.common;
-        const auto err = numerics::compareTensors(*theirs->tensor(c.name), *mine);
-        if (err.ok() && err->relL2 > a.worstCaptureRelL2) {
-            a.worstCaptureRelL2 = err->relL2;
-            a.worstCapture = c.name;
-        }
-    }
-    return a;
-}
-
-} // namespace
-
-TEST(TorchBridge, GptOssAgreesWithPyTorchAndEachFeatureMatters)
-{
-    if (!torchAvailable()) {
-        GTEST_SKIP() << kPython
-                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
-    }
-    // The shrunk gpt-oss-20b: MXFP4 experts dequantised on load, a window of 4 under a 10-token
-    // prompt, learned sinks, biased q/k/v/o, router and experts, the clamped SwiGLU, YaRN with
-    // truncate false.
-    setResourceDir(DAY0_RESOURCE_DIR);
-    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gpt_oss";
-    std::filesystem::remove_all(dir);
-    Progress p;
-    checkpoint::ShrinkOptions so;
-    so.layers = 2;
-    const auto shrunk = checkpoint::shrinkModel("gpt-oss-20b", dir / "ckpt", so, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
-    ASSERT_TRUE(spec.ok()) << spec.error().message;
-    ASSERT_TRUE(spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4);
-    ASSERT_EQ(spec->layers[0].slidingWindow, 4);
-    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8 };
-    const auto a = checkpointAgainstTorch(dir, "", prompt);
-    std::printf("gpt-oss logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over %zu\n",
-        a.logitsMaxRel, a.logitsRelL2, a.worstCapture.c_str(), a.worstCaptureRelL2, a.common);
-    EXPECT_LE(a.logitsMaxRel, 1e-4);
-    EXPECT_LE(a.logitsRelL2, 1e-6);
-    EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;
-    EXPECT_GE(a.common, 2u * 7u);
-    // Each feature, switched off in the twin, breaks the agreement: the comparison above would
-    // catch an engine that lacked it, at this prompt length.
-    for (const char* feature : { "sinks", "window", "clamp", "yarn_truncate", "expert_bias",
-             "attention_bias", "router_bias", "interleave" }) {
-        SCOPED_TRACE(feature);
-        const auto off
-            = checkpointAgainstTorch(dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt);
-        std::printf("  without %-14s logits max rel %.2e\n", feature, off.logitsMaxRel);
-        EXPECT_GT(off.logitsMaxRel, 1e-3);
-    }
-    std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,106 @@
+#include "torch_twin.h"
+
+#include "checkpoint/tensor_file.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+#include "numerics/metrics.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace day0::test {
+
+std::filesystem::path bridgeScript()
+{
+    return std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch"
+        / "day0_dump.py";
+}
+
+bool torchAvailable()
+{
+    static const bool available
+        = std::system(fmt::format("{} -c 'import torch, numpy' >/dev/null 2>&1", kPython).c_str())
+        == 0;
+    return available;
+}
+
+double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours)
+{
+    const auto r = theirs.toDoubles();
+    const auto t = ours.toDoubles();
+    EXPECT_EQ(r.size(), t.size());
+    double absMax = 0.0;
+    for (const double v : r) {
+        absMax = std::max(absMax, std::fabs(v));
+    }
+    double maxRel = 0.0;
+    for (std::size_t i = 0; i < std::min(r.size(), t.size()); ++i) {
+        maxRel
+            = std::max(maxRel, std::fabs(t[i] - r[i]) / std::max(std::fabs(r[i]), 1e-2 * absMax));
+    }
+    return maxRel;
+}
+
+Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
+    const std::vector<std::int64_t>& prompt)
+{
+    Agreement a;
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    EXPECT_TRUE(spec.ok()) << spec.error().message;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    EXPECT_TRUE(weights.ok()) << weights.error().message;
+    if (!spec.ok() || !weights.ok()) {
+        return a;
+    }
+    Progress p;
+    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    if (!engine.ok()) {
+        return a;
+    }
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = prompt;
+    o.newTokens = 3;
+    const auto ours = engine->run(o, p, {});
+    EXPECT_TRUE(ours.ok()) << ours.error().message;
+    if (!ours.ok()) {
+        return a;
+    }
+    const std::string command = fmt::format(
+        "{} {} {} {} --ids {} --tokens 3 --forced {} --dtype float64 --out {} > {} 2>&1", twinEnv,
+        kPython, bridgeScript().string(), (dir / "ckpt").string(), fmt::join(o.promptIds, ","),
+        fmt::join(ours->generated.begin(), ours->generated.end() - 1, ","),
+        (dir / "torch").string(), (dir / "torch.log").string());
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    const auto theirs = checkpoint::readDump(dir / "torch");
+    EXPECT_TRUE(theirs.ok()) << (theirs.ok() ? "" : theirs.error().message);
+    if (!theirs.ok()) {
+        return a;
+    }
+    EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
+    a.logitsMaxRel = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
+    a.logitsRelL2
+        = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"))
+              ->relL2;
+    for (const auto& c : theirs->captures()) {
+        const auto* mine = ours->dump.tensor(c.name);
+        if (mine == nullptr || c.name.ends_with("#topk")) {
+            a.common += mine != nullptr ? 1 : 0;
+            continue;
+        }
+        ++a.common;
+        const auto err = numerics::compareTensors(*theirs->tensor(c.name), *mine);
+        if (err.ok() && err->relL2 > a.worstCaptureRelL2) {
+            a.worstCaptureRelL2 = err->relL2;
+            a.worstCapture = c.name;
+        }
+    }
+    return a;
+}
+
+} // namespace day0::test

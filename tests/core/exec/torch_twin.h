@@ -1,0 +1,45 @@
+#pragma once
+
+// The engine against its independent PyTorch twin (plugins/torch, Debian's python3-torch):
+// shared by the tests of each family that has one.
+
+#include "numerics/tensor.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace day0::test {
+
+/// The Python that has torch and numpy (Debian's, not the first on PATH).
+inline constexpr const char* kPython = "/usr/bin/python3";
+
+/// plugins/torch/day0_dump.py.
+std::filesystem::path bridgeScript();
+
+/// Whether kPython imports torch and numpy (checked once).
+bool torchAvailable();
+
+/// Element-wise max relative error of our logits against PyTorch's, with denominators floored
+/// at 1% of the largest |logit|: fp32 rounding leaves ~3e-7 of the logits' scale in every
+/// element, which near-zero logits would otherwise turn into large relative numbers.
+double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours);
+
+/// How the engine's dump and the twin's agree.
+struct Agreement {
+    double logitsMaxRel = 0.0;
+    double logitsRelL2 = 0.0;
+    double worstCaptureRelL2 = 0.0;
+    std::string worstCapture;
+    std::size_t common = 0; ///< captures both hold
+};
+
+/// Runs the checkpoint in `dir / "ckpt"` on the fp32 engine (3 new tokens after `prompt`) and in
+/// the twin in float64 with `twinEnv` set before it (the twins' DAY0_TWIN_WITHOUT=feature
+/// computes the model without one feature, to show a test depends on it), writing the twin's
+/// dump to `dir / "torch"`; measures the logits' and every common capture's agreement.
+Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
+    const std::vector<std::int64_t>& prompt);
+
+} // namespace day0::test
