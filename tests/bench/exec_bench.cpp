@@ -1,7 +1,12 @@
-// fp32 prefill of a shrunk Llama on the CPU reference engine, as a ratio to the same model's
-// forward in PyTorch (Debian's python3-torch through plugins/torch/day0_torch_models.py), measured
-// in the same run. Without torch the PyTorch baseline is skipped and said so.
+// fp32 prefill on the CPU reference engine, as a ratio to the same model's forward in PyTorch
+// (Debian's python3-torch through plugins/torch/day0_torch_models.py), measured in the same run:
+// a Llama of random weights, and a shrunk gpt-oss-20b (sinks, windows, MXFP4 experts dequantised
+// on load, biased experts with the clamped SwiGLU). Without torch the PyTorch baseline is
+// skipped and said so.
+#include "base/resources.h"
+#include "checkpoint/shrink.h"
 #include "checkpoint/tensor_file.h"
+#include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
 
@@ -76,8 +81,47 @@ std::vector<std::int64_t> promptIds(const Model& m)
     return ids;
 }
 
-/// Seconds of one PyTorch forward over the same prompt (median of several), or a negative value
-/// with the reason printed when torch is not available.
+/// Seconds of one PyTorch float32 forward of the checkpoint in `dir` over `tokens` prompt tokens
+/// of the same ids as promptIds (median of several), or a negative value with the reason printed
+/// when torch is not available.
+double torchForwardSeconds(
+    const std::filesystem::path& dir, std::int64_t vocab, std::int64_t tokens)
+{
+    const auto plugin
+        = std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch";
+    const std::string script = fmt::format(
+        "import sys, time, torch\n"
+        "sys.path.insert(0, '{}')\n"
+        "import day0_torch_models\n"
+        "model, _ = day0_torch_models.load('{}', torch.float32)\n"
+        "ids = torch.tensor([[(i * 7919 + 13) % {} for i in range({})]])\n"
+        "times = []\n"
+        "with torch.no_grad():\n"
+        "    model(ids)\n"
+        "    for _ in range({}):\n"
+        "        t0 = time.perf_counter(); model(ids); times.append(time.perf_counter() - t0)\n"
+        "times.sort(); print(times[len(times) // 2])\n",
+        plugin.string(), dir.string(), vocab, tokens, quick() ? 1 : 5);
+    std::ofstream(dir / "bench.py") << script;
+    FILE* pipe = ::popen(
+        fmt::format("/usr/bin/python3 {} 2>/dev/null", (dir / "bench.py").string()).c_str(), "r");
+    if (pipe == nullptr) {
+        return -1.0;
+    }
+    char buffer[64] = {};
+    const bool read = std::fgets(buffer, sizeof buffer, pipe) != nullptr;
+    const int rc = ::pclose(pipe);
+    if (!read || rc != 0) {
+        std::fprintf(stderr,
+            "exec_bench: no PyTorch baseline for %s (/usr/bin/python3 with torch not "
+            "available)\n",
+            dir.filename().string().c_str());
+        return -1.0;
+    }
+    return std::atof(buffer);
+}
+
+/// The Llama's PyTorch time (its weights written to a checkpoint once).
 double torchSeconds()
 {
     static const double seconds = [] {
@@ -98,37 +142,7 @@ double torchSeconds()
             { "intermediate_size", s.intermediateSize }, { "vocab_size", s.vocabSize },
             { "rms_norm_eps", s.normEps }, { "rope_theta", s.ropeTheta } };
         std::ofstream(dir / "config.json") << config.dump();
-        const auto plugin
-            = std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins" / "torch";
-        const std::string script = fmt::format(
-            "import sys, time, torch\n"
-            "sys.path.insert(0, '{}')\n"
-            "import day0_torch_models\n"
-            "model, _ = day0_torch_models.load('{}', torch.float32)\n"
-            "ids = torch.tensor([[(i * 7919 + 13) % {} for i in range({})]])\n"
-            "times = []\n"
-            "with torch.no_grad():\n"
-            "    model(ids)\n"
-            "    for _ in range({}):\n"
-            "        t0 = time.perf_counter(); model(ids); times.append(time.perf_counter() - t0)\n"
-            "times.sort(); print(times[len(times) // 2])\n",
-            plugin.string(), dir.string(), s.vocabSize, m.tokens, quick() ? 1 : 5);
-        std::ofstream(dir / "bench.py") << script;
-        FILE* pipe = ::popen(
-            fmt::format("/usr/bin/python3 {} 2>/dev/null", (dir / "bench.py").string()).c_str(),
-            "r");
-        if (pipe == nullptr) {
-            return -1.0;
-        }
-        char buffer[64] = {};
-        const bool read = std::fgets(buffer, sizeof buffer, pipe) != nullptr;
-        const int rc = ::pclose(pipe);
-        if (!read || rc != 0) {
-            std::fprintf(stderr,
-                "exec_bench: no PyTorch baseline (/usr/bin/python3 with torch not available)\n");
-            return -1.0;
-        }
-        return std::atof(buffer);
+        return torchForwardSeconds(dir, s.vocabSize, m.tokens);
     }();
     return seconds;
 }
@@ -188,6 +202,62 @@ void BM_Bf16EmulatedPrefill(benchmark::State& state)
     state.counters["ratio_to_fp32"] = best / fp32;
 }
 BENCHMARK(BM_Bf16EmulatedPrefill)->Unit(benchmark::kMillisecond);
+
+void BM_GptOssFp32Prefill(benchmark::State& state)
+{
+    // A shrunk gpt-oss-20b: its sinks, alternating windows, 16 biased experts with the clamped
+    // SwiGLU, dequantised from MXFP4 on load.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench_gpt_oss";
+    std::filesystem::remove_all(dir);
+    Progress progress;
+    checkpoint::ShrinkOptions so;
+    so.layers = quick() ? 2 : 4;
+    so.hidden = quick() ? 128 : 512;
+    so.intermediate = quick() ? 128 : 512;
+    so.experts = 16;
+    const auto shrunk = checkpoint::shrinkModel("gpt-oss-20b", dir, so, progress, {});
+    if (!shrunk) {
+        state.SkipWithError(shrunk.error().message.c_str());
+        return;
+    }
+    auto opened = exec::openCheckpoint(dir);
+    if (!opened) {
+        state.SkipWithError(opened.error().message.c_str());
+        return;
+    }
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, progress, {});
+    if (!engine) {
+        state.SkipWithError(engine.error().message.c_str());
+        return;
+    }
+    const std::int64_t tokens = quick() ? 16 : 256;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds.resize(std::size_t(tokens));
+    for (std::size_t i = 0; i < o.promptIds.size(); ++i) {
+        o.promptIds[i] = std::int64_t((i * 7919 + 13) % std::size_t(opened->spec.vocabSize));
+    }
+    o.newTokens = 1;
+    o.capture.filters = { "lm_head" };
+    double best = 1e30;
+    for (auto _ : state) {
+        auto r = engine->run(o, progress, {});
+        if (!r) {
+            state.SkipWithError(r.error().message.c_str());
+            return;
+        }
+        best = std::min(best, r->prefillSeconds);
+    }
+    const double torch = torchForwardSeconds(dir, opened->spec.vocabSize, tokens);
+    state.counters["tokens"] = double(tokens);
+    state.counters["day0_ms"] = best * 1e3;
+    if (torch > 0) {
+        state.counters["pytorch_ms"] = torch * 1e3;
+        state.counters["ratio_to_pytorch"] = best / torch;
+    }
+}
+BENCHMARK(BM_GptOssFp32Prefill)->Unit(benchmark::kMillisecond);
 
 } // namespace
 
