@@ -158,6 +158,27 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     if (mla) {
         heads2 = o.heads.value_or(4);
         kv2 = heads2;
+    } else if (has(t, "block_configs") && t["block_configs"].is_array()) {
+        // Nemotron-NAS: each attention block groups n_heads_in_group query heads per KV head;
+        // heads for two KV heads in the widest group keep every block's grouping whole.
+        std::int64_t groups = 1;
+        for (const auto& block : t["block_configs"]) {
+            const auto* attention
+                = block.is_object() && block.contains("attention") ? &block["attention"] : nullptr;
+            if (attention != nullptr && attention->is_object()
+                && attention->contains("n_heads_in_group")
+                && (*attention)["n_heads_in_group"].is_number_integer()
+                && (*attention)["n_heads_in_group"].get<std::int64_t>() > 0) {
+                groups = std::lcm(groups, (*attention)["n_heads_in_group"].get<std::int64_t>());
+            }
+        }
+        heads2 = o.heads.value_or(2 * groups);
+        kv2 = heads2 / groups;
+        if (heads2 % groups != 0) {
+            return Error::badInput(
+                fmt::format("--heads {} is not a multiple of the blocks' n_heads_in_group ({})",
+                    heads2, groups));
+        }
     } else {
         const std::int64_t ratio = kvHeads > 0 && heads % kvHeads == 0 ? heads / kvHeads : 1;
         kv2 = std::min<std::int64_t>(std::max<std::int64_t>(kvHeads, 1), 2);

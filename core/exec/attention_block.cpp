@@ -78,7 +78,9 @@ void Forward<T>::attentionBlock(
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t d = m_spec.headDim;
     const std::int64_t qDim = m_spec.numHeads * d;
-    const std::int64_t kvDim = m_spec.numKvHeads * d;
+    // Nemotron-NAS sets the KV heads per layer.
+    const std::int64_t kvHeads = m_spec.kvHeadsOf(m_spec.layers[std::size_t(layer)]);
+    const std::int64_t kvDim = kvHeads * d;
     std::vector<T> q(std::size_t(n * qDim));
     std::vector<T> k(std::size_t(n * kvDim));
     std::vector<T> v(std::size_t(n * kvDim));
@@ -88,9 +90,9 @@ void Forward<T>::attentionBlock(
     if (m_spec.qkNorm) {
         // Qwen3: per-head RMSNorm over head_dim, before RoPE.
         rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * m_spec.numHeads, d, layer);
-        rmsNormOp(attn + ".k_norm", k.data(), k.data(), n * m_spec.numKvHeads, d, layer);
+        rmsNormOp(attn + ".k_norm", k.data(), k.data(), n * kvHeads, d, layer);
         taps.record(attn + ".q_norm", q.data(), { n, m_spec.numHeads, d });
-        taps.record(attn + ".k_norm", k.data(), { n, m_spec.numKvHeads, d });
+        taps.record(attn + ".k_norm", k.data(), { n, kvHeads, d });
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if (m_spec.layers[std::size_t(layer)].rope) {
@@ -98,10 +100,10 @@ void Forward<T>::attentionBlock(
         // rounding then follows the norm.
         const PrecisionMode ropeMode = m_spec.qkL2Norm ? PrecisionMode::F32 : mode;
         rotate(q.data(), n, m_spec.numHeads, d, m_rope, ropeMode);
-        rotate(k.data(), n, m_spec.numKvHeads, d, m_rope, ropeMode);
+        rotate(k.data(), n, kvHeads, d, m_rope, ropeMode);
         if (m_spec.qkL2Norm) {
             unitRmsNorm(q.data(), n * m_spec.numHeads, d, m_spec.normEps);
-            unitRmsNorm(k.data(), n * m_spec.numKvHeads, d, m_spec.normEps);
+            unitRmsNorm(k.data(), n * kvHeads, d, m_spec.normEps);
             roundAct(q.data(), n * qDim, mode);
             roundAct(k.data(), n * kvDim, mode);
         }
@@ -121,8 +123,8 @@ void Forward<T>::attentionBlock(
     std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
     std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
     std::vector<T> context(std::size_t(n * qDim));
-    causalAttention(layer, q.data(), n, start, m_spec.numHeads, m_spec.numKvHeads, d, d,
-        m_attentionScale, context.data());
+    causalAttention(layer, q.data(), n, start, m_spec.numHeads, kvHeads, d, d, m_attentionScale,
+        context.data());
     linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
 }
 

@@ -268,7 +268,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Qwen35:
     case model::Family::Qwen35Moe:
     case model::Family::NemotronH:
-    case model::Family::NemotronNas:
     case model::Family::DeepseekV4:
     case model::Family::GlmMoeDsa:
     case model::Family::Gemma4:
@@ -286,16 +285,34 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     for (const auto& layer : spec.layers) {
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
-            && layer.mixer != model::MixerKind::SparseMla) {
+            && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
+            && layer.mixer != model::MixerKind::None) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
         }
     }
+    // Per-layer shapes the forward honours: KV heads and the dense MLP's width (Nemotron-NAS).
+    // The others change a layer's tensors, which it would read at the model-wide shapes.
     for (const auto& layer : spec.layers) {
-        if (layer.ffn == model::FfnKind::Linear || layer.ffn == model::FfnKind::None) {
-            out.push_back(
-                fmt::format("{} feed-forward layers of {}", model::ffnKindName(layer.ffn), family));
+        std::vector<std::string> perLayer;
+        if (layer.numHeads != 0) {
+            perLayer.emplace_back("query heads");
+        }
+        if (layer.headDim != 0) {
+            perLayer.emplace_back("head width");
+        }
+        if (layer.sharedKv) {
+            perLayer.emplace_back("keys doubling as values");
+        }
+        if (layer.topK != 0 || layer.expertWidth != 0 || layer.sharedWidth >= 0) {
+            perLayer.emplace_back("MoE shape");
+        }
+        if (layer.hashRouted) {
+            perLayer.emplace_back("hash routing");
+        }
+        if (!perLayer.empty()) {
+            out.push_back(fmt::format("per-layer {} of {}", fmt::join(perLayer, ", "), family));
             break;
         }
     }

@@ -57,9 +57,19 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     for (int l = 0; l < int(spec.numLayers); ++l) {
         const LayerNames n = layerNames(spec, l);
         const std::string attn = n.prefix + ".self_attn";
-        add(n.prefix + ".input_layernorm.weight", { h });
-        add(n.prefix + ".post_attention_layernorm.weight", { h });
-        if (spec.attention == model::AttentionKind::MLA) {
+        const model::LayerSpec& layer = spec.layers[std::size_t(l)];
+        // Nemotron-NAS: a no-op block has no norm; a linear replacement keeps it.
+        if (layer.mixer != model::MixerKind::None) {
+            add(n.prefix + ".input_layernorm.weight", { h });
+        }
+        if (layer.ffn != model::FfnKind::None) {
+            add(n.prefix + ".post_attention_layernorm.weight", { h });
+        }
+        if (layer.mixer == model::MixerKind::None) {
+            // nothing to load
+        } else if (layer.mixer == model::MixerKind::Linear) {
+            add(attn + ".linear_attn.weight", { h, h });
+        } else if (spec.attention == model::AttentionKind::MLA) {
             const auto& m = spec.mla;
             const std::int64_t qk = m.qkNopeHeadDim + m.qkRopeHeadDim;
             if (m.qLoraRank > 0) {
@@ -76,7 +86,7 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             add(attn + ".o_proj.weight", { h, spec.numHeads * m.vHeadDim });
         } else {
             const std::int64_t q = spec.numHeads * spec.headDim;
-            const std::int64_t kv = spec.numKvHeads * spec.headDim;
+            const std::int64_t kv = spec.kvHeadsOf(layer) * spec.headDim;
             add(attn + ".q_proj.weight", { q, h });
             add(attn + ".k_proj.weight", { kv, h });
             add(attn + ".v_proj.weight", { kv, h });
@@ -97,8 +107,15 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
                 add(attn + ".sinks", { spec.numHeads });
             }
         }
-        if (!spec.layers[std::size_t(l)].moe() || !spec.moe) {
-            addMlp(n.ffn, "gate_proj", "up_proj", "down_proj", spec.intermediateSize);
+        if (layer.ffn == model::FfnKind::None) {
+            continue;
+        }
+        if (layer.ffn == model::FfnKind::Linear) {
+            add(n.ffn + ".linear_mlp.weight", { h, h });
+            continue;
+        }
+        if (!layer.moe() || !spec.moe) {
+            addMlp(n.ffn, "gate_proj", "up_proj", "down_proj", spec.ffnWidthOf(layer));
             continue;
         }
         const auto& moe = *spec.moe;
@@ -195,8 +212,13 @@ template <typename T> Result<void> Forward<T>::init()
         }
     }
     m_caches.resize(std::size_t(m_spec.numLayers));
-    for (auto& c : m_caches) {
-        std::int64_t kw = m_spec.numKvHeads * m_spec.headDim;
+    for (std::size_t l = 0; l < m_caches.size(); ++l) {
+        auto& c = m_caches[l];
+        const model::LayerSpec& layer = m_spec.layers[l];
+        if (!layer.attends()) {
+            continue; // Nemotron-NAS no-op and linear blocks keep nothing
+        }
+        std::int64_t kw = m_spec.kvHeadsOf(layer) * m_spec.headDim;
         std::int64_t vw = kw;
         if (mla) {
             kw = m_spec.numHeads * (m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim);
@@ -373,47 +395,66 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         taps.record(names.prefix + "#in0", hidden.data(), { n, h });
         const PrecisionMode residualMode = m_plan.modeFor(OpKind::DecoderLayer, l);
 
-        rmsNormOp(names.prefix + ".input_layernorm", hidden.data(), x.data(), n, h, l);
-        taps.record(names.prefix + ".input_layernorm", x.data(), { n, h });
-        {
+        // Nemotron-NAS skips a no-op block with its norm and replaces a block by one linear.
+        const model::LayerSpec& layer = m_spec.layers[std::size_t(l)];
+        const bool attends = layer.mixer != model::MixerKind::None;
+        const bool feeds = layer.ffn != model::FfnKind::None;
+        if (attends) {
+            rmsNormOp(names.prefix + ".input_layernorm", hidden.data(), x.data(), n, h, l);
+            taps.record(names.prefix + ".input_layernorm", x.data(), { n, h });
             const profile::TraceScope traced(names.prefix + ".self_attn");
-            if (m_spec.attention == model::AttentionKind::MLA) {
+            if (layer.mixer == model::MixerKind::Linear) {
+                linear(names.prefix + ".self_attn.linear_attn", x.data(), branch.data(), n, h, h,
+                    OpKind::Linear, l, taps, false);
+            } else if (m_spec.attention == model::AttentionKind::MLA) {
                 mlaBlock(l, x.data(), branch.data(), n, start, taps);
             } else {
                 attentionBlock(l, x.data(), branch.data(), n, start, taps);
             }
+            taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
         }
-        taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
         const std::string postNorm = names.prefix + ".post_attention_layernorm";
-        if constexpr (std::is_same_v<T, float>) {
-            if (residualMode == m_plan.modeFor(OpKind::Norm, l)) {
+        if (feeds && !attends) {
+            rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
+        } else if constexpr (std::is_same_v<T, float>) {
+            if (feeds && residualMode == m_plan.modeFor(OpKind::Norm, l)) {
                 // The residual add fused into the norm, as the backend's kernel computes it.
                 m_ops.addRmsNorm(branch.data(), hidden.data(), weight(postNorm + ".weight"),
                     x.data(), n, h, m_spec.normEps, residualMode);
             } else {
                 addInPlace(hidden.data(), branch.data(), n * h);
                 roundAct(hidden.data(), n * h, residualMode);
-                rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
+                if (feeds) {
+                    rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
+                }
             }
         } else {
             addInPlace(hidden.data(), branch.data(), n * h);
-            rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
-        }
-        taps.record(names.prefix + ".post_attention_layernorm", x.data(), { n, h });
-        const bool moe = m_spec.moe && m_spec.layers[std::size_t(l)].moe();
-        {
-            const profile::TraceScope traced(names.ffn);
-            if (moe) {
-                moeBlock(l, x.data(), branch.data(), n, taps);
-            } else {
-                mlp(names.ffn, "gate_proj", "up_proj", "down_proj", x.data(), branch.data(), n,
-                    m_spec.intermediateSize, l, taps);
+            if (feeds) {
+                rmsNormOp(postNorm, hidden.data(), x.data(), n, h, l);
             }
         }
-        // Named explicitly: Llama-4's "feed_forward" is not a name the anchor classifier knows.
-        taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "mlp");
-        addInPlace(hidden.data(), branch.data(), n * h);
-        roundAct(hidden.data(), n * h, residualMode);
+        if (feeds) {
+            taps.record(postNorm, x.data(), { n, h });
+            const bool moe = m_spec.moe && layer.moe();
+            {
+                const profile::TraceScope traced(names.ffn);
+                if (layer.ffn == model::FfnKind::Linear) {
+                    linear(names.ffn + ".linear_mlp", x.data(), branch.data(), n, h, h,
+                        OpKind::Linear, l, taps, false);
+                } else if (moe) {
+                    moeBlock(l, x.data(), branch.data(), n, taps);
+                } else {
+                    mlp(names.ffn, "gate_proj", "up_proj", "down_proj", x.data(), branch.data(), n,
+                        m_spec.ffnWidthOf(layer), l, taps);
+                }
+            }
+            // Named explicitly: Llama-4's "feed_forward" is not a name the anchor classifier
+            // knows.
+            taps.record(names.ffn, branch.data(), { n, h }, moe ? "moe" : "mlp");
+            addInPlace(hidden.data(), branch.data(), n * h);
+            roundAct(hidden.data(), n * h, residualMode);
+        }
         taps.record(names.prefix, hidden.data(), { n, h });
         if (m_ops.error()) {
             return *m_ops.error(); // a backend failed in this layer

@@ -331,6 +331,16 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (spec.vision) {
         missing.push_back(fmt::format("sharded runs of the vision tower of {}", spec.modelType));
     }
+    for (const auto& layer : spec.layers) {
+        if (layer.mixer == model::MixerKind::None || layer.mixer == model::MixerKind::Linear
+            || layer.ffn == model::FfnKind::None || layer.ffn == model::FfnKind::Linear
+            || layer.numKvHeads != 0 || layer.ffnWidth != 0) {
+            missing.push_back(fmt::format("sharded runs of the per-layer blocks of {} (no-op and "
+                                          "linear blocks, per-layer KV heads and MLP widths)",
+                spec.modelType));
+            break;
+        }
+    }
     if (spec.attentionSinks) {
         missing.push_back(fmt::format("sharded runs of the attention sinks of {}", spec.modelType));
     }

@@ -49,9 +49,16 @@ DEFAULT_ANCHORS = re.compile(
 def fingerprint(config):
     """The architecture fingerprint day0 writes (exec/engine.h modelFingerprint)."""
     heads = config["num_attention_heads"]
+    kv = config.get("num_key_value_heads") or heads
+    # Nemotron-NAS: the KV heads of the first attention block (its own n_heads_in_group).
+    for block in config.get("block_configs") or []:
+        attention = block.get("attention", {})
+        if not attention.get("no_op") and not attention.get("replace_with_linear"):
+            kv = heads // attention["n_heads_in_group"]
+            break
     text = "{}/h{}/l{}/a{}/kv{}/v{}".format(
         config.get("model_type", ""), config["hidden_size"], config["num_hidden_layers"], heads,
-        config.get("num_key_value_heads") or heads, config["vocab_size"])
+        kv, config["vocab_size"])
     experts = config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts")
     if experts:
         text += "/e{}k{}".format(experts, config.get("num_experts_per_tok", 0))

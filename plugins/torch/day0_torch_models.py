@@ -646,7 +646,12 @@ class Body(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
-        self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c["num_hidden_layers"]))
+        if c["model_type"] == "nemotron-nas":
+            import day0_torch_nas
+            layer = day0_torch_nas.DeciLMLayer
+        else:
+            layer = DecoderLayer
+        self.layers = nn.ModuleList(layer(c, i) for i in range(c["num_hidden_layers"]))
         norm = GptOssRMSNorm if c["model_type"] == "gpt_oss" else RMSNorm
         self.norm = norm(c["hidden_size"], c["rms_norm_eps"])
 
@@ -669,7 +674,7 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
+SUPPORTED = ("nemotron-nas", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
