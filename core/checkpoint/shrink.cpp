@@ -168,7 +168,7 @@ struct Init {
     std::uint64_t seed = 0;
     float stddev = 0.02f; ///< initializer_range
     /// Biases drawn from N(0, stddev) and attention sinks from N(0, 1) instead of HF's zeros:
-    /// the engine and its PyTorch twin must see them matter (gpt-oss).
+    /// the engine and its PyTorch twin must see them matter (gpt-oss, MiniMax-M2's router).
     bool liveBiases = false;
 };
 
@@ -350,7 +350,9 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     }
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
-    const Init init { options.seed, stddev, spec->family == model::Family::GptOss };
+    // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
+    const Init init { options.seed, stddev,
+        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2 };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

@@ -216,6 +216,11 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     if (explicitHeadDim) {
         t["head_dim"] = headDim2;
     }
+    // MiniMax-M2 states its rotated lanes as rotary_dim: the same share of the new head.
+    if (has(t, "rotary_dim") && t["rotary_dim"].is_number_integer() && headDimOld > 0) {
+        const std::int64_t rotary = t["rotary_dim"].get<std::int64_t>() * headDim2 / headDimOld;
+        t["rotary_dim"] = std::max<std::int64_t>(2, rotary - rotary % 2);
+    }
     if (has(t, "intermediate_size")) {
         t["intermediate_size"] = o.intermediate.value_or(
             scaled(intOf(t, "intermediate_size", hidden), hidden, hidden2, 16, 32));

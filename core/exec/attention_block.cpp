@@ -87,6 +87,13 @@ void Forward<T>::attentionBlock(
     linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
     linear(attn + ".k_proj", x, k.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     linear(attn + ".v_proj", x, v.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
+    if (m_spec.qkNormAcrossHeads) {
+        // MiniMax-M2: one RMSNorm over the whole q and k projections, before RoPE.
+        rmsNormOp(attn + ".q_norm", q.data(), q.data(), n, qDim, layer);
+        rmsNormOp(attn + ".k_norm", k.data(), k.data(), n, kvDim, layer);
+        taps.record(attn + ".q_norm", q.data(), { n, qDim });
+        taps.record(attn + ".k_norm", k.data(), { n, kvDim });
+    }
     if (m_spec.qkNorm) {
         // Qwen3: per-head RMSNorm over head_dim, before RoPE.
         rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * m_spec.numHeads, d, layer);

@@ -262,7 +262,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
     switch (spec.family) {
-    case model::Family::MiniMaxM2:
     case model::Family::MiniMaxM3:
     case model::Family::Qwen3Next:
     case model::Family::Qwen35:

@@ -52,7 +52,7 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     std::vector<T> logits(std::size_t(n * e));
     linear(names.router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
     taps.record(names.router, logits.data(), { n, e }, "router");
-    const T* bias = weight(names.ffn + ".gate.e_score_correction_bias");
+    const T* bias = weight(names.scoreBias);
     Routing routing;
     if constexpr (std::is_same_v<T, float>) {
         routing = m_ops.route(logits.data(), n, m_router, bias);

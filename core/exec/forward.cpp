@@ -18,7 +18,9 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
 {
     LayerNames n;
     n.prefix = fmt::format("model.layers.{}", layer);
-    const bool mixtral = spec.family == model::Family::Mixtral;
+    // MiniMax-M2 keeps Mixtral's names: block_sparse_moe with w1 / w3 / w2 experts.
+    const bool mixtral
+        = spec.family == model::Family::Mixtral || spec.family == model::Family::MiniMaxM2;
     const bool moe
         = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
@@ -27,6 +29,9 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     n.expertGate = mixtral ? "w1" : "gate_proj";
     n.expertUp = mixtral ? "w3" : "up_proj";
     n.expertDown = mixtral ? "w2" : "down_proj";
+    n.scoreBias = n.ffn
+        + (spec.family == model::Family::MiniMaxM2 ? ".e_score_correction_bias"
+                                                   : ".gate.e_score_correction_bias");
     if (moe && spec.moe && spec.moe->sharedIntermediate > 0) {
         n.shared
             = n.ffn + (spec.moe->sharedExpertGate || llama4 ? ".shared_expert" : ".shared_experts");
@@ -103,6 +108,10 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
                 add(attn + ".q_norm.weight", { spec.headDim });
                 add(attn + ".k_norm.weight", { spec.headDim });
             }
+            if (spec.qkNormAcrossHeads) {
+                add(attn + ".q_norm.weight", { q });
+                add(attn + ".k_norm.weight", { kv });
+            }
             if (spec.attentionSinks) {
                 add(attn + ".sinks", { spec.numHeads });
             }
@@ -124,7 +133,7 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             add(n.router + ".bias", { moe.numExperts });
         }
         if (moe.expertScoreBias) {
-            add(n.ffn + ".gate.e_score_correction_bias", { moe.numExperts });
+            add(n.scoreBias, { moe.numExperts });
         }
         for (std::int64_t e = 0; e < moe.numExperts; ++e) {
             addMlp(fmt::format("{}.experts.{}", n.ffn, e), n.expertGate, n.expertUp, n.expertDown,
@@ -182,7 +191,10 @@ template <typename T> Result<void> Forward<T>::init()
         }
     }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
-    const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
+    // Partial rotary (MiniMax-M2: 64 of 128 lanes): the first lanes rotate, the rest pass.
+    const std::int64_t rotary = mla
+        ? m_spec.mla.qkRopeHeadDim
+        : std::int64_t(double(m_spec.headDim) * m_spec.partialRotaryFactor);
     auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
         // Llama-4 rotates (even, odd) lane pairs as complex numbers (HF apply_rotary_emb).
         mla || m_spec.family == model::Family::Llama4 ? RopeLayout::Interleaved

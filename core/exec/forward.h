@@ -36,6 +36,9 @@ struct LayerNames {
     std::string expertUp; ///< up_proj / w3
     std::string expertDown; ///< down_proj / w2
     std::string shared; ///< "...mlp.shared_experts" / "...mlp.shared_expert"; empty: none
+    /// The sigmoid router's selection bias: "<ffn>.gate.e_score_correction_bias" (DeepSeek),
+    /// "<ffn>.e_score_correction_bias" (MiniMax).
+    std::string scoreBias;
 };
 
 /// Names of layer `layer` of `spec`.

@@ -540,8 +540,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     const bool mla = spec.attention == model::AttentionKind::MLA;
     const bool llama4 = spec.family == model::Family::Llama4;
-    auto rope = makeRope(mla ? spec.mla.qkRopeHeadDim : spec.headDim, spec.ropeTheta,
-        spec.ropeScaling, mla || llama4 ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+    auto rope = makeRope(mla ? spec.mla.qkRopeHeadDim
+                             : std::int64_t(double(spec.headDim) * spec.partialRotaryFactor),
+        spec.ropeTheta, spec.ropeScaling,
+        mla || llama4 ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -573,6 +575,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     if (spec.qkNorm) {
         c.rmsNormOp("qk_norm (per head)", options.tokens * spec.numHeads, spec.headDim,
             "composed of rms_norm per head");
+    }
+    if (spec.qkNormAcrossHeads) {
+        c.rmsNormOp("q_norm (across heads)", options.tokens, spec.numHeads * spec.headDim,
+            "rms_norm over the whole projection");
     }
     for (const auto& [module, req] : weights) {
         c.linearOp(module, req.shape[1], req.shape[0],

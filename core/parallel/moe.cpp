@@ -95,8 +95,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
 
     std::vector<float> logits(std::size_t(n * e));
     DAY0_TRY(linearOp(names.ffn + ".gate", x, logits.data(), n, h, e));
-    const exec::Routing routing = m_ops.route(
-        logits.data(), n, m_router, weight(names.ffn + ".gate.e_score_correction_bias"));
+    const exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
         const auto [first, last] = checkpoint::expertRange(e, ep, r);

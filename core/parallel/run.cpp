@@ -341,6 +341,14 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
             break;
         }
     }
+    if (spec.qkNormAcrossHeads) {
+        missing.push_back(
+            fmt::format("sharded runs of the q/k norms across heads of {}", spec.modelType));
+    }
+    if (spec.partialRotaryFactor != 1.0 && spec.attention != model::AttentionKind::MLA) {
+        missing.push_back(
+            fmt::format("sharded runs of the partial rotary embedding of {}", spec.modelType));
+    }
     if (spec.attentionSinks) {
         missing.push_back(fmt::format("sharded runs of the attention sinks of {}", spec.modelType));
     }
