@@ -1,8 +1,10 @@
 // gpt-oss on the engine against its PyTorch twin (plugins/torch): a shrunk gpt-oss-20b with
 // every feature that distinguishes it, and each feature shown to matter.
 #include "base/resources.h"
+#include "checkpoint/convert.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
 #include "torch_twin.h"
 
 #include <fmt/format.h>
@@ -54,6 +56,44 @@ TEST(GptOss, AgreesWithPyTorchAndEachFeatureMatters)
             = checkpointAgainstTorch(dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt);
         std::printf("  without %-14s logits max rel %.2e\n", feature, off.logitsMaxRel);
         EXPECT_GT(off.logitsMaxRel, 1e-3);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(GptOss, Mxfp4ExpertsRunAsTheirConvertedCheckpointBitForBit)
+{
+    // The MXFP4 checkpoint read directly (dequantised on load) and its `day0 convert --dtype
+    // f32` copy give the same logits bit for bit, in fp32 and in fp64.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_gpt_oss_mxfp4_load";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 2;
+    ASSERT_TRUE(checkpoint::shrinkModel("gpt-oss-20b", dir / "mxfp4", so, p, {}).ok());
+    checkpoint::ConvertOptions co;
+    co.dtype = DType::F32;
+    const auto converted = checkpoint::convertCheckpoint(dir / "mxfp4", dir / "f32", co, p, {});
+    ASSERT_TRUE(converted.ok()) << converted.error().message;
+    EXPECT_GT(converted->dequantized, 0u);
+    for (const bool fp64 : { false, true }) {
+        SCOPED_TRACE(fp64 ? "fp64" : "fp32");
+        std::vector<double> logits[2];
+        int i = 0;
+        for (const char* name : { "mxfp4", "f32" }) {
+            auto opened = exec::openCheckpoint(dir / name);
+            ASSERT_TRUE(opened.ok()) << opened.error().message;
+            auto engine = exec::Engine::create(opened->spec, *opened->weights, fp64, p, {});
+            ASSERT_TRUE(engine.ok()) << engine.error().message;
+            exec::RunOptions o;
+            o.precision = *exec::parsePrecisionPlan(fp64 ? "fp64" : "fp32");
+            o.promptIds = { 5, 17, 42, 99, 7, 3, 11, 23 };
+            o.newTokens = 2;
+            const auto r = engine->run(o, p, {});
+            ASSERT_TRUE(r.ok()) << r.error().message;
+            logits[i++] = r->dump.tensor("lm_head")->toDoubles();
+        }
+        EXPECT_EQ(logits[0], logits[1]);
     }
     std::filesystem::remove_all(dir);
 }
