@@ -302,6 +302,11 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     }
     const auto* spec = &ran->spec;
     const auto* result = &ran->result;
+    // What the reader found worth saying about the model (a reference that departs from one
+    // framework's, declared parts that are not shipped) goes to stderr, as inspect says it.
+    for (const auto& warning : spec->warnings) {
+        printWarning(warning);
+    }
     if (!tracePath.empty()) {
         cpuTrace.write(tracePath); // after the dump: its folder exists by now
     }

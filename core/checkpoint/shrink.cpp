@@ -170,6 +170,9 @@ struct Init {
     /// Biases drawn from N(0, stddev) and attention sinks from N(0, 1) instead of HF's zeros:
     /// the engine and its PyTorch twin must see them matter (gpt-oss, MiniMax-M2's router).
     bool liveBiases = false;
+    /// Norm weights drawn from 1 + N(0, 0.1) instead of HF's ones: a per-head norm commutes
+    /// with the rotation while its weight is one, so where it sits would not show (Hunyuan).
+    bool liveNorms = false;
 };
 
 /// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
@@ -262,7 +265,12 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
     const auto streamed = streamSeed(seed, t.name);
     source.fill = [=](std::span<std::byte> out) -> Result<void> {
         std::vector<float> x(numel, ones ? 1.0f : 0.0f);
-        if (scale) {
+        if (ones && init.liveNorms) {
+            fillNormal(x, streamed, 0.1f);
+            for (auto& v : x) {
+                v += 1.0f;
+            }
+        } else if (scale) {
             // Group scales of packed integer weights: positive, about stddev / 2.5 per step.
             std::fill(x.begin(), x.end(), stddev / 2.5f);
         } else if (!ones && !zeros) {
@@ -352,7 +360,8 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
     // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
     const Init init { options.seed, stddev,
-        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2 };
+        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2,
+        spec->family == model::Family::Hunyuan };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

@@ -216,14 +216,29 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     if (explicitHeadDim) {
         t["head_dim"] = headDim2;
     }
+    // Hunyuan repeats its head width as attention_head_dim, which must stay hidden / heads.
+    if (has(t, "attention_head_dim") && t["attention_head_dim"].is_number_integer()) {
+        t["attention_head_dim"] = explicitHeadDim ? headDim2 : hidden2 / heads2;
+    }
     // MiniMax-M2 states its rotated lanes as rotary_dim: the same share of the new head.
     if (has(t, "rotary_dim") && t["rotary_dim"].is_number_integer() && headDimOld > 0) {
         const std::int64_t rotary = t["rotary_dim"].get<std::int64_t>() * headDim2 / headDimOld;
         t["rotary_dim"] = std::max<std::int64_t>(2, rotary - rotary % 2);
     }
+    const std::int64_t intermediateOld = intOf(t, "intermediate_size", 0);
     if (has(t, "intermediate_size")) {
         t["intermediate_size"] = o.intermediate.value_or(
             scaled(intOf(t, "intermediate_size", hidden), hidden, hidden2, 16, 32));
+    }
+    // Hunyuan lists moe_intermediate_size per layer, equal to intermediate_size: it follows it.
+    if (has(t, "moe_intermediate_size") && t["moe_intermediate_size"].is_array()) {
+        for (auto& width : t["moe_intermediate_size"]) {
+            if (width.is_number_integer()) {
+                width = width.get<std::int64_t>() == intermediateOld && has(t, "intermediate_size")
+                    ? t["intermediate_size"]
+                    : Json(scaled(width.get<std::int64_t>(), hidden, hidden2, 8, 16));
+            }
+        }
     }
     for (const char* key :
         { "intermediate_size_mlp", "moe_intermediate_size", "shared_expert_intermediate_size" }) {

@@ -94,12 +94,17 @@ void Forward<T>::attentionBlock(
         taps.record(attn + ".q_norm", q.data(), { n, qDim });
         taps.record(attn + ".k_norm", k.data(), { n, kvDim });
     }
-    if (m_spec.qkNorm) {
-        // Qwen3: per-head RMSNorm over head_dim, before RoPE.
-        rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * m_spec.numHeads, d, layer);
-        rmsNormOp(attn + ".k_norm", k.data(), k.data(), n * kvHeads, d, layer);
-        taps.record(attn + ".q_norm", q.data(), { n, m_spec.numHeads, d });
-        taps.record(attn + ".k_norm", k.data(), { n, kvHeads, d });
+    // Qwen3 normalises each head before RoPE, Hunyuan after it.
+    const LayerNames names = layerNames(m_spec, layer);
+    const bool normAfterRope = m_spec.family == model::Family::Hunyuan;
+    const auto headNorms = [&] {
+        rmsNormOp(names.qNorm, q.data(), q.data(), n * m_spec.numHeads, d, layer);
+        rmsNormOp(names.kNorm, k.data(), k.data(), n * kvHeads, d, layer);
+        taps.record(names.qNorm, q.data(), { n, m_spec.numHeads, d });
+        taps.record(names.kNorm, k.data(), { n, kvHeads, d });
+    };
+    if (m_spec.qkNorm && !normAfterRope) {
+        headNorms();
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if (m_spec.layers[std::size_t(layer)].rope) {
@@ -125,6 +130,9 @@ void Forward<T>::attentionBlock(
             }
         }
         roundAct(q.data(), n * qDim, mode);
+    }
+    if (m_spec.qkNorm && normAfterRope) {
+        headNorms();
     }
     Cache& cache = m_caches[std::size_t(layer)];
     std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);

@@ -25,7 +25,10 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
         = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
     n.ffn = n.prefix + (mixtral && moe ? ".block_sparse_moe" : llama4 ? ".feed_forward" : ".mlp");
-    n.router = n.ffn + (llama4 || spec.family == model::Family::GptOss ? ".router" : ".gate");
+    n.router = n.ffn
+        + (llama4 || spec.family == model::Family::GptOss ? ".router"
+                : spec.family == model::Family::Hunyuan   ? ".gate.wg"
+                                                          : ".gate");
     n.expertGate = mixtral ? "w1" : "gate_proj";
     n.expertUp = mixtral ? "w3" : "up_proj";
     n.expertDown = mixtral ? "w2" : "down_proj";
@@ -33,9 +36,15 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
         + (spec.family == model::Family::MiniMaxM2 ? ".e_score_correction_bias"
                                                    : ".gate.e_score_correction_bias");
     if (moe && spec.moe && spec.moe->sharedIntermediate > 0) {
-        n.shared
-            = n.ffn + (spec.moe->sharedExpertGate || llama4 ? ".shared_expert" : ".shared_experts");
+        n.shared = n.ffn
+            + (spec.family == model::Family::Hunyuan       ? ".shared_mlp"
+                    : spec.moe->sharedExpertGate || llama4 ? ".shared_expert"
+                                                           : ".shared_experts");
     }
+    // Hunyuan names its per-head q/k norms query_layernorm / key_layernorm.
+    const bool hunyuan = spec.family == model::Family::Hunyuan;
+    n.qNorm = n.prefix + (hunyuan ? ".self_attn.query_layernorm" : ".self_attn.q_norm");
+    n.kNorm = n.prefix + (hunyuan ? ".self_attn.key_layernorm" : ".self_attn.k_norm");
     return n;
 }
 
@@ -105,8 +114,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
                 add(attn + ".o_proj.bias", { h });
             }
             if (spec.qkNorm) {
-                add(attn + ".q_norm.weight", { spec.headDim });
-                add(attn + ".k_norm.weight", { spec.headDim });
+                add(n.qNorm + ".weight", { spec.headDim });
+                add(n.kNorm + ".weight", { spec.headDim });
             }
             if (spec.qkNormAcrossHeads) {
                 add(attn + ".q_norm.weight", { q });
@@ -297,8 +306,11 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
 {
     PrecisionMode mode = m_plan.modeFor(kind, layer);
     // Llama-4's router is a plain linear in the model's dtype (Llama4Router), not an fp32 one.
-    if (kind == OpKind::Router && m_router.scoring == model::RouterScoring::Sigmoid
-        && m_spec.family != model::Family::Llama4 && !m_plan.perLayer.contains(layer)
+    // Hunyuan's router is an FP32 nn.Linear, its input cast up (HunYuanTopKGate).
+    const bool fp32Router = (m_router.scoring == model::RouterScoring::Sigmoid
+                                && m_spec.family != model::Family::Llama4)
+        || m_spec.family == model::Family::Hunyuan;
+    if (kind == OpKind::Router && fp32Router && !m_plan.perLayer.contains(layer)
         && !m_plan.perOpKind.contains(OpKind::Router) && mode != PrecisionMode::F64) {
         mode = PrecisionMode::F32; // DeepSeek-V3 computes its router in fp32 (HF and reference)
     }

@@ -39,6 +39,8 @@ struct LayerNames {
     /// The sigmoid router's selection bias: "<ffn>.gate.e_score_correction_bias" (DeepSeek),
     /// "<ffn>.e_score_correction_bias" (MiniMax).
     std::string scoreBias;
+    std::string qNorm; ///< per-head q norm: "<prefix>.self_attn.q_norm" (Hunyuan: query_layernorm)
+    std::string kNorm;
 };
 
 /// Names of layer `layer` of `spec`.

@@ -108,8 +108,12 @@ Result<Rope> makeRope(
     Rope rope;
     rope.rotaryDim = rotaryDim;
     rope.layout = layout;
-    rope.invFreq = defaultInvFreq(rotaryDim, theta);
     const std::string& type = scaling.type;
+    if (type == "dynamic" && scaling.alpha > 0.0) {
+        // Hunyuan's dynamic NTK-alpha: a larger base at every length, no attention scaling.
+        theta *= std::pow(scaling.alpha, double(rotaryDim) / double(rotaryDim - 2));
+    }
+    rope.invFreq = defaultInvFreq(rotaryDim, theta);
     if (type == "default" || type.empty() || type == "dynamic") {
         return rope;
     }

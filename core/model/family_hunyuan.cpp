@@ -124,6 +124,14 @@ Result<void> readHunyuanMoe(JsonReader& r, ModelSpec& spec)
     for (auto& layer : spec.layers) {
         layer.ffn = FfnKind::Moe;
     }
+    // transformers' port (topkgating) drops, even at inference, the tokens an expert receives
+    // beyond its capacity; vLLM and SGLang route every token, as Day0's reference does.
+    spec.warnings.push_back(fmt::format("{}: transformers' HunYuanMoEV1 drops the tokens an expert "
+                                        "receives beyond max(k, k·T/E) of a T-token pass "
+                                        "(k = {}, E = {}); Day0 routes every token to its {} "
+                                        "experts, as vLLM does, so a long prompt can differ from "
+                                        "transformers' output",
+        spec.origin, topK, experts, topK));
     return success();
 }
 

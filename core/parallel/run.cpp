@@ -341,6 +341,10 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
             break;
         }
     }
+    if (spec.family == model::Family::Hunyuan) {
+        missing.push_back("sharded runs of hunyuan (its router mlp.gate.wg, shared_mlp and q/k "
+                          "norms after RoPE)");
+    }
     if (spec.qkNormAcrossHeads) {
         missing.push_back(
             fmt::format("sharded runs of the q/k norms across heads of {}", spec.modelType));

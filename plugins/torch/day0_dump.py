@@ -41,7 +41,8 @@ import safetensors_io  # noqa: E402
 DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
     r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|mlp|block_sparse_moe|"
-    r"mlp\.gate|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
+    r"mlp\.gate|mlp\.gate\.wg|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
+    r"mlp\.shared_mlp|"
     r"feed_forward|feed_forward\.router|feed_forward\.shared_expert))?|"
     r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
 
@@ -61,7 +62,10 @@ def fingerprint(config):
         kv, config["vocab_size"])
     experts = config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts")
     if experts:
-        text += "/e{}k{}".format(experts, config.get("num_experts_per_tok", 0))
+        top_k = config.get("num_experts_per_tok") or config.get("moe_topk") or 0
+        if isinstance(top_k, list):  # Hunyuan's per-layer moe_topk (uniform)
+            top_k = top_k[0]
+        text += "/e{}k{}".format(experts, top_k)
     return text
 
 

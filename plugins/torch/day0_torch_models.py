@@ -416,11 +416,12 @@ def llama4_moe_layers(c):
 # Test switch: DAY0_TWIN_WITHOUT=sinks,window,... computes gpt-oss WITHOUT those features, so that
 # a test can show its agreement with the engine depends on each of them (an engine lacking one
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
-# router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2). Unset in
-# every real use.
+# router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2);
+# ntk_alpha, norm_after_rope (Hunyuan). Unset in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = {"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
-                   "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias"}
+                   "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
+                   "ntk_alpha", "norm_after_rope"}
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -650,6 +651,9 @@ class Body(nn.Module):
         if c["model_type"] == "nemotron-nas":
             import day0_torch_nas
             layer = day0_torch_nas.DeciLMLayer
+        elif c["model_type"] == "hunyuan":
+            import day0_torch_hunyuan
+            layer = day0_torch_hunyuan.HunyuanLayer
         elif c["model_type"] == "minimax_m2":
             import day0_torch_minimax
             layer = day0_torch_minimax.MiniMaxM2Layer
@@ -678,7 +682,7 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("nemotron-nas", "minimax_m2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
+SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
