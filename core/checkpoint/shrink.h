@@ -21,6 +21,10 @@ namespace day0::checkpoint {
 /// prompts the tests run, so that the window masks something and a broken mask shows.
 inline constexpr std::int64_t kShrunkWindow = 4;
 
+/// The DSA indexer's index_topk in a shrunk model (DeepSeek-V3.2, GLM-5): fewer keys than the
+/// 6-10 token prompts the tests run, so that the selection drops keys and a broken one shows.
+inline constexpr std::int64_t kShrunkIndexTopK = 4;
+
 /// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
 /// that the clamp bites (the published 7 never would) and an engine without it fails.
 inline constexpr double kShrunkSwigluLimit = 0.25;
@@ -49,8 +53,9 @@ struct ShrinkOptions {
 /// top-k, groups, shared experts and first_k_dense_replace, RoPE scaling kind (M-RoPE sections
 /// rescaled to the new head size), tied or untied embeddings, MTP layers, the quantization_config
 /// (block FP8, MXFP4), and the vision tower of VL models, each scaled down; a sliding window
-/// wider than kShrunkWindow becomes kShrunkWindow (or options.window). Per-layer lists are cut to
-/// the new depth and special token ids moved inside the new vocabulary. Pure.
+/// wider than kShrunkWindow becomes kShrunkWindow (or options.window), a DSA index_topk
+/// kShrunkIndexTopK. Per-layer lists are cut to the new depth and special token ids moved
+/// inside the new vocabulary. Pure.
 Result<nlohmann::ordered_json> shrinkConfig(
     const nlohmann::ordered_json& config, const ShrinkOptions& options);
 

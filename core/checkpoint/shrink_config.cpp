@@ -254,10 +254,16 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         t["qk_nope_head_dim"] = 16;
         t["qk_rope_head_dim"] = 8;
         t["v_head_dim"] = 16;
+        if (has(t, "qk_head_dim")) { // GLM-5 states it; it must stay nope + rope
+            t["qk_head_dim"] = 16 + 8;
+        }
         if (has(t, "index_n_heads")) { // DeepSeek-V3.2 sparse-attention indexer
-            t["index_n_heads"] = 2;
+            // Enough heads that a key's score is seldom an exact 0 (the ReLU of every head
+            // with a positive weight), whose ties torch's top-k orders as it likes.
+            t["index_n_heads"] = 8;
             t["index_head_dim"] = 16;
-            t["index_topk"] = std::min<std::int64_t>(intOf(t, "index_topk", 64), 64);
+            t["index_topk"] = std::min<std::int64_t>(
+                intOf(t, "index_topk", kShrunkIndexTopK), kShrunkIndexTopK);
         }
     }
 

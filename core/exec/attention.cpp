@@ -71,6 +71,17 @@ void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape&
     const std::int64_t group = shape.heads / std::max<std::int64_t>(shape.kvHeads, 1);
     const std::int64_t firstPosition = nk - nq;
     std::vector<T> scores(std::size_t(nq * nk));
+    // DSA: which keys each query's indexer kept (the same for every head).
+    const bool sparse = !shape.selectedKeys.empty();
+    std::vector<char> kept(sparse ? std::size_t(nq * nk) : 0, 0);
+    for (std::int64_t i = 0; sparse && i < nq; ++i) {
+        for (std::int64_t s = 0; s < shape.selectedPerQuery; ++s) {
+            const std::int64_t j = shape.selectedKeys[std::size_t(i * shape.selectedPerQuery + s)];
+            if (j >= 0 && j < nk) {
+                kept[std::size_t(i * nk + j)] = 1;
+            }
+        }
+    }
     for (std::int64_t h = 0; h < shape.heads; ++h) {
         const std::int64_t kvh = h / group;
         gemmNT(q + h * shape.headDim, qStride, k + kvh * shape.headDim, kStride, scores.data(), nk,
@@ -87,16 +98,23 @@ void attention(const T* q, const T* k, const T* v, T* out, const AttentionShape&
             const std::int64_t first = firstVisibleKey(shape, firstPosition + i, visible);
             // A sink is one more logit in the row: in the max and the denominator, no value.
             const T sink = shape.sinks.empty() ? T(0) : T(shape.sinks[std::size_t(h)]);
-            T m = *std::max_element(row + first, row + visible);
+            const char* keep = sparse ? kept.data() + i * nk : nullptr;
+            T m = -std::numeric_limits<T>::infinity();
+            for (std::int64_t j = first; j < visible; ++j) {
+                if (keep == nullptr || keep[j] != 0) {
+                    m = std::max(m, row[j]);
+                }
+            }
             if (!shape.sinks.empty()) {
                 m = std::max(m, sink);
             }
             T sum = shape.sinks.empty() ? T(0) : std::exp(sink - m);
             for (std::int64_t j = first; j < visible; ++j) {
-                row[j] = std::exp(row[j] - m);
+                // A key the indexer dropped is a −inf score: probability exactly zero.
+                row[j] = keep == nullptr || keep[j] != 0 ? std::exp(row[j] - m) : T(0);
                 sum += row[j];
             }
-            const T inv = T(1) / sum;
+            const T inv = sum > T(0) ? T(1) / sum : T(0);
             for (std::int64_t j = first; j < visible; ++j) {
                 row[j] *= inv;
             }

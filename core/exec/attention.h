@@ -29,6 +29,11 @@ struct AttentionShape {
     /// softmax denominator (and its max) but has no value, so the real keys' probabilities sum
     /// to less than one; empty: none.
     std::span<const float> sinks;
+    /// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): [queries, selectedPerQuery] key ids per
+    /// query (−1 pads a row), the keys its indexer selected; a query attends only to the keys
+    /// listed for it, within the causal, window and chunk limits. Empty: every visible key.
+    std::span<const std::int64_t> selectedKeys;
+    std::int64_t selectedPerQuery = 0;
 };
 
 /// The causal self-attention of a decoder layer: `queries` new tokens after `start` cached ones,

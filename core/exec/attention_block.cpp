@@ -42,13 +42,17 @@ using numerics::OpKind;
 template <typename T>
 void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int64_t start,
     std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim, std::int64_t valueDim,
-    double scale, T* out)
+    double scale, T* out, std::span<const std::int64_t> selected)
 {
     const Cache& cache = m_caches[std::size_t(layer)];
     AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, heads, kvHeads, headDim, valueDim, scale);
     if (!m_sinks.empty()) {
         shape.sinks = m_sinks[std::size_t(layer)];
+    }
+    if (!selected.empty()) {
+        shape.selectedKeys = selected;
+        shape.selectedPerQuery = std::int64_t(selected.size()) / n;
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     if constexpr (std::is_same_v<T, float>) {
@@ -156,6 +160,7 @@ void Forward<T>::mlaBlock(
     const std::int64_t qk = nope + rope;
     const std::int64_t vd = m.vHeadDim;
     std::vector<T> q(std::size_t(n * heads * qk));
+    const bool indexed = m_spec.layers[std::size_t(layer)].mixer == model::MixerKind::SparseMla;
     if (m.qLoraRank > 0) {
         std::vector<T> qa(std::size_t(n * m.qLoraRank));
         linear(
@@ -164,6 +169,9 @@ void Forward<T>::mlaBlock(
         taps.record(attn + ".q_a_layernorm", qa.data(), { n, m.qLoraRank });
         linear(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk, OpKind::Linear,
             layer, taps, true);
+        if (indexed) {
+            dsaIndexer(layer, x, qa.data(), n, start, taps); // reads the query latent
+        }
     } else {
         linear(attn + ".q_proj", x, q.data(), n, h, heads * qk, OpKind::Linear, layer, taps, true);
     }
@@ -210,16 +218,26 @@ void Forward<T>::mlaBlock(
         }
     }
     std::vector<T> context(std::size_t(n * heads * vd));
-    causalAttention(
-        layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale, context.data());
+    // DSA: a layer without its own indexer (GLM-5 "shared") attends over the previous one's keys.
+    const bool sparse = m.indexerHeads > 0;
+    causalAttention(layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale,
+        context.data(),
+        sparse ? std::span<const std::int64_t>(m_selection) : std::span<const std::int64_t>());
     linear(
         attn + ".o_proj", context.data(), out, n, heads * vd, h, OpKind::Linear, layer, taps, true);
 }
 
 template void Forward<float>::causalAttention(int, const float*, std::int64_t, std::int64_t,
-    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, float*);
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, float*,
+    std::span<const std::int64_t>);
 template void Forward<double>::causalAttention(int, const double*, std::int64_t, std::int64_t,
-    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, double*);
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, double*,
+    std::span<const std::int64_t>);
+// dsa_indexer.cpp rotates the indexer's q and k too.
+template void Forward<float>::rotate(
+    float*, std::int64_t, std::int64_t, std::int64_t, const Rope&, PrecisionMode);
+template void Forward<double>::rotate(
+    double*, std::int64_t, std::int64_t, std::int64_t, const Rope&, PrecisionMode);
 template void Forward<float>::attentionBlock(
     int, const float*, float*, std::int64_t, std::int64_t, Taps<float>&);
 template void Forward<double>::attentionBlock(

@@ -245,8 +245,10 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         && spec.family != model::Family::Llama4 && spec.family != model::Family::GptOss) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
-    if (spec.mla.indexerHeads > 0) {
-        out.push_back(fmt::format("sparse-attention indexer of {} (DeepSeek-V3.2)", family));
+    // The DSA indexer (dsa_indexer.cpp) needs the MLA query latent it reads.
+    if (spec.mla.indexerHeads > 0 && spec.attention == model::AttentionKind::MLA
+        && spec.mla.qLoraRank <= 0) {
+        out.push_back(fmt::format("sparse-attention indexer of {} without q_lora_rank", family));
     }
     if (spec.attention == model::AttentionKind::MLA && !spec.mla.ropeInterleave) {
         out.push_back(fmt::format("rotate-half MLA rotary dims of {} (rope_interleave false; the "

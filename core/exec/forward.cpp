@@ -98,6 +98,15 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             add(attn + ".kv_b_proj.weight",
                 { spec.numHeads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank });
             add(attn + ".o_proj.weight", { h, spec.numHeads * m.vHeadDim });
+            if (m.indexerHeads > 0
+                && spec.layers[std::size_t(l)].mixer == model::MixerKind::SparseMla) {
+                const std::string ix = attn + ".indexer";
+                add(ix + ".wq_b.weight", { m.indexerHeads * m.indexerHeadDim, m.qLoraRank });
+                add(ix + ".wk.weight", { m.indexerHeadDim, h });
+                add(ix + ".k_norm.weight", { m.indexerHeadDim });
+                add(ix + ".k_norm.bias", { m.indexerHeadDim });
+                add(ix + ".weights_proj.weight", { m.indexerHeads, h });
+            }
         } else {
             const std::int64_t q = spec.numHeads * spec.headDim;
             const std::int64_t kv = spec.kvHeadsOf(layer) * spec.headDim;
@@ -214,6 +223,25 @@ template <typename T> Result<void> Forward<T>::init()
     m_rope = std::move(*rope);
     if (m_spec.family == model::Family::Qwen3Vl || m_spec.family == model::Family::Qwen3VlMoe) {
         setInterleavedMrope(m_rope, m_spec.ropeScaling.mropeSection);
+    }
+    if (mla && m_spec.mla.indexerHeads > 0) {
+        const auto& m = m_spec.mla;
+        if (m.indexerTopK <= 0 || m.indexerHeadDim < m.qkRopeHeadDim || m.qkRopeHeadDim % 2 != 0) {
+            return Error::unsupported(fmt::format("DSA indexer with index_topk {}, index_head_dim "
+                                                  "{} and qk_rope_head_dim {}: needs a positive "
+                                                  "top-k and an even rotary width within the head",
+                m.indexerTopK, m.indexerHeadDim, m.qkRopeHeadDim));
+        }
+        m_indexerRope = m_rope;
+        m_indexerRope.layout
+            = m.indexerRopeInterleave ? RopeLayout::Interleaved : RopeLayout::RotateHalf;
+        m_indexerKeys.assign(std::size_t(m_spec.numLayers), {});
+        for (int l = 0; l < int(m_spec.numLayers); ++l) {
+            if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::SparseMla) {
+                m_indexerKeys[std::size_t(l)].assign(
+                    std::size_t(m_capacity * m.indexerHeadDim), T(0));
+            }
+        }
     }
     if (mla) {
         m_attentionScale

@@ -156,9 +156,14 @@ private:
     void attentionBlock(
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void mlaBlock(int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    /// `selected`: the DSA selection [n, index_topk] (dsa_indexer.cpp); empty: dense.
     void causalAttention(int layer, const T* q, std::int64_t n, std::int64_t start,
         std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim, std::int64_t valueDim,
-        double scale, T* out);
+        double scale, T* out, std::span<const std::int64_t> selected = {});
+    /// DeepSeek Sparse Attention's indexer of `layer` (dsa_indexer.cpp): caches the step's
+    /// index keys and leaves the keys each query attends to in m_selection.
+    void dsaIndexer(
+        int layer, const T* x, const T* qr, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void mlp(const std::string& module, const std::string& gate, const std::string& up,
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
         Taps<T>& taps);
@@ -184,6 +189,10 @@ private:
     Activation m_activation = Activation::Silu;
     double m_swigluLimit = 0; ///< gpt-oss clamped SwiGLU: |up| and gate's top; 0: no clamp
     std::vector<std::vector<float>> m_sinks; ///< attention sinks per layer [heads]; empty: none
+    Rope m_indexerRope; ///< DSA indexer: qk_rope_head_dim rotated lanes, its own pairing
+    std::vector<std::vector<T>> m_indexerKeys; ///< DSA index keys per layer [capacity, D]
+    /// The last DSA selection, [step tokens, index_topk]: GLM-5's "shared" layers reuse it.
+    std::vector<std::int64_t> m_selection;
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)

@@ -1,6 +1,7 @@
 #include "exec/op_check.h"
 
 #include "exec/attention.h"
+#include "exec/dsa_indexer.h"
 #include "exec/emulated_ops.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
@@ -233,10 +234,46 @@ public:
             ref, tgt);
     }
 
+    /// The DSA indexer's scores (dsa_indexer.cpp) in the target against fp64, and how many
+    /// queries' top-k selections that moves; returns the fp64 selection.
+    std::vector<std::int64_t> dsaIndexerOp(std::int64_t heads, std::int64_t dim, std::int64_t topK)
+    {
+        const std::int64_t t = m_options.tokens;
+        const auto q = random(t * heads * dim);
+        const auto k = random(t * dim);
+        const auto w = random(t * heads, 1.0 / std::sqrt(double(heads * dim)));
+        const IndexerShape shape { t, t, heads, dim };
+        std::vector<double> ref(std::size_t(t * t));
+        indexerScores<double>(q.data(), k.data(), w.data(), ref.data(), shape);
+        const PrecisionMode m = mode(OpKind::Attention);
+        auto qf = toFloat(q);
+        auto kf = toFloat(k);
+        auto wf = toFloat(w);
+        for (auto* buf : { &qf, &kf, &wf }) {
+            roundActivations(*buf, m);
+        }
+        std::vector<float> tgt(ref.size());
+        indexerScores<float>(qf.data(), kf.data(), wf.data(), tgt.data(), shape);
+        const auto refSel = selectTopKeys<double>(ref.data(), t, t, topK);
+        const auto tgtSel = selectTopKeys<float>(tgt.data(), t, t, topK);
+        std::int64_t moved = 0;
+        for (std::int64_t i = 0; i < t; ++i) {
+            moved += std::equal(refSel.begin() + i * topK, refSel.begin() + (i + 1) * topK,
+                         tgtSel.begin() + i * topK)
+                ? 0
+                : 1;
+        }
+        add(fmt::format("dsa indexer scores (relu, weighted heads; top-{} selection)", topK),
+            fmt::format("q [{}, {}, {}], k [{}, {}]; {} of {} queries select other keys", t, heads,
+                dim, t, dim, moved, t),
+            OpKind::Attention, m, "day0-cpu (not on backends)", ref, tgt);
+        return refSel;
+    }
+
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
         const std::string& implementation, bool causal = true, std::int64_t chunk = 0,
-        std::int64_t window = 0, bool sinks = false)
+        std::int64_t window = 0, bool sinks = false, std::span<const std::int64_t> selected = {})
     {
         const std::int64_t t = m_options.tokens;
         const auto q = random(t * heads * headDim);
@@ -256,6 +293,8 @@ public:
         s.scale = scale;
         s.causal = causal;
         s.chunk = chunk;
+        s.selectedKeys = selected;
+        s.selectedPerQuery = selected.empty() ? 0 : std::int64_t(selected.size()) / t;
         std::vector<double> ref(static_cast<std::size_t>(t * heads * valueDim));
         attention<double>(q.data(), k.data(), v.data(), ref.data(), s);
         const PrecisionMode m = mode(OpKind::Attention);
@@ -605,6 +644,26 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         }
         c.attentionOp(spec.numHeads, spec.numHeads, qk, spec.mla.vHeadDim, scale, "attention (MLA)",
             "composed of linear, rms_norm, rope (interleaved), attention");
+        if (spec.mla.indexerHeads > 0) {
+            // DSA: the indexer's norm, rotation and scores, then MLA over the keys it keeps, with
+            // a top-k of a quarter of the rows so that the check drops keys.
+            const auto& m = spec.mla;
+            c.layerNormOp(
+                "dsa indexer k_norm (layer_norm)", options.tokens, m.indexerHeadDim, 1e-6);
+            Rope indexerRope = *rope;
+            indexerRope.layout
+                = m.indexerRopeInterleave ? RopeLayout::Interleaved : RopeLayout::RotateHalf;
+            c.rope(indexerRope, m.indexerHeads, m.indexerHeadDim,
+                fmt::format("dsa indexer rope ({}, first {} lanes)",
+                    m.indexerRopeInterleave ? "interleaved pairs" : "rotate-half", rope->rotaryDim),
+                false);
+            const std::int64_t used = std::max<std::int64_t>(1, options.tokens / 4);
+            const auto kept = c.dsaIndexerOp(m.indexerHeads, m.indexerHeadDim, used);
+            c.attentionOp(spec.numHeads, spec.numHeads, qk, m.vHeadDim, scale,
+                fmt::format(
+                    "attention (MLA, DSA top-{}; checked with top-{})", m.indexerTopK, used),
+                "native (GEMM per head, selected-key mask)", true, 0, 0, false, kept);
+        }
     } else {
         const std::string kind
             = spec.numKvHeads == spec.numHeads ? "MHA" : (spec.numKvHeads == 1 ? "MQA" : "GQA");

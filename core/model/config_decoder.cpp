@@ -277,10 +277,9 @@ std::vector<std::string> familyInertKeys(Family family)
         // Training-time balancing parameters; Kimi-K2.5's processor switch for video chunks.
         return { "aux_loss_alpha", "seq_aux", "use_unified_vision_chunk" };
     case Family::GlmMoeDsa:
-        // indexer_rope_interleave pairs the indexer's rotary dims (HF GlmMoeDsa always
-        // interleaves them); moe_router_dtype is the dtype the router computes in (float32),
-        // not a stored tensor's. No tensor changes with them.
-        return { "aux_loss_alpha", "seq_aux", "indexer_rope_interleave", "moe_router_dtype" };
+        // moe_router_dtype is the dtype the router computes in (float32), not a stored
+        // tensor's. No tensor changes with it. (indexer_rope_interleave is read: readMla.)
+        return { "aux_loss_alpha", "seq_aux", "moe_router_dtype" };
     case Family::Qwen3:
     case Family::Qwen3Moe:
     case Family::Qwen3Vl:

@@ -298,6 +298,7 @@ Result<void> readMla(const Section& text, ModelSpec& spec)
     m.indexerHeads = r.intOr("index_n_heads", 0);
     m.indexerHeadDim = r.intOr("index_head_dim", 0);
     m.indexerTopK = r.intOr("index_topk", 0);
+    m.indexerRopeInterleave = r.boolOr("indexer_rope_interleave", false);
     m.ropeInterleave = r.boolOr("rope_interleave", true);
     if (r.ok() && m.qLoraRank < 0) {
         r.fail("q_lora_rank", "must be a positive integer or null");

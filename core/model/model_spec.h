@@ -117,6 +117,9 @@ struct MlaSpec {
     std::int64_t indexerHeads = 0;
     std::int64_t indexerHeadDim = 0;
     std::int64_t indexerTopK = 0;
+    /// The indexer's rotary pairs: adjacent lanes (GLM-5's indexer_rope_interleave true) or
+    /// rotate-half halves (DeepSeek-V3.2's reference: "rope in indexer is not interleaved").
+    bool indexerRopeInterleave = false;
     bool noRope = false; ///< Kimi-Linear `mla_use_nope`: no rotary part at all
     /// `rope_interleave` (HF DeepseekV3 default true): the rotary dims rotate as adjacent pairs,
     /// as DeepSeek's reference does; false rotates halves (HF rotate_half).

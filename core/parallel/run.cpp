@@ -356,6 +356,10 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (spec.attentionSinks) {
         missing.push_back(fmt::format("sharded runs of the attention sinks of {}", spec.modelType));
     }
+    if (spec.mla.indexerHeads > 0) {
+        missing.push_back(
+            fmt::format("sharded runs of the DSA sparse-attention indexer of {}", spec.modelType));
+    }
     if (spec.hiddenAct == "swiglu_oai") {
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));

@@ -373,6 +373,10 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
     if (!shape.sinks.empty()) {
         return Error::unsupported("cuda attention: attention sinks are not in the kernel");
     }
+    if (!shape.selectedKeys.empty()) {
+        return Error::unsupported(
+            "cuda attention: the DSA per-query key selection is not in the kernel");
+    }
     kernels::AttentionParams p;
     p.queries = shape.queries;
     p.keys = shape.keys;

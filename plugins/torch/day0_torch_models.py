@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import day0_torch_dsa
 import safetensors_io
 
 
@@ -108,11 +109,14 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def causal_attention(q, k, v, scaling):
-    """q [T, H, D], k [T, H, D], v [T, H, Dv] -> [T, H*Dv] (eager, fp32 softmax)."""
+def causal_attention(q, k, v, scaling, extra_mask=None):
+    """q [T, H, D], k [T, H, D], v [T, H, Dv] -> [T, H*Dv] (eager, fp32 softmax); extra_mask
+    [T, T] joins the causal one (DSA's selection)."""
     t = q.shape[0]
     scores = torch.einsum("thd,shd->hts", q, k) * scaling
     mask = torch.full((t, t), float("-inf")).triu(1)
+    if extra_mask is not None:
+        mask = mask + extra_mask
     probs = F.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.einsum("hts,shd->thd", probs, v).reshape(t, -1)
 
@@ -178,8 +182,10 @@ class MLAttention(nn.Module):
 
     def forward(self, x):
         t = x.shape[0]
+        qr = None
         if hasattr(self, "q_b_proj"):
-            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+            qr = self.q_a_layernorm(self.q_a_proj(x))
+            q = self.q_b_proj(qr)
         else:
             q = self.q_proj(x)
         q = q.view(t, self.heads, self.nope + self.rope)
@@ -191,6 +197,10 @@ class MLAttention(nn.Module):
         k_rot = k_rot.view(t, 1, self.rope)
         cos, sin = rope_cos_sin(self.inv_freq, self.rope_scale, torch.arange(t))
         cos, sin = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
+        selection = None
+        if hasattr(self, "dsa_own"):  # DeepSeek-V3.2 / GLM-5 sparse attention
+            half = self.rope // 2
+            selection = day0_torch_dsa.mask(self, x, qr, cos[:, 0, :half], sin[:, 0, :half])
 
         def interleave(z):  # HF apply_rotary_pos_emb_interleave: even lanes, then odd lanes
             b, h, d = z.shape
@@ -202,7 +212,7 @@ class MLAttention(nn.Module):
         k_rot = k_rot.expand(t, self.heads, self.rope)
         query = torch.cat((q_pass, q_rot), dim=-1)
         key = torch.cat((k_pass, k_rot), dim=-1)
-        return self.o_proj(causal_attention(query, key, value, self.scaling))
+        return self.o_proj(causal_attention(query, key, value, self.scaling, selection))
 
 
 class MLP(nn.Module):
@@ -421,7 +431,7 @@ def llama4_moe_layers(c):
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = {"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                    "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
-                   "ntk_alpha", "norm_after_rope"}
+                   "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -614,7 +624,7 @@ class DecoderLayer(nn.Module):
         norm = GptOssRMSNorm if kind == "gpt_oss" else RMSNorm
         self.input_layernorm = norm(h, c["rms_norm_eps"])
         self.post_attention_layernorm = norm(h, c["rms_norm_eps"])
-        deepseek = kind in ("deepseek_v3", "kimi_k2")
+        deepseek = kind in ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
         llama4 = kind in ("llama4", "llama4_text")
         if kind == "gpt_oss":
             self.self_attn = GptOssAttention(c, index)
@@ -622,6 +632,8 @@ class DecoderLayer(nn.Module):
             self.self_attn = Llama4Attention(c, index)
         else:
             self.self_attn = MLAttention(c) if deepseek else Attention(c)
+            if c.get("index_n_heads"):
+                day0_torch_dsa.attach(self.self_attn, c, index, WITHOUT)
         self.ffn_name = "feed_forward" if llama4 else "mlp"
         if kind == "gpt_oss":
             ffn = GptOssMoE(c)
@@ -682,8 +694,20 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
+SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
+             "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+
+
+def glm_moe_dsa_config(config):
+    """GLM-5 keeps its rope in rope_parameters (transformers 5); the MLA code reads rope_theta and
+    rope_scaling."""
+    c = dict(config)
+    rope = c.get("rope_parameters") or {}
+    c.setdefault("rope_theta", rope.get("rope_theta", 10000.0))
+    if rope.get("rope_type", "default") != "default":
+        c.setdefault("rope_scaling", rope)
+    return c
 
 
 def load(folder, dtype=torch.float32):
@@ -704,7 +728,10 @@ def load(folder, dtype=torch.float32):
         flat = dict(config["text_config"], model_type="llama4")
         model = CausalLM(flat)
     else:
+        if config["model_type"] == "glm_moe_dsa":
+            config = glm_moe_dsa_config(config)
         model = CausalLM(config)
+        day0_torch_dsa.link(model)
     tensors = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         part, _ = safetensors_io.read(path)

@@ -105,8 +105,8 @@ public:
     {
         DAY0_TRY(
             check(s.queries == 1 ? BackendOp::AttentionDecode : BackendOp::AttentionPrefill, mode));
-        if (s.window > 0 || s.chunk > 0 || !s.causal || s.headDim != s.valueDim
-            || !s.sinks.empty()) {
+        if (s.window > 0 || s.chunk > 0 || !s.causal || s.headDim != s.valueDim || !s.sinks.empty()
+            || !s.selectedKeys.empty()) {
             return Error::unsupported("hostsim attention: plain causal attention only");
         }
         const std::int64_t qStride = s.qStride > 0 ? s.qStride : s.heads * s.headDim;

@@ -45,6 +45,33 @@ double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours
     return maxRel;
 }
 
+namespace {
+
+// Selections compare as sets per row: the twin's top-k need not list them in our order.
+void countSelectionRows(const numerics::Tensor& theirs, const numerics::Tensor& ours, Agreement& a)
+{
+    const auto rows = theirs.shape().empty() ? 0 : theirs.shape()[0];
+    a.selectionRows += std::size_t(rows);
+    if (theirs.shape() != ours.shape()) {
+        a.selectionRowsDiffering += std::size_t(rows);
+        return;
+    }
+    auto r = theirs.toDoubles();
+    auto t = ours.toDoubles();
+    const std::size_t width = rows > 0 ? r.size() / std::size_t(rows) : 0;
+    for (std::size_t i = 0; i < std::size_t(rows); ++i) {
+        const auto from = std::ptrdiff_t(i * width);
+        const auto to = std::ptrdiff_t((i + 1) * width);
+        std::sort(r.begin() + from, r.begin() + to);
+        std::sort(t.begin() + from, t.begin() + to);
+        if (!std::equal(r.begin() + from, r.begin() + to, t.begin() + from)) {
+            ++a.selectionRowsDiffering;
+        }
+    }
+}
+
+} // namespace
+
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
     const std::vector<std::int64_t>& prompt)
 {
@@ -91,6 +118,9 @@ Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::st
         const auto* mine = ours->dump.tensor(c.name);
         if (mine == nullptr || c.name.ends_with("#topk")) {
             a.common += mine != nullptr ? 1 : 0;
+            if (mine != nullptr) {
+                countSelectionRows(*theirs->tensor(c.name), *mine, a);
+            }
             continue;
         }
         ++a.common;

@@ -33,6 +33,10 @@ struct Agreement {
     double worstCaptureRelL2 = 0.0;
     std::string worstCapture;
     std::size_t common = 0; ///< captures both hold
+    /// Rows of the selection captures (`#topk`: router experts, DSA keys) both hold, and those
+    /// whose selected set differs.
+    std::size_t selectionRows = 0;
+    std::size_t selectionRowsDiffering = 0;
 };
 
 /// Runs the checkpoint in `dir / "ckpt"` on the fp32 engine (3 new tokens after `prompt`) and in
