@@ -135,8 +135,8 @@ def link(model):
     selection it reuses; plain attributes in a list so that torch does not register them."""
     previous = None
     for layer in model.model.layers:
-        attn = layer.self_attn
-        if not hasattr(attn, "dsa_own"):
+        attn = getattr(layer, "self_attn", None)  # Nemotron-NAS no-op blocks have none
+        if attn is None or not hasattr(attn, "dsa_own"):
             continue
         attn.dsa_previous = [previous]
         previous = attn
