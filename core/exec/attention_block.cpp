@@ -203,6 +203,11 @@ template void Forward<float>::causalAttention(int, const float*, std::int64_t, s
     std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, float*);
 template void Forward<double>::causalAttention(int, const double*, std::int64_t, std::int64_t,
     std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, double*);
+// Also called by gemma4_block.cpp.
+template void Forward<float>::rotate(
+    float*, std::int64_t, std::int64_t, std::int64_t, const Rope&, PrecisionMode);
+template void Forward<double>::rotate(
+    double*, std::int64_t, std::int64_t, std::int64_t, const Rope&, PrecisionMode);
 template void Forward<float>::attentionBlock(
     int, const float*, float*, std::int64_t, std::int64_t, Taps<float>&);
 template void Forward<double>::attentionBlock(
