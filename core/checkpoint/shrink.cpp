@@ -170,7 +170,19 @@ struct Init {
     /// Biases drawn from N(0, stddev) and attention sinks from N(0, 1) instead of HF's zeros:
     /// the engine and its PyTorch twin must see them matter (gpt-oss).
     bool liveBiases = false;
+    /// Norm weights, layer scalars and router scales drawn around one (1 + N(0, 0.2)) instead of
+    /// HF's ones: Gemma-4 multiplies by its norm weights as stored (not 1 + w), scales each
+    /// layer's output and each expert's weight, and ones would hide a wrong form or a missing
+    /// scale.
+    bool liveScales = false;
 };
+
+/// A Gemma-4 tensor that multiplies and is one in HF's initialisation.
+bool unitScale(const model::TensorSpec& t)
+{
+    return t.name.ends_with(".layer_scalar") || t.name.ends_with(".router.scale")
+        || t.name.ends_with(".router.per_expert_scale");
+}
 
 /// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
 /// `blocks` ([E, out, in/32, 16]): the logical [E, out, in] weights drawn for `module`,
@@ -252,8 +264,10 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         };
         return source;
     }
-    const bool ones
+    bool ones
         = isNormWeight(t) && t.kind == model::TensorKind::Weight && !t.name.ends_with(".bias");
+    const bool aroundOne = init.liveScales && (ones || unitScale(t));
+    ones = ones && !aroundOne;
     const bool zeros
         = !init.liveBiases && (t.kind == model::TensorKind::Bias || t.name.ends_with("bias"));
     // gpt-oss sinks are logits beside the scores: a few units, as the trained ones are.
@@ -265,6 +279,11 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         if (scale) {
             // Group scales of packed integer weights: positive, about stddev / 2.5 per step.
             std::fill(x.begin(), x.end(), stddev / 2.5f);
+        } else if (aroundOne) {
+            fillNormal(x, streamed, 0.2f);
+            for (float& v : x) {
+                v += 1.0f;
+            }
         } else if (!ones && !zeros) {
             fillNormal(x, streamed, spread);
         }
@@ -350,7 +369,8 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     }
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
-    const Init init { options.seed, stddev, spec->family == model::Family::GptOss };
+    const Init init { options.seed, stddev, spec->family == model::Family::GptOss,
+        spec->family == model::Family::Gemma4 };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {
