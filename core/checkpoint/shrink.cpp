@@ -170,10 +170,20 @@ struct Init {
     /// Biases drawn from N(0, stddev) and attention sinks from N(0, 1) instead of HF's zeros:
     /// the engine and its PyTorch twin must see them matter (gpt-oss, MiniMax-M2's router).
     bool liveBiases = false;
-    /// Norm weights drawn from 1 + N(0, 0.1) instead of HF's ones: a per-head norm commutes
-    /// with the rotation while its weight is one, so where it sits would not show (Hunyuan).
-    bool liveNorms = false;
+    /// Norm weights, layer scalars and router scales drawn around one (1 + N(0, 0.2)) instead of
+    /// HF's ones: Gemma-4 multiplies by its norm weights as stored (not 1 + w), scales each
+    /// layer's output and each expert's weight, and ones would hide a wrong form or a missing
+    /// scale; a per-head norm of weight one commutes with the rotation, which would hide where
+    /// Hunyuan places its q/k norms.
+    bool liveScales = false;
 };
+
+/// A Gemma-4 tensor that multiplies and is one in HF's initialisation.
+bool unitScale(const model::TensorSpec& t)
+{
+    return t.name.ends_with(".layer_scalar") || t.name.ends_with(".router.scale")
+        || t.name.ends_with(".router.per_expert_scale");
+}
 
 /// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
 /// `blocks` ([E, out, in/32, 16]): the logical [E, out, in] weights drawn for `module`,
@@ -255,8 +265,10 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         };
         return source;
     }
-    const bool ones
+    bool ones
         = isNormWeight(t) && t.kind == model::TensorKind::Weight && !t.name.ends_with(".bias");
+    const bool aroundOne = init.liveScales && (ones || unitScale(t));
+    ones = ones && !aroundOne;
     const bool zeros
         = !init.liveBiases && (t.kind == model::TensorKind::Bias || t.name.ends_with("bias"));
     // gpt-oss sinks are logits beside the scores: a few units, as the trained ones are.
@@ -265,14 +277,14 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
     const auto streamed = streamSeed(seed, t.name);
     source.fill = [=](std::span<std::byte> out) -> Result<void> {
         std::vector<float> x(numel, ones ? 1.0f : 0.0f);
-        if (ones && init.liveNorms) {
-            fillNormal(x, streamed, 0.1f);
-            for (auto& v : x) {
-                v += 1.0f;
-            }
-        } else if (scale) {
+        if (scale) {
             // Group scales of packed integer weights: positive, about stddev / 2.5 per step.
             std::fill(x.begin(), x.end(), stddev / 2.5f);
+        } else if (aroundOne) {
+            fillNormal(x, streamed, 0.2f);
+            for (float& v : x) {
+                v += 1.0f;
+            }
         } else if (!ones && !zeros) {
             fillNormal(x, streamed, spread);
         }
@@ -361,7 +373,7 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
     const Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2,
-        spec->family == model::Family::Hunyuan };
+        spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

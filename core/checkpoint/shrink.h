@@ -28,6 +28,9 @@ inline constexpr std::int64_t kShrunkIndexTopK = 4;
 /// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
 /// that the clamp bites (the published 7 never would) and an engine without it fails.
 inline constexpr double kShrunkSwigluLimit = 0.25;
+/// Gemma-4's final_logit_softcapping in a shrunk model: the shrunk logits' scale, so that the
+/// cap bends them and an engine without it shows.
+inline constexpr double kShrunkLogitSoftcap = 0.5;
 
 /// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
 struct ShrinkOptions {

@@ -226,6 +226,14 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         t["rotary_dim"] = std::max<std::int64_t>(2, rotary - rotary % 2);
     }
     const std::int64_t intermediateOld = intOf(t, "intermediate_size", 0);
+    // Gemma-4's full layers are global_head_dim wide: shrunk in the same ratio to head_dim, so
+    // that a full layer's q·k (scaled by 1, not 1/sqrt(d)) stays of the sliding layers' size.
+    if (has(t, "global_head_dim") && t["global_head_dim"].is_number_integer() && headDimOld > 0) {
+        const std::int64_t global = t["global_head_dim"].get<std::int64_t>();
+        if (global > 0 && global % headDimOld == 0) {
+            t["global_head_dim"] = headDim2 * (global / headDimOld);
+        }
+    }
     if (has(t, "intermediate_size")) {
         t["intermediate_size"] = o.intermediate.value_or(
             scaled(intOf(t, "intermediate_size", hidden), hidden, hidden2, 16, 32));
@@ -340,6 +348,13 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     // published limit of 7 would never clamp, and an engine without the clamp would pass.
     if (t.contains("model_type") && t["model_type"] == "gpt_oss") {
         t["swiglu_limit"] = kShrunkSwigluLimit;
+    }
+    // Gemma-4's final logit soft-capping: the published cap (30) is the identity to 1e-5 at the
+    // shrunk logits' scale (RMS ~0.2), and an engine without it would pass.
+    if (t.contains("model_type")
+        && (t["model_type"] == "gemma4_text" || t["model_type"] == "gemma4")
+        && t.contains("final_logit_softcapping") && t["final_logit_softcapping"].is_number()) {
+        t["final_logit_softcapping"] = kShrunkLogitSoftcap;
     }
     if (has(t, "max_window_layers")) {
         t["max_window_layers"] = std::min(intOf(t, "max_window_layers", layers2), layers2);

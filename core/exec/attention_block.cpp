@@ -233,7 +233,7 @@ template void Forward<float>::causalAttention(int, const float*, std::int64_t, s
 template void Forward<double>::causalAttention(int, const double*, std::int64_t, std::int64_t,
     std::int64_t, std::int64_t, std::int64_t, std::int64_t, double, double*,
     std::span<const std::int64_t>);
-// dsa_indexer.cpp rotates the indexer's q and k too.
+// dsa_indexer.cpp and gemma4_block.cpp rotate with it too.
 template void Forward<float>::rotate(
     float*, std::int64_t, std::int64_t, std::int64_t, const Rope&, PrecisionMode);
 template void Forward<double>::rotate(

@@ -231,18 +231,58 @@ std::string modelFingerprint(const model::ModelSpec& spec)
     return s;
 }
 
+namespace {
+
+// What of Gemma-4's text tower the engine (gemma4_block.cpp) does not compute.
+void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    if (spec.perLayerInputSize > 0) {
+        out.push_back(fmt::format("per-layer input embeddings of gemma4 "
+                                  "(hidden_size_per_layer_input {})",
+            spec.perLayerInputSize));
+    }
+    if (spec.kvSharedLayers > 0) {
+        out.push_back(fmt::format("KV-shared layers of gemma4 (num_kv_shared_layers {}, with "
+                                  "their double-wide MLPs)",
+            spec.kvSharedLayers));
+    }
+    if (spec.bidirectionalText) {
+        out.push_back("bidirectional text attention of gemma4 (use_bidirectional_attention "
+                      "\"all\")");
+    }
+    if (spec.quantization) {
+        out.push_back(fmt::format("quantised gemma4 checkpoints ({}: experts stored one Linear "
+                                  "per expert, not the fused tensors the engine maps)",
+            spec.quantization->method));
+    }
+    const auto ropeType = [&](const std::string& type, const char* layers) {
+        if (type != "default" && type != "proportional") {
+            out.push_back(fmt::format("RoPE type '{}' of the gemma4 {} layers", type, layers));
+        }
+    };
+    ropeType(spec.ropeScaling.type, "full_attention");
+    if (spec.slidingRope) {
+        ropeType(spec.slidingRope->scaling.type, "sliding_attention");
+    }
+}
+
+} // namespace
+
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
     const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
+    // Gemma-4's towers are reached only by an image or audio input, which Engine::run refuses
+    // for it by name: a text prompt runs the text tower alone.
     if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
-        && spec.vision->kind != "qwen2_5_vl") {
+        && spec.vision->kind != "qwen2_5_vl" && spec.family != model::Family::Gemma4) {
         out.push_back(fmt::format("vision tower of {} ({}: patch embedding, ViT blocks, patch "
                                   "merger; the engine implements the Qwen2/2.5/3-VL towers)",
             family, spec.vision->kind));
     }
     if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe
-        && spec.family != model::Family::Llama4 && spec.family != model::Family::GptOss) {
+        && spec.family != model::Family::Llama4 && spec.family != model::Family::GptOss
+        && spec.family != model::Family::Gemma4) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
     // The DSA indexer (dsa_indexer.cpp) needs the MLA query latent it reads.
@@ -271,13 +311,15 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::NemotronH:
     case model::Family::DeepseekV4:
     case model::Family::GlmMoeDsa:
-    case model::Family::Gemma4:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): linear
         // attention and Mamba.
         out.push_back(fmt::format("the {} family (its attention, MoE and layer variants are "
                                   "read and counted, not yet computed)",
             model::familyName(spec.family)));
+        break;
+    case model::Family::Gemma4:
+        gemma4Unsupported(spec, out);
         break;
     default:
         break;
@@ -398,6 +440,11 @@ Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std
     if (options.precision.isF64() != m_impl->fp64) {
         return Error::internal(fmt::format("a {} run needs an engine loaded in {}",
             precisionName(options.precision.base), options.precision.isF64() ? "fp64" : "fp32"));
+    }
+    if (options.image && m_impl->spec.family == model::Family::Gemma4) {
+        return Error::unsupported(fmt::format("the vision tower of {} is not computed by the CPU "
+                                              "reference engine (a text prompt runs)",
+            m_impl->spec.modelType));
     }
     if (options.image && m_impl->spec.vision) {
         // One image-pad token in the prompt stands for the whole image: expand it first, so

@@ -50,6 +50,9 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
 
 std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
 {
+    if (spec.family == model::Family::Gemma4) {
+        return gemma4Weights(spec);
+    }
     std::vector<WeightRequirement> w;
     const std::int64_t h = spec.hiddenSize;
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
@@ -185,6 +188,9 @@ Forward<T>::Forward(const model::ModelSpec& spec, const WeightTable& weights, Pr
 
 template <typename T> Result<void> Forward<T>::init()
 {
+    if (m_spec.family == model::Family::Gemma4) {
+        return gemma4Init();
+    }
     if (m_spec.hiddenAct == "swiglu_oai") {
         // gpt-oss: (clamp(up) + 1) · g·σ(α·g) with g = min(gate, limit); with α = 1.702
         // (unsupportedFeatures refuses another) g·σ(α·g) is the quick GELU.
@@ -430,6 +436,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             roundAct(hidden.data(), n * h, mode);
         }
     }
+    if (m_spec.family == model::Family::Gemma4) {
+        gemma4ScaleEmbedding(hidden.data(), n);
+    }
     taps.record("model.embed_tokens", hidden.data(), { n, h });
     for (int l = 0; l < int(m_spec.numLayers); ++l) {
         if (stop.stop_requested()) {
@@ -445,6 +454,13 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             deepstackAfter(l - 1);
         }
         taps.record(names.prefix + "#in0", hidden.data(), { n, h });
+        if (m_spec.family == model::Family::Gemma4) {
+            gemma4Layer(l, hidden.data(), n, start, taps);
+            if (m_ops.error()) {
+                return *m_ops.error();
+            }
+            continue;
+        }
         const PrecisionMode residualMode = m_plan.modeFor(OpKind::DecoderLayer, l);
 
         // Nemotron-NAS skips a no-op block with its norm and replaces a block by one linear.
@@ -523,6 +539,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     const profile::TraceScope tracedHead("lm_head");
     linear("lm_head", x.data(), logits.data(), n, h, m_spec.vocabSize, OpKind::Logits, -1, taps,
         false);
+    if (m_spec.finalLogitSoftcap > 0.0) {
+        softCapLogits(logits.data(), n * m_spec.vocabSize);
+    }
     taps.record("lm_head", logits.data(), { n, m_spec.vocabSize });
     if (m_ops.error()) {
         return *m_ops.error();

@@ -55,6 +55,13 @@ struct WeightRequirement {
 
 /// Every weight the forward of `spec` reads, with expected shapes.
 std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
+/// Those of a Gemma-4 text tower (gemma4_block.cpp): per-layer widths, no v_proj on
+/// attention_k_eq_v layers, the router and experts beside the dense MLP, layer_scalar.
+std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec);
+/// Gemma-4's RoPE of its full layers (global_head_dim wide; "proportional": the first
+/// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
+/// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
+Result<Rope> gemma4Rope(const model::ModelSpec& spec, bool full);
 /// The 2-D weights opcheck multiplies: those of the first dense layer, the first MoE layer (one
 /// expert), the vision tower's first block and mergers, and the head, each with its module name
 /// relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
@@ -170,6 +177,14 @@ private:
     void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     void layerNormOp(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim,
         int layer, double eps);
+    // Gemma-4's text tower (gemma4_block.cpp).
+    Result<void> gemma4Init();
+    void gemma4ScaleEmbedding(T* hidden, std::int64_t n);
+    void gemma4Layer(int layer, T* hidden, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    void gemma4Attention(
+        int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    void gemma4Experts(int layer, const T* residual, T* out, std::int64_t n, Taps<T>& taps);
+    void softCapLogits(T* logits, std::int64_t count);
     void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
@@ -180,6 +195,7 @@ private:
     PrecisionPlan m_plan;
     std::int64_t m_capacity;
     Rope m_rope;
+    Rope m_slidingRope; ///< Gemma-4: the sliding layers' RoPE (m_rope: the full layers')
     double m_attentionScale = 1.0;
     std::vector<Cache> m_caches;
     std::vector<std::int64_t> m_positions; ///< positions of the current step

@@ -98,8 +98,14 @@ Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
     const std::int64_t e = moe.numExperts;
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t i = moe.expertIntermediate;
+    // Gemma-4 (Gemma4TextExperts) stores each expert as a Linear does, [out, in]: gate_up_proj
+    // [E, 2I, H] (gate the first I rows) and down_proj [E, H, I]; the others store [in, out].
+    const bool outIn = m_spec.family == model::Family::Gemma4;
     numerics::Shape expected
         = p.part == 2 ? numerics::Shape { e, i, h } : numerics::Shape { e, h, 2 * i };
+    if (outIn) {
+        expected = p.part == 2 ? numerics::Shape { e, h, i } : numerics::Shape { e, 2 * i, h };
+    }
     if (p.bias) {
         expected = p.part == 2 ? numerics::Shape { e, h } : numerics::Shape { e, 2 * i };
     }
@@ -116,6 +122,9 @@ Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
     // gpt-oss interleaves gate (even) and up (odd) along 2I; the others put gate first.
     const bool interleaved = m_spec.family == model::Family::GptOss;
     numerics::Tensor slice = fused->select(0, p.expert).contiguous(); // [H, 2I], [I, H], [2I], [H]
+    if (outIn) {
+        return p.part == 2 ? slice : slice.narrow(0, p.part == 0 ? 0 : i, i).contiguous();
+    }
     if (p.part != 2) {
         const int last = slice.rank() - 1;
         if (interleaved) {

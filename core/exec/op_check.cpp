@@ -339,7 +339,8 @@ public:
     }
 
     /// Llama-4's weightless QK norm over [tokens × heads, headDim].
-    void unitNormOp(std::int64_t heads, std::int64_t dim)
+    void unitNormOp(std::int64_t heads, std::int64_t dim,
+        const std::string& name = "qk_norm (weightless RMS, per head)")
     {
         const std::int64_t rows = m_options.tokens * heads;
         std::vector<double> ref = random(rows * dim);
@@ -349,9 +350,27 @@ public:
         unitRmsNorm<double>(ref.data(), rows, dim, m_spec.normEps);
         unitRmsNorm<float>(tgt.data(), rows, dim, m_spec.normEps);
         roundActivations(tgt, m);
-        add("qk_norm (weightless RMS, per head)",
-            fmt::format("[{}, {}, {}]", m_options.tokens, heads, dim), OpKind::Attention, m,
+        add(name, fmt::format("[{}, {}, {}]", m_options.tokens, heads, dim), OpKind::Attention, m,
             "native", ref, tgt);
+    }
+
+    /// Gemma's final logit soft-capping, cap · tanh(x / cap), on logits spread past the cap so
+    /// that the tanh bends them.
+    void softCapOp(std::int64_t vocab, double cap)
+    {
+        const std::int64_t n = m_options.tokens * vocab;
+        std::vector<double> ref = random(n, 2.0 * cap);
+        auto tgt = toFloat(ref);
+        const PrecisionMode m = mode(OpKind::Logits);
+        roundActivations(tgt, m);
+        for (std::int64_t i = 0; i < n; ++i) {
+            ref[std::size_t(i)] = std::tanh(ref[std::size_t(i)] / cap) * cap;
+            tgt[std::size_t(i)] = float(std::tanh(double(tgt[std::size_t(i)]) / cap) * cap);
+        }
+        roundActivations(tgt, m);
+        add(fmt::format("final logit soft-capping (cap {})", cap),
+            fmt::format("[{}, {}]", m_options.tokens, vocab), OpKind::Logits, m,
+            "native (tanh on the host)", ref, tgt);
     }
 
     /// Llama-4 NoPE layers' query temperature, at positions that straddle a floor_scale step.
@@ -579,10 +598,13 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     const bool mla = spec.attention == model::AttentionKind::MLA;
     const bool llama4 = spec.family == model::Family::Llama4;
-    auto rope = makeRope(mla ? spec.mla.qkRopeHeadDim
-                             : std::int64_t(double(spec.headDim) * spec.partialRotaryFactor),
-        spec.ropeTheta, spec.ropeScaling,
-        mla || llama4 ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+    const bool gemma4 = spec.family == model::Family::Gemma4;
+    // Gemma-4: the sliding layers' RoPE here, the full layers' (proportional) below.
+    auto rope = gemma4 ? detail::gemma4Rope(spec, false)
+                       : makeRope(mla ? spec.mla.qkRopeHeadDim
+                                      : std::int64_t(double(spec.headDim) * spec.partialRotaryFactor),
+                           spec.ropeTheta, spec.ropeScaling,
+                           mla || llama4 ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -631,9 +653,23 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     const bool mrope = !rope->pairComponent.empty();
     c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
-        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
-                : (mrope ? "rope (M-RoPE t/h/w sections)" : std::string()),
+        qwen3Vl
+            ? "rope (M-RoPE t/h/w, interleaved)"
+            : (mrope ? "rope (M-RoPE t/h/w sections)"
+                     : (gemma4 ? "rope (sliding layers, default, rotate-half)" : std::string())),
         mrope);
+    if (gemma4) {
+        auto full = detail::gemma4Rope(spec, true);
+        if (!full) {
+            return full.error();
+        }
+        c.rope(*full, spec.numKvHeads, full->rotaryDim,
+            fmt::format("rope (full layers, {}: {} of {} rotate-half pairs turn)",
+                spec.ropeScaling.type,
+                std::count_if(
+                    full->invFreq.begin(), full->invFreq.end(), [](double f) { return f != 0.0; }),
+                full->invFreq.size()));
+    }
     DAY0_TRY(step());
     if (mla) {
         const std::int64_t qk = spec.mla.qkNopeHeadDim + spec.mla.qkRopeHeadDim;
@@ -667,9 +703,26 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     } else {
         const std::string kind
             = spec.numKvHeads == spec.numHeads ? "MHA" : (spec.numKvHeads == 1 ? "MQA" : "GQA");
-        c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
-            1.0 / std::sqrt(double(spec.headDim)), fmt::format("attention ({})", kind),
+        // Gemma-4 scales q·k by 1: its q_norm / k_norm stand for the 1/sqrt(d).
+        const double qkScale = gemma4 ? 1.0 : 1.0 / std::sqrt(double(spec.headDim));
+        c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim, qkScale,
+            fmt::format("attention ({}{})", kind, gemma4 ? ", scale 1" : ""),
             "native (GEMM per head)");
+        if (gemma4) {
+            for (const auto& layer : spec.layers) {
+                if (layer.mixer == model::MixerKind::Sliding) {
+                    continue;
+                }
+                const std::int64_t d = spec.headDimOf(layer);
+                const std::int64_t kv = spec.kvHeadsOf(layer);
+                c.attentionOp(spec.headsOf(layer), kv, d, d, 1.0,
+                    fmt::format("attention (full layers: head width {}, {} KV heads{}, scale 1)", d,
+                        kv, layer.sharedKv ? ", keys as values" : ""),
+                    "native (GEMM per head)");
+                break;
+            }
+            c.unitNormOp(spec.numKvHeads, spec.headDim, "v_norm (weightless RMS, per head)");
+        }
         std::int64_t chunk = 0;
         std::int64_t window = 0;
         bool nope = false;
@@ -687,8 +740,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         if (window > 0) {
             // As for chunks, the mask is checked with a window inside the rows.
             const std::int64_t used = std::max<std::int64_t>(1, options.tokens / 4);
-            c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim,
-                1.0 / std::sqrt(double(spec.headDim)),
+            c.attentionOp(spec.numHeads, spec.numKvHeads, spec.headDim, spec.headDim, qkScale,
                 fmt::format("attention ({}, sliding window {}{}; checked with window {})", kind,
                     window, spec.attentionSinks ? ", learned sinks" : "", used),
                 "native (GEMM per head, window mask)", true, 0, used, spec.attentionSinks);
@@ -721,12 +773,20 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         const std::string kind = spec.moe->scoring == model::RouterScoring::Sigmoid
             ? (spec.moe->numGroups > 1 ? "sigmoid, group-limited" : "sigmoid")
             : "softmax";
-        c.router(fmt::format("router ({}{}{})", kind,
+        c.router(fmt::format("router ({}{}{}{})", kind,
             spec.moe->expertScoreBias ? ", e_score_correction_bias" : "",
-            spec.moe->routerBias ? ", linear bias" : ""));
+            spec.moe->routerBias ? ", linear bias" : "",
+            gemma4 ? ", top-k renormalised then per_expert_scale" : ""));
+        if (gemma4) {
+            c.unitNormOp(1, spec.hiddenSize, "router norm (weightless RMS)");
+        }
+    }
+    if (spec.finalLogitSoftcap > 0.0) {
+        c.softCapOp(std::min<std::int64_t>(spec.vocabSize, 4096), spec.finalLogitSoftcap);
     }
     DAY0_TRY(step());
-    if (spec.vision && report.missing.empty()) {
+    // Gemma-4's tower is not computed (a text prompt runs without it): no rows for it.
+    if (spec.vision && report.missing.empty() && !gemma4) {
         const auto& v = *spec.vision;
         const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);
         if (v.kind == "qwen2_5_vl") {

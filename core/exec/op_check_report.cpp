@@ -43,12 +43,15 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
                 continue;
             }
             module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
-            if (module.find(".experts.") != std::string::npos
-                && module.find(".experts.0.") == std::string::npos) {
+            // Gemma-4's experts and router sit in the layer itself ("experts.3.up_proj",
+            // "router.proj").
+            const bool expert
+                = module.find(".experts.") != std::string::npos || module.starts_with("experts.");
+            if (expert && module.find("experts.0.") == std::string::npos) {
                 continue;
             }
             if (module.ends_with(".gate") || module.ends_with(".router")
-                || module.ends_with("shared_expert_gate")) {
+                || module.starts_with("router.") || module.ends_with("shared_expert_gate")) {
                 continue; // routers have their own row
             }
         }

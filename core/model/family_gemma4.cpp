@@ -160,6 +160,7 @@ Result<void> readGemma4Layers(const Section& text, ModelSpec& spec)
     if (r.has("use_bidirectional_attention")) {
         if (stringOneOf(r, "use_bidirectional_attention", { "vision", "all" }, "") == "all") {
             window = window / 2 + 1;
+            spec.bidirectionalText = true;
         }
     }
     spec.kvSharedLayers = r.intOr("num_kv_shared_layers", 0);

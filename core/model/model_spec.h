@@ -442,6 +442,8 @@ struct ModelSpec {
     std::int64_t perLayerInputSize = 0;
     std::int64_t perLayerInputVocab = 0;
     std::int64_t kvSharedLayers = 0; ///< last layers reuse an earlier layer's KV (Gemma-4)
+    /// Gemma-4 use_bidirectional_attention "all": text tokens attend both ways (not causal).
+    bool bidirectionalText = false;
     /// MTP modules the config declares that the published checkpoints do not ship (MiniMax-M2
     /// num_mtp_modules), for messages; they hold no tensors.
     std::int64_t declaredMtpModules = 0;

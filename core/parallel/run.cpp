@@ -368,6 +368,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
+    if (spec.family == model::Family::Gemma4) {
+        missing.push_back(fmt::format("sharded runs of the Gemma-4 decoder layer of {} (its "
+                                      "sandwich norms, per-layer head widths, MoE beside the MLP)",
+            spec.modelType));
+    }
     if (!missing.empty()) {
         return Error::unsupported(
             fmt::format("the parallel executor lacks: {}", fmt::join(missing, "; ")));

@@ -44,7 +44,8 @@ DEFAULT_ANCHORS = re.compile(
     r"block_sparse_moe|"
     r"mlp\.gate|mlp\.gate\.wg|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
     r"mlp\.shared_mlp|"
-    r"feed_forward|feed_forward\.router|feed_forward\.shared_expert))?|"
+    r"feed_forward|feed_forward\.router|feed_forward\.shared_expert|"
+    r"pre_feedforward_layernorm|post_feedforward_layernorm|router|experts))?|"
     r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
 
 

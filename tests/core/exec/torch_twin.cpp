@@ -73,7 +73,7 @@ void countSelectionRows(const numerics::Tensor& theirs, const numerics::Tensor& 
 } // namespace
 
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
-    const std::vector<std::int64_t>& prompt)
+    const std::vector<std::int64_t>& prompt, bool fp64)
 {
     Agreement a;
     const auto spec = exec::loadCheckpointModel(dir / "ckpt");
@@ -84,13 +84,13 @@ Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::st
         return a;
     }
     Progress p;
-    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    auto engine = exec::Engine::create(*spec, **weights, fp64, p, {});
     EXPECT_TRUE(engine.ok()) << engine.error().message;
     if (!engine.ok()) {
         return a;
     }
     exec::RunOptions o;
-    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.precision = *exec::parsePrecisionPlan(fp64 ? "fp64" : "fp32");
     o.promptIds = prompt;
     o.newTokens = 3;
     const auto ours = engine->run(o, p, {});

@@ -42,8 +42,10 @@ struct Agreement {
 /// Runs the checkpoint in `dir / "ckpt"` on the fp32 engine (3 new tokens after `prompt`) and in
 /// the twin in float64 with `twinEnv` set before it (the twins' DAY0_TWIN_WITHOUT=feature
 /// computes the model without one feature, to show a test depends on it), writing the twin's
-/// dump to `dir / "torch"`; measures the logits' and every common capture's agreement.
+/// dump to `dir / "torch"`; measures the logits' and every common capture's agreement. With
+/// `fp64` the engine runs in fp64: for models whose fp32 rounding noise is above the fp32 bounds
+/// (PyTorch's own fp32 misses its float64 by as much), the math is then checked exactly.
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
-    const std::vector<std::int64_t>& prompt);
+    const std::vector<std::int64_t>& prompt, bool fp64 = false);
 
 } // namespace day0::test

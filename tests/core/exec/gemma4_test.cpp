@@ -1,0 +1,165 @@
+// Gemma-4's text tower on the engine against its PyTorch twin (plugins/torch/
+// day0_torch_gemma4.py): a shrunk gemma-4-26b-a4b with sliding and full layers, and each feature
+// shown to matter.
+#include "base/resources.h"
+#include "checkpoint/shrink.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+#include "model/config_reader.h"
+#include "torch_twin.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using namespace day0;
+using test::checkpointAgainstTorch;
+using test::kPython;
+using test::torchAvailable;
+
+TEST(Gemma4, ShrunkModelHasEveryTextFeature)
+{
+    // What the twin test below relies on: both layer types, global_head_dim on the full layer
+    // with attention_k_eq_v, the MoE block, a soft-cap that bends the shrunk logits, a window
+    // shorter than the prompt.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 6;
+    const auto plan = checkpoint::planShrink("gemma-4-26b-a4b", so);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    const auto& spec = plan->spec;
+    ASSERT_EQ(spec.family, model::Family::Gemma4);
+    ASSERT_EQ(spec.layers.size(), 6u);
+    EXPECT_EQ(spec.layers[0].slidingWindow, 4);
+    EXPECT_EQ(spec.layers[5].mixer, model::MixerKind::Attention);
+    EXPECT_NE(spec.headDimOf(spec.layers[5]), spec.headDimOf(spec.layers[0]));
+    EXPECT_TRUE(spec.layers[5].sharedKv);
+    EXPECT_TRUE(spec.moe && spec.layers[0].moe());
+    EXPECT_EQ(spec.finalLogitSoftcap, checkpoint::kShrunkLogitSoftcap);
+    EXPECT_EQ(spec.ropeScaling.type, "proportional");
+    EXPECT_TRUE(exec::unsupportedFeatures(spec).empty())
+        << fmt::format("{}", fmt::join(exec::unsupportedFeatures(spec), "; "));
+}
+
+TEST(Gemma4, RefusesWhatItDoesNotComputeByName)
+{
+    // The E2B's per-layer input embeddings and KV-shared layers are read, not computed.
+    const auto spec = model::readConfigFile(
+        std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const auto missing = fmt::format("{}", fmt::join(exec::unsupportedFeatures(*spec), "; "));
+    EXPECT_NE(missing.find("per-layer input embeddings of gemma4"), std::string::npos) << missing;
+    EXPECT_NE(missing.find("KV-shared layers of gemma4"), std::string::npos) << missing;
+    EXPECT_EQ(missing.find("the gemma4 family"), std::string::npos) << missing;
+}
+
+TEST(Gemma4, AgreesWithPyTorchAndEachFeatureMatters)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The shrunk gemma-4-26b-a4b: five sliding layers (window 4 under a 10-token prompt) and a
+    // full one (global_head_dim twice head_dim, proportional RoPE, attention_k_eq_v), the MoE
+    // block beside every dense MLP, norm weights and scales drawn around one, soft-cap 0.5.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gemma4";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 6;
+    const auto shrunk = checkpoint::shrinkModel("gemma-4-26b-a4b", dir / "ckpt", so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8 };
+    // The math, exactly: the fp64 engine against the float64 twin.
+    const auto exact = checkpointAgainstTorch(dir, "", prompt, true);
+    std::printf("gemma4 fp64 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over %zu\n",
+        exact.logitsMaxRel, exact.logitsRelL2, exact.worstCapture.c_str(), exact.worstCaptureRelL2,
+        exact.common);
+    EXPECT_LE(exact.logitsMaxRel, 1e-10);
+    EXPECT_LE(exact.logitsRelL2, 1e-12);
+    EXPECT_LE(exact.worstCaptureRelL2, 1e-12) << exact.worstCapture;
+    EXPECT_GE(exact.common, 6u * 10u);
+    // fp32: Gemma-4 renormalises every branch to the residual's scale (sandwich norms) and
+    // scales q·k by 1, so fp32 rounding grows about 3x per layer here; PyTorch's own float32
+    // twin misses its float64 by 1.1e-3 (max rel) and 4.7e-6 (rel L2) on this model, above the
+    // 1e-4 / 1e-6 that fits gpt-oss. The engine's fp32 stays inside PyTorch's fp32 noise.
+    const auto a = checkpointAgainstTorch(dir, "", prompt);
+    std::printf("gemma4 fp32 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over %zu\n",
+        a.logitsMaxRel, a.logitsRelL2, a.worstCapture.c_str(), a.worstCaptureRelL2, a.common);
+    EXPECT_LE(a.logitsMaxRel, 2e-3);
+    EXPECT_LE(a.logitsRelL2, 1e-5);
+    EXPECT_LE(a.worstCaptureRelL2, 2e-5) << a.worstCapture;
+    // Each feature, switched off in the twin, breaks the agreement: the comparison above would
+    // catch an engine that lacked it.
+    for (const char* feature :
+        { "embed_scale", "plain_norm_weight", "sandwich_norms", "qk_norm", "v_norm",
+            "attention_scaling", "window", "proportional_rope", "k_eq_v", "moe",
+            "moe_residual_input", "router_scale", "per_expert_scale", "layer_scalar", "softcap" }) {
+        SCOPED_TRACE(feature);
+        const auto off = checkpointAgainstTorch(
+            dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt, true);
+        std::printf("  without %-20s logits max rel %.2e\n", feature, off.logitsMaxRel);
+        EXPECT_GT(off.logitsMaxRel, 1e-3);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Gemma4, DenseVariantAgreesWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The dense Gemma-4 31B's structure (no MoE block; attention_k_eq_v with 4 global KV heads)
+    // without its NVFP4 quantisation, which the engine refuses: its config with
+    // quantization_config left out, shrunk.
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gemma4_dense";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "config");
+    {
+        std::ifstream in(std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "frontier-sizes" / "nvidia--Gemma-4-31B-IT-NVFP4.json");
+        auto config = nlohmann::ordered_json::parse(in);
+        config.erase("quantization_config");
+        std::ofstream(dir / "config" / "config.json") << config.dump(2);
+    }
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 6;
+    const auto shrunk = checkpoint::shrinkModel(
+        (dir / "config" / "config.json").string(), dir / "ckpt", so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_FALSE(spec->moe);
+    ASSERT_TRUE(spec->layers[5].sharedKv);
+    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8 };
+    const auto exact = checkpointAgainstTorch(dir, "", prompt, true);
+    std::printf("gemma4 dense fp64 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over "
+                "%zu\n",
+        exact.logitsMaxRel, exact.logitsRelL2, exact.worstCapture.c_str(), exact.worstCaptureRelL2,
+        exact.common);
+    EXPECT_LE(exact.logitsMaxRel, 1e-10);
+    EXPECT_LE(exact.logitsRelL2, 1e-12);
+    EXPECT_LE(exact.worstCaptureRelL2, 1e-12) << exact.worstCapture;
+    EXPECT_GE(exact.common, 6u * 7u);
+    const auto a = checkpointAgainstTorch(dir, "", prompt);
+    std::printf("gemma4 dense fp32 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e\n",
+        a.logitsMaxRel, a.logitsRelL2, a.worstCapture.c_str(), a.worstCaptureRelL2);
+    EXPECT_LE(a.logitsMaxRel, 2e-3);
+    EXPECT_LE(a.logitsRelL2, 1e-5);
+    for (const char* feature : { "k_eq_v", "proportional_rope", "window" }) {
+        SCOPED_TRACE(feature);
+        const auto off = checkpointAgainstTorch(
+            dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt, true);
+        std::printf("  without %-20s logits max rel %.2e\n", feature, off.logitsMaxRel);
+        EXPECT_GT(off.logitsMaxRel, 1e-3);
+    }
+    std::filesystem::remove_all(dir);
+}
