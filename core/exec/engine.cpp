@@ -334,17 +334,19 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             break;
         }
     }
-    // Per-layer shapes the forward honours: KV heads and the dense MLP's width (Nemotron-NAS).
+    // Per-layer shapes the forward honours: KV heads and the dense MLP's width (Nemotron-NAS),
+    // and Gemma-4's full layers' head width and keys doubling as values (gemma4_block.cpp).
     // The others change a layer's tensors, which it would read at the model-wide shapes.
+    const bool gemma4 = spec.family == model::Family::Gemma4;
     for (const auto& layer : spec.layers) {
         std::vector<std::string> perLayer;
         if (layer.numHeads != 0) {
             perLayer.emplace_back("query heads");
         }
-        if (layer.headDim != 0) {
+        if (layer.headDim != 0 && !gemma4) {
             perLayer.emplace_back("head width");
         }
-        if (layer.sharedKv) {
+        if (layer.sharedKv && !gemma4) {
             perLayer.emplace_back("keys doubling as values");
         }
         if (layer.topK != 0 || layer.expertWidth != 0 || layer.sharedWidth >= 0) {

@@ -102,6 +102,7 @@ void agreeAndEachFeatureMatters(
                 "selection rows differing %zu of %zu\n",
         label, a.logitsMaxRel, a.logitsRelL2, a.worstCapture.c_str(), a.worstCaptureRelL2, a.common,
         a.selectionRowsDiffering, a.selectionRows);
+    EXPECT_LE(a.logitsMaxAbsOverMax, 1e-4);
     EXPECT_LE(a.logitsMaxRel, 1e-4);
     EXPECT_LE(a.logitsRelL2, 1e-6);
     EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;

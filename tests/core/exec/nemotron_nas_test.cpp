@@ -43,6 +43,7 @@ std::set<std::pair<model::MixerKind, model::FfnKind>> checkShrunk(
     std::printf("%s: logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over %zu\n",
         source.c_str(), a.logitsMaxRel, a.logitsRelL2, a.worstCapture.c_str(), a.worstCaptureRelL2,
         a.common);
+    EXPECT_LE(a.logitsMaxAbsOverMax, 1e-4);
     EXPECT_LE(a.logitsMaxRel, 1e-4);
     EXPECT_LE(a.logitsRelL2, 1e-6);
     EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;

@@ -206,8 +206,8 @@ TEST(Rope, YarnDeepseekNumbers)
     oss.truncate = true;
     const auto whole = makeRope(64, theta, oss, RopeLayout::RotateHalf);
     const double wholeExtrapolate = 1.0 - (10.0 - 8.0) / (18.0 - 8.0);
-    EXPECT_NEAR(whole->invFreq[10], f10 / 32 * (1 - wholeExtrapolate) + f10 * wholeExtrapolate,
-        1e-16);
+    EXPECT_NEAR(
+        whole->invFreq[10], f10 / 32 * (1 - wholeExtrapolate) + f10 * wholeExtrapolate, 1e-16);
     EXPECT_GT(std::fabs(whole->invFreq[10] - fractional->invFreq[10]), 1e-6 * f10);
     s.type = "longrope";
     EXPECT_EQ(

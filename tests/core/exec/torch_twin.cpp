@@ -111,6 +111,17 @@ Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::st
     }
     EXPECT_EQ(theirs->info.fingerprint, ours->dump.info.fingerprint);
     a.logitsMaxRel = logitsMaxRel(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"));
+    {
+        const auto r = theirs->tensor("lm_head")->toDoubles();
+        const auto t = ours->dump.tensor("lm_head")->toDoubles();
+        double largest = 0.0;
+        double worst = 0.0;
+        for (std::size_t i = 0; i < std::min(r.size(), t.size()); ++i) {
+            largest = std::max(largest, std::fabs(r[i]));
+            worst = std::max(worst, std::fabs(t[i] - r[i]));
+        }
+        a.logitsMaxAbsOverMax = largest > 0 ? worst / largest : worst;
+    }
     a.logitsRelL2
         = numerics::compareTensors(*theirs->tensor("lm_head"), *ours->dump.tensor("lm_head"))
               ->relL2;

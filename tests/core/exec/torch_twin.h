@@ -28,6 +28,8 @@ double logitsMaxRel(const numerics::Tensor& theirs, const numerics::Tensor& ours
 
 /// How the engine's dump and the twin's agree.
 struct Agreement {
+    /// max |Δ| / max |logit| over the logits: the bound for fp32 against the twin.
+    double logitsMaxAbsOverMax = 0.0;
     double logitsMaxRel = 0.0;
     double logitsRelL2 = 0.0;
     double worstCaptureRelL2 = 0.0;
