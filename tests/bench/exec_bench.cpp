@@ -203,20 +203,16 @@ void BM_Bf16EmulatedPrefill(benchmark::State& state)
 }
 BENCHMARK(BM_Bf16EmulatedPrefill)->Unit(benchmark::kMillisecond);
 
-void BM_GptOssFp32Prefill(benchmark::State& state)
+/// fp32 prefill of a shrunk bundled model on the engine against its PyTorch twin's float32
+/// forward of the same checkpoint, in the same run.
+void shrunkPrefill(benchmark::State& state, const char* model, const checkpoint::ShrinkOptions& so)
 {
-    // A shrunk gpt-oss-20b: its sinks, alternating windows, 16 biased experts with the clamped
-    // SwiGLU, dequantised from MXFP4 on load.
     setResourceDir(DAY0_RESOURCE_DIR);
-    const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench_gpt_oss";
+    const auto dir
+        = std::filesystem::temp_directory_path() / (std::string("day0_exec_bench_") + model);
     std::filesystem::remove_all(dir);
     Progress progress;
-    checkpoint::ShrinkOptions so;
-    so.layers = quick() ? 2 : 4;
-    so.hidden = quick() ? 128 : 512;
-    so.intermediate = quick() ? 128 : 512;
-    so.experts = 16;
-    const auto shrunk = checkpoint::shrinkModel("gpt-oss-20b", dir, so, progress, {});
+    const auto shrunk = checkpoint::shrinkModel(model, dir, so, progress, {});
     if (!shrunk) {
         state.SkipWithError(shrunk.error().message.c_str());
         return;
@@ -257,7 +253,30 @@ void BM_GptOssFp32Prefill(benchmark::State& state)
         state.counters["ratio_to_pytorch"] = best / torch;
     }
 }
+
+void BM_GptOssFp32Prefill(benchmark::State& state)
+{
+    // A shrunk gpt-oss-20b: its sinks, alternating windows, 16 biased experts with the clamped
+    // SwiGLU, dequantised from MXFP4 on load.
+    checkpoint::ShrinkOptions so;
+    so.layers = quick() ? 2 : 4;
+    so.hidden = quick() ? 128 : 512;
+    so.intermediate = quick() ? 128 : 512;
+    so.experts = 16;
+    shrunkPrefill(state, "gpt-oss-20b", so);
+}
 BENCHMARK(BM_GptOssFp32Prefill)->Unit(benchmark::kMillisecond);
+
+void BM_Gemma4Fp32Prefill(benchmark::State& state)
+{
+    // A shrunk Gemma-4 26B-A4B: sliding and full layers with their own RoPE, keys as values on
+    // the full ones, the experts beside the dense MLP, soft-capped logits.
+    checkpoint::ShrinkOptions so;
+    so.hidden = quick() ? 128 : 512;
+    so.experts = 16;
+    shrunkPrefill(state, "gemma-4-26b-a4b", so);
+}
+BENCHMARK(BM_Gemma4Fp32Prefill)->Unit(benchmark::kMillisecond);
 
 } // namespace
 
