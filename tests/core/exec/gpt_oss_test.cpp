@@ -29,13 +29,9 @@ TEST(GptOss, AgreesWithPyTorchAndEachFeatureMatters)
     // truncate false.
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gpt_oss";
-    std::filesystem::remove_all(dir);
-    Progress p;
     checkpoint::ShrinkOptions so;
     so.layers = 2;
-    const auto shrunk = checkpoint::shrinkModel("gpt-oss-20b", dir / "ckpt", so, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    const auto spec = test::shrinkForTwin("gpt-oss-20b", dir, so);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     ASSERT_TRUE(spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4);
     ASSERT_EQ(spec->layers[0].slidingWindow, 4);
@@ -50,14 +46,10 @@ TEST(GptOss, AgreesWithPyTorchAndEachFeatureMatters)
     EXPECT_GE(a.common, 2u * 7u);
     // Each feature, switched off in the twin, breaks the agreement: the comparison above would
     // catch an engine that lacked it, at this prompt length.
-    for (const char* feature : { "sinks", "window", "clamp", "yarn_truncate", "expert_bias",
-             "attention_bias", "router_bias", "interleave" }) {
-        SCOPED_TRACE(feature);
-        const auto off
-            = checkpointAgainstTorch(dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt);
-        std::printf("  without %-14s logits max rel %.2e\n", feature, off.logitsMaxRel);
-        EXPECT_GT(off.logitsMaxRel, 1e-3);
-    }
+    test::expectEachFeatureMatters(dir,
+        { "sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
+            "router_bias", "interleave" },
+        prompt);
     std::filesystem::remove_all(dir);
 }
 

@@ -25,11 +25,7 @@ TEST(Hunyuan, AgreesWithPyTorchAndEachFeatureMatters)
     }
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_hunyuan";
-    std::filesystem::remove_all(dir);
-    Progress p;
-    const auto shrunk = checkpoint::shrinkModel("hunyuan-a13b", dir / "ckpt", {}, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    const auto spec = test::shrinkForTwin("hunyuan-a13b", dir);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     ASSERT_TRUE(spec->qkNorm);
     ASSERT_GT(spec->ropeScaling.alpha, 0.0);
@@ -43,12 +39,6 @@ TEST(Hunyuan, AgreesWithPyTorchAndEachFeatureMatters)
     EXPECT_LE(a.logitsRelL2, 1e-6);
     EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;
     EXPECT_GE(a.common, 4u * 8u);
-    for (const char* feature : { "ntk_alpha", "norm_after_rope" }) {
-        SCOPED_TRACE(feature);
-        const auto off
-            = checkpointAgainstTorch(dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt);
-        std::printf("  without %-15s logits max rel %.2e\n", feature, off.logitsMaxRel);
-        EXPECT_GT(off.logitsMaxRel, 1e-3);
-    }
+    test::expectEachFeatureMatters(dir, { "ntk_alpha", "norm_after_rope" }, prompt);
     std::filesystem::remove_all(dir);
 }

@@ -25,11 +25,7 @@ TEST(MiniMaxM2, AgreesWithPyTorchAndEachFeatureMatters)
     }
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_minimax_m2";
-    std::filesystem::remove_all(dir);
-    Progress p;
-    const auto shrunk = checkpoint::shrinkModel("minimax-m2.5", dir / "ckpt", {}, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    const auto spec = test::shrinkForTwin("minimax-m2.5", dir);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     ASSERT_TRUE(spec->qkNormAcrossHeads);
     ASSERT_LT(spec->partialRotaryFactor, 1.0);
@@ -43,12 +39,6 @@ TEST(MiniMaxM2, AgreesWithPyTorchAndEachFeatureMatters)
     EXPECT_LE(a.logitsRelL2, 1e-6);
     EXPECT_LE(a.worstCaptureRelL2, 1e-5) << a.worstCapture;
     EXPECT_GE(a.common, 4u * 6u);
-    for (const char* feature : { "qk_norm", "partial_rotary", "score_bias" }) {
-        SCOPED_TRACE(feature);
-        const auto off
-            = checkpointAgainstTorch(dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt);
-        std::printf("  without %-14s logits max rel %.2e\n", feature, off.logitsMaxRel);
-        EXPECT_GT(off.logitsMaxRel, 1e-3);
-    }
+    test::expectEachFeatureMatters(dir, { "qk_norm", "partial_rotary", "score_bias" }, prompt);
     std::filesystem::remove_all(dir);
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace day0::test {
@@ -142,6 +143,30 @@ Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::st
         }
     }
     return a;
+}
+
+Result<model::ModelSpec> shrinkForTwin(const std::string& model, const std::filesystem::path& dir,
+    const checkpoint::ShrinkOptions& options)
+{
+    std::filesystem::remove_all(dir);
+    Progress p;
+    const auto shrunk = checkpoint::shrinkModel(model, dir / "ckpt", options, p, {});
+    if (!shrunk) {
+        return shrunk.error();
+    }
+    return exec::loadCheckpointModel(dir / "ckpt");
+}
+
+void expectEachFeatureMatters(const std::filesystem::path& dir,
+    const std::vector<std::string>& features, const std::vector<std::int64_t>& prompt, bool fp64)
+{
+    for (const auto& feature : features) {
+        SCOPED_TRACE(feature);
+        const auto off = checkpointAgainstTorch(
+            dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt, fp64);
+        std::printf("  without %-20s logits max rel %.2e\n", feature.c_str(), off.logitsMaxRel);
+        EXPECT_GT(off.logitsMaxRel, 1e-3);
+    }
 }
 
 } // namespace day0::test

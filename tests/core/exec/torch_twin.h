@@ -3,6 +3,9 @@
 // The engine against its independent PyTorch twin (plugins/torch, Debian's python3-torch):
 // shared by the tests of each family that has one.
 
+#include "base/result.h"
+#include "checkpoint/shrink.h"
+#include "model/model_spec.h"
 #include "numerics/tensor.h"
 
 #include <cstdint>
@@ -49,5 +52,17 @@ struct Agreement {
 /// (PyTorch's own fp32 misses its float64 by as much), the math is then checked exactly.
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
     const std::vector<std::int64_t>& prompt, bool fp64 = false);
+
+/// Shrinks the bundled `model` into `dir / "ckpt"` (clearing `dir` first) and reads its spec back,
+/// for a family's twin test.
+Result<model::ModelSpec> shrinkForTwin(const std::string& model, const std::filesystem::path& dir,
+    const checkpoint::ShrinkOptions& options = {});
+
+/// Each feature of `features`, switched off in the twin (DAY0_TWIN_WITHOUT), must break the
+/// agreement with the engine (logits max rel > 1e-3): the family's comparison would then catch
+/// an engine that lacked it. Prints each miss.
+void expectEachFeatureMatters(const std::filesystem::path& dir,
+    const std::vector<std::string>& features, const std::vector<std::int64_t>& prompt,
+    bool fp64 = false);
 
 } // namespace day0::test
