@@ -21,6 +21,21 @@ namespace {
 using detail::RejectTally;
 using detail::TopList;
 
+/// A layout that fits, with its most loaded stage and its time figures (training: step time and
+/// tokens trained; serving: time per output token and output tokens).
+PlannedLayout planned(
+    const Layout& l, double maxMemory, int stage, double stepTime, double tokensPerSecond)
+{
+    PlannedLayout p;
+    p.layout = l;
+    p.maxMemory = maxMemory;
+    p.mostLoadedStage = stage;
+    p.mostLoadedRank = RankLayout(l).firstRankOfStage(stage);
+    p.stepTime = stepTime;
+    p.tokensPerSecond = tokensPerSecond;
+    return p;
+}
+
 struct Sweep {
     const ModelSummary& model;
     const hardware::Cluster& cluster;
@@ -176,13 +191,8 @@ void Sweep::training(Layout& l, std::vector<detail::StageWeights>& weights)
                 if (!top.wants(cost.tokensPerSecond)) {
                     continue;
                 }
-                PlannedLayout p;
-                p.layout = l;
-                p.maxMemory = worst;
-                p.mostLoadedStage = worstStage;
-                p.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
-                p.stepTime = cost.stepTime;
-                p.tokensPerSecond = cost.tokensPerSecond;
+                PlannedLayout p
+                    = planned(l, worst, worstStage, cost.stepTime, cost.tokensPerSecond);
                 p.training = cost;
                 top.offer(std::move(p));
             }
@@ -261,13 +271,7 @@ void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
     if (!top.wants(cost.tokensPerSecond)) {
         return;
     }
-    PlannedLayout best;
-    best.layout = l;
-    best.maxMemory = worst;
-    best.mostLoadedStage = worstStage;
-    best.mostLoadedRank = RankLayout(l).firstRankOfStage(worstStage);
-    best.stepTime = cost.tpot;
-    best.tokensPerSecond = cost.tokensPerSecond;
+    PlannedLayout best = planned(l, worst, worstStage, cost.tpot, cost.tokensPerSecond);
     best.inference = cost;
     best.admission = admitted;
     top.offer(std::move(best));

@@ -147,6 +147,23 @@ double torchSeconds()
     return seconds;
 }
 
+/// The fastest prefill of `o` over the benchmark's iterations, in seconds; negative (and the
+/// benchmark marked skipped) when a run fails.
+double bestPrefill(
+    benchmark::State& state, exec::Engine& engine, const exec::RunOptions& o, Progress& progress)
+{
+    double best = 1e30;
+    for (auto _ : state) {
+        auto r = engine.run(o, progress, {});
+        if (!r) {
+            state.SkipWithError(r.error().message.c_str());
+            return -1.0;
+        }
+        best = std::min(best, r->prefillSeconds);
+    }
+    return best;
+}
+
 void BM_Fp32Prefill(benchmark::State& state)
 {
     const Model& m = benchModel();
@@ -162,14 +179,9 @@ void BM_Fp32Prefill(benchmark::State& state)
     o.promptIds = promptIds(m);
     o.newTokens = 1;
     o.capture.filters = { "lm_head" };
-    double best = 1e30;
-    for (auto _ : state) {
-        auto r = engine->run(o, progress, {});
-        if (!r) {
-            state.SkipWithError(r.error().message.c_str());
-            return;
-        }
-        best = std::min(best, r->prefillSeconds);
+    const double best = bestPrefill(state, *engine, o, progress);
+    if (best < 0) {
+        return;
     }
     const double torch = torchSeconds();
     state.counters["tokens"] = double(m.tokens);
@@ -236,14 +248,9 @@ void shrunkPrefill(benchmark::State& state, const char* model, const checkpoint:
     }
     o.newTokens = 1;
     o.capture.filters = { "lm_head" };
-    double best = 1e30;
-    for (auto _ : state) {
-        auto r = engine->run(o, progress, {});
-        if (!r) {
-            state.SkipWithError(r.error().message.c_str());
-            return;
-        }
-        best = std::min(best, r->prefillSeconds);
+    const double best = bestPrefill(state, *engine, o, progress);
+    if (best < 0) {
+        return;
     }
     const double torch = torchForwardSeconds(dir, opened->spec.vocabSize, tokens);
     state.counters["tokens"] = double(tokens);
