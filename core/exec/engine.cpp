@@ -310,7 +310,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Qwen35Moe:
     case model::Family::NemotronH:
     case model::Family::DeepseekV4:
-    case model::Family::GlmMoeDsa:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): linear
         // attention and Mamba.

@@ -16,9 +16,8 @@ weights_proj}):
 The reference's fp8 scoring (Hadamard rotation, per-block fp8 q and k) is a deployment
 approximation that transformers does not apply either: the twin scores in its own dtype.
 
-Status: checked against the engine for deepseek_v32 (tests/core/exec/dsa_test.cpp). The
-glm_moe_dsa parts (indexer_types, shared layers, interleaved indexer rope) are written but not yet
-checked: the engine still refuses the GLM-5 family.
+Status: checked against the engine for deepseek_v32 and for glm_moe_dsa, GLM-5 (interleaved
+indexer rope) and GLM-5.2 (shared layers): tests/core/exec/dsa_test.cpp.
 
 The selection is captured as `<layer>.self_attn.indexer#topk`: per query the kept key ids in
 increasing order, -1 padding the rows of the first queries, which see fewer than top-k keys.

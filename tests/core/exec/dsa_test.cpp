@@ -1,7 +1,8 @@
 // DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the indexer's scores and top-k selection by
 // hand, the selection's mask in attention, and the shrunk DeepSeek-V3.2 on the engine against
-// its PyTorch twin (plugins/torch/day0_torch_dsa.py) with each indexer feature shown to matter.
-// GLM-5 (glm_moe_dsa) stays refused by the engine: no twin test yet.
+// its PyTorch twin (plugins/torch/day0_torch_dsa.py) with each indexer feature shown to matter;
+// then GLM-5 (its indexer rotates adjacent pairs) and GLM-5.2 (layers that reuse the previous
+// indexer's selection) the same way.
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
 #include "exec/attention.h"
@@ -134,5 +135,56 @@ TEST(DsaDeepseekV32, AgreesWithPyTorchAndTheIndexerMatters)
     shrinkWithIndexer("deepseek-v3.2", dir);
     agreeAndEachFeatureMatters("deepseek-v3.2", dir,
         { "indexer", "indexer_rope", "indexer_relu", "indexer_weights", "indexer_k_norm" });
+    std::filesystem::remove_all(dir);
+}
+
+TEST(DsaGlm5, AgreesWithPyTorchAndTheIndexerMatters)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The shrunk GLM-5: MLA (rope_interleave) with an indexer on every layer whose rotary lanes
+    // pair adjacently (indexer_rope_interleave true, the opposite of DeepSeek-V3.2's), 2 dense
+    // layers then sigmoid-routed MoE with a shared expert.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_glm5";
+    std::filesystem::remove_all(dir);
+    shrinkWithIndexer("glm-5", dir);
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok());
+    EXPECT_TRUE(spec->mla.indexerRopeInterleave);
+    agreeAndEachFeatureMatters("glm-5", dir,
+        { "indexer", "indexer_rope", "indexer_relu", "indexer_weights", "indexer_k_norm" });
+    std::filesystem::remove_all(dir);
+}
+
+TEST(DsaGlm52, SharedLayersReuseTheSelection)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // GLM-5.2's published config: indexer_types marks most layers "shared" (no indexer; MLA over
+    // the previous indexer's selection). Shrunk, it keeps layers 0, 1, 3, 6: full, full, shared,
+    // full, so the shared layer reuses layer 1's selection.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_glm52";
+    std::filesystem::remove_all(dir);
+    shrinkWithIndexer((std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+                          / "frontier-sizes" / "zai-org--GLM-5.2.json")
+                          .string(),
+        dir);
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok());
+    std::vector<model::MixerKind> mixers;
+    for (const auto& layer : spec->layers) {
+        mixers.push_back(layer.mixer);
+    }
+    using model::MixerKind;
+    EXPECT_EQ(mixers,
+        (std::vector<MixerKind> { MixerKind::SparseMla, MixerKind::SparseMla, MixerKind::Attention,
+            MixerKind::SparseMla }));
+    agreeAndEachFeatureMatters("glm-5.2", dir, { "indexer_shared", "indexer" });
     std::filesystem::remove_all(dir);
 }
