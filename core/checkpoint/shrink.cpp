@@ -174,7 +174,9 @@ struct Init {
     /// HF's ones: Gemma-4 multiplies by its norm weights as stored (not 1 + w), scales each
     /// layer's output and each expert's weight, and ones would hide a wrong form or a missing
     /// scale; a per-head norm of weight one commutes with the rotation, which would hide where
-    /// Hunyuan places its q/k norms.
+    /// Hunyuan places its q/k norms. Qwen3-Next and Qwen3.5 scale by 1 + w (norms and q/k
+    /// norms) and by w (the linear attention's gated norm): a weight that is one everywhere
+    /// would leave the two forms a uniform factor apart.
     bool liveScales = false;
 };
 
@@ -373,7 +375,9 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
     const Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2,
-        spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan };
+        spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
+            || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
+            || spec->family == model::Family::Qwen35Moe };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

@@ -254,6 +254,21 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
             t[key] = scaled(t[key].get<std::int64_t>(), hidden, hidden2, 8, 16);
         }
     }
+    // Gated DeltaNet (Qwen3-Next, Qwen3.5): two key heads of 16 lanes, the value heads in the
+    // same ratio to them (value head j reads key head j / ratio), values 16 wide.
+    if (has(t, "linear_num_key_heads") && has(t, "linear_num_value_heads")) {
+        const std::int64_t keyHeads = intOf(t, "linear_num_key_heads", 1);
+        const std::int64_t valueHeads = intOf(t, "linear_num_value_heads", keyHeads);
+        const std::int64_t ratio
+            = keyHeads > 0 && valueHeads % keyHeads == 0 ? valueHeads / keyHeads : 1;
+        t["linear_num_key_heads"] = 2;
+        t["linear_num_value_heads"] = 2 * ratio;
+        for (const char* key : { "linear_key_head_dim", "linear_value_head_dim" }) {
+            if (has(t, key)) {
+                t[key] = 16;
+            }
+        }
+    }
     if (mla) {
         if (has(t, "q_lora_rank")) {
             t["q_lora_rank"] = 48;

@@ -88,7 +88,19 @@ void Forward<T>::attentionBlock(
     std::vector<T> q(std::size_t(n * qDim));
     std::vector<T> k(std::size_t(n * kvDim));
     std::vector<T> v(std::size_t(n * kvDim));
-    linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
+    // Qwen3-Next (Qwen3NextAttention): q_proj emits each head's query then its output gate.
+    std::vector<T> gate;
+    if (m_spec.attentionOutputGate) {
+        std::vector<T> both(std::size_t(n * 2 * qDim));
+        linear(attn + ".q_proj", x, both.data(), n, h, 2 * qDim, OpKind::Linear, layer, taps, true);
+        gate.resize(std::size_t(n * qDim));
+        for (std::int64_t i = 0; i < n * m_spec.numHeads; ++i) {
+            std::copy_n(both.begin() + i * 2 * d, d, q.begin() + i * d);
+            std::copy_n(both.begin() + i * 2 * d + d, d, gate.begin() + i * d);
+        }
+    } else {
+        linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
+    }
     linear(attn + ".k_proj", x, k.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     linear(attn + ".v_proj", x, v.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     if (m_spec.qkNormAcrossHeads) {
@@ -144,6 +156,12 @@ void Forward<T>::attentionBlock(
     std::vector<T> context(std::size_t(n * qDim));
     causalAttention(layer, q.data(), n, start, m_spec.numHeads, kvHeads, d, d, m_attentionScale,
         context.data());
+    if (!gate.empty()) {
+        for (std::size_t i = 0; i < context.size(); ++i) {
+            context[i] *= T(1) / (T(1) + std::exp(-gate[i]));
+        }
+        roundAct(context.data(), n * qDim, mode);
+    }
     linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
 }
 

@@ -266,6 +266,26 @@ void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& o
     }
 }
 
+// What of the Qwen3-Next / Qwen3.5 text towers the engine (gated_delta_net.cpp, the gated
+// attention, the MoE with its gated shared expert) does not compute.
+void qwenNextUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    // HF's conv applies hidden_act and its gated norm SiLU (FusedRMSNormGated: hidden_act too);
+    // the engine computes SiLU for both.
+    if (spec.hiddenAct != "silu" && spec.hiddenAct != "swish") {
+        out.push_back(fmt::format("the Gated DeltaNet conv and gated norm of {} with hidden_act "
+                                  "'{}' (the engine computes SiLU)",
+            spec.modelType, spec.hiddenAct));
+    }
+    if (!spec.linearAttention && spec.numLayers > 0) {
+        out.push_back(
+            fmt::format("{}: linear-attention layers without their dimensions", spec.modelType));
+    }
+    if (spec.ropeScaling.type != "default") {
+        out.push_back(fmt::format("RoPE type '{}' of {}", spec.ropeScaling.type, spec.modelType));
+    }
+}
+
 } // namespace
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
@@ -282,7 +302,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     }
     if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe
         && spec.family != model::Family::Llama4 && spec.family != model::Family::GptOss
-        && spec.family != model::Family::Gemma4) {
+        && spec.family != model::Family::Gemma4 && spec.family != model::Family::Qwen35Moe) {
         out.push_back(fmt::format("fused 3-D expert tensors of {}", family));
     }
     // The DSA indexer (dsa_indexer.cpp) needs the MLA query latent it reads.
@@ -305,20 +325,22 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     }
     switch (spec.family) {
     case model::Family::MiniMaxM3:
-    case model::Family::Qwen3Next:
-    case model::Family::Qwen35:
-    case model::Family::Qwen35Moe:
     case model::Family::NemotronH:
     case model::Family::DeepseekV4:
     case model::Family::KimiLinear:
-        // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): linear
-        // attention and Mamba.
+        // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): Mamba and
+        // Kimi Delta Attention.
         out.push_back(fmt::format("the {} family (its attention, MoE and layer variants are "
                                   "read and counted, not yet computed)",
             model::familyName(spec.family)));
         break;
     case model::Family::Gemma4:
         gemma4Unsupported(spec, out);
+        break;
+    case model::Family::Qwen3Next:
+    case model::Family::Qwen35:
+    case model::Family::Qwen35Moe:
+        qwenNextUnsupported(spec, out);
         break;
     default:
         break;
@@ -327,7 +349,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
-            && layer.mixer != model::MixerKind::None) {
+            && layer.mixer != model::MixerKind::None
+            && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
@@ -420,6 +443,14 @@ Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& 
         if (exact) {
             impl->weights.exactFp8.insert(req.name);
         }
+        if (detail::zeroCentredNorm(spec, req.name)) {
+            // Qwen3NextRMSNorm scales by 1 + w (in fp32 in HF): kept as such.
+            auto values = t->toDoubles();
+            for (auto& v : values) {
+                v += 1.0;
+            }
+            *t = Tensor::fromDoubles(t->shape(), values).to(compute);
+        }
         impl->weights.tensors[req.name] = std::move(*t);
     }
     return Engine(std::move(impl));
@@ -442,7 +473,8 @@ Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std
         return Error::internal(fmt::format("a {} run needs an engine loaded in {}",
             precisionName(options.precision.base), options.precision.isF64() ? "fp64" : "fp32"));
     }
-    if (options.image && m_impl->spec.family == model::Family::Gemma4) {
+    if (options.image
+        && (m_impl->spec.family == model::Family::Gemma4 || detail::isQwenNext(m_impl->spec))) {
         return Error::unsupported(fmt::format("the vision tower of {} is not computed by the CPU "
                                               "reference engine (a text prompt runs)",
             m_impl->spec.modelType));
@@ -543,6 +575,12 @@ Result<RunResult> Engine::Impl::run(
     std::vector<std::int64_t> fed = options.promptIds;
     auto forward = std::make_unique<detail::Forward<T>>(spec, weights, options.precision, capacity);
     DAY0_TRY(forward->init());
+    if (options.linearAttentionChunk < 1) {
+        return Error::badInput(fmt::format("the linear-attention chunk must be at least one token, "
+                                           "got {}",
+            options.linearAttentionChunk));
+    }
+    forward->setDeltaRuleChunk(options.linearAttentionChunk);
     if (options.backend != nullptr) {
         if constexpr (!std::is_same_v<T, float>) {
             return Error::badInput(fmt::format("the fp64 reference runs on day0-cpu only, not on "
@@ -618,6 +656,7 @@ Result<RunResult> Engine::Impl::run(
         fed.push_back(token);
         taps.beginStep(std::int64_t(fed.size()) - 1);
         const std::int64_t one[] = { token };
+        const auto stepStart = std::chrono::steady_clock::now();
         auto next = [&] {
             const profile::TraceScope traced("decode step", profile::Category::Annotation);
             return forward->step(one, std::int64_t(fed.size()) - 1, taps, stop);
@@ -626,6 +665,8 @@ Result<RunResult> Engine::Impl::run(
             return next.error();
         }
         result.generated.push_back(pick(*next));
+        result.decodeStepSeconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count());
         progress.advance();
     }
     const auto t2 = std::chrono::steady_clock::now();

@@ -69,6 +69,10 @@ struct RunOptions {
     /// drives the M-RoPE positions. Its sides must be multiples of patch × merge size (no
     /// resizing is done).
     std::optional<ImageInput> image;
+    /// Gated DeltaNet (Qwen3-Next, Qwen3.5): a step of more than one token runs the chunked delta
+    /// rule over chunks of this many tokens, counted from the step's first (decode steps run the
+    /// recurrent form); 64 as FLA and transformers. Any size gives the same result up to rounding.
+    std::int64_t linearAttentionChunk = 64;
     /// Where the float operators run (a backend plugin such as cuda, per operator falling back to
     /// the CPU reference); null: the CPU reference. fp64 runs always run on the CPU.
     Backend* backend = nullptr;
@@ -80,6 +84,7 @@ struct RunResult {
     std::vector<std::int64_t> generated; ///< the run's own greedy picks (newTokens of them)
     double prefillSeconds = 0.0;
     double decodeSeconds = 0.0; ///< all decode steps together
+    std::vector<double> decodeStepSeconds; ///< each decode step's seconds, in order
     DispatchReport dispatch; ///< the backend the run used and where each operator ran
 };
 

@@ -130,6 +130,8 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         std::vector<T> shared(std::size_t(n * h));
         mlp(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(), n,
             moe.sharedIntermediate, layer, taps);
+        // The module's own output (HF's shared_expert), before the block gates it.
+        taps.record(names.shared, shared.data(), { n, h });
         if (moe.sharedExpertGate) {
             // Qwen2-MoE: the shared expert is scaled by sigmoid(shared_expert_gate(x)).
             std::vector<T> gate(static_cast<std::size_t>(n));
@@ -142,7 +144,6 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
                 }
             }
         }
-        taps.record(names.shared, shared.data(), { n, h });
         addInPlace(acc.data(), shared.data(), n * h);
     }
     std::copy(acc.begin(), acc.end(), out);

@@ -84,6 +84,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         }
         if (layer.mixer == model::MixerKind::None) {
             // nothing to load
+        } else if (layer.mixer == model::MixerKind::GatedDeltaNet) {
+            addGatedDeltaNetWeights(spec, l, w);
         } else if (layer.mixer == model::MixerKind::Linear) {
             add(attn + ".linear_attn.weight", { h, h });
         } else if (spec.attention == model::AttentionKind::MLA) {
@@ -113,12 +115,13 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         } else {
             const std::int64_t q = spec.numHeads * spec.headDim;
             const std::int64_t kv = spec.kvHeadsOf(layer) * spec.headDim;
-            add(attn + ".q_proj.weight", { q, h });
+            // Qwen3-Next's q_proj also emits the sigmoid output gate, per head after the query.
+            add(attn + ".q_proj.weight", { spec.attentionOutputGate ? 2 * q : q, h });
             add(attn + ".k_proj.weight", { kv, h });
             add(attn + ".v_proj.weight", { kv, h });
             add(attn + ".o_proj.weight", { h, q });
             if (spec.attentionBias) {
-                add(attn + ".q_proj.bias", { q });
+                add(attn + ".q_proj.bias", { spec.attentionOutputGate ? 2 * q : q });
                 add(attn + ".k_proj.bias", { kv });
                 add(attn + ".v_proj.bias", { kv });
             }
@@ -169,7 +172,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     }
     add("model.norm.weight", { h });
     w.push_back({ "lm_head.weight", { spec.vocabSize, h }, spec.tieEmbeddings });
-    if (spec.vision) {
+    // Qwen3.5's vision tower is not computed (Engine::run refuses an image for it by name).
+    if (spec.vision && !isQwenNext(spec)) {
         const auto vision = visionWeights(spec);
         w.insert(w.end(), vision.begin(), vision.end());
     }
@@ -282,6 +286,7 @@ template <typename T> Result<void> Forward<T>::init()
         c.k.assign(std::size_t(m_capacity * kw), T(0));
         c.v.assign(std::size_t(m_capacity * vw), T(0));
     }
+    gatedDeltaNetInit();
     return success();
 }
 
@@ -470,8 +475,12 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         if (attends) {
             rmsNormOp(names.prefix + ".input_layernorm", hidden.data(), x.data(), n, h, l);
             taps.record(names.prefix + ".input_layernorm", x.data(), { n, h });
-            const profile::TraceScope traced(names.prefix + ".self_attn");
-            if (layer.mixer == model::MixerKind::Linear) {
+            const bool delta = layer.mixer == model::MixerKind::GatedDeltaNet;
+            const std::string mixer = names.prefix + (delta ? ".linear_attn" : ".self_attn");
+            const profile::TraceScope traced(mixer);
+            if (delta) {
+                gatedDeltaNetBlock(l, x.data(), branch.data(), n, taps);
+            } else if (layer.mixer == model::MixerKind::Linear) {
                 linear(names.prefix + ".self_attn.linear_attn", x.data(), branch.data(), n, h, h,
                     OpKind::Linear, l, taps, false);
             } else if (m_spec.attention == model::AttentionKind::MLA) {
@@ -479,7 +488,7 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             } else {
                 attentionBlock(l, x.data(), branch.data(), n, start, taps);
             }
-            taps.record(names.prefix + ".self_attn", branch.data(), { n, h });
+            taps.record(mixer, branch.data(), { n, h });
         }
         const std::string postNorm = names.prefix + ".post_attention_layernorm";
         if (feeds && !attends) {

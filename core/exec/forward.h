@@ -5,6 +5,7 @@
 
 #include "base/result.h"
 #include "exec/backend_dispatch.h"
+#include "exec/gated_delta_net.h"
 #include "exec/ops.h"
 #include "exec/precision.h"
 #include "exec/rope.h"
@@ -62,6 +63,14 @@ std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec);
 /// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
 /// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
 Result<Rope> gemma4Rope(const model::ModelSpec& spec, bool full);
+/// Qwen3-Next, Qwen3.5, Qwen3.5-MoE (gated_delta_net.cpp).
+bool isQwenNext(const model::ModelSpec& spec);
+/// Whether `weightName` is a zero-centred RMSNorm weight (Qwen3NextRMSNorm, y = x̂·(1 + w)),
+/// which the engine loads as 1 + w.
+bool zeroCentredNorm(const model::ModelSpec& spec, const std::string& weightName);
+/// The weights of the Gated DeltaNet `layer` (model.layers.N.linear_attn.*), appended to `w`.
+void addGatedDeltaNetWeights(
+    const model::ModelSpec& spec, int layer, std::vector<WeightRequirement>& w);
 /// The 2-D weights opcheck multiplies: those of the first dense layer, the first MoE layer (one
 /// expert), the vision tower's first block and mergers, and the head, each with its module name
 /// relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
@@ -131,6 +140,10 @@ public:
     /// Where the operators ran so far.
     [[nodiscard]] DispatchReport dispatchReport() const { return m_ops.report(); }
 
+    /// Gated DeltaNet steps of more than one token run the chunked delta rule over chunks of
+    /// `chunk` tokens (decode steps the recurrent form).
+    void setDeltaRuleChunk(std::int64_t chunk) { m_deltaChunk = chunk; }
+
     /// M-RoPE decode steps: the token at row i is rotated at position i + delta.
     void setPositionDelta(std::int64_t delta) { m_positionDelta = delta; }
 
@@ -144,6 +157,12 @@ private:
     struct Cache {
         std::vector<T> k; ///< [capacity, kWidth]
         std::vector<T> v; ///< [capacity, vWidth]
+    };
+
+    /// A Gated DeltaNet layer's recurrent state in place of a KV cache (gated_delta_net.cpp).
+    struct DeltaState {
+        std::vector<T> window; ///< the conv's last kernel − 1 inputs [kernel − 1, conv channels]
+        std::vector<T> state; ///< the delta rule's [value heads, key dim, value dim]
     };
 
     const T* weight(const std::string& name) const;
@@ -185,6 +204,9 @@ private:
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void gemma4Experts(int layer, const T* residual, T* out, std::int64_t n, Taps<T>& taps);
     void softCapLogits(T* logits, std::int64_t count);
+    // Qwen3-Next / Qwen3.5 linear attention (gated_delta_net.cpp).
+    void gatedDeltaNetInit();
+    void gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
@@ -209,6 +231,8 @@ private:
     std::vector<std::vector<T>> m_indexerKeys; ///< DSA index keys per layer [capacity, D]
     /// The last DSA selection, [step tokens, index_topk]: GLM-5's "shared" layers reuse it.
     std::vector<std::int64_t> m_selection;
+    std::vector<DeltaState> m_deltaStates; ///< per layer; empty for attention layers
+    std::int64_t m_deltaChunk = kDeltaRuleChunk;
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)

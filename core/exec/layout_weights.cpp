@@ -98,9 +98,11 @@ Result<numerics::Tensor> LayoutWeights::read(const std::string& name) const
     const std::int64_t e = moe.numExperts;
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t i = moe.expertIntermediate;
-    // Gemma-4 (Gemma4TextExperts) stores each expert as a Linear does, [out, in]: gate_up_proj
-    // [E, 2I, H] (gate the first I rows) and down_proj [E, H, I]; the others store [in, out].
-    const bool outIn = m_spec.family == model::Family::Gemma4;
+    // Gemma-4 (Gemma4TextExperts) and the BF16 Qwen3.5-MoE releases (Qwen3_5MoeExperts) store
+    // each expert as a Linear does, [out, in]: gate_up_proj [E, 2I, H] (gate the first I rows)
+    // and down_proj [E, H, I]; the others store [in, out].
+    const bool outIn
+        = m_spec.family == model::Family::Gemma4 || m_spec.family == model::Family::Qwen35Moe;
     numerics::Shape expected
         = p.part == 2 ? numerics::Shape { e, i, h } : numerics::Shape { e, h, 2 * i };
     if (outIn) {

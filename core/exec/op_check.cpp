@@ -200,12 +200,18 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             c.temperatureOp(spec.numHeads, spec.headDim);
         }
     }
+    if (spec.linearAttention && detail::isQwenNext(spec)) {
+        c.gatedDeltaNetOps(*spec.linearAttention, spec.attentionOutputGate);
+    }
     DAY0_TRY(step());
     if (clamped) {
         c.clampedSwiglu(
             spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize, spec.swigluLimit);
     } else {
-        c.gatedActivation(spec.intermediateSize, *act);
+        // Every-layer-MoE models (Qwen3.5-MoE) have no dense MLP: the experts' width.
+        c.gatedActivation(spec.intermediateSize > 0 || !spec.moe ? spec.intermediateSize
+                                                                 : spec.moe->expertIntermediate,
+            *act);
     }
     DAY0_TRY(step());
     if (spec.moe) {
@@ -224,8 +230,8 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         c.softCapOp(std::min<std::int64_t>(spec.vocabSize, 4096), spec.finalLogitSoftcap);
     }
     DAY0_TRY(step());
-    // Gemma-4's tower is not computed (a text prompt runs without it): no rows for it.
-    if (spec.vision && report.missing.empty() && !gemma4) {
+    // Gemma-4's and Qwen3.5's towers are not computed (a text prompt runs without them): no rows.
+    if (spec.vision && report.missing.empty() && !gemma4 && !detail::isQwenNext(spec)) {
         const auto& v = *spec.vision;
         const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);
         if (v.kind == "qwen2_5_vl") {

@@ -100,6 +100,10 @@ public:
 
     void router(const std::string& name);
 
+    /// The Gated DeltaNet operators (op_check_delta.cpp): the conv, the q/k L2 norm, the delta
+    /// rule in both forms, the gated norm; with `outputGate`, the attention's sigmoid gate.
+    void gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outputGate);
+
     std::vector<OpCheckRow> take() { return std::move(m_rows); }
 
 private:

@@ -20,6 +20,15 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
             break;
         }
     }
+    // Qwen3-Next / Qwen3.5: the first full-attention layer's projections too (layer 0 is a
+    // Gated DeltaNet layer).
+    int firstAttention = -1;
+    for (int l = 0; isQwenNext(spec) && l < int(spec.layers.size()); ++l) {
+        if (spec.layers[std::size_t(l)].mixer == model::MixerKind::Attention) {
+            firstAttention = l;
+            break;
+        }
+    }
     std::vector<std::pair<std::string, WeightRequirement>> out;
     std::set<std::string> seen;
     for (const auto& req : requiredWeights(spec)) {
@@ -39,7 +48,7 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
             }
             module = "visual" + module.substr(spec.layout.visionPrefix.size());
         } else if (layer >= 0) {
-            if (layer != 0 && layer != firstMoe) {
+            if (layer != 0 && layer != firstMoe && layer != firstAttention) {
                 continue;
             }
             module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);

@@ -189,7 +189,10 @@ OpKind opKindForAnchor(std::string_view capture)
     if (last.find("norm") != std::string_view::npos || last == "ln_q") {
         return OpKind::Norm;
     }
-    if (last == "self_attn" || last == "attn" || last == "attention") {
+    // Qwen3-Next's Gated DeltaNet token mixer (not Nemotron-NAS's self_attn.linear_attn, a
+    // plain Linear standing in for attention).
+    if (last == "self_attn" || last == "attn" || last == "attention"
+        || (last == "linear_attn" && previous != "self_attn")) {
         return OpKind::Attention;
     }
     if (last == "gate" && previous == "mlp") {

@@ -368,6 +368,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
+    if (exec::detail::isQwenNext(spec)) {
+        missing.push_back(fmt::format("sharded runs of the Gated DeltaNet layers (linear_attn), "
+                                      "the gated attention and the zero-centred norms of {}",
+            spec.modelType));
+    }
     if (spec.family == model::Family::Gemma4) {
         missing.push_back(fmt::format("sharded runs of the Gemma-4 decoder layer of {} (its "
                                       "sandwich norms, per-layer head widths, MoE beside the MLP)",

@@ -40,7 +40,7 @@ import safetensors_io  # noqa: E402
 # Module paths captured by default: the anchors of DESIGN.md §3.
 DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
-    r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|self_attn\.indexer|mlp|"
+    r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|self_attn\.indexer|linear_attn|mlp|"
     r"block_sparse_moe|"
     r"mlp\.gate|mlp\.gate\.wg|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
     r"mlp\.shared_mlp|"
@@ -200,6 +200,8 @@ def main(argv=None):
         parser.error(f"--forced needs {args.tokens - 1} tokens")
     ids = list(prompt)
     generated = []
+    if hasattr(model, "day0_set_prompt_length"):  # recurrent layers step as the engine does
+        model.day0_set_prompt_length(len(prompt))
     run = model
     if args.image:
         import day0_torch_vl  # noqa: E402

@@ -1,8 +1,9 @@
 // fp32 prefill on the CPU reference engine, as a ratio to the same model's forward in PyTorch
 // (Debian's python3-torch through plugins/torch/day0_torch_models.py), measured in the same run:
 // a Llama of random weights, and a shrunk gpt-oss-20b (sinks, windows, MXFP4 experts dequantised
-// on load, biased experts with the clamped SwiGLU). Without torch the PyTorch baseline is
-// skipped and said so.
+// on load, biased experts with the clamped SwiGLU), Gemma-4 and Qwen3.5 (Gated DeltaNet). Without
+// torch the PyTorch baseline is skipped and said so. A long Qwen3.5 decode shows its per-token
+// time stays flat (the recurrent state does not grow).
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
 #include "checkpoint/tensor_file.h"
@@ -284,6 +285,74 @@ void BM_Gemma4Fp32Prefill(benchmark::State& state)
     shrunkPrefill(state, "gemma-4-26b-a4b", so);
 }
 BENCHMARK(BM_Gemma4Fp32Prefill)->Unit(benchmark::kMillisecond);
+
+void BM_Qwen35Fp32Prefill(benchmark::State& state)
+{
+    // A shrunk Qwen3.5-27B: three Gated DeltaNet layers (chunked delta rule in prefill) and a
+    // gated full-attention layer; the twin runs the same chunked form.
+    checkpoint::ShrinkOptions so;
+    so.hidden = quick() ? 128 : 512;
+    shrunkPrefill(state, "qwen3.5-27b", so);
+}
+BENCHMARK(BM_Qwen35Fp32Prefill)->Unit(benchmark::kMillisecond);
+
+void BM_Qwen35LongDecode(benchmark::State& state)
+{
+    // Greedy decode of a shrunk Qwen3.5-27B: the linear-attention layers keep a fixed-size state,
+    // so a step's time should not grow with the context (only its one full-attention layer in
+    // four reads a growing KV cache). Reports the mean time of the last 100 steps over the first
+    // 100.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench_qwen35_decode";
+    std::filesystem::remove_all(dir);
+    checkpoint::ShrinkOptions so;
+    so.hidden = quick() ? 128 : 512;
+    Progress progress;
+    if (const auto shrunk = checkpoint::shrinkModel("qwen3.5-27b", dir, so, progress, {});
+        !shrunk) {
+        state.SkipWithError(shrunk.error().message.c_str());
+        return;
+    }
+    auto opened = exec::openCheckpoint(dir);
+    if (!opened) {
+        state.SkipWithError(opened.error().message.c_str());
+        return;
+    }
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, progress, {});
+    if (!engine) {
+        state.SkipWithError(engine.error().message.c_str());
+        return;
+    }
+    const std::int64_t steps = quick() ? 200 : 1000;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = { 5, 17, 42, 99, 7, 3, 11, 23 };
+    o.newTokens = steps + 1;
+    o.capture.filters = { "lm_head" };
+    o.capture.statsOnly = true;
+    double ratio = 0.0;
+    double first = 0.0;
+    for (auto _ : state) {
+        auto r = engine->run(o, progress, {});
+        if (!r) {
+            state.SkipWithError(r.error().message.c_str());
+            return;
+        }
+        const auto& t = r->decodeStepSeconds;
+        double head = 0.0;
+        double tail = 0.0;
+        for (std::size_t i = 0; i < 100; ++i) {
+            head += t[i];
+            tail += t[t.size() - 1 - i];
+        }
+        first = head / 100.0;
+        ratio = tail / head;
+    }
+    state.counters["steps"] = double(steps);
+    state.counters["first100_ms_per_token"] = first * 1e3;
+    state.counters["last100_over_first100"] = ratio;
+}
+BENCHMARK(BM_Qwen35LongDecode)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 } // namespace
 

@@ -74,7 +74,7 @@ void countSelectionRows(const numerics::Tensor& theirs, const numerics::Tensor& 
 } // namespace
 
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
-    const std::vector<std::int64_t>& prompt, bool fp64)
+    const std::vector<std::int64_t>& prompt, bool fp64, std::int64_t linearAttentionChunk)
 {
     Agreement a;
     const auto spec = exec::loadCheckpointModel(dir / "ckpt");
@@ -94,6 +94,7 @@ Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::st
     o.precision = *exec::parsePrecisionPlan(fp64 ? "fp64" : "fp32");
     o.promptIds = prompt;
     o.newTokens = 3;
+    o.linearAttentionChunk = linearAttentionChunk;
     const auto ours = engine->run(o, p, {});
     EXPECT_TRUE(ours.ok()) << ours.error().message;
     if (!ours.ok()) {
@@ -158,12 +159,13 @@ Result<model::ModelSpec> shrinkForTwin(const std::string& model, const std::file
 }
 
 void expectEachFeatureMatters(const std::filesystem::path& dir,
-    const std::vector<std::string>& features, const std::vector<std::int64_t>& prompt, bool fp64)
+    const std::vector<std::string>& features, const std::vector<std::int64_t>& prompt, bool fp64,
+    std::int64_t linearAttentionChunk)
 {
     for (const auto& feature : features) {
         SCOPED_TRACE(feature);
         const auto off = checkpointAgainstTorch(
-            dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt, fp64);
+            dir, fmt::format("DAY0_TWIN_WITHOUT={}", feature), prompt, fp64, linearAttentionChunk);
         std::printf("  without %-20s logits max rel %.2e\n", feature.c_str(), off.logitsMaxRel);
         EXPECT_GT(off.logitsMaxRel, 1e-3);
     }

@@ -50,8 +50,10 @@ struct Agreement {
 /// dump to `dir / "torch"`; measures the logits' and every common capture's agreement. With
 /// `fp64` the engine runs in fp64: for models whose fp32 rounding noise is above the fp32 bounds
 /// (PyTorch's own fp32 misses its float64 by as much), the math is then checked exactly.
+/// `linearAttentionChunk`: the engine's chunk of the chunked delta rule (Gated DeltaNet).
 Agreement checkpointAgainstTorch(const std::filesystem::path& dir, const std::string& twinEnv,
-    const std::vector<std::int64_t>& prompt, bool fp64 = false);
+    const std::vector<std::int64_t>& prompt, bool fp64 = false,
+    std::int64_t linearAttentionChunk = 64);
 
 /// Shrinks the bundled `model` into `dir / "ckpt"` (clearing `dir` first) and reads its spec back,
 /// for a family's twin test.
@@ -63,6 +65,6 @@ Result<model::ModelSpec> shrinkForTwin(const std::string& model, const std::file
 /// an engine that lacked it. Prints each miss.
 void expectEachFeatureMatters(const std::filesystem::path& dir,
     const std::vector<std::string>& features, const std::vector<std::int64_t>& prompt,
-    bool fp64 = false);
+    bool fp64 = false, std::int64_t linearAttentionChunk = 64);
 
 } // namespace day0::test

@@ -33,6 +33,8 @@ TEST(Tolerance, OpKindsFromAnchorNames)
     EXPECT_EQ(opKindForAnchor("model.norm"), OpKind::Norm);
     EXPECT_EQ(opKindForAnchor("model.layers.7.self_attn.q_proj"), OpKind::Linear);
     EXPECT_EQ(opKindForAnchor("model.layers.7.self_attn"), OpKind::Attention);
+    EXPECT_EQ(opKindForAnchor("model.layers.4.linear_attn"), OpKind::Attention);
+    EXPECT_EQ(opKindForAnchor("model.layers.4.linear_attn.in_proj_qkvz"), OpKind::Linear);
     EXPECT_EQ(opKindForAnchor("model.layers.7.self_attn.kv_a_proj_with_mqa"), OpKind::Linear);
     EXPECT_EQ(opKindForAnchor("model.layers.7.mlp.gate"), OpKind::Router);
     EXPECT_EQ(opKindForAnchor("model.layers.7.mlp.gate#topk"), OpKind::RouterSelection);
