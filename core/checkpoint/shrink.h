@@ -25,6 +25,10 @@ inline constexpr std::int64_t kShrunkWindow = 4;
 /// 6-10 token prompts the tests run, so that the selection drops keys and a broken one shows.
 inline constexpr std::int64_t kShrunkIndexTopK = 4;
 
+/// DeepSeek-V4's heavily compressed ratio (128 published) in a shrunk model: a short prompt fills
+/// a few of its windows, so that the compressed entries exist and a broken compressor shows.
+inline constexpr std::int64_t kShrunkHcaRatio = 8;
+
 /// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
 /// that the clamp bites (the published 7 never would) and an engine without it fails.
 inline constexpr double kShrunkSwigluLimit = 0.25;
@@ -87,6 +91,8 @@ struct ShrinkSummary {
     std::uint64_t bytes = 0; ///< tensor bytes
     std::int64_t parameters = 0;
     std::vector<std::string> files;
+    /// What the shrunk architecture changed beyond sizes (DeepSeek-V4's compress ratios).
+    std::vector<std::string> notes;
 };
 
 /// The `count` values shrink draws for the tensor `name` with `seed`: N(0, stddev), the same on

@@ -1,5 +1,6 @@
 #include "exec/engine.h"
 
+#include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
 #include "exec/router.h"
@@ -168,6 +169,10 @@ Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequir
     const bool fp8 = stored->dtype() == DType::F8E4M3 || stored->dtype() == DType::F8E5M2;
     const std::string scaleName = req.name + "_scale_inv";
     if (!fp8 || !source.has(scaleName)) {
+        if (req.integer && !isFloat(stored->dtype())) {
+            // DeepSeek-V4's tid2eid: small integers, exact in either compute type.
+            return Tensor::fromDoubles(req.shape, stored->toDoubles()).to(compute);
+        }
         if (!isFloat(stored->dtype())) {
             return Error::badInput(fmt::format("{}: tensor '{}' is {}, expected a floating type",
                 source.describe(), req.name, dtypeName(stored->dtype())));
@@ -309,7 +314,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Qwen35:
     case model::Family::Qwen35Moe:
     case model::Family::NemotronH:
-    case model::Family::DeepseekV4:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): linear
         // attention and Mamba.
@@ -320,6 +324,11 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Gemma4:
         gemma4Unsupported(spec, out);
         break;
+    case model::Family::DeepseekV4: {
+        const auto v4 = detail::deepseekV4Unsupported(spec); // deepseek_v4_block.cpp
+        out.insert(out.end(), v4.begin(), v4.end());
+        break;
+    }
     default:
         break;
     }
@@ -327,7 +336,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
-            && layer.mixer != model::MixerKind::None) {
+            && layer.mixer != model::MixerKind::None
+            && !(layer.mixer == model::MixerKind::Compressed
+                && spec.family == model::Family::DeepseekV4)) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
@@ -351,7 +362,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.topK != 0 || layer.expertWidth != 0 || layer.sharedWidth >= 0) {
             perLayer.emplace_back("MoE shape");
         }
-        if (layer.hashRouted) {
+        if (layer.hashRouted && spec.family != model::Family::DeepseekV4) {
             perLayer.emplace_back("hash routing");
         }
         if (!perLayer.empty()) {

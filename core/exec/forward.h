@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <span>
@@ -51,6 +52,7 @@ struct WeightRequirement {
     std::string name;
     std::vector<std::int64_t> shape;
     bool optional = false; ///< lm_head when embeddings are tied
+    bool integer = false; ///< an integer table (DeepSeek-V4's tid2eid), loaded as exact values
 };
 
 /// Every weight the forward of `spec` reads, with expected shapes.
@@ -58,6 +60,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
 /// Those of a Gemma-4 text tower (gemma4_block.cpp): per-layer widths, no v_proj on
 /// attention_k_eq_v layers, the router and experts beside the dense MLP, layer_scalar.
 std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec);
+/// Those of a DeepSeek-V4 model (deepseek_v4_block.cpp), by its native checkpoint names.
+std::vector<WeightRequirement> deepseekV4Weights(const model::ModelSpec& spec);
 /// Gemma-4's RoPE of its full layers (global_head_dim wide; "proportional": the first
 /// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
 /// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
@@ -110,6 +114,9 @@ template <typename T> struct MultimodalStep {
 
 /// The vision tower's weights, by checkpoint name (Qwen3-VL layout), with shapes.
 std::vector<WeightRequirement> visionWeights(const model::ModelSpec& spec);
+
+/// DeepSeek-V4's caches between steps (deepseek_v4.h).
+template <typename T> struct DeepseekV4Cache;
 
 /// The forward pass with a KV cache for up to `capacity` tokens.
 template <typename T> class Forward {
@@ -185,6 +192,10 @@ private:
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void gemma4Experts(int layer, const T* residual, T* out, std::int64_t n, Taps<T>& taps);
     void softCapLogits(T* logits, std::int64_t count);
+    // DeepSeek-V4 (deepseek_v4_block.cpp, deepseek_v4_forward.cpp).
+    Result<void> deepseekV4Init();
+    Result<std::vector<T>> deepseekV4Step(
+        std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
     void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
@@ -212,6 +223,7 @@ private:
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
+    std::shared_ptr<DeepseekV4Cache<T>> m_v4; ///< DeepSeek-V4's caches; null for other families
 };
 
 /// Reads one forward weight in `compute`, dequantising block-scaled FP8 (engine.cpp), for the
