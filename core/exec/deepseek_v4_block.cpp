@@ -34,7 +34,6 @@ namespace {
 constexpr std::int64_t kCsaRatio = 4; ///< the overlapping compressor with the indexer
 
 std::string blockName(int layer) { return fmt::format("layers.{}", layer); }
-std::string hfName(int layer) { return fmt::format("model.layers.{}", layer); }
 
 } // namespace
 

@@ -560,6 +560,15 @@ Result<RunResult> Engine::Impl::run(
                                                "backend '{}'; run fp32 or a lower precision there",
                 options.backend->name()));
         } else {
+            if (spec.family == model::Family::DeepseekV4) {
+                // deepseek_v4_forward.cpp computes on the CPU reference, not through the
+                // backend's operators.
+                return Error::unsupported(fmt::format(
+                    "backend '{}' on deepseek_v4: its hyper-connections, compressed attention "
+                    "with the Lightning indexer and hash-routed MoE run on the CPU reference "
+                    "only (run without a backend)",
+                    options.backend->name()));
+            }
             forward->setBackend(options.backend);
         }
     }

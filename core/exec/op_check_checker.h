@@ -100,6 +100,10 @@ public:
 
     void router(const std::string& name);
 
+    /// A row for an operator the engine computes but the checker does not (verdict n/a),
+    /// saying where it runs.
+    void notChecked(std::string op, std::string shape, std::string implementation);
+
     std::vector<OpCheckRow> take() { return std::move(m_rows); }
 
 private:

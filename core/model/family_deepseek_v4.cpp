@@ -70,16 +70,8 @@ Result<void> readCompressedAttention(JsonReader& r, ModelSpec& spec)
                 ratios.size(), blocks, spec.numLayers, spec.numMtpLayers));
     }
     // model.py builds the overlapping compressor and the indexer for ratio 4 and the plain
-    // compressor for any other positive ratio (128 published; `day0 shrink` scales it down).
-    for (std::size_t i = 0; i < ratios.size() && r.ok(); ++i) {
-        if (ratios[i] < 0) {
-            r.fail("compress_ratios",
-                fmt::format("entry {} is {}, which Day0 does not model (0: sliding window only, "
-                            "4: compressed sparse attention, another positive ratio such as "
-                            "128: heavily compressed attention)",
-                    i, ratios[i]));
-        }
-    }
+    // compressor for any other positive ratio (128 published; `day0 shrink` scales it down);
+    // intArrayOr refuses negative entries.
     const bool csa = std::find(ratios.begin(), ratios.end(), kCsaRatio) != ratios.end();
     if (r.ok() && csa && (ca.indexerHeads <= 0 || ca.indexerHeadDim <= 0)) {
         r.fail("index_n_heads",

@@ -157,7 +157,10 @@ class Indexer(nn.Module):
         k = min(self.top_k, keys.shape[0])
         picked = scores.topk(k, dim=-1).indices
         valid = visible.gather(1, picked)
-        return torch.where(valid, picked, torch.full_like(picked, -1)), scores
+        picked = torch.where(valid, picked, torch.full_like(picked, -1))
+        # Always index_topk columns (-1 beyond the entries there are), as the engine records.
+        pad = torch.full((picked.shape[0], self.top_k - k), -1, dtype=picked.dtype)
+        return torch.cat([picked, pad], 1), scores
 
 
 class Attention(nn.Module):

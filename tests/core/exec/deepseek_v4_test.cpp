@@ -90,10 +90,11 @@ TEST(DeepseekV4, AgreesWithPyTorchAndEachFeatureMatters)
     Progress p;
     const auto shrunk = checkpoint::shrinkModel(config.string(), dir / "ckpt", {}, p, {});
     ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    // 13 prompt tokens and 2 fed decode steps: the ratio-4 windows close at positions 3, 7, 11
-    // and 15 (the last in a decode step), the ratio-8 ones at 7 and 15; the indexer keeps 2 of
-    // up to 4 entries; the window is 4.
-    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8, 120, 77, 31 };
+    // 14 prompt tokens (positions 0-13) and 2 fed decode steps (14, 15): the ratio-4 windows
+    // close at positions 3, 7, 11 and, in the last decode step, 15 (its entry pooling window
+    // 2's cached projections), the ratio-8 ones at 7 and 15; the indexer keeps 2 of up to 4
+    // entries; the window is 4.
+    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8, 120, 77, 31, 200 };
     const auto exact = checkpointAgainstTorch(dir, "", prompt, true);
     std::printf("deepseek_v4 fp64 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over "
                 "%zu; selections %zu rows, %zu differ\n",

@@ -452,7 +452,7 @@ TEST(DeepseekV4Errors, BadInputNamesFileKeyAndValue)
         EXPECT_EQ(r.error().code, ErrorCode::BadInput);
         EXPECT_TRUE(contains(r.error().message, c.expected)) << c.key << ": " << r.error().message;
     }
-    // A ratio Day0 does not model is named with its position; another positive ratio than 4
+    // A negative ratio is refused, named; another positive ratio than 4
     // is a heavily compressed one (model.py; `day0 shrink` scales 128 down to 8).
     std::string ratios = "[";
     for (int i = 0; i < 62; ++i) {
@@ -461,8 +461,7 @@ TEST(DeepseekV4Errors, BadInputNamesFileKeyAndValue)
     auto bad = proWith("compress_ratios", ratios + "]");
     ASSERT_FALSE(bad.ok());
     EXPECT_TRUE(contains(bad.error().message,
-        "v4.json: 'compress_ratios' entry 5 is -1, which "
-        "Day0 does not model"))
+        "v4.json: 'compress_ratios' must hold non-negative integers, found -1"))
         << bad.error().message;
     auto eight
         = proWith("compress_ratios", std::string(ratios).replace(ratios.find("-1"), 2, "8") + "]");
