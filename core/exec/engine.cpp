@@ -560,8 +560,8 @@ Result<RunResult> Engine::Impl::run(
                                                "backend '{}'; run fp32 or a lower precision there",
                 options.backend->name()));
         } else {
-            if (spec.family == model::Family::DeepseekV4) {
-                // deepseek_v4_forward.cpp computes on the CPU reference, not through the
+            if (spec.family == model::Family::DeepseekV4 && options.backend->name() != "day0-cpu") {
+                // deepseek_v4_forward.cpp computes on the CPU reference, not through a
                 // backend's operators.
                 return Error::unsupported(fmt::format(
                     "backend '{}' on deepseek_v4: its hyper-connections, compressed attention "

@@ -6,6 +6,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "model/config_reader.h"
+#include "scripted_backend.h"
 #include "torch_twin.h"
 
 #include <fmt/format.h>
@@ -75,6 +76,42 @@ TEST(DeepseekV4, RefusesWhatItDoesNotComputeByName)
     const auto missing = fmt::format("{}", fmt::join(exec::unsupportedFeatures(*spec), "; "));
     EXPECT_NE(missing.find("quantised deepseek_v4 checkpoints"), std::string::npos) << missing;
     EXPECT_EQ(missing.find("the DeepSeek-V4 family"), std::string::npos) << missing;
+}
+
+TEST(DeepseekV4, BackendsAndEmulatedPrecisionsAreRefusedByName)
+{
+    // The forward computes on the CPU reference loops in fp32 or fp64: a device backend or an
+    // emulated precision is refused, named, rather than silently ignored.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_deepseek_v4_refusals";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    ASSERT_TRUE(
+        checkpoint::shrinkModel(unquantisedConfig(dir).string(), dir / "ckpt", {}, p, {}).ok());
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    exec::RunOptions o;
+    o.promptIds = { 5, 17, 42 };
+    o.newTokens = 1;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    exec::testing::ScriptedBackend device;
+    o.backend = &device;
+    const auto onBackend = engine->run(o, p, {});
+    ASSERT_FALSE(onBackend.ok());
+    EXPECT_EQ(onBackend.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(onBackend.error().message.find("on deepseek_v4"), std::string::npos)
+        << onBackend.error().message;
+    o.backend = nullptr;
+    o.precision = *exec::parsePrecisionPlan("bf16");
+    const auto bf16 = engine->run(o, p, {});
+    ASSERT_FALSE(bf16.ok());
+    EXPECT_NE(bf16.error().message.find("precision plan on deepseek_v4"), std::string::npos)
+        << bf16.error().message;
+    std::filesystem::remove_all(dir);
 }
 
 TEST(DeepseekV4, AgreesWithPyTorchAndEachFeatureMatters)
