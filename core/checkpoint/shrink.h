@@ -62,7 +62,9 @@ struct ShrinkOptions {
 /// (block FP8, MXFP4), and the vision tower of VL models, each scaled down; a sliding window
 /// wider than kShrunkWindow becomes kShrunkWindow (or options.window), a DSA index_topk
 /// kShrunkIndexTopK. Per-layer lists are cut to the new depth and special token ids moved
-/// inside the new vocabulary. Pure.
+/// inside the new vocabulary. DeepSeek-V4 keeps one layer of each compress ratio and hash
+/// routing, 4 heads, index_topk 2 and its heavily compressed ratio scaled to kShrunkHcaRatio.
+/// Pure.
 Result<nlohmann::ordered_json> shrinkConfig(
     const nlohmann::ordered_json& config, const ShrinkOptions& options);
 

@@ -43,7 +43,9 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
                 continue;
             }
             // "model.layers.3.", or DeepSeek-V4's native "layers.3.".
-            const std::size_t index = module.find("layers.") + std::string("layers.").size();
+            const std::size_t index = module.starts_with("layers.")
+                ? std::string("layers.").size()
+                : std::string("model.layers.").size();
             module = module.substr(module.find('.', index) + 1);
             // Gemma-4's experts and router sit in the layer itself ("experts.3.up_proj",
             // "router.proj").
