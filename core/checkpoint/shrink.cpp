@@ -102,6 +102,15 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
                                               "checkpoint to BF16 first",
             origin, model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
     }
+    if (spec.quantization && spec.quantization->scheme == model::QuantScheme::BlockFp8
+        && spec.quantization->scaleDtype == DType::F8E8M0) {
+        // DeepSeek-V4's ue8m0 `.scale` tensors: the block scales would have to be rounded to
+        // powers of two before quantising, which shrink does not do.
+        return Error::unsupported(fmt::format("{}: shrink does not generate block FP8 weights "
+                                              "with F8_E8M0 scales (scale_fmt ue8m0); shrink the "
+                                              "config without its quantization_config",
+            origin));
+    }
     if (spec.quantization && spec.quantization->expertScheme) {
         return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights",
             origin, model::quantSchemeName(*spec.quantization->expertScheme)));
