@@ -56,12 +56,15 @@ int runShrink(ShrinkArgs args, const GlobalOptions& global)
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) },
             { "seed", args.options.seed }, { "tensors", summary.tensors },
             { "parameters", summary.parameters }, { "bytes", summary.bytes },
-            { "files", summary.files } };
+            { "files", summary.files }, { "notes", summary.notes } };
         fmt::print("{}\n", dumpJson(j, 2));
     } else {
         fmt::print("{} → {}: {} ({} tensors, {} parameters, {}), {} files\n", args.model, args.out,
             summary.modelType, summary.tensors, summary.parameters,
             formatBytes(Bytes(std::int64_t(summary.bytes))), summary.files.size());
+        for (const auto& note : summary.notes) {
+            fmt::print("  note: {}\n", note);
+        }
     }
     return 0;
 }

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <numeric>
 #include <set>
+#include <utility>
 
 namespace day0::checkpoint {
 
@@ -100,6 +102,15 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
                                               "checkpoint to BF16 first",
             origin, model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
     }
+    if (spec.quantization && spec.quantization->scheme == model::QuantScheme::BlockFp8
+        && spec.quantization->scaleDtype == DType::F8E8M0) {
+        // DeepSeek-V4's ue8m0 `.scale` tensors: the block scales would have to be rounded to
+        // powers of two before quantising, which shrink does not do.
+        return Error::unsupported(fmt::format("{}: shrink does not generate block FP8 weights "
+                                              "with F8_E8M0 scales (scale_fmt ue8m0); shrink the "
+                                              "config without its quantization_config",
+            origin));
+    }
     if (spec.quantization && spec.quantization->expertScheme) {
         return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights",
             origin, model::quantSchemeName(*spec.quantization->expertScheme)));
@@ -107,13 +118,19 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
     return success();
 }
 
+// DeepSeek-V4: ratio 4 is the overlapping compressor with the indexer, any other ratio the
+// non-overlapping one (model.py); shrink scales that one's 128 down (kShrunkHcaRatio).
+std::string compressedKind(std::int64_t ratio)
+{
+    return ratio <= 0 ? std::string() : ratio == 4 ? std::string("+csa4") : std::string("+hca");
+}
+
 std::set<std::string> layerKinds(const model::ModelSpec& spec, bool mtp)
 {
     std::set<std::string> kinds;
     for (const auto& l : mtp ? spec.mtpLayers : spec.layers) {
         kinds.insert(model::mixerKindName(l.mixer) + "+" + model::ffnKindName(l.ffn)
-            + (l.hashRouted ? "+hash" : "")
-            + (l.compressRatio > 0 ? "+ratio" + std::to_string(l.compressRatio) : std::string()));
+            + (l.hashRouted ? "+hash" : "") + compressedKind(l.compressRatio));
     }
     return kinds;
 }
@@ -178,13 +195,23 @@ struct Init {
     /// norms) and by w (the linear attention's gated norm): a weight that is one everywhere
     /// would leave the two forms a uniform factor apart.
     bool liveScales = false;
+    /// DeepSeek-V4: routed experts, for its hash-routing table (0: no table).
+    std::int64_t experts = 0;
 };
+
+/// DeepSeek-V4's hyper-connection scales (`hc_attn_scale`, `hc_ffn_scale`, `hc_head_scale`):
+/// ones in HF's initialisation.
+bool isHyperConnectionScale(const model::TensorSpec& t)
+{
+    return t.name.ends_with("hc_attn_scale") || t.name.ends_with("hc_ffn_scale")
+        || t.name.ends_with("hc_head_scale");
+}
 
 /// A Gemma-4 tensor that multiplies and is one in HF's initialisation.
 bool unitScale(const model::TensorSpec& t)
 {
     return t.name.ends_with(".layer_scalar") || t.name.ends_with(".router.scale")
-        || t.name.ends_with(".router.per_expert_scale");
+        || t.name.ends_with(".router.per_expert_scale") || isHyperConnectionScale(t);
 }
 
 /// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
@@ -250,6 +277,31 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         };
         return source;
     }
+    if (t.name.ends_with(".gate.tid2eid") && t.shape.size() == 2 && init.experts > 0) {
+        // DeepSeek-V4's hash routing table [vocab, top-k]: distinct expert ids per token.
+        const auto streamed = streamSeed(seed, t.name);
+        const std::int64_t experts = init.experts;
+        const std::int64_t k = t.shape[1];
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            Rng rng(streamed);
+            std::vector<std::int64_t> ids(std::size_t(t.shape[0] * k));
+            std::vector<std::int64_t> pool(static_cast<std::size_t>(experts));
+            for (std::int64_t v = 0; v < t.shape[0]; ++v) {
+                std::iota(pool.begin(), pool.end(), 0);
+                for (std::int64_t j = 0; j < k && j < experts; ++j) {
+                    const auto pick = j + std::int64_t(rng.next() % std::uint64_t(experts - j));
+                    std::swap(pool[std::size_t(j)], pool[std::size_t(pick)]);
+                    ids[std::size_t(v * k + j)] = pool[std::size_t(j)];
+                }
+            }
+            if (out.size() != ids.size() * sizeof(std::int64_t)) {
+                return Error::internal(fmt::format("tensor '{}': {} bytes", t.name, out.size()));
+            }
+            std::memcpy(out.data(), ids.data(), out.size());
+            return success();
+        };
+        return source;
+    }
     if (!isFloat(t.dtype)) {
         // Packed integer weights: random bits; `weight_shape` records the unpacked [out, in].
         const bool shapeRecord = t.name.ends_with(".weight_shape");
@@ -274,7 +326,11 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
     const bool zeros
         = !init.liveBiases && (t.kind == model::TensorKind::Bias || t.name.ends_with("bias"));
     // gpt-oss sinks are logits beside the scores: a few units, as the trained ones are.
-    const float spread = init.liveBiases && t.name.ends_with(".sinks") ? 1.0f : stddev;
+    // DeepSeek-V4's hyper-connection biases and compressor position biases likewise (HF
+    // initialises them to zeros, which would leave them untested).
+    const bool unitSpread = t.name.ends_with(".sinks") || t.name.ends_with(".attn_sink")
+        || t.name.ends_with("_base") || t.name.ends_with(".ape");
+    const float spread = init.liveBiases && unitSpread ? 1.0f : stddev;
     const bool scale = t.kind == model::TensorKind::Scale;
     const auto streamed = streamSeed(seed, t.name);
     source.fill = [=](std::span<std::byte> out) -> Result<void> {
@@ -294,6 +350,29 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
     };
     return source;
+}
+
+// DeepSeek-V4's compress ratios shrink scaled down, said so.
+std::vector<std::string> compressRatioNotes(
+    const model::ModelSpec& original, const model::ModelSpec& small)
+{
+    std::set<std::pair<std::int64_t, std::int64_t>> changed;
+    for (const auto& l : small.layers) {
+        for (const auto& o : original.layers) {
+            if (compressedKind(o.compressRatio) == compressedKind(l.compressRatio)
+                && o.compressRatio != l.compressRatio) {
+                changed.insert({ o.compressRatio, l.compressRatio });
+            }
+        }
+    }
+    std::vector<std::string> notes;
+    for (const auto& [from, to] : changed) {
+        notes.push_back(fmt::format("compress ratio {} scaled to {} (the heavily compressed "
+                                    "attention's structure kept), so that a short prompt fills "
+                                    "its windows",
+            from, to));
+    }
+    return notes;
 }
 
 } // namespace
@@ -373,11 +452,14 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
     // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
+    const bool deepseekV4 = spec->family == model::Family::DeepseekV4;
     const Init init { options.seed, stddev,
-        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2,
+        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
+            || deepseekV4,
         spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
             || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
-            || spec->family == model::Family::Qwen35Moe };
+            || spec->family == model::Family::Qwen35Moe || deepseekV4,
+        deepseekV4 && spec->moe ? spec->moe->numExperts : 0 };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {
@@ -431,6 +513,7 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
             sources.push_back(std::move(*source));
         }
     }
+    summary.notes = compressRatioNotes(planned->original, *spec);
     summary.tensors = sources.size();
     summary.parameters = graph.countParameters().total;
 

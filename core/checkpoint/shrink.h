@@ -25,6 +25,10 @@ inline constexpr std::int64_t kShrunkWindow = 4;
 /// 6-10 token prompts the tests run, so that the selection drops keys and a broken one shows.
 inline constexpr std::int64_t kShrunkIndexTopK = 4;
 
+/// DeepSeek-V4's heavily compressed ratio (128 published) in a shrunk model: a short prompt fills
+/// a few of its windows, so that the compressed entries exist and a broken compressor shows.
+inline constexpr std::int64_t kShrunkHcaRatio = 8;
+
 /// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
 /// that the clamp bites (the published 7 never would) and an engine without it fails.
 inline constexpr double kShrunkSwigluLimit = 0.25;
@@ -58,7 +62,9 @@ struct ShrinkOptions {
 /// (block FP8, MXFP4), and the vision tower of VL models, each scaled down; a sliding window
 /// wider than kShrunkWindow becomes kShrunkWindow (or options.window), a DSA index_topk
 /// kShrunkIndexTopK. Per-layer lists are cut to the new depth and special token ids moved
-/// inside the new vocabulary. Pure.
+/// inside the new vocabulary. DeepSeek-V4 keeps one layer of each compress ratio and hash
+/// routing, 4 heads, index_topk 2 and its heavily compressed ratio scaled to kShrunkHcaRatio.
+/// Pure.
 Result<nlohmann::ordered_json> shrinkConfig(
     const nlohmann::ordered_json& config, const ShrinkOptions& options);
 
@@ -87,6 +93,8 @@ struct ShrinkSummary {
     std::uint64_t bytes = 0; ///< tensor bytes
     std::int64_t parameters = 0;
     std::vector<std::string> files;
+    /// What the shrunk architecture changed beyond sizes (DeepSeek-V4's compress ratios).
+    std::vector<std::string> notes;
 };
 
 /// The `count` values shrink draws for the tensor `name` with `seed`: N(0, stddev), the same on

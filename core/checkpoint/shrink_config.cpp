@@ -93,6 +93,30 @@ bool isPerLayerList(const std::string& key, const Json& value, std::int64_t laye
     return value.is_array() && std::int64_t(value.size()) == layers && key != "mrope_section";
 }
 
+bool isDeepseekV4(const Json& t)
+{
+    return t.contains("model_type") && t["model_type"] == "deepseek_v4";
+}
+
+/// DeepSeek-V4's layer kinds: `compress_ratios` lists one ratio per block, the MTP blocks after
+/// the main ones (so it is not a per-layer list), and the first `num_hash_layers` route by
+/// token id (model.py Gate).
+void deepseekV4Signatures(const Json& t, std::int64_t layers, std::vector<std::string>& signature)
+{
+    if (!isDeepseekV4(t)) {
+        return;
+    }
+    const std::int64_t hashLayers = intOf(t, "num_hash_layers", 0);
+    const bool ratios = has(t, "compress_ratios") && t["compress_ratios"].is_array()
+        && std::int64_t(t["compress_ratios"].size()) >= layers;
+    for (std::int64_t i = 0; i < layers; ++i) {
+        if (ratios) {
+            signature[std::size_t(i)] += dumpJson(t["compress_ratios"][std::size_t(i)]) + "|";
+        }
+        signature[std::size_t(i)] += i < hashLayers ? "hash|" : "|";
+    }
+}
+
 /// The layers a shrunk model keeps (indices into the original, ascending): the first of each
 /// distinct combination of per-layer list entries (layer_types, moe_layer_freq, ...), so that
 /// every kind of layer survives, then the following layers up to `depth`.
@@ -110,6 +134,7 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
             }
         }
     }
+    deepseekV4Signatures(t, layers, signature);
     std::vector<std::int64_t> kept;
     std::set<std::string> seen;
     for (std::int64_t i = 0; i < layers; ++i) {
@@ -124,6 +149,53 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
     }
     std::sort(kept.begin(), kept.end());
     return kept;
+}
+
+/// DeepSeek-V4's own sizes (family_deepseek_v4.cpp reads them): the compressed attention's
+/// ranks and groups, the indexer, the kept blocks' compress ratios (a ratio other than 4 scaled
+/// to kShrunkHcaRatio so that a short prompt fills its windows) and the hash-routed prefix.
+void shrinkDeepseekV4(
+    Json& t, const std::vector<std::int64_t>& kept, std::int64_t layers, std::int64_t heads2)
+{
+    t["q_lora_rank"] = 32;
+    t["qk_rope_head_dim"] = 8;
+    t["o_groups"] = 2;
+    t["o_lora_rank"] = 16;
+    if (heads2 % 2 != 0) {
+        t["o_groups"] = 1;
+    }
+    // Enough heads that an entry's score is seldom an exact 0 (every head's ReLU at zero), whose
+    // ties torch's top-k orders as it likes.
+    t["index_n_heads"] = 16;
+    t["index_head_dim"] = 16;
+    t["index_topk"] = std::min<std::int64_t>(intOf(t, "index_topk", 2), 2);
+    const std::int64_t hashLayers = intOf(t, "num_hash_layers", 0);
+    if (has(t, "num_hash_layers")) {
+        t["num_hash_layers"] = std::count_if(
+            kept.begin(), kept.end(), [&](std::int64_t i) { return i < hashLayers; });
+    }
+    if (has(t, "compress_ratios") && t["compress_ratios"].is_array()
+        && std::int64_t(t["compress_ratios"].size()) >= layers) {
+        const Json& all = t["compress_ratios"];
+        const auto scaledRatio = [](const Json& r) {
+            return r.is_number_integer() && r.get<std::int64_t>() > kShrunkHcaRatio
+                    && r.get<std::int64_t>() != 4
+                ? Json(kShrunkHcaRatio)
+                : r;
+        };
+        Json cut = Json::array();
+        for (const auto i : kept) {
+            cut.push_back(scaledRatio(all[std::size_t(i)]));
+        }
+        for (std::size_t j = std::size_t(layers); j < all.size(); ++j) { // the MTP blocks
+            cut.push_back(scaledRatio(all[j]));
+        }
+        t["compress_ratios"] = cut;
+    }
+    // The clamp of the experts' SwiGLU must bite at the shrunk activations' scale.
+    if (has(t, "swiglu_limit")) {
+        t["swiglu_limit"] = kShrunkSwigluLimit;
+    }
 }
 
 /// Shrinks the text model (top level or text_config) in place; returns the new hidden size.
@@ -182,7 +254,8 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     } else {
         const std::int64_t ratio = kvHeads > 0 && heads % kvHeads == 0 ? heads / kvHeads : 1;
         kv2 = std::min<std::int64_t>(std::max<std::int64_t>(kvHeads, 1), 2);
-        heads2 = kv2 * ratio;
+        // DeepSeek-V4 keeps one K=V head for all its query heads: 4 heads, not 64.
+        heads2 = isDeepseekV4(t) ? 4 : kv2 * ratio;
         if (o.heads) {
             heads2 = *o.heads;
             kv2 = std::max<std::int64_t>(1, heads2 / ratio);
@@ -363,6 +436,9 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     // published limit of 7 would never clamp, and an engine without the clamp would pass.
     if (t.contains("model_type") && t["model_type"] == "gpt_oss") {
         t["swiglu_limit"] = kShrunkSwigluLimit;
+    }
+    if (isDeepseekV4(t)) {
+        shrinkDeepseekV4(t, *kept, layers, heads2);
     }
     // Gemma-4's final logit soft-capping: the published cap (30) is the identity to 1e-5 at the
     // shrunk logits' scale (RMS ~0.2), and an engine without it would pass.

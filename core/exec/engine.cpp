@@ -1,5 +1,6 @@
 #include "exec/engine.h"
 
+#include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
 #include "exec/router.h"
@@ -168,6 +169,10 @@ Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequir
     const bool fp8 = stored->dtype() == DType::F8E4M3 || stored->dtype() == DType::F8E5M2;
     const std::string scaleName = req.name + "_scale_inv";
     if (!fp8 || !source.has(scaleName)) {
+        if (req.integer && !isFloat(stored->dtype())) {
+            // DeepSeek-V4's tid2eid: small integers, exact in either compute type.
+            return Tensor::fromDoubles(req.shape, stored->toDoubles()).to(compute);
+        }
         if (!isFloat(stored->dtype())) {
             return Error::badInput(fmt::format("{}: tensor '{}' is {}, expected a floating type",
                 source.describe(), req.name, dtypeName(stored->dtype())));
@@ -326,7 +331,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     switch (spec.family) {
     case model::Family::MiniMaxM3:
     case model::Family::NemotronH:
-    case model::Family::DeepseekV4:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): Mamba and
         // Kimi Delta Attention.
@@ -342,6 +346,11 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Qwen35Moe:
         qwenNextUnsupported(spec, out);
         break;
+    case model::Family::DeepseekV4: {
+        const auto v4 = detail::deepseekV4Unsupported(spec); // deepseek_v4_block.cpp
+        out.insert(out.end(), v4.begin(), v4.end());
+        break;
+    }
     default:
         break;
     }
@@ -350,7 +359,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
             && layer.mixer != model::MixerKind::None
-            && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))) {
+            && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))
+            && !(layer.mixer == model::MixerKind::Compressed
+                && spec.family == model::Family::DeepseekV4)) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
@@ -374,7 +385,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.topK != 0 || layer.expertWidth != 0 || layer.sharedWidth >= 0) {
             perLayer.emplace_back("MoE shape");
         }
-        if (layer.hashRouted) {
+        if (layer.hashRouted && spec.family != model::Family::DeepseekV4) {
             perLayer.emplace_back("hash routing");
         }
         if (!perLayer.empty()) {
@@ -587,6 +598,15 @@ Result<RunResult> Engine::Impl::run(
                                                "backend '{}'; run fp32 or a lower precision there",
                 options.backend->name()));
         } else {
+            if (spec.family == model::Family::DeepseekV4 && options.backend->name() != "day0-cpu") {
+                // deepseek_v4_forward.cpp computes on the CPU reference, not through a
+                // backend's operators.
+                return Error::unsupported(fmt::format(
+                    "backend '{}' on deepseek_v4: its hyper-connections, compressed attention "
+                    "with the Lightning indexer and hash-routed MoE run on the CPU reference "
+                    "only (run without a backend)",
+                    options.backend->name()));
+            }
             forward->setBackend(options.backend);
         }
     }

@@ -53,6 +53,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     if (spec.family == model::Family::Gemma4) {
         return gemma4Weights(spec);
     }
+    if (spec.family == model::Family::DeepseekV4) {
+        return deepseekV4Weights(spec);
+    }
     std::vector<WeightRequirement> w;
     const std::int64_t h = spec.hiddenSize;
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
@@ -194,6 +197,9 @@ template <typename T> Result<void> Forward<T>::init()
 {
     if (m_spec.family == model::Family::Gemma4) {
         return gemma4Init();
+    }
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return deepseekV4Init();
     }
     if (m_spec.hiddenAct == "swiglu_oai") {
         // gpt-oss: (clamp(up) + 1) · g·σ(α·g) with g = min(gate, limit); with α = 1.702
@@ -391,6 +397,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     if (start + n > m_capacity) {
         return Error::internal(
             fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
+    }
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return deepseekV4Step(ids, start, taps, stop);
     }
     std::vector<T> hidden(std::size_t(n * h));
     m_positions.resize(std::size_t(n));

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <span>
@@ -52,6 +53,7 @@ struct WeightRequirement {
     std::string name;
     std::vector<std::int64_t> shape;
     bool optional = false; ///< lm_head when embeddings are tied
+    bool integer = false; ///< an integer table (DeepSeek-V4's tid2eid), loaded as exact values
 };
 
 /// Every weight the forward of `spec` reads, with expected shapes.
@@ -59,6 +61,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
 /// Those of a Gemma-4 text tower (gemma4_block.cpp): per-layer widths, no v_proj on
 /// attention_k_eq_v layers, the router and experts beside the dense MLP, layer_scalar.
 std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec);
+/// Those of a DeepSeek-V4 model (deepseek_v4_block.cpp), by its native checkpoint names.
+std::vector<WeightRequirement> deepseekV4Weights(const model::ModelSpec& spec);
 /// Gemma-4's RoPE of its full layers (global_head_dim wide; "proportional": the first
 /// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
 /// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
@@ -119,6 +123,9 @@ template <typename T> struct MultimodalStep {
 
 /// The vision tower's weights, by checkpoint name (Qwen3-VL layout), with shapes.
 std::vector<WeightRequirement> visionWeights(const model::ModelSpec& spec);
+
+/// DeepSeek-V4's caches between steps (deepseek_v4.h).
+template <typename T> struct DeepseekV4Cache;
 
 /// The forward pass with a KV cache for up to `capacity` tokens.
 template <typename T> class Forward {
@@ -207,6 +214,10 @@ private:
     // Qwen3-Next / Qwen3.5 linear attention (gated_delta_net.cpp).
     void gatedDeltaNetInit();
     void gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    // DeepSeek-V4 (deepseek_v4_block.cpp, deepseek_v4_forward.cpp).
+    Result<void> deepseekV4Init();
+    Result<std::vector<T>> deepseekV4Step(
+        std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
     void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
@@ -236,6 +247,7 @@ private:
     RouterConfig m_router;
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
+    std::shared_ptr<DeepseekV4Cache<T>> m_v4; ///< DeepSeek-V4's caches; null for other families
 };
 
 /// Reads one forward weight in `compute`, dequantising block-scaled FP8 (engine.cpp), for the

@@ -10,10 +10,60 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace day0::exec {
 
 using numerics::OpKind;
+
+namespace {
+
+// DeepSeek-V4's own operators (deepseek_v4_forward.cpp, deepseek_v4_block.cpp), listed with
+// their status: computed by the engine's fp32 / fp64 reference loops, checked against the
+// PyTorch twin (tests/core/exec/deepseek_v4_test.cpp), not by opcheck's fp64 comparison.
+void deepseekV4Rows(const model::ModelSpec& spec, std::int64_t tokens, detail::OpChecker& c)
+{
+    const auto& ca = *spec.compressedAttention;
+    const auto& hc = *spec.hyperConnections;
+    const std::string where = "CPU reference loops (deepseek_v4_forward.cpp), fp32 and fp64 only";
+    c.notChecked(fmt::format("hyper-connection maps (hc_mult {}, Sinkhorn {} iterations)",
+                     hc.streams, hc.sinkhornIters),
+        fmt::format("[{}, {}]", tokens, hc.streams * spec.hiddenSize), where);
+    std::set<std::int64_t> ratios;
+    for (const auto& layer : spec.layers) {
+        if (layer.compressRatio > 0) {
+            ratios.insert(layer.compressRatio);
+        }
+    }
+    for (const std::int64_t r : ratios) {
+        c.notChecked(
+            fmt::format("kv compressor (ratio {}{})", r, r == 4 ? ", overlapping windows" : ""),
+            fmt::format("[{}, {}] -> [{}, {}]", tokens, spec.hiddenSize, tokens / r, spec.headDim),
+            where);
+    }
+    if (ratios.contains(4)) {
+        c.notChecked(
+            fmt::format("lightning indexer (top-{} of the compressed entries)", ca.indexerTopK),
+            fmt::format("q [{}, {}, {}]", tokens, ca.indexerHeads, ca.indexerHeadDim), where);
+    }
+    c.notChecked(
+        fmt::format("attention (MQA K=V, window {}, compressed entries, sinks, output rope undone)",
+            spec.layers.empty() ? 0 : spec.layers.front().slidingWindow),
+        fmt::format("q [{}, {}, {}]", tokens, spec.numHeads, spec.headDim), where);
+    c.notChecked(
+        fmt::format("grouped output projection ({} groups of rank {})", ca.oGroups, ca.oLoraRank),
+        fmt::format("[{}, {}]", tokens, spec.numHeads * spec.headDim), where);
+    if (spec.moe) {
+        c.notChecked(fmt::format("router (sqrtsoftplus, e_score_correction_bias; first {} layers "
+                                 "hash-routed by tid2eid)",
+                         spec.moe->numHashLayers),
+            fmt::format("[{}, {}], top-{}", tokens, spec.moe->numExperts, spec.moe->topK), where);
+        c.notChecked(fmt::format("clamped SwiGLU (silu, limit {})", spec.swigluLimit),
+            fmt::format("[{}, {}]", tokens, spec.moe->expertIntermediate), where);
+    }
+}
+
+} // namespace
 
 Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOptions& options,
     Progress& progress, std::stop_token stop)
@@ -37,9 +87,13 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     const bool mla = spec.attention == model::AttentionKind::MLA;
     const bool llama4 = spec.family == model::Family::Llama4;
     const bool gemma4 = spec.family == model::Family::Gemma4;
+    const bool v4 = spec.family == model::Family::DeepseekV4 && spec.compressedAttention;
     // Gemma-4: the sliding layers' RoPE here, the full layers' (proportional) below.
-    auto rope = gemma4
-        ? detail::gemma4Rope(spec, false)
+    // DeepSeek-V4: its compressed layers' (compress_rope_theta with the config's YaRN).
+    auto rope = gemma4 ? detail::gemma4Rope(spec, false)
+        : v4
+        ? makeRope(spec.compressedAttention->ropeDim, spec.compressedAttention->compressRopeTheta,
+            spec.ropeScaling, RopeLayout::Interleaved)
         : makeRope(mla ? spec.mla.qkRopeHeadDim
                        : std::int64_t(double(spec.headDim) * spec.partialRotaryFactor),
             spec.ropeTheta, spec.ropeScaling,
@@ -52,6 +106,13 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     report.precision = options.target.describe();
     report.table = options.table->label();
     report.missing = unsupportedFeatures(spec);
+    if (v4
+        && !(options.target.base == PrecisionMode::F32 && options.target.perOpKind.empty()
+            && options.target.perLayer.empty())) {
+        report.missing.push_back(fmt::format("the {} precision plan on deepseek_v4 (the engine "
+                                             "computes its fp32 and fp64 references only)",
+            options.target.describe()));
+    }
     detail::OpChecker c(spec, options);
     const auto weights = detail::opCheckLinearWeights(spec);
     progress.setTotal(std::int64_t(weights.size()) + 7);
@@ -82,7 +143,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     for (const auto& [module, req] : weights) {
         c.linearOp(module, req.shape[1], req.shape[0],
-            module == "lm_head" ? OpKind::Logits : OpKind::Linear);
+            module == "lm_head" || (v4 && module == "head") ? OpKind::Logits : OpKind::Linear);
         DAY0_TRY(step());
     }
     const bool qwen3Vl
@@ -92,10 +153,12 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     const bool mrope = !rope->pairComponent.empty();
     c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
-        qwen3Vl
-            ? "rope (M-RoPE t/h/w, interleaved)"
-            : (mrope ? "rope (M-RoPE t/h/w sections)"
-                     : (gemma4 ? "rope (sliding layers, default, rotate-half)" : std::string())),
+        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
+                : (mrope ? "rope (M-RoPE t/h/w sections)"
+                         : (gemma4    ? "rope (sliding layers, default, rotate-half)"
+                                 : v4 ? "rope (compressed layers, yarn, interleaved; the engine "
+                                        "rotates the trailing lanes)"
+                                      : std::string())),
         mrope);
     if (gemma4) {
         auto full = detail::gemma4Rope(spec, true);
@@ -204,7 +267,9 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         c.gatedDeltaNetOps(*spec.linearAttention, spec.attentionOutputGate);
     }
     DAY0_TRY(step());
-    if (clamped) {
+    if (v4) {
+        deepseekV4Rows(spec, options.tokens, c);
+    } else if (clamped) {
         c.clampedSwiglu(
             spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize, spec.swigluLimit);
     } else {
@@ -214,7 +279,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
             *act);
     }
     DAY0_TRY(step());
-    if (spec.moe) {
+    if (spec.moe && !v4) {
         const std::string kind = spec.moe->scoring == model::RouterScoring::Sigmoid
             ? (spec.moe->numGroups > 1 ? "sigmoid, group-limited" : "sigmoid")
             : "softmax";

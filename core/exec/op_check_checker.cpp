@@ -54,6 +54,18 @@ void OpChecker::add(std::string op, std::string shape, OpKind kind, PrecisionMod
     m_rows.push_back(std::move(row));
 }
 
+void OpChecker::notChecked(std::string op, std::string shape, std::string implementation)
+{
+    OpCheckRow row;
+    row.op = std::move(op);
+    row.shape = std::move(shape);
+    row.mode = m_options.target.base;
+    row.implementation = std::move(implementation);
+    row.verdict.status = numerics::VerdictStatus::NotJudged;
+    row.verdict.reason = "not checked against fp64 by opcheck";
+    m_rows.push_back(std::move(row));
+}
+
 bool OpChecker::onBackend(BackendOp op) const
 {
     return m_options.backend != nullptr && m_options.backend->supports(op);

@@ -103,6 +103,9 @@ public:
     /// The Gated DeltaNet operators (op_check_delta.cpp): the conv, the q/k L2 norm, the delta
     /// rule in both forms, the gated norm; with `outputGate`, the attention's sigmoid gate.
     void gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outputGate);
+    /// A row for an operator the engine computes but the checker does not (verdict n/a),
+    /// saying where it runs.
+    void notChecked(std::string op, std::string shape, std::string implementation);
 
     std::vector<OpCheckRow> take() { return std::move(m_rows); }
 

@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     std::set<std::string> seen;
     for (const auto& req : requiredWeights(spec)) {
         if (req.shape.size() != 2 || !req.name.ends_with(".weight")
-            || req.name == "model.embed_tokens.weight") {
+            || req.name == "model.embed_tokens.weight" || req.name == "embed.weight") {
             continue;
         }
         std::string module = req.name.substr(0, req.name.size() - 7);
@@ -51,7 +51,11 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
             if (layer != 0 && layer != firstMoe && layer != firstAttention) {
                 continue;
             }
-            module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
+            // "model.layers.3.", or DeepSeek-V4's native "layers.3.".
+            const std::size_t index = module.starts_with("layers.")
+                ? std::string("layers.").size()
+                : std::string("model.layers.").size();
+            module = module.substr(module.find('.', index) + 1);
             // Gemma-4's experts and router sit in the layer itself ("experts.3.up_proj",
             // "router.proj").
             const bool expert

@@ -42,7 +42,6 @@ using R = ParallelRole;
 
 constexpr std::int64_t kFp4Group = 32; ///< model.py fp4_block_size
 constexpr std::int64_t kCsaRatio = 4; ///< overlapping compressor + indexer
-constexpr std::int64_t kHcaRatio = 128; ///< non-overlapping compressor
 constexpr std::int64_t kHcScales = 3; ///< hc_*_scale: pre, post, comb
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -70,14 +69,9 @@ Result<void> readCompressedAttention(JsonReader& r, ModelSpec& spec)
                         "num_nextn_predict_layers)",
                 ratios.size(), blocks, spec.numLayers, spec.numMtpLayers));
     }
-    for (std::size_t i = 0; i < ratios.size() && r.ok(); ++i) {
-        if (ratios[i] != 0 && ratios[i] != kCsaRatio && ratios[i] != kHcaRatio) {
-            r.fail("compress_ratios",
-                fmt::format("entry {} is {}, which Day0 does not model (0: sliding window only, "
-                            "4: compressed sparse attention, 128: heavily compressed attention)",
-                    i, ratios[i]));
-        }
-    }
+    // model.py builds the overlapping compressor and the indexer for ratio 4 and the plain
+    // compressor for any other positive ratio (128 published; `day0 shrink` scales it down);
+    // intArrayOr refuses negative entries.
     const bool csa = std::find(ratios.begin(), ratios.end(), kCsaRatio) != ratios.end();
     if (r.ok() && csa && (ca.indexerHeads <= 0 || ca.indexerHeadDim <= 0)) {
         r.fail("index_n_heads",

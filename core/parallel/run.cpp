@@ -373,6 +373,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
                                       "the gated attention and the zero-centred norms of {}",
             spec.modelType));
     }
+    if (spec.family == model::Family::DeepseekV4) {
+        missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
+                                      "hyper-connections, sliding and compressed attention with "
+                                      "the Lightning indexer, hash-routed sqrtsoftplus MoE)",
+            spec.modelType));
+    }
     if (spec.family == model::Family::Gemma4) {
         missing.push_back(fmt::format("sharded runs of the Gemma-4 decoder layer of {} (its "
                                       "sandwich norms, per-layer head widths, MoE beside the MLP)",

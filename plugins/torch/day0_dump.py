@@ -40,7 +40,8 @@ import safetensors_io  # noqa: E402
 # Module paths captured by default: the anchors of DESIGN.md §3.
 DEFAULT_ANCHORS = re.compile(
     r"^(model\.embed_tokens|model\.norm|lm_head|"
-    r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|self_attn\.indexer|linear_attn|mlp|"
+    r"model\.layers\.\d+(\.(input_layernorm|post_attention_layernorm|self_attn|self_attn\.indexer|linear_attn|"
+    r"self_attn\.compressor\.indexer|mlp|"
     r"block_sparse_moe|"
     r"mlp\.gate|mlp\.gate\.wg|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
     r"mlp\.shared_mlp|"

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import day0_torch_deepseek_v4
 import day0_torch_dsa
 import day0_torch_gemma4
 import day0_torch_qwen3next
@@ -431,14 +432,15 @@ def llama4_moe_layers(c):
 # a test can show its agreement with the engine depends on each of them (an engine lacking one
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
 # router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2);
-# ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's and Qwen3-Next's are listed in
-# day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES and day0_torch_qwen3next.SWITCHES. Unset in
-# every real use.
+# ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's and DeepSeek-V4's
+# are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES, day0_torch_qwen3next.SWITCHES
+# and day0_torch_deepseek_v4.SWITCHES. Unset in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
                     "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
-                   | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES)
+                   | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES
+                   | day0_torch_deepseek_v4.SWITCHES)
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -704,7 +706,7 @@ class CausalLM(nn.Module):
 SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
              "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
-             "gemma4", "gemma4_text") + day0_torch_qwen3next.MODEL_TYPES
+             "gemma4", "gemma4_text", "deepseek_v4") + day0_torch_qwen3next.MODEL_TYPES
 
 
 def glm_moe_dsa_config(config):
@@ -727,6 +729,8 @@ def load(folder, dtype=torch.float32):
         return day0_torch_gemma4.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     if config["model_type"] in day0_torch_qwen3next.MODEL_TYPES:
         return day0_torch_qwen3next.load(folder, config, dtype, WITHOUT, safetensors_io.read)
+    if config["model_type"] == "deepseek_v4":
+        return day0_torch_deepseek_v4.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
     llama4 = config["model_type"] == "llama4"
     if config["model_type"] == "gpt_oss":

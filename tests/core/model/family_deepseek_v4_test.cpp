@@ -24,9 +24,6 @@ const char* const kFlash = "configs/frontier-sizes/deepseek-ai--DeepSeek-V4-Flas
 const char* const kProFp8 = "configs/frontier-sizes/sgl-project--DeepSeek-V4-Pro-FP8.json";
 const char* const kProNvfp4 = "configs/frontier-sizes/nvidia--DeepSeek-V4-Pro-NVFP4.json";
 
-
-
-
 // The Pro config with `key` replaced (a JSON value), read as "v4.json".
 Result<ModelSpec> proWith(const std::string& key, const std::string& value)
 {
@@ -455,17 +452,21 @@ TEST(DeepseekV4Errors, BadInputNamesFileKeyAndValue)
         EXPECT_EQ(r.error().code, ErrorCode::BadInput);
         EXPECT_TRUE(contains(r.error().message, c.expected)) << c.key << ": " << r.error().message;
     }
-    // A ratio Day0 does not model is named with its position.
+    // A negative ratio is refused, named; another positive ratio than 4
+    // is a heavily compressed one (model.py; `day0 shrink` scales 128 down to 8).
     std::string ratios = "[";
     for (int i = 0; i < 62; ++i) {
-        ratios += std::string(i ? ", " : "") + (i == 5 ? "8" : "128");
+        ratios += std::string(i ? ", " : "") + (i == 5 ? "-1" : "128");
     }
     auto bad = proWith("compress_ratios", ratios + "]");
     ASSERT_FALSE(bad.ok());
     EXPECT_TRUE(contains(bad.error().message,
-        "v4.json: 'compress_ratios' entry 5 is 8, which "
-        "Day0 does not model"))
+        "v4.json: 'compress_ratios' must hold non-negative integers, found -1"))
         << bad.error().message;
+    auto eight
+        = proWith("compress_ratios", std::string(ratios).replace(ratios.find("-1"), 2, "8") + "]");
+    ASSERT_TRUE(eight.ok()) << eight.error().message;
+    EXPECT_EQ(eight->layers[5].compressRatio, 8);
     // A key the reader does not know is refused by the audit, named.
     auto unknown = proWith("compress_rates", R"({"csa": 4, "hca": 128})");
     ASSERT_FALSE(unknown.ok());

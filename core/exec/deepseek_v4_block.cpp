@@ -1,0 +1,336 @@
+// DeepSeek-V4 (model_type deepseek_v4) on the reference engine, reading DeepSeek's native
+// checkpoint names (family_deepseek_v4.cpp) and recording its captures under the Hugging Face
+// module names of its PyTorch twin (plugins/torch/day0_torch_deepseek_v4.py).
+//
+// Written from transformers' modeling_deepseek_v4.py @ 019760818965c71b0a4d38e95820ee0b6cee4240
+// and configuration_deepseek_v4.py @ 015c078164151a049126942989817713e83a8f3e (the facts of
+// each piece are given where it is computed):
+// - the residual is hc_mult streams, each block wrapped in two hyper-connections
+//   (DeepseekV4HyperConnection), the head collapsing them (DeepseekV4HyperHead);
+// - attention (DeepseekV4Attention): one K=V head, a sliding window, the compressed entries of
+//   a ratio-r compressor (DeepseekV4HCACompressor; ratio 4: the overlapping
+//   DeepseekV4CSACompressor with its Lightning indexer choosing index_topk entries per query),
+//   a sink per head, the output's RoPE lanes rotated back, a grouped output projection;
+// - MoE (DeepseekV4SparseMoeBlock): sqrtsoftplus router, hash-routed first layers (tid2eid),
+//   routed_scaling_factor, the shared expert, the SwiGLU clamped at swiglu_limit.
+// The compressors keep every position's projections, so the entries of a window are pooled
+// when its last token arrives, as HF's cache does across prefill and decode steps. The MTP
+// blocks are not run (as for DeepSeek-V3). Only the fp32 and fp64 references compute it:
+// deepseekV4Init refuses emulated precisions by name.
+#include "exec/deepseek_v4.h"
+#include "exec/forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace day0::exec::detail {
+
+namespace {
+
+constexpr std::int64_t kCsaRatio = 4; ///< the overlapping compressor with the indexer
+
+std::string blockName(int layer) { return fmt::format("layers.{}", layer); }
+
+} // namespace
+
+std::vector<WeightRequirement> deepseekV4Weights(const model::ModelSpec& spec)
+{
+    std::vector<WeightRequirement> w;
+    const std::int64_t h = spec.hiddenSize;
+    const std::int64_t d = spec.headDim;
+    const std::int64_t heads = spec.numHeads;
+    const auto& ca = *spec.compressedAttention;
+    const auto& moe = *spec.moe;
+    const std::int64_t streams = spec.hyperConnections->streams;
+    const std::int64_t mix = (2 + streams) * streams;
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+        w.push_back({ std::move(name), std::move(shape), false });
+    };
+    const auto addCompressor = [&](const std::string& c, std::int64_t ratio, std::int64_t width) {
+        const std::int64_t coff = ratio == kCsaRatio ? 2 : 1;
+        add(c + ".ape", { ratio, coff * width });
+        add(c + ".wkv.weight", { coff * width, h });
+        add(c + ".wgate.weight", { coff * width, h });
+        add(c + ".norm.weight", { width });
+    };
+    add("embed.weight", { spec.vocabSize, h });
+    for (int l = 0; l < int(spec.numLayers); ++l) {
+        const model::LayerSpec& layer = spec.layers[std::size_t(l)];
+        const std::string p = blockName(l);
+        const std::string a = p + ".attn";
+        add(p + ".attn_norm.weight", { h });
+        add(p + ".ffn_norm.weight", { h });
+        for (const char* hc : { ".hc_attn", ".hc_ffn" }) {
+            add(p + hc + "_fn", { mix, streams * h });
+            add(p + hc + "_base", { mix });
+            add(p + hc + "_scale", { 3 });
+        }
+        add(a + ".attn_sink", { heads });
+        add(a + ".wq_a.weight", { ca.qLoraRank, h });
+        add(a + ".q_norm.weight", { ca.qLoraRank });
+        add(a + ".wq_b.weight", { heads * d, ca.qLoraRank });
+        add(a + ".wkv.weight", { d, h });
+        add(a + ".kv_norm.weight", { d });
+        add(a + ".wo_a.weight", { ca.oGroups * ca.oLoraRank, heads * d / ca.oGroups });
+        add(a + ".wo_b.weight", { h, ca.oGroups * ca.oLoraRank });
+        if (layer.compressRatio > 0) {
+            addCompressor(a + ".compressor", layer.compressRatio, d);
+        }
+        if (layer.compressRatio == kCsaRatio) {
+            add(a + ".indexer.wq_b.weight", { ca.indexerHeads * ca.indexerHeadDim, ca.qLoraRank });
+            add(a + ".indexer.weights_proj.weight", { ca.indexerHeads, h });
+            addCompressor(a + ".indexer.compressor", kCsaRatio, ca.indexerHeadDim);
+        }
+        const std::string f = p + ".ffn";
+        add(f + ".gate.weight", { moe.numExperts, h });
+        if (layer.hashRouted) {
+            w.push_back({ f + ".gate.tid2eid", { spec.vocabSize, moe.topK }, false, true });
+        } else {
+            add(f + ".gate.bias", { moe.numExperts });
+        }
+        const auto addMlp = [&](const std::string& m, std::int64_t width) {
+            add(m + ".w1.weight", { width, h });
+            add(m + ".w2.weight", { h, width });
+            add(m + ".w3.weight", { width, h });
+        };
+        for (std::int64_t e = 0; e < moe.numExperts; ++e) {
+            addMlp(fmt::format("{}.experts.{}", f, e), moe.expertIntermediate);
+        }
+        addMlp(f + ".shared_experts", moe.sharedIntermediate);
+    }
+    add("hc_head_fn", { streams, streams * h });
+    add("hc_head_base", { streams });
+    add("hc_head_scale", { 1 });
+    add("norm.weight", { h });
+    add("head.weight", { spec.vocabSize, h });
+    return w;
+}
+
+std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
+{
+    std::vector<std::string> out;
+    if (!spec.compressedAttention || !spec.hyperConnections || !spec.moe) {
+        out.emplace_back("a deepseek_v4 spec without its compressed attention, hyper-connections "
+                         "or MoE");
+        return out;
+    }
+    const auto& ca = *spec.compressedAttention;
+    if (spec.quantization) {
+        out.push_back(fmt::format("quantised deepseek_v4 checkpoints ({}: FP8 weights with "
+                                  "F8_E8M0 `.scale` tensors and FP4 experts are not read by the "
+                                  "engine)",
+            spec.quantization->method));
+    }
+    if (ca.ropeDim % 2 != 0 || ca.ropeDim > spec.headDim
+        || (ca.indexerHeadDim > 0 && ca.ropeDim > ca.indexerHeadDim)) {
+        out.push_back(fmt::format("deepseek_v4 qk_rope_head_dim {} (must be even and fit head_dim "
+                                  "{} and index_head_dim {})",
+            ca.ropeDim, spec.headDim, ca.indexerHeadDim));
+    }
+    if (spec.ropeScaling.type != "default" && spec.ropeScaling.type != "yarn") {
+        out.push_back(fmt::format("RoPE type '{}' of deepseek_v4's compressed layers (the engine "
+                                  "computes default and yarn)",
+            spec.ropeScaling.type));
+    }
+    if (spec.moe->scoring != model::RouterScoring::SqrtSoftplus) {
+        out.emplace_back("deepseek_v4 scoring_func other than sqrtsoftplus");
+    }
+    return out;
+}
+
+// --- the forward -------------------------------------------------------------------------
+
+template <typename T> Result<void> Forward<T>::deepseekV4Init()
+{
+    const auto missing = deepseekV4Unsupported(m_spec);
+    if (!missing.empty()) {
+        return Error::unsupported(fmt::format("{}", fmt::join(missing, "; ")));
+    }
+    if (!m_plan.perOpKind.empty() || !m_plan.perLayer.empty()
+        || (m_plan.base != PrecisionMode::F32 && m_plan.base != PrecisionMode::F64)) {
+        return Error::unsupported(fmt::format("the {} precision plan on deepseek_v4 (the engine "
+                                              "computes its fp32 and fp64 references only)",
+            m_plan.describe()));
+    }
+    auto cache = std::make_shared<DeepseekV4Cache<T>>();
+    const auto& ca = *m_spec.compressedAttention;
+    // configuration_deepseek_v4.py: sliding layers rotate with rope_theta and no scaling; the
+    // compressed layers, their compressors and indexer with compress_rope_theta and the YaRN
+    // of rope_scaling, attention factor forced to 1 (cos and sin unscaled).
+    auto mainRope
+        = makeRope(ca.ropeDim, m_spec.ropeTheta, model::RopeScaling {}, RopeLayout::Interleaved);
+    if (!mainRope) {
+        return mainRope.error();
+    }
+    auto compressRope
+        = makeRope(ca.ropeDim, ca.compressRopeTheta > 0 ? ca.compressRopeTheta : m_spec.ropeTheta,
+            m_spec.ropeScaling, RopeLayout::Interleaved);
+    if (!compressRope) {
+        return compressRope.error();
+    }
+    cache->mainRope = std::move(*mainRope);
+    cache->compressRope = std::move(*compressRope);
+    cache->compressRope.attentionScaling = 1.0;
+    cache->layers.resize(std::size_t(m_spec.numLayers));
+    const auto sizeCompressor
+        = [&](typename DeepseekV4Cache<T>::Compressor& c, std::int64_t ratio, std::int64_t width) {
+              const std::int64_t coff = ratio == kCsaRatio ? 2 : 1;
+              c.ratio = ratio;
+              c.width = width;
+              c.kv.assign(std::size_t(m_capacity * coff * width), T(0));
+              c.gate.assign(std::size_t(m_capacity * coff * width), T(0));
+              c.entries.assign(std::size_t((m_capacity / ratio + 1) * width), T(0));
+          };
+    for (std::size_t l = 0; l < cache->layers.size(); ++l) {
+        auto& c = cache->layers[l];
+        const std::int64_t ratio = m_spec.layers[l].compressRatio;
+        c.kv.assign(std::size_t(m_capacity * m_spec.headDim), T(0));
+        c.rope = ratio > 0 ? &cache->compressRope : &cache->mainRope;
+        if (ratio > 0) {
+            sizeCompressor(c.compressor, ratio, m_spec.headDim);
+        }
+        if (ratio == kCsaRatio) {
+            sizeCompressor(c.indexer, ratio, ca.indexerHeadDim);
+        }
+    }
+    m_v4 = std::move(cache);
+    return success();
+}
+
+// A compressor's step (DeepseekV4HCACompressor / DeepseekV4CSACompressor): projects the rows
+// of x at positions [start, start + n), then pools every window whose last token arrived. Entry
+// w pools, channel by channel, softmax(wgate(x) + ape) · wkv(x) over its window's tokens; with
+// ratio 4 the projections are 2·width wide and entry w pools window w-1's first halves with
+// window w's second halves (2·ratio slots; window 0 has no previous one). The entry is then
+// normed and rotated at position w · ratio.
+template <typename T>
+void deepseekV4Compress(typename DeepseekV4Cache<T>::Compressor& c, const std::string& module,
+    const WeightTable& weights, const T* x, std::int64_t n, std::int64_t start, std::int64_t h,
+    double eps, const Rope& rope)
+{
+    const auto w = [&](const std::string& name) {
+        return weights.tensors.at(module + name).template data<T>();
+    };
+    const std::int64_t r = c.ratio;
+    const std::int64_t d = c.width;
+    const bool overlap = r == kCsaRatio;
+    const std::int64_t cw = (overlap ? 2 : 1) * d;
+    linear<T>(x, w(".wkv.weight"), nullptr, c.kv.data() + start * cw, n, h, cw);
+    linear<T>(x, w(".wgate.weight"), nullptr, c.gate.data() + start * cw, n, h, cw);
+    const T* ape = w(".ape");
+    const T* norm = w(".norm.weight");
+    std::vector<double> logits;
+    std::vector<double> values;
+    for (std::int64_t p = start; p < start + n; ++p) {
+        if ((p + 1) % r != 0) {
+            continue;
+        }
+        const std::int64_t entry = (p + 1) / r - 1;
+        const std::int64_t first = entry * r;
+        T* out = c.entries.data() + entry * d;
+        for (std::int64_t ch = 0; ch < d; ++ch) {
+            logits.clear();
+            values.clear();
+            // The previous window's first halves (ratio 4 only), then this window's slots.
+            if (overlap && entry > 0) {
+                for (std::int64_t j = 0; j < r; ++j) {
+                    const std::int64_t row = first - r + j;
+                    logits.push_back(double(c.gate[std::size_t(row * cw + ch)])
+                        + double(ape[std::size_t(j * cw + ch)]));
+                    values.push_back(double(c.kv[std::size_t(row * cw + ch)]));
+                }
+            }
+            const std::int64_t half = overlap ? d : 0;
+            for (std::int64_t j = 0; j < r; ++j) {
+                const std::int64_t row = first + j;
+                logits.push_back(double(c.gate[std::size_t(row * cw + half + ch)])
+                    + double(ape[std::size_t(j * cw + half + ch)]));
+                values.push_back(double(c.kv[std::size_t(row * cw + half + ch)]));
+            }
+            const double top = *std::max_element(logits.begin(), logits.end());
+            double sum = 0.0;
+            double acc = 0.0;
+            for (std::size_t j = 0; j < logits.size(); ++j) {
+                const double e = std::exp(logits[j] - top);
+                sum += e;
+                acc += e * values[j];
+            }
+            out[ch] = T(acc / sum);
+        }
+        rmsNorm<T>(out, norm, out, 1, d, eps);
+        rotateTail(out, 1, d, first, rope);
+        c.count = entry + 1;
+    }
+}
+
+// The Lightning indexer (DeepseekV4Indexer): for each query row, the top index_topk of the
+// entries it may see (w < (p + 1) / 4), scored Σ_h weights_proj(x)_h · H^-½ · relu(q_h · k_w) ·
+// D^-½ with q = wq_b(q latent) rotated at p; `selected` gets index_topk ids per row, -1 where
+// fewer entries are visible.
+template <typename T>
+void deepseekV4Select(const typename DeepseekV4Cache<T>::Compressor& ix, const std::string& module,
+    const WeightTable& weights, const model::ModelSpec& spec, const T* x, const T* qLatent,
+    std::int64_t n, std::int64_t start, const Rope& rope, std::vector<std::int64_t>& selected)
+{
+    const auto& ca = *spec.compressedAttention;
+    const std::int64_t heads = ca.indexerHeads;
+    const std::int64_t d = ca.indexerHeadDim;
+    const std::int64_t k = ca.indexerTopK;
+    std::vector<T> q(std::size_t(n * heads * d));
+    std::vector<T> hw(std::size_t(n * heads));
+    linear<T>(qLatent, weights.tensors.at(module + ".wq_b.weight").template data<T>(), nullptr,
+        q.data(), n, ca.qLoraRank, heads * d);
+    linear<T>(x, weights.tensors.at(module + ".weights_proj.weight").template data<T>(), nullptr,
+        hw.data(), n, spec.hiddenSize, heads);
+    selected.assign(std::size_t(n * k), -1);
+    std::vector<std::pair<double, std::int64_t>> scored;
+    for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t p = start + t;
+        T* qt = q.data() + t * heads * d;
+        rotateTail(qt, heads, d, p, rope);
+        const std::int64_t visible = std::min((p + 1) / ix.ratio, ix.count);
+        scored.clear();
+        for (std::int64_t e = 0; e < visible; ++e) {
+            const T* key = ix.entries.data() + e * d;
+            double score = 0.0;
+            for (std::int64_t hd = 0; hd < heads; ++hd) {
+                double dot = 0.0;
+                for (std::int64_t c = 0; c < d; ++c) {
+                    dot += double(qt[hd * d + c]) * double(key[c]);
+                }
+                score += double(hw[std::size_t(t * heads + hd)]) / std::sqrt(double(heads))
+                    * std::max(dot, 0.0) / std::sqrt(double(d));
+            }
+            scored.emplace_back(score, e);
+        }
+        const auto keep = std::min<std::int64_t>(k, std::int64_t(scored.size()));
+        std::partial_sort(
+            scored.begin(), scored.begin() + keep, scored.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
+        for (std::int64_t j = 0; j < keep; ++j) {
+            selected[std::size_t(t * k + j)] = scored[std::size_t(j)].second;
+        }
+    }
+}
+
+template void deepseekV4Compress<float>(DeepseekV4Cache<float>::Compressor&, const std::string&,
+    const WeightTable&, const float*, std::int64_t, std::int64_t, std::int64_t, double,
+    const Rope&);
+template void deepseekV4Compress<double>(DeepseekV4Cache<double>::Compressor&, const std::string&,
+    const WeightTable&, const double*, std::int64_t, std::int64_t, std::int64_t, double,
+    const Rope&);
+template void deepseekV4Select<float>(const DeepseekV4Cache<float>::Compressor&, const std::string&,
+    const WeightTable&, const model::ModelSpec&, const float*, const float*, std::int64_t,
+    std::int64_t, const Rope&, std::vector<std::int64_t>&);
+template void deepseekV4Select<double>(const DeepseekV4Cache<double>::Compressor&,
+    const std::string&, const WeightTable&, const model::ModelSpec&, const double*, const double*,
+    std::int64_t, std::int64_t, const Rope&, std::vector<std::int64_t>&);
+template Result<void> Forward<float>::deepseekV4Init();
+template Result<void> Forward<double>::deepseekV4Init();
+
+} // namespace day0::exec::detail
