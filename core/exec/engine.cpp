@@ -266,6 +266,39 @@ void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& o
     }
 }
 
+// What of MiniMax-M3 (minimax_m3_block.cpp) the engine does not compute.
+void miniMaxM3Unsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    if (const auto& bs = spec.blockSparse) {
+        // The references part ways beyond the published values (sparse_local_block 1,
+        // sparse_init_block 0): for sparse_local_block > 1 Automodel still forces only the
+        // query's own block, transformers the local_blocks blocks ending at it; Automodel forces
+        // the first sparse_init_block blocks, transformers ignores the key.
+        if (bs->localBlocks > 1) {
+            out.push_back(fmt::format("sparse_local_block {} of minimax_m3 (the references "
+                                      "disagree beyond 1)",
+                bs->localBlocks));
+        }
+        if (bs->initBlocks > 0) {
+            out.push_back(fmt::format("sparse_init_block {} of minimax_m3 (the references "
+                                      "disagree beyond 0)",
+                bs->initBlocks));
+        }
+        // Automodel asserts qk_norm_type "per_head" on its sparse layers.
+        if (spec.qkNormAcrossHeads) {
+            out.push_back("q/k norms across heads (qk_norm_type 'per_layer') on the sparse "
+                          "attention layers of minimax_m3");
+        }
+        if (bs->scoreType != "max") {
+            out.push_back(fmt::format("sparse_score_type '{}' of minimax_m3", bs->scoreType));
+        }
+    }
+    if (spec.quantization) {
+        out.push_back(fmt::format(
+            "quantised minimax_m3 checkpoints ({}: not verified)", spec.quantization->method));
+    }
+}
+
 } // namespace
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
@@ -295,7 +328,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "engine rotates adjacent pairs, as DeepSeek's reference does)",
             family));
     }
-    if (spec.hiddenAct == "swiglu_oai" && spec.swigluAlpha != 1.702) {
+    if ((spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai")
+        && spec.swigluAlpha != 1.702) {
         out.push_back(fmt::format("the clamped SwiGLU of {} with swiglu_alpha {} (the engine "
                                   "computes g·σ(1.702·g), gpt-oss's)",
             family, spec.swigluAlpha));
@@ -303,8 +337,13 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     if (!spec.gatedMlp) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
+    if (spec.normOffset && spec.family != model::Family::MiniMaxM3) {
+        out.push_back(fmt::format("(1 + w) RMSNorm weights of {}", family));
+    }
     switch (spec.family) {
     case model::Family::MiniMaxM3:
+        miniMaxM3Unsupported(spec, out);
+        break;
     case model::Family::Qwen3Next:
     case model::Family::Qwen35:
     case model::Family::Qwen35Moe:
@@ -327,6 +366,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
+            && !(layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse)
             && layer.mixer != model::MixerKind::None) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
@@ -421,6 +461,9 @@ Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& 
             impl->weights.exactFp8.insert(req.name);
         }
         impl->weights.tensors[req.name] = std::move(*t);
+    }
+    if (spec.family == model::Family::MiniMaxM3 && spec.normOffset) {
+        detail::offsetNormWeights(impl->weights); // use_gemma_norm: x̂·(1 + w)
     }
     return Engine(std::move(impl));
 }

@@ -171,6 +171,11 @@ private:
     /// index keys and leaves the keys each query attends to in m_selection.
     void dsaIndexer(
         int layer, const T* x, const T* qr, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    // MiniMax-M3's sparse attention layers (minimax_m3_block.cpp): the index keys' caches, and
+    // the layer (index branch, block selection, attention over the kept blocks).
+    Result<void> blockSparseInit();
+    void blockSparseAttention(
+        int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void mlp(const std::string& module, const std::string& gate, const std::string& up,
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
         Taps<T>& taps);
@@ -213,6 +218,10 @@ private:
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
 };
+
+/// MiniMax-M3 (use_gemma_norm): every `*norm.weight` becomes 1 + w, the scale its RMSNorms
+/// apply (minimax_m3_block.cpp).
+void offsetNormWeights(WeightTable& weights);
 
 /// Reads one forward weight in `compute`, dequantising block-scaled FP8 (engine.cpp), for the
 /// sharded executor (core/parallel), which slices what this reads.
