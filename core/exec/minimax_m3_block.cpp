@@ -31,33 +31,46 @@
 namespace day0::exec {
 
 template <typename T>
-std::vector<std::int64_t> selectKeyBlocks(const T* q, const T* k, const BlockSelectionShape& s)
+std::vector<double> keyBlockScores(const T* q, const T* k, const BlockSelectionShape& s)
 {
-    const std::int64_t topK = s.topK;
-    std::vector<std::int64_t> out(std::size_t(s.queries * s.heads * topK), -1);
+    const std::int64_t blocks = (s.keys + s.blockSize - 1) / s.blockSize;
+    std::vector<double> out(std::size_t(s.queries * s.heads * blocks), -INFINITY);
     const double scale = 1.0 / std::sqrt(double(s.dim));
-    std::vector<double> blockScore;
-    std::vector<std::int64_t> order;
     for (std::int64_t i = 0; i < s.queries; ++i) {
         const std::int64_t position = s.keys - s.queries + i;
-        const std::int64_t current = position / s.blockSize;
-        const std::int64_t visible = current + 1; // blocks [0, current]
         for (std::int64_t h = 0; h < s.heads; ++h) {
             const T* query = q + (i * s.heads + h) * s.dim;
-            blockScore.assign(std::size_t(visible), -INFINITY);
+            double* row = out.data() + (i * s.heads + h) * blocks;
             for (std::int64_t j = 0; j <= position; ++j) {
                 const T* key = k + j * s.dim;
                 double dot = 0.0;
                 for (std::int64_t c = 0; c < s.dim; ++c) {
                     dot += double(query[c]) * double(key[c]);
                 }
-                double& b = blockScore[std::size_t(j / s.blockSize)];
-                b = std::max(b, dot * scale);
+                row[j / s.blockSize] = std::max(row[j / s.blockSize], dot * scale);
             }
+        }
+    }
+    return out;
+}
+
+template <typename T>
+std::vector<std::int64_t> selectKeyBlocks(const T* q, const T* k, const BlockSelectionShape& s)
+{
+    const std::int64_t topK = s.topK;
+    const std::int64_t blocks = (s.keys + s.blockSize - 1) / s.blockSize;
+    std::vector<double> scores = keyBlockScores(q, k, s);
+    std::vector<std::int64_t> out(std::size_t(s.queries * s.heads * topK), -1);
+    std::vector<std::int64_t> order;
+    for (std::int64_t i = 0; i < s.queries; ++i) {
+        const std::int64_t current = (s.keys - s.queries + i) / s.blockSize;
+        const std::int64_t visible = current + 1; // blocks [0, current]
+        for (std::int64_t h = 0; h < s.heads; ++h) {
+            double* blockScore = scores.data() + (i * s.heads + h) * blocks;
             // Kept whatever they score: the first initBlocks and the query's own block.
             for (std::int64_t b = 0; b < visible; ++b) {
                 if (b < s.initBlocks || (s.localBlock && b == current)) {
-                    blockScore[std::size_t(b)] = INFINITY;
+                    blockScore[b] = INFINITY;
                 }
             }
             order.resize(std::size_t(visible));
@@ -65,9 +78,8 @@ std::vector<std::int64_t> selectKeyBlocks(const T* q, const T* k, const BlockSel
             const std::int64_t kept = std::min(topK, visible);
             std::partial_sort(order.begin(), order.begin() + kept, order.end(),
                 [&](std::int64_t a, std::int64_t b) {
-                    const double x = blockScore[std::size_t(a)];
-                    const double y = blockScore[std::size_t(b)];
-                    return x > y || (x == y && a < b);
+                    return blockScore[a] > blockScore[b]
+                        || (blockScore[a] == blockScore[b] && a < b);
                 });
             std::sort(order.begin(), order.begin() + kept);
             std::copy_n(order.begin(), kept, out.begin() + (i * s.heads + h) * topK);
@@ -95,6 +107,10 @@ std::vector<std::int64_t> keysOfBlocks(
     return keys;
 }
 
+template std::vector<double> keyBlockScores<float>(
+    const float*, const float*, const BlockSelectionShape&);
+template std::vector<double> keyBlockScores<double>(
+    const double*, const double*, const BlockSelectionShape&);
 template std::vector<std::int64_t> selectKeyBlocks<float>(
     const float*, const float*, const BlockSelectionShape&);
 template std::vector<std::int64_t> selectKeyBlocks<double>(

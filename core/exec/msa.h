@@ -37,6 +37,12 @@ struct BlockSelectionShape {
     bool localBlock = true; ///< sparse_local_block > 0: the query's own block is kept
 };
 
+/// The block scores, [queries, heads, ⌈keys / blockSize⌉]: per query and index head the max over
+/// each block's causally visible keys of q·k·dim^-½ (accumulated in double), −inf for a block
+/// wholly after the query.
+template <typename T>
+std::vector<double> keyBlockScores(const T* q, const T* k, const BlockSelectionShape& shape);
+
 /// The kept key blocks of each query and index head, [queries, heads, topK]: block ids in
 /// increasing order, padded with −1 (a query sees fewer than topK blocks). q is [queries, heads,
 /// dim], k [keys, dim]. Scores accumulate in double (they only rank blocks; the fp32 engine then
