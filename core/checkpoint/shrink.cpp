@@ -451,14 +451,16 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     }
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
-    // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
+    // MiniMax-M2/M3: a zero selection bias would leave its sigmoid router's bias untested;
+    // M3's (1 + w) norms around one too: a uniform per-head norm would commute with the RoPE.
     const bool deepseekV4 = spec->family == model::Family::DeepseekV4;
     const Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
-            || deepseekV4,
+            || spec->family == model::Family::MiniMaxM3 || deepseekV4,
         spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
             || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
-            || spec->family == model::Family::Qwen35Moe || deepseekV4,
+            || spec->family == model::Family::Qwen35Moe || spec->family == model::Family::MiniMaxM3
+            || deepseekV4,
         deepseekV4 && spec->moe ? spec->moe->numExperts : 0 };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;

@@ -28,6 +28,11 @@ inline constexpr std::int64_t kShrunkIndexTopK = 4;
 /// DeepSeek-V4's heavily compressed ratio (128 published) in a shrunk model: a short prompt fills
 /// a few of its windows, so that the compressed entries exist and a broken compressor shows.
 inline constexpr std::int64_t kShrunkHcaRatio = 8;
+/// MiniMax-M3's sparse attention in a shrunk model: blocks of 2 keys, 2 kept per query (its own
+/// and the best other), so that a 10-16 token prompt spans several blocks, the selection drops
+/// some, and a broken block score or selection shows.
+inline constexpr std::int64_t kShrunkSparseBlockSize = 2;
+inline constexpr std::int64_t kShrunkSparseTopKBlocks = 2;
 
 /// gpt-oss's swiglu_limit in a shrunk model: at the scale of the shrunk weights' activations, so
 /// that the clamp bites (the published 7 never would) and an engine without it fails.

@@ -198,6 +198,59 @@ void shrinkDeepseekV4(
     }
 }
 
+/// MiniMax-M3: the per-layer lists of sparse_attention_config follow the kept layers, blocks and
+/// top-k shrink (kShrunkSparseBlockSize, kShrunkSparseTopKBlocks), the index heads follow the KV
+/// heads (one index head per KV group) and are head_dim wide; first_k_dense_replace (a summary
+/// of moe_layer_freq) is recounted from the cut list, the dense and shared widths scale, and the
+/// expert width copy moe_intermediate_size follows intermediate_size.
+void shrinkMiniMaxM3(Json& t, const std::vector<std::int64_t>& kept, std::int64_t layers,
+    std::int64_t layers2, std::int64_t headDim2, std::int64_t kv2, std::int64_t hidden,
+    std::int64_t hidden2)
+{
+    if (has(t, "sparse_attention_config") && t["sparse_attention_config"].is_object()) {
+        Json& sparse = t["sparse_attention_config"];
+        for (auto& [key, value] : sparse.items()) {
+            if (isPerLayerList(key, value, layers)) {
+                Json cut = Json::array();
+                for (const auto i : kept) {
+                    cut.push_back(value[std::size_t(i)]);
+                }
+                while (std::int64_t(cut.size()) < layers2) {
+                    cut.push_back(cut.back());
+                }
+                value = cut;
+            }
+        }
+        sparse["sparse_block_size"] = std::min(
+            intOf(sparse, "sparse_block_size", kShrunkSparseBlockSize), kShrunkSparseBlockSize);
+        sparse["sparse_topk_blocks"] = std::min(
+            intOf(sparse, "sparse_topk_blocks", kShrunkSparseTopKBlocks), kShrunkSparseTopKBlocks);
+        sparse["sparse_index_dim"] = headDim2;
+        sparse["sparse_num_index_heads"] = kv2;
+    }
+    if (has(t, "moe_layer_freq") && t["moe_layer_freq"].is_array()
+        && has(t, "first_k_dense_replace")) {
+        std::int64_t dense = 0;
+        while (dense < std::int64_t(t["moe_layer_freq"].size())
+            && t["moe_layer_freq"][std::size_t(dense)] == 0) {
+            ++dense;
+        }
+        t["first_k_dense_replace"] = dense;
+    }
+    for (const char* key : { "dense_intermediate_size", "shared_intermediate_size" }) {
+        if (has(t, key) && t[key].is_number_integer() && t[key].get<std::int64_t>() > 0) {
+            t[key] = scaled(t[key].get<std::int64_t>(), hidden, hidden2, 16, 32);
+        }
+    }
+    if (has(t, "moe_intermediate_size") && has(t, "intermediate_size")) {
+        t["moe_intermediate_size"] = t["intermediate_size"];
+    }
+    // swigluoai's clamp: as gpt-oss's, the published 7 never bites at the shrunk scale.
+    if (has(t, "swiglu_limit")) {
+        t["swiglu_limit"] = kShrunkSwigluLimit;
+    }
+}
+
 /// Shrinks the text model (top level or text_config) in place; returns the new hidden size.
 Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::string& origin)
 {
@@ -413,6 +466,9 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
             }
             value = cut;
         }
+    }
+    if (t.contains("model_type") && t["model_type"] == "minimax_m3") {
+        shrinkMiniMaxM3(t, *kept, layers, layers2, headDim2, kv2, hidden, hidden2);
     }
     if (has(t, "mlp_only_layers") && t["mlp_only_layers"].is_array()) {
         Json onlyMlp = Json::array();

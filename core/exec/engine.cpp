@@ -291,6 +291,39 @@ void qwenNextUnsupported(const model::ModelSpec& spec, std::vector<std::string>&
     }
 }
 
+// What of MiniMax-M3 (minimax_m3_block.cpp) the engine does not compute.
+void miniMaxM3Unsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    if (const auto& bs = spec.blockSparse) {
+        // The references part ways beyond the published values (sparse_local_block 1,
+        // sparse_init_block 0): for sparse_local_block > 1 Automodel still forces only the
+        // query's own block, transformers the local_blocks blocks ending at it; Automodel forces
+        // the first sparse_init_block blocks, transformers ignores the key.
+        if (bs->localBlocks > 1) {
+            out.push_back(fmt::format("sparse_local_block {} of minimax_m3 (the references "
+                                      "disagree beyond 1)",
+                bs->localBlocks));
+        }
+        if (bs->initBlocks > 0) {
+            out.push_back(fmt::format("sparse_init_block {} of minimax_m3 (the references "
+                                      "disagree beyond 0)",
+                bs->initBlocks));
+        }
+        // Automodel asserts qk_norm_type "per_head" on its sparse layers.
+        if (spec.qkNormAcrossHeads) {
+            out.push_back("q/k norms across heads (qk_norm_type 'per_layer') on the sparse "
+                          "attention layers of minimax_m3");
+        }
+        if (bs->scoreType != "max") {
+            out.push_back(fmt::format("sparse_score_type '{}' of minimax_m3", bs->scoreType));
+        }
+    }
+    if (spec.quantization) {
+        out.push_back(fmt::format(
+            "quantised minimax_m3 checkpoints ({}: not verified)", spec.quantization->method));
+    }
+}
+
 } // namespace
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
@@ -320,7 +353,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "engine rotates adjacent pairs, as DeepSeek's reference does)",
             family));
     }
-    if (spec.hiddenAct == "swiglu_oai" && spec.swigluAlpha != 1.702) {
+    if ((spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai")
+        && spec.swigluAlpha != 1.702) {
         out.push_back(fmt::format("the clamped SwiGLU of {} with swiglu_alpha {} (the engine "
                                   "computes g·σ(1.702·g), gpt-oss's)",
             family, spec.swigluAlpha));
@@ -328,8 +362,13 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     if (!spec.gatedMlp) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
+    if (spec.normOffset && spec.family != model::Family::MiniMaxM3 && !detail::isQwenNext(spec)) {
+        out.push_back(fmt::format("(1 + w) RMSNorm weights of {}", family));
+    }
     switch (spec.family) {
     case model::Family::MiniMaxM3:
+        miniMaxM3Unsupported(spec, out);
+        break;
     case model::Family::NemotronH:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): Mamba and
@@ -361,7 +400,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             && layer.mixer != model::MixerKind::None
             && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))
             && !(layer.mixer == model::MixerKind::Compressed
-                && spec.family == model::Family::DeepseekV4)) {
+                && spec.family == model::Family::DeepseekV4)
+            && !(layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse)) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
@@ -455,7 +495,7 @@ Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& 
             impl->weights.exactFp8.insert(req.name);
         }
         if (detail::zeroCentredNorm(spec, req.name)) {
-            // Qwen3NextRMSNorm scales by 1 + w (in fp32 in HF): kept as such.
+            // Qwen3NextRMSNorm and MiniMax-M3's norms scale by 1 + w: kept as such.
             auto values = t->toDoubles();
             for (auto& v : values) {
                 v += 1.0;

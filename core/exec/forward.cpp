@@ -18,9 +18,10 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
 {
     LayerNames n;
     n.prefix = fmt::format("model.layers.{}", layer);
-    // MiniMax-M2 keeps Mixtral's names: block_sparse_moe with w1 / w3 / w2 experts.
-    const bool mixtral
-        = spec.family == model::Family::Mixtral || spec.family == model::Family::MiniMaxM2;
+    // MiniMax-M2 and M3 keep Mixtral's names: block_sparse_moe with w1 / w3 / w2 experts.
+    const bool minimax
+        = spec.family == model::Family::MiniMaxM2 || spec.family == model::Family::MiniMaxM3;
+    const bool mixtral = spec.family == model::Family::Mixtral || minimax;
     const bool moe
         = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
@@ -32,9 +33,7 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     n.expertGate = mixtral ? "w1" : "gate_proj";
     n.expertUp = mixtral ? "w3" : "up_proj";
     n.expertDown = mixtral ? "w2" : "down_proj";
-    n.scoreBias = n.ffn
-        + (spec.family == model::Family::MiniMaxM2 ? ".e_score_correction_bias"
-                                                   : ".gate.e_score_correction_bias");
+    n.scoreBias = n.ffn + (minimax ? ".e_score_correction_bias" : ".gate.e_score_correction_bias");
     if (moe && spec.moe && spec.moe->sharedIntermediate > 0) {
         n.shared = n.ffn
             + (spec.family == model::Family::Hunyuan       ? ".shared_mlp"
@@ -142,6 +141,14 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             if (spec.attentionSinks) {
                 add(attn + ".sinks", { spec.numHeads });
             }
+            if (layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse) {
+                // MiniMax-M3's score-only index branch (minimax_m3_block.cpp).
+                const auto& bs = *spec.blockSparse;
+                add(attn + ".index_q_proj.weight", { bs.indexHeads * bs.indexDim, h });
+                add(attn + ".index_k_proj.weight", { bs.indexDim, h });
+                add(attn + ".index_q_norm.weight", { bs.indexDim });
+                add(attn + ".index_k_norm.weight", { bs.indexDim });
+            }
         }
         if (layer.ffn == model::FfnKind::None) {
             continue;
@@ -201,7 +208,8 @@ template <typename T> Result<void> Forward<T>::init()
     if (m_spec.family == model::Family::DeepseekV4) {
         return deepseekV4Init();
     }
-    if (m_spec.hiddenAct == "swiglu_oai") {
+    // MiniMax-M3 spells it swigluoai: the same form (Automodel minimax_m3_vl swiglu_oai).
+    if (m_spec.hiddenAct == "swiglu_oai" || m_spec.hiddenAct == "swigluoai") {
         // gpt-oss: (clamp(up) + 1) · g·σ(α·g) with g = min(gate, limit); with α = 1.702
         // (unsupportedFeatures refuses another) g·σ(α·g) is the quick GELU.
         m_activation = Activation::QuickGelu;
@@ -239,6 +247,9 @@ template <typename T> Result<void> Forward<T>::init()
     m_rope = std::move(*rope);
     if (m_spec.family == model::Family::Qwen3Vl || m_spec.family == model::Family::Qwen3VlMoe) {
         setInterleavedMrope(m_rope, m_spec.ropeScaling.mropeSection);
+    }
+    if (m_spec.blockSparse) {
+        DAY0_TRY(blockSparseInit());
     }
     if (mla && m_spec.mla.indexerHeads > 0) {
         const auto& m = m_spec.mla;
@@ -494,6 +505,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
                     OpKind::Linear, l, taps, false);
             } else if (m_spec.attention == model::AttentionKind::MLA) {
                 mlaBlock(l, x.data(), branch.data(), n, start, taps);
+            } else if (layer.mixer == model::MixerKind::BlockSparse) {
+                blockSparseAttention(l, x.data(), branch.data(), n, start, taps);
             } else {
                 attentionBlock(l, x.data(), branch.data(), n, start, taps);
             }

@@ -69,8 +69,9 @@ std::vector<WeightRequirement> deepseekV4Weights(const model::ModelSpec& spec);
 Result<Rope> gemma4Rope(const model::ModelSpec& spec, bool full);
 /// Qwen3-Next, Qwen3.5, Qwen3.5-MoE (gated_delta_net.cpp).
 bool isQwenNext(const model::ModelSpec& spec);
-/// Whether `weightName` is a zero-centred RMSNorm weight (Qwen3NextRMSNorm, y = x̂·(1 + w)),
-/// which the engine loads as 1 + w.
+/// Whether `weightName` is a zero-centred RMSNorm weight, y = x̂·(1 + w), which the engine loads
+/// as 1 + w: Qwen3NextRMSNorm's (not its gated norm's), and every norm of MiniMax-M3 with
+/// use_gemma_norm.
 bool zeroCentredNorm(const model::ModelSpec& spec, const std::string& weightName);
 /// The weights of the Gated DeltaNet `layer` (model.layers.N.linear_attn.*), appended to `w`.
 void addGatedDeltaNetWeights(
@@ -197,6 +198,11 @@ private:
     /// index keys and leaves the keys each query attends to in m_selection.
     void dsaIndexer(
         int layer, const T* x, const T* qr, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    // MiniMax-M3's sparse attention layers (minimax_m3_block.cpp): the index keys' caches, and
+    // the layer (index branch, block selection, attention over the kept blocks).
+    Result<void> blockSparseInit();
+    void blockSparseAttention(
+        int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void mlp(const std::string& module, const std::string& gate, const std::string& up,
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
         Taps<T>& taps);

@@ -234,7 +234,14 @@ bool isQwenNext(const model::ModelSpec& spec)
 
 bool zeroCentredNorm(const model::ModelSpec& spec, const std::string& weightName)
 {
-    if (!spec.normOffset || !isQwenNext(spec) || !weightName.ends_with(".weight")) {
+    if (!spec.normOffset || !weightName.ends_with(".weight")) {
+        return false;
+    }
+    // MiniMax-M3's use_gemma_norm: every RMSNorm (decoder, final, per-head q/k, index q/k).
+    if (spec.family == model::Family::MiniMaxM3) {
+        return weightName.ends_with("norm.weight");
+    }
+    if (!isQwenNext(spec)) {
         return false;
     }
     // Qwen3NextRMSNorm: the decoder norms, the final norm, the attention's q/k norms; the gated

@@ -78,7 +78,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     if (options.tokens < 1) {
         return Error::badInput("--tokens must be at least 1");
     }
-    const bool clamped = spec.hiddenAct == "swiglu_oai";
+    const bool clamped = spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai";
     auto act
         = clamped ? Result<Activation>(Activation::QuickGelu) : parseActivation(spec.hiddenAct);
     if (!act) {
@@ -258,6 +258,24 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         }
         if (spec.qkL2Norm) {
             c.unitNormOp(spec.numHeads, spec.headDim);
+        }
+        if (spec.blockSparse) {
+            // MiniMax-M3's MSA (minimax_m3_block.cpp): the index heads' norm and rotation, the
+            // block selection with blocks of a quarter of the rows, then one KV group's
+            // attention over its kept blocks.
+            const auto& bs = *spec.blockSparse;
+            c.rmsNormOp("msa index q/k norm (per head)", options.tokens * bs.indexHeads,
+                bs.indexDim, "composed of rms_norm per head");
+            c.rope(*rope, bs.indexHeads, bs.indexDim,
+                fmt::format("msa index rope (rotate-half, first {} lanes)", rope->rotaryDim));
+            const std::int64_t block = std::max<std::int64_t>(1, options.tokens / 4);
+            const std::int64_t topK = std::min<std::int64_t>(bs.topKBlocks, 2);
+            const auto kept = c.msaSelectionOp(bs.indexHeads, bs.indexDim, block, topK);
+            const std::int64_t group = spec.numHeads / spec.numKvHeads;
+            c.attentionOp(group, 1, spec.headDim, spec.headDim, qkScale,
+                fmt::format("attention (MSA, top-{} blocks of {}; checked with top-{} of {})",
+                    bs.topKBlocks, bs.blockSize, topK, block),
+                "native (GEMM per head, selected-key mask)", true, 0, 0, false, kept);
         }
         if (nope && spec.attnTemperatureScale > 0.0) {
             c.temperatureOp(spec.numHeads, spec.headDim);

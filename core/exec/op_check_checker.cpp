@@ -5,6 +5,7 @@
 #include "exec/emulated_ops.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
+#include "exec/msa.h"
 #include "exec/router.h"
 
 #include <fmt/format.h>
@@ -258,6 +259,52 @@ std::vector<std::int64_t> OpChecker::dsaIndexerOp(
             t, dim, moved, t),
         OpKind::Attention, m, "day0-cpu (not on backends)", ref, tgt);
     return refSel;
+}
+
+std::vector<std::int64_t> OpChecker::msaSelectionOp(
+    std::int64_t heads, std::int64_t dim, std::int64_t blockSize, std::int64_t topK)
+{
+    const std::int64_t t = m_options.tokens;
+    const auto q = random(t * heads * dim);
+    const auto k = random(t * dim);
+    BlockSelectionShape shape;
+    shape.queries = t;
+    shape.keys = t;
+    shape.heads = heads;
+    shape.dim = dim;
+    shape.blockSize = blockSize;
+    shape.topK = topK;
+    const auto refSel = selectKeyBlocks<double>(q.data(), k.data(), shape);
+    const PrecisionMode m = mode(OpKind::Attention);
+    auto qf = toFloat(q);
+    auto kf = toFloat(k);
+    roundActivations(qf, m);
+    roundActivations(kf, m);
+    const auto tgtSel = selectKeyBlocks<float>(qf.data(), kf.data(), shape);
+    // The block scores are compared (a block after the query counts 0 on both sides); the
+    // selections they move are counted.
+    auto ref = keyBlockScores<double>(q.data(), k.data(), shape);
+    const auto target = keyBlockScores<float>(qf.data(), kf.data(), shape);
+    std::vector<float> tgt(target.size());
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const bool seen = std::isfinite(ref[i]);
+        tgt[i] = seen ? float(target[i]) : 0.0f;
+        ref[i] = seen ? ref[i] : 0.0;
+    }
+    std::int64_t moved = 0;
+    for (std::int64_t r = 0; r < t * heads; ++r) {
+        moved += std::equal(refSel.begin() + r * topK, refSel.begin() + (r + 1) * topK,
+                     tgtSel.begin() + r * topK)
+            ? 0
+            : 1;
+    }
+    add(fmt::format("msa block scores (max per block of {}; own block + top-{} selection)",
+            blockSize, topK),
+        fmt::format("index q [{}, {}, {}], k [{}, {}]; {} of {} (query, head) rows select other "
+                    "blocks",
+            t, heads, dim, t, dim, moved, t * heads),
+        OpKind::Attention, m, "day0-cpu (not on backends)", ref, tgt);
+    return keysOfBlocks(refSel, shape, 0);
 }
 
 void OpChecker::attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,

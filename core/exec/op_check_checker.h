@@ -72,6 +72,12 @@ public:
     /// queries' top-k selections that moves; returns the fp64 selection.
     std::vector<std::int64_t> dsaIndexerOp(std::int64_t heads, std::int64_t dim, std::int64_t topK);
 
+    /// MiniMax-M3's MSA block selection (msa.h) from target-rounded index q/k against fp64: the
+    /// kept block ids of every query and index head; returns the keys of index head 0's fp64
+    /// selection, for an attention row.
+    std::vector<std::int64_t> msaSelectionOp(
+        std::int64_t heads, std::int64_t dim, std::int64_t blockSize, std::int64_t topK);
+
     void attentionOp(std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim,
         std::int64_t valueDim, double scale, const std::string& name,
         const std::string& implementation, bool causal = true, std::int64_t chunk = 0,

@@ -360,7 +360,16 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the DSA sparse-attention indexer of {}", spec.modelType));
     }
-    if (spec.hiddenAct == "swiglu_oai") {
+    if (spec.blockSparse) {
+        missing.push_back(fmt::format(
+            "sharded runs of the MiniMax-M3 sparse attention (MSA block selection) of {}",
+            spec.modelType));
+    }
+    if (spec.normOffset) {
+        missing.push_back(
+            fmt::format("sharded runs of the (1 + w) RMSNorms of {}", spec.modelType));
+    }
+    if (spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai") {
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
     }

@@ -375,7 +375,8 @@ Result<void> CudaBackend::attention(const float* q, const float* k, const float*
     }
     if (!shape.selectedKeys.empty()) {
         return Error::unsupported(
-            "cuda attention: the DSA per-query key selection is not in the kernel");
+            "cuda attention: the per-query key selection (DSA top-k keys, MiniMax-M3 MSA "
+            "blocks) is not in the kernel");
     }
     kernels::AttentionParams p;
     p.queries = shape.queries;

@@ -31,6 +31,7 @@ import day0_torch_deepseek_v4
 import day0_torch_dsa
 import day0_torch_gemma4
 import day0_torch_qwen3next
+import day0_torch_minimax_m3
 import safetensors_io
 
 
@@ -432,15 +433,16 @@ def llama4_moe_layers(c):
 # a test can show its agreement with the engine depends on each of them (an engine lacking one
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
 # router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2);
-# ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's and DeepSeek-V4's
-# are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES, day0_torch_qwen3next.SWITCHES
-# and day0_torch_deepseek_v4.SWITCHES. Unset in every real use.
+# ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's
+# and MiniMax-M3's are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES,
+# day0_torch_qwen3next.SWITCHES, day0_torch_deepseek_v4.SWITCHES and day0_torch_minimax_m3.SWITCHES.
+# Unset in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
                     "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
                    | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES
-                   | day0_torch_deepseek_v4.SWITCHES)
+                   | day0_torch_deepseek_v4.SWITCHES | day0_torch_minimax_m3.SWITCHES)
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -678,11 +680,16 @@ class Body(nn.Module):
         elif c["model_type"] == "minimax_m2":
             import day0_torch_minimax
             layer = day0_torch_minimax.MiniMaxM2Layer
+        elif c["model_type"] == "minimax_m3":
+            layer = day0_torch_minimax_m3.MiniMaxM3Layer
         else:
             layer = DecoderLayer
         self.layers = nn.ModuleList(layer(c, i) for i in range(c["num_hidden_layers"]))
         norm = GptOssRMSNorm if c["model_type"] == "gpt_oss" else RMSNorm
-        self.norm = norm(c["hidden_size"], c["rms_norm_eps"])
+        if c["model_type"] == "minimax_m3":
+            self.norm = day0_torch_minimax_m3.final_norm(c)
+        else:
+            self.norm = norm(c["hidden_size"], c["rms_norm_eps"])
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
@@ -703,7 +710,7 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
+SUPPORTED = ("nemotron-nas", "minimax_m2", "minimax_m3", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
              "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
              "gemma4", "gemma4_text", "deepseek_v4") + day0_torch_qwen3next.MODEL_TYPES
@@ -755,9 +762,10 @@ def load(folder, dtype=torch.float32):
     if vl:
         tensors = day0_torch_vl.rename(tensors)
         config = flat
-    elif llama4:
+    elif llama4 or config["model_type"] == "minimax_m3":
+        # Llama-4 and MiniMax-M3 keep the text decoder under language_model.
         tensors = {n[len("language_model."):]: t for n, t in tensors.items() if n.startswith("language_model.")}
-        config = flat
+        config = flat if llama4 else config
     # Block-scaled FP8 weights: multiply by their per-block scales (edge blocks are partial).
     block = (config.get("quantization_config") or {}).get("weight_block_size") or [128, 128]
     for name in [n for n in tensors if n.endswith("_scale_inv")]:
