@@ -176,7 +176,43 @@ struct Init {
     /// scale; a per-head norm of weight one commutes with the rotation, which would hide where
     /// Hunyuan places its q/k norms.
     bool liveScales = false;
+    /// Nemotron-H's Mamba-2 parameters drawn at the scale trained ones have (mambaDraw), not
+    /// HF's initialisation: with it the scan's terms would be too small to show in the logits.
+    bool liveMamba = false;
 };
+
+/// How a Mamba-2 mixer tensor is drawn: N(offset, spread²); spread 0: not a Mamba tensor.
+/// HF's initialisation (dt near 0.001-0.1, D one, conv weights of U(±1/2), in_proj of
+/// N(0, 0.02)) leaves the SSM term orders below the D skip at the shrunk width, so that a
+/// broken state, chunking or grouping would not show. These make every term count: in_proj
+/// 5x wider (xBC of order one after the conv), conv weights N(0, 0.5) and a live conv bias,
+/// dt_bias N(0, 0.5) (dt = softplus(·) of order 0.5), A_log N(0, 0.5) (decays of order
+/// exp(-0.5) per token), D and the gated norm's weight around one.
+struct MambaDraw {
+    float offset = 0.0f;
+    float spread = 0.0f;
+};
+
+MambaDraw mambaDraw(const model::TensorSpec& t, float stddev)
+{
+    if (t.name.find(".mixer.") == std::string::npos) {
+        return {};
+    }
+    if (t.name.ends_with(".in_proj.weight")) {
+        return { 0.0f, 5.0f * stddev };
+    }
+    if (t.name.ends_with(".conv1d.weight") || t.name.ends_with(".dt_bias")
+        || t.name.ends_with(".A_log")) {
+        return { 0.0f, 0.5f };
+    }
+    if (t.name.ends_with(".conv1d.bias")) {
+        return { 0.0f, 0.2f };
+    }
+    if (t.name.ends_with(".D") || t.name.ends_with(".mixer.norm.weight")) {
+        return { 1.0f, 0.2f };
+    }
+    return {};
+}
 
 /// A Gemma-4 tensor that multiplies and is one in HF's initialisation.
 bool unitScale(const model::TensorSpec& t)
@@ -262,6 +298,19 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
                 std::memcpy(out.data() + i, &r, std::min<std::size_t>(8, out.size() - i));
             }
             return success();
+        };
+        return source;
+    }
+    if (const MambaDraw m = init.liveMamba ? mambaDraw(t, stddev) : MambaDraw {}; m.spread > 0) {
+        const auto streamed = streamSeed(seed, t.name);
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            std::vector<float> x(numel);
+            fillNormal(x, streamed, m.spread);
+            for (float& v : x) {
+                v += m.offset;
+            }
+            return numerics::convertElements(
+                std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
         };
         return source;
     }
@@ -371,9 +420,12 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
     // MiniMax-M2: a zero selection bias would leave its sigmoid router's bias untested.
+    // Nemotron-H: a zero e_score_correction_bias would leave its router's bias untested.
     const Init init { options.seed, stddev,
-        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2,
-        spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan };
+        spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
+            || spec->family == model::Family::NemotronH,
+        spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan,
+        spec->family == model::Family::NemotronH };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

@@ -266,6 +266,30 @@ void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& o
     }
 }
 
+// What of Nemotron-H the engine (nemotron_h_block.cpp, mamba2.cpp) does not compute.
+void nemotronHUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    if (spec.quantization) {
+        // ModelOpt FP8 / NVFP4 Nemotron checkpoints: shrink generates neither, so no twin has
+        // checked the engine's reading of them.
+        out.push_back(fmt::format("quantised nemotron_h checkpoints ({})",
+            model::quantSchemeName(spec.quantization->scheme)));
+    }
+    if (spec.tieEmbeddings) {
+        out.push_back("tied embeddings of nemotron_h (lm_head read from backbone.embeddings)");
+    }
+    if (spec.mamba && spec.mamba->stateDtype != DType::F32) {
+        out.push_back(fmt::format("a {} SSM state of nemotron_h (mamba_ssm_cache_dtype; the "
+                                  "engine keeps it in the compute type)",
+            dtypeName(spec.mamba->stateDtype)));
+    }
+    if (spec.moe && spec.moe->numGroups > 1) {
+        // HF's NemotronHMoE masks the groups left out with -inf, the engine's router with 0.
+        out.push_back(
+            fmt::format("group-limited routing of nemotron_h (n_group {})", spec.moe->numGroups));
+    }
+}
+
 } // namespace
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
@@ -300,7 +324,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "computes g·σ(1.702·g), gpt-oss's)",
             family, spec.swigluAlpha));
     }
-    if (!spec.gatedMlp) {
+    // Nemotron-H's relu2 MLPs and experts are up/down only (nemotron_h_block.cpp).
+    if (!spec.gatedMlp && spec.family != model::Family::NemotronH) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
     switch (spec.family) {
@@ -308,7 +333,6 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Qwen3Next:
     case model::Family::Qwen35:
     case model::Family::Qwen35Moe:
-    case model::Family::NemotronH:
     case model::Family::DeepseekV4:
     case model::Family::KimiLinear:
         // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): linear
@@ -320,6 +344,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::Gemma4:
         gemma4Unsupported(spec, out);
         break;
+    case model::Family::NemotronH:
+        nemotronHUnsupported(spec, out);
+        break;
     default:
         break;
     }
@@ -327,7 +354,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         if (layer.mixer != model::MixerKind::Attention && layer.mixer != model::MixerKind::Sliding
             && layer.mixer != model::MixerKind::Chunked
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
-            && layer.mixer != model::MixerKind::None) {
+            && layer.mixer != model::MixerKind::None
+            && !(layer.mixer == model::MixerKind::Mamba2
+                && spec.family == model::Family::NemotronH)) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;

@@ -53,6 +53,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     if (spec.family == model::Family::Gemma4) {
         return gemma4Weights(spec);
     }
+    if (spec.family == model::Family::NemotronH) {
+        return nemotronHWeights(spec);
+    }
     std::vector<WeightRequirement> w;
     const std::int64_t h = spec.hiddenSize;
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
@@ -190,6 +193,9 @@ template <typename T> Result<void> Forward<T>::init()
 {
     if (m_spec.family == model::Family::Gemma4) {
         return gemma4Init();
+    }
+    if (m_spec.family == model::Family::NemotronH) {
+        return nemotronHInit();
     }
     if (m_spec.hiddenAct == "swiglu_oai") {
         // gpt-oss: (clamp(up) + 1) · g·σ(α·g) with g = min(gate, limit); with α = 1.702
@@ -381,6 +387,9 @@ template <typename T>
 Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::int64_t start,
     Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm)
 {
+    if (m_spec.family == model::Family::NemotronH) {
+        return nemotronHStep(ids, start, taps, stop); // its own layer kinds and names
+    }
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     if (start + n > m_capacity) {

@@ -12,7 +12,8 @@ temperature tuning, top-k sigmoid MoE with fused 3-D experts and a shared expert
 (attention sinks, alternating sliding-window / full layers, YaRN without truncation, biased top-k
 softmax router, clamped SwiGLU experts with interleaved gate/up, MXFP4 experts dequantised on load), and
 qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)),
-and gemma4's text tower (day0_torch_gemma4.py).
+and gemma4's text tower (day0_torch_gemma4.py), and nemotron_h (Mamba-2 / attention / relu2 MLP /
+latent MoE hybrids, day0_torch_nemotron_h.py).
 """
 
 import glob
@@ -28,6 +29,7 @@ from torch import nn
 
 import day0_torch_dsa
 import day0_torch_gemma4
+import day0_torch_nemotron_h
 import safetensors_io
 
 
@@ -430,12 +432,13 @@ def llama4_moe_layers(c):
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
 # router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2);
 # ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's and Gemma-4's are listed in
-# day0_torch_dsa.SWITCHES and day0_torch_gemma4.SWITCHES. Unset in every real use.
+# day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES and day0_torch_nemotron_h.SWITCHES. Unset
+# in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
                     "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
-                   | day0_torch_gemma4.SWITCHES)
+                   | day0_torch_gemma4.SWITCHES | day0_torch_nemotron_h.SWITCHES)
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -701,7 +704,7 @@ class CausalLM(nn.Module):
 SUPPORTED = ("nemotron-nas", "minimax_m2", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
              "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
-             "gemma4", "gemma4_text")
+             "gemma4", "gemma4_text", "nemotron_h")
 
 
 def glm_moe_dsa_config(config):
@@ -722,6 +725,8 @@ def load(folder, dtype=torch.float32):
         raise NotImplementedError(f"model_type {config.get('model_type')} (supported: {', '.join(SUPPORTED)})")
     if config["model_type"] in ("gemma4", "gemma4_text"):
         return day0_torch_gemma4.load(folder, config, dtype, WITHOUT, safetensors_io.read)
+    if config["model_type"] == "nemotron_h":
+        return day0_torch_nemotron_h.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
     llama4 = config["model_type"] == "llama4"
     if config["model_type"] == "gpt_oss":
