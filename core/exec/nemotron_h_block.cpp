@@ -176,6 +176,9 @@ void Forward<T>::mamba2Mixer(
     // The scan's operators run on the CPU in the compute type (double accumulation); their
     // results are rounded as the attention's are under an emulated precision.
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    if constexpr (std::is_same_v<T, float>) {
+        m_ops.hostOnly("Mamba-2 conv1d, SSD scan and gated norm");
+    }
     std::vector<T> conv = [&] {
         // conv1d.weight [channels, 1, kernel] is [channels, kernel] row-major.
         mamba2Conv(xbc.data(), n, channels, s.kernel, weight(module + ".conv1d.weight"),
@@ -228,6 +231,9 @@ void Forward<T>::relu2Mlp(const std::string& module, const T* x, T* out, std::in
     std::vector<T> u(std::size_t(n * inter));
     linear(module + ".up_proj", x, u.data(), n, in, inter, OpKind::Linear, layer, taps, capture);
     // ACT2FN["relu2"]: relu(x)².
+    if constexpr (std::is_same_v<T, float>) {
+        m_ops.hostOnly("relu2 activation");
+    }
     for (T& v : u) {
         v = v > T(0) ? v * v : T(0);
     }

@@ -100,6 +100,12 @@ public:
 
     void router(const std::string& name);
 
+    /// Nemotron-H's Mamba-2 operators (mamba2.h; op_check_mamba2.cpp): the conv1d + SiLU with
+    /// its carried state, dt's softplus, the SSD scan in its chunked and recurrent forms (each
+    /// against the fp64 recurrence) and the gated group RMSNorm; and the relu2 activation.
+    void mamba2Ops();
+    void relu2Op(std::int64_t width, const std::string& name);
+
     std::vector<OpCheckRow> take() { return std::move(m_rows); }
 
 private:

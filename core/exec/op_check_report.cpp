@@ -10,6 +10,25 @@ namespace day0::exec {
 
 namespace detail {
 
+namespace {
+
+bool firstOfKind(const model::ModelSpec& spec, int layer)
+{
+    if (spec.family != model::Family::NemotronH) {
+        return false;
+    }
+    const auto& mine = spec.layers[std::size_t(layer)];
+    for (int l = 0; l < layer; ++l) {
+        const auto& other = spec.layers[std::size_t(l)];
+        if (other.mixer == mine.mixer && other.ffn == mine.ffn) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
 std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     const model::ModelSpec& spec)
 {
@@ -24,7 +43,8 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     std::set<std::string> seen;
     for (const auto& req : requiredWeights(spec)) {
         if (req.shape.size() != 2 || !req.name.ends_with(".weight")
-            || req.name == "model.embed_tokens.weight") {
+            || req.name == "model.embed_tokens.weight"
+            || req.name.ends_with(".embeddings.weight")) {
             continue;
         }
         std::string module = req.name.substr(0, req.name.size() - 7);
@@ -39,10 +59,12 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
             }
             module = "visual" + module.substr(spec.layout.visionPrefix.size());
         } else if (layer >= 0) {
-            if (layer != 0 && layer != firstMoe) {
+            // Nemotron-H: the first layer of each kind (Mamba-2, attention, MLP, MoE).
+            if (layer != 0 && layer != firstMoe && !firstOfKind(spec, layer)) {
                 continue;
             }
-            module = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
+            const auto layers = module.find("layers.");
+            module = module.substr(module.find('.', layers + 7) + 1);
             // Gemma-4's experts and router sit in the layer itself ("experts.3.up_proj",
             // "router.proj").
             const bool expert
