@@ -526,6 +526,11 @@ Result<std::vector<std::int64_t>> Engine::Impl::tokensToFeed(const RunOptions& o
 
 Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t rows) const
 {
+    if (spec.family == model::Family::NemotronH) {
+        // Its layers' outputs are captured under backbone.* and no step injects them.
+        return Error::unsupported("inject mode of nemotron_h (the engine injects no reference "
+                                  "state into its backbone.* layers)");
+    }
     std::vector<std::string> anchors { "model.embed_tokens", "model.norm" };
     for (int l = 0; l < int(spec.numLayers); ++l) {
         anchors.push_back(fmt::format("model.layers.{}", l));
