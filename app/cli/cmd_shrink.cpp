@@ -88,6 +88,8 @@ const bool registered = registerCommand({ "shrink",
             "--intermediate", args->options.intermediate, "dense MLP width (default: scaled)");
         app.add_option("--window", args->options.window,
             "sliding window of the layers that have one (default min(W, 4))");
+        app.add_option("--chunk", args->options.chunk,
+            "Mamba-2 chunk_size of the SSD scan (default min(C, 4))");
         app.add_option("--fp8-block", args->options.fp8Block,
             "block size of block-FP8 weights (default: the original's)");
         app.add_option("--seed", args->options.seed, "random seed")->capture_default_str();

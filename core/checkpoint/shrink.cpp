@@ -197,6 +197,9 @@ struct Init {
     bool liveScales = false;
     /// DeepSeek-V4: routed experts, for its hash-routing table (0: no table).
     std::int64_t experts = 0;
+    /// Nemotron-H's Mamba-2 parameters drawn at the scale trained ones have (mambaDraw), not
+    /// HF's initialisation: with it the scan's terms would be too small to show in the logits.
+    bool liveMamba = false;
 };
 
 /// DeepSeek-V4's hyper-connection scales (`hc_attn_scale`, `hc_ffn_scale`, `hc_head_scale`):
@@ -205,6 +208,39 @@ bool isHyperConnectionScale(const model::TensorSpec& t)
 {
     return t.name.ends_with("hc_attn_scale") || t.name.ends_with("hc_ffn_scale")
         || t.name.ends_with("hc_head_scale");
+}
+
+/// How a Mamba-2 mixer tensor is drawn: N(offset, spread²); spread 0: not a Mamba tensor.
+/// HF's initialisation (dt near 0.001-0.1, D one, conv weights of U(±1/2), in_proj of
+/// N(0, 0.02)) leaves the SSM term orders below the D skip at the shrunk width, so that a
+/// broken state, chunking or grouping would not show. These make every term count: in_proj
+/// 5x wider (xBC of order one after the conv), conv weights N(0, 0.5) and a live conv bias,
+/// dt_bias N(0, 0.5) (dt = softplus(·) of order 0.5), A_log N(0, 0.5) (decays of order
+/// exp(-0.5) per token), D and the gated norm's weight around one.
+struct MambaDraw {
+    float offset = 0.0f;
+    float spread = 0.0f;
+};
+
+MambaDraw mambaDraw(const model::TensorSpec& t, float stddev)
+{
+    if (t.name.find(".mixer.") == std::string::npos) {
+        return {};
+    }
+    if (t.name.ends_with(".in_proj.weight")) {
+        return { 0.0f, 5.0f * stddev };
+    }
+    if (t.name.ends_with(".conv1d.weight") || t.name.ends_with(".dt_bias")
+        || t.name.ends_with(".A_log")) {
+        return { 0.0f, 0.5f };
+    }
+    if (t.name.ends_with(".conv1d.bias")) {
+        return { 0.0f, 0.2f };
+    }
+    if (t.name.ends_with(".D") || t.name.ends_with(".mixer.norm.weight")) {
+        return { 1.0f, 0.2f };
+    }
+    return {};
 }
 
 /// A Gemma-4 tensor that multiplies and is one in HF's initialisation.
@@ -316,6 +352,19 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
                 std::memcpy(out.data() + i, &r, std::min<std::size_t>(8, out.size() - i));
             }
             return success();
+        };
+        return source;
+    }
+    if (const MambaDraw m = init.liveMamba ? mambaDraw(t, stddev) : MambaDraw {}; m.spread > 0) {
+        const auto streamed = streamSeed(seed, t.name);
+        source.fill = [=](std::span<std::byte> out) -> Result<void> {
+            std::vector<float> x(numel);
+            fillNormal(x, streamed, m.spread);
+            for (float& v : x) {
+                v += m.offset;
+            }
+            return numerics::convertElements(
+                std::as_bytes(std::span(x)), DType::F32, out, t.dtype, numel);
         };
         return source;
     }
@@ -451,17 +500,20 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     }
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
-    // MiniMax-M2/M3: a zero selection bias would leave its sigmoid router's bias untested;
-    // M3's (1 + w) norms around one too: a uniform per-head norm would commute with the RoPE.
+    // MiniMax-M2/M3, Nemotron-H: a zero selection bias would leave its sigmoid router's bias
+    // untested; M3's (1 + w) norms around one too: a uniform per-head norm would commute with the
+    // RoPE.
     const bool deepseekV4 = spec->family == model::Family::DeepseekV4;
     const Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
-            || spec->family == model::Family::MiniMaxM3 || deepseekV4,
+            || spec->family == model::Family::MiniMaxM3 || spec->family == model::Family::NemotronH
+            || deepseekV4,
         spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
             || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
             || spec->family == model::Family::Qwen35Moe || spec->family == model::Family::MiniMaxM3
             || deepseekV4,
-        deepseekV4 && spec->moe ? spec->moe->numExperts : 0 };
+        deepseekV4 && spec->moe ? spec->moe->numExperts : 0,
+        spec->family == model::Family::NemotronH };
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

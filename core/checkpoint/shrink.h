@@ -40,6 +40,10 @@ inline constexpr double kShrunkSwigluLimit = 0.25;
 /// Gemma-4's final_logit_softcapping in a shrunk model: the shrunk logits' scale, so that the
 /// cap bends them and an engine without it shows.
 inline constexpr double kShrunkLogitSoftcap = 0.5;
+/// The Mamba-2 chunk_size of a shrunk model (Nemotron-H): shorter than the 6-10 token prompts
+/// the tests run and not dividing them, so that a prefill spans several chunks, the last one
+/// partial, and a broken inter-chunk state shows.
+inline constexpr std::int64_t kShrunkMambaChunk = 4;
 
 /// Sizes of a shrunk model; unset values get small defaults that keep every structural feature.
 struct ShrinkOptions {
@@ -54,6 +58,8 @@ struct ShrinkOptions {
         fp8Block; ///< block size of block-FP8 weights (default: the original's)
     /// Sliding window of the layers that have one (default min(original, kShrunkWindow)).
     std::optional<std::int64_t> window;
+    /// Mamba-2 chunk_size of the SSD scan (default min(original, kShrunkMambaChunk)).
+    std::optional<std::int64_t> chunk;
     std::uint64_t seed = 0;
     ShardingOptions sharding { 1'000'000 }; ///< small shards, so the result is sharded
     HashOptions hash;

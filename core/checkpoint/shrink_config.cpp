@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "checkpoint/shrink.h"
+#include "checkpoint/shrink_nemotron_h.h"
 #include "model/config_reader.h"
 
 #include <fmt/format.h>
@@ -603,9 +604,16 @@ Result<nlohmann::ordered_json> shrinkConfig(
     Json out = config;
     const bool nested = has(out, "text_config") && out["text_config"].is_object();
     Json& text = nested ? out["text_config"] : out;
+    const bool nemotronH = detail::isNemotronH(text);
+    if (nemotronH) {
+        DAY0_TRY(detail::shrinkNemotronHPattern(text, options));
+    }
     auto hidden2 = shrinkText(text, options, nested ? "config.json (text_config)" : "config.json");
     if (!hidden2) {
         return hidden2.error();
+    }
+    if (nemotronH) {
+        DAY0_TRY(detail::shrinkNemotronHMixers(text, options, *hidden2));
     }
     const std::int64_t vocab = intOf(text, "vocab_size", intOf(out, "vocab_size", 0));
     const std::int64_t vocab2 = options.vocab.value_or(std::min<std::int64_t>(vocab, 2048));

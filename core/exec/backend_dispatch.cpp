@@ -137,6 +137,18 @@ void BackendDispatch::fellBack(BackendOp op, Clock::time_point started)
     }
 }
 
+void BackendDispatch::hostOnly(const std::string& what)
+{
+    if (m_backend == nullptr) {
+        return;
+    }
+    const std::string note
+        = fmt::format("{} computed on the host CPU (not a backend operator)", what);
+    if (std::find(m_notes.begin(), m_notes.end(), note) == m_notes.end()) {
+        m_notes.push_back(note);
+    }
+}
+
 DispatchReport BackendDispatch::report() const
 {
     DispatchReport r;

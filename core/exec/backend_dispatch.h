@@ -97,6 +97,9 @@ public:
     /// Top-k routing of float router logits; `bias` may be null.
     Routing route(
         const float* logits, std::int64_t tokens, const RouterConfig& config, const float* bias);
+    /// Records, once, that the host computed an operator the Backend interface does not have
+    /// (Nemotron-H's Mamba-2 convolution, scan and gated norm); nothing without a backend.
+    void hostOnly(const std::string& what);
     /// Rows of x grouped by expert (see Backend::permuteTokens).
     void permuteTokens(const float* x, std::int64_t tokens, std::int64_t dim,
         const Routing& routing, std::int64_t numExperts, std::vector<float>& permuted,

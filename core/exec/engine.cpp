@@ -324,6 +324,30 @@ void miniMaxM3Unsupported(const model::ModelSpec& spec, std::vector<std::string>
     }
 }
 
+// What of Nemotron-H the engine (nemotron_h_block.cpp, mamba2.cpp) does not compute.
+void nemotronHUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    if (spec.quantization) {
+        // ModelOpt FP8 / NVFP4 Nemotron checkpoints: shrink generates neither, so no twin has
+        // checked the engine's reading of them.
+        out.push_back(fmt::format("quantised nemotron_h checkpoints ({})",
+            model::quantSchemeName(spec.quantization->scheme)));
+    }
+    if (spec.tieEmbeddings) {
+        out.push_back("tied embeddings of nemotron_h (lm_head read from backbone.embeddings)");
+    }
+    if (spec.mamba && spec.mamba->stateDtype != DType::F32) {
+        out.push_back(fmt::format("a {} SSM state of nemotron_h (mamba_ssm_cache_dtype; the "
+                                  "engine keeps it in the compute type)",
+            dtypeName(spec.mamba->stateDtype)));
+    }
+    if (spec.moe && spec.moe->numGroups > 1) {
+        // HF's NemotronHMoE masks the groups left out with -inf, the engine's router with 0.
+        out.push_back(
+            fmt::format("group-limited routing of nemotron_h (n_group {})", spec.moe->numGroups));
+    }
+}
+
 } // namespace
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
@@ -359,7 +383,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
                                   "computes g·σ(1.702·g), gpt-oss's)",
             family, spec.swigluAlpha));
     }
-    if (!spec.gatedMlp) {
+    // Nemotron-H's relu2 MLPs and experts are up/down only (nemotron_h_block.cpp).
+    if (!spec.gatedMlp && spec.family != model::Family::NemotronH) {
         out.push_back(fmt::format("non-gated MLP of {}", family));
     }
     if (spec.normOffset && spec.family != model::Family::MiniMaxM3 && !detail::isQwenNext(spec)) {
@@ -369,10 +394,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     case model::Family::MiniMaxM3:
         miniMaxM3Unsupported(spec, out);
         break;
-    case model::Family::NemotronH:
     case model::Family::KimiLinear:
-        // TODO(#19): the 2026 attention, MoE and weight-format variants; TODO(#20): Mamba and
-        // Kimi Delta Attention.
+        // TODO(#20): Kimi Delta Attention and its MLA without RoPE, latent MoE and SiTU.
         out.push_back(fmt::format("the {} family (its attention, MoE and layer variants are "
                                   "read and counted, not yet computed)",
             model::familyName(spec.family)));
@@ -390,6 +413,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         out.insert(out.end(), v4.begin(), v4.end());
         break;
     }
+    case model::Family::NemotronH:
+        nemotronHUnsupported(spec, out);
+        break;
     default:
         break;
     }
@@ -401,7 +427,9 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))
             && !(layer.mixer == model::MixerKind::Compressed
                 && spec.family == model::Family::DeepseekV4)
-            && !(layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse)) {
+            && !(layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse)
+            && !(layer.mixer == model::MixerKind::Mamba2
+                && spec.family == model::Family::NemotronH)) {
             out.push_back(
                 fmt::format("{} layers of {}", model::mixerKindName(layer.mixer), family));
             break;
@@ -580,6 +608,11 @@ Result<std::vector<std::int64_t>> Engine::Impl::tokensToFeed(const RunOptions& o
 
 Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t rows) const
 {
+    if (spec.family == model::Family::NemotronH) {
+        // Its layers' outputs are captured under backbone.* and no step injects them.
+        return Error::unsupported("inject mode of nemotron_h (the engine injects no reference "
+                                  "state into its backbone.* layers)");
+    }
     std::vector<std::string> anchors { "model.embed_tokens", "model.norm" };
     for (int l = 0; l < int(spec.numLayers); ++l) {
         anchors.push_back(fmt::format("model.layers.{}", l));

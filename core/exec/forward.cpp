@@ -55,6 +55,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     if (spec.family == model::Family::DeepseekV4) {
         return deepseekV4Weights(spec);
     }
+    if (spec.family == model::Family::NemotronH) {
+        return nemotronHWeights(spec);
+    }
     std::vector<WeightRequirement> w;
     const std::int64_t h = spec.hiddenSize;
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
@@ -207,6 +210,9 @@ template <typename T> Result<void> Forward<T>::init()
     }
     if (m_spec.family == model::Family::DeepseekV4) {
         return deepseekV4Init();
+    }
+    if (m_spec.family == model::Family::NemotronH) {
+        return nemotronHInit();
     }
     // MiniMax-M3 spells it swigluoai: the same form (Automodel minimax_m3_vl swiglu_oai).
     if (m_spec.hiddenAct == "swiglu_oai" || m_spec.hiddenAct == "swigluoai") {
@@ -403,6 +409,9 @@ template <typename T>
 Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::int64_t start,
     Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm)
 {
+    if (m_spec.family == model::Family::NemotronH) {
+        return nemotronHStep(ids, start, taps, stop); // its own layer kinds and names
+    }
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     if (start + n > m_capacity) {

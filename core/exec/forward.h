@@ -63,6 +63,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec);
 std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec);
 /// Those of a DeepSeek-V4 model (deepseek_v4_block.cpp), by its native checkpoint names.
 std::vector<WeightRequirement> deepseekV4Weights(const model::ModelSpec& spec);
+/// Those of a Nemotron-H model (nemotron_h_block.cpp) under its checkpoint names (backbone.*):
+/// per layer its norm and one mixer (Mamba-2, attention, relu2 MLP or latent MoE).
+std::vector<WeightRequirement> nemotronHWeights(const model::ModelSpec& spec);
 /// Gemma-4's RoPE of its full layers (global_head_dim wide; "proportional": the first
 /// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
 /// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
@@ -224,6 +227,18 @@ private:
     Result<void> deepseekV4Init();
     Result<std::vector<T>> deepseekV4Step(
         std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
+    // Nemotron-H (nemotron_h_block.cpp; the Mamba-2 operators in mamba2.cpp).
+    Result<void> nemotronHInit();
+    Result<std::vector<T>> nemotronHStep(
+        std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop);
+    void mamba2Mixer(
+        int layer, const std::string& module, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    void nemotronHAttention(int layer, const std::string& module, const T* x, T* out,
+        std::int64_t n, std::int64_t start, Taps<T>& taps);
+    void relu2Mlp(const std::string& module, const T* x, T* out, std::int64_t n, std::int64_t in,
+        std::int64_t inter, int layer, Taps<T>& taps);
+    void nemotronHMoe(
+        int layer, const std::string& module, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     void visionBlock(int block, T* x, std::int64_t n, std::span<const std::int64_t> rows,
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
@@ -254,6 +269,11 @@ private:
     std::map<std::pair<std::string, int>, std::vector<float>> m_rounded; ///< emulated weights
     BackendDispatch m_ops; ///< the float operators (a backend's or the CPU reference's)
     std::shared_ptr<DeepseekV4Cache<T>> m_v4; ///< DeepSeek-V4's caches; null for other families
+    /// Nemotron-H's Mamba-2 layers: the conv state [conv_kernel − 1, conv channels] (the last
+    /// inputs of the convolution) and the SSM state [heads, head_dim, state] per layer, carried
+    /// from step to step; empty for the other layers.
+    std::vector<std::vector<T>> m_convStates;
+    std::vector<std::vector<T>> m_ssmStates;
 };
 
 /// Reads one forward weight in `compute`, dequantising block-scaled FP8 (engine.cpp), for the

@@ -79,8 +79,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         return Error::badInput("--tokens must be at least 1");
     }
     const bool clamped = spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai";
-    auto act
-        = clamped ? Result<Activation>(Activation::QuickGelu) : parseActivation(spec.hiddenAct);
+    // Nemotron-H: relu2, not gated (relu2Op below); its layers have no RoPE.
+    const bool nemotronH = spec.family == model::Family::NemotronH;
+    auto act = clamped || nemotronH ? Result<Activation>(Activation::QuickGelu)
+                                    : parseActivation(spec.hiddenAct);
     if (!act) {
         return act.error();
     }
@@ -152,14 +154,16 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         setInterleavedMrope(*rope, spec.ropeScaling.mropeSection);
     }
     const bool mrope = !rope->pairComponent.empty();
-    c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
-        qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
-                : (mrope ? "rope (M-RoPE t/h/w sections)"
-                         : (gemma4    ? "rope (sliding layers, default, rotate-half)"
-                                 : v4 ? "rope (compressed layers, yarn, interleaved; the engine "
-                                        "rotates the trailing lanes)"
-                                      : std::string())),
-        mrope);
+    if (!nemotronH) {
+        c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
+            qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
+                    : (mrope ? "rope (M-RoPE t/h/w sections)"
+                             : (gemma4    ? "rope (sliding layers, default, rotate-half)"
+                                     : v4 ? "rope (compressed layers, yarn, interleaved; the "
+                                            "engine rotates the trailing lanes)"
+                                          : std::string())),
+            mrope);
+    }
     if (gemma4) {
         auto full = detail::gemma4Rope(spec, true);
         if (!full) {
@@ -287,6 +291,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     DAY0_TRY(step());
     if (v4) {
         deepseekV4Rows(spec, options.tokens, c);
+    } else if (nemotronH) {
+        c.relu2Op(spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize,
+            "relu2 activation (relu(x)², not gated)");
+        c.mamba2Ops();
     } else if (clamped) {
         c.clampedSwiglu(
             spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize, spec.swigluLimit);

@@ -112,6 +112,11 @@ public:
     /// A row for an operator the engine computes but the checker does not (verdict n/a),
     /// saying where it runs.
     void notChecked(std::string op, std::string shape, std::string implementation);
+    /// Nemotron-H's Mamba-2 operators (mamba2.h; op_check_mamba2.cpp): the conv1d + SiLU with
+    /// its carried state, dt's softplus, the SSD scan in its chunked and recurrent forms (each
+    /// against the fp64 recurrence) and the gated group RMSNorm; and the relu2 activation.
+    void mamba2Ops();
+    void relu2Op(std::int64_t width, const std::string& name);
 
     std::vector<OpCheckRow> take() { return std::move(m_rows); }
 

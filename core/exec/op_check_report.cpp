@@ -10,6 +10,25 @@ namespace day0::exec {
 
 namespace detail {
 
+namespace {
+
+bool firstOfKind(const model::ModelSpec& spec, int layer)
+{
+    if (spec.family != model::Family::NemotronH) {
+        return false;
+    }
+    const auto& mine = spec.layers[std::size_t(layer)];
+    for (int l = 0; l < layer; ++l) {
+        const auto& other = spec.layers[std::size_t(l)];
+        if (other.mixer == mine.mixer && other.ffn == mine.ffn) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
 std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     const model::ModelSpec& spec)
 {
@@ -33,7 +52,8 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     std::set<std::string> seen;
     for (const auto& req : requiredWeights(spec)) {
         if (req.shape.size() != 2 || !req.name.ends_with(".weight")
-            || req.name == "model.embed_tokens.weight" || req.name == "embed.weight") {
+            || req.name == "model.embed_tokens.weight" || req.name == "embed.weight"
+            || req.name.ends_with(".embeddings.weight")) {
             continue;
         }
         std::string module = req.name.substr(0, req.name.size() - 7);
@@ -48,14 +68,16 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
             }
             module = "visual" + module.substr(spec.layout.visionPrefix.size());
         } else if (layer >= 0) {
-            if (layer != 0 && layer != firstMoe && layer != firstAttention) {
+            // The first layer of each kind (Nemotron-H: Mamba-2, attention, MLP, MoE; the hybrids'
+            // first full-attention layer).
+            if (layer != 0 && layer != firstMoe && layer != firstAttention
+                && !firstOfKind(spec, layer)) {
                 continue;
             }
-            // "model.layers.3.", or DeepSeek-V4's native "layers.3.".
-            const std::size_t index = module.starts_with("layers.")
-                ? std::string("layers.").size()
-                : std::string("model.layers.").size();
-            module = module.substr(module.find('.', index) + 1);
+            // "model.layers.3.", DeepSeek-V4's native "layers.3.", Nemotron-H's
+            // "backbone.layers.3.".
+            const auto layers = module.find("layers.");
+            module = module.substr(module.find('.', layers + 7) + 1);
             // Gemma-4's experts and router sit in the layer itself ("experts.3.up_proj",
             // "router.proj").
             const bool expert

@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace day0::model::detail {
 
@@ -355,6 +356,21 @@ Result<void> readNemotronH(const ConfigInput& input, ModelSpec& spec)
     }
     if (s.has("sliding_window")) {
         s.notModelled("sliding_window", "HF's NemotronH attention implements no sliding window");
+    }
+    // dt = softplus(dt + dt_bias) clamped to time_step_limit: the mamba_ssm kernels of HF's
+    // CUDA path and vLLM (which passes (0, inf)) clamp there; the default (0, inf), or an upper
+    // end no float dt reaches (Nemotron 3 Ultra writes 1e308), is the identity after the
+    // softplus, what the engine computes. Another limit is not modelled.
+    if (s.has("time_step_limit")) {
+        const auto& v = s.at("time_step_limit");
+        const bool identity = v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number()
+            && v[0].get<double>() <= 0.0
+            && v[1].get<double>() >= double(std::numeric_limits<float>::max());
+        if (!identity) {
+            s.notModelled("time_step_limit",
+                fmt::format(
+                    "{} clamps dt (the engine computes the default (0, inf))", dumpJson(v)));
+        }
     }
     return readQuantizationOf(input, spec);
 }

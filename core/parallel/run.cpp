@@ -388,6 +388,13 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
                                       "the Lightning indexer, hash-routed sqrtsoftplus MoE)",
             spec.modelType));
     }
+    if (spec.family == model::Family::NemotronH) {
+        // TP / PP sharding of the Mamba-2 mixer (heads and groups split across ranks, conv and
+        // SSM states per rank) is not implemented.
+        missing.push_back(fmt::format("sharded runs of the Mamba-2 mixers of {} (their conv and "
+                                      "SSM states), its relu2 MLPs and latent MoE",
+            spec.modelType));
+    }
     if (spec.family == model::Family::Gemma4) {
         missing.push_back(fmt::format("sharded runs of the Gemma-4 decoder layer of {} (its "
                                       "sandwich norms, per-layer head widths, MoE beside the MLP)",

@@ -47,7 +47,8 @@ DEFAULT_ANCHORS = re.compile(
     r"mlp\.shared_mlp|"
     r"feed_forward|feed_forward\.router|feed_forward\.shared_expert|"
     r"pre_feedforward_layernorm|post_feedforward_layernorm|router|experts))?|"
-    r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+))$")
+    r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+)|"
+    r"backbone\.(embeddings|norm_f|layers\.\d+(\.(norm|mixer|mixer\.norm|mixer\.gate|mixer\.shared_experts))?))$")
 
 
 def fingerprint(config):
