@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 using namespace day0;
@@ -216,6 +217,37 @@ void BM_Bf16EmulatedPrefill(benchmark::State& state)
 }
 BENCHMARK(BM_Bf16EmulatedPrefill)->Unit(benchmark::kMillisecond);
 
+/// A shrunk bundled model's checkpoint and its engine.
+struct ShrunkEngine {
+    exec::OpenedCheckpoint opened;
+    std::optional<exec::Engine> engine;
+};
+
+/// Shrinks `model` into `dir` (cleared first) and creates its engine; nullopt, with the benchmark
+/// skipped saying why, when either fails.
+std::optional<ShrunkEngine> shrunkEngine(benchmark::State& state, const std::string& model,
+    const std::filesystem::path& dir, const checkpoint::ShrinkOptions& so, Progress& progress)
+{
+    std::filesystem::remove_all(dir);
+    if (const auto shrunk = checkpoint::shrinkModel(model, dir, so, progress, {}); !shrunk) {
+        state.SkipWithError(shrunk.error().message.c_str());
+        return std::nullopt;
+    }
+    auto opened = exec::openCheckpoint(dir);
+    if (!opened) {
+        state.SkipWithError(opened.error().message.c_str());
+        return std::nullopt;
+    }
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, progress, {});
+    if (!engine) {
+        state.SkipWithError(engine.error().message.c_str());
+        return std::nullopt;
+    }
+    ShrunkEngine out { std::move(*opened), std::nullopt };
+    out.engine.emplace(std::move(*engine));
+    return out;
+}
+
 /// fp32 prefill of a shrunk bundled model on the engine against its PyTorch twin's float32
 /// forward of the same checkpoint, in the same run.
 void shrunkPrefill(benchmark::State& state, const char* model, const checkpoint::ShrinkOptions& so)
@@ -223,23 +255,13 @@ void shrunkPrefill(benchmark::State& state, const char* model, const checkpoint:
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir
         = std::filesystem::temp_directory_path() / (std::string("day0_exec_bench_") + model);
-    std::filesystem::remove_all(dir);
     Progress progress;
-    const auto shrunk = checkpoint::shrinkModel(model, dir, so, progress, {});
+    auto shrunk = shrunkEngine(state, model, dir, so, progress);
     if (!shrunk) {
-        state.SkipWithError(shrunk.error().message.c_str());
         return;
     }
-    auto opened = exec::openCheckpoint(dir);
-    if (!opened) {
-        state.SkipWithError(opened.error().message.c_str());
-        return;
-    }
-    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, progress, {});
-    if (!engine) {
-        state.SkipWithError(engine.error().message.c_str());
-        return;
-    }
+    const auto* opened = &shrunk->opened;
+    auto& engine = shrunk->engine;
     const std::int64_t tokens = quick() ? 16 : 256;
     exec::RunOptions o;
     o.precision = *exec::parsePrecisionPlan("fp32");
@@ -304,25 +326,14 @@ void BM_Qwen35LongDecode(benchmark::State& state)
     // 100.
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_exec_bench_qwen35_decode";
-    std::filesystem::remove_all(dir);
     checkpoint::ShrinkOptions so;
     so.hidden = quick() ? 128 : 512;
     Progress progress;
-    if (const auto shrunk = checkpoint::shrinkModel("qwen3.5-27b", dir, so, progress, {});
-        !shrunk) {
-        state.SkipWithError(shrunk.error().message.c_str());
+    auto shrunk = shrunkEngine(state, "qwen3.5-27b", dir, so, progress);
+    if (!shrunk) {
         return;
     }
-    auto opened = exec::openCheckpoint(dir);
-    if (!opened) {
-        state.SkipWithError(opened.error().message.c_str());
-        return;
-    }
-    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, progress, {});
-    if (!engine) {
-        state.SkipWithError(engine.error().message.c_str());
-        return;
-    }
+    auto& engine = shrunk->engine;
     const std::int64_t steps = quick() ? 200 : 1000;
     exec::RunOptions o;
     o.precision = *exec::parsePrecisionPlan("fp32");
