@@ -92,6 +92,9 @@ const bool registered = registerCommand({ "shrink",
             "Mamba-2 chunk_size of the SSD scan (default min(C, 4))");
         app.add_option("--fp8-block", args->options.fp8Block,
             "block size of block-FP8 weights (default: the original's)");
+        app.add_flag("--unquantized", args->options.unquantized,
+            "write the shrunk model unquantised (bf16) for weight formats shrink does not "
+            "generate (FP4, E8M0-scaled FP8, ModelOpt): its config drops quantization_config");
         app.add_option("--seed", args->options.seed, "random seed")->capture_default_str();
         app.add_option("--max-shard-size", args->maxShardMb, "shard size limit in MB")
             ->capture_default_str();

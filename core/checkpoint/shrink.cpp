@@ -98,8 +98,8 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
         && spec.quantization->scheme != model::QuantScheme::PackedInt
         && spec.quantization->scheme != model::QuantScheme::Mxfp4) {
         return Error::unsupported(fmt::format("{}: shrink does not generate {} weights ({}); "
-                                              "shrink the BF16 release, or `day0 convert` this "
-                                              "checkpoint to BF16 first",
+                                              "shrink the BF16 release, `day0 convert` this "
+                                              "checkpoint to BF16 first, or pass --unquantized",
             origin, model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
     }
     if (spec.quantization && spec.quantization->scheme == model::QuantScheme::BlockFp8
@@ -107,12 +107,13 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
         // DeepSeek-V4's ue8m0 `.scale` tensors: the block scales would have to be rounded to
         // powers of two before quantising, which shrink does not do.
         return Error::unsupported(fmt::format("{}: shrink does not generate block FP8 weights "
-                                              "with F8_E8M0 scales (scale_fmt ue8m0); shrink the "
-                                              "config without its quantization_config",
+                                              "with F8_E8M0 scales (scale_fmt ue8m0); pass "
+                                              "--unquantized for an unquantised shrunk model",
             origin));
     }
     if (spec.quantization && spec.quantization->expertScheme) {
-        return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights",
+        return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights; "
+                                              "pass --unquantized for an unquantised shrunk model",
             origin, model::quantSchemeName(*spec.quantization->expertScheme)));
     }
     return success();
@@ -449,9 +450,32 @@ Result<ShrinkPlan> planShrink(const std::string& modelArg, const ShrinkOptions& 
     if (!parsed) {
         return parsed.error();
     }
+    // --unquantized: the config as the BF16 release would have it (no weight format).
+    if (options.unquantized) {
+        for (auto* c : { &parsed->value,
+                 parsed->value.contains("text_config") && parsed->value["text_config"].is_object()
+                     ? &parsed->value["text_config"]
+                     : nullptr }) {
+            if (c != nullptr) {
+                c->erase("quantization_config");
+                c->erase("expert_dtype"); // DeepSeek-V4: its routed experts' FP4
+            }
+        }
+    }
     // The original must read exactly (every key modelled): a shrunk copy of structure Day0
     // does not model would not be the same architecture.
-    auto original = model::readConfigFile(*configPath);
+    const std::string origin
+        = displayPath(*configPath) + (options.unquantized ? " (unquantized)" : "");
+    auto original = [&]() -> Result<model::ModelSpec> {
+        if (!options.unquantized) {
+            return model::readConfigFile(*configPath);
+        }
+        auto plain = parsePythonJson(dumpPythonJson(parsed->value, 0), origin);
+        if (!plain) {
+            return plain.error();
+        }
+        return model::readConfig(plain->value, origin);
+    }();
     if (!original) {
         return original.error();
     }

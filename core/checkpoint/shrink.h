@@ -60,6 +60,11 @@ struct ShrinkOptions {
     std::optional<std::int64_t> window;
     /// Mamba-2 chunk_size of the SSD scan (default min(original, kShrunkMambaChunk)).
     std::optional<std::int64_t> chunk;
+    /// Drop the weight format: the shrunk model is written unquantised (bf16), as if from the
+    /// BF16 release, for formats shrink does not generate (FP4, E8M0-scaled FP8, ModelOpt). Its
+    /// config loses quantization_config (top level and text_config) and DeepSeek-V4's
+    /// expert_dtype, and a ModelOpt hf_quant_config.json beside it is not read.
+    bool unquantized = false;
     std::uint64_t seed = 0;
     ShardingOptions sharding { 1'000'000 }; ///< small shards, so the result is sharded
     HashOptions hash;

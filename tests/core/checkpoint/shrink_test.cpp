@@ -157,5 +157,45 @@ TEST(ShrinkWindow, WindowsOverFourBecomeFourUnlessToldOtherwise)
     EXPECT_EQ(small->value("sliding_window", Json()), qwen.value("sliding_window", Json()));
 }
 
+TEST(ShrinkUnquantized, FormatsShrinkDoesNotGenerateBecomeUnquantisedOnRequest)
+{
+    // DeepSeek-V4 (E8M0-scaled FP8, FP4 experts), Nemotron-3 Super (ModelOpt FP8 in its
+    // hf_quant_config.json sidecar) and Kimi-K3 (packed MXFP4 in text_config): refused, naming
+    // the way out; with --unquantized the same architecture without its weight format.
+    // (Kimi-K3 then stops at its linear_attn_config layer lists, which shrink does not cut yet.)
+    const auto dir = test::scratch("unquantized");
+    Progress progress;
+    for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8", "kimi-k3" }) {
+        SCOPED_TRACE(model);
+        auto refused = planShrink(model, {});
+        ASSERT_FALSE(refused.ok());
+        EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
+        EXPECT_NE(refused.error().message.find("--unquantized"), std::string::npos)
+            << refused.error().message;
+    }
+    for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8" }) {
+        SCOPED_TRACE(model);
+        ShrinkOptions options;
+        options.unquantized = true;
+        auto plan = planShrink(model, options);
+        ASSERT_TRUE(plan.ok()) << plan.error().message;
+        EXPECT_FALSE(plan->original.quantization.has_value());
+        EXPECT_FALSE(plan->spec.quantization.has_value());
+        EXPECT_EQ(plan->spec.family, plan->original.family);
+        EXPECT_FALSE(plan->config.contains("quantization_config"));
+        EXPECT_FALSE(plan->config.contains("expert_dtype"));
+    }
+    ShrinkOptions options;
+    options.unquantized = true;
+    auto written = shrinkModel("deepseek-v4-flash", dir / "v4", options, progress, {});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto ckpt = Checkpoint::open(dir / "v4");
+    ASSERT_TRUE(ckpt.ok()) << ckpt.error().message;
+    EXPECT_FALSE(ckpt->hasErrors());
+    auto arch = checkAgainstConfig(*ckpt);
+    ASSERT_TRUE(arch.ok() && arch->has_value());
+    EXPECT_TRUE((*arch)->ok());
+}
+
 } // namespace
 } // namespace day0::checkpoint
