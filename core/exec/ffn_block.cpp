@@ -43,6 +43,33 @@ void Forward<T>::mlp(const std::string& module, const std::string& gate, const s
 }
 
 template <typename T>
+Routing Forward<T>::routeAndRecord(const std::string& router, const T* logits, std::int64_t n,
+    std::int64_t experts, const T* bias, Taps<T>& taps)
+{
+    Routing routing;
+    if constexpr (std::is_same_v<T, float>) {
+        routing = m_ops.route(logits, n, m_router, bias);
+    } else {
+        routing = route(logits, n, m_router, bias);
+    }
+    taps.recordIds(router + "#topk", routing.experts, { n, routing.k });
+    // Sigmoid routers rank by σ(logit) + bias, which the logits alone do not give: recorded so
+    // that a comparison measures a flipped choice's margin on that scale.
+    const std::string scoreName = router + "#score";
+    if (m_router.scoring == model::RouterScoring::Sigmoid && taps.wants(scoreName)) {
+        std::vector<double> selection;
+        if constexpr (std::is_same_v<T, float>) {
+            selection = selectionScoresFloat(logits, n, m_router, bias);
+        } else {
+            selection = selectionScores(logits, n, m_router, bias);
+        }
+        const std::vector<T> recorded(selection.begin(), selection.end());
+        taps.record(scoreName, recorded.data(), { n, experts }, "router_score");
+    }
+    return routing;
+}
+
+template <typename T>
 void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps)
 {
     const LayerNames names = layerNames(m_spec, layer);
@@ -52,27 +79,8 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     std::vector<T> logits(std::size_t(n * e));
     linear(names.router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
     taps.record(names.router, logits.data(), { n, e }, "router");
-    const T* bias = weight(names.scoreBias);
-    Routing routing;
-    if constexpr (std::is_same_v<T, float>) {
-        routing = m_ops.route(logits.data(), n, m_router, bias);
-    } else {
-        routing = route(logits.data(), n, m_router, bias);
-    }
-    taps.recordIds(names.router + "#topk", routing.experts, { n, routing.k });
-    // Sigmoid routers rank by σ(logit) + bias, which the logits alone do not give: recorded so
-    // that a comparison measures a flipped choice's margin on that scale.
-    const std::string scoreName = names.router + "#score";
-    if (m_router.scoring == model::RouterScoring::Sigmoid && taps.wants(scoreName)) {
-        std::vector<double> selection;
-        if constexpr (std::is_same_v<T, float>) {
-            selection = selectionScoresFloat(logits.data(), n, m_router, bias);
-        } else {
-            selection = selectionScores(logits.data(), n, m_router, bias);
-        }
-        const std::vector<T> recorded(selection.begin(), selection.end());
-        taps.record(scoreName, recorded.data(), { n, e }, "router_score");
-    }
+    const Routing routing
+        = routeAndRecord(names.router, logits.data(), n, e, weight(names.scoreBias), taps);
     // Llama-4 (Llama4TextMoe) scales the expert's input by the router score, not its output.
     const bool scaleInput = m_spec.family == model::Family::Llama4;
 

@@ -210,6 +210,11 @@ private:
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
         Taps<T>& taps);
     void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    /// Routes the router logits [n, experts] (`bias`: the sigmoid router's selection bias, or
+    /// null) and records the choices as `<router>#topk` and, for a sigmoid router, the scores it
+    /// ranks by as `<router>#score` (a flipped choice's margin is measured on that scale).
+    Routing routeAndRecord(const std::string& router, const T* logits, std::int64_t n,
+        std::int64_t experts, const T* bias, Taps<T>& taps);
     void layerNormOp(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim,
         int layer, double eps);
     // Gemma-4's text tower (gemma4_block.cpp).

@@ -283,13 +283,7 @@ void Forward<T>::gemma4Experts(int layer, const T* residual, T* out, std::int64_
     taps.record(p + ".router", logits.data(), { n, e }, "router");
     // Softmax over every expert, top-k of the probabilities, renormalised (routerConfig: the
     // reader's Softmax scoring with normTopkProb), then each weight times its expert's scale.
-    Routing routing;
-    if constexpr (std::is_same_v<T, float>) {
-        routing = m_ops.route(logits.data(), n, m_router, nullptr);
-    } else {
-        routing = route(logits.data(), n, m_router, nullptr);
-    }
-    taps.recordIds(p + ".router#topk", routing.experts, { n, routing.k });
+    Routing routing = routeAndRecord(p + ".router", logits.data(), n, e, nullptr, taps);
     const T* perExpert = weight(p + ".router.per_expert_scale");
     for (std::size_t i = 0; i < routing.experts.size(); ++i) {
         routing.weights[i] *= double(perExpert[routing.experts[i]]);

@@ -254,14 +254,8 @@ void Forward<T>::nemotronHMoe(
     std::vector<T> logits(std::size_t(n * e));
     linear(router, x, logits.data(), n, h, e, OpKind::Router, layer, taps, false);
     taps.record(router, logits.data(), { n, e }, "router");
-    const T* bias = weight(router + ".e_score_correction_bias");
-    Routing routing;
-    if constexpr (std::is_same_v<T, float>) {
-        routing = m_ops.route(logits.data(), n, m_router, bias);
-    } else {
-        routing = route(logits.data(), n, m_router, bias);
-    }
-    taps.recordIds(router + "#topk", routing.experts, { n, routing.k });
+    const Routing routing = routeAndRecord(
+        router, logits.data(), n, e, weight(router + ".e_score_correction_bias"), taps);
     // The experts' input: the latent projection of the block's input (Super), or the input.
     std::vector<T> latent;
     const T* input = x;
