@@ -86,29 +86,25 @@ HyperMaps hyperMaps(const WeightTable& w, const std::string& p, const T* streams
                 c[j * s + k] = c[j * s + k] / sum + hc.eps;
             }
         }
-        const auto columns = [&] {
-            for (std::int64_t k = 0; k < s; ++k) {
+        // Sinkhorn: each column (then each row and column again) divided by its sum + eps.
+        const auto normalise = [&](bool rows) {
+            const auto at = [&](std::int64_t a, std::int64_t b) -> double& {
+                return rows ? c[a * s + b] : c[b * s + a];
+            };
+            for (std::int64_t a = 0; a < s; ++a) {
                 double sum = 0.0;
-                for (std::int64_t j = 0; j < s; ++j) {
-                    sum += c[j * s + k];
+                for (std::int64_t b = 0; b < s; ++b) {
+                    sum += at(a, b);
                 }
-                for (std::int64_t j = 0; j < s; ++j) {
-                    c[j * s + k] /= sum + hc.eps;
+                for (std::int64_t b = 0; b < s; ++b) {
+                    at(a, b) /= sum + hc.eps;
                 }
             }
         };
-        columns();
+        normalise(false);
         for (std::int64_t it = 0; it + 1 < hc.sinkhornIters; ++it) {
-            for (std::int64_t j = 0; j < s; ++j) {
-                double sum = 0.0;
-                for (std::int64_t k = 0; k < s; ++k) {
-                    sum += c[j * s + k];
-                }
-                for (std::int64_t k = 0; k < s; ++k) {
-                    c[j * s + k] /= sum + hc.eps;
-                }
-            }
-            columns();
+            normalise(true);
+            normalise(false);
         }
     }
     return m;
