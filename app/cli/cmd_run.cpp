@@ -44,6 +44,7 @@ struct RunArgs {
     std::string ids;
     std::string image;
     std::int64_t tokens = 8;
+    std::int64_t deltaChunk = 64;
     std::string dump;
     bool inject = false;
     bool fp32Leg = false;
@@ -257,6 +258,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         o.image = std::move(*image);
     }
     o.newTokens = a.tokens;
+    o.linearAttentionChunk = a.deltaChunk;
     o.capture.inputs = a.inputs;
     o.capture.projections = a.projections;
     o.capture.statsOnly = a.statsOnly;
@@ -412,6 +414,11 @@ const bool registered = registerCommand({ "run",
         app.add_option("--device", a->device,
             "device index for a GPU backend (default 0; MPI ranks of --plan: their local rank)");
         app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
+        app.add_option("--delta-chunk", a->deltaChunk,
+               "tokens per chunk of the Gated DeltaNet delta rule in a prefill (Qwen3-Next, "
+               "Qwen3.5; default 64, transformers' chunk_size): chunk boundaries move, the "
+               "logits must not")
+            ->check(CLI::Range(1, 1048576));
         app.add_option("--dump", a->dump, "write the dump(s) to this folder");
         app.add_option("--trace", a->trace,
             "write the run's trace (Chrome JSON) here (default: trace.json in the --dump folder)");

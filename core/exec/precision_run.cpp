@@ -60,6 +60,7 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     run.promptIds = options.promptIds;
     run.image = options.image;
     run.newTokens = options.newTokens;
+    run.linearAttentionChunk = options.linearAttentionChunk;
     run.capture = options.capture;
     if (options.reference) {
         auto e = engine(referenceF64);

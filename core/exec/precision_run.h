@@ -20,6 +20,8 @@ struct PrecisionRunOptions {
     bool inject = false; ///< also run the target with every layer fed the reference's inputs
     std::vector<std::int64_t> promptIds;
     std::int64_t newTokens = 8;
+    /// Tokens per chunk of the Gated DeltaNet delta rule in a prefill (RunOptions), every run.
+    std::int64_t linearAttentionChunk = 64;
     std::optional<ImageInput> image; ///< vision-language models: the image of the prompt
     CaptureOptions capture;
     const numerics::ToleranceTable* table = nullptr; ///< needed with a reference

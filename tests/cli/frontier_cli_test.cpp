@@ -194,3 +194,38 @@ TEST(CliFrontier, ShrinkGeneratesGptOssMxfp4Experts)
     const auto verify = runDay0({ "verify", dir + "/oss", "-q" });
     EXPECT_EQ(verify.exitCode, 0) << verify.out << verify.err;
 }
+
+TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
+{
+    const std::string dir = scratchDir("frontier_unquantized");
+    // DeepSeek-V4 ships formats shrink does not write: refused, naming the flag that leaves
+    // them out; with it, an unquantised shrunk model that verifies and runs.
+    const auto refused = runDay0({ "shrink", "deepseek-v4-flash", "--out", dir + "/refused" });
+    EXPECT_EQ(refused.exitCode, 2);
+    EXPECT_TRUE(oneLine(refused.err)) << refused.err;
+    EXPECT_TRUE(contains(refused.err, "--unquantized")) << refused.err;
+    const auto v4
+        = runDay0({ "shrink", "deepseek-v4-flash", "--unquantized", "--out", dir + "/v4", "-q" });
+    ASSERT_EQ(v4.exitCode, 0) << v4.err;
+    EXPECT_FALSE(readJson(dir + "/v4/config.json").contains("quantization_config"));
+    const auto run = runDay0({ "run", dir + "/v4", "--ids", "5,17,42,99,7,3,11,23", "--tokens", "2",
+        "--reference", "fp64", "--no-record", "-q" });
+    EXPECT_EQ(run.exitCode, 0) << run.out << run.err;
+
+    // Qwen3.5's delta rule chunked every 3 tokens or every 64: the same fp64 logits.
+    const auto qwen = runDay0({ "shrink", "qwen3.5-27b", "--out", dir + "/qwen", "-q" });
+    ASSERT_EQ(qwen.exitCode, 0) << qwen.err;
+    for (const char* chunk : { "64", "3" }) {
+        const auto r = runDay0({ "run", dir + "/qwen", "--ids", "5,17,42,99,7,3,11,23,64,8",
+            "--tokens", "2", "--precision", "fp64", "--delta-chunk", chunk, "--dump",
+            dir + "/dump" + chunk, "--no-record", "-q" });
+        ASSERT_EQ(r.exitCode, 0) << r.err;
+    }
+    const auto same = runDay0({ "compare", dir + "/dump64", dir + "/dump3", "--no-record" });
+    EXPECT_EQ(same.exitCode, 0) << same.out << same.err;
+    EXPECT_TRUE(contains(same.out, "0 fail")) << same.out;
+    const auto bad
+        = runDay0({ "run", dir + "/qwen", "--ids", "5,17", "--delta-chunk", "0", "--no-record" });
+    EXPECT_EQ(bad.exitCode, 2);
+    EXPECT_TRUE(contains(bad.err, "--delta-chunk")) << bad.err;
+}
