@@ -55,19 +55,18 @@ HyperMaps hyperMaps(const WeightTable& w, const std::string& p, const T* streams
         m.post.resize(std::size_t(n * s));
         m.comb.resize(std::size_t(n * s * s));
     }
-    const auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
     for (std::int64_t t = 0; t < n; ++t) {
         const T* row = mixes.data() + t * mix;
         for (std::int64_t j = 0; j < s; ++j) {
             m.pre[std::size_t(t * s + j)]
-                = sig(double(row[j]) * double(scale[0]) + double(base[j])) + hc.eps;
+                = sigmoid(double(row[j]) * double(scale[0]) + double(base[j])) + hc.eps;
         }
         if (head) {
             continue;
         }
         for (std::int64_t j = 0; j < s; ++j) {
             m.post[std::size_t(t * s + j)]
-                = 2.0 * sig(double(row[s + j]) * double(scale[1]) + double(base[s + j]));
+                = 2.0 * sigmoid(double(row[s + j]) * double(scale[1]) + double(base[s + j]));
         }
         double* c = m.comb.data() + t * s * s;
         for (std::int64_t j = 0; j < s; ++j) {
@@ -364,9 +363,7 @@ void routeTokens(const LayerStep<T>& st, std::span<const std::int64_t> ids, cons
     std::vector<std::int64_t> order(static_cast<std::size_t>(e));
     for (std::int64_t t = 0; t < st.n; ++t) {
         for (std::int64_t j = 0; j < e; ++j) {
-            // softplus as torch's: x itself above 20.
-            const double v = double(logits[std::size_t(t * e + j)]);
-            score[std::size_t(j)] = std::sqrt(v > 20.0 ? v : std::log1p(std::exp(v)));
+            score[std::size_t(j)] = std::sqrt(softplus(double(logits[std::size_t(t * e + j)])));
         }
         std::int64_t* pick = chosen.data() + t * k;
         if (table != nullptr) {

@@ -33,11 +33,6 @@ namespace day0::exec {
 
 namespace {
 
-template <typename T> T sigmoidOf(T x) { return T(1) / (T(1) + std::exp(-x)); }
-
-// torch.nn.functional.softplus (beta 1, threshold 20).
-template <typename T> T softplus(T x) { return x > T(20) ? x : T(std::log1p(std::exp(x))); }
-
 } // namespace
 
 template <typename T>
@@ -55,7 +50,7 @@ void causalConv1dSilu(const T* x, T* y, std::int64_t tokens, std::int64_t channe
             for (std::int64_t j = 0; j < kernel; ++j) {
                 sum += w[c * kernel + j] * input(t + j, c);
             }
-            y[t * channels + c] = sum * sigmoidOf(sum);
+            y[t * channels + c] = sum * sigmoid(sum);
         }
     }
     // The new window: the last `past` inputs of window ++ x.
@@ -377,7 +372,7 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t j = 0; j < nv; ++j) {
             const std::size_t i = std::size_t(t * nv + j);
-            beta[i] = sigmoidOf(b[i]);
+            beta[i] = sigmoid(b[i]);
             g[i] = -std::exp(aLog[j]) * softplus(a[i] + dtBias[j]);
         }
     }
@@ -414,7 +409,7 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
         roundAct(o, dv, normMode);
         const T* zr = z.data() + row * dv;
         for (std::int64_t i = 0; i < dv; ++i) {
-            o[i] *= zr[i] * sigmoidOf(zr[i]);
+            o[i] *= zr[i] * sigmoid(zr[i]);
         }
         roundAct(o, dv, normMode);
     }

@@ -1,6 +1,8 @@
 // The Mamba-2 operators (see mamba2.h for the references).
 #include "exec/mamba2.h"
 
+#include "exec/ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,7 +11,7 @@ namespace day0::exec {
 
 namespace {
 
-double silu(double v) { return v / (1.0 + std::exp(-v)); }
+double silu(double v) { return v * sigmoid(v); }
 
 } // namespace
 
@@ -39,7 +41,7 @@ template <typename T> void mamba2Dt(T* dt, std::int64_t n, std::int64_t heads, c
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t h = 0; h < heads; ++h) {
             const double v = double(dt[t * heads + h]) + double(dtBias[h]);
-            dt[t * heads + h] = T(v > 20.0 ? v : std::log1p(std::exp(v)));
+            dt[t * heads + h] = T(softplus(v));
         }
     }
 }

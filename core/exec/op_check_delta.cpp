@@ -4,6 +4,7 @@
 #include "exec/emulated_ops.h"
 #include "exec/gated_delta_net.h"
 #include "exec/op_check_checker.h"
+#include "exec/ops.h"
 
 #include <fmt/format.h>
 
@@ -13,8 +14,6 @@
 namespace day0::exec::detail {
 
 namespace {
-
-template <typename T> T sigmoidOf(T x) { return T(1) / (T(1) + std::exp(-x)); }
 
 } // namespace
 
@@ -68,7 +67,7 @@ void OpChecker::gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outp
     auto beta = random(n * la.valueHeads);
     for (std::size_t i = 0; i < g.size(); ++i) {
         g[i] = -std::fabs(g[i]);
-        beta[i] = sigmoidOf(beta[i]);
+        beta[i] = sigmoid(beta[i]);
     }
     std::vector<double> state(std::size_t(la.valueHeads * la.keyHeadDim * la.valueHeadDim), 0.0);
     std::vector<double> ref(v.size());
@@ -126,12 +125,12 @@ void OpChecker::gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outp
             const float invF = float(1.0 / std::sqrt(sumF / double(dv) + m_spec.normEps));
             for (std::int64_t i = 0; i < dv; ++i) {
                 const auto j = std::size_t(r * dv + i);
-                ref[j] = o[j] * inv * w[std::size_t(i)] * z[j] * sigmoidOf(z[j]);
+                ref[j] = o[j] * inv * w[std::size_t(i)] * z[j] * sigmoid(z[j]);
                 float y = tgt[j] * invF;
                 roundActivations({ &y, 1 }, nm);
                 y *= float(w[std::size_t(i)]);
                 roundActivations({ &y, 1 }, nm);
-                tgt[j] = y * zf[j] * sigmoidOf(zf[j]);
+                tgt[j] = y * zf[j] * sigmoid(zf[j]);
             }
         }
         roundActivations(tgt, nm);
@@ -148,8 +147,8 @@ void OpChecker::gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outp
         const auto gateF = toFloat(gate);
         roundActivations(tgt, m);
         for (std::size_t i = 0; i < ref.size(); ++i) {
-            ref[i] = x[i] * sigmoidOf(gate[i]);
-            tgt[i] *= sigmoidOf(gateF[i]);
+            ref[i] = x[i] * sigmoid(gate[i]);
+            tgt[i] *= sigmoid(gateF[i]);
         }
         roundActivations(tgt, m);
         add("attention output gate (· sigmoid(gate))", fmt::format("[{}, {}]", n, width),

@@ -34,8 +34,6 @@ template <typename Fn> void forRows(std::int64_t rows, std::int64_t workPerRow, 
     });
 }
 
-template <typename T> T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-
 template <typename T> T applyActivation(T x, Activation act)
 {
     switch (act) {

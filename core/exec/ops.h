@@ -2,6 +2,7 @@
 
 #include "base/result.h"
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -12,6 +13,11 @@ namespace day0::exec {
 // low-precision runs) and double (the fp64 reference). Matrix products go through OpenBLAS;
 // everything else is plain loops, parallel over rows where that pays. All functions are
 // thread-safe for distinct output buffers.
+
+/// The logistic sigmoid 1 / (1 + e⁻ˣ).
+template <typename T> T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+/// torch.nn.functional.softplus (beta 1, threshold 20): log(1 + eˣ), x itself above 20.
+template <typename T> T softplus(T x) { return x > T(20) ? x : T(std::log1p(std::exp(x))); }
 
 /// C[M,N] = A[M,K] · B[N,K]ᵀ (+ C if accumulate): the HF linear layout (weights [out, in]).
 template <typename T>
