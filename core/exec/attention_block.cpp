@@ -44,7 +44,8 @@ void Forward<T>::causalAttention(int layer, const T* q, std::int64_t n, std::int
     std::int64_t heads, std::int64_t kvHeads, std::int64_t headDim, std::int64_t valueDim,
     double scale, T* out, std::span<const std::int64_t> selected)
 {
-    const Cache& cache = m_caches[std::size_t(layer)];
+    const Cache& cache
+        = m_caches[std::size_t(m_kvSource.empty() ? layer : m_kvSource[std::size_t(layer)])];
     AttentionShape shape = decoderAttentionShape(
         m_spec.layers[std::size_t(layer)], n, start, heads, kvHeads, headDim, valueDim, scale);
     if (!m_sinks.empty()) {

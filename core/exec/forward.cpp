@@ -472,6 +472,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     }
     if (m_spec.family == model::Family::Gemma4) {
         gemma4ScaleEmbedding(hidden.data(), n);
+        if (m_spec.perLayerInputSize > 0) {
+            DAY0_TRY(gemma4PerLayerInputs(ids, hidden.data(), n, taps));
+        }
     }
     taps.record("model.embed_tokens", hidden.data(), { n, h });
     for (int l = 0; l < int(m_spec.numLayers); ++l) {

@@ -220,10 +220,16 @@ private:
     // Gemma-4's text tower (gemma4_block.cpp).
     Result<void> gemma4Init();
     void gemma4ScaleEmbedding(T* hidden, std::int64_t n);
+    /// Gemma-4's per-layer inputs of the step's tokens into m_perLayerInputs [n, layers, width]
+    /// from their ids and their scaled embeddings.
+    Result<void> gemma4PerLayerInputs(
+        std::span<const std::int64_t> ids, const T* embedded, std::int64_t n, Taps<T>& taps);
     void gemma4Layer(int layer, T* hidden, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void gemma4Attention(
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void gemma4Experts(int layer, const T* residual, T* out, std::int64_t n, Taps<T>& taps);
+    /// Projects, normalises and rotates the layer's keys and values into its cache.
+    void gemma4KeysValues(int layer, const T* x, std::int64_t n, std::int64_t start, Taps<T>& taps);
     void softCapLogits(T* logits, std::int64_t count);
     // Qwen3-Next / Qwen3.5 linear attention (gated_delta_net.cpp).
     void gatedDeltaNetInit();
@@ -257,6 +263,10 @@ private:
     Rope m_slidingRope; ///< Gemma-4: the sliding layers' RoPE (m_rope: the full layers')
     double m_attentionScale = 1.0;
     std::vector<Cache> m_caches;
+    /// The cache each layer's attention reads: its own, or for Gemma-4's KV-shared layers the
+    /// last unshared layer of its kind. Empty: every layer its own.
+    std::vector<int> m_kvSource;
+    std::vector<T> m_perLayerInputs; ///< Gemma-4: the step's per-layer inputs [n, layers, width]
     std::vector<std::int64_t> m_positions; ///< positions of the current step
     std::vector<std::int64_t> m_positions3; ///< M-RoPE (t, h, w) positions of a prefill, or empty
     std::int64_t m_positionDelta = 0;

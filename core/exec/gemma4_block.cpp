@@ -22,10 +22,19 @@
 //   whole head's rotate-half pairs, the remaining pairs with frequency 0, i.e. left as they are);
 // - the router: RMS-normalised residual · scale · hidden_size^-½ → proj → softmax over all
 //   experts → top-k → renormalised → times per_expert_scale of the chosen experts;
-// - the final logits soft-capped: cap · tanh(logits / cap).
-// What it does not compute (per-layer input embeddings, KV-shared layers, bidirectional text
-// attention, quantised experts, other RoPE types) engine.cpp's unsupportedFeatures refuses by
-// name before a Forward exists.
+// - the final logits soft-capped: cap · tanh(logits / cap);
+// - per-layer input embeddings (E2B/E4B; Gemma4TextModel.get_per_layer_inputs and
+//   project_per_layer_inputs): each token's row of embed_tokens_per_layer times
+//   sqrt(width) (the scale in the weights' dtype), plus per_layer_model_projection of the scaled
+//   embedding times hidden_size^-½, RMS-normalised per layer by per_layer_projection_norm, the
+//   sum times 2^-½; layer l then adds post_per_layer_input_norm(per_layer_projection(
+//   act(per_layer_input_gate(h)) · input_l)) to its output before layer_scalar;
+// - KV-shared layers (the last num_kv_shared_layers; Gemma4TextAttention.is_kv_shared_layer):
+//   their queries attend to the keys and values of the last unshared layer of their kind
+//   (store_full_length_kv), which they neither project nor cache; their MLPs are twice as wide
+//   with use_double_wide_mlp (the spec's per-layer width).
+// What it does not compute (bidirectional text attention, quantised experts, other RoPE types)
+// unsupported_features.cpp refuses by name before a Forward exists.
 #include "exec/attention.h"
 #include "exec/forward.h"
 
@@ -43,6 +52,12 @@ namespace {
 
 bool fullLayer(const model::LayerSpec& layer) { return layer.mixer != model::MixerKind::Sliding; }
 
+/// The first of Gemma-4's KV-shared layers (numLayers when none).
+std::int64_t firstKvShared(const model::ModelSpec& spec)
+{
+    return spec.numLayers - spec.kvSharedLayers;
+}
+
 } // namespace
 
 std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec)
@@ -58,6 +73,13 @@ std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec)
         add(module + ".down_proj.weight", { h, inter });
     };
     add("model.embed_tokens.weight", { spec.vocabSize, h });
+    const std::int64_t ple = spec.perLayerInputSize;
+    if (ple > 0) {
+        add("model.embed_tokens_per_layer.weight",
+            { spec.perLayerInputVocab, spec.numLayers * ple });
+        add("model.per_layer_model_projection.weight", { spec.numLayers * ple, h });
+        add("model.per_layer_projection_norm.weight", { ple });
+    }
     for (int l = 0; l < int(spec.numLayers); ++l) {
         const model::LayerSpec& layer = spec.layers[std::size_t(l)];
         const std::string p = fmt::format("model.layers.{}", l);
@@ -69,22 +91,31 @@ std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec)
                  ".pre_feedforward_layernorm", ".post_feedforward_layernorm" }) {
             add(p + norm + ".weight", { h });
         }
+        // A KV-shared layer projects no keys or values: the E2B checkpoint still ships its
+        // k_proj / v_proj / k_norm, which HF ignores on load, and so does the engine.
+        const bool kvShared = l >= firstKvShared(spec);
         add(attn + ".q_proj.weight", { q, h });
-        add(attn + ".k_proj.weight", { kv, h });
-        if (!layer.sharedKv) {
+        if (!kvShared) {
+            add(attn + ".k_proj.weight", { kv, h });
+        }
+        if (!kvShared && !layer.sharedKv) {
             add(attn + ".v_proj.weight", { kv, h });
         }
         add(attn + ".o_proj.weight", { h, q });
         if (spec.attentionBias) {
             add(attn + ".q_proj.bias", { q });
-            add(attn + ".k_proj.bias", { kv });
-            if (!layer.sharedKv) {
+            if (!kvShared) {
+                add(attn + ".k_proj.bias", { kv });
+            }
+            if (!kvShared && !layer.sharedKv) {
                 add(attn + ".v_proj.bias", { kv });
             }
             add(attn + ".o_proj.bias", { h });
         }
         add(attn + ".q_norm.weight", { d });
-        add(attn + ".k_norm.weight", { d });
+        if (!kvShared) {
+            add(attn + ".k_norm.weight", { d });
+        }
         addMlp(p + ".mlp", spec.ffnWidthOf(layer));
         if (layer.moe() && spec.moe) {
             const auto& moe = *spec.moe;
@@ -98,6 +129,11 @@ std::vector<WeightRequirement> gemma4Weights(const model::ModelSpec& spec)
                      ".post_feedforward_layernorm_1", ".post_feedforward_layernorm_2" }) {
                 add(p + norm + ".weight", { h });
             }
+        }
+        if (ple > 0) {
+            add(p + ".per_layer_input_gate.weight", { ple, h });
+            add(p + ".per_layer_projection.weight", { h, ple });
+            add(p + ".post_per_layer_input_norm.weight", { h });
         }
         add(p + ".layer_scalar", { 1 });
     }
@@ -182,13 +218,76 @@ template <typename T> Result<void> Forward<T>::gemma4Init()
     if (m_spec.moe) {
         m_router = routerConfig(*m_spec.moe);
     }
+    // Each KV-shared layer reads the cache of the last unshared layer of its kind (the config
+    // reader has checked that there is one); it keeps no cache of its own.
+    const std::int64_t firstShared = firstKvShared(m_spec);
+    m_kvSource.resize(std::size_t(m_spec.numLayers));
+    for (std::int64_t l = 0; l < m_spec.numLayers; ++l) {
+        int source = int(l);
+        if (l >= firstShared) {
+            for (std::int64_t j = 0; j < firstShared; ++j) {
+                if (fullLayer(m_spec.layers[std::size_t(j)])
+                    == fullLayer(m_spec.layers[std::size_t(l)])) {
+                    source = int(j);
+                }
+            }
+            if (source == int(l)) {
+                return Error::badInput(fmt::format(
+                    "gemma4 KV-shared layer {} has no earlier layer of its kind to read", l));
+            }
+        }
+        m_kvSource[std::size_t(l)] = source;
+    }
     m_caches.resize(std::size_t(m_spec.numLayers));
     for (std::size_t l = 0; l < m_caches.size(); ++l) {
+        if (m_kvSource[l] != int(l)) {
+            continue;
+        }
         const auto& layer = m_spec.layers[l];
         const std::int64_t width = m_spec.kvHeadsOf(layer) * m_spec.headDimOf(layer);
         m_caches[l].k.assign(std::size_t(m_capacity * width), T(0));
         m_caches[l].v.assign(std::size_t(m_capacity * width), T(0));
     }
+    return success();
+}
+
+template <typename T>
+Result<void> Forward<T>::gemma4PerLayerInputs(
+    std::span<const std::int64_t> ids, const T* embedded, std::int64_t n, Taps<T>& taps)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t width = m_spec.perLayerInputSize;
+    const std::int64_t all = m_spec.numLayers * width;
+    // The token part: embed_tokens_per_layer's rows times sqrt(width), the scale cast to the
+    // weights' dtype first (Gemma4TextScaledWordEmbedding).
+    const PrecisionMode embedMode = m_plan.modeFor(OpKind::Embedding, -1);
+    std::vector<T> tokens(std::size_t(n * all));
+    DAY0_TRY(embedding<T>(ids, weight("model.embed_tokens_per_layer.weight"),
+        m_spec.perLayerInputVocab, all, tokens.data()));
+    T scale = T(std::sqrt(double(width)));
+    roundAct(&scale, 1, embedMode);
+    for (auto& x : tokens) {
+        x *= scale;
+    }
+    roundAct(tokens.data(), n * all, embedMode);
+    // The context part: the scaled embedding projected, times hidden_size^-1/2, normalised per
+    // layer over its width.
+    m_perLayerInputs.assign(std::size_t(n * all), T(0));
+    linear("model.per_layer_model_projection", embedded, m_perLayerInputs.data(), n, h, all,
+        OpKind::Linear, -1, taps, true);
+    const T root = T(1.0 / std::sqrt(double(h)));
+    for (auto& x : m_perLayerInputs) {
+        x *= root;
+    }
+    roundAct(m_perLayerInputs.data(), n * all, m_plan.modeFor(OpKind::Linear, -1));
+    rmsNormOp("model.per_layer_projection_norm", m_perLayerInputs.data(), m_perLayerInputs.data(),
+        n * m_spec.numLayers, width, -1);
+    const T half = T(1.0 / std::sqrt(2.0));
+    for (std::size_t i = 0; i < m_perLayerInputs.size(); ++i) {
+        m_perLayerInputs[i] = (m_perLayerInputs[i] + tokens[i]) * half;
+    }
+    roundAct(m_perLayerInputs.data(), n * all, m_plan.modeFor(OpKind::Norm, -1));
+    taps.record("model.per_layer_inputs", m_perLayerInputs.data(), { n, m_spec.numLayers, width });
     return success();
 }
 
@@ -226,35 +325,52 @@ void Forward<T>::gemma4Attention(
     const std::int64_t heads = m_spec.headsOf(spec);
     const std::int64_t kvHeads = m_spec.kvHeadsOf(spec);
     const std::int64_t qDim = heads * d;
-    const std::int64_t kvDim = kvHeads * d;
     std::vector<T> q(std::size_t(n * qDim));
+    linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
+    rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * heads, d, layer);
+    taps.record(attn + ".q_norm", q.data(), { n, heads, d });
+    const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    const Rope& rope = fullLayer(spec) ? m_rope : m_slidingRope;
+    rotate(q.data(), n, heads, d, rope, mode);
+    std::vector<T> context(std::size_t(n * qDim));
+    if (m_kvSource[std::size_t(layer)] == layer) {
+        gemma4KeysValues(layer, x, n, start, taps);
+    }
+    // Gemma4TextAttention.scaling is 1: q_norm and k_norm replace the 1/sqrt(d). A KV-shared
+    // layer reads its source's cache (causalAttention through m_kvSource).
+    causalAttention(layer, q.data(), n, start, heads, kvHeads, d, d, 1.0, context.data());
+    linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
+}
+
+template <typename T>
+void Forward<T>::gemma4KeysValues(
+    int layer, const T* x, std::int64_t n, std::int64_t start, Taps<T>& taps)
+{
+    const model::LayerSpec& spec = m_spec.layers[std::size_t(layer)];
+    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t d = m_spec.headDimOf(spec);
+    const std::int64_t kvHeads = m_spec.kvHeadsOf(spec);
+    const std::int64_t kvDim = kvHeads * d;
     std::vector<T> k(std::size_t(n * kvDim));
     std::vector<T> v(std::size_t(n * kvDim));
-    linear(attn + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
     linear(attn + ".k_proj", x, k.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     if (spec.sharedKv) {
         v = k; // attention_k_eq_v: the values are k_proj's output, before k_norm and RoPE
     } else {
         linear(attn + ".v_proj", x, v.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     }
-    rmsNormOp(attn + ".q_norm", q.data(), q.data(), n * heads, d, layer);
     rmsNormOp(attn + ".k_norm", k.data(), k.data(), n * kvHeads, d, layer);
-    taps.record(attn + ".q_norm", q.data(), { n, heads, d });
     taps.record(attn + ".k_norm", k.data(), { n, kvHeads, d });
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
     unitRmsNorm(v.data(), n * kvHeads, d, m_spec.normEps); // v_norm: with_scale=False
     roundAct(v.data(), n * kvDim, normMode);
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
     const Rope& rope = fullLayer(spec) ? m_rope : m_slidingRope;
-    rotate(q.data(), n, heads, d, rope, mode);
     rotate(k.data(), n, kvHeads, d, rope, mode);
     Cache& cache = m_caches[std::size_t(layer)];
     std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
     std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
-    std::vector<T> context(std::size_t(n * qDim));
-    // Gemma4TextAttention.scaling is 1: q_norm and k_norm replace the 1/sqrt(d).
-    causalAttention(layer, q.data(), n, start, heads, kvHeads, d, d, 1.0, context.data());
-    linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
 }
 
 template <typename T>
@@ -367,6 +483,31 @@ void Forward<T>::gemma4Layer(
     rmsNormOp(p + ".post_feedforward_layernorm", branch.data(), branch.data(), n, h, layer);
     taps.record(p + ".post_feedforward_layernorm", branch.data(), { n, h });
     addInPlace(hidden, branch.data(), n * h);
+    roundAct(hidden, n * h, residualMode); // HF's residual add, before layer_scalar
+    if (const std::int64_t width = m_spec.perLayerInputSize; width > 0) {
+        // The per-layer input branch: act(gate(h)) times this layer's input, projected back,
+        // normalised, added to the stream.
+        std::vector<T> gate(std::size_t(n * width));
+        linear(p + ".per_layer_input_gate", hidden, gate.data(), n, h, width, OpKind::Linear, layer,
+            taps, true);
+        std::vector<T> input(std::size_t(n * width));
+        for (std::int64_t t = 0; t < n; ++t) {
+            std::copy_n(m_perLayerInputs.begin() + (t * m_spec.numLayers + layer) * width, width,
+                input.begin() + t * width);
+        }
+        const PrecisionMode mode = m_plan.modeFor(OpKind::Mlp, layer);
+        if constexpr (std::is_same_v<T, float>) {
+            m_ops.gatedActivation(gate.data(), input.data(), n * width, m_activation, mode);
+        } else {
+            gatedActivate(gate.data(), input.data(), n * width, m_activation);
+        }
+        linear(p + ".per_layer_projection", gate.data(), branch.data(), n, width, h, OpKind::Linear,
+            layer, taps, true);
+        rmsNormOp(p + ".post_per_layer_input_norm", branch.data(), branch.data(), n, h, layer);
+        taps.record(p + ".post_per_layer_input_norm", branch.data(), { n, h });
+        addInPlace(hidden, branch.data(), n * h);
+        roundAct(hidden, n * h, residualMode);
+    }
     const T layerScalar = *weight(p + ".layer_scalar");
     for (std::int64_t i = 0; i < n * h; ++i) {
         hidden[i] *= layerScalar;
@@ -381,6 +522,10 @@ template void Forward<float>::gemma4ScaleEmbedding(float*, std::int64_t);
 template void Forward<double>::gemma4ScaleEmbedding(double*, std::int64_t);
 template void Forward<float>::softCapLogits(float*, std::int64_t);
 template void Forward<double>::softCapLogits(double*, std::int64_t);
+template Result<void> Forward<float>::gemma4PerLayerInputs(
+    std::span<const std::int64_t>, const float*, std::int64_t, Taps<float>&);
+template Result<void> Forward<double>::gemma4PerLayerInputs(
+    std::span<const std::int64_t>, const double*, std::int64_t, Taps<double>&);
 template void Forward<float>::gemma4Layer(int, float*, std::int64_t, std::int64_t, Taps<float>&);
 template void Forward<double>::gemma4Layer(int, double*, std::int64_t, std::int64_t, Taps<double>&);
 

@@ -15,15 +15,11 @@ namespace {
 // What of Gemma-4's text tower the engine (gemma4_block.cpp) does not compute.
 void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
 {
-    if (spec.perLayerInputSize > 0) {
-        out.push_back(fmt::format("per-layer input embeddings of gemma4 "
-                                  "(hidden_size_per_layer_input {})",
-            spec.perLayerInputSize));
-    }
-    if (spec.kvSharedLayers > 0) {
-        out.push_back(fmt::format("KV-shared layers of gemma4 (num_kv_shared_layers {}, with "
-                                  "their double-wide MLPs)",
-            spec.kvSharedLayers));
+    // HF looks every token up in both tables; a smaller per-layer table would fail there.
+    if (spec.perLayerInputSize > 0 && spec.perLayerInputVocab != spec.vocabSize) {
+        out.push_back(fmt::format("per-layer input embeddings of gemma4 over {} tokens of a {}-"
+                                  "token vocabulary (vocab_size_per_layer_input)",
+            spec.perLayerInputVocab, spec.vocabSize));
     }
     if (spec.bidirectionalText) {
         out.push_back("bidirectional text attention of gemma4 (use_bidirectional_attention "

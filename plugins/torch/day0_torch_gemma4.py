@@ -12,9 +12,12 @@ post_feedforward_layernorm -> residual, times layer_scalar; attention with q_nor
 RoPE, weightless v_norm, scaling 1, a window on sliding layers, global_head_dim and
 num_global_key_value_heads on full layers, values = raw k_proj output with attention_k_eq_v;
 RoPE per layer type (default, proportional); the router softmax(proj(norm(x) * scale *
-h^-1/2)), top-k, renormalised, times per_expert_scale; logits soft-capped. The vision and audio
-towers are not built (a text prompt never reaches them). Per-layer input embeddings and KV-shared
-layers are refused, as the engine refuses them.
+h^-1/2)), top-k, renormalised, times per_expert_scale; logits soft-capped. Per-layer input
+embeddings (Gemma4TextModel.get_per_layer_inputs / project_per_layer_inputs and the decoder
+layer's per_layer_input_gate branch) and KV-shared layers (Gemma4TextAttention.is_kv_shared_layer
+reading shared_kv_states of the last unshared layer of their kind, store_full_length_kv; twice
+as wide MLPs with use_double_wide_mlp). The vision and audio towers are not built (a text prompt
+never reaches them).
 
 Test switch (DAY0_TWIN_WITHOUT, see day0_torch_models.WITHOUT): each name computes the model
 without one feature, so that a test can show its agreement with the engine depends on it.
@@ -46,6 +49,10 @@ SWITCHES = {
     "per_expert_scale",  # no router.per_expert_scale
     "layer_scalar",  # no layer_scalar
     "softcap",  # no final logit soft-capping
+    "per_layer_inputs",  # no per-layer input branch
+    "ple_token",  # per-layer inputs without embed_tokens_per_layer (the projection only)
+    "ple_context",  # per-layer inputs without per_layer_model_projection (the token rows only)
+    "kv_sharing",  # KV-shared layers project their own keys and values (the shipped k/v_proj)
 }
 
 
@@ -59,7 +66,8 @@ def text_config(config):
                 "vocab_size": 262144, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
                 "attention_bias": False, "sliding_window": 512, "global_head_dim": 512,
                 "attention_k_eq_v": False, "num_kv_shared_layers": 0, "enable_moe_block": False,
-                "hidden_size_per_layer_input": 256, "final_logit_softcapping": None}
+                "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144,
+                "use_double_wide_mlp": False, "final_logit_softcapping": None}
     for key, value in defaults.items():
         c.setdefault(key, value)
     n = c["num_hidden_layers"]
@@ -67,12 +75,6 @@ def text_config(config):
         c["layer_types"] = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)]
     c["layer_types"] = list(c["layer_types"])
     c["layer_types"][-1] = "full_attention"  # as Gemma4TextConfig forces it
-    if c.get("hidden_size_per_layer_input"):
-        raise NotImplementedError("gemma4: per-layer input embeddings (hidden_size_per_layer_input "
-                                  f"{c['hidden_size_per_layer_input']}) are not in the twin")
-    if c.get("num_kv_shared_layers"):
-        raise NotImplementedError(f"gemma4: KV-shared layers (num_kv_shared_layers "
-                                  f"{c['num_kv_shared_layers']}) are not in the twin")
     if c.get("use_bidirectional_attention") == "all":
         raise NotImplementedError("gemma4: use_bidirectional_attention 'all' is not in the twin")
     if c["hidden_activation"] not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
@@ -136,6 +138,13 @@ class Gemma4TextAttention(nn.Module):
     def __init__(self, c, index, without):
         super().__init__()
         self.without = without
+        first_shared = c["num_hidden_layers"] - (c.get("num_kv_shared_layers") or 0)
+        self.layer_type = c["layer_types"][index]
+        self.kv_shared = index >= first_shared and "kv_sharing" not in without
+        earlier = c["layer_types"][:first_shared]
+        # store_full_length_kv: the last unshared layer of its kind hands its keys and values on.
+        self.store = (index < first_shared and self.layer_type in earlier
+                      and index == len(earlier) - 1 - earlier[::-1].index(self.layer_type))
         h, self.heads = c["hidden_size"], c["num_attention_heads"]
         self.sliding = c["layer_types"][index] == "sliding_attention"
         self.head_dim = c["head_dim"] if self.sliding or not c.get("global_head_dim") else c["global_head_dim"]
@@ -144,13 +153,15 @@ class Gemma4TextAttention(nn.Module):
         self.window = c["sliding_window"] if self.sliding and "window" not in without else 0
         bias = bool(c.get("attention_bias"))
         self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
-        if not self.k_eq_v:
-            self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+        if not self.kv_shared:
+            self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
+            if not self.k_eq_v:
+                self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
         eps = c["rms_norm_eps"]
         self.q_norm = Gemma4RMSNorm(self.head_dim, eps)
-        self.k_norm = Gemma4RMSNorm(self.head_dim, eps)
+        if not self.kv_shared:
+            self.k_norm = Gemma4RMSNorm(self.head_dim, eps)
         self.v_norm = Gemma4RMSNorm(self.head_dim, eps, with_scale=False)
         rope = c.get("rope_parameters") or {}
         kind = "sliding_attention" if self.sliding else "full_attention"
@@ -171,21 +182,27 @@ class Gemma4TextAttention(nn.Module):
             return torch.cat((turned * cos + rotate_half(turned) * sin, rest), dim=-1)
         return x * cos + rotate_half(x) * sin
 
-    def forward(self, x):
+    def forward(self, x, shared_kv):
         t, w = x.shape[0], self.without
+        positions = torch.arange(t)
         q = self.q_proj(x).view(t, self.heads, self.head_dim)
-        raw_k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
-        k = raw_k if "qk_norm" in w else self.k_norm(raw_k, w)
-        if self.k_eq_v:
-            v = k if "k_eq_v" in w else raw_k
-        else:
-            v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
         if "qk_norm" not in w:
             q = self.q_norm(q, w)
-        if "v_norm" not in w:
-            v = self.v_norm(v)
-        positions = torch.arange(t)
-        q, k = self.rope(q, positions), self.rope(k, positions)
+        q = self.rope(q, positions)
+        if self.kv_shared:
+            k, v = shared_kv[self.layer_type]
+        else:
+            raw_k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
+            k = raw_k if "qk_norm" in w else self.k_norm(raw_k, w)
+            if self.k_eq_v:
+                v = k if "k_eq_v" in w else raw_k
+            else:
+                v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+            if "v_norm" not in w:
+                v = self.v_norm(v)
+            k = self.rope(k, positions)
+        if self.store:
+            shared_kv[self.layer_type] = (k, v)
         rep = self.heads // self.kv_heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
@@ -262,7 +279,15 @@ class Gemma4TextDecoderLayer(nn.Module):
         h, eps = c["hidden_size"], c["rms_norm_eps"]
         self.without = without
         self.self_attn = Gemma4TextAttention(c, index, without)
-        self.mlp = Gemma4TextMLP(h, c["intermediate_size"])
+        # Gemma4TextMLP: twice as wide on the KV-shared layers with use_double_wide_mlp.
+        first_shared = c["num_hidden_layers"] - (c.get("num_kv_shared_layers") or 0)
+        double = c.get("use_double_wide_mlp") and index >= first_shared > 0
+        self.mlp = Gemma4TextMLP(h, c["intermediate_size"] * (2 if double else 1))
+        self.ple = c.get("hidden_size_per_layer_input") or 0
+        if self.ple:
+            self.per_layer_input_gate = nn.Linear(h, self.ple, bias=False)
+            self.per_layer_projection = nn.Linear(self.ple, h, bias=False)
+            self.post_per_layer_input_norm = Gemma4RMSNorm(h, eps)
         for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                      "post_feedforward_layernorm"):
             setattr(self, name, Gemma4RMSNorm(h, eps))
@@ -280,10 +305,10 @@ class Gemma4TextDecoderLayer(nn.Module):
     def norm(self, name, x):
         return getattr(self, name)(x, self.without)
 
-    def forward(self, x):
+    def forward(self, x, shared_kv, per_layer_input):
         w = self.without
         post = "sandwich_norms" not in w
-        a = self.self_attn(self.norm("input_layernorm", x))
+        a = self.self_attn(self.norm("input_layernorm", x), shared_kv)
         x = x + (self.norm("post_attention_layernorm", a) if post else a)
         residual = x
         normed = self.norm("pre_feedforward_layernorm", x)
@@ -301,6 +326,9 @@ class Gemma4TextDecoderLayer(nn.Module):
             y2 = self.experts(self.norm("pre_feedforward_layernorm_2", source), selected, top)
             y = y1 + (self.norm("post_feedforward_layernorm_2", y2) if post else y2)
         x = residual + (self.norm("post_feedforward_layernorm", y) if post else y)
+        if self.ple and "per_layer_inputs" not in w:
+            g = gelu_tanh(self.per_layer_input_gate(x)) * per_layer_input
+            x = x + self.norm("post_per_layer_input_norm", self.per_layer_projection(g))
         if "layer_scalar" not in w:
             x = x * self.layer_scalar.to(x.dtype)
         return x
@@ -322,14 +350,37 @@ class Gemma4TextModel(nn.Module):
     def __init__(self, c, without):
         super().__init__()
         self.without = without
-        self.embed_tokens = Gemma4ScaledEmbedding(c["vocab_size"], c["hidden_size"], without)
-        self.layers = nn.ModuleList(Gemma4TextDecoderLayer(c, i, without) for i in range(c["num_hidden_layers"]))
-        self.norm = Gemma4RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        h, n = c["hidden_size"], c["num_hidden_layers"]
+        self.embed_tokens = Gemma4ScaledEmbedding(c["vocab_size"], h, without)
+        self.layers = nn.ModuleList(Gemma4TextDecoderLayer(c, i, without) for i in range(n))
+        self.norm = Gemma4RMSNorm(h, c["rms_norm_eps"])
+        self.ple = c.get("hidden_size_per_layer_input") or 0
+        if self.ple:
+            # Per-layer embeddings: the token rows scaled by sqrt(width) (in the weights' dtype),
+            # and the embedding's projection scaled by h^-1/2 and normalised per layer.
+            self.embed_tokens_per_layer = nn.Embedding(c["vocab_size_per_layer_input"], n * self.ple)
+            self.per_layer_model_projection = nn.Linear(h, n * self.ple, bias=False)
+            self.per_layer_projection_norm = Gemma4RMSNorm(self.ple, c["rms_norm_eps"])
+
+    def per_layer_inputs(self, ids, x):
+        n, w = len(self.layers), self.without
+        dtype = self.embed_tokens_per_layer.weight.dtype
+        scale = torch.tensor(self.ple ** 0.5, dtype=torch.float64).to(dtype)
+        token = (self.embed_tokens_per_layer(ids) * scale).view(-1, n, self.ple)
+        context = self.per_layer_model_projection(x) * (x.shape[-1] ** -0.5)
+        context = self.per_layer_projection_norm(context.view(-1, n, self.ple), w)
+        if "ple_token" in w:
+            return context
+        if "ple_context" in w:
+            return token
+        return (context + token) * (2.0 ** -0.5)
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
-        for layer in self.layers:
-            x = layer(x)
+        inputs = self.per_layer_inputs(ids, x) if self.ple else None
+        shared_kv = {}
+        for i, layer in enumerate(self.layers):
+            x = layer(x, shared_kv, inputs[:, i, :] if inputs is not None else None)
         return self.norm(x, self.without)
 
 
@@ -374,6 +425,12 @@ def load(folder, config, dtype, without, read_safetensors):
     if any(n.startswith(prefix) for n in tensors):
         tensors = {"model." + n[len(prefix):]: t for n, t in tensors.items() if n.startswith(prefix)}
     tensors = {n: t for n, t in tensors.items() if n.startswith("model.") or n == "lm_head.weight"}
+    # The KV-shared layers' k_proj / v_proj / k_norm that the checkpoints ship and HF ignores
+    # (Gemma4TextModel._keys_to_ignore_on_load_unexpected).
+    expected = set(model.state_dict())
+    tensors = {n: t for n, t in tensors.items()
+               if n in expected or not any(n.endswith(f".self_attn.{m}.weight")
+                                           for m in ("k_proj", "v_proj", "k_norm"))}
     if "lm_head.weight" not in tensors:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]  # tied (the default)
     state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in tensors.items()}

@@ -48,14 +48,70 @@ TEST(Gemma4, ShrunkModelHasEveryTextFeature)
 
 TEST(Gemma4, RefusesWhatItDoesNotComputeByName)
 {
-    // The E2B's per-layer input embeddings and KV-shared layers are read, not computed.
-    const auto spec = model::readConfigFile(
-        std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json");
+    // The E2B's per-layer input embeddings and KV-shared layers are computed; bidirectional text
+    // attention and a per-layer table smaller than the vocabulary are refused by name.
+    const auto path
+        = std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json";
+    const auto spec = model::readConfigFile(path);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
-    const auto missing = fmt::format("{}", fmt::join(exec::unsupportedFeatures(*spec), "; "));
-    EXPECT_NE(missing.find("per-layer input embeddings of gemma4"), std::string::npos) << missing;
-    EXPECT_NE(missing.find("KV-shared layers of gemma4"), std::string::npos) << missing;
-    EXPECT_EQ(missing.find("the gemma4 family"), std::string::npos) << missing;
+    EXPECT_EQ(spec->perLayerInputSize, 256);
+    EXPECT_EQ(spec->kvSharedLayers, 20);
+    EXPECT_TRUE(exec::unsupportedFeatures(*spec).empty())
+        << fmt::format("{}", fmt::join(exec::unsupportedFeatures(*spec), "; "));
+    auto narrow = *spec;
+    narrow.perLayerInputVocab = 1024;
+    narrow.bidirectionalText = true;
+    const auto missing = fmt::format("{}", fmt::join(exec::unsupportedFeatures(narrow), "; "));
+    EXPECT_NE(
+        missing.find("per-layer input embeddings of gemma4 over 1024 tokens"), std::string::npos)
+        << missing;
+    EXPECT_NE(missing.find("bidirectional text attention of gemma4"), std::string::npos) << missing;
+}
+
+TEST(Gemma4, E2bPerLayerInputsAndKvSharedLayersAgreeWithPyTorch)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    // The real E2B config shrunk to six layers: sliding, sliding, sliding, full unshared, then a
+    // KV-shared sliding and a KV-shared full layer (reading layers 2 and 3), their MLPs twice as
+    // wide; 16 per-layer input lanes per layer; window 4 under a 10-token prompt and 3 decoded
+    // tokens, so that the shared layers read caches across decode steps.
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gemma4_e2b";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 6;
+    const auto shrunk = checkpoint::shrinkModel(
+        (std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json")
+            .string(),
+        dir / "ckpt", so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_EQ(spec->numLayers, 6);
+    EXPECT_EQ(spec->kvSharedLayers, 2);
+    EXPECT_EQ(spec->perLayerInputSize, 16);
+    EXPECT_EQ(spec->layers[4].mixer, model::MixerKind::Sliding);
+    EXPECT_EQ(spec->layers[5].mixer, model::MixerKind::Attention);
+    EXPECT_EQ(spec->ffnWidthOf(spec->layers[5]), 2 * spec->ffnWidthOf(spec->layers[0]));
+    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8 };
+    const auto exact = checkpointAgainstTorch(dir, "", prompt, true);
+    std::printf("gemma4 E2B fp64 logits max rel %.2e, rel L2 %.2e; worst capture %s %.2e over "
+                "%zu\n",
+        exact.logitsMaxRel, exact.logitsRelL2, exact.worstCapture.c_str(), exact.worstCaptureRelL2,
+        exact.common);
+    EXPECT_LE(exact.logitsMaxRel, 1e-10);
+    EXPECT_LE(exact.logitsRelL2, 1e-12);
+    EXPECT_LE(exact.worstCaptureRelL2, 1e-12) << exact.worstCapture;
+    const auto a = checkpointAgainstTorch(dir, "", prompt);
+    std::printf("gemma4 E2B fp32 logits max rel %.2e, rel L2 %.2e; max |d| / max |logit| %.2e\n",
+        a.logitsMaxRel, a.logitsRelL2, a.logitsMaxAbsOverMax);
+    EXPECT_LE(a.logitsMaxAbsOverMax, 1e-4);
+    test::expectEachFeatureMatters(dir,
+        { "per_layer_inputs", "ple_token", "ple_context", "kv_sharing", "window" }, prompt, true);
+    std::filesystem::remove_all(dir);
 }
 
 TEST(Gemma4, AgreesWithPyTorchAndEachFeatureMatters)
