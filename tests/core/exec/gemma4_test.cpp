@@ -21,6 +21,21 @@ using test::checkpointAgainstTorch;
 using test::kPython;
 using test::torchAvailable;
 
+namespace {
+
+// Shrinks the config at `config` to six layers into `dir / "ckpt"` and reads its spec back.
+Result<model::ModelSpec> shrinkSixLayers(
+    const std::filesystem::path& config, const std::filesystem::path& dir)
+{
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 6;
+    DAY0_TRY(checkpoint::shrinkModel(config.string(), dir / "ckpt", so, p, {}));
+    return exec::loadCheckpointModel(dir / "ckpt");
+}
+
+} // namespace
+
 TEST(Gemma4, ShrunkModelHasEveryTextFeature)
 {
     // What the twin test below relies on: both layer types, global_head_dim on the full layer
@@ -80,15 +95,9 @@ TEST(Gemma4, E2bPerLayerInputsAndKvSharedLayersAgreeWithPyTorch)
     // tokens, so that the shared layers read caches across decode steps.
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gemma4_e2b";
     std::filesystem::remove_all(dir);
-    Progress p;
-    checkpoint::ShrinkOptions so;
-    so.layers = 6;
-    const auto shrunk = checkpoint::shrinkModel(
-        (std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json")
-            .string(),
-        dir / "ckpt", so, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    const auto spec = shrinkSixLayers(
+        std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json",
+        dir);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     ASSERT_EQ(spec->numLayers, 6);
     EXPECT_EQ(spec->kvSharedLayers, 2);
@@ -183,13 +192,7 @@ TEST(Gemma4, DenseVariantAgreesWithPyTorch)
         config.erase("quantization_config");
         std::ofstream(dir / "config" / "config.json") << config.dump(2);
     }
-    Progress p;
-    checkpoint::ShrinkOptions so;
-    so.layers = 6;
-    const auto shrunk = checkpoint::shrinkModel(
-        (dir / "config" / "config.json").string(), dir / "ckpt", so, p, {});
-    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    const auto spec = shrinkSixLayers(dir / "config" / "config.json", dir);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     ASSERT_FALSE(spec->moe);
     ASSERT_TRUE(spec->layers[5].sharedKv);
