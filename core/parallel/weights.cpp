@@ -1,5 +1,6 @@
 #include "parallel/weights.h"
 
+#include "exec/layout_weights.h"
 #include "model/layer_graph.h"
 #include "parallel/run.h"
 
@@ -45,10 +46,16 @@ Result<numerics::Tensor> loadPresliced(const model::ModelSpec& spec,
 } // namespace
 
 Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
-    const exec::WeightSource& source, const checkpoint::ShardLayout& layout,
+    const exec::WeightSource& rawSource, const checkpoint::ShardLayout& layout,
     const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop, bool presliced)
 {
     const model::LayerGraph graph = model::buildLayerGraph(spec);
+    // The forward asks for canonical names ("model.layers.…"); the graph and the checkpoint use
+    // the layout's (Qwen3.5's "model.language_model.layers.…"), as for the single-rank engine.
+    const exec::detail::LayoutWeights mapped(rawSource, spec);
+    const bool mapping = exec::detail::needsLayoutMapping(spec);
+    const exec::WeightSource& source
+        = mapping ? static_cast<const exec::WeightSource&>(mapped) : rawSource;
     exec::detail::WeightTable table;
     bytes = 0;
     for (const auto& req : exec::detail::requiredWeights(spec)) {
@@ -60,7 +67,8 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
         if (tiedHead) {
             continue;
         }
-        const model::TensorSpec* t = graph.findTensor(req.name);
+        const model::TensorSpec* t
+            = graph.findTensor(mapping ? mapped.checkpointName(req.name) : req.name);
         if (t == nullptr) {
             return Error::internal(
                 fmt::format("tensor '{}' needed by the forward is not in the {} layer graph",
@@ -104,6 +112,16 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
         bytes += piece.numel() * std::int64_t(sizeof(float));
         table.tensors[req.name] = std::move(piece);
     }
+    // Qwen3NextRMSNorm (and MiniMax-M3's norms) scale by 1 + w: applied at load, as the
+    // single-rank engine does (engine.cpp), on whole replicated norm weights.
+    for (auto& [name, tensor] : table.tensors) {
+        if (exec::detail::zeroCentredNorm(spec, name)) {
+            float* w = tensor.data<float>();
+            for (std::int64_t i = 0; i < tensor.numel(); ++i) {
+                w[i] += 1.0F;
+            }
+        }
+    }
     return table;
 }
 
@@ -139,10 +157,12 @@ Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::Shard
     }
     const model::LayerGraph graph = model::buildLayerGraph(spec);
     const auto required = exec::detail::requiredWeights(spec);
+    const exec::MemoryWeights none({});
+    const exec::detail::LayoutWeights names(none, spec); // only its name mapping is used
     for (int rank = 0; rank < layout.worldSize(); ++rank) {
         const auto coord = checkpoint::rankCoord(layout, rank);
         for (const auto& req : required) {
-            if (const auto* t = graph.findTensor(req.name)) {
+            if (const auto* t = graph.findTensor(names.checkpointName(req.name))) {
                 auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
                 if (!slice) {
                     return slice.error();

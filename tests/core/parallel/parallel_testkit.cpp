@@ -5,19 +5,23 @@
 #include "exec/engine.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <thread>
 
 namespace day0::test {
 
-Result<ShrunkModel> makeShrunkModel(
-    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed)
+namespace {
+
+Result<ShrunkModel> shrinkAndOpen(const std::string& name, const std::string& config,
+    const std::filesystem::path& dir, std::int64_t layers, std::uint64_t seed)
 {
     checkpoint::ShrinkOptions o;
-    o.layers = 2;
+    o.layers = layers;
     o.hidden = 64;
     o.heads = 4;
     o.experts = 8;
@@ -31,7 +35,7 @@ Result<ShrunkModel> makeShrunkModel(
         return summary.error();
     }
     ShrunkModel m;
-    m.name = config;
+    m.name = name;
     m.dir = dir;
     auto spec = exec::loadCheckpointModel(dir);
     if (!spec) {
@@ -49,6 +53,38 @@ Result<ShrunkModel> makeShrunkModel(
     }
     m.checkpointId = *id;
     return m;
+}
+
+} // namespace
+
+Result<ShrunkModel> makeShrunkModel(
+    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed)
+{
+    return shrinkAndOpen(config, config, dir, 2, seed);
+}
+
+Result<ShrunkModel> makeShrunkHybrid(
+    const std::string& name, const std::filesystem::path& dir, std::uint64_t seed)
+{
+    if (name != "nemotron-h") {
+        // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
+        // its pattern of three Gated DeltaNet layers and one full attention layer.
+        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
+        return shrinkAndOpen(name, name, dir, four ? 4 : 2, seed);
+    }
+    const auto bundled
+        = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / "nemotron-3-nano-30b.json";
+    std::ifstream in(bundled);
+    auto config = nlohmann::ordered_json::parse(in, nullptr, false);
+    if (config.is_discarded()) {
+        return Error::badInput(fmt::format("{}: not JSON", bundled.string()));
+    }
+    config["hybrid_override_pattern"] = "MM*-";
+    config["num_hidden_layers"] = 4;
+    std::filesystem::create_directories(dir / "config");
+    const auto path = dir / "config" / "config.json";
+    std::ofstream(path) << config.dump(2);
+    return shrinkAndOpen(name, path.string(), dir / "ckpt", 4, seed);
 }
 
 std::string MatrixPlan::label() const { return parallel::layoutString(layout, microBatches); }
