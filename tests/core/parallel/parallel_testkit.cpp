@@ -13,6 +13,8 @@
 #include <fstream>
 #include <thread>
 
+#include <unistd.h>
+
 namespace day0::test {
 
 namespace {
@@ -81,9 +83,19 @@ Result<ShrunkModel> makeShrunkHybrid(
     }
     config["hybrid_override_pattern"] = "MM*-";
     config["num_hidden_layers"] = 4;
-    std::filesystem::create_directories(dir / "config");
-    const auto path = dir / "config" / "config.json";
-    std::ofstream(path) << config.dump(2);
+    // Shrink records its source's path in day0-shrink.json, which the checkpoint's fingerprint
+    // covers: every rank of an mpirun (each shrinking into its own folder) must name the same
+    // file. Written under a unique name and renamed, so a rank never reads a partial file.
+    const auto shared = std::filesystem::temp_directory_path() / "day0-parallel-nemotron-h-MM*-";
+    std::filesystem::create_directories(shared);
+    const auto path = shared / "config.json";
+    const auto partial = shared / fmt::format("config.json.{}.{}", ::getpid(), seed);
+    std::ofstream(partial) << config.dump(2);
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    if (ec) {
+        return Error::badInput(fmt::format("{}: {}", path.string(), ec.message()));
+    }
     return shrinkAndOpen(name, path.string(), dir / "ckpt", 4, seed);
 }
 
