@@ -143,3 +143,35 @@ TEST(ParallelHybrid, RefusesNemotronMoeLayersByName)
     ASSERT_FALSE(moe.ok());
     EXPECT_NE(moe.error().message.find("MoE layers (E"), std::string::npos) << moe.error().message;
 }
+
+TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)
+{
+    // `day0 shard` writes each rank's per-part slices of the fused recurrent projections; a run
+    // from those rank files equals one rank and loads what an in-memory run slices.
+    for (const std::string name : { "qwen3.5-27b", "nemotron-h" }) {
+        SCOPED_TRACE(name);
+        const auto& m = hybrid(name);
+        const auto p = layoutOf(2, 2);
+        const auto out = scratch() / (name + "-shards");
+        Progress progress;
+        auto written = checkpoint::shardCheckpoint(
+            m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+        ASSERT_TRUE(written.ok()) << written.error().message;
+        auto folder = parallel::openShardFolder(out, p.layout);
+        ASSERT_TRUE(folder.ok()) << folder.error().message;
+        parallel::ParallelRunOptions o;
+        o.layout = p.layout;
+        o.microBatches = p.microBatches;
+        o.prompts = test::matrixPrompts(p.microBatches, m.spec.vocabSize);
+        o.newTokens = test::kMatrixTokens;
+        o.checkpointId = m.checkpointId;
+        o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+        auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        auto err = test::compareWithSingleRank(m, r->sequences, test::kMatrixTokens);
+        ASSERT_TRUE(err.ok()) << err.error().message;
+        EXPECT_LE(*err, kTolerance);
+        std::cout << fmt::format(
+            "[hybrid shards] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
+    }
+}
