@@ -123,6 +123,12 @@ private:
     Result<void> mlpPartial(const std::string& module, const std::string& gate,
         const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
         std::int64_t inter);
+    /// The MoE block's module names (Nemotron-H's mixer, router and relu² experts, or
+    /// exec::detail::layerNames).
+    [[nodiscard]] exec::detail::LayerNames moeNames(int layer) const;
+    /// One routed expert's slice on rows x [n, h]: gated (gate/up/down) or relu² (up/down).
+    Result<void> expertMlpPartial(const std::string& module, const exec::detail::LayerNames& names,
+        const float* x, float* out, std::int64_t n, std::int64_t inter);
     /// The MoE block's partial output [n, h] (routed tokens on their owning TP rank, shared
     /// experts TP-sliced), to be reduced by finishRowParallel.
     Result<void> moe(int layer, const float* x, float* out, std::int64_t n);

@@ -1,5 +1,6 @@
 // The sharded forward of the recurrent hybrids: Gated DeltaNet layers (Qwen3-Next, Qwen3.5) and
-// Nemotron-H's Mamba-2 / attention / relu² MLP layers, over this rank's heads.
+// Nemotron-H's Mamba-2 / attention / relu² MLP / MoE layers, over this rank's heads (the MoE's
+// relu² experts and shared MLP run through moe.cpp's EP dispatch).
 //
 // Tensor parallelism follows vLLM: Qwen3NextGatedDeltaNet (vllm/model_executor/models/
 // qwen3_next.py) splits the key and value heads over the TP ranks, its input projections
@@ -255,9 +256,13 @@ Result<void> ParallelForward::nemotronHLayer(
         }
         DAY0_TRY(relu2Partial(mixer, *in, partial.data(), n, inter / m_layout.tp));
         biasModule = mixer + ".down_proj";
+    } else if (spec.moe() && m_spec.moe && m_spec.moe->latentSize == 0) {
+        // NemotronHMoE: routed relu² experts over the EP group, the shared MLP TP-sliced
+        // (moe.cpp); the routed output lives on each token's owning TP rank until the reduction.
+        DAY0_TRY(moe(layer, *in, partial.data(), n));
     } else {
-        return Error::unsupported(
-            fmt::format("sharded runs of layer {} of {} (its MoE block)", layer, m_spec.modelType));
+        return Error::unsupported(fmt::format(
+            "sharded runs of layer {} of {} (its latent MoE block)", layer, m_spec.modelType));
     }
     std::vector<float> branch;
     DAY0_TRY(finishRowParallel(partial, n, biasModule, branch));

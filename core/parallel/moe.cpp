@@ -48,9 +48,38 @@ Result<std::vector<V>> exchangeRows(comm::Communicator& group,
 
 } // namespace
 
+exec::detail::LayerNames ParallelForward::moeNames(int layer) const
+{
+    if (m_spec.family != model::Family::NemotronH) {
+        return exec::detail::layerNames(m_spec, layer);
+    }
+    // NemotronHMoE (transformers modeling_nemotron_h.py): the block is the layer's mixer, its
+    // router `gate` with e_score_correction_bias, relu² experts of up/down only, one shared
+    // relu² MLP `shared_experts`.
+    exec::detail::LayerNames names;
+    names.prefix = layerPrefix(layer);
+    names.ffn = names.prefix + ".mixer";
+    names.router = names.ffn + ".gate";
+    names.scoreBias = names.router + ".e_score_correction_bias";
+    names.expertUp = "up_proj";
+    names.expertDown = "down_proj";
+    names.shared = names.ffn + ".shared_experts";
+    return names;
+}
+
+Result<void> ParallelForward::expertMlpPartial(const std::string& module,
+    const exec::detail::LayerNames& names, const float* x, float* out, std::int64_t n,
+    std::int64_t inter)
+{
+    if (!m_spec.moe->gatedExperts) {
+        return relu2Partial(module, x, out, n, inter);
+    }
+    return mlpPartial(module, names.expertGate, names.expertUp, names.expertDown, x, out, n, inter);
+}
+
 Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::int64_t n)
 {
-    const exec::detail::LayerNames names = exec::detail::layerNames(m_spec, layer);
+    const exec::detail::LayerNames names = moeNames(layer);
     const auto& moe = *m_spec.moe;
     const std::int64_t h = m_spec.hiddenSize;
     std::vector<float> acc(std::size_t(n * h), 0.0F);
@@ -60,8 +89,13 @@ Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::in
         // output (non-zero only on the owning TP rank) in one all-reduce. The row-parallel bias
         // is added on TP rank 0 only, so the reduction adds it once.
         std::vector<float> shared(std::size_t(n * h));
-        DAY0_TRY(mlpPartial(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(), n,
-            moe.sharedIntermediate / m_layout.tp));
+        if (m_spec.family == model::Family::NemotronH) {
+            DAY0_TRY(relu2Partial(
+                names.shared, x, shared.data(), n, moe.sharedIntermediate / m_layout.tp));
+        } else {
+            DAY0_TRY(mlpPartial(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(),
+                n, moe.sharedIntermediate / m_layout.tp));
+        }
         if (m_coord.tpRank == 0) {
             DAY0_TRY(addBias(names.shared + ".down_proj", shared.data(), n, h));
         }
@@ -84,7 +118,7 @@ Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::in
 
 Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int64_t n, float* acc)
 {
-    const exec::detail::LayerNames names = exec::detail::layerNames(m_spec, layer);
+    const exec::detail::LayerNames names = moeNames(layer);
     const auto& moe = *m_spec.moe;
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t e = moe.numExperts;
@@ -94,7 +128,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
     const auto g = std::size_t(group.size());
 
     std::vector<float> logits(std::size_t(n * e));
-    DAY0_TRY(linearOp(names.ffn + ".gate", x, logits.data(), n, h, e));
+    DAY0_TRY(linearOp(names.router, x, logits.data(), n, h, e));
     const exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
@@ -176,8 +210,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
                 rows->begin() + std::int64_t(mine[std::size_t(i)]) * h, h, in.begin() + i * h);
         }
         const std::string module = fmt::format("{}.experts.{}", names.ffn, ex);
-        DAY0_TRY(mlpPartial(module, names.expertGate, names.expertUp, names.expertDown, in.data(),
-            outRows.data(), m, inter));
+        DAY0_TRY(expertMlpPartial(module, names, in.data(), outRows.data(), m, inter));
         if (m_coord.etpRank == 0) {
             DAY0_TRY(addBias(module + "." + names.expertDown, outRows.data(), m, h));
         }

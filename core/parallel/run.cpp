@@ -394,12 +394,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     if (nemotronH) {
         for (std::size_t i = 0; i < spec.layers.size(); ++i) {
-            if (spec.layers[i].moe()) {
-                // Its sigmoid router with e_score_correction_bias, relu² experts and (Nemotron 3
-                // Super) the latent fc1/fc2 projections around them have no sharded path yet.
-                missing.push_back(fmt::format("sharded runs of the MoE layers (E, first: layer {}) "
-                                              "of {}: relu2 experts, latent projections",
-                    i, spec.modelType));
+            if (spec.layers[i].moe() && spec.moe && spec.moe->latentSize > 0) {
+                // Nemotron 3 Super's experts work between fc1_latent_proj and fc2_latent_proj,
+                // which the sharded MoE (moe.cpp) does not place yet.
+                missing.push_back(fmt::format("sharded runs of the latent MoE layers (E, first: "
+                                              "layer {}; moe_latent_size {}) of {}",
+                    i, spec.moe->latentSize, spec.modelType));
                 break;
             }
         }

@@ -2,10 +2,11 @@
 //   mpi_parallel_integration                    every plan of the matrix on world size 4 for
 //                                               shrunk Llama, Qwen3-MoE and DeepSeek-V3; rank 0
 //                                               compares with the single-rank engine (≤ 1e-5)
-//   mpi_parallel_integration --hybrid           shrunk Qwen3.5, Qwen3-Next and Nemotron-H
-//                                               (Gated DeltaNet, Mamba-2) at tp=2 × pp=2 with
-//                                               the stage boundary between a recurrent and a
-//                                               full-attention layer, and tp=2 × dp=2 (± sp)
+//   mpi_parallel_integration --hybrid           shrunk Qwen3.5, Qwen3-Next (Gated DeltaNet)
+//                                               and Nemotron-H (Mamba-2): tp=2 × pp=2 with the
+//                                               stage boundary between a recurrent and a
+//                                               full-attention layer, and tp=2 × dp=2 (± sp);
+//                                               Nemotron 3 Nano (relu² MoE) with ep=2
 //   mpi_parallel_integration --mismatch-plan    rank 3 starts with another plan
 //   mpi_parallel_integration --mismatch-checkpoint  rank 2 runs a checkpoint of another seed
 //   mpi_parallel_integration --fail             rank 3 cannot read an expert weight
@@ -100,7 +101,8 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
 {
     int plans = 0;
     double worst = 0.0;
-    for (const std::string name : { "qwen3.5-27b", "qwen3-next-80b-a3b", "nemotron-h" }) {
+    for (const std::string name :
+        { "qwen3.5-27b", "qwen3-next-80b-a3b", "nemotron-h", "nemotron-3-nano-30b" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());
@@ -117,6 +119,11 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
         hybridPlans[2].microBatches = 2;
         if (name == "qwen3-next-80b-a3b") {
             hybridPlans[2].layout.stageLayerCounts = { 3, 1 };
+        }
+        if (name == "nemotron-3-nano-30b") {
+            // Its relu² experts over EP (the pattern M, E, M, *: the cut falls after the MoE).
+            hybridPlans[0].layout.ep = 2;
+            hybridPlans[2].layout.ep = 2;
         }
         for (const auto& p : hybridPlans) {
             auto err = runPlan(c, *m, p, *m->weights, m->checkpointId);

@@ -80,13 +80,15 @@ Result<std::vector<parallel::SequenceResult>> run(
     return r->sequences;
 }
 
-void prove(const std::string& name, const std::vector<test::MatrixPlan>& plans)
+/// `boundary`: every pp=2 plan must cut between a recurrent layer and a full-attention one.
+void prove(
+    const std::string& name, const std::vector<test::MatrixPlan>& plans, bool boundary = true)
 {
     const auto& m = hybrid(name);
     ASSERT_FALSE(m.spec.layers.empty());
     for (const auto& p : plans) {
         SCOPED_TRACE(p.label());
-        if (p.layout.pp > 1) {
+        if (p.layout.pp > 1 && boundary) {
             // The stage boundary lies between a recurrent layer and a full-attention one, so
             // each stage carries a different kind of state through the decode steps.
             const auto first = checkpoint::stageLayers(p.layout, m.spec.numLayers, 0);
@@ -137,11 +139,35 @@ TEST(ParallelHybrid, RefusesSplitsThatBreakHeadsOrGroups)
         << nemotron.error().message;
 }
 
-TEST(ParallelHybrid, RefusesNemotronMoeLayersByName)
+TEST(ParallelHybrid, NemotronHMoeShardedEqualsOneRank)
 {
-    auto moe = run(hybrid("nemotron-3-nano-30b"), layoutOf(2, 1));
-    ASSERT_FALSE(moe.ok());
-    EXPECT_NE(moe.error().message.find("MoE layers (E"), std::string::npos) << moe.error().message;
+    // Nemotron 3 Nano's pattern shrunk to M, E, M, *: relu² experts over EP, the shared relu²
+    // MLP TP-sliced, the sigmoid router with its correction bias replicated.
+    const auto& m = hybrid("nemotron-3-nano-30b");
+    ASSERT_TRUE(m.spec.moe.has_value());
+    prove("nemotron-3-nano-30b",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(1, 2), layoutOf(2, 2, false, 2) },
+        false);
+}
+
+TEST(ParallelHybrid, RefusesLatentMoeByName)
+{
+    // Nemotron 3 Super's experts work in a latent space (moe_latent_size): refused, not run.
+    auto m = &hybrid("nemotron-3-nano-30b");
+    test::ShrunkModel latent;
+    latent.spec = m->spec;
+    latent.spec.moe->latentSize = 16;
+    latent.checkpointId = m->checkpointId;
+    parallel::ParallelRunOptions o;
+    o.layout = layoutOf(2, 1).layout;
+    o.prompts = test::matrixPrompts(1, latent.spec.vocabSize);
+    o.checkpointId = m->checkpointId;
+    Progress progress;
+    auto r = parallel::runParallelInProcess(latent.spec, *m->weights, o, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("latent MoE layers (E, first: layer 1; moe_latent_size 16)"),
+        std::string::npos)
+        << r.error().message;
 }
 
 TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)

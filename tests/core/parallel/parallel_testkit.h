@@ -39,9 +39,10 @@ Result<ShrunkModel> makeShrunkModel(
 /// - "qwen3-next-80b-a3b": 4 layers (3 Gated DeltaNet, 1 full attention; MoE in each), which
 ///   pp=2 splits at the boundary with stage layer counts 3/1;
 /// - "nemotron-h": nemotron-3-nano-30b with hybrid_override_pattern "MM*-" (Mamba-2, Mamba-2,
-///   attention, relu² MLP; no MoE layer, which the sharded executor refuses).
-/// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage ends on a recurrent layer and the
-/// second starts with attention.
+///   attention, relu² MLP; no MoE layer);
+/// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers).
+/// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
+/// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
     const std::string& name, const std::filesystem::path& dir, std::uint64_t seed = 7);
 
