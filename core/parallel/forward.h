@@ -105,9 +105,10 @@ private:
         int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
     /// The Mamba-2 mixer over this rank's heads and groups; `out` gets partial out_proj sums.
     Result<void> mamba2(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
-    /// Nemotron-H's non-gated relu² MLP, up column-sliced, down row-sliced (partial sum).
-    Result<void> relu2Partial(
-        const std::string& module, const float* x, float* out, std::int64_t n, std::int64_t inter);
+    /// Nemotron-H's non-gated relu² MLP on rows of `width` (0: hidden), up column-sliced, down
+    /// row-sliced (partial sum).
+    Result<void> relu2Partial(const std::string& module, const float* x, float* out, std::int64_t n,
+        std::int64_t inter, std::int64_t width = 0);
     /// Nemotron-H's layers: one norm and one mixer (M, *, -) per layer (hybrid.cpp).
     Result<void> nemotronHLayer(int layer, ShardCache& cache, std::vector<float>& hidden,
         std::int64_t n, std::int64_t start);
@@ -126,15 +127,19 @@ private:
     /// The MoE block's module names (Nemotron-H's mixer, router and relu² experts, or
     /// exec::detail::layerNames).
     [[nodiscard]] exec::detail::LayerNames moeNames(int layer) const;
-    /// One routed expert's slice on rows x [n, h]: gated (gate/up/down) or relu² (up/down).
+    /// One routed expert's slice on rows x [n, width]: gated (gate/up/down, width h) or relu²
+    /// (up/down).
     Result<void> expertMlpPartial(const std::string& module, const exec::detail::LayerNames& names,
-        const float* x, float* out, std::int64_t n, std::int64_t inter);
+        const float* x, float* out, std::int64_t n, std::int64_t width, std::int64_t inter);
     /// The MoE block's partial output [n, h] (routed tokens on their owning TP rank, shared
     /// experts TP-sliced), to be reduced by finishRowParallel.
     Result<void> moe(int layer, const float* x, float* out, std::int64_t n);
     /// Routed experts of this rank's TP-owned tokens, dispatched and combined with all-to-all(v);
     /// `acc` [n, h] receives the weighted sums of the owned tokens.
-    Result<void> routedExperts(int layer, const float* x, std::int64_t n, float* acc);
+    /// The router reads x [n, h]; the experts read `rowsIn` [n, width] (x, or the latent rows),
+    /// `acc` [n, width].
+    Result<void> routedExperts(int layer, const float* x, std::int64_t n, const float* rowsIn,
+        std::int64_t width, float* acc);
 
     const model::ModelSpec& m_spec;
     const exec::detail::WeightTable& m_weights;

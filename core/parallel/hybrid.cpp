@@ -211,10 +211,10 @@ Result<void> ParallelForward::mamba2(
     return linearOp(module + ".out_proj", y.data(), out, n, s.inner(), h, true);
 }
 
-Result<void> ParallelForward::relu2Partial(
-    const std::string& module, const float* x, float* out, std::int64_t n, std::int64_t inter)
+Result<void> ParallelForward::relu2Partial(const std::string& module, const float* x, float* out,
+    std::int64_t n, std::int64_t inter, std::int64_t width)
 {
-    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + ".up_proj", x, u.data(), n, h, inter));
     for (float& v : u) {
@@ -256,13 +256,14 @@ Result<void> ParallelForward::nemotronHLayer(
         }
         DAY0_TRY(relu2Partial(mixer, *in, partial.data(), n, inter / m_layout.tp));
         biasModule = mixer + ".down_proj";
-    } else if (spec.moe() && m_spec.moe && m_spec.moe->latentSize == 0) {
-        // NemotronHMoE: routed relu² experts over the EP group, the shared MLP TP-sliced
-        // (moe.cpp); the routed output lives on each token's owning TP rank until the reduction.
+    } else if (spec.moe() && m_spec.moe) {
+        // NemotronHMoE: routed relu² experts over the EP group (in the latent space when
+        // moe_latent_size is set), the shared MLP TP-sliced (moe.cpp); the routed output lives
+        // on each token's owning TP rank until the reduction.
         DAY0_TRY(moe(layer, *in, partial.data(), n));
     } else {
         return Error::unsupported(fmt::format(
-            "sharded runs of layer {} of {} (its latent MoE block)", layer, m_spec.modelType));
+            "sharded runs of layer {} of {} (no mixer and no MLP)", layer, m_spec.modelType));
     }
     std::vector<float> branch;
     DAY0_TRY(finishRowParallel(partial, n, biasModule, branch));

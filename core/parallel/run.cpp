@@ -392,18 +392,6 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
                                       "the Lightning indexer, hash-routed sqrtsoftplus MoE)",
             spec.modelType));
     }
-    if (nemotronH) {
-        for (std::size_t i = 0; i < spec.layers.size(); ++i) {
-            if (spec.layers[i].moe() && spec.moe && spec.moe->latentSize > 0) {
-                // Nemotron 3 Super's experts work between fc1_latent_proj and fc2_latent_proj,
-                // which the sharded MoE (moe.cpp) does not place yet.
-                missing.push_back(fmt::format("sharded runs of the latent MoE layers (E, first: "
-                                              "layer {}; moe_latent_size {}) of {}",
-                    i, spec.moe->latentSize, spec.modelType));
-                break;
-            }
-        }
-    }
     if (spec.linearAttention && !exec::detail::isQwenNext(spec)) {
         missing.push_back(
             fmt::format("sharded runs of the linear-attention (Kimi Delta Attention) layers of {}",

@@ -6,7 +6,8 @@
 //                                               and Nemotron-H (Mamba-2): tp=2 × pp=2 with the
 //                                               stage boundary between a recurrent and a
 //                                               full-attention layer, and tp=2 × dp=2 (± sp);
-//                                               Nemotron 3 Nano (relu² MoE) with ep=2
+//                                               Nemotron 3 Nano and Super (relu² MoE, Super's
+//                                               latent) with ep=2
 //   mpi_parallel_integration --mismatch-plan    rank 3 starts with another plan
 //   mpi_parallel_integration --mismatch-checkpoint  rank 2 runs a checkpoint of another seed
 //   mpi_parallel_integration --fail             rank 3 cannot read an expert weight
@@ -101,8 +102,8 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
 {
     int plans = 0;
     double worst = 0.0;
-    for (const std::string name :
-        { "qwen3.5-27b", "qwen3-next-80b-a3b", "nemotron-h", "nemotron-3-nano-30b" }) {
+    for (const std::string name : { "qwen3.5-27b", "qwen3-next-80b-a3b", "nemotron-h",
+             "nemotron-3-nano-30b", "nemotron-3-super" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());
@@ -120,8 +121,9 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
         if (name == "qwen3-next-80b-a3b") {
             hybridPlans[2].layout.stageLayerCounts = { 3, 1 };
         }
-        if (name == "nemotron-3-nano-30b") {
-            // Its relu² experts over EP (the pattern M, E, M, *: the cut falls after the MoE).
+        if (name.starts_with("nemotron-3")) {
+            // Their relu² experts (Super's in the latent space) over EP; the pp cut falls after
+            // an MoE layer.
             hybridPlans[0].layout.ep = 2;
             hybridPlans[2].layout.ep = 2;
         }

@@ -150,24 +150,15 @@ TEST(ParallelHybrid, NemotronHMoeShardedEqualsOneRank)
         false);
 }
 
-TEST(ParallelHybrid, RefusesLatentMoeByName)
+TEST(ParallelHybrid, NemotronSuperLatentMoeShardedEqualsOneRank)
 {
-    // Nemotron 3 Super's experts work in a latent space (moe_latent_size): refused, not run.
-    auto m = &hybrid("nemotron-3-nano-30b");
-    test::ShrunkModel latent;
-    latent.spec = m->spec;
-    latent.spec.moe->latentSize = 16;
-    latent.checkpointId = m->checkpointId;
-    parallel::ParallelRunOptions o;
-    o.layout = layoutOf(2, 1).layout;
-    o.prompts = test::matrixPrompts(1, latent.spec.vocabSize);
-    o.checkpointId = m->checkpointId;
-    Progress progress;
-    auto r = parallel::runParallelInProcess(latent.spec, *m->weights, o, progress, {});
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("latent MoE layers (E, first: layer 1; moe_latent_size 16)"),
-        std::string::npos)
-        << r.error().message;
+    // The experts work in moe_latent_size lanes between the replicated fc1/fc2 latent
+    // projections; each TP rank's fc2 output covers only the tokens it owns.
+    const auto& m = hybrid("nemotron-3-super");
+    ASSERT_TRUE(m.spec.moe.has_value());
+    ASSERT_GT(m.spec.moe->latentSize, 0);
+    prove("nemotron-3-super",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(2, 2, false, 2) }, false);
 }
 
 TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)

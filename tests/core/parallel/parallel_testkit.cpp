@@ -1,19 +1,19 @@
 #include "parallel_testkit.h"
 
+#include "base/python_json.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <thread>
-
-#include <unistd.h>
 
 namespace day0::test {
 
@@ -68,29 +68,38 @@ Result<ShrunkModel> makeShrunkModel(
 Result<ShrunkModel> makeShrunkHybrid(
     const std::string& name, const std::filesystem::path& dir, std::uint64_t seed)
 {
-    if (name != "nemotron-h") {
+    if (name != "nemotron-h" && name != "nemotron-3-super") {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
         const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
         return shrinkAndOpen(name, name, dir, four ? 4 : 2, seed);
     }
-    const auto bundled
-        = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / "nemotron-3-nano-30b.json";
+    const bool super = name == "nemotron-3-super";
+    const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
+        / (super ? "nemotron-3-super-120b-fp8.json" : "nemotron-3-nano-30b.json");
     std::ifstream in(bundled);
-    auto config = nlohmann::ordered_json::parse(in, nullptr, false);
-    if (config.is_discarded()) {
-        return Error::badInput(fmt::format("{}: not JSON", bundled.string()));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Super's time_step_limit holds Infinity, as Python writes it.
+    auto parsed = parsePythonJsonOrdered(text, bundled.string());
+    if (!parsed) {
+        return parsed.error();
     }
-    config["hybrid_override_pattern"] = "MM*-";
-    config["num_hidden_layers"] = 4;
+    auto config = parsed->value;
+    if (super) {
+        // Its ModelOpt FP8, which shrink does not generate: the shrunk copy is unquantised.
+        config.erase("quantization_config");
+    } else {
+        config["hybrid_override_pattern"] = "MM*-";
+        config["num_hidden_layers"] = 4;
+    }
     // Shrink records its source's path in day0-shrink.json, which the checkpoint's fingerprint
     // covers: every rank of an mpirun (each shrinking into its own folder) must name the same
     // file. Written under a unique name and renamed, so a rank never reads a partial file.
-    const auto shared = std::filesystem::temp_directory_path() / "day0-parallel-nemotron-h-MM*-";
+    const auto shared = std::filesystem::temp_directory_path() / ("day0-parallel-" + name);
     std::filesystem::create_directories(shared);
     const auto path = shared / "config.json";
     const auto partial = shared / fmt::format("config.json.{}.{}", ::getpid(), seed);
-    std::ofstream(partial) << config.dump(2);
+    std::ofstream(partial) << dumpPythonJson(config, 2);
     std::error_code ec;
     std::filesystem::rename(partial, path, ec);
     if (ec) {

@@ -40,7 +40,9 @@ Result<ShrunkModel> makeShrunkModel(
 ///   pp=2 splits at the boundary with stage layer counts 3/1;
 /// - "nemotron-h": nemotron-3-nano-30b with hybrid_override_pattern "MM*-" (Mamba-2, Mamba-2,
 ///   attention, relu² MLP; no MoE layer);
-/// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers).
+/// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers);
+/// - "nemotron-3-super": nemotron-3-super-120b-fp8 unquantised, 4 layers of its pattern (its
+///   latent MoE: experts between fc1_latent_proj and fc2_latent_proj).
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
