@@ -382,7 +382,8 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
     }
-    if (spec.moe && spec.moe->packedExperts) {
+    // Qwen3.5's fused experts are split per expert from the full checkpoint (weights.cpp).
+    if (spec.moe && spec.moe->packedExperts && !exec::detail::isQwenNext(spec)) {
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }

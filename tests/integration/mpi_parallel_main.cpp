@@ -2,8 +2,9 @@
 //   mpi_parallel_integration                    every plan of the matrix on world size 4 for
 //                                               shrunk Llama, Qwen3-MoE and DeepSeek-V3; rank 0
 //                                               compares with the single-rank engine (≤ 1e-5)
-//   mpi_parallel_integration --hybrid           shrunk Qwen3.5, Qwen3-Next (Gated DeltaNet)
-//                                               and Nemotron-H (Mamba-2): tp=2 × pp=2 with the
+//   mpi_parallel_integration --hybrid           shrunk Qwen3.5 (dense; MoE with fused
+//                                               experts), Qwen3-Next (Gated DeltaNet) and
+//                                               Nemotron-H (Mamba-2): tp=2 × pp=2 with the
 //                                               stage boundary between a recurrent and a
 //                                               full-attention layer, and tp=2 × dp=2 (± sp);
 //                                               Nemotron 3 Nano and Super (relu² MoE, Super's
@@ -102,8 +103,8 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
 {
     int plans = 0;
     double worst = 0.0;
-    for (const std::string name : { "qwen3.5-27b", "qwen3-next-80b-a3b", "nemotron-h",
-             "nemotron-3-nano-30b", "nemotron-3-super" }) {
+    for (const std::string name : { "qwen3.5-27b", "qwen3.5-397b-a17b", "qwen3-next-80b-a3b",
+             "nemotron-h", "nemotron-3-nano-30b", "nemotron-3-super" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());
@@ -121,9 +122,9 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
         if (name == "qwen3-next-80b-a3b") {
             hybridPlans[2].layout.stageLayerCounts = { 3, 1 };
         }
-        if (name.starts_with("nemotron-3")) {
-            // Their relu² experts (Super's in the latent space) over EP; the pp cut falls after
-            // an MoE layer.
+        if (name.starts_with("nemotron-3") || name == "qwen3.5-397b-a17b") {
+            // Their experts over EP (Nemotron's relu², Super's in the latent space; Qwen3.5's
+            // fused); Nemotron's pp cut falls after an MoE layer.
             hybridPlans[0].layout.ep = 2;
             hybridPlans[2].layout.ep = 2;
         }

@@ -121,6 +121,15 @@ TEST(ParallelHybrid, Qwen3NextMoeShardedEqualsOneRank)
     prove("qwen3-next-80b-a3b", { layoutOf(2, 1), pp, layoutOf(2, 1, false, 2) });
 }
 
+TEST(ParallelHybrid, Qwen35MoeFusedExpertsShardedEqualsOneRank)
+{
+    // The BF16 release's fused experts.gate_up_proj / down_proj, split per expert over EP / ETP.
+    const auto& m = hybrid("qwen3.5-397b-a17b");
+    ASSERT_TRUE(m.spec.moe && m.spec.moe->packedExperts);
+    prove("qwen3.5-397b-a17b",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(1, 2), layoutOf(2, 2, false, 2) });
+}
+
 TEST(ParallelHybrid, NemotronHShardedEqualsOneRank)
 {
     prove("nemotron-h", { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(1, 2), layoutOf(2, 2) });
@@ -191,4 +200,27 @@ TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)
         std::cout << fmt::format(
             "[hybrid shards] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
     }
+}
+
+TEST(ParallelHybrid, RefusesFusedExpertsFromRankFilesByName)
+{
+    // A rank file holds the fused experts' EP range; the per-expert reads are refused, not
+    // misindexed.
+    const auto& m = hybrid("qwen3.5-397b-a17b");
+    const auto p = layoutOf(2, 1, false, 2);
+    const auto out = scratch() / "qwen35-moe-shards";
+    Progress progress;
+    auto written = checkpoint::shardCheckpoint(
+        m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto folder = parallel::openShardFolder(out, p.layout);
+    ASSERT_TRUE(folder.ok()) << folder.error().message;
+    parallel::ParallelRunOptions o;
+    o.layout = p.layout;
+    o.prompts = test::matrixPrompts(1, m.spec.vocabSize);
+    o.checkpointId = m.checkpointId;
+    o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+    auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("fused 3-D experts"), std::string::npos) << r.error().message;
 }
