@@ -26,6 +26,9 @@ public:
     [[nodiscard]] std::vector<std::string> names() const override { return m_inner.names(); }
     [[nodiscard]] std::string describe() const override { return m_inner.describe(); }
 
+    /// The checkpoint's name of canonical tensor `name` (text prefix and lm_head mapped).
+    [[nodiscard]] std::string checkpointName(const std::string& name) const;
+
 private:
     struct Packed {
         std::string tensor; ///< checkpoint name of the fused tensor
@@ -33,7 +36,6 @@ private:
         int part = 0; ///< 0 gate, 1 up (of gate_up_proj), 2 down
         bool bias = false; ///< gpt-oss: the expert's bias (`gate_up_proj_bias`, `down_proj_bias`)
     };
-    [[nodiscard]] std::string checkpointName(const std::string& name) const;
     [[nodiscard]] bool packed(const std::string& name, Packed& out) const;
 
     const WeightSource& m_inner;

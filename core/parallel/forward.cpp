@@ -87,12 +87,19 @@ Result<void> ParallelForward::init()
     } else {
         m_kvHeads = 1; // replicated: rank r holds KV head r / (tp / kv)
     }
-    auto act = exec::parseActivation(m_spec.hiddenAct);
-    if (!act) {
-        return act.error();
+    // Nemotron-H's relu² MLPs are not gated: relu2Partial computes them.
+    if (m_spec.family != model::Family::NemotronH) {
+        auto act = exec::parseActivation(m_spec.hiddenAct);
+        if (!act) {
+            return act.error();
+        }
+        m_activation = *act;
     }
-    m_activation = *act;
-    const std::int64_t rotary = mla ? m_spec.mla.qkRopeHeadDim : m_spec.headDim;
+    // Partial rotary (Qwen3.5: a quarter of each head) as the single-rank engine builds it: the
+    // first lanes rotate, the rest pass.
+    const std::int64_t rotary = mla
+        ? m_spec.mla.qkRopeHeadDim
+        : std::int64_t(double(m_spec.headDim) * m_spec.partialRotaryFactor);
     auto rope = exec::makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
         mla ? exec::RopeLayout::Interleaved : exec::RopeLayout::RotateHalf);
     if (!rope) {
@@ -130,9 +137,28 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
         kw = m_heads * (m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim);
         vw = m_heads * m_spec.mla.vHeadDim;
     }
+    c.window.resize(std::size_t(m_spec.numLayers));
+    c.state.resize(std::size_t(m_spec.numLayers));
+    const int tp = m_layout.tp;
     for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
-        c.k[std::size_t(l)].assign(std::size_t(capacity * kw), 0.0F);
-        c.v[std::size_t(l)].assign(std::size_t(capacity * vw), 0.0F);
+        const auto i = std::size_t(l);
+        const model::MixerKind mixer = m_spec.layers[i].mixer;
+        // The recurrent layers' states: fixed sizes over this rank's heads, zero at the start.
+        if (mixer == model::MixerKind::GatedDeltaNet && m_spec.linearAttention) {
+            const auto& la = *m_spec.linearAttention;
+            const std::int64_t conv
+                = (2 * la.keyHeads * la.keyHeadDim + la.valueHeads * la.valueHeadDim) / tp;
+            c.window[i].assign(std::size_t((la.convKernel - 1) * conv), 0.0F);
+            c.state[i].assign(
+                std::size_t(la.valueHeads / tp * la.keyHeadDim * la.valueHeadDim), 0.0F);
+        } else if (mixer == model::MixerKind::Mamba2 && m_spec.mamba) {
+            const auto& m = *m_spec.mamba;
+            c.window[i].assign(std::size_t((m.convKernel - 1) * m.convChannels() / tp), 0.0F);
+            c.state[i].assign(std::size_t(m.inner() / tp * m.stateSize), 0.0F);
+        } else if (mixer != model::MixerKind::None) {
+            c.k[i].assign(std::size_t(capacity * kw), 0.0F);
+            c.v[i].assign(std::size_t(capacity * vw), 0.0F);
+        }
     }
     return c;
 }
@@ -147,7 +173,7 @@ Result<void> ParallelForward::linearOp(const std::string& module, const float* x
     std::int64_t n, std::int64_t in, std::int64_t out, bool skipBias) const
 {
     const std::string name = module == "lm_head" && weight("lm_head.weight") == nullptr
-        ? std::string("model.embed_tokens.weight")
+        ? embedName()
         : module + ".weight";
     const auto it = m_weights.tensors.find(name);
     if (it == m_weights.tensors.end()) {
@@ -201,7 +227,7 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
 {
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
-    const auto it = m_weights.tensors.find("model.embed_tokens.weight");
+    const auto it = m_weights.tensors.find(embedName());
     if (it == m_weights.tensors.end()) {
         return Error::internal(fmt::format("rank {}: holds no embedding slice", m_coord.rank));
     }
@@ -230,7 +256,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
     std::vector<float> normed(hidden.size());
-    m_ops.rmsNorm(hidden.data(), weight("model.norm.weight"), normed.data(), localRows(n), h,
+    m_ops.rmsNorm(hidden.data(), weight(finalNormName()), normed.data(), localRows(n), h,
         m_spec.normEps, exec::PrecisionMode::F32);
     std::vector<float> gathered;
     auto rowsOfAll = allTokens(normed, n, gathered);
@@ -239,7 +265,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     }
     const float* x = *rowsOfAll;
     const std::string headName
-        = weight("lm_head.weight") != nullptr ? "lm_head.weight" : "model.embed_tokens.weight";
+        = weight("lm_head.weight") != nullptr ? "lm_head.weight" : embedName();
     const auto it = m_weights.tensors.find(headName);
     if (it == m_weights.tensors.end()) {
         return Error::internal(fmt::format("rank {}: holds no output head slice", m_coord.rank));
@@ -298,19 +324,27 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         if (stop.stop_requested()) {
             return Error::cancelled();
         }
-        const std::string prefix = fmt::format("model.layers.{}", l);
+        if (m_spec.family == model::Family::NemotronH) {
+            DAY0_TRY(nemotronHLayer(l, cache, hidden, n, start));
+            continue;
+        }
+        const std::string prefix = layerPrefix(l);
+        const bool linear = m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet;
         m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), rows, h,
             m_spec.normEps, exec::PrecisionMode::F32);
         auto in = allTokens(x, n, gathered);
         if (!in) {
             return in.error();
         }
-        if (m_spec.attention == model::AttentionKind::MLA) {
+        if (linear) {
+            DAY0_TRY(gatedDeltaNet(l, cache, *in, partial.data(), n));
+        } else if (m_spec.attention == model::AttentionKind::MLA) {
             DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
         } else {
             DAY0_TRY(attention(l, cache, *in, partial.data(), n, start));
         }
-        DAY0_TRY(finishRowParallel(partial, n, prefix + ".self_attn.o_proj", branch));
+        DAY0_TRY(finishRowParallel(
+            partial, n, prefix + (linear ? ".linear_attn.out_proj" : ".self_attn.o_proj"), branch));
         m_ops.addRmsNorm(branch.data(), hidden.data(),
             weight(prefix + ".post_attention_layernorm.weight"), x.data(), rows, h, m_spec.normEps,
             exec::PrecisionMode::F32);
@@ -335,7 +369,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
 Result<void> ParallelForward::attention(
     int layer, ShardCache& cache, const float* x, float* out, std::int64_t n, std::int64_t start)
 {
-    const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
+    const std::string attn = attentionModule(layer);
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t d = m_spec.headDim;
     const std::int64_t qDim = m_heads * d;
@@ -343,7 +377,20 @@ Result<void> ParallelForward::attention(
     std::vector<float> q(std::size_t(n * qDim));
     std::vector<float> k(std::size_t(n * kvDim));
     std::vector<float> v(std::size_t(n * kvDim));
-    DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, qDim));
+    // Qwen3-Next / Qwen3.5 (Qwen3NextAttention): q_proj emits each head's query then its output
+    // gate, so the column slice by heads keeps each local head's pair.
+    std::vector<float> gate;
+    if (m_spec.attentionOutputGate) {
+        std::vector<float> both(std::size_t(n * 2 * qDim));
+        DAY0_TRY(linearOp(attn + ".q_proj", x, both.data(), n, h, 2 * qDim));
+        gate.resize(std::size_t(n * qDim));
+        for (std::int64_t i = 0; i < n * m_heads; ++i) {
+            std::copy_n(both.begin() + i * 2 * d, d, q.begin() + i * d);
+            std::copy_n(both.begin() + i * 2 * d + d, d, gate.begin() + i * d);
+        }
+    } else {
+        DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, qDim));
+    }
     DAY0_TRY(linearOp(attn + ".k_proj", x, k.data(), n, h, kvDim));
     DAY0_TRY(linearOp(attn + ".v_proj", x, v.data(), n, h, kvDim));
     if (m_spec.qkNorm) {
@@ -365,6 +412,9 @@ Result<void> ParallelForward::attention(
     std::vector<float> context(std::size_t(n * qDim));
     m_ops.attention(
         q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+        context[i] *= exec::sigmoid(gate[i]);
+    }
     // Row-parallel o_proj: partial sums over the local heads (the caller reduces, adds the bias).
     return linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true);
 }

@@ -29,10 +29,15 @@ struct RankGroups {
     comm::Communicator* expert = nullptr; ///< every rank of this stage (dp × tp), EP × ETP × EDP
 };
 
-/// One sequence's KV cache on this rank (its local heads of its stage's layers).
+/// One sequence's KV cache on this rank (its local heads of its stage's layers), and the
+/// recurrent states of its local heads in the stage's Gated DeltaNet and Mamba-2 layers.
 struct ShardCache {
     std::vector<std::vector<float>> k; ///< per layer of the model (empty outside the stage)
     std::vector<std::vector<float>> v;
+    /// Per layer: the causal conv's last kernel − 1 inputs [kernel − 1, local channels].
+    std::vector<std::vector<float>> window;
+    /// Per layer: the delta rule's [local value heads, dk, dv] or the SSM's [local heads, P, N].
+    std::vector<std::vector<float>> state;
     std::int64_t capacity = 0;
 };
 
@@ -94,16 +99,47 @@ private:
     /// The same for multi-head latent attention.
     Result<void> mla(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
         std::int64_t start);
+    /// Gated DeltaNet (Qwen3-Next, Qwen3.5) over this rank's key and value heads; `out` [n, h]
+    /// gets the partial out_proj sums (hybrid.cpp).
+    Result<void> gatedDeltaNet(
+        int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
+    /// The Mamba-2 mixer over this rank's heads and groups; `out` gets partial out_proj sums.
+    Result<void> mamba2(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
+    /// Nemotron-H's non-gated relu² MLP on rows of `width` (0: hidden), up column-sliced, down
+    /// row-sliced (partial sum).
+    Result<void> relu2Partial(const std::string& module, const float* x, float* out, std::int64_t n,
+        std::int64_t inter, std::int64_t width = 0);
+    /// Nemotron-H's layers: one norm and one mixer (M, *, -) per layer (hybrid.cpp).
+    Result<void> nemotronHLayer(int layer, ShardCache& cache, std::vector<float>& hidden,
+        std::int64_t n, std::int64_t start);
+    /// The embedding table ("model.embed_tokens.weight", Nemotron-H's "backbone.embeddings…").
+    [[nodiscard]] std::string embedName() const;
+    /// The final norm's weight ("model.norm.weight", Nemotron-H's "backbone.norm_f.weight").
+    [[nodiscard]] std::string finalNormName() const;
+    /// "model.layers.7", or Nemotron-H's "backbone.layers.7".
+    [[nodiscard]] std::string layerPrefix(int layer) const;
+    /// The module of a layer's softmax attention: "….self_attn", Nemotron-H's "….mixer".
+    [[nodiscard]] std::string attentionModule(int layer) const;
     /// Gated MLP with column-sliced gate/up and row-sliced down; the output is a partial sum.
     Result<void> mlpPartial(const std::string& module, const std::string& gate,
         const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
         std::int64_t inter);
+    /// The MoE block's module names (Nemotron-H's mixer, router and relu² experts, or
+    /// exec::detail::layerNames).
+    [[nodiscard]] exec::detail::LayerNames moeNames(int layer) const;
+    /// One routed expert's slice on rows x [n, width]: gated (gate/up/down, width h) or relu²
+    /// (up/down).
+    Result<void> expertMlpPartial(const std::string& module, const exec::detail::LayerNames& names,
+        const float* x, float* out, std::int64_t n, std::int64_t width, std::int64_t inter);
     /// The MoE block's partial output [n, h] (routed tokens on their owning TP rank, shared
     /// experts TP-sliced), to be reduced by finishRowParallel.
     Result<void> moe(int layer, const float* x, float* out, std::int64_t n);
     /// Routed experts of this rank's TP-owned tokens, dispatched and combined with all-to-all(v);
     /// `acc` [n, h] receives the weighted sums of the owned tokens.
-    Result<void> routedExperts(int layer, const float* x, std::int64_t n, float* acc);
+    /// The router reads x [n, h]; the experts read `rowsIn` [n, width] (x, or the latent rows),
+    /// `acc` [n, width].
+    Result<void> routedExperts(int layer, const float* x, std::int64_t n, const float* rowsIn,
+        std::int64_t width, float* acc);
 
     const model::ModelSpec& m_spec;
     const exec::detail::WeightTable& m_weights;

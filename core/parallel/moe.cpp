@@ -48,20 +48,71 @@ Result<std::vector<V>> exchangeRows(comm::Communicator& group,
 
 } // namespace
 
+exec::detail::LayerNames ParallelForward::moeNames(int layer) const
+{
+    if (m_spec.family != model::Family::NemotronH) {
+        return exec::detail::layerNames(m_spec, layer);
+    }
+    // NemotronHMoE (transformers modeling_nemotron_h.py): the block is the layer's mixer, its
+    // router `gate` with e_score_correction_bias, relu² experts of up/down only, one shared
+    // relu² MLP `shared_experts`.
+    exec::detail::LayerNames names;
+    names.prefix = layerPrefix(layer);
+    names.ffn = names.prefix + ".mixer";
+    names.router = names.ffn + ".gate";
+    names.scoreBias = names.router + ".e_score_correction_bias";
+    names.expertUp = "up_proj";
+    names.expertDown = "down_proj";
+    names.shared = names.ffn + ".shared_experts";
+    return names;
+}
+
+Result<void> ParallelForward::expertMlpPartial(const std::string& module,
+    const exec::detail::LayerNames& names, const float* x, float* out, std::int64_t n,
+    std::int64_t width, std::int64_t inter)
+{
+    if (!m_spec.moe->gatedExperts) {
+        return relu2Partial(module, x, out, n, inter, width);
+    }
+    if (width != m_spec.hiddenSize) {
+        return Error::internal(fmt::format("gated experts on {}-wide rows", width));
+    }
+    return mlpPartial(module, names.expertGate, names.expertUp, names.expertDown, x, out, n, inter);
+}
+
 Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::int64_t n)
 {
-    const exec::detail::LayerNames names = exec::detail::layerNames(m_spec, layer);
+    const exec::detail::LayerNames names = moeNames(layer);
     const auto& moe = *m_spec.moe;
     const std::int64_t h = m_spec.hiddenSize;
     std::vector<float> acc(std::size_t(n * h), 0.0F);
-    DAY0_TRY(routedExperts(layer, x, n, acc.data()));
+    if (moe.latentSize > 0) {
+        // Nemotron 3 Super (NemotronHMoE with moe_latent_size): the experts read
+        // fc1_latent_proj(x) and their weighted sum passes fc2_latent_proj; both replicated.
+        // Each TP rank's latent sum is non-zero only on the tokens it owns, so fc2 of it is that
+        // rank's share of the TP reduction; fc2's bias joins on TP rank 0 only.
+        const std::int64_t width = moe.latentSize;
+        std::vector<float> latent(std::size_t(n * width));
+        DAY0_TRY(linearOp(names.ffn + ".fc1_latent_proj", x, latent.data(), n, h, width));
+        std::vector<float> sum(std::size_t(n * width), 0.0F);
+        DAY0_TRY(routedExperts(layer, x, n, latent.data(), width, sum.data()));
+        DAY0_TRY(linearOp(names.ffn + ".fc2_latent_proj", sum.data(), acc.data(), n, width, h,
+            m_coord.tpRank != 0));
+    } else {
+        DAY0_TRY(routedExperts(layer, x, n, x, h, acc.data()));
+    }
     if (!names.shared.empty()) {
         // Shared experts are TP-sliced like a dense MLP; their partial sums join the routed
         // output (non-zero only on the owning TP rank) in one all-reduce. The row-parallel bias
         // is added on TP rank 0 only, so the reduction adds it once.
         std::vector<float> shared(std::size_t(n * h));
-        DAY0_TRY(mlpPartial(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(), n,
-            moe.sharedIntermediate / m_layout.tp));
+        if (m_spec.family == model::Family::NemotronH) {
+            DAY0_TRY(relu2Partial(
+                names.shared, x, shared.data(), n, moe.sharedIntermediate / m_layout.tp));
+        } else {
+            DAY0_TRY(mlpPartial(names.shared, "gate_proj", "up_proj", "down_proj", x, shared.data(),
+                n, moe.sharedIntermediate / m_layout.tp));
+        }
         if (m_coord.tpRank == 0) {
             DAY0_TRY(addBias(names.shared + ".down_proj", shared.data(), n, h));
         }
@@ -82,9 +133,10 @@ Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::in
     return success();
 }
 
-Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int64_t n, float* acc)
+Result<void> ParallelForward::routedExperts(
+    int layer, const float* x, std::int64_t n, const float* rowsIn, std::int64_t width, float* acc)
 {
-    const exec::detail::LayerNames names = exec::detail::layerNames(m_spec, layer);
+    const exec::detail::LayerNames names = moeNames(layer);
     const auto& moe = *m_spec.moe;
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t e = moe.numExperts;
@@ -94,7 +146,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
     const auto g = std::size_t(group.size());
 
     std::vector<float> logits(std::size_t(n * e));
-    DAY0_TRY(linearOp(names.ffn + ".gate", x, logits.data(), n, h, e));
+    DAY0_TRY(linearOp(names.router, x, logits.data(), n, h, e));
     const exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
@@ -123,8 +175,8 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
             entries.push_back({ t, ex, routing.weights[std::size_t(t * routing.k + j)], dest0,
                 sendExperts[dest0].size() });
             for (int q = 0; q < etp; ++q) {
-                sendRows[dest0 + std::size_t(q)].insert(
-                    sendRows[dest0 + std::size_t(q)].end(), x + t * h, x + (t + 1) * h);
+                sendRows[dest0 + std::size_t(q)].insert(sendRows[dest0 + std::size_t(q)].end(),
+                    rowsIn + t * width, rowsIn + (t + 1) * width);
                 sendExperts[dest0 + std::size_t(q)].push_back(ex);
             }
         }
@@ -143,7 +195,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
         recvRows[r] = std::size_t(recvCount[r]);
         received += recvRows[r];
     }
-    auto rows = exchangeRows<float>(group, sendRows, recvRows, h, DType::F32);
+    auto rows = exchangeRows<float>(group, sendRows, recvRows, width, DType::F32);
     if (!rows) {
         return rows.error();
     }
@@ -154,7 +206,7 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
 
     // Compute this rank's slice of each local expert over the rows it received.
     const std::int64_t inter = moe.expertIntermediate / etp;
-    std::vector<float> results(received * std::size_t(h), 0.0F);
+    std::vector<float> results(received * std::size_t(width), 0.0F);
     const auto [first, last] = checkpoint::expertRange(e, ep, m_coord.epRank);
     std::vector<float> in;
     std::vector<float> outRows;
@@ -169,21 +221,20 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
             continue;
         }
         const auto m = std::int64_t(mine.size());
-        in.resize(std::size_t(m * h));
-        outRows.resize(std::size_t(m * h));
+        in.resize(std::size_t(m * width));
+        outRows.resize(std::size_t(m * width));
         for (std::int64_t i = 0; i < m; ++i) {
-            std::copy_n(
-                rows->begin() + std::int64_t(mine[std::size_t(i)]) * h, h, in.begin() + i * h);
+            std::copy_n(rows->begin() + std::int64_t(mine[std::size_t(i)]) * width, width,
+                in.begin() + i * width);
         }
         const std::string module = fmt::format("{}.experts.{}", names.ffn, ex);
-        DAY0_TRY(mlpPartial(module, names.expertGate, names.expertUp, names.expertDown, in.data(),
-            outRows.data(), m, inter));
+        DAY0_TRY(expertMlpPartial(module, names, in.data(), outRows.data(), m, width, inter));
         if (m_coord.etpRank == 0) {
-            DAY0_TRY(addBias(module + "." + names.expertDown, outRows.data(), m, h));
+            DAY0_TRY(addBias(module + "." + names.expertDown, outRows.data(), m, width));
         }
         for (std::int64_t i = 0; i < m; ++i) {
-            std::copy_n(outRows.begin() + i * h, h,
-                results.begin() + std::int64_t(mine[std::size_t(i)]) * h);
+            std::copy_n(outRows.begin() + i * width, width,
+                results.begin() + std::int64_t(mine[std::size_t(i)]) * width);
         }
     }
 
@@ -192,15 +243,15 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
     std::vector<std::vector<float>> back(g);
     std::size_t offset = 0;
     for (std::size_t r = 0; r < g; ++r) {
-        back[r].assign(results.begin() + std::int64_t(offset * std::size_t(h)),
-            results.begin() + std::int64_t((offset + recvRows[r]) * std::size_t(h)));
+        back[r].assign(results.begin() + std::int64_t(offset * std::size_t(width)),
+            results.begin() + std::int64_t((offset + recvRows[r]) * std::size_t(width)));
         offset += recvRows[r];
     }
     std::vector<std::size_t> returnRows(g);
     for (std::size_t r = 0; r < g; ++r) {
         returnRows[r] = std::size_t(sendCount[r]);
     }
-    auto returned = exchangeRows<float>(group, back, returnRows, h, DType::F32);
+    auto returned = exchangeRows<float>(group, back, returnRows, width, DType::F32);
     if (!returned) {
         return returned.error();
     }
@@ -211,17 +262,17 @@ Result<void> ParallelForward::routedExperts(int layer, const float* x, std::int6
     std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
         return a.token != b.token ? a.token < b.token : a.expert < b.expert;
     });
-    std::vector<float> sum(static_cast<std::size_t>(h));
+    std::vector<float> sum(static_cast<std::size_t>(width));
     for (const Entry& en : entries) {
         std::fill(sum.begin(), sum.end(), 0.0F);
         for (int q = 0; q < etp; ++q) {
             const std::size_t r = en.dest0 + std::size_t(q);
             exec::addInPlace(
-                sum.data(), returned->data() + (base[r] + en.slot) * std::size_t(h), h);
+                sum.data(), returned->data() + (base[r] + en.slot) * std::size_t(width), width);
         }
         const auto w = float(en.weight);
-        float* dst = acc + en.token * h;
-        for (std::int64_t c = 0; c < h; ++c) {
+        float* dst = acc + en.token * width;
+        for (std::int64_t c = 0; c < width; ++c) {
             dst[c] += w * sum[std::size_t(c)];
         }
     }

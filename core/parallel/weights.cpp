@@ -1,11 +1,14 @@
 #include "parallel/weights.h"
 
+#include "exec/layout_weights.h"
 #include "model/layer_graph.h"
 #include "parallel/run.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 #include <vector>
 
 namespace day0::parallel::detail {
@@ -42,13 +45,61 @@ Result<numerics::Tensor> loadPresliced(const model::ModelSpec& spec,
     return exec::detail::loadForwardWeight(source, piece, spec, DType::F32, exact);
 }
 
+/// Fused 3-D experts (Qwen3.5's BF16 `experts.gate_up_proj` [E, 2I, H] and `experts.down_proj`
+/// [E, H, I]) reach the forward as per-expert [out, in] weights through LayoutWeights. Each such
+/// weight is split as the per-expert tensor it stands for: held by its expert's EP rank, split
+/// over ETP by rows (gate, up) or columns (down), the same ranges sliceFor gives the fused
+/// tensor's halves. Nullopt when `name` is not one.
+std::optional<model::TensorSpec> unpackedExpert(const model::ModelSpec& spec,
+    const model::LayerGraph& graph, const exec::detail::LayoutWeights& names,
+    const exec::detail::WeightRequirement& req)
+{
+    if (!spec.moe || !spec.moe->packedExperts) {
+        return std::nullopt;
+    }
+    const std::string& name = req.name;
+    const auto at = name.find(".experts.");
+    if (at == std::string::npos) {
+        return std::nullopt;
+    }
+    const std::string rest = name.substr(at + 9);
+    const auto dot = rest.find('.');
+    std::int32_t expert = -1;
+    if (dot == std::string::npos
+        || std::from_chars(rest.data(), rest.data() + dot, expert).ec != std::errc {}) {
+        return std::nullopt;
+    }
+    const std::string leaf = rest.substr(dot + 1);
+    const bool down = leaf == "down_proj.weight";
+    if (!down && leaf != "gate_proj.weight" && leaf != "up_proj.weight") {
+        return std::nullopt;
+    }
+    const auto* fused = graph.findTensor(names.checkpointName(name.substr(0, at))
+        + (down ? ".experts.down_proj" : ".experts.gate_up_proj"));
+    if (fused == nullptr) {
+        return std::nullopt;
+    }
+    model::TensorSpec t = *fused;
+    t.name = name;
+    t.shape = req.shape;
+    t.packedExperts = 0;
+    t.expert = expert;
+    return t;
+}
+
 } // namespace
 
 Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
-    const exec::WeightSource& source, const checkpoint::ShardLayout& layout,
+    const exec::WeightSource& rawSource, const checkpoint::ShardLayout& layout,
     const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop, bool presliced)
 {
     const model::LayerGraph graph = model::buildLayerGraph(spec);
+    // The forward asks for canonical names ("model.layers.…"); the graph and the checkpoint use
+    // the layout's (Qwen3.5's "model.language_model.layers.…"), as for the single-rank engine.
+    const exec::detail::LayoutWeights mapped(rawSource, spec);
+    const bool mapping = exec::detail::needsLayoutMapping(spec);
+    const exec::WeightSource& source
+        = mapping ? static_cast<const exec::WeightSource&>(mapped) : rawSource;
     exec::detail::WeightTable table;
     bytes = 0;
     for (const auto& req : exec::detail::requiredWeights(spec)) {
@@ -60,7 +111,21 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
         if (tiedHead) {
             continue;
         }
-        const model::TensorSpec* t = graph.findTensor(req.name);
+        const model::TensorSpec* t
+            = graph.findTensor(mapping ? mapped.checkpointName(req.name) : req.name);
+        const auto unpacked
+            = t == nullptr ? unpackedExpert(spec, graph, mapped, req) : std::nullopt;
+        if (unpacked) {
+            if (presliced) {
+                // A rank file holds the fused tensor's EP range, which the per-expert reads
+                // (indexed by global expert) would not find.
+                return Error::unsupported(fmt::format(
+                    "{}: runs from day0 shard rank files of the fused 3-D experts of {} (for "
+                    "'{}'); run from the full checkpoint (sliced in memory) instead",
+                    source.describe(), spec.modelType, req.name));
+            }
+            t = &*unpacked;
+        }
         if (t == nullptr) {
             return Error::internal(
                 fmt::format("tensor '{}' needed by the forward is not in the {} layer graph",
@@ -104,6 +169,16 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
         bytes += piece.numel() * std::int64_t(sizeof(float));
         table.tensors[req.name] = std::move(piece);
     }
+    // Qwen3NextRMSNorm (and MiniMax-M3's norms) scale by 1 + w: applied at load, as the
+    // single-rank engine does (engine.cpp), on whole replicated norm weights.
+    for (auto& [name, tensor] : table.tensors) {
+        if (exec::detail::zeroCentredNorm(spec, name)) {
+            float* w = tensor.data<float>();
+            for (std::int64_t i = 0; i < tensor.numel(); ++i) {
+                w[i] += 1.0F;
+            }
+        }
+    }
     return table;
 }
 
@@ -139,10 +214,12 @@ Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::Shard
     }
     const model::LayerGraph graph = model::buildLayerGraph(spec);
     const auto required = exec::detail::requiredWeights(spec);
+    const exec::MemoryWeights none({});
+    const exec::detail::LayoutWeights names(none, spec); // only its name mapping is used
     for (int rank = 0; rank < layout.worldSize(); ++rank) {
         const auto coord = checkpoint::rankCoord(layout, rank);
         for (const auto& req : required) {
-            if (const auto* t = graph.findTensor(req.name)) {
+            if (const auto* t = graph.findTensor(names.checkpointName(req.name))) {
                 auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
                 if (!slice) {
                     return slice.error();

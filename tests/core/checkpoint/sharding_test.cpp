@@ -125,6 +125,79 @@ TEST(Sharding, MegatronExpertDataParallelReassembles)
     reassembleAll("mixtral-8x7b", "tp=2,dp=2,ep=2,etp=1,pp=2,layers=1/3", "mixtral");
 }
 
+TEST(Sharding, GatedDeltaNetReassembles) { reassembleAll("qwen3.5-27b", "tp=2,pp=2", "qwen35"); }
+TEST(Sharding, Mamba2Reassembles)
+{
+    reassembleAll("nemotron-3-nano-30b", "tp=2,pp=2,ep=2", "nemotronh");
+}
+
+/// The rank ranges of `tensor` along dim 0 in a plan.json.
+std::vector<std::pair<std::int64_t, std::int64_t>> rowRanges(
+    const nlohmann::json& plan, const std::string& tensor, int rank)
+{
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const auto& piece : plan["tensors"][tensor]["pieces"]) {
+        if (piece["rank"] == rank) {
+            for (const auto& r : piece["slice"][0]["ranges"]) {
+                out.emplace_back(r[0].get<std::int64_t>(), r[1].get<std::int64_t>());
+            }
+        }
+    }
+    return out;
+}
+
+/// Shards `model` at tp=2 and checks that `tensor`'s rows split into `parts` parts, each halved:
+/// rank 0 holds the first half of every part, rank 1 the second, and the parts follow each other.
+void expectPerPartRows(const std::string& model, const std::string& tensor, std::size_t parts)
+{
+    SCOPED_TRACE(tensor);
+    const auto dir = test::scratch("shard_parts_" + model);
+    Progress progress;
+    ASSERT_TRUE(shrinkModel(model, dir / "small", {}, progress, {}).ok());
+    auto layout = parseShardLayout("tp=2");
+    ASSERT_TRUE(layout.ok());
+    ASSERT_TRUE(
+        shardCheckpoint(dir / "small", dir / "ranks", *layout, {}, true, progress, {}).ok());
+    std::ifstream in(dir / "ranks" / "plan.json");
+    const auto plan = nlohmann::json::parse(in);
+    const auto r0 = rowRanges(plan, tensor, 0);
+    const auto r1 = rowRanges(plan, tensor, 1);
+    ASSERT_EQ(r0.size(), parts);
+    ASSERT_EQ(r1.size(), parts);
+    EXPECT_EQ(r0[0].first, 0);
+    for (std::size_t i = 0; i < parts; ++i) {
+        EXPECT_EQ(r0[i].second, r1[i].first) << "part " << i;
+        EXPECT_EQ(r0[i].second - r0[i].first, r1[i].second - r1[i].first) << "part " << i;
+        if (i + 1 < parts) {
+            EXPECT_EQ(r1[i].second, r0[i + 1].first) << "part " << i;
+        }
+    }
+}
+
+TEST(Sharding, RecurrentProjectionsSplitPerPart)
+{
+    // Qwen3.5: q | k | v (vLLM's Qwen3NextGatedDeltaNet splits each by head).
+    expectPerPartRows(
+        "qwen3.5-27b", "model.language_model.layers.0.linear_attn.in_proj_qkv.weight", 3);
+    expectPerPartRows("qwen3.5-27b", "model.language_model.layers.0.linear_attn.conv1d.weight", 3);
+    // Mamba-2: z | x | B | C | dt, and the conv over x | B | C (vLLM's MambaMixer2).
+    expectPerPartRows("nemotron-3-nano-30b", "backbone.layers.0.mixer.in_proj.weight", 5);
+    expectPerPartRows("nemotron-3-nano-30b", "backbone.layers.0.mixer.conv1d.weight", 3);
+}
+
+TEST(Sharding, RefusesTpThatSplitsLinearAttentionHeads)
+{
+    const auto dir = test::scratch("shard_gdn_tp4");
+    Progress progress;
+    ASSERT_TRUE(shrinkModel("qwen3.5-27b", dir / "small", {}, progress, {}).ok());
+    auto layout = parseShardLayout("tp=4"); // the shrunk model has 2 key heads
+    ASSERT_TRUE(layout.ok());
+    auto r = shardCheckpoint(dir / "small", dir / "ranks", *layout, {}, false, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("linear_num_key_heads"), std::string::npos)
+        << r.error().message;
+}
+
 TEST(Sharding, KvHeadsAreReplicatedWhenTpExceedsThem)
 {
     const auto dir = test::scratch("shard_kv");

@@ -1,23 +1,29 @@
 #include "parallel_testkit.h"
 
+#include "base/python_json.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <thread>
 
 namespace day0::test {
 
-Result<ShrunkModel> makeShrunkModel(
-    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed)
+namespace {
+
+Result<ShrunkModel> shrinkAndOpen(const std::string& name, const std::string& config,
+    const std::filesystem::path& dir, std::int64_t layers, std::uint64_t seed)
 {
     checkpoint::ShrinkOptions o;
-    o.layers = 2;
+    o.layers = layers;
     o.hidden = 64;
     o.heads = 4;
     o.experts = 8;
@@ -31,7 +37,7 @@ Result<ShrunkModel> makeShrunkModel(
         return summary.error();
     }
     ShrunkModel m;
-    m.name = config;
+    m.name = name;
     m.dir = dir;
     auto spec = exec::loadCheckpointModel(dir);
     if (!spec) {
@@ -49,6 +55,57 @@ Result<ShrunkModel> makeShrunkModel(
     }
     m.checkpointId = *id;
     return m;
+}
+
+} // namespace
+
+Result<ShrunkModel> makeShrunkModel(
+    const std::string& config, const std::filesystem::path& dir, std::uint64_t seed)
+{
+    return shrinkAndOpen(config, config, dir, 2, seed);
+}
+
+Result<ShrunkModel> makeShrunkHybrid(
+    const std::string& name, const std::filesystem::path& dir, std::uint64_t seed)
+{
+    if (name != "nemotron-h" && name != "nemotron-3-super") {
+        // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
+        // its pattern of three Gated DeltaNet layers and one full attention layer.
+        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
+        return shrinkAndOpen(name, name, dir, four ? 4 : 2, seed);
+    }
+    const bool super = name == "nemotron-3-super";
+    const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
+        / (super ? "nemotron-3-super-120b-fp8.json" : "nemotron-3-nano-30b.json");
+    std::ifstream in(bundled);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Super's time_step_limit holds Infinity, as Python writes it.
+    auto parsed = parsePythonJsonOrdered(text, bundled.string());
+    if (!parsed) {
+        return parsed.error();
+    }
+    auto config = parsed->value;
+    if (super) {
+        // Its ModelOpt FP8, which shrink does not generate: the shrunk copy is unquantised.
+        config.erase("quantization_config");
+    } else {
+        config["hybrid_override_pattern"] = "MM*-";
+        config["num_hidden_layers"] = 4;
+    }
+    // Shrink records its source's path in day0-shrink.json, which the checkpoint's fingerprint
+    // covers: every rank of an mpirun (each shrinking into its own folder) must name the same
+    // file. Written under a unique name and renamed, so a rank never reads a partial file.
+    const auto shared = std::filesystem::temp_directory_path() / ("day0-parallel-" + name);
+    std::filesystem::create_directories(shared);
+    const auto path = shared / "config.json";
+    const auto partial = shared / fmt::format("config.json.{}.{}", ::getpid(), seed);
+    std::ofstream(partial) << dumpPythonJson(config, 2);
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    if (ec) {
+        return Error::badInput(fmt::format("{}: {}", path.string(), ec.message()));
+    }
+    return shrinkAndOpen(name, path.string(), dir / "ckpt", 4, seed);
 }
 
 std::string MatrixPlan::label() const { return parallel::layoutString(layout, microBatches); }

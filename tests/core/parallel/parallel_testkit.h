@@ -31,6 +31,23 @@ struct ShrunkModel {
 Result<ShrunkModel> makeShrunkModel(
     const std::string& config, const std::filesystem::path& dir, std::uint64_t seed = 7);
 
+/// A shrunk recurrent hybrid for the TP / PP proof of its Gated DeltaNet or Mamba-2 layers
+/// (hidden 64, 4 attention heads, 2 linear-attention key heads or 2 Mamba-2 groups of 8 heads,
+/// so tp=2 splits every head kind):
+/// - "qwen3.5-27b": 2 layers, the first Gated DeltaNet and the first full attention layer of
+///   the config (shrink keeps one layer of each kind);
+/// - "qwen3-next-80b-a3b": 4 layers (3 Gated DeltaNet, 1 full attention; MoE in each), which
+///   pp=2 splits at the boundary with stage layer counts 3/1;
+/// - "nemotron-h": nemotron-3-nano-30b with hybrid_override_pattern "MM*-" (Mamba-2, Mamba-2,
+///   attention, relu² MLP; no MoE layer);
+/// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers);
+/// - "nemotron-3-super": nemotron-3-super-120b-fp8 unquantised, 4 layers of its pattern (its
+///   latent MoE: experts between fc1_latent_proj and fc2_latent_proj).
+/// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
+/// recurrent layer and the second starts with attention.
+Result<ShrunkModel> makeShrunkHybrid(
+    const std::string& name, const std::filesystem::path& dir, std::uint64_t seed = 7);
+
 /// One plan of the proof matrix.
 struct MatrixPlan {
     checkpoint::ShardLayout layout;

@@ -1,0 +1,226 @@
+// The proof that sharded execution of the recurrent hybrids computes what the single-rank engine
+// computes: shrunk Qwen3.5 and Qwen3-Next (Gated DeltaNet and gated full attention) and
+// Nemotron-H (Mamba-2, attention, relu² MLP) at tp=2, with sequence parallelism, at pp=2 with
+// the stage boundary between a recurrent and a full-attention layer, and tp=2 × pp=2; logits of
+// the prompt and of every decode step against one rank. A conv window or recurrent state split
+// differently from the projections, or carried wrongly between steps, changes the logits.
+#include "checkpoint/sharding.h"
+#include "parallel_testkit.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+using namespace day0;
+
+namespace {
+
+// The bound of the existing proof (parallel_test.cpp): the executor runs fp32, and a sharded
+// run sums the same terms in another order.
+constexpr double kTolerance = 1e-5;
+
+std::filesystem::path scratch()
+{
+    static const auto dir = [] {
+        auto d = std::filesystem::temp_directory_path()
+            / fmt::format("day0-parallel-hybrid-test-{}", ::getpid());
+        std::filesystem::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+
+const test::ShrunkModel& hybrid(const std::string& name)
+{
+    static std::map<std::string, test::ShrunkModel> cache;
+    auto it = cache.find(name);
+    if (it == cache.end()) {
+        auto m = test::makeShrunkHybrid(name, scratch() / name);
+        EXPECT_TRUE(m.ok()) << m.error().message;
+        it = cache.emplace(name, std::move(*m)).first;
+    }
+    return it->second;
+}
+
+bool recurrent(model::MixerKind k)
+{
+    return k == model::MixerKind::GatedDeltaNet || k == model::MixerKind::Mamba2;
+}
+
+test::MatrixPlan layoutOf(int tp, int pp, bool sp = false, int ep = 1, int dp = 1)
+{
+    test::MatrixPlan p;
+    p.layout.tp = tp;
+    p.layout.pp = pp;
+    p.layout.sp = sp;
+    p.layout.ep = ep;
+    p.layout.dp = dp;
+    p.microBatches = pp > 1 ? 2 : 1;
+    return p;
+}
+
+Result<std::vector<parallel::SequenceResult>> run(
+    const test::ShrunkModel& m, const test::MatrixPlan& p)
+{
+    parallel::ParallelRunOptions o;
+    o.layout = p.layout;
+    o.microBatches = p.microBatches;
+    o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
+    o.newTokens = test::kMatrixTokens;
+    o.checkpointId = m.checkpointId;
+    Progress progress;
+    auto r = parallel::runParallelInProcess(
+        m.spec, *m.weights, o, progress, {}, nullptr, {}, { Seconds(60.0) });
+    if (!r) {
+        return r.error();
+    }
+    return r->sequences;
+}
+
+/// `boundary`: every pp=2 plan must cut between a recurrent layer and a full-attention one.
+void prove(
+    const std::string& name, const std::vector<test::MatrixPlan>& plans, bool boundary = true)
+{
+    const auto& m = hybrid(name);
+    ASSERT_FALSE(m.spec.layers.empty());
+    for (const auto& p : plans) {
+        SCOPED_TRACE(p.label());
+        if (p.layout.pp > 1 && boundary) {
+            // The stage boundary lies between a recurrent layer and a full-attention one, so
+            // each stage carries a different kind of state through the decode steps.
+            const auto first = checkpoint::stageLayers(p.layout, m.spec.numLayers, 0);
+            const auto& last = m.spec.layers[std::size_t(first.second - 1)];
+            const auto& next = m.spec.layers[std::size_t(first.second)];
+            ASSERT_TRUE(recurrent(last.mixer));
+            ASSERT_EQ(next.mixer, model::MixerKind::Attention);
+        }
+        auto sequences = run(m, p);
+        ASSERT_TRUE(sequences.ok()) << sequences.error().message;
+        ASSERT_EQ(sequences->size(), std::size_t(p.layout.dp * p.microBatches));
+        auto err = test::compareWithSingleRank(m, *sequences, test::kMatrixTokens);
+        ASSERT_TRUE(err.ok()) << err.error().message;
+        EXPECT_LE(*err, kTolerance);
+        std::cout << fmt::format("[hybrid] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
+    }
+}
+
+} // namespace
+
+TEST(ParallelHybrid, Qwen35ShardedEqualsOneRank)
+{
+    prove("qwen3.5-27b", { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(1, 2), layoutOf(2, 2) });
+}
+
+TEST(ParallelHybrid, Qwen3NextMoeShardedEqualsOneRank)
+{
+    auto pp = layoutOf(1, 2);
+    pp.layout.stageLayerCounts = { 3, 1 }; // linear, linear, linear | full
+    prove("qwen3-next-80b-a3b", { layoutOf(2, 1), pp, layoutOf(2, 1, false, 2) });
+}
+
+TEST(ParallelHybrid, Qwen35MoeFusedExpertsShardedEqualsOneRank)
+{
+    // The BF16 release's fused experts.gate_up_proj / down_proj, split per expert over EP / ETP.
+    const auto& m = hybrid("qwen3.5-397b-a17b");
+    ASSERT_TRUE(m.spec.moe && m.spec.moe->packedExperts);
+    prove("qwen3.5-397b-a17b",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(1, 2), layoutOf(2, 2, false, 2) });
+}
+
+TEST(ParallelHybrid, NemotronHShardedEqualsOneRank)
+{
+    prove("nemotron-h", { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(1, 2), layoutOf(2, 2) });
+}
+
+TEST(ParallelHybrid, RefusesSplitsThatBreakHeadsOrGroups)
+{
+    // Two linear-attention key heads and two Mamba-2 groups: tp=4 would cut through them.
+    auto qwen = run(hybrid("qwen3.5-27b"), layoutOf(4, 1));
+    ASSERT_FALSE(qwen.ok());
+    EXPECT_NE(qwen.error().message.find("linear_num_key_heads"), std::string::npos)
+        << qwen.error().message;
+    auto nemotron = run(hybrid("nemotron-h"), layoutOf(4, 1));
+    ASSERT_FALSE(nemotron.ok());
+    EXPECT_NE(nemotron.error().message.find("(n_groups)"), std::string::npos)
+        << nemotron.error().message;
+}
+
+TEST(ParallelHybrid, NemotronHMoeShardedEqualsOneRank)
+{
+    // Nemotron 3 Nano's pattern shrunk to M, E, M, *: relu² experts over EP, the shared relu²
+    // MLP TP-sliced, the sigmoid router with its correction bias replicated.
+    const auto& m = hybrid("nemotron-3-nano-30b");
+    ASSERT_TRUE(m.spec.moe.has_value());
+    prove("nemotron-3-nano-30b",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(1, 2), layoutOf(2, 2, false, 2) },
+        false);
+}
+
+TEST(ParallelHybrid, NemotronSuperLatentMoeShardedEqualsOneRank)
+{
+    // The experts work in moe_latent_size lanes between the replicated fc1/fc2 latent
+    // projections; each TP rank's fc2 output covers only the tokens it owns.
+    const auto& m = hybrid("nemotron-3-super");
+    ASSERT_TRUE(m.spec.moe.has_value());
+    ASSERT_GT(m.spec.moe->latentSize, 0);
+    prove("nemotron-3-super",
+        { layoutOf(2, 1), layoutOf(2, 1, false, 2), layoutOf(2, 2, false, 2) }, false);
+}
+
+TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)
+{
+    // `day0 shard` writes each rank's per-part slices of the fused recurrent projections; a run
+    // from those rank files equals one rank and loads what an in-memory run slices.
+    for (const std::string name : { "qwen3.5-27b", "nemotron-h" }) {
+        SCOPED_TRACE(name);
+        const auto& m = hybrid(name);
+        const auto p = layoutOf(2, 2);
+        const auto out = scratch() / (name + "-shards");
+        Progress progress;
+        auto written = checkpoint::shardCheckpoint(
+            m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+        ASSERT_TRUE(written.ok()) << written.error().message;
+        auto folder = parallel::openShardFolder(out, p.layout);
+        ASSERT_TRUE(folder.ok()) << folder.error().message;
+        parallel::ParallelRunOptions o;
+        o.layout = p.layout;
+        o.microBatches = p.microBatches;
+        o.prompts = test::matrixPrompts(p.microBatches, m.spec.vocabSize);
+        o.newTokens = test::kMatrixTokens;
+        o.checkpointId = m.checkpointId;
+        o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+        auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        auto err = test::compareWithSingleRank(m, r->sequences, test::kMatrixTokens);
+        ASSERT_TRUE(err.ok()) << err.error().message;
+        EXPECT_LE(*err, kTolerance);
+        std::cout << fmt::format(
+            "[hybrid shards] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
+    }
+}
+
+TEST(ParallelHybrid, RefusesFusedExpertsFromRankFilesByName)
+{
+    // A rank file holds the fused experts' EP range; the per-expert reads are refused, not
+    // misindexed.
+    const auto& m = hybrid("qwen3.5-397b-a17b");
+    const auto p = layoutOf(2, 1, false, 2);
+    const auto out = scratch() / "qwen35-moe-shards";
+    Progress progress;
+    auto written = checkpoint::shardCheckpoint(
+        m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto folder = parallel::openShardFolder(out, p.layout);
+    ASSERT_TRUE(folder.ok()) << folder.error().message;
+    parallel::ParallelRunOptions o;
+    o.layout = p.layout;
+    o.prompts = test::matrixPrompts(1, m.spec.vocabSize);
+    o.checkpointId = m.checkpointId;
+    o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+    auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("fused 3-D experts"), std::string::npos) << r.error().message;
+}
