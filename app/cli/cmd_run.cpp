@@ -9,6 +9,7 @@
 #include "cmd_run_plan.h"
 #include "command.h"
 #include "exec/checkpoint_weights.h"
+#include "exec/gated_delta_net.h"
 #include "exec/precision_run.h"
 #include "extend/plugin_registry.h"
 #include "interrupt.h"
@@ -44,7 +45,7 @@ struct RunArgs {
     std::string ids;
     std::string image;
     std::int64_t tokens = 8;
-    std::int64_t deltaChunk = 64;
+    std::int64_t deltaChunk = exec::kDeltaRuleChunk;
     std::string dump;
     bool inject = false;
     bool fp32Leg = false;
@@ -188,6 +189,13 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
         return reportError(Error::badInput(
             "--plan runs fp32 without --reference, --dump or --inject (compare the single-rank "
             "run for those)"));
+    }
+    // The sharded executor's Gated DeltaNet prefill runs the chunk of exec::kDeltaRuleChunk.
+    if (a.deltaChunk != exec::kDeltaRuleChunk) {
+        return reportError(Error::badInput(fmt::format(
+            "--delta-chunk {}: --plan runs the Gated DeltaNet prefill in chunks of {} (the "
+            "option applies to single-rank runs)",
+            a.deltaChunk, exec::kDeltaRuleChunk)));
     }
     PlanRunArgs p = a.planned;
     p.checkpoint = a.checkpoint;
