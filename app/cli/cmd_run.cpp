@@ -11,6 +11,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/gated_delta_net.h"
 #include "exec/precision_run.h"
+#include "exec/recurrent_state.h"
 #include "extend/plugin_registry.h"
 #include "interrupt.h"
 #include "model/config_reader.h"
@@ -51,6 +52,8 @@ struct RunArgs {
     bool fp32Leg = false;
     bool inputs = false;
     bool projections = false;
+    bool state = false; ///< --capture-state
+    std::string stateDtype; ///< --state-dtype; empty: the state in the compute type
     bool statsOnly = false;
     std::vector<std::string> capture;
     std::string tolerances;
@@ -185,10 +188,11 @@ nlohmann::json runJson(const exec::RunResult& r)
 /// `--plan`: the sharded run; several prompts may be given as --ids "1,2,3;4,5".
 int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
 {
-    if (a.precision != "fp32" || !a.reference.empty() || !a.dump.empty() || a.inject) {
+    if (a.precision != "fp32" || !a.reference.empty() || !a.dump.empty() || a.inject
+        || !a.stateDtype.empty() || a.state) {
         return reportError(Error::badInput(
-            "--plan runs fp32 without --reference, --dump or --inject (compare the single-rank "
-            "run for those)"));
+            "--plan runs fp32 without --reference, --dump, --inject, --state-dtype or "
+            "--capture-state (compare the single-rank run for those)"));
     }
     // The sharded executor's Gated DeltaNet prefill runs the chunk of exec::kDeltaRuleChunk.
     if (a.deltaChunk != exec::kDeltaRuleChunk) {
@@ -242,6 +246,13 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return reportError(scaling.error());
     }
     plan->fp8Scaling = *scaling;
+    if (!a.stateDtype.empty()) {
+        auto state = exec::parseStateDtype(a.stateDtype);
+        if (!state) {
+            return reportError(state.error());
+        }
+        plan->stateMode = *state;
+    }
     exec::PrecisionRunOptions o;
     o.target = *plan;
     if (!a.reference.empty()) {
@@ -269,6 +280,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     o.linearAttentionChunk = a.deltaChunk;
     o.capture.inputs = a.inputs;
     o.capture.projections = a.projections;
+    o.capture.state = a.state;
     o.capture.statsOnly = a.statsOnly;
     o.capture.filters = a.capture;
     extend::PluginRegistry registry;
@@ -437,6 +449,13 @@ const bool registered = registerCommand({ "run",
             "--capture-inputs", a->inputs, "also capture every layer's input (<anchor>#in0)");
         app.add_flag("--capture-projections", a->projections,
             "also capture q/k/v/o, MLP and MLA projections");
+        app.add_flag("--capture-state", a->state,
+            "also capture each recurrent layer's state after the prefill and every decode step "
+            "(<mixer>#state, <mixer>#conv_state; Gated DeltaNet, Mamba-2)");
+        app.add_option("--state-dtype", a->stateDtype,
+            "store the target's recurrent state (Gated DeltaNet, Mamba-2 SSM) in fp32, bf16 or "
+            "fp16 after every step, as vLLM's mamba_ssm_cache_dtype (default: the compute "
+            "type); conv windows stay in the activation dtype");
         app.add_flag("--stats-only", a->statsOnly, "keep statistics only (logits are always kept)");
         app.add_option("--capture", a->capture, "capture only anchors with these prefixes");
         app.add_option("--tolerances", a->tolerances,

@@ -140,6 +140,9 @@ const bool registered = registerCommand({ "validate",
             ->capture_default_str();
         app.add_option("--reference", a->options.reference, "reference precision (fp64 or fp32)")
             ->capture_default_str();
+        app.add_option("--state-dtype", a->options.stateDtype,
+            "store the target's recurrent state (Gated DeltaNet, Mamba-2) in fp32, bf16 or fp16 "
+            "after every step (vLLM's mamba_ssm_cache_dtype; default: the compute type)");
         app.add_option("--backend", a->backend,
             "where the precision and performance steps run the target: cpu (default) or a backend "
             "plugin such as cuda (the reference stays on the CPU)");

@@ -3,10 +3,12 @@
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
+#include "exec/recurrent_state.h"
 #include "exec/router.h"
 #include "exec/vision_input.h"
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
+#include "numerics/state_anchor.h"
 #include "profile/trace_scope.h"
 
 #include <fmt/format.h>
@@ -59,6 +61,9 @@ public:
             return true;
         }
         if (name.ends_with("#in0") && !m_options.inputs) {
+            return false;
+        }
+        if (numerics::isStateCapture(name) && !m_options.state) {
             return false;
         }
         if (!m_options.projections && isDetailCapture(name)) {
@@ -124,7 +129,10 @@ public:
                 offset += s.byteSize();
             }
             const auto kind = numerics::opKindForAnchor(name);
-            const PrecisionMode mode = m_plan.modeFor(kind, numerics::layerOfAnchor(name));
+            PrecisionMode mode = m_plan.modeFor(kind, numerics::layerOfAnchor(name));
+            if (m_plan.stateMode && name.ends_with(numerics::kStateSuffix)) {
+                mode = *m_plan.stateMode; // the dtype the state is stored in
+            }
             dump.add(name, all, !statsOnly || name == "lm_head", m_ops[name],
                 mode != m_plan.base ? std::string(precisionName(mode)) : std::string());
             steps.clear();
@@ -406,6 +414,7 @@ Result<RunResult> Engine::Impl::run(
                 "inject mode: the prompt differs from the reference dump's input ids");
         }
     }
+    DAY0_TRY(checkRecurrentStateOptions(spec, options.precision, options.capture));
     CaptureTaps<T> taps(options.capture, options.injectFrom, options.precision);
     RunResult result;
     std::vector<std::int64_t> fed = options.promptIds;

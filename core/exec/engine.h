@@ -24,6 +24,9 @@ struct CaptureOptions {
     std::vector<std::string> filters;
     bool inputs = false; ///< also each decoder layer's input as "<anchor>#in0"
     bool projections = false; ///< also q/k/v/o and MLA projections, q/k norms
+    /// Also each recurrent layer's state after the prefill and after every decode step, one row
+    /// per step: "<mixer>#state" and its conv window "<mixer>#conv_state" (recurrent_state.h).
+    bool state = false;
     bool statsOnly = false; ///< keep statistics only (the logits are always stored)
 };
 

@@ -17,11 +17,13 @@
 //   the weight as stored, times silu(z)) and out_proj.
 // Precision: transformers computes the delta rule in fp32 whatever the model dtype and keeps the
 // state it returns, so the state is kept in the compute type (fp32, or fp64 for the reference)
-// and only the rule's inputs and output are rounded to an emulated dtype.
+// and only the rule's inputs and output are rounded to an emulated dtype; a plan's state dtype
+// (vLLM's mamba_ssm_cache_dtype) rounds the state after each step (recurrent_state.cpp).
 #include "exec/gated_delta_net.h"
 
 #include "exec/forward.h"
 #include "exec/ops.h"
+#include "exec/recurrent_state.h"
 
 #include <fmt/format.h>
 
@@ -387,6 +389,9 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
         gatedDeltaChunked(q.data(), k.data(), v.data(), g.data(), beta.data(), st.state.data(),
             core.data(), shape, m_deltaChunk);
     }
+    storeRecurrentState(st.state.data(), std::int64_t(st.state.size()), m_plan);
+    recordRecurrentState(
+        taps, p, st.state.data(), { nv, dk, dv }, st.window.data(), { la.convKernel - 1, convDim });
     roundAct(core.data(), n * valueDim, mode);
 
     // Gated RMSNorm over each value head: norm(o) · w, rounded, times silu(z) in fp32.

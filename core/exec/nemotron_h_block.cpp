@@ -27,6 +27,7 @@
 #include "exec/attention.h"
 #include "exec/forward.h"
 #include "exec/mamba2.h"
+#include "exec/recurrent_state.h"
 #include "profile/trace_scope.h"
 
 #include <fmt/format.h>
@@ -191,6 +192,10 @@ void Forward<T>::mamba2Mixer(
     // A prefill runs the chunked SSD form, a decode token the recurrence.
     mamba2Scan(conv.data(), dt.data(), weight(module + ".A_log"), weight(module + ".D"),
         m_ssmStates[std::size_t(layer)].data(), y.data(), n, s, n > 1);
+    std::vector<T>& ssm = m_ssmStates[std::size_t(layer)];
+    storeRecurrentState(ssm.data(), std::int64_t(ssm.size()), m_plan);
+    recordRecurrentState(taps, module, ssm.data(), { s.heads, s.headDim, s.state },
+        m_convStates[std::size_t(layer)].data(), { s.kernel - 1, channels });
     roundAct(y.data(), n * s.inner(), mode);
     gatedGroupRmsNorm(y.data(), proj.data(), width, weight(module + ".norm.weight"), n, s.inner(),
         s.groups, m_spec.normEps);

@@ -321,6 +321,9 @@ std::string PrecisionPlan::describe() const
                 : fp8Scaling == Fp8Scaling::Channel     ? "per-channel/per-token scales"
                                                         : "per-tensor scales");
     }
+    if (stateMode) {
+        parts.push_back(fmt::format("state={}", precisionName(*stateMode)));
+    }
     if (parts.empty()) {
         return std::string(precisionName(base));
     }
@@ -396,6 +399,13 @@ std::string precisionRecipe(const PrecisionPlan& plan)
     std::string recipe = modeRecipe(plan.base, plan.fp8Scaling);
     if (!plan.perOpKind.empty() || !plan.perLayer.empty()) {
         recipe += fmt::format("; except where the plan says otherwise: {}", plan.describe());
+    }
+    if (plan.stateMode) {
+        // recurrent_state.h: where the serving kernels store the state.
+        recipe += fmt::format("; the recurrent state (Gated DeltaNet, Mamba-2 SSM) stored in {} "
+                              "after every step, its update computed in fp32 (vLLM's "
+                              "mamba_ssm_cache_dtype); conv windows in the activation dtype",
+            precisionName(*plan.stateMode));
     }
     return recipe;
 }

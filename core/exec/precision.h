@@ -73,6 +73,10 @@ struct PrecisionPlan {
     std::map<numerics::OpKind, PrecisionMode> perOpKind;
     std::map<int, PrecisionMode> perLayer;
     Fp8Scaling fp8Scaling = Fp8Scaling::PerTensor;
+    /// The dtype the recurrent layers' state (Gated DeltaNet, Mamba-2 SSM state) is stored in
+    /// after each step, as vLLM's mamba_ssm_cache_dtype: F32, BF16 or F16 (recurrent_state.h);
+    /// nullopt: kept in the compute type.
+    std::optional<PrecisionMode> stateMode;
 
     /// The mode of an op of `kind` in decoder layer `layer` (-1 outside layers).
     [[nodiscard]] PrecisionMode modeFor(numerics::OpKind kind, int layer) const;

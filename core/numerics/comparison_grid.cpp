@@ -1,5 +1,7 @@
 #include "numerics/comparison_grid.h"
 
+#include "numerics/state_anchor.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -116,8 +118,10 @@ ComparisonGrid comparisonGrid(const DumpComparison& comparison)
     bool hasOutput = false;
     for (std::size_t i = 0; i < comparison.rows.size(); ++i) {
         const auto& row = comparison.rows[i];
+        // A recurrent layer's state after each step is a column of its own ("linear_attn#state"):
+        // its error is where a state dtype or a recurrence shows first.
         if (row.layer < 0 || row.kind == OpKind::RouterSelection
-            || row.name.find('#') != std::string::npos) {
+            || (row.name.find('#') != std::string::npos && !isStateCapture(row.name))) {
             continue;
         }
         std::string column = subModuleOf(row.name, row.layer);

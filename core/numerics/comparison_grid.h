@@ -39,7 +39,8 @@ std::optional<double> gridMetricValue(const ErrorMetrics& metrics, GridMetric me
 
 /// Layers × sub-modules: which comparison row sits in each cell. Columns are the sub-module
 /// paths inside a layer in order of first appearance ("input_layernorm", "self_attn", "mlp",
-/// ...), the layer's own output ("") last. Router selections and captured inputs are left out.
+/// ...), the layer's own output ("") last. Router selections and captured inputs are left out;
+/// recurrent state captures ("linear_attn#state", "mixer#conv_state") are columns.
 struct ComparisonGrid {
     std::vector<int> layers; ///< decoder/vision layer indices, ascending
     std::vector<std::string> columns;

@@ -10,6 +10,7 @@
 #include "checkpoint/sharding.h"
 #include "checkpoint/shrink.h"
 #include "exec/checkpoint_weights.h"
+#include "exec/recurrent_state.h"
 #include "history/recording.h"
 #include "pipeline/validation_state.h"
 
@@ -371,6 +372,13 @@ Step smokeStep(ValidationState& s)
             if (!plan) {
                 return plan.error().withContext("--precision");
             }
+            if (!s.options.stateDtype.empty()) {
+                auto state = exec::parseStateDtype(s.options.stateDtype);
+                if (!state) {
+                    return state.error();
+                }
+                plan->stateMode = *state;
+            }
             s.target = *plan;
             auto weights = exec::openCheckpointWeights(s.runnable);
             if (!weights) {
@@ -455,6 +463,9 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
         return Error::badInput(fmt::format("--tokens {}: must be at least 1", options.tokens));
     }
     DAY0_TRY(exec::parsePrecisionPlan(options.precision));
+    if (!options.stateDtype.empty()) {
+        DAY0_TRY(exec::parseStateDtype(options.stateDtype));
+    }
     DAY0_TRY(ck::parseShardLayout(options.plan));
     detail::ValidationState s;
     s.options = options;

@@ -18,7 +18,9 @@ squeezed so tensors are [tokens, ...] like day0's; a router returning (indices, 
 stored as `<anchor>#topk`, and a sigmoid router's selection scores (sigma(logit) + bias, what
 it ranked by; dump.json's extra "router" then names its group stage) as `<anchor>#score`. Each
 forward call appends its rows, so step-by-step decoding gives
-the same [positions, ...] tensors as one long forward.
+the same [positions, ...] tensors as one long forward. With states=True (--state) the recurrent
+layers of the twins (Gated DeltaNet, Mamba-2) add their state after the prompt and after each
+later token as `<anchor>#state` and their conv window as `<anchor>#conv_state`, one row per step.
 
 Run as a script, it computes a checkpoint's reference with the models of day0_torch_models.py:
 
@@ -100,7 +102,7 @@ def _as_rows(t):
 class DumpRecorder:
     """Forward hooks on a module tree; collects outputs (and inputs if asked) by module path."""
 
-    def __init__(self, model, config, anchors=DEFAULT_ANCHORS, inputs=False):
+    def __init__(self, model, config, anchors=DEFAULT_ANCHORS, inputs=False, states=False):
         self.config = config
         self.captures = {}  # name -> list of per-call arrays
         self.ops = {}
@@ -110,6 +112,9 @@ class DumpRecorder:
         for name, module in model.named_modules():
             if name and (anchors is None or anchors.match(name)):
                 self.handles.append(module.register_forward_hook(self._hook(name, inputs)))
+                if states:
+                    # Recurrent layers of the twins keep their per-step states when asked.
+                    module.day0_keep_states = True
 
     def _add(self, name, arr, op=""):
         if name not in self.captures:
@@ -122,6 +127,13 @@ class DumpRecorder:
         def hook(module, args, output):
             if inputs and args and torch.is_tensor(args[0]):
                 self._add(name + "#in0", _as_rows(args[0]))
+            steps = getattr(module, "day0_states", None)
+            if steps is not None:
+                # One row per step (the prompt, then each decode token), as the engine's.
+                for suffix, i in (("#state", 0), ("#conv_state", 1)):
+                    rows = torch.stack([step[i] for step in steps]).detach().cpu().numpy()
+                    self._add(name + suffix, rows)
+                module.day0_states = None
             # MoE blocks of day0_torch_models leave their routing choice here.
             selected = getattr(module, "day0_selected", None)
             if torch.is_tensor(output):
@@ -189,6 +201,8 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="dump folder to write")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     parser.add_argument("--inputs", action="store_true", help="also capture module inputs (#in0)")
+    parser.add_argument("--state", action="store_true",
+                        help="also capture recurrent layers' states after each step (#state, #conv_state)")
     parser.add_argument("--image", default="", help="binary PPM image for a Qwen VL checkpoint")
     args = parser.parse_args(argv)
 
@@ -219,7 +233,7 @@ def main(argv=None):
             generated.append(int(torch.argmax(logits[0, -1].double())))
             if step + 1 < args.tokens:
                 ids.append(forced[step] if forced else generated[-1])
-        recorder = DumpRecorder(model, config, inputs=args.inputs)
+        recorder = DumpRecorder(model, config, inputs=args.inputs, states=args.state)
         run(torch.tensor([ids]))
         recorder.close()
     names = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}

@@ -20,7 +20,10 @@ moe_latent_size is set, plus the shared expert on the block's input.
 The scan has two independent forms: the chunked SSD form (chunk_size blocks: within a block
 the decays exp(cumsum(dt A)) between positions, across blocks the carried state; the default)
 and the recurrence token by token (DAY0_TWIN_SCAN=recurrent). A forward over the whole sequence
-is what the engine's chunked prefill followed by recurrent decode steps must reproduce.
+is what the engine's chunked prefill followed by recurrent decode steps must reproduce. With
+day0_keep_states set on a mixer (day0_dump.py --state), it leaves in day0_states the SSM state
+[heads, head_dim, state] and the conv window [K-1, conv channels] after the prompt and after
+each later token, computed from their definitions (step_states), not from the scan.
 
 Test switch (DAY0_TWIN_WITHOUT, see day0_torch_models.WITHOUT): each name computes the model
 without one feature, so that a test can show its agreement with the engine depends on it.
@@ -44,6 +47,9 @@ SWITCHES = {
     "dt_bias",  # dt = softplus(dt) without dt_bias
     "d_skip",  # no D skip
     "state",  # the SSM state not carried from one chunk to the next (zero at each chunk)
+    # day0_dump --state rows only: the states recorded after each decode step are those of a
+    # state reset at the step's start (the forward keeps its whole-sequence scan)
+    "step_state",
     "groups",  # B and C of group h % n_groups instead of h // (heads / n_groups)
     "norm_groups",  # the gated norm over the whole inner width instead of per group
     "relu2",  # relu instead of relu squared in MLPs and experts
@@ -167,10 +173,29 @@ class Mamba2Mixer(nn.Module):
         self.D = nn.Parameter(torch.ones(self.heads))
         self.norm = GatedRMSNorm(self.inner, self.groups, c["layer_norm_epsilon"])
         self.out_proj = nn.Linear(self.inner, h, bias=c["use_bias"])
+        self.prompt = None  # day0_set_prompt_length: the engine's steps, for day0_states
+
+    def step_states(self, xbc_in, x, dt, a, b):
+        """(state [h, P, N], conv window [K-1, C]) after each step (the prompt, then each token),
+        from their definitions: S_e = sum_{j<e} exp(sum_{j<i<e} dt_i a) dt_j x_j (x) B_j, and the
+        last K-1 inputs of the conv (zeros before the sequence)."""
+        t_len = x.shape[0]
+        prompt = min(self.prompt or t_len, t_len)
+        cum = torch.cumsum(dt * a, dim=0)  # [T, h]
+        pad = xbc_in.new_zeros(self.kernel - 1, self.conv_dim)
+        out = []
+        for end in range(prompt, t_len + 1):
+            first = 0 if "step_state" not in WITHOUT or end == prompt else end - 1
+            decay = torch.exp(cum[end - 1][None] - cum[first:end]) * dt[first:end]  # [j, h]
+            state = torch.einsum("jh,jhp,jhn->hpn", decay, x[first:end], b[first:end])
+            inputs = torch.cat((pad, xbc_in[first:end]), dim=0)
+            out.append((state, inputs[-(self.kernel - 1):]))
+        return out
 
     def forward(self, u):  # u [T, H]
         t_len = u.shape[0]
         z, xbc, dt = self.in_proj(u).split([self.inner, self.conv_dim, self.heads], dim=-1)
+        xbc_in = xbc
         if "conv" in WITHOUT:
             xbc = F.silu(xbc)
         else:
@@ -198,6 +223,8 @@ class Mamba2Mixer(nn.Module):
             y = ssd_recurrent(x, dt, a, b, c)
         else:
             y = ssd_chunked(x, dt, a, b, c, self.chunk)
+        if getattr(self, "day0_keep_states", False):
+            self.day0_states = self.step_states(xbc_in, x, dt, a, b)
         if "d_skip" not in WITHOUT:
             y = y + self.D[:, None] * x
         return self.out_proj(self.norm(y.reshape(t_len, self.inner), z))
@@ -345,6 +372,12 @@ class NemotronHForCausalLM(nn.Module):
         super().__init__()
         self.backbone = Backbone(c)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def day0_set_prompt_length(self, length):
+        """The first `length` tokens are the prompt: the steps whose states day0_states holds."""
+        for module in self.modules():
+            if isinstance(module, Mamba2Mixer):
+                module.prompt = int(length)
 
     def forward(self, ids):
         return self.lm_head(self.backbone(ids[0]))[None]

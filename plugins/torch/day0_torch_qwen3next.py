@@ -24,7 +24,9 @@ DAY0_TWIN_CHUNK tokens, default 64, as transformers' torch_chunk_gated_delta_rul
 partial last chunk padded) and the recurrent one (one token at a time). A forward over T tokens
 runs as the engine does: the prompt (day0_set_prompt_length; all T when unset) in the chunked form,
 each later token in the recurrent form from the carried state (conv window and delta-rule state).
-DAY0_TWIN_GDN_FORM=chunked or recurrent runs every token in that form instead.
+DAY0_TWIN_GDN_FORM=chunked or recurrent runs every token in that form instead. With
+day0_keep_states set on a layer (day0_dump.py --state), the layer leaves its state [nv, dk, dv]
+and conv window [K-1, conv_dim] (the last K-1 inputs of the conv) after each step in day0_states.
 
 Everything computes in the input's dtype (the float64 reference stays float64 throughout).
 
@@ -228,6 +230,8 @@ class GatedDeltaNet(nn.Module):
         window = torch.zeros(self.kernel - 1, self.conv_dim, dtype=x.dtype)
         state = torch.zeros(self.nv, self.dk, self.dv, dtype=x.dtype)
         outs = []
+        # day0_dump's --state: the conv window and the delta-rule state after each step.
+        steps = [] if getattr(self, "day0_keep_states", False) else None
         for first, end in bounds:
             if _off("state") and first > 0:
                 window, state = torch.zeros_like(window), torch.zeros_like(state)
@@ -248,6 +252,10 @@ class GatedDeltaNet(nn.Module):
             form = forced or ("chunked" if n > 1 else "recurrent")
             o, state = self.mix(q, k, v, g, beta, state, form)
             outs.append(o)
+            if steps is not None:
+                steps.append((state.clone(), window.clone()))
+        if steps is not None:
+            self.day0_states = steps
         core = torch.cat(outs, dim=0)  # [T, nv, dv]
         return self.out_proj(self.norm(core, z).reshape(t, -1))
 
