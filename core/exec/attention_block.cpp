@@ -215,8 +215,12 @@ void Forward<T>::mlaBlock(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    rotate(qPe.data(), n, heads, rope, m_rope, mode);
-    rotate(kPe.data(), n, 1, rope, m_rope, mode);
+    // Kimi-Linear's mla_use_nope: the rope slices are projected and cached but not rotated
+    // (vLLM models/kimi_linear.py builds its MLA without a rotary embedding then).
+    if (!m.noRope) {
+        rotate(qPe.data(), n, heads, rope, m_rope, mode);
+        rotate(kPe.data(), n, 1, rope, m_rope, mode);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }

@@ -21,7 +21,9 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     // MiniMax-M2 and M3 keep Mixtral's names: block_sparse_moe with w1 / w3 / w2 experts.
     const bool minimax
         = spec.family == model::Family::MiniMaxM2 || spec.family == model::Family::MiniMaxM3;
-    const bool mixtral = spec.family == model::Family::Mixtral || minimax;
+    // Kimi-Linear too: block_sparse_moe with w1 / w3 / w2 experts (modeling_kimi_linear.py).
+    const bool mixtral = spec.family == model::Family::Mixtral || minimax
+        || spec.family == model::Family::KimiLinear;
     const bool moe
         = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
@@ -91,6 +93,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             // nothing to load
         } else if (layer.mixer == model::MixerKind::GatedDeltaNet) {
             addGatedDeltaNetWeights(spec, l, w);
+        } else if (layer.mixer == model::MixerKind::KimiDelta) {
+            addKimiDeltaWeights(spec, l, w);
         } else if (layer.mixer == model::MixerKind::Linear) {
             add(attn + ".linear_attn.weight", { h, h });
         } else if (spec.attention == model::AttentionKind::MLA) {
@@ -297,8 +301,8 @@ template <typename T> Result<void> Forward<T>::init()
     for (std::size_t l = 0; l < m_caches.size(); ++l) {
         auto& c = m_caches[l];
         const model::LayerSpec& layer = m_spec.layers[l];
-        if (!layer.attends()) {
-            continue; // Nemotron-NAS no-op and linear blocks keep nothing
+        if (!layer.attends() || layer.mixer == model::MixerKind::KimiDelta) {
+            continue; // Nemotron-NAS no-op and linear blocks, KDA layers keep no KV cache
         }
         std::int64_t kw = m_spec.kvHeadsOf(layer) * m_spec.headDim;
         std::int64_t vw = kw;
@@ -310,6 +314,7 @@ template <typename T> Result<void> Forward<T>::init()
         c.v.assign(std::size_t(m_capacity * vw), T(0));
     }
     gatedDeltaNetInit();
+    kimiDeltaInit();
     return success();
 }
 
@@ -509,6 +514,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             const profile::TraceScope traced(mixer);
             if (delta) {
                 gatedDeltaNetBlock(l, x.data(), branch.data(), n, taps);
+            } else if (layer.mixer == model::MixerKind::KimiDelta) {
+                kimiDeltaBlock(l, x.data(), branch.data(), n, taps);
             } else if (layer.mixer == model::MixerKind::Linear) {
                 linear(names.prefix + ".self_attn.linear_attn", x.data(), branch.data(), n, h, h,
                     OpKind::Linear, l, taps, false);

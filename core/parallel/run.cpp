@@ -382,6 +382,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
                                       "the gated attention and the zero-centred norms of {}",
             spec.modelType));
     }
+    if (spec.family == model::Family::KimiLinear) {
+        // The KDA layers (kimi_delta.cpp) and the MLA without RoPE run on one rank only.
+        missing.push_back(fmt::format("sharded runs of the Kimi Delta Attention layers and the "
+                                      "MLA without RoPE of {}",
+            spec.modelType));
+    }
     if (spec.family == model::Family::DeepseekV4) {
         missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
                                       "hyper-connections, sliding and compressed attention with "
