@@ -245,6 +245,17 @@ void Forward<T>::mlaBlock(
     causalAttention(layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale,
         context.data(),
         sparse ? std::span<const std::int64_t>(m_selection) : std::span<const std::int64_t>());
+    if (m.outputGate) {
+        // Kimi-K3's mla_use_output_gate: the attention output times σ(g_proj(x)), one gate per
+        // value channel, before o_proj (vLLM models/kimi_linear.py KimiMLAAttention g_proj).
+        std::vector<T> gate(std::size_t(n * heads * vd));
+        linear(
+            attn + ".g_proj", x, gate.data(), n, h, heads * vd, OpKind::Linear, layer, taps, true);
+        for (std::size_t i = 0; i < gate.size(); ++i) {
+            context[i] *= sigmoid(gate[i]);
+        }
+        roundAct(context.data(), n * heads * vd, mode);
+    }
     linear(
         attn + ".o_proj", context.data(), out, n, heads * vd, h, OpKind::Linear, layer, taps, true);
 }

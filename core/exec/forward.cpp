@@ -112,6 +112,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             add(attn + ".kv_b_proj.weight",
                 { spec.numHeads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank });
             add(attn + ".o_proj.weight", { h, spec.numHeads * m.vHeadDim });
+            if (m.outputGate) { // Kimi-K3 mla_use_output_gate
+                add(attn + ".g_proj.weight", { spec.numHeads * m.vHeadDim, h });
+            }
             if (m.indexerHeads > 0
                 && spec.layers[std::size_t(l)].mixer == model::MixerKind::SparseMla) {
                 const std::string ix = attn + ".indexer";

@@ -56,9 +56,6 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
                                   "activation_situ_beta / activation_situ_linear_beta)",
             spec.hiddenAct, type));
     }
-    if (spec.mla.outputGate) {
-        out.push_back(fmt::format("the MLA output gate of {} (mla_use_output_gate)", type));
-    }
     if (spec.attention == model::AttentionKind::MLA && !spec.mla.noRope) {
         // Kimi's MLA with RoPE (mla_use_nope false) is not checked against Kimi's code.
         out.push_back(fmt::format("the rotary MLA of {} (mla_use_nope false)", type));

@@ -29,7 +29,11 @@ DAY0_TWIN_KDA_FORM=chunked or recurrent runs every token in that form instead.
 DAY0_TWIN_WITHOUT switches off: conv (no convolution; SiLU kept), l2norm, decay (g = 0),
 channel_decay (each head's decay the mean of its channels'), beta (beta = 1), state (each decode
 step starts from zero conv windows and state), output_gate (o_norm without sigmoid(gate)),
-nope (the MLA rotates its rope slices, interleaved pairs at rope_theta).
+nope (the MLA rotates its rope slices, interleaved pairs at rope_theta), mla_gate (the MLA
+without Kimi-K3's output gate).
+
+Kimi-K3's mla_use_output_gate (vLLM models/kimi_linear.py, g_proj): the MLA's attention output
+times sigmoid(g_proj(x)), one gate per value channel, before o_proj.
 """
 
 import glob
@@ -40,7 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope"}
+SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope",
+            "mla_gate"}
 
 MODEL_TYPES = ("kimi_linear",)
 
@@ -210,6 +215,8 @@ class NopeMLA(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.v_dim, h, bias=False)
         self.theta = float(c.get("rope_theta", 10000.0))
         self.use_nope = c.get("mla_use_nope", False)
+        if c.get("mla_use_output_gate"):
+            self.g_proj = nn.Linear(h, self.heads * self.v_dim, bias=False)
 
     def rotate(self, z):
         """Interleaved RoPE of z [T, heads, rope]: lanes (2i, 2i+1) turn as a complex number."""
@@ -235,7 +242,10 @@ class NopeMLA(nn.Module):
         scores = torch.einsum("thd,shd->hts", query, key) * (self.nope + self.rope) ** -0.5
         scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
         probs = F.softmax(scores, dim=-1, dtype=scores.dtype)
-        return self.o_proj(torch.einsum("hts,shd->thd", probs, value).reshape(t, -1))
+        out = torch.einsum("hts,shd->thd", probs, value).reshape(t, -1)
+        if hasattr(self, "g_proj") and not _off("mla_gate"):
+            out = out * self.g_proj(x).sigmoid()
+        return self.o_proj(out)
 
 
 class SwiGLU(nn.Module):
@@ -359,7 +369,7 @@ def check_config(c):
     refused = []
     if c.get("hidden_act", "silu") != "silu":
         refused.append(f"hidden_act {c['hidden_act']}")
-    for key in ("mla_use_output_gate", "attn_res_block_size", "routed_expert_hidden_size"):
+    for key in ("attn_res_block_size", "routed_expert_hidden_size"):
         if c.get(key):
             refused.append(key)
     la = c.get("linear_attn_config") or {}
