@@ -4,6 +4,7 @@
 // in fp64, a chunked prefill followed by decode steps against one prefill of the whole sequence.
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
+#include "exec/backend.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/kimi_delta.h"
@@ -229,6 +230,24 @@ TEST(KimiLinear, ChunkedPrefillThenDecodeEqualsOnePrefillInFp64)
     EXPECT_LE(rel, 1e-9);
     EXPECT_NE(a->dump.tensor("model.layers.0.self_attn"), nullptr);
     EXPECT_NE(a->dump.tensor("model.layers.3.self_attn"), nullptr);
+
+    // On a backend (the CPU one here) the KDA layers' own operators stay on the host, and the
+    // dispatch report says so, as it does for Mamba-2 and Gated DeltaNet.
+    auto fp32 = exec::Engine::create(*spec, **weights, false, p, {});
+    ASSERT_TRUE(fp32.ok()) << fp32.error().message;
+    const auto backend = exec::makeCpuBackend();
+    exec::RunOptions onBackend;
+    onBackend.precision = *exec::parsePrecisionPlan("fp32");
+    onBackend.promptIds = stepped.promptIds;
+    onBackend.newTokens = 2;
+    onBackend.backend = backend.get();
+    const auto run = fp32->run(onBackend, p, {});
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const auto& notes = run->dispatch.notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find("KDA") != std::string::npos
+            && note.find("on the host CPU") != std::string::npos;
+    })) << fmt::format("{}", fmt::join(notes, "; "));
     std::filesystem::remove_all(dir);
 }
 
