@@ -10,7 +10,9 @@
 //   head_dim^-1/2 (chunk_kda's default scale).
 // - The forget gate per key channel: g = −exp(A_log[h]) · softplus(f_b_proj(f_a_proj(x)) +
 //   dt_bias) (kda_gate_ref: A_log one value per head, dt_bias one per channel; torch softplus
-//   with threshold 20).
+//   with threshold 20); with linear_attn_config.gate_lower_bound (Kimi-K3's safe gate, FLA's
+//   fused_kda_gate lower_bound) g = lower_bound · σ(exp(A_log[h]) · (f_b_proj(f_a_proj(x)) +
+//   dt_bias)), in (lower_bound, 0).
 // - β = σ(b_proj(x)), one per head.
 // - The delta rule keeps a [heads, head_dim, head_dim] state per layer, carried across steps: the
 //   chunked form for steps of more than one token (chunk_kda), the recurrent one for decode steps
@@ -284,7 +286,9 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t c = 0; c < width; ++c) {
             T& gc = g[std::size_t(t * width + c)];
-            gc = -std::exp(aLog[c / d]) * softplus(gc + dtBias[c]);
+            const T rate = std::exp(aLog[c / d]);
+            gc = la.gateLowerBound != 0.0 ? T(la.gateLowerBound) * sigmoid(rate * (gc + dtBias[c]))
+                                          : -rate * softplus(gc + dtBias[c]);
         }
     }
     std::vector<T> beta(static_cast<std::size_t>(n * heads));

@@ -71,9 +71,9 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
                 "the full-rank KDA output gate of {} (linear_attn_config.use_full_rank_gate)",
                 type));
         }
-        if (la.gateLowerBound != 0.0) {
-            out.push_back(fmt::format("the KDA safe forget gate of {} "
-                                      "(linear_attn_config.gate_lower_bound {})",
+        if (la.gateLowerBound > 0.0) {
+            out.push_back(fmt::format("a positive KDA gate_lower_bound of {} ({}: the safe gate "
+                                      "bounds a log decay from below, so it must be negative)",
                 type, la.gateLowerBound));
         }
         if (la.paddedALog) {

@@ -32,6 +32,10 @@ step starts from zero conv windows and state), output_gate (o_norm without sigmo
 nope (the MLA rotates its rope slices, interleaved pairs at rope_theta), mla_gate (the MLA
 without Kimi-K3's output gate).
 
+Kimi-K3's linear_attn_config.gate_lower_bound (fla fused_kda_gate lower_bound): the log decay
+g = lower_bound * sigmoid(exp(A_log[h]) * (f_b(f_a(x)) + dt_bias)) instead of the softplus form
+(switch safe_gate: the softplus form regardless).
+
 Kimi-K3's mla_use_output_gate (vLLM models/kimi_linear.py, g_proj): the MLA's attention output
 times sigmoid(g_proj(x)), one gate per value channel, before o_proj.
 """
@@ -45,7 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope",
-            "mla_gate"}
+            "mla_gate", "safe_gate"}
 
 MODEL_TYPES = ("kimi_linear",)
 
@@ -127,6 +131,7 @@ class KimiDeltaAttention(nn.Module):
         h = c["hidden_size"]
         self.heads, self.d = la["num_heads"], la["head_dim"]
         self.kernel = la["short_conv_kernel_size"]
+        self.lower_bound = la.get("gate_lower_bound")
         width = self.heads * self.d
         self.width = width
         self.steps = steps
@@ -156,7 +161,12 @@ class KimiDeltaAttention(nn.Module):
         projected = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
         convs = [self.q_conv1d, self.k_conv1d, self.v_conv1d]
         raw_g = self.f_b_proj(self.f_a_proj(x)).view(t, self.heads, self.d)
-        g_all = -self.A_log.view(self.heads, 1).exp() * F.softplus(raw_g + self.dt_bias.view(self.heads, self.d))
+        rate = self.A_log.view(self.heads, 1).exp()
+        biased = raw_g + self.dt_bias.view(self.heads, self.d)
+        if self.lower_bound and not _off("safe_gate"):
+            g_all = self.lower_bound * torch.sigmoid(rate * biased)
+        else:
+            g_all = -rate * F.softplus(biased)
         if _off("channel_decay"):
             g_all = g_all.mean(dim=-1, keepdim=True).expand_as(g_all)
         if _off("decay"):
@@ -373,7 +383,7 @@ def check_config(c):
         if c.get(key):
             refused.append(key)
     la = c.get("linear_attn_config") or {}
-    for key in ("use_full_rank_gate", "gate_lower_bound"):
+    for key in ("use_full_rank_gate",):
         if la.get(key):
             refused.append(f"linear_attn_config.{key}")
     if c.get("moe_router_activation_func", "sigmoid") != "sigmoid":

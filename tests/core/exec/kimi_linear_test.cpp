@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 using namespace day0;
@@ -264,40 +265,63 @@ TEST(KimiLinear, KimiK3IsRefusedFeatureByFeature)
             [&](const std::string& r) { return r.find(key) != std::string::npos; });
     };
     for (const char* key : { "hidden_act", "attn_res_block_size", "use_full_rank_gate",
-             "gate_lower_bound", "routed_expert_hidden_size", "vision_config" }) {
+             "routed_expert_hidden_size", "vision_config" }) {
         EXPECT_TRUE(names(key)) << key << " in: " << fmt::format("{}", fmt::join(refused, "; "));
     }
 }
 
-TEST(KimiLinear, MlaOutputGateAgreesWithPyTorchAndMatters)
+namespace {
+
+// Kimi-Linear with one of Kimi-K3's additions set in its config (`patch` edits the JSON),
+// shrunk, against the twin with `feature` switched off there too.
+void expectK3AdditionAgrees(const std::string& name,
+    const std::function<void(nlohmann::ordered_json&)>& patch, const std::string& feature)
 {
-    // Kimi-K3's mla_use_output_gate on Kimi-Linear (its only K3 addition that runs): the MLA
-    // output times σ(g_proj(x)) before o_proj.
-    if (!torchAvailable()) {
-        GTEST_SKIP() << kPython
-                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
-    }
     setResourceDir(DAY0_RESOURCE_DIR);
-    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_kimi_mla_gate";
-    std::filesystem::create_directories(dir.parent_path());
-    const auto configPath = std::filesystem::temp_directory_path() / "day0_kimi_mla_gate.json";
+    const auto dir = std::filesystem::temp_directory_path() / ("day0_torch_kimi_" + name);
+    const auto configPath
+        = std::filesystem::temp_directory_path() / ("day0_kimi_" + name + ".json");
     {
         std::ifstream in(kimiLinearConfig());
         auto config = nlohmann::ordered_json::parse(in);
-        config["mla_use_output_gate"] = true;
+        patch(config);
         std::ofstream(configPath) << config.dump(2);
     }
     const auto spec = test::shrinkForTwin(configPath.string(), dir);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
-    ASSERT_TRUE(spec->mla.outputGate);
     EXPECT_TRUE(exec::unsupportedFeatures(*spec).empty());
     const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8, 31 };
     const auto a = checkpointAgainstTorch(dir, "DAY0_TWIN_CHUNK=3", prompt, false, 4);
-    std::printf("kimi-linear + mla_use_output_gate logits max|d|/max %.2e, rel L2 %.2e\n",
+    std::printf("kimi-linear + %s logits max|d|/max %.2e, rel L2 %.2e\n", name.c_str(),
         a.logitsMaxAbsOverMax, a.logitsRelL2);
     EXPECT_LE(a.logitsMaxAbsOverMax, 1e-4);
     EXPECT_LE(a.worstCaptureRelL2, 1e-4) << a.worstCapture;
-    test::expectEachFeatureMatters(dir, { "mla_gate" }, prompt, false, 4);
+    test::expectEachFeatureMatters(dir, { feature }, prompt, false, 4);
     std::filesystem::remove_all(dir);
     std::filesystem::remove(configPath);
+}
+
+} // namespace
+
+TEST(KimiLinear, MlaOutputGateAgreesWithPyTorchAndMatters)
+{
+    // Kimi-K3's mla_use_output_gate: the MLA output times σ(g_proj(x)) before o_proj.
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    expectK3AdditionAgrees(
+        "mla_use_output_gate", [](auto& c) { c["mla_use_output_gate"] = true; }, "mla_gate");
+}
+
+TEST(KimiLinear, SafeGateAgreesWithPyTorchAndMatters)
+{
+    // Kimi-K3's gate_lower_bound (its published -5): g = lb · σ(e^A_log · (f + dt_bias)).
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    expectK3AdditionAgrees(
+        "gate_lower_bound", [](auto& c) { c["linear_attn_config"]["gate_lower_bound"] = -5.0; },
+        "safe_gate");
 }
