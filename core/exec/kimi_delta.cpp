@@ -18,7 +18,8 @@
 //   chunked form for steps of more than one token (chunk_kda), the recurrent one for decode steps
 //   (fused_recurrent_kda).
 // - The output passes o_norm (FusedRMSNormGated, activation "sigmoid", eps rms_norm_eps): RMS
-//   norm over one head, times its weight, times σ(g_b_proj(g_a_proj(x))); then o_proj.
+//   norm over one head, times its weight, times σ(g_b_proj(g_a_proj(x))) (Kimi-K3's
+//   use_full_rank_gate: σ(g_proj(x)), vLLM kda.py); then o_proj.
 // Precision: vLLM keeps the recurrent state in fp32 (kda_state_dtype), so the state is kept in
 // the compute type and only the rule's inputs and output are rounded to an emulated dtype.
 #include "exec/kimi_delta.h"
@@ -210,8 +211,12 @@ void addKimiDeltaWeights(const model::ModelSpec& spec, int layer, std::vector<We
     add(p + ".A_log", { 1, 1, la.valueHeads, 1 });
     add(p + ".dt_bias", { width });
     add(p + ".b_proj.weight", { la.valueHeads, h });
-    add(p + ".g_a_proj.weight", { d, h });
-    add(p + ".g_b_proj.weight", { width, d });
+    if (la.fullRankGate) { // Kimi-K3 use_full_rank_gate: one g_proj for the output gate
+        add(p + ".g_proj.weight", { width, h });
+    } else {
+        add(p + ".g_a_proj.weight", { d, h });
+        add(p + ".g_b_proj.weight", { width, d });
+    }
     add(p + ".o_norm.weight", { d });
     add(p + ".o_proj.weight", { h, width });
 }
@@ -311,9 +316,13 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
 
     // o_norm: RMS norm over each head · w, rounded, times σ(gate) in the compute type.
     std::vector<T> gate(static_cast<std::size_t>(n * width));
-    linear(p + ".g_a_proj", x, low.data(), n, h, d, OpKind::Linear, layer, taps, true);
-    linear(
-        p + ".g_b_proj", low.data(), gate.data(), n, d, width, OpKind::Linear, layer, taps, true);
+    if (la.fullRankGate) {
+        linear(p + ".g_proj", x, gate.data(), n, h, width, OpKind::Linear, layer, taps, true);
+    } else {
+        linear(p + ".g_a_proj", x, low.data(), n, h, d, OpKind::Linear, layer, taps, true);
+        linear(p + ".g_b_proj", low.data(), gate.data(), n, d, width, OpKind::Linear, layer, taps,
+            true);
+    }
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
     const T* w = weight(p + ".o_norm.weight");
     for (std::int64_t row = 0; row < n * heads; ++row) {

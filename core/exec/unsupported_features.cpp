@@ -66,11 +66,6 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
     }
     if (spec.linearAttention) {
         const auto& la = *spec.linearAttention;
-        if (la.fullRankGate) {
-            out.push_back(fmt::format(
-                "the full-rank KDA output gate of {} (linear_attn_config.use_full_rank_gate)",
-                type));
-        }
         if (la.gateLowerBound > 0.0) {
             out.push_back(fmt::format("a positive KDA gate_lower_bound of {} ({}: the safe gate "
                                       "bounds a log decay from below, so it must be negative)",

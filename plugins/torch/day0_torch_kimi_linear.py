@@ -36,6 +36,9 @@ Kimi-K3's linear_attn_config.gate_lower_bound (fla fused_kda_gate lower_bound): 
 g = lower_bound * sigmoid(exp(A_log[h]) * (f_b(f_a(x)) + dt_bias)) instead of the softplus form
 (switch safe_gate: the softplus form regardless).
 
+Kimi-K3's linear_attn_config.use_full_rank_gate (vLLM kda.py): the output gate is one g_proj
+(hidden -> heads * head_dim) instead of g_b_proj(g_a_proj(x)).
+
 Kimi-K3's mla_use_output_gate (vLLM models/kimi_linear.py, g_proj): the MLA's attention output
 times sigmoid(g_proj(x)), one gate per value channel, before o_proj.
 """
@@ -143,8 +146,11 @@ class KimiDeltaAttention(nn.Module):
         self.A_log = nn.Parameter(torch.zeros(1, 1, self.heads, 1))
         self.dt_bias = nn.Parameter(torch.zeros(width))
         self.b_proj = nn.Linear(h, self.heads, bias=False)
-        self.g_a_proj = nn.Linear(h, self.d, bias=False)
-        self.g_b_proj = nn.Linear(self.d, width, bias=False)
+        if la.get("use_full_rank_gate"):  # Kimi-K3: one full-rank output gate projection
+            self.g_proj = nn.Linear(h, width, bias=False)
+        else:
+            self.g_a_proj = nn.Linear(h, self.d, bias=False)
+            self.g_b_proj = nn.Linear(self.d, width, bias=False)
         self.o_norm = RMSNorm(self.d, c["rms_norm_eps"])
         self.o_proj = nn.Linear(width, h, bias=False)
 
@@ -203,7 +209,8 @@ class KimiDeltaAttention(nn.Module):
             outs.append(o)
         core = self.o_norm(torch.cat(outs, dim=0))  # [T, H, d]
         if not _off("output_gate"):
-            gate = self.g_b_proj(self.g_a_proj(x)).view(t, self.heads, self.d)
+            gate = self.g_proj(x) if hasattr(self, "g_proj") else self.g_b_proj(self.g_a_proj(x))
+            gate = gate.view(t, self.heads, self.d)
             core = core * gate.sigmoid()
         return self.o_proj(core.reshape(t, -1))
 
@@ -382,10 +389,6 @@ def check_config(c):
     for key in ("attn_res_block_size", "routed_expert_hidden_size"):
         if c.get(key):
             refused.append(key)
-    la = c.get("linear_attn_config") or {}
-    for key in ("use_full_rank_gate",):
-        if la.get(key):
-            refused.append(f"linear_attn_config.{key}")
     if c.get("moe_router_activation_func", "sigmoid") != "sigmoid":
         refused.append("moe_router_activation_func " + c["moe_router_activation_func"])
     if refused:

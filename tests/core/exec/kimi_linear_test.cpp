@@ -264,8 +264,8 @@ TEST(KimiLinear, KimiK3IsRefusedFeatureByFeature)
         return std::any_of(refused.begin(), refused.end(),
             [&](const std::string& r) { return r.find(key) != std::string::npos; });
     };
-    for (const char* key : { "hidden_act", "attn_res_block_size", "use_full_rank_gate",
-             "routed_expert_hidden_size", "vision_config" }) {
+    for (const char* key :
+        { "hidden_act", "attn_res_block_size", "routed_expert_hidden_size", "vision_config" }) {
         EXPECT_TRUE(names(key)) << key << " in: " << fmt::format("{}", fmt::join(refused, "; "));
     }
 }
@@ -324,4 +324,16 @@ TEST(KimiLinear, SafeGateAgreesWithPyTorchAndMatters)
     expectK3AdditionAgrees(
         "gate_lower_bound", [](auto& c) { c["linear_attn_config"]["gate_lower_bound"] = -5.0; },
         "safe_gate");
+}
+
+TEST(KimiLinear, FullRankGateAgreesWithPyTorchAndMatters)
+{
+    // Kimi-K3's use_full_rank_gate: the KDA output gate is one g_proj [heads·dim, hidden].
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    expectK3AdditionAgrees(
+        "use_full_rank_gate", [](auto& c) { c["linear_attn_config"]["use_full_rank_gate"] = true; },
+        "output_gate");
 }
