@@ -50,6 +50,13 @@ void kimiLayerSignatures(const Json& t, std::int64_t layers, std::vector<std::st
 Result<void> shrinkKimiLinearAttention(
     Json& t, const std::vector<std::int64_t>& kept, std::int64_t layers, std::int64_t layers2)
 {
+    // Kimi-K3's latent experts: half the shrunk hidden size (K3: 3584 of 7168).
+    if (t.contains("routed_expert_hidden_size")
+        && t["routed_expert_hidden_size"].is_number_integer() && t.contains("hidden_size")
+        && t["hidden_size"].is_number_integer()) {
+        t["routed_expert_hidden_size"]
+            = std::max<std::int64_t>(16, t["hidden_size"].get<std::int64_t>() / 2);
+    }
     if (!t.contains("linear_attn_config") || !t["linear_attn_config"].is_object()) {
         return success();
     }

@@ -21,7 +21,8 @@ void kimiLayerSignatures(
 
 /// After the generic shrink: linear_attn_config's lists name the shrunk layers (layer j of the
 /// shrunk model is original layer kept[j], the layers past kept repeat the last one, as the
-/// per-layer lists do), and its KDA heads and head width shrink (2 heads of 16 lanes).
+/// per-layer lists do), and its KDA heads and head width shrink (2 heads of 16 lanes); Kimi-K3's
+/// routed_expert_hidden_size becomes half the shrunk hidden size.
 Result<void> shrinkKimiLinearAttention(nlohmann::ordered_json& t,
     const std::vector<std::int64_t>& kept, std::int64_t layers, std::int64_t layers2);
 

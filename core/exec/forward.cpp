@@ -65,18 +65,19 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
         w.push_back({ std::move(name), std::move(shape), false });
     };
-    const auto addMlp
-        = [&](const std::string& module, const std::string& gate, const std::string& up,
-              const std::string& down, std::int64_t inter, bool bias = false) {
-              add(module + "." + gate + ".weight", { inter, h });
-              add(module + "." + up + ".weight", { inter, h });
-              add(module + "." + down + ".weight", { h, inter });
-              if (bias) {
-                  add(module + "." + gate + ".bias", { inter });
-                  add(module + "." + up + ".bias", { inter });
-                  add(module + "." + down + ".bias", { h });
-              }
-          };
+    const auto addMlp = [&](const std::string& module, const std::string& gate,
+                            const std::string& up, const std::string& down, std::int64_t inter,
+                            bool bias = false, std::int64_t width = 0) {
+        const std::int64_t io = width > 0 ? width : h; // Kimi-K3's latent experts
+        add(module + "." + gate + ".weight", { inter, io });
+        add(module + "." + up + ".weight", { inter, io });
+        add(module + "." + down + ".weight", { io, inter });
+        if (bias) {
+            add(module + "." + gate + ".bias", { inter });
+            add(module + "." + up + ".bias", { inter });
+            add(module + "." + down + ".bias", { io });
+        }
+    };
     add("model.embed_tokens.weight", { spec.vocabSize, h });
     for (int l = 0; l < int(spec.numLayers); ++l) {
         const LayerNames n = layerNames(spec, l);
@@ -179,9 +180,16 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         if (moe.expertScoreBias) {
             add(n.scoreBias, { moe.numExperts });
         }
+        if (moe.latentSize > 0) {
+            add(n.ffn + ".routed_expert_down_proj.weight", { moe.latentSize, h });
+            if (moe.latentNorm) {
+                add(n.ffn + ".routed_expert_norm.weight", { moe.latentSize });
+            }
+            add(n.ffn + ".routed_expert_up_proj.weight", { h, moe.latentSize });
+        }
         for (std::int64_t e = 0; e < moe.numExperts; ++e) {
             addMlp(fmt::format("{}.experts.{}", n.ffn, e), n.expertGate, n.expertUp, n.expertDown,
-                moe.expertIntermediate, moe.expertBias);
+                moe.expertIntermediate, moe.expertBias, moe.latentSize);
         }
         if (!n.shared.empty()) {
             addMlp(n.shared, "gate_proj", "up_proj", "down_proj", moe.sharedIntermediate);

@@ -209,9 +209,11 @@ private:
     Result<void> blockSparseInit();
     void blockSparseAttention(
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    /// `width`: the MLP's input and output width; 0: the hidden size (Kimi-K3's latent experts
+    /// run at routed_expert_hidden_size).
     void mlp(const std::string& module, const std::string& gate, const std::string& up,
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
-        Taps<T>& taps);
+        Taps<T>& taps, std::int64_t width = 0);
     void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     /// Routes the router logits [n, experts] (`bias`: the sigmoid router's selection bias, or
     /// null) and records the choices as `<router>#topk` and, for a sigmoid router, the scores it

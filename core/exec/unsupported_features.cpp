@@ -81,10 +81,6 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
     }
     if (spec.moe) {
         const auto& moe = *spec.moe;
-        if (moe.latentSize > 0) {
-            out.push_back(fmt::format("the latent MoE of {} (routed_expert_hidden_size {}{})", type,
-                moe.latentSize, moe.latentNorm ? ", latent_moe_use_norm" : ""));
-        }
         if (moe.scoring != model::RouterScoring::Sigmoid) {
             out.push_back(
                 fmt::format("the softmax router of {} (moe_router_activation_func softmax)", type));

@@ -39,6 +39,11 @@ g = lower_bound * sigmoid(exp(A_log[h]) * (f_b(f_a(x)) + dt_bias)) instead of th
 Kimi-K3's linear_attn_config.use_full_rank_gate (vLLM kda.py): the output gate is one g_proj
 (hidden -> heads * head_dim) instead of g_b_proj(g_a_proj(x)).
 
+Kimi-K3's latent MoE (routed_expert_hidden_size; HF KimiK3 LatentMoE, vLLM models/kimi_linear.py):
+the router reads x, the routed experts run on routed_expert_down_proj(x), their weighted sum goes
+through routed_expert_norm (an RMSNorm, latent_moe_use_norm; switch latent_norm) and
+routed_expert_up_proj; the shared experts run on x.
+
 Kimi-K3's mla_use_output_gate (vLLM models/kimi_linear.py, g_proj): the MLA's attention output
 times sigmoid(g_proj(x)), one gate per value channel, before o_proj.
 """
@@ -52,7 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope",
-            "mla_gate", "safe_gate"}
+            "mla_gate", "safe_gate", "latent_norm"}
 
 MODEL_TYPES = ("kimi_linear",)
 
@@ -293,7 +298,14 @@ class SparseMoe(nn.Module):
         h, e = c["hidden_size"], c["num_experts"]
         self.c = c
         self.gate = Router(h, e)
-        self.experts = nn.ModuleList(SwiGLU(h, c["moe_intermediate_size"], ("w1", "w3", "w2")) for _ in range(e))
+        latent = c.get("routed_expert_hidden_size")
+        width = latent or h
+        if latent:
+            self.routed_expert_down_proj = nn.Linear(h, latent, bias=False)
+            if c.get("latent_moe_use_norm"):
+                self.routed_expert_norm = RMSNorm(latent, c["rms_norm_eps"])
+            self.routed_expert_up_proj = nn.Linear(latent, h, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(width, c["moe_intermediate_size"], ("w1", "w3", "w2")) for _ in range(e))
         shared = c.get("num_shared_experts") or 0
         if shared:
             self.shared_experts = SwiGLU(h, c["moe_intermediate_size"] * shared)
@@ -319,11 +331,16 @@ class SparseMoe(nn.Module):
         self.day0_selected = selected
         self.day0_scores = choice
         self.day0_scoring = {"scoring": "sigmoid", "top_k": top_k, "n_group": groups, "topk_group": topk_group}
-        out = torch.zeros_like(x)
+        routed = self.routed_expert_down_proj(x) if hasattr(self, "routed_expert_down_proj") else x
+        out = torch.zeros_like(routed)
         for ex in range(e):
             token, slot = torch.where(selected == ex)
             if token.numel():
-                out.index_add_(0, token, self.experts[ex](x[token]) * weights[token, slot, None])
+                out.index_add_(0, token, self.experts[ex](routed[token]) * weights[token, slot, None])
+        if hasattr(self, "routed_expert_down_proj"):
+            if hasattr(self, "routed_expert_norm") and not _off("latent_norm"):
+                out = self.routed_expert_norm(out)
+            out = self.routed_expert_up_proj(out)
         if hasattr(self, "shared_experts"):
             out = out + self.shared_experts(x)
         return out
@@ -386,7 +403,7 @@ def check_config(c):
     refused = []
     if c.get("hidden_act", "silu") != "silu":
         refused.append(f"hidden_act {c['hidden_act']}")
-    for key in ("attn_res_block_size", "routed_expert_hidden_size"):
+    for key in ("attn_res_block_size",):
         if c.get(key):
             refused.append(key)
     if c.get("moe_router_activation_func", "sigmoid") != "sigmoid":
