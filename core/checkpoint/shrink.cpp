@@ -201,6 +201,8 @@ struct Init {
     /// Nemotron-H's Mamba-2 parameters drawn at the scale trained ones have (mambaDraw), not
     /// HF's initialisation: with it the scan's terms would be too small to show in the logits.
     bool liveMamba = false;
+    /// Kimi's KDA parameters drawn live (kdaDraw), not at HF's initialisation.
+    bool liveKda = false;
 };
 
 /// DeepSeek-V4's hyper-connection scales (`hc_attn_scale`, `hc_ffn_scale`, `hc_head_scale`):
@@ -240,6 +242,24 @@ MambaDraw mambaDraw(const model::TensorSpec& t, float stddev)
     }
     if (t.name.ends_with(".D") || t.name.ends_with(".mixer.norm.weight")) {
         return { 1.0f, 0.2f };
+    }
+    return {};
+}
+
+/// How a Kimi Delta Attention tensor is drawn (spread 0: not one). At HF's initialisation the
+/// conv weights, A_log and dt_bias are of one scale (0.02), so that every key channel decays
+/// alike and a per-head gate would pass for the per-channel one: conv weights N(0, 0.5), A_log
+/// N(0, 0.5) (heads decaying at different rates), dt_bias N(0, 1) (channels apart).
+MambaDraw kdaDraw(const model::TensorSpec& t)
+{
+    if (t.name.find(".self_attn.") == std::string::npos) {
+        return {};
+    }
+    if (t.name.ends_with("_conv1d.weight") || t.name.ends_with(".A_log")) {
+        return { 0.0f, 0.5f };
+    }
+    if (t.name.ends_with(".dt_bias")) {
+        return { 0.0f, 1.0f };
     }
     return {};
 }
@@ -356,7 +376,11 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
         };
         return source;
     }
-    if (const MambaDraw m = init.liveMamba ? mambaDraw(t, stddev) : MambaDraw {}; m.spread > 0) {
+    MambaDraw live = init.liveMamba ? mambaDraw(t, stddev) : MambaDraw {};
+    if (init.liveKda && live.spread == 0.0f) {
+        live = kdaDraw(t);
+    }
+    if (const MambaDraw m = live; m.spread > 0) {
         const auto streamed = streamSeed(seed, t.name);
         source.fill = [=](std::span<std::byte> out) -> Result<void> {
             std::vector<float> x(numel);
@@ -528,16 +552,19 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     // untested; M3's (1 + w) norms around one too: a uniform per-head norm would commute with the
     // RoPE.
     const bool deepseekV4 = spec->family == model::Family::DeepseekV4;
-    const Init init { options.seed, stddev,
+    // Kimi-Linear: its sigmoid router's bias and the KDA's o_norm weight live too.
+    const bool kimi = spec->family == model::Family::KimiLinear;
+    Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
             || spec->family == model::Family::MiniMaxM3 || spec->family == model::Family::NemotronH
-            || deepseekV4,
+            || deepseekV4 || kimi,
         spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
             || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
             || spec->family == model::Family::Qwen35Moe || spec->family == model::Family::MiniMaxM3
-            || deepseekV4,
+            || deepseekV4 || kimi,
         deepseekV4 && spec->moe ? spec->moe->numExperts : 0,
         spec->family == model::Family::NemotronH };
+    init.liveKda = kimi;
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {

@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "checkpoint/shrink.h"
+#include "checkpoint/shrink_kimi.h"
 #include "checkpoint/shrink_nemotron_h.h"
 #include "model/config_reader.h"
 
@@ -142,6 +143,7 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
     for (std::int64_t i = std::max<std::int64_t>(0, layers - kvShared); i < layers; ++i) {
         signature[std::size_t(i)] += "kv-shared|";
     }
+    detail::kimiLayerSignatures(t, layers, signature);
     std::vector<std::int64_t> kept;
     std::set<std::string> seen;
     for (std::int64_t i = 0; i < layers; ++i) {
@@ -434,13 +436,16 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
             return Error::badInput("--experts must be positive");
         }
         t[key] = experts2;
-        const std::int64_t topK = intOf(t, "num_experts_per_tok", 1);
+        // Kimi spells it num_experts_per_token.
+        const char* topKKey
+            = has(t, "num_experts_per_token") ? "num_experts_per_token" : "num_experts_per_tok";
+        const std::int64_t topK = intOf(t, topKKey, 1);
         std::int64_t topK2 = std::min(topK, std::max<std::int64_t>(1, experts2 / 4));
         if (experts2 == experts) {
             topK2 = topK;
         }
-        if (has(t, "num_experts_per_tok")) {
-            t["num_experts_per_tok"] = topK2;
+        if (has(t, topKKey)) {
+            t[topKKey] = topK2;
         }
         const std::int64_t groups = intOf(t, "n_group", 1);
         if (groups > 1) {
@@ -489,6 +494,7 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
         && t["hidden_size_per_layer_input"].get<std::int64_t>() > 0) {
         t["hidden_size_per_layer_input"] = 16;
     }
+    DAY0_TRY(detail::shrinkKimiLinearAttention(t, *kept, layers, layers2));
     if (t.contains("model_type") && t["model_type"] == "minimax_m3") {
         shrinkMiniMaxM3(t, *kept, layers, layers2, headDim2, kv2, hidden, hidden2);
     }

@@ -216,8 +216,12 @@ void Forward<T>::mlaBlock(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    rotate(qPe.data(), n, heads, rope, m_rope, mode);
-    rotate(kPe.data(), n, 1, rope, m_rope, mode);
+    // Kimi-Linear's mla_use_nope: the rope slices are projected and cached but not rotated
+    // (vLLM models/kimi_linear.py builds its MLA without a rotary embedding then).
+    if (!m.noRope) {
+        rotate(qPe.data(), n, heads, rope, m_rope, mode);
+        rotate(kPe.data(), n, 1, rope, m_rope, mode);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
@@ -242,6 +246,17 @@ void Forward<T>::mlaBlock(
     causalAttention(layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale,
         context.data(),
         sparse ? std::span<const std::int64_t>(m_selection) : std::span<const std::int64_t>());
+    if (m.outputGate) {
+        // Kimi-K3's mla_use_output_gate: the attention output times σ(g_proj(x)), one gate per
+        // value channel, before o_proj (vLLM models/kimi_linear.py KimiMLAAttention g_proj).
+        std::vector<T> gate(std::size_t(n * heads * vd));
+        linear(
+            attn + ".g_proj", x, gate.data(), n, h, heads * vd, OpKind::Linear, layer, taps, true);
+        for (std::size_t i = 0; i < gate.size(); ++i) {
+            context[i] *= sigmoid(gate[i]);
+        }
+        roundAct(context.data(), n * heads * vd, mode);
+    }
     linear(
         attn + ".o_proj", context.data(), out, n, heads * vd, h, OpKind::Linear, layer, taps, true);
 }

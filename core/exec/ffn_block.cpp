@@ -15,9 +15,9 @@ using numerics::OpKind;
 template <typename T>
 void Forward<T>::mlp(const std::string& module, const std::string& gate, const std::string& up,
     const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
-    Taps<T>& taps)
+    Taps<T>& taps, std::int64_t width)
 {
-    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     const bool capture = module.find(".experts.") == std::string::npos;
     std::vector<T> g(std::size_t(n * inter));
     std::vector<T> u(std::size_t(n * inter));
@@ -84,16 +84,31 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
     // Llama-4 (Llama4TextMoe) scales the expert's input by the router score, not its output.
     const bool scaleInput = m_spec.family == model::Family::Llama4;
 
+    // Kimi-K3's latent MoE (routed_expert_hidden_size): the router reads the hidden state, the
+    // routed experts run on routed_expert_down_proj(x), and their weighted sum goes through
+    // routed_expert_norm (latent_moe_use_norm) and routed_expert_up_proj; the shared experts
+    // stay at the hidden size (HF KimiK3 LatentMoE, vLLM models/kimi_linear.py).
+    const bool latent = moe.latentSize > 0;
+    const std::int64_t rw = latent ? moe.latentSize : h; // the routed experts' width
+    std::vector<T> down;
+    const T* routedIn = x;
+    if (latent) {
+        down.resize(std::size_t(n * rw));
+        linear(names.ffn + ".routed_expert_down_proj", x, down.data(), n, h, rw, OpKind::Linear,
+            layer, taps, false);
+        routedIn = down.data();
+    }
+
     // The rows of each expert, expert by expert (tokens in order inside), and their weights.
     std::vector<T> permuted;
     std::vector<std::int64_t> offsets;
     std::vector<std::int64_t> sourceRow;
     if constexpr (std::is_same_v<T, float>) {
-        m_ops.permuteTokens(x, n, h, routing, e, permuted, offsets, sourceRow);
+        m_ops.permuteTokens(routedIn, n, rw, routing, e, permuted, offsets, sourceRow);
     } else {
-        permuted.resize(routing.experts.size() * std::size_t(h));
+        permuted.resize(routing.experts.size() * std::size_t(rw));
         // route() only picks experts in [0, e), the one error permuteRows reports.
-        (void)permuteRows(x, n, h, routing, e, permuted.data(), offsets, sourceRow);
+        (void)permuteRows(routedIn, n, rw, routing, e, permuted.data(), offsets, sourceRow);
     }
     // Rows hold tokens in order inside each expert, so one pass over (token, choice) in that
     // order meets each expert's rows in turn.
@@ -103,7 +118,7 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         rowWeight[std::size_t(next[std::size_t(routing.experts[i])]++)] = routing.weights[i];
     }
 
-    std::vector<T> acc(std::size_t(n * h), T(0));
+    std::vector<T> acc(std::size_t(n * rw), T(0));
     std::vector<T> result;
     for (std::int64_t ex = 0; ex < e; ++ex) {
         const std::int64_t first = offsets[std::size_t(ex)];
@@ -111,28 +126,38 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
         if (m == 0) {
             continue;
         }
-        T* rows = permuted.data() + first * h;
-        result.resize(std::size_t(m * h));
+        T* rows = permuted.data() + first * rw;
+        result.resize(std::size_t(m * rw));
         if (scaleInput) {
             for (std::int64_t i = 0; i < m; ++i) {
                 // HF casts the sigmoid score to the activations' dtype before the product.
                 T w = T(rowWeight[std::size_t(first + i)]);
                 roundAct(&w, 1, m_plan.modeFor(OpKind::Moe, layer));
-                for (std::int64_t c = 0; c < h; ++c) {
-                    rows[i * h + c] *= w;
+                for (std::int64_t c = 0; c < rw; ++c) {
+                    rows[i * rw + c] *= w;
                 }
             }
-            roundAct(rows, m * h, m_plan.modeFor(OpKind::Mlp, layer));
+            roundAct(rows, m * rw, m_plan.modeFor(OpKind::Mlp, layer));
         }
         mlp(fmt::format("{}.experts.{}", names.ffn, ex), names.expertGate, names.expertUp,
-            names.expertDown, rows, result.data(), m, moe.expertIntermediate, layer, taps);
+            names.expertDown, rows, result.data(), m, moe.expertIntermediate, layer, taps, rw);
         for (std::int64_t i = 0; i < m; ++i) {
-            T* dst = acc.data() + sourceRow[std::size_t(first + i)] * h;
+            T* dst = acc.data() + sourceRow[std::size_t(first + i)] * rw;
             const T w = scaleInput ? T(1) : T(rowWeight[std::size_t(first + i)]);
-            for (std::int64_t c = 0; c < h; ++c) {
-                dst[c] += w * result[std::size_t(i * h + c)];
+            for (std::int64_t c = 0; c < rw; ++c) {
+                dst[c] += w * result[std::size_t(i * rw + c)];
             }
         }
+    }
+    if (latent) {
+        roundAct(acc.data(), n * rw, m_plan.modeFor(OpKind::Moe, layer));
+        if (moe.latentNorm) {
+            rmsNormOp(names.ffn + ".routed_expert_norm", acc.data(), acc.data(), n, rw, layer);
+        }
+        std::vector<T> up(std::size_t(n * h));
+        linear(names.ffn + ".routed_expert_up_proj", acc.data(), up.data(), n, rw, h,
+            OpKind::Linear, layer, taps, false);
+        acc = std::move(up);
     }
     if (!names.shared.empty()) {
         std::vector<T> shared(std::size_t(n * h));
@@ -159,9 +184,11 @@ void Forward<T>::moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>
 }
 
 template void Forward<float>::mlp(const std::string&, const std::string&, const std::string&,
-    const std::string&, const float*, float*, std::int64_t, std::int64_t, int, Taps<float>&);
+    const std::string&, const float*, float*, std::int64_t, std::int64_t, int, Taps<float>&,
+    std::int64_t);
 template void Forward<double>::mlp(const std::string&, const std::string&, const std::string&,
-    const std::string&, const double*, double*, std::int64_t, std::int64_t, int, Taps<double>&);
+    const std::string&, const double*, double*, std::int64_t, std::int64_t, int, Taps<double>&,
+    std::int64_t);
 template void Forward<float>::moeBlock(int, const float*, float*, std::int64_t, Taps<float>&);
 template void Forward<double>::moeBlock(int, const double*, double*, std::int64_t, Taps<double>&);
 

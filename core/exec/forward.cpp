@@ -21,7 +21,9 @@ LayerNames layerNames(const model::ModelSpec& spec, int layer)
     // MiniMax-M2 and M3 keep Mixtral's names: block_sparse_moe with w1 / w3 / w2 experts.
     const bool minimax
         = spec.family == model::Family::MiniMaxM2 || spec.family == model::Family::MiniMaxM3;
-    const bool mixtral = spec.family == model::Family::Mixtral || minimax;
+    // Kimi-Linear too: block_sparse_moe with w1 / w3 / w2 experts (modeling_kimi_linear.py).
+    const bool mixtral = spec.family == model::Family::Mixtral || minimax
+        || spec.family == model::Family::KimiLinear;
     const bool moe
         = std::size_t(layer) < spec.layers.size() && spec.layers[std::size_t(layer)].moe();
     const bool llama4 = spec.family == model::Family::Llama4;
@@ -63,18 +65,19 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
     const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
         w.push_back({ std::move(name), std::move(shape), false });
     };
-    const auto addMlp
-        = [&](const std::string& module, const std::string& gate, const std::string& up,
-              const std::string& down, std::int64_t inter, bool bias = false) {
-              add(module + "." + gate + ".weight", { inter, h });
-              add(module + "." + up + ".weight", { inter, h });
-              add(module + "." + down + ".weight", { h, inter });
-              if (bias) {
-                  add(module + "." + gate + ".bias", { inter });
-                  add(module + "." + up + ".bias", { inter });
-                  add(module + "." + down + ".bias", { h });
-              }
-          };
+    const auto addMlp = [&](const std::string& module, const std::string& gate,
+                            const std::string& up, const std::string& down, std::int64_t inter,
+                            bool bias = false, std::int64_t width = 0) {
+        const std::int64_t io = width > 0 ? width : h; // Kimi-K3's latent experts
+        add(module + "." + gate + ".weight", { inter, io });
+        add(module + "." + up + ".weight", { inter, io });
+        add(module + "." + down + ".weight", { io, inter });
+        if (bias) {
+            add(module + "." + gate + ".bias", { inter });
+            add(module + "." + up + ".bias", { inter });
+            add(module + "." + down + ".bias", { io });
+        }
+    };
     add("model.embed_tokens.weight", { spec.vocabSize, h });
     for (int l = 0; l < int(spec.numLayers); ++l) {
         const LayerNames n = layerNames(spec, l);
@@ -91,6 +94,8 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             // nothing to load
         } else if (layer.mixer == model::MixerKind::GatedDeltaNet) {
             addGatedDeltaNetWeights(spec, l, w);
+        } else if (layer.mixer == model::MixerKind::KimiDelta) {
+            addKimiDeltaWeights(spec, l, w);
         } else if (layer.mixer == model::MixerKind::Linear) {
             add(attn + ".linear_attn.weight", { h, h });
         } else if (spec.attention == model::AttentionKind::MLA) {
@@ -108,6 +113,9 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
             add(attn + ".kv_b_proj.weight",
                 { spec.numHeads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank });
             add(attn + ".o_proj.weight", { h, spec.numHeads * m.vHeadDim });
+            if (m.outputGate) { // Kimi-K3 mla_use_output_gate
+                add(attn + ".g_proj.weight", { spec.numHeads * m.vHeadDim, h });
+            }
             if (m.indexerHeads > 0
                 && spec.layers[std::size_t(l)].mixer == model::MixerKind::SparseMla) {
                 const std::string ix = attn + ".indexer";
@@ -172,9 +180,16 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         if (moe.expertScoreBias) {
             add(n.scoreBias, { moe.numExperts });
         }
+        if (moe.latentSize > 0) {
+            add(n.ffn + ".routed_expert_down_proj.weight", { moe.latentSize, h });
+            if (moe.latentNorm) {
+                add(n.ffn + ".routed_expert_norm.weight", { moe.latentSize });
+            }
+            add(n.ffn + ".routed_expert_up_proj.weight", { h, moe.latentSize });
+        }
         for (std::int64_t e = 0; e < moe.numExperts; ++e) {
             addMlp(fmt::format("{}.experts.{}", n.ffn, e), n.expertGate, n.expertUp, n.expertDown,
-                moe.expertIntermediate, moe.expertBias);
+                moe.expertIntermediate, moe.expertBias, moe.latentSize);
         }
         if (!n.shared.empty()) {
             addMlp(n.shared, "gate_proj", "up_proj", "down_proj", moe.sharedIntermediate);
@@ -297,8 +312,8 @@ template <typename T> Result<void> Forward<T>::init()
     for (std::size_t l = 0; l < m_caches.size(); ++l) {
         auto& c = m_caches[l];
         const model::LayerSpec& layer = m_spec.layers[l];
-        if (!layer.attends()) {
-            continue; // Nemotron-NAS no-op and linear blocks keep nothing
+        if (!layer.attends() || layer.mixer == model::MixerKind::KimiDelta) {
+            continue; // Nemotron-NAS no-op and linear blocks, KDA layers keep no KV cache
         }
         std::int64_t kw = m_spec.kvHeadsOf(layer) * m_spec.headDim;
         std::int64_t vw = kw;
@@ -310,6 +325,7 @@ template <typename T> Result<void> Forward<T>::init()
         c.v.assign(std::size_t(m_capacity * vw), T(0));
     }
     gatedDeltaNetInit();
+    kimiDeltaInit();
     return success();
 }
 
@@ -512,6 +528,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             const profile::TraceScope traced(mixer);
             if (delta) {
                 gatedDeltaNetBlock(l, x.data(), branch.data(), n, taps);
+            } else if (layer.mixer == model::MixerKind::KimiDelta) {
+                kimiDeltaBlock(l, x.data(), branch.data(), n, taps);
             } else if (layer.mixer == model::MixerKind::Linear) {
                 linear(names.prefix + ".self_attn.linear_attn", x.data(), branch.data(), n, h, h,
                     OpKind::Linear, l, taps, false);

@@ -79,6 +79,9 @@ bool zeroCentredNorm(const model::ModelSpec& spec, const std::string& weightName
 /// The weights of the Gated DeltaNet `layer` (model.layers.N.linear_attn.*), appended to `w`.
 void addGatedDeltaNetWeights(
     const model::ModelSpec& spec, int layer, std::vector<WeightRequirement>& w);
+/// The weights of the Kimi Delta Attention `layer` (model.layers.N.self_attn.*, kimi_delta.cpp).
+void addKimiDeltaWeights(
+    const model::ModelSpec& spec, int layer, std::vector<WeightRequirement>& w);
 /// The 2-D weights opcheck multiplies: those of the first dense layer, the first MoE layer (one
 /// expert), the vision tower's first block and mergers, and the head, each with its module name
 /// relative to its layer ("self_attn.q_proj", "mlp.experts.0.gate_proj").
@@ -206,9 +209,11 @@ private:
     Result<void> blockSparseInit();
     void blockSparseAttention(
         int layer, const T* x, T* out, std::int64_t n, std::int64_t start, Taps<T>& taps);
+    /// `width`: the MLP's input and output width; 0: the hidden size (Kimi-K3's latent experts
+    /// run at routed_expert_hidden_size).
     void mlp(const std::string& module, const std::string& gate, const std::string& up,
         const std::string& down, const T* x, T* out, std::int64_t n, std::int64_t inter, int layer,
-        Taps<T>& taps);
+        Taps<T>& taps, std::int64_t width = 0);
     void moeBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     /// Routes the router logits [n, experts] (`bias`: the sigmoid router's selection bias, or
     /// null) and records the choices as `<router>#topk` and, for a sigmoid router, the scores it
@@ -234,6 +239,10 @@ private:
     // Qwen3-Next / Qwen3.5 linear attention (gated_delta_net.cpp).
     void gatedDeltaNetInit();
     void gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    // Kimi-Linear's KDA layers (kimi_delta.cpp); their state is a DeltaState whose window holds
+    // the q, k and v conv windows one after the other.
+    void kimiDeltaInit();
+    void kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
     // DeepSeek-V4 (deepseek_v4_block.cpp, deepseek_v4_forward.cpp).
     Result<void> deepseekV4Init();
     Result<std::vector<T>> deepseekV4Step(

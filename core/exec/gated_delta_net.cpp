@@ -338,6 +338,9 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
         linear(p + ".in_proj_a", x, a.data(), n, h, nv, OpKind::Linear, layer, taps, true);
     }
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
+    if constexpr (std::is_same_v<T, float>) {
+        m_ops.hostOnly("Gated DeltaNet conv1d, delta rule and gated norm"); // no Backend operator
+    }
     DeltaState& st = m_deltaStates[std::size_t(layer)];
     std::vector<T> conv(static_cast<std::size_t>(n * convDim));
     causalConv1dSilu(mixed.data(), conv.data(), n, convDim, weight(p + ".conv1d.weight"),

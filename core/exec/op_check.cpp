@@ -154,7 +154,8 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         setInterleavedMrope(*rope, spec.ropeScaling.mropeSection);
     }
     const bool mrope = !rope->pairComponent.empty();
-    if (!nemotronH) {
+    // Kimi-Linear's mla_use_nope: its only attention layers rotate nothing.
+    if (!nemotronH && !(mla && spec.mla.noRope)) {
         c.rope(*rope, mla ? spec.numHeads : spec.numKvHeads, rope->rotaryDim,
             qwen3Vl ? "rope (M-RoPE t/h/w, interleaved)"
                     : (mrope ? "rope (M-RoPE t/h/w sections)"
@@ -287,6 +288,9 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     if (spec.linearAttention && detail::isQwenNext(spec)) {
         c.gatedDeltaNetOps(*spec.linearAttention, spec.attentionOutputGate);
+    }
+    if (spec.linearAttention && spec.family == model::Family::KimiLinear) {
+        c.kimiDeltaOps(*spec.linearAttention);
     }
     DAY0_TRY(step());
     if (v4) {

@@ -109,6 +109,9 @@ public:
     /// The Gated DeltaNet operators (op_check_delta.cpp): the conv, the q/k L2 norm, the delta
     /// rule in both forms, the gated norm; with `outputGate`, the attention's sigmoid gate.
     void gatedDeltaNetOps(const model::LinearAttentionSpec& la, bool outputGate);
+    /// Kimi-Linear's KDA operators (op_check_kda.cpp): the per-channel delta rule in both forms
+    /// and the sigmoid-gated o_norm (the conv and L2 norm are Gated DeltaNet's rows).
+    void kimiDeltaOps(const model::LinearAttentionSpec& la);
     /// A row for an operator the engine computes but the checker does not (verdict n/a),
     /// saying where it runs.
     void notChecked(std::string op, std::string shape, std::string implementation);

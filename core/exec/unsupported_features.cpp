@@ -41,6 +41,57 @@ void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& o
     }
 }
 
+// What of Kimi-Linear / Kimi-K3 the engine (kimi_delta.cpp, the MLA without RoPE, the
+// DeepSeek-style sigmoid MoE) does not compute: Kimi-K3's additions (family_kimi.cpp cites where
+// each is defined), each by its config key.
+void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    const std::string type = spec.modelType;
+    if (spec.hiddenAct != "silu") {
+        out.push_back(fmt::format("the '{}' activation of {} (hidden_act; SiTU's "
+                                  "activation_situ_beta / activation_situ_linear_beta)",
+            spec.hiddenAct, type));
+    }
+    if (spec.attention == model::AttentionKind::MLA && !spec.mla.noRope) {
+        // Kimi's MLA with RoPE (mla_use_nope false) is not checked against Kimi's code.
+        out.push_back(fmt::format("the rotary MLA of {} (mla_use_nope false)", type));
+    }
+    if (spec.attnResBlockSize > 0) {
+        out.push_back(fmt::format("Block Attention Residuals of {} (attn_res_block_size {})", type,
+            spec.attnResBlockSize));
+    }
+    if (spec.linearAttention) {
+        const auto& la = *spec.linearAttention;
+        if (la.gateLowerBound > 0.0) {
+            out.push_back(fmt::format("a positive KDA gate_lower_bound of {} ({}: the safe gate "
+                                      "bounds a log decay from below, so it must be negative)",
+                type, la.gateLowerBound));
+        }
+        if (la.paddedALog) {
+            out.push_back(fmt::format("the KDA A_log padded to head_dim of {}", type));
+        }
+        if (la.keyHeads != la.valueHeads || la.keyHeadDim != la.valueHeadDim) {
+            out.push_back(
+                fmt::format("KDA with key and value heads of different shapes ({})", type));
+        }
+    }
+    if (spec.moe) {
+        const auto& moe = *spec.moe;
+        if (moe.scoring != model::RouterScoring::Sigmoid) {
+            out.push_back(
+                fmt::format("the softmax router of {} (moe_router_activation_func softmax)", type));
+        }
+        if (moe.numGroups > 1) {
+            // Kimi's grouped top-k is not checked against its code for more than one group.
+            out.push_back(fmt::format(
+                "grouped expert routing of {} (num_expert_group {})", type, moe.numGroups));
+        }
+    }
+    if (spec.vision) {
+        out.push_back(fmt::format("the vision tower of {} (vision_config)", type));
+    }
+}
+
 // What of the Qwen3-Next / Qwen3.5 text towers the engine (gated_delta_net.cpp, the gated
 // attention, the MoE with its gated shared expert) does not compute.
 void qwenNextUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
@@ -165,10 +216,7 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
         miniMaxM3Unsupported(spec, out);
         break;
     case model::Family::KimiLinear:
-        // TODO(#20): Kimi Delta Attention and its MLA without RoPE, latent MoE and SiTU.
-        out.push_back(fmt::format("the {} family (its attention, MoE and layer variants are "
-                                  "read and counted, not yet computed)",
-            model::familyName(spec.family)));
+        kimiUnsupported(spec, out);
         break;
     case model::Family::Gemma4:
         gemma4Unsupported(spec, out);
@@ -195,6 +243,8 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
             && layer.mixer != model::MixerKind::SparseMla && layer.mixer != model::MixerKind::Linear
             && layer.mixer != model::MixerKind::None
             && !(layer.mixer == model::MixerKind::GatedDeltaNet && detail::isQwenNext(spec))
+            && !(layer.mixer == model::MixerKind::KimiDelta
+                && spec.family == model::Family::KimiLinear)
             && !(layer.mixer == model::MixerKind::Compressed
                 && spec.family == model::Family::DeepseekV4)
             && !(layer.mixer == model::MixerKind::BlockSparse && spec.blockSparse)

@@ -95,7 +95,7 @@ Result<void> readLinearAttention(const Section& text, ModelSpec& spec)
     // K3's code pads A_log to head_dim (the real shard: A_log F32 [128] for 96 heads).
     la.paddedALog = isK3Wrapper(spec);
     // The safe forget gate's lower bound (absent: the softplus gate) changes the formula only.
-    (void)r.numberOr("gate_lower_bound", 0.0);
+    la.gateLowerBound = r.numberOr("gate_lower_bound", 0.0);
     for (const char* key : { "full_attn_layers", "kda_layers" }) {
         if (r.ok() && !r.has(key)) {
             r.fail(key,

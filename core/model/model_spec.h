@@ -141,6 +141,9 @@ struct LinearAttentionSpec {
     /// KDA `A_log` stored as [key_head_dim] with the heads' values zero-padded (Kimi-K3); false:
     /// Kimi-Linear's [1, 1, heads, 1].
     bool paddedALog = false;
+    /// KDA `gate_lower_bound` (Kimi-K3's safe forget gate, lower_bound · σ(e^A_log · (g +
+    /// dt_bias))); 0: absent, the softplus gate −e^A_log · softplus(g + dt_bias).
+    double gateLowerBound = 0.0;
 };
 
 /// Mamba-2 mixer dimensions.

@@ -387,6 +387,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
+    if (spec.family == model::Family::KimiLinear) {
+        // The KDA layers (kimi_delta.cpp) and the MLA without RoPE run on one rank only.
+        missing.push_back(fmt::format("sharded runs of the Kimi Delta Attention layers and the "
+                                      "MLA without RoPE of {}",
+            spec.modelType));
+    }
     if (spec.family == model::Family::DeepseekV4) {
         missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
                                       "hyper-connections, sliding and compressed attention with "

@@ -68,7 +68,8 @@ def fingerprint(config):
         kv, config["vocab_size"])
     experts = config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts")
     if experts:
-        top_k = config.get("num_experts_per_tok") or config.get("moe_topk") or 0
+        top_k = (config.get("num_experts_per_tok") or config.get("num_experts_per_token")  # Kimi
+                 or config.get("moe_topk") or 0)
         if isinstance(top_k, list):  # Hunyuan's per-layer moe_topk (uniform)
             top_k = top_k[0]
         text += "/e{}k{}".format(experts, top_k)

@@ -14,7 +14,8 @@ softmax router, clamped SwiGLU experts with interleaved gate/up, MXFP4 experts d
 qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe with their vision towers (day0_torch_vl.py; forward(ids, image)),
 gemma4's text tower (day0_torch_gemma4.py), qwen3_next / qwen3_5 / qwen3_5_moe's text towers
 (Gated DeltaNet hybrids, day0_torch_qwen3next.py), and nemotron_h (Mamba-2 / attention / relu2 MLP /
-latent MoE hybrids, day0_torch_nemotron_h.py).
+latent MoE hybrids, day0_torch_nemotron_h.py), and kimi_linear (KDA / MLA-without-RoPE hybrids,
+day0_torch_kimi_linear.py).
 """
 
 import glob
@@ -31,6 +32,7 @@ from torch import nn
 import day0_torch_deepseek_v4
 import day0_torch_dsa
 import day0_torch_gemma4
+import day0_torch_kimi_linear
 import day0_torch_qwen3next
 import day0_torch_minimax_m3
 import day0_torch_nemotron_h
@@ -438,14 +440,14 @@ def llama4_moe_layers(c):
 # ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's,
 # MiniMax-M3's and Nemotron-H's are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES,
 # day0_torch_qwen3next.SWITCHES, day0_torch_deepseek_v4.SWITCHES, day0_torch_minimax_m3.SWITCHES and
-# day0_torch_nemotron_h.SWITCHES. Unset in every real use.
+# day0_torch_nemotron_h.SWITCHES, day0_torch_kimi_linear.SWITCHES. Unset in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
                     "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
                    | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES
                    | day0_torch_deepseek_v4.SWITCHES | day0_torch_minimax_m3.SWITCHES
-                   | day0_torch_nemotron_h.SWITCHES)
+                   | day0_torch_nemotron_h.SWITCHES | day0_torch_kimi_linear.SWITCHES)
 if WITHOUT - _KNOWN_SWITCHES:
     raise ValueError(f"DAY0_TWIN_WITHOUT: unknown feature(s) {sorted(WITHOUT - _KNOWN_SWITCHES)} "
                      f"(known: {', '.join(sorted(_KNOWN_SWITCHES))})")
@@ -713,10 +715,11 @@ class CausalLM(nn.Module):
         return self.lm_head(self.model(ids[0]))[None]
 
 
-SUPPORTED = ("nemotron-nas", "minimax_m2", "minimax_m3", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
+SUPPORTED = (("nemotron-nas", "minimax_m2", "minimax_m3", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
              "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
              "gemma4", "gemma4_text", "deepseek_v4", "nemotron_h") + day0_torch_qwen3next.MODEL_TYPES
+             + day0_torch_kimi_linear.MODEL_TYPES)
 
 
 def glm_moe_dsa_config(config):
@@ -741,6 +744,8 @@ def load(folder, dtype=torch.float32):
         return day0_torch_qwen3next.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     if config["model_type"] == "deepseek_v4":
         return day0_torch_deepseek_v4.load(folder, config, dtype, WITHOUT, safetensors_io.read)
+    if config["model_type"] in day0_torch_kimi_linear.MODEL_TYPES:
+        return day0_torch_kimi_linear.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     if config["model_type"] == "nemotron_h":
         return day0_torch_nemotron_h.load(folder, config, dtype, WITHOUT, safetensors_io.read)
     vl = config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")

@@ -161,8 +161,8 @@ TEST(ShrinkUnquantized, FormatsShrinkDoesNotGenerateBecomeUnquantisedOnRequest)
 {
     // DeepSeek-V4 (E8M0-scaled FP8, FP4 experts), Nemotron-3 Super (ModelOpt FP8 in its
     // hf_quant_config.json sidecar) and Kimi-K3 (packed MXFP4 in text_config): refused, naming
-    // the way out; with --unquantized the same architecture without its weight format.
-    // (Kimi-K3 then stops at its linear_attn_config layer lists, which shrink does not cut yet.)
+    // the way out; with --unquantized the same architecture without its weight format (Kimi-K3
+    // with its linear_attn_config layer lists naming the shrunk layers).
     const auto dir = test::scratch("unquantized");
     Progress progress;
     for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8", "kimi-k3" }) {
@@ -173,7 +173,7 @@ TEST(ShrinkUnquantized, FormatsShrinkDoesNotGenerateBecomeUnquantisedOnRequest)
         EXPECT_NE(refused.error().message.find("--unquantized"), std::string::npos)
             << refused.error().message;
     }
-    for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8" }) {
+    for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8", "kimi-k3" }) {
         SCOPED_TRACE(model);
         ShrinkOptions options;
         options.unquantized = true;
