@@ -256,8 +256,9 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
     if (!refPlan) {
         return refPlan.error().withContext("--reference");
     }
-    auto tgtPlan
-        = exec::parsePrecisionPlan(request.target, request.targetOps, request.targetLayers);
+    auto tgtPlan = request.targetPlan
+        ? Result<exec::PrecisionPlan>(*request.targetPlan)
+        : exec::parsePrecisionPlan(request.target, request.targetOps, request.targetLayers);
     if (!tgtPlan) {
         return tgtPlan.error().withContext("--target");
     }

@@ -6,6 +6,7 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/backend.h"
+#include "exec/precision.h"
 #include "history/run_record.h"
 #include "model/model_spec.h"
 #include "numerics/end_to_end.h"
@@ -54,6 +55,8 @@ struct EvalRequest {
     std::string target = "bf16";
     std::string targetOps; ///< --op-precision of the target
     std::string targetLayers; ///< --layer-precision of the target
+    /// A parsed target plan (validate's); when set it replaces target, targetOps, targetLayers.
+    std::optional<exec::PrecisionPlan> targetPlan;
     exec::Backend* backend = nullptr; ///< the target's; the reference always runs on the CPU
     EvalCorpus corpus;
     EvalGeneration generation;
