@@ -103,8 +103,15 @@ void printText(const actions::EvalOutcome& o)
 
 int runEval(EvalArgs a, const GlobalOptions& global)
 {
-    if (auto refused = refusePartial("eval", a.request.checkpoint, global)) {
-        return *refused;
+    const bool dumps = !a.request.referenceDump.empty() || !a.request.targetDump.empty();
+    if (dumps == !a.request.checkpoint.empty()) {
+        return reportError(
+            Error::badInput("give a checkpoint, or --reference-dump and --target-dump, not both"));
+    }
+    if (!dumps) {
+        if (auto refused = refusePartial("eval", a.request.checkpoint, global)) {
+            return *refused;
+        }
     }
     if (!a.sampleStart.empty()) {
         auto ids = parseIdList(a.sampleStart);
@@ -145,7 +152,12 @@ const bool registered = registerCommand({ "eval",
     36, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto a = std::make_shared<EvalArgs>();
         auto& r = a->request;
-        app.add_option("checkpoint", r.checkpoint, "checkpoint folder")->required();
+        app.add_option("checkpoint", r.checkpoint,
+            "checkpoint folder (not with --reference-dump/--target-dump)");
+        app.add_option("--reference-dump", r.referenceDump,
+            "compare two dumps' lm_head logits instead (day0 run --dump, plugins/torch/"
+            "day0_dump.py): the reference's dump folder");
+        app.add_option("--target-dump", r.targetDump, "the target's dump folder");
         app.add_option("--reference", r.reference, "reference precision (fp64 or fp32)")
             ->capture_default_str();
         app.add_option("--target", r.target,

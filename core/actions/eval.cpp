@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/precision.h"
@@ -228,10 +229,146 @@ Result<void> localise(const Side& ref, const Side& tgt, const std::vector<std::i
     return success();
 }
 
+/// Judges a summary (and the generations) by the table's end_to_end rule of the target's dtype;
+/// `out.verdict.firstBadPosition` is already set.
+void judge(EvalOutcome& out, const numerics::ToleranceTable& tab,
+    const numerics::EndToEndRule* rule, DType targetDtype)
+{
+    EvalVerdict& v = out.verdict;
+    v.table = tab.label();
+    const auto& s = out.summary;
+    if (rule == nullptr) {
+        v.status = numerics::VerdictStatus::NotJudged;
+        v.reason
+            = fmt::format("{} has no end_to_end rule for {}", tab.label(), dtypeName(targetDtype));
+    } else {
+        v.rule = rule->id;
+        std::vector<std::string> failed;
+        if (s.klMean.value > rule->maxKlMean) {
+            failed.push_back(
+                fmt::format("mean KL {:.3e} > {:.3e}", s.klMean.value, rule->maxKlMean));
+        }
+        if (s.klP99 > rule->maxKlP99) {
+            failed.push_back(fmt::format("KL p99 {:.3e} > {:.3e}", s.klP99, rule->maxKlP99));
+        }
+        if (s.sameTop.value < rule->minSameTop) {
+            failed.push_back(
+                fmt::format("same top {:.4f} < {:.4f}", s.sameTop.value, rule->minSameTop));
+        }
+        if (v.firstBadPosition) {
+            failed.push_back(fmt::format("first position with KL > {:.3e}: window {} position {}{}",
+                rule->maxKlPosition, v.firstBadPosition->first, v.firstBadPosition->second,
+                v.firstBadCapture.empty() ? std::string()
+                                          : fmt::format(", first diverging capture {} (layer {})",
+                                              v.firstBadCapture, v.firstBadLayer)));
+        }
+        std::int64_t real = 0;
+        for (const auto& g : out.generations) {
+            real += g.firstDivergence && !g.nearTie;
+        }
+        if (!failed.empty()) {
+            v.status = numerics::VerdictStatus::Fail;
+            v.reason = fmt::format("fail ({}): {}", rule->id, fmt::join(failed, "; "));
+        } else if (real > 0) {
+            v.status = numerics::VerdictStatus::Warn;
+            v.reason = fmt::format("warn ({}): KL within limits but {} of {} generations diverged "
+                                   "beyond the target's resolution",
+                rule->id, real, out.generations.size());
+        } else {
+            v.status = numerics::VerdictStatus::Pass;
+            v.reason = fmt::format("pass ({}): mean KL {:.3e} <= {:.3e}, p99 {:.3e} <= {:.3e}, "
+                                   "same top {:.4f} >= {:.4f}",
+                rule->id, s.klMean.value, rule->maxKlMean, s.klP99, rule->maxKlP99, s.sameTop.value,
+                rule->minSameTop);
+        }
+    }
+}
+
+/// The two-dump evaluation: their logits over the dumps' input ids.
+Result<EvalOutcome> evaluateDumps(const EvalRequest& request, Progress& progress)
+{
+    EvalOutcome out;
+    const auto started = std::chrono::steady_clock::now();
+    if (request.referenceDump.empty() || request.targetDump.empty()) {
+        return Error::badInput("give both --reference-dump and --target-dump");
+    }
+    auto table = numerics::resolveToleranceTable(request.tolerances);
+    if (!table) {
+        return table.error();
+    }
+    progress.setStage("reading the dumps");
+    auto ref = checkpoint::readDump(request.referenceDump);
+    if (!ref) {
+        return ref.error();
+    }
+    auto tgt = checkpoint::readDump(request.targetDump);
+    if (!tgt) {
+        return tgt.error();
+    }
+    const numerics::Tensor* r = ref->tensor("lm_head");
+    const numerics::Tensor* t = tgt->tensor("lm_head");
+    for (const auto& [tensor, dir] :
+        { std::pair { r, &request.referenceDump }, std::pair { t, &request.targetDump } }) {
+        if (tensor == nullptr || tensor->rank() != 2) {
+            return Error::badInput(fmt::format(
+                "{}: no stored 'lm_head' logits [tokens, vocab] to compare", displayPath(*dir)));
+        }
+    }
+    if (r->shape() != t->shape()) {
+        return Error::badInput(fmt::format("the dumps' logits differ in shape: {} {} and {} {}",
+            displayPath(request.referenceDump), numerics::shapeString(r->shape()),
+            displayPath(request.targetDump), numerics::shapeString(t->shape())));
+    }
+    const auto& ids = ref->info.inputIds;
+    if (ids != tgt->info.inputIds) {
+        return Error::badInput(fmt::format("{} and {} ran different input ids",
+            displayPath(request.referenceDump), displayPath(request.targetDump)));
+    }
+    const std::int64_t rows = r->dim(0);
+    const std::int64_t vocab = r->dim(1);
+    if (!ids.empty() && std::int64_t(ids.size()) != rows) {
+        return Error::badInput(fmt::format("{}: {} input ids but {} rows of logits",
+            displayPath(request.referenceDump), ids.size(), rows));
+    }
+    std::vector<std::int64_t> next(static_cast<std::size_t>(rows), -1);
+    for (std::int64_t p = 0; p + 1 < std::int64_t(ids.size()); ++p) {
+        next[std::size_t(p)] = ids[std::size_t(p + 1)];
+    }
+    const auto rv = r->toDoubles();
+    const auto tv = t->toDoubles();
+    const DType targetDtype = numerics::precisionDType(tgt->info.precision).value_or(DType::F32);
+    const numerics::EndToEndRule* rule = table->matchEndToEnd(targetDtype);
+    numerics::EndToEndAccumulator acc(request.topK);
+    const auto stats = numerics::compareRows(rv, tv, rows, vocab, next, request.topK);
+    for (std::int64_t p = 0; p < rows; ++p) {
+        const auto& s = stats[std::size_t(p)];
+        acc.add(s, p);
+        out.sameTopStrip.push_back(s.sameTop ? 1 : 0);
+        if (rule != nullptr && !out.verdict.firstBadPosition && s.kl > rule->maxKlPosition) {
+            out.verdict.firstBadPosition = std::pair { std::int64_t(0), p };
+        }
+    }
+    out.summary = acc.summary();
+    out.windows = 1;
+    out.spec.name = ref->info.model;
+    out.referenceName = fmt::format("{} ({})", ref->info.precision, ref->info.backend);
+    out.targetName = fmt::format("{} ({})", tgt->info.precision, tgt->info.backend);
+    judge(out, *table, rule, targetDtype);
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return out;
+}
+
 } // namespace
 
 Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std::stop_token stop)
 {
+    if (!request.referenceDump.empty() || !request.targetDump.empty()) {
+        auto out = evaluateDumps(request, progress);
+        if (out) {
+            out->record = evalRunRecord(request, *out);
+        }
+        return out;
+    }
     EvalOutcome out;
     const auto started = std::chrono::steady_clock::now();
     const EvalCorpus& corpus = request.corpus;
@@ -481,53 +618,7 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
             doc.begin() + win.start, doc.begin() + win.start + v.firstBadPosition->second + 1);
         DAY0_TRY(localise(ref, tgt, ids, tab, v, stop));
     }
-    v.table = tab.label();
-    const auto& s = out.summary;
-    if (rule == nullptr) {
-        v.status = numerics::VerdictStatus::NotJudged;
-        v.reason
-            = fmt::format("{} has no end_to_end rule for {}", tab.label(), dtypeName(targetDtype));
-    } else {
-        v.rule = rule->id;
-        std::vector<std::string> failed;
-        if (s.klMean.value > rule->maxKlMean) {
-            failed.push_back(
-                fmt::format("mean KL {:.3e} > {:.3e}", s.klMean.value, rule->maxKlMean));
-        }
-        if (s.klP99 > rule->maxKlP99) {
-            failed.push_back(fmt::format("KL p99 {:.3e} > {:.3e}", s.klP99, rule->maxKlP99));
-        }
-        if (s.sameTop.value < rule->minSameTop) {
-            failed.push_back(
-                fmt::format("same top {:.4f} < {:.4f}", s.sameTop.value, rule->minSameTop));
-        }
-        if (v.firstBadPosition) {
-            failed.push_back(fmt::format("first position with KL > {:.3e}: window {} position {}{}",
-                rule->maxKlPosition, v.firstBadPosition->first, v.firstBadPosition->second,
-                v.firstBadCapture.empty() ? std::string()
-                                          : fmt::format(", first diverging capture {} (layer {})",
-                                              v.firstBadCapture, v.firstBadLayer)));
-        }
-        std::int64_t real = 0;
-        for (const auto& g : out.generations) {
-            real += g.firstDivergence && !g.nearTie;
-        }
-        if (!failed.empty()) {
-            v.status = numerics::VerdictStatus::Fail;
-            v.reason = fmt::format("fail ({}): {}", rule->id, fmt::join(failed, "; "));
-        } else if (real > 0) {
-            v.status = numerics::VerdictStatus::Warn;
-            v.reason = fmt::format("warn ({}): KL within limits but {} of {} generations diverged "
-                                   "beyond the target's resolution",
-                rule->id, real, out.generations.size());
-        } else {
-            v.status = numerics::VerdictStatus::Pass;
-            v.reason = fmt::format("pass ({}): mean KL {:.3e} <= {:.3e}, p99 {:.3e} <= {:.3e}, "
-                                   "same top {:.4f} >= {:.4f}",
-                rule->id, s.klMean.value, rule->maxKlMean, s.klP99, rule->maxKlP99, s.sameTop.value,
-                rule->minSameTop);
-        }
-    }
+    judge(out, tab, rule, targetDtype);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.record = evalRunRecord(request, out);
     return out;

@@ -47,6 +47,12 @@ struct EvalGeneration {
 };
 
 struct EvalRequest {
+    /// Two dumps instead of a checkpoint and precisions (`day0 run --dump`, the PyTorch bridge
+    /// plugins/torch/day0_dump.py, or another framework writing the same format, DESIGN.md):
+    /// their "lm_head" logits [tokens, vocab] over the same input ids are compared, one window.
+    /// Both or neither; no corpus and no generation then.
+    std::filesystem::path referenceDump;
+    std::filesystem::path targetDump;
     std::string checkpoint;
     /// The target's checkpoint when it differs (a re-quantised or modified copy of the same
     /// architecture); empty: `checkpoint`.

@@ -71,8 +71,14 @@ history::RunRecord evalRunRecord(const EvalRequest& request, const EvalOutcome& 
     // Kind compare (a reference against a target) with tool=eval, as convert/shard/shrink are
     // kind verify with their tool: a kind of its own would need a store schema migration.
     history::RunRecord r(history::RunKind::Compare);
-    r.info.modelName = std::filesystem::path(request.checkpoint).filename().string();
-    r.info.modelFingerprint = exec::modelFingerprint(o.spec);
+    if (!request.referenceDump.empty()) {
+        r.info.modelName = o.spec.name;
+        r.setProperty("reference_dump", request.referenceDump.string());
+        r.setProperty("target_dump", request.targetDump.string());
+    } else {
+        r.info.modelName = std::filesystem::path(request.checkpoint).filename().string();
+        r.info.modelFingerprint = exec::modelFingerprint(o.spec);
+    }
     r.info.precision = o.targetName;
     r.info.backend = request.backend != nullptr ? request.backend->name() : "day0-cpu";
     r.info.duration = Seconds(o.seconds);
@@ -80,7 +86,9 @@ history::RunRecord evalRunRecord(const EvalRequest& request, const EvalOutcome& 
     r.info.status = o.verdict.status == numerics::VerdictStatus::Fail ? history::RunStatus::Failed
                                                                       : history::RunStatus::Ok;
     r.setProperty("tool", "eval");
-    r.setProperty("checkpoint", request.checkpoint);
+    if (!request.checkpoint.empty()) {
+        r.setProperty("checkpoint", request.checkpoint);
+    }
     if (!request.targetCheckpoint.empty()) {
         r.setProperty("target_checkpoint", request.targetCheckpoint);
     }
@@ -88,8 +96,9 @@ history::RunRecord evalRunRecord(const EvalRequest& request, const EvalOutcome& 
     r.setProperty("target", o.targetName);
     const auto& c = request.corpus;
     r.setProperty("corpus",
-        !c.idsFile.empty()        ? "ids:" + c.idsFile.string()
-            : !c.textFile.empty() ? "text:" + c.textFile.string()
+        !request.referenceDump.empty() ? std::string("dumps")
+            : !c.idsFile.empty()       ? "ids:" + c.idsFile.string()
+            : !c.textFile.empty()      ? "text:" + c.textFile.string()
                                   : fmt::format("sampled:{} seed {}", c.sampleSequences, c.seed));
     r.setProperty("verdict", std::string(numerics::verdictStatusName(o.verdict.status)));
     r.setProperty("table", o.verdict.table);
