@@ -255,7 +255,10 @@ void judge(EvalOutcome& out, const numerics::ToleranceTable& tab,
             failed.push_back(
                 fmt::format("same top {:.4f} < {:.4f}", s.sameTop.value, rule->minSameTop));
         }
-        if (v.firstBadPosition) {
+        // A single position beyond the per-position limit does not fail on its own: the
+        // largest of many positions grows with the corpus (1 in 25,600 of stories260K's bf16
+        // positions exceeds 0.4 nats). It locates a failure the aggregate limits found.
+        if (!failed.empty() && v.firstBadPosition) {
             failed.push_back(fmt::format("first position with KL > {:.3e}: window {} position {}{}",
                 rule->maxKlPosition, v.firstBadPosition->first, v.firstBadPosition->second,
                 v.firstBadCapture.empty() ? std::string()
@@ -610,15 +613,16 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
 
     // The verdict.
     EvalVerdict& v = out.verdict;
-    if (v.firstBadPosition) {
+    judge(out, tab, rule, targetDtype);
+    if (v.status == numerics::VerdictStatus::Fail && v.firstBadPosition) {
         progress.setStage("localising the first bad position");
         const Window& win = windows[std::size_t(v.firstBadPosition->first)];
         const auto& doc = docs[win.document];
         const std::vector<std::int64_t> ids(
             doc.begin() + win.start, doc.begin() + win.start + v.firstBadPosition->second + 1);
         DAY0_TRY(localise(ref, tgt, ids, tab, v, stop));
+        judge(out, tab, rule, targetDtype);
     }
-    judge(out, tab, rule, targetDtype);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.record = evalRunRecord(request, out);
     return out;

@@ -92,7 +92,9 @@ struct EvalVerdict {
     std::string table;
     std::string reason; ///< one line
     /// The first position (window, position in it) whose own KL exceeds the rule's per-position
-    /// limit, when one does.
+    /// limit, when one does. It fails nothing on its own (the largest KL of many positions grows
+    /// with the corpus); when the mean, p99 or same-top limits fail it says where, and that
+    /// window is compared layer by layer.
     std::optional<std::pair<std::int64_t, std::int64_t>> firstBadPosition;
     /// Where that position's error starts: the first diverging capture of a layer-by-layer
     /// comparison of both runs of the window up to that position (numerics::compareDumps,
