@@ -58,6 +58,12 @@ std::string marginScaleName(MarginScale scale, bool sigmoid)
     return "logit";
 }
 
+double pairResolution(DType dtype, double a, double b, double ua, double ub)
+{
+    return std::max(
+        ua + ub, kNearTieSpacings * formatSpacing(dtype, std::max(std::fabs(a), std::fabs(b))));
+}
+
 namespace {
 
 /// The reference's scores of every [token, expert] on the scale the router ranks by, and what the
@@ -218,10 +224,7 @@ Result<std::vector<TokenFlip>> findTokenFlips(const Tensor& referenceSelection,
     // The resolution of a - b (two experts' or two groups' scores, uncertain by ua and ub on the
     // selection scale).
     const auto pairResolution = [&](double a, double b, double ua, double ub) {
-        return selectionScale
-            ? ua + ub
-            : std::max(ua + ub,
-                kNearTieSpacings * formatSpacing(dtype, std::max(std::fabs(a), std::fabs(b))));
+        return selectionScale ? ua + ub : numerics::pairResolution(dtype, a, b, ua, ub);
     };
     const auto r = referenceSelection.toInts();
     const auto t = targetSelection.toInts();

@@ -24,6 +24,13 @@ inline constexpr double kNearTieSpacings = 2.0;
 /// the spacing at the smallest normal. F64/F32 give their own (tiny) spacing.
 double formatSpacing(DType dtype, double x);
 
+/// What the target's precision cannot resolve of a margin a − b between two of the reference's
+/// scores or logits, each uncertain by `ua` and `ub` beyond their rounding: the larger of
+/// ua + ub and kNearTieSpacings spacings of `dtype` at max(|a|, |b|). A margin within it is a
+/// near-tie. One rule for an expert choice that flipped (findTokenFlips, logit scale) and for
+/// greedy generation that diverged (`day0 eval`, the reference's top-two logits).
+double pairResolution(DType dtype, double a, double b, double ua, double ub);
+
 /// What a MoE router ranks its experts by: dump.json's "router" entry, which the engine writes.
 struct RouterScale {
     /// σ(logit) + bias (DeepSeek-V3, Kimi-K2, Llama-4); else softmax, monotone in the logits.

@@ -43,6 +43,58 @@ bool endsWith(std::string_view s, std::string_view suffix)
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+Result<std::vector<EndToEndRule>> parseEndToEndRules(
+    const nlohmann::json& json, const std::string& origin)
+{
+    if (!json.is_array()) {
+        return Error::badInput(origin + ": 'end_to_end' must be an array of rules");
+    }
+    std::vector<EndToEndRule> rules;
+    for (std::size_t i = 0; i < json.size(); ++i) {
+        const std::string where = fmt::format("{}: end_to_end[{}]", origin, i);
+        if (!json[i].is_object()) {
+            return Error::badInput(where + ": must be an object");
+        }
+        JsonReader r(json[i], where);
+        EndToEndRule rule;
+        rule.id = r.stringOr("id", "");
+        if (rule.id.empty()) {
+            r.fail("id", "is required");
+        }
+        const std::string dtype = r.stringOr("dtype", "");
+        const auto parsed = parseToleranceDType(dtype);
+        if (!parsed) {
+            r.fail("dtype", fmt::format("'{}' is not a dtype (bf16, fp8, int8, fp4, ...)", dtype));
+        }
+        rule.dtype = parsed.value_or(DType::F32);
+        // Every limit is required: a rule that silently allowed anything would pass all.
+        for (auto [key, field] : { std::pair { "max_kl_mean", &rule.maxKlMean },
+                 std::pair { "max_kl_p99", &rule.maxKlP99 },
+                 std::pair { "max_kl_position", &rule.maxKlPosition } }) {
+            *field = r.numberOr(key, -1.0);
+            if (!(*field > 0.0)) {
+                r.fail(key, "must be a positive number");
+            }
+        }
+        rule.minSameTop = r.numberOr("min_same_top", -1.0);
+        if (!(rule.minSameTop >= 0.0 && rule.minSameTop <= 1.0)) {
+            r.fail("min_same_top", "must be a share between 0 and 1");
+        }
+        rule.note = r.stringOr("note", "");
+        if (!r.ok()) {
+            return r.error();
+        }
+        for (const auto& existing : rules) {
+            if (existing.dtype == rule.dtype || existing.id == rule.id) {
+                return Error::badInput(fmt::format(
+                    "{}: '{}' judges the same dtype or id as '{}'", where, rule.id, existing.id));
+            }
+        }
+        rules.push_back(std::move(rule));
+    }
+    return rules;
+}
+
 Result<ToleranceRule> parseRule(
     const nlohmann::json& j, const std::string& origin, std::size_t index)
 {
@@ -256,6 +308,16 @@ const ToleranceRule* ToleranceTable::match(DType dtype, OpKind op) const
     return best;
 }
 
+const EndToEndRule* ToleranceTable::matchEndToEnd(DType dtype) const
+{
+    for (const auto& rule : endToEnd) {
+        if (rule.dtype == dtype) {
+            return &rule;
+        }
+    }
+    return nullptr;
+}
+
 std::string ToleranceTable::label() const { return fmt::format("{} v{}", name, version); }
 
 Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std::string& origin)
@@ -316,6 +378,13 @@ Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std
             }
         }
         table.rules.push_back(std::move(*rule));
+    }
+    if (json.contains("end_to_end")) {
+        auto rules = parseEndToEndRules(json["end_to_end"], origin);
+        if (!rules) {
+            return rules.error();
+        }
+        table.endToEnd = std::move(*rules);
     }
     return table;
 }

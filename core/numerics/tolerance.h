@@ -72,6 +72,21 @@ struct ToleranceRule {
     std::string note;
 };
 
+/// End-to-end limits of one target dtype over a corpus (`day0 eval`, validate's precision
+/// step): on the KL(reference || target) of the next-token distributions and the share of
+/// positions whose top-1 tokens agree.
+struct EndToEndRule {
+    std::string id; ///< "bf16.end_to_end"
+    DType dtype = DType::F32;
+    double maxKlMean = 0.0; ///< limit on the mean KL (nats)
+    double maxKlP99 = 0.0; ///< limit on the 99th percentile
+    /// Limit on any one position's KL: the first position beyond it is reported as the first
+    /// bad position.
+    double maxKlPosition = 0.0;
+    double minSameTop = 0.0; ///< least share of agreeing argmaxes
+    std::string note; ///< where the limits come from
+};
+
 /// A versioned set of rules (resources/tolerances/<name>-v<version>.json).
 struct ToleranceTable {
     std::string name; ///< "day0-default"
@@ -83,7 +98,11 @@ struct ToleranceTable {
     /// How the table was derived, when it records it ("derivation"): one line naming the
     /// models, dtypes, runs, percentile and margin.
     std::string derivation;
+    /// The "end_to_end" rules, one per target dtype (none in tables before day0-default v4).
+    std::vector<EndToEndRule> endToEnd;
 
+    /// The end-to-end rule of `dtype`, nullptr if none.
+    [[nodiscard]] const EndToEndRule* matchEndToEnd(DType dtype) const;
     /// The most specific rule for (dtype, op): exact dtype and op, then dtype with any op, then
     /// any dtype with the op, then the catch-all; nullptr if none matches.
     [[nodiscard]] const ToleranceRule* match(DType dtype, OpKind op) const;

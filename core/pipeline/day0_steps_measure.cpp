@@ -1,5 +1,6 @@
 // Steps 5-8 of the Day-0 playbook (multi-rank, precision, performance, report), the report files
 // and the run record of a validation.
+#include "actions/eval.h"
 #include "actions/records.h"
 #include "actions/run.h"
 #include "actions/run_plan.h"
@@ -221,6 +222,11 @@ Step multiRankStep(ValidationState& s)
         } };
 }
 
+/// The end-to-end check of the precision step: sequences sampled from the reference, and their
+/// length (shrunk checkpoints: a few seconds).
+constexpr std::int64_t kEvalSequences = 4;
+constexpr std::int64_t kEvalLength = 32;
+
 Step precisionStep(ValidationState& s)
 {
     return { "precision", "Precision against the reference", { "smoke" },
@@ -293,7 +299,35 @@ Step precisionStep(ValidationState& s)
             if (!exec::precisionRunPassed(*run)) {
                 return Error::checkFailed(fmt::format("{}; {}{}", verdicts, divergence, leg));
             }
-            report.summary = fmt::format("{}; {}{}{}", verdicts, divergence, logits, leg);
+            // End to end (`day0 eval`'s action): the target against the reference over a short
+            // corpus sampled from the reference, judged by the table's end_to_end rule.
+            actions::EvalRequest eval;
+            eval.checkpoint = s.runnable.string();
+            eval.reference = s.options.reference;
+            eval.targetPlan = o.target;
+            eval.backend = o.backend;
+            eval.tolerances = s.options.tolerances;
+            eval.corpus.sampleSequences = kEvalSequences;
+            eval.corpus.sequenceLength = kEvalLength;
+            eval.corpus.seed = s.options.seed;
+            eval.corpus.sampleStart = { s.promptIds.front() };
+            auto e2e = actions::evaluate(eval, ctx.progress, ctx.stop);
+            if (!e2e) {
+                return e2e.error().withContext("end to end");
+            }
+            const auto& es = e2e->summary;
+            report.metrics["eval_kl_mean"] = es.klMean.value;
+            report.metrics["eval_kl_p99"] = es.klP99;
+            report.metrics["eval_same_top"] = es.sameTop.value;
+            report.metrics["eval_ppl_ratio"] = es.pplRatio.value;
+            const std::string endToEnd = fmt::format("; end to end over {}×{} sampled tokens: {}",
+                kEvalSequences, kEvalLength, e2e->verdict.reason);
+            if (e2e->verdict.status == numerics::VerdictStatus::Fail) {
+                return Error::checkFailed(
+                    fmt::format("{}; {}{}{}", verdicts, divergence, leg, endToEnd));
+            }
+            report.summary
+                = fmt::format("{}; {}{}{}{}", verdicts, divergence, logits, leg, endToEnd);
             return report;
         } };
 }

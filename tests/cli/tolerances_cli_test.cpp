@@ -63,7 +63,7 @@ TEST(TolerancesCli, TheDefaultTableSaysHowItWasDerived)
 {
     const auto show = runDay0({ "tolerances", "show" });
     ASSERT_EQ(show.exitCode, 0) << show.err;
-    EXPECT_NE(show.out.find("day0-default v3"), std::string::npos) << show.out;
+    EXPECT_NE(show.out.find("day0-default v4"), std::string::npos) << show.out;
     EXPECT_NE(show.out.find("fp4.logits"), std::string::npos) << show.out;
     EXPECT_NE(show.out.find("stories260K-hf"), std::string::npos) << show.out;
     EXPECT_NE(show.out.find("as 1 + depth"), std::string::npos) << show.out;

@@ -62,6 +62,9 @@ TEST(ValidateCli, KimiK2PassesEndToEndWithThreeReports)
         EXPECT_EQ(multi["status"], "passed");
     }
     EXPECT_EQ(step(j, "precision")["metrics"]["verdict_fail"].get<double>(), 0.0);
+    // The end-to-end check (day0 eval's action) ran and its KL is measured, within the rule.
+    EXPECT_GT(step(j, "precision")["metrics"]["eval_kl_mean"].get<double>(), 0.0);
+    EXPECT_GT(step(j, "precision")["metrics"]["eval_same_top"].get<double>(), 0.5);
     EXPECT_GT(step(j, "performance")["metrics"]["decode_tokens_per_s"].get<double>(), 0.0);
 
     const auto xml = readAll(dir + "/out.xml");
