@@ -19,7 +19,54 @@ struct BenchServeArgs {
     serve::BenchOptions options;
     std::string percentiles = "50,90,99";
     double requestRate = 0.0; ///< 0: infinity (all at once)
+    std::string stages; ///< "concurrency=1,concurrency=4,rate=20": load levels run in order
 };
+
+/// One load level of --stages.
+struct Stage {
+    int concurrency = 0; ///< 0: no cap
+    double rate = 0.0; ///< 0: all at once
+};
+
+Result<std::vector<Stage>> parseStages(const std::string& text)
+{
+    std::vector<Stage> out;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        const auto eq = item.find('=');
+        const std::string key = item.substr(0, eq);
+        const std::string value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
+        Stage stage;
+        try {
+            std::size_t used = 0;
+            if (key == "concurrency") {
+                stage.concurrency = std::stoi(value, &used);
+                if (stage.concurrency < 1) {
+                    throw std::invalid_argument(value);
+                }
+            } else if (key == "rate") {
+                stage.rate = std::stod(value, &used);
+                if (!(stage.rate > 0.0)) {
+                    throw std::invalid_argument(value);
+                }
+            } else {
+                throw std::invalid_argument(key);
+            }
+            if (used != value.size()) {
+                throw std::invalid_argument(value);
+            }
+        } catch (const std::exception&) {
+            return Error::badInput(fmt::format(
+                "--stages: '{}' is not concurrency=N (N >= 1) or rate=R (R > 0 req/s)", item));
+        }
+        out.push_back(stage);
+    }
+    if (out.empty()) {
+        return Error::badInput("--stages: no load level given");
+    }
+    return out;
+}
 
 Result<std::vector<double>> parsePercentiles(const std::string& text)
 {
@@ -91,29 +138,67 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
     }
     o.percentiles = *percentiles;
     o.requestRate = a.requestRate > 0 ? a.requestRate : std::numeric_limits<double>::infinity();
-    Progress progress;
-    std::optional<ProgressBar> bar;
-    bar.emplace(progress, "bench serve", !global.quiet);
-    auto result = serve::runServeBench(o, progress, interruptToken());
-    bar.reset();
-    if (!result) {
-        return reportError(result.error());
+    // Without --stages, one level: the one the options give.
+    std::vector<Stage> stages { Stage { o.maxConcurrency, a.requestRate } };
+    if (!a.stages.empty()) {
+        auto parsed = parseStages(a.stages);
+        if (!parsed) {
+            return reportError(parsed.error());
+        }
+        stages = *parsed;
+    }
+    std::vector<serve::BenchResult> results;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        serve::BenchOptions level = o;
+        level.maxConcurrency = stages[s].concurrency;
+        level.requestRate
+            = stages[s].rate > 0 ? stages[s].rate : std::numeric_limits<double>::infinity();
+        level.warmups = s == 0 ? o.warmups : 0; // the server is warm after the first level
+        Progress progress;
+        std::optional<ProgressBar> bar;
+        bar.emplace(
+            progress, fmt::format("bench serve {}/{}", s + 1, stages.size()), !global.quiet);
+        auto result = serve::runServeBench(level, progress, interruptToken());
+        bar.reset();
+        if (!result) {
+            return reportError(result.error());
+        }
+        if (!global.json) {
+            if (stages.size() > 1) {
+                fmt::print("{:=^46}\n", fmt::format(" stage {} of {} ", s + 1, stages.size()));
+            }
+            printText(*result);
+        }
+        results.push_back(std::move(*result));
     }
     if (global.json) {
-        fmt::print("{}\n", serve::benchJson(*result).dump(2));
-    } else {
-        printText(*result);
+        if (a.stages.empty()) {
+            fmt::print("{}\n", serve::benchJson(results.front()).dump(2));
+        } else {
+            nlohmann::json all = nlohmann::json::array();
+            for (const auto& r : results) {
+                all.push_back(serve::benchJson(r));
+            }
+            fmt::print("{}\n", nlohmann::json { { "stages", all } }.dump(2));
+        }
     }
-    if (result->failed > 0) {
-        std::string list;
-        for (const auto& r : result->requests) {
+    int failed = 0;
+    std::size_t sent = 0;
+    std::string list;
+    for (std::size_t s = 0; s < results.size(); ++s) {
+        failed += results[s].failed;
+        sent += results[s].requests.size();
+        for (const auto& r : results[s].requests) {
             if (!r.ok) {
-                list += fmt::format("\n  request {}: {}: {}", r.index, r.errorKind, r.errorMessage);
+                list += fmt::format("\n  {}request {}: {}: {}",
+                    results.size() > 1 ? fmt::format("stage {} ", s + 1) : std::string(), r.index,
+                    r.errorKind, r.errorMessage);
             }
         }
-        reportError(Error::checkFailed(fmt::format(
-            "{} of {} requests failed:{}", result->failed, result->requests.size(), list)));
-        return 1;
+    }
+    if (failed > 0) {
+        return reportError(
+            Error::checkFailed(fmt::format("{} of {} requests failed:{}", failed, sent, list)));
     }
     return 0;
 }
@@ -152,6 +237,9 @@ const bool registered = registerCommand({ "bench",
         sub->add_option("--vocab", o.vocab,
                "draw prompt token ids below this (default: the endpoint's vocab_size)")
             ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 32));
+        sub->add_option("--stages", a->stages,
+            "load levels run in order, e.g. concurrency=1,concurrency=4,rate=20 (each sends "
+            "--num-prompts requests; the warm-up precedes the first)");
         sub->add_option("--timeout", o.timeoutSeconds,
                "seconds a request may wait for each read (default 300)")
             ->check(CLI::Range(1.0, 86400.0));

@@ -632,3 +632,30 @@ TEST(ServeCli, TextPromptsGoThroughTheTokenizerAsInDay0Run)
     EXPECT_EQ(chat->status, 400);
     EXPECT_NE(chat->body.find("has a chat template"), std::string::npos) << chat->body;
 }
+
+TEST(ServeCli, BenchStagesRunEachLoadLevelInOrder)
+{
+    const fs::path dir = scratchDir("serve_stages");
+    Server server(kTiny, dir);
+    ASSERT_GT(server.port, 0);
+    const auto r = runDay0({ "bench", "serve", server.url, "--stages",
+        "concurrency=1,concurrency=4,rate=100", "--num-prompts", "4", "--input-len", "3",
+        "--output-len", "2", "--json", "-q", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+    const auto stages = r.json()["stages"];
+    ASSERT_EQ(stages.size(), 3U);
+    EXPECT_EQ(stages[0]["max_concurrency"], 1);
+    EXPECT_EQ(stages[1]["max_concurrency"], 4);
+    EXPECT_EQ(stages[2]["request_rate"], 100.0);
+    for (const auto& s : stages) {
+        EXPECT_EQ(s["completed"], 4);
+        EXPECT_EQ(s["failed"], 0);
+    }
+    EXPECT_EQ(stages[0]["warmups"], 1);
+    EXPECT_EQ(stages[1]["warmups"], 0);
+    // One warm-up, then 4 requests per level.
+    EXPECT_EQ(metricsOf(server).value("day0_requests_finished_total{reason=\"length\"}", 0.0), 13);
+    const auto bad = runDay0({ "bench", "serve", server.url, "--stages", "concurrency=0", "-q" });
+    EXPECT_EQ(bad.exitCode, 2);
+    EXPECT_NE(bad.err.find("--stages: 'concurrency=0'"), std::string::npos) << bad.err;
+}
