@@ -18,7 +18,7 @@ packages=(
     build-essential cmake ninja-build pkg-config ccache git
     qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev
     nlohmann-json3-dev libsimdjson-dev libsqlite3-dev libssl-dev zlib1g-dev
-    libopenblas-dev libcli11-dev libfmt-dev libicu-dev
+    libopenblas-dev libcli11-dev libfmt-dev libicu-dev libcpp-httplib-dev
     libgtest-dev libgmock-dev libbenchmark-dev
     libopenmpi-dev openmpi-bin
     clang libclang-rt-14-dev

@@ -306,6 +306,11 @@ Engine::~Engine() = default;
 const model::ModelSpec& Engine::spec() const { return m_impl->spec; }
 bool Engine::isF64() const { return m_impl->fp64; }
 
+const detail::WeightTable& Engine::weightTable() const
+{
+    return m_impl->weights;
+}
+
 Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std::stop_token stop)
 {
     if (options.precision.isF64() != m_impl->fp64) {

@@ -18,6 +18,10 @@
 
 namespace day0::exec {
 
+namespace detail {
+struct WeightTable;
+}
+
 /// Which tensors a run captures into its dump.
 struct CaptureOptions {
     /// Capture name prefixes to keep ("model.layers.3", "lm_head"); empty keeps every anchor.
@@ -116,6 +120,9 @@ public:
 
     [[nodiscard]] const model::ModelSpec& spec() const;
     [[nodiscard]] bool isF64() const;
+    /// The loaded weights, shared read-only by every sequence decoded on this engine
+    /// (exec/sequence_decoder.h).
+    [[nodiscard]] const detail::WeightTable& weightTable() const;
 
     struct Impl;
 

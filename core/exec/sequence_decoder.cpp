@@ -1,0 +1,116 @@
+#include "exec/sequence_decoder.h"
+
+#include "exec/forward.h"
+#include "numerics/metrics.h"
+
+#include <fmt/format.h>
+
+#include <variant>
+
+namespace day0::exec {
+
+namespace {
+
+/// Captures nothing and injects nothing: a served sequence keeps only its logits.
+template <typename T> class NoTaps final : public detail::Taps<T> {
+public:
+    [[nodiscard]] bool wants(const std::string& /*name*/) const override { return false; }
+    void record(const std::string& /*name*/, const T* /*data*/, const numerics::Shape& /*shape*/,
+        std::string_view /*op*/) override
+    {
+    }
+    void recordIds(const std::string& /*name*/, std::span<const std::int64_t> /*ids*/,
+        const numerics::Shape& /*shape*/) override
+    {
+    }
+    bool inject(const std::string& /*anchor*/, T* /*x*/, std::int64_t /*rows*/,
+        std::int64_t /*width*/) override
+    {
+        return false;
+    }
+};
+
+} // namespace
+
+struct SequenceDecoder::State {
+    std::int64_t vocab = 0;
+    std::variant<std::unique_ptr<detail::Forward<float>>, std::unique_ptr<detail::Forward<double>>>
+        forward;
+};
+
+SequenceDecoder::SequenceDecoder(std::unique_ptr<State> state, std::int64_t capacity)
+    : m_state(std::move(state))
+    , m_capacity(capacity)
+{
+}
+
+SequenceDecoder::SequenceDecoder(SequenceDecoder&&) noexcept = default;
+SequenceDecoder& SequenceDecoder::operator=(SequenceDecoder&&) noexcept = default;
+SequenceDecoder::~SequenceDecoder() = default;
+
+Result<SequenceDecoder> SequenceDecoder::open(
+    const Engine& engine, const PrecisionPlan& plan, std::int64_t capacity, std::int64_t deltaChunk)
+{
+    if (plan.isF64() != engine.isF64()) {
+        return Error::internal(fmt::format("a {} sequence needs an engine loaded in {}",
+            precisionName(plan.base), plan.isF64() ? "fp64" : "fp32"));
+    }
+    if (capacity < 1) {
+        return Error::badInput(fmt::format("a sequence needs room for a token, got {}", capacity));
+    }
+    if (deltaChunk < 1) {
+        return Error::badInput(fmt::format(
+            "the linear-attention chunk must be at least one token, got {}", deltaChunk));
+    }
+    auto state = std::make_unique<State>();
+    state->vocab = engine.spec().vocabSize;
+    // Engine::run builds its Forward the same way (engine.cpp): same spec, weights, plan and
+    // chunk, so the logits and greedy picks match a `day0 run` of the same prompt.
+    const auto make = [&]<typename T>() -> Result<void> {
+        auto forward = std::make_unique<detail::Forward<T>>(
+            engine.spec(), engine.weightTable(), plan, capacity);
+        DAY0_TRY(forward->init());
+        forward->setDeltaRuleChunk(deltaChunk);
+        state->forward = std::move(forward);
+        return success();
+    };
+    DAY0_TRY(
+        engine.isF64() ? make.template operator()<double>() : make.template operator()<float>());
+    return SequenceDecoder(std::move(state), capacity);
+}
+
+Result<std::vector<double>> SequenceDecoder::feed(
+    std::span<const std::int64_t> ids, std::stop_token stop)
+{
+    if (ids.empty()) {
+        return Error::badInput("no tokens to feed");
+    }
+    if (m_position + std::int64_t(ids.size()) > m_capacity) {
+        return Error::badInput(fmt::format("{} more token(s) after {} overflow the sequence's "
+                                           "capacity of {}",
+            ids.size(), m_position, m_capacity));
+    }
+    const std::int64_t vocab = m_state->vocab;
+    auto logits = std::visit(
+        [&]<typename T>(
+            std::unique_ptr<detail::Forward<T>>& forward) -> Result<std::vector<double>> {
+            NoTaps<T> taps;
+            auto out = forward->step(ids, m_position, taps, stop);
+            if (!out) {
+                return out.error();
+            }
+            return std::vector<double>(out->end() - vocab, out->end());
+        },
+        m_state->forward);
+    if (logits) {
+        m_position += std::int64_t(ids.size());
+    }
+    return logits;
+}
+
+std::int64_t greedyToken(std::span<const double> logits)
+{
+    return numerics::topKIndices(logits, 1).front();
+}
+
+} // namespace day0::exec

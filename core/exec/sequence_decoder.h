@@ -1,0 +1,52 @@
+#pragma once
+
+#include "base/result.h"
+#include "exec/engine.h"
+#include "exec/precision.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stop_token>
+#include <vector>
+
+namespace day0::exec {
+
+/// One sequence fed step by step on an Engine's weights, with its own KV cache (and recurrent
+/// states) for up to `capacity` tokens: what a server's scheduler advances one step at a time.
+/// It runs the same forward as Engine::run (a prefill of the whole prompt at position 0, then one
+/// token per step), so its greedy picks equal `day0 run`'s. Text only (no image input), no
+/// captures. Thread-compatible: one call at a time; many decoders may share one Engine as long as
+/// they are stepped one at a time (the engine's weights are only read).
+class SequenceDecoder {
+public:
+    /// A decoder over `engine` (which must outlive it) in `plan`'s arithmetic (fp64 plans need an
+    /// fp64 engine); `deltaChunk` as RunOptions::linearAttentionChunk.
+    static Result<SequenceDecoder> open(const Engine& engine, const PrecisionPlan& plan,
+        std::int64_t capacity, std::int64_t deltaChunk = 64);
+
+    SequenceDecoder(SequenceDecoder&&) noexcept;
+    SequenceDecoder& operator=(SequenceDecoder&&) noexcept;
+    ~SequenceDecoder();
+
+    /// Runs `ids` at the next positions and returns the logits of the last one [vocab], widened
+    /// to double. Errors when the tokens would overflow the capacity.
+    Result<std::vector<double>> feed(std::span<const std::int64_t> ids, std::stop_token stop);
+
+    /// Tokens fed so far.
+    [[nodiscard]] std::int64_t position() const { return m_position; }
+    [[nodiscard]] std::int64_t capacity() const { return m_capacity; }
+
+    struct State;
+
+private:
+    SequenceDecoder(std::unique_ptr<State> state, std::int64_t capacity);
+    std::unique_ptr<State> m_state;
+    std::int64_t m_position = 0;
+    std::int64_t m_capacity = 0;
+};
+
+/// The greedy pick of a logits row, as Engine::run makes it: the largest, ties to the lower id.
+std::int64_t greedyToken(std::span<const double> logits);
+
+} // namespace day0::exec

@@ -1,0 +1,354 @@
+#include "serve/scheduler.h"
+
+#include "exec/sequence_decoder.h"
+#include "numerics/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace day0::serve {
+
+RequestStream::Batch RequestStream::take(std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(m_mutex);
+    m_ready.wait_for(lock, timeout, [&] { return !m_pending.empty() || m_finish.has_value(); });
+    Batch batch;
+    batch.tokens.swap(m_pending);
+    batch.finish = m_finish;
+    batch.error = m_error;
+    return batch;
+}
+
+void RequestStream::cancel()
+{
+    const std::lock_guard lock(m_mutex);
+    m_cancelled = true;
+}
+
+bool RequestStream::cancelled() const
+{
+    const std::lock_guard lock(m_mutex);
+    return m_cancelled;
+}
+
+void RequestStream::push(TokenEvent event)
+{
+    {
+        const std::lock_guard lock(m_mutex);
+        m_pending.push_back(std::move(event));
+    }
+    m_ready.notify_all();
+}
+
+void RequestStream::finish(Finish why, std::string error)
+{
+    {
+        const std::lock_guard lock(m_mutex);
+        m_finish = why;
+        m_error = std::move(error);
+    }
+    m_ready.notify_all();
+}
+
+struct Scheduler::Sequence {
+    GenerationRequest request;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point arrived;
+    std::optional<exec::SequenceDecoder> decoder;
+    std::int64_t generated = 0;
+    std::int64_t last = -1; ///< the last generated token, fed on the next step
+    [[nodiscard]] std::int64_t reserve() const
+    {
+        return std::int64_t(request.prompt.size()) + request.maxTokens;
+    }
+};
+
+Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
+    : m_engine(std::move(engine))
+    , m_options(std::move(options))
+{
+    if (m_options.kvTokenBudget <= 0) {
+        const std::int64_t context
+            = m_engine.spec().maxPositions > 0 ? m_engine.spec().maxPositions : 4096;
+        m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
+    }
+    m_metrics.kvTokenBudget = m_options.kvTokenBudget;
+    m_thread = std::jthread([this](std::stop_token stop) { loop(stop); });
+}
+
+Scheduler::~Scheduler()
+{
+    m_thread.request_stop();
+    m_wake.notify_all();
+    if (m_thread.joinable()) {
+        m_thread.join();
+    }
+    // Whoever still waits learns the request ended.
+    for (auto& seq : m_queue) {
+        seq->stream->finish(Finish::Failed, "the server stopped");
+    }
+    for (auto& seq : m_running) {
+        seq->stream->finish(Finish::Failed, "the server stopped");
+    }
+}
+
+std::int64_t Scheduler::contextLimit() const
+{
+    const std::int64_t context = m_engine.spec().maxPositions;
+    return context > 0 ? std::min(context, m_options.kvTokenBudget) : m_options.kvTokenBudget;
+}
+
+Scheduler::Submitted Scheduler::submit(GenerationRequest request)
+{
+    Submitted out;
+    auto seq = std::make_unique<Sequence>();
+    seq->request = std::move(request);
+    seq->arrived = Clock::now();
+    if (seq->reserve() > contextLimit()) {
+        out.admission = Admission::TooLarge;
+        out.reason = fmt::format("the prompt ({} tokens) plus max_tokens ({}) need {} tokens; "
+                                 "this server fits at most {} per request",
+            seq->request.prompt.size(), seq->request.maxTokens, seq->reserve(), contextLimit());
+        return out;
+    }
+    {
+        const std::lock_guard lock(m_mutex);
+        if (m_draining) {
+            out.admission = Admission::Draining;
+            out.reason = "the server is shutting down and accepts no new requests";
+            return out;
+        }
+        if (std::int64_t(m_queue.size()) >= m_options.maxQueued) {
+            ++m_metrics.rejectedFull;
+            out.admission = Admission::QueueFull;
+            out.reason = fmt::format("the request queue is full ({} waiting, {} running); retry "
+                                     "later",
+                m_queue.size(), m_runningCount);
+            return out;
+        }
+        seq->stream = std::make_shared<RequestStream>();
+        out.stream = seq->stream;
+        m_queue.push_back(std::move(seq));
+    }
+    m_wake.notify_all();
+    return out;
+}
+
+bool Scheduler::drain(std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(m_mutex);
+    m_draining = true;
+    return m_idle.wait_for(lock, timeout, [&] { return m_queue.empty() && m_runningCount == 0; });
+}
+
+SchedulerMetrics Scheduler::metrics() const
+{
+    const std::lock_guard lock(m_mutex);
+    SchedulerMetrics m = m_metrics;
+    m.queued = std::int64_t(m_queue.size());
+    m.running = m_runningCount;
+    return m;
+}
+
+void Scheduler::admit()
+{
+    // First come, first served: the head waits for room rather than being overtaken, so a long
+    // request is not starved by short ones.
+    while (!m_queue.empty() && std::int64_t(m_running.size()) < m_options.maxRunning) {
+        auto& head = m_queue.front();
+        if (head->stream->cancelled()) {
+            ++m_metrics.cancelled;
+            head->stream->finish(Finish::Cancelled);
+            m_queue.pop_front();
+            continue;
+        }
+        if (m_metrics.kvTokensReserved + head->reserve() > m_options.kvTokenBudget) {
+            break;
+        }
+        m_metrics.kvTokensReserved += head->reserve();
+        m_running.push_back(std::move(head));
+        m_queue.pop_front();
+    }
+    m_runningCount = std::int64_t(m_running.size());
+}
+
+namespace {
+
+/// log softmax of `logits` at `ids`: log p = l − (max + log Σ exp(l − max)).
+double logSumExp(const std::vector<double>& logits)
+{
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (const double l : logits) {
+        sum += std::exp(l - top);
+    }
+    return top + std::log(sum);
+}
+
+} // namespace
+
+void Scheduler::end(Sequence& seq, Finish why, std::string error)
+{
+    {
+        const std::lock_guard lock(m_mutex);
+        switch (why) {
+        case Finish::Length:
+            ++m_metrics.finishedLength;
+            break;
+        case Finish::Stop:
+            ++m_metrics.finishedStop;
+            break;
+        case Finish::Cancelled:
+            ++m_metrics.cancelled;
+            break;
+        case Finish::Failed:
+            ++m_metrics.failed;
+            break;
+        }
+    }
+    seq.stream->finish(why, std::move(error));
+}
+
+bool Scheduler::advance(Sequence& seq, std::stop_token stop)
+{
+    const bool prefill = !seq.decoder.has_value();
+    if (prefill) {
+        // The capacity Engine::run gives the same request: prompt + new tokens − 1.
+        auto decoder = exec::SequenceDecoder::open(m_engine, m_options.plan,
+            std::int64_t(seq.request.prompt.size()) + seq.request.maxTokens - 1,
+            m_options.deltaChunk);
+        if (!decoder) {
+            end(seq, Finish::Failed, decoder.error().message);
+            return false;
+        }
+        seq.decoder.emplace(std::move(*decoder));
+    }
+    const std::int64_t one[] = { seq.last };
+    auto logits
+        = prefill ? seq.decoder->feed(seq.request.prompt, stop) : seq.decoder->feed(one, stop);
+    if (!logits) {
+        end(seq, Finish::Failed, logits.error().message);
+        return false;
+    }
+    TokenEvent event;
+    event.token = exec::greedyToken(*logits);
+    if (seq.request.topLogprobs >= 0) {
+        const double lse = logSumExp(*logits);
+        event.logprob = (*logits)[std::size_t(event.token)] - lse;
+        if (seq.request.topLogprobs > 0) {
+            for (const auto id : numerics::topKIndices(*logits, seq.request.topLogprobs)) {
+                event.top.emplace_back(id, (*logits)[std::size_t(id)] - lse);
+            }
+        }
+    }
+    seq.last = event.token;
+    ++seq.generated;
+    {
+        const std::lock_guard lock(m_mutex);
+        if (prefill) {
+            m_metrics.promptTokens += std::int64_t(seq.request.prompt.size());
+            const double ttft = std::chrono::duration<double>(Clock::now() - seq.arrived).count();
+            const auto& buckets = SchedulerMetrics::kTtftBuckets;
+            const auto bucket = std::size_t(
+                std::lower_bound(buckets.begin(), buckets.end(), ttft) - buckets.begin());
+            ++m_metrics.ttftCounts[bucket];
+            m_metrics.ttftSum += ttft;
+        }
+        ++m_metrics.generatedTokens;
+    }
+    seq.stream->push(std::move(event));
+    if (!seq.request.ignoreEos && m_options.eosIds.contains(seq.last)) {
+        end(seq, Finish::Stop);
+        return false;
+    }
+    if (seq.generated >= seq.request.maxTokens) {
+        end(seq, Finish::Length);
+        return false;
+    }
+    return true;
+}
+
+void Scheduler::loop(std::stop_token stop)
+{
+    while (!stop.stop_requested()) {
+        {
+            std::unique_lock lock(m_mutex);
+            if (m_running.empty()) {
+                m_wake.wait(lock, stop, [&] { return !m_queue.empty(); });
+                if (stop.stop_requested()) {
+                    return;
+                }
+            }
+            admit();
+        }
+        // One iteration: every running sequence one step, outside the lock so that requests
+        // can arrive meanwhile.
+        std::vector<std::size_t> done;
+        for (std::size_t i = 0; i < m_running.size(); ++i) {
+            auto& seq = *m_running[i];
+            if (seq.stream->cancelled()) {
+                end(seq, Finish::Cancelled);
+                done.push_back(i);
+                continue;
+            }
+            if (!advance(seq, stop)) {
+                done.push_back(i);
+            }
+        }
+        const std::lock_guard lock(m_mutex);
+        for (auto it = done.rbegin(); it != done.rend(); ++it) {
+            auto& seq = m_running[*it];
+            m_metrics.kvTokensReserved -= seq->reserve();
+            m_running.erase(m_running.begin() + std::ptrdiff_t(*it));
+        }
+        m_runningCount = std::int64_t(m_running.size());
+        if (m_queue.empty() && m_running.empty()) {
+            m_idle.notify_all();
+        }
+    }
+}
+
+std::string renderPrometheus(const SchedulerMetrics& m)
+{
+    std::string out;
+    const auto gauge = [&](const char* name, const char* help, std::int64_t value) {
+        out += fmt::format(
+            "# HELP day0_{0} {1}\n# TYPE day0_{0} gauge\nday0_{0} {2}\n", name, help, value);
+    };
+    const auto counter = [&](const char* name, const char* help, std::int64_t value) {
+        out += fmt::format(
+            "# HELP day0_{0} {1}\n# TYPE day0_{0} counter\nday0_{0} {2}\n", name, help, value);
+    };
+    gauge("requests_waiting", "Requests in the queue, not yet admitted.", m.queued);
+    gauge("requests_running", "Sequences the scheduler advances.", m.running);
+    gauge(
+        "kv_tokens_reserved", "KV-cache tokens reserved by running sequences.", m.kvTokensReserved);
+    gauge(
+        "kv_tokens_budget", "KV-cache tokens the running sequences may reserve.", m.kvTokenBudget);
+    counter("prompt_tokens_total", "Prompt tokens prefilled.", m.promptTokens);
+    counter("generation_tokens_total", "Tokens generated.", m.generatedTokens);
+    out += "# HELP day0_requests_finished_total Requests ended, by reason.\n"
+           "# TYPE day0_requests_finished_total counter\n";
+    out += fmt::format("day0_requests_finished_total{{reason=\"length\"}} {}\n", m.finishedLength);
+    out += fmt::format("day0_requests_finished_total{{reason=\"stop\"}} {}\n", m.finishedStop);
+    out += fmt::format("day0_requests_finished_total{{reason=\"cancelled\"}} {}\n", m.cancelled);
+    out += fmt::format("day0_requests_finished_total{{reason=\"failed\"}} {}\n", m.failed);
+    counter("requests_rejected_queue_full_total", "Requests refused with 429.", m.rejectedFull);
+    out += "# HELP day0_time_to_first_token_seconds From arrival to the first generated token.\n"
+           "# TYPE day0_time_to_first_token_seconds histogram\n";
+    std::int64_t cumulative = 0;
+    for (std::size_t i = 0; i < SchedulerMetrics::kTtftBuckets.size(); ++i) {
+        cumulative += m.ttftCounts[i];
+        out += fmt::format("day0_time_to_first_token_seconds_bucket{{le=\"{}\"}} {}\n",
+            SchedulerMetrics::kTtftBuckets[i], cumulative);
+    }
+    cumulative += m.ttftCounts.back();
+    out += fmt::format("day0_time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
+    out += fmt::format("day0_time_to_first_token_seconds_sum {}\n", m.ttftSum);
+    out += fmt::format("day0_time_to_first_token_seconds_count {}\n", cumulative);
+    return out;
+}
+
+} // namespace day0::serve

@@ -1,0 +1,164 @@
+#pragma once
+
+#include "base/result.h"
+#include "exec/engine.h"
+#include "exec/precision.h"
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace day0::serve {
+
+using Clock = std::chrono::steady_clock;
+
+/// What one request asks the scheduler to generate (already validated: openai_protocol.h).
+struct GenerationRequest {
+    std::vector<std::int64_t> prompt;
+    std::int64_t maxTokens = 16;
+    bool ignoreEos = false; ///< generate maxTokens even past an end-of-sequence token
+    /// Log-probabilities: -1 none, 0 the chosen token's only, k > 0 also the k most likely.
+    int topLogprobs = -1;
+};
+
+/// One generated token, with its log-probability and alternatives when asked.
+struct TokenEvent {
+    std::int64_t token = 0;
+    double logprob = 0.0;
+    std::vector<std::pair<std::int64_t, double>> top; ///< most likely first
+};
+
+/// Why a request ended.
+enum class Finish { Length, Stop, Cancelled, Failed };
+
+/// The channel from the scheduler to one request's HTTP handler. Thread-safe.
+class RequestStream {
+public:
+    /// What arrived since the last take.
+    struct Batch {
+        std::vector<TokenEvent> tokens;
+        std::optional<Finish> finish; ///< set once, with the last batch
+        std::string error; ///< Finish::Failed: what went wrong
+    };
+
+    /// Waits up to `timeout` for tokens or the end, then takes what arrived.
+    Batch take(std::chrono::milliseconds timeout);
+    /// The client has gone: the scheduler drops the sequence at its next step and frees its slot.
+    void cancel();
+    [[nodiscard]] bool cancelled() const;
+
+    // The scheduler's side.
+    void push(TokenEvent event);
+    void finish(Finish why, std::string error = {});
+
+private:
+    mutable std::mutex m_mutex;
+    std::condition_variable m_ready;
+    std::vector<TokenEvent> m_pending;
+    std::optional<Finish> m_finish;
+    std::string m_error;
+    bool m_cancelled = false;
+};
+
+/// Limits of the scheduler.
+struct SchedulerOptions {
+    int maxRunning = 8; ///< sequences advanced together
+    int maxQueued = 64; ///< requests waiting beyond those; more get 429
+    /// Tokens of KV cache the running sequences may reserve together (each reserves prompt +
+    /// max_tokens when admitted); 0: maxRunning × the model's context.
+    std::int64_t kvTokenBudget = 0;
+    exec::PrecisionPlan plan; ///< the arithmetic (fp32 by default)
+    std::int64_t deltaChunk = 64; ///< as `day0 run --delta-chunk`
+    std::set<std::int64_t> eosIds; ///< tokens that end a sequence (config.json eos_token_id)
+};
+
+/// Counters for /metrics; a snapshot.
+struct SchedulerMetrics {
+    std::int64_t queued = 0;
+    std::int64_t running = 0;
+    std::int64_t kvTokensReserved = 0;
+    std::int64_t kvTokenBudget = 0;
+    std::int64_t promptTokens = 0; ///< prefilled, all requests
+    std::int64_t generatedTokens = 0;
+    std::int64_t finishedLength = 0;
+    std::int64_t finishedStop = 0;
+    std::int64_t cancelled = 0;
+    std::int64_t failed = 0;
+    std::int64_t rejectedFull = 0; ///< 429s
+    static constexpr std::array<double, 12> kTtftBuckets
+        = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0 };
+    std::array<std::int64_t, kTtftBuckets.size() + 1> ttftCounts {}; ///< last: +Inf
+    double ttftSum = 0.0;
+};
+
+/// Prometheus text exposition (version 0.0.4) of a snapshot, metric names prefixed `day0_`.
+std::string renderPrometheus(const SchedulerMetrics& m);
+
+/// Iteration-level scheduling (Orca, OSDI '22; vLLM's scheduler) over the reference engine: a
+/// FIFO queue, up to maxRunning sequences admitted within a KV-token budget, and a loop thread
+/// that advances every running sequence by one step (the prefill, or one decode token) per
+/// iteration, so requests join and leave at step boundaries. The CPU reference engine computes
+/// one sequence per forward (exec::SequenceDecoder), so an iteration runs the running sequences'
+/// steps one after another rather than as one batched matrix product: each sequence's tokens are
+/// exactly those of `day0 run`, and the batch changes nothing but the timing. Thread-safe.
+class Scheduler {
+public:
+    Scheduler(exec::Engine engine, SchedulerOptions options);
+    ~Scheduler();
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    enum class Admission {
+        Accepted,
+        QueueFull, ///< 429: try again later
+        Draining, ///< 503: the server is shutting down
+        TooLarge, ///< 400: prompt + max_tokens exceed the whole KV budget or the context
+    };
+    struct Submitted {
+        Admission admission = Admission::Accepted;
+        std::shared_ptr<RequestStream> stream; ///< set when accepted
+        std::string reason; ///< why not
+    };
+    Submitted submit(GenerationRequest request);
+
+    /// Stops admitting requests (new ones get Draining) and waits until every queued and running
+    /// one has finished, at most `timeout`; true when drained.
+    bool drain(std::chrono::milliseconds timeout);
+
+    [[nodiscard]] SchedulerMetrics metrics() const;
+    [[nodiscard]] const model::ModelSpec& spec() const { return m_engine.spec(); }
+    /// Longest prompt + max_tokens one request may have.
+    [[nodiscard]] std::int64_t contextLimit() const;
+
+private:
+    struct Sequence;
+    void loop(std::stop_token stop);
+    void admit();
+    /// One step of `seq`; false when it has finished.
+    bool advance(Sequence& seq, std::stop_token stop);
+    /// Ends `seq` (counted in the metrics) and tells its client.
+    void end(Sequence& seq, Finish why, std::string error = {});
+
+    exec::Engine m_engine;
+    SchedulerOptions m_options;
+    mutable std::mutex m_mutex;
+    std::condition_variable_any m_wake;
+    std::condition_variable m_idle;
+    std::deque<std::unique_ptr<Sequence>> m_queue;
+    std::vector<std::unique_ptr<Sequence>> m_running; ///< touched by the loop thread only
+    std::int64_t m_runningCount = 0; ///< m_running.size(), under m_mutex for the others
+    bool m_draining = false;
+    SchedulerMetrics m_metrics;
+    std::jthread m_thread; ///< last: starts after everything above exists
+};
+
+} // namespace day0::serve

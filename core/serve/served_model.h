@@ -1,0 +1,32 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "exec/engine.h"
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <stop_token>
+#include <string>
+
+namespace day0::serve {
+
+/// A checkpoint made ready to serve: its engine (weights loaded), its tokenizer when it has one,
+/// the tokens that end a sequence and why chat requests are refused.
+struct LoadedModel {
+    std::unique_ptr<exec::Engine> engine;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer; ///< null: the checkpoint has none
+    std::set<std::int64_t> eosIds; ///< config.json / generation_config.json eos_token_id
+    std::string chatRefusal; ///< the 400 message of /v1/chat/completions
+    std::string name; ///< the default served model name: the checkpoint's folder name
+};
+
+/// Opens `checkpoint` (as `day0 run` does: exec::openCheckpoint) and loads its weights in fp64
+/// or fp32 for `fp64`. A missing tokenizer.json is not an error (token-id prompts only); a
+/// broken one is. Cancellable.
+Result<LoadedModel> loadServedModel(
+    const std::filesystem::path& checkpoint, bool fp64, Progress& progress, std::stop_token stop);
+
+} // namespace day0::serve
