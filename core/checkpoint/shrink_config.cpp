@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "checkpoint/shrink.h"
+#include "checkpoint/shrink_gemma4.h"
 #include "checkpoint/shrink_kimi.h"
 #include "checkpoint/shrink_nemotron_h.h"
 #include "model/config_reader.h"
@@ -137,12 +138,7 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
         }
     }
     deepseekV4Signatures(t, layers, signature);
-    // Gemma-4's last num_kv_shared_layers reuse the KV of an earlier layer of their kind: a
-    // shared layer of each kind survives beside the unshared ones it reads.
-    const std::int64_t kvShared = intOf(t, "num_kv_shared_layers", 0);
-    for (std::int64_t i = std::max<std::int64_t>(0, layers - kvShared); i < layers; ++i) {
-        signature[std::size_t(i)] += "kv-shared|";
-    }
+    detail::gemma4LayerSignatures(t, layers, signature);
     detail::kimiLayerSignatures(t, layers, signature);
     std::vector<std::int64_t> kept;
     std::set<std::string> seen;
@@ -479,21 +475,7 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
             value = cut;
         }
     }
-    // The shared layers are the last of the original, so they stay the last of the kept ones.
-    if (has(t, "num_kv_shared_layers") && t["num_kv_shared_layers"].is_number_integer()) {
-        const std::int64_t first = layers - t["num_kv_shared_layers"].get<std::int64_t>();
-        const auto shared
-            = std::count_if(kept->begin(), kept->end(), [&](std::int64_t i) { return i >= first; });
-        // Layers added past the original depth repeat the last kept one, a shared one if any.
-        t["num_kv_shared_layers"]
-            = shared > 0 ? shared + layers2 - std::int64_t(kept->size()) : std::int64_t(0);
-    }
-    // Gemma-4's per-layer input embeddings: 16 lanes per layer.
-    if (has(t, "hidden_size_per_layer_input")
-        && t["hidden_size_per_layer_input"].is_number_integer()
-        && t["hidden_size_per_layer_input"].get<std::int64_t>() > 0) {
-        t["hidden_size_per_layer_input"] = 16;
-    }
+    detail::shrinkGemma4Text(t, *kept, layers, layers2);
     DAY0_TRY(detail::shrinkKimiLinearAttention(t, *kept, layers, layers2));
     if (t.contains("model_type") && t["model_type"] == "minimax_m3") {
         shrinkMiniMaxM3(t, *kept, layers, layers2, headDim2, kv2, hidden, hidden2);
@@ -576,17 +558,6 @@ void clampTokenIds(Json& j, std::int64_t vocab, std::int64_t& next)
             fix(value);
         }
     }
-}
-
-/// Gemma-4's audio conformer (Gemma4AudioConfig): two 32-wide layers of two heads, and a
-/// subsampler of 8 and 4 channels; its output width is the projector's input, not the text's.
-void shrinkAudio(Json& a)
-{
-    a["hidden_size"] = 32;
-    a["num_attention_heads"] = 2;
-    a["num_hidden_layers"] = std::min<std::int64_t>(intOf(a, "num_hidden_layers", 12), 2);
-    a["output_proj_dims"] = 32;
-    a["subsampling_conv_channels"] = { 8, 4 };
 }
 
 void shrinkVision(Json& v, std::int64_t textHidden)
@@ -673,7 +644,7 @@ Result<nlohmann::ordered_json> shrinkConfig(
         shrinkVision(out["vision_config"], *hidden2);
     }
     if (has(out, "audio_config") && out["audio_config"].is_object()) {
-        shrinkAudio(out["audio_config"]);
+        detail::shrinkGemma4Audio(out["audio_config"]);
     }
     return out;
 }

@@ -26,6 +26,7 @@
 
 #include "exec/forward.h"
 #include "exec/ops.h"
+#include "exec/recurrent_state.h"
 
 #include <fmt/format.h>
 
@@ -312,6 +313,10 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
         kimiDeltaChunked(q.data(), k.data(), qkv[2].data(), g.data(), beta.data(), st.state.data(),
             core.data(), shape, m_deltaChunk);
     }
+    // The state as data (recurrent_state.h): [heads, key dim, value dim], and the q, k and v
+    // conv windows one after the other.
+    recordRecurrentState(taps, p, st.state.data(), { heads, d, d }, st.window.data(),
+        { 3, la.convKernel - 1, width });
     roundAct(core.data(), n * width, mode);
 
     // o_norm: RMS norm over each head · w, rounded, times σ(gate) in the compute type.

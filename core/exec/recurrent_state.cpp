@@ -42,7 +42,8 @@ Result<PrecisionMode> parseStateDtype(std::string_view text)
 bool hasRecurrentState(const model::ModelSpec& spec)
 {
     return std::any_of(spec.layers.begin(), spec.layers.end(), [](const model::LayerSpec& l) {
-        return l.mixer == model::MixerKind::GatedDeltaNet || l.mixer == model::MixerKind::Mamba2;
+        return l.mixer == model::MixerKind::GatedDeltaNet || l.mixer == model::MixerKind::Mamba2
+            || l.mixer == model::MixerKind::KimiDelta;
     });
 }
 
@@ -50,16 +51,26 @@ Result<void> checkRecurrentStateOptions(
     const model::ModelSpec& spec, const PrecisionPlan& plan, const CaptureOptions& capture)
 {
     if ((plan.stateMode || capture.state) && !hasRecurrentState(spec)) {
-        return Error::badInput(fmt::format("{}: {} has no recurrent layers (Gated DeltaNet, "
-                                           "Mamba-2) whose state the run could {}",
-            plan.stateMode ? "--state-dtype" : "--capture-state",
-            spec.name.empty() ? spec.modelType : spec.name,
-            plan.stateMode ? "store in another dtype" : "capture"));
+        return Error::badInput(
+            fmt::format("{}: {} has no recurrent layers (Gated DeltaNet, "
+                        "Mamba-2, Kimi Delta Attention) whose state the run could {}",
+                plan.stateMode ? "--state-dtype" : "--capture-state",
+                spec.name.empty() ? spec.modelType : spec.name,
+                plan.stateMode ? "store in another dtype" : "capture"));
     }
     if (plan.stateMode && plan.isF64()) {
         return Error::badInput(fmt::format("--state-dtype {}: the fp64 reference keeps its "
                                            "recurrent state in fp64; give it to the fp32 or "
                                            "emulated target",
+            precisionName(*plan.stateMode)));
+    }
+    // vLLM keeps Kimi Delta Attention's state in float32 whatever the cache dtypes
+    // (MambaStateDtypeCalculator.kda_state_dtype): no serving stack stores it narrower.
+    const bool kda = std::any_of(spec.layers.begin(), spec.layers.end(),
+        [](const model::LayerSpec& l) { return l.mixer == model::MixerKind::KimiDelta; });
+    if (kda && plan.stateMode && *plan.stateMode != PrecisionMode::F32) {
+        return Error::badInput(fmt::format("--state-dtype {}: Kimi Delta Attention keeps its "
+                                           "recurrent state in fp32 (vLLM's kda_state_dtype)",
             precisionName(*plan.stateMode)));
     }
     return success();

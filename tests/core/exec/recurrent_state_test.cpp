@@ -297,3 +297,36 @@ TEST(RecurrentState, OptionsAreRefusedByName)
     EXPECT_NE(none.error().message.find("no recurrent layers"), std::string::npos);
     fs::remove_all(dir);
 }
+
+TEST(RecurrentState, KimiDeltaAttentionStateIsCapturedAndKeptInFp32)
+{
+    // Kimi-Linear's KDA layers record their state and conv windows like the other recurrent
+    // layers, one row per step; vLLM keeps KDA's state in fp32, so a narrower one is refused.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const fs::path dir = fs::temp_directory_path() / "day0_state_kda";
+    const auto spec = test::shrinkForTwin(
+        (fs::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "kimi-linear-48b-a3b.json").string(),
+        dir);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_TRUE(exec::hasRecurrentState(*spec));
+    const auto run = runEngine(dir / "ckpt", *exec::parsePrecisionPlan("fp32"), true, 3);
+    std::size_t states = 0;
+    for (const auto& c : run.dump.captures()) {
+        if (!numerics::isStateCapture(c.name)) {
+            continue;
+        }
+        ++states;
+        const numerics::Tensor* t = run.dump.tensor(c.name);
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->dim(0), 3) << c.name << ": the prefill and two decode steps";
+        EXPECT_GT(relL2(t->select(0, 0), t->select(0, 2)), 1e-3)
+            << c.name << " does not move across steps";
+    }
+    EXPECT_GE(states, 2u); // a #state and a #conv_state per KDA layer
+    auto bf16 = *exec::parsePrecisionPlan("bf16");
+    bf16.stateMode = exec::PrecisionMode::BF16;
+    const auto refused = exec::checkRecurrentStateOptions(*spec, bf16, {});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("kda_state_dtype"), std::string::npos);
+    fs::remove_all(dir);
+}
