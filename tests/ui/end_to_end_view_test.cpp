@@ -151,3 +151,33 @@ TEST_F(EndToEndViewTest, CancellingLeavesNothingShownAndNothingRecorded)
     EXPECT_EQ(view->histogramPlot()->barLayerCount(), 0);
     EXPECT_EQ(recorded.count(), 0);
 }
+
+TEST_F(EndToEndViewTest, OnTheEmbeddedDemoTheViewEvaluatesWhenFirstShown)
+{
+    test::openModel(m_session, "kimi-k2");
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.resize(1400, 860);
+    panel.show();
+    test::settle(m_jobs);
+    // The layer-by-layer tab is shown first: its demo ran, the end-to-end one waits.
+    EndToEndView* view = panel.endToEndView();
+    EXPECT_FALSE(view->isVisible());
+    EXPECT_EQ(view->current(), nullptr);
+    EXPECT_EQ(view->histogramPlot()->barLayerCount(), 0);
+    panel.showEndToEnd();
+    test::settle(m_jobs);
+    ASSERT_NE(view->current(), nullptr) << view->errorText().toStdString();
+    const auto& o = view->current()->outcome;
+    EXPECT_EQ(o.windows, 4);
+    EXPECT_EQ(o.generations.size(), 4U);
+    EXPECT_EQ(view->histogramPlot()->barLayerCount(), 1);
+    EXPECT_EQ(view->positionPlot()->linePoints(0).size(), qsizetype(o.summary.klByPosition.size()));
+    EXPECT_EQ(view->stripPlot()->heatmapSize().width(), int(o.summary.positions));
+    EXPECT_TRUE(view->summaryText().contains(QStringLiteral("Verdict: ")));
+    // Shown again: no second evaluation.
+    const auto first = view->current();
+    panel.findChild<QTabWidget*>(QStringLiteral("precisionViews"))->setCurrentIndex(0);
+    panel.showEndToEnd();
+    test::settle(m_jobs);
+    EXPECT_EQ(view->current(), first);
+}
