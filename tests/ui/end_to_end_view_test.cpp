@@ -45,17 +45,25 @@ TEST_F(EndToEndViewTest, EvaluatingFillsTheChartsTheDiffAndTheVerdictAndIsRecord
     const auto& s = o.summary;
     ASSERT_GT(s.positions, 0);
 
-    // KL histogram: one bar per log10 bin, the bars counting every position.
+    // KL histogram: a bar per occupied log10 bin (one empty bin either side), the bars counting
+    // every position.
     const auto& counts = s.histogram.counts;
     ASSERT_FALSE(counts.empty());
+    const std::size_t first = histogramFirstBin(s.histogram);
+    const std::size_t last = histogramLastBin(s.histogram);
+    ASSERT_LE(first, last);
+    ASSERT_LT(last, counts.size());
+    EXPECT_TRUE(first == 0 || counts[first] == 0);
+    EXPECT_TRUE(last + 1 == counts.size() || counts[last] == 0);
     EXPECT_EQ(view->histogramPlot()->barLayerCount(), 1);
     double total = 0;
-    for (std::size_t b = 0; b < counts.size(); ++b) {
-        EXPECT_EQ(view->histogramPlot()->barValue(0, int(b)), double(counts[b])) << b;
-        total += view->histogramPlot()->barValue(0, int(b));
+    for (std::size_t b = first; b <= last; ++b) {
+        EXPECT_EQ(view->histogramPlot()->barValue(0, int(b - first)), double(counts[b])) << b;
+        total += view->histogramPlot()->barValue(0, int(b - first));
     }
-    EXPECT_TRUE(std::isnan(view->histogramPlot()->barValue(0, int(counts.size()))));
+    EXPECT_TRUE(std::isnan(view->histogramPlot()->barValue(0, int(last - first + 1))));
     EXPECT_EQ(total, double(s.positions));
+    EXPECT_GE(last - first, 2U) << "at least one occupied bin";
 
     // KL against position: a point per position of the 32-token window.
     ASSERT_EQ(view->positionPlot()->lineSeriesCount(), 1);
@@ -67,15 +75,20 @@ TEST_F(EndToEndViewTest, EvaluatingFillsTheChartsTheDiffAndTheVerdictAndIsRecord
         EXPECT_DOUBLE_EQ(points[p].y(), s.klByPosition[std::size_t(p)]);
     }
 
-    // Same-top strip: one cell per scored position, 1 where the argmaxes agree.
-    ASSERT_EQ(view->stripPlot()->heatmapSize(), QSize(int(s.positions), 1));
+    // Same-top strip: one cell per scored position, a row per window, 1 where the argmaxes
+    // agree.
+    ASSERT_EQ(o.windows, 4);
     ASSERT_EQ(o.sameTopStrip.size(), std::size_t(s.positions));
-    const double agreeing = std::accumulate(o.sameTopStrip.begin(), o.sameTopStrip.end(), 0.0);
-    double drawn = 0;
-    for (int c = 0; c < int(s.positions); ++c) {
-        drawn += view->stripPlot()->heatmapCell(0, c);
+    const int perWindow = int(s.positions / 4);
+    ASSERT_EQ(view->stripPlot()->heatmapSize(), QSize(perWindow, 4));
+    for (int w = 0; w < 4; ++w) {
+        for (int p = 0; p < perWindow; ++p) {
+            EXPECT_EQ(view->stripPlot()->heatmapCell(w, p),
+                double(o.sameTopStrip[std::size_t(w * perWindow + p)]))
+                << w << " " << p;
+        }
     }
-    EXPECT_EQ(drawn, agreeing);
+    const double agreeing = std::accumulate(o.sameTopStrip.begin(), o.sameTopStrip.end(), 0.0);
     EXPECT_NEAR(agreeing / double(s.positions), s.sameTop.value, 1e-12);
 
     // Summary: the figures and the verdict with the rule's limits.
@@ -125,10 +138,10 @@ TEST_F(EndToEndViewTest, EvaluatingFillsTheChartsTheDiffAndTheVerdictAndIsRecord
     const auto* tool = run->findProperty("tool");
     ASSERT_NE(tool, nullptr);
     EXPECT_EQ(tool->value, "eval");
-    const auto last
+    const auto lastPosition
         = run->layers.find("eval.position." + std::to_string(s.klByPosition.size() - 1), "kl_mean");
-    ASSERT_TRUE(last.has_value());
-    EXPECT_DOUBLE_EQ(run->layers.row(*last).value, s.klByPosition.back());
+    ASSERT_TRUE(lastPosition.has_value());
+    EXPECT_DOUBLE_EQ(run->layers.row(*lastPosition).value, s.klByPosition.back());
 }
 
 TEST_F(EndToEndViewTest, CancellingLeavesNothingShownAndNothingRecorded)
@@ -172,7 +185,7 @@ TEST_F(EndToEndViewTest, OnTheEmbeddedDemoTheViewEvaluatesWhenFirstShown)
     EXPECT_EQ(o.generations.size(), 4U);
     EXPECT_EQ(view->histogramPlot()->barLayerCount(), 1);
     EXPECT_EQ(view->positionPlot()->linePoints(0).size(), qsizetype(o.summary.klByPosition.size()));
-    EXPECT_EQ(view->stripPlot()->heatmapSize().width(), int(o.summary.positions));
+    EXPECT_EQ(view->stripPlot()->heatmapSize(), QSize(int(o.summary.positions / 4), 4));
     EXPECT_TRUE(view->summaryText().contains(QStringLiteral("Verdict: ")));
     // Shown again: no second evaluation.
     const auto first = view->current();

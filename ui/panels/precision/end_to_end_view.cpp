@@ -19,6 +19,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 namespace day0::ui {
@@ -77,6 +78,29 @@ namespace {
 
 QString sci(double v) { return QString::number(v, 'e', 2); }
 
+} // namespace
+
+std::size_t histogramFirstBin(const numerics::KlHistogram& histogram)
+{
+    const auto& c = histogram.counts;
+    const auto it = std::find_if(c.begin(), c.end(), [](std::int64_t n) { return n > 0; });
+    const auto first = std::size_t(it - c.begin());
+    return it == c.end() ? 0 : (first > 0 ? first - 1 : 0);
+}
+
+std::size_t histogramLastBin(const numerics::KlHistogram& histogram)
+{
+    const auto& c = histogram.counts;
+    const auto it = std::find_if(c.rbegin(), c.rend(), [](std::int64_t n) { return n > 0; });
+    if (it == c.rend()) {
+        return c.empty() ? 0 : c.size() - 1;
+    }
+    const auto last = std::size_t(c.rend() - it) - 1;
+    return std::min(last + 1, c.size() - 1);
+}
+
+namespace {
+
 // One generation's ids with the first divergent one marked.
 QString idsHtml(
     const std::vector<std::int64_t>& ids, std::optional<std::int64_t> mark, const QColor& color)
@@ -132,10 +156,13 @@ EndToEndView::EndToEndView(Session& session, JobRunner& jobs,
     auto* grid = new QGridLayout;
     grid->addWidget(m_histogram, 0, 0);
     grid->addWidget(m_position, 0, 1);
-    grid->addWidget(m_strip, 1, 0);
-    grid->addWidget(scroll, 1, 1);
-    grid->setRowStretch(0, 3);
+    grid->addWidget(m_strip, 1, 0, 1, 2);
+    grid->addWidget(scroll, 2, 0, 1, 2);
+    grid->setColumnStretch(0, 2);
+    grid->setColumnStretch(1, 3);
+    grid->setRowStretch(0, 5);
     grid->setRowStretch(1, 2);
+    grid->setRowStretch(2, 3);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -364,11 +391,14 @@ void EndToEndView::showResult()
     }
     m_summary->setText(text);
 
-    // KL histogram on log10 bins: one bar per bin, labelled by its lower edge.
+    // KL histogram on log10 bins, labelled by their lower edge: the occupied range with one
+    // empty bin either side (the table's bins span 10^-16 and up).
     const auto& h = s.histogram;
+    const auto firstBin = histogramFirstBin(h);
+    const auto lastBin = histogramLastBin(h);
     QStringList bins;
     BarLayer counts { tr("positions"), categoricalColor(0), {} };
-    for (std::size_t b = 0; b < h.counts.size(); ++b) {
+    for (std::size_t b = firstBin; b <= lastBin && b < h.counts.size(); ++b) {
         bins << QString::number(h.log10Low + double(b) * h.binWidth, 'g', 3);
         counts.values << double(h.counts[b]);
     }
@@ -403,23 +433,46 @@ void EndToEndView::showResult()
     }
     m_position->rescaleAndReplot();
 
-    // Same-top strip: one cell per scored position in corpus order, 1 agree, 0 disagree.
-    HeatmapData strip;
-    strip.rows = 1;
-    strip.columns = int(o.sameTopStrip.size());
-    strip.rowLabels << tr("same top");
-    for (std::size_t i = 0; i < o.sameTopStrip.size(); ++i) {
-        strip.values << double(o.sameTopStrip[i]);
+    // Same-top strip: one cell per scored position, 1 agree, 0 disagree; a row per window
+    // when the windows score equally many positions (a sampled corpus), else rows of at most
+    // 64 in corpus order. At least two rows: the colour map cannot draw a single one.
+    const auto& same = o.sameTopStrip;
+    const int n = int(same.size());
+    int rowLength = n;
+    if (o.windows >= 2 && n % o.windows == 0) {
+        rowLength = n / int(o.windows);
+    } else if (n > 1) {
+        const int rows = std::max(2, (n + 63) / 64);
+        rowLength = (n + rows - 1) / rows;
     }
-    strip.valueLabel = tr("top-1 agrees (1) / differs (0)");
-    strip.cellText = [strip = o.sameTopStrip](int, int column) {
+    HeatmapData strip;
+    strip.columns = std::max(1, rowLength);
+    strip.rows = n == 0 ? 0 : (n + strip.columns - 1) / strip.columns;
+    const bool perWindow = o.windows >= 2 && strip.rows == o.windows;
+    for (int r = 0; r < strip.rows; ++r) {
+        strip.rowLabels << (perWindow ? tr("window %1").arg(r)
+                                      : QString::number(r * strip.columns));
+    }
+    for (int i = 0; i < strip.rows * strip.columns; ++i) {
+        strip.values << (i < n ? double(same[std::size_t(i)]) : std::nan(""));
+    }
+    for (int c = 0; c < strip.columns; ++c) {
+        strip.columnLabels << QString::number(c);
+    }
+    strip.valueLabel = tr("1: same top-1");
+    strip.cellText = [same, columns = strip.columns](int row, int column) {
+        const std::size_t i = std::size_t(row) * std::size_t(columns) + std::size_t(column);
+        if (i >= same.size()) {
+            return QString();
+        }
         return QObject::tr("scored position %1: %2")
-            .arg(column)
-            .arg(strip[std::size_t(column)] != 0 ? QObject::tr("same top-1")
-                                                 : QObject::tr("top-1 differs"));
+            .arg(i)
+            .arg(same[i] != 0 ? QObject::tr("same top-1") : QObject::tr("top-1 differs"));
     };
     m_strip->clear();
-    m_strip->setTitle(tr("Same top-1, position by position (corpus order)"));
+    m_strip->setTitle(tr("Same top-1 at each scored position (%1 of %2 agree)")
+                          .arg(std::count(same.begin(), same.end(), std::uint8_t(1)))
+                          .arg(n));
     m_strip->setHeatmap(strip);
     m_strip->rescaleAndReplot();
 

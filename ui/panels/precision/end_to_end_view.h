@@ -56,6 +56,11 @@ struct EndToEndResult {
 Result<std::shared_ptr<const EndToEndResult>> runEndToEnd(
     const EndToEndRequest& request, Progress& progress, std::stop_token stop);
 
+/// The histogram bins the view draws: the occupied ones and one empty bin either side
+/// (first..last, inclusive).
+std::size_t histogramFirstBin(const numerics::KlHistogram& histogram);
+std::size_t histogramLastBin(const numerics::KlHistogram& histogram);
+
 /// The precision panel's "End to end" view (issue #21): `day0 eval` of the session's model in a
 /// target precision against fp64 over a small sampled corpus, with the KL histogram, KL against
 /// position, the same-top strip, the greedy generation diff and the verdict of the tolerance

@@ -124,6 +124,7 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
     m_endToEnd = new EndToEndView(
         session, jobs, [](const QString& source) { return !runsAsIs(source); }, this);
     m_endToEnd->setObjectName(QStringLiteral("endToEndView"));
+    m_endToEnd->setProperty("screenshotName", QStringLiteral("end-to-end"));
     m_views = new QTabWidget(this);
     m_views->setObjectName(QStringLiteral("precisionViews"));
     m_views->addTab(layered, tr("Layer by layer"));
