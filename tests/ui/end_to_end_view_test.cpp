@@ -193,4 +193,10 @@ TEST_F(EndToEndViewTest, OnTheEmbeddedDemoTheViewEvaluatesWhenFirstShown)
     panel.showEndToEnd();
     test::settle(m_jobs);
     EXPECT_EQ(view->current(), first);
+    // Another model while the view is shown: the demo follows it.
+    test::openModel(m_session, "llama-3.1-8b");
+    test::settle(m_jobs);
+    ASSERT_NE(view->current(), nullptr) << view->errorText().toStdString();
+    EXPECT_NE(view->current(), first);
+    EXPECT_NE(view->current()->outcome.spec.name, first->outcome.spec.name);
 }

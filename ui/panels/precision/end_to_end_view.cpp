@@ -173,7 +173,13 @@ EndToEndView::EndToEndView(Session& session, JobRunner& jobs,
 
     m_histogram->setNote(tr("No evaluation yet: press Evaluate."));
     m_histogram->rescaleAndReplot();
-    connect(&m_session, &Session::modelChanged, this, [this] { m_demoDone = false; });
+    // A demo evaluation follows the model; one the user started stays.
+    connect(&m_session, &Session::modelChanged, this, [this] {
+        if (!m_userAction) {
+            m_demoDone = false;
+        }
+        startDemoIfWanted();
+    });
 }
 
 EndToEndView::~EndToEndView() = default;
@@ -251,8 +257,15 @@ QWidget* EndToEndView::createControls()
 void EndToEndView::showEvent(QShowEvent* event)
 {
     QWidget::showEvent(event);
-    // As the panel's demo: seconds of CPU, once, only for a model that runs shrunk.
-    if (m_demoDone || !m_session.hasModel() || !m_runsShrunk(m_session.modelSource())) {
+    startDemoIfWanted();
+}
+
+void EndToEndView::startDemoIfWanted()
+{
+    // As the panel's demo: seconds of CPU, once, only for a view someone looks at and a model
+    // that runs shrunk.
+    if (m_demoDone || !isVisible() || !m_session.hasModel()
+        || !m_runsShrunk(m_session.modelSource())) {
         return;
     }
     m_demoDone = true;
@@ -277,6 +290,7 @@ void EndToEndView::startFromControls()
 void EndToEndView::run(EndToEndRequest request)
 {
     m_demoDone = true;
+    m_userAction = true;
     startJob(std::move(request));
 }
 

@@ -96,6 +96,7 @@ protected:
 private:
     using Outcome = Result<std::shared_ptr<const EndToEndResult>>;
     QWidget* createControls();
+    void startDemoIfWanted();
     void startFromControls();
     void startJob(EndToEndRequest request);
     void deliver(Outcome&& outcome);
@@ -107,7 +108,8 @@ private:
     std::function<bool(const QString&)> m_runsShrunk;
     std::unique_ptr<JobTicket> m_ticket;
     std::shared_ptr<const EndToEndResult> m_result;
-    bool m_demoDone = false;
+    bool m_demoDone = false; ///< the demo ran for this model (or the user ran something)
+    bool m_userAction = false; ///< the user ran something: no more demos
     QString m_title;
 
     QComboBox* m_target = nullptr;
