@@ -346,9 +346,12 @@ TEST(PrecisionPanelScreenshot, TheDemoRendersARealHeatmap)
     const QStringList files = renderScreenshots(
         window, registry, jobs, QStringLiteral("precision"), dir.path(), &error);
     ASSERT_TRUE(error.isEmpty()) << error.toStdString();
-    ASSERT_EQ(files.size(), 1);
-    const QImage image(files.front());
-    EXPECT_GT(test::pixelSpread(image), 12.0);
+    // The panel (its layer-by-layer tab) and its End to end tab.
+    ASSERT_EQ(files.size(), 2);
+    EXPECT_TRUE(files[1].endsWith(QStringLiteral("precision-end-to-end.png")));
+    for (const auto& file : files) {
+        EXPECT_GT(test::pixelSpread(QImage(file)), 12.0) << file.toStdString();
+    }
     auto* panel = qobject_cast<PrecisionPanel*>(window.panel(QStringLiteral("precision")));
     ASSERT_NE(panel, nullptr);
     ASSERT_NE(panel->current(), nullptr) << panel->errorText().toStdString();

@@ -3,6 +3,7 @@
 #include "panels/model/model_panel.h"
 #include "panels/planner/layout_table_model.h"
 #include "panels/planner/planner_panel.h"
+#include "panels/precision/precision_panel.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
 #include "panels/timeline/timeline_panel.h"
@@ -54,7 +55,9 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
         = renderScreenshots(window, registry, jobs, QStringLiteral("all"), dir.path(), &error);
     ASSERT_TRUE(error.isEmpty()) << error.toStdString();
     EXPECT_EQ(failed.count(), 0);
-    ASSERT_EQ(files.size(), qsizetype(registry.panels().size()) + 1); // the window and each panel
+    // The window, each panel, and the precision panel's End to end view.
+    ASSERT_EQ(files.size(), qsizetype(registry.panels().size()) + 2);
+    EXPECT_TRUE(files.contains(dir.filePath(QStringLiteral("precision-end-to-end.png"))));
     for (const auto& file : files) {
         const QImage image(file);
         ASSERT_FALSE(image.isNull()) << file.toStdString();
@@ -79,6 +82,10 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     auto* runs = qobject_cast<RunsPanel*>(window.panel(QStringLiteral("runs")));
     ASSERT_NE(runs, nullptr);
     EXPECT_GE(runs->runModel()->rowCount(), 1) << "the planner's sweep is recorded and listed";
+    auto* precision = qobject_cast<PrecisionPanel*>(window.panel(QStringLiteral("precision")));
+    ASSERT_NE(precision, nullptr);
+    ASSERT_NE(precision->endToEndView()->current(), nullptr) << "the End to end view evaluated";
+    EXPECT_EQ(precision->endToEndView()->histogramPlot()->barLayerCount(), 1);
     auto* timeline = qobject_cast<TimelinePanel*>(window.panel(QStringLiteral("timeline")));
     ASSERT_NE(timeline, nullptr);
     EXPECT_TRUE(timeline->showsEmptyState()) << "no trace was opened";

@@ -9,6 +9,7 @@
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QTabWidget>
 #include <QThread>
 
 namespace day0::ui {
@@ -87,7 +88,22 @@ QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry,
         dock->show();
         dock->raise();
         waitForJobsIdle(jobs, 60000);
-        const bool ok = save(panel->grab().toImage(), id);
+        bool ok = save(panel->grab().toImage(), id);
+        // A panel's further views (its tabs' pages with a "screenshotName" property) are
+        // pictured too, as "<panel>-<name>": the precision panel's End to end view.
+        for (auto* tabs : panel->findChildren<QTabWidget*>()) {
+            const int shown = tabs->currentIndex();
+            for (int i = 0; ok && i < tabs->count(); ++i) {
+                const QString name = tabs->widget(i)->property("screenshotName").toString();
+                if (i == shown || name.isEmpty()) {
+                    continue;
+                }
+                tabs->setCurrentIndex(i);
+                waitForJobsIdle(jobs, 60000);
+                ok = save(panel->grab().toImage(), id + QLatin1Char('-') + name);
+            }
+            tabs->setCurrentIndex(shown);
+        }
         dock->setFloating(false);
         if (!ok) {
             return {};

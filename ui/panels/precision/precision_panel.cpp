@@ -22,6 +22,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -111,12 +112,26 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
     m_error->setStyleSheet(QStringLiteral("color: %1").arg(errorColor().name()));
     m_error->hide();
 
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(6, 6, 6, 6);
+    // Two views: the layer-by-layer comparison of one prompt, and `day0 eval`'s end-to-end
+    // figures over a sampled corpus (issue #21).
+    auto* layered = new QWidget(this);
+    auto* layout = new QVBoxLayout(layered);
+    layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(createControls());
     layout->addWidget(m_summary);
     layout->addWidget(m_error);
     layout->addWidget(split, 1);
+    m_endToEnd = new EndToEndView(
+        session, jobs, [](const QString& source) { return !runsAsIs(source); }, this);
+    m_endToEnd->setObjectName(QStringLiteral("endToEndView"));
+    m_endToEnd->setProperty("screenshotName", QStringLiteral("end-to-end"));
+    m_views = new QTabWidget(this);
+    m_views->setObjectName(QStringLiteral("precisionViews"));
+    m_views->addTab(layered, tr("Layer by layer"));
+    m_views->addTab(m_endToEnd, tr("End to end"));
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(6, 6, 6, 6);
+    outer->addWidget(m_views);
 
     connect(m_heatmapPlot, &PlotWidget::cellClicked, this, &PrecisionPanel::selectCell);
     connect(
@@ -136,6 +151,8 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
 }
 
 PrecisionPanel::~PrecisionPanel() = default;
+
+void PrecisionPanel::showEndToEnd() { m_views->setCurrentWidget(m_endToEnd); }
 
 QWidget* PrecisionPanel::createControls()
 {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "numerics/comparison_grid.h"
+#include "panels/precision/end_to_end_view.h"
 #include "panels/precision/precision_charts.h"
 #include "panels/precision/precision_work.h"
 
@@ -16,6 +17,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QTabWidget;
 class QTimer;
 
 namespace day0::ui {
@@ -53,6 +55,9 @@ public:
     void selectCell(int row, int column);
 
     // Tests and screenshots.
+    /// The "End to end" view (`day0 eval`) and the tabs that switch to it.
+    [[nodiscard]] EndToEndView* endToEndView() const { return m_endToEnd; }
+    void showEndToEnd();
     [[nodiscard]] PlotWidget* heatmapPlot() const { return m_heatmapPlot; }
     [[nodiscard]] PlotWidget* depthPlot() const { return m_depthPlot; }
     [[nodiscard]] PlotWidget* histogramPlot() const { return m_histogramPlot; }
@@ -142,6 +147,8 @@ private:
     PlotWidget* m_histogramPlot = nullptr;
     PlotWidget* m_scatterPlot = nullptr;
     PlotWidget* m_ownPlot = nullptr;
+    QTabWidget* m_views = nullptr;
+    EndToEndView* m_endToEnd = nullptr;
 };
 
 } // namespace day0::ui
