@@ -22,6 +22,7 @@
 #include "exec/gated_delta_net.h"
 
 #include "exec/forward.h"
+#include "exec/gated_head_norm.h"
 #include "exec/ops.h"
 #include "exec/recurrent_state.h"
 
@@ -399,28 +400,8 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
 
     // Gated RMSNorm over each value head: norm(o) · w, rounded, times silu(z) in fp32.
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
-    const T* w = weight(p + ".norm.weight");
-    for (std::int64_t row = 0; row < n * nv; ++row) {
-        T* o = core.data() + row * dv;
-        double sum = 0.0;
-        for (std::int64_t i = 0; i < dv; ++i) {
-            sum += double(o[i]) * double(o[i]);
-        }
-        const T inv = T(1.0 / std::sqrt(sum / double(dv) + m_spec.normEps));
-        for (std::int64_t i = 0; i < dv; ++i) {
-            o[i] *= inv;
-        }
-        roundAct(o, dv, normMode);
-        for (std::int64_t i = 0; i < dv; ++i) {
-            o[i] *= w[i];
-        }
-        roundAct(o, dv, normMode);
-        const T* zr = z.data() + row * dv;
-        for (std::int64_t i = 0; i < dv; ++i) {
-            o[i] *= zr[i] * sigmoid(zr[i]);
-        }
-        roundAct(o, dv, normMode);
-    }
+    gatedHeadNorm(core.data(), z.data(), weight(p + ".norm.weight"), n * nv, dv, m_spec.normEps,
+        HeadGate::Silu, [&](T* x, std::int64_t count) { roundAct(x, count, normMode); });
     linear(p + ".out_proj", core.data(), out, n, valueDim, h, OpKind::Linear, layer, taps, true);
 }
 

@@ -25,6 +25,7 @@
 #include "exec/kimi_delta.h"
 
 #include "exec/forward.h"
+#include "exec/gated_head_norm.h"
 #include "exec/ops.h"
 #include "exec/recurrent_state.h"
 
@@ -329,28 +330,9 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
             true);
     }
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
-    const T* w = weight(p + ".o_norm.weight");
-    for (std::int64_t row = 0; row < n * heads; ++row) {
-        T* o = core.data() + row * d;
-        double sum = 0.0;
-        for (std::int64_t i = 0; i < d; ++i) {
-            sum += double(o[i]) * double(o[i]);
-        }
-        const T inv = T(1.0 / std::sqrt(sum / double(d) + m_spec.normEps));
-        for (std::int64_t i = 0; i < d; ++i) {
-            o[i] *= inv;
-        }
-        roundAct(o, d, normMode);
-        for (std::int64_t i = 0; i < d; ++i) {
-            o[i] *= w[i];
-        }
-        roundAct(o, d, normMode);
-        const T* gr = gate.data() + row * d;
-        for (std::int64_t i = 0; i < d; ++i) {
-            o[i] *= sigmoid(gr[i]);
-        }
-        roundAct(o, d, normMode);
-    }
+    gatedHeadNorm(core.data(), gate.data(), weight(p + ".o_norm.weight"), n * heads, d,
+        m_spec.normEps, HeadGate::Sigmoid,
+        [&](T* x, std::int64_t count) { roundAct(x, count, normMode); });
     linear(p + ".o_proj", core.data(), out, n, width, h, OpKind::Linear, layer, taps, true);
 }
 

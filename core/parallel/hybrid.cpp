@@ -18,6 +18,7 @@
 // the local head counts, with the same chunked-prefill / recurrent-decode choice, so a sharded
 // run sums the same terms as one rank, up to the order of the reductions.
 #include "exec/gated_delta_net.h"
+#include "exec/gated_head_norm.h"
 #include "exec/mamba2.h"
 #include "parallel/forward.h"
 
@@ -156,19 +157,8 @@ Result<void> ParallelForward::gatedDeltaNet(
             core.data(), shape, exec::kDeltaRuleChunk);
     }
     // The gated RMSNorm over each (local) value head: norm(o) · w · silu(z).
-    const float* w = weight(p + ".norm.weight");
-    for (std::int64_t row = 0; row < n * nv; ++row) {
-        float* o = core.data() + row * dv;
-        double sum = 0.0;
-        for (std::int64_t i = 0; i < dv; ++i) {
-            sum += double(o[i]) * double(o[i]);
-        }
-        const auto inv = float(1.0 / std::sqrt(sum / double(dv) + m_spec.normEps));
-        const float* zr = z.data() + row * dv;
-        for (std::int64_t i = 0; i < dv; ++i) {
-            o[i] = o[i] * inv * w[i] * (zr[i] * exec::sigmoid(zr[i]));
-        }
-    }
+    exec::detail::gatedHeadNorm(core.data(), z.data(), weight(p + ".norm.weight"), n * nv, dv,
+        m_spec.normEps, exec::detail::HeadGate::Silu, [](float*, std::int64_t) {});
     return linearOp(p + ".out_proj", core.data(), out, n, valueDim, h, true);
 }
 
