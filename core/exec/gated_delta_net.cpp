@@ -23,6 +23,7 @@
 
 #include "exec/forward.h"
 #include "exec/gated_head_norm.h"
+#include "exec/kimi_delta.h"
 #include "exec/ops.h"
 #include "exec/recurrent_state.h"
 
@@ -85,37 +86,13 @@ template <typename T>
 void gatedDeltaRecurrent(const T* q, const T* k, const T* v, const T* g, const T* beta, T* state,
     T* out, const DeltaRuleShape& s)
 {
-    const std::int64_t dk = s.keyDim;
-    const std::int64_t dv = s.valueDim;
-    std::vector<T> delta(static_cast<std::size_t>(dv));
-    for (std::int64_t t = 0; t < s.tokens; ++t) {
-        for (std::int64_t h = 0; h < s.heads; ++h) {
-            T* st = state + h * dk * dv;
-            const T* kt = k + (t * s.heads + h) * dk;
-            const T* qt = q + (t * s.heads + h) * dk;
-            const T* vt = v + (t * s.heads + h) * dv;
-            const T decay = std::exp(g[t * s.heads + h]);
-            for (std::int64_t i = 0; i < dk * dv; ++i) {
-                st[i] *= decay;
-            }
-            // δ = β (v − Sᵀk)
-            std::copy_n(vt, dv, delta.begin());
-            for (std::int64_t i = 0; i < dk; ++i) {
-                for (std::int64_t j = 0; j < dv; ++j) {
-                    delta[std::size_t(j)] -= kt[i] * st[i * dv + j];
-                }
-            }
-            const T b = beta[t * s.heads + h];
-            T* o = out + (t * s.heads + h) * dv;
-            std::fill_n(o, dv, T(0));
-            for (std::int64_t i = 0; i < dk; ++i) {
-                for (std::int64_t j = 0; j < dv; ++j) {
-                    st[i * dv + j] += kt[i] * b * delta[std::size_t(j)];
-                    o[j] += qt[i] * st[i * dv + j];
-                }
-            }
-        }
+    // One decay per head is Kimi Delta Attention's per-channel rule with the head's decay on
+    // every key channel: the same products in the same order.
+    std::vector<T> channels(static_cast<std::size_t>(s.tokens * s.heads * s.keyDim));
+    for (std::int64_t row = 0; row < s.tokens * s.heads; ++row) {
+        std::fill_n(channels.begin() + row * s.keyDim, s.keyDim, g[row]);
     }
+    kimiDeltaRecurrent(q, k, v, channels.data(), beta, state, out, s);
 }
 
 template <typename T>
@@ -401,7 +378,7 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     // Gated RMSNorm over each value head: norm(o) · w, rounded, times silu(z) in fp32.
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
     gatedHeadNorm(core.data(), z.data(), weight(p + ".norm.weight"), n * nv, dv, m_spec.normEps,
-        HeadGate::Silu, [&](T* x, std::int64_t count) { roundAct(x, count, normMode); });
+        HeadGate::Silu, [&](T* values, std::int64_t count) { roundAct(values, count, normMode); });
     linear(p + ".out_proj", core.data(), out, n, valueDim, h, OpKind::Linear, layer, taps, true);
 }
 

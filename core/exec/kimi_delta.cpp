@@ -332,7 +332,7 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
     const PrecisionMode normMode = m_plan.modeFor(OpKind::Norm, layer);
     gatedHeadNorm(core.data(), gate.data(), weight(p + ".o_norm.weight"), n * heads, d,
         m_spec.normEps, HeadGate::Sigmoid,
-        [&](T* x, std::int64_t count) { roundAct(x, count, normMode); });
+        [&](T* values, std::int64_t count) { roundAct(values, count, normMode); });
     linear(p + ".o_proj", core.data(), out, n, width, h, OpKind::Linear, layer, taps, true);
 }
 
