@@ -3,6 +3,7 @@
 #include "actions/run.h"
 #include "history/recording.h"
 #include "jobs/job_runner.h"
+#include "panels/precision/target_precision_box.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
@@ -189,29 +190,8 @@ QWidget* EndToEndView::createControls()
     auto* box = new QWidget(this);
     auto* row = new QHBoxLayout(box);
     row->setContentsMargins(0, 0, 0, 0);
-    m_target = new QComboBox(box);
+    m_target = createTargetPrecisionBox(box);
     m_target->setObjectName(QStringLiteral("endToEndTarget"));
-    // Mode and fp8 scaling packed as in the panel's target list.
-    using exec::Fp8Scaling;
-    using exec::PrecisionMode;
-    const struct {
-        const char* label;
-        PrecisionMode mode;
-        Fp8Scaling scaling;
-    } targets[] = {
-        { "bf16", PrecisionMode::BF16, Fp8Scaling::PerTensor },
-        { "fp16", PrecisionMode::F16, Fp8Scaling::PerTensor },
-        { "fp8-e4m3", PrecisionMode::F8E4M3, Fp8Scaling::PerTensor },
-        { "fp8-e4m3 per channel", PrecisionMode::F8E4M3, Fp8Scaling::Channel },
-        { "int8", PrecisionMode::Int8, Fp8Scaling::PerTensor },
-        { "nvfp4", PrecisionMode::Nvfp4, Fp8Scaling::PerTensor },
-        { "mxfp4", PrecisionMode::Mxfp4, Fp8Scaling::PerTensor },
-        { "int4", PrecisionMode::Int4G128, Fp8Scaling::PerTensor },
-        { "fp32", PrecisionMode::F32, Fp8Scaling::PerTensor },
-    };
-    for (const auto& t : targets) {
-        m_target->addItem(QString::fromLatin1(t.label), int(t.mode) | (int(t.scaling) << 8));
-    }
     const auto spin = [box](const char* name, int low, int high, int value, const QString& tip) {
         auto* s = new QSpinBox(box);
         s->setObjectName(QString::fromLatin1(name));
@@ -277,9 +257,9 @@ void EndToEndView::startDemoIfWanted()
 void EndToEndView::startFromControls()
 {
     EndToEndRequest request;
-    const int target = m_target->currentData().toInt();
-    request.target.base = exec::PrecisionMode(target & 0xFF);
-    request.target.fp8Scaling = exec::Fp8Scaling(target >> 8);
+    const exec::PrecisionPlan target = targetPrecisionOf(*m_target);
+    request.target.base = target.base;
+    request.target.fp8Scaling = target.fp8Scaling;
     request.sequences = m_sequences->value();
     request.sequenceLength = m_length->value();
     request.generate = m_generate->value();

@@ -3,6 +3,7 @@
 #include "exec/precision_run.h"
 #include "history/layer_metrics.h"
 #include "jobs/job_runner.h"
+#include "panels/precision/target_precision_box.h"
 #include "session/session.h"
 #include "widgets/backend_choice.h"
 #include "widgets/colors.h"
@@ -164,35 +165,8 @@ QWidget* PrecisionPanel::createControls()
     rows->addLayout(runRow);
     rows->addLayout(viewRow);
 
-    m_target = new QComboBox(box);
+    m_target = createTargetPrecisionBox(box);
     m_target->setObjectName(QStringLiteral("targetPrecision"));
-    // The item data packs the mode and, for fp8, its scaling (the serving engines' recipes).
-    using exec::Fp8Scaling;
-    using exec::PrecisionMode;
-    const struct {
-        const char* label;
-        PrecisionMode mode;
-        Fp8Scaling scaling;
-    } targets[] = {
-        { "bf16", PrecisionMode::BF16, Fp8Scaling::PerTensor },
-        { "fp16", PrecisionMode::F16, Fp8Scaling::PerTensor },
-        { "fp8-e4m3", PrecisionMode::F8E4M3, Fp8Scaling::PerTensor },
-        { "fp8-e4m3 per channel", PrecisionMode::F8E4M3, Fp8Scaling::Channel },
-        { "fp8-e4m3 block", PrecisionMode::F8E4M3, Fp8Scaling::Block },
-        { "int8", PrecisionMode::Int8, Fp8Scaling::PerTensor },
-        { "nvfp4", PrecisionMode::Nvfp4, Fp8Scaling::PerTensor },
-        { "mxfp4", PrecisionMode::Mxfp4, Fp8Scaling::PerTensor },
-        { "int4", PrecisionMode::Int4G128, Fp8Scaling::PerTensor },
-        { "int4-g32", PrecisionMode::Int4G32, Fp8Scaling::PerTensor },
-    };
-    for (const auto& t : targets) {
-        m_target->addItem(QString::fromLatin1(t.label), int(t.mode) | (int(t.scaling) << 8));
-    }
-    // fp32 last: against the fp64 reference it measures a backend's own kernels.
-    m_target->addItem(QStringLiteral("fp32"), int(exec::PrecisionMode::F32));
-    m_target->setToolTip(tr("Emulated target precision (fp8, int8, nvfp4, mxfp4 and int4 "
-                            "quantise the projections; the run's recipe says what is rounded "
-                            "where)"));
     m_backend = createBackendCombo(box);
     m_fp32Leg = new QCheckBox(tr("fp32 leg"), box);
     m_fp32Leg->setObjectName(QStringLiteral("fp32Leg"));
@@ -307,9 +281,9 @@ void PrecisionPanel::startDemoIfWanted()
 void PrecisionPanel::startFromControls()
 {
     PrecisionRunRequest request;
-    const int target = m_target->currentData().toInt();
-    request.target.base = exec::PrecisionMode(target & 0xFF);
-    request.target.fp8Scaling = exec::Fp8Scaling(target >> 8);
+    const exec::PrecisionPlan target = targetPrecisionOf(*m_target);
+    request.target.base = target.base;
+    request.target.fp8Scaling = target.fp8Scaling;
     request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
     request.backend = fromQString(m_backend->currentData().toString());
     request.fp32Leg = m_fp32Leg->isChecked();
