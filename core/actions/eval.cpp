@@ -6,6 +6,7 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/precision.h"
+#include "exec/sequence_decoder.h"
 #include "numerics/dump_compare.h"
 #include "numerics/routing_flips.h"
 #include "tokenizer/tokenizer.h"
@@ -491,14 +492,24 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
             progress.setStage(
                 fmt::format("sampling the corpus ({}/{})", s + 1, corpus.sampleSequences));
             std::vector<std::int64_t> seq = *start;
-            // One prefill per drawn token: the engine decodes greedily only, and a sequence is
-            // short; O(length²) forward tokens per sequence.
+            // The reference decodes the sequence step by step over its cache (one forward token
+            // per drawn token), each next token drawn from the last position's distribution.
+            auto decoder = exec::SequenceDecoder::open(*ref.engine, ref.plan,
+                std::max<std::int64_t>(corpus.sequenceLength, std::int64_t(seq.size())));
+            if (!decoder) {
+                return decoder.error();
+            }
+            auto logits = std::int64_t(seq.size()) < corpus.sequenceLength
+                ? decoder->feed(seq, stop)
+                : Result<std::vector<double>>(std::vector<double> {});
             while (std::int64_t(seq.size()) < corpus.sequenceLength) {
-                auto l = runLogits(ref, seq, 1, vocab, stop);
-                if (!l) {
-                    return l.error();
+                if (!logits) {
+                    return logits.error();
                 }
-                seq.push_back(sampleToken(l->values.data() + (l->rows - 1) * vocab, vocab, rng));
+                seq.push_back(sampleToken(logits->data(), vocab, rng));
+                if (std::int64_t(seq.size()) < corpus.sequenceLength) {
+                    logits = decoder->feed(std::span(&seq.back(), 1), stop);
+                }
             }
             docs.push_back(std::move(seq));
             progress.advance();
