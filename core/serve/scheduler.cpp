@@ -18,6 +18,7 @@ RequestStream::Batch RequestStream::take(std::chrono::milliseconds timeout)
     batch.tokens.swap(m_pending);
     batch.finish = m_finish;
     batch.error = m_error;
+    batch.stopReason = m_stopReason;
     return batch;
 }
 
@@ -42,12 +43,13 @@ void RequestStream::push(TokenEvent event)
     m_ready.notify_all();
 }
 
-void RequestStream::finish(Finish why, std::string error)
+void RequestStream::finish(Finish why, std::string error, StopReason reason)
 {
     {
         const std::lock_guard lock(m_mutex);
         m_finish = why;
         m_error = std::move(error);
+        m_stopReason = std::move(reason);
     }
     m_ready.notify_all();
 }
@@ -57,6 +59,8 @@ struct Scheduler::Sequence {
     std::shared_ptr<RequestStream> stream;
     Clock::time_point arrived;
     std::optional<exec::SequenceDecoder> decoder;
+    std::optional<Sampler> sampler; ///< made with the decoder, at the prefill
+    std::optional<StopChecker> checker; ///< likewise
     std::int64_t generated = 0;
     std::int64_t last = -1; ///< the last generated token, fed on the next step
     [[nodiscard]] std::int64_t reserve() const
@@ -189,7 +193,7 @@ double logSumExp(const std::vector<double>& logits)
 
 } // namespace
 
-void Scheduler::end(Sequence& seq, Finish why, std::string error)
+void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason reason)
 {
     {
         const std::lock_guard lock(m_mutex);
@@ -208,7 +212,7 @@ void Scheduler::end(Sequence& seq, Finish why, std::string error)
             break;
         }
     }
-    seq.stream->finish(why, std::move(error));
+    seq.stream->finish(why, std::move(error), std::move(reason));
 }
 
 bool Scheduler::advance(Sequence& seq, std::stop_token stop)
@@ -224,6 +228,12 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
             return false;
         }
         seq.decoder.emplace(std::move(*decoder));
+        seq.sampler.emplace(seq.request.sampling);
+        auto stopIds = seq.request.stopTokenIds;
+        if (!seq.request.ignoreEos) {
+            stopIds.insert(m_options.eosIds.begin(), m_options.eosIds.end());
+        }
+        seq.checker.emplace(seq.request.tokenizer, seq.request.stop, std::move(stopIds));
     }
     const std::int64_t one[] = { seq.last };
     auto logits
@@ -233,7 +243,7 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
         return false;
     }
     TokenEvent event;
-    event.token = exec::greedyToken(*logits);
+    event.token = seq.sampler->sample(*logits);
     if (seq.request.topLogprobs >= 0) {
         const double lse = logSumExp(*logits);
         event.logprob = (*logits)[std::size_t(event.token)] - lse;
@@ -258,15 +268,25 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
         }
         ++m_metrics.generatedTokens;
     }
-    seq.stream->push(std::move(event));
-    if (!seq.request.ignoreEos && m_options.eosIds.contains(seq.last)) {
-        end(seq, Finish::Stop);
+    auto checked = seq.checker->add(event.token);
+    event.text = std::move(checked.text);
+    if (checked.stopped) {
+        // An end-of-sequence id is no stop_reason (vLLM reports null); a stop_token_id is.
+        if (const auto* id = std::get_if<std::int64_t>(&checked.reason);
+            id != nullptr && !seq.request.stopTokenIds.contains(*id)) {
+            checked.reason = std::monostate {};
+        }
+        seq.stream->push(std::move(event));
+        end(seq, Finish::Stop, {}, std::move(checked.reason));
         return false;
     }
     if (seq.generated >= seq.request.maxTokens) {
+        event.text += seq.checker->flush();
+        seq.stream->push(std::move(event));
         end(seq, Finish::Length);
         return false;
     }
+    seq.stream->push(std::move(event));
     return true;
 }
 

@@ -3,6 +3,8 @@
 #include "base/result.h"
 #include "exec/engine.h"
 #include "exec/precision.h"
+#include "serve/sampling.h"
+#include "serve/stop_checker.h"
 
 #include <array>
 #include <chrono>
@@ -27,12 +29,19 @@ struct GenerationRequest {
     std::int64_t maxTokens = 16;
     bool ignoreEos = false; ///< generate maxTokens even past an end-of-sequence token
     /// Log-probabilities: -1 none, 0 the chosen token's only, k > 0 also the k most likely.
+    /// They are the model's (log softmax of the raw logits), before temperature, top-k, top-p.
     int topLogprobs = -1;
+    SamplingParams sampling; ///< how tokens are drawn (sampling.h)
+    /// Detokenises the output and matches `stop`; null: no text (token-id models).
+    const tokenizer::Tokenizer* tokenizer = nullptr;
+    std::vector<std::string> stop; ///< stop strings (stop_checker.h); need a tokenizer
+    std::set<std::int64_t> stopTokenIds; ///< vLLM's stop_token_ids, honoured even with ignoreEos
 };
 
 /// One generated token, with its log-probability and alternatives when asked.
 struct TokenEvent {
     std::int64_t token = 0;
+    std::string text; ///< the output text this token releases (StopChecker)
     double logprob = 0.0;
     std::vector<std::pair<std::int64_t, double>> top; ///< most likely first
 };
@@ -48,6 +57,7 @@ public:
         std::vector<TokenEvent> tokens;
         std::optional<Finish> finish; ///< set once, with the last batch
         std::string error; ///< Finish::Failed: what went wrong
+        StopReason stopReason; ///< Finish::Stop: the stop string or token; none for EOS
     };
 
     /// Waits up to `timeout` for tokens or the end, then takes what arrived.
@@ -58,7 +68,7 @@ public:
 
     // The scheduler's side.
     void push(TokenEvent event);
-    void finish(Finish why, std::string error = {});
+    void finish(Finish why, std::string error = {}, StopReason reason = {});
 
 private:
     mutable std::mutex m_mutex;
@@ -66,6 +76,7 @@ private:
     std::vector<TokenEvent> m_pending;
     std::optional<Finish> m_finish;
     std::string m_error;
+    StopReason m_stopReason;
     bool m_cancelled = false;
 };
 
@@ -108,8 +119,9 @@ std::string renderPrometheus(const SchedulerMetrics& m);
 /// that advances every running sequence by one step (the prefill, or one decode token) per
 /// iteration, so requests join and leave at step boundaries. The CPU reference engine computes
 /// one sequence per forward (exec::SequenceDecoder), so an iteration runs the running sequences'
-/// steps one after another rather than as one batched matrix product: each sequence's tokens are
-/// exactly those of `day0 run`, and the batch changes nothing but the timing. Thread-safe.
+/// steps one after another rather than as one batched matrix product: a greedy sequence's tokens
+/// are exactly those of `day0 run`, a seeded one's are the same whatever runs beside it (its
+/// sampler and generator are its own), and the batch changes nothing but the timing. Thread-safe.
 class Scheduler {
 public:
     Scheduler(exec::Engine engine, SchedulerOptions options);
@@ -146,7 +158,7 @@ private:
     /// One step of `seq`; false when it has finished.
     bool advance(Sequence& seq, std::stop_token stop);
     /// Ends `seq` (counted in the metrics) and tells its client.
-    void end(Sequence& seq, Finish why, std::string error = {});
+    void end(Sequence& seq, Finish why, std::string error = {}, StopReason reason = {});
 
     exec::Engine m_engine;
     SchedulerOptions m_options;
