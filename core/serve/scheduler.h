@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace day0::serve {
@@ -98,6 +99,16 @@ struct SchedulerMetrics {
     std::int64_t running = 0;
     std::int64_t kvTokensReserved = 0;
     std::int64_t kvTokenBudget = 0;
+    std::int64_t kvTokensUsed = 0; ///< tokens in the running sequences' caches now
+    /// KV-cache bytes of the running sequences, by the model's cache footprint
+    /// (model/cache_footprint.h: windows, latent KV, recurrent states) at the engine's element
+    /// size (4 bytes in fp32, 8 in fp64): of the tokens they hold, and of what they reserved.
+    double kvBytesUsed = 0.0;
+    double kvBytesReserved = 0.0;
+    /// Tokens prefilled / generated in the last kTokenRateWindow seconds, divided by it.
+    double promptTokensPerSecond = 0.0;
+    double generationTokensPerSecond = 0.0;
+    static constexpr double kTokenRateWindow = 10.0;
     std::int64_t promptTokens = 0; ///< prefilled, all requests
     std::int64_t generatedTokens = 0;
     std::int64_t finishedLength = 0;
@@ -109,6 +120,10 @@ struct SchedulerMetrics {
         = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0 };
     std::array<std::int64_t, kTtftBuckets.size() + 1> ttftCounts {}; ///< last: +Inf
     double ttftSum = 0.0;
+    /// Inter-token latency: from one generated token of a sequence to its next (vLLM's
+    /// time_per_output_token), same buckets.
+    std::array<std::int64_t, kTtftBuckets.size() + 1> itlCounts {};
+    double itlSum = 0.0;
 };
 
 /// Prometheus text exposition (version 0.0.4) of a snapshot, metric names prefixed `day0_`.
@@ -159,6 +174,8 @@ private:
     bool advance(Sequence& seq, std::stop_token stop);
     /// Ends `seq` (counted in the metrics) and tells its client.
     void end(Sequence& seq, Finish why, std::string error = {}, StopReason reason = {});
+    /// KV-cache bytes of one sequence holding `tokens` (SchedulerMetrics::kvBytesUsed).
+    [[nodiscard]] double cacheBytes(std::int64_t tokens) const;
 
     exec::Engine m_engine;
     SchedulerOptions m_options;
@@ -170,6 +187,8 @@ private:
     std::int64_t m_runningCount = 0; ///< m_running.size(), under m_mutex for the others
     bool m_draining = false;
     SchedulerMetrics m_metrics;
+    /// (when, prompt tokens, generated tokens) of recent steps, for the token rates.
+    std::deque<std::tuple<Clock::time_point, std::int64_t, std::int64_t>> m_recent;
     std::jthread m_thread; ///< last: starts after everything above exists
 };
 

@@ -1,13 +1,16 @@
 // day0 serve's request fields beyond greedy decoding (issue #23), over HTTP on loopback: seeded
 // sampling that reproduces whatever runs beside it, stop strings and stop token ids, streamed or
-// not.
+// not; Prometheus /metrics scraped and parsed.
 #include "serve_harness.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 
 using namespace day0::test;
 
@@ -390,4 +393,125 @@ TEST(ServeApi, TheOfficialOpenAiNodeClientParsesEveryResponse)
     EXPECT_EQ(r["chatStream"]["role"], "assistant");
     EXPECT_EQ(r["chat"]["text"], r["chatStream"]["text"]);
     EXPECT_GE(r["chatStream"]["chunks"].get<int>(), n + 2); // role, n tokens, usage
+}
+
+namespace {
+
+/// /metrics parsed strictly as Prometheus text (0.0.4): every sample belongs to a family with
+/// HELP and TYPE lines before it; histogram buckets never decrease and +Inf equals _count.
+std::map<std::string, double> scrape(const Server& s)
+{
+    auto res = s.client().Get("/metrics");
+    EXPECT_TRUE(res && res->status == 200);
+    if (!res) {
+        return {};
+    }
+    EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+    std::map<std::string, double> samples;
+    std::map<std::string, std::string> types;
+    std::set<std::string> helped;
+    std::istringstream in(res->body);
+    std::string line;
+    const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (line.rfind("# HELP ", 0) == 0) {
+            helped.insert(line.substr(7, line.find(' ', 7) - 7));
+        } else if (line.rfind("# TYPE ", 0) == 0) {
+            const auto name = line.substr(7, line.find(' ', 7) - 7);
+            types[name] = line.substr(line.find(' ', 7) + 1);
+        } else if (std::regex_match(line, m, sample)) {
+            std::string family = m[1];
+            for (const char* suffix : { "_bucket", "_sum", "_count" }) {
+                if (!types.contains(family) && family.ends_with(suffix)) {
+                    family.resize(family.size() - std::string(suffix).size());
+                }
+            }
+            EXPECT_TRUE(types.contains(family) && helped.contains(family)) << line;
+            samples[m[1].str() + m[2].str()] = std::stod(m[3]);
+        } else {
+            ADD_FAILURE() << "not Prometheus text: '" << line << "'";
+        }
+    }
+    for (const auto& [family, type] : types) {
+        if (type != "histogram") {
+            continue;
+        }
+        double previous = 0;
+        for (const auto& [key, value] : samples) {
+            if (key.rfind(family + "_bucket{le=", 0) == 0
+                && key.find("+Inf") == std::string::npos) {
+                EXPECT_GE(value, 0);
+            }
+        }
+        for (const double le :
+            { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0 }) {
+            const double v = samples[fmt::format("{}_bucket{{le=\"{}\"}}", family, le)];
+            EXPECT_GE(v, previous) << family << " le=" << le;
+            previous = v;
+        }
+        EXPECT_EQ(samples[family + "_bucket{le=\"+Inf\"}"], samples[family + "_count"]) << family;
+        EXPECT_GE(samples[family + "_bucket{le=\"+Inf\"}"], previous) << family;
+    }
+    return samples;
+}
+
+} // namespace
+
+TEST(ServeApi, MetricsReportKvUseTokenRatesAndLatencies)
+{
+    const fs::path dir = scratchDir("serve_metrics");
+    Server server(slowModel(), dir, { "--kv-tokens", "1000" });
+    ASSERT_GT(server.port, 0);
+    // KV bytes per token of this llama (full attention, no window) in fp32: K and V per layer.
+    std::ifstream in(fs::path(slowModel()) / "config.json");
+    const auto config = json::parse(in);
+    const auto heads = config["num_attention_heads"].get<double>();
+    const double headDim = config.value("head_dim", config["hidden_size"].get<double>() / heads);
+    const double perToken = 2.0 * config["num_hidden_layers"].get<double>()
+        * config["num_key_value_heads"].get<double>() * headDim * 4.0;
+    std::atomic<int> received { 0 };
+    std::atomic<bool> leave { false };
+    std::thread a([&] {
+        auto c = server.client();
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = R"({"model":"m","prompt":[1,2,3],"max_tokens":400,"stream":true,
+                       "temperature":0,"ignore_eos":true})";
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char*, std::size_t, std::uint64_t, std::uint64_t) {
+            ++received;
+            return !leave.load();
+        };
+        c.send(req);
+    });
+    ASSERT_TRUE(waitFor([&] { return received > 5; }, std::chrono::seconds(120)));
+    auto m = scrape(server);
+    EXPECT_EQ(m["day0_requests_running"], 1);
+    EXPECT_EQ(m["day0_requests_waiting"], 0);
+    EXPECT_EQ(m["day0_kv_tokens_reserved"], 403);
+    EXPECT_EQ(m["day0_kv_tokens_budget"], 1000);
+    EXPECT_DOUBLE_EQ(m["day0_kv_cache_usage_ratio"], 0.403);
+    const double used = m["day0_kv_tokens_used"];
+    EXPECT_GE(used, 3 + 5 - 1);
+    EXPECT_LE(used, 403);
+    EXPECT_DOUBLE_EQ(m["day0_kv_cache_bytes_used"], used * perToken);
+    EXPECT_DOUBLE_EQ(m["day0_kv_cache_bytes_reserved"], 403 * perToken);
+    EXPECT_GT(m["day0_generation_tokens_per_second"], 0);
+    EXPECT_DOUBLE_EQ(m["day0_prompt_tokens_per_second"], 3.0 / 10.0);
+    EXPECT_EQ(m["day0_time_to_first_token_seconds_count"], 1);
+    EXPECT_GE(m["day0_inter_token_latency_seconds_count"], 4);
+    EXPECT_GT(m["day0_inter_token_latency_seconds_sum"], 0);
+    leave = true;
+    a.join();
+    ASSERT_TRUE(waitFor([&] { return metricsOf(server).value("day0_requests_running", -1.0) == 0; },
+        std::chrono::seconds(30)));
+    m = scrape(server);
+    EXPECT_EQ(m["day0_kv_tokens_used"], 0);
+    EXPECT_EQ(m["day0_kv_tokens_reserved"], 0);
+    EXPECT_NEAR(m["day0_kv_cache_bytes_used"], 0, 1e-6);
+    EXPECT_NEAR(m["day0_kv_cache_bytes_reserved"], 0, 1e-6);
+    EXPECT_EQ(m["day0_requests_finished_total{reason=\"cancelled\"}"], 1);
+    EXPECT_EQ(m["day0_generation_tokens_total"], m["day0_inter_token_latency_seconds_count"] + 1);
 }
