@@ -25,13 +25,14 @@ struct Node;
 /// The subset interpreted (what chat templates use): text, {{ }}, {# #}, whitespace control
 /// (- and +); statements if/elif/else, for (with tuple targets, an `if` filter, else, the loop
 /// variable: index, index0, revindex, revindex0, first, last, length, previtem, nextitem), set
-/// (a name, a namespace attribute, or a block), break, continue, generation; expressions:
+/// (a name, a namespace attribute, or a block), macro (parameters with defaults; the body sees
+/// the template's top-level names), break, continue, generation; expressions:
 /// literals (strings, numbers, true/false/none in both cases, lists, tuples, dicts), names,
 /// .attr, [key], slices, calls, filters, tests, `a if c else b`, and, or, not, in, not in,
 /// == != < <= > >=, + - * / // % **, ~. The filters, tests, globals and string/dict methods
-/// implemented are listed in jinja_builtins.cpp. Anything else (macro, call, include, import,
-/// extends, block, raw, filter blocks, an unknown filter, test, function or method) is refused
-/// by name: at parse time for statements, at render time for the rest.
+/// implemented are listed in jinja_builtins.cpp and jinja_filters.cpp. Anything else (call,
+/// include, import, extends, block, raw, filter blocks, an unknown filter, test, function or
+/// method) is refused by name: at parse time for statements, at render time for the rest.
 /// Thread-safe after parse: render only reads the template.
 class Template {
 public:

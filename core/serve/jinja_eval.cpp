@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -204,6 +205,14 @@ public:
         case NodeKind::Generation:
             render(*n.children[0], out);
             return;
+        case NodeKind::Macro: {
+            Value macro;
+            macro.kind = Value::Kind::Macro;
+            macro.name = n.text;
+            macro.macro = &n;
+            m_scopes.back()[n.text] = macro;
+            return;
+        }
         default:
             fail(n, "an expression where a statement was expected");
         }
@@ -423,6 +432,9 @@ private:
     {
         const Value callee = eval(*n.children[0]);
         const Args args = evalArgs(n, 1);
+        if (callee.kind == Value::Kind::Macro) {
+            return callMacro(n, *callee.macro, args);
+        }
         try {
             if (callee.kind == Value::Kind::Function) {
                 return callFunction(callee.name, args);
@@ -439,6 +451,48 @@ private:
                     "'{}' is not a function day0's chat-template interpreter knows", callee.name));
         }
         fail(n, fmt::format("a {} is not callable", typeName(callee)));
+    }
+
+    /// A macro's body rendered with its parameters bound, seeing the template's top-level
+    /// names (not the caller's locals), as Jinja's macros do.
+    Value callMacro(const Node& call, const Node& macro, const Args& args)
+    {
+        if (args.positional.size() > macro.targets.size()) {
+            fail(call,
+                fmt::format("macro '{}' takes {} arguments, got {}", macro.text,
+                    macro.targets.size(), args.positional.size()));
+        }
+        std::map<std::string, Value> params;
+        for (std::size_t i = 0; i < macro.targets.size(); ++i) {
+            if (i < args.positional.size()) {
+                params[macro.targets[i]] = args.positional[i];
+            }
+        }
+        for (const auto& [key, value] : args.keyword) {
+            if (std::find(macro.targets.begin(), macro.targets.end(), key) == macro.targets.end()) {
+                fail(call, fmt::format("macro '{}' has no parameter '{}'", macro.text, key));
+            }
+            params[key] = value;
+        }
+        std::vector<std::map<std::string, Value>> saved = std::move(m_scopes);
+        m_scopes = { saved.front(), {} };
+        for (std::size_t i = 0; i < macro.targets.size(); ++i) {
+            if (!params.contains(macro.targets[i])) {
+                params[macro.targets[i]] = macro.children[i + 1]
+                    ? eval(*macro.children[i + 1])
+                    : Value::undefined(macro.targets[i]);
+            }
+        }
+        m_scopes.back() = std::move(params);
+        std::string out;
+        try {
+            render(*macro.children[0], out);
+        } catch (...) {
+            m_scopes = std::move(saved);
+            throw;
+        }
+        m_scopes = std::move(saved);
+        return Value::of(out);
     }
 
     Value binary(const Node& n)

@@ -131,16 +131,23 @@ Value applyFilter(const std::string& name, const Value& v, const Args& args)
         return v;
     }
     if (name == "tojson") {
-        const Value* indent = argument(args, 0, "indent");
+        // HF's tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+        if (!args.positional.empty()) {
+            fail("tojson with positional arguments is not implemented (name them: indent=)");
+        }
+        int indent = -1;
         for (const auto& [key, value] : args.keyword) {
-            if (key != "indent" && key != "ensure_ascii") {
-                fail(fmt::format("tojson({}=...) is not implemented", key));
+            if (key == "indent" && value.isData() && value.data.is_number_integer()) {
+                indent = int(value.data.get<std::int64_t>());
+            } else if (key == "indent" && value.isData() && value.data.is_null()) {
+                indent = -1;
+            } else if (key == "ensure_ascii" && !truthy(value)) {
+                continue;
+            } else {
+                fail(fmt::format("tojson({}={}) is not implemented", key, toString(value)));
             }
         }
-        return Value::of(toJson(dataOf(v, "tojson"),
-            indent != nullptr && indent->isData() && indent->data.is_number_integer()
-                ? int(indent->data.get<std::int64_t>())
-                : -1));
+        return Value::of(toJson(dataOf(v, "tojson"), indent));
     }
     if (name == "items") {
         const Json& j = dataOf(v, "items");

@@ -24,6 +24,8 @@ enum class NodeKind {
     Break,
     Continue,
     Generation, ///< children[0]: body (HF's {% generation %}, rendered as is)
+    Macro, ///< text: name; targets: parameters; children: body, then each parameter's default
+    ///< (or null)
     // expressions
     Literal, ///< value
     Name, ///< text
@@ -66,11 +68,12 @@ struct TemplateError : std::runtime_error {
 /// A value while rendering: JSON data, Jinja's Undefined, a namespace() (mutable, shared), or
 /// a callable (a global function, or a method bound to its receiver).
 struct Value {
-    enum class Kind { Undefined, Data, Namespace, Function, Method };
+    enum class Kind { Undefined, Data, Namespace, Function, Method, Macro };
     Kind kind = Kind::Undefined;
     Json data; ///< Data; Method: the receiver
     std::shared_ptr<Json> ns; ///< Namespace: its attributes (an object)
-    std::string name; ///< Undefined: what was missing; Function / Method: its name
+    std::string name; ///< Undefined: what was missing; Function / Method / Macro: its name
+    const Node* macro = nullptr; ///< Macro: its definition (the template outlives the render)
 
     static Value undefined(std::string what)
     {

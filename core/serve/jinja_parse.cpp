@@ -153,6 +153,9 @@ private:
             expectBlockEnd();
             return node(word == "break" ? NodeKind::Break : NodeKind::Continue, line);
         }
+        if (word == "macro") {
+            return parseMacro(line);
+        }
         if (word == "generation") {
             expectBlockEnd();
             auto n = node(NodeKind::Generation, line);
@@ -162,8 +165,34 @@ private:
         }
         fail(line,
             fmt::format("{{% {} %}} is not implemented by day0's chat-template interpreter (it "
-                        "renders if/for/set/break/continue/generation)",
+                        "renders if/for/set/macro/break/continue/generation)",
                 word));
+    }
+
+    NodePtr parseMacro(int line)
+    {
+        auto n = node(NodeKind::Macro, line);
+        n->text = expectName();
+        n->children.push_back(nullptr); // the body, below
+        expectOp("(");
+        while (!isOp(")")) {
+            n->targets.push_back(expectName());
+            NodePtr fallback;
+            if (isOp("=")) {
+                ++m_index;
+                fallback = parseExpression();
+            }
+            n->children.push_back(fallback);
+            if (!isOp(",")) {
+                break;
+            }
+            ++m_index;
+        }
+        expectOp(")");
+        expectBlockEnd();
+        n->children[0] = parseBody({ "endmacro" });
+        expectBlockEnd();
+        return n;
     }
 
     NodePtr parseIf(int line)

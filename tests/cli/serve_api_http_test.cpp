@@ -315,18 +315,18 @@ TEST(ServeApi, ChatCompletionsRenderTheChatTemplate)
 
 TEST(ServeApi, AChatTemplateOutsideTheSubsetIsRefusedByNameAndCompletionsStillServe)
 {
-    const std::string model = tinyWithTokenizer("serve_chat_macro",
-        "{% macro turn(m) %}{{ m.content }}{% endmacro %}"
+    const std::string model = tinyWithTokenizer("serve_chat_call",
+        "{% call turn(m) %}{{ m.content }}{% endcall %}"
         "{% for m in messages %}{{ turn(m) }}{% endfor %}");
-    const fs::path dir = scratchDir("serve_chat_macro_run");
+    const fs::path dir = scratchDir("serve_chat_call_run");
     Server server(model, dir);
     ASSERT_GT(server.port, 0);
     auto chat = post(server, "/v1/chat/completions",
         R"({"model":"tiny-text","messages":[{"role":"user","content":"hi"}]})");
     ASSERT_TRUE(chat);
     EXPECT_EQ(chat->status, 400);
-    EXPECT_NE(chat->body.find("{% macro %}"), std::string::npos) << chat->body;
-    EXPECT_NE(server.process->err().find("macro"), std::string::npos) << server.process->err();
+    EXPECT_NE(chat->body.find("{% call %}"), std::string::npos) << chat->body;
+    EXPECT_NE(server.process->err().find("{% call %}"), std::string::npos) << server.process->err();
     auto plain = post(server, "/v1/completions",
         R"({"model":"tiny-text","prompt":"hi","max_tokens":2,"temperature":0})");
     ASSERT_TRUE(plain);

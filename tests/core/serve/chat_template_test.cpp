@@ -95,7 +95,7 @@ TEST(ChatTemplate, RealTemplatesRenderAsJinja2Does)
             ++compared;
         }
     }
-    EXPECT_EQ(compared, 6 * 6);
+    EXPECT_EQ(compared, 7 * 6);
 }
 
 TEST(ChatTemplate, WhitespaceControlFollowsTrimAndLstripBlocks)
@@ -120,7 +120,7 @@ TEST(ChatTemplate, ConstructsOutsideTheSubsetAreRefusedByName)
         EXPECT_NE(out.find("ERROR"), std::string::npos) << source << " -> " << out;
         EXPECT_NE(out.find(name), std::string::npos) << source << " -> " << out;
     };
-    refused("{% macro m() %}x{% endmacro %}", "{% macro %}");
+    refused("{% call m() %}x{% endcall %}", "{% call %}");
     refused("{% include 'other' %}", "{% include %}");
     refused("{% raw %}x{% endraw %}", "{% raw %}");
     refused("{% filter upper %}x{% endfilter %}", "{% filter %}");
@@ -158,11 +158,11 @@ TEST(ChatTemplate, LoadsFromTokenizerConfigWithItsSpecialTokens)
     ASSERT_TRUE(loaded && loaded->has_value());
     EXPECT_EQ(*(*loaded)->render(messages, true), "HI");
     // A template outside the subset is an error naming the file and the construct.
-    std::ofstream(dir / "chat_template.jinja") << "{% macro m() %}{% endmacro %}";
+    std::ofstream(dir / "chat_template.jinja") << "{% call m() %}{% endcall %}";
     loaded = ChatTemplate::load(dir);
     ASSERT_FALSE(loaded);
     EXPECT_NE(loaded.error().message.find("chat_template.jinja"), std::string::npos);
-    EXPECT_NE(loaded.error().message.find("macro"), std::string::npos);
+    EXPECT_NE(loaded.error().message.find("{% call %}"), std::string::npos);
     fs::remove_all(dir);
     EXPECT_FALSE(ChatTemplate::load(dir)->has_value()); // no template at all
 }
