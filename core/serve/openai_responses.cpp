@@ -152,8 +152,8 @@ json tokenChunk(const ResponseShape& shape, const TokenEvent& event,
 
 json finishChunk(const ResponseShape& shape, Finish why, const StopReason& reason)
 {
-    json choice = { { "index", 0 }, { "logprobs", nullptr }, { "finish_reason", finishReason(why) },
-        { "stop_reason", stopReasonJson(reason) } };
+    json choice = { { "index", 0 }, { "token_ids", json::array() }, { "logprobs", nullptr },
+        { "finish_reason", finishReason(why) }, { "stop_reason", stopReasonJson(reason) } };
     if (shape.endpoint == Endpoint::Completions) {
         choice["text"] = "";
     } else {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace day0::serve {
@@ -12,49 +13,79 @@ Candidates candidateDistribution(std::span<const double> logits, const SamplingP
 {
     const auto vocab = std::int64_t(logits.size());
     const double inv = 1.0 / params.temperature;
-    std::vector<std::int64_t> order(std::size_t(vocab), 0);
-    std::iota(order.begin(), order.end(), std::int64_t(0));
     // Dividing by T > 0 keeps the order, so the order of the logits is the order of z.
     const auto before = [&](std::int64_t a, std::int64_t b) {
         const double la = logits[std::size_t(a)];
         const double lb = logits[std::size_t(b)];
         return la > lb || (la == lb && a < b);
     };
-    std::size_t kept = order.size();
+    std::vector<std::int64_t> kept;
     if (params.topK > 0 && params.topK < vocab) {
-        kept = std::size_t(params.topK);
-        std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(kept), order.end(), before);
+        // The k first in that order (a strict total order: ties go to the lower id), in O(V).
+        std::vector<std::int64_t> order(std::size_t(vocab), 0);
+        std::iota(order.begin(), order.end(), std::int64_t(0));
+        std::nth_element(
+            order.begin(), order.begin() + std::ptrdiff_t(params.topK - 1), order.end(), before);
+        kept.assign(order.begin(), order.begin() + std::ptrdiff_t(params.topK));
+        std::sort(kept.begin(), kept.end());
     } else {
-        std::sort(order.begin(), order.end(), before);
+        kept.resize(std::size_t(vocab));
+        std::iota(kept.begin(), kept.end(), std::int64_t(0));
     }
-    order.resize(kept);
-    const double top = logits[std::size_t(order.front())] * inv;
-    std::vector<double> probs(kept);
+    double top = -std::numeric_limits<double>::infinity();
+    for (const auto id : kept) {
+        top = std::max(top, logits[std::size_t(id)] * inv);
+    }
+    std::vector<double> probs(kept.size());
     double sum = 0.0;
-    for (std::size_t i = 0; i < kept; ++i) {
-        probs[i] = std::exp(logits[std::size_t(order[i])] * inv - top);
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+        probs[i] = std::exp(logits[std::size_t(kept[i])] * inv - top);
         sum += probs[i];
     }
     for (auto& p : probs) {
         p /= sum;
     }
     if (params.topP < 1.0) {
+        // The shortest prefix of the order whose mass reaches top_p: sort only as far as it
+        // reaches (64 first, then 4x more), since the mass is usually in a few tokens.
+        std::vector<std::size_t> byProb(kept.size());
+        std::iota(byProb.begin(), byProb.end(), std::size_t(0));
+        const auto likelier
+            = [&](std::size_t a, std::size_t b) { return before(kept[a], kept[b]); };
+        std::size_t sorted = 0;
+        std::size_t cut = kept.size();
         double cumulative = 0.0;
-        std::size_t n = 0;
-        while (n < kept) {
-            cumulative += probs[n++];
-            if (cumulative >= params.topP) {
+        for (std::size_t n = std::min<std::size_t>(64, kept.size()); cut == kept.size();
+             n = std::min(n * 4, kept.size())) {
+            std::partial_sort(byProb.begin() + std::ptrdiff_t(sorted),
+                byProb.begin() + std::ptrdiff_t(n), byProb.end(), likelier);
+            for (; sorted < n; ++sorted) {
+                cumulative += probs[byProb[sorted]];
+                if (cumulative >= params.topP) {
+                    cut = sorted + 1;
+                    break;
+                }
+            }
+            if (n == kept.size()) {
                 break;
             }
         }
-        order.resize(n);
-        probs.resize(n);
-        const double mass = std::accumulate(probs.begin(), probs.end(), 0.0);
-        for (auto& p : probs) {
-            p /= mass;
+        byProb.resize(cut);
+        std::sort(byProb.begin(), byProb.end()); // back to id order
+        std::vector<std::int64_t> ids;
+        std::vector<double> mass;
+        double total = 0.0;
+        for (const auto i : byProb) {
+            ids.push_back(kept[i]);
+            mass.push_back(probs[i]);
+            total += probs[i];
         }
+        for (auto& p : mass) {
+            p /= total;
+        }
+        return { std::move(ids), std::move(mass) };
     }
-    return { std::move(order), std::move(probs) };
+    return { std::move(kept), std::move(probs) };
 }
 
 double uniform53(std::mt19937_64& generator) { return double(generator() >> 11) * 0x1.0p-53; }

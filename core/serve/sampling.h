@@ -17,8 +17,8 @@ struct SamplingParams {
     [[nodiscard]] bool greedy() const { return temperature == 0.0; }
 };
 
-/// The distribution a Sampler draws from: candidate ids, likeliest first (ties: lower id first),
-/// and their probabilities, which sum to 1.
+/// The distribution a Sampler draws from: the candidate ids in increasing id order and their
+/// probabilities, which sum to 1.
 struct Candidates {
     std::vector<std::int64_t> ids;
     std::vector<double> probs;
@@ -27,10 +27,11 @@ struct Candidates {
 /// The tokens a request may draw and their probabilities, in this order:
 ///   1. logits l (the model's last row, in double);
 ///   2. temperature: z = l / T (T > 0; T = 0 is greedy and never gets here);
-///   3. top-k: the candidates ordered by z descending, ties by the lower id, cut to the first k;
+///   3. top-k: in the order of z descending, ties by the lower id, the first k are kept;
 ///   4. top-p: p = softmax(z) over what top-k kept; the shortest prefix of that order whose
 ///      cumulative p reaches top_p (at least one token) is kept;
 ///   5. softmax again over the kept tokens (p renormalised to sum 1).
+/// O(V) without top-p; top-p sorts only the prefix it keeps (in steps of 4x from 64).
 Candidates candidateDistribution(std::span<const double> logits, const SamplingParams& params);
 
 /// A uniform double in [0, 1) from the top 53 bits of one mt19937_64 output: (x >> 11) · 2^-53.
@@ -39,8 +40,9 @@ Candidates candidateDistribution(std::span<const double> logits, const SamplingP
 double uniform53(std::mt19937_64& generator);
 
 /// One request's sampler: candidateDistribution, then one draw per token from a per-request
-/// std::mt19937_64 (seeded with `seed`, or from std::random_device without one) by inverse CDF:
-/// u = uniform53(generator), the first candidate whose cumulative probability exceeds u. Greedy
+/// std::mt19937_64 (seeded with `seed`, or from std::random_device without one) by inverse CDF
+/// over the candidates in id order: u = uniform53(generator), the first candidate whose
+/// cumulative probability exceeds u. Greedy
 /// (temperature 0) picks exec::greedyToken and draws nothing. The generator belongs to the
 /// request, so a seeded request gives the same tokens whatever else the server runs beside it.
 /// Thread-compatible.

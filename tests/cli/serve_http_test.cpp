@@ -52,11 +52,16 @@ TEST(ServeCli, GreedyTokensEqualRunStreamedOrNot)
             continue;
         }
         const auto& c = e["choices"][0];
-        for (const auto& t : c["token_ids"]) {
-            tokens.push_back(t.get<std::int64_t>());
-        }
         if (!c["finish_reason"].is_null()) {
             finish = c["finish_reason"].get<std::string>();
+        }
+        // The end may come in a chunk of its own, without a token (and so without logprobs).
+        const auto ids = c.value("token_ids", json::array());
+        if (ids.empty()) {
+            continue;
+        }
+        for (const auto& t : ids) {
+            tokens.push_back(t.get<std::int64_t>());
         }
         // The chosen (greedy) token is the likeliest: its log-probability tops the top 3.
         const auto& lp = c["logprobs"];

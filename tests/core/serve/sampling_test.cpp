@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 
 using namespace day0::serve;
@@ -51,16 +53,56 @@ constexpr double kChi1 = 10.83;
 
 } // namespace
 
-TEST(Sampling, CandidatesAreOrderedByLogitThenIdAndNormalised)
+TEST(Sampling, CandidatesAreInIdOrderAndNormalised)
 {
     const std::vector<double> logits { 1.0, 3.0, 2.0, 3.0 };
     SamplingParams p;
-    const auto c = candidateDistribution(logits, p);
-    EXPECT_EQ(c.ids, (std::vector<std::int64_t> { 1, 3, 2, 0 }));
+    auto c = candidateDistribution(logits, p);
+    EXPECT_EQ(c.ids, (std::vector<std::int64_t> { 0, 1, 2, 3 }));
     const double z = 2 * std::exp(3.0) + std::exp(2.0) + std::exp(1.0);
-    EXPECT_NEAR(c.probs[0], std::exp(3.0) / z, 1e-15);
+    EXPECT_NEAR(c.probs[0], std::exp(1.0) / z, 1e-15);
+    EXPECT_NEAR(c.probs[1], std::exp(3.0) / z, 1e-15);
     EXPECT_NEAR(c.probs[2], std::exp(2.0) / z, 1e-15);
-    EXPECT_NEAR(c.probs[3], std::exp(1.0) / z, 1e-15);
+    // top-k ranks by logit, ties to the lower id: k = 1 keeps 1 of the tied 1 and 3; k = 3 drops 0.
+    p.topK = 1;
+    EXPECT_EQ(candidateDistribution(logits, p).ids, (std::vector<std::int64_t> { 1 }));
+    p.topK = 3;
+    EXPECT_EQ(candidateDistribution(logits, p).ids, (std::vector<std::int64_t> { 1, 2, 3 }));
+    // top-p ranks the same way: 1 holds e³/z = 0.3995, 1 and 3 hold 0.799.
+    p.topK = 0;
+    p.topP = 0.75;
+    EXPECT_EQ(candidateDistribution(logits, p).ids, (std::vector<std::int64_t> { 1, 3 }));
+    p.topP = 0.39;
+    EXPECT_EQ(candidateDistribution(logits, p).ids, (std::vector<std::int64_t> { 1 }));
+}
+
+TEST(Sampling, TopPOverALargeVocabularyKeepsTheShortestPrefix)
+{
+    // 5000 tokens with p ∝ 0.999^rank in a shuffled id order: the prefix that reaches top_p is
+    // longer than the first sorting step (64), so the sort has to go on.
+    std::vector<std::int64_t> rankOf(5000);
+    std::iota(rankOf.begin(), rankOf.end(), 0);
+    std::shuffle(rankOf.begin(), rankOf.end(), std::mt19937_64(3));
+    std::vector<double> logits(5000);
+    for (std::size_t id = 0; id < logits.size(); ++id) {
+        logits[id] = double(rankOf[id]) * std::log(0.999);
+    }
+    double total = 0.0;
+    for (int r = 0; r < 5000; ++r) {
+        total += std::pow(0.999, r);
+    }
+    SamplingParams p;
+    p.topP = 0.5;
+    std::int64_t want = 0;
+    for (double mass = 0.0; mass < 0.5; ++want) {
+        mass += std::pow(0.999, double(want)) / total;
+    }
+    const auto c = candidateDistribution(logits, p);
+    ASSERT_EQ(std::int64_t(c.ids.size()), want);
+    for (const auto id : c.ids) {
+        EXPECT_LT(rankOf[std::size_t(id)], want);
+    }
+    EXPECT_TRUE(std::is_sorted(c.ids.begin(), c.ids.end()));
 }
 
 TEST(Sampling, TemperatureThenTopKThenTopP)
