@@ -42,7 +42,7 @@ struct ServedModel {
     const ChatTemplate* chatTemplate = nullptr;
 };
 
-/// A validated /v1/completions request.
+/// A validated /v1/completions or /v1/chat/completions request.
 struct CompletionParams {
     GenerationRequest generation;
     bool stream = false;
@@ -81,8 +81,7 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
 /// Validates a /v1/completions body against the OpenAI completions API and what day0 serve
 /// honours: every field it does not honour (n > 1, best_of, penalties, echo, ...) is refused by
 /// name rather than ignored. A text prompt goes through the model's tokenizer (with its BOS, as
-/// `day0 run
-/// --prompt`); a token-id prompt is used as given.
+/// `day0 run --prompt`); a token-id prompt is used as given.
 std::variant<CompletionParams, ApiError> parseCompletionRequest(
     const std::string& body, const ServedModel& model);
 
