@@ -23,7 +23,11 @@ packages=(
     libopenmpi-dev openmpi-bin
     clang libclang-rt-14-dev
     python3 python3-numpy python3-torch
+    nodejs
 )
+# The openai Node.js client test (tests/cli/openai_client) needs npm too; a nodejs that bundles it
+# (NodeSource's) needs no separate package.
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -50,6 +54,10 @@ build)
     echo "setup: built into $build" >&2
     ;;
 test)
+    # The official openai npm client, pinned by package-lock.json, for day0 serve's client test
+    # (it skips, saying why, when this could not be installed).
+    (cd "$root/tests/cli/openai_client" && npm ci --no-audit --no-fund >/dev/null) \
+        || echo "setup: npm ci in tests/cli/openai_client failed; the openai client test will skip" >&2
     cd "$build"
     ctest --output-on-failure --parallel "$jobs" --timeout 900
     ;;

@@ -1,5 +1,6 @@
 // day0 serve <checkpoint>: an OpenAI-compatible HTTP server over the CPU reference engine
-// (core/serve): greedy completions, streamed or not, scheduled step by step; SIGTERM drains.
+// (core/serve): completions and chat completions (the checkpoint's chat template), greedy or
+// sampled, streamed or not, scheduled step by step; SIGTERM drains.
 #include "command.h"
 #include "exec/precision.h"
 #include "interrupt.h"
@@ -64,6 +65,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
     model.vocabSize = scheduler.spec().vocabSize;
     model.contextLimit = scheduler.contextLimit();
     model.tokenizer = loaded->tokenizer.get();
+    model.chatTemplate = loaded->chat ? &*loaded->chat : nullptr;
     serve::ServerOptions o;
     o.host = a.host;
     o.port = a.port;
@@ -86,6 +88,9 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
             model.name, url, a.precision, a.maxRunning, a.maxQueued, model.contextLimit);
     }
     std::fflush(stdout);
+    if (loaded->chatTemplateUnusable) {
+        printWarning("/v1/chat/completions is refused: " + o.chatRefusal);
+    }
     std::atomic<bool> ended { false };
     std::thread http([&] {
         server.serve();
@@ -119,8 +124,9 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
 }
 
 const bool registered = registerCommand({ "serve",
-    "OpenAI-compatible HTTP server (/v1/completions, SSE streaming, /metrics) over the CPU "
-    "reference engine, greedy decoding, step-level scheduling",
+    "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, SSE streaming, "
+    "/metrics) over the CPU reference engine: greedy or seeded sampling, stop strings, the "
+    "checkpoint's chat template, step-level scheduling",
     55, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto a = std::make_shared<ServeArgs>();
         app.add_option(

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string_view>
 
 namespace day0::serve {
@@ -114,12 +115,128 @@ std::optional<ApiError> onlyDefault(const nlohmann::json& body, const std::strin
         "unsupported_parameter");
 }
 
+/// A number field in [lo, hi] (hi inclusive; lo inclusive unless `loOpen`).
+std::variant<double, ApiError> numberIn(
+    const nlohmann::json& v, const std::string& name, double lo, double hi, bool loOpen)
+{
+    if (!v.is_number()) {
+        return bad(name, fmt::format("'{}' must be a number, got {}", name, typeName(v)));
+    }
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x > hi || x < lo || (loOpen && x == lo)) {
+        return bad(name,
+            fmt::format(
+                "'{}' must be in {}{}, {}], got {}", name, loOpen ? "(" : "[", lo, hi, v.dump()));
+    }
+    return x;
+}
+
 } // namespace
 
-std::variant<CompletionParams, ApiError> parseCompletionRequest(
-    const std::string& body, const ServedModel& model)
+std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams& out)
 {
-    const auto json = nlohmann::json::parse(body, nullptr, false);
+    const auto present
+        = [&](const char* key) { return json.contains(key) && !json[key].is_null(); };
+    if (present("temperature")) {
+        auto t = numberIn(json["temperature"], "temperature", 0.0, 2.0, false);
+        if (auto* e = std::get_if<ApiError>(&t)) {
+            return *e;
+        }
+        out.temperature = std::get<double>(t);
+    }
+    if (present("top_p")) {
+        auto p = numberIn(json["top_p"], "top_p", 0.0, 1.0, true);
+        if (auto* e = std::get_if<ApiError>(&p)) {
+            return *e;
+        }
+        out.topP = std::get<double>(p);
+    }
+    if (present("top_k")) {
+        auto k = integerField(json["top_k"], "top_k");
+        if (auto* e = std::get_if<ApiError>(&k)) {
+            return *e;
+        }
+        const std::int64_t v = std::get<std::int64_t>(k);
+        if (v < -1) {
+            return bad("top_k",
+                fmt::format("'top_k' must be -1 or 0 (off) or a positive count, got {}", v));
+        }
+        out.topK = std::max<std::int64_t>(v, 0);
+    }
+    if (present("seed")) {
+        if (!json["seed"].is_number_integer()) {
+            return bad(
+                "seed", fmt::format("'seed' must be an integer, got {}", typeName(json["seed"])));
+        }
+        // Any 64-bit integer; a negative one seeds with its two's complement bits.
+        out.seed = json["seed"].is_number_unsigned()
+            ? json["seed"].get<std::uint64_t>()
+            : std::uint64_t(json["seed"].get<std::int64_t>());
+    }
+    return std::nullopt;
+}
+
+std::optional<ApiError> parseStops(
+    const nlohmann::json& json, const ServedModel& model, GenerationRequest& out)
+{
+    out.tokenizer = model.tokenizer;
+    if (json.contains("stop") && !json["stop"].is_null()) {
+        const auto& v = json["stop"];
+        std::vector<std::string> stops;
+        if (v.is_string()) {
+            stops.push_back(v.get<std::string>());
+        } else if (v.is_array()) {
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                if (!v[i].is_string()) {
+                    return bad("stop",
+                        fmt::format("stop[{}] must be a string, got {}", i, typeName(v[i])));
+                }
+                stops.push_back(v[i].get<std::string>());
+            }
+        } else {
+            return bad("stop",
+                fmt::format("'stop' must be a string or an array of strings, got {}", typeName(v)));
+        }
+        if (stops.size() > 4) {
+            return bad("stop", fmt::format("'stop' holds {} strings; at most 4", stops.size()));
+        }
+        for (const auto& stop : stops) {
+            if (stop.empty()) {
+                return bad("stop", "a stop string must not be empty");
+            }
+        }
+        if (!stops.empty() && model.tokenizer == nullptr) {
+            return bad("stop",
+                fmt::format("model '{}' has no tokenizer (tokenizer.json), so its output has no "
+                            "text to match stop strings in; use 'stop_token_ids'",
+                    model.name));
+        }
+        out.stop = std::move(stops);
+    }
+    if (json.contains("stop_token_ids") && !json["stop_token_ids"].is_null()) {
+        const auto& v = json["stop_token_ids"];
+        if (!v.is_array()) {
+            return bad("stop_token_ids",
+                fmt::format("'stop_token_ids' must be an array of token ids, got {}", typeName(v)));
+        }
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 0
+                || v[i].get<std::int64_t>() >= model.vocabSize) {
+                return bad("stop_token_ids",
+                    fmt::format("stop_token_ids[{}] = {} is not a token id of model '{}' (0..{})",
+                        i, v[i].dump(), model.name, model.vocabSize - 1));
+            }
+            out.stopTokenIds.insert(v[i].get<std::int64_t>());
+        }
+    }
+    return std::nullopt;
+}
+
+std::variant<nlohmann::json, ApiError> parseEnvelope(const std::string& body,
+    const ServedModel& model, std::span<const std::string_view> known,
+    std::span<const Refusal> refusals)
+{
+    auto json = nlohmann::json::parse(body, nullptr, false);
     if (json.is_discarded()) {
         return bad({}, "the request body is not valid JSON", "invalid_json");
     }
@@ -127,11 +244,8 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
         return bad(
             {}, fmt::format("the request body must be a JSON object, got {}", typeName(json)));
     }
-    static constexpr std::array<std::string_view, 17> kKnown = { "model", "prompt", "max_tokens",
-        "stream", "stream_options", "logprobs", "temperature", "top_p", "n", "best_of",
-        "presence_penalty", "frequency_penalty", "seed", "echo", "ignore_eos", "user", "stop" };
     for (const auto& [key, value] : json.items()) {
-        if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
+        if (std::find(known.begin(), known.end(), key) == known.end()) {
             return bad(
                 key, fmt::format("unsupported parameter '{}'", key), "unsupported_parameter");
         }
@@ -148,38 +262,24 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
         e.type = "NotFoundError";
         return e;
     }
-    for (const auto& [name, neutral, why] :
-        std::array<std::tuple<const char*, nlohmann::json, const char*>, 8> {
-            { { "temperature", 0, "day0 serve decodes greedily (temperature 0)" },
-                { "top_p", 1, "day0 serve decodes greedily" },
-                { "n", 1, "one completion per request" },
-                { "best_of", 1, "one completion per request" },
-                { "presence_penalty", 0, "no penalties are applied" },
-                { "frequency_penalty", 0, "no penalties are applied" },
-                { "echo", false, "the prompt is not echoed" },
-                { "stop", nlohmann::json::array(),
-                    "stop strings are not supported yet (#23)" } } }) {
-        if (auto refused = onlyDefault(json, name, neutral, why)) {
+    for (const auto& r : refusals) {
+        if (auto refused = onlyDefault(json, r.field, r.neutral, r.why)) {
             return *refused;
         }
     }
-    // `seed` and `user` are accepted: greedy decoding needs no seed, and the user is only a tag.
-    if (json.contains("seed") && !json["seed"].is_null() && !json["seed"].is_number_integer()) {
-        return bad(
-            "seed", fmt::format("'seed' must be an integer, got {}", typeName(json["seed"])));
-    }
-    if (json.contains("user") && !json["user"].is_string()) {
+    // `user` is accepted: it is only a tag.
+    if (json.contains("user") && !json["user"].is_null() && !json["user"].is_string()) {
         return bad("user", fmt::format("'user' must be a string, got {}", typeName(json["user"])));
     }
-    if (!json.contains("prompt")) {
-        return bad("prompt", "'prompt' is required");
-    }
-    auto ids = promptIds(json["prompt"], model);
-    if (auto* e = std::get_if<ApiError>(&ids)) {
+    return json;
+}
+
+std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const ServedModel& model,
+    std::span<const char* const> maxKeys, std::int64_t defaultMax, CompletionParams& p)
+{
+    if (auto e = parseSampling(json, p.generation.sampling)) {
         return *e;
     }
-    CompletionParams p;
-    p.generation.prompt = std::move(std::get<0>(ids));
     const auto promptLength = std::int64_t(p.generation.prompt.size());
     if (promptLength >= model.contextLimit) {
         return bad("prompt",
@@ -188,26 +288,28 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
                 promptLength, model.name, model.contextLimit),
             "context_length_exceeded");
     }
-    if (json.contains("max_tokens") && !json["max_tokens"].is_null()) {
-        auto max = integerField(json["max_tokens"], "max_tokens");
+    // The default, cut to what fits.
+    p.generation.maxTokens = std::min<std::int64_t>(defaultMax, model.contextLimit - promptLength);
+    for (const char* key : maxKeys) {
+        if (!json.contains(key) || json[key].is_null()) {
+            continue;
+        }
+        auto max = integerField(json[key], key);
         if (auto* e = std::get_if<ApiError>(&max)) {
             return *e;
         }
         p.generation.maxTokens = std::get<0>(max);
         if (p.generation.maxTokens < 1) {
-            return bad("max_tokens",
-                fmt::format("'max_tokens' must be at least 1, got {}", p.generation.maxTokens));
+            return bad(
+                key, fmt::format("'{}' must be at least 1, got {}", key, p.generation.maxTokens));
         }
         if (promptLength + p.generation.maxTokens > model.contextLimit) {
-            return bad("max_tokens",
-                fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceed the {} tokens "
-                            "model '{}' fits per request",
-                    promptLength, p.generation.maxTokens, model.contextLimit, model.name),
+            return bad(key,
+                fmt::format("the prompt ({} tokens) plus {} ({}) exceed the {} tokens model '{}' "
+                            "fits per request",
+                    promptLength, key, p.generation.maxTokens, model.contextLimit, model.name),
                 "context_length_exceeded");
         }
-    } else {
-        // The OpenAI completions default, cut to what fits.
-        p.generation.maxTokens = std::min<std::int64_t>(16, model.contextLimit - promptLength);
     }
     if (json.contains("stream") && !json["stream"].is_null()) {
         if (!json["stream"].is_boolean()) {
@@ -237,6 +339,53 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
             p.includeUsage = value.get<bool>();
         }
     }
+    if (auto e = parseStops(json, model, p.generation)) {
+        return *e;
+    }
+    if (json.contains("ignore_eos") && !json["ignore_eos"].is_null()) {
+        if (!json["ignore_eos"].is_boolean()) {
+            return bad("ignore_eos",
+                fmt::format(
+                    "'ignore_eos' must be a boolean, got {}", typeName(json["ignore_eos"])));
+        }
+        p.generation.ignoreEos = json["ignore_eos"].get<bool>();
+    }
+    return std::nullopt;
+}
+
+std::variant<CompletionParams, ApiError> parseCompletionRequest(
+    const std::string& body, const ServedModel& model)
+{
+    static constexpr std::array<std::string_view, 19> kKnown
+        = { "model", "prompt", "max_tokens", "stream", "stream_options", "logprobs", "temperature",
+              "top_p", "top_k", "n", "best_of", "presence_penalty", "frequency_penalty", "seed",
+              "echo", "ignore_eos", "user", "stop", "stop_token_ids" };
+    static const std::array<Refusal, 5> kRefused = { {
+        { "n", 1, "one completion per request" },
+        { "best_of", 1, "one completion per request" },
+        { "presence_penalty", 0, "no penalties are applied" },
+        { "frequency_penalty", 0, "no penalties are applied" },
+        { "echo", false, "the prompt is not echoed" },
+    } };
+    auto envelope = parseEnvelope(body, model, kKnown, kRefused);
+    if (auto* e = std::get_if<ApiError>(&envelope)) {
+        return *e;
+    }
+    const auto& json = std::get<nlohmann::json>(envelope);
+    if (!json.contains("prompt")) {
+        return bad("prompt", "'prompt' is required");
+    }
+    auto ids = promptIds(json["prompt"], model);
+    if (auto* e = std::get_if<ApiError>(&ids)) {
+        return *e;
+    }
+    CompletionParams p;
+    p.generation.prompt = std::move(std::get<0>(ids));
+    static constexpr std::array<const char*, 1> kMax = { "max_tokens" };
+    // 16: the OpenAI completions default.
+    if (auto e = parseGenerationFields(json, model, kMax, 16, p)) {
+        return *e;
+    }
     if (json.contains("logprobs") && !json["logprobs"].is_null()) {
         auto k = integerField(json["logprobs"], "logprobs");
         if (auto* e = std::get_if<ApiError>(&k)) {
@@ -248,76 +397,7 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
         }
         p.generation.topLogprobs = int(n);
     }
-    if (json.contains("ignore_eos") && !json["ignore_eos"].is_null()) {
-        if (!json["ignore_eos"].is_boolean()) {
-            return bad("ignore_eos",
-                fmt::format(
-                    "'ignore_eos' must be a boolean, got {}", typeName(json["ignore_eos"])));
-        }
-        p.generation.ignoreEos = json["ignore_eos"].get<bool>();
-    }
     return p;
-}
-
-namespace {
-
-/// Length of the longest prefix of `s` that does not end inside a UTF-8 character.
-std::size_t completeUtf8Prefix(const std::string& s)
-{
-    std::size_t end = s.size();
-    // Walk back over at most three continuation bytes to the lead byte of the last character.
-    std::size_t i = end;
-    int continuation = 0;
-    while (i > 0 && continuation < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) {
-        --i;
-        ++continuation;
-    }
-    if (i == 0) {
-        return continuation > 0 ? 0 : end;
-    }
-    const auto lead = static_cast<unsigned char>(s[i - 1]);
-    int need = 0;
-    if ((lead & 0x80) == 0) {
-        need = 0;
-    } else if ((lead & 0xE0) == 0xC0) {
-        need = 1;
-    } else if ((lead & 0xF0) == 0xE0) {
-        need = 2;
-    } else if ((lead & 0xF8) == 0xF0) {
-        need = 3;
-    } else {
-        return end; // not UTF-8 at all: nothing to wait for
-    }
-    return continuation < need ? i - 1 : end;
-}
-
-} // namespace
-
-std::string TextStreamer::add(std::int64_t token)
-{
-    if (m_tokenizer == nullptr) {
-        return {};
-    }
-    m_ids.push_back(token);
-    const std::string all = m_tokenizer->decode(m_ids);
-    const std::size_t ready = completeUtf8Prefix(all);
-    if (ready <= m_emitted) {
-        return {};
-    }
-    std::string piece = all.substr(m_emitted, ready - m_emitted);
-    m_emitted = ready;
-    return piece;
-}
-
-std::string TextStreamer::flush()
-{
-    if (m_tokenizer == nullptr) {
-        return {};
-    }
-    const std::string all = m_tokenizer->decode(m_ids);
-    std::string rest = all.size() > m_emitted ? all.substr(m_emitted) : std::string();
-    m_emitted = all.size();
-    return rest;
 }
 
 std::string tokenText(const tokenizer::Tokenizer* tokenizer, std::int64_t token)

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 
 namespace day0::tokenizer {
@@ -13,6 +16,8 @@ class Tokenizer;
 }
 
 namespace day0::serve {
+
+class ChatTemplate;
 
 /// An error as the OpenAI API returns it: an HTTP status and the body
 /// {"error": {"message", "type", "param", "code"}}.
@@ -32,40 +37,53 @@ struct ServedModel {
     std::int64_t vocabSize = 0;
     std::int64_t contextLimit = 0; ///< prompt + max_tokens of one request, at most
     const tokenizer::Tokenizer* tokenizer = nullptr; ///< null: token-id prompts only
+    /// The chat template (chat_template.h); null: /v1/chat/completions is refused with
+    /// ServerOptions::chatRefusal.
+    const ChatTemplate* chatTemplate = nullptr;
 };
 
-/// A validated /v1/completions request.
+/// A validated /v1/completions or /v1/chat/completions request.
 struct CompletionParams {
     GenerationRequest generation;
     bool stream = false;
     bool includeUsage = false; ///< stream_options.include_usage: a last chunk with the usage
 };
 
+/// Reads temperature (a number in [0, 2]; absent: 1, the OpenAI default), top_p (in (0, 1]),
+/// top_k (an integer; -1 and 0 are off) and seed (any integer) of a request into `out`.
+std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams& out);
+
+/// Reads `stop` (a string or up to 4 non-empty strings; needs the model's tokenizer) and
+/// `stop_token_ids` (vLLM's extension) into `out`, and points `out` at the model's tokenizer.
+std::optional<ApiError> parseStops(
+    const nlohmann::json& json, const ServedModel& model, GenerationRequest& out);
+
+/// A field accepted only at the value that means "off"; any other is refused by name.
+struct Refusal {
+    const char* field;
+    nlohmann::json neutral;
+    const char* why;
+};
+
+/// Parses a request body as a JSON object and checks what every endpoint checks: each key is in
+/// `known` (else a 400 naming it), `model` names the served model (else a 404), each of
+/// `refusals` is off, `user` is a string.
+std::variant<nlohmann::json, ApiError> parseEnvelope(const std::string& body,
+    const ServedModel& model, std::span<const std::string_view> known,
+    std::span<const Refusal> refusals);
+
+/// Reads what both endpoints share once `p.generation.prompt` is set: the sampling fields,
+/// max_tokens under any of `maxKeys` (absent: `defaultMax`, cut to what fits), stream,
+/// stream_options, stop, stop_token_ids, ignore_eos.
+std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const ServedModel& model,
+    std::span<const char* const> maxKeys, std::int64_t defaultMax, CompletionParams& p);
+
 /// Validates a /v1/completions body against the OpenAI completions API and what day0 serve
-/// decodes (greedy only): every field it does not honour is refused by name rather than
-/// ignored. A text prompt goes through the model's tokenizer (with its BOS, as `day0 run
-/// --prompt`); a token-id prompt is used as given.
+/// honours: every field it does not honour (n > 1, best_of, penalties, echo, ...) is refused by
+/// name rather than ignored. A text prompt goes through the model's tokenizer (with its BOS, as
+/// `day0 run --prompt`); a token-id prompt is used as given.
 std::variant<CompletionParams, ApiError> parseCompletionRequest(
     const std::string& body, const ServedModel& model);
-
-/// Text pieces of a stream of generated tokens, emitted only up to complete UTF-8 characters
-/// (a byte-level token may end inside one).
-class TextStreamer {
-public:
-    explicit TextStreamer(const tokenizer::Tokenizer* tokenizer)
-        : m_tokenizer(tokenizer)
-    {
-    }
-    /// The text the tokens added so far add; empty without a tokenizer.
-    std::string add(std::int64_t token);
-    /// Whatever is left at the end (an incomplete character, kept as is).
-    std::string flush();
-
-private:
-    const tokenizer::Tokenizer* m_tokenizer;
-    std::vector<std::int64_t> m_ids;
-    std::size_t m_emitted = 0;
-};
 
 /// The token's text for logprobs: its decoded text, or "token_id:N" without a tokenizer (vLLM's
 /// spelling with --return-tokens-as-token-ids).

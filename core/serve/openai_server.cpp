@@ -1,5 +1,8 @@
 #include "serve/openai_server.h"
 
+#include "serve/chat_protocol.h"
+#include "serve/openai_responses.h"
+
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -15,39 +18,6 @@ void reply(httplib::Response& res, const ApiError& error)
 {
     res.status = error.status;
     res.set_content(dumpJsonSafe(error.body()), "application/json");
-}
-
-const char* finishName(Finish why) { return why == Finish::Stop ? "stop" : "length"; }
-
-nlohmann::json usageJson(std::int64_t prompt, std::int64_t completion)
-{
-    return { { "prompt_tokens", prompt }, { "completion_tokens", completion },
-        { "total_tokens", prompt + completion } };
-}
-
-/// The legacy completions `logprobs` object of some tokens: tokens, token_logprobs,
-/// top_logprobs (a map of token text to log-probability), text_offset.
-nlohmann::json logprobsJson(const std::vector<TokenEvent>& events,
-    const tokenizer::Tokenizer* tokenizer, std::int64_t offset)
-{
-    nlohmann::json tokens = nlohmann::json::array();
-    nlohmann::json values = nlohmann::json::array();
-    nlohmann::json tops = nlohmann::json::array();
-    nlohmann::json offsets = nlohmann::json::array();
-    for (const auto& e : events) {
-        const std::string text = tokenText(tokenizer, e.token);
-        tokens.push_back(text);
-        values.push_back(e.logprob);
-        nlohmann::json top = nlohmann::json::object();
-        for (const auto& [id, lp] : e.top) {
-            top[tokenText(tokenizer, id)] = lp;
-        }
-        tops.push_back(top);
-        offsets.push_back(offset);
-        offset += std::int64_t(text.size());
-    }
-    return { { "tokens", tokens }, { "token_logprobs", values }, { "top_logprobs", tops },
-        { "text_offset", offsets } };
 }
 
 ApiError admissionError(const Scheduler::Submitted& s)
@@ -74,6 +44,25 @@ ApiError admissionError(const Scheduler::Submitted& s)
     return e;
 }
 
+ApiError draining()
+{
+    ApiError e;
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.code = "draining";
+    e.message = "the server is shutting down and accepts no new requests";
+    return e;
+}
+
+ApiError requestFailed(const RequestStream::Batch& batch)
+{
+    ApiError e;
+    e.status = 500;
+    e.type = "internal_server_error";
+    e.message = batch.error.empty() ? "the request was cancelled" : batch.error;
+    return e;
+}
+
 } // namespace
 
 struct OpenAiServer::Impl {
@@ -91,8 +80,12 @@ struct OpenAiServer::Impl {
     }
 
     void completions(const httplib::Request& req, httplib::Response& res);
-    void streamCompletion(httplib::Response& res, std::shared_ptr<RequestStream> stream,
-        const CompletionParams& params, const std::string& id, std::int64_t created);
+    void chat(const httplib::Request& req, httplib::Response& res);
+    /// Submits `generation` and answers with its tokens as `shape` says, streamed or not.
+    void generate(httplib::Response& res, const GenerationRequest& generation, ResponseShape shape,
+        bool stream, bool includeUsage);
+    void streamResponse(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+        ResponseShape shape, std::int64_t promptTokens, bool includeUsage);
 };
 
 OpenAiServer::OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOptions options)
@@ -127,23 +120,27 @@ OpenAiServer::OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOption
     });
     http.Post("/v1/completions", [this, impl](const httplib::Request& req, httplib::Response& res) {
         if (m_refusing) {
-            ApiError e;
-            e.status = 503;
-            e.type = "service_unavailable";
-            e.code = "draining";
-            e.message = "the server is shutting down and accepts no new requests";
-            reply(res, e);
+            reply(res, draining());
             return;
         }
         impl->completions(req, res);
     });
-    http.Post("/v1/chat/completions", [impl](const httplib::Request&, httplib::Response& res) {
-        ApiError e;
-        e.param = "messages";
-        e.code = "chat_template_unavailable";
-        e.message = impl->options.chatRefusal;
-        reply(res, e);
-    });
+    http.Post(
+        "/v1/chat/completions", [this, impl](const httplib::Request& req, httplib::Response& res) {
+            if (m_refusing) {
+                reply(res, draining());
+                return;
+            }
+            if (impl->model.chatTemplate == nullptr) {
+                ApiError e;
+                e.param = "messages";
+                e.code = "chat_template_unavailable";
+                e.message = impl->options.chatRefusal;
+                reply(res, e);
+                return;
+            }
+            impl->chat(req, res);
+        });
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty()) {
@@ -206,15 +203,41 @@ void OpenAiServer::Impl::completions(const httplib::Request& req, httplib::Respo
         return;
     }
     const auto params = std::get<CompletionParams>(std::move(parsed));
-    auto submitted = scheduler.submit(params.generation);
+    ResponseShape shape;
+    shape.endpoint = Endpoint::Completions;
+    shape.id = fmt::format("cmpl-day0-{}", nextId++);
+    generate(res, params.generation, std::move(shape), params.stream, params.includeUsage);
+}
+
+void OpenAiServer::Impl::chat(const httplib::Request& req, httplib::Response& res)
+{
+    auto parsed = parseChatRequest(req.body, model, *model.chatTemplate);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+        reply(res, *e);
+        return;
+    }
+    const auto params = std::get<CompletionParams>(std::move(parsed));
+    ResponseShape shape;
+    shape.endpoint = Endpoint::ChatCompletions;
+    shape.id = fmt::format("chatcmpl-day0-{}", nextId++);
+    generate(res, params.generation, std::move(shape), params.stream, params.includeUsage);
+}
+
+void OpenAiServer::Impl::generate(httplib::Response& res, const GenerationRequest& generation,
+    ResponseShape shape, bool stream, bool includeUsage)
+{
+    auto submitted = scheduler.submit(generation);
     if (submitted.admission != Scheduler::Admission::Accepted) {
         reply(res, admissionError(submitted));
         return;
     }
-    const std::string id = fmt::format("cmpl-day0-{}", nextId++);
-    const auto created = std::int64_t(std::time(nullptr));
-    if (params.stream) {
-        streamCompletion(res, submitted.stream, params, id, created);
+    shape.created = std::int64_t(std::time(nullptr));
+    shape.model = model.name;
+    shape.tokenizer = model.tokenizer;
+    shape.topLogprobs = generation.topLogprobs;
+    const auto promptTokens = std::int64_t(generation.prompt.size());
+    if (stream) {
+        streamResponse(res, submitted.stream, std::move(shape), promptTokens, includeUsage);
         return;
     }
     // Not streamed: wait for the end. (cpp-httplib 0.11 cannot tell that such a client has
@@ -226,91 +249,61 @@ void OpenAiServer::Impl::completions(const httplib::Request& req, httplib::Respo
         events.insert(events.end(), batch.tokens.begin(), batch.tokens.end());
     } while (!batch.finish);
     if (*batch.finish == Finish::Failed || *batch.finish == Finish::Cancelled) {
-        ApiError e;
-        e.status = 500;
-        e.type = "internal_server_error";
-        e.message = batch.error.empty() ? "the request was cancelled" : batch.error;
-        reply(res, e);
+        reply(res, requestFailed(batch));
         return;
     }
-    TextStreamer text(model.tokenizer);
-    std::string all;
-    std::vector<std::int64_t> ids;
-    for (const auto& e : events) {
-        all += text.add(e.token);
-        ids.push_back(e.token);
-    }
-    all += text.flush();
-    nlohmann::json choice
-        = { { "index", 0 }, { "text", all }, { "finish_reason", finishName(*batch.finish) },
-              { "token_ids", ids }, { "logprobs", nullptr } };
-    if (params.generation.topLogprobs >= 0) {
-        choice["logprobs"] = logprobsJson(events, model.tokenizer, 0);
-    }
-    const nlohmann::json body = { { "id", id }, { "object", "text_completion" },
-        { "created", created }, { "model", model.name }, { "choices", { choice } },
-        { "usage",
-            usageJson(
-                std::int64_t(params.generation.prompt.size()), std::int64_t(events.size())) } };
-    res.set_content(dumpJsonSafe(body), "application/json");
+    res.set_content(dumpJsonSafe(completeResponse(
+                        shape, events, *batch.finish, batch.stopReason, promptTokens)),
+        "application/json");
 }
 
-void OpenAiServer::Impl::streamCompletion(httplib::Response& res,
-    std::shared_ptr<RequestStream> stream, const CompletionParams& params, const std::string& id,
-    std::int64_t created)
+void OpenAiServer::Impl::streamResponse(httplib::Response& res,
+    std::shared_ptr<RequestStream> stream, ResponseShape shape, std::int64_t promptTokens,
+    bool includeUsage)
 {
     struct State {
         std::shared_ptr<RequestStream> stream;
-        TextStreamer text;
+        ResponseShape shape;
         std::int64_t generated = 0;
         std::int64_t textOffset = 0;
+        bool opened = false;
         bool ended = false;
     };
-    auto state
-        = std::make_shared<State>(State { std::move(stream), TextStreamer(model.tokenizer) });
-    const auto chunk = [this, id, created](const nlohmann::json& choices) {
-        return nlohmann::json { { "id", id }, { "object", "text_completion" },
-            { "created", created }, { "model", model.name }, { "choices", choices } };
-    };
+    auto state = std::make_shared<State>(State { std::move(stream), std::move(shape) });
     const auto send = [](httplib::DataSink& sink, const nlohmann::json& j) {
         const std::string event = "data: " + dumpJsonSafe(j) + "\n\n";
         return sink.write(event.data(), event.size());
     };
-    const auto prompt = std::int64_t(params.generation.prompt.size());
-    const bool wantLogprobs = params.generation.topLogprobs >= 0;
-    const bool includeUsage = params.includeUsage;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, state, chunk, send, prompt, wantLogprobs, includeUsage](
-            std::size_t, httplib::DataSink& sink) {
+        [state, send, promptTokens, includeUsage](std::size_t, httplib::DataSink& sink) {
             if (state->ended) {
                 sink.done();
                 return true;
+            }
+            if (!state->opened) {
+                state->opened = true;
+                if (auto opening = openingChunk(state->shape); opening && !send(sink, *opening)) {
+                    state->stream->cancel();
+                    return false;
+                }
             }
             auto batch = state->stream->take(kPoll);
             if (!sink.is_writable()) {
                 state->stream->cancel();
                 return false;
             }
+            const bool ok = batch.finish.has_value() && *batch.finish != Finish::Failed
+                && *batch.finish != Finish::Cancelled;
             for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
-                const auto& e = batch.tokens[i];
                 ++state->generated;
-                const bool last = batch.finish && i + 1 == batch.tokens.size()
-                    && *batch.finish != Finish::Failed;
-                std::string piece = state->text.add(e.token);
-                if (last) {
-                    piece += state->text.flush();
+                std::optional<std::pair<Finish, StopReason>> last;
+                if (ok && i + 1 == batch.tokens.size()) {
+                    last.emplace(*batch.finish, batch.stopReason);
                 }
-                nlohmann::json choice = { { "index", 0 }, { "text", piece },
-                    { "token_ids", { e.token } }, { "logprobs", nullptr },
-                    { "finish_reason",
-                        last ? nlohmann::json(finishName(*batch.finish)) : nlohmann::json() } };
-                if (wantLogprobs) {
-                    choice["logprobs"] = logprobsJson({ e }, model.tokenizer, state->textOffset);
-                }
-                state->textOffset += std::int64_t(piece.size());
-                if (!send(sink, chunk(nlohmann::json::array({ choice })))) {
+                if (!send(
+                        sink, tokenChunk(state->shape, batch.tokens[i], last, state->textOffset))) {
                     state->stream->cancel();
                     return false;
                 }
@@ -318,29 +311,20 @@ void OpenAiServer::Impl::streamCompletion(httplib::Response& res,
             if (!batch.finish) {
                 return true;
             }
-            bool ok = true;
-            if (*batch.finish == Finish::Failed || *batch.finish == Finish::Cancelled) {
-                ApiError e;
-                e.status = 500;
-                e.type = "internal_server_error";
-                e.message = batch.error.empty() ? "the request was cancelled" : batch.error;
-                ok = send(sink, e.body());
+            bool sent = true;
+            if (!ok) {
+                sent = send(sink, requestFailed(batch).body());
             } else if (batch.tokens.empty()) {
-                ok = send(sink,
-                    chunk({ { { "index", 0 }, { "text", state->text.flush() },
-                        { "logprobs", nullptr },
-                        { "finish_reason", finishName(*batch.finish) } } }));
+                sent = send(sink, finishChunk(state->shape, *batch.finish, batch.stopReason));
             }
-            if (ok && includeUsage) {
-                auto usage = chunk(nlohmann::json::array());
-                usage["usage"] = usageJson(prompt, state->generated);
-                ok = send(sink, usage);
+            if (sent && includeUsage) {
+                sent = send(sink, usageChunk(state->shape, promptTokens, state->generated));
             }
             static constexpr std::string_view kDone = "data: [DONE]\n\n";
-            ok = ok && sink.write(kDone.data(), kDone.size());
+            sent = sent && sink.write(kDone.data(), kDone.size());
             state->ended = true;
             sink.done();
-            return ok;
+            return sent;
         },
         [state](bool success) {
             if (!success) {

@@ -17,16 +17,17 @@ struct ServerOptions {
     /// HTTP worker threads: one per connection in flight (running + queued + a few for /health
     /// and /metrics).
     std::size_t threads = 96;
-    /// Why /v1/chat/completions is refused for this checkpoint (day0 serve renders no chat
-    /// template yet): said in the 400's message.
+    /// Why /v1/chat/completions is refused for a checkpoint without a usable chat template
+    /// (ServedModel::chatTemplate null): said in the 400's message.
     std::string chatRefusal;
 };
 
 /// The OpenAI-compatible HTTP front of a Scheduler, on cpp-httplib (Debian's
-/// libcpp-httplib-dev): GET /health, /v1/models, /metrics; POST /v1/completions (JSON or SSE
-/// with stream_options.include_usage, logprobs), POST /v1/chat/completions refused with the
-/// reason. Every error answers with the OpenAI error body. A streaming client that goes away
-/// cancels its request at the next token, freeing its slot.
+/// libcpp-httplib-dev): GET /health, /v1/models, /metrics; POST /v1/completions and
+/// /v1/chat/completions (the checkpoint's chat template; refused with the reason without one),
+/// JSON or SSE with stream_options.include_usage, logprobs, sampling and stop conditions. Every
+/// error answers with the OpenAI error body. A streaming client that goes away cancels its request
+/// at the next token, freeing its slot.
 class OpenAiServer {
 public:
     OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOptions options);

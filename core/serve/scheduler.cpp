@@ -1,6 +1,7 @@
 #include "serve/scheduler.h"
 
 #include "exec/sequence_decoder.h"
+#include "model/cache_footprint.h"
 #include "numerics/metrics.h"
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@ RequestStream::Batch RequestStream::take(std::chrono::milliseconds timeout)
     batch.tokens.swap(m_pending);
     batch.finish = m_finish;
     batch.error = m_error;
+    batch.stopReason = m_stopReason;
     return batch;
 }
 
@@ -42,12 +44,13 @@ void RequestStream::push(TokenEvent event)
     m_ready.notify_all();
 }
 
-void RequestStream::finish(Finish why, std::string error)
+void RequestStream::finish(Finish why, std::string error, StopReason reason)
 {
     {
         const std::lock_guard lock(m_mutex);
         m_finish = why;
         m_error = std::move(error);
+        m_stopReason = std::move(reason);
     }
     m_ready.notify_all();
 }
@@ -57,8 +60,13 @@ struct Scheduler::Sequence {
     std::shared_ptr<RequestStream> stream;
     Clock::time_point arrived;
     std::optional<exec::SequenceDecoder> decoder;
+    std::optional<Sampler> sampler; ///< made with the decoder, at the prefill
+    std::optional<StopChecker> checker; ///< likewise
     std::int64_t generated = 0;
     std::int64_t last = -1; ///< the last generated token, fed on the next step
+    Clock::time_point lastToken; ///< when the last token was generated (inter-token latency)
+    double bytesReserved = 0.0; ///< cacheBytes(reserve()), counted while running
+    double bytesUsed = 0.0; ///< cacheBytes(tokens fed), counted while running
     [[nodiscard]] std::int64_t reserve() const
     {
         return std::int64_t(request.prompt.size()) + request.maxTokens;
@@ -149,7 +157,30 @@ SchedulerMetrics Scheduler::metrics() const
     SchedulerMetrics m = m_metrics;
     m.queued = std::int64_t(m_queue.size());
     m.running = m_runningCount;
+    const auto since = Clock::now()
+        - std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(SchedulerMetrics::kTokenRateWindow));
+    std::int64_t prompt = 0;
+    std::int64_t generated = 0;
+    for (const auto& [when, p, g] : m_recent) {
+        if (when >= since) {
+            prompt += p;
+            generated += g;
+        }
+    }
+    m.promptTokensPerSecond = double(prompt) / SchedulerMetrics::kTokenRateWindow;
+    m.generationTokensPerSecond = double(generated) / SchedulerMetrics::kTokenRateWindow;
     return m;
+}
+
+double Scheduler::cacheBytes(std::int64_t tokens) const
+{
+    const double element = m_options.plan.isF64() ? 8.0 : 4.0;
+    double bytes = 0.0;
+    for (const auto& kind : model::cacheByKind(m_engine.spec(), double(tokens), element)) {
+        bytes += kind.bytes;
+    }
+    return bytes;
 }
 
 void Scheduler::admit()
@@ -168,6 +199,8 @@ void Scheduler::admit()
             break;
         }
         m_metrics.kvTokensReserved += head->reserve();
+        head->bytesReserved = cacheBytes(head->reserve());
+        m_metrics.kvBytesReserved += head->bytesReserved;
         m_running.push_back(std::move(head));
         m_queue.pop_front();
     }
@@ -189,7 +222,7 @@ double logSumExp(const std::vector<double>& logits)
 
 } // namespace
 
-void Scheduler::end(Sequence& seq, Finish why, std::string error)
+void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason reason)
 {
     {
         const std::lock_guard lock(m_mutex);
@@ -208,7 +241,7 @@ void Scheduler::end(Sequence& seq, Finish why, std::string error)
             break;
         }
     }
-    seq.stream->finish(why, std::move(error));
+    seq.stream->finish(why, std::move(error), std::move(reason));
 }
 
 bool Scheduler::advance(Sequence& seq, std::stop_token stop)
@@ -224,6 +257,12 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
             return false;
         }
         seq.decoder.emplace(std::move(*decoder));
+        seq.sampler.emplace(seq.request.sampling);
+        auto stopIds = seq.request.stopTokenIds;
+        if (!seq.request.ignoreEos) {
+            stopIds.insert(m_options.eosIds.begin(), m_options.eosIds.end());
+        }
+        seq.checker.emplace(seq.request.tokenizer, seq.request.stop, std::move(stopIds));
     }
     const std::int64_t one[] = { seq.last };
     auto logits
@@ -233,7 +272,7 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
         return false;
     }
     TokenEvent event;
-    event.token = exec::greedyToken(*logits);
+    event.token = seq.sampler->sample(*logits);
     if (seq.request.topLogprobs >= 0) {
         const double lse = logSumExp(*logits);
         event.logprob = (*logits)[std::size_t(event.token)] - lse;
@@ -245,28 +284,57 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
     }
     seq.last = event.token;
     ++seq.generated;
+    const double bytesUsed = cacheBytes(seq.decoder->position());
     {
         const std::lock_guard lock(m_mutex);
+        const auto now = Clock::now();
+        const auto& buckets = SchedulerMetrics::kTtftBuckets;
+        const auto bucketOf = [&](double seconds) {
+            return std::size_t(
+                std::lower_bound(buckets.begin(), buckets.end(), seconds) - buckets.begin());
+        };
+        const auto prompt = prefill ? std::int64_t(seq.request.prompt.size()) : 0;
         if (prefill) {
-            m_metrics.promptTokens += std::int64_t(seq.request.prompt.size());
-            const double ttft = std::chrono::duration<double>(Clock::now() - seq.arrived).count();
-            const auto& buckets = SchedulerMetrics::kTtftBuckets;
-            const auto bucket = std::size_t(
-                std::lower_bound(buckets.begin(), buckets.end(), ttft) - buckets.begin());
-            ++m_metrics.ttftCounts[bucket];
+            m_metrics.promptTokens += prompt;
+            const double ttft = std::chrono::duration<double>(now - seq.arrived).count();
+            ++m_metrics.ttftCounts[bucketOf(ttft)];
             m_metrics.ttftSum += ttft;
+        } else {
+            const double itl = std::chrono::duration<double>(now - seq.lastToken).count();
+            ++m_metrics.itlCounts[bucketOf(itl)];
+            m_metrics.itlSum += itl;
         }
+        seq.lastToken = now;
         ++m_metrics.generatedTokens;
+        m_metrics.kvTokensUsed += prefill ? std::int64_t(seq.request.prompt.size()) : 1;
+        m_metrics.kvBytesUsed += bytesUsed - seq.bytesUsed;
+        seq.bytesUsed = bytesUsed;
+        m_recent.emplace_back(now, prompt, 1);
+        const auto window = std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(SchedulerMetrics::kTokenRateWindow));
+        while (!m_recent.empty() && std::get<0>(m_recent.front()) < now - window) {
+            m_recent.pop_front();
+        }
     }
-    seq.stream->push(std::move(event));
-    if (!seq.request.ignoreEos && m_options.eosIds.contains(seq.last)) {
-        end(seq, Finish::Stop);
+    auto checked = seq.checker->add(event.token);
+    event.text = std::move(checked.text);
+    if (checked.stopped) {
+        // An end-of-sequence id is no stop_reason (vLLM reports null); a stop_token_id is.
+        if (const auto* id = std::get_if<std::int64_t>(&checked.reason);
+            id != nullptr && !seq.request.stopTokenIds.contains(*id)) {
+            checked.reason = std::monostate {};
+        }
+        seq.stream->push(std::move(event));
+        end(seq, Finish::Stop, {}, std::move(checked.reason));
         return false;
     }
     if (seq.generated >= seq.request.maxTokens) {
+        event.text += seq.checker->flush();
+        seq.stream->push(std::move(event));
         end(seq, Finish::Length);
         return false;
     }
+    seq.stream->push(std::move(event));
     return true;
 }
 
@@ -301,6 +369,9 @@ void Scheduler::loop(std::stop_token stop)
         for (auto it = done.rbegin(); it != done.rend(); ++it) {
             auto& seq = m_running[*it];
             m_metrics.kvTokensReserved -= seq->reserve();
+            m_metrics.kvBytesReserved -= seq->bytesReserved;
+            m_metrics.kvBytesUsed -= seq->bytesUsed;
+            m_metrics.kvTokensUsed -= seq->decoder ? seq->decoder->position() : 0;
             m_running.erase(m_running.begin() + std::ptrdiff_t(*it));
         }
         m_runningCount = std::int64_t(m_running.size());
@@ -327,6 +398,24 @@ std::string renderPrometheus(const SchedulerMetrics& m)
         "kv_tokens_reserved", "KV-cache tokens reserved by running sequences.", m.kvTokensReserved);
     gauge(
         "kv_tokens_budget", "KV-cache tokens the running sequences may reserve.", m.kvTokenBudget);
+    gauge("kv_tokens_used", "Tokens held in the running sequences' KV caches.", m.kvTokensUsed);
+    const auto real = [&](const char* name, const char* help, double value) {
+        out += fmt::format(
+            "# HELP day0_{0} {1}\n# TYPE day0_{0} gauge\nday0_{0} {2}\n", name, help, value);
+    };
+    real("kv_cache_bytes_used",
+        "KV-cache bytes of the tokens the running sequences hold (model cache footprint at the "
+        "engine's element size).",
+        m.kvBytesUsed);
+    real("kv_cache_bytes_reserved",
+        "KV-cache bytes the running sequences reserved (prompt + max_tokens each).",
+        m.kvBytesReserved);
+    real("kv_cache_usage_ratio", "KV tokens reserved over the KV token budget (0..1).",
+        m.kvTokenBudget > 0 ? double(m.kvTokensReserved) / double(m.kvTokenBudget) : 0.0);
+    real("prompt_tokens_per_second", "Prompt tokens prefilled in the last 10 s, per second.",
+        m.promptTokensPerSecond);
+    real("generation_tokens_per_second", "Tokens generated in the last 10 s, per second.",
+        m.generationTokensPerSecond);
     counter("prompt_tokens_total", "Prompt tokens prefilled.", m.promptTokens);
     counter("generation_tokens_total", "Tokens generated.", m.generatedTokens);
     out += "# HELP day0_requests_finished_total Requests ended, by reason.\n"
@@ -336,18 +425,23 @@ std::string renderPrometheus(const SchedulerMetrics& m)
     out += fmt::format("day0_requests_finished_total{{reason=\"cancelled\"}} {}\n", m.cancelled);
     out += fmt::format("day0_requests_finished_total{{reason=\"failed\"}} {}\n", m.failed);
     counter("requests_rejected_queue_full_total", "Requests refused with 429.", m.rejectedFull);
-    out += "# HELP day0_time_to_first_token_seconds From arrival to the first generated token.\n"
-           "# TYPE day0_time_to_first_token_seconds histogram\n";
-    std::int64_t cumulative = 0;
-    for (std::size_t i = 0; i < SchedulerMetrics::kTtftBuckets.size(); ++i) {
-        cumulative += m.ttftCounts[i];
-        out += fmt::format("day0_time_to_first_token_seconds_bucket{{le=\"{}\"}} {}\n",
-            SchedulerMetrics::kTtftBuckets[i], cumulative);
-    }
-    cumulative += m.ttftCounts.back();
-    out += fmt::format("day0_time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
-    out += fmt::format("day0_time_to_first_token_seconds_sum {}\n", m.ttftSum);
-    out += fmt::format("day0_time_to_first_token_seconds_count {}\n", cumulative);
+    const auto histogram = [&](const char* name, const char* help, const auto& counts, double sum) {
+        out += fmt::format("# HELP day0_{0} {1}\n# TYPE day0_{0} histogram\n", name, help);
+        std::int64_t cumulative = 0;
+        for (std::size_t i = 0; i < SchedulerMetrics::kTtftBuckets.size(); ++i) {
+            cumulative += counts[i];
+            out += fmt::format("day0_{}_bucket{{le=\"{}\"}} {}\n", name,
+                SchedulerMetrics::kTtftBuckets[i], cumulative);
+        }
+        cumulative += counts.back();
+        out += fmt::format("day0_{}_bucket{{le=\"+Inf\"}} {}\n", name, cumulative);
+        out += fmt::format("day0_{}_sum {}\n", name, sum);
+        out += fmt::format("day0_{}_count {}\n", name, cumulative);
+    };
+    histogram("time_to_first_token_seconds", "From arrival to the first generated token.",
+        m.ttftCounts, m.ttftSum);
+    histogram("inter_token_latency_seconds", "From one generated token of a sequence to its next.",
+        m.itlCounts, m.itlSum);
     return out;
 }
 

@@ -3,6 +3,8 @@
 #include "base/result.h"
 #include "exec/engine.h"
 #include "exec/precision.h"
+#include "serve/sampling.h"
+#include "serve/stop_checker.h"
 
 #include <array>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace day0::serve {
@@ -27,12 +30,19 @@ struct GenerationRequest {
     std::int64_t maxTokens = 16;
     bool ignoreEos = false; ///< generate maxTokens even past an end-of-sequence token
     /// Log-probabilities: -1 none, 0 the chosen token's only, k > 0 also the k most likely.
+    /// They are the model's (log softmax of the raw logits), before temperature, top-k, top-p.
     int topLogprobs = -1;
+    SamplingParams sampling; ///< how tokens are drawn (sampling.h)
+    /// Detokenises the output and matches `stop`; null: no text (token-id models).
+    const tokenizer::Tokenizer* tokenizer = nullptr;
+    std::vector<std::string> stop; ///< stop strings (stop_checker.h); need a tokenizer
+    std::set<std::int64_t> stopTokenIds; ///< vLLM's stop_token_ids, honoured even with ignoreEos
 };
 
 /// One generated token, with its log-probability and alternatives when asked.
 struct TokenEvent {
     std::int64_t token = 0;
+    std::string text; ///< the output text this token releases (StopChecker)
     double logprob = 0.0;
     std::vector<std::pair<std::int64_t, double>> top; ///< most likely first
 };
@@ -48,6 +58,7 @@ public:
         std::vector<TokenEvent> tokens;
         std::optional<Finish> finish; ///< set once, with the last batch
         std::string error; ///< Finish::Failed: what went wrong
+        StopReason stopReason; ///< Finish::Stop: the stop string or token; none for EOS
     };
 
     /// Waits up to `timeout` for tokens or the end, then takes what arrived.
@@ -58,7 +69,7 @@ public:
 
     // The scheduler's side.
     void push(TokenEvent event);
-    void finish(Finish why, std::string error = {});
+    void finish(Finish why, std::string error = {}, StopReason reason = {});
 
 private:
     mutable std::mutex m_mutex;
@@ -66,6 +77,7 @@ private:
     std::vector<TokenEvent> m_pending;
     std::optional<Finish> m_finish;
     std::string m_error;
+    StopReason m_stopReason;
     bool m_cancelled = false;
 };
 
@@ -87,6 +99,16 @@ struct SchedulerMetrics {
     std::int64_t running = 0;
     std::int64_t kvTokensReserved = 0;
     std::int64_t kvTokenBudget = 0;
+    std::int64_t kvTokensUsed = 0; ///< tokens in the running sequences' caches now
+    /// KV-cache bytes of the running sequences, by the model's cache footprint
+    /// (model/cache_footprint.h: windows, latent KV, recurrent states) at the engine's element
+    /// size (4 bytes in fp32, 8 in fp64): of the tokens they hold, and of what they reserved.
+    double kvBytesUsed = 0.0;
+    double kvBytesReserved = 0.0;
+    /// Tokens prefilled / generated in the last kTokenRateWindow seconds, divided by it.
+    double promptTokensPerSecond = 0.0;
+    double generationTokensPerSecond = 0.0;
+    static constexpr double kTokenRateWindow = 10.0;
     std::int64_t promptTokens = 0; ///< prefilled, all requests
     std::int64_t generatedTokens = 0;
     std::int64_t finishedLength = 0;
@@ -98,6 +120,10 @@ struct SchedulerMetrics {
         = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0 };
     std::array<std::int64_t, kTtftBuckets.size() + 1> ttftCounts {}; ///< last: +Inf
     double ttftSum = 0.0;
+    /// Inter-token latency: from one generated token of a sequence to its next (vLLM's
+    /// time_per_output_token), same buckets.
+    std::array<std::int64_t, kTtftBuckets.size() + 1> itlCounts {};
+    double itlSum = 0.0;
 };
 
 /// Prometheus text exposition (version 0.0.4) of a snapshot, metric names prefixed `day0_`.
@@ -108,8 +134,9 @@ std::string renderPrometheus(const SchedulerMetrics& m);
 /// that advances every running sequence by one step (the prefill, or one decode token) per
 /// iteration, so requests join and leave at step boundaries. The CPU reference engine computes
 /// one sequence per forward (exec::SequenceDecoder), so an iteration runs the running sequences'
-/// steps one after another rather than as one batched matrix product: each sequence's tokens are
-/// exactly those of `day0 run`, and the batch changes nothing but the timing. Thread-safe.
+/// steps one after another rather than as one batched matrix product: a greedy sequence's tokens
+/// are exactly those of `day0 run`, a seeded one's are the same whatever runs beside it (its
+/// sampler and generator are its own), and the batch changes nothing but the timing. Thread-safe.
 class Scheduler {
 public:
     Scheduler(exec::Engine engine, SchedulerOptions options);
@@ -146,7 +173,9 @@ private:
     /// One step of `seq`; false when it has finished.
     bool advance(Sequence& seq, std::stop_token stop);
     /// Ends `seq` (counted in the metrics) and tells its client.
-    void end(Sequence& seq, Finish why, std::string error = {});
+    void end(Sequence& seq, Finish why, std::string error = {}, StopReason reason = {});
+    /// KV-cache bytes of one sequence holding `tokens` (SchedulerMetrics::kvBytesUsed).
+    [[nodiscard]] double cacheBytes(std::int64_t tokens) const;
 
     exec::Engine m_engine;
     SchedulerOptions m_options;
@@ -158,6 +187,8 @@ private:
     std::int64_t m_runningCount = 0; ///< m_running.size(), under m_mutex for the others
     bool m_draining = false;
     SchedulerMetrics m_metrics;
+    /// (when, prompt tokens, generated tokens) of recent steps, for the token rates.
+    std::deque<std::tuple<Clock::time_point, std::int64_t, std::int64_t>> m_recent;
     std::jthread m_thread; ///< last: starts after everything above exists
 };
 

@@ -53,22 +53,6 @@ Result<void> addEosIds(const fs::path& file, std::set<std::int64_t>& ids)
     return add(v);
 }
 
-/// Whether the checkpoint ships a chat template (tokenizer_config.json's chat_template or a
-/// chat_template.jinja file, as transformers reads them).
-bool hasChatTemplate(const fs::path& folder)
-{
-    std::error_code ec;
-    if (fs::exists(folder / "chat_template.jinja", ec)) {
-        return true;
-    }
-    std::ifstream in(folder / "tokenizer_config.json");
-    if (!in) {
-        return false;
-    }
-    const auto json = nlohmann::json::parse(in, nullptr, false);
-    return json.is_object() && json.contains("chat_template") && !json["chat_template"].is_null();
-}
-
 } // namespace
 
 Result<LoadedModel> loadServedModel(
@@ -99,14 +83,25 @@ Result<LoadedModel> loadServedModel(
     if (out.name.empty()) {
         out.name = checkpoint.filename().string();
     }
-    out.chatRefusal = hasChatTemplate(folder)
-        ? fmt::format("model '{}' has a chat template, but day0 serve does not render chat "
-                      "templates yet (#23); send the rendered prompt to /v1/completions",
-            out.name)
-        : fmt::format("model '{}' has no chat template (no chat_template in "
-                      "tokenizer_config.json, no chat_template.jinja); send the prompt to "
-                      "/v1/completions",
+    // A template the interpreter cannot take (a construct outside its subset, a malformed
+    // tokenizer_config.json) leaves completions served and chat refused with the reason.
+    auto chat = ChatTemplate::load(folder);
+    if (!chat) {
+        out.chatRefusal = fmt::format("model '{}' has a chat template day0 serve cannot use: {}",
+            out.name, chat.error().message);
+        out.chatTemplateUnusable = true;
+    } else if (!chat->has_value()) {
+        out.chatRefusal = fmt::format("model '{}' has no chat template (no chat_template in "
+                                      "tokenizer_config.json, no chat_template.jinja); send the "
+                                      "prompt to /v1/completions",
             out.name);
+    } else if (!out.tokenizer) {
+        out.chatRefusal = fmt::format("model '{}' has a chat template but no tokenizer "
+                                      "(tokenizer.json) to turn the rendered chat into tokens",
+            out.name);
+    } else {
+        out.chat = std::move(**chat);
+    }
     return out;
 }
 

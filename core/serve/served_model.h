@@ -3,10 +3,12 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/engine.h"
+#include "serve/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -14,12 +16,14 @@
 namespace day0::serve {
 
 /// A checkpoint made ready to serve: its engine (weights loaded), its tokenizer when it has one,
-/// the tokens that end a sequence and why chat requests are refused.
+/// the tokens that end a sequence, its chat template or why chat requests are refused.
 struct LoadedModel {
     std::unique_ptr<exec::Engine> engine;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer; ///< null: the checkpoint has none
     std::set<std::int64_t> eosIds; ///< config.json / generation_config.json eos_token_id
-    std::string chatRefusal; ///< the 400 message of /v1/chat/completions
+    std::optional<ChatTemplate> chat; ///< none: /v1/chat/completions answers chatRefusal
+    std::string chatRefusal; ///< the 400 message of /v1/chat/completions without a template
+    bool chatTemplateUnusable = false; ///< it has one, but malformed or outside the subset
     std::string name; ///< the default served model name: the checkpoint's folder name
 };
 
