@@ -1,5 +1,6 @@
 // day0 bench serve <url>: a load client for any OpenAI-compatible /v1/completions endpoint
 // (core/serve/serve_bench.h); metrics as vLLM's `vllm bench serve` defines them.
+#include "actions/bench_record.h"
 #include "cmd_bench_report.h"
 #include "command.h"
 #include "interrupt.h"
@@ -38,7 +39,7 @@ struct BenchServeArgs {
 /// The planner's prediction for one measured level: its mean lengths, and as batch the
 /// concurrency cap or, without one, the mean requests in flight (Little's law: the sum of
 /// latencies over the duration).
-Result<nlohmann::json> predictLevel(const BenchServeArgs& a, const serve::BenchResult& r)
+Result<serve::PlanPrediction> predictLevel(const BenchServeArgs& a, const serve::BenchResult& r)
 {
     serve::PlanQuery q;
     q.model = a.planModel.empty() ? a.check : a.planModel;
@@ -56,11 +57,12 @@ Result<nlohmann::json> predictLevel(const BenchServeArgs& a, const serve::BenchR
         ? r.options.maxConcurrency
         : std::max(1, int(std::lround(r.durationSeconds > 0 ? busy / r.durationSeconds : 1.0)));
     q.batch = std::min(q.batch, std::max(1, r.options.numPrompts));
-    auto p = serve::predictServing(q);
-    if (!p) {
-        return p.error();
-    }
-    return serve::planJson(*p, r.metrics.at("ttft").mean, r.metrics.at("tpot").mean);
+    return serve::predictServing(q);
+}
+
+nlohmann::json levelPlanJson(const serve::PlanPrediction& p, const serve::BenchResult& r)
+{
+    return serve::planJson(p, r.metrics.at("ttft").mean, r.metrics.at("tpot").mean);
 }
 
 void printPlan(const nlohmann::json& p)
@@ -285,7 +287,7 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
     }
     std::vector<BenchLevel> levels;
     std::vector<serve::LevelCheck> checks;
-    std::vector<nlohmann::json> plans;
+    std::vector<serve::PlanPrediction> plans;
     for (std::size_t s = 0; s < stages->size(); ++s) {
         const auto& stage = (*stages)[s];
         serve::BenchOptions level = *base;
@@ -330,19 +332,34 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
                 printCheck(checks.back(), a.check);
             }
             if (!a.plan.empty()) {
-                printPlan(plans.back());
+                printPlan(levelPlanJson(plans.back(), *result));
             }
         }
         levels.push_back({ stage.label, std::move(*result) });
     }
+    std::vector<actions::BenchLevelOutcome> outcomes;
+    for (std::size_t s = 0; s < levels.size(); ++s) {
+        actions::BenchLevelOutcome out { levels[s].label, levels[s].result, std::nullopt,
+            std::nullopt };
+        if (reference) {
+            out.check = checks[s];
+        }
+        if (!a.plan.empty()) {
+            out.plan = plans[s];
+        }
+        outcomes.push_back(std::move(out));
+    }
+    const auto runId = recordResult(actions::benchRunRecord(outcomes, a.check, a.plan));
+    const nlohmann::json runJson = runId ? nlohmann::json(runId->value()) : nlohmann::json();
     if (global.json) {
         if (levels.size() == 1 && stages->front().label.empty()) {
             auto j = serve::benchJson(levels.front().result);
+            j["run_id"] = runJson;
             if (reference) {
                 j["check"] = serve::checkJson(checks.front());
             }
             if (!a.plan.empty()) {
-                j["plan"] = plans.front();
+                j["plan"] = levelPlanJson(plans.front(), levels.front().result);
             }
             fmt::print("{}\n", j.dump(2));
         } else {
@@ -354,11 +371,11 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
                     j["check"] = serve::checkJson(checks[all.size()]);
                 }
                 if (!a.plan.empty()) {
-                    j["plan"] = plans[all.size()];
+                    j["plan"] = levelPlanJson(plans[all.size()], l.result);
                 }
                 all.push_back(std::move(j));
             }
-            fmt::print("{}\n", nlohmann::json { { "stages", all } }.dump(2));
+            fmt::print("{}\n", nlohmann::json { { "stages", all }, { "run_id", runJson } }.dump(2));
         }
     } else if (levels.size() > 1) {
         printBenchLevels(levels);

@@ -278,3 +278,67 @@ TEST(BenchServeCli, PlanPrintsThePlannersTtftAndTpotBesideTheMeasuredOnes)
     EXPECT_EQ(training.exitCode, 2);
     EXPECT_NE(training.err.find("training keys"), std::string::npos) << training.err;
 }
+
+TEST(BenchServeCli, EachBenchIsARunWithAMetricPerLevelAndRunsCompareGivesDeltas)
+{
+    const fs::path dir = scratchDir("bench_record");
+    auto server = day0Serve(dir);
+    ASSERT_FALSE(server.url.empty());
+    const std::string store = (dir / "runs.sqlite").string();
+    const auto benchInto = [&](const std::string& seed, bool record) {
+        std::vector<std::string> args { "bench", "serve", server.url, "-q", "--store", store,
+            "--sweep", "concurrency=1,2", "--num-prompts", "3", "--input-len", "3", "--output-len",
+            "3", "--seed", seed, "--goodput", "ttft:100000", "--json" };
+        if (!record) {
+            args.emplace_back("--no-record");
+        }
+        return runDay0(args);
+    };
+    const auto a = benchInto("1", true);
+    const auto b = benchInto("2", true);
+    ASSERT_EQ(a.exitCode, 0) << a.err;
+    ASSERT_EQ(b.exitCode, 0) << b.err;
+    ASSERT_TRUE(a.json()["run_id"].is_number_integer()) << a.out.substr(0, 200);
+    const auto idA = std::to_string(a.json()["run_id"].get<int>());
+    const auto idB = std::to_string(b.json()["run_id"].get<int>());
+    const auto show = runDay0({ "runs", "show", idA, "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    const auto run = show.json();
+    std::map<std::string, double> metrics;
+    for (const auto& m : run["metrics"]) {
+        metrics[m["name"].get<std::string>()]
+            = m["value"].is_number() ? m["value"].get<double>() : -1;
+    }
+    const auto levels = a.json()["stages"];
+    EXPECT_EQ(metrics.at("bench_l1_completed"), 3);
+    EXPECT_DOUBLE_EQ(metrics.at("bench_l2_mean_ttft_ms"), levels[1]["mean_ttft_ms"].get<double>());
+    EXPECT_DOUBLE_EQ(
+        metrics.at("bench_l1_output_throughput"), levels[0]["output_throughput"].get<double>());
+    EXPECT_DOUBLE_EQ(
+        metrics.at("bench_l2_request_goodput"), levels[1]["request_goodput"].get<double>());
+    EXPECT_TRUE(metrics.count("bench_l1_p99_tpot_ms"));
+    EXPECT_NE(run.dump().find("concurrency=2"), std::string::npos);
+    EXPECT_NE(run.dump().find("\"bench\""), std::string::npos);
+    const auto compare = runDay0({ "runs", "compare", idA, idB, "--json", "--store", store });
+    ASSERT_EQ(compare.exitCode, 0) << compare.err;
+    bool found = false;
+    const auto deltas = compare.json()["metrics"];
+    for (const auto& m : deltas) {
+        if (m["name"] == "bench_l2_mean_ttft_ms") {
+            found = true;
+            EXPECT_NEAR(m["delta"].get<double>(),
+                b.json()["stages"][1]["mean_ttft_ms"].get<double>()
+                    - levels[1]["mean_ttft_ms"].get<double>(),
+                1e-9);
+        }
+    }
+    EXPECT_TRUE(found) << compare.out.substr(0, 500);
+    // --no-record: no run, and the store keeps two.
+    const auto c = benchInto("3", false);
+    ASSERT_EQ(c.exitCode, 0) << c.err;
+    EXPECT_TRUE(c.json()["run_id"].is_null());
+    const auto list = runDay0({ "runs", "list", "--json", "--store", store });
+    ASSERT_EQ(list.exitCode, 0) << list.err;
+    EXPECT_NE(list.out.find(idB), std::string::npos);
+    EXPECT_EQ(list.json()["runs"].size(), 2U) << list.out.substr(0, 300);
+}
