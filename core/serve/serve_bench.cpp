@@ -34,8 +34,9 @@ std::unique_ptr<httplib::Client> makeClient(const std::string& url, double timeo
     return client;
 }
 
-/// Reads the model id and vocab size from GET /v1/models.
-Result<void> discover(BenchOptions& o)
+} // namespace
+
+Result<void> discoverEndpoint(BenchOptions& o)
 {
     auto client = makeClient(o.url, o.timeoutSeconds);
     auto res = client->Get("/v1/models");
@@ -73,6 +74,8 @@ Result<void> discover(BenchOptions& o)
     return success();
 }
 
+namespace {
+
 /// The kind of a transport failure: httplib 0.11 reports a read timeout as a read error, so a
 /// read that ended after the whole --timeout without a byte is told apart by the clock.
 std::string transportKind(httplib::Error error, double idleSeconds, double timeoutSeconds)
@@ -89,8 +92,9 @@ std::string transportKind(httplib::Error error, double idleSeconds, double timeo
     }
 }
 
-/// One streamed completion; fills `r` (never throws).
-void sendOne(const BenchOptions& o, RequestRecord& r)
+} // namespace
+
+void sendCompletion(const BenchOptions& o, RequestRecord& r)
 {
     r.promptTokens = std::int64_t(r.prompt.size());
     nlohmann::json body = { { "model", o.model }, { "prompt", r.prompt },
@@ -118,6 +122,7 @@ void sendOne(const BenchOptions& o, RequestRecord& r)
     std::int64_t chunks = 0;
     std::optional<std::int64_t> usage;
     const auto start = BenchClock::now();
+    r.sendClock = std::chrono::duration<double>(start.time_since_epoch()).count();
     auto lastByte = start;
     const auto malformed = [&](std::string message) {
         if (r.errorKind.empty()) {
@@ -248,6 +253,8 @@ void sendOne(const BenchOptions& o, RequestRecord& r)
     r.ok = true;
 }
 
+namespace {
+
 /// The warm-up prompts come from their own stream, so every level of one seed sends the same
 /// measured prompts whatever its warm-up count.
 constexpr std::uint64_t kWarmupStream = 0x9e3779b97f4a7c15ULL;
@@ -337,14 +344,14 @@ Result<BenchResult> runServeBench(
         return Error::badInput("--input-range and --output-range must be in [0, 1)");
     }
     DAY0_TRY(checkArrivals(o.arrivals));
-    DAY0_TRY(discover(o));
+    DAY0_TRY(discoverEndpoint(o));
     std::mt19937_64 warmRng(o.seed ^ kWarmupStream);
     progress.setStage("warm-up");
     for (int w = 0; w < o.warmups; ++w) {
         RequestRecord r;
         r.prompt = drawPrompt(o.lengths.inputTokens, o.vocab, warmRng);
         r.maxTokens = o.lengths.outputTokens;
-        sendOne(o, r);
+        sendCompletion(o, r);
         if (!r.ok) {
             return Error::checkFailed(fmt::format(
                 "{}: the warm-up request failed ({}: {})", o.url, r.errorKind, r.errorMessage));
@@ -383,7 +390,7 @@ Result<BenchResult> runServeBench(
         result.requests[std::size_t(i)].sentAt = secondsBetween(t0, BenchClock::now());
         threads.emplace_back([&, i] {
             auto& r = result.requests[std::size_t(i)];
-            sendOne(o, r);
+            sendCompletion(o, r);
             progress.advance();
             {
                 const std::lock_guard lock(mutex);

@@ -44,6 +44,9 @@ struct RequestRecord {
     std::string errorKind;
     std::string errorMessage;
     double sentAt = 0.0; ///< seconds from the level's start
+    /// steady_clock seconds (since its epoch) when the request was sent: the other times plus
+    /// this are comparable with another steady_clock reading on the same machine.
+    double sendClock = 0.0;
     std::vector<std::int64_t> prompt; ///< the token ids sent
     std::int64_t maxTokens = 0;
     double ttft = 0.0; ///< to the first chunk carrying a token
@@ -75,6 +78,14 @@ struct BenchResult {
     std::map<std::string, int> errorsByKind;
     std::vector<RequestRecord> requests; ///< in index order
 };
+
+/// Reads the model id (the first listed unless `options.model` names one) and, unless given,
+/// the vocab size from GET /v1/models. Errors name the URL.
+Result<void> discoverEndpoint(BenchOptions& options);
+
+/// Sends one streamed completion of `record.prompt` asking `record.maxTokens` tokens, as every
+/// bench request is sent, and fills `record` (never throws; a failure sets errorKind).
+void sendCompletion(const BenchOptions& options, RequestRecord& record);
 
 /// The error kinds a request can end with and what each means, for --help and the docs.
 const std::vector<std::pair<std::string, std::string>>& errorKinds();
