@@ -48,11 +48,28 @@ std::string error(const std::string& message)
 int main(int argc, char** argv)
 {
     if (argc < 4 || std::string(argv[2]) != "--flip-above") {
-        std::fprintf(stderr, "usage: %s CHECKPOINT --flip-above N [--step-ms MS]\n", argv[0]);
+        std::fprintf(stderr,
+            "usage: %s CHECKPOINT --flip-above N [--step-ms MS] [--text-only] [--bad-event]\n",
+            argv[0]);
         return 2;
     }
     const int flipAbove = std::stoi(argv[3]);
-    const int stepMs = argc >= 6 && std::string(argv[4]) == "--step-ms" ? std::stoi(argv[5]) : 0;
+    int stepMs = 0;
+    bool textOnly = false; // no token_ids: what --check must refuse
+    bool badEvent = false; // one event that is not JSON: a malformed stream
+    for (int i = 4; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--step-ms" && i + 1 < argc) {
+            stepMs = std::stoi(argv[++i]);
+        } else if (arg == "--text-only") {
+            textOnly = true;
+        } else if (arg == "--bad-event") {
+            badEvent = true;
+        } else {
+            std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
+            return 2;
+        }
+    }
     day0::Progress progress;
     auto loaded = day0::serve::loadServedModel(argv[1], false, progress, {});
     if (!loaded) {
@@ -103,11 +120,17 @@ int main(int argc, char** argv)
                 token = (token + 1) % vocab; // the batch-dependent bug under test
             }
             last = token;
-            const json chunk = { { "object", "text_completion" },
+            if (badEvent && i == 1) {
+                sse += "data: {not json\n\n";
+            }
+            json chunk = { { "object", "text_completion" },
                 { "choices",
                     { { { "index", 0 }, { "text", " " }, { "token_ids", { token } },
                         { "logprobs", { { "token_logprobs", { logSoftmaxAt(logits, token) } } } },
                         { "finish_reason", i + 1 == maxTokens ? json("length") : json() } } } } };
+            if (textOnly) {
+                chunk["choices"][0].erase("token_ids");
+            }
             sse += "data: " + chunk.dump() + "\n\n";
         }
         const json usage = { { "choices", json::array() },

@@ -119,6 +119,30 @@ TEST(BenchServeCli, ErrorsAreCountedByKind)
     const auto j = rejected.json();
     EXPECT_GE(j["errors"].value("http_429", 0), 1) << j["errors"];
     EXPECT_EQ(j["errors"].value("http_429", 0), j["failed"].get<int>());
+    // A stream with an event that is not JSON.
+    fs::create_directories(dir / "bad");
+    Endpoint bad(
+        DAY0_FLIP_SERVER_PATH, { kTiny, "--flip-above", "1000", "--bad-event" }, dir / "bad");
+    ASSERT_FALSE(bad.url.empty());
+    const auto malformed = runDay0(
+        bench(bad.url, { "--num-prompts", "2", "--output-len", "3", "--warmup", "0", "--json" }));
+    EXPECT_EQ(malformed.exitCode, 1) << malformed.err;
+    EXPECT_EQ(malformed.json()["errors"]["malformed_stream"], 2) << malformed.out;
+    EXPECT_NE(malformed.err.find("not a JSON object"), std::string::npos) << malformed.err;
+}
+
+TEST(BenchServeCli, CheckRefusesAnEndpointThatSendsNoTokenIds)
+{
+    const fs::path dir = scratchDir("bench_check_text");
+    Endpoint text(DAY0_FLIP_SERVER_PATH, { kTiny, "--flip-above", "1000", "--text-only" }, dir);
+    ASSERT_FALSE(text.url.empty());
+    const auto r
+        = runDay0(bench(text.url, { "--check", kTiny, "--num-prompts", "2", "--output-len", "3" }));
+    EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("sent no choices[0].token_ids"), std::string::npos) << r.err;
+    // Without --check the same endpoint is measured as any other.
+    const auto plain = runDay0(bench(text.url, { "--num-prompts", "2", "--output-len", "3" }));
+    EXPECT_EQ(plain.exitCode, 0) << plain.err;
 }
 
 TEST(BenchServeCli, SweepGivesARowPerLevelAndTheThroughputLatencyTable)
