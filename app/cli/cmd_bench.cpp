@@ -246,9 +246,9 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
     if (!stages) {
         return reportError(stages.error());
     }
-    if (stages->size() > 1 && base->arrivals.ramp != serve::RampUp::None) {
+    if (base->arrivals.ramp != serve::RampUp::None) {
         for (const auto& s : *stages) {
-            if (s.rate) {
+            if (s.label.starts_with("rate=")) {
                 return reportError(
                     Error::badInput("--ramp-up sets the rate of every level; a "
                                     "rate level in --stages/--sweep contradicts it"));

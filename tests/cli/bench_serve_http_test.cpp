@@ -211,6 +211,10 @@ TEST(BenchServeCli, LengthsRangedOrFromAFileAndRampedArrivals)
     EXPECT_EQ(reqs[1]["input_len"], 5);
     EXPECT_EQ(reqs[2]["input_len"], 3);
     EXPECT_EQ(listed.json()["total_output_tokens"], 2 + 4 + 2);
+    const auto rampAndRate = runDay0(bench(server.url,
+        { "--ramp-up", "linear", "--ramp-start", "5", "--ramp-end", "9", "--sweep", "rate=1,2" }));
+    EXPECT_EQ(rampAndRate.exitCode, 2);
+    EXPECT_NE(rampAndRate.err.find("contradicts"), std::string::npos) << rampAndRate.err;
     const auto noRamp = runDay0(bench(server.url, { "--ramp-start", "5" }));
     EXPECT_EQ(noRamp.exitCode, 2);
     EXPECT_NE(noRamp.err.find("--ramp-up"), std::string::npos) << noRamp.err;
