@@ -1,8 +1,12 @@
 // day0 bench serve <url>: a load client for any OpenAI-compatible /v1/completions endpoint
 // (core/serve/serve_bench.h); metrics as vLLM's `vllm bench serve` defines them.
+#include "actions/bench_record.h"
+#include "cmd_bench_report.h"
 #include "command.h"
 #include "interrupt.h"
 #include "progress_bar.h"
+#include "serve/bench_check.h"
+#include "serve/bench_plan.h"
 #include "serve/serve_bench.h"
 
 #include <fmt/format.h>
@@ -19,15 +23,105 @@ struct BenchServeArgs {
     serve::BenchOptions options;
     std::string percentiles = "50,90,99";
     double requestRate = 0.0; ///< 0: infinity (all at once)
+    std::string rampUp; ///< "", "linear", "exponential"
     std::string stages; ///< "concurrency=1,concurrency=4,rate=20": load levels run in order
+    std::string sweep; ///< "rate=1,2,4" or "concurrency=1,2,8": one level per value
+    std::vector<std::string> goodput; ///< "ttft:500", "tpot:50", "e2el:2000"
+    std::string lengthsFile;
+    std::string check; ///< checkpoint whose greedy tokens the answers must equal
+    std::string checkPrecision = "fp32";
+    double logprobTolerance = 1e-3;
+    std::string plan; ///< --plan: the planner's TTFT/TPOT beside the measured ones
+    std::string cluster = "h100-sxm:1x1";
+    std::string planModel; ///< default: --check's checkpoint
 };
 
-/// One load level of --stages.
+/// The planner's prediction for one measured level: its mean lengths, and as batch the
+/// concurrency cap or, without one, the mean requests in flight (Little's law: the sum of
+/// latencies over the duration).
+Result<serve::PlanPrediction> predictLevel(const BenchServeArgs& a, const serve::BenchResult& r)
+{
+    serve::PlanQuery q;
+    q.model = a.planModel.empty() ? a.check : a.planModel;
+    q.plan = a.plan;
+    q.cluster = a.cluster;
+    if (r.completed > 0) {
+        q.inputTokens = double(r.totalInput) / r.completed;
+        q.outputTokens = double(r.totalOutput) / r.completed;
+    }
+    double busy = 0.0;
+    for (const auto& req : r.requests) {
+        busy += req.ok ? req.e2el : 0.0;
+    }
+    q.batch = r.options.maxConcurrency > 0
+        ? r.options.maxConcurrency
+        : std::max(1, int(std::lround(r.durationSeconds > 0 ? busy / r.durationSeconds : 1.0)));
+    q.batch = std::min(q.batch, std::max(1, r.options.numPrompts));
+    return serve::predictServing(q);
+}
+
+nlohmann::json levelPlanJson(const serve::PlanPrediction& p, const serve::BenchResult& r)
+{
+    return serve::planJson(p, r.metrics.at("ttft").mean, r.metrics.at("tpot").mean);
+}
+
+void printPlan(const nlohmann::json& p)
+{
+    const auto error = [](const nlohmann::json& e) {
+        return e.is_null() ? std::string("n/a") : fmt::format("{:+.1f}%", 100 * e.get<double>());
+    };
+    fmt::print("{:-^50}\n", " Planner ");
+    fmt::print("{} on {}, batch {}\n", p["layout"].get<std::string>(),
+        p["cluster"].get<std::string>(), p["batch"].get<int>());
+    fmt::print("{:<12}{:>14}{:>14}{:>10}\n", "", "predicted ms", "measured ms", "error");
+    for (const std::string name : { "ttft", "tpot" }) {
+        fmt::print("{:<12}{:>14.4g}{:>14.4g}{:>10}\n", name == "ttft" ? "Mean TTFT" : "Mean TPOT",
+            p[name + "_ms"].get<double>(), p["measured_" + name + "_ms"].get<double>(),
+            error(p[name + "_error"]));
+    }
+}
+
+/// One load level of --stages or --sweep; a field left unset keeps the flags' value.
 struct Stage {
-    int concurrency = 0; ///< 0: no cap
-    double rate = 0.0; ///< 0: all at once
+    std::string label;
+    std::optional<int> concurrency; ///< 0: no cap
+    std::optional<double> rate; ///< infinity: all at once
 };
 
+Result<Stage> parseLevel(const std::string& key, const std::string& value, const char* flag)
+{
+    Stage stage;
+    stage.label = key + "=" + value;
+    try {
+        std::size_t used = 0;
+        if (key == "concurrency") {
+            stage.concurrency = std::stoi(value, &used);
+            if (*stage.concurrency < 1) {
+                throw std::invalid_argument(value);
+            }
+        } else if (key == "rate") {
+            stage.rate = value == "inf" ? std::numeric_limits<double>::infinity()
+                                        : std::stod(value, &used);
+            used = value == "inf" ? value.size() : used;
+            if (!(*stage.rate > 0.0)) {
+                throw std::invalid_argument(value);
+            }
+        } else {
+            throw std::invalid_argument(key);
+        }
+        if (used != value.size()) {
+            throw std::invalid_argument(value);
+        }
+    } catch (const std::exception&) {
+        return Error::badInput(
+            fmt::format("{}: '{}' is not concurrency=N (N >= 1) or rate=R (R > 0 req/s or inf)",
+                flag, stage.label));
+    }
+    return stage;
+}
+
+/// --stages: each level names its own kind; a concurrency level sends all at once, a rate level
+/// without a cap (the first slice's meaning, kept).
 Result<std::vector<Stage>> parseStages(const std::string& text)
 {
     std::vector<Stage> out;
@@ -35,32 +129,17 @@ Result<std::vector<Stage>> parseStages(const std::string& text)
     std::string item;
     while (std::getline(in, item, ',')) {
         const auto eq = item.find('=');
-        const std::string key = item.substr(0, eq);
-        const std::string value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
-        Stage stage;
-        try {
-            std::size_t used = 0;
-            if (key == "concurrency") {
-                stage.concurrency = std::stoi(value, &used);
-                if (stage.concurrency < 1) {
-                    throw std::invalid_argument(value);
-                }
-            } else if (key == "rate") {
-                stage.rate = std::stod(value, &used);
-                if (!(stage.rate > 0.0)) {
-                    throw std::invalid_argument(value);
-                }
-            } else {
-                throw std::invalid_argument(key);
-            }
-            if (used != value.size()) {
-                throw std::invalid_argument(value);
-            }
-        } catch (const std::exception&) {
-            return Error::badInput(fmt::format(
-                "--stages: '{}' is not concurrency=N (N >= 1) or rate=R (R > 0 req/s)", item));
+        auto stage = parseLevel(item.substr(0, eq),
+            eq == std::string::npos ? std::string() : item.substr(eq + 1), "--stages");
+        if (!stage) {
+            return stage.error();
         }
-        out.push_back(stage);
+        if (stage->concurrency) {
+            stage->rate = std::numeric_limits<double>::infinity();
+        } else {
+            stage->concurrency = 0;
+        }
+        out.push_back(*stage);
     }
     if (out.empty()) {
         return Error::badInput("--stages: no load level given");
@@ -68,178 +147,362 @@ Result<std::vector<Stage>> parseStages(const std::string& text)
     return out;
 }
 
-Result<std::vector<double>> parsePercentiles(const std::string& text)
+/// --sweep KEY=V1,V2,...: one level per value, the other flags kept.
+Result<std::vector<Stage>> parseSweep(const std::string& text)
 {
-    std::vector<double> out;
-    std::stringstream in(text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        try {
-            std::size_t used = 0;
-            const double p = std::stod(item, &used);
-            if (used != item.size() || p < 0.0 || p > 100.0) {
-                throw std::invalid_argument(item);
-            }
-            out.push_back(p);
-        } catch (const std::exception&) {
-            return Error::badInput(
-                fmt::format("--percentiles: '{}' is not a percentile between 0 and 100", item));
+    const auto eq = text.find('=');
+    if (eq == std::string::npos) {
+        return Error::badInput(
+            fmt::format("--sweep: '{}' is not rate=R1,R2,... or concurrency=N1,N2,...", text));
+    }
+    const std::string key = text.substr(0, eq);
+    std::vector<Stage> out;
+    std::stringstream in(text.substr(eq + 1));
+    std::string value;
+    while (std::getline(in, value, ',')) {
+        auto stage = parseLevel(key, value, "--sweep");
+        if (!stage) {
+            return stage.error();
         }
+        out.push_back(*stage);
     }
     if (out.empty()) {
-        return Error::badInput("--percentiles: none given");
+        return Error::badInput("--sweep: no value given");
     }
     return out;
 }
 
-void printText(const serve::BenchResult& r)
+Result<serve::BenchOptions> baseOptions(const BenchServeArgs& a)
 {
-    const auto& o = r.options;
-    fmt::print("day0 bench serve: {} model '{}', {} prompts of {} tokens, {} output tokens, "
-               "rate {}, concurrency {}\n",
-        o.url, o.model, o.numPrompts, o.inputTokens, o.outputTokens,
-        std::isinf(o.requestRate) ? std::string("inf") : fmt::format("{:g} req/s", o.requestRate),
-        o.maxConcurrency > 0 ? std::to_string(o.maxConcurrency) : std::string("unlimited"));
-    fmt::print("{:<34}{:>12}\n", "Successful requests:", r.completed);
-    fmt::print("{:<34}{:>12}\n", "Failed requests:", r.failed);
-    fmt::print("{:<34}{:>12.3f}\n", "Benchmark duration (s):", r.durationSeconds);
-    fmt::print("{:<34}{:>12}\n", "Total input tokens:", r.totalInput);
-    fmt::print("{:<34}{:>12}\n", "Total generated tokens:", r.totalOutput);
-    fmt::print("{:<34}{:>12.2f}\n", "Request throughput (req/s):", r.requestThroughput);
-    fmt::print("{:<34}{:>12.2f}\n", "Output token throughput (tok/s):", r.outputThroughput);
-    fmt::print("{:<34}{:>12.2f}\n", "Total token throughput (tok/s):", r.totalTokenThroughput);
-    for (const auto* name : { "ttft", "tpot", "itl", "e2el" }) {
-        const auto& s = r.metrics.at(name);
-        std::string upper(name);
-        for (auto& c : upper) {
-            c = char(std::toupper(static_cast<unsigned char>(c)));
-        }
-        fmt::print("{:-^46}\n", fmt::format(" {} ({} values) ", upper, s.count));
-        fmt::print("{:<34}{:>12.3f}\n", fmt::format("Mean {} (ms):", upper), s.mean);
-        fmt::print("{:<34}{:>12.3f}\n", fmt::format("Median {} (ms):", upper), s.median);
-        for (const auto& [p, v] : s.percentiles) {
-            fmt::print("{:<34}{:>12.3f}\n", fmt::format("P{:g} {} (ms):", p, upper), v);
-        }
+    serve::BenchOptions o = a.options;
+    auto percentiles = serve::parsePercentiles(a.percentiles);
+    if (!percentiles) {
+        return percentiles.error();
     }
-    if (r.failed > 0) {
-        fmt::print("{:-^46}\n", " Errors ");
-        for (const auto& [kind, n] : r.errorsByKind) {
-            fmt::print("{:<34}{:>12}\n", kind + ":", n);
+    o.percentiles = *percentiles;
+    o.arrivals.rate = a.requestRate > 0 ? a.requestRate : std::numeric_limits<double>::infinity();
+    if (a.rampUp == "linear") {
+        o.arrivals.ramp = serve::RampUp::Linear;
+    } else if (a.rampUp == "exponential") {
+        o.arrivals.ramp = serve::RampUp::Exponential;
+    } else if (!a.rampUp.empty()) {
+        return Error::badInput(
+            fmt::format("--ramp-up: '{}' is not linear or exponential", a.rampUp));
+    }
+    if (!a.goodput.empty()) {
+        auto slos = serve::parseSlos(a.goodput);
+        if (!slos) {
+            return slos.error();
         }
+        o.slos = *slos;
+    }
+    if (!a.lengthsFile.empty()) {
+        auto pairs = serve::readLengthsFile(a.lengthsFile);
+        if (!pairs) {
+            return pairs.error();
+        }
+        o.lengths.fromFile = std::move(*pairs);
+    }
+    DAY0_TRY(serve::checkArrivals(o.arrivals));
+    return o;
+}
+
+Result<std::vector<Stage>> levelsOf(const BenchServeArgs& a)
+{
+    if (!a.stages.empty() && !a.sweep.empty()) {
+        return Error::badInput("--stages and --sweep cannot be given together");
+    }
+    if (!a.stages.empty()) {
+        return parseStages(a.stages);
+    }
+    if (!a.sweep.empty()) {
+        return parseSweep(a.sweep);
+    }
+    return std::vector<Stage> { Stage { "", std::nullopt, std::nullopt } };
+}
+
+void printCheck(const serve::LevelCheck& c, const std::string& checkpoint)
+{
+    fmt::print("{:-^50}\n", " Check ");
+    fmt::print("Against {}'s greedy tokens: {} requests compared, {} diverge", checkpoint,
+        c.checked, c.divergences.size());
+    if (c.logprobsCompared > 0) {
+        fmt::print("; log-probabilities of {} compared, max |delta| {:.3g}", c.logprobsCompared,
+            c.maxLogprobDelta);
+    }
+    fmt::print("\n");
+    for (const auto& d : c.divergences) {
+        fmt::print("  {}\n", serve::describeDivergence(d));
     }
 }
 
 int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
 {
-    serve::BenchOptions o = a.options;
-    auto percentiles = parsePercentiles(a.percentiles);
-    if (!percentiles) {
-        return reportError(percentiles.error());
+    auto base = baseOptions(a);
+    if (!base) {
+        return reportError(base.error());
     }
-    o.percentiles = *percentiles;
-    o.requestRate = a.requestRate > 0 ? a.requestRate : std::numeric_limits<double>::infinity();
-    // Without --stages, one level: the one the options give.
-    std::vector<Stage> stages { Stage { o.maxConcurrency, a.requestRate } };
-    if (!a.stages.empty()) {
-        auto parsed = parseStages(a.stages);
-        if (!parsed) {
-            return reportError(parsed.error());
+    auto stages = levelsOf(a);
+    if (!stages) {
+        return reportError(stages.error());
+    }
+    if (base->arrivals.ramp != serve::RampUp::None) {
+        for (const auto& s : *stages) {
+            if (s.label.starts_with("rate=")) {
+                return reportError(
+                    Error::badInput("--ramp-up sets the rate of every level; a "
+                                    "rate level in --stages/--sweep contradicts it"));
+            }
         }
-        stages = *parsed;
     }
-    std::vector<serve::BenchResult> results;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-        serve::BenchOptions level = o;
-        level.maxConcurrency = stages[s].concurrency;
-        level.requestRate
-            = stages[s].rate > 0 ? stages[s].rate : std::numeric_limits<double>::infinity();
-        level.warmups = s == 0 ? o.warmups : 0; // the server is warm after the first level
+    std::optional<serve::BenchReference> reference;
+    if (!a.check.empty()) {
+        Progress progress;
+        std::optional<ProgressBar> bar;
+        bar.emplace(progress, "load reference", !global.quiet);
+        auto opened
+            = serve::BenchReference::open(a.check, a.checkPrecision, progress, interruptToken());
+        bar.reset();
+        if (!opened) {
+            return reportError(opened.error().withContext("--check"));
+        }
+        reference.emplace(std::move(*opened));
+        // Prompts the reference can read: its vocabulary unless --vocab narrows it.
+        if (base->vocab <= 0 || base->vocab > reference->vocabSize()) {
+            base->vocab = reference->vocabSize();
+        }
+        base->logprobs = 0; // the chosen tokens' log-probabilities, compared where sent
+    }
+    if (!a.plan.empty() && a.planModel.empty() && a.check.empty()) {
+        return reportError(Error::badInput(
+            "--plan needs the served model: --plan-model MODEL (or --check CHECKPOINT)"));
+    }
+    if (!a.plan.empty()) {
+        // A plan, cluster or model the planner refuses is refused before any request is sent.
+        serve::PlanQuery q { a.planModel.empty() ? a.check : a.planModel, a.plan, a.cluster,
+            double(base->lengths.inputTokens), double(base->lengths.outputTokens), 1 };
+        if (auto p = serve::predictServing(q); !p) {
+            return reportError(p.error());
+        }
+    }
+    std::vector<BenchLevel> levels;
+    std::vector<serve::LevelCheck> checks;
+    std::vector<serve::PlanPrediction> plans;
+    for (std::size_t s = 0; s < stages->size(); ++s) {
+        const auto& stage = (*stages)[s];
+        serve::BenchOptions level = *base;
+        level.maxConcurrency = stage.concurrency.value_or(level.maxConcurrency);
+        level.arrivals.rate = stage.rate.value_or(level.arrivals.rate);
+        level.warmups = s == 0 ? base->warmups : 0; // the server is warm after the first level
         Progress progress;
         std::optional<ProgressBar> bar;
         bar.emplace(
-            progress, fmt::format("bench serve {}/{}", s + 1, stages.size()), !global.quiet);
+            progress, fmt::format("bench serve {}/{}", s + 1, stages->size()), !global.quiet);
         auto result = serve::runServeBench(level, progress, interruptToken());
         bar.reset();
         if (!result) {
             return reportError(result.error());
         }
-        if (!global.json) {
-            if (stages.size() > 1) {
-                fmt::print("{:=^46}\n", fmt::format(" stage {} of {} ", s + 1, stages.size()));
+        if (reference) {
+            Progress checkProgress;
+            bar.emplace(
+                checkProgress, fmt::format("check {}/{}", s + 1, stages->size()), !global.quiet);
+            auto check = serve::checkLevel(
+                *reference, *result, a.logprobTolerance, checkProgress, interruptToken());
+            bar.reset();
+            if (!check) {
+                return reportError(check.error());
             }
-            printText(*result);
+            checks.push_back(std::move(*check));
         }
-        results.push_back(std::move(*result));
+        if (!a.plan.empty()) {
+            auto predicted = predictLevel(a, *result);
+            if (!predicted) {
+                return reportError(predicted.error());
+            }
+            plans.push_back(std::move(*predicted));
+        }
+        if (!global.json) {
+            if (stages->size() > 1) {
+                fmt::print("{:=^50}\n",
+                    fmt::format(" level {} of {}: {} ", s + 1, stages->size(), stage.label));
+            }
+            printBenchLevel(*result);
+            if (reference) {
+                printCheck(checks.back(), a.check);
+            }
+            if (!a.plan.empty()) {
+                printPlan(levelPlanJson(plans.back(), *result));
+            }
+        }
+        levels.push_back({ stage.label, std::move(*result) });
     }
+    std::vector<actions::BenchLevelOutcome> outcomes;
+    for (std::size_t s = 0; s < levels.size(); ++s) {
+        actions::BenchLevelOutcome out { levels[s].label, levels[s].result, std::nullopt,
+            std::nullopt };
+        if (reference) {
+            out.check = checks[s];
+        }
+        if (!a.plan.empty()) {
+            out.plan = plans[s];
+        }
+        outcomes.push_back(std::move(out));
+    }
+    const auto runId = recordResult(actions::benchRunRecord(outcomes, a.check, a.plan));
+    const nlohmann::json runJson = runId ? nlohmann::json(runId->value()) : nlohmann::json();
     if (global.json) {
-        if (a.stages.empty()) {
-            fmt::print("{}\n", serve::benchJson(results.front()).dump(2));
+        if (levels.size() == 1 && stages->front().label.empty()) {
+            auto j = serve::benchJson(levels.front().result);
+            j["run_id"] = runJson;
+            if (reference) {
+                j["check"] = serve::checkJson(checks.front());
+            }
+            if (!a.plan.empty()) {
+                j["plan"] = levelPlanJson(plans.front(), levels.front().result);
+            }
+            fmt::print("{}\n", j.dump(2));
         } else {
             nlohmann::json all = nlohmann::json::array();
-            for (const auto& r : results) {
-                all.push_back(serve::benchJson(r));
+            for (const auto& l : levels) {
+                auto j = serve::benchJson(l.result);
+                j["level"] = l.label;
+                if (reference) {
+                    j["check"] = serve::checkJson(checks[all.size()]);
+                }
+                if (!a.plan.empty()) {
+                    j["plan"] = levelPlanJson(plans[all.size()], l.result);
+                }
+                all.push_back(std::move(j));
             }
-            fmt::print("{}\n", nlohmann::json { { "stages", all } }.dump(2));
+            fmt::print("{}\n", nlohmann::json { { "stages", all }, { "run_id", runJson } }.dump(2));
         }
+    } else if (levels.size() > 1) {
+        printBenchLevels(levels);
     }
     int failed = 0;
     std::size_t sent = 0;
     std::string list;
-    for (std::size_t s = 0; s < results.size(); ++s) {
-        failed += results[s].failed;
-        sent += results[s].requests.size();
-        for (const auto& r : results[s].requests) {
-            if (!r.ok) {
+    for (std::size_t s = 0; s < levels.size(); ++s) {
+        const auto& r = levels[s].result;
+        failed += r.failed;
+        sent += r.requests.size();
+        for (const auto& q : r.requests) {
+            if (!q.ok) {
                 list += fmt::format("\n  {}request {}: {}: {}",
-                    results.size() > 1 ? fmt::format("stage {} ", s + 1) : std::string(), r.index,
-                    r.errorKind, r.errorMessage);
+                    levels.size() > 1 ? fmt::format("level {} ", s + 1) : std::string(), q.index,
+                    q.errorKind, q.errorMessage);
             }
         }
     }
-    if (failed > 0) {
-        return reportError(
-            Error::checkFailed(fmt::format("{} of {} requests failed:{}", failed, sent, list)));
+    std::string diverged;
+    for (std::size_t s = 0; s < checks.size(); ++s) {
+        const auto& c = checks[s];
+        if (!c.divergences.empty()) {
+            diverged += fmt::format("\n  {}{} of {} requests diverge; first: {}",
+                levels.size() > 1 ? fmt::format("level {} ({}): ", s + 1, levels[s].label)
+                                  : std::string(),
+                c.divergences.size(), c.checked, serve::describeDivergence(c.divergences.front()));
+        }
+    }
+    if (failed > 0 || !diverged.empty()) {
+        std::string message;
+        if (failed > 0) {
+            message = fmt::format("{} of {} requests failed:{}", failed, sent, list);
+        }
+        if (!diverged.empty()) {
+            message += fmt::format("{}--check: the endpoint's greedy tokens differ from {}'s:{}",
+                message.empty() ? "" : "\n", a.check, diverged);
+        }
+        return reportError(Error::checkFailed(message));
     }
     return 0;
 }
 
 const bool registered = registerCommand({ "bench",
     "load tests: `bench serve URL` drives an OpenAI-compatible endpoint and reports TTFT, TPOT, "
-    "ITL, E2EL percentiles and throughput",
+    "ITL, E2EL percentiles, throughput and goodput",
     57, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         app.require_subcommand(1);
         CLI::App* sub = app.add_subcommand("serve",
-            "streamed completions against URL (e.g. http://127.0.0.1:8000): fixed input and "
-            "output lengths, Poisson arrivals or a concurrency cap, warm-up excluded");
+            "streamed completions against URL (e.g. http://127.0.0.1:8000): fixed, ranged or "
+            "listed lengths; Poisson or gamma arrivals, ramp-up, or a concurrency cap; warm-up "
+            "excluded; stages and sweeps; goodput under SLOs");
         sub->fallthrough();
+        sub->footer(benchMetricDefinitions());
         auto a = std::make_shared<BenchServeArgs>();
         auto& o = a->options;
         sub->add_option("url", o.url, "the server, http://HOST:PORT")->required();
         sub->add_option("--model", o.model, "model id (default: the first of GET /v1/models)");
-        sub->add_option("--input-len", o.inputTokens, "prompt tokens per request (default 32)")
+        sub->add_option(
+               "--input-len", o.lengths.inputTokens, "prompt tokens per request (default 32)")
             ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 26));
-        sub->add_option("--output-len", o.outputTokens,
+        sub->add_option("--output-len", o.lengths.outputTokens,
                "max_tokens per request, with ignore_eos (default 16)")
             ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 26));
-        sub->add_option("--num-prompts", o.numPrompts, "measured requests (default 50)")
+        sub->add_option("--input-range", o.lengths.inputRange,
+               "draw prompt lengths uniformly in [len*(1-R), len*(1+R)] (default 0: fixed)")
+            ->check(CLI::Range(0.0, 0.999));
+        sub->add_option("--output-range", o.lengths.outputRange,
+               "draw max_tokens uniformly in [len*(1-R), len*(1+R)] (default 0: fixed)")
+            ->check(CLI::Range(0.0, 0.999));
+        sub->add_option("--lengths-file", a->lengthsFile,
+            "request lengths, one 'INPUT OUTPUT' pair per line, used in order and cycled "
+            "(instead of --input-len/--output-len)");
+        sub->add_option("--num-prompts", o.numPrompts, "measured requests per level (default 50)")
             ->check(CLI::Range(1, 1000000));
         sub->add_option("--request-rate", a->requestRate,
-               "requests per second, Poisson arrivals (default: all at once)")
+               "requests per second (default: all at once); gaps Poisson, or gamma with "
+               "--burstiness")
             ->check(CLI::Range(0.0, 1e6));
+        sub->add_option("--burstiness", o.arrivals.burstiness,
+               "gamma shape of the arrival gaps (default 1: Poisson; < 1 burstier)")
+            ->check(CLI::Range(1e-3, 1e3));
+        sub->add_option("--ramp-up", a->rampUp,
+            "linear or exponential: the rate moves from --ramp-start to --ramp-end over the "
+            "requests (instead of --request-rate)");
+        sub->add_option("--ramp-start", o.arrivals.rampStart, "ramp-up start rate, req/s");
+        sub->add_option("--ramp-end", o.arrivals.rampEnd, "ramp-up end rate, req/s");
         sub->add_option("--max-concurrency", o.maxConcurrency,
                "requests in flight at most (default: no cap)")
             ->check(CLI::Range(0, 1000000));
-        sub->add_option("--seed", o.seed, "seed of the prompts and arrival times (default 0)");
+        sub->add_option(
+            "--seed", o.seed, "seed of the prompts, lengths and arrival times (default 0)");
         sub->add_option("--warmup", o.warmups, "unmeasured requests sent first (default 1)")
             ->check(CLI::Range(0, 10000));
         sub->add_option("--percentiles", a->percentiles,
             "percentiles of each metric, comma-separated (default 50,90,99)");
+        sub->add_option("--goodput", a->goodput,
+               "SLOs in ms, e.g. --goodput ttft:500 tpot:50 e2el:2000: goodput counts the "
+               "requests meeting every one")
+            ->expected(1, 3);
         sub->add_option("--vocab", o.vocab,
                "draw prompt token ids below this (default: the endpoint's vocab_size)")
             ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 32));
         sub->add_option("--stages", a->stages,
             "load levels run in order, e.g. concurrency=1,concurrency=4,rate=20 (each sends "
             "--num-prompts requests; the warm-up precedes the first)");
+        sub->add_option("--sweep", a->sweep,
+            "one level per value, other flags kept: rate=1,2,4 or concurrency=1,2,8; prints a "
+            "row per level and the throughput vs latency table");
+        sub->add_option("--check", a->check,
+            "checkpoint of the served model: every answer's token_ids must equal its greedy "
+            "tokens (and the log-probabilities, where sent, within --check-logprob-tol); the "
+            "first divergence of each request and level is reported, exit 1 on any");
+        sub->add_option("--check-precision", a->checkPrecision,
+            "precision of the reference for --check, as day0 run --precision (default fp32)");
+        sub->add_option("--check-logprob-tol", a->logprobTolerance,
+               "nats a sent log-probability may differ from the reference's (default 1e-3)")
+            ->check(CLI::Range(0.0, 1e9));
+        sub->add_option("--plan", a->plan,
+            "print the planner's predicted TTFT/TPOT for each level's workload (its mean "
+            "lengths; batch: the concurrency cap, else the mean requests in flight) beside the "
+            "measured ones, with the error; a plan string, e.g. tp=1");
+        sub->add_option("--cluster", a->cluster,
+            "the cluster --plan assumes the endpoint runs on (default h100-sxm:1x1)");
+        sub->add_option("--plan-model", a->planModel,
+            "the served model for --plan: folder, config.json or bundled name (default: "
+            "--check's checkpoint)");
         sub->add_option("--timeout", o.timeoutSeconds,
                "seconds a request may wait for each read (default 300)")
             ->check(CLI::Range(1.0, 86400.0));

@@ -34,8 +34,9 @@ std::unique_ptr<httplib::Client> makeClient(const std::string& url, double timeo
     return client;
 }
 
-/// Reads the model id and vocab size from GET /v1/models.
-Result<void> discover(BenchOptions& o)
+} // namespace
+
+Result<void> discoverEndpoint(BenchOptions& o)
 {
     auto client = makeClient(o.url, o.timeoutSeconds);
     auto res = client->Get("/v1/models");
@@ -73,13 +74,35 @@ Result<void> discover(BenchOptions& o)
     return success();
 }
 
-/// One streamed completion; fills `r` (never throws).
-void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, RequestRecord& r)
+namespace {
+
+/// The kind of a transport failure: httplib 0.11 reports a read timeout as a read error, so a
+/// read that ended after the whole --timeout without a byte is told apart by the clock.
+std::string transportKind(httplib::Error error, double idleSeconds, double timeoutSeconds)
 {
-    r.promptTokens = std::int64_t(prompt.size());
-    const nlohmann::json body = { { "model", o.model }, { "prompt", prompt },
-        { "max_tokens", o.outputTokens }, { "temperature", 0 }, { "ignore_eos", true },
+    switch (error) {
+    case httplib::Error::Connection:
+        return "connection_refused";
+    case httplib::Error::ConnectionTimeout:
+        return "timeout";
+    case httplib::Error::Read:
+        return idleSeconds >= 0.95 * timeoutSeconds ? "timeout" : "connection_lost";
+    default:
+        return "connection_lost";
+    }
+}
+
+} // namespace
+
+void sendCompletion(const BenchOptions& o, RequestRecord& r)
+{
+    r.promptTokens = std::int64_t(r.prompt.size());
+    nlohmann::json body = { { "model", o.model }, { "prompt", r.prompt },
+        { "max_tokens", r.maxTokens }, { "temperature", 0 }, { "ignore_eos", true },
         { "stream", true }, { "stream_options", { { "include_usage", true } } } };
+    if (o.logprobs >= 0) {
+        body["logprobs"] = o.logprobs;
+    }
     auto client = makeClient(o.url, o.timeoutSeconds);
     httplib::Request req;
     req.method = "POST";
@@ -99,24 +122,35 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
     std::int64_t chunks = 0;
     std::optional<std::int64_t> usage;
     const auto start = BenchClock::now();
+    r.sendClock = std::chrono::duration<double>(start.time_since_epoch()).count();
+    auto lastByte = start;
+    const auto malformed = [&](std::string message) {
+        if (r.errorKind.empty()) {
+            r.errorKind = "malformed_stream";
+            r.errorMessage = std::move(message);
+        }
+    };
     const auto onEvent = [&](std::string_view data, BenchClock::time_point at) {
         if (data == "[DONE]") {
             done = true;
             return;
         }
         const auto json = nlohmann::json::parse(data, nullptr, false);
-        if (json.is_discarded()) {
-            r.errorKind = "bad_event";
-            r.errorMessage = fmt::format("not JSON: {}", data.substr(0, 200));
+        if (json.is_discarded() || !json.is_object()) {
+            malformed(fmt::format("an event is not a JSON object: {}", data.substr(0, 200)));
             return;
         }
         if (json.contains("error")) {
             r.errorKind = "stream_error";
-            r.errorMessage = json["error"].value("message", json["error"].dump());
+            r.errorMessage = json["error"].is_object()
+                ? json["error"].value("message", json["error"].dump())
+                : json["error"].dump();
             return;
         }
-        if (json.contains("usage") && json["usage"].is_object()) {
-            usage = json["usage"].value("completion_tokens", std::int64_t(0));
+        if (json.contains("usage") && json["usage"].is_object()
+            && json["usage"].contains("completion_tokens")
+            && json["usage"]["completion_tokens"].is_number_integer()) {
+            usage = json["usage"]["completion_tokens"].get<std::int64_t>();
         }
         if (!json.contains("choices") || !json["choices"].is_array() || json["choices"].empty()) {
             return;
@@ -131,7 +165,18 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
         }
         if (hasIds) {
             for (const auto& id : c["token_ids"]) {
+                if (!id.is_number_integer()) {
+                    malformed(fmt::format("token_ids holds {}", id.dump()));
+                    return;
+                }
                 r.tokenIds.push_back(id.get<std::int64_t>());
+            }
+        }
+        if (c.contains("logprobs") && c["logprobs"].is_object()
+            && c["logprobs"].contains("token_logprobs")
+            && c["logprobs"]["token_logprobs"].is_array()) {
+            for (const auto& lp : c["logprobs"]["token_logprobs"]) {
+                r.tokenLogprobs.push_back(lp.is_number() ? lp.get<double>() : std::nan(""));
             }
         }
         if (!sawToken) {
@@ -145,6 +190,7 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
     };
     req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
         const auto at = BenchClock::now();
+        lastByte = at;
         raw.append(data, n);
         if (status != 200) {
             return true;
@@ -152,15 +198,13 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
         pending.append(data, n);
         std::size_t end = 0;
         while ((end = pending.find("\n\n")) != std::string::npos) {
-            const std::string event = pending.substr(0, end);
-            pending.erase(0, end + 2);
             std::size_t lineStart = 0;
-            while (lineStart < event.size()) {
-                auto lineEnd = event.find('\n', lineStart);
-                if (lineEnd == std::string::npos) {
-                    lineEnd = event.size();
+            while (lineStart < end) {
+                auto lineEnd = pending.find('\n', lineStart);
+                if (lineEnd == std::string::npos || lineEnd > end) {
+                    lineEnd = end;
                 }
-                const std::string_view line(event.data() + lineStart, lineEnd - lineStart);
+                const std::string_view line(pending.data() + lineStart, lineEnd - lineStart);
                 if (line.starts_with("data:")) {
                     auto payload = line.substr(5);
                     if (!payload.empty() && payload.front() == ' ') {
@@ -170,19 +214,25 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
                 }
                 lineStart = lineEnd + 1;
             }
+            pending.erase(0, end + 2);
         }
         return true;
     };
     auto res = client->send(req);
     if (!res) {
-        r.errorKind = "connection";
-        r.errorMessage = httplib::to_string(res.error());
+        const double idle = secondsBetween(lastByte, BenchClock::now());
+        r.errorKind = transportKind(res.error(), idle, o.timeoutSeconds);
+        r.errorMessage = r.errorKind == "timeout"
+            ? fmt::format("no byte for {:g} s (--timeout; cpp-httplib: {})", o.timeoutSeconds,
+                httplib::to_string(res.error()))
+            : httplib::to_string(res.error());
         return;
     }
     if (res->status != 200) {
         r.errorKind = fmt::format("http_{}", res->status);
         const auto json = nlohmann::json::parse(raw, nullptr, false);
-        r.errorMessage = !json.is_discarded() && json.contains("error")
+        r.errorMessage = !json.is_discarded() && json.is_object() && json.contains("error")
+                && json["error"].is_object()
             ? json["error"].value("message", std::string())
             : raw.substr(0, 200);
         return;
@@ -191,13 +241,11 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
         return;
     }
     if (!done) {
-        r.errorKind = "incomplete_stream";
-        r.errorMessage = "the stream ended without data: [DONE]";
+        malformed("the stream ended without data: [DONE]");
         return;
     }
     if (!sawToken) {
-        r.errorKind = "no_tokens";
-        r.errorMessage = "the stream carried no token";
+        malformed("the stream carried no token");
         return;
     }
     r.e2el = secondsBetween(start, last);
@@ -205,85 +253,123 @@ void sendOne(const BenchOptions& o, const std::vector<std::int64_t>& prompt, Req
     r.ok = true;
 }
 
-} // namespace
+namespace {
 
-double percentile(const std::vector<double>& sorted, double p)
+/// The warm-up prompts come from their own stream, so every level of one seed sends the same
+/// measured prompts whatever its warm-up count.
+constexpr std::uint64_t kWarmupStream = 0x9e3779b97f4a7c15ULL;
+
+std::vector<std::int64_t> drawPrompt(std::int64_t length, std::int64_t vocab, std::mt19937_64& rng)
 {
-    if (sorted.empty()) {
-        return 0.0;
+    std::uniform_int_distribution<std::int64_t> token(0, vocab - 1);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(length));
+    for (auto& id : ids) {
+        id = token(rng);
     }
-    const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * double(sorted.size() - 1);
-    const auto lo = std::size_t(std::floor(rank));
-    const auto hi = std::min(lo + 1, sorted.size() - 1);
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - double(lo));
+    return ids;
 }
 
-MetricSummary summarize(std::vector<double> seconds, const std::vector<double>& percentiles)
+} // namespace
+
+const std::vector<std::pair<std::string, std::string>>& errorKinds()
 {
-    MetricSummary s;
-    s.count = seconds.size();
-    for (auto& v : seconds) {
-        v *= 1000.0;
-    }
-    std::sort(seconds.begin(), seconds.end());
-    if (!seconds.empty()) {
-        double sum = 0.0;
-        for (const double v : seconds) {
-            sum += v;
+    static const std::vector<std::pair<std::string, std::string>> kinds = {
+        { "http_<status>", "the endpoint answered with that HTTP status (429: queue full)" },
+        { "timeout", "no byte for --timeout seconds (or the connection was not accepted in 10 s)" },
+        { "connection_refused", "no connection could be opened (refused or unreachable)" },
+        { "connection_lost", "the connection closed or reset before the response ended" },
+        { "malformed_stream",
+            "an event was not JSON, the stream ended without data: [DONE], or carried no token" },
+        { "stream_error", "the stream carried an error event" },
+    };
+    return kinds;
+}
+
+void computeMetrics(BenchResult& r)
+{
+    const auto& o = r.options;
+    r.completed = r.failed = r.good = 0;
+    r.totalInput = r.totalOutput = 0;
+    r.errorsByKind.clear();
+    std::vector<double> ttft;
+    std::vector<double> tpot;
+    std::vector<double> itl;
+    std::vector<double> e2el;
+    std::vector<double> perUser;
+    for (const auto& q : r.requests) {
+        if (!q.ok) {
+            ++r.failed;
+            ++r.errorsByKind[q.errorKind];
+            continue;
         }
-        s.mean = sum / double(seconds.size());
-        double var = 0.0;
-        for (const double v : seconds) {
-            var += (v - s.mean) * (v - s.mean);
+        ++r.completed;
+        r.totalInput += q.promptTokens;
+        r.totalOutput += q.outputTokens;
+        ttft.push_back(q.ttft);
+        e2el.push_back(q.e2el);
+        itl.insert(itl.end(), q.itl.begin(), q.itl.end());
+        const double t = requestTpot(q.ttft, q.e2el, q.outputTokens);
+        if (q.outputTokens > 1) {
+            tpot.push_back(t);
+            if (t > 0) {
+                perUser.push_back(1.0 / t);
+            }
         }
-        s.stddev = std::sqrt(var / double(seconds.size())); // numpy.std: population
-        s.median = percentile(seconds, 50.0);
+        if (o.slos.any() && o.slos.met(q.ttft, t, q.e2el)) {
+            ++r.good;
+        }
     }
-    for (const double p : percentiles) {
-        s.percentiles.emplace_back(p, percentile(seconds, p));
+    if (r.durationSeconds > 0) {
+        r.requestThroughput = r.completed / r.durationSeconds;
+        r.outputThroughput = double(r.totalOutput) / r.durationSeconds;
+        r.totalTokenThroughput = double(r.totalInput + r.totalOutput) / r.durationSeconds;
+        r.goodput = r.good / r.durationSeconds;
     }
-    return s;
+    r.metrics["ttft"] = summarize(ttft, o.percentiles);
+    r.metrics["tpot"] = summarize(tpot, o.percentiles);
+    r.metrics["itl"] = summarize(itl, o.percentiles);
+    r.metrics["e2el"] = summarize(e2el, o.percentiles);
+    r.perUser = summarize(perUser, o.percentiles, 1.0);
 }
 
 Result<BenchResult> runServeBench(
     const BenchOptions& options, Progress& progress, std::stop_token stop)
 {
     BenchOptions o = options;
-    if (o.numPrompts < 1 || o.inputTokens < 1 || o.outputTokens < 1) {
+    if (o.numPrompts < 1 || o.lengths.inputTokens < 1 || o.lengths.outputTokens < 1) {
         return Error::badInput("--num-prompts, --input-len and --output-len must be at least 1");
     }
-    if (!(o.requestRate > 0.0)) {
-        return Error::badInput(fmt::format("--request-rate must be > 0, got {}", o.requestRate));
+    if (o.lengths.inputRange < 0 || o.lengths.inputRange >= 1 || o.lengths.outputRange < 0
+        || o.lengths.outputRange >= 1) {
+        return Error::badInput("--input-range and --output-range must be in [0, 1)");
     }
-    DAY0_TRY(discover(o));
-    std::mt19937_64 rng(o.seed);
-    std::uniform_int_distribution<std::int64_t> token(0, o.vocab - 1);
-    const auto makePrompt = [&] {
-        std::vector<std::int64_t> ids(std::size_t(o.inputTokens));
-        for (auto& id : ids) {
-            id = token(rng);
-        }
-        return ids;
-    };
+    DAY0_TRY(checkArrivals(o.arrivals));
+    DAY0_TRY(discoverEndpoint(o));
+    std::mt19937_64 warmRng(o.seed ^ kWarmupStream);
     progress.setStage("warm-up");
     for (int w = 0; w < o.warmups; ++w) {
         RequestRecord r;
-        sendOne(o, makePrompt(), r);
+        r.prompt = drawPrompt(o.lengths.inputTokens, o.vocab, warmRng);
+        r.maxTokens = o.lengths.outputTokens;
+        sendCompletion(o, r);
         if (!r.ok) {
             return Error::checkFailed(fmt::format(
                 "{}: the warm-up request failed ({}: {})", o.url, r.errorKind, r.errorMessage));
         }
     }
-    // All prompts and arrival gaps are drawn before the first send, so a seed fixes the load.
-    std::vector<std::vector<std::int64_t>> prompts;
-    std::vector<double> gaps;
-    std::exponential_distribution<double> gap(std::isinf(o.requestRate) ? 1.0 : o.requestRate);
-    for (int i = 0; i < o.numPrompts; ++i) {
-        prompts.push_back(makePrompt());
-        gaps.push_back(std::isinf(o.requestRate) ? 0.0 : gap(rng));
-    }
+    // All prompts, lengths and send times are drawn before the first send, so a seed fixes the
+    // load.
+    std::mt19937_64 rng(o.seed);
+    const auto lengths = requestLengths(o.lengths, o.numPrompts, rng);
     BenchResult result;
     result.requests.resize(std::size_t(o.numPrompts));
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+        auto& r = result.requests[i];
+        r.index = int(i);
+        r.prompt = drawPrompt(lengths[i].first, o.vocab, rng);
+        r.maxTokens = lengths[i].second;
+    }
+    const auto times = arrivalTimes(o.arrivals, o.numPrompts, rng);
     progress.setStage("requests");
     progress.setTotal(o.numPrompts);
     std::mutex mutex;
@@ -291,21 +377,20 @@ Result<BenchResult> runServeBench(
     int inFlight = 0;
     std::vector<std::thread> threads;
     const auto t0 = BenchClock::now();
-    auto next = t0;
     for (int i = 0; i < o.numPrompts && !stop.stop_requested(); ++i) {
-        next += std::chrono::duration_cast<BenchClock::duration>(
-            std::chrono::duration<double>(gaps[std::size_t(i)]));
-        std::this_thread::sleep_until(next);
+        std::this_thread::sleep_until(t0
+            + std::chrono::duration_cast<BenchClock::duration>(
+                std::chrono::duration<double>(times[std::size_t(i)])));
         {
             std::unique_lock lock(mutex);
             slotFree.wait(
                 lock, [&] { return o.maxConcurrency <= 0 || inFlight < o.maxConcurrency; });
             ++inFlight;
         }
+        result.requests[std::size_t(i)].sentAt = secondsBetween(t0, BenchClock::now());
         threads.emplace_back([&, i] {
             auto& r = result.requests[std::size_t(i)];
-            r.index = i;
-            sendOne(o, prompts[std::size_t(i)], r);
+            sendCompletion(o, r);
             progress.advance();
             {
                 const std::lock_guard lock(mutex);
@@ -319,39 +404,9 @@ Result<BenchResult> runServeBench(
     }
     result.durationSeconds = secondsBetween(t0, BenchClock::now());
     result.options = o;
-    std::vector<double> ttft;
-    std::vector<double> tpot;
-    std::vector<double> itl;
-    std::vector<double> e2el;
-    for (std::size_t i = 0; i < threads.size(); ++i) {
-        const auto& r = result.requests[i];
-        if (!r.ok) {
-            ++result.failed;
-            ++result.errorsByKind[r.errorKind];
-            continue;
-        }
-        ++result.completed;
-        result.totalInput += r.promptTokens;
-        result.totalOutput += r.outputTokens;
-        ttft.push_back(r.ttft);
-        e2el.push_back(r.e2el);
-        itl.insert(itl.end(), r.itl.begin(), r.itl.end());
-        if (r.outputTokens > 1) {
-            tpot.push_back((r.e2el - r.ttft) / double(r.outputTokens - 1));
-        }
-    }
     // Requests never sent (cancelled) are not in the result.
     result.requests.resize(threads.size());
-    if (result.durationSeconds > 0) {
-        result.requestThroughput = result.completed / result.durationSeconds;
-        result.outputThroughput = double(result.totalOutput) / result.durationSeconds;
-        result.totalTokenThroughput
-            = double(result.totalInput + result.totalOutput) / result.durationSeconds;
-    }
-    result.metrics["ttft"] = summarize(ttft, o.percentiles);
-    result.metrics["tpot"] = summarize(tpot, o.percentiles);
-    result.metrics["itl"] = summarize(itl, o.percentiles);
-    result.metrics["e2el"] = summarize(e2el, o.percentiles);
+    computeMetrics(result);
     if (stop.stop_requested()) {
         return Error::cancelled();
     }
@@ -361,16 +416,31 @@ Result<BenchResult> runServeBench(
 nlohmann::json benchJson(const BenchResult& r)
 {
     const auto& o = r.options;
-    nlohmann::json j = { { "url", o.url }, { "model", o.model }, { "input_len", o.inputTokens },
-        { "output_len", o.outputTokens }, { "num_prompts", o.numPrompts },
-        { "request_rate",
-            std::isinf(o.requestRate) ? nlohmann::json("inf") : nlohmann::json(o.requestRate) },
+    const auto& a = o.arrivals;
+    const auto rateJson = [](double rate) {
+        return std::isinf(rate) ? nlohmann::json("inf") : nlohmann::json(rate);
+    };
+    nlohmann::json j = { { "url", o.url }, { "model", o.model },
+        { "input_len", o.lengths.inputTokens }, { "output_len", o.lengths.outputTokens },
+        { "input_range", o.lengths.inputRange }, { "output_range", o.lengths.outputRange },
+        { "lengths_from_file", o.lengths.fromFile.size() }, { "num_prompts", o.numPrompts },
+        { "request_rate", rateJson(a.rate) }, { "burstiness", a.burstiness },
+        { "ramp_up", rampUpName(a.ramp) },
         { "max_concurrency", o.maxConcurrency > 0 ? nlohmann::json(o.maxConcurrency) : nullptr },
         { "seed", o.seed }, { "warmups", o.warmups }, { "duration", r.durationSeconds },
         { "completed", r.completed }, { "failed", r.failed },
         { "total_input_tokens", r.totalInput }, { "total_output_tokens", r.totalOutput },
         { "request_throughput", r.requestThroughput }, { "output_throughput", r.outputThroughput },
         { "total_token_throughput", r.totalTokenThroughput }, { "errors", r.errorsByKind } };
+    if (a.ramp != RampUp::None) {
+        j["ramp_start"] = a.rampStart;
+        j["ramp_end"] = a.rampEnd;
+    }
+    if (o.slos.any()) {
+        j["goodput_slos"] = o.slos.describe();
+        j["good_requests"] = r.good;
+        j["request_goodput"] = r.goodput;
+    }
     for (const auto& [name, s] : r.metrics) {
         j["mean_" + name + "_ms"] = s.mean;
         j["median_" + name + "_ms"] = s.median;
@@ -378,6 +448,11 @@ nlohmann::json benchJson(const BenchResult& r)
         for (const auto& [p, v] : s.percentiles) {
             j[fmt::format("p{:g}_{}_ms", p, name)] = v;
         }
+    }
+    j["mean_tokens_per_s_per_user"] = r.perUser.mean;
+    j["median_tokens_per_s_per_user"] = r.perUser.median;
+    for (const auto& [p, v] : r.perUser.percentiles) {
+        j[fmt::format("p{:g}_tokens_per_s_per_user", p)] = v;
     }
     nlohmann::json failed = nlohmann::json::array();
     for (const auto& q : r.requests) {
@@ -387,6 +462,13 @@ nlohmann::json benchJson(const BenchResult& r)
         }
     }
     j["failed_requests"] = failed;
+    nlohmann::json sends = nlohmann::json::array();
+    for (const auto& q : r.requests) {
+        sends.push_back({ { "index", q.index }, { "sent_at", q.sentAt },
+            { "input_len", q.promptTokens }, { "max_tokens", q.maxTokens }, { "ok", q.ok },
+            { "ttft", q.ttft }, { "e2el", q.e2el }, { "output_len", q.outputTokens } });
+    }
+    j["requests"] = sends;
     return j;
 }
 

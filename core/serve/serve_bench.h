@@ -2,6 +2,8 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "serve/bench_metrics.h"
+#include "serve/bench_workload.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,40 +20,43 @@ namespace day0::serve {
 struct BenchOptions {
     std::string url; ///< "http://host:port"
     std::string model; ///< empty: the first model of GET /v1/models
-    std::int64_t inputTokens = 32; ///< prompt length, token ids drawn uniformly (seeded)
-    std::int64_t outputTokens = 16; ///< max_tokens, with ignore_eos so every request runs to it
+    /// Prompt lengths (token ids drawn uniformly, seeded) and max_tokens, with ignore_eos so
+    /// every request runs to it.
+    LengthOptions lengths;
     int numPrompts = 50;
-    /// Requests per second, Poisson arrivals (exponential gaps, seeded); infinity: all at once.
-    double requestRate = std::numeric_limits<double>::infinity();
+    ArrivalOptions arrivals; ///< when requests are sent (rate, burstiness, ramp-up)
     int maxConcurrency = 0; ///< requests in flight at most; 0: no cap
     std::uint64_t seed = 0;
     int warmups = 1; ///< requests sent one by one first, not measured
     std::vector<double> percentiles { 50, 90, 99 };
     std::int64_t vocab = 0; ///< token ids drawn below this; 0: the endpoint's vocab_size
     double timeoutSeconds = 300; ///< per request, for each read
+    SloSet slos; ///< --goodput objectives; none: no goodput
+    int logprobs = -1; ///< `logprobs` asked of each request (-1: not asked)
 };
 
 /// What one request saw, times in seconds from its send.
 struct RequestRecord {
     int index = 0;
     bool ok = false;
-    std::string errorKind; ///< "connection", "http_429", "incomplete_stream", "stream_error", ...
+    /// http_<status>, timeout, connection_refused, connection_lost, malformed_stream,
+    /// stream_error (errorKinds() describes each).
+    std::string errorKind;
     std::string errorMessage;
+    double sentAt = 0.0; ///< seconds from the level's start
+    /// steady_clock seconds (since its epoch) when the request was sent: the other times plus
+    /// this are comparable with another steady_clock reading on the same machine.
+    double sendClock = 0.0;
+    std::vector<std::int64_t> prompt; ///< the token ids sent
+    std::int64_t maxTokens = 0;
     double ttft = 0.0; ///< to the first chunk carrying a token
     double e2el = 0.0; ///< to the last chunk carrying a token
     std::vector<double> itl; ///< gaps between chunks carrying tokens
     std::int64_t promptTokens = 0;
     std::int64_t outputTokens = 0; ///< usage.completion_tokens, else the chunks counted
     std::vector<std::int64_t> tokenIds; ///< choices[0].token_ids where the server sends them
-};
-
-/// Mean, median, standard deviation and the asked percentiles of one metric, in milliseconds.
-struct MetricSummary {
-    std::size_t count = 0;
-    double mean = 0.0;
-    double median = 0.0;
-    double stddev = 0.0;
-    std::vector<std::pair<double, double>> percentiles; ///< (p, value)
+    /// The chosen tokens' log-probabilities, where asked (logprobs >= 0) and sent.
+    std::vector<double> tokenLogprobs;
 };
 
 struct BenchResult {
@@ -64,17 +69,30 @@ struct BenchResult {
     double requestThroughput = 0.0; ///< completed / duration
     double outputThroughput = 0.0; ///< output tokens / duration
     double totalTokenThroughput = 0.0; ///< (input + output tokens) / duration
-    std::map<std::string, MetricSummary> metrics; ///< ttft, tpot, itl, e2el
+    std::map<std::string, MetricSummary> metrics; ///< ttft, tpot, itl, e2el (ms)
+    /// Output tokens per second per user (AIPerf's output_token_throughput_per_user): per
+    /// request with more than one output token, 1 / its TPOT.
+    MetricSummary perUser;
+    int good = 0; ///< completed requests meeting every --goodput objective
+    double goodput = 0.0; ///< good / duration, req/s (vLLM's request_goodput)
     std::map<std::string, int> errorsByKind;
     std::vector<RequestRecord> requests; ///< in index order
 };
 
-/// The value below which p percent of `sorted` lies, linearly interpolated between closest
-/// ranks (numpy.percentile's default, which vLLM's benchmark uses).
-double percentile(const std::vector<double>& sorted, double p);
+/// Reads the model id (the first listed unless `options.model` names one) and, unless given,
+/// the vocab size from GET /v1/models. Errors name the URL.
+Result<void> discoverEndpoint(BenchOptions& options);
 
-/// Summarises `seconds` in milliseconds.
-MetricSummary summarize(std::vector<double> seconds, const std::vector<double>& percentiles);
+/// Sends one streamed completion of `record.prompt` asking `record.maxTokens` tokens, as every
+/// bench request is sent, and fills `record` (never throws; a failure sets errorKind).
+void sendCompletion(const BenchOptions& options, RequestRecord& record);
+
+/// The error kinds a request can end with and what each means, for --help and the docs.
+const std::vector<std::pair<std::string, std::string>>& errorKinds();
+
+/// Fills `r`'s counts, throughputs, metrics and goodput from `r.requests` and
+/// `r.durationSeconds` (what runServeBench does after the requests end).
+void computeMetrics(BenchResult& r);
 
 /// Runs the warm-ups, then the measured requests, and computes the metrics as vLLM's
 /// `vllm bench serve` defines them (vllm/benchmarks/serve.py, calculate_metrics). Failed

@@ -349,9 +349,11 @@ TEST(ServeCli, BenchFailsNamingTheRequestsWhenTheServerIsKilled)
     EXPECT_EQ(code, 1) << bench.out() << bench.err();
     const std::string err = bench.err();
     EXPECT_NE(err.find("6 of 6 requests failed"), std::string::npos) << err;
-    EXPECT_NE(err.find("request 0: connection"), std::string::npos) << err;
-    EXPECT_NE(err.find("request 5: connection"), std::string::npos) << err;
-    EXPECT_NE(bench.out().find("connection:"), std::string::npos) << bench.out();
+    // In flight when the server died: the connection lost; sent after: refused.
+    EXPECT_NE(err.find("request 0: connection_lost"), std::string::npos) << err;
+    EXPECT_NE(err.find("request 5: connection_refused"), std::string::npos) << err;
+    EXPECT_NE(bench.out().find("connection_lost:"), std::string::npos) << bench.out();
+    EXPECT_NE(bench.out().find("connection_refused:"), std::string::npos) << bench.out();
 }
 
 TEST(ServeCli, TextPromptsGoThroughTheTokenizerAsInDay0Run)
