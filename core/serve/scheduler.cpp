@@ -128,7 +128,10 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request)
             out.reason = "the server is shutting down and accepts no new requests";
             return out;
         }
-        if (std::int64_t(m_queue.size()) >= m_options.maxQueued) {
+        // maxQueued counts requests waiting beyond the running slots: a request arriving at a
+        // free slot is admitted even with --max-queue 0.
+        if (std::int64_t(m_queue.size()) + m_runningCount
+            >= std::int64_t(m_options.maxQueued) + m_options.maxRunning) {
             ++m_metrics.rejectedFull;
             out.admission = Admission::QueueFull;
             out.reason = fmt::format("the request queue is full ({} waiting, {} running); retry "

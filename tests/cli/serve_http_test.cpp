@@ -222,6 +222,21 @@ TEST(ServeCli, BenchReportsNoErrorsAgainstDay0Serve)
     EXPECT_EQ(m.value("day0_requests_finished_total{reason=\"length\"}", 0.0), 13);
 }
 
+TEST(ServeCli, WithNoQueueARequestAtAFreeSlotIsServed)
+{
+    // --max-queue counts requests waiting beyond the running slots, so 0 still serves one at a
+    // time (it answered 429 to every request before).
+    const fs::path dir = scratchDir("serve_no_queue");
+    Server server(slowModel(), dir, { "--max-running", "1", "--max-queue", "0" });
+    ASSERT_GT(server.port, 0);
+    for (int i = 0; i < 2; ++i) {
+        auto r = post(server, "/v1/completions",
+            R"({"model":"m","prompt":[1,2],"max_tokens":2,"temperature":0,"ignore_eos":true})");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200) << r->body;
+    }
+}
+
 TEST(ServeCli, FullQueueGets429AndAVanishedStreamFreesItsSlot)
 {
     const fs::path dir = scratchDir("serve_queue");
