@@ -100,6 +100,40 @@ Result<std::vector<std::int64_t>> recurrentParts(
     return none;
 }
 
+/// The slice of a Kimi Delta Attention tensor (Kimi-Linear's KDA layers), as vLLM's
+/// KimiDeltaAttention (vllm/model_executor/layers/kda.py) shards it: the heads split over the TP
+/// ranks, q/k/v_proj, their short convs, f_b_proj, g_b_proj (or the full-rank g_proj), b_proj and
+/// dt_bias column-parallel, A_log [1, 1, heads, 1] by head along dim 2 (its sharded_weight_loader
+/// (2)), f_a_proj, g_a_proj and o_norm replicated, o_proj row-parallel. Nullopt for any tensor
+/// the generic rules handle; the error names linear_attn_config.num_heads when TP does not divide
+/// the heads (a channel split that divides evenly is not enough: the decay, β, the state and the
+/// gated norm are per head).
+Result<std::optional<TensorSlice>> kdaSlice(
+    const model::ModelSpec& spec, const model::TensorSpec& t, int tp, int r)
+{
+    const bool kda = spec.linearAttention && spec.family == model::Family::KimiLinear
+        && t.layer >= 0 && std::size_t(t.layer) < spec.layers.size()
+        && spec.layers[std::size_t(t.layer)].mixer == model::MixerKind::KimiDelta
+        && t.name.find(".self_attn.") != std::string::npos;
+    if (!kda) {
+        return std::optional<TensorSlice>();
+    }
+    const std::int64_t heads = spec.linearAttention->valueHeads;
+    const bool aLog = t.name.ends_with(".A_log") && t.shape.size() == 4;
+    if ((t.role != ParallelRole::Replicated || aLog) && heads % tp != 0) {
+        return Error::badInput(fmt::format("tensor '{}': tp={} does not divide the {} KDA heads "
+                                           "(linear_attn_config.num_heads)",
+            t.name, tp, heads));
+    }
+    if (!aLog) {
+        return std::optional<TensorSlice>();
+    }
+    const std::int64_t per = heads / tp;
+    TensorSlice slice;
+    slice.dims.push_back({ 2, { { per * r, per * (r + 1) } } });
+    return std::optional<TensorSlice>(slice);
+}
+
 /// Which pipeline stage holds a tensor.
 int stageOf(const model::LayerGraph& g, const model::TensorSpec& t, const ShardLayout& layout)
 {
@@ -350,6 +384,13 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     }
     if (tp == 1 || t.shape.empty()) {
         return Opt(slice);
+    }
+    auto kda = kdaSlice(spec, t, tp, r);
+    if (!kda) {
+        return kda.error();
+    }
+    if (kda->has_value()) {
+        return kda;
     }
     switch (t.role) {
     case ParallelRole::Replicated:

@@ -75,6 +75,12 @@ Result<void> ParallelForward::init()
             "--plan: tp={} does not divide the {} attention heads", tp, m_spec.numHeads));
     }
     m_heads = m_spec.numHeads / tp;
+    if (m_spec.family == model::Family::KimiLinear && m_spec.linearAttention
+        && m_spec.linearAttention->valueHeads % tp != 0) {
+        return Error::badInput(fmt::format("--plan: tp={} does not divide the {} KDA heads "
+                                           "(linear_attn_config.num_heads)",
+            tp, m_spec.linearAttention->valueHeads));
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     if (mla) {
         m_kvHeads = m_heads;
@@ -94,6 +100,10 @@ Result<void> ParallelForward::init()
             return act.error();
         }
         m_activation = *act;
+    }
+    if (m_spec.family == model::Family::Gemma4) {
+        m_scale = 1.0; // q_norm and k_norm stand for 1/sqrt(d)
+        return gemma4Init();
     }
     // Partial rotary (Qwen3.5: a quarter of each head) as the single-rank engine builds it: the
     // first lanes rotate, the rest pass.
@@ -143,6 +153,16 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
     for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
         const auto i = std::size_t(l);
         const model::MixerKind mixer = m_spec.layers[i].mixer;
+        if (m_spec.family == model::Family::Gemma4) {
+            // A KV-shared layer reads its source's cache and keeps none of its own.
+            if (m_kvSource[i] == int(l)) {
+                const std::int64_t width
+                    = localKvHeads(m_spec.layers[i]) * m_spec.headDimOf(m_spec.layers[i]);
+                c.k[i].assign(std::size_t(capacity * width), 0.0F);
+                c.v[i].assign(std::size_t(capacity * width), 0.0F);
+            }
+            continue;
+        }
         // The recurrent layers' states: fixed sizes over this rank's heads, zero at the start.
         if (mixer == model::MixerKind::GatedDeltaNet && m_spec.linearAttention) {
             const auto& la = *m_spec.linearAttention;
@@ -151,6 +171,11 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
             c.window[i].assign(std::size_t((la.convKernel - 1) * conv), 0.0F);
             c.state[i].assign(
                 std::size_t(la.valueHeads / tp * la.keyHeadDim * la.valueHeadDim), 0.0F);
+        } else if (mixer == model::MixerKind::KimiDelta && m_spec.linearAttention) {
+            const auto& la = *m_spec.linearAttention;
+            const std::int64_t width = la.valueHeads / tp * la.valueHeadDim;
+            c.window[i].assign(std::size_t(3 * (la.convKernel - 1) * width), 0.0F);
+            c.state[i].assign(std::size_t(width * la.valueHeadDim), 0.0F);
         } else if (mixer == model::MixerKind::Mamba2 && m_spec.mamba) {
             const auto& m = *m_spec.mamba;
             c.window[i].assign(std::size_t((m.convKernel - 1) * m.convChannels() / tp), 0.0F);
@@ -247,7 +272,24 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
         }
     }
     std::vector<float> local;
-    DAY0_TRY(finishRowParallel(hidden, std::int64_t(ids.size()), {}, local));
+    const auto n = std::int64_t(ids.size());
+    DAY0_TRY(finishRowParallel(hidden, n, {}, local));
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextScaledWordEmbedding: times sqrt(hidden_size); the per-layer inputs read
+        // every token's scaled row.
+        const auto scale = float(std::sqrt(double(h)));
+        for (float& x : local) {
+            x *= scale;
+        }
+        if (m_spec.perLayerInputSize > 0) {
+            std::vector<float> gathered;
+            auto all = allTokens(local, n, gathered);
+            if (!all) {
+                return all.error();
+            }
+            DAY0_TRY(gemma4PerLayerInputs(ids, *all, n));
+        }
+    }
     return local;
 }
 
@@ -281,6 +323,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
         std::copy_n(part.begin() + t * width, width, local.begin() + t * per);
     }
     if (tp == 1) {
+        softCap(local);
         return local;
     }
     std::vector<float> all(std::size_t(tp) * local.size());
@@ -294,7 +337,20 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
                 logits.begin() + t * vocab + lo);
         }
     }
+    softCap(logits);
     return logits;
+}
+
+void ParallelForward::softCap(std::vector<float>& logits) const
+{
+    // Gemma's final_logit_softcapping: cap · tanh(logits / cap), as the single-rank engine.
+    const double cap = m_spec.finalLogitSoftcap;
+    if (cap <= 0.0) {
+        return;
+    }
+    for (float& x : logits) {
+        x = float(std::tanh(double(x) / cap) * cap);
+    }
 }
 
 Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
@@ -328,8 +384,13 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
             DAY0_TRY(nemotronHLayer(l, cache, hidden, n, start));
             continue;
         }
+        if (m_spec.family == model::Family::Gemma4) {
+            DAY0_TRY(gemma4Layer(l, cache, hidden, n, start));
+            continue;
+        }
         const std::string prefix = layerPrefix(l);
-        const bool linear = m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet;
+        const model::MixerKind mixer = m_spec.layers[std::size_t(l)].mixer;
+        const bool linear = mixer == model::MixerKind::GatedDeltaNet;
         m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), rows, h,
             m_spec.normEps, exec::PrecisionMode::F32);
         auto in = allTokens(x, n, gathered);
@@ -338,6 +399,8 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         }
         if (linear) {
             DAY0_TRY(gatedDeltaNet(l, cache, *in, partial.data(), n));
+        } else if (mixer == model::MixerKind::KimiDelta) {
+            DAY0_TRY(kimiDelta(l, cache, *in, partial.data(), n));
         } else if (m_spec.attention == model::AttentionKind::MLA) {
             DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
         } else {
@@ -459,8 +522,11 @@ Result<void> ParallelForward::mla(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
-    m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    // Kimi-Linear's mla_use_nope: the rope slices are projected and cached but not rotated.
+    if (!m.noRope) {
+        m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+        m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
@@ -483,6 +549,15 @@ Result<void> ParallelForward::mla(
     std::vector<float> context(std::size_t(n * heads * vd));
     m_ops.attention(
         q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    if (m.outputGate) {
+        // mla_use_output_gate: σ(g_proj(x)) per value channel; g_proj is column-parallel by
+        // heads, so the local gate rows match the local heads' context.
+        std::vector<float> gate(context.size());
+        DAY0_TRY(linearOp(attn + ".g_proj", x, gate.data(), n, h, heads * vd));
+        for (std::size_t i = 0; i < gate.size(); ++i) {
+            context[i] *= exec::sigmoid(gate[i]);
+        }
+    }
     return linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true);
 }
 

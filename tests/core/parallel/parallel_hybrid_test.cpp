@@ -1,8 +1,9 @@
 // The proof that sharded execution of the recurrent hybrids computes what the single-rank engine
-// computes: shrunk Qwen3.5 and Qwen3-Next (Gated DeltaNet and gated full attention) and
-// Nemotron-H (Mamba-2, attention, relu² MLP) at tp=2, with sequence parallelism, at pp=2 with
-// the stage boundary between a recurrent and a full-attention layer, and tp=2 × pp=2; logits of
-// the prompt and of every decode step against one rank. A conv window or recurrent state split
+// computes: shrunk Qwen3.5 and Qwen3-Next (Gated DeltaNet and gated full attention),
+// Nemotron-H (Mamba-2, attention, relu² MLP) and Kimi-Linear (KDA, MLA without RoPE) at tp=2,
+// with sequence parallelism, at pp=2 with the stage boundary between a recurrent and a
+// full-attention layer, and tp=2 × pp=2; logits of the prompt and of every decode step against
+// one rank. A conv window or recurrent state split
 // differently from the projections, or carried wrongly between steps, changes the logits.
 #include "checkpoint/sharding.h"
 #include "parallel_testkit.h"
@@ -47,7 +48,8 @@ const test::ShrunkModel& hybrid(const std::string& name)
 
 bool recurrent(model::MixerKind k)
 {
-    return k == model::MixerKind::GatedDeltaNet || k == model::MixerKind::Mamba2;
+    return k == model::MixerKind::GatedDeltaNet || k == model::MixerKind::Mamba2
+        || k == model::MixerKind::KimiDelta;
 }
 
 test::MatrixPlan layoutOf(int tp, int pp, bool sp = false, int ep = 1, int dp = 1)
@@ -135,6 +137,56 @@ TEST(ParallelHybrid, NemotronHShardedEqualsOneRank)
     prove("nemotron-h", { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(1, 2), layoutOf(2, 2) });
 }
 
+TEST(ParallelHybrid, KimiLinearShardedEqualsOneRank)
+{
+    // KDA heads split over TP (q/k/v and their convs by channel, the decay's f_b_proj, dt_bias
+    // and A_log by head, β by head, the sigmoid-gated o_norm per head, o_proj row-parallel),
+    // the MLA without RoPE by heads, the sigmoid router's experts over EP; pp=2 cuts between
+    // the last KDA layer and the MLA one.
+    const auto& m = hybrid("kimi-linear-48b-a3b");
+    ASSERT_EQ(m.spec.family, model::Family::KimiLinear);
+    ASSERT_TRUE(m.spec.mla.noRope);
+    ASSERT_TRUE(m.spec.moe.has_value());
+    ASSERT_EQ(m.spec.linearAttention->valueHeads, 2);
+    auto pp = layoutOf(1, 2);
+    pp.layout.stageLayerCounts = { 3, 1 }; // KDA, KDA, KDA | MLA
+    auto both = layoutOf(2, 2, false, 2);
+    both.layout.stageLayerCounts = { 3, 1 };
+    prove("kimi-linear-48b-a3b",
+        { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(2, 1, false, 2), pp, both });
+}
+
+TEST(ParallelHybrid, Gemma4E2BShardedEqualsOneRank)
+{
+    // Sliding and full layers with their own RoPE and head widths, the KV-shared layers reading
+    // their source's cache (on every TP rank its own KV head copy), double-wide MLPs, the
+    // per-layer input embeddings (vocab-parallel table, carried to the second stage), the
+    // sandwich norms, layer_scalar and the soft-capped logits. The prompts and decode steps run
+    // past the window of 4.
+    const auto& m = hybrid("gemma-4-e2b");
+    ASSERT_EQ(m.spec.family, model::Family::Gemma4);
+    ASSERT_EQ(m.spec.layers.size(), 6u);
+    ASSERT_GT(m.spec.perLayerInputSize, 0);
+    ASSERT_EQ(m.spec.kvSharedLayers, 2);
+    ASSERT_EQ(m.spec.layers[0].slidingWindow, 4);
+    ASSERT_GT(m.spec.finalLogitSoftcap, 0.0);
+    auto pp = layoutOf(1, 2);
+    pp.layout.stageLayerCounts = { 2, 4 }; // the KV-shared layers' sources in the second stage
+    auto both = layoutOf(2, 2, true);
+    both.layout.stageLayerCounts = { 2, 4 };
+    prove("gemma-4-e2b", { layoutOf(2, 1), layoutOf(2, 1, true), pp, both }, false);
+}
+
+TEST(ParallelHybrid, Gemma4RefusesKvSharingAcrossStagesByName)
+{
+    // Balanced pp=2 puts layer 4 in the second stage and layer 2, whose cache it reads, in the
+    // first.
+    auto r = run(hybrid("gemma-4-e2b"), layoutOf(1, 2));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("num_kv_shared_layers"), std::string::npos)
+        << r.error().message;
+}
+
 TEST(ParallelHybrid, RefusesSplitsThatBreakHeadsOrGroups)
 {
     // Two linear-attention key heads and two Mamba-2 groups: tp=4 would cut through them.
@@ -146,6 +198,11 @@ TEST(ParallelHybrid, RefusesSplitsThatBreakHeadsOrGroups)
     ASSERT_FALSE(nemotron.ok());
     EXPECT_NE(nemotron.error().message.find("(n_groups)"), std::string::npos)
         << nemotron.error().message;
+    // Two KDA heads of 16 channels: tp=4 would split the channels evenly but cut the heads.
+    auto kimi = run(hybrid("kimi-linear-48b-a3b"), layoutOf(4, 1));
+    ASSERT_FALSE(kimi.ok());
+    EXPECT_NE(kimi.error().message.find("linear_attn_config.num_heads"), std::string::npos)
+        << kimi.error().message;
 }
 
 TEST(ParallelHybrid, NemotronHMoeShardedEqualsOneRank)
@@ -174,10 +231,15 @@ TEST(ParallelHybrid, RunsFromDay0ShardRankFiles)
 {
     // `day0 shard` writes each rank's per-part slices of the fused recurrent projections; a run
     // from those rank files equals one rank and loads what an in-memory run slices.
-    for (const std::string name : { "qwen3.5-27b", "nemotron-h" }) {
+    for (const std::string name : { "qwen3.5-27b", "nemotron-h", "kimi-linear-48b-a3b" }) {
         SCOPED_TRACE(name);
         const auto& m = hybrid(name);
-        const auto p = layoutOf(2, 2);
+        auto p = layoutOf(2, 2);
+        if (name.starts_with("kimi")) {
+            // The KDA A_log [1, 1, heads, 1] split along its heads, the experts over EP.
+            p.layout.ep = 2;
+            p.layout.stageLayerCounts = { 3, 1 };
+        }
         const auto out = scratch() / (name + "-shards");
         Progress progress;
         auto written = checkpoint::shardCheckpoint(

@@ -68,6 +68,20 @@ Result<ShrunkModel> makeShrunkModel(
 Result<ShrunkModel> makeShrunkHybrid(
     const std::string& name, const std::filesystem::path& dir, std::uint64_t seed)
 {
+    if (name == "gemma-4-e2b") {
+        // Six layers: sliding ×3, full, then a KV-shared sliding and a KV-shared full layer
+        // (reading layers 2 and 3, their MLPs double-wide), with per-layer input embeddings.
+        const auto config = std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "gemma-4-E2B-it.json";
+        return shrinkAndOpen(name, config.string(), dir, 6, seed);
+    }
+    if (name == "kimi-linear-48b-a3b") {
+        // Shrink keeps layers 0 (KDA, dense MLP), 1 and 2 (KDA, MoE) and 3 (MLA without RoPE,
+        // MoE), with 2 KDA heads of 16.
+        const auto config = std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "kimi-linear-48b-a3b.json";
+        return shrinkAndOpen(name, config.string(), dir, 4, seed);
+    }
     if (name != "nemotron-h" && name != "nemotron-3-super") {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.

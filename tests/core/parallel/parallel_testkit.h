@@ -43,6 +43,12 @@ Result<ShrunkModel> makeShrunkModel(
 /// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers);
 /// - "nemotron-3-super": nemotron-3-super-120b-fp8 unquantised, 4 layers of its pattern (its
 ///   latent MoE: experts between fc1_latent_proj and fc2_latent_proj).
+/// - "kimi-linear-48b-a3b": 4 layers (3 Kimi Delta Attention with 2 heads, the first with a
+///   dense MLP, then one MLA without RoPE; MoE in the last three), which pp=2 splits at the
+///   KDA / MLA boundary with stage layer counts 3/1.
+/// - "gemma-4-e2b": the E2B text decoder in 6 layers (sliding ×3, full, then KV-shared sliding
+///   and full layers reading layers 2 and 3, with double-wide MLPs), per-layer input
+///   embeddings, window 4, one KV head.
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
