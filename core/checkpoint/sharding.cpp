@@ -453,7 +453,10 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
             || (spec.family == model::Family::NemotronH
                 && (t.name.find(".mixer.k_proj.") != std::string::npos
                     || t.name.find(".mixer.v_proj.") != std::string::npos));
-        const std::int64_t kvHeads = spec.numKvHeads;
+        // Per layer: Gemma-4's full layers have their own (num_global_key_value_heads).
+        const bool inLayer = t.layer >= 0 && std::size_t(t.layer) < spec.layers.size();
+        const std::int64_t kvHeads
+            = inLayer ? spec.kvHeadsOf(spec.layers[std::size_t(t.layer)]) : spec.numKvHeads;
         if (kv && kvHeads > 0 && kvHeads < tp) {
             if (tp % kvHeads != 0) {
                 return Error::badInput(fmt::format(

@@ -137,6 +137,11 @@ private:
     /// attention and the MLP, the per-layer input branch, layer_scalar.
     Result<void> gemma4Layer(int layer, ShardCache& cache, std::vector<float>& hidden,
         std::int64_t n, std::int64_t start);
+    /// Gemma-4's MoE block of a layer beside its MLP: `branch` [localRows(n), h] holds the
+    /// reduced MLP output and becomes post_feedforward_layernorm_1(branch) plus the normed
+    /// routed experts of `hidden` (the residual stream).
+    Result<void> gemma4Experts(
+        int layer, const std::vector<float>& hidden, std::int64_t n, std::vector<float>& branch);
     /// Gemma-4 attention of the local heads (q/k norms, v_norm, the layer type's RoPE, the KV
     /// source's cache); `out` gets the partial o_proj sums.
     Result<void> gemma4Attention(int layer, ShardCache& cache, const float* x, float* out,

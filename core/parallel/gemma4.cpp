@@ -13,9 +13,12 @@
 //   reduced rows, the gated MLP (double-wide in the KV-shared layers) column/row-parallel;
 // - the per-layer input branch (per_layer_input_gate / per_layer_projection replicated) on the
 //   rank's rows, then layer_scalar; the final logits soft-capped.
-// The MoE block beside the MLP (gemma-4-26b-a4b: its router with per-expert scales, experts fed
-// the residual stream) and per-layer KV head counts are refused by run.cpp before a forward
-// exists.
+// - the MoE block beside the MLP (gemma-4-26b-a4b): the router replicated (weightless norm of
+//   the residual stream, its scale, softmax top-k renormalised, per_expert_scale), the experts
+//   (unpacked from experts.gate_up_proj / down_proj) over EP through moe.cpp's dispatch on
+//   pre_feedforward_layernorm_2 of the residual stream, each branch post-normed and summed.
+// The full layers' own KV heads (num_global_key_value_heads) and attention_k_eq_v are sliced by
+// core/checkpoint per layer.
 #include "exec/attention.h"
 #include "exec/forward.h"
 #include "parallel/forward.h"
@@ -57,6 +60,10 @@ Result<void> ParallelForward::gemma4Init()
         return sliding.error();
     }
     m_slidingRope = std::move(*sliding);
+    if (m_spec.moe) {
+        // The reader's softmax scoring with normTopkProb, as the single-rank engine routes.
+        m_router = exec::routerConfig(*m_spec.moe);
+    }
     const int tp = m_layout.tp;
     const std::int64_t firstShared = m_spec.numLayers - m_spec.kvSharedLayers;
     m_kvSource.assign(std::size_t(m_spec.numLayers), 0);
@@ -200,6 +207,52 @@ Result<void> ParallelForward::gemma4Attention(
     return linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true);
 }
 
+Result<void> ParallelForward::gemma4Experts(
+    int layer, const std::vector<float>& hidden, std::int64_t n, std::vector<float>& branch)
+{
+    const std::string p = layerPrefix(layer);
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t rows = localRows(n);
+    // Gemma4TextRouter reads the residual stream, RMS-normalised without a weight, times its
+    // learned scale and hidden_size^-1/2 (replicated: every rank routes every token).
+    std::vector<float> gathered;
+    auto residual = allTokens(hidden, n, gathered);
+    if (!residual) {
+        return residual.error();
+    }
+    std::vector<float> routed(*residual, *residual + n * h);
+    exec::unitRmsNorm(routed.data(), n, h, m_spec.normEps);
+    const float* scale = weight(p + ".router.scale");
+    const auto root = float(1.0 / std::sqrt(double(h)));
+    for (std::int64_t t = 0; t < n; ++t) {
+        for (std::int64_t c = 0; c < h; ++c) {
+            routed[std::size_t(t * h + c)] = routed[std::size_t(t * h + c)] * scale[c] * root;
+        }
+    }
+    // The experts read pre_feedforward_layernorm_2 of the residual stream.
+    std::vector<float> x(hidden.size());
+    m_ops.rmsNorm(hidden.data(), weight(p + ".pre_feedforward_layernorm_2.weight"), x.data(), rows,
+        h, m_spec.normEps, exec::PrecisionMode::F32);
+    std::vector<float> rowsOfAll;
+    auto in = allTokens(x, n, rowsOfAll);
+    if (!in) {
+        return in.error();
+    }
+    // Each token's routed sum lives on its owning TP rank until the reduction.
+    std::vector<float> acc(std::size_t(n * h), 0.0F);
+    DAY0_TRY(routedExperts(layer, routed.data(), n, *in, h, acc.data()));
+    std::vector<float> experts;
+    DAY0_TRY(finishRowParallel(acc, n, {}, experts));
+    const auto norm = [&](const std::string& name, float* values) {
+        m_ops.rmsNorm(values, weight(name + ".weight"), values, rows, h, m_spec.normEps,
+            exec::PrecisionMode::F32);
+    };
+    norm(p + ".post_feedforward_layernorm_2", experts.data());
+    norm(p + ".post_feedforward_layernorm_1", branch.data());
+    exec::addInPlace(branch.data(), experts.data(), rows * h);
+    return backendStatus();
+}
+
 Result<void> ParallelForward::gemma4Layer(
     int layer, ShardCache& cache, std::vector<float>& hidden, std::int64_t n, std::int64_t start)
 {
@@ -235,6 +288,9 @@ Result<void> ParallelForward::gemma4Layer(
     DAY0_TRY(mlpPartial(p + ".mlp", "gate_proj", "up_proj", "down_proj", *in, partial.data(), n,
         m_spec.ffnWidthOf(spec) / m_layout.tp));
     DAY0_TRY(finishRowParallel(partial, n, p + ".mlp.down_proj", branch));
+    if (spec.moe() && m_spec.moe) {
+        DAY0_TRY(gemma4Experts(layer, hidden, n, branch));
+    }
     norm(p + ".post_feedforward_layernorm", branch.data());
     exec::addInPlace(hidden.data(), branch.data(), rows * h);
     if (const std::int64_t width = m_spec.perLayerInputSize; width > 0) {

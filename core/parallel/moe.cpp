@@ -50,6 +50,18 @@ Result<std::vector<V>> exchangeRows(comm::Communicator& group,
 
 exec::detail::LayerNames ParallelForward::moeNames(int layer) const
 {
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextRouter and Gemma4TextExperts sit on the layer itself: router.proj, and
+        // experts.{e}.gate_proj / up_proj / down_proj (unpacked from experts.gate_up_proj).
+        exec::detail::LayerNames names;
+        names.prefix = layerPrefix(layer);
+        names.ffn = names.prefix;
+        names.router = names.prefix + ".router.proj";
+        names.expertGate = "gate_proj";
+        names.expertUp = "up_proj";
+        names.expertDown = "down_proj";
+        return names;
+    }
     if (m_spec.family != model::Family::NemotronH) {
         return exec::detail::layerNames(m_spec, layer);
     }
@@ -147,7 +159,14 @@ Result<void> ParallelForward::routedExperts(
 
     std::vector<float> logits(std::size_t(n * e));
     DAY0_TRY(linearOp(names.router, x, logits.data(), n, h, e));
-    const exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
+    exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextRouter: each chosen weight times its expert's per_expert_scale.
+        const float* perExpert = weight(names.prefix + ".router.per_expert_scale");
+        for (std::size_t i = 0; i < routing.experts.size(); ++i) {
+            routing.weights[i] *= double(perExpert[routing.experts[i]]);
+        }
+    }
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
         const auto [first, last] = checkpoint::expertRange(e, ep, r);

@@ -398,8 +398,10 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
     }
-    // Qwen3.5's fused experts are split per expert from the full checkpoint (weights.cpp).
-    if (spec.moe && spec.moe->packedExperts && !exec::detail::isQwenNext(spec)) {
+    // Qwen3.5's and Gemma-4's fused experts (one layout) are split per expert from the full
+    // checkpoint (weights.cpp).
+    if (spec.moe && spec.moe->packedExperts && !exec::detail::isQwenNext(spec)
+        && spec.family != model::Family::Gemma4) {
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
@@ -422,23 +424,6 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the linear-attention (Kimi Delta Attention) layers of {}",
                 spec.modelType));
-    }
-    if (spec.family == model::Family::Gemma4) {
-        if (spec.moe) {
-            missing.push_back(fmt::format("sharded runs of the Gemma-4 MoE block of {} (its "
-                                          "router with per_expert_scale, the experts beside the "
-                                          "MLP fed the residual stream)",
-                spec.modelType));
-        }
-        for (const auto& layer : spec.layers) {
-            if (spec.kvHeadsOf(layer) != spec.numKvHeads || layer.sharedKv) {
-                missing.push_back(
-                    fmt::format("sharded runs of the full layers of {} with their own KV heads "
-                                "(num_global_key_value_heads, attention_k_eq_v)",
-                        spec.modelType));
-                break;
-            }
-        }
     }
     if (!missing.empty()) {
         return Error::unsupported(

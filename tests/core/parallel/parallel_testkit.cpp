@@ -86,7 +86,8 @@ Result<ShrunkModel> makeShrunkHybrid(
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
         const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
-        return shrinkAndOpen(name, name, dir, four ? 4 : 2, seed);
+        const bool six = name.starts_with("gemma"); // five sliding layers and a full one
+        return shrinkAndOpen(name, name, dir, six ? 6 : four ? 4 : 2, seed);
     }
     const bool super = name == "nemotron-3-super";
     const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"

@@ -49,6 +49,8 @@ Result<ShrunkModel> makeShrunkModel(
 /// - "gemma-4-e2b": the E2B text decoder in 6 layers (sliding ×3, full, then KV-shared sliding
 ///   and full layers reading layers 2 and 3, with double-wide MLPs), per-layer input
 ///   embeddings, window 4, one KV head.
+/// - "gemma-4-26b-a4b": 6 layers (five sliding, one full with attention_k_eq_v), the MoE block
+///   (8 fused experts) beside each dense MLP.
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
