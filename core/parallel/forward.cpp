@@ -94,7 +94,13 @@ Result<void> ParallelForward::init()
         m_kvHeads = 1; // replicated: rank r holds KV head r / (tp / kv)
     }
     // Nemotron-H's relu² MLPs are not gated: relu2Partial computes them.
-    if (m_spec.family != model::Family::NemotronH) {
+    if (m_spec.family == model::Family::MiniMaxM3
+        && (m_spec.hiddenAct == "swigluoai" || m_spec.hiddenAct == "swiglu_oai")) {
+        // As the single-rank engine: (clamp(up) + 1) · g·σ(1.702·g) with g = min(gate, limit),
+        // i.e. the quick GELU of the clamped gate; elementwise, so TP-local.
+        m_activation = exec::Activation::QuickGelu;
+        m_swigluLimit = m_spec.swigluLimit;
+    } else if (m_spec.family != model::Family::NemotronH) {
         auto act = exec::parseActivation(m_spec.hiddenAct);
         if (!act) {
             return act.error();
@@ -116,6 +122,14 @@ Result<void> ParallelForward::init()
         return rope.error();
     }
     m_rope = std::move(*rope);
+    if (const auto& bs = m_spec.blockSparse; bs && m_spec.family == model::Family::MiniMaxM3
+        && (bs->indexDim < m_rope.rotaryDim || bs->indexHeads != m_spec.numKvHeads)) {
+        // As the single-rank engine (blockSparseInit): index head g serves KV group g.
+        return Error::unsupported(fmt::format("MiniMax-M3 sparse attention with sparse_index_dim "
+                                              "{} below the rotary width {}, or {} index heads "
+                                              "for {} KV heads",
+            bs->indexDim, m_rope.rotaryDim, bs->indexHeads, m_spec.numKvHeads));
+    }
     if (mla) {
         m_scale = 1.0 / std::sqrt(double(m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim));
         const auto& s = m_spec.ropeScaling;
@@ -183,6 +197,10 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
         } else if (mixer != model::MixerKind::None) {
             c.k[i].assign(std::size_t(capacity * kw), 0.0F);
             c.v[i].assign(std::size_t(capacity * vw), 0.0F);
+        }
+        if (mixer == model::MixerKind::BlockSparse && m_spec.blockSparse) {
+            c.indexKeys.resize(std::size_t(m_spec.numLayers));
+            c.indexKeys[i].assign(std::size_t(capacity * m_spec.blockSparse->indexDim), 0.0F);
         }
     }
     return c;
@@ -401,6 +419,8 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
             DAY0_TRY(gatedDeltaNet(l, cache, *in, partial.data(), n));
         } else if (mixer == model::MixerKind::KimiDelta) {
             DAY0_TRY(kimiDelta(l, cache, *in, partial.data(), n));
+        } else if (mixer == model::MixerKind::BlockSparse) {
+            DAY0_TRY(blockSparseAttention(l, cache, *in, partial.data(), n, start));
         } else if (m_spec.attention == model::AttentionKind::MLA) {
             DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
         } else {
@@ -570,6 +590,14 @@ Result<void> ParallelForward::mlpPartial(const std::string& module, const std::s
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + "." + gate, x, g.data(), n, h, inter));
     DAY0_TRY(linearOp(module + "." + up, x, u.data(), n, h, inter));
+    if (m_swigluLimit > 0.0) {
+        // The clamped SwiGLU: gate clamped from above, up both ways and shifted by one.
+        const auto limit = float(m_swigluLimit);
+        for (std::size_t j = 0; j < g.size(); ++j) {
+            g[j] = std::min(g[j], limit);
+            u[j] = std::clamp(u[j], -limit, limit) + 1.0F;
+        }
+    }
     m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, exec::PrecisionMode::F32);
     return linearOp(module + "." + down, g.data(), out, n, inter, h, true);
 }

@@ -39,6 +39,8 @@ struct ShardCache {
     std::vector<std::vector<float>> window;
     /// Per layer: the delta rule's [local value heads, dk, dv] or the SSM's [local heads, P, N].
     std::vector<std::vector<float>> state;
+    /// Per layer: MiniMax-M3's index keys [capacity, sparse_index_dim] (replicated).
+    std::vector<std::vector<float>> indexKeys;
     std::int64_t capacity = 0;
 };
 
@@ -137,6 +139,11 @@ private:
     /// attention and the MLP, the per-layer input branch, layer_scalar.
     Result<void> gemma4Layer(int layer, ShardCache& cache, std::vector<float>& hidden,
         std::int64_t n, std::int64_t start);
+    /// MiniMax-M3's sparse attention (MSA) over the local heads: the replicated index branch
+    /// selects key blocks per KV group, each local group attends over its own (minimax_m3.cpp);
+    /// `out` gets the partial o_proj sums.
+    Result<void> blockSparseAttention(int layer, ShardCache& cache, const float* x, float* out,
+        std::int64_t n, std::int64_t start);
     /// Gemma-4's MoE block of a layer beside its MLP: `branch` [localRows(n), h] holds the
     /// reduced MLP output and becomes post_feedforward_layernorm_1(branch) plus the normed
     /// routed experts of `hidden` (the residual stream).
@@ -186,6 +193,8 @@ private:
     exec::Rope m_rope;
     double m_scale = 1.0;
     exec::Activation m_activation = exec::Activation::Silu;
+    /// The clamped SwiGLU's limit (MiniMax-M3's swigluoai), 0: none.
+    double m_swigluLimit = 0.0;
     exec::RouterConfig m_router;
     std::int64_t m_heads = 0; ///< local query heads
     std::int64_t m_kvHeads = 0; ///< local KV heads

@@ -374,7 +374,8 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     // Gemma-4's proportional RoPE is built per layer type by gemma4.cpp.
     if (spec.partialRotaryFactor != 1.0 && spec.attention != model::AttentionKind::MLA
-        && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4) {
+        && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the partial rotary embedding of {}", spec.modelType));
     }
@@ -385,16 +386,21 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the DSA sparse-attention indexer of {}", spec.modelType));
     }
-    if (spec.blockSparse) {
+    // MiniMax-M3's MSA runs in minimax_m3.cpp when the index heads are its KV heads (the one
+    // layout the single-rank engine accepts).
+    if (spec.blockSparse && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(fmt::format(
             "sharded runs of the MiniMax-M3 sparse attention (MSA block selection) of {}",
             spec.modelType));
     }
-    if (spec.normOffset && !exec::detail::isQwenNext(spec)) {
+    // Qwen3-Next's and MiniMax-M3's (1 + w) norms are applied at load (weights.cpp).
+    if (spec.normOffset && !exec::detail::isQwenNext(spec)
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the (1 + w) RMSNorms of {}", spec.modelType));
     }
-    if (spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai") {
+    if ((spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai")
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
     }

@@ -82,16 +82,20 @@ Result<ShrunkModel> makeShrunkHybrid(
             / "kimi-linear-48b-a3b.json";
         return shrinkAndOpen(name, config.string(), dir, 4, seed);
     }
-    if (name != "nemotron-h" && name != "nemotron-3-super") {
+    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2") {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
-        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
+        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next")
+            || name == "minimax-m3";
         const bool six = name.starts_with("gemma"); // five sliding layers and a full one
         return shrinkAndOpen(name, name, dir, six ? 6 : four ? 4 : 2, seed);
     }
     const bool super = name == "nemotron-3-super";
+    const bool minimax = name == "minimax-m3-kv2";
     const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
-        / (super ? "nemotron-3-super-120b-fp8.json" : "nemotron-3-nano-30b.json");
+        / (minimax      ? "minimax-m3.json"
+                : super ? "nemotron-3-super-120b-fp8.json"
+                        : "nemotron-3-nano-30b.json");
     std::ifstream in(bundled);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Super's time_step_limit holds Infinity, as Python writes it.
@@ -100,7 +104,10 @@ Result<ShrunkModel> makeShrunkHybrid(
         return parsed.error();
     }
     auto config = parsed->value;
-    if (super) {
+    if (minimax) {
+        // Two query heads per KV head: shrunk to 4 heads, it keeps 2 KV groups and 2 index heads.
+        config["num_attention_heads"] = 8;
+    } else if (super) {
         // Its ModelOpt FP8, which shrink does not generate: the shrunk copy is unquantised.
         config.erase("quantization_config");
     } else {

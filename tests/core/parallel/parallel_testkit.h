@@ -51,6 +51,9 @@ Result<ShrunkModel> makeShrunkModel(
 ///   embeddings, window 4, one KV head.
 /// - "gemma-4-26b-a4b": 6 layers (five sliding, one full with attention_k_eq_v), the MoE block
 ///   (8 fused experts) beside each dense MLP.
+/// - "minimax-m3": 4 layers (three dense full-attention layers, then an MSA layer with MoE),
+///   one KV head (replicated over TP ranks); "minimax-m3-kv2" the same with 2 KV heads and 2
+///   index heads (one KV group per TP rank).
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
