@@ -583,9 +583,9 @@ Result<void> ParallelForward::mla(
 
 Result<void> ParallelForward::mlpPartial(const std::string& module, const std::string& gate,
     const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
-    std::int64_t inter)
+    std::int64_t inter, std::int64_t width)
 {
-    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     std::vector<float> g(std::size_t(n * inter));
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + "." + gate, x, g.data(), n, h, inter));

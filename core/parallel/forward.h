@@ -164,9 +164,10 @@ private:
     /// The module of a layer's softmax attention: "….self_attn", Nemotron-H's "….mixer".
     [[nodiscard]] std::string attentionModule(int layer) const;
     /// Gated MLP with column-sliced gate/up and row-sliced down; the output is a partial sum.
+    /// `width`: the rows' width (0: hidden; Kimi-K3's latent experts run narrower).
     Result<void> mlpPartial(const std::string& module, const std::string& gate,
         const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
-        std::int64_t inter);
+        std::int64_t inter, std::int64_t width = 0);
     /// The MoE block's module names (Nemotron-H's mixer, router and relu² experts, or
     /// exec::detail::layerNames).
     [[nodiscard]] exec::detail::LayerNames moeNames(int layer) const;

@@ -411,14 +411,6 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
-    if (spec.family == model::Family::KimiLinear && spec.moe && spec.moe->latentSize > 0) {
-        // Kimi-K3's latent experts (routed_expert_down_proj / _up_proj and their norm); the
-        // sharded MoE knows Nemotron-3 Super's fc1/fc2_latent_proj only.
-        missing.push_back(fmt::format(
-            "sharded runs of the latent MoE (routed_expert_down_proj / routed_expert_up_proj, "
-            "moe_latent_size) of {}",
-            spec.modelType));
-    }
     if (spec.family == model::Family::DeepseekV4) {
         missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
                                       "hyper-connections, sliding and compressed attention with "

@@ -110,7 +110,7 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
     double worst = 0.0;
     for (const std::string name : { "qwen3.5-27b", "qwen3.5-397b-a17b", "qwen3-next-80b-a3b",
              "nemotron-h", "nemotron-3-nano-30b", "nemotron-3-super", "kimi-linear-48b-a3b",
-             "gemma-4-e2b", "gemma-4-26b-a4b", "minimax-m3" }) {
+             "gemma-4-e2b", "gemma-4-26b-a4b", "minimax-m3", "kimi-linear-k3-additions" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());

@@ -161,6 +161,21 @@ TEST(ParallelHybrid, KimiLinearShardedEqualsOneRank)
         { layoutOf(2, 1), layoutOf(2, 1, true), layoutOf(2, 1, false, 2), pp, both });
 }
 
+TEST(ParallelHybrid, KimiK3AdditionsShardedEqualOneRank)
+{
+    // Kimi-Linear with Kimi-K3's additions: the routed experts in the latent space between the
+    // replicated routed_expert_down_proj / up_proj with routed_expert_norm on each token's sum,
+    // the MLA output gate (g_proj by heads), the KDA safe gate and full-rank g_proj.
+    const auto& m = hybrid("kimi-linear-k3-additions");
+    ASSERT_TRUE(m.spec.moe && m.spec.moe->latentSize > 0 && m.spec.moe->latentNorm);
+    ASSERT_TRUE(m.spec.mla.outputGate);
+    ASSERT_TRUE(m.spec.linearAttention->fullRankGate);
+    ASSERT_NE(m.spec.linearAttention->gateLowerBound, 0.0);
+    auto both = layoutOf(2, 2, false, 2);
+    both.layout.stageLayerCounts = { 3, 1 };
+    prove("kimi-linear-k3-additions", { layoutOf(2, 1), layoutOf(2, 1, true, 2), both });
+}
+
 TEST(ParallelHybrid, Gemma4E2BShardedEqualsOneRank)
 {
     // Sliding and full layers with their own RoPE and head widths, the KV-shared layers reading

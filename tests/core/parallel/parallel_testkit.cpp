@@ -82,7 +82,8 @@ Result<ShrunkModel> makeShrunkHybrid(
             / "kimi-linear-48b-a3b.json";
         return shrinkAndOpen(name, config.string(), dir, 4, seed);
     }
-    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2") {
+    const bool k3 = name == "kimi-linear-k3-additions";
+    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2" && !k3) {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
         const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next")
@@ -92,10 +93,12 @@ Result<ShrunkModel> makeShrunkHybrid(
     }
     const bool super = name == "nemotron-3-super";
     const bool minimax = name == "minimax-m3-kv2";
-    const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
-        / (minimax      ? "minimax-m3.json"
-                : super ? "nemotron-3-super-120b-fp8.json"
-                        : "nemotron-3-nano-30b.json");
+    const auto bundled = k3 ? std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "kimi-linear-48b-a3b.json"
+                            : std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
+            / (minimax      ? "minimax-m3.json"
+                    : super ? "nemotron-3-super-120b-fp8.json"
+                            : "nemotron-3-nano-30b.json");
     std::ifstream in(bundled);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Super's time_step_limit holds Infinity, as Python writes it.
@@ -104,7 +107,15 @@ Result<ShrunkModel> makeShrunkHybrid(
         return parsed.error();
     }
     auto config = parsed->value;
-    if (minimax) {
+    if (k3) {
+        // Kimi-K3's additions on Kimi-Linear (each computed by the single-rank engine): the
+        // latent MoE with its norm, the MLA output gate, the KDA safe gate and full-rank gate.
+        config["routed_expert_hidden_size"] = 1152;
+        config["latent_moe_use_norm"] = true;
+        config["mla_use_output_gate"] = true;
+        config["linear_attn_config"]["gate_lower_bound"] = -5.0;
+        config["linear_attn_config"]["use_full_rank_gate"] = true;
+    } else if (minimax) {
         // Two query heads per KV head: shrunk to 4 heads, it keeps 2 KV groups and 2 index heads.
         config["num_attention_heads"] = 8;
     } else if (super) {

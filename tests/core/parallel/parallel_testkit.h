@@ -54,6 +54,8 @@ Result<ShrunkModel> makeShrunkModel(
 /// - "minimax-m3": 4 layers (three dense full-attention layers, then an MSA layer with MoE),
 ///   one KV head (replicated over TP ranks); "minimax-m3-kv2" the same with 2 KV heads and 2
 ///   index heads (one KV group per TP rank).
+/// - "kimi-linear-k3-additions": the Kimi-Linear shrink with Kimi-K3's latent MoE (with its
+///   norm), MLA output gate, KDA safe gate and full-rank output gate switched on.
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
