@@ -22,10 +22,11 @@ namespace {
 // The bound of the existing proof (parallel_test.cpp): the executor runs fp32, and a sharded
 // run sums the same terms in another order.
 constexpr double kTolerance = 1e-5;
-// Gemma-4's shrunk models: the single rank's own fp32 error against fp64 is already rel L2
-// 4.2e-6 at the logits (day0 run --precision fp32 --reference fp64 on the shrunk
-// gemma-4-26b-a4b: the sandwich norms renormalise small branch outputs, the soft-capped logits
-// are small), so two fp32 runs that sum in another order differ by a few times that.
+// Gemma-4's shrunk models: one rank's own fp32 logits already differ from fp64 by up to 1.1e-5
+// (max|Δ|/max on the two prompts of a pp=2 plan: the sandwich norms renormalise small branch
+// outputs, the soft-capped logits are small), so two fp32 runs summing in another order differ
+// by as much; prove() then also holds the error to 4× that floor, measured on the same
+// sequences.
 constexpr double kGemmaTolerance = 5e-5;
 
 std::filesystem::path scratch()
@@ -111,6 +112,13 @@ void prove(const std::string& name, const std::vector<test::MatrixPlan>& plans,
         ASSERT_TRUE(err.ok()) << err.error().message;
         EXPECT_LE(*err, tolerance);
         std::cout << fmt::format("[hybrid] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
+        if (tolerance > kTolerance) {
+            // A looser bound holds only where one rank's own fp32 rounding is of its size.
+            auto floor = test::singleRankFp32Floor(m, *sequences, test::kMatrixTokens);
+            ASSERT_TRUE(floor.ok()) << floor.error().message;
+            EXPECT_LE(*err, 4.0 * *floor);
+            std::cout << fmt::format("[hybrid] {} one rank fp32 vs fp64: {:.2e}\n", name, *floor);
+        }
     }
 }
 

@@ -230,6 +230,48 @@ Result<double> compareWithSingleRank(const ShrunkModel& model,
     return worst;
 }
 
+Result<double> singleRankFp32Floor(const ShrunkModel& model,
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens)
+{
+    Progress progress;
+    auto fp32 = exec::Engine::create(model.spec, *model.weights, false, progress, {});
+    if (!fp32) {
+        return fp32.error();
+    }
+    auto fp64 = exec::Engine::create(model.spec, *model.weights, true, progress, {});
+    if (!fp64) {
+        return fp64.error();
+    }
+    double worst = 0.0;
+    for (const auto& seq : sequences) {
+        std::vector<double> logits[2];
+        for (const bool wide : { false, true }) {
+            exec::RunOptions o;
+            o.precision = *exec::parsePrecisionPlan(wide ? "fp64" : "fp32");
+            o.promptIds = seq.prompt;
+            o.newTokens = newTokens;
+            o.capture.filters = { "lm_head" };
+            auto run = (wide ? *fp64 : *fp32).run(o, progress, {});
+            if (!run) {
+                return run.error();
+            }
+            const auto* t = run->dump.tensor("lm_head");
+            if (t == nullptr) {
+                return Error::internal("the single-rank run captured no lm_head");
+            }
+            logits[wide ? 1 : 0] = t->toDoubles();
+        }
+        double maxRef = 0.0;
+        double maxDiff = 0.0;
+        for (std::size_t i = 0; i < std::min(logits[0].size(), logits[1].size()); ++i) {
+            maxRef = std::max(maxRef, std::abs(logits[1][i]));
+            maxDiff = std::max(maxDiff, std::abs(logits[0][i] - logits[1][i]));
+        }
+        worst = std::max(worst, maxDiff / std::max(maxRef, 1e-30));
+    }
+    return worst;
+}
+
 FaultyWeights::FaultyWeights(
     const exec::WeightSource& inner, std::string tensor, double delaySeconds)
     : m_inner(inner)

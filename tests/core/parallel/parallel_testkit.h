@@ -86,6 +86,11 @@ inline constexpr std::int64_t kMatrixTokens = 3;
 Result<double> compareWithSingleRank(const ShrunkModel& model,
     const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens);
 
+/// The single rank's own fp32 rounding on the same sequences: max over them of
+/// max|fp32 − fp64| / max|fp64| over all logits of the engine's two precisions.
+Result<double> singleRankFp32Floor(const ShrunkModel& model,
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens);
+
 /// The weights of a model, except that one tensor fails to read (delay 0) or reads only after
 /// `delaySeconds` (a hanging rank).
 class FaultyWeights : public exec::WeightSource {
