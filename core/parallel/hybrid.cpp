@@ -78,6 +78,9 @@ Result<void> ParallelForward::gatedDeltaNet(
     const std::int64_t keyDim = nk * dk;
     const std::int64_t valueDim = nv * dv;
     const std::int64_t convDim = 2 * keyDim + valueDim;
+    // As the single-rank engine reports it: the projections run on the backend, the rest has no
+    // Backend operator.
+    m_ops.hostOnly("Gated DeltaNet conv1d, delta rule and gated norm");
     std::vector<float> mixed(std::size_t(n * convDim));
     std::vector<float> z(std::size_t(n * valueDim));
     std::vector<float> b(std::size_t(n * nv));
@@ -178,6 +181,7 @@ Result<void> ParallelForward::kimiDelta(
     const std::int64_t d = la.valueHeadDim;
     const std::int64_t width = heads * d;
     const std::int64_t windowSize = (la.convKernel - 1) * width;
+    m_ops.hostOnly("KDA short convolutions, gate, delta rule and gated o_norm");
     auto& window = cache.window[std::size_t(layer)];
     auto& state = cache.state[std::size_t(layer)];
     if (std::int64_t(window.size()) != 3 * windowSize
@@ -260,6 +264,7 @@ Result<void> ParallelForward::mamba2(
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t channels = s.convChannels();
     const std::int64_t width = s.inner() + channels + s.heads; // local z ‖ xBC ‖ dt
+    m_ops.hostOnly("Mamba-2 conv1d, SSD scan and gated norm");
     auto& window = cache.window[std::size_t(layer)];
     auto& state = cache.state[std::size_t(layer)];
     if (std::int64_t(window.size()) != (s.kernel - 1) * channels
@@ -293,6 +298,7 @@ Result<void> ParallelForward::relu2Partial(const std::string& module, const floa
     const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + ".up_proj", x, u.data(), n, h, inter));
+    m_ops.hostOnly("relu2 activation");
     for (float& v : u) {
         v = v > 0.0F ? v * v : 0.0F; // ACT2FN["relu2"]
     }
