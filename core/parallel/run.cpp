@@ -342,7 +342,8 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     auto missing = exec::unsupportedFeatures(spec);
     // The sharded executor covers decoder text models with per-expert tensors.
     // Qwen3.5's tower is not computed by the single-rank engine either (requiredWeights leaves
-    // it out, Engine::run refuses an image by name); a sharded run takes token prompts only.
+    // it out, Engine::run refuses an image by name), nor Gemma-4's towers; a sharded run takes
+    // token prompts only.
     if (spec.vision && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4) {
         missing.push_back(fmt::format("sharded runs of the vision tower of {}", spec.modelType));
     }
@@ -372,7 +373,8 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the q/k norms across heads of {}", spec.modelType));
     }
-    // Gemma-4's proportional RoPE is built per layer type by gemma4.cpp.
+    // Gemma-4's proportional RoPE is built per layer type by gemma4.cpp; MiniMax-M3's partial
+    // RoPE (rotary_dim lanes, rotate-half) as the single-rank engine builds it (init).
     if (spec.partialRotaryFactor != 1.0 && spec.attention != model::AttentionKind::MLA
         && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4
         && spec.family != model::Family::MiniMaxM3) {
