@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/output_file.h"
 #include "checkpoint/safetensors_writer.h"
+#include "checkpoint/sharding_heads.h"
 #include "model/config_reader.h"
 #include "plan/layout.h"
 #include "plan/rank_layout.h"
@@ -43,61 +44,6 @@ Result<Range> evenPart(std::int64_t n, int parts, int index, const std::string& 
     }
     const std::int64_t per = n / parts;
     return Range { per * index, per * (index + 1) };
-}
-
-/// The row parts of the fused projections and convolutions of the recurrent mixers, each split
-/// evenly over the TP ranks, as vLLM shards them: Qwen3.5's in_proj_qkv and the Gated DeltaNet's
-/// conv1d (q | k | v channels; vllm/model_executor/models/qwen3_next.py, Qwen3NextGatedDeltaNet,
-/// whose conv1d and projections are split by key and value heads), and the Mamba-2 in_proj
-/// (z | x | B | C | dt) and conv1d (x | B | C; vllm/model_executor/layers/mamba/mamba_mixer2.py,
-/// MambaMixer2, which splits heads and groups of B and C). Empty for any other tensor. Errors
-/// name the tensor and the head count TP does not divide: a part that divides evenly is not
-/// enough, every rank must hold whole heads and groups.
-Result<std::vector<std::int64_t>> recurrentParts(
-    const model::ModelSpec& spec, const std::string& name, int tp)
-{
-    std::vector<std::int64_t> none;
-    const auto check = [&](std::int64_t count, const char* what) -> Result<void> {
-        if (count % tp != 0) {
-            return Error::badInput(
-                fmt::format("tensor '{}': tp={} does not divide the {} {}", name, tp, count, what));
-        }
-        return success();
-    };
-    const bool gdn = spec.linearAttention && name.find(".linear_attn.") != std::string::npos
-        && (spec.family == model::Family::Qwen3Next || spec.family == model::Family::Qwen35
-            || spec.family == model::Family::Qwen35Moe);
-    if (gdn) {
-        const auto& la = *spec.linearAttention;
-        DAY0_TRY(check(la.keyHeads, "linear-attention key heads (linear_num_key_heads)"));
-        DAY0_TRY(check(la.valueHeads, "linear-attention value heads (linear_num_value_heads)"));
-        const std::int64_t keyDim = la.keyHeads * la.keyHeadDim;
-        if (name.ends_with(".in_proj_qkv.weight") || name.ends_with(".conv1d.weight")) {
-            return std::vector<std::int64_t> { keyDim, keyDim, la.valueHeads * la.valueHeadDim };
-        }
-        return none;
-    }
-    const bool mamba = spec.mamba && spec.family == model::Family::NemotronH
-        && name.find(".mixer.") != std::string::npos
-        && (name.find(".in_proj.") != std::string::npos
-            || name.find(".conv1d.") != std::string::npos
-            || endsWithAny(
-                name, { ".dt_bias", ".A_log", ".D", ".norm.weight", ".out_proj.weight" }));
-    if (mamba) {
-        const auto& m = *spec.mamba;
-        DAY0_TRY(check(m.numHeads, "Mamba-2 heads (mamba_num_heads)"));
-        // The gated norm normalises over each group (MambaMixer2's RMSNormGated with
-        // group_size = intermediate / n_groups): only whole groups per rank keep it local.
-        DAY0_TRY(check(m.numGroups, "Mamba-2 groups of B and C (n_groups)"));
-        const std::int64_t bc = m.numGroups * m.stateSize;
-        if (name.find(".in_proj.") != std::string::npos) {
-            return std::vector<std::int64_t> { m.inner(), m.inner(), bc, bc, m.numHeads };
-        }
-        if (name.find(".conv1d.") != std::string::npos) {
-            return std::vector<std::int64_t> { m.inner(), bc, bc };
-        }
-    }
-    return none;
 }
 
 /// Which pipeline stage holds a tensor.
@@ -351,6 +297,13 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     if (tp == 1 || t.shape.empty()) {
         return Opt(slice);
     }
+    auto kda = detail::kdaSlice(spec, t, tp, r);
+    if (!kda) {
+        return kda.error();
+    }
+    if (kda->has_value()) {
+        return kda;
+    }
     switch (t.role) {
     case ParallelRole::Replicated:
         return Opt(slice);
@@ -373,7 +326,7 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     }
     case ParallelRole::ColumnParallel: {
         const std::int64_t n = t.shape[0];
-        auto parts = recurrentParts(spec, t.name, tp);
+        auto parts = detail::recurrentParts(spec, t.name, tp);
         if (!parts) {
             return parts.error();
         }
@@ -412,7 +365,10 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
             || (spec.family == model::Family::NemotronH
                 && (t.name.find(".mixer.k_proj.") != std::string::npos
                     || t.name.find(".mixer.v_proj.") != std::string::npos));
-        const std::int64_t kvHeads = spec.numKvHeads;
+        // Per layer: Gemma-4's full layers have their own (num_global_key_value_heads).
+        const bool inLayer = t.layer >= 0 && std::size_t(t.layer) < spec.layers.size();
+        const std::int64_t kvHeads
+            = inLayer ? spec.kvHeadsOf(spec.layers[std::size_t(t.layer)]) : spec.numKvHeads;
         if (kv && kvHeads > 0 && kvHeads < tp) {
             if (tp % kvHeads != 0) {
                 return Error::badInput(fmt::format(

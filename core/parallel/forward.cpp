@@ -75,6 +75,12 @@ Result<void> ParallelForward::init()
             "--plan: tp={} does not divide the {} attention heads", tp, m_spec.numHeads));
     }
     m_heads = m_spec.numHeads / tp;
+    if (m_spec.family == model::Family::KimiLinear && m_spec.linearAttention
+        && m_spec.linearAttention->valueHeads % tp != 0) {
+        return Error::badInput(fmt::format("--plan: tp={} does not divide the {} KDA heads "
+                                           "(linear_attn_config.num_heads)",
+            tp, m_spec.linearAttention->valueHeads));
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     if (mla) {
         m_kvHeads = m_heads;
@@ -88,12 +94,22 @@ Result<void> ParallelForward::init()
         m_kvHeads = 1; // replicated: rank r holds KV head r / (tp / kv)
     }
     // Nemotron-H's relu² MLPs are not gated: relu2Partial computes them.
-    if (m_spec.family != model::Family::NemotronH) {
+    if (m_spec.family == model::Family::MiniMaxM3
+        && (m_spec.hiddenAct == "swigluoai" || m_spec.hiddenAct == "swiglu_oai")) {
+        // As the single-rank engine: (clamp(up) + 1) · g·σ(1.702·g) with g = min(gate, limit),
+        // i.e. the quick GELU of the clamped gate; elementwise, so TP-local.
+        m_activation = exec::Activation::QuickGelu;
+        m_swigluLimit = m_spec.swigluLimit;
+    } else if (m_spec.family != model::Family::NemotronH) {
         auto act = exec::parseActivation(m_spec.hiddenAct);
         if (!act) {
             return act.error();
         }
         m_activation = *act;
+    }
+    if (m_spec.family == model::Family::Gemma4) {
+        m_scale = 1.0; // q_norm and k_norm stand for 1/sqrt(d)
+        return gemma4Init();
     }
     // Partial rotary (Qwen3.5: a quarter of each head) as the single-rank engine builds it: the
     // first lanes rotate, the rest pass.
@@ -106,6 +122,14 @@ Result<void> ParallelForward::init()
         return rope.error();
     }
     m_rope = std::move(*rope);
+    if (const auto& bs = m_spec.blockSparse; bs && m_spec.family == model::Family::MiniMaxM3
+        && (bs->indexDim < m_rope.rotaryDim || bs->indexHeads != m_spec.numKvHeads)) {
+        // As the single-rank engine (blockSparseInit): index head g serves KV group g.
+        return Error::unsupported(fmt::format("MiniMax-M3 sparse attention with sparse_index_dim "
+                                              "{} below the rotary width {}, or {} index heads "
+                                              "for {} KV heads",
+            bs->indexDim, m_rope.rotaryDim, bs->indexHeads, m_spec.numKvHeads));
+    }
     if (mla) {
         m_scale = 1.0 / std::sqrt(double(m_spec.mla.qkNopeHeadDim + m_spec.mla.qkRopeHeadDim));
         const auto& s = m_spec.ropeScaling;
@@ -143,6 +167,16 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
     for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
         const auto i = std::size_t(l);
         const model::MixerKind mixer = m_spec.layers[i].mixer;
+        if (m_spec.family == model::Family::Gemma4) {
+            // A KV-shared layer reads its source's cache and keeps none of its own.
+            if (m_kvSource[i] == int(l)) {
+                const std::int64_t width
+                    = localKvHeads(m_spec.layers[i]) * m_spec.headDimOf(m_spec.layers[i]);
+                c.k[i].assign(std::size_t(capacity * width), 0.0F);
+                c.v[i].assign(std::size_t(capacity * width), 0.0F);
+            }
+            continue;
+        }
         // The recurrent layers' states: fixed sizes over this rank's heads, zero at the start.
         if (mixer == model::MixerKind::GatedDeltaNet && m_spec.linearAttention) {
             const auto& la = *m_spec.linearAttention;
@@ -151,6 +185,11 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
             c.window[i].assign(std::size_t((la.convKernel - 1) * conv), 0.0F);
             c.state[i].assign(
                 std::size_t(la.valueHeads / tp * la.keyHeadDim * la.valueHeadDim), 0.0F);
+        } else if (mixer == model::MixerKind::KimiDelta && m_spec.linearAttention) {
+            const auto& la = *m_spec.linearAttention;
+            const std::int64_t width = la.valueHeads / tp * la.valueHeadDim;
+            c.window[i].assign(std::size_t(3 * (la.convKernel - 1) * width), 0.0F);
+            c.state[i].assign(std::size_t(width * la.valueHeadDim), 0.0F);
         } else if (mixer == model::MixerKind::Mamba2 && m_spec.mamba) {
             const auto& m = *m_spec.mamba;
             c.window[i].assign(std::size_t((m.convKernel - 1) * m.convChannels() / tp), 0.0F);
@@ -158,6 +197,10 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
         } else if (mixer != model::MixerKind::None) {
             c.k[i].assign(std::size_t(capacity * kw), 0.0F);
             c.v[i].assign(std::size_t(capacity * vw), 0.0F);
+        }
+        if (mixer == model::MixerKind::BlockSparse && m_spec.blockSparse) {
+            c.indexKeys.resize(std::size_t(m_spec.numLayers));
+            c.indexKeys[i].assign(std::size_t(capacity * m_spec.blockSparse->indexDim), 0.0F);
         }
     }
     return c;
@@ -247,7 +290,24 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
         }
     }
     std::vector<float> local;
-    DAY0_TRY(finishRowParallel(hidden, std::int64_t(ids.size()), {}, local));
+    const auto n = std::int64_t(ids.size());
+    DAY0_TRY(finishRowParallel(hidden, n, {}, local));
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextScaledWordEmbedding: times sqrt(hidden_size); the per-layer inputs read
+        // every token's scaled row.
+        const auto scale = float(std::sqrt(double(h)));
+        for (float& x : local) {
+            x *= scale;
+        }
+        if (m_spec.perLayerInputSize > 0) {
+            std::vector<float> gathered;
+            auto all = allTokens(local, n, gathered);
+            if (!all) {
+                return all.error();
+            }
+            DAY0_TRY(gemma4PerLayerInputs(ids, *all, n));
+        }
+    }
     return local;
 }
 
@@ -281,6 +341,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
         std::copy_n(part.begin() + t * width, width, local.begin() + t * per);
     }
     if (tp == 1) {
+        softCap(local);
         return local;
     }
     std::vector<float> all(std::size_t(tp) * local.size());
@@ -294,7 +355,20 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
                 logits.begin() + t * vocab + lo);
         }
     }
+    softCap(logits);
     return logits;
+}
+
+void ParallelForward::softCap(std::vector<float>& logits) const
+{
+    // Gemma's final_logit_softcapping: cap · tanh(logits / cap), as the single-rank engine.
+    const double cap = m_spec.finalLogitSoftcap;
+    if (cap <= 0.0) {
+        return;
+    }
+    for (float& x : logits) {
+        x = float(std::tanh(double(x) / cap) * cap);
+    }
 }
 
 Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
@@ -328,8 +402,13 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
             DAY0_TRY(nemotronHLayer(l, cache, hidden, n, start));
             continue;
         }
+        if (m_spec.family == model::Family::Gemma4) {
+            DAY0_TRY(gemma4Layer(l, cache, hidden, n, start));
+            continue;
+        }
         const std::string prefix = layerPrefix(l);
-        const bool linear = m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet;
+        const model::MixerKind mixer = m_spec.layers[std::size_t(l)].mixer;
+        const bool linear = mixer == model::MixerKind::GatedDeltaNet;
         m_ops.rmsNorm(hidden.data(), weight(prefix + ".input_layernorm.weight"), x.data(), rows, h,
             m_spec.normEps, exec::PrecisionMode::F32);
         auto in = allTokens(x, n, gathered);
@@ -338,6 +417,10 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         }
         if (linear) {
             DAY0_TRY(gatedDeltaNet(l, cache, *in, partial.data(), n));
+        } else if (mixer == model::MixerKind::KimiDelta) {
+            DAY0_TRY(kimiDelta(l, cache, *in, partial.data(), n));
+        } else if (mixer == model::MixerKind::BlockSparse) {
+            DAY0_TRY(blockSparseAttention(l, cache, *in, partial.data(), n, start));
         } else if (m_spec.attention == model::AttentionKind::MLA) {
             DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
         } else {
@@ -459,8 +542,11 @@ Result<void> ParallelForward::mla(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(q.begin() + i * qk + nope, rope, qPe.begin() + i * rope);
     }
-    m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
-    m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    // Kimi-Linear's mla_use_nope: the rope slices are projected and cached but not rotated.
+    if (!m.noRope) {
+        m_ops.rope(qPe.data(), n, heads, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+        m_ops.rope(kPe.data(), n, 1, rope, m_positions, m_rope, {}, exec::PrecisionMode::F32);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
@@ -483,18 +569,35 @@ Result<void> ParallelForward::mla(
     std::vector<float> context(std::size_t(n * heads * vd));
     m_ops.attention(
         q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    if (m.outputGate) {
+        // mla_use_output_gate: σ(g_proj(x)) per value channel; g_proj is column-parallel by
+        // heads, so the local gate rows match the local heads' context.
+        std::vector<float> gate(context.size());
+        DAY0_TRY(linearOp(attn + ".g_proj", x, gate.data(), n, h, heads * vd));
+        for (std::size_t i = 0; i < gate.size(); ++i) {
+            context[i] *= exec::sigmoid(gate[i]);
+        }
+    }
     return linearOp(attn + ".o_proj", context.data(), out, n, heads * vd, h, true);
 }
 
 Result<void> ParallelForward::mlpPartial(const std::string& module, const std::string& gate,
     const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
-    std::int64_t inter)
+    std::int64_t inter, std::int64_t width)
 {
-    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     std::vector<float> g(std::size_t(n * inter));
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + "." + gate, x, g.data(), n, h, inter));
     DAY0_TRY(linearOp(module + "." + up, x, u.data(), n, h, inter));
+    if (m_swigluLimit > 0.0) {
+        // The clamped SwiGLU: gate clamped from above, up both ways and shifted by one.
+        const auto limit = float(m_swigluLimit);
+        for (std::size_t j = 0; j < g.size(); ++j) {
+            g[j] = std::min(g[j], limit);
+            u[j] = std::clamp(u[j], -limit, limit) + 1.0F;
+        }
+    }
     m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, exec::PrecisionMode::F32);
     return linearOp(module + "." + down, g.data(), out, n, inter, h, true);
 }

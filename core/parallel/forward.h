@@ -30,14 +30,17 @@ struct RankGroups {
 };
 
 /// One sequence's KV cache on this rank (its local heads of its stage's layers), and the
-/// recurrent states of its local heads in the stage's Gated DeltaNet and Mamba-2 layers.
+/// recurrent states of its local heads in the stage's Gated DeltaNet, KDA and Mamba-2 layers.
 struct ShardCache {
     std::vector<std::vector<float>> k; ///< per layer of the model (empty outside the stage)
     std::vector<std::vector<float>> v;
-    /// Per layer: the causal conv's last kernel − 1 inputs [kernel − 1, local channels].
+    /// Per layer: the causal conv's last kernel − 1 inputs [kernel − 1, local channels] (KDA:
+    /// the q, k and v windows one after the other).
     std::vector<std::vector<float>> window;
     /// Per layer: the delta rule's [local value heads, dk, dv] or the SSM's [local heads, P, N].
     std::vector<std::vector<float>> state;
+    /// Per layer: MiniMax-M3's index keys [capacity, sparse_index_dim] (replicated).
+    std::vector<std::vector<float>> indexKeys;
     std::int64_t capacity = 0;
 };
 
@@ -67,6 +70,13 @@ public:
     Result<std::vector<float>> head(const std::vector<float>& hidden, std::int64_t n);
 
     [[nodiscard]] std::pair<std::int64_t, std::int64_t> stageLayers() const { return m_layers; }
+
+    /// Gemma-4's per-layer inputs of the current step [n, layers, width] (gemma4.cpp): computed
+    /// by the first stage's embed, sent with the hidden rows to the later stages. Empty for
+    /// every other model.
+    [[nodiscard]] std::vector<float>& perLayerInputs() { return m_perLayerInputs; }
+    /// Floats of perLayerInputs() for a step of n tokens (0: none to send).
+    [[nodiscard]] std::int64_t perLayerInputFloats(std::int64_t n) const;
 
     /// Runs the float operators on `backend` (per operator falling back to the CPU); null: the
     /// CPU reference.
@@ -103,6 +113,10 @@ private:
     /// gets the partial out_proj sums (hybrid.cpp).
     Result<void> gatedDeltaNet(
         int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
+    /// Kimi Delta Attention (Kimi-Linear) over this rank's heads; `out` [n, h] gets the partial
+    /// o_proj sums (hybrid.cpp).
+    Result<void> kimiDelta(
+        int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
     /// The Mamba-2 mixer over this rank's heads and groups; `out` gets partial out_proj sums.
     Result<void> mamba2(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n);
     /// Nemotron-H's non-gated relu² MLP on rows of `width` (0: hidden), up column-sliced, down
@@ -112,6 +126,35 @@ private:
     /// Nemotron-H's layers: one norm and one mixer (M, *, -) per layer (hybrid.cpp).
     Result<void> nemotronHLayer(int layer, ShardCache& cache, std::vector<float>& hidden,
         std::int64_t n, std::int64_t start);
+    /// Soft-caps final logits in place when the model has final_logit_softcapping.
+    void softCap(std::vector<float>& logits) const;
+    /// Gemma-4's RoPE per layer type, the KV source of each layer (a KV-shared layer reads its
+    /// source's cache, which must lie in this stage), and the local head counts (gemma4.cpp).
+    Result<void> gemma4Init();
+    /// Gemma-4's per-layer inputs of `ids` from the scaled embedding of every token `embedded`
+    /// [n, h] into m_perLayerInputs.
+    Result<void> gemma4PerLayerInputs(
+        std::span<const std::int64_t> ids, const float* embedded, std::int64_t n);
+    /// One Gemma-4 decoder layer on hidden [localRows(n), h]: sandwich norms around the
+    /// attention and the MLP, the per-layer input branch, layer_scalar.
+    Result<void> gemma4Layer(int layer, ShardCache& cache, std::vector<float>& hidden,
+        std::int64_t n, std::int64_t start);
+    /// MiniMax-M3's sparse attention (MSA) over the local heads: the replicated index branch
+    /// selects key blocks per KV group, each local group attends over its own (minimax_m3.cpp);
+    /// `out` gets the partial o_proj sums.
+    Result<void> blockSparseAttention(int layer, ShardCache& cache, const float* x, float* out,
+        std::int64_t n, std::int64_t start);
+    /// Gemma-4's MoE block of a layer beside its MLP: `branch` [localRows(n), h] holds the
+    /// reduced MLP output and becomes post_feedforward_layernorm_1(branch) plus the normed
+    /// routed experts of `hidden` (the residual stream).
+    Result<void> gemma4Experts(
+        int layer, const std::vector<float>& hidden, std::int64_t n, std::vector<float>& branch);
+    /// Gemma-4 attention of the local heads (q/k norms, v_norm, the layer type's RoPE, the KV
+    /// source's cache); `out` gets the partial o_proj sums.
+    Result<void> gemma4Attention(int layer, ShardCache& cache, const float* x, float* out,
+        std::int64_t n, std::int64_t start);
+    /// Local KV heads of a layer: kv / tp, or 1 (replicated) when tp exceeds the KV heads.
+    [[nodiscard]] std::int64_t localKvHeads(const model::LayerSpec& layer) const;
     /// The embedding table ("model.embed_tokens.weight", Nemotron-H's "backbone.embeddings…").
     [[nodiscard]] std::string embedName() const;
     /// The final norm's weight ("model.norm.weight", Nemotron-H's "backbone.norm_f.weight").
@@ -121,9 +164,10 @@ private:
     /// The module of a layer's softmax attention: "….self_attn", Nemotron-H's "….mixer".
     [[nodiscard]] std::string attentionModule(int layer) const;
     /// Gated MLP with column-sliced gate/up and row-sliced down; the output is a partial sum.
+    /// `width`: the rows' width (0: hidden; Kimi-K3's latent experts run narrower).
     Result<void> mlpPartial(const std::string& module, const std::string& gate,
         const std::string& up, const std::string& down, const float* x, float* out, std::int64_t n,
-        std::int64_t inter);
+        std::int64_t inter, std::int64_t width = 0);
     /// The MoE block's module names (Nemotron-H's mixer, router and relu² experts, or
     /// exec::detail::layerNames).
     [[nodiscard]] exec::detail::LayerNames moeNames(int layer) const;
@@ -150,11 +194,16 @@ private:
     exec::Rope m_rope;
     double m_scale = 1.0;
     exec::Activation m_activation = exec::Activation::Silu;
+    /// The clamped SwiGLU's limit (MiniMax-M3's swigluoai), 0: none.
+    double m_swigluLimit = 0.0;
     exec::RouterConfig m_router;
     std::int64_t m_heads = 0; ///< local query heads
     std::int64_t m_kvHeads = 0; ///< local KV heads
     std::vector<std::int64_t> m_positions;
     bool m_sp = false; ///< sequence parallelism in effect (sp on and tp > 1)
+    exec::Rope m_slidingRope; ///< Gemma-4's sliding layers' RoPE (m_rope: its full layers')
+    std::vector<int> m_kvSource; ///< Gemma-4: the layer whose cache each layer reads
+    std::vector<float> m_perLayerInputs; ///< Gemma-4: [n, layers, width] of the current step
     /// The operators, on the rank's backend or the CPU (mutable: linearOp is logically const).
     mutable exec::detail::BackendDispatch m_ops;
 };

@@ -1,6 +1,7 @@
-// The sharded forward of the recurrent hybrids: Gated DeltaNet layers (Qwen3-Next, Qwen3.5) and
-// Nemotron-H's Mamba-2 / attention / relu² MLP / MoE layers, over this rank's heads (the MoE's
-// relu² experts and shared MLP run through moe.cpp's EP dispatch).
+// The sharded forward of the recurrent hybrids: Gated DeltaNet layers (Qwen3-Next, Qwen3.5),
+// Kimi-Linear's Kimi Delta Attention layers, and Nemotron-H's Mamba-2 / attention / relu² MLP /
+// MoE layers, over this rank's heads (the MoE's relu² experts and shared MLP run through moe.cpp's
+// EP dispatch).
 //
 // Tensor parallelism follows vLLM: Qwen3NextGatedDeltaNet (vllm/model_executor/models/
 // qwen3_next.py) splits the key and value heads over the TP ranks, its input projections
@@ -11,14 +12,19 @@
 // of B and C: in_proj's z, x, B, C and dt parts and conv1d's x, B and C channels each by TP rank,
 // A, D and dt_bias by head, the gated norm over its groups (local when every rank holds whole
 // groups: core/checkpoint's slicing refuses n_groups that TP does not divide), out_proj
-// row-parallel. Every rank keeps the conv window and recurrent state of its own heads in the
-// sequence's ShardCache, so a decode step continues from its own prefill.
+// row-parallel. KimiDeltaAttention (vllm/model_executor/layers/kda.py) splits its heads: q, k and
+// v projections and their short convs by channel, f_b_proj, g_b_proj, b_proj, dt_bias and A_log
+// by head, with f_a_proj, g_a_proj and o_norm replicated and o_proj row-parallel
+// (core/checkpoint's kdaSlice). Every rank keeps the conv windows and recurrent state of its own
+// heads in the sequence's ShardCache, so a decode step continues from its own prefill.
 //
-// The kernels are the single-rank engine's (exec/gated_delta_net.h, exec/mamba2.h) called with
-// the local head counts, with the same chunked-prefill / recurrent-decode choice, so a sharded
-// run sums the same terms as one rank, up to the order of the reductions.
+// The kernels are the single-rank engine's (exec/gated_delta_net.h, exec/kimi_delta.h,
+// exec/mamba2.h) called with the local head counts, with the same chunked-prefill /
+// recurrent-decode choice, so a sharded run sums the same terms as one rank, up to the order of
+// the reductions.
 #include "exec/gated_delta_net.h"
 #include "exec/gated_head_norm.h"
+#include "exec/kimi_delta.h"
 #include "exec/mamba2.h"
 #include "parallel/forward.h"
 
@@ -72,6 +78,9 @@ Result<void> ParallelForward::gatedDeltaNet(
     const std::int64_t keyDim = nk * dk;
     const std::int64_t valueDim = nv * dv;
     const std::int64_t convDim = 2 * keyDim + valueDim;
+    // As the single-rank engine reports it: the projections run on the backend, the rest has no
+    // Backend operator.
+    m_ops.hostOnly("Gated DeltaNet conv1d, delta rule and gated norm");
     std::vector<float> mixed(std::size_t(n * convDim));
     std::vector<float> z(std::size_t(n * valueDim));
     std::vector<float> b(std::size_t(n * nv));
@@ -162,6 +171,87 @@ Result<void> ParallelForward::gatedDeltaNet(
     return linearOp(p + ".out_proj", core.data(), out, n, valueDim, h, true);
 }
 
+Result<void> ParallelForward::kimiDelta(
+    int layer, ShardCache& cache, const float* x, float* out, std::int64_t n)
+{
+    const auto& la = *m_spec.linearAttention;
+    const std::string p = layerPrefix(layer) + ".self_attn";
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t heads = la.valueHeads / m_layout.tp; // local heads
+    const std::int64_t d = la.valueHeadDim;
+    const std::int64_t width = heads * d;
+    const std::int64_t windowSize = (la.convKernel - 1) * width;
+    m_ops.hostOnly("KDA short convolutions, gate, delta rule and gated o_norm");
+    auto& window = cache.window[std::size_t(layer)];
+    auto& state = cache.state[std::size_t(layer)];
+    if (std::int64_t(window.size()) != 3 * windowSize
+        || std::int64_t(state.size()) != heads * d * d) {
+        return Error::internal(
+            fmt::format("rank {}: layer {} holds no KDA state", m_coord.rank, layer));
+    }
+    // q, k, v: the local heads' channels, each through its own conv window and SiLU.
+    std::vector<float> qkv[3];
+    std::vector<float> projected(std::size_t(n * width));
+    const char* names[3] = { "q", "k", "v" };
+    for (int i = 0; i < 3; ++i) {
+        DAY0_TRY(
+            linearOp(fmt::format("{}.{}_proj", p, names[i]), x, projected.data(), n, h, width));
+        qkv[i].resize(projected.size());
+        exec::causalConv1dSilu(projected.data(), qkv[i].data(), n, width,
+            weight(fmt::format("{}.{}_conv1d.weight", p, names[i])), la.convKernel,
+            window.data() + i * windowSize);
+    }
+    exec::l2NormalizeRows(qkv[0].data(), n * heads, d, 1e-6);
+    exec::l2NormalizeRows(qkv[1].data(), n * heads, d, 1e-6);
+    const auto scale = float(1.0 / std::sqrt(double(d)));
+    for (float& value : qkv[0]) {
+        value *= scale;
+    }
+    // The decay per channel: f_a_proj is replicated (every rank computes the whole low-rank
+    // row), f_b_proj and dt_bias hold the local channels, A_log the local heads.
+    std::vector<float> low(std::size_t(n * d));
+    std::vector<float> g(std::size_t(n * width));
+    DAY0_TRY(linearOp(p + ".f_a_proj", x, low.data(), n, h, d));
+    DAY0_TRY(linearOp(p + ".f_b_proj", low.data(), g.data(), n, d, width));
+    const float* aLog = weight(p + ".A_log");
+    const float* dtBias = weight(p + ".dt_bias");
+    for (std::int64_t t = 0; t < n; ++t) {
+        for (std::int64_t c = 0; c < width; ++c) {
+            float& gc = g[std::size_t(t * width + c)];
+            const float rate = std::exp(aLog[c / d]);
+            gc = la.gateLowerBound != 0.0
+                ? float(la.gateLowerBound) * exec::sigmoid(rate * (gc + dtBias[c]))
+                : -rate * exec::softplus(gc + dtBias[c]);
+        }
+    }
+    std::vector<float> beta(std::size_t(n * heads));
+    DAY0_TRY(linearOp(p + ".b_proj", x, beta.data(), n, h, heads));
+    for (float& b : beta) {
+        b = exec::sigmoid(b);
+    }
+    std::vector<float> core(std::size_t(n * width));
+    const exec::DeltaRuleShape shape { n, heads, d, d };
+    // As the single-rank engine: the chunked form over a prefill, the recurrence per decode token.
+    if (n == 1) {
+        exec::kimiDeltaRecurrent(qkv[0].data(), qkv[1].data(), qkv[2].data(), g.data(), beta.data(),
+            state.data(), core.data(), shape);
+    } else {
+        exec::kimiDeltaChunked(qkv[0].data(), qkv[1].data(), qkv[2].data(), g.data(), beta.data(),
+            state.data(), core.data(), shape, exec::kDeltaRuleChunk);
+    }
+    // o_norm over each local head, gated by σ of the output gate's local channels.
+    std::vector<float> gate(std::size_t(n * width));
+    if (la.fullRankGate) {
+        DAY0_TRY(linearOp(p + ".g_proj", x, gate.data(), n, h, width));
+    } else {
+        DAY0_TRY(linearOp(p + ".g_a_proj", x, low.data(), n, h, d));
+        DAY0_TRY(linearOp(p + ".g_b_proj", low.data(), gate.data(), n, d, width));
+    }
+    exec::detail::gatedHeadNorm(core.data(), gate.data(), weight(p + ".o_norm.weight"), n * heads,
+        d, m_spec.normEps, exec::detail::HeadGate::Sigmoid, [](float*, std::int64_t) {});
+    return linearOp(p + ".o_proj", core.data(), out, n, width, h, true);
+}
+
 Result<void> ParallelForward::mamba2(
     int layer, ShardCache& cache, const float* x, float* out, std::int64_t n)
 {
@@ -174,6 +264,7 @@ Result<void> ParallelForward::mamba2(
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t channels = s.convChannels();
     const std::int64_t width = s.inner() + channels + s.heads; // local z ‖ xBC ‖ dt
+    m_ops.hostOnly("Mamba-2 conv1d, SSD scan and gated norm");
     auto& window = cache.window[std::size_t(layer)];
     auto& state = cache.state[std::size_t(layer)];
     if (std::int64_t(window.size()) != (s.kernel - 1) * channels
@@ -207,6 +298,7 @@ Result<void> ParallelForward::relu2Partial(const std::string& module, const floa
     const std::int64_t h = width > 0 ? width : m_spec.hiddenSize;
     std::vector<float> u(std::size_t(n * inter));
     DAY0_TRY(linearOp(module + ".up_proj", x, u.data(), n, h, inter));
+    m_ops.hostOnly("relu2 activation");
     for (float& v : u) {
         v = v > 0.0F ? v * v : 0.0F; // ACT2FN["relu2"]
     }

@@ -50,6 +50,18 @@ Result<std::vector<V>> exchangeRows(comm::Communicator& group,
 
 exec::detail::LayerNames ParallelForward::moeNames(int layer) const
 {
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextRouter and Gemma4TextExperts sit on the layer itself: router.proj, and
+        // experts.{e}.gate_proj / up_proj / down_proj (unpacked from experts.gate_up_proj).
+        exec::detail::LayerNames names;
+        names.prefix = layerPrefix(layer);
+        names.ffn = names.prefix;
+        names.router = names.prefix + ".router.proj";
+        names.expertGate = "gate_proj";
+        names.expertUp = "up_proj";
+        names.expertDown = "down_proj";
+        return names;
+    }
     if (m_spec.family != model::Family::NemotronH) {
         return exec::detail::layerNames(m_spec, layer);
     }
@@ -74,10 +86,8 @@ Result<void> ParallelForward::expertMlpPartial(const std::string& module,
     if (!m_spec.moe->gatedExperts) {
         return relu2Partial(module, x, out, n, inter, width);
     }
-    if (width != m_spec.hiddenSize) {
-        return Error::internal(fmt::format("gated experts on {}-wide rows", width));
-    }
-    return mlpPartial(module, names.expertGate, names.expertUp, names.expertDown, x, out, n, inter);
+    return mlpPartial(
+        module, names.expertGate, names.expertUp, names.expertDown, x, out, n, inter, width);
 }
 
 Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::int64_t n)
@@ -90,14 +100,24 @@ Result<void> ParallelForward::moe(int layer, const float* x, float* out, std::in
         // Nemotron 3 Super (NemotronHMoE with moe_latent_size): the experts read
         // fc1_latent_proj(x) and their weighted sum passes fc2_latent_proj; both replicated.
         // Each TP rank's latent sum is non-zero only on the tokens it owns, so fc2 of it is that
-        // rank's share of the TP reduction; fc2's bias joins on TP rank 0 only.
+        // rank's share of the TP reduction; fc2's bias joins on TP rank 0 only. Kimi-K3's latent
+        // MoE is the same with routed_expert_down_proj / routed_expert_up_proj and, with
+        // latent_moe_use_norm, routed_expert_norm on each token's whole sum (on its owner; the
+        // other ranks' zero rows stay zero).
+        const bool kimi = m_spec.family == model::Family::KimiLinear;
+        const std::string down
+            = names.ffn + (kimi ? ".routed_expert_down_proj" : ".fc1_latent_proj");
+        const std::string up = names.ffn + (kimi ? ".routed_expert_up_proj" : ".fc2_latent_proj");
         const std::int64_t width = moe.latentSize;
         std::vector<float> latent(std::size_t(n * width));
-        DAY0_TRY(linearOp(names.ffn + ".fc1_latent_proj", x, latent.data(), n, h, width));
+        DAY0_TRY(linearOp(down, x, latent.data(), n, h, width));
         std::vector<float> sum(std::size_t(n * width), 0.0F);
         DAY0_TRY(routedExperts(layer, x, n, latent.data(), width, sum.data()));
-        DAY0_TRY(linearOp(names.ffn + ".fc2_latent_proj", sum.data(), acc.data(), n, width, h,
-            m_coord.tpRank != 0));
+        if (kimi && moe.latentNorm) {
+            m_ops.rmsNorm(sum.data(), weight(names.ffn + ".routed_expert_norm.weight"), sum.data(),
+                n, width, m_spec.normEps, exec::PrecisionMode::F32);
+        }
+        DAY0_TRY(linearOp(up, sum.data(), acc.data(), n, width, h, m_coord.tpRank != 0));
     } else {
         DAY0_TRY(routedExperts(layer, x, n, x, h, acc.data()));
     }
@@ -147,7 +167,14 @@ Result<void> ParallelForward::routedExperts(
 
     std::vector<float> logits(std::size_t(n * e));
     DAY0_TRY(linearOp(names.router, x, logits.data(), n, h, e));
-    const exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
+    exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
+    if (m_spec.family == model::Family::Gemma4) {
+        // Gemma4TextRouter: each chosen weight times its expert's per_expert_scale.
+        const float* perExpert = weight(names.prefix + ".router.per_expert_scale");
+        for (std::size_t i = 0; i < routing.experts.size(); ++i) {
+            routing.weights[i] *= double(perExpert[routing.experts[i]]);
+        }
+    }
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
         const auto [first, last] = checkpoint::expertRange(e, ep, r);

@@ -21,6 +21,7 @@ namespace {
 constexpr int kTagHidden = 1;
 constexpr int kTagToken = 2;
 constexpr int kTagGather = 3;
+constexpr int kTagPerLayer = 4;
 constexpr std::size_t kFieldBytes = 256;
 
 std::int64_t steadyNs()
@@ -157,11 +158,23 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                 hidden.resize(std::size_t(forward.localRows(n) * h));
                 DAY0_TRY(world.recv(
                     hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
+                // Gemma-4's per-layer inputs, computed once by the first stage.
+                if (const std::int64_t count = forward.perLayerInputFloats(n); count > 0) {
+                    auto& inputs = forward.perLayerInputs();
+                    inputs.resize(std::size_t(count));
+                    DAY0_TRY(world.recv(inputs.data(), inputs.size(), DType::F32,
+                        world.rank() - stride, kTagPerLayer));
+                }
             }
             DAY0_TRY(forward.layers(caches[std::size_t(i)], hidden, n, start, stop));
             if (!last) {
                 DAY0_TRY(world.send(
                     hidden.data(), hidden.size(), DType::F32, world.rank() + stride, kTagHidden));
+                if (forward.perLayerInputFloats(n) > 0) {
+                    const auto& inputs = forward.perLayerInputs();
+                    DAY0_TRY(world.send(inputs.data(), inputs.size(), DType::F32,
+                        world.rank() + stride, kTagPerLayer));
+                }
             } else {
                 auto logits = forward.head(hidden, n);
                 if (!logits) {
@@ -329,15 +342,18 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     auto missing = exec::unsupportedFeatures(spec);
     // The sharded executor covers decoder text models with per-expert tensors.
     // Qwen3.5's tower is not computed by the single-rank engine either (requiredWeights leaves
-    // it out, Engine::run refuses an image by name); a sharded run takes token prompts only.
-    if (spec.vision && !exec::detail::isQwenNext(spec)) {
+    // it out, Engine::run refuses an image by name), nor Gemma-4's towers; a sharded run takes
+    // token prompts only.
+    if (spec.vision && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4) {
         missing.push_back(fmt::format("sharded runs of the vision tower of {}", spec.modelType));
     }
     // Nemotron-H's layers are one block each (no mixer in its MLP layers, no MLP in its mixer
     // layers): hybrid.cpp runs them.
-    const bool nemotronH = spec.family == model::Family::NemotronH;
+    // Gemma-4's per-layer head widths and MLP widths run in gemma4.cpp.
+    const bool ownLayers
+        = spec.family == model::Family::NemotronH || spec.family == model::Family::Gemma4;
     for (const auto& layer : spec.layers) {
-        if (nemotronH) {
+        if (ownLayers) {
             continue;
         }
         if (layer.mixer == model::MixerKind::None || layer.mixer == model::MixerKind::Linear
@@ -357,8 +373,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the q/k norms across heads of {}", spec.modelType));
     }
+    // Gemma-4's proportional RoPE is built per layer type by gemma4.cpp; MiniMax-M3's partial
+    // RoPE (rotary_dim lanes, rotate-half) as the single-rank engine builds it (init).
     if (spec.partialRotaryFactor != 1.0 && spec.attention != model::AttentionKind::MLA
-        && !exec::detail::isQwenNext(spec)) {
+        && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the partial rotary embedding of {}", spec.modelType));
     }
@@ -369,29 +388,30 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the DSA sparse-attention indexer of {}", spec.modelType));
     }
-    if (spec.blockSparse) {
+    // MiniMax-M3's MSA runs in minimax_m3.cpp when the index heads are its KV heads (the one
+    // layout the single-rank engine accepts).
+    if (spec.blockSparse && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(fmt::format(
             "sharded runs of the MiniMax-M3 sparse attention (MSA block selection) of {}",
             spec.modelType));
     }
-    if (spec.normOffset && !exec::detail::isQwenNext(spec)) {
+    // Qwen3-Next's and MiniMax-M3's (1 + w) norms are applied at load (weights.cpp).
+    if (spec.normOffset && !exec::detail::isQwenNext(spec)
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the (1 + w) RMSNorms of {}", spec.modelType));
     }
-    if (spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai") {
+    if ((spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai")
+        && spec.family != model::Family::MiniMaxM3) {
         missing.push_back(
             fmt::format("sharded runs of the clamped SwiGLU (swiglu_oai) of {}", spec.modelType));
     }
-    // Qwen3.5's fused experts are split per expert from the full checkpoint (weights.cpp).
-    if (spec.moe && spec.moe->packedExperts && !exec::detail::isQwenNext(spec)) {
+    // Qwen3.5's and Gemma-4's fused experts (one layout) are split per expert from the full
+    // checkpoint (weights.cpp).
+    if (spec.moe && spec.moe->packedExperts && !exec::detail::isQwenNext(spec)
+        && spec.family != model::Family::Gemma4) {
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
-    }
-    if (spec.family == model::Family::KimiLinear) {
-        // The KDA layers (kimi_delta.cpp) and the MLA without RoPE run on one rank only.
-        missing.push_back(fmt::format("sharded runs of the Kimi Delta Attention layers and the "
-                                      "MLA without RoPE of {}",
-            spec.modelType));
     }
     if (spec.family == model::Family::DeepseekV4) {
         missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
@@ -399,15 +419,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
                                       "the Lightning indexer, hash-routed sqrtsoftplus MoE)",
             spec.modelType));
     }
-    if (spec.linearAttention && !exec::detail::isQwenNext(spec)) {
+    if (spec.linearAttention && !exec::detail::isQwenNext(spec)
+        && spec.family != model::Family::KimiLinear) {
         missing.push_back(
             fmt::format("sharded runs of the linear-attention (Kimi Delta Attention) layers of {}",
                 spec.modelType));
-    }
-    if (spec.family == model::Family::Gemma4) {
-        missing.push_back(fmt::format("sharded runs of the Gemma-4 decoder layer of {} (its "
-                                      "sandwich norms, per-layer head widths, MoE beside the MLP)",
-            spec.modelType));
     }
     if (!missing.empty()) {
         return Error::unsupported(

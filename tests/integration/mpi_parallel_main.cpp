@@ -8,7 +8,12 @@
 //                                               stage boundary between a recurrent and a
 //                                               full-attention layer, and tp=2 × dp=2 (± sp);
 //                                               Nemotron 3 Nano and Super (relu² MoE, Super's
-//                                               latent) with ep=2
+//                                               latent) and Kimi-Linear (KDA, MLA without
+//                                               RoPE, sigmoid-routed MoE) with ep=2;
+//                                               Gemma-4 E2B (per-layer inputs, KV-shared
+//                                               layers) with pp cut at layers 2/4, and
+//                                               Gemma-4 26B-A4B (MoE beside the MLP) and
+//                                               MiniMax-M3 (MSA) with ep=2
 //   mpi_parallel_integration --mismatch-plan    rank 3 starts with another plan
 //   mpi_parallel_integration --mismatch-checkpoint  rank 2 runs a checkpoint of another seed
 //   mpi_parallel_integration --fail             rank 3 cannot read an expert weight
@@ -104,7 +109,8 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
     int plans = 0;
     double worst = 0.0;
     for (const std::string name : { "qwen3.5-27b", "qwen3.5-397b-a17b", "qwen3-next-80b-a3b",
-             "nemotron-h", "nemotron-3-nano-30b", "nemotron-3-super" }) {
+             "nemotron-h", "nemotron-3-nano-30b", "nemotron-3-super", "kimi-linear-48b-a3b",
+             "gemma-4-e2b", "gemma-4-26b-a4b", "minimax-m3", "kimi-linear-k3-additions" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());
@@ -119,10 +125,15 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
         hybridPlans[2].layout.pp
             = 2; // stage 0 ends on a recurrent layer, stage 1 starts on attention
         hybridPlans[2].microBatches = 2;
-        if (name == "qwen3-next-80b-a3b") {
+        if (name == "qwen3-next-80b-a3b" || name.starts_with("kimi")) {
             hybridPlans[2].layout.stageLayerCounts = { 3, 1 };
         }
-        if (name.starts_with("nemotron-3") || name == "qwen3.5-397b-a17b") {
+        if (name == "gemma-4-e2b") {
+            // Its KV-shared layers (4, 5) and their sources (2, 3) in the second stage.
+            hybridPlans[2].layout.stageLayerCounts = { 2, 4 };
+        }
+        if (name.starts_with("nemotron-3") || name == "qwen3.5-397b-a17b"
+            || name.starts_with("kimi") || name == "gemma-4-26b-a4b" || name == "minimax-m3") {
             // Their experts over EP (Nemotron's relu², Super's in the latent space; Qwen3.5's
             // fused); Nemotron's pp cut falls after an MoE layer.
             hybridPlans[0].layout.ep = 2;
@@ -135,10 +146,13 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
             }
             if (c.rank() == 0) {
                 fmt::print("[mpi hybrid] {} {}: max rel error {:.2e}\n", name, p.label(), *err);
-                if (*err > kTolerance) {
+                // Gemma-4's single rank differs from fp64 by rel L2 4.2e-6 already
+                // (parallel_hybrid_test.cpp, kGemmaTolerance).
+                const double bound = name.starts_with("gemma") ? 5e-5 : kTolerance;
+                if (*err > bound) {
                     return fail(c,
                         Error::internal(fmt::format("{} {}: max relative error {:.2e} > {:.0e}",
-                            name, p.label(), *err, kTolerance)));
+                            name, p.label(), *err, bound)));
                 }
             }
             worst = std::max(worst, *err);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <mutex>
@@ -129,4 +130,26 @@ TEST(ParallelBackend, ABackendFailingMidRunStopsEveryRank)
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("backend scripted: linear: device lost"), std::string::npos)
         << r.error().message;
+}
+
+TEST(ParallelBackend, RecurrentLayersOnTheHostAreNamedInTheDispatchReport)
+{
+    // Kimi-Linear's KDA layers have no Backend operator beyond their projections: a sharded run
+    // on a backend says that its host computed them, as the single-rank run does.
+    const auto dir = std::filesystem::temp_directory_path()
+        / fmt::format("day0-parallel-backend-kimi-{}", ::getpid());
+    auto m = test::makeShrunkHybrid("kimi-linear-48b-a3b", dir);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    auto o = options(*m, "tp=2");
+    o.backendFor = [](int) -> Result<std::shared_ptr<exec::Backend>> {
+        return std::shared_ptr<exec::Backend>(std::make_shared<ScriptedBackend>());
+    };
+    auto r = run(*m, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const auto& notes = r->dispatch.notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find("KDA") != std::string::npos
+            && note.find("on the host CPU") != std::string::npos;
+    })) << fmt::format("{}", fmt::join(notes, "; "));
+    std::filesystem::remove_all(dir);
 }

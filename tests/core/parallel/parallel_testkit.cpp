@@ -68,15 +68,37 @@ Result<ShrunkModel> makeShrunkModel(
 Result<ShrunkModel> makeShrunkHybrid(
     const std::string& name, const std::filesystem::path& dir, std::uint64_t seed)
 {
-    if (name != "nemotron-h" && name != "nemotron-3-super") {
+    if (name == "gemma-4-e2b") {
+        // Six layers: sliding ×3, full, then a KV-shared sliding and a KV-shared full layer
+        // (reading layers 2 and 3, their MLPs double-wide), with per-layer input embeddings.
+        const auto config = std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "gemma-4-E2B-it.json";
+        return shrinkAndOpen(name, config.string(), dir, 6, seed);
+    }
+    if (name == "kimi-linear-48b-a3b") {
+        // Shrink keeps layers 0 (KDA, dense MLP), 1 and 2 (KDA, MoE) and 3 (MLA without RoPE,
+        // MoE), with 2 KDA heads of 16.
+        const auto config = std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "kimi-linear-48b-a3b.json";
+        return shrinkAndOpen(name, config.string(), dir, 4, seed);
+    }
+    const bool k3 = name == "kimi-linear-k3-additions";
+    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2" && !k3) {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
-        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next");
-        return shrinkAndOpen(name, name, dir, four ? 4 : 2, seed);
+        const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next")
+            || name == "minimax-m3";
+        const bool six = name.starts_with("gemma"); // five sliding layers and a full one
+        return shrinkAndOpen(name, name, dir, six ? 6 : four ? 4 : 2, seed);
     }
     const bool super = name == "nemotron-3-super";
-    const auto bundled = std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
-        / (super ? "nemotron-3-super-120b-fp8.json" : "nemotron-3-nano-30b.json");
+    const bool minimax = name == "minimax-m3-kv2";
+    const auto bundled = k3 ? std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "kimi-linear-48b-a3b.json"
+                            : std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
+            / (minimax      ? "minimax-m3.json"
+                    : super ? "nemotron-3-super-120b-fp8.json"
+                            : "nemotron-3-nano-30b.json");
     std::ifstream in(bundled);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Super's time_step_limit holds Infinity, as Python writes it.
@@ -85,7 +107,18 @@ Result<ShrunkModel> makeShrunkHybrid(
         return parsed.error();
     }
     auto config = parsed->value;
-    if (super) {
+    if (k3) {
+        // Kimi-K3's additions on Kimi-Linear (each computed by the single-rank engine): the
+        // latent MoE with its norm, the MLA output gate, the KDA safe gate and full-rank gate.
+        config["routed_expert_hidden_size"] = 1152;
+        config["latent_moe_use_norm"] = true;
+        config["mla_use_output_gate"] = true;
+        config["linear_attn_config"]["gate_lower_bound"] = -5.0;
+        config["linear_attn_config"]["use_full_rank_gate"] = true;
+    } else if (minimax) {
+        // Two query heads per KV head: shrunk to 4 heads, it keeps 2 KV groups and 2 index heads.
+        config["num_attention_heads"] = 8;
+    } else if (super) {
         // Its ModelOpt FP8, which shrink does not generate: the shrunk copy is unquantised.
         config.erase("quantization_config");
     } else {
@@ -191,6 +224,48 @@ Result<double> compareWithSingleRank(const ShrunkModel& model,
         for (std::size_t i = 0; i < values.size(); ++i) {
             maxRef = std::max(maxRef, std::abs(values[i]));
             maxDiff = std::max(maxDiff, std::abs(double(seq.logits[i]) - values[i]));
+        }
+        worst = std::max(worst, maxDiff / std::max(maxRef, 1e-30));
+    }
+    return worst;
+}
+
+Result<double> singleRankFp32Floor(const ShrunkModel& model,
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens)
+{
+    Progress progress;
+    auto fp32 = exec::Engine::create(model.spec, *model.weights, false, progress, {});
+    if (!fp32) {
+        return fp32.error();
+    }
+    auto fp64 = exec::Engine::create(model.spec, *model.weights, true, progress, {});
+    if (!fp64) {
+        return fp64.error();
+    }
+    double worst = 0.0;
+    for (const auto& seq : sequences) {
+        std::vector<double> logits[2];
+        for (const bool wide : { false, true }) {
+            exec::RunOptions o;
+            o.precision = *exec::parsePrecisionPlan(wide ? "fp64" : "fp32");
+            o.promptIds = seq.prompt;
+            o.newTokens = newTokens;
+            o.capture.filters = { "lm_head" };
+            auto run = (wide ? *fp64 : *fp32).run(o, progress, {});
+            if (!run) {
+                return run.error();
+            }
+            const auto* t = run->dump.tensor("lm_head");
+            if (t == nullptr) {
+                return Error::internal("the single-rank run captured no lm_head");
+            }
+            logits[wide ? 1 : 0] = t->toDoubles();
+        }
+        double maxRef = 0.0;
+        double maxDiff = 0.0;
+        for (std::size_t i = 0; i < std::min(logits[0].size(), logits[1].size()); ++i) {
+            maxRef = std::max(maxRef, std::abs(logits[1][i]));
+            maxDiff = std::max(maxDiff, std::abs(logits[0][i] - logits[1][i]));
         }
         worst = std::max(worst, maxDiff / std::max(maxRef, 1e-30));
     }

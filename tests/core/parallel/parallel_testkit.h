@@ -43,6 +43,19 @@ Result<ShrunkModel> makeShrunkModel(
 /// - "nemotron-3-nano-30b": 4 layers M, E, M, * (its relu² MoE beside the Mamba-2 layers);
 /// - "nemotron-3-super": nemotron-3-super-120b-fp8 unquantised, 4 layers of its pattern (its
 ///   latent MoE: experts between fc1_latent_proj and fc2_latent_proj).
+/// - "kimi-linear-48b-a3b": 4 layers (3 Kimi Delta Attention with 2 heads, the first with a
+///   dense MLP, then one MLA without RoPE; MoE in the last three), which pp=2 splits at the
+///   KDA / MLA boundary with stage layer counts 3/1.
+/// - "gemma-4-e2b": the E2B text decoder in 6 layers (sliding ×3, full, then KV-shared sliding
+///   and full layers reading layers 2 and 3, with double-wide MLPs), per-layer input
+///   embeddings, window 4, one KV head.
+/// - "gemma-4-26b-a4b": 6 layers (five sliding, one full with attention_k_eq_v), the MoE block
+///   (8 fused experts) beside each dense MLP.
+/// - "minimax-m3": 4 layers (three dense full-attention layers, then an MSA layer with MoE),
+///   one KV head (replicated over TP ranks); "minimax-m3-kv2" the same with 2 KV heads and 2
+///   index heads (one KV group per TP rank).
+/// - "kimi-linear-k3-additions": the Kimi-Linear shrink with Kimi-K3's latent MoE (with its
+///   norm), MLA output gate, KDA safe gate and full-rank output gate switched on.
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
@@ -71,6 +84,11 @@ inline constexpr std::int64_t kMatrixTokens = 3;
 /// max|parallel − single| / max|single| over all logits, and the generated tokens. Fails (with
 /// the sequence and both token lists) when tokens differ.
 Result<double> compareWithSingleRank(const ShrunkModel& model,
+    const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens);
+
+/// The single rank's own fp32 rounding on the same sequences: max over them of
+/// max|fp32 − fp64| / max|fp64| over all logits of the engine's two precisions.
+Result<double> singleRankFp32Floor(const ShrunkModel& model,
     const std::vector<parallel::SequenceResult>& sequences, std::int64_t newTokens);
 
 /// The weights of a model, except that one tensor fails to read (delay 0) or reads only after
