@@ -11,6 +11,7 @@
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QComboBox>
 #include <QDockWidget>
@@ -228,7 +229,6 @@ QWidget* TimelinePanel::createEmptyState()
     m_emptyText = new QLabel(emptyStateText(), page);
     m_emptyText->setWordWrap(true);
     m_emptyText->setAlignment(Qt::AlignCenter);
-    m_emptyText->setMinimumWidth(560);
     m_openButton = new QPushButton(tr("Open Trace…"), page);
     m_openButton->setObjectName(QStringLiteral("openTraceButton"));
     m_openButton->setDefault(true);
@@ -238,6 +238,7 @@ QWidget* TimelinePanel::createEmptyState()
                                "<tt>day0-workbench --trace FILE</tt>"),
         page);
     hint->setAlignment(Qt::AlignCenter);
+    hint->setWordWrap(true);
     hint->setForegroundRole(QPalette::PlaceholderText);
     m_busy = new QProgressBar(page);
     m_busy->setRange(0, 0);
@@ -254,7 +255,6 @@ QWidget* TimelinePanel::createEmptyState()
     m_error = new QLabel(page);
     m_error->setWordWrap(true);
     m_error->setAlignment(Qt::AlignCenter);
-    m_error->setMinimumWidth(640);
     m_error->setStyleSheet(QStringLiteral("color: #d63b3b;"));
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error->hide();
@@ -315,6 +315,9 @@ QWidget* TimelinePanel::createStatsPane()
     for (int c = KernelStatsModel::CategoryColumn; c < KernelStatsModel::ColumnCount; ++c) {
         m_statsView->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     }
+    setKeyColumns(*m_statsView,
+        { KernelStatsModel::NameColumn, KernelStatsModel::CountColumn,
+            KernelStatsModel::TotalColumn, KernelStatsModel::ShareColumn });
     layout->addWidget(m_statsView, 1);
 
     connect(
