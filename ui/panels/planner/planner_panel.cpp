@@ -201,6 +201,11 @@ void PlannerPanel::runPlanner()
     }
     plan::PlannerOptions options;
     options.workload = m_session.workload();
+    // One workload in the session: in inference every layout serves the session's batch (the
+    // memory and topology panels' case), at most; `day0 plan --max-batch` does the same.
+    if (options.workload.mode == plan::Mode::Infer) {
+        options.serving.maxBatch = std::max(1, options.workload.batch);
+    }
     options.top = m_top->value();
     options.headroom = m_headroom->value() / 100.0;
     if (m_precision->currentIndex() > 0) {
