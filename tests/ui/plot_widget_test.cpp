@@ -1,6 +1,7 @@
 #include "widgets/plot_widget.h"
 
 #include <QFile>
+#include <QFontMetrics>
 #include <QImage>
 #include <QTemporaryDir>
 #include <gtest/gtest.h>
@@ -92,4 +93,121 @@ TEST(PlotWidget, ScatterAndHeatmap)
     plot.setHeatmap(heat);
     plot.rescaleAndReplot();
     EXPECT_GT(pixelSpread(plot.toImage(QSize(500, 400))), 5.0);
+}
+
+namespace {
+
+// Neighbouring tick labels closer than their halves (horizontal axis, unrotated labels).
+bool labelsCollide(const TickLabels& t)
+{
+    const QFontMetrics metrics(t.font);
+    for (int i = 1; i < t.positions.size(); ++i) {
+        const double need
+            = (metrics.horizontalAdvance(t.labels[i - 1]) + metrics.horizontalAdvance(t.labels[i]))
+            / 2.0;
+        const double slant = std::sin(std::abs(t.rotation) * M_PI / 180.0);
+        const double gap = std::abs(t.positions[i] - t.positions[i - 1]);
+        if (t.rotation != 0.0 ? gap * slant < metrics.height() : gap < need) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+TEST(PlotWidget, ThinsCategoryTicksUntilTheyDoNotOverlap)
+{
+    PlotWidget plot;
+    QStringList categories;
+    QVector<double> values;
+    for (int i = 0; i < 16; ++i) {
+        categories << QStringLiteral("pipeline stage %1").arg(i);
+        values << 1.0 + i;
+    }
+    plot.setStackedBars(categories, { { QStringLiteral("weights"), Qt::blue, values } });
+    plot.resize(360, 260);
+    plot.show();
+    plot.rescaleAndReplot();
+    const TickLabels t = plot.tickLabels(PlotWidget::Axis::X);
+    ASSERT_GE(t.positions.size(), 2);
+    EXPECT_LT(t.positions.size(), 16) << "16 long names cannot all fit in 360 px";
+    EXPECT_FALSE(labelsCollide(t));
+    // Wide again: more of the names come back.
+    plot.resize(2400, 260);
+    plot.rescaleAndReplot();
+    EXPECT_GT(plot.tickLabels(PlotWidget::Axis::X).positions.size(), t.positions.size());
+}
+
+TEST(PlotWidget, NumberTicksOfANarrowPlotDoNotOverlap)
+{
+    PlotWidget plot;
+    PlotSeries s;
+    s.name = QStringLiteral("memory");
+    s.color = Qt::darkBlue;
+    s.x = { 80e9, 140e9 };
+    s.y = { 1e5, 3e5 };
+    plot.setScatter({ s });
+    plot.setByteAxis(PlotWidget::Axis::X);
+    plot.resize(200, 200);
+    plot.show();
+    plot.rescaleAndReplot();
+    const TickLabels t = plot.tickLabels(PlotWidget::Axis::X);
+    ASSERT_GE(t.positions.size(), 1);
+    EXPECT_FALSE(labelsCollide(t));
+}
+
+TEST(PlotWidget, SparseDecadeLabelsOfALogHistogramDoNotOverlap)
+{
+    // The precision panel's error histogram: 48 log-spaced bins, only decades labelled.
+    PlotWidget plot;
+    QStringList categories;
+    QVector<double> counts;
+    for (int b = 0; b < 48; ++b) {
+        categories << (b % 6 == 0 ? QStringLiteral("1e%1").arg(b / 6 - 8) : QString());
+        counts << 1.0 + b % 5;
+    }
+    plot.setStackedBars(categories, { { QStringLiteral("elements"), Qt::blue, counts } });
+    plot.resize(220, 200);
+    plot.show();
+    plot.rescaleAndReplot();
+    TickLabels t = plot.tickLabels(PlotWidget::Axis::X);
+    QStringList shown;
+    for (const auto& label : t.labels) {
+        if (!label.isEmpty()) {
+            shown << label;
+        }
+    }
+    EXPECT_GE(shown.size(), 1);
+    EXPECT_LT(shown.size(), 8) << shown.join(QLatin1Char(' ')).toStdString();
+}
+
+TEST(PlotWidget, EmptyPlotShowsANoteInsteadOfAxesAndTitlesWrap)
+{
+    PlotWidget plot;
+    plot.resize(300, 200);
+    plot.show();
+    plot.rescaleAndReplot();
+    EXPECT_TRUE(plot.showsEmptyState());
+    EXPECT_TRUE(plot.tickLabels(PlotWidget::Axis::X).positions.isEmpty()) << "no 0–5 axis";
+    EXPECT_FALSE(plot.noteText().isEmpty());
+    plot.setNote(QStringLiteral("Run the model to see its error by layer."));
+    EXPECT_EQ(plot.noteText(), QStringLiteral("Run the model to see its error by layer."));
+    plot.setLineSeries({ PlotSeries { QStringLiteral("a"), Qt::red, { 0, 1 }, { 0, 1 } } });
+    plot.rescaleAndReplot();
+    EXPECT_FALSE(plot.showsEmptyState());
+    EXPECT_FALSE(plot.tickLabels(PlotWidget::Axis::X).positions.isEmpty());
+    // A title longer than the plot is wide is wrapped, not cut.
+    const QString title = QStringLiteral(
+        "Memory against throughput of the two hundred fastest layouts of the sweep");
+    plot.setTitle(title);
+    const QStringList lines = plot.titleLines();
+    EXPECT_GT(lines.size(), 1);
+    EXPECT_EQ(lines.join(QLatin1Char(' ')), title);
+    QFont bold = plot.font();
+    bold.setBold(true);
+    for (const auto& line : lines) {
+        EXPECT_LE(QFontMetrics(bold).horizontalAdvance(line), plot.width()) << line.toStdString();
+    }
+    EXPECT_LE(plot.minimumSizeHint().width(), 200) << "a plot never widens the window";
 }

@@ -55,13 +55,17 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
         = renderScreenshots(window, registry, jobs, QStringLiteral("all"), dir.path(), &error);
     ASSERT_TRUE(error.isEmpty()) << error.toStdString();
     EXPECT_EQ(failed.count(), 0);
-    // The window, each panel, and the precision panel's End to end view.
-    ASSERT_EQ(files.size(), qsizetype(registry.panels().size()) + 2);
+    // The window at 1920×1080 and at 1280×720, each panel, and the precision panel's End to
+    // end view, all from the default docked layout.
+    ASSERT_EQ(files.size(), qsizetype(registry.panels().size()) + 3);
     EXPECT_TRUE(files.contains(dir.filePath(QStringLiteral("precision-end-to-end.png"))));
+    EXPECT_EQ(QImage(dir.filePath(QStringLiteral("workbench.png"))).size(), kScreenshotSize);
+    EXPECT_EQ(QImage(dir.filePath(QStringLiteral("workbench-1280x720.png"))).size(),
+        kSmallScreenshotSize);
     for (const auto& file : files) {
         const QImage image(file);
         ASSERT_FALSE(image.isNull()) << file.toStdString();
-        EXPECT_GE(image.width(), 800) << file.toStdString();
+        EXPECT_GE(image.width(), 560) << file.toStdString();
         EXPECT_GT(test::pixelSpread(image), 12.0) << file.toStdString() << " looks blank";
     }
     // What the screenshots show.

@@ -3,6 +3,10 @@
 #include "panels/timeline/timeline_panel.h"
 #include "ui_test_support.h"
 
+#include <QAbstractItemModel>
+#include <QComboBox>
+#include <QTreeView>
+
 #include <set>
 #include <string>
 
@@ -40,6 +44,12 @@ TEST(TimelineDemo, FirstShowShrinksRunsAndShowsTheDemoRunsCpuTrace)
     EXPECT_TRUE(names.count("shrink kimi-k2")) << "first start shrinks";
     EXPECT_TRUE(names.count("run fp32 reference + bf16 target"));
     EXPECT_TRUE(session.traceSource().contains(QStringLiteral("demo run")));
+    // A CPU trace: the statistics show its CPU ops, not an empty "GPU work" table.
+    auto* categories = panel.findChild<QComboBox*>(QStringLiteral("statsCategories"));
+    ASSERT_NE(categories, nullptr);
+    EXPECT_EQ(categories->currentText(), QStringLiteral("CPU ops and runtime"));
+    test::settle(jobs);
+    EXPECT_GT(panel.statsView()->model()->rowCount(), 0);
 
     // A second start finds the checkpoint and skips the shrink.
     Session again;

@@ -1,4 +1,6 @@
 #include "checkpoint/sharding.h"
+#include "panels/planner/layout_table_model.h"
+#include "panels/planner/planner_panel.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
 #include "panels/topology/topology_panel.h"
@@ -53,18 +55,50 @@ TEST(TopologyRun, RunsThePlanOnInProcessRanksWithProgressAndTraffic)
     EXPECT_EQ(panel.scene()->trafficLabelCount(), 4);
 }
 
-TEST(TopologyRun, RefusesPlansBeyondInProcessRanks)
+// A plan larger than the in-process ranks runs scaled to a group of its shape, and says so.
+TEST(TopologyRun, RunsA256RankPlanScaledToItsShape)
 {
+    test::ScratchStore scratch;
+    test::ScopedCache cache;
     Session session;
     JobRunner jobs;
-    test::openModel(session, "deepseek-v3");
-    test::configure(session, "h200:8x8", plan::Mode::Infer, "tp=8,pp=8");
+    test::openModel(session, "kimi-k2");
+    // The embedded default's starting plan: dp is the rest of the cluster, 256 / 64 = 4.
+    test::configure(
+        session, "h200:32x8", plan::Mode::Train, "tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full");
     TopologyPanel panel(session, jobs);
     test::settle(jobs);
     panel.runPlan();
     test::settle(jobs);
-    EXPECT_TRUE(panel.runStatus().contains(QStringLiteral("in-process runs take at most 32")))
-        << panel.runStatus().toStdString();
+    const QString status = panel.runStatus();
+    EXPECT_TRUE(status.startsWith(QStringLiteral("ran "))) << status.toStdString();
+    EXPECT_TRUE(status.contains(QStringLiteral("scaled tp=8,pp=8,ep=32,etp=1,dp=4")))
+        << status.toStdString();
+    EXPECT_TRUE(status.contains(QStringLiteral("(256 ranks)"))) << status.toStdString();
+    EXPECT_FALSE(status.contains(QStringLiteral("take at most"))) << status.toStdString();
+}
+
+// What the planner ranks first for the embedded default runs as it is proposed.
+TEST(TopologyRun, RunsThePlannersBestPlanForTheDemo)
+{
+    test::ScratchStore scratch;
+    test::ScopedCache cache;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "kimi-k2");
+    test::configure(
+        session, "h200:32x8", plan::Mode::Train, "tp=8,pp=8,ep=32,etp=1,zero=1,recompute=full");
+    PlannerPanel planner(session, jobs);
+    TopologyPanel panel(session, jobs);
+    test::settle(jobs);
+    ASSERT_GT(planner.layoutModel()->rowCount(), 0);
+    const plan::ParallelPlan best = planner.layoutModel()->layouts().front().layout.toPlan();
+    ASSERT_EQ(session.plan(), best) << "the planner's choice is the session's plan";
+    panel.runPlan();
+    test::settle(jobs);
+    const QString status = panel.runStatus();
+    EXPECT_TRUE(status.startsWith(QStringLiteral("ran "))) << status.toStdString();
+    EXPECT_FALSE(status.contains(QStringLiteral("must divide"))) << status.toStdString();
 }
 
 TEST(TopologyRun, CancelStopsTheRun)

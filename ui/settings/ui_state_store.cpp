@@ -2,8 +2,11 @@
 
 #include <QHeaderView>
 #include <QMainWindow>
+#include <QScreen>
 #include <QSettings>
 #include <QSplitter>
+
+#include <algorithm>
 
 namespace day0::ui {
 
@@ -34,7 +37,40 @@ bool UiStateStore::restoreWindow(QMainWindow& window, int layoutVersion)
     const bool geometry = window.restoreGeometry(m_settings.value(kGeometry).toByteArray());
     const bool state = window.restoreState(m_settings.value(kState).toByteArray(), layoutVersion);
     restoreChildren(window);
+    fitWindowToScreen(window);
     return geometry && state;
+}
+
+QRect UiStateStore::fitToScreen(const QRect& geometry, const QRect& available)
+{
+    if (!available.isValid()) {
+        return geometry;
+    }
+    QRect fitted(geometry.topLeft(), geometry.size().boundedTo(available.size()));
+    fitted.moveLeft(
+        std::clamp(fitted.left(), available.left(), available.right() - fitted.width() + 1));
+    fitted.moveTop(
+        std::clamp(fitted.top(), available.top(), available.bottom() - fitted.height() + 1));
+    return fitted;
+}
+
+bool UiStateStore::fitWindowToScreen(QWidget& window)
+{
+    const QScreen* screen = window.screen();
+    if (screen == nullptr) {
+        return false;
+    }
+    const QRect available = screen->availableGeometry();
+    // The frame (title bar, borders) must fit too, not only the client area.
+    const QMargins frame(window.geometry().left() - window.frameGeometry().left(),
+        window.geometry().top() - window.frameGeometry().top(),
+        window.frameGeometry().right() - window.geometry().right(),
+        window.frameGeometry().bottom() - window.geometry().bottom());
+    const QRect fitted = fitToScreen(window.geometry(), available.marginsRemoved(frame));
+    if (fitted != window.geometry()) {
+        window.setGeometry(fitted);
+    }
+    return true;
 }
 
 QString UiStateStore::keyFor(const QWidget& widget, const QString& kind)

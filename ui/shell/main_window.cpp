@@ -57,6 +57,8 @@ MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunne
     connect(&m_session, &Session::modelChanged, this, &MainWindow::updateTitle);
 
     resize(1600, 1000);
+    // The default size, or a saved one, never exceeds the screen the window opens on.
+    UiStateStore::fitWindowToScreen(*this);
     createDocks();
     createMenus();
     UiStateStore(m_settings).restoreWindow(*this, kLayoutVersion);

@@ -6,7 +6,6 @@
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QDockWidget>
 #include <QElapsedTimer>
 #include <QImage>
 #include <QTabWidget>
@@ -37,7 +36,7 @@ bool waitForJobsIdle(JobRunner& jobs, int timeoutMs)
 }
 
 QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry, JobRunner& jobs,
-    const QString& which, const QString& outDir, QString* error, QSize panelSize)
+    const QString& which, const QString& outDir, QString* error, QSize windowSize)
 {
     QStringList written;
     QStringList ids;
@@ -70,23 +69,27 @@ QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry,
         written << path;
         return true;
     };
-    window.show();
-    waitForJobsIdle(jobs, 120000);
+    // The default docked layout at the size asked for, as a user first sees it.
+    auto showAt = [&](QSize size) {
+        window.setGeometry(QRect(QPoint(0, 0), size));
+        window.show();
+        waitForJobsIdle(jobs, 120000);
+    };
     if (which == QStringLiteral("all")) {
-        window.resize(1680, 1020);
-        waitForJobsIdle(jobs, 60000);
+        showAt(kSmallScreenshotSize);
+        if (!save(window.grab().toImage(), QStringLiteral("workbench-1280x720"))) {
+            return {};
+        }
+    }
+    showAt(windowSize);
+    if (which == QStringLiteral("all")) {
         if (!save(window.grab().toImage(), QStringLiteral("workbench"))) {
             return {};
         }
     }
     for (const auto& id : ids) {
         QWidget* panel = window.panel(id);
-        auto* dock = qobject_cast<QDockWidget*>(panel->parentWidget());
-        // A floating dock renders the panel alone at a size fit for a README.
-        dock->setFloating(true);
-        dock->resize(panelSize);
-        dock->show();
-        dock->raise();
+        window.raisePanel(id);
         waitForJobsIdle(jobs, 60000);
         bool ok = save(panel->grab().toImage(), id);
         // A panel's further views (its tabs' pages with a "screenshotName" property) are
@@ -104,7 +107,6 @@ QStringList renderScreenshots(MainWindow& window, const PanelRegistry& registry,
             }
             tabs->setCurrentIndex(shown);
         }
-        dock->setFloating(false);
         if (!ok) {
             return {};
         }

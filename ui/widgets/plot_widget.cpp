@@ -15,6 +15,10 @@
 
 namespace day0::ui {
 
+namespace {
+constexpr QSize kMinimumPlotSize(160, 120);
+}
+
 QString formatValue(AxisFormat format, double value)
 {
     switch (format) {
@@ -40,14 +44,17 @@ void PlotWidget::Private::applyTicker(Axis a)
     QCPAxis* ax = axis(a);
     ax->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
     if (ax == keyAxis() && !categories.isEmpty()) {
-        auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-        const int every = std::max(1, int(std::ceil(categories.size() / 16.0)));
-        for (int i = 0; i < categories.size(); i += every) {
-            ticker->addTick(i, categories[i]);
+        TextTicks t;
+        for (int i = 0; i < categories.size(); ++i) {
+            t.keys << i;
         }
-        ax->setTicker(ticker);
+        t.labels = categories;
+        t.baseEvery = t.every = std::max(1, int(std::ceil(categories.size() / 16.0)));
+        text[int(a)] = t;
+        installText(a);
         return;
     }
+    text[int(a)].reset();
     if (log) {
         ax->setTicker(QSharedPointer<FormatLogTicker>::create(format));
     } else {
@@ -156,6 +163,9 @@ PlotWidget::PlotWidget(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     d->plot = new QCustomPlot(this);
+    // A plot squeezes its own content (ticks thinned, title wrapped): it never sets the
+    // window's minimum size from its title, legend or labels.
+    d->plot->setMinimumSize(kMinimumPlotSize);
     layout->addWidget(d->plot);
     d->plot->setAntialiasedElements(QCP::aeAll);
     d->plot->setNoAntialiasingOnDrag(true);
@@ -195,6 +205,9 @@ PlotWidget::PlotWidget(QWidget* parent)
     legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
     d->plot->legend->setFont(legendFont);
     d->plot->setMouseTracking(true);
+    // Empty state before each replot; tick labels fitted after each layout, before drawing.
+    connect(d->plot, &QCustomPlot::beforeReplot, this, [this] { d->updateEmptyState(); });
+    connect(d->plot, &QCustomPlot::afterLayout, this, [this] { d->fitTicks(); });
 
     connect(d->plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
         const QString text = d->tooltipAt(event->position());
@@ -254,6 +267,7 @@ void PlotWidget::clear()
     d->highlight = nullptr;
     d->note = nullptr;
     d->cellMark = nullptr;
+    d->emptyNote = nullptr;
     d->limitItems.clear();
     d->hLimits.clear();
     d->vLimits.clear();
@@ -272,7 +286,8 @@ void PlotWidget::clear()
 
 void PlotWidget::setTitle(const QString& title)
 {
-    d->title->setText(title);
+    d->fullTitle = title;
+    d->wrapTitle(width());
     d->title->setVisible(!title.isEmpty());
 }
 
@@ -290,7 +305,11 @@ void PlotWidget::setLogScale(Axis axis, bool log)
     d->applyTicker(axis);
 }
 
-void PlotWidget::setLegendVisible(bool visible) { d->plot->legend->setVisible(visible); }
+void PlotWidget::setLegendVisible(bool visible)
+{
+    d->legendWanted = visible;
+    d->plot->legend->setVisible(visible);
+}
 
 void PlotWidget::setStackedBars(
     const QStringList& categories, const QVector<BarLayer>& layers, Qt::Orientation orientation)
@@ -597,6 +616,9 @@ QVector<QPointF> PlotWidget::linePoints(int series) const
 void PlotWidget::resizeEvent(QResizeEvent* event)
 {
     d->plot->legend->setWrap(std::max(1, width() / 150));
+    // A new size may give room for more labels, or less for the title.
+    d->resetTicks();
+    d->wrapTitle(width());
     QWidget::resizeEvent(event);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QColor>
+#include <QFont>
 #include <QPointF>
 #include <QSize>
 #include <QString>
@@ -74,6 +75,16 @@ struct HeatmapData {
     bool diverging = false; ///< a change: colour scale centred on 0, blue below, red above
 };
 
+/// An axis' tick labels as laid out at the last replot: where each sits along the axis and what
+/// it says, so that a check can size them with QFontMetrics and look for overlaps.
+struct TickLabels {
+    QVector<double> positions; ///< pixel of each tick along the axis, in widget coordinates
+    QStringList labels; ///< the text of each tick (may hold line breaks)
+    QFont font;
+    double rotation = 0.0; ///< degrees the labels are turned by
+    Qt::Orientation orientation = Qt::Horizontal; ///< of the axis: X is horizontal
+};
+
 /// The workbench's one wrapper around QCustomPlot (the only file that includes qcustomplot.h):
 /// domain-level calls, ticks formatted like the tables, themed from the palette, hover tooltips,
 /// export to PNG, PDF and SVG. GUI-thread object.
@@ -115,7 +126,8 @@ public:
     [[nodiscard]] QPoint heatmapSelection() const;
     void addHorizontalLine(const LimitLine& line);
     void addVerticalLine(const LimitLine& line);
-    /// A note drawn in the top-left corner of the plot area (e.g. "nothing fits").
+    /// A note drawn in the middle of the plot area (e.g. "nothing fits"). Without data it is the
+    /// empty state: the axes are hidden and the note says what will appear and how to start it.
     void setNote(const QString& text);
 
     /// Fits the axes to the data and the limit lines, then repaints.
@@ -126,6 +138,15 @@ public:
     QString exportTo(const QString& path, QSize size = QSize());
     /// Renders to an image at the widget's size (or `size`), for tests and screenshots.
     [[nodiscard]] QImage toImage(QSize size = QSize());
+
+    /// True while the plot has no data: no axes are drawn, only the note (tests).
+    [[nodiscard]] bool showsEmptyState() const;
+    /// The note shown, or the generic empty-state text when the plot has no data and no note.
+    [[nodiscard]] QString noteText() const;
+    /// The title as drawn: wrapped to the plot's width, never cut (tests).
+    [[nodiscard]] QStringList titleLines() const;
+    /// The tick labels of `axis` as laid out now (lays the plot out first; tests).
+    [[nodiscard]] TickLabels tickLabels(Axis axis);
 
     /// Number of series of each kind (tests).
     [[nodiscard]] int barLayerCount() const;

@@ -104,6 +104,9 @@ void PlotWidget::Private::removeHeatmap()
     if (colorMap) {
         plot->removePlottable(colorMap);
         colorMap = nullptr;
+        // Its row and column names go with it.
+        text[0].reset();
+        text[1].reset();
     }
     if (colorScale) {
         center->remove(colorScale);
@@ -158,24 +161,29 @@ void PlotWidget::setHeatmap(const HeatmapData& data)
     d->colorScale->setMarginGroup(QCP::msBottom | QCP::msTop, group);
     d->colorMap->removeFromLegend();
 
-    auto rowTicker = QSharedPointer<QCPAxisTickerText>::create();
-    const int rowEvery = std::max(1, int(std::ceil(data.rows / 30.0)));
-    for (int r = 0; r < data.rowLabels.size() && r < data.rows; r += rowEvery) {
-        rowTicker->addTick(r, data.rowLabels[r]);
+    TextTicks rows;
+    for (int r = 0; r < data.rowLabels.size() && r < data.rows; ++r) {
+        rows.keys << r;
+        rows.labels << data.rowLabels[r];
     }
-    d->plot->yAxis->setTicker(rowTicker);
+    rows.baseEvery = rows.every = std::max(1, int(std::ceil(data.rows / 30.0)));
+    d->text[int(Axis::Y)] = rows;
+    d->installText(Axis::Y);
     d->plot->yAxis->setRangeReversed(true);
-    auto colTicker = QSharedPointer<QCPAxisTickerText>::create();
-    const int colEvery = std::max(1, int(std::ceil(data.columns / 16.0)));
-    for (int c = 0; c < data.columnLabels.size() && c < data.columns; c += colEvery) {
-        colTicker->addTick(c, data.columnLabels[c]);
+    TextTicks columns;
+    for (int c = 0; c < data.columnLabels.size() && c < data.columns; ++c) {
+        columns.keys << c;
+        columns.labels << data.columnLabels[c];
     }
-    d->plot->xAxis->setTicker(colTicker);
+    columns.baseEvery = columns.every = std::max(1, int(std::ceil(data.columns / 16.0)));
     // Long column names (sub-modules) are slanted so that neighbours do not overlap.
     const bool longLabels = data.columns > 3
         && std::any_of(data.columnLabels.begin(), data.columnLabels.end(),
             [](const QString& label) { return label.size() > 8; });
-    d->plot->xAxis->setTickLabelRotation(longLabels ? 35.0 : 0.0);
+    columns.baseRotation = longLabels ? 35.0 : 0.0;
+    d->text[int(Axis::X)] = columns;
+    d->installText(Axis::X);
+    d->plot->xAxis->setTickLabelRotation(columns.baseRotation);
     d->applyTheme(palette());
 }
 

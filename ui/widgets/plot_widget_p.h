@@ -10,6 +10,7 @@
 #include <qcustomplot.h>
 
 #include <cmath>
+#include <optional>
 
 namespace day0::ui {
 
@@ -83,6 +84,15 @@ private:
     AxisFormat m_format;
 };
 
+/// Category or heatmap labels of one axis: all of them, and how many are shown (every n-th).
+struct TextTicks {
+    QVector<double> keys;
+    QStringList labels;
+    int baseEvery = 1; ///< the densest spacing allowed (a cap on the number of labels)
+    int every = 1; ///< the spacing in use, widened by fitTicks when labels collide
+    double baseRotation = 0.0; ///< degrees; X axis only
+};
+
 struct PlotWidget::Private {
     QCustomPlot* plot = nullptr;
     QCPTextElement* title = nullptr;
@@ -109,6 +119,10 @@ struct PlotWidget::Private {
     bool xLog = false;
     bool yLog = false;
     HeatmapData heatmap;
+    std::optional<TextTicks> text[2]; ///< text labels of the X and Y axis, when they are text
+    QString fullTitle; ///< the title as set; drawn wrapped to the plot's width
+    QCPItemText* emptyNote = nullptr; ///< "nothing to show yet", when no data and no note
+    bool legendWanted = true;
 
     [[nodiscard]] QCPAxis* axis(Axis a) const { return a == Axis::X ? plot->xAxis : plot->yAxis; }
     /// The axis bars are placed along, and the one their values grow on.
@@ -122,6 +136,24 @@ struct PlotWidget::Private {
     [[nodiscard]] QPoint cellAt(const QPointF& pos) const;
     [[nodiscard]] QString cellText(int row, int column) const;
     void removeHeatmap();
+
+    // plot_widget_ticks.cpp: tick labels that do not collide, the empty state, the title.
+    /// Installs a text ticker for axis `a` from text[a] (every n-th label).
+    void installText(Axis a);
+    /// Back to the densest labels (after a resize or new data); fitTicks thins them again.
+    void resetTicks();
+    /// Thins (or slants) the labels of every axis whose labels collide, re-laying the plot out;
+    /// run after each layout pass, before drawing.
+    void fitTicks();
+    /// Without data the axes, grid and legend are hidden and a note says what will appear.
+    void updateEmptyState();
+    [[nodiscard]] bool hasData() const;
+    /// The title broken into lines no wider than `width` pixels.
+    void wrapTitle(int width);
+    [[nodiscard]] TickLabels labelsOf(QCPAxis* ax) const;
 };
+
+/// True when two neighbouring labels of `labels` come closer than `gap` pixels.
+bool tickLabelsCollide(const TickLabels& labels, double gap);
 
 } // namespace day0::ui

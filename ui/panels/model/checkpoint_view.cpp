@@ -4,7 +4,9 @@
 #include "checkpoint/checkpoint_report.h"
 #include "history/recording.h"
 #include "panels/model/checkpoint_table_model.h"
+#include "widgets/elided_label.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -97,7 +99,7 @@ CheckpointView::CheckpointView(JobRunner& jobs, QWidget* parent)
     , m_verifyButton(new QPushButton(tr("Verify"), this))
     , m_manifestButton(new QPushButton(tr("Write Manifest"), this))
     , m_cancelButton(new QPushButton(tr("Cancel"), this))
-    , m_pathLabel(new QLabel(this))
+    , m_pathLabel(new ElidedLabel(this))
     , m_progress(new QProgressBar(this))
     , m_progressTimer(new QTimer(this))
     , m_summary(new QLabel(this))
@@ -156,6 +158,10 @@ CheckpointView::CheckpointView(JobRunner& jobs, QWidget* parent)
     m_verifyTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_verifyTable->horizontalHeader()->setStretchLastSection(true);
     m_verifyTable->hide();
+    setKeyColumns(*m_table,
+        { CheckpointTableModel::Name, CheckpointTableModel::Dtype, CheckpointTableModel::Shape,
+            CheckpointTableModel::Status });
+    setKeyColumns(*m_verifyTable, { 0, 2, 3 }, 3);
 
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(m_openButton);
@@ -246,7 +252,7 @@ void CheckpointView::finishJob()
 void CheckpointView::openCheckpoint(const QString& path)
 {
     m_path = path;
-    m_pathLabel->setText(QDir::toNativeSeparators(path));
+    m_pathLabel->setFullText(QDir::toNativeSeparators(path));
     startJob(Job::Open, tr("Opening %1").arg(displayName(path)));
     const std::string p = fromQString(path);
     m_jobs.start<OpenResult>(

@@ -21,6 +21,7 @@ class QTimer;
 namespace day0::ui {
 
 class CheckpointFilterModel;
+class ElidedLabel;
 class CheckpointTableModel;
 
 /// A checkpoint (folder, .safetensors or .gguf) opened in the model panel: its tensors with
@@ -105,7 +106,7 @@ private:
     QPushButton* m_verifyButton = nullptr;
     QPushButton* m_manifestButton = nullptr;
     QPushButton* m_cancelButton = nullptr;
-    QLabel* m_pathLabel = nullptr;
+    ElidedLabel* m_pathLabel = nullptr;
     QProgressBar* m_progress = nullptr;
     QTimer* m_progressTimer = nullptr;
     QLabel* m_summary = nullptr;

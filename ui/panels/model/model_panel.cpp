@@ -8,6 +8,7 @@
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 #include "widgets/plot_widget.h"
 
 #include <QDockWidget>
@@ -15,6 +16,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabWidget>
@@ -94,6 +96,9 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_paramView->setAlternatingRowColors(true);
     m_paramView->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_paramView->setShowGrid(false);
+    setKeyColumns(*m_paramView,
+        { ParameterTableModel::Component, ParameterTableModel::Total, ParameterTableModel::Active,
+            ParameterTableModel::Share });
 
     m_chart->setMinimumHeight(220);
 
@@ -110,6 +115,9 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_tree->header()->setStretchLastSection(false);
     m_tree->header()->setSectionResizeMode(ModelTreeModel::Name, QHeaderView::Stretch);
     m_tree->setColumnWidth(ModelTreeModel::Shape, 150);
+    setKeyColumns(*m_tree,
+        { ModelTreeModel::Name, ModelTreeModel::Shape, ModelTreeModel::DType,
+            ModelTreeModel::Parameters });
     m_filter->setPlaceholderText(
         tr("Filter tensors by name (e.g. layers.3.mlp, q_proj, experts.12.)"));
     m_filter->setClearButtonEnabled(true);
@@ -123,7 +131,13 @@ ModelPanel::ModelPanel(Session& session, JobRunner& jobs, QWidget* parent)
     // Left: the summary above the parameter table; right: the chart.
     auto* left = new QSplitter(Qt::Vertical, this);
     left->setObjectName(QStringLiteral("modelLeftSplitter"));
-    left->addWidget(summary);
+    // The summary scrolls rather than set the window's minimum height.
+    auto* summaryScroll = new QScrollArea(this);
+    summaryScroll->setObjectName(QStringLiteral("modelSummaryScroll"));
+    summaryScroll->setWidget(summary);
+    summaryScroll->setWidgetResizable(true);
+    summaryScroll->setFrameShape(QFrame::NoFrame);
+    left->addWidget(summaryScroll);
     left->addWidget(m_paramView);
     auto* top = new QSplitter(Qt::Horizontal, this);
     top->setObjectName(QStringLiteral("modelTopSplitter"));

@@ -8,6 +8,7 @@
 #include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QComboBox>
 #include <QDesktopServices>
@@ -164,6 +165,7 @@ void PipelinePanel::buildUi()
     header->setSectionResizeMode(kStep, QHeaderView::ResizeToContents);
     header->setSectionResizeMode(kTime, QHeaderView::ResizeToContents);
     header->setStretchLastSection(true);
+    setKeyColumns(*m_steps, { kStatus, kStep, kTime, kResult }, kResult);
     resetSteps();
 
     m_progress = new QProgressBar(this);

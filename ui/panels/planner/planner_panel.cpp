@@ -6,7 +6,9 @@
 #include "plan/plan_record.h"
 #include "session/session.h"
 #include "widgets/colors.h"
+#include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 #include "widgets/plot_widget.h"
 
 #include <QCheckBox>
@@ -111,14 +113,15 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_summary->setObjectName(QStringLiteral("plannerSummary"));
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    auto* bar = new QHBoxLayout;
-    bar->addWidget(run);
-    bar->addWidget(m_top);
-    bar->addWidget(m_headroom);
-    bar->addWidget(m_precision);
-    bar->addWidget(m_overlap);
-    bar->addWidget(m_nodeDedup);
-    bar->addWidget(m_summary, 1);
+    // The controls wrap onto a second line in a narrow dock rather than widen the window.
+    auto* bar = new FlowLayout;
+    bar->addWidget(run, false);
+    bar->addWidget(m_top, false);
+    bar->addWidget(m_headroom, false);
+    bar->addWidget(m_precision, false);
+    bar->addWidget(m_overlap, false);
+    bar->addWidget(m_nodeDedup, false);
+    bar->addWidget(m_summary, true);
 
     m_layoutProxy->setSourceModel(m_layouts);
     m_layoutProxy->setSortRole(LayoutTableModel::SortRole);
@@ -131,6 +134,12 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_rejectionView->sortByColumn(RejectionModel::Count, Qt::DescendingOrder);
     m_rejectionView->horizontalHeader()->setStretchLastSection(true);
     m_rejectionView->setSelectionMode(QAbstractItemView::NoSelection);
+    // What a layout is and what it is chosen by stay in view; the rest scrolls.
+    setKeyColumns(*m_layoutView,
+        { LayoutTableModel::Rank, LayoutTableModel::Tp, LayoutTableModel::Pp, LayoutTableModel::Ep,
+            LayoutTableModel::Dp, LayoutTableModel::TokensPerSecond, LayoutTableModel::Memory,
+            LayoutTableModel::Communication });
+    setKeyColumns(*m_rejectionView, { RejectionModel::Reason, RejectionModel::Count });
 
     connect(m_layoutView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
         [this](const QModelIndex& current) {
@@ -153,7 +162,10 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     split->setObjectName(QStringLiteral("plannerSplitter"));
     split->addWidget(tables);
     split->addWidget(m_scatter);
-    split->setSizes({ 700, 500 });
+    // The table's key columns need the room more than the chart does.
+    split->setSizes({ 900, 300 });
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
@@ -189,6 +201,11 @@ void PlannerPanel::runPlanner()
     }
     plan::PlannerOptions options;
     options.workload = m_session.workload();
+    // One workload in the session: in inference every layout serves the session's batch (the
+    // memory and topology panels' case), at most; `day0 plan --max-batch` does the same.
+    if (options.workload.mode == plan::Mode::Infer) {
+        options.serving.maxBatch = std::max(1, options.workload.batch);
+    }
     options.top = m_top->value();
     options.headroom = m_headroom->value() / 100.0;
     if (m_precision->currentIndex() > 0) {

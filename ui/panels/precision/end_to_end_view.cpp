@@ -6,6 +6,7 @@
 #include "panels/precision/target_precision_box.h"
 #include "session/session.h"
 #include "widgets/colors.h"
+#include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
 
@@ -188,8 +189,8 @@ EndToEndView::~EndToEndView() = default;
 QWidget* EndToEndView::createControls()
 {
     auto* box = new QWidget(this);
-    auto* row = new QHBoxLayout(box);
-    row->setContentsMargins(0, 0, 0, 0);
+    // Wraps in a narrow dock rather than widen the window.
+    auto* row = new FlowLayout(box);
     m_target = createTargetPrecisionBox(box);
     m_target->setObjectName(QStringLiteral("endToEndTarget"));
     const auto spin = [box](const char* name, int low, int high, int value, const QString& tip) {
@@ -228,7 +229,6 @@ QWidget* EndToEndView::createControls()
     row->addWidget(m_runButton);
     row->addWidget(m_cancelButton);
     row->addWidget(m_progress);
-    row->addStretch(1);
     connect(m_runButton, &QPushButton::clicked, this, &EndToEndView::startFromControls);
     connect(m_cancelButton, &QPushButton::clicked, this, &EndToEndView::cancel);
     return box;

@@ -7,6 +7,8 @@
 #include "session/session.h"
 #include "widgets/backend_choice.h"
 #include "widgets/colors.h"
+#include "widgets/elided_label.h"
+#include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
 #include "widgets/plot_widget.h"
 
@@ -160,8 +162,9 @@ QWidget* PrecisionPanel::createControls()
     auto* box = new QWidget(this);
     auto* rows = new QVBoxLayout(box);
     rows->setContentsMargins(0, 0, 0, 0);
-    auto* runRow = new QHBoxLayout;
-    auto* viewRow = new QHBoxLayout;
+    // Rows of controls that wrap in a narrow dock rather than widen the window.
+    auto* runRow = new FlowLayout;
+    auto* viewRow = new FlowLayout;
     rows->addLayout(runRow);
     rows->addLayout(viewRow);
 
@@ -231,13 +234,14 @@ QWidget* PrecisionPanel::createControls()
     for (const GridMetric metric : numerics::gridMetrics()) {
         m_metric->addItem(metricTitle(metric), int(metric));
     }
-    m_checkpoint = new QLabel(box);
+    // A long folder path must not widen the window: elided, in full in the tooltip.
+    m_checkpoint = new ElidedLabel(box);
+    m_checkpoint->setObjectName(QStringLiteral("checkpointSource"));
     m_checkpoint->setTextInteractionFlags(Qt::TextSelectableByMouse);
     viewRow->addWidget(new QLabel(tr("View"), box));
     viewRow->addWidget(m_view);
     viewRow->addWidget(new QLabel(tr("Colour by"), box));
     viewRow->addWidget(m_metric);
-    viewRow->addSpacing(12);
     viewRow->addWidget(m_checkpoint, 1);
 
     connect(m_runButton, &QPushButton::clicked, this, &PrecisionPanel::startFromControls);
@@ -449,11 +453,11 @@ void PrecisionPanel::updateCheckpointLabel()
 {
     const QString source = m_session.modelSource();
     if (source.isEmpty()) {
-        m_checkpoint->setText(tr("no model open"));
+        m_checkpoint->setFullText(tr("no model open"));
     } else if (runsAsIs(source)) {
-        m_checkpoint->setText(tr("runs checkpoint %1").arg(source));
+        m_checkpoint->setFullText(tr("runs checkpoint %1").arg(source));
     } else {
-        m_checkpoint->setText(
+        m_checkpoint->setFullText(
             tr("runs a shrunk %1 checkpoint (same architecture, random weights, cached)")
                 .arg(source));
     }

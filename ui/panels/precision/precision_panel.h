@@ -22,6 +22,7 @@ class QTimer;
 
 namespace day0::ui {
 
+class ElidedLabel;
 class JobRunner;
 class JobTicket;
 class PlotWidget;
@@ -136,7 +137,7 @@ private:
     QPushButton* m_cancelButton = nullptr;
     QPushButton* m_compareButton = nullptr;
     QProgressBar* m_progress = nullptr;
-    QLabel* m_checkpoint = nullptr;
+    ElidedLabel* m_checkpoint = nullptr;
     QComboBox* m_view = nullptr;
     QComboBox* m_metric = nullptr;
     QLabel* m_summary = nullptr;

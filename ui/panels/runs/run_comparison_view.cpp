@@ -4,7 +4,9 @@
 #include "history/run_compare.h"
 #include "panels/runs/delta_table_model.h"
 #include "widgets/colors.h"
+#include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 #include "widgets/plot_widget.h"
 
 #include <QComboBox>
@@ -111,22 +113,18 @@ RunComparisonView::RunComparisonView(QWidget* parent)
         return l;
     };
     m_layerControls = new QWidget(this);
-    auto* layerControls = new QHBoxLayout(m_layerControls);
-    layerControls->setContentsMargins(0, 0, 0, 0);
+    // Controls wrap in a narrow dock rather than widen the window.
+    auto* layerControls = new FlowLayout(m_layerControls);
     layerControls->addWidget(label(tr("Layer metric")));
     layerControls->addWidget(m_metricBox);
     layerControls->addWidget(label(tr("of")));
     layerControls->addWidget(m_subModuleBox);
-    layerControls->addSpacing(16);
     layerControls->addWidget(label(tr("Heatmap")));
     layerControls->addWidget(m_changeBox);
-    layerControls->addSpacing(16);
-    auto* controls = new QHBoxLayout;
-    controls->setContentsMargins(0, 0, 0, 0);
+    auto* controls = new FlowLayout;
     controls->addWidget(m_layerControls);
     controls->addWidget(label(tr("Memory of")));
     controls->addWidget(m_slotBox);
-    controls->addStretch(1);
 
     m_depth->setObjectName(QStringLiteral("runsDepthPlot"));
     m_heatmap->setObjectName(QStringLiteral("runsHeatmapPlot"));
@@ -140,6 +138,9 @@ RunComparisonView::RunComparisonView(QWidget* parent)
     m_deltaView->verticalHeader()->setDefaultSectionSize(m_deltaView->fontMetrics().height() + 6);
     m_deltaView->horizontalHeader()->setStretchLastSection(true);
     m_deltaView->setWordWrap(false);
+    setKeyColumns(*m_deltaView,
+        { DeltaTableModel::Quantity, DeltaTableModel::A, DeltaTableModel::B,
+            DeltaTableModel::Change });
 
     auto* top = new QSplitter(Qt::Horizontal, this);
     m_layerViews = top;

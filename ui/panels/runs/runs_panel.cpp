@@ -9,7 +9,9 @@
 #include "panels/runs/run_table_model.h"
 #include "session/session.h"
 #include "widgets/colors.h"
+#include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -113,13 +115,13 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     connect(m_exportAction, &QAction::triggered, this, &RunsPanel::chooseExport);
     connect(m_deleteAction, &QAction::triggered, this, &RunsPanel::confirmDelete);
 
-    auto* bar = new QHBoxLayout;
-    bar->addWidget(m_search, 1);
+    // Wraps in a narrow dock rather than widen the window.
+    auto* bar = new FlowLayout;
+    bar->addWidget(m_search, true);
     for (QComboBox* box : { m_kind, m_status, m_model, m_period }) {
         bar->addWidget(box);
         connect(box, &QComboBox::currentIndexChanged, this, &RunsPanel::refresh);
     }
-    bar->addSpacing(12);
     for (QAction* action : { m_applyAction, m_exportAction, m_deleteAction }) {
         auto* button = new QToolButton(this);
         button->setDefaultAction(action);
@@ -137,6 +139,10 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_view->setModel(m_proxy);
     m_view->setSortingEnabled(true);
     m_view->sortByColumn(RunTableModel::Created, Qt::DescendingOrder);
+    setKeyColumns(*m_view,
+        { RunTableModel::Id, RunTableModel::Kind, RunTableModel::Model, RunTableModel::Label,
+            RunTableModel::Status },
+        RunTableModel::Label);
     m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_view->setAlternatingRowColors(true);

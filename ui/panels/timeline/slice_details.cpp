@@ -3,6 +3,7 @@
 #include "panels/timeline/kernel_stats_model.h"
 #include "panels/timeline/timeline_colors.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QHeaderView>
 #include <QLabel>
@@ -77,6 +78,7 @@ SliceDetails::SliceDetails(QWidget* parent)
     m_table->setAlternatingRowColors(true);
     m_table->setWordWrap(false);
     m_table->setShowGrid(false);
+    setKeyColumns(*m_table, { 0, 1 }, 1);
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     layout->addWidget(m_title);
     layout->addWidget(m_flows);

@@ -11,6 +11,7 @@
 #include "profile/importer.h"
 #include "profile/kernel_stats.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 
 #include <QComboBox>
 #include <QDockWidget>
@@ -24,6 +25,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStackedWidget>
@@ -57,6 +59,10 @@ const std::vector<std::pair<const char*, std::vector<profile::Category>>>& categ
     };
     return choices;
 }
+
+// Indices of categoryChoices().
+constexpr int kGpuWorkChoice = 0;
+constexpr int kCpuOpsChoice = 4;
 
 QString ns(std::int64_t value) { return durationText(Seconds(double(value) * 1e-9)); }
 
@@ -228,7 +234,6 @@ QWidget* TimelinePanel::createEmptyState()
     m_emptyText = new QLabel(emptyStateText(), page);
     m_emptyText->setWordWrap(true);
     m_emptyText->setAlignment(Qt::AlignCenter);
-    m_emptyText->setMinimumWidth(560);
     m_openButton = new QPushButton(tr("Open Trace…"), page);
     m_openButton->setObjectName(QStringLiteral("openTraceButton"));
     m_openButton->setDefault(true);
@@ -238,6 +243,7 @@ QWidget* TimelinePanel::createEmptyState()
                                "<tt>day0-workbench --trace FILE</tt>"),
         page);
     hint->setAlignment(Qt::AlignCenter);
+    hint->setWordWrap(true);
     hint->setForegroundRole(QPalette::PlaceholderText);
     m_busy = new QProgressBar(page);
     m_busy->setRange(0, 0);
@@ -254,7 +260,6 @@ QWidget* TimelinePanel::createEmptyState()
     m_error = new QLabel(page);
     m_error->setWordWrap(true);
     m_error->setAlignment(Qt::AlignCenter);
-    m_error->setMinimumWidth(640);
     m_error->setStyleSheet(QStringLiteral("color: #d63b3b;"));
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error->hide();
@@ -282,9 +287,12 @@ QWidget* TimelinePanel::createStatsPane()
     m_statsTitle->setObjectName(QStringLiteral("statsTitle"));
     m_statsTitle->setTextFormat(Qt::RichText);
     m_statsCategories = new QComboBox(pane);
+    m_statsCategories->setObjectName(QStringLiteral("statsCategories"));
     for (const auto& choice : categoryChoices()) {
         m_statsCategories->addItem(tr(choice.first));
     }
+    connect(
+        m_statsCategories, &QComboBox::activated, this, [this] { m_statsCategoryChosen = true; });
     m_statsTrace = new QComboBox(pane);
     m_statsTrace->addItem(tr("Trace A"));
     m_statsTrace->addItem(tr("Trace B"));
@@ -315,6 +323,9 @@ QWidget* TimelinePanel::createStatsPane()
     for (int c = KernelStatsModel::CategoryColumn; c < KernelStatsModel::ColumnCount; ++c) {
         m_statsView->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     }
+    setKeyColumns(*m_statsView,
+        { KernelStatsModel::NameColumn, KernelStatsModel::CountColumn,
+            KernelStatsModel::TotalColumn, KernelStatsModel::ShareColumn });
     layout->addWidget(m_statsView, 1);
 
     connect(
@@ -461,6 +472,19 @@ void TimelinePanel::tracesChanged()
     m_legendSeparator->setVisible(any);
     m_closeCompareAction->setEnabled(m_traces.traces[1] != nullptr);
     m_statsTrace->setVisible(m_traces.traces[0] && m_traces.traces[1]);
+    // The statistics default to what the trace has: its GPU work, else its CPU ops (a CPU
+    // trace such as the demo run's would show an empty table), until the user picks.
+    if (const auto& primary = m_traces.traces[0];
+        primary && primary.get() != m_statsDefaultFor && !m_statsCategoryChosen) {
+        m_statsDefaultFor = primary.get();
+        const auto counts = primary->counts();
+        bool gpu = false;
+        for (int c = 0; c < profile::kCategoryCount; ++c) {
+            gpu = gpu || (counts.byCategory[c] > 0 && profile::isGpuWork(profile::Category(c)));
+        }
+        const QSignalBlocker quiet(m_statsCategories);
+        m_statsCategories->setCurrentIndex(gpu ? kGpuWorkChoice : kCpuOpsChoice);
+    }
     if (!m_traces.traces[1] && m_statsTrace->currentIndex() == 1) {
         m_statsTrace->setCurrentIndex(0); // recomputes
         return;

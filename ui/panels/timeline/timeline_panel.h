@@ -91,6 +91,8 @@ private:
     TimelineTraces m_traces;
     bool m_syncing = false; // selection is being mirrored, not made by the user
     bool m_demoStarted = false; // the embedded default's demo trace was asked for
+    bool m_statsCategoryChosen = false; // the user picked the statistics' categories
+    const void* m_statsDefaultFor = nullptr; // the trace the default categories were set for
 
     TrackTreeModel* m_tracks = nullptr;
     KernelStatsModel* m_stats = nullptr;

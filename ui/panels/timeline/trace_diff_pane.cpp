@@ -1,6 +1,7 @@
 #include "panels/timeline/trace_diff_pane.h"
 
 #include "panels/timeline/trace_diff_model.h"
+#include "widgets/key_columns.h"
 
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -46,6 +47,9 @@ TraceDiffPane::TraceDiffPane(Session& session, JobRunner& jobs, QWidget* parent)
     for (int c = TraceDiffModel::StatusColumn; c < TraceDiffModel::ColumnCount; ++c) {
         m_view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     }
+    setKeyColumns(*m_view,
+        { TraceDiffModel::NameColumn, TraceDiffModel::StatusColumn, TraceDiffModel::ChangeColumn,
+            TraceDiffModel::TotalDeltaColumn });
     m_summary->setTextFormat(Qt::RichText);
     m_filter->setPlaceholderText(tr("Filter names…"));
     m_filter->setClearButtonEnabled(true);

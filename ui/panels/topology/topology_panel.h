@@ -82,6 +82,7 @@ private:
     QComboBox* m_backend = nullptr; ///< where the ranks compute ("cpu" or a backend plugin)
     QToolButton* m_cancel = nullptr;
     QLabel* m_runStatus = nullptr;
+    QString m_scaleNote; ///< what "Run with this plan" scaled to fit in-process ranks
     QTimer* m_progressTimer = nullptr;
 };
 

@@ -1,6 +1,7 @@
 // "Run with this plan" of the topology panel: the session's plan on in-process ranks as a
 // background job, per-rank progress on the rank items, traffic per link after the run; each
 // finished run is recorded as `day0 run --plan … --ranks in-process` records it.
+#include "actions/in_process_layout.h"
 #include "actions/run_plan.h"
 #include "checkpoint/sharding.h"
 #include "history/recording.h"
@@ -26,8 +27,6 @@ namespace day0::ui {
 
 namespace {
 
-/// In-process ranks are threads of this process; beyond this a plan belongs under mpirun.
-constexpr int kMaxInProcessRanks = 32;
 constexpr std::int64_t kRunTokens = 4;
 
 struct RunOutcome {
@@ -111,23 +110,20 @@ QString TopologyPanel::runStatus() const { return m_runStatus->text(); }
 
 void TopologyPanel::runPlan()
 {
-    // The defaults of the session's mode, as the memory estimate beside it applies them.
-    auto layout = checkpoint::shardLayoutFromPlan(m_session.plan(), m_session.workload().mode);
-    if (!layout) {
-        m_runStatus->setText(toQString(layout.error().message));
+    // The plan as the planner proposes it (dp 0 is the rest of the cluster), with the defaults
+    // of the session's mode; a plan beyond the in-process ranks runs scaled to its shape.
+    auto fitted = actions::inProcessLayout(
+        m_session.plan(), m_session.workload().mode, m_session.cluster().worldSize());
+    if (!fitted) {
+        m_runStatus->setText(toQString(fitted.error().message));
         return;
     }
+    const checkpoint::ShardLayout* layout = &fitted->layout;
     if (auto runnable = parallel::checkRunnable(*layout); !runnable) {
         m_runStatus->setText(toQString(runnable.error().message));
         return;
     }
-    if (layout->worldSize() > kMaxInProcessRanks) {
-        m_runStatus->setText(tr("this plan has %1 ranks; in-process runs take at most %2 (run "
-                                "it with mpirun -np %1 day0 run … --plan … --ranks mpi)")
-                                 .arg(layout->worldSize())
-                                 .arg(kMaxInProcessRanks));
-        return;
-    }
+    m_scaleNote = fitted->scaled ? toQString(fitted->note) : QString();
     const int world = layout->worldSize();
     m_rankProgress = std::make_shared<parallel::RankProgress>();
     for (int r = 0; r < world; ++r) {
@@ -135,7 +131,9 @@ void TopologyPanel::runPlan()
     }
     m_scene->setLinkTraffic({});
     m_scene->setRankProgress(std::vector<double>(std::size_t(world), 0.0));
-    m_runStatus->setText(tr("running on %1 in-process ranks…").arg(world));
+    m_runStatus->setText(m_scaleNote.isEmpty()
+            ? tr("running on %1 in-process ranks…").arg(world)
+            : tr("running on %1 in-process ranks (%2)…").arg(world).arg(m_scaleNote));
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
     m_progressTimer->start();
@@ -158,7 +156,9 @@ void TopologyPanel::runPlan()
             std::vector<double> done(m_rankProgress->ranks.size(), 1.0);
             m_scene->setRankProgress(std::move(done));
             m_scene->setLinkTraffic(std::move(outcome.traffic));
-            m_runStatus->setText(outcome.summary);
+            m_runStatus->setText(m_scaleNote.isEmpty()
+                    ? outcome.summary
+                    : outcome.summary + QStringLiteral("\n") + m_scaleNote);
             if (outcome.runId) {
                 m_session.announceRecordedRun(*outcome.runId);
             } else if (!outcome.recordError.isEmpty()) {
