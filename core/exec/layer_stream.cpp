@@ -158,21 +158,23 @@ Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
     }
     const std::int64_t rows = p.shape[0];
     const std::int64_t cols = p.shape.size() > 1 ? p.shape[1] : 1;
+    const std::int64_t gridRows = (rows + p.blockRows - 1) / p.blockRows;
     const std::int64_t gridCols = (cols + p.blockCols - 1) / p.blockCols;
-    std::vector<float> row(static_cast<std::size_t>(cols));
+    std::vector<double> scales(std::size_t(gridRows * gridCols));
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+        scales[i] = numerics::loadAsDouble(p.scaleBytes, p.scaleDtype, i);
+    }
+    // The FP8 values widened (exactly) into the output first, then scaled in place.
+    DAY0_TRY(numerics::convertElements(p.bytes, p.stored, dst, compute, count));
     for (std::int64_t r = 0; r < rows; ++r) {
-        DAY0_TRY(numerics::convertElements(
-            p.bytes.subspan(std::size_t(r * cols) * std::size_t(dtypeSize(p.stored))), p.stored,
-            std::as_writable_bytes(std::span(row)), DType::F32, std::size_t(cols)));
-        const std::int64_t scaleRow = (r / p.blockRows) * gridCols;
+        const double* scaleRow = scales.data() + (r / p.blockRows) * gridCols;
         for (std::int64_t c = 0; c < cols; ++c) {
-            const double scale = numerics::loadAsDouble(
-                p.scaleBytes, p.scaleDtype, std::size_t(scaleRow + c / p.blockCols));
-            const double v = double(row[std::size_t(c)]) * scale;
             if (compute == DType::F64) {
-                out.data<double>()[r * cols + c] = v;
+                double& v = out.data<double>()[r * cols + c];
+                v *= scaleRow[c / p.blockCols];
             } else {
-                out.data<float>()[r * cols + c] = float(v);
+                float& v = out.data<float>()[r * cols + c];
+                v = float(double(v) * scaleRow[c / p.blockCols]);
             }
         }
     }

@@ -60,6 +60,10 @@ void widenRange(const std::byte* src, const Table& table, std::byte* dst, std::s
 void widenFp8ToF32(const std::byte* src, DType from, std::byte* dst, std::size_t count)
 {
     const Table& table = tableFor(from);
+    if (count < 2 * kElementsPerThread) {
+        widenRange(src, table, dst, count); // one thread (asking for the cores costs a syscall)
+        return;
+    }
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const auto threads = std::size_t(std::min<std::size_t>(
         { cores, kMaxThreads, std::max<std::size_t>(1, count / kElementsPerThread) }));
