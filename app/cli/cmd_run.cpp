@@ -63,7 +63,50 @@ struct RunArgs {
     /// Device profiler plugin whose records join the trace: "auto" (cupti for the cuda backend),
     /// "none" or a profiler plugin's name.
     std::string profiler = "auto";
+    bool stream = false; ///< --stream: weights streamed layer by layer
+    std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
 };
+
+/// What --stream cannot run with, named; nullopt when the options go together.
+std::optional<Error> refuseWithStream(const RunArgs& a)
+{
+    if (!a.stream) {
+        if (!a.memoryBudget.empty()) {
+            return Error::badInput("--memory-budget bounds a streamed run's weights; add --stream");
+        }
+        return std::nullopt;
+    }
+    const std::vector<std::pair<bool, const char*>> refused {
+        { !a.planned.plan.empty(), "--plan (a sharded run holds each rank's weights)" },
+        { !a.reference.empty(), "--reference (a second engine over the whole model)" },
+        { a.inject, "--inject (needs the reference run)" },
+        { a.fp32Leg, "--fp32-leg (needs the reference run)" },
+        { a.backend != "cpu", "--backend (streamed runs compute on the CPU reference)" },
+        { !a.image.empty(), "--image (the vision tower is not streamed)" },
+        { a.precision != "fp32" && a.precision != "fp64",
+            "--precision other than fp32/fp64 (an emulated precision keeps a rounded copy of "
+            "every weight)" },
+        { !a.opPrecision.empty(), "--op-precision (streamed runs are the fp32/fp64 reference)" },
+        { !a.layerPrecision.empty(),
+            "--layer-precision (streamed runs are the fp32/fp64 reference)" },
+    };
+    for (const auto& [bad, what] : refused) {
+        if (bad) {
+            return Error::badInput(fmt::format("--stream does not run with {}", what));
+        }
+    }
+    return std::nullopt;
+}
+
+nlohmann::json streamJson(const exec::StreamStats& s)
+{
+    return { { "bytes_read", s.bytesRead }, { "read_seconds", s.readSeconds },
+        { "read_bytes_per_second", s.readSeconds > 0 ? double(s.bytesRead) / s.readSeconds : 0.0 },
+        { "layer_loads", s.phasesLoaded }, { "largest_layer", s.largestPhase },
+        { "largest_layer_bytes", s.largestPhaseBytes },
+        { "resident_weights_peak_bytes", s.residentPeakBytes },
+        { "peak_rss_bytes", s.peakRssBytes }, { "memory_budget", s.memoryBudget } };
+}
 
 /// The trace of a run, as Chrome JSON: the phases timed here, every TraceScope the engine opens
 /// while the tracer is active on this thread and, with a device profiler (CUPTI for a GPU
@@ -234,6 +277,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (auto refused = refusePartial("run", a.checkpoint, global)) {
         return *refused;
     }
+    if (auto refused = refuseWithStream(a)) {
+        return reportError(*refused);
+    }
     if (!a.planned.plan.empty()) {
         return runRunPlanned(a, global);
     }
@@ -314,6 +360,14 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     request.options = o;
     request.tolerances = a.tolerances;
     request.dump = a.dump;
+    request.stream = a.stream;
+    if (!a.memoryBudget.empty()) {
+        auto budget = exec::parseMemorySize(a.memoryBudget);
+        if (!budget) {
+            return reportError(budget.error());
+        }
+        request.streamOptions.memoryBudget = *budget;
+    }
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "run", !global.quiet);
@@ -360,6 +414,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
+        if (ran->stream) {
+            j["stream"] = streamJson(*ran->stream);
+        }
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         if (!tracePath.empty()) {
             j["trace"] = tracePath.string();
@@ -387,6 +444,19 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     }
     if (!a.dump.empty()) {
         fmt::print("dump{}: {}\n", result->reference ? "s" : "", a.dump);
+    }
+    if (const auto& s = ran->stream) {
+        fmt::print("streamed: {} read in {} ({}/s), {} layer loads; weights resident at most {} "
+                   "(largest layer {}: {}); peak RSS {}{}\n",
+            formatBytes(Bytes(std::int64_t(s->bytesRead))), formatDuration(Seconds(s->readSeconds)),
+            formatBytes(Bytes(
+                std::int64_t(s->readSeconds > 0 ? double(s->bytesRead) / s->readSeconds : 0.0))),
+            s->phasesLoaded, formatBytes(Bytes(std::int64_t(s->residentPeakBytes))),
+            s->largestPhase, formatBytes(Bytes(std::int64_t(s->largestPhaseBytes))),
+            formatBytes(Bytes(std::int64_t(s->peakRssBytes))),
+            s->memoryBudget > 0
+                ? fmt::format(", budget {}", formatBytes(Bytes(std::int64_t(s->memoryBudget))))
+                : std::string());
     }
     if (result->comparison) {
         fmt::print("\n{}", renderComparison(*result->comparison, a.all));
@@ -476,6 +546,12 @@ const bool registered = registerCommand({ "run",
             "with --plan: write every rank's collectives as Chrome JSON (mpi: FILE.rankN.json)");
         app.add_option("--comm-timeout", a->planned.timeoutSeconds,
             "with --plan: seconds a rank waits for the others before the job fails (default 60)");
+        app.add_flag("--stream", a->stream,
+            "stream the weights layer by layer from the memory-mapped shards (fp32/fp64 reference "
+            "of a checkpoint larger than memory; the same logits and dumps)");
+        app.add_option("--memory-budget", a->memoryBudget,
+            "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
+            "needs more is refused); the peak RSS is reported");
         return [a, &global] { return runRun(*a, global); };
     } });
 

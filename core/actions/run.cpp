@@ -14,6 +14,48 @@ namespace day0::actions {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+/// The target run of `request` over weights streamed layer by layer, its dump and record.
+Result<void> streamRun(const RunRequest& request, const exec::PrecisionRunOptions& options,
+    RunOutcome& out, Progress& progress, std::stop_token stop)
+{
+    exec::RunOptions run;
+    run.precision = options.target;
+    run.promptIds = options.promptIds;
+    run.newTokens = options.newTokens;
+    run.capture = options.capture;
+    run.image = options.image;
+    run.linearAttentionChunk = options.linearAttentionChunk;
+    run.backend = options.backend;
+    const auto started = std::chrono::steady_clock::now();
+    auto streamed = [&] {
+        const profile::TraceScope scope("run (streamed)", profile::Category::Annotation);
+        return exec::runStreamed(
+            request.checkpoint, out.spec, run, request.streamOptions, progress, stop);
+    }();
+    if (!streamed) {
+        return streamed.error();
+    }
+    out.result.target = std::move(streamed->run);
+    out.stream = streamed->stats;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!request.dump.empty()) {
+        DAY0_TRY(exec::writeRunDumps(out.result, request.dump));
+    }
+    out.record = precisionRunRecord(out.spec, request.checkpoint, options, out.result, out.seconds);
+    if (!request.dump.empty()) {
+        if (auto artifact = history::makeArtifact("dump", request.dump)) {
+            out.record.addArtifact(std::move(*artifact));
+        }
+    }
+    // After the dump: the peak the whole run reached.
+    out.stream->peakRssBytes = exec::peakResidentBytes();
+    return success();
+}
+
+} // namespace
+
 Result<RunOutcome> runCheckpoint(
     const RunRequest& request, Progress& progress, std::stop_token stop)
 {
@@ -40,6 +82,14 @@ Result<RunOutcome> runCheckpoint(
                                            "(day0 shrink makes a small one of the same "
                                            "architecture)",
             request.checkpoint));
+    }
+    if (request.stream) {
+        if (options.reference || options.inject || options.fp32Leg) {
+            return Error::badInput("--stream runs the target alone: --reference, --inject and "
+                                   "--fp32-leg need a second engine over the whole model");
+        }
+        DAY0_TRY(streamRun(request, options, out, progress, stop));
+        return out;
     }
     auto weights = [&] {
         const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);

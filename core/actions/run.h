@@ -2,6 +2,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/layer_stream.h"
 #include "exec/precision_run.h"
 #include "history/run_record.h"
 #include "model/model_spec.h"
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -25,6 +27,10 @@ struct RunRequest {
     /// Writes the run's dumps here (exec::writeRunDumps) and keeps the folder as an artifact of
     /// the record; empty: no dump.
     std::filesystem::path dump;
+    /// Streams the weights layer by layer (exec::runStreamed): the target alone, fp32 or fp64,
+    /// on the CPU reference; what it cannot do is refused by name.
+    bool stream = false;
+    exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
 };
 
 /// What the run produced: the model, the runs and their comparison, the tolerance table it was
@@ -35,6 +41,7 @@ struct RunOutcome {
     std::shared_ptr<const numerics::ToleranceTable> table;
     double seconds = 0.0; ///< the runs, from the opened weights to the last token
     history::RunRecord record;
+    std::optional<exec::StreamStats> stream; ///< a streamed run's reads and peak memory
 };
 
 /// Loads the checkpoint, runs the target (and the reference and inject-mode target when asked),

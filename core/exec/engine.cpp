@@ -2,6 +2,7 @@
 
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
+#include "exec/layer_stream.h"
 #include "exec/layout_weights.h"
 #include "exec/recurrent_state.h"
 #include "exec/router.h"
@@ -160,6 +161,38 @@ private:
     std::map<std::string, std::string> m_ops;
 };
 
+/// Captures through `inner` and tells the layer stream at every layer boundary, which the forward
+/// marks by asking to inject the finished module's output (before the next one reads a weight).
+template <typename T> class StreamingTaps final : public detail::Taps<T> {
+public:
+    StreamingTaps(detail::Taps<T>& inner, detail::LayerStream& stream)
+        : m_inner(inner)
+        , m_stream(stream)
+    {
+    }
+
+    [[nodiscard]] bool wants(const std::string& name) const override { return m_inner.wants(name); }
+    void record(
+        const std::string& name, const T* data, const Shape& shape, std::string_view op) override
+    {
+        m_inner.record(name, data, shape, op);
+    }
+    void recordIds(
+        const std::string& name, std::span<const std::int64_t> ids, const Shape& shape) override
+    {
+        m_inner.recordIds(name, ids, shape);
+    }
+    bool inject(const std::string& anchor, T* x, std::int64_t rows, std::int64_t width) override
+    {
+        m_stream.enter(anchor);
+        return m_inner.inject(anchor, x, rows, width);
+    }
+
+private:
+    detail::Taps<T>& m_inner;
+    detail::LayerStream& m_stream;
+};
+
 /// Reads one weight into the compute dtype, dequantising block-scaled FP8.
 Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequirement& req,
     const model::ModelSpec& spec, DType compute, bool& exactFp8)
@@ -228,8 +261,10 @@ struct Engine::Impl {
     detail::WeightTable weights;
     bool fp64 = false;
 
+    /// `stream`: the weights come layer by layer from it (layer_stream.h), not from `weights`.
     template <typename T>
-    Result<RunResult> run(const RunOptions& options, Progress& progress, std::stop_token stop);
+    Result<RunResult> run(const RunOptions& options, Progress& progress, std::stop_token stop,
+        detail::LayerStream* stream = nullptr);
     Result<std::vector<std::int64_t>> tokensToFeed(const RunOptions& options) const;
     Result<void> checkInject(const numerics::Dump& dump, std::int64_t rows) const;
 };
@@ -306,10 +341,7 @@ Engine::~Engine() = default;
 const model::ModelSpec& Engine::spec() const { return m_impl->spec; }
 bool Engine::isF64() const { return m_impl->fp64; }
 
-const detail::WeightTable& Engine::weightTable() const
-{
-    return m_impl->weights;
-}
+const detail::WeightTable& Engine::weightTable() const { return m_impl->weights; }
 
 Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std::stop_token stop)
 {
@@ -399,8 +431,8 @@ Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t 
 }
 
 template <typename T>
-Result<RunResult> Engine::Impl::run(
-    const RunOptions& options, Progress& progress, std::stop_token stop)
+Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progress,
+    std::stop_token stop, detail::LayerStream* stream)
 {
     auto forcedOr = tokensToFeed(options);
     if (!forcedOr) {
@@ -420,10 +452,29 @@ Result<RunResult> Engine::Impl::run(
         }
     }
     DAY0_TRY(checkRecurrentStateOptions(spec, options.precision, options.capture));
-    CaptureTaps<T> taps(options.capture, options.injectFrom, options.precision);
+    CaptureTaps<T> capture(options.capture, options.injectFrom, options.precision);
+    std::optional<StreamingTaps<T>> streaming;
+    if (stream != nullptr) {
+        streaming.emplace(capture, *stream);
+    }
+    detail::Taps<T>& taps = streaming ? static_cast<detail::Taps<T>&>(*streaming) : capture;
+    // One forward step over the stream's weights, loaded as its layers come.
+    const auto streamed = [&](auto&& runStep) -> decltype(runStep()) {
+        if (stream == nullptr) {
+            return runStep();
+        }
+        DAY0_TRY(stream->beginStep());
+        auto out = runStep();
+        auto ended = stream->endStep();
+        if (!ended) {
+            return ended.error(); // the load that failed (the forward only saw the stop)
+        }
+        return out;
+    };
     RunResult result;
     std::vector<std::int64_t> fed = options.promptIds;
-    auto forward = std::make_unique<detail::Forward<T>>(spec, weights, options.precision, capacity);
+    auto forward = std::make_unique<detail::Forward<T>>(
+        spec, stream != nullptr ? stream->table() : weights, options.precision, capacity);
     DAY0_TRY(forward->init());
     if (options.linearAttentionChunk < 1) {
         return Error::badInput(fmt::format("the linear-attention chunk must be at least one token, "
@@ -449,10 +500,12 @@ Result<RunResult> Engine::Impl::run(
             forward->setBackend(options.backend);
         }
     }
-    progress.setTotal(options.newTokens);
+    if (stream == nullptr) {
+        progress.setTotal(options.newTokens); // a stream counts the bytes it reads instead
+    }
     progress.setStage("prefill");
     const auto t0 = std::chrono::steady_clock::now();
-    taps.beginStep(0);
+    capture.beginStep(0);
     detail::VisionFeatures<T> vision;
     detail::MultimodalStep<T> mm;
     std::int64_t positionDelta = 0;
@@ -491,7 +544,8 @@ Result<RunResult> Engine::Impl::run(
     const std::vector<std::int64_t> promptIds = fed;
     auto logits = [&] {
         const profile::TraceScope traced("prefill", profile::Category::Annotation);
-        return forward->step(promptIds, 0, taps, stop, options.image ? &mm : nullptr);
+        return streamed(
+            [&] { return forward->step(promptIds, 0, taps, stop, options.image ? &mm : nullptr); });
     }();
     if (!logits) {
         return logits.error();
@@ -503,7 +557,9 @@ Result<RunResult> Engine::Impl::run(
         return argmaxRow(last.data(), vocab);
     };
     result.generated.push_back(pick(*logits));
-    progress.advance();
+    if (stream == nullptr) {
+        progress.advance();
+    }
     forward->setPositionDelta(positionDelta);
     for (std::int64_t s = 1; s < options.newTokens; ++s) {
         if (stop.stop_requested()) {
@@ -513,12 +569,13 @@ Result<RunResult> Engine::Impl::run(
         const std::int64_t token
             = forced.empty() ? result.generated.back() : forced[std::size_t(s - 1)];
         fed.push_back(token);
-        taps.beginStep(std::int64_t(fed.size()) - 1);
+        capture.beginStep(std::int64_t(fed.size()) - 1);
         const std::int64_t one[] = { token };
         const auto stepStart = std::chrono::steady_clock::now();
         auto next = [&] {
             const profile::TraceScope traced("decode step", profile::Category::Annotation);
-            return forward->step(one, std::int64_t(fed.size()) - 1, taps, stop);
+            return streamed(
+                [&] { return forward->step(one, std::int64_t(fed.size()) - 1, taps, stop); });
         }();
         if (!next) {
             return next.error();
@@ -526,13 +583,15 @@ Result<RunResult> Engine::Impl::run(
         result.generated.push_back(pick(*next));
         result.decodeStepSeconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count());
-        progress.advance();
+        if (stream == nullptr) {
+            progress.advance();
+        }
     }
     const auto t2 = std::chrono::steady_clock::now();
     result.prefillSeconds = std::chrono::duration<double>(t1 - t0).count();
     result.decodeSeconds = std::chrono::duration<double>(t2 - t1).count();
 
-    result.dump = taps.finish(options.capture.statsOnly);
+    result.dump = capture.finish(options.capture.statsOnly);
     numerics::DumpInfo& info = result.dump.info;
     info.model = spec.name;
     info.fingerprint = modelFingerprint(spec);
@@ -568,6 +627,20 @@ Result<RunResult> Engine::Impl::run(
 } // namespace day0::exec
 
 namespace day0::exec::detail {
+
+Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const RunOptions& options,
+    LayerStream& stream, Progress& progress)
+{
+    if (options.precision.isF64() != fp64) {
+        return Error::internal("a streamed run's plan and arithmetic differ");
+    }
+    Engine::Impl impl;
+    impl.spec = spec;
+    impl.fp64 = fp64;
+    // The stream's token is the caller's, and is also requested by a failed load.
+    return fp64 ? impl.run<double>(options, progress, stream.stopToken(), &stream)
+                : impl.run<float>(options, progress, stream.stopToken(), &stream);
+}
 
 Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const WeightRequirement& req,
     const model::ModelSpec& spec, DType compute, bool& exactFp8)

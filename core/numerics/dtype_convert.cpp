@@ -1,6 +1,7 @@
 #include "numerics/dtype_convert.h"
 
 #include "numerics/widen_bf16.h"
+#include "numerics/widen_fp8.h"
 
 #include <fmt/format.h>
 
@@ -338,6 +339,11 @@ Result<void> convertElements(std::span<const std::byte> src, DType from, std::sp
     if (from == DType::BF16 && to == DType::F32) {
         // The hot path of loading: vectorised, streamed and threaded when large.
         detail::widenBf16ToF32(s, d, count);
+        return success();
+    }
+    if ((from == DType::F8E4M3 || from == DType::F8E5M2) && to == DType::F32) {
+        // Block-FP8 checkpoints' weights: a table lookup, threaded when large.
+        detail::widenFp8ToF32(s, from, d, count);
         return success();
     }
     if (from == DType::F64) {

@@ -141,6 +141,11 @@ TEST(Interrupt, EveryLongCommandEndsOnSigtermWithItsWholeResultOrNone)
             { "run", big, "--ids", "1,2,3,4,5,6,7,8", "--tokens", "8", "--reference", "fp64",
                 "--dump", (out / "dump").string() },
             out / "dump" },
+        // Streamed weights (issue #22): cancelled between tensors, at the next layer.
+        { "run --stream",
+            { "run", big, "--ids", "1,2,3,4,5,6,7,8", "--tokens", "8", "--stream", "--dump",
+                (out / "dump").string() },
+            out / "dump" },
         { "run --plan",
             { "run", big, "--plan", "tp=2", "--ids", "1,2,3", "--tokens", "4", "--comm-trace",
                 (out / "comm.json").string() },

@@ -1,3 +1,4 @@
+#include "numerics/dtype_convert.h"
 #include "numerics/float_formats.h"
 
 #include <gtest/gtest.h>
@@ -259,4 +260,29 @@ TEST(FloatFormats, E2m1RoundsToNearestEvenCodeAndSaturates)
     EXPECT_EQ(info.maxFinite, 6.0);
     EXPECT_EQ(info.unitRoundoff, 0.25);
     EXPECT_EQ(info.minSubnormal, 0.5);
+}
+
+// The loader's FP8 → F32 widening (a table lookup, threaded when large) gives every code's exact
+// value, NaNs bit for bit, whether the input is short, unaligned or split over threads.
+TEST(FloatFormats, Fp8WidenMatchesTheScalarDecoderOnEveryCode)
+{
+    for (const auto dtype : { day0::DType::F8E4M3, day0::DType::F8E5M2 }) {
+        for (const std::size_t count : { std::size_t(13), (std::size_t(3) << 22) + 5 }) {
+            std::vector<std::byte> src(count + 1);
+            for (std::size_t i = 0; i < src.size(); ++i) {
+                src[i] = std::byte(std::uint8_t((i * 37 + 11) & 0xFF));
+            }
+            std::vector<float> out(count);
+            ASSERT_TRUE(day0::numerics::convertElements(std::span(src).subspan(1), dtype,
+                std::as_writable_bytes(std::span(out)), day0::DType::F32, count)
+                            .ok());
+            for (std::size_t i = 0; i < count; ++i) {
+                const auto code = std::to_integer<std::uint8_t>(src[i + 1]);
+                const float want = dtype == day0::DType::F8E4M3 ? day0::numerics::e4m3ToFloat(code)
+                                                                : day0::numerics::e5m2ToFloat(code);
+                ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(want))
+                    << "code " << int(code) << " at " << i;
+            }
+        }
+    }
 }

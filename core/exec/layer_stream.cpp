@@ -1,0 +1,567 @@
+#include "exec/layer_stream.h"
+
+#include "base/units.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/dequantized_weights.h"
+#include "exec/backend.h"
+#include "exec/forward.h"
+#include "exec/layout_weights.h"
+#include "numerics/dtype_convert.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <optional>
+
+namespace day0::exec {
+
+namespace {
+
+using numerics::Shape;
+using numerics::Tensor;
+
+/// One tensor of a phase: where its bytes are mapped and how they become the compute type.
+struct Piece {
+    std::string name; ///< the forward's name (the checkpoint's)
+    Shape shape;
+    DType stored = DType::F32;
+    std::span<const std::byte> bytes; ///< in the checkpoint's memory map
+    /// Block-scaled FP8: the per-block scales, their dtype and the block size.
+    std::span<const std::byte> scaleBytes;
+    DType scaleDtype = DType::F32;
+    std::int64_t blockRows = 128;
+    std::int64_t blockCols = 128;
+    bool exactFp8 = false; ///< the values are on the fp8 grid (block scaled or not)
+};
+
+/// The weights one module of the forward reads, loaded together.
+struct Phase {
+    std::string label; ///< "model.embed_tokens", "model.layers.3", "model.norm", "lm_head"
+    std::vector<Piece> pieces;
+    std::uint64_t convertedBytes = 0; ///< in the compute type
+    std::uint64_t storedBytes = 0; ///< mapped bytes read (scales included)
+    std::uint64_t largestStored = 0; ///< the largest piece's mapped bytes
+};
+
+bool streamableFamily(model::Family f)
+{
+    using F = model::Family;
+    switch (f) {
+    case F::Llama:
+    case F::Mistral:
+    case F::Mixtral:
+    case F::Qwen2:
+    case F::Qwen2Moe:
+    case F::Qwen3:
+    case F::Qwen3Moe:
+    case F::DeepseekV2:
+    case F::DeepseekV3:
+    case F::GenericDecoder:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/// Why `spec` or `options` cannot be streamed, by name; success when they can.
+Result<void> refuseUnstreamable(const model::ModelSpec& spec, const RunOptions& options)
+{
+    const auto refuse
+        = [](std::string what) { return Error::unsupported(fmt::format("--stream: {}", what)); };
+    if (!streamableFamily(spec.family)) {
+        return refuse(fmt::format("{} is not streamed (its forward reads weights outside the "
+                                  "layer that runs); run it without --stream",
+            spec.modelType));
+    }
+    if (detail::needsLayoutMapping(spec)) {
+        return refuse(fmt::format("the {} checkpoint layout (text prefix '{}', packed experts or a "
+                                  "vision tower) is not streamed",
+            spec.modelType, spec.layout.textPrefix));
+    }
+    if (spec.attentionSinks) {
+        return refuse("attention sinks are read for every layer up front");
+    }
+    if (const auto missing = unsupportedFeatures(spec); !missing.empty()) {
+        return Error::unsupported(
+            fmt::format("the CPU reference engine lacks: {}", fmt::join(missing, "; ")));
+    }
+    if (spec.quantization && checkpoint::readsDequantized(*spec.quantization)) {
+        return refuse(fmt::format("quantisation '{}' is not streamed (BF16, F16, F32 and block "
+                                  "FP8 weights are)",
+            spec.quantization->method));
+    }
+    const auto& plan = options.precision;
+    if ((plan.base != PrecisionMode::F32 && plan.base != PrecisionMode::F64)
+        || !plan.perOpKind.empty() || !plan.perLayer.empty()) {
+        return refuse(fmt::format("precision '{}': streamed runs are the fp32 or fp64 reference "
+                                  "(an emulated precision keeps a rounded copy of every weight)",
+            plan.describe()));
+    }
+    if (options.backend != nullptr) {
+        return refuse(fmt::format(
+            "backend '{}': streamed runs compute on the CPU reference", options.backend->name()));
+    }
+    if (options.image) {
+        return refuse("--image: the vision tower is not streamed");
+    }
+    if (options.injectFrom != nullptr) {
+        return refuse("inject mode is not streamed");
+    }
+    return success();
+}
+
+/// madvise over the whole pages of `bytes`; best effort (advice that fails changes nothing).
+void advise(std::span<const std::byte> bytes, int advice)
+{
+    if (bytes.empty()) {
+        return;
+    }
+    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+
+/// Maps the pages of `bytes` in one go before they are read (much cheaper than a fault per
+/// page); read-ahead advice on kernels without MADV_POPULATE_READ.
+void populate(std::span<const std::byte> bytes)
+{
+#ifdef MADV_POPULATE_READ
+    if (bytes.empty()) {
+        return;
+    }
+    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) {
+        return;
+    }
+#endif
+    advise(bytes, MADV_WILLNEED);
+}
+
+/// Converts `p` into `out` (its shape, the compute type) exactly as Engine::create's loader
+/// does: widening is exact, and a block-scaled FP8 value is v · scale in double, rounded once.
+Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
+{
+    const auto count = std::size_t(out.numel());
+    const std::span<std::byte> dst(out.rawData(), std::size_t(out.byteSize()));
+    if (p.scaleBytes.empty()) {
+        return numerics::convertElements(p.bytes, p.stored, dst, compute, count);
+    }
+    const std::int64_t rows = p.shape[0];
+    const std::int64_t cols = p.shape.size() > 1 ? p.shape[1] : 1;
+    const std::int64_t gridRows = (rows + p.blockRows - 1) / p.blockRows;
+    const std::int64_t gridCols = (cols + p.blockCols - 1) / p.blockCols;
+    std::vector<double> scales(std::size_t(gridRows * gridCols));
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+        scales[i] = numerics::loadAsDouble(p.scaleBytes, p.scaleDtype, i);
+    }
+    // The FP8 values widened (exactly) into the output first, then scaled in place.
+    DAY0_TRY(numerics::convertElements(p.bytes, p.stored, dst, compute, count));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const double* scaleRow = scales.data() + (r / p.blockRows) * gridCols;
+        for (std::int64_t c = 0; c < cols; ++c) {
+            if (compute == DType::F64) {
+                double& v = out.data<double>()[r * cols + c];
+                v *= scaleRow[c / p.blockCols];
+            } else {
+                float& v = out.data<float>()[r * cols + c];
+                v = float(double(v) * scaleRow[c / p.blockCols]);
+            }
+        }
+    }
+    return success();
+}
+
+class CheckpointStream final : public detail::LayerStream {
+public:
+    CheckpointStream(checkpoint::Checkpoint ckpt, DType compute, const StreamOptions& options,
+        std::int64_t steps, Progress& progress, std::stop_token stop)
+        : m_ckpt(std::move(ckpt))
+        , m_compute(compute)
+        , m_steps(steps)
+        , m_progress(progress)
+        , m_link(std::in_place, std::move(stop), [this] { m_abort.request_stop(); })
+    {
+        m_stats.memoryBudget = options.memoryBudget;
+    }
+
+    /// Maps every weight the forward reads to its phase and checks names, shapes, dtypes and
+    /// scales, and the budget against the largest phase, before anything runs.
+    Result<void> plan(const model::ModelSpec& spec)
+    {
+        const int layers = int(spec.numLayers);
+        m_phases.resize(std::size_t(layers) + 3);
+        m_phases[0].label = "model.embed_tokens";
+        for (int l = 0; l < layers; ++l) {
+            m_phases[std::size_t(l) + 1].label = fmt::format("model.layers.{}", l);
+            m_next[fmt::format("model.layers.{}", l)] = l + 2;
+        }
+        m_phases[std::size_t(layers) + 1].label = "model.norm";
+        m_phases[std::size_t(layers) + 2].label = "lm_head";
+        m_next["model.embed_tokens"] = 1;
+        m_next["model.norm"] = layers + 2;
+        for (auto req : detail::requiredWeights(spec)) {
+            if (req.integer || detail::zeroCentredNorm(spec, req.name)) {
+                return Error::unsupported(
+                    fmt::format("--stream: weight '{}' is loaded transformed", req.name));
+            }
+            int phase = -1;
+            if (req.name == "model.embed_tokens.weight") {
+                phase = 0;
+            } else if (req.name == "model.norm.weight") {
+                phase = layers + 1;
+            } else if (req.name == "lm_head.weight") {
+                phase = layers + 2;
+                if (req.optional && m_ckpt.find(req.name) == nullptr) {
+                    req.name = "model.embed_tokens.weight"; // tied: the head reads the embedding
+                }
+            } else {
+                int l = -1;
+                const std::string_view rest = std::string_view(req.name).substr(
+                    req.name.starts_with("model.layers.") ? 13 : req.name.size());
+                const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), l);
+                if (ec == std::errc() && l >= 0 && l < layers && end != rest.data() + rest.size()
+                    && *end == '.') {
+                    phase = l + 1;
+                }
+            }
+            if (phase < 0) {
+                return Error::unsupported(
+                    fmt::format("--stream: weight '{}' belongs to no decoder layer", req.name));
+            }
+            auto piece = describe(req, spec);
+            if (!piece) {
+                return piece.error();
+            }
+            if (!piece->has_value()) {
+                continue; // an optional weight the checkpoint lacks
+            }
+            Phase& ph = m_phases[std::size_t(phase)];
+            const auto converted = std::uint64_t(numerics::numelOf((*piece)->shape))
+                * std::uint64_t(dtypeSize(m_compute));
+            const auto stored = (*piece)->bytes.size() + (*piece)->scaleBytes.size();
+            ph.convertedBytes += converted;
+            ph.storedBytes += stored;
+            ph.largestStored = std::max<std::uint64_t>(ph.largestStored, stored);
+            ph.pieces.push_back(std::move(**piece));
+        }
+        std::uint64_t total = 0;
+        for (const auto& ph : m_phases) {
+            const std::uint64_t need = ph.convertedBytes + ph.largestStored;
+            if (need > m_stats.largestPhaseBytes) {
+                m_stats.largestPhaseBytes = need;
+                m_stats.largestPhase = ph.label;
+            }
+            total += ph.storedBytes;
+        }
+        const std::uint64_t budget = m_stats.memoryBudget;
+        if (budget > 0 && m_stats.largestPhaseBytes > budget) {
+            const auto& ph = *std::find_if(m_phases.begin(), m_phases.end(),
+                [&](const Phase& p) { return p.label == m_stats.largestPhase; });
+            return Error::badInput(fmt::format(
+                "--memory-budget {}: {} alone needs {} bytes ({}: {} of weights in {} and {} of "
+                "its largest tensor's mapped pages); raise the budget to at least that",
+                formatBytes(Bytes(std::int64_t(budget))), ph.label, m_stats.largestPhaseBytes,
+                formatBytes(Bytes(std::int64_t(m_stats.largestPhaseBytes))),
+                formatBytes(Bytes(std::int64_t(ph.convertedBytes))), dtypeName(m_compute),
+                formatBytes(Bytes(std::int64_t(ph.largestStored)))));
+        }
+        m_progress.setDone(0);
+        m_progress.setTotal(std::int64_t(total) * m_steps);
+        return success();
+    }
+
+    detail::WeightTable& table() override { return m_table; }
+
+    Result<void> beginStep() override
+    {
+        m_stepError.reset();
+        ++m_step;
+        load(0);
+        if (m_stepError) {
+            release();
+            return *m_stepError;
+        }
+        return success();
+    }
+
+    void enter(const std::string& anchor) override
+    {
+        const auto it = m_next.find(anchor);
+        if (it == m_next.end()) {
+            fail(Error::internal(fmt::format("--stream: no layer follows '{}'", anchor)));
+            return;
+        }
+        load(it->second);
+    }
+
+    Result<void> endStep() override
+    {
+        release();
+        if (m_stepError) {
+            return *m_stepError;
+        }
+        return success();
+    }
+
+    [[nodiscard]] std::stop_token stopToken() const override { return m_abort.get_token(); }
+
+    [[nodiscard]] const StreamStats& stats() const { return m_stats; }
+
+private:
+    /// The piece of `req`, checked as Engine::create's loader checks it; nullopt for an optional
+    /// weight the checkpoint lacks.
+    Result<std::optional<Piece>> describe(
+        const detail::WeightRequirement& req, const model::ModelSpec& spec) const
+    {
+        const std::string where = m_ckpt.root().string();
+        const checkpoint::CheckpointTensor* t = m_ckpt.find(req.name);
+        if (t == nullptr) {
+            if (req.optional) {
+                return std::optional<Piece>();
+            }
+            return Error::badInput(fmt::format("{}: missing tensor '{}' needed by the {} forward",
+                where, req.name, spec.modelType));
+        }
+        if (t->shape != req.shape) {
+            return Error::badInput(
+                fmt::format("{}: tensor '{}' has shape {} but the config needs {}", where, req.name,
+                    numerics::shapeString(t->shape), numerics::shapeString(req.shape)));
+        }
+        if (!t->dtype || !isFloat(*t->dtype)) {
+            return Error::badInput(fmt::format(
+                "{}: tensor '{}' is {}, expected a floating type", where, req.name, t->dtypeName));
+        }
+        Piece p;
+        p.name = req.name;
+        p.shape = req.shape;
+        p.stored = *t->dtype;
+        auto bytes = m_ckpt.data(*t);
+        if (!bytes) {
+            return bytes.error();
+        }
+        p.bytes = *bytes;
+        const bool fp8 = p.stored == DType::F8E4M3 || p.stored == DType::F8E5M2;
+        p.exactFp8 = fp8;
+        const std::string scaleName = req.name + "_scale_inv";
+        const checkpoint::CheckpointTensor* scale = fp8 ? m_ckpt.find(scaleName) : nullptr;
+        if (scale == nullptr) {
+            return std::optional<Piece>(std::move(p));
+        }
+        const std::int64_t rows = req.shape[0];
+        const std::int64_t cols = req.shape.size() > 1 ? req.shape[1] : 1;
+        p.blockRows = spec.quantization ? spec.quantization->blockRows : 128;
+        p.blockCols = spec.quantization ? spec.quantization->blockCols : 128;
+        const Shape expected { (rows + p.blockRows - 1) / p.blockRows,
+            (cols + p.blockCols - 1) / p.blockCols };
+        if (scale->shape != expected || !scale->dtype || !isFloat(*scale->dtype)) {
+            return Error::badInput(fmt::format(
+                "{}: tensor '{}' is {} {}; a {}x{}-block scale of {} needs float {}", where,
+                scaleName, scale->dtypeName, numerics::shapeString(scale->shape), p.blockRows,
+                p.blockCols, numerics::shapeString(req.shape), numerics::shapeString(expected)));
+        }
+        auto scaleBytes = m_ckpt.data(*scale);
+        if (!scaleBytes) {
+            return scaleBytes.error();
+        }
+        p.scaleBytes = *scaleBytes;
+        p.scaleDtype = *scale->dtype;
+        return std::optional<Piece>(std::move(p));
+    }
+
+    void fail(Error error)
+    {
+        if (!m_stepError) {
+            m_stepError = std::move(error);
+        }
+        m_abort.request_stop();
+    }
+
+    /// Moves the current phase's buffers to the free pool.
+    void release()
+    {
+        for (auto& [name, t] : m_table.tensors) {
+            m_free.emplace(std::uint64_t(t.byteSize()), std::move(t));
+        }
+        m_table.tensors.clear();
+        m_table.exactFp8.clear();
+    }
+
+    /// Releases the current phase, loads phase `index` into reused buffers (a free buffer of the
+    /// same size, else a new one; free buffers this phase does not reuse are dropped first, so
+    /// at most one phase is held) and prefetches the next phase's pages.
+    void load(int index)
+    {
+        release();
+        const Phase& ph = m_phases[std::size_t(index)];
+        std::vector<Tensor> slots(ph.pieces.size());
+        for (std::size_t i = 0; i < ph.pieces.size(); ++i) {
+            const auto bytes = std::uint64_t(numerics::numelOf(ph.pieces[i].shape))
+                * std::uint64_t(dtypeSize(m_compute));
+            const auto it = m_free.find(bytes);
+            if (it != m_free.end()) {
+                slots[i] = it->second.view(ph.pieces[i].shape);
+                m_free.erase(it);
+            }
+        }
+        m_free.clear();
+        const auto started = std::chrono::steady_clock::now();
+        const std::string step
+            = m_step <= 1 ? "prefill" : fmt::format("decode step {}", m_step - 1);
+        m_progress.setStage(fmt::format("{}: {}{}", step, ph.label, rateText()));
+        std::uint64_t held = 0;
+        for (std::size_t i = 0; i < ph.pieces.size(); ++i) {
+            const Piece& p = ph.pieces[i];
+            if (!slots[i].defined()) {
+                slots[i] = Tensor::zeros(p.shape, m_compute);
+            }
+            held += std::uint64_t(slots[i].byteSize());
+            // A stopped run still gets every tensor (the layer under way reads them) but no
+            // more conversion; the forward returns at the next layer.
+            if (!m_abort.stop_requested()) {
+                populate(p.bytes);
+                if (auto converted = convertPiece(p, slots[i], m_compute); !converted) {
+                    fail(converted.error().withContext(p.name));
+                }
+                // Converted: its mapped pages leave this process (the page cache keeps them).
+                advise(p.bytes, MADV_DONTNEED);
+                advise(p.scaleBytes, MADV_DONTNEED);
+                const auto read = p.bytes.size() + p.scaleBytes.size();
+                m_stats.bytesRead += read;
+                m_progress.advance(std::int64_t(read));
+            }
+            if (p.exactFp8) {
+                m_table.exactFp8.insert(p.name);
+            }
+            m_table.tensors[p.name] = std::move(slots[i]);
+        }
+        m_stats.readSeconds
+            += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        m_stats.residentPeakBytes = std::max(m_stats.residentPeakBytes, held);
+        ++m_stats.phasesLoaded;
+        // The next phase's pages are read ahead while this one computes (after the head: the
+        // embedding of the next step).
+        const Phase& next = m_phases[(std::size_t(index) + 1) % m_phases.size()];
+        for (const Piece& p : next.pieces) {
+            advise(p.bytes, MADV_WILLNEED);
+            advise(p.scaleBytes, MADV_WILLNEED);
+        }
+    }
+
+    [[nodiscard]] std::string rateText() const
+    {
+        if (m_stats.readSeconds <= 0.0) {
+            return {};
+        }
+        return fmt::format(" ({} read, {}/s)", formatBytes(Bytes(std::int64_t(m_stats.bytesRead))),
+            formatBytes(Bytes(std::int64_t(double(m_stats.bytesRead) / m_stats.readSeconds))));
+    }
+
+    checkpoint::Checkpoint m_ckpt;
+    DType m_compute;
+    std::int64_t m_steps;
+    Progress& m_progress;
+    std::stop_source m_abort;
+    std::optional<std::stop_callback<std::function<void()>>> m_link;
+    std::vector<Phase> m_phases;
+    std::map<std::string, int> m_next; ///< anchor finished → phase that follows
+    detail::WeightTable m_table;
+    std::multimap<std::uint64_t, Tensor> m_free; ///< released buffers, by byte size
+    int m_step = 0;
+    std::optional<Error> m_stepError;
+    StreamStats m_stats;
+};
+
+} // namespace
+
+Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
+    const RunOptions& options, const StreamOptions& stream, Progress& progress,
+    std::stop_token stop)
+{
+    DAY0_TRY(refuseUnstreamable(spec, options));
+    if (options.newTokens < 1) {
+        return Error::badInput("--tokens must be at least 1");
+    }
+    auto ckpt = checkpoint::Checkpoint::open(path);
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    DAY0_TRY(ckpt->firstError());
+    if (ckpt->gguf() != nullptr) {
+        return Error::unsupported(fmt::format(
+            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
+    }
+    const bool fp64 = options.precision.isF64();
+    CheckpointStream layers(std::move(*ckpt), fp64 ? DType::F64 : DType::F32, stream,
+        options.newTokens, progress, std::move(stop));
+    DAY0_TRY(layers.plan(spec));
+    auto run = detail::runOverStream(spec, fp64, options, layers, progress);
+    if (!run) {
+        return run.error();
+    }
+    StreamedRun out { std::move(*run), layers.stats() };
+    out.stats.peakRssBytes = peakResidentBytes();
+    auto& extra = out.run.dump.info.extra;
+    extra["streamed"] = true;
+    extra["stream_bytes_read"] = out.stats.bytesRead;
+    return out;
+}
+
+Result<std::uint64_t> parseMemorySize(std::string_view text)
+{
+    const auto bad = [&] {
+        return Error::badInput(fmt::format(
+            "--memory-budget: '{}' is not a size (e.g. 512M, 2G, 1.5GiB, 4096 bytes)", text));
+    };
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || !(value > 0.0) || !std::isfinite(value)) {
+        return bad();
+    }
+    std::string unit(end, text.data() + text.size());
+    std::transform(
+        unit.begin(), unit.end(), unit.begin(), [](char c) { return char(::toupper(c)); });
+    if (unit.ends_with("IB")) {
+        unit.erase(unit.size() - 2);
+    } else if (unit.size() == 2 && unit.back() == 'B') {
+        unit.pop_back();
+    }
+    double scale = 1.0;
+    if (unit.empty() || unit == "B") {
+        scale = 1.0;
+    } else if (unit == "K") {
+        scale = 1024.0;
+    } else if (unit == "M") {
+        scale = 1024.0 * 1024.0;
+    } else if (unit == "G") {
+        scale = 1024.0 * 1024.0 * 1024.0;
+    } else if (unit == "T") {
+        scale = 1024.0 * 1024.0 * 1024.0 * 1024.0;
+    } else {
+        return bad();
+    }
+    return std::uint64_t(std::llround(value * scale));
+}
+
+std::uint64_t peakResidentBytes()
+{
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) {
+            return std::uint64_t(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
+        }
+    }
+    return 0;
+}
+
+} // namespace day0::exec

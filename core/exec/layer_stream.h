@@ -1,0 +1,99 @@
+#pragma once
+
+// A reference run over weights streamed layer by layer from a memory-mapped safetensors
+// checkpoint (`day0 run CKPT --stream`): the forward visits its layers in order; each layer's
+// tensors are converted into reused buffers only while that layer runs, their mapped pages are
+// released (MADV_DONTNEED) once converted, and the next layer's pages are prefetched
+// (MADV_WILLNEED) while this one computes. Logits and dumps are those of a normal run.
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "exec/engine.h"
+#include "model/model_spec.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace day0::exec {
+
+/// How a streamed run holds its weights.
+struct StreamOptions {
+    /// Bytes of weights resident at once (converted buffers and the mapped pages being read);
+    /// 0: unbounded, which still holds one layer at a time. A layer that alone needs more is
+    /// refused before the run, by name.
+    std::uint64_t memoryBudget = 0;
+};
+
+/// What streaming the weights cost, over every step of the run.
+struct StreamStats {
+    std::uint64_t bytesRead = 0; ///< checkpoint bytes read and converted
+    double readSeconds = 0.0; ///< spent reading and converting them
+    std::int64_t phasesLoaded = 0; ///< layer loads (embedding, layers, norm, head; per step)
+    std::string largestPhase; ///< the layer that needs the most memory ("model.layers.3")
+    std::uint64_t largestPhaseBytes = 0; ///< what it needs (converted + largest mapped tensor)
+    std::uint64_t residentPeakBytes = 0; ///< converted weight buffers held at once, at most
+    std::uint64_t peakRssBytes = 0; ///< the process's peak resident set (VmHWM) after the run
+    std::uint64_t memoryBudget = 0; ///< the budget the run honoured (0: none)
+};
+
+/// A streamed run's result and what the streaming cost.
+struct StreamedRun {
+    RunResult run;
+    StreamStats stats;
+};
+
+/// Runs `options` on the safetensors checkpoint at `path` (model `spec`) with its weights
+/// streamed layer by layer. Fp32 and fp64 runs of the decoder families whose layers read only
+/// their own weights (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3, Kimi-K2)
+/// from BF16/F16/F32/F64 or block-FP8 tensors; anything else (emulated precisions, a backend,
+/// an image, inject mode, GGUF, other quantisation formats and families) is refused by name.
+/// Progress counts bytes read; cancellable between tensors.
+Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
+    const RunOptions& options, const StreamOptions& stream, Progress& progress,
+    std::stop_token stop);
+
+/// "512M", "2G", "1.5GiB", "300MB", "4096" (bytes) → bytes (K/M/G/T are binary multiples);
+/// the error names the text.
+Result<std::uint64_t> parseMemorySize(std::string_view text);
+
+/// The peak resident set (VmHWM) of this process in bytes; 0 where /proc cannot be read.
+std::uint64_t peakResidentBytes();
+
+namespace detail {
+
+struct WeightTable;
+class LayerStream;
+
+/// The run of `options` over a layer stream (engine.cpp): Engine's run with the weight table
+/// the stream fills and a hook at every layer boundary; cancelled through stream.stopToken().
+Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const RunOptions& options,
+    LayerStream& stream, Progress& progress);
+
+/// The weights of a checkpoint, one layer ("phase": the embedding, each decoder layer, the final
+/// norm, the head) at a time. Single-threaded: one run at a time.
+class LayerStream {
+public:
+    virtual ~LayerStream() = default;
+    /// The table the forward reads; holds the current phase's tensors only.
+    virtual WeightTable& table() = 0;
+    /// Before a forward step: loads the embedding and prefetches the first layer.
+    virtual Result<void> beginStep() = 0;
+    /// At a layer boundary: the forward finished the module whose anchor this is
+    /// ("model.embed_tokens", "model.layers.N", "model.norm"); releases its weights and loads
+    /// the next phase's. A failure is kept for endStep and stops the run (stopToken).
+    virtual void enter(const std::string& anchor) = 0;
+    /// After a forward step: releases the last phase; the first failure of the step, if any.
+    virtual Result<void> endStep() = 0;
+    /// Requested when the caller's token is or a load failed.
+    [[nodiscard]] virtual std::stop_token stopToken() const = 0;
+};
+
+} // namespace detail
+
+} // namespace day0::exec

@@ -1,0 +1,106 @@
+// exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
+// progress counted in bytes read with the rate in its stage, cancellation, and the memory-size
+// parser of --memory-budget.
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+#include "exec/layer_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <stop_token>
+#include <string>
+
+namespace {
+
+using namespace day0;
+
+const std::string kTiny = std::string(DAY0_TEST_DATA_DIR) + "/exec/tiny-llama";
+
+exec::RunOptions options()
+{
+    exec::RunOptions o;
+    o.promptIds = { 3, 7, 11, 2 };
+    o.newTokens = 3;
+    return o;
+}
+
+TEST(LayerStream, StreamedRunMatchesTheEngineBitForBit)
+{
+    auto opened = exec::openCheckpoint(kTiny);
+    ASSERT_TRUE(opened) << opened.error().message;
+    Progress p;
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, p, {});
+    ASSERT_TRUE(engine) << engine.error().message;
+    auto normal = engine->run(options(), p, {});
+    ASSERT_TRUE(normal) << normal.error().message;
+    Progress progress;
+    auto streamed = exec::runStreamed(kTiny, opened->spec, options(), {}, progress, {});
+    ASSERT_TRUE(streamed) << streamed.error().message;
+    EXPECT_EQ(streamed->run.generated, normal->generated);
+    const auto* a = normal->dump.tensor("lm_head");
+    const auto* b = streamed->run.dump.tensor("lm_head");
+    ASSERT_TRUE(a != nullptr && b != nullptr);
+    ASSERT_EQ(a->byteSize(), b->byteSize());
+    EXPECT_EQ(std::memcmp(a->rawData(), b->rawData(), std::size_t(a->byteSize())), 0);
+    // Progress counts the bytes read, every step reading every weight once.
+    const auto& stats = streamed->stats;
+    EXPECT_EQ(stats.phasesLoaded, 3 * (opened->spec.numLayers + 3));
+    EXPECT_GT(stats.bytesRead, 0u);
+    EXPECT_EQ(progress.total(), std::int64_t(stats.bytesRead));
+    EXPECT_EQ(progress.done(), progress.total());
+    EXPECT_NE(progress.stage().find("decode step 2: "), std::string::npos) << progress.stage();
+    EXPECT_NE(progress.stage().find("/s)"), std::string::npos) << progress.stage();
+    EXPECT_GT(stats.peakRssBytes, 0u);
+}
+
+TEST(LayerStream, BudgetTooSmallForALayerIsRefusedByName)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    Progress progress;
+    exec::StreamOptions tight;
+    tight.memoryBudget = 1024;
+    auto r = exec::runStreamed(kTiny, *spec, options(), tight, progress, {});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("alone needs"), std::string::npos) << r.error().message;
+}
+
+TEST(LayerStream, CancelledRunStops)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    std::stop_source stop;
+    stop.request_stop();
+    Progress progress;
+    auto r = exec::runStreamed(kTiny, *spec, options(), {}, progress, stop.get_token());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
+}
+
+TEST(LayerStream, EmulatedPrecisionIsRefusedByName)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    auto o = options();
+    o.precision.base = exec::PrecisionMode::BF16;
+    Progress progress;
+    auto r = exec::runStreamed(kTiny, *spec, o, {}, progress, {});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("bf16"), std::string::npos) << r.error().message;
+}
+
+TEST(LayerStream, MemorySizes)
+{
+    EXPECT_EQ(*exec::parseMemorySize("512M"), 512ull << 20);
+    EXPECT_EQ(*exec::parseMemorySize("2G"), 2ull << 30);
+    EXPECT_EQ(*exec::parseMemorySize("1.5GiB"), 3ull << 29);
+    EXPECT_EQ(*exec::parseMemorySize("300MB"), 300ull << 20);
+    EXPECT_EQ(*exec::parseMemorySize("4096"), 4096ull);
+    EXPECT_EQ(*exec::parseMemorySize("64k"), 64ull << 10);
+    for (const char* bad : { "", "lots", "-1G", "0", "5X", "1.5.5G" }) {
+        EXPECT_FALSE(exec::parseMemorySize(bad)) << bad;
+    }
+}
+
+} // namespace
