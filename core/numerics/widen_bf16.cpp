@@ -1,5 +1,7 @@
 #include "numerics/widen_bf16.h"
 
+#include "numerics/parallel_chunks.h"
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -76,26 +78,10 @@ void widenBf16ToF32(const std::byte* src, std::byte* dst, std::size_t count)
         widenRange(src, dst, count, false);
         return;
     }
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const auto threads = std::size_t(std::min<std::size_t>(
-        { cores, kMaxThreads, std::max<std::size_t>(1, count / kElementsPerThread) }));
-    if (threads == 1) {
-        widenRange(src, dst, count, true);
-        return;
-    }
-    // Chunks on 64-element boundaries keep every worker's output on whole cache lines.
-    const std::size_t chunk = (count / threads + 63) & ~std::size_t(63);
-    std::vector<std::jthread> workers;
-    workers.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) {
-        const std::size_t begin = std::min(count, t * chunk);
-        const std::size_t end = std::min(count, begin + chunk);
-        if (begin < end) {
-            workers.emplace_back(
-                [=] { widenRange(src + 2 * begin, dst + 4 * begin, end - begin, true); });
-        }
-    }
-    widenRange(src, dst, std::min(count, chunk), true);
+    runInParallelChunks(
+        count, kElementsPerThread, kMaxThreads, [&](std::size_t begin, std::size_t end) {
+            widenRange(src + 2 * begin, dst + 4 * begin, end - begin, true);
+        });
 }
 
 } // namespace day0::numerics::detail

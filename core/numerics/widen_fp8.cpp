@@ -1,6 +1,7 @@
 #include "numerics/widen_fp8.h"
 
 #include "numerics/dtype_convert.h"
+#include "numerics/parallel_chunks.h"
 
 #include <algorithm>
 #include <array>
@@ -64,25 +65,10 @@ void widenFp8ToF32(const std::byte* src, DType from, std::byte* dst, std::size_t
         widenRange(src, table, dst, count); // one thread (asking for the cores costs a syscall)
         return;
     }
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const auto threads = std::size_t(std::min<std::size_t>(
-        { cores, kMaxThreads, std::max<std::size_t>(1, count / kElementsPerThread) }));
-    if (threads == 1) {
-        widenRange(src, table, dst, count);
-        return;
-    }
-    const std::size_t chunk = (count / threads + 63) & ~std::size_t(63);
-    std::vector<std::jthread> workers;
-    workers.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) {
-        const std::size_t begin = std::min(count, t * chunk);
-        const std::size_t end = std::min(count, begin + chunk);
-        if (begin < end) {
-            workers.emplace_back(
-                [=, &table] { widenRange(src + begin, table, dst + 4 * begin, end - begin); });
-        }
-    }
-    widenRange(src, table, dst, std::min(count, chunk));
+    runInParallelChunks(
+        count, kElementsPerThread, kMaxThreads, [&](std::size_t begin, std::size_t end) {
+            widenRange(src + begin, table, dst + 4 * begin, end - begin);
+        });
 }
 
 } // namespace day0::numerics::detail
