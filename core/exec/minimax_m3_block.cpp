@@ -88,6 +88,21 @@ std::vector<std::int64_t> selectKeyBlocks(const T* q, const T* k, const BlockSel
     return out;
 }
 
+BlockSelectionShape blockSelectionShape(
+    const model::BlockSparseSpec& bs, std::int64_t queries, std::int64_t keys)
+{
+    BlockSelectionShape shape;
+    shape.queries = queries;
+    shape.keys = keys;
+    shape.heads = bs.indexHeads;
+    shape.dim = bs.indexDim;
+    shape.blockSize = bs.blockSize;
+    shape.topK = bs.topKBlocks;
+    shape.initBlocks = bs.initBlocks;
+    shape.localBlock = bs.localBlocks > 0;
+    return shape;
+}
+
 std::vector<std::int64_t> keysOfBlocks(
     const std::vector<std::int64_t>& blocks, const BlockSelectionShape& s, std::int64_t head)
 {
@@ -186,15 +201,7 @@ void Forward<T>::blockSparseAttention(
     rotate(ik.data(), n, 1, id, m_rope, mode);
     std::vector<T>& keys = m_indexerKeys[std::size_t(layer)];
     std::copy(ik.begin(), ik.end(), keys.begin() + start * id);
-    BlockSelectionShape shape;
-    shape.queries = n;
-    shape.keys = start + n;
-    shape.heads = ih;
-    shape.dim = id;
-    shape.blockSize = bs.blockSize;
-    shape.topK = bs.topKBlocks;
-    shape.initBlocks = bs.initBlocks;
-    shape.localBlock = bs.localBlocks > 0;
+    const BlockSelectionShape shape = blockSelectionShape(bs, n, start + n);
     const auto blocks = selectKeyBlocks<T>(iq.data(), keys.data(), shape);
     taps.recordIds(attn + ".indexer#topk", blocks, { n * ih, bs.topKBlocks });
 

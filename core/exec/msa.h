@@ -22,6 +22,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace day0::model {
+struct BlockSparseSpec;
+}
+
 namespace day0::exec {
 
 /// One block selection: `queries` new tokens (the last `queries` of `keys`) scored against every
@@ -36,6 +40,11 @@ struct BlockSelectionShape {
     std::int64_t initBlocks = 0; ///< sparse_init_block
     bool localBlock = true; ///< sparse_local_block > 0: the query's own block is kept
 };
+
+/// The selection a layer of `bs` makes for `queries` new tokens over `keys` cached + new keys
+/// (the single-rank block and the sharded one read the spec the same way).
+BlockSelectionShape blockSelectionShape(
+    const model::BlockSparseSpec& bs, std::int64_t queries, std::int64_t keys);
 
 /// The block scores, [queries, heads, ⌈keys / blockSize⌉]: per query and index head the max over
 /// each block's causally visible keys of q·k·dim^-½ (accumulated in double), −inf for a block

@@ -69,15 +69,7 @@ Result<void> ParallelForward::blockSparseAttention(
             fmt::format("rank {}: layer {} holds no MSA index keys", m_coord.rank, layer));
     }
     std::copy(ik.begin(), ik.end(), keys.begin() + start * id);
-    exec::BlockSelectionShape shape;
-    shape.queries = n;
-    shape.keys = start + n;
-    shape.heads = ih;
-    shape.dim = id;
-    shape.blockSize = bs.blockSize;
-    shape.topK = bs.topKBlocks;
-    shape.initBlocks = bs.initBlocks;
-    shape.localBlock = bs.localBlocks > 0;
+    const exec::BlockSelectionShape shape = exec::blockSelectionShape(bs, n, start + n);
     const auto blocks = exec::selectKeyBlocks<float>(iq.data(), keys.data(), shape);
 
     // Each local KV group attends over the blocks its index head kept.
