@@ -1,5 +1,6 @@
-// A child process for the serving tests: a server (day0 serve, a test endpoint) with stdout and
-// stderr in files, its URL read from what it prints, killed (SIGKILL) if still running at the end.
+// A child process for the CLI tests (day0 serve, day0 bench serve, a test endpoint, node): stdout
+// and stderr in files, its URL read from what it prints, killed (SIGKILL) if still running at the
+// end.
 #pragma once
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@ namespace day0::test {
 
 class ChildProcess {
 public:
+    /// Runs `exe` (a bare name is looked up on PATH) with `args`.
     ChildProcess(const std::string& exe, const std::vector<std::string>& args,
         const std::filesystem::path& dir, const std::string& tag)
         : m_out(dir / (tag + ".out"))
@@ -41,12 +43,13 @@ public:
             &actions, 1, m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_addopen(
             &actions, 2, m_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (posix_spawn(&m_pid, exe.c_str(), &actions, nullptr, cargv.data(), environ) != 0) {
+        if (posix_spawnp(&m_pid, exe.c_str(), &actions, nullptr, cargv.data(), environ) != 0) {
             m_pid = -1;
         }
         posix_spawn_file_actions_destroy(&actions);
     }
     ChildProcess(const ChildProcess&) = delete;
+    ChildProcess(ChildProcess&&) = delete;
     ChildProcess& operator=(const ChildProcess&) = delete;
     ~ChildProcess()
     {
@@ -91,6 +94,13 @@ public:
         }
         return {};
     }
+    void signal(int sig) const
+    {
+        if (m_pid > 0) {
+            ::kill(m_pid, sig);
+        }
+    }
+    [[nodiscard]] pid_t pid() const { return m_pid; }
     [[nodiscard]] std::string out() const { return read(m_out); }
     [[nodiscard]] std::string err() const { return read(m_err); }
 

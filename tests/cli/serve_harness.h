@@ -1,27 +1,18 @@
 #pragma once
 // The harness of the day0 serve tests: a `day0 serve` process on loopback (port 0), requests to
 // it through cpp-httplib, SSE parsing, /metrics scraping and the small models they run on.
+#include "child_process.h"
 #include "cli_runner.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <optional>
-#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace day0::test {
 
@@ -32,68 +23,15 @@ inline const std::string kTiny = std::string(DAY0_TEST_DATA_DIR) + "/exec/tiny-l
 
 std::string readFile(const fs::path& p);
 
-/// A day0 process with stdout and stderr in files; killed (SIGKILL) if still running at the end.
-class Process {
+/// A day0 process (or `program`) with stdout and stderr in files; killed (SIGKILL) if still
+/// running at the end.
+class Process : public ChildProcess {
 public:
-    /// Runs `program` (day0 by default; a bare name is looked up on PATH) with `args`.
     Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& tag,
         const std::string& program = DAY0_CLI_PATH)
-        : m_out(dir / (tag + ".out"))
-        , m_err(dir / (tag + ".err"))
+        : ChildProcess(program, args, dir, tag)
     {
-        std::vector<std::string> argv { program };
-        argv.insert(argv.end(), args.begin(), args.end());
-        std::vector<char*> cargv;
-        for (auto& a : argv) {
-            cargv.push_back(a.data());
-        }
-        cargv.push_back(nullptr);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(
-            &actions, 1, m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(
-            &actions, 2, m_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (posix_spawnp(&m_pid, program.c_str(), &actions, nullptr, cargv.data(), environ) != 0) {
-            m_pid = -1;
-        }
-        posix_spawn_file_actions_destroy(&actions);
     }
-    ~Process()
-    {
-        if (m_pid > 0 && !m_status) {
-            ::kill(m_pid, SIGKILL);
-            int status = 0;
-            ::waitpid(m_pid, &status, 0);
-        }
-    }
-    void signal(int sig) const { ::kill(m_pid, sig); }
-    /// Exit code (or 128 + signal), waiting at most `bound`; -1 when it did not end.
-    int wait(std::chrono::seconds bound)
-    {
-        const auto deadline = std::chrono::steady_clock::now() + bound;
-        int status = 0;
-        while (!m_status) {
-            if (::waitpid(m_pid, &status, WNOHANG) == m_pid) {
-                m_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                break;
-            }
-            if (std::chrono::steady_clock::now() > deadline) {
-                return -1;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        return *m_status;
-    }
-    [[nodiscard]] std::string out() const { return readFile(m_out); }
-    [[nodiscard]] std::string err() const { return readFile(m_err); }
-    [[nodiscard]] pid_t pid() const { return m_pid; }
-
-private:
-    fs::path m_out;
-    fs::path m_err;
-    pid_t m_pid = -1;
-    std::optional<int> m_status;
 };
 
 /// `day0 serve CKPT --port 0 ...`, and the port it printed.
@@ -107,20 +45,10 @@ struct Server {
         std::vector<std::string> args { "serve", checkpoint, "--port", "0", "-q", "--no-record" };
         args.insert(args.end(), extra.begin(), extra.end());
         process = std::make_unique<Process>(args, dir, "serve");
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-        const std::regex printed(R"(http://127\.0\.0\.1:(\d+))");
-        while (std::chrono::steady_clock::now() < deadline) {
-            std::smatch m;
-            const std::string out = process->out();
-            if (std::regex_search(out, m, printed)) {
-                port = std::stoi(m[1]);
-                url = m[0];
-                return;
-            }
-            if (process->wait(std::chrono::seconds(0)) >= 0) {
-                break;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        url = process->url(std::chrono::seconds(120));
+        if (!url.empty()) {
+            port = std::stoi(url.substr(url.rfind(':') + 1));
+            return;
         }
         ADD_FAILURE() << "day0 serve printed no URL: " << process->out() << process->err();
     }
