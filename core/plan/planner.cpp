@@ -217,6 +217,13 @@ void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
             admitted.shortfall);
         return;
     }
+    if (opt.requiredBatch > 0 && admitted.sequences < opt.requiredBatch) {
+        // The KV pool holds fewer sequences than the session's batch: what it lacks for the rest.
+        l.microBatch = opt.requiredBatch;
+        tally.addMemory(RejectKind::OverMemory, l, RankLayout(l).firstRankOfStage(admitted.stage),
+            double(opt.requiredBatch - admitted.sequences) * admitted.perSequence);
+        return;
+    }
     auto costAt = [&](int batch) {
         l.microBatch = batch;
         l.globalBatch = batch * l.dp;
@@ -227,6 +234,10 @@ void Sweep::inference(Layout& l, std::vector<detail::StageWeights>& weights)
     const double bound = opt.workload.tpotBound;
     int batch = admitted.sequences;
     InferenceCost cost = costAt(batch);
+    if (cost.tpot > bound && opt.requiredBatch > 0) {
+        tally.add({ RejectKind::LatencyBound }, 1); // the session's batch breaks the bound
+        return;
+    }
     if (cost.tpot > bound) {
         InferenceCost low = costAt(1);
         if (low.tpot > bound) {
@@ -396,6 +407,12 @@ std::vector<std::string> sweepNotes(
         notes.push_back(
             "mixed scale-out links: collectives leaving a fast domain are costed at the "
             "slowest group's bandwidth");
+    }
+    if (o.workload.mode != Mode::Train && o.requiredBatch > 0) {
+        notes.push_back(fmt::format("every layout serves the session's {} sequences together; a "
+                                    "layout whose KV pool or latency bound allows fewer is "
+                                    "rejected, not ranked at a smaller batch",
+            o.requiredBatch));
     }
     if (o.headroom > 0) {
         notes.push_back(

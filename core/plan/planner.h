@@ -39,6 +39,10 @@ struct PlannerOptions {
     /// Inference: how the serving runtime admits sequences; each layout serves as many as its
     /// KV pool holds, fewer when that breaks the time-per-output-token bound.
     ServingRuntime serving;
+    /// Inference: sequences every layout must serve together (the session's batch, which the
+    /// workbench's memory and topology panels show); a layout whose KV pool or latency bound
+    /// allows fewer is rejected rather than ranked at a smaller batch. 0: as many as each admits.
+    int requiredBatch = 0;
     /// Weight dtype of every layout (FP8: FP8 GEMMs in training, FP8 weights in serving);
     /// empty: BF16 in training, the checkpoint's own dtypes in serving.
     std::optional<DType> weights;

@@ -345,10 +345,12 @@ TEST(RecordAlike, PlannerPanelSweepAsDay0Plan)
     test::settle(jobs);
     ASSERT_GE(recorded.count(), 1);
     const auto gui = load(recorded.back().at(0).toLongLong());
-    // The panel keeps 200 layouts with no headroom; the session's workload is the CLI's default.
+    // The panel keeps 200 layouts with its default 10% headroom; the session's workload is the
+    // CLI's default.
     const auto cli = recordedByCli({ QStringLiteral("plan"), QStringLiteral("qwen3-30b-a3b"),
         QStringLiteral("--cluster"), QStringLiteral("h200:2x8"), QStringLiteral("--mode"),
-        QStringLiteral("train"), QStringLiteral("--top"), QStringLiteral("200") });
+        QStringLiteral("train"), QStringLiteral("--top"), QStringLiteral("200"),
+        QStringLiteral("--headroom"), QStringLiteral("0.1") });
     ASSERT_TRUE(cli);
     expectAlike(gui, *cli);
     // The sweep is deterministic: the same best layout with the same figures.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <numeric>
 
 using namespace day0;
@@ -182,6 +184,37 @@ TEST_F(Planner, InferencePicksBatchUnderTheLatencyBound)
     const auto impossible = plan(m, "h200:1x8", o);
     EXPECT_EQ(impossible.feasible, 0);
     EXPECT_NE(reason(impossible, "time-per-output-token bound"), nullptr);
+}
+
+TEST_F(Planner, InferenceWithARequiredBatchRejectsLayoutsThatServeFewer)
+{
+    // The workbench's one workload: every layout must serve the session's batch; one whose KV
+    // pool holds fewer is rejected (counted over memory), not ranked at a smaller batch.
+    const auto m = smallMoe();
+    PlannerOptions o;
+    o.workload.mode = Mode::Infer;
+    o.workload.context = 32768;
+    o.workload.tpotBound = 10.0;
+    o.distinct = false;
+    o.top = 1000;
+    const auto free = plan(m, "h200:1x8", o);
+    ASSERT_GT(free.feasible, 1);
+    int most = 0;
+    int least = std::numeric_limits<int>::max();
+    for (const auto& p : free.layouts) {
+        most = std::max(most, p.layout.microBatch);
+        least = std::min(least, p.layout.microBatch);
+    }
+    ASSERT_GT(most, least) << "the layouts must differ in what they hold for this test to bite";
+    o.serving.maxBatch = most;
+    o.requiredBatch = most;
+    const auto required = plan(m, "h200:1x8", o);
+    ASSERT_GT(required.feasible, 0);
+    EXPECT_LT(required.feasible, free.feasible);
+    EXPECT_EQ(required.evaluated, required.feasible + rejectedTotal(required));
+    for (const auto& p : required.layouts) {
+        EXPECT_EQ(p.layout.microBatch, most);
+    }
 }
 
 TEST_F(Planner, Cancels)

@@ -91,7 +91,8 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_headroom->setRange(0, 50);
     m_headroom->setDecimals(0);
     m_headroom->setSuffix(tr(" % headroom"));
-    m_headroom->setToolTip(tr("Device memory left free beyond the estimate"));
+    m_headroom->setValue(10); // a plan at 95% of device memory is not one to trust on Day 0
+    m_headroom->setToolTip(tr("Device memory left free beyond the estimate (default 10%)"));
     m_precision->setObjectName(QStringLiteral("plannerPrecision"));
     m_precision->addItem(tr("BF16 / checkpoint dtypes"));
     m_precision->addItem(tr("FP8 weights"));
@@ -205,6 +206,7 @@ void PlannerPanel::runPlanner()
     // memory and topology panels' case), at most; `day0 plan --max-batch` does the same.
     if (options.workload.mode == plan::Mode::Infer) {
         options.serving.maxBatch = std::max(1, options.workload.batch);
+        options.requiredBatch = options.serving.maxBatch;
     }
     options.top = m_top->value();
     options.headroom = m_headroom->value() / 100.0;
