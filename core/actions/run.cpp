@@ -16,6 +16,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// A finished run's dump (when asked) and its record, with the dump as an artifact: the same for
+/// a normal and a streamed run.
+Result<void> dumpAndRecord(
+    const RunRequest& request, const exec::PrecisionRunOptions& options, RunOutcome& out)
+{
+    if (!request.dump.empty()) {
+        DAY0_TRY(exec::writeRunDumps(out.result, request.dump));
+    }
+    out.record = precisionRunRecord(out.spec, request.checkpoint, options, out.result, out.seconds);
+    if (!request.dump.empty()) {
+        if (auto artifact = history::makeArtifact("dump", request.dump)) {
+            out.record.addArtifact(std::move(*artifact));
+        }
+    }
+    return success();
+}
+
 /// The target run of `request` over weights streamed layer by layer, its dump and record.
 Result<void> streamRun(const RunRequest& request, const exec::PrecisionRunOptions& options,
     RunOutcome& out, Progress& progress, std::stop_token stop)
@@ -40,15 +57,7 @@ Result<void> streamRun(const RunRequest& request, const exec::PrecisionRunOption
     out.result.target = std::move(streamed->run);
     out.stream = streamed->stats;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (!request.dump.empty()) {
-        DAY0_TRY(exec::writeRunDumps(out.result, request.dump));
-    }
-    out.record = precisionRunRecord(out.spec, request.checkpoint, options, out.result, out.seconds);
-    if (!request.dump.empty()) {
-        if (auto artifact = history::makeArtifact("dump", request.dump)) {
-            out.record.addArtifact(std::move(*artifact));
-        }
-    }
+    DAY0_TRY(dumpAndRecord(request, options, out));
     // After the dump: the peak the whole run reached.
     out.stream->peakRssBytes = exec::peakResidentBytes();
     return success();
@@ -109,15 +118,7 @@ Result<RunOutcome> runCheckpoint(
     }
     out.result = std::move(*result);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (!request.dump.empty()) {
-        DAY0_TRY(exec::writeRunDumps(out.result, request.dump));
-    }
-    out.record = precisionRunRecord(out.spec, request.checkpoint, options, out.result, out.seconds);
-    if (!request.dump.empty()) {
-        if (auto artifact = history::makeArtifact("dump", request.dump)) {
-            out.record.addArtifact(std::move(*artifact));
-        }
-    }
+    DAY0_TRY(dumpAndRecord(request, options, out));
     return out;
 }
 

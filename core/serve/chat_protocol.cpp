@@ -12,36 +12,27 @@ namespace day0::serve {
 
 namespace {
 
-ApiError bad(std::string param, std::string message, std::string code = {})
-{
-    ApiError e;
-    e.param = std::move(param);
-    e.message = std::move(message);
-    e.code = std::move(code);
-    return e;
-}
-
 /// The messages as the template sees them, read from the body again with its keys in order
 /// (tojson of a tool call's arguments keeps them as the client sent them).
 std::variant<jinja::Json, ApiError> templateMessages(const std::string& body)
 {
     const auto ordered = jinja::Json::parse(body, nullptr, false);
     if (!ordered.contains("messages")) {
-        return bad("messages", "'messages' is required");
+        return invalidRequest("messages", "'messages' is required");
     }
     jinja::Json messages = ordered["messages"];
     if (!messages.is_array() || messages.empty()) {
-        return bad("messages", "'messages' must be a non-empty array of messages");
+        return invalidRequest("messages", "'messages' must be a non-empty array of messages");
     }
     for (std::size_t i = 0; i < messages.size(); ++i) {
         auto& m = messages[i];
         const std::string where = fmt::format("messages[{}]", i);
         if (!m.is_object()) {
-            return bad(
+            return invalidRequest(
                 "messages", fmt::format("{} must be an object, got {}", where, m.type_name()));
         }
         if (!m.contains("role") || !m["role"].is_string()) {
-            return bad("messages", fmt::format("{} needs a string 'role'", where));
+            return invalidRequest("messages", fmt::format("{} needs a string 'role'", where));
         }
         if (!m.contains("content")) {
             continue;
@@ -51,7 +42,7 @@ std::variant<jinja::Json, ApiError> templateMessages(const std::string& body)
             continue;
         }
         if (!content.is_array()) {
-            return bad("messages",
+            return invalidRequest("messages",
                 fmt::format("{}.content must be a string, null or a list of parts, got {}", where,
                     content.type_name()));
         }
@@ -63,7 +54,7 @@ std::variant<jinja::Json, ApiError> templateMessages(const std::string& body)
                 ? part["type"].get<std::string>()
                 : std::string();
             if (type != "text" || !part.contains("text") || !part["text"].is_string()) {
-                return bad("messages",
+                return invalidRequest("messages",
                     fmt::format("{}.content[{}]: only {{\"type\": \"text\", \"text\": ...}} parts "
                                 "are supported, got type '{}'",
                         where, k, type));
@@ -95,7 +86,7 @@ std::variant<CompletionParams, ApiError> parseChatRequest(
     }
     const auto& json = std::get<nlohmann::json>(envelope);
     if (model.tokenizer == nullptr) {
-        return bad("messages",
+        return invalidRequest("messages",
             fmt::format("model '{}' has no tokenizer (tokenizer.json) to turn the rendered chat "
                         "into tokens",
                 model.name));
@@ -107,23 +98,25 @@ std::variant<CompletionParams, ApiError> parseChatRequest(
     bool addGenerationPrompt = true;
     if (json.contains("add_generation_prompt") && !json["add_generation_prompt"].is_null()) {
         if (!json["add_generation_prompt"].is_boolean()) {
-            return bad("add_generation_prompt", "'add_generation_prompt' must be a boolean");
+            return invalidRequest(
+                "add_generation_prompt", "'add_generation_prompt' must be a boolean");
         }
         addGenerationPrompt = json["add_generation_prompt"].get<bool>();
     }
     auto prompt = chat.render(std::get<jinja::Json>(messages), addGenerationPrompt);
     if (!prompt) {
-        return bad("messages",
+        return invalidRequest("messages",
             fmt::format("the chat template of model '{}' cannot render these messages: {}",
                 model.name, prompt.error().message),
             "chat_template_error");
     }
     auto ids = model.tokenizer->encode(*prompt, false, true);
     if (!ids) {
-        return bad("messages", "the rendered chat cannot be tokenized: " + ids.error().message);
+        return invalidRequest(
+            "messages", "the rendered chat cannot be tokenized: " + ids.error().message);
     }
     if (ids->empty()) {
-        return bad("messages", "the chat template rendered an empty prompt");
+        return invalidRequest("messages", "the chat template rendered an empty prompt");
     }
     CompletionParams p;
     p.generation.prompt = std::move(*ids);
@@ -135,18 +128,18 @@ std::variant<CompletionParams, ApiError> parseChatRequest(
     bool logprobs = false;
     if (json.contains("logprobs") && !json["logprobs"].is_null()) {
         if (!json["logprobs"].is_boolean()) {
-            return bad("logprobs", "'logprobs' must be a boolean in chat completions");
+            return invalidRequest("logprobs", "'logprobs' must be a boolean in chat completions");
         }
         logprobs = json["logprobs"].get<bool>();
     }
     if (json.contains("top_logprobs") && !json["top_logprobs"].is_null()) {
         const auto& k = json["top_logprobs"];
         if (!k.is_number_integer() || k.get<std::int64_t>() < 0 || k.get<std::int64_t>() > 20) {
-            return bad(
+            return invalidRequest(
                 "top_logprobs", fmt::format("'top_logprobs' must be 0..20, got {}", k.dump()));
         }
         if (!logprobs) {
-            return bad("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+            return invalidRequest("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
         }
         p.generation.topLogprobs = int(k.get<std::int64_t>());
     } else if (logprobs) {

@@ -11,6 +11,15 @@
 
 namespace day0::serve {
 
+ApiError invalidRequest(std::string param, std::string message, std::string code)
+{
+    ApiError e;
+    e.param = std::move(param);
+    e.message = std::move(message);
+    e.code = std::move(code);
+    return e;
+}
+
 nlohmann::json ApiError::body() const
 {
     const auto orNull = [](const std::string& s) {
@@ -28,22 +37,14 @@ std::string dumpJsonSafe(const nlohmann::json& j)
 
 namespace {
 
-ApiError bad(std::string param, std::string message, std::string code = {})
-{
-    ApiError e;
-    e.param = std::move(param);
-    e.message = std::move(message);
-    e.code = std::move(code);
-    return e;
-}
-
 const char* typeName(const nlohmann::json& v) { return v.type_name(); }
 
 /// An integer field (JSON booleans and floats are not integers).
 std::variant<std::int64_t, ApiError> integerField(const nlohmann::json& v, const std::string& name)
 {
     if (!v.is_number_integer()) {
-        return bad(name, fmt::format("'{}' must be an integer, got {}", name, typeName(v)));
+        return invalidRequest(
+            name, fmt::format("'{}' must be an integer, got {}", name, typeName(v)));
     }
     return v.get<std::int64_t>();
 }
@@ -54,44 +55,45 @@ std::variant<std::vector<std::int64_t>, ApiError> promptIds(
     std::vector<std::int64_t> ids;
     if (prompt.is_string()) {
         if (model.tokenizer == nullptr) {
-            return bad("prompt",
+            return invalidRequest("prompt",
                 fmt::format("model '{}' has no tokenizer (tokenizer.json); send the prompt as an "
                             "array of token ids",
                     model.name));
         }
         auto encoded = model.tokenizer->encode(prompt.get<std::string>(), true);
         if (!encoded) {
-            return bad("prompt", "the prompt cannot be tokenized: " + encoded.error().message);
+            return invalidRequest(
+                "prompt", "the prompt cannot be tokenized: " + encoded.error().message);
         }
         ids = std::move(*encoded);
     } else if (prompt.is_array()) {
         for (std::size_t i = 0; i < prompt.size(); ++i) {
             const auto& item = prompt[i];
             if (item.is_string() || item.is_array()) {
-                return bad("prompt",
+                return invalidRequest("prompt",
                     "a batch of prompts in one request is not supported; send one request per "
                     "prompt");
             }
             if (!item.is_number_integer()) {
-                return bad("prompt",
+                return invalidRequest("prompt",
                     fmt::format(
                         "prompt[{}] must be an integer token id, got {}", i, typeName(item)));
             }
             const auto id = item.get<std::int64_t>();
             if (id < 0 || id >= model.vocabSize) {
-                return bad("prompt",
+                return invalidRequest("prompt",
                     fmt::format("prompt[{}] = {} is not a token id of model '{}' (0..{})", i, id,
                         model.name, model.vocabSize - 1));
             }
             ids.push_back(id);
         }
     } else {
-        return bad("prompt",
+        return invalidRequest("prompt",
             fmt::format(
                 "'prompt' must be a string or an array of token ids, got {}", typeName(prompt)));
     }
     if (ids.empty()) {
-        return bad("prompt", "the prompt is empty");
+        return invalidRequest("prompt", "the prompt is empty");
     }
     return ids;
 }
@@ -111,7 +113,7 @@ std::optional<ApiError> onlyDefault(const nlohmann::json& body, const std::strin
     if (same) {
         return std::nullopt;
     }
-    return bad(name, fmt::format("'{}' = {} is not supported: {}", name, v.dump(), why),
+    return invalidRequest(name, fmt::format("'{}' = {} is not supported: {}", name, v.dump(), why),
         "unsupported_parameter");
 }
 
@@ -120,11 +122,12 @@ std::variant<double, ApiError> numberIn(
     const nlohmann::json& v, const std::string& name, double lo, double hi, bool loOpen)
 {
     if (!v.is_number()) {
-        return bad(name, fmt::format("'{}' must be a number, got {}", name, typeName(v)));
+        return invalidRequest(
+            name, fmt::format("'{}' must be a number, got {}", name, typeName(v)));
     }
     const double x = v.get<double>();
     if (!std::isfinite(x) || x > hi || x < lo || (loOpen && x == lo)) {
-        return bad(name,
+        return invalidRequest(name,
             fmt::format(
                 "'{}' must be in {}{}, {}], got {}", name, loOpen ? "(" : "[", lo, hi, v.dump()));
     }
@@ -158,14 +161,14 @@ std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams
         }
         const std::int64_t v = std::get<std::int64_t>(k);
         if (v < -1) {
-            return bad("top_k",
+            return invalidRequest("top_k",
                 fmt::format("'top_k' must be -1 or 0 (off) or a positive count, got {}", v));
         }
         out.topK = std::max<std::int64_t>(v, 0);
     }
     if (present("seed")) {
         if (!json["seed"].is_number_integer()) {
-            return bad(
+            return invalidRequest(
                 "seed", fmt::format("'seed' must be an integer, got {}", typeName(json["seed"])));
         }
         // Any 64-bit integer; a negative one seeds with its two's complement bits.
@@ -188,25 +191,26 @@ std::optional<ApiError> parseStops(
         } else if (v.is_array()) {
             for (std::size_t i = 0; i < v.size(); ++i) {
                 if (!v[i].is_string()) {
-                    return bad("stop",
+                    return invalidRequest("stop",
                         fmt::format("stop[{}] must be a string, got {}", i, typeName(v[i])));
                 }
                 stops.push_back(v[i].get<std::string>());
             }
         } else {
-            return bad("stop",
+            return invalidRequest("stop",
                 fmt::format("'stop' must be a string or an array of strings, got {}", typeName(v)));
         }
         if (stops.size() > 4) {
-            return bad("stop", fmt::format("'stop' holds {} strings; at most 4", stops.size()));
+            return invalidRequest(
+                "stop", fmt::format("'stop' holds {} strings; at most 4", stops.size()));
         }
         for (const auto& stop : stops) {
             if (stop.empty()) {
-                return bad("stop", "a stop string must not be empty");
+                return invalidRequest("stop", "a stop string must not be empty");
             }
         }
         if (!stops.empty() && model.tokenizer == nullptr) {
-            return bad("stop",
+            return invalidRequest("stop",
                 fmt::format("model '{}' has no tokenizer (tokenizer.json), so its output has no "
                             "text to match stop strings in; use 'stop_token_ids'",
                     model.name));
@@ -216,13 +220,13 @@ std::optional<ApiError> parseStops(
     if (json.contains("stop_token_ids") && !json["stop_token_ids"].is_null()) {
         const auto& v = json["stop_token_ids"];
         if (!v.is_array()) {
-            return bad("stop_token_ids",
+            return invalidRequest("stop_token_ids",
                 fmt::format("'stop_token_ids' must be an array of token ids, got {}", typeName(v)));
         }
         for (std::size_t i = 0; i < v.size(); ++i) {
             if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 0
                 || v[i].get<std::int64_t>() >= model.vocabSize) {
-                return bad("stop_token_ids",
+                return invalidRequest("stop_token_ids",
                     fmt::format("stop_token_ids[{}] = {} is not a token id of model '{}' (0..{})",
                         i, v[i].dump(), model.name, model.vocabSize - 1));
             }
@@ -238,23 +242,23 @@ std::variant<nlohmann::json, ApiError> parseEnvelope(const std::string& body,
 {
     auto json = nlohmann::json::parse(body, nullptr, false);
     if (json.is_discarded()) {
-        return bad({}, "the request body is not valid JSON", "invalid_json");
+        return invalidRequest({}, "the request body is not valid JSON", "invalid_json");
     }
     if (!json.is_object()) {
-        return bad(
+        return invalidRequest(
             {}, fmt::format("the request body must be a JSON object, got {}", typeName(json)));
     }
     for (const auto& [key, value] : json.items()) {
         if (std::find(known.begin(), known.end(), key) == known.end()) {
-            return bad(
+            return invalidRequest(
                 key, fmt::format("unsupported parameter '{}'", key), "unsupported_parameter");
         }
     }
     if (!json.contains("model") || !json["model"].is_string()) {
-        return bad("model", "'model' is required and must be a string");
+        return invalidRequest("model", "'model' is required and must be a string");
     }
     if (json["model"].get<std::string>() != model.name) {
-        ApiError e = bad("model",
+        ApiError e = invalidRequest("model",
             fmt::format("the model '{}' does not exist; this server serves '{}'",
                 json["model"].get<std::string>(), model.name),
             "model_not_found");
@@ -269,7 +273,8 @@ std::variant<nlohmann::json, ApiError> parseEnvelope(const std::string& body,
     }
     // `user` is accepted: it is only a tag.
     if (json.contains("user") && !json["user"].is_null() && !json["user"].is_string()) {
-        return bad("user", fmt::format("'user' must be a string, got {}", typeName(json["user"])));
+        return invalidRequest(
+            "user", fmt::format("'user' must be a string, got {}", typeName(json["user"])));
     }
     return json;
 }
@@ -282,7 +287,7 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
     }
     const auto promptLength = std::int64_t(p.generation.prompt.size());
     if (promptLength >= model.contextLimit) {
-        return bad("prompt",
+        return invalidRequest("prompt",
             fmt::format("the prompt has {} tokens; model '{}' fits {} tokens per request, "
                         "prompt and completion together",
                 promptLength, model.name, model.contextLimit),
@@ -300,11 +305,11 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
         }
         p.generation.maxTokens = std::get<0>(max);
         if (p.generation.maxTokens < 1) {
-            return bad(
+            return invalidRequest(
                 key, fmt::format("'{}' must be at least 1, got {}", key, p.generation.maxTokens));
         }
         if (promptLength + p.generation.maxTokens > model.contextLimit) {
-            return bad(key,
+            return invalidRequest(key,
                 fmt::format("the prompt ({} tokens) plus {} ({}) exceed the {} tokens model '{}' "
                             "fits per request",
                     promptLength, key, p.generation.maxTokens, model.contextLimit, model.name),
@@ -313,7 +318,7 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
     }
     if (json.contains("stream") && !json["stream"].is_null()) {
         if (!json["stream"].is_boolean()) {
-            return bad("stream",
+            return invalidRequest("stream",
                 fmt::format("'stream' must be a boolean, got {}", typeName(json["stream"])));
         }
         p.stream = json["stream"].get<bool>();
@@ -321,19 +326,20 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
     if (json.contains("stream_options") && !json["stream_options"].is_null()) {
         const auto& o = json["stream_options"];
         if (!p.stream) {
-            return bad("stream_options", "'stream_options' is only allowed with \"stream\": true");
+            return invalidRequest(
+                "stream_options", "'stream_options' is only allowed with \"stream\": true");
         }
         if (!o.is_object()) {
-            return bad("stream_options",
+            return invalidRequest("stream_options",
                 fmt::format("'stream_options' must be an object, got {}", typeName(o)));
         }
         for (const auto& [key, value] : o.items()) {
             if (key != "include_usage") {
-                return bad("stream_options." + key,
+                return invalidRequest("stream_options." + key,
                     fmt::format("unsupported stream option '{}'", key), "unsupported_parameter");
             }
             if (!value.is_boolean()) {
-                return bad("stream_options.include_usage",
+                return invalidRequest("stream_options.include_usage",
                     fmt::format("'include_usage' must be a boolean, got {}", typeName(value)));
             }
             p.includeUsage = value.get<bool>();
@@ -344,7 +350,7 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
     }
     if (json.contains("ignore_eos") && !json["ignore_eos"].is_null()) {
         if (!json["ignore_eos"].is_boolean()) {
-            return bad("ignore_eos",
+            return invalidRequest("ignore_eos",
                 fmt::format(
                     "'ignore_eos' must be a boolean, got {}", typeName(json["ignore_eos"])));
         }
@@ -373,7 +379,7 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
     }
     const auto& json = std::get<nlohmann::json>(envelope);
     if (!json.contains("prompt")) {
-        return bad("prompt", "'prompt' is required");
+        return invalidRequest("prompt", "'prompt' is required");
     }
     auto ids = promptIds(json["prompt"], model);
     if (auto* e = std::get_if<ApiError>(&ids)) {
@@ -393,7 +399,7 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
         }
         const std::int64_t n = std::get<0>(k);
         if (n < 0 || n > 20) {
-            return bad("logprobs", fmt::format("'logprobs' must be 0..20, got {}", n));
+            return invalidRequest("logprobs", fmt::format("'logprobs' must be 0..20, got {}", n));
         }
         p.generation.topLogprobs = int(n);
     }

@@ -31,6 +31,9 @@ struct ApiError {
     [[nodiscard]] nlohmann::json body() const;
 };
 
+/// A 400 invalid_request_error about request field `param` (empty: none), with its code.
+ApiError invalidRequest(std::string param, std::string message, std::string code = {});
+
 /// What the server serves, for request validation.
 struct ServedModel {
     std::string name; ///< the model id clients send (`--served-model-name`, else the folder name)

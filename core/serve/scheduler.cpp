@@ -67,6 +67,14 @@ struct Scheduler::Sequence {
     Clock::time_point lastToken; ///< when the last token was generated (inter-token latency)
     double bytesReserved = 0.0; ///< cacheBytes(reserve()), counted while running
     double bytesUsed = 0.0; ///< cacheBytes(tokens fed), counted while running
+    /// How it ended (Scheduler::end), told to the client once its slot is free, so that a client
+    /// that has its whole answer finds the slot free for its next request.
+    struct Ending {
+        Finish why = Finish::Length;
+        std::string error;
+        StopReason reason;
+    };
+    std::optional<Ending> ending;
     [[nodiscard]] std::int64_t reserve() const
     {
         return std::int64_t(request.prompt.size()) + request.maxTokens;
@@ -244,7 +252,7 @@ void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason rea
             break;
         }
     }
-    seq.stream->finish(why, std::move(error), std::move(reason));
+    seq.ending = Sequence::Ending { why, std::move(error), std::move(reason) };
 }
 
 bool Scheduler::advance(Sequence& seq, std::stop_token stop)
@@ -368,18 +376,30 @@ void Scheduler::loop(std::stop_token stop)
                 done.push_back(i);
             }
         }
-        const std::lock_guard lock(m_mutex);
-        for (auto it = done.rbegin(); it != done.rend(); ++it) {
-            auto& seq = m_running[*it];
-            m_metrics.kvTokensReserved -= seq->reserve();
-            m_metrics.kvBytesReserved -= seq->bytesReserved;
-            m_metrics.kvBytesUsed -= seq->bytesUsed;
-            m_metrics.kvTokensUsed -= seq->decoder ? seq->decoder->position() : 0;
-            m_running.erase(m_running.begin() + std::ptrdiff_t(*it));
-        }
-        m_runningCount = std::int64_t(m_running.size());
-        if (m_queue.empty() && m_running.empty()) {
-            m_idle.notify_all();
+        std::vector<std::unique_ptr<Sequence>> ended;
+        {
+            const std::lock_guard lock(m_mutex);
+            for (auto it = done.rbegin(); it != done.rend(); ++it) {
+                auto& seq = m_running[*it];
+                m_metrics.kvTokensReserved -= seq->reserve();
+                m_metrics.kvBytesReserved -= seq->bytesReserved;
+                m_metrics.kvBytesUsed -= seq->bytesUsed;
+                m_metrics.kvTokensUsed -= seq->decoder ? seq->decoder->position() : 0;
+                ended.push_back(std::move(seq));
+                m_running.erase(m_running.begin() + std::ptrdiff_t(*it));
+            }
+            m_runningCount = std::int64_t(m_running.size());
+            // The slots are free: now the clients hear how their requests ended (under the lock,
+            // so neither a new request nor a drain sees the slot taken after its answer).
+            for (auto& seq : ended) {
+                if (seq->ending) {
+                    seq->stream->finish(seq->ending->why, std::move(seq->ending->error),
+                        std::move(seq->ending->reason));
+                }
+            }
+            if (m_queue.empty() && m_running.empty()) {
+                m_idle.notify_all();
+            }
         }
     }
 }
