@@ -239,41 +239,11 @@ std::string quoteRepr(const std::string& s)
     return out;
 }
 
+/// A JSON string literal as Python's json.dumps(ensure_ascii=False) writes it: nlohmann's dump
+/// escapes the same characters the same way (\" \\ \b \f \n \r \t, other controls as \u00xx).
 std::string jsonString(const std::string& s)
 {
-    std::string out = "\"";
-    for (const char c : s) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        case '\b':
-            out += "\\b";
-            break;
-        case '\f':
-            out += "\\f";
-            break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                out += fmt::format("\\u{:04x}", int(c));
-            } else {
-                out += c;
-            }
-        }
-    }
-    return out + "\"";
+    return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void dumpJson(const Json& j, int indent, int depth, std::string& out)
