@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <variant>
 
 namespace day0::exec {
@@ -111,6 +113,16 @@ Result<std::vector<double>> SequenceDecoder::feed(
 std::int64_t greedyToken(std::span<const double> logits)
 {
     return numerics::topKIndices(logits, 1).front();
+}
+
+double logSumExp(std::span<const double> logits)
+{
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (const double l : logits) {
+        sum += std::exp(l - top);
+    }
+    return top + std::log(sum);
 }
 
 } // namespace day0::exec

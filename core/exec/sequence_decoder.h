@@ -49,4 +49,8 @@ private:
 /// The greedy pick of a logits row, as Engine::run makes it: the largest, ties to the lower id.
 std::int64_t greedyToken(std::span<const double> logits);
 
+/// log Σ exp(l) of a logits row, computed as max + log Σ exp(l − max); a token's
+/// log-probability is its logit minus this.
+double logSumExp(std::span<const double> logits);
+
 } // namespace day0::exec

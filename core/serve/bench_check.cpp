@@ -10,20 +10,6 @@
 
 namespace day0::serve {
 
-namespace {
-
-double logSoftmaxAt(const std::vector<double>& logits, std::int64_t id)
-{
-    const double top = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (const double l : logits) {
-        sum += std::exp(l - top);
-    }
-    return logits[std::size_t(id)] - (top + std::log(sum));
-}
-
-} // namespace
-
 Result<GreedyTokens> greedyDecode(const exec::Engine& engine, const exec::PrecisionPlan& plan,
     const std::vector<std::int64_t>& prompt, std::int64_t count, std::stop_token stop)
 {
@@ -44,7 +30,7 @@ Result<GreedyTokens> greedyDecode(const exec::Engine& engine, const exec::Precis
         }
         const auto token = exec::greedyToken(*logits);
         out.tokens.push_back(token);
-        out.logprobs.push_back(logSoftmaxAt(*logits, token));
+        out.logprobs.push_back((*logits)[std::size_t(token)] - exec::logSumExp(*logits));
         if (i + 1 == count) {
             break;
         }

@@ -218,21 +218,6 @@ void Scheduler::admit()
     m_runningCount = std::int64_t(m_running.size());
 }
 
-namespace {
-
-/// log softmax of `logits` at `ids`: log p = l − (max + log Σ exp(l − max)).
-double logSumExp(const std::vector<double>& logits)
-{
-    const double top = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (const double l : logits) {
-        sum += std::exp(l - top);
-    }
-    return top + std::log(sum);
-}
-
-} // namespace
-
 void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason reason)
 {
     {
@@ -285,7 +270,7 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
     TokenEvent event;
     event.token = seq.sampler->sample(*logits);
     if (seq.request.topLogprobs >= 0) {
-        const double lse = logSumExp(*logits);
+        const double lse = exec::logSumExp(*logits);
         event.logprob = (*logits)[std::size_t(event.token)] - lse;
         if (seq.request.topLogprobs > 0) {
             for (const auto id : numerics::topKIndices(*logits, seq.request.topLogprobs)) {

@@ -24,16 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-double logSoftmaxAt(const std::vector<double>& logits, std::int64_t id)
-{
-    const double top = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (const double l : logits) {
-        sum += std::exp(l - top);
-    }
-    return logits[std::size_t(id)] - (top + std::log(sum));
-}
-
 std::string error(const std::string& message)
 {
     return json {
@@ -126,7 +116,10 @@ int main(int argc, char** argv)
             json chunk = { { "object", "text_completion" },
                 { "choices",
                     { { { "index", 0 }, { "text", " " }, { "token_ids", { token } },
-                        { "logprobs", { { "token_logprobs", { logSoftmaxAt(logits, token) } } } },
+                        { "logprobs",
+                            { { "token_logprobs",
+                                { logits[std::size_t(token)]
+                                    - day0::exec::logSumExp(logits) } } } },
                         { "finish_reason", i + 1 == maxTokens ? json("length") : json() } } } } };
             if (textOnly) {
                 chunk["choices"][0].erase("token_ids");
