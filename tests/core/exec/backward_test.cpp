@@ -169,6 +169,11 @@ TEST(Backward, LlamaMatchesTorchAutogradForEveryParameter)
     expectTwinAgrees(test::tinyLlama(), "llama", { 3, 17, 42, 99, 7, 250, 128 }, 2 * 5 + 3);
 }
 
+TEST(Backward, Qwen2BiasesMatchTorchAutograd)
+{
+    expectTwinAgrees(test::tinyQwen2(), "qwen2", { 3, 17, 42, 99, 7 }, 2 * 5 + 3);
+}
+
 TEST(Backward, TiedLlamaSumsTheHeadIntoTheEmbedding)
 {
     const auto m = tiedLlama();
@@ -178,6 +183,16 @@ TEST(Backward, TiedLlamaSumsTheHeadIntoTheEmbedding)
 TEST(Backward, Qwen3MoeMatchesTorchAutogradForEveryParameter)
 {
     expectTwinAgrees(test::tinyQwen3Moe(), "qwen3moe", { 3, 17, 42, 99, 7, 250 }, 2 * 6 + 3);
+}
+
+TEST(Backward, Qwen3MoeWithoutNormTopkProbMatchesTorch)
+{
+    // Unnormalised top-k weights are the softmax's own probabilities: the softmax's backward
+    // then carries its −Σ p·dp term (with norm_topk_prob it cancels).
+    auto m = test::tinyQwen3Moe();
+    m.spec.moe->normTopkProb = false;
+    m.config["norm_topk_prob"] = false;
+    expectTwinAgrees(m, "qwen3moe_unnormalised", { 3, 17, 42, 99, 7, 250 }, 2 * 6 + 3);
 }
 
 TEST(Backward, Qwen3MoeExpertsWithoutTokensGetZeroGradients)
