@@ -326,6 +326,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
         return reportError(ran.error());
     }
     const auto& r = ran->result;
+    const auto runId = recordResult(ran->record);
     if (global.json) {
         nlohmann::json j
             = { { "model", ran->spec.name }, { "fingerprint", exec::modelFingerprint(ran->spec) },
@@ -336,6 +337,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", dumpJson(j, 2));
         return 0;
     }

@@ -60,6 +60,27 @@ Result<GradientOutcome> checkpointGradients(
             exec::gradientDump(out.spec, out.result, request.ids, out.targets, request.fp64),
             request.dump));
     }
+    auto& r = out.record;
+    r.info.modelName = out.spec.name;
+    r.info.modelFingerprint = exec::modelFingerprint(out.spec);
+    r.info.precision = request.fp64 ? "fp64" : "fp32";
+    r.info.backend = "day0-cpu";
+    r.info.duration = Seconds(out.seconds);
+    r.setProperty("checkpoint", request.checkpoint);
+    r.setProperty("gradients", "true");
+    r.setProperty("prompt_ids", fmt::format("{}", fmt::join(request.ids, ",")));
+    r.addMetric("loss", out.result.loss, "nat");
+    r.addMetric("counted_positions", double(out.result.counted));
+    r.addMetric("parameters", double(out.result.parameters.size()));
+    r.addMetric("grad_norm", out.gradNorm);
+    r.addMetric("gradients_s", out.seconds, "s");
+    r.info.message = fmt::format("loss {:.6g} over {} positions, gradient norm {:.6g}",
+        out.result.loss, out.result.counted, out.gradNorm);
+    if (!request.dump.empty()) {
+        if (auto artifact = history::makeArtifact("dump", request.dump)) {
+            r.addArtifact(std::move(*artifact));
+        }
+    }
     return out;
 }
 

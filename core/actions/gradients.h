@@ -3,6 +3,7 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/backward.h"
+#include "history/run_record.h"
 #include "model/model_spec.h"
 
 #include <cstdint>
@@ -32,6 +33,9 @@ struct GradientOutcome {
     std::vector<std::int64_t> targets; ///< the targets used
     double gradNorm = 0.0; ///< the global L2 norm over every parameter gradient
     double seconds = 0.0; ///< the pass, weights loaded
+    /// The run (kind run, property gradients=true): checkpoint, ids, loss, counted positions,
+    /// parameter count, global gradient norm, time; the dump folder as an artifact.
+    history::RunRecord record { history::RunKind::Run };
 };
 
 /// Loads the checkpoint (refusing by name what the backward lacks before reading weights), runs

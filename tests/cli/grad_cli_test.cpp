@@ -81,12 +81,24 @@ TEST(CliGrad, GradientDumpOfAShrunkLlamaLinesUpWithTorchAutograd)
         }
     }
 
-    // fp32 against the fp64 reference: the same names, compared row by row.
+    // fp32: the same names. It is recorded as a run, its loss and gradient norm as metrics.
+    const std::string store = dir + "/runs.sqlite";
     const auto f = runDay0({ "run", dir + "/llama", "--grad", "--ids", ids, "--dump", dir + "/fp32",
-        "--json", "--no-record", "-q" });
+        "--json", "--store", store, "-q" });
     ASSERT_EQ(f.exitCode, 0) << f.err;
     EXPECT_NEAR(f.json()["loss"].get<double>(), j["loss"].get<double>(), 1e-4);
     EXPECT_EQ(captureNames(dir + "/fp32"), names);
+    ASSERT_TRUE(f.json()["run_id"].is_number()) << f.out;
+    const auto show = runDay0({ "runs", "show", std::to_string(f.json()["run_id"].get<int>()),
+        "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    const auto run = show.json();
+    EXPECT_EQ(run["precision"], "fp32");
+    bool loss = false;
+    for (const auto& m : run["metrics"]) {
+        loss = loss || (m["name"] == "loss" && m["value"] == f.json()["loss"]);
+    }
+    EXPECT_TRUE(loss) << run["metrics"].dump();
 }
 
 TEST(CliGrad, RefusesWhatHasNoBackwardByName)
