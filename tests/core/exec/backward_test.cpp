@@ -254,6 +254,15 @@ TEST(Backward, ShrunkDeepseekV3CheckpointMatchesTorch)
     expectShrunkAgrees("deepseek-v3", bf16, 1e-12);
 }
 
+TEST(Backward, ShrunkKimiK2CheckpointMatchesTorch)
+{
+    // DeepSeek-V3's architecture with one expert group, 384 experts shrunk, a degenerate YaRN
+    // ramp (beta_fast == beta_slow).
+    checkpoint::ShrinkOptions bf16;
+    bf16.unquantized = true;
+    expectShrunkAgrees("kimi-k2", bf16, 1e-12);
+}
+
 TEST(Backward, ShrunkFp8DeepseekV3CheckpointMatchesTorch)
 {
     // The engine reads block-FP8 weights through checkpoint::DequantizedWeights, whose products
