@@ -59,6 +59,7 @@ struct AttemptOutput {
     std::vector<StepRecord> history;
     std::vector<double> weights;
     CompressionStats compression;
+    std::vector<std::int64_t> optimizerBytes; ///< one slot per rank, each written by its rank
 };
 
 /// One rank's state and loop.
@@ -160,6 +161,11 @@ public:
                 progress->setDone(step + 1);
             }
         }
+        const std::int64_t unit = dtypeSize(m_formats.arith);
+        const std::int64_t masters
+            = m_formats.weights != m_formats.arith ? std::int64_t(m_master.size()) : 0;
+        out.optimizerBytes[std::size_t(m_comm.rank())]
+            = unit * (std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()) + masters);
         if (m_comm.rank() == 0) {
             out.history = m_history;
             out.weights = m_weights;
@@ -378,6 +384,7 @@ Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorp
         }
         result.resumedFromStep = found ? found->meta.step : -1;
         AttemptOutput out;
+        out.optimizerBytes.assign(std::size_t(o.dp), 0);
         comm::InProcessOptions commOptions;
         commOptions.timeout = o.commTimeout;
         auto outcome = comm::runInProcess(
@@ -402,6 +409,7 @@ Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorp
             result.history = std::move(out.history);
             result.finalWeights = std::move(out.weights);
             result.compression = out.compression;
+            result.optimizerBytesPerRank = std::move(out.optimizerBytes);
             return result;
         }
         const bool retry = outcome.error().code == ErrorCode::CheckFailed && store

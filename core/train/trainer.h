@@ -77,6 +77,10 @@ struct TrainResult {
     std::int64_t resumedFromStep = -1; ///< the step the last attempt started from (-1: fresh)
     std::vector<double> finalWeights; ///< the full weights after the last step (rank 0's)
     CompressionStats compression; ///< rank 0's traffic in the last step
+    /// Per rank, the bytes of optimizer state it held, counted as the planner counts them
+    /// (plan/memory_kernel: the two moments, plus fp32 master weights when the model's weights
+    /// are not the optimizer's dtype), from the sizes of the rank's actual buffers.
+    std::vector<std::int64_t> optimizerBytesPerRank;
 };
 
 /// The configuration a checkpoint must have been written by to resume this run.

@@ -1,6 +1,7 @@
 // The trainer on the small next-token task: data parallelism and ZeRO-1 give the single-rank
 // loss curve, mixed precision keeps fp32 masters, bad options are refused by name.
 #include "base/file_util.h"
+#include "plan/memory_kernel.h"
 #include "train/next_token_mlp.h"
 #include "train/trainer.h"
 
@@ -143,4 +144,48 @@ TEST(Trainer, RefusesWhatItDoesNotModel)
     EXPECT_EQ(drill->step, 7);
     EXPECT_EQ(drill->rank, 1);
     EXPECT_FALSE(parsePrecision("fp8").ok());
+}
+
+TEST(Trainer, Zero1ShardsTheOptimizerStateAsThePlannerCountsIt)
+{
+    // The planner's per-rank optimizer bytes (plan/memory_kernel: fp32 master when the weights
+    // are not fp32, two fp32 moments; divided over dp under ZeRO-1) against the buffers each
+    // rank of the trainer really held.
+    const NextTokenMlp model({});
+    const SyntheticCorpus corpus(32, 3);
+    const double params = double(FlatLayout::of(model.parameters()).total);
+    struct Case {
+        TrainPrecision precision;
+        DType weights;
+        int dp;
+        int zero;
+    };
+    for (const auto& c : std::vector<Case> { { TrainPrecision::F32, DType::F32, 2, 0 },
+             { TrainPrecision::F32, DType::F32, 2, 1 },
+             { TrainPrecision::MixedBf16, DType::BF16, 2, 1 },
+             { TrainPrecision::MixedBf16, DType::BF16, 4, 1 } }) {
+        TrainOptions o = smallRun();
+        o.steps = 2;
+        o.precision = c.precision;
+        o.dp = c.dp;
+        o.zero = c.zero;
+        auto r = runTraining(model, corpus, o);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        plan::Layout layout;
+        layout.world = c.dp;
+        layout.dp = c.dp;
+        layout.zero = c.zero;
+        layout.weights = c.weights;
+        layout.optimizer = DType::F32;
+        plan::detail::StageWeights w;
+        w.denseParams = params;
+        w.denseBytes = params * dtypeSize(c.weights);
+        const double planned = plan::detail::modelStates(w, layout).optimizer;
+        ASSERT_EQ(r->optimizerBytesPerRank.size(), std::size_t(c.dp));
+        for (int rank = 0; rank < c.dp; ++rank) {
+            EXPECT_EQ(double(r->optimizerBytesPerRank[std::size_t(rank)]), planned)
+                << precisionName(c.precision) << " dp=" << c.dp << " zero=" << c.zero << " rank "
+                << rank;
+        }
+    }
 }
