@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -327,16 +328,22 @@ Result<Drill> Drill::parse(const std::string& text)
         return Error::badInput(fmt::format(
             "drill '{}': unknown (kill-at=STEP, fail-at=STEP, hang-at=STEP[,rank=R])", text));
     }
-    unsigned long long step = 0;
-    int rank = 0;
-    int used = 0;
     const std::string rest = eq == std::string::npos ? "" : text.substr(eq + 1);
-    const int got = std::sscanf(rest.c_str(), "%llu,rank=%d%n", &step, &rank, &used);
-    const int gotStep = got >= 1 ? got : std::sscanf(rest.c_str(), "%llu%n", &step, &used);
-    if (gotStep < 1 || std::size_t(used) != rest.size() || rank < 0) {
+    const auto comma = rest.find(',');
+    const std::string stepText = rest.substr(0, comma);
+    const std::string rankText
+        = comma == std::string::npos ? std::string("rank=0") : rest.substr(comma + 1);
+    auto whole = [](std::string_view t, auto& value) {
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+        return !t.empty() && ec == std::errc() && ptr == t.data() + t.size() && value >= 0;
+    };
+    std::int64_t step = 0;
+    int rank = 0;
+    if (!whole(stepText, step) || rankText.rfind("rank=", 0) != 0
+        || !whole(std::string_view(rankText).substr(5), rank)) {
         return Error::badInput(fmt::format("drill '{}': expected {}=STEP[,rank=R]", text, kind));
     }
-    d.step = std::int64_t(step);
+    d.step = step;
     d.rank = rank;
     return d;
 }

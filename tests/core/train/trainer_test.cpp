@@ -143,6 +143,14 @@ TEST(Trainer, RefusesWhatItDoesNotModel)
     ASSERT_TRUE(drill.ok());
     EXPECT_EQ(drill->step, 7);
     EXPECT_EQ(drill->rank, 1);
+    auto plain = Drill::parse("hang-at=12");
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    EXPECT_EQ(plain->kind, DrillKind::Hang);
+    EXPECT_EQ(plain->step, 12);
+    EXPECT_EQ(plain->rank, 0);
+    EXPECT_FALSE(Drill::parse("kill-at=3,rank=").ok());
+    EXPECT_FALSE(Drill::parse("kill-at=3,node=1").ok());
+    EXPECT_FALSE(Drill::parse("kill-at=-3").ok());
     EXPECT_FALSE(parsePrecision("fp8").ok());
 }
 
