@@ -35,7 +35,7 @@ Result<void> applyTrainPlan(const std::string& text, train::TrainOptions& option
 }
 
 Result<TrainOutcome> trainModel(
-    const TrainRequest& request, Progress& progress, std::stop_token stop)
+    const TrainRequest& request, Progress& progress, const std::stop_token& stop)
 {
     if (request.model != kBuiltinTrainModel) {
         return Error::unsupported(fmt::format(

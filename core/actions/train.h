@@ -41,6 +41,6 @@ Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& option
 /// record. A model other than kBuiltinTrainModel is refused (Unsupported) naming why. Progress
 /// counts the steps of the run, then of its uncompressed twin.
 Result<TrainOutcome> trainModel(
-    const TrainRequest& request, Progress& progress, std::stop_token stop = {});
+    const TrainRequest& request, Progress& progress, const std::stop_token& stop = {});
 
 } // namespace day0::actions

@@ -72,7 +72,7 @@ Result<CompressionStats> topKAllReduce(comm::Communicator& comm, std::span<doubl
             grad[std::size_t(allIdx[r * k + j])] += allVal[r * k + j];
         }
     }
-    const double inv = double(ranks);
+    const auto inv = double(ranks);
     for (double& g : grad) {
         g /= inv;
     }
@@ -146,7 +146,7 @@ Result<CompressionStats> meanAllReduce(comm::Communicator& comm, std::span<doubl
         }
     }
     DAY0_TRY(sumAllReduce(comm, grad));
-    const double size = double(comm.size());
+    const auto size = double(comm.size());
     for (double& g : grad) {
         // A 16-bit all-reduce hands back 16-bit values.
         g = roundTo(g / size, wire);

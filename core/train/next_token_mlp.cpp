@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace day0::train {
 
@@ -55,9 +56,10 @@ std::vector<double> NextTokenMlp::initialValues(std::uint64_t seed) const
 Result<double> NextTokenMlp::lossAndGradients(
     std::span<const double> flat, const Batch& batch, DType compute, std::span<double> grad) const
 {
-    const int V = m_shape.vocab;
-    const int D = m_shape.embed;
-    const int H = m_shape.hidden;
+    const auto vocab = std::size_t(m_shape.vocab);
+    const auto dim = std::size_t(m_shape.embed);
+    const auto hidden = std::size_t(m_shape.hidden);
+    const std::size_t inputs = 2 * dim;
     const FlatLayout layout = FlatLayout::of(parameters());
     if (std::int64_t(flat.size()) != layout.total || std::int64_t(grad.size()) != layout.total) {
         return Error::internal(fmt::format("next-token MLP: {} weights and {} gradients for {} "
@@ -74,10 +76,10 @@ Result<double> NextTokenMlp::lossAndGradients(
     for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
         const auto& seq = batch.sequences[s];
         for (std::size_t t = 0; t < seq.size(); ++t) {
-            if (seq[t] < 0 || seq[t] >= V) {
+            if (seq[t] < 0 || seq[t] >= m_shape.vocab) {
                 return Error::badInput(fmt::format(
                     "batch sequence {} position {}: token id {} outside the vocabulary of {}", s, t,
-                    seq[t], V));
+                    seq[t], vocab));
             }
         }
         predicted += std::max<std::int64_t>(0, std::int64_t(seq.size()) - 2);
@@ -85,89 +87,84 @@ Result<double> NextTokenMlp::lossAndGradients(
     if (predicted == 0) {
         return Error::badInput("batch has no position to predict (sequences need 3+ tokens)");
     }
-    const auto E = layout.slice(flat, 0);
-    const auto W1 = layout.slice(flat, 1);
+    const auto embed = layout.slice(flat, 0);
+    const auto w1 = layout.slice(flat, 1);
     const auto b1 = layout.slice(flat, 2);
-    const auto W2 = layout.slice(flat, 3);
+    const auto w2 = layout.slice(flat, 3);
     const auto b2 = layout.slice(flat, 4);
     // Gradients accumulate over the batch in double and are rounded once at the end.
     std::vector<double> acc(grad.size(), 0.0);
-    const FlatLayout& l = layout;
-    auto gE = l.slice(std::span<double>(acc), 0);
-    auto gW1 = l.slice(std::span<double>(acc), 1);
-    auto gb1 = l.slice(std::span<double>(acc), 2);
-    auto gW2 = l.slice(std::span<double>(acc), 3);
-    auto gb2 = l.slice(std::span<double>(acc), 4);
+    const auto gEmbed = layout.slice(std::span<double>(acc), 0);
+    const auto gW1 = layout.slice(std::span<double>(acc), 1);
+    const auto gB1 = layout.slice(std::span<double>(acc), 2);
+    const auto gW2 = layout.slice(std::span<double>(acc), 3);
+    const auto gB2 = layout.slice(std::span<double>(acc), 4);
     auto r = [compute](double v) { return roundTo(v, compute); };
     const double invN = 1.0 / double(predicted);
 
-    const auto nx = static_cast<std::size_t>(2 * D);
-    const auto nh = static_cast<std::size_t>(H);
-    const auto nv = static_cast<std::size_t>(V);
-    std::vector<double> x(nx), h(nh), z(nv), dz(nv), dh(nh), dx(nx);
+    std::vector<double> x(inputs), h(hidden), z(vocab), dz(vocab), dh(hidden), dx(inputs);
     double lossSum = 0.0;
     for (const auto& seq : batch.sequences) {
         for (std::size_t t = 2; t < seq.size(); ++t) {
-            const std::size_t a = std::size_t(seq[t - 2]);
-            const std::size_t b = std::size_t(seq[t - 1]);
-            for (int i = 0; i < D; ++i) {
-                x[std::size_t(i)] = E[a * std::size_t(D) + std::size_t(i)];
-                x[std::size_t(D + i)] = E[b * std::size_t(D) + std::size_t(i)];
+            const auto a = std::size_t(seq[t - 2]);
+            const auto b = std::size_t(seq[t - 1]);
+            for (std::size_t i = 0; i < dim; ++i) {
+                x[i] = embed[a * dim + i];
+                x[dim + i] = embed[b * dim + i];
             }
-            for (int j = 0; j < H; ++j) {
-                double s = b1[std::size_t(j)];
-                for (int i = 0; i < 2 * D; ++i) {
-                    s += W1[std::size_t(j * 2 * D + i)] * x[std::size_t(i)];
+            for (std::size_t j = 0; j < hidden; ++j) {
+                double s = b1[j];
+                for (std::size_t i = 0; i < inputs; ++i) {
+                    s += w1[j * inputs + i] * x[i];
                 }
-                h[std::size_t(j)] = r(std::tanh(r(s)));
+                h[j] = r(std::tanh(r(s)));
             }
-            double zmax = -INFINITY;
-            for (int k = 0; k < V; ++k) {
-                double s = b2[std::size_t(k)];
-                for (int j = 0; j < H; ++j) {
-                    s += W2[std::size_t(k * H + j)] * h[std::size_t(j)];
+            double zmax = -std::numeric_limits<double>::infinity();
+            for (std::size_t k = 0; k < vocab; ++k) {
+                double s = b2[k];
+                for (std::size_t j = 0; j < hidden; ++j) {
+                    s += w2[k * hidden + j] * h[j];
                 }
-                z[std::size_t(k)] = r(s);
-                zmax = std::max(zmax, z[std::size_t(k)]);
+                z[k] = r(s);
+                zmax = std::max(zmax, z[k]);
             }
             double sumExp = 0.0;
-            for (int k = 0; k < V; ++k) {
-                sumExp += std::exp(z[std::size_t(k)] - zmax);
+            for (std::size_t k = 0; k < vocab; ++k) {
+                sumExp += std::exp(z[k] - zmax);
             }
-            const std::size_t target = std::size_t(seq[t]);
+            const auto target = std::size_t(seq[t]);
             const double logZ = zmax + std::log(sumExp);
             lossSum += logZ - z[target];
             // d loss / d z = (softmax - onehot) / N.
-            for (int k = 0; k < V; ++k) {
-                const double p = r(std::exp(z[std::size_t(k)] - logZ));
-                dz[std::size_t(k)] = r((p - (std::size_t(k) == target ? 1.0 : 0.0)) * invN);
-                gb2[std::size_t(k)] += dz[std::size_t(k)];
-                for (int j = 0; j < H; ++j) {
-                    gW2[std::size_t(k * H + j)] += dz[std::size_t(k)] * h[std::size_t(j)];
+            for (std::size_t k = 0; k < vocab; ++k) {
+                const double p = r(std::exp(z[k] - logZ));
+                dz[k] = r((p - (k == target ? 1.0 : 0.0)) * invN);
+                gB2[k] += dz[k];
+                for (std::size_t j = 0; j < hidden; ++j) {
+                    gW2[k * hidden + j] += dz[k] * h[j];
                 }
             }
-            for (int j = 0; j < H; ++j) {
+            for (std::size_t j = 0; j < hidden; ++j) {
                 double s = 0.0;
-                for (int k = 0; k < V; ++k) {
-                    s += W2[std::size_t(k * H + j)] * dz[std::size_t(k)];
+                for (std::size_t k = 0; k < vocab; ++k) {
+                    s += w2[k * hidden + j] * dz[k];
                 }
-                const double hj = h[std::size_t(j)];
-                dh[std::size_t(j)] = r(r(s) * (1.0 - hj * hj));
-                gb1[std::size_t(j)] += dh[std::size_t(j)];
-                for (int i = 0; i < 2 * D; ++i) {
-                    gW1[std::size_t(j * 2 * D + i)] += dh[std::size_t(j)] * x[std::size_t(i)];
+                dh[j] = r(r(s) * (1.0 - h[j] * h[j]));
+                gB1[j] += dh[j];
+                for (std::size_t i = 0; i < inputs; ++i) {
+                    gW1[j * inputs + i] += dh[j] * x[i];
                 }
             }
-            for (int i = 0; i < 2 * D; ++i) {
+            for (std::size_t i = 0; i < inputs; ++i) {
                 double s = 0.0;
-                for (int j = 0; j < H; ++j) {
-                    s += W1[std::size_t(j * 2 * D + i)] * dh[std::size_t(j)];
+                for (std::size_t j = 0; j < hidden; ++j) {
+                    s += w1[j * inputs + i] * dh[j];
                 }
-                dx[std::size_t(i)] = r(s);
+                dx[i] = r(s);
             }
-            for (int i = 0; i < D; ++i) {
-                gE[a * std::size_t(D) + std::size_t(i)] += dx[std::size_t(i)];
-                gE[b * std::size_t(D) + std::size_t(i)] += dx[std::size_t(D + i)];
+            for (std::size_t i = 0; i < dim; ++i) {
+                gEmbed[a * dim + i] += dx[i];
+                gEmbed[b * dim + i] += dx[dim + i];
             }
         }
     }

@@ -60,7 +60,7 @@ template <typename T> T totalNorm(std::span<const double> grad, const FlatLayout
 {
     double sum = 0.0;
     for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
-        const double n = double(tensorNorm<T>(layout.slice(grad, i)));
+        const auto n = double(tensorNorm<T>(layout.slice(grad, i)));
         sum += n * n;
     }
     return T(std::sqrt(sum));

@@ -115,7 +115,7 @@ public:
     }
 
     Result<void> run(std::int64_t firstStep, const CheckpointStore* store, Progress* progress,
-        std::stop_token stop, AttemptOutput& out)
+        const std::stop_token& stop, AttemptOutput& out)
     {
         std::vector<double> grad(std::size_t(m_layout.total));
         const int perRank = m_o.globalBatch / m_o.dp;
