@@ -1,0 +1,172 @@
+// day0 train next-token-mlp: a short training run with AdamW, a schedule, clipping, data
+// parallelism / ZeRO-1, mixed precision, checkpoints, drills and gradient compression.
+#include "actions/train.h"
+#include "base/json_util.h"
+#include "command.h"
+#include "interrupt.h"
+#include "progress_bar.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace day0::cli {
+
+namespace {
+
+struct TrainArgs {
+    actions::TrainRequest request;
+    std::string schedule = "cosine:0.02,warmup=10,floor=0.002";
+    std::string precision = "f64";
+    std::string compress = "none";
+    std::string drill;
+    std::string checkpointDir;
+    double commTimeout = 60.0;
+};
+
+nlohmann::json curveJson(const train::TrainResult& r, double train::StepRecord::*field)
+{
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& s : r.history) {
+        values.push_back(s.*field);
+    }
+    return values;
+}
+
+Result<void> completeOptions(TrainArgs& args)
+{
+    auto& o = args.request.options;
+    auto schedule = train::LrSchedule::parse(args.schedule, o.steps);
+    if (!schedule) {
+        return schedule.error().withContext("--lr");
+    }
+    o.schedule = *schedule;
+    auto precision = train::parsePrecision(args.precision);
+    if (!precision) {
+        return precision.error().withContext("--precision");
+    }
+    o.precision = *precision;
+    auto compression = train::CompressionOptions::parse(args.compress);
+    if (!compression) {
+        return compression.error().withContext("--compress");
+    }
+    o.compression = *compression;
+    if (!args.drill.empty()) {
+        auto drill = train::Drill::parse(args.drill);
+        if (!drill) {
+            return drill.error().withContext("--drill");
+        }
+        o.drill = *drill;
+    }
+    o.checkpointDir = args.checkpointDir;
+    if (!(args.commTimeout > 0)) {
+        return Error::badInput("--comm-timeout must be positive (seconds)");
+    }
+    o.commTimeout = Seconds { args.commTimeout };
+    return success();
+}
+
+void printText(const actions::TrainOutcome& out)
+{
+    const auto& h = out.result.history;
+    const std::size_t every = std::max<std::size_t>(1, h.size() / 10);
+    for (std::size_t i = 0; i < h.size(); ++i) {
+        if (i % every == 0 || i + 1 == h.size()) {
+            fmt::print("step {:>5}: loss {:.4f}  grad norm {:.4f}  lr {:.3g}{}\n", h[i].step,
+                h[i].loss, h[i].gradNorm, h[i].lr,
+                out.baseline ? fmt::format("  (uncompressed {:.4f})", out.baseline->history[i].loss)
+                             : std::string());
+        }
+    }
+    for (const auto& e : out.result.events) {
+        fmt::print("  {}\n", e);
+    }
+    fmt::print("{}\n", out.record.info.message);
+}
+
+int runTrain(TrainArgs args, const GlobalOptions& global)
+{
+    if (auto bad = completeOptions(args); !bad) {
+        return reportError(bad.error());
+    }
+    Progress progress;
+    Result<actions::TrainOutcome> out = Error::internal("not run");
+    {
+        ProgressBar bar(progress, "training", !global.quiet);
+        out = actions::trainModel(args.request, progress, interruptToken());
+    }
+    if (!out) {
+        return reportError(out.error());
+    }
+    const auto runId = recordResult(out->record);
+    if (global.json) {
+        const auto& o = out->result;
+        nlohmann::json j { { "model", args.request.model },
+            { "precision", out->record.info.precision }, { "plan", out->record.info.plan },
+            { "steps", o.history.size() }, { "loss", curveJson(o, &train::StepRecord::loss) },
+            { "grad_norm", curveJson(o, &train::StepRecord::gradNorm) },
+            { "lr", curveJson(o, &train::StepRecord::lr) }, { "restarts", o.restarts },
+            { "resumed_from_step", o.resumedFromStep }, { "events", o.events },
+            { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) } };
+        if (out->verdict) {
+            const auto& v = *out->verdict;
+            j["compression"] = { { "scheme", args.compress },
+                { "baseline_loss", curveJson(*out->baseline, &train::StepRecord::loss) },
+                { "baseline_final", v.baselineFinal }, { "final", v.compressedFinal },
+                { "gap", v.gap }, { "tolerance", v.tolerance }, { "converges", v.converges },
+                { "sent_bytes_per_step", o.compression.sentBytes } };
+        }
+        fmt::print("{}\n", dumpJson(j, 2));
+    } else {
+        printText(*out);
+    }
+    return out->verdict && !out->verdict->converges ? 1 : 0;
+}
+
+const bool registered = registerCommand({ "train",
+    "train a model for a few steps (AdamW, schedule, clipping, DP/ZeRO-1, mixed precision, "
+    "checkpoints, drills, gradient compression)",
+    95, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
+        auto args = std::make_shared<TrainArgs>();
+        auto& o = args->request.options;
+        app.add_option("model", args->request.model,
+               fmt::format("what to train: '{}' (checkpoints need the LLM backward, not wired "
+                           "yet)",
+                   actions::kBuiltinTrainModel))
+            ->required();
+        app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
+        app.add_option("--batch", o.globalBatch, "sequences per step over all ranks")
+            ->capture_default_str();
+        app.add_option("--seq", o.sequenceLength, "tokens per sequence")->capture_default_str();
+        app.add_option("--seed", o.seed, "seed of the weights and the data")->capture_default_str();
+        app.add_option("--lr", args->schedule,
+               "schedule: constant:LR[,warmup=N] or cosine:LR,warmup=N,floor=F")
+            ->capture_default_str();
+        app.add_option("--clip", o.maxGradNorm, "global gradient-norm bound (0: off)")
+            ->capture_default_str();
+        app.add_option("--weight-decay", o.adamw.weightDecay, "AdamW's decoupled weight decay")
+            ->capture_default_str();
+        app.add_option("--precision", args->precision, "f64, f32 or bf16-mixed")
+            ->capture_default_str();
+        app.add_option("--plan", args->request.plan, "data parallelism: dp=N[,zero=1]");
+        app.add_option("--compress", args->compress,
+               "gradient compression: none, fp16, bf16, topk:RATIO[,ef=off]; compared with an "
+               "uncompressed run of the same seed (exit 1 when it does not converge)")
+            ->capture_default_str();
+        app.add_option("--checkpoint-dir", args->checkpointDir, "folder of the checkpoints");
+        app.add_option("--checkpoint-every", o.checkpointEvery, "a checkpoint every K steps");
+        app.add_option("--keep", o.keepLast, "newest checkpoints kept")->capture_default_str();
+        app.add_flag("--resume", o.resume, "start from the newest valid checkpoint");
+        app.add_option("--max-restarts", o.maxRestarts,
+            "restarts from the newest valid checkpoint after a failed attempt");
+        app.add_option("--drill", args->drill,
+            "inject a fault on the first attempt: kill-at=STEP, fail-at=STEP or hang-at=STEP, "
+            "each [,rank=R]");
+        app.add_option("--comm-timeout", args->commTimeout,
+               "seconds a rank waits for the others before the job fails")
+            ->capture_default_str();
+        return [args, &global] { return runTrain(*args, global); };
+    } });
+
+} // namespace
+
+} // namespace day0::cli

@@ -1,0 +1,107 @@
+#include "actions/train.h"
+
+#include "actions/train_record.h"
+#include "plan/parallel_plan.h"
+#include "train/next_token_mlp.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace day0::actions {
+
+Result<void> applyTrainPlan(const std::string& text, train::TrainOptions& options)
+{
+    if (text.empty()) {
+        return success();
+    }
+    auto parsed = plan::parsePlan(text);
+    if (!parsed) {
+        return parsed.error();
+    }
+    plan::ParallelPlan modelled;
+    modelled.dp = parsed->dp;
+    modelled.zero = parsed->zero;
+    if (!(*parsed == modelled) || parsed->zero > 1) {
+        return Error::unsupported(fmt::format("plan '{}': the trainer models data parallelism "
+                                              "(dp) and ZeRO-1 (zero=0|1) only; tensor, "
+                                              "pipeline, expert and context parallelism, ZeRO-2/3 "
+                                              "and the other plan fields are not modelled yet",
+            text));
+    }
+    options.dp = std::max(parsed->dp, 1);
+    options.zero = parsed->zero;
+    return success();
+}
+
+Result<TrainOutcome> trainModel(
+    const TrainRequest& request, Progress& progress, const std::stop_token& stop)
+{
+    if (request.model != kBuiltinTrainModel) {
+        return Error::unsupported(fmt::format(
+            "train '{}': training a checkpoint needs the LLM backward pass, which is not wired to "
+            "the trainer yet (#25); the built-in task is '{}'",
+            request.model, kBuiltinTrainModel));
+    }
+    train::TrainOptions options = request.options;
+    DAY0_TRY(applyTrainPlan(request.plan, options));
+    const auto started = std::chrono::steady_clock::now();
+    const train::NextTokenMlp model({});
+    const train::SyntheticCorpus corpus(model.shape().vocab, options.seed);
+    TrainOutcome out;
+    auto run = train::runTraining(model, corpus, options, &progress, stop);
+    if (!run) {
+        return run.error();
+    }
+    out.result = std::move(*run);
+    if (options.compression.kind != train::CompressionKind::None) {
+        // The same seed, steps and plan, uncompressed, without checkpoints or drills.
+        train::TrainOptions plain = options;
+        plain.compression = {};
+        plain.checkpointDir.clear();
+        plain.checkpointEvery = 0;
+        plain.resume = false;
+        plain.maxRestarts = 0;
+        plain.drill.reset();
+        auto baseline = train::runTraining(model, corpus, plain, &progress, stop);
+        if (!baseline) {
+            return baseline.error();
+        }
+        out.baseline = std::move(*baseline);
+        std::vector<double> a;
+        std::vector<double> b;
+        for (const auto& s : out.baseline->history) {
+            a.push_back(s.loss);
+        }
+        for (const auto& s : out.result.history) {
+            b.push_back(s.loss);
+        }
+        auto verdict = train::judgeConvergence(a, b);
+        if (!verdict) {
+            return verdict.error();
+        }
+        out.verdict = *verdict;
+    }
+    const double seconds
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    out.record = trainRunRecord(request.model, options, out.result, seconds);
+    if (out.verdict) {
+        const auto& v = *out.verdict;
+        out.record.addMetric("baseline_final_loss", v.baselineFinal, "nat");
+        out.record.addMetric("compressed_final_loss", v.compressedFinal, "nat");
+        out.record.addMetric("convergence_gap", v.gap);
+        out.record.addMetric("convergence_tolerance", v.tolerance);
+        out.record.setProperty("converges", v.converges ? "yes" : "no");
+        for (const auto& s : out.baseline->history) {
+            out.record.layers.add(
+                fmt::format("step.{}", s.step), int(s.step), "", "baseline_loss", s.loss);
+        }
+        out.record.info.message = fmt::format("{}: {}", options.compression.describe(), v.message);
+        if (!v.converges) {
+            out.record.info.status = history::RunStatus::Failed;
+        }
+    }
+    return out;
+}
+
+} // namespace day0::actions

@@ -1,0 +1,35 @@
+#include "train/trainable_model.h"
+
+namespace day0::train {
+
+std::int64_t ParameterSpec::numel() const
+{
+    std::int64_t n = 1;
+    for (const auto d : shape) {
+        n *= d;
+    }
+    return n;
+}
+
+FlatLayout FlatLayout::of(std::vector<ParameterSpec> parameters)
+{
+    FlatLayout l;
+    l.parameters = std::move(parameters);
+    for (const auto& p : l.parameters) {
+        l.offsets.push_back(l.total);
+        l.total += p.numel();
+    }
+    return l;
+}
+
+std::span<double> FlatLayout::slice(std::span<double> flat, std::size_t i) const
+{
+    return flat.subspan(std::size_t(offsets[i]), std::size_t(parameters[i].numel()));
+}
+
+std::span<const double> FlatLayout::slice(std::span<const double> flat, std::size_t i) const
+{
+    return flat.subspan(std::size_t(offsets[i]), std::size_t(parameters[i].numel()));
+}
+
+} // namespace day0::train

@@ -1,0 +1,62 @@
+#pragma once
+
+#include "base/dtype.h"
+#include "base/result.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace day0::train {
+
+/// One named parameter tensor of a model (HF-style name, row-major shape).
+struct ParameterSpec {
+    std::string name;
+    std::vector<std::int64_t> shape;
+
+    [[nodiscard]] std::int64_t numel() const;
+};
+
+/// Every parameter of a model laid out back to back in one flat buffer, in declaration order:
+/// the optimizer, clipping, the all-reduce and ZeRO-1's shards all work on that buffer.
+struct FlatLayout {
+    std::vector<ParameterSpec> parameters;
+    std::vector<std::int64_t> offsets; ///< start of each parameter in the flat buffer
+    std::int64_t total = 0; ///< elements in the flat buffer
+
+    static FlatLayout of(std::vector<ParameterSpec> parameters);
+    /// The elements of parameter `i` in `flat`.
+    [[nodiscard]] std::span<double> slice(std::span<double> flat, std::size_t i) const;
+    [[nodiscard]] std::span<const double> slice(std::span<const double> flat, std::size_t i) const;
+};
+
+/// A batch of token-id sequences; each sequence predicts its own next tokens.
+struct Batch {
+    std::vector<std::vector<std::int32_t>> sequences;
+};
+
+/// What the trainer needs from a model: its named parameters, and the mean next-token loss of a
+/// batch with the gradient of that loss with respect to every parameter. The LLM backward of
+/// core/exec plugs in here; next_token_mlp.h is a small model with hand-written gradients.
+/// Implementations must be deterministic (same inputs, same bits) and may be called from one
+/// thread per rank at once (no shared mutable state).
+class TrainableModel {
+public:
+    virtual ~TrainableModel() = default;
+
+    /// The parameters, in the order of the flat buffer.
+    [[nodiscard]] virtual std::vector<ParameterSpec> parameters() const = 0;
+
+    /// Deterministic initial values of the flat buffer for `seed`.
+    [[nodiscard]] virtual std::vector<double> initialValues(std::uint64_t seed) const = 0;
+
+    /// Mean cross-entropy (nats per predicted token) of `batch` under the weights `flat`, and its
+    /// gradient written into `grad` (same layout, overwritten). `compute` is the precision the
+    /// arithmetic is emulated in (F64, F32, BF16, F16): every intermediate and the gradient are
+    /// rounded to it. Errors name the batch entry at fault (e.g. a token id out of range).
+    virtual Result<double> lossAndGradients(std::span<const double> flat, const Batch& batch,
+        DType compute, std::span<double> grad) const = 0;
+};
+
+} // namespace day0::train

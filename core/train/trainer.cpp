@@ -1,0 +1,435 @@
+#include "train/trainer.h"
+
+#include "comm/in_process_communicator.h"
+#include "train/next_token_mlp.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+namespace day0::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The number formats a precision uses.
+struct Formats {
+    DType weights; ///< the model's copy every rank holds and computes on
+    DType arith; ///< master weights, gradients after the reduction, optimizer arithmetic
+};
+
+Formats formatsOf(TrainPrecision p)
+{
+    switch (p) {
+    case TrainPrecision::F64:
+        return { DType::F64, DType::F64 };
+    case TrainPrecision::F32:
+        return { DType::F32, DType::F32 };
+    case TrainPrecision::MixedBf16:
+        return { DType::BF16, DType::F32 };
+    }
+    return { DType::F64, DType::F64 };
+}
+
+/// A rank's slice of the flat buffer under ZeRO-1: [begin, end), from chunks of the buffer
+/// padded to a multiple of dp so that the all-gather has equal counts.
+struct ShardRange {
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+    std::int64_t chunk = 0; ///< padded elements per rank
+};
+
+ShardRange shardOf(std::int64_t total, int dp, int rank, int zero)
+{
+    if (zero == 0) {
+        return { 0, total, total };
+    }
+    const std::int64_t chunk = (total + dp - 1) / dp;
+    const std::int64_t begin = std::min(total, chunk * rank);
+    return { begin, std::min(total, begin + chunk), chunk };
+}
+
+/// Shared by the rank threads of one attempt: only rank 0 writes it.
+struct AttemptOutput {
+    std::vector<StepRecord> history;
+    std::vector<double> weights;
+    CompressionStats compression;
+    std::vector<std::int64_t> optimizerBytes; ///< one slot per rank, each written by its rank
+};
+
+/// One rank's state and loop.
+class RankTrainer {
+public:
+    RankTrainer(const TrainableModel& model, const SyntheticCorpus& corpus, const TrainOptions& o,
+        comm::Communicator& comm, bool injectDrill)
+        : m_model(model)
+        , m_corpus(corpus)
+        , m_o(o)
+        , m_comm(comm)
+        , m_layout(FlatLayout::of(model.parameters()))
+        , m_formats(formatsOf(o.precision))
+        , m_range(shardOf(m_layout.total, o.dp, comm.rank(), o.zero))
+        , m_injectDrill(injectDrill)
+    {
+    }
+
+    /// Fresh weights from the seed (every rank computes the same ones).
+    void initialise()
+    {
+        auto init = m_model.initialValues(m_o.seed);
+        for (double& v : init) {
+            v = roundTo(v, m_formats.arith);
+        }
+        m_master.assign(init.begin() + m_range.begin, init.begin() + m_range.end);
+        m_state.expAvg.assign(m_master.size(), 0.0);
+        m_state.expAvgSq.assign(m_master.size(), 0.0);
+        m_weights.resize(init.size());
+        for (std::size_t i = 0; i < init.size(); ++i) {
+            m_weights[i] = roundTo(init[i], m_formats.weights);
+        }
+    }
+
+    /// The state of a checkpoint; the weights are the gathered, rounded master shards.
+    Result<void> restore(const RankShard& shard, const std::vector<StepRecord>& history)
+    {
+        if (shard.shardBegin != m_range.begin
+            || std::int64_t(shard.master.size()) != m_range.end - m_range.begin) {
+            return Error::badInput(fmt::format("rank {}: checkpoint shard holds [{}, {}) of the "
+                                               "buffer, this run's rank owns [{}, {})",
+                m_comm.rank(), shard.shardBegin,
+                shard.shardBegin + std::int64_t(shard.master.size()), m_range.begin, m_range.end));
+        }
+        m_master = shard.master;
+        m_state.expAvg = shard.expAvg;
+        m_state.expAvgSq = shard.expAvgSq;
+        m_residual = shard.residual;
+        m_history = history;
+        m_weights.assign(std::size_t(m_layout.total), 0.0);
+        return publishWeights();
+    }
+
+    Result<void> run(std::int64_t firstStep, const CheckpointStore* store, Progress* progress,
+        const std::stop_token& stop, AttemptOutput& out)
+    {
+        std::vector<double> grad(std::size_t(m_layout.total));
+        const int perRank = m_o.globalBatch / m_o.dp;
+        for (std::int64_t step = firstStep; step < m_o.steps; ++step) {
+            if (stop.stop_requested()) {
+                return Error::cancelled();
+            }
+            if (drillAt(step, DrillKind::Kill)) {
+                return Error::checkFailed(
+                    fmt::format("drill: rank {} killed at step {}", m_comm.rank(), step));
+            }
+            const Batch batch = m_corpus.batch(
+                step, std::int64_t(m_comm.rank()) * perRank, perRank, m_o.sequenceLength);
+            auto loss = m_model.lossAndGradients(m_weights, batch, m_formats.weights, grad);
+            if (!loss) {
+                return loss.error().withContext(
+                    fmt::format("step {} rank {}", step, m_comm.rank()));
+            }
+            for (double& g : grad) {
+                g = roundTo(g, m_formats.arith);
+            }
+            DAY0_TRY(reduce(step, grad, *loss, out));
+            const double meanLoss = *loss;
+            const double lr = m_o.schedule.at(step);
+            double norm = globalGradNorm(grad, m_layout, m_formats.arith);
+            if (m_o.maxGradNorm > 0) {
+                norm = clipGradNorm(grad, m_layout, m_o.maxGradNorm, m_formats.arith).totalNorm;
+            }
+            if (!std::isfinite(meanLoss) || !std::isfinite(norm)) {
+                return Error::checkFailed(
+                    fmt::format("step {}: loss {} and gradient norm {}: training diverged", step,
+                        meanLoss, norm));
+            }
+            const auto begin = std::size_t(m_range.begin);
+            DAY0_TRY(
+                adamwStep(m_master, std::span<const double>(grad).subspan(begin, m_master.size()),
+                    m_state, step + 1, lr, m_o.adamw, m_formats.arith));
+            DAY0_TRY(publishWeights());
+            m_history.push_back({ step, meanLoss, norm, lr });
+            if (store && m_o.checkpointEvery > 0 && (step + 1) % m_o.checkpointEvery == 0) {
+                DAY0_TRY(saveCheckpoint(*store, step + 1));
+            }
+            if (progress && m_comm.rank() == 0) {
+                progress->setDone(step + 1);
+            }
+        }
+        const std::int64_t unit = dtypeSize(m_formats.arith);
+        const std::int64_t masters
+            = m_formats.weights != m_formats.arith ? std::int64_t(m_master.size()) : 0;
+        out.optimizerBytes[std::size_t(m_comm.rank())]
+            = unit * (std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()) + masters);
+        if (m_comm.rank() == 0) {
+            out.history = m_history;
+            out.weights = m_weights;
+        }
+        return success();
+    }
+
+private:
+    [[nodiscard]] bool drillAt(std::int64_t step, DrillKind kind) const
+    {
+        return m_injectDrill && m_o.drill && m_o.drill->kind == kind && m_o.drill->step == step
+            && m_o.drill->rank == m_comm.rank();
+    }
+
+    /// The gradient and loss means over the ranks; the Fail and Hang drills strike here.
+    Result<void> reduce(
+        std::int64_t step, std::vector<double>& grad, double& loss, AttemptOutput& out)
+    {
+        const auto start = Clock::now();
+        if (drillAt(step, DrillKind::Fail)) {
+            const auto why
+                = fmt::format("drill: rank {} failed during the gradient all-reduce of step {}",
+                    m_comm.rank(), step);
+            m_comm.abort(why);
+            return Error::checkFailed(why);
+        }
+        if (drillAt(step, DrillKind::Hang)) {
+            // Silent: the others must find out through the communicator's timeout.
+            std::this_thread::sleep_for(
+                std::chrono::duration<double>(2.0 * m_o.commTimeout.value + 0.2));
+            return Error::checkFailed(
+                fmt::format("drill: rank {} hung at step {}", m_comm.rank(), step));
+        }
+        auto stats = meanAllReduce(
+            m_comm, grad, m_o.compression, m_residual, m_formats.arith == DType::F32 ? 4 : 8);
+        if (!stats) {
+            const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+            return Error { stats.error().code,
+                fmt::format("step {} rank {}: gradient all-reduce failed after {:.2f} s: {}", step,
+                    m_comm.rank(), waited, stats.error().message) };
+        }
+        for (double& g : grad) {
+            g = roundTo(g, m_formats.arith);
+        }
+        DAY0_TRY(m_comm.allReduce(&loss, &loss, 1, DType::F64, comm::ReduceOp::Sum));
+        loss /= double(m_comm.size());
+        if (m_comm.rank() == 0) {
+            out.compression = *stats;
+        }
+        return success();
+    }
+
+    /// The weights every rank computes on: its own range from its master shard, the others'
+    /// all-gathered under ZeRO-1.
+    Result<void> publishWeights()
+    {
+        std::vector<double> mine(std::size_t(m_range.chunk), 0.0);
+        for (std::size_t i = 0; i < m_master.size(); ++i) {
+            mine[i] = roundTo(m_master[i], m_formats.weights);
+        }
+        if (m_o.zero == 0) {
+            std::copy(
+                mine.begin(), mine.begin() + std::ptrdiff_t(m_master.size()), m_weights.begin());
+            return success();
+        }
+        std::vector<double> all(std::size_t(m_range.chunk) * std::size_t(m_comm.size()));
+        DAY0_TRY(m_comm.allGather(mine.data(), all.data(), mine.size(), DType::F64));
+        std::copy(all.begin(), all.begin() + std::ptrdiff_t(m_weights.size()), m_weights.begin());
+        return success();
+    }
+
+    Result<void> saveCheckpoint(const CheckpointStore& store, std::int64_t completed)
+    {
+        RankShard shard { completed, m_comm.rank(), m_range.begin, m_master, m_state.expAvg,
+            m_state.expAvgSq, m_residual };
+        const CheckpointMeta meta { completed, m_o.dp, configurationKey(m_model, m_o) };
+        return store.save(m_comm, shard, meta, m_history);
+    }
+
+    const TrainableModel& m_model;
+    const SyntheticCorpus& m_corpus;
+    const TrainOptions& m_o;
+    comm::Communicator& m_comm;
+    FlatLayout m_layout;
+    Formats m_formats;
+    ShardRange m_range;
+    bool m_injectDrill;
+    std::vector<double> m_master;
+    AdamWState m_state;
+    std::vector<double> m_weights;
+    std::vector<double> m_residual;
+    std::vector<StepRecord> m_history;
+};
+
+Result<void> checkOptions(const TrainOptions& o)
+{
+    if (o.dp < 1 || o.globalBatch < 1 || o.globalBatch % o.dp != 0) {
+        return Error::badInput(fmt::format(
+            "train: global batch {} must be a positive multiple of dp={}", o.globalBatch, o.dp));
+    }
+    if (o.zero != 0 && o.zero != 1) {
+        return Error::unsupported(fmt::format(
+            "train: zero={} is not modelled by the trainer (0, or 1: sharded optimizer state)",
+            o.zero));
+    }
+    if (o.steps < 1 || o.sequenceLength < 3) {
+        return Error::badInput("train: needs at least one step and sequences of 3+ tokens");
+    }
+    if (o.checkpointEvery > 0 && o.checkpointDir.empty()) {
+        return Error::badInput("train: a checkpoint interval needs a checkpoint folder");
+    }
+    if ((o.resume || o.maxRestarts > 0) && o.checkpointDir.empty()) {
+        return Error::badInput("train: resuming and restarting need a checkpoint folder");
+    }
+    if (o.drill && (o.drill->rank < 0 || o.drill->rank >= o.dp)) {
+        return Error::badInput(
+            fmt::format("train: drill rank {} outside dp={}", o.drill->rank, o.dp));
+    }
+    return success();
+}
+
+} // namespace
+
+std::string precisionName(TrainPrecision p)
+{
+    switch (p) {
+    case TrainPrecision::F64:
+        return "f64";
+    case TrainPrecision::F32:
+        return "f32";
+    case TrainPrecision::MixedBf16:
+        return "bf16-mixed";
+    }
+    return "f64";
+}
+
+Result<TrainPrecision> parsePrecision(const std::string& text)
+{
+    for (auto p : { TrainPrecision::F64, TrainPrecision::F32, TrainPrecision::MixedBf16 }) {
+        if (text == precisionName(p)) {
+            return p;
+        }
+    }
+    return Error::badInput(fmt::format("precision '{}': unknown (f64, f32, bf16-mixed)", text));
+}
+
+Result<Drill> Drill::parse(const std::string& text)
+{
+    Drill d;
+    const auto eq = text.find('=');
+    const std::string kind = text.substr(0, eq);
+    if (kind == "kill-at") {
+        d.kind = DrillKind::Kill;
+    } else if (kind == "fail-at") {
+        d.kind = DrillKind::Fail;
+    } else if (kind == "hang-at") {
+        d.kind = DrillKind::Hang;
+    } else {
+        return Error::badInput(fmt::format(
+            "drill '{}': unknown (kill-at=STEP, fail-at=STEP, hang-at=STEP[,rank=R])", text));
+    }
+    const std::string rest = eq == std::string::npos ? "" : text.substr(eq + 1);
+    const auto comma = rest.find(',');
+    const std::string stepText = rest.substr(0, comma);
+    const std::string rankText
+        = comma == std::string::npos ? std::string("rank=0") : rest.substr(comma + 1);
+    auto whole = [](std::string_view t, auto& value) {
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+        return !t.empty() && ec == std::errc() && ptr == t.data() + t.size() && value >= 0;
+    };
+    std::int64_t step = 0;
+    int rank = 0;
+    if (!whole(stepText, step) || rankText.rfind("rank=", 0) != 0
+        || !whole(std::string_view(rankText).substr(5), rank)) {
+        return Error::badInput(fmt::format("drill '{}': expected {}=STEP[,rank=R]", text, kind));
+    }
+    d.step = step;
+    d.rank = rank;
+    return d;
+}
+
+std::string configurationKey(const TrainableModel& model, const TrainOptions& o)
+{
+    std::string params;
+    for (const auto& p : model.parameters()) {
+        params += fmt::format("{}{};", p.name, fmt::join(p.shape, "x"));
+    }
+    return fmt::format("params={} precision={} dp={} zero={} compression={} batch={}x{} seed={} "
+                       "lr={}:{}:{}:{}:{} adamw={}:{}:{}:{} clip={}",
+        params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(), o.globalBatch,
+        o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak, o.schedule.floor,
+        o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
+        o.adamw.weightDecay, o.maxGradNorm);
+}
+
+Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+    const TrainOptions& o, Progress* progress, std::stop_token stop)
+{
+    DAY0_TRY(checkOptions(o));
+    TrainResult result;
+    std::optional<CheckpointStore> store;
+    if (!o.checkpointDir.empty()) {
+        store.emplace(o.checkpointDir, o.keepLast);
+    }
+    if (progress) {
+        progress->setTotal(o.steps);
+    }
+    const CheckpointMeta expected { 0, o.dp, configurationKey(model, o) };
+    bool resume = o.resume;
+    for (int attempt = 0;; ++attempt) {
+        std::optional<FoundCheckpoint> found;
+        if (resume && store) {
+            auto newest = store->findNewestValid(expected, result.events);
+            if (!newest) {
+                return newest.error();
+            }
+            found = std::move(*newest);
+            result.events.push_back(found
+                    ? fmt::format("resuming from {} (after step {})",
+                        found->folder.filename().string(), found->meta.step)
+                    : std::string("no valid checkpoint: starting from step 0"));
+        }
+        result.resumedFromStep = found ? found->meta.step : -1;
+        AttemptOutput out;
+        out.optimizerBytes.assign(std::size_t(o.dp), 0);
+        comm::InProcessOptions commOptions;
+        commOptions.timeout = o.commTimeout;
+        auto outcome = comm::runInProcess(
+            o.dp,
+            [&](comm::Communicator& comm) -> Result<void> {
+                RankTrainer rank(model, corpus, o, comm, attempt == 0);
+                std::int64_t first = 0;
+                if (found) {
+                    auto shard = store->loadShard(*found, comm.rank());
+                    if (!shard) {
+                        return shard.error();
+                    }
+                    DAY0_TRY(rank.restore(*shard, found->history));
+                    first = found->meta.step;
+                } else {
+                    rank.initialise();
+                }
+                return rank.run(first, store ? &*store : nullptr, progress, stop, out);
+            },
+            commOptions);
+        if (outcome) {
+            result.history = std::move(out.history);
+            result.finalWeights = std::move(out.weights);
+            result.compression = out.compression;
+            result.optimizerBytesPerRank = std::move(out.optimizerBytes);
+            return result;
+        }
+        const bool retry = outcome.error().code == ErrorCode::CheckFailed && store
+            && result.restarts < o.maxRestarts;
+        if (!retry) {
+            return outcome.error();
+        }
+        ++result.restarts;
+        result.events.push_back(
+            fmt::format("attempt {} failed: {}; restarting from the newest valid checkpoint",
+                attempt + 1, outcome.error().message));
+        resume = true;
+    }
+}
+
+} // namespace day0::train

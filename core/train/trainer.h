@@ -1,0 +1,98 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "base/units.h"
+#include "train/checkpoints.h"
+#include "train/compression.h"
+#include "train/optimizer.h"
+#include "train/synthetic_corpus.h"
+#include "train/trainable_model.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::train {
+
+/// Number formats of a training run.
+enum class TrainPrecision {
+    F64, ///< weights, optimizer and compute in fp64
+    F32, ///< weights, optimizer and compute in fp32
+    MixedBf16, ///< fp32 master weights and optimizer; the model computes on a bf16-rounded copy
+};
+
+/// "f64", "f32", "bf16-mixed".
+std::string precisionName(TrainPrecision precision);
+Result<TrainPrecision> parsePrecision(const std::string& text);
+
+/// A fault injected into a run, on its first attempt only.
+enum class DrillKind {
+    Kill, ///< the rank stops at the start of the step (the job restarts from a checkpoint)
+    Fail, ///< the rank aborts the communicator during the step's gradient all-reduce
+    Hang, ///< the rank stops answering before the all-reduce (the others time out)
+};
+
+/// A drill: which fault, at which 0-based step, on which rank.
+struct Drill {
+    DrillKind kind = DrillKind::Kill;
+    std::int64_t step = 0;
+    int rank = 0;
+
+    /// "kill-at=STEP", "fail-at=STEP" or "hang-at=STEP", each with an optional ",rank=R".
+    static Result<Drill> parse(const std::string& text);
+};
+
+/// Everything a training run is configured by.
+struct TrainOptions {
+    std::int64_t steps = 100;
+    int globalBatch = 16; ///< sequences per step over all data-parallel ranks
+    int sequenceLength = 32;
+    std::uint64_t seed = 1; ///< initial weights and the data order
+    LrSchedule schedule { ScheduleKind::WarmupCosine, 1e-2, 1e-3, 10, 100 };
+    AdamWOptions adamw;
+    double maxGradNorm = 1.0; ///< global-norm clipping bound; 0 turns clipping off
+    TrainPrecision precision = TrainPrecision::F64;
+    int dp = 1; ///< data-parallel ranks (threads over an in-process communicator)
+    int zero = 0; ///< 0 or 1 (optimizer state, and fp32 master weights, sharded over dp)
+    CompressionOptions compression;
+
+    std::filesystem::path checkpointDir; ///< empty: no checkpoints
+    std::int64_t checkpointEvery = 0; ///< K: a checkpoint after every K steps
+    int keepLast = 2; ///< N: the newest N checkpoints are kept
+    bool resume = false; ///< start from the newest valid checkpoint in checkpointDir
+    int maxRestarts = 0; ///< a failed attempt restarts from the newest valid checkpoint
+    std::optional<Drill> drill;
+    Seconds commTimeout { 60.0 }; ///< the communicator's timeout (a silent rank's detection)
+};
+
+/// What a training run produced.
+struct TrainResult {
+    std::vector<StepRecord> history; ///< every step, including those before a resume
+    std::vector<std::string> events; ///< resumes, restarts, checkpoints refused (with why)
+    int restarts = 0;
+    std::int64_t resumedFromStep = -1; ///< the step the last attempt started from (-1: fresh)
+    std::vector<double> finalWeights; ///< the full weights after the last step (rank 0's)
+    CompressionStats compression; ///< rank 0's traffic in the last step
+    /// Per rank, the bytes of optimizer state it held, counted as the planner counts them
+    /// (plan/memory_kernel: the two moments, plus fp32 master weights when the model's weights
+    /// are not the optimizer's dtype), from the sizes of the rank's actual buffers.
+    std::vector<std::int64_t> optimizerBytesPerRank;
+};
+
+/// The configuration a checkpoint must have been written by to resume this run.
+std::string configurationKey(const TrainableModel& model, const TrainOptions& options);
+
+/// Trains `model` on `corpus` with AdamW, the schedule, clipping and the precision of
+/// `options`, over `options.dp` data-parallel ranks (one thread each, in-process communicator):
+/// gradients averaged by a (compressed) all-reduce, with ZeRO-1 each rank updating only its
+/// shard of the optimizer state and the weights all-gathered after the step. Checkpoints,
+/// resume, restarts and drills as TrainOptions says. Progress counts steps; a stop request
+/// ends the run with Error::cancelled(). Errors name the step and rank at fault.
+Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+    const TrainOptions& options, Progress* progress = nullptr, std::stop_token stop = {});
+
+} // namespace day0::train
