@@ -99,6 +99,9 @@ OpenAiServer::OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOption
     const std::size_t threads = std::max<std::size_t>(impl->options.threads, 4);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(std::size_t(64) << 20);
+    // Each SSE event is a small write right after the previous one: without TCP_NODELAY, Nagle's
+    // algorithm holds it until the client ACKs the last, which the client may delay.
+    http.set_tcp_nodelay(true);
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         if (m_refusing) {
             res.status = 503;
