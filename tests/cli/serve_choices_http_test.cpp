@@ -1,6 +1,7 @@
 // day0 serve's n, presence_penalty, frequency_penalty and logit_bias (issue #23), over HTTP on
 // loopback: several choices, each its own sequence and seed stream; the penalties checked token
-// by token against OpenAI's definition from the model's own log-probabilities.
+// by token against OpenAI's definition from the model's own log-probabilities; the decode path
+// (batched or not) in /metrics.
 #include "serve_harness.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <thread>
 
 using namespace day0::test;
 
@@ -192,5 +194,40 @@ TEST(ServeChoices, PenaltiesFollowOpenAisDefinitionAndLogitBiasMovesTokens)
         ASSERT_TRUE(bad);
         EXPECT_EQ(bad->status, 400) << body;
         EXPECT_EQ(json::parse(bad->body)["error"]["param"], param) << bad->body;
+    }
+}
+
+TEST(ServeChoices, TheDecodePathIsInTheMetricsAndNoBatchTurnsBatchingOff)
+{
+    // tiny-llama is a dense Llama: its decode steps run batched unless --no-batch; /metrics
+    // says which, and both give day0 run's greedy tokens to concurrent requests.
+    const fs::path dir = scratchDir("serve_decode_path");
+    const auto greedy = runGreedy(kTiny, "4,5,6", 10);
+    for (const bool batched : { true, false }) {
+        const fs::path sub = dir / (batched ? "batched" : "sequential");
+        fs::create_directories(sub);
+        Server server(kTiny, sub,
+            batched ? std::vector<std::string> {} : std::vector<std::string> { "--no-batch" });
+        ASSERT_GT(server.port, 0);
+        std::vector<std::thread> clients;
+        std::vector<json> answers(4);
+        for (std::size_t i = 0; i < answers.size(); ++i) {
+            clients.emplace_back([&, i] {
+                answers[i] = completeJson(server,
+                    { { "model", "tiny-llama" }, { "prompt", { 4, 5, 6 } }, { "max_tokens", 10 },
+                        { "temperature", 0 }, { "ignore_eos", true } });
+            });
+        }
+        for (auto& c : clients) {
+            c.join();
+        }
+        for (const auto& a : answers) {
+            EXPECT_EQ(tokensOf(a["choices"][0]), greedy) << batched;
+        }
+        const auto m = metricsOf(server);
+        EXPECT_EQ(m.value("day0_decode_batched", -1.0), batched ? 1.0 : 0.0) << m.dump();
+        if (!batched) {
+            EXPECT_EQ(m.value("day0_decode_batches_total", -1.0), 0.0);
+        }
     }
 }
