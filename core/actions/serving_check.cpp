@@ -73,6 +73,7 @@ public:
     LocalServer(const LocalServer&) = delete;
     LocalServer& operator=(const LocalServer&) = delete;
     [[nodiscard]] const std::string& url() const { return m_url; }
+    [[nodiscard]] std::string decodePath() const { return m_scheduler->decodePath(); }
 
 private:
     LocalServer() = default;
@@ -119,6 +120,7 @@ Result<ServingCheckOutcome> checkServing(
         local = std::move(*started);
         out.url = local->url();
         out.inProcess = true;
+        out.decodePath = local->decodePath();
     }
     progress.advance(1);
     serve::BenchOptions base;

@@ -35,6 +35,8 @@ struct ServingCheckOptions {
 struct ServingCheckOutcome {
     std::string url; ///< the endpoint driven
     bool inProcess = false;
+    /// In-process: how its decode steps ran (serve::Scheduler::decodePath); else empty.
+    std::string decodePath;
     std::vector<BenchLevelOutcome> levels;
     history::RunRecord record; ///< benchRunRecord of the levels
     int failedRequests = 0;

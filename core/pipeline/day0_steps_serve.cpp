@@ -54,8 +54,10 @@ Step servingStep(ValidationState& s)
             }
             report.summary = fmt::format("{} on {}: {} requests per level ({}), every answer's "
                                          "greedy tokens equal the reference engine's",
-                checked->inProcess ? "day0 serve in-process" : "the endpoint", checked->url,
-                o.requestsPerLevel, levels);
+                checked->inProcess
+                    ? fmt::format("day0 serve in-process (decode steps {})", checked->decodePath)
+                    : std::string("the endpoint"),
+                checked->url, o.requestsPerLevel, levels);
             return report;
         } };
 }
