@@ -32,6 +32,7 @@ struct ServeArgs {
     std::int64_t kvTokens = 0;
     std::int64_t deltaChunk = 64;
     double drainSeconds = 60.0;
+    bool noBatch = false;
 };
 
 int runServe(const ServeArgs& a, const GlobalOptions& global)
@@ -59,6 +60,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
     so.plan = *plan;
     so.deltaChunk = a.deltaChunk;
     so.eosIds = loaded->eosIds;
+    so.batchDecode = !a.noBatch;
     serve::Scheduler scheduler(std::move(*loaded->engine), so);
     serve::ServedModel model;
     model.name = a.servedName.empty() ? loaded->name : a.servedName;
@@ -80,12 +82,13 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
     if (global.json) {
         fmt::print("{}\n",
             nlohmann::json { { "url", url }, { "port", *port }, { "model", model.name },
-                { "max_model_len", model.contextLimit } }
+                { "max_model_len", model.contextLimit }, { "decode", scheduler.decodePath() } }
                 .dump());
     } else {
         fmt::print("day0 serve: '{}' on {} (precision {}, {} running at most, {} queued, "
-                   "{} tokens per request; SIGTERM drains and exits)\n",
-            model.name, url, a.precision, a.maxRunning, a.maxQueued, model.contextLimit);
+                   "{} tokens per request, decode steps {}; SIGTERM drains and exits)\n",
+            model.name, url, a.precision, a.maxRunning, a.maxQueued, model.contextLimit,
+            scheduler.decodePath());
     }
     std::fflush(stdout);
     if (loaded->chatTemplateUnusable) {
@@ -152,6 +155,9 @@ const bool registered = registerCommand({ "serve",
         app.add_option("--delta-chunk", a->deltaChunk,
                "Gated DeltaNet prefill chunk, as day0 run --delta-chunk (default 64)")
             ->check(CLI::Range(1, 1048576));
+        app.add_flag("--no-batch", a->noBatch,
+            "run the running sequences' decode steps one after another rather than as one "
+            "batched forward (batched where the model allows it: dense softmax-attention models)");
         app.add_option("--drain-timeout", a->drainSeconds,
                "seconds SIGTERM waits for admitted requests before closing (default 60)")
             ->check(CLI::Range(0.0, 86400.0));

@@ -52,6 +52,10 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
     if (auto refused = refusePartial("validate", a.options.model, global)) {
         return *refused;
     }
+    if (!a.options.serve && !a.options.serveUrl.empty()) {
+        return reportError(Error::badInput("--serve-url drives the serving step; --no-serve "
+                                           "skips it: give one of them"));
+    }
     a.options.work = a.work;
     extend::PluginRegistry registry;
     auto backend = extend::openRunBackend(registry, a.backend, a.device);
@@ -62,6 +66,7 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
     // Step lines are the text output; under --json they go to stderr with the other messages.
     std::FILE* out = global.json ? stderr : stdout;
     int index = 0;
+    const std::size_t total = pipeline::day0StepIds().size() + (a.options.serve ? 1 : 0);
     pipeline::PipelineObserver observer;
     observer.stepFinished = [&](const pipeline::StepRecord& step) {
         ++index;
@@ -71,8 +76,8 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
         const std::string text = step.report.summary.empty() || !step.reason.empty()
             ? step.reason
             : step.report.summary;
-        fmt::print(out, "[{}/8] {:<5} {} ({}): {}\n", index, statusMark(step.status), step.title,
-            formatDuration(step.duration), text);
+        fmt::print(out, "[{}/{}] {:<5} {} ({}): {}\n", index, total, statusMark(step.status),
+            step.title, formatDuration(step.duration), text);
         if (step.status == pipeline::StepStatus::Failed
             || step.status == pipeline::StepStatus::Error) {
             for (const auto& line : step.report.details) {
@@ -93,6 +98,12 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
     if (!validated) {
         return reportError(validated.error());
     }
+    // The serving step's bench is a run of its own (as `day0 bench serve` records it), so that
+    // `runs compare` sets it beside other benches.
+    std::optional<RunId> servingRunId;
+    if (validated->validation.servingBench) {
+        servingRunId = recordResult(*validated->validation.servingBench);
+    }
     const auto runId = recordResult(validated->record);
     if (validated->reportsError) {
         return reportError(*validated->reportsError);
@@ -103,6 +114,10 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
         auto j = pipeline::toJson(result, validation->header);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         j["figures"] = validation->figures.size();
+        if (validation->servingBench) {
+            j["serving_run_id"]
+                = servingRunId ? nlohmann::json(servingRunId->value()) : nlohmann::json(nullptr);
+        }
         j["work"]
             = (a.options.work.empty() ? pipeline::defaultWorkDir(a.options.model) : a.options.work)
                   .string();
@@ -156,6 +171,21 @@ const bool registered = registerCommand({ "validate",
         app.add_option("--work", a->work,
             "working folder for shrunk/converted/sharded checkpoints (default: "
             "$XDG_CACHE_HOME/day0/validate/<model>)");
+        a->options.serve = true;
+        app.add_flag(
+            "--no-serve", [a](std::int64_t) { a->options.serve = false; },
+            "skip the serving step (day0 serve in-process under a short staged load, greedy "
+            "tokens checked against the reference engine)");
+        app.add_option("--serve-url", a->options.serveUrl,
+            "drive this OpenAI-compatible endpoint, serving the checkpoint, in the serving step "
+            "instead of day0 serve in-process");
+        app.add_option("--serve-concurrency", a->options.serveConcurrency,
+               "the serving step's load levels, requests in flight (default 1 4)")
+            ->expected(1, 16)
+            ->check(CLI::Range(1, 4096));
+        app.add_option("--serve-requests", a->options.serveRequests,
+               "greedy requests per load level of the serving step (default 8)")
+            ->check(CLI::Range(1, 100000));
         app.add_option("--junit", a->junit, "write JUnit XML here (one test case per step)");
         app.add_option("--report", a->report, "write the self-contained HTML report here");
         app.add_option("--json-report", a->jsonOut, "write the JSON report to this file");

@@ -1,5 +1,6 @@
 // The attention sub-blocks of Forward: standard (MHA/GQA/MQA, QK-norm, biases) and DeepSeek MLA.
 #include "exec/attention.h"
+#include "exec/batch_decode.h"
 #include "exec/forward.h"
 
 #include <fmt/format.h>
@@ -151,12 +152,26 @@ void Forward<T>::attentionBlock(
     if (m_spec.qkNorm && normAfterRope) {
         headNorms();
     }
-    Cache& cache = m_caches[std::size_t(layer)];
-    std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
-    std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
     std::vector<T> context(std::size_t(n * qDim));
-    causalAttention(layer, q.data(), n, start, m_spec.numHeads, kvHeads, d, d, m_attentionScale,
-        context.data());
+    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
+        // A batched decode (batch_decode.h): row i is one token of sequence i, attending over
+        // that sequence's cache.
+        for (std::int64_t i = 0; i < n; ++i) {
+            Forward<T>& seq = *batch->seqs[std::size_t(i)];
+            const std::int64_t at = batch->starts[std::size_t(i)];
+            Cache& cache = seq.m_caches[std::size_t(layer)];
+            std::copy_n(k.begin() + i * kvDim, kvDim, cache.k.begin() + at * kvDim);
+            std::copy_n(v.begin() + i * kvDim, kvDim, cache.v.begin() + at * kvDim);
+            seq.causalAttention(layer, q.data() + i * qDim, 1, at, m_spec.numHeads, kvHeads, d, d,
+                m_attentionScale, context.data() + i * qDim);
+        }
+    } else {
+        Cache& cache = m_caches[std::size_t(layer)];
+        std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
+        std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
+        causalAttention(layer, q.data(), n, start, m_spec.numHeads, kvHeads, d, d, m_attentionScale,
+            context.data());
+    }
     if (!gate.empty()) {
         for (std::size_t i = 0; i < context.size(); ++i) {
             context[i] *= T(1) / (T(1) + std::exp(-gate[i]));

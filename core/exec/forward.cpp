@@ -1,5 +1,6 @@
 #include "exec/forward.h"
 
+#include "exec/batch_decode.h"
 #include "exec/emulated_ops.h"
 #include "exec/ops.h"
 #include "profile/trace_scope.h"
@@ -430,7 +431,16 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     }
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
-    if (start + n > m_capacity) {
+    const DecodeBatch<T>* batch = currentDecodeBatch<T>();
+    if (batch != nullptr) {
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            if (batch->starts[i] + 1 > batch->seqs[i]->m_capacity) {
+                return Error::internal(fmt::format("KV cache of batch row {} holds {} tokens, "
+                                                   "step needs {}",
+                    i, batch->seqs[i]->m_capacity, batch->starts[i] + 1));
+            }
+        }
+    } else if (start + n > m_capacity) {
         return Error::internal(
             fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
     }
@@ -440,7 +450,9 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     std::vector<T> hidden(std::size_t(n * h));
     m_positions.resize(std::size_t(n));
     for (std::int64_t i = 0; i < n; ++i) {
-        m_positions[std::size_t(i)] = start + i + m_positionDelta;
+        // A batched decode: each row at its own sequence's position.
+        m_positions[std::size_t(i)]
+            = batch != nullptr ? batch->starts[std::size_t(i)] : start + i + m_positionDelta;
     }
     m_positions3.clear();
     const VisionFeatures<T>* vision = nullptr;

@@ -1,5 +1,6 @@
 #include "exec/sequence_decoder.h"
 
+#include "exec/batch_decode.h"
 #include "exec/forward.h"
 #include "numerics/metrics.h"
 
@@ -35,6 +36,7 @@ public:
 } // namespace
 
 struct SequenceDecoder::State {
+    const Engine* engine = nullptr; ///< whose weights it reads (feedBatch needs one engine)
     std::int64_t vocab = 0;
     std::variant<std::unique_ptr<detail::Forward<float>>, std::unique_ptr<detail::Forward<double>>>
         forward;
@@ -66,6 +68,7 @@ Result<SequenceDecoder> SequenceDecoder::open(
     }
     auto state = std::make_unique<State>();
     state->vocab = engine.spec().vocabSize;
+    state->engine = &engine;
     // Engine::run builds its Forward the same way (engine.cpp): same spec, weights, plan and
     // chunk, so the logits and greedy picks match a `day0 run` of the same prompt.
     const auto make = [&]<typename T>() -> Result<void> {
@@ -108,6 +111,64 @@ Result<std::vector<double>> SequenceDecoder::feed(
         m_position += std::int64_t(ids.size());
     }
     return logits;
+}
+
+std::string SequenceDecoder::batchRefusal(const Engine& engine)
+{
+    return detail::batchDecodeRefusal(engine.spec());
+}
+
+Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
+    std::span<SequenceDecoder* const> seqs, std::span<const std::int64_t> ids, std::stop_token stop)
+{
+    if (seqs.empty() || ids.size() != seqs.size()) {
+        return Error::internal(
+            fmt::format("batched feed: {} sequences for {} tokens", seqs.size(), ids.size()));
+    }
+    const State& first = *seqs.front()->m_state;
+    if (auto refused = batchRefusal(*first.engine); !refused.empty()) {
+        return Error::unsupported("batched decode: " + refused);
+    }
+    std::vector<std::int64_t> starts;
+    for (const auto* seq : seqs) {
+        if (seq->m_state->engine != first.engine
+            || seq->m_state->forward.index() != first.forward.index()) {
+            return Error::internal("batched feed: the sequences run on different engines");
+        }
+        if (seq->m_position + 1 > seq->m_capacity) {
+            return Error::badInput(fmt::format("1 more token after {} overflows the sequence's "
+                                               "capacity of {}",
+                seq->m_position, seq->m_capacity));
+        }
+        starts.push_back(seq->m_position);
+    }
+    const std::int64_t vocab = first.vocab;
+    auto rows = std::visit(
+        [&]<typename T>(const std::unique_ptr<detail::Forward<T>>& /*lead*/)
+            -> Result<std::vector<std::vector<double>>> {
+            std::vector<detail::Forward<T>*> forwards;
+            for (auto* seq : seqs) {
+                forwards.push_back(
+                    std::get<std::unique_ptr<detail::Forward<T>>>(seq->m_state->forward).get());
+            }
+            auto logits = detail::decodeBatch<T>(forwards, ids, starts, stop);
+            if (!logits) {
+                return logits.error();
+            }
+            std::vector<std::vector<double>> out(seqs.size());
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                const auto row = logits->begin() + std::ptrdiff_t(std::int64_t(i) * vocab);
+                out[i].assign(row, row + vocab);
+            }
+            return out;
+        },
+        first.forward);
+    if (rows) {
+        for (auto* seq : seqs) {
+            ++seq->m_position;
+        }
+    }
+    return rows;
 }
 
 std::int64_t greedyToken(std::span<const double> logits)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <stop_token>
+#include <string>
 #include <vector>
 
 namespace day0::exec {
@@ -32,6 +33,17 @@ public:
     /// Runs `ids` at the next positions and returns the logits of the last one [vocab], widened
     /// to double. Errors when the tokens would overflow the capacity.
     Result<std::vector<double>> feed(std::span<const std::int64_t> ids, std::stop_token stop);
+
+    /// One decode step of several sequences opened on the same engine and plan: token ids[i]
+    /// fed to seqs[i] at its next position, the linear layers run once over all the rows (one
+    /// matrix product each), each row's attention over its own cache. Returns each sequence's
+    /// logits [vocab] in order. Only where batchRefusal(engine) is empty; each sequence advances by
+    /// one on success.
+    static Result<std::vector<std::vector<double>>> feedBatch(
+        std::span<SequenceDecoder* const> seqs, std::span<const std::int64_t> ids,
+        std::stop_token stop);
+    /// Why feedBatch does not serve `engine`'s model (exec/batch_decode.h); empty: it does.
+    [[nodiscard]] static std::string batchRefusal(const Engine& engine);
 
     /// Tokens fed so far.
     [[nodiscard]] std::int64_t position() const { return m_position; }

@@ -462,6 +462,18 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
     if (options.tokens < 1) {
         return Error::badInput(fmt::format("--tokens {}: must be at least 1", options.tokens));
     }
+    if (options.serve) {
+        if (options.serveRequests < 1 || options.serveConcurrency.empty()) {
+            return Error::badInput("--serve-requests must be at least 1 and --serve-concurrency "
+                                   "must name a level");
+        }
+        for (const int c : options.serveConcurrency) {
+            if (c < 1) {
+                return Error::badInput(
+                    fmt::format("--serve-concurrency {}: must be at least 1", c));
+            }
+        }
+    }
     DAY0_TRY(exec::parsePrecisionPlan(options.precision));
     if (!options.stateDtype.empty()) {
         DAY0_TRY(exec::parseStateDtype(options.stateDtype));
@@ -477,9 +489,13 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
         return Error::badInput(fmt::format(
             "{}: cannot create the work folder: {}", displayPath(s.work), ec.message()));
     }
-    const std::vector<Step> steps { detail::weightsStep(s), detail::convertStep(s),
-        detail::shardStep(s), detail::smokeStep(s), detail::multiRankStep(s),
-        detail::precisionStep(s), detail::performanceStep(s), detail::reportStep(s) };
+    std::vector<Step> steps { detail::weightsStep(s), detail::convertStep(s), detail::shardStep(s),
+        detail::smokeStep(s), detail::multiRankStep(s), detail::precisionStep(s),
+        detail::performanceStep(s) };
+    if (options.serve) {
+        steps.push_back(detail::servingStep(s));
+    }
+    steps.push_back(detail::reportStep(s));
     PipelineObserver wrapped;
     wrapped.stepStarted = observer.stepStarted;
     wrapped.stepFinished = [&](const StepRecord& record) {
@@ -505,6 +521,7 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
     v.fingerprint = s.spec ? exec::modelFingerprint(*s.spec) : std::string();
     v.layers = std::move(s.layers);
     v.memory = std::move(s.memory);
+    v.servingBench = std::move(s.servingBench);
     return v;
 }
 

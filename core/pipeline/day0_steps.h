@@ -37,6 +37,15 @@ struct ValidateOptions {
     /// cuda; operators it lacks fall back to the CPU); null: the CPU reference. The reference,
     /// the smoke run and the multi-rank comparison stay on the CPU.
     std::shared_ptr<exec::Backend> backend;
+    /// The serving step (actions/serving_check.h), after the performance step when `serve`:
+    /// `day0 serve` in this process on the smoke step's checkpoint (fp32, loopback, a free port),
+    /// or the endpoint at `serveUrl` serving that checkpoint, under one load level per entry of
+    /// `serveConcurrency` (`serveRequests` greedy requests each); it fails when a request fails
+    /// or its tokens leave the reference engine's greedy tokens.
+    bool serve = false;
+    std::string serveUrl;
+    std::vector<int> serveConcurrency { 1, 4 };
+    int serveRequests = 8;
 };
 
 /// $XDG_CACHE_HOME/day0/validate/<name> (else ~/.cache/day0/...), where a validation keeps the
@@ -44,8 +53,10 @@ struct ValidateOptions {
 std::filesystem::path defaultWorkDir(const std::string& model);
 
 /// The ids of the eight steps, in order: weights, convert, shard, smoke, multi_rank, precision,
-/// performance, report.
+/// performance, report. With ValidateOptions::serve, kServingStepId runs before report.
 const std::vector<std::string>& day0StepIds();
+/// The id of the optional serving step.
+inline constexpr const char* kServingStepId = "serving";
 
 /// What the multi-rank step hands to a sharded-execution implementation.
 struct MultiRankRequest {
@@ -90,6 +101,8 @@ struct Validation {
     std::string fingerprint; ///< exec::modelFingerprint, when the config was read
     history::LayerMetrics layers; ///< per-anchor metrics of the precision comparison
     std::vector<history::MemoryEntry> memory; ///< measured and estimated memory
+    /// The serving step's bench run (`day0 bench serve`'s record of its levels), when it ran.
+    std::optional<history::RunRecord> servingBench;
 };
 
 /// Runs the Day-0 playbook on `options.model`: weights and integrity (shrinking a homologous

@@ -33,6 +33,7 @@ struct ValidationState {
     std::optional<numerics::DumpComparison> comparison;
     history::LayerMetrics layers;
     std::vector<history::MemoryEntry> memory;
+    std::optional<history::RunRecord> servingBench; ///< the serving step's bench run
     std::vector<StepRecord> finished;
     std::vector<ReportFigure> figures;
     FigureRenderer renderer;
@@ -53,5 +54,7 @@ Step multiRankStep(ValidationState& state);
 Step precisionStep(ValidationState& state);
 Step performanceStep(ValidationState& state);
 Step reportStep(ValidationState& state);
+/// The optional serving step (ValidateOptions::serve).
+Step servingStep(ValidationState& state);
 
 } // namespace day0::pipeline::detail

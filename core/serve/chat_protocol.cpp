@@ -71,16 +71,11 @@ std::variant<jinja::Json, ApiError> templateMessages(const std::string& body)
 std::variant<CompletionParams, ApiError> parseChatRequest(
     const std::string& body, const ServedModel& model, const ChatTemplate& chat)
 {
-    static constexpr std::array<std::string_view, 20> kKnown = { "model", "messages", "max_tokens",
+    static constexpr std::array<std::string_view, 21> kKnown = { "model", "messages", "max_tokens",
         "max_completion_tokens", "stream", "stream_options", "temperature", "top_p", "top_k", "n",
         "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "ignore_eos",
-        "user", "logprobs", "top_logprobs", "add_generation_prompt" };
-    static const std::array<Refusal, 3> kRefused = { {
-        { "n", 1, "one completion per request" },
-        { "presence_penalty", 0, "no penalties are applied" },
-        { "frequency_penalty", 0, "no penalties are applied" },
-    } };
-    auto envelope = parseEnvelope(body, model, kKnown, kRefused);
+        "user", "logprobs", "top_logprobs", "add_generation_prompt", "logit_bias" };
+    auto envelope = parseEnvelope(body, model, kKnown, {});
     if (auto* e = std::get_if<ApiError>(&envelope)) {
         return *e;
     }

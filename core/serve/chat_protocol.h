@@ -16,7 +16,7 @@ class ChatTemplate;
 /// special tokens (the template writes them), as vLLM does. The sampling, stop and stream
 /// fields are those of /v1/completions; max_tokens or max_completion_tokens default to what
 /// fits in the context; logprobs is a boolean with top_logprobs 0..20. Fields not honoured
-/// (tools, tool_choice, response_format, n > 1, penalties, ...) are refused by name.
+/// (tools, tool_choice, response_format, ...) are refused by name.
 std::variant<CompletionParams, ApiError> parseChatRequest(
     const std::string& body, const ServedModel& model, const ChatTemplate& chat);
 

@@ -134,6 +134,40 @@ std::variant<double, ApiError> numberIn(
     return x;
 }
 
+/// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
+std::optional<ApiError> parseLogitBias(
+    const nlohmann::json& json, const ServedModel& model, SamplingParams& out)
+{
+    if (!json.contains("logit_bias") || json["logit_bias"].is_null()) {
+        return std::nullopt;
+    }
+    const auto& v = json["logit_bias"];
+    if (!v.is_object()) {
+        return invalidRequest("logit_bias",
+            fmt::format("'logit_bias' must be an object of token id -> bias, got {}", typeName(v)));
+    }
+    for (const auto& [key, value] : v.items()) {
+        std::int64_t id = -1;
+        std::size_t used = 0;
+        try {
+            id = std::stoll(key, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != key.size() || id < 0 || id >= model.vocabSize) {
+            return invalidRequest("logit_bias",
+                fmt::format("logit_bias key '{}' is not a token id of model '{}' (0..{})", key,
+                    model.name, model.vocabSize - 1));
+        }
+        auto bias = numberIn(value, "logit_bias", -100.0, 100.0, false);
+        if (auto* e = std::get_if<ApiError>(&bias)) {
+            return *e;
+        }
+        out.logitBias[id] = std::get<double>(bias);
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams& out)
@@ -165,6 +199,16 @@ std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams
                 fmt::format("'top_k' must be -1 or 0 (off) or a positive count, got {}", v));
         }
         out.topK = std::max<std::int64_t>(v, 0);
+    }
+    for (const char* key : { "presence_penalty", "frequency_penalty" }) {
+        if (!present(key)) {
+            continue;
+        }
+        auto v = numberIn(json[key], key, -2.0, 2.0, false);
+        if (auto* e = std::get_if<ApiError>(&v)) {
+            return *e;
+        }
+        (key[0] == 'p' ? out.presencePenalty : out.frequencyPenalty) = std::get<double>(v);
     }
     if (present("seed")) {
         if (!json["seed"].is_number_integer()) {
@@ -348,6 +392,20 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
     if (auto e = parseStops(json, model, p.generation)) {
         return *e;
     }
+    if (auto e = parseLogitBias(json, model, p.generation.sampling)) {
+        return *e;
+    }
+    if (json.contains("n") && !json["n"].is_null()) {
+        auto n = integerField(json["n"], "n");
+        if (auto* e = std::get_if<ApiError>(&n)) {
+            return *e;
+        }
+        if (std::get<0>(n) < 1 || std::get<0>(n) > kMaxChoices) {
+            return invalidRequest(
+                "n", fmt::format("'n' must be 1..{}, got {}", kMaxChoices, std::get<0>(n)));
+        }
+        p.n = int(std::get<0>(n));
+    }
     if (json.contains("ignore_eos") && !json["ignore_eos"].is_null()) {
         if (!json["ignore_eos"].is_boolean()) {
             return invalidRequest("ignore_eos",
@@ -362,15 +420,11 @@ std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const 
 std::variant<CompletionParams, ApiError> parseCompletionRequest(
     const std::string& body, const ServedModel& model)
 {
-    static constexpr std::array<std::string_view, 19> kKnown
+    static constexpr std::array<std::string_view, 20> kKnown
         = { "model", "prompt", "max_tokens", "stream", "stream_options", "logprobs", "temperature",
               "top_p", "top_k", "n", "best_of", "presence_penalty", "frequency_penalty", "seed",
-              "echo", "ignore_eos", "user", "stop", "stop_token_ids" };
-    static const std::array<Refusal, 5> kRefused = { {
-        { "n", 1, "one completion per request" },
-        { "best_of", 1, "one completion per request" },
-        { "presence_penalty", 0, "no penalties are applied" },
-        { "frequency_penalty", 0, "no penalties are applied" },
+              "echo", "ignore_eos", "user", "stop", "stop_token_ids", "logit_bias" };
+    static const std::array<Refusal, 1> kRefused = { {
         { "echo", false, "the prompt is not echoed" },
     } };
     auto envelope = parseEnvelope(body, model, kKnown, kRefused);
@@ -391,6 +445,16 @@ std::variant<CompletionParams, ApiError> parseCompletionRequest(
     // 16: the OpenAI completions default.
     if (auto e = parseGenerationFields(json, model, kMax, 16, p)) {
         return *e;
+    }
+    // best_of (generate best_of, return the n likeliest) is only accepted where it changes
+    // nothing: equal to n.
+    if (json.contains("best_of") && !json["best_of"].is_null()
+        && !(json["best_of"].is_number_integer() && json["best_of"].get<std::int64_t>() == p.n)) {
+        return invalidRequest("best_of",
+            fmt::format("'best_of' = {} is not supported: each of the n choices is returned, "
+                        "none is ranked out (send best_of equal to n, or leave it out)",
+                json["best_of"].dump()),
+            "unsupported_parameter");
     }
     if (json.contains("logprobs") && !json["logprobs"].is_null()) {
         auto k = integerField(json["logprobs"], "logprobs");

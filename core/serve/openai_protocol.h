@@ -48,12 +48,20 @@ struct ServedModel {
 /// A validated /v1/completions or /v1/chat/completions request.
 struct CompletionParams {
     GenerationRequest generation;
+    /// OpenAI's n: choices generated for the prompt, each its own sequence. Choice i's sampler
+    /// is seeded with seed + i (mod 2^64) when the request has a seed, else from
+    /// std::random_device; greedy choices are all the same.
+    int n = 1;
     bool stream = false;
     bool includeUsage = false; ///< stream_options.include_usage: a last chunk with the usage
 };
 
+/// The most choices (`n`) one request may ask.
+inline constexpr std::int64_t kMaxChoices = 16;
+
 /// Reads temperature (a number in [0, 2]; absent: 1, the OpenAI default), top_p (in (0, 1]),
-/// top_k (an integer; -1 and 0 are off) and seed (any integer) of a request into `out`.
+/// top_k (an integer; -1 and 0 are off), presence_penalty and frequency_penalty (in [-2, 2])
+/// and seed (any integer) of a request into `out`.
 std::optional<ApiError> parseSampling(const nlohmann::json& json, SamplingParams& out);
 
 /// Reads `stop` (a string or up to 4 non-empty strings; needs the model's tokenizer) and
@@ -77,13 +85,13 @@ std::variant<nlohmann::json, ApiError> parseEnvelope(const std::string& body,
 
 /// Reads what both endpoints share once `p.generation.prompt` is set: the sampling fields,
 /// max_tokens under any of `maxKeys` (absent: `defaultMax`, cut to what fits), stream,
-/// stream_options, stop, stop_token_ids, ignore_eos.
+/// stream_options, stop, stop_token_ids, ignore_eos, logit_bias, n.
 std::optional<ApiError> parseGenerationFields(const nlohmann::json& json, const ServedModel& model,
     std::span<const char* const> maxKeys, std::int64_t defaultMax, CompletionParams& p);
 
 /// Validates a /v1/completions body against the OpenAI completions API and what day0 serve
-/// honours: every field it does not honour (n > 1, best_of, penalties, echo, ...) is refused by
-/// name rather than ignored. A text prompt goes through the model's tokenizer (with its BOS, as
+/// honours: every field it does not honour (best_of other than n, echo, unknown fields) is refused
+/// by name rather than ignored. A text prompt goes through the model's tokenizer (with its BOS, as
 /// `day0 run --prompt`); a token-id prompt is used as given.
 std::variant<CompletionParams, ApiError> parseCompletionRequest(
     const std::string& body, const ServedModel& model);

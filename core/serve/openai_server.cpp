@@ -81,10 +81,10 @@ struct OpenAiServer::Impl {
 
     void completions(const httplib::Request& req, httplib::Response& res);
     void chat(const httplib::Request& req, httplib::Response& res);
-    /// Submits `generation` and answers with its tokens as `shape` says, streamed or not.
-    void generate(httplib::Response& res, const GenerationRequest& generation, ResponseShape shape,
-        bool stream, bool includeUsage);
-    void streamResponse(httplib::Response& res, std::shared_ptr<RequestStream> stream,
+    /// Submits a sequence per choice of `params` and answers with their tokens as `shape`
+    /// says, streamed or not.
+    void generate(httplib::Response& res, const CompletionParams& params, ResponseShape shape);
+    void streamResponse(httplib::Response& res, std::vector<std::shared_ptr<RequestStream>> streams,
         ResponseShape shape, std::int64_t promptTokens, bool includeUsage);
 };
 
@@ -99,6 +99,9 @@ OpenAiServer::OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOption
     const std::size_t threads = std::max<std::size_t>(impl->options.threads, 4);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(std::size_t(64) << 20);
+    // Each SSE event is a small write right after the previous one: without TCP_NODELAY, Nagle's
+    // algorithm holds it until the client ACKs the last, which the client may delay.
+    http.set_tcp_nodelay(true);
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         if (m_refusing) {
             res.status = 503;
@@ -206,7 +209,7 @@ void OpenAiServer::Impl::completions(const httplib::Request& req, httplib::Respo
     ResponseShape shape;
     shape.endpoint = Endpoint::Completions;
     shape.id = fmt::format("cmpl-day0-{}", nextId++);
-    generate(res, params.generation, std::move(shape), params.stream, params.includeUsage);
+    generate(res, params, std::move(shape));
 }
 
 void OpenAiServer::Impl::chat(const httplib::Request& req, httplib::Response& res)
@@ -220,102 +223,182 @@ void OpenAiServer::Impl::chat(const httplib::Request& req, httplib::Response& re
     ResponseShape shape;
     shape.endpoint = Endpoint::ChatCompletions;
     shape.id = fmt::format("chatcmpl-day0-{}", nextId++);
-    generate(res, params.generation, std::move(shape), params.stream, params.includeUsage);
+    generate(res, params, std::move(shape));
 }
 
-void OpenAiServer::Impl::generate(httplib::Response& res, const GenerationRequest& generation,
-    ResponseShape shape, bool stream, bool includeUsage)
+void OpenAiServer::Impl::generate(
+    httplib::Response& res, const CompletionParams& params, ResponseShape shape)
 {
-    auto submitted = scheduler.submit(generation);
-    if (submitted.admission != Scheduler::Admission::Accepted) {
-        reply(res, admissionError(submitted));
-        return;
+    // One sequence per choice; a choice that is not admitted takes the others back.
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < params.n; ++i) {
+        GenerationRequest generation = params.generation;
+        if (generation.sampling.seed) {
+            generation.sampling.seed = *generation.sampling.seed + std::uint64_t(i);
+        }
+        auto submitted = scheduler.submit(std::move(generation));
+        if (submitted.admission != Scheduler::Admission::Accepted) {
+            for (auto& stream : streams) {
+                stream->cancel();
+            }
+            reply(res, admissionError(submitted));
+            return;
+        }
+        streams.push_back(std::move(submitted.stream));
     }
     shape.created = std::int64_t(std::time(nullptr));
     shape.model = model.name;
     shape.tokenizer = model.tokenizer;
-    shape.topLogprobs = generation.topLogprobs;
-    const auto promptTokens = std::int64_t(generation.prompt.size());
-    if (stream) {
-        streamResponse(res, submitted.stream, std::move(shape), promptTokens, includeUsage);
+    shape.topLogprobs = params.generation.topLogprobs;
+    const auto promptTokens = std::int64_t(params.generation.prompt.size());
+    if (params.stream) {
+        streamResponse(
+            res, std::move(streams), std::move(shape), promptTokens, params.includeUsage);
         return;
     }
     // Not streamed: wait for the end. (cpp-httplib 0.11 cannot tell that such a client has
     // gone, so its request runs to max_tokens; a streaming client's departure is seen.)
-    std::vector<TokenEvent> events;
-    RequestStream::Batch batch;
-    do {
-        batch = submitted.stream->take(kPoll);
-        events.insert(events.end(), batch.tokens.begin(), batch.tokens.end());
-    } while (!batch.finish);
-    if (*batch.finish == Finish::Failed || *batch.finish == Finish::Cancelled) {
-        reply(res, requestFailed(batch));
-        return;
+    nlohmann::json body;
+    std::int64_t completion = 0;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        std::vector<TokenEvent> events;
+        RequestStream::Batch batch;
+        do {
+            batch = streams[i]->take(kPoll);
+            events.insert(events.end(), batch.tokens.begin(), batch.tokens.end());
+        } while (!batch.finish);
+        if (*batch.finish == Finish::Failed || *batch.finish == Finish::Cancelled) {
+            for (auto& stream : streams) {
+                stream->cancel();
+            }
+            reply(res, requestFailed(batch));
+            return;
+        }
+        completion += std::int64_t(events.size());
+        auto one = completeResponse(shape, events, *batch.finish, batch.stopReason, promptTokens);
+        if (i == 0) {
+            body = std::move(one);
+        } else {
+            one["choices"][0]["index"] = i;
+            body["choices"].push_back(std::move(one["choices"][0]));
+        }
     }
-    res.set_content(dumpJsonSafe(completeResponse(
-                        shape, events, *batch.finish, batch.stopReason, promptTokens)),
-        "application/json");
+    body["usage"] = { { "prompt_tokens", promptTokens }, { "completion_tokens", completion },
+        { "total_tokens", promptTokens + completion } };
+    res.set_content(dumpJsonSafe(body), "application/json");
 }
 
 void OpenAiServer::Impl::streamResponse(httplib::Response& res,
-    std::shared_ptr<RequestStream> stream, ResponseShape shape, std::int64_t promptTokens,
-    bool includeUsage)
+    std::vector<std::shared_ptr<RequestStream>> streams, ResponseShape shape,
+    std::int64_t promptTokens, bool includeUsage)
 {
-    struct State {
+    struct Choice {
         std::shared_ptr<RequestStream> stream;
+        std::int64_t textOffset = 0;
+        bool finished = false;
+    };
+    struct State {
+        std::vector<Choice> choices;
         ResponseShape shape;
         std::int64_t generated = 0;
-        std::int64_t textOffset = 0;
         bool opened = false;
         bool ended = false;
+        std::optional<RequestStream::Batch> failure; ///< a choice that failed
+        void cancel()
+        {
+            for (auto& c : choices) {
+                c.stream->cancel();
+            }
+        }
     };
-    auto state = std::make_shared<State>(State { std::move(stream), std::move(shape) });
+    auto state = std::make_shared<State>();
+    for (auto& stream : streams) {
+        state->choices.push_back({ std::move(stream) });
+    }
+    state->shape = std::move(shape);
     const auto send = [](httplib::DataSink& sink, const nlohmann::json& j) {
         const std::string event = "data: " + dumpJsonSafe(j) + "\n\n";
         return sink.write(event.data(), event.size());
     };
+    const auto indexed = [](nlohmann::json chunk, std::size_t i) {
+        if (i > 0) {
+            chunk["choices"][0]["index"] = i;
+        }
+        return chunk;
+    };
+    // One choice waits the whole poll for its tokens; several share it, so that none waits
+    // behind another.
+    const auto wait = state->choices.size() == 1 ? kPoll : std::chrono::milliseconds(5);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [state, send, promptTokens, includeUsage](std::size_t, httplib::DataSink& sink) {
+        [state, send, indexed, wait, promptTokens, includeUsage](
+            std::size_t, httplib::DataSink& sink) {
             if (state->ended) {
                 sink.done();
                 return true;
             }
             if (!state->opened) {
                 state->opened = true;
-                if (auto opening = openingChunk(state->shape); opening && !send(sink, *opening)) {
-                    state->stream->cancel();
+                for (std::size_t i = 0; i < state->choices.size(); ++i) {
+                    if (auto opening = openingChunk(state->shape);
+                        opening && !send(sink, indexed(*opening, i))) {
+                        state->cancel();
+                        return false;
+                    }
+                }
+            }
+            bool allFinished = true;
+            for (std::size_t c = 0; c < state->choices.size(); ++c) {
+                auto& choice = state->choices[c];
+                if (choice.finished) {
+                    continue;
+                }
+                auto batch = choice.stream->take(wait);
+                if (!sink.is_writable()) {
+                    state->cancel();
+                    return false;
+                }
+                const bool ok = batch.finish.has_value() && *batch.finish != Finish::Failed
+                    && *batch.finish != Finish::Cancelled;
+                for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
+                    ++state->generated;
+                    std::optional<std::pair<Finish, StopReason>> last;
+                    if (ok && i + 1 == batch.tokens.size()) {
+                        last.emplace(*batch.finish, batch.stopReason);
+                    }
+                    if (!send(sink,
+                            indexed(
+                                tokenChunk(state->shape, batch.tokens[i], last, choice.textOffset),
+                                c))) {
+                        state->cancel();
+                        return false;
+                    }
+                }
+                if (!batch.finish) {
+                    allFinished = false;
+                    continue;
+                }
+                choice.finished = true;
+                if (!ok) {
+                    // One choice failing ends the response with its error.
+                    state->failure = batch;
+                    state->cancel();
+                    break;
+                }
+                if (batch.tokens.empty()
+                    && !send(sink,
+                        indexed(finishChunk(state->shape, *batch.finish, batch.stopReason), c))) {
+                    state->cancel();
                     return false;
                 }
             }
-            auto batch = state->stream->take(kPoll);
-            if (!sink.is_writable()) {
-                state->stream->cancel();
-                return false;
-            }
-            const bool ok = batch.finish.has_value() && *batch.finish != Finish::Failed
-                && *batch.finish != Finish::Cancelled;
-            for (std::size_t i = 0; i < batch.tokens.size(); ++i) {
-                ++state->generated;
-                std::optional<std::pair<Finish, StopReason>> last;
-                if (ok && i + 1 == batch.tokens.size()) {
-                    last.emplace(*batch.finish, batch.stopReason);
-                }
-                if (!send(
-                        sink, tokenChunk(state->shape, batch.tokens[i], last, state->textOffset))) {
-                    state->stream->cancel();
-                    return false;
-                }
-            }
-            if (!batch.finish) {
+            if (!allFinished && !state->failure) {
                 return true;
             }
             bool sent = true;
-            if (!ok) {
-                sent = send(sink, requestFailed(batch).body());
-            } else if (batch.tokens.empty()) {
-                sent = send(sink, finishChunk(state->shape, *batch.finish, batch.stopReason));
+            if (state->failure) {
+                sent = send(sink, requestFailed(*state->failure).body());
             }
             if (sent && includeUsage) {
                 sent = send(sink, usageChunk(state->shape, promptTokens, state->generated));
@@ -328,7 +411,7 @@ void OpenAiServer::Impl::streamResponse(httplib::Response& res,
         },
         [state](bool success) {
             if (!success) {
-                state->stream->cancel(); // the client went away mid-stream
+                state->cancel(); // the client went away mid-stream
             }
         });
 }

@@ -111,6 +111,28 @@ Sampler::Sampler(SamplingParams params)
 
 std::int64_t Sampler::sample(std::span<const double> logits)
 {
+    if (m_params.adjustsLogits()) {
+        m_adjusted.assign(logits.begin(), logits.end());
+        for (const auto& [id, count] : m_counts) {
+            m_adjusted[std::size_t(id)]
+                -= double(count) * m_params.frequencyPenalty + m_params.presencePenalty;
+        }
+        for (const auto& [id, bias] : m_params.logitBias) {
+            if (id >= 0 && std::size_t(id) < m_adjusted.size()) {
+                m_adjusted[std::size_t(id)] += bias;
+            }
+        }
+        logits = m_adjusted;
+    }
+    const std::int64_t token = draw(logits);
+    if (m_params.presencePenalty != 0.0 || m_params.frequencyPenalty != 0.0) {
+        ++m_counts[token];
+    }
+    return token;
+}
+
+std::int64_t Sampler::draw(std::span<const double> logits)
+{
     if (m_params.greedy()) {
         return exec::greedyToken(logits);
     }

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace day0::serve {
@@ -14,7 +16,20 @@ struct SamplingParams {
     double topP = 1.0; ///< in (0, 1]; 1: off
     std::int64_t topK = 0; ///< 0 (or vLLM's -1): off; k: the k likeliest only
     std::optional<std::uint64_t> seed; ///< none: the generator is seeded from std::random_device
+    /// OpenAI's penalties, in [-2, 2]: before anything else, the logit of a token generated c > 0
+    /// times so far in this choice (the prompt not counted) loses
+    /// c · frequencyPenalty + presencePenalty.
+    double presencePenalty = 0.0;
+    double frequencyPenalty = 0.0;
+    /// OpenAI's logit_bias: added to the logit of each token id (in [-100, 100]), after the
+    /// penalties.
+    std::map<std::int64_t, double> logitBias;
     [[nodiscard]] bool greedy() const { return temperature == 0.0; }
+    /// Whether the logits are changed before sampling (penalties or a bias).
+    [[nodiscard]] bool adjustsLogits() const
+    {
+        return presencePenalty != 0.0 || frequencyPenalty != 0.0 || !logitBias.empty();
+    }
 };
 
 /// The distribution a Sampler draws from: the candidate ids in increasing id order and their
@@ -39,10 +54,10 @@ Candidates candidateDistribution(std::span<const double> logits, const SamplingP
 /// the library, so that a seed gives the same draws with every standard library.
 double uniform53(std::mt19937_64& generator);
 
-/// One request's sampler: candidateDistribution, then one draw per token from a per-request
-/// std::mt19937_64 (seeded with `seed`, or from std::random_device without one) by inverse CDF
-/// over the candidates in id order: u = uniform53(generator), the first candidate whose
-/// cumulative probability exceeds u. Greedy
+/// One request's sampler: the penalties and logit bias (SamplingParams), then
+/// candidateDistribution, then one draw per token from a per-request std::mt19937_64 (seeded with
+/// `seed`, or from std::random_device without one) by inverse CDF over the candidates in id order:
+/// u = uniform53(generator), the first candidate whose cumulative probability exceeds u. Greedy
 /// (temperature 0) picks exec::greedyToken and draws nothing. The generator belongs to the
 /// request, so a seeded request gives the same tokens whatever else the server runs beside it.
 /// Thread-compatible.
@@ -54,8 +69,12 @@ public:
     [[nodiscard]] const SamplingParams& params() const { return m_params; }
 
 private:
+    /// The token for already adjusted `logits`: greedy, or one draw.
+    std::int64_t draw(std::span<const double> logits);
     SamplingParams m_params;
     std::mt19937_64 m_generator;
+    std::unordered_map<std::int64_t, std::int64_t> m_counts; ///< tokens drawn so far (penalties)
+    std::vector<double> m_adjusted; ///< the logits after penalties and bias
 };
 
 } // namespace day0::serve

@@ -91,6 +91,9 @@ Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
         m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
     }
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
+    m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
+                                           : std::string("turned off");
+    m_metrics.batchedDecode = m_batchRefusal.empty();
     m_thread = std::jthread([this](std::stop_token stop) { loop(stop); });
 }
 
@@ -114,6 +117,12 @@ std::int64_t Scheduler::contextLimit() const
 {
     const std::int64_t context = m_engine.spec().maxPositions;
     return context > 0 ? std::min(context, m_options.kvTokenBudget) : m_options.kvTokenBudget;
+}
+
+std::string Scheduler::decodePath() const
+{
+    return m_batchRefusal.empty() ? std::string("batched")
+                                  : fmt::format("sequential ({})", m_batchRefusal);
 }
 
 Scheduler::Submitted Scheduler::submit(GenerationRequest request)
@@ -267,14 +276,46 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
         end(seq, Finish::Failed, logits.error().message);
         return false;
     }
+    return emit(seq, *logits, prefill);
+}
+
+std::vector<bool> Scheduler::advanceBatch(std::span<Sequence* const> seqs, std::stop_token stop)
+{
+    std::vector<exec::SequenceDecoder*> decoders;
+    std::vector<std::int64_t> ids;
+    for (auto* seq : seqs) {
+        decoders.push_back(&*seq->decoder);
+        ids.push_back(seq->last);
+    }
+    auto rows = exec::SequenceDecoder::feedBatch(decoders, ids, stop);
+    std::vector<bool> going(seqs.size(), false);
+    if (!rows) {
+        for (auto* seq : seqs) {
+            end(*seq, Finish::Failed, rows.error().message);
+        }
+        return going;
+    }
+    {
+        const std::lock_guard lock(m_mutex);
+        ++m_metrics.decodeBatches;
+        m_metrics.decodeBatchRows += std::int64_t(seqs.size());
+    }
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        going[i] = emit(*seqs[i], (*rows)[i], false);
+    }
+    return going;
+}
+
+bool Scheduler::emit(Sequence& seq, std::span<const double> logits, bool prefill)
+{
     TokenEvent event;
-    event.token = seq.sampler->sample(*logits);
+    event.token = seq.sampler->sample(logits);
     if (seq.request.topLogprobs >= 0) {
-        const double lse = exec::logSumExp(*logits);
-        event.logprob = (*logits)[std::size_t(event.token)] - lse;
+        const double lse = exec::logSumExp(logits);
+        event.logprob = logits[std::size_t(event.token)] - lse;
         if (seq.request.topLogprobs > 0) {
-            for (const auto id : numerics::topKIndices(*logits, seq.request.topLogprobs)) {
-                event.top.emplace_back(id, (*logits)[std::size_t(id)] - lse);
+            for (const auto id : numerics::topKIndices(logits, seq.request.topLogprobs)) {
+                event.top.emplace_back(id, logits[std::size_t(id)] - lse);
             }
         }
     }
@@ -350,6 +391,8 @@ void Scheduler::loop(std::stop_token stop)
         // One iteration: every running sequence one step, outside the lock so that requests
         // can arrive meanwhile.
         std::vector<std::size_t> done;
+        std::vector<Sequence*> decoding; // past their prefill: one batched forward
+        std::vector<std::size_t> decodingAt;
         for (std::size_t i = 0; i < m_running.size(); ++i) {
             auto& seq = *m_running[i];
             if (seq.stream->cancelled()) {
@@ -357,10 +400,28 @@ void Scheduler::loop(std::stop_token stop)
                 done.push_back(i);
                 continue;
             }
+            if (m_batchRefusal.empty() && seq.decoder.has_value()) {
+                decoding.push_back(&seq);
+                decodingAt.push_back(i);
+                continue;
+            }
             if (!advance(seq, stop)) {
                 done.push_back(i);
             }
         }
+        if (decoding.size() == 1) {
+            if (!advance(*decoding.front(), stop)) {
+                done.push_back(decodingAt.front());
+            }
+        } else if (!decoding.empty()) {
+            const auto going = advanceBatch(decoding, stop);
+            for (std::size_t k = 0; k < going.size(); ++k) {
+                if (!going[k]) {
+                    done.push_back(decodingAt[k]);
+                }
+            }
+        }
+        std::sort(done.begin(), done.end());
         std::vector<std::unique_ptr<Sequence>> ended;
         {
             const std::lock_guard lock(m_mutex);
@@ -433,6 +494,12 @@ std::string renderPrometheus(const SchedulerMetrics& m)
     out += fmt::format("day0_requests_finished_total{{reason=\"cancelled\"}} {}\n", m.cancelled);
     out += fmt::format("day0_requests_finished_total{{reason=\"failed\"}} {}\n", m.failed);
     counter("requests_rejected_queue_full_total", "Requests refused with 429.", m.rejectedFull);
+    gauge("decode_batched",
+        "1: the running sequences' decode steps run as one batched forward; 0: one after another.",
+        m.batchedDecode ? 1 : 0);
+    counter("decode_batches_total", "Batched decode forwards run.", m.decodeBatches);
+    counter("decode_batch_rows_total", "Sequences advanced by batched decode forwards.",
+        m.decodeBatchRows);
     const auto histogram = [&](const char* name, const char* help, const auto& counts, double sum) {
         out += fmt::format("# HELP day0_{0} {1}\n# TYPE day0_{0} histogram\n", name, help);
         std::int64_t cumulative = 0;

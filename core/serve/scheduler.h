@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -91,6 +92,9 @@ struct SchedulerOptions {
     exec::PrecisionPlan plan; ///< the arithmetic (fp32 by default)
     std::int64_t deltaChunk = 64; ///< as `day0 run --delta-chunk`
     std::set<std::int64_t> eosIds; ///< tokens that end a sequence (config.json eos_token_id)
+    /// Decode steps of the running sequences as one batched forward
+    /// (exec::SequenceDecoder::feedBatch) where the model allows it; false: one after another.
+    bool batchDecode = true;
 };
 
 /// Counters for /metrics; a snapshot.
@@ -124,6 +128,9 @@ struct SchedulerMetrics {
     /// time_per_output_token), same buckets.
     std::array<std::int64_t, kTtftBuckets.size() + 1> itlCounts {};
     double itlSum = 0.0;
+    bool batchedDecode = false; ///< decode steps run batched (Scheduler::decodePath)
+    std::int64_t decodeBatches = 0; ///< batched decode forwards run
+    std::int64_t decodeBatchRows = 0; ///< sequences those forwards advanced together
 };
 
 /// Prometheus text exposition (version 0.0.4) of a snapshot, metric names prefixed `day0_`.
@@ -132,11 +139,13 @@ std::string renderPrometheus(const SchedulerMetrics& m);
 /// Iteration-level scheduling (Orca, OSDI '22; vLLM's scheduler) over the reference engine: a
 /// FIFO queue, up to maxRunning sequences admitted within a KV-token budget, and a loop thread
 /// that advances every running sequence by one step (the prefill, or one decode token) per
-/// iteration, so requests join and leave at step boundaries. The CPU reference engine computes
-/// one sequence per forward (exec::SequenceDecoder), so an iteration runs the running sequences'
-/// steps one after another rather than as one batched matrix product: a greedy sequence's tokens
-/// are exactly those of `day0 run`, a seeded one's are the same whatever runs beside it (its
-/// sampler and generator are its own), and the batch changes nothing but the timing. Thread-safe.
+/// iteration, so requests join and leave at step boundaries. Prefills run one sequence per
+/// forward. The decode steps of an iteration run as one batched forward
+/// (exec::SequenceDecoder::feedBatch: each linear layer one matrix product over all the running
+/// sequences' rows, each row's attention over its own cache) where the model allows it
+/// (decodePath() says which path and why), else one after another. A greedy sequence's tokens
+/// are those of `day0 run`, a seeded one's are the same whatever runs beside it (its sampler and
+/// generator are its own). Thread-safe.
 class Scheduler {
 public:
     Scheduler(exec::Engine engine, SchedulerOptions options);
@@ -165,6 +174,8 @@ public:
     [[nodiscard]] const model::ModelSpec& spec() const { return m_engine.spec(); }
     /// Longest prompt + max_tokens one request may have.
     [[nodiscard]] std::int64_t contextLimit() const;
+    /// "batched", or "sequential (<why>)": how decode steps run.
+    [[nodiscard]] std::string decodePath() const;
 
 private:
     struct Sequence;
@@ -172,6 +183,12 @@ private:
     void admit();
     /// One step of `seq`; false when it has finished.
     bool advance(Sequence& seq, std::stop_token stop);
+    /// One batched decode step of `seqs` (every one past its prefill); for each, false when it
+    /// has finished.
+    std::vector<bool> advanceBatch(std::span<Sequence* const> seqs, std::stop_token stop);
+    /// Samples and delivers the token of `seq`'s step from its `logits`; false when it has
+    /// finished.
+    bool emit(Sequence& seq, std::span<const double> logits, bool prefill);
     /// Ends `seq` (counted in the metrics) and tells its client.
     void end(Sequence& seq, Finish why, std::string error = {}, StopReason reason = {});
     /// KV-cache bytes of one sequence holding `tokens` (SchedulerMetrics::kvBytesUsed).
@@ -179,6 +196,7 @@ private:
 
     exec::Engine m_engine;
     SchedulerOptions m_options;
+    std::string m_batchRefusal; ///< why decode steps are not batched; empty: they are
     mutable std::mutex m_mutex;
     std::condition_variable_any m_wake;
     std::condition_variable m_idle;

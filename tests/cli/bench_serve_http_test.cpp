@@ -2,12 +2,13 @@
 // errors by kind, sweeps with their throughput/latency table, ranged and listed lengths, ramp-up,
 // and --check against day0 serve (agrees) and against a deliberately batch-dependent endpoint
 // (tests/cli/batch_flip_server.cpp), caught at the load level where it starts. Servers run on
-// loopback (port 0), bounded in time.
+// loopback (port 0), bounded in time. Also day0 validate's serving step against that endpoint.
 #include "child_process.h"
 #include "cli_runner.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -258,6 +259,44 @@ TEST(BenchServeCli, CheckCatchesABatchDependentEndpointAtTheLevelWhereItStarts)
     EXPECT_NE(r.err.find("level 3 (concurrency=8):"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("level 1 ("), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("level 2 ("), std::string::npos) << r.err;
+}
+
+TEST(BenchServeCli, ValidatesServingStepFailsAtTheLevelWhereAnEndpointDiverges)
+{
+    // day0 validate's serving step against the batch-dependent endpoint serving the same
+    // weights: right at concurrency 1, caught at 4; the step fails, naming the level, exit 1.
+    const fs::path dir = scratchDir("validate_serve_flip");
+    fs::copy(kTiny, dir / "ck", fs::copy_options::recursive);
+    const auto manifest
+        = runDay0({ "verify", (dir / "ck").string(), "--write-manifest", "--no-record" });
+    ASSERT_EQ(manifest.exitCode, 0) << manifest.err;
+    Endpoint flip(DAY0_FLIP_SERVER_PATH, { kTiny, "--flip-above", "2", "--step-ms", "5" }, dir);
+    ASSERT_FALSE(flip.url.empty());
+    const auto r = runDay0({ "validate", (dir / "ck").string(), "--work", (dir / "work").string(),
+        "--plan", "tp=2", "--serve-url", flip.url, "--serve-concurrency", "1", "4",
+        "--serve-requests", "8", "--json", "--no-record" });
+    EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+    const auto j = r.json();
+    nlohmann::json serving;
+    for (const auto& s : j["steps"]) {
+        if (s["id"] == "serving") {
+            serving = s;
+        }
+    }
+    ASSERT_TRUE(serving.is_object()) << j.dump();
+    EXPECT_EQ(serving["status"], "failed");
+    const auto reason = serving["reason"].get<std::string>();
+    EXPECT_NE(reason.find("concurrency=4: "), std::string::npos) << reason;
+    EXPECT_NE(reason.find("diverge"), std::string::npos) << reason;
+    EXPECT_EQ(reason.find("concurrency=1: "), std::string::npos) << reason;
+    EXPECT_EQ(serving["metrics"]["c1_diverged"].get<double>(), 0.0);
+    EXPECT_GT(serving["metrics"]["c4_diverged"].get<double>(), 0.0);
+    // The steps before it passed: only serving fails the validation.
+    for (const auto& s : j["steps"]) {
+        if (s["id"] != "serving" && s["id"] != "multi_rank") {
+            EXPECT_EQ(s["status"], "passed") << s.dump();
+        }
+    }
 }
 
 TEST(BenchServeCli, PlanPrintsThePlannersTtftAndTpotBesideTheMeasuredOnes)

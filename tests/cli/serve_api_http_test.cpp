@@ -305,7 +305,9 @@ TEST(ServeApi, ChatCompletionsRenderTheChatTemplate)
                  "messages" },
              { { { "model", "tiny-text" }, { "messages", messages }, { "top_logprobs", 2 } },
                  "top_logprobs" },
-             { { { "model", "tiny-text" }, { "messages", messages }, { "n", 2 } }, "n" } }) {
+             { { { "model", "tiny-text" }, { "messages", messages },
+                   { "response_format", { { "type", "json_object" } } } },
+                 "response_format" } }) {
         auto r = post(server, "/v1/chat/completions", body.dump());
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, 400) << body.dump() << " -> " << r->body;
@@ -393,6 +395,21 @@ TEST(ServeApi, TheOfficialOpenAiNodeClientParsesEveryResponse)
     EXPECT_EQ(r["chatStream"]["role"], "assistant");
     EXPECT_EQ(r["chat"]["text"], r["chatStream"]["text"]);
     EXPECT_GE(r["chatStream"]["chunks"].get<int>(), n + 2); // role, n tokens, usage
+    // n = 2 seeded choices, streamed through the client: choice i is what a single request
+    // seeded 5 + i gives.
+    const auto& choices = r["choicesStream"];
+    for (int i = 0; i < 2; ++i) {
+        const json single
+            = { { "model", "tiny-text" }, { "prompt", { 1, 2, 3, 4, 5 } }, { "max_tokens", n },
+                  { "temperature", 0.9 }, { "ignore_eos", true }, { "seed", 5 + i } };
+        auto one = post(server, "/v1/completions", single.dump());
+        ASSERT_TRUE(one && one->status == 200);
+        EXPECT_EQ(choices["tokens"][i], json::parse(one->body)["choices"][0]["token_ids"]) << i;
+        EXPECT_EQ(choices["finish"][i], "length");
+    }
+    EXPECT_NE(choices["tokens"][0], choices["tokens"][1]);
+    ASSERT_TRUE(choices["usage"].is_object());
+    EXPECT_EQ(choices["usage"]["completion_tokens"], 2 * n);
 }
 
 namespace {

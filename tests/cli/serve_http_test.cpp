@@ -140,7 +140,7 @@ TEST(ServeCli, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing)
         { R"({"model":"tiny-llama","prompt":[1],"seed":"x"})", 400, "seed" },
         { R"({"model":"tiny-llama","prompt":[1],"stop":"x"})", 400, "stop" }, // no tokenizer
         { R"({"model":"tiny-llama","prompt":[1],"stop_token_ids":[256]})", 400, "stop_token_ids" },
-        { R"({"model":"tiny-llama","prompt":[1],"n":2})", 400, "n" },
+        { R"({"model":"tiny-llama","prompt":[1],"n":0})", 400, "n" },
         { R"({"model":"tiny-llama","prompt":[1],"logprobs":99})", 400, "logprobs" },
         { R"({"model":"tiny-llama","prompt":[1],"frobnicate":true})", 400, "frobnicate" },
         { R"({"model":"tiny-llama","prompt":[1],"stream_options":{"include_usage":true}})", 400,

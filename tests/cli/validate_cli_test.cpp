@@ -44,10 +44,10 @@ TEST(ValidateCli, KimiK2PassesEndToEndWithThreeReports)
     ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
     const auto j = r.json();
     EXPECT_TRUE(j["passed"].get<bool>());
-    ASSERT_EQ(j["steps"].size(), 8u);
+    ASSERT_EQ(j["steps"].size(), 9u);
     const char* ids[] = { "weights", "convert", "shard", "smoke", "multi_rank", "precision",
-        "performance", "report" };
-    for (std::size_t i = 0; i < 8; ++i) {
+        "performance", "serving", "report" };
+    for (std::size_t i = 0; i < 9; ++i) {
         EXPECT_EQ(j["steps"][i]["id"], ids[i]);
     }
     // Only a config was given: the weights step says it shrank a homologous checkpoint.
@@ -66,15 +66,27 @@ TEST(ValidateCli, KimiK2PassesEndToEndWithThreeReports)
     EXPECT_GT(step(j, "precision")["metrics"]["eval_kl_mean"].get<double>(), 0.0);
     EXPECT_GT(step(j, "precision")["metrics"]["eval_same_top"].get<double>(), 0.5);
     EXPECT_GT(step(j, "performance")["metrics"]["decode_tokens_per_s"].get<double>(), 0.0);
+    // The serving step: day0 serve in-process under concurrency 1 and 4, 8 requests each, every
+    // answer's greedy tokens the reference engine's.
+    const auto serving = step(j, "serving");
+    EXPECT_EQ(serving["status"], "passed") << serving.dump();
+    EXPECT_EQ(serving["metrics"]["c1_completed"].get<double>(), 8.0);
+    EXPECT_EQ(serving["metrics"]["c4_completed"].get<double>(), 8.0);
+    EXPECT_EQ(serving["metrics"]["c4_diverged"].get<double>(), 0.0);
+    EXPECT_GT(serving["metrics"]["c4_output_tokens_per_s"].get<double>(), 0.0);
+    // Kimi-K2's MLA is not batched: the summary says its decode steps ran one after another.
+    EXPECT_NE(serving["summary"].get<std::string>().find("decode steps sequential (MLA"),
+        std::string::npos)
+        << serving["summary"];
 
     const auto xml = readAll(dir + "/out.xml");
     const auto testcases = day0::test::junitTestcases(xml);
     ASSERT_TRUE(testcases) << testcases.error;
-    EXPECT_EQ(testcases.names.size(), 8u);
+    EXPECT_EQ(testcases.names.size(), 9u);
     EXPECT_EQ(testcases.names.front(), "weights");
 
     const auto file = nlohmann::json::parse(readAll(dir + "/out.json"));
-    EXPECT_EQ(file["steps"].size(), 8u);
+    EXPECT_EQ(file["steps"].size(), 9u);
 
     const auto html = readAll(dir + "/out.html");
     EXPECT_NE(html.find("<!DOCTYPE html>"), std::string::npos);
@@ -98,6 +110,13 @@ TEST(ValidateCli, KimiK2PassesEndToEndWithThreeReports)
         hasStepMetric = hasStepMetric || m["name"] == "performance.decode_tokens_per_s";
     }
     EXPECT_TRUE(hasStepMetric);
+    // The serving step's bench is a run of its own, as `day0 bench serve --check` records it.
+    ASSERT_TRUE(j["serving_run_id"].is_number_integer()) << j.dump();
+    const auto bench = runDay0({ "runs", "show", std::to_string(j["serving_run_id"].get<int>()),
+        "--json", "--store", store });
+    ASSERT_EQ(bench.exitCode, 0) << bench.err;
+    EXPECT_EQ(bench.json()["properties"]["tool"], "bench");
+    EXPECT_EQ(bench.json()["status"], "ok");
 }
 
 TEST(ValidateCli, DamagedShardFailsIntegrityAndSkipsWhatNeedsIt)
@@ -123,8 +142,9 @@ TEST(ValidateCli, DamagedShardFailsIntegrityAndSkipsWhatNeedsIt)
         c = char(c ^ 0x5a);
         f.write(&c, 1);
     }
+    // --no-serve leaves the serving step out: eight steps.
     const auto r = runDay0({ "validate", dir + "/ckpt", "--work", dir + "/work", "--junit",
-        dir + "/out.xml", "--json", "--no-record" });
+        dir + "/out.xml", "--json", "--no-record", "--no-serve" });
     EXPECT_EQ(r.exitCode, 1) << r.err;
     const auto j = r.json();
     EXPECT_FALSE(j["passed"].get<bool>());
@@ -139,6 +159,8 @@ TEST(ValidateCli, DamagedShardFailsIntegrityAndSkipsWhatNeedsIt)
         EXPECT_NE(step(j, id)["reason"].get<std::string>().find("needs"), std::string::npos);
     }
     EXPECT_EQ(step(j, "report")["status"], "passed");
+    EXPECT_EQ(j["steps"].size(), 8u);
+    EXPECT_TRUE(step(j, "serving").is_null());
     const auto testcases = day0::test::junitTestcases(readAll(dir + "/out.xml"));
     ASSERT_TRUE(testcases) << testcases.error;
     EXPECT_EQ(testcases.failures, 1);

@@ -1,5 +1,6 @@
 // Drives a day0 serve endpoint with the official openai Node.js client: completions and chat
-// completions, streamed (with stream_options.include_usage) and not, greedy. Prints one JSON
+// completions, streamed (with stream_options.include_usage) and not, greedy; and n = 2 seeded
+// choices streamed. Prints one JSON
 // object with what each call returned; any response the client cannot parse throws, and the
 // process exits non-zero. Usage: node client.mjs BASE_URL MODEL PROMPT_IDS_JSON MESSAGES_JSON N
 import OpenAI from "openai";
@@ -73,6 +74,27 @@ async function chatStream() {
     return out;
 }
 
+// n = 2 seeded choices, streamed: each choice's chunks carry its index; the tokens of each
+// choice are collected apart (the test compares them with single requests seeded seed + index).
+async function choicesStream() {
+    const stream = await client.completions.create({ model, prompt: promptIds, n: 2, seed: 5,
+        temperature: 0.9, ignore_eos: true, max_tokens: maxTokens, stream: true,
+        stream_options: { include_usage: true } });
+    const out = { tokens: [[], []], finish: [null, null], usage: null };
+    for await (const chunk of stream) {
+        if (chunk.usage) {
+            out.usage = chunk.usage;
+            continue;
+        }
+        for (const c of chunk.choices) {
+            check(c.index === 0 || c.index === 1, "choice index");
+            out.tokens[c.index].push(...(c.token_ids ?? []));
+            out.finish[c.index] = c.finish_reason ?? out.finish[c.index];
+        }
+    }
+    return out;
+}
+
 const models = await client.models.list();
 const result = {
     models: models.data.map((m) => m.id),
@@ -80,5 +102,6 @@ const result = {
     completionStream: await completionStream(),
     chat: await chat(),
     chatStream: await chatStream(),
+    choicesStream: await choicesStream(),
 };
 process.stdout.write(JSON.stringify(result) + "\n");

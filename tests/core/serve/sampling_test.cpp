@@ -259,3 +259,47 @@ TEST(Sampling, RequestFieldsAreValidated)
     EXPECT_FALSE(parseSampling(nlohmann::json::object(), defaults));
     EXPECT_DOUBLE_EQ(defaults.temperature, 1.0); // OpenAI's default: sampling, not greedy
 }
+
+TEST(Sampler, PenaltiesCountThisChoicesTokensAndTheBiasIsAdded)
+{
+    // OpenAI: logit[j] − c[j]·frequency_penalty − [c[j] > 0]·presence_penalty, c[j] the times
+    // token j was generated so far. Greedy over {0, 1.0, 0.5}:
+    //   frequency 0.6: 1, then 1 is at 0.4 < 0.5 → 2, then 1 (0.4 > 0, −0.1), then 1 is at
+    //   −0.2 → 0;
+    //   presence 0.6: 1, 2, 1, and 1 stays at 0.4 (presence does not grow) → 1.
+    const std::vector<double> logits { 0.0, 1.0, 0.5 };
+    const auto run = [&](double presence, double frequency) {
+        SamplingParams p;
+        p.temperature = 0.0;
+        p.presencePenalty = presence;
+        p.frequencyPenalty = frequency;
+        Sampler s(p);
+        std::vector<std::int64_t> out;
+        for (int i = 0; i < 4; ++i) {
+            out.push_back(s.sample(logits));
+        }
+        return out;
+    };
+    EXPECT_EQ(run(0.0, 0.0), (std::vector<std::int64_t> { 1, 1, 1, 1 }));
+    EXPECT_EQ(run(0.0, 0.6), (std::vector<std::int64_t> { 1, 2, 1, 0 }));
+    EXPECT_EQ(run(0.6, 0.0), (std::vector<std::int64_t> { 1, 2, 1, 1 }));
+    SamplingParams biased;
+    biased.temperature = 0.0;
+    biased.logitBias = { { 0, 1.5 } };
+    Sampler s(biased);
+    EXPECT_EQ(s.sample(logits), 0);
+    // A bias of −100 removes a token from sampling in practice.
+    SamplingParams banned;
+    banned.seed = 3;
+    banned.logitBias = { { 1, -100.0 } };
+    Sampler b(banned);
+    for (int i = 0; i < 200; ++i) {
+        EXPECT_NE(b.sample(logits), 1);
+    }
+    SamplingParams parsed;
+    EXPECT_FALSE(parseSampling(
+        nlohmann::json::parse(R"({"presence_penalty":-1.5,"frequency_penalty":2})"), parsed));
+    EXPECT_DOUBLE_EQ(parsed.presencePenalty, -1.5);
+    EXPECT_DOUBLE_EQ(parsed.frequencyPenalty, 2.0);
+    EXPECT_TRUE(parseSampling(nlohmann::json::parse(R"({"presence_penalty":2.01})"), parsed));
+}

@@ -1,0 +1,114 @@
+// The scheduler's batched decode (issue #23): the running sequences' decode steps as one forward
+// whose linear layers take every sequence's row at once, each row attending over its own cache.
+// Greedy tokens must equal one sequence decoded alone (exec::SequenceDecoder, day0 run's forward).
+#include "exec/batch_decode.h"
+#include "exec/precision.h"
+#include "model/config_reader.h"
+#include "serve/bench_check.h"
+#include "serve/scheduler.h"
+#include "serve/served_model.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+using namespace day0;
+using namespace day0::serve;
+
+namespace {
+
+const std::string kTiny = std::string(DAY0_TEST_DATA_DIR) + "/exec/tiny-llama";
+
+/// Submits every prompt at once (greedy, ignore_eos, `count` tokens each) and gathers the tokens.
+std::vector<std::vector<std::int64_t>> serveAll(Scheduler& scheduler,
+    const std::vector<std::vector<std::int64_t>>& prompts, const std::vector<std::int64_t>& counts)
+{
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        GenerationRequest r;
+        r.prompt = prompts[i];
+        r.maxTokens = counts[i];
+        r.ignoreEos = true;
+        r.sampling.temperature = 0.0;
+        auto submitted = scheduler.submit(std::move(r));
+        EXPECT_EQ(submitted.admission, Scheduler::Admission::Accepted) << submitted.reason;
+        streams.push_back(submitted.stream);
+    }
+    std::vector<std::vector<std::int64_t>> out(prompts.size());
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        if (!streams[i]) {
+            continue;
+        }
+        RequestStream::Batch batch;
+        do {
+            batch = streams[i]->take(std::chrono::milliseconds(200));
+            for (const auto& e : batch.tokens) {
+                out[i].push_back(e.token);
+            }
+        } while (!batch.finish);
+        EXPECT_EQ(*batch.finish, Finish::Length) << batch.error;
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(SchedulerBatch, BatchedDecodeGivesEachSequenceItsUnbatchedGreedyTokens)
+{
+    Progress progress;
+    auto loaded = loadServedModel(kTiny, false, progress, {});
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    const auto plan = *exec::parsePrecisionPlan("fp32");
+    // Different prompt lengths and output lengths, so the batch's rows sit at different
+    // positions and sequences leave it at different steps.
+    const std::vector<std::vector<std::int64_t>> prompts { { 1, 2, 3 }, { 7 },
+        { 9, 8, 7, 6, 5, 4, 3, 2, 1 }, { 100, 200 }, { 42, 42, 42, 42 }, { 5, 17, 250 } };
+    const std::vector<std::int64_t> counts { 12, 20, 7, 16, 3, 25 };
+    std::vector<std::vector<std::int64_t>> alone;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        auto g = greedyDecode(*loaded->engine, plan, prompts[i], counts[i], {});
+        ASSERT_TRUE(g) << g.error().message;
+        alone.push_back(g->tokens);
+    }
+    SchedulerOptions o;
+    o.maxRunning = 8;
+    o.plan = plan;
+    Scheduler scheduler(std::move(*loaded->engine), o);
+    EXPECT_EQ(scheduler.decodePath(), "batched");
+    EXPECT_EQ(serveAll(scheduler, prompts, counts), alone);
+    // The decode steps did run batched, several sequences per forward.
+    const auto m = scheduler.metrics();
+    EXPECT_TRUE(m.batchedDecode);
+    EXPECT_GT(m.decodeBatches, 0);
+    EXPECT_GT(m.decodeBatchRows, 2 * m.decodeBatches);
+    EXPECT_NE(renderPrometheus(m).find("day0_decode_batched 1\n"), std::string::npos);
+}
+
+TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
+{
+    Progress progress;
+    auto loaded = loadServedModel(kTiny, false, progress, {});
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    SchedulerOptions o;
+    o.batchDecode = false;
+    Scheduler scheduler(std::move(*loaded->engine), o);
+    EXPECT_EQ(scheduler.decodePath(), "sequential (turned off)");
+    const auto tokens = serveAll(scheduler, { { 1, 2 }, { 3 } }, { 4, 4 });
+    EXPECT_EQ(tokens.size(), 2u);
+    EXPECT_EQ(scheduler.metrics().decodeBatches, 0);
+    EXPECT_NE(
+        renderPrometheus(scheduler.metrics()).find("day0_decode_batched 0\n"), std::string::npos);
+    // Families whose decode is not batched are named.
+    auto moe = model::loadModel("kimi-k2");
+    ASSERT_TRUE(moe) << moe.error().message;
+    EXPECT_NE(exec::detail::batchDecodeRefusal(*moe).find("MLA"), std::string::npos);
+    auto mixtral = model::loadModel("mixtral-8x7b");
+    ASSERT_TRUE(mixtral) << mixtral.error().message;
+    EXPECT_NE(
+        exec::detail::batchDecodeRefusal(*mixtral).find("mixture of experts"), std::string::npos);
+    auto llama = model::loadModel("llama-3.1-8b");
+    ASSERT_TRUE(llama) << llama.error().message;
+    EXPECT_EQ(exec::detail::batchDecodeRefusal(*llama), "");
+}
