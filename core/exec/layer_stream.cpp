@@ -153,24 +153,6 @@ void advise(std::span<const std::byte> bytes, int advice)
     ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
 
-/// Maps the pages of `bytes` in one go before they are read (much cheaper than a fault per
-/// page); read-ahead advice on kernels without MADV_POPULATE_READ.
-void populate(std::span<const std::byte> bytes)
-{
-#ifdef MADV_POPULATE_READ
-    if (bytes.empty()) {
-        return;
-    }
-    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
-    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) {
-        return;
-    }
-#endif
-    advise(bytes, MADV_WILLNEED);
-}
-
 /// Converts `p` into `out` (its shape, the compute type) exactly as Engine::create's loader
 /// does: widening is exact, and a block-scaled FP8 value is v · scale in double, rounded once.
 Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
@@ -547,7 +529,10 @@ private:
         // A stopped run still gets every tensor (the layer under way reads them) but no more
         // conversion; the forward returns at the next layer.
         if (!m_abort.stop_requested()) {
-            populate(p.bytes);
+            // No prefault (MADV_POPULATE_READ) first: the conversion's threads fault the pages in
+            // side by side, each fault mapping a batch around it, which checkpoint_bench measures
+            // faster than one thread populating the whole range before the conversion starts
+            // (the read-ahead advice of the previous layer brought them into the page cache).
             if (auto converted = convertPiece(p, slot, m_compute); !converted) {
                 fail(converted.error().withContext(p.name));
             }
