@@ -24,6 +24,7 @@ struct EvalArgs {
     std::string backend = "cpu";
     int device = 0;
     std::string sampleStart;
+    std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
 };
 
 Result<std::vector<std::int64_t>> parseIdList(const std::string& text)
@@ -53,6 +54,11 @@ void printText(const actions::EvalOutcome& o)
     const auto& s = o.summary;
     fmt::print("{}: {} against {} over {} windows, {} positions ({} with a next token)\n",
         o.spec.name, o.targetName, o.referenceName, o.windows, s.positions, s.scoredTokens);
+    if (o.referenceStreamed || o.targetStreamed) {
+        fmt::print("  weights streamed layer by layer: reference {}, target {}\n",
+            o.referenceStreamed ? "yes" : "no",
+            o.targetStreamed ? "yes" : "no (an emulated or backend target is loaded whole)");
+    }
     fmt::print("  KL(ref || target)  mean {:.4e} ± {:.2e} (95% CI [{:.4e}, {:.4e}])\n",
         s.klMean.value, s.klMean.uncertainty, s.klMean.value - 1.96 * s.klMean.uncertainty,
         s.klMean.value + 1.96 * s.klMean.uncertainty);
@@ -126,6 +132,20 @@ int runEval(EvalArgs a, const GlobalOptions& global)
         return reportError(backend.error());
     }
     a.request.backend = backend->get();
+    if (!a.memoryBudget.empty()) {
+        if (!a.request.stream) {
+            return reportError(
+                Error::badInput("--memory-budget bounds a streamed run's weights; add --stream"));
+        }
+        auto budget = exec::parseMemorySize(a.memoryBudget);
+        if (!budget) {
+            return reportError(budget.error());
+        }
+        a.request.streamOptions.memoryBudget = *budget;
+    }
+    if (a.request.stream && dumps) {
+        return reportError(Error::badInput("--stream runs a checkpoint; two dumps run nothing"));
+    }
     Progress progress;
     Result<actions::EvalOutcome> outcome = Error::internal("not run");
     {
@@ -196,6 +216,11 @@ const bool registered = registerCommand({ "eval",
             ->capture_default_str();
         app.add_option("--tolerances", r.tolerances,
             "tolerance table name or file whose end_to_end rules judge (default day0-default)");
+        app.add_flag("--stream", r.stream,
+            "stream the weights layer by layer (the reference, and an fp32/fp64 target): the "
+            "same figures in bounded memory");
+        app.add_option("--memory-budget", a->memoryBudget,
+            "with --stream: bound the resident weights, e.g. 512M or 8G");
         return [a, &global] { return runEval(*a, global); };
     } });
 

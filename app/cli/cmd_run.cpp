@@ -68,7 +68,45 @@ struct RunArgs {
     std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
     bool grad = false; ///< --grad: the loss's gradients instead of a generation
     std::string targets; ///< --targets: one per id (-1: not counted); empty: the next token
+    std::string layers; ///< --layers A-B: a slice of the decoder layers
+    std::string sliceInput; ///< --slice-input DIR: the dump feeding the slice
+    bool tokensGiven = false; ///< --tokens was on the command line
 };
+
+/// What --layers cannot run with, named; nullopt when the options go together.
+std::optional<Error> refuseWithSlice(const RunArgs& a)
+{
+    if (a.layers.empty()) {
+        if (!a.sliceInput.empty()) {
+            return Error::badInput("--slice-input feeds a slice of the layers; add --layers A-B");
+        }
+        return std::nullopt;
+    }
+    const std::vector<std::pair<bool, const char*>> refused {
+        { !a.planned.plan.empty(), "--plan" },
+        { !a.reference.empty(), "--reference (compare the slice's dump with day0 compare)" },
+        { a.inject, "--inject" },
+        { a.fp32Leg, "--fp32-leg" },
+        { a.backend != "cpu", "--backend (a slice runs on the CPU reference)" },
+        { !a.image.empty(), "--image" },
+        { !a.prompt.empty(), "--prompt (a slice runs the tokens of its input dump)" },
+        { a.precision != "fp32" && a.precision != "fp64",
+            "--precision other than fp32/fp64 (a slice runs the reference)" },
+        { !a.opPrecision.empty(), "--op-precision" },
+        { !a.layerPrecision.empty(), "--layer-precision" },
+        { !a.stateDtype.empty(), "--state-dtype" },
+    };
+    for (const auto& [bad, what] : refused) {
+        if (bad) {
+            return Error::badInput(fmt::format("--layers does not run with {}", what));
+        }
+    }
+    if (a.sliceInput.empty()) {
+        return Error::badInput("--layers needs --slice-input DIR: the dump of a prior run holding "
+                               "the residual stream entering the first layer");
+    }
+    return std::nullopt;
+}
 
 /// What --stream cannot run with, named; nullopt when the options go together.
 std::optional<Error> refuseWithStream(const RunArgs& a)
@@ -79,19 +117,25 @@ std::optional<Error> refuseWithStream(const RunArgs& a)
         }
         return std::nullopt;
     }
+    // With --reference the reference streams and an emulated or backend target loads whole (the
+    // output says so); alone, the target itself must stream.
+    const bool alone = a.reference.empty();
     const std::vector<std::pair<bool, const char*>> refused {
         { !a.planned.plan.empty(), "--plan (a sharded run holds each rank's weights)" },
-        { !a.reference.empty(), "--reference (a second engine over the whole model)" },
-        { a.inject, "--inject (needs the reference run)" },
-        { a.fp32Leg, "--fp32-leg (needs the reference run)" },
-        { a.backend != "cpu", "--backend (streamed runs compute on the CPU reference)" },
+        { a.inject && alone, "--inject (needs the reference run)" },
+        { a.fp32Leg && alone, "--fp32-leg (needs the reference run)" },
+        { a.backend != "cpu" && alone,
+            "--backend (streamed runs compute on the CPU reference; add --reference to stream "
+            "the reference beside a backend target)" },
         { !a.image.empty(), "--image (the vision tower is not streamed)" },
-        { a.precision != "fp32" && a.precision != "fp64",
-            "--precision other than fp32/fp64 (an emulated precision keeps a rounded copy of "
-            "every weight)" },
-        { !a.opPrecision.empty(), "--op-precision (streamed runs are the fp32/fp64 reference)" },
-        { !a.layerPrecision.empty(),
-            "--layer-precision (streamed runs are the fp32/fp64 reference)" },
+        { a.precision != "fp32" && a.precision != "fp64" && alone,
+            "--precision other than fp32/fp64 without --reference (an emulated precision keeps "
+            "a rounded copy of every weight)" },
+        { !a.opPrecision.empty() && alone,
+            "--op-precision without --reference (streamed runs are the fp32/fp64 reference)" },
+        { !a.layerPrecision.empty() && alone,
+            "--layer-precision without --reference (streamed runs are the fp32/fp64 "
+            "reference)" },
     };
     for (const auto& [bad, what] : refused) {
         if (bad) {
@@ -108,7 +152,8 @@ nlohmann::json streamJson(const exec::StreamStats& s)
         { "layer_loads", s.phasesLoaded }, { "largest_layer", s.largestPhase },
         { "largest_layer_bytes", s.largestPhaseBytes },
         { "resident_weights_peak_bytes", s.residentPeakBytes },
-        { "peak_rss_bytes", s.peakRssBytes }, { "memory_budget", s.memoryBudget } };
+        { "peak_rss_bytes", s.peakRssBytes }, { "memory_budget", s.memoryBudget },
+        { "expert_bytes_skipped", s.expertBytesSkipped } };
 }
 
 /// The trace of a run, as Chrome JSON: the phases timed here, every TraceScope the engine opens
@@ -285,6 +330,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
         { a.fp32Leg, "--fp32-leg" },
         { a.backend != "cpu", "--backend (gradients run on the CPU reference)" },
         { a.stream, "--stream" },
+        { !a.layers.empty() || !a.sliceInput.empty(), "--layers / --slice-input" },
         { !a.image.empty(), "--image" },
         { !a.prompt.empty(), "--prompt (give the sequence as --ids)" },
         { a.precision != "fp32" && a.precision != "fp64",
@@ -362,6 +408,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (auto refused = refuseWithStream(a)) {
         return reportError(*refused);
     }
+    if (auto refused = refuseWithSlice(a)) {
+        return reportError(*refused);
+    }
     if (!a.planned.plan.empty()) {
         return runRunPlanned(a, global);
     }
@@ -392,11 +441,13 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     }
     o.inject = a.inject;
     o.fp32Leg = a.fp32Leg;
-    auto ids = promptIds(a);
-    if (!ids) {
-        return reportError(ids.error());
+    if (a.layers.empty() || !a.ids.empty()) {
+        auto ids = promptIds(a);
+        if (!ids) {
+            return reportError(ids.error());
+        }
+        o.promptIds = std::move(*ids);
     }
-    o.promptIds = std::move(*ids);
     if (!a.image.empty()) {
         auto image = exec::loadImageInput(a.checkpoint, a.image);
         if (!image) {
@@ -404,7 +455,8 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         }
         o.image = std::move(*image);
     }
-    o.newTokens = a.tokens;
+    // A slice runs its input dump's steps; --tokens, when given, must agree with them.
+    o.newTokens = !a.layers.empty() && !a.tokensGiven ? 0 : a.tokens;
     o.linearAttentionChunk = a.deltaChunk;
     o.capture.inputs = a.inputs;
     o.capture.projections = a.projections;
@@ -443,6 +495,8 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     request.tolerances = a.tolerances;
     request.dump = a.dump;
     request.stream = a.stream;
+    request.layers = a.layers;
+    request.sliceInput = a.sliceInput;
     if (!a.memoryBudget.empty()) {
         auto budget = exec::parseMemorySize(a.memoryBudget);
         if (!budget) {
@@ -476,10 +530,22 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         }
     }
     const auto runId = recordResult(record);
+    const auto& ranSlice = ran->slice;
     if (global.json) {
         nlohmann::json j
             = { { "model", spec->name }, { "fingerprint", exec::modelFingerprint(*spec) },
-                  { "prompt_ids", o.promptIds }, { "target", runJson(result->target) } };
+                  { "prompt_ids",
+                      result->target.dump.info.inputIds.empty()
+                          ? o.promptIds
+                          : std::vector<std::int64_t>(result->target.dump.info.inputIds.begin(),
+                              result->target.dump.info.inputIds.begin()
+                                  + result->target.dump.info.promptLength) },
+                  { "target", runJson(result->target) } };
+        if (ranSlice) {
+            j["layers"] = { { "first", ranSlice->first }, { "last", ranSlice->last },
+                { "of", spec->numLayers }, { "input_capture", ranSlice->inputCapture },
+                { "input_dump", a.sliceInput } };
+        }
         if (result->reference) {
             j["reference"] = runJson(*result->reference);
         }
@@ -498,6 +564,10 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         }
         if (ran->stream) {
             j["stream"] = streamJson(*ran->stream);
+            if (result->reference) {
+                j["stream"]["reference_streamed"] = result->referenceStreamed;
+                j["stream"]["target_streamed"] = result->targetStreamed;
+            }
         }
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         if (!tracePath.empty()) {
@@ -507,19 +577,31 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         return code;
     }
     const auto& t = result->target;
-    fmt::print("{} ({}), {} prompt tokens, {} new\n", spec->name, exec::modelFingerprint(*spec),
-        o.promptIds.size(), t.generated.size());
+    if (ranSlice) {
+        fmt::print("{} ({}): layers {}-{} of {} ran over {} tokens ({} prompt, {} decode steps), "
+                   "fed '{}' from {}  (prefill {}, decode {})\n",
+            spec->name, exec::modelFingerprint(*spec), ranSlice->first, ranSlice->last,
+            spec->numLayers, t.dump.info.inputIds.size(), t.dump.info.promptLength,
+            t.dump.info.inputIds.size() - std::size_t(t.dump.info.promptLength),
+            ranSlice->inputCapture, a.sliceInput, formatDuration(Seconds(t.prefillSeconds)),
+            formatDuration(Seconds(t.decodeSeconds)));
+    } else {
+        fmt::print("{} ({}), {} prompt tokens, {} new\n", spec->name, exec::modelFingerprint(*spec),
+            o.promptIds.size(), t.generated.size());
+    }
     if (result->reference) {
         fmt::print("reference {}: generated {}  (prefill {}, decode {})\n",
             result->reference->dump.info.precision, fmt::join(result->reference->generated, " "),
             formatDuration(Seconds(result->reference->prefillSeconds)),
             formatDuration(Seconds(result->reference->decodeSeconds)));
     }
-    fmt::print("target {}: generated {}  (prefill {}, decode {}){}\n",
-        t.dump.info.extra.value("precision_plan", t.dump.info.precision),
-        fmt::join(t.generated, " "), formatDuration(Seconds(t.prefillSeconds)),
-        formatDuration(Seconds(t.decodeSeconds)),
-        result->reference ? "  [teacher-forced on the reference's tokens]" : "");
+    if (!ranSlice) {
+        fmt::print("target {}: generated {}  (prefill {}, decode {}){}\n",
+            t.dump.info.extra.value("precision_plan", t.dump.info.precision),
+            fmt::join(t.generated, " "), formatDuration(Seconds(t.prefillSeconds)),
+            formatDuration(Seconds(t.decodeSeconds)),
+            result->reference ? "  [teacher-forced on the reference's tokens]" : "");
+    }
     fmt::print("  recipe: {}\n", t.dump.info.extra.value("precision_recipe", ""));
     if (o.backend != nullptr) {
         fmt::print("{}", exec::formatDispatch(t.dispatch));
@@ -527,9 +609,17 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (!a.dump.empty()) {
         fmt::print("dump{}: {}\n", result->reference ? "s" : "", a.dump);
     }
+    if (ran->stream && result->reference) {
+        fmt::print("streamed: the reference{}; {}\n",
+            result->targetStreamed ? " and the target" : "",
+            result->targetStreamed ? std::string("every run's weights layer by layer")
+                                   : fmt::format("the {} target{} loaded the weights whole",
+                                       t.dump.info.extra.value("precision_plan", ""),
+                                       result->injected ? " and its inject-mode run" : ""));
+    }
     if (const auto& s = ran->stream) {
         fmt::print("streamed: {} read in {} ({}/s), {} layer loads; weights resident at most {} "
-                   "(largest layer {}: {}); peak RSS {}{}\n",
+                   "(largest layer {}: {}); peak RSS {}{}{}\n",
             formatBytes(Bytes(std::int64_t(s->bytesRead))), formatDuration(Seconds(s->readSeconds)),
             formatBytes(Bytes(
                 std::int64_t(s->readSeconds > 0 ? double(s->bytesRead) / s->readSeconds : 0.0))),
@@ -538,6 +628,10 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
             formatBytes(Bytes(std::int64_t(s->peakRssBytes))),
             s->memoryBudget > 0
                 ? fmt::format(", budget {}", formatBytes(Bytes(std::int64_t(s->memoryBudget))))
+                : std::string(),
+            s->expertBytesSkipped > 0
+                ? fmt::format("; {} of routed experts no token chose were not read",
+                    formatBytes(Bytes(std::int64_t(s->expertBytesSkipped))))
                 : std::string());
     }
     if (result->comparison) {
@@ -585,7 +679,8 @@ const bool registered = registerCommand({ "run",
             "where the target runs: cpu (default) or a backend plugin such as cuda");
         app.add_option("--device", a->device,
             "device index for a GPU backend (default 0; MPI ranks of --plan: their local rank)");
-        app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
+        auto* tokens
+            = app.add_option("--tokens", a->tokens, "greedy tokens to generate (default 8)");
         app.add_option("--delta-chunk", a->deltaChunk,
                "tokens per chunk of the Gated DeltaNet delta rule in a prefill (Qwen3-Next, "
                "Qwen3.5; default 64, transformers' chunk_size): chunk boundaries move, the "
@@ -639,7 +734,17 @@ const bool registered = registerCommand({ "run",
             "gradients (fp64/fp32): --dump writes <anchor>#grad and <parameter>#grad");
         app.add_option("--targets", a->targets,
             "with --grad: one target id per input id (-1: not counted; default: the next id)");
-        return [a, &global] { return runRun(*a, global); };
+        app.add_option("--layers", a->layers,
+            "run decoder layers A-B only (fp32/fp64 reference, streamed or not), fed the residual "
+            "stream entering A from --slice-input; its dumps are the whole run's for those "
+            "layers");
+        app.add_option("--slice-input", a->sliceInput,
+            "with --layers: a prior run's --dump folder holding model.layers.<A-1> (or "
+            "model.embed_tokens, or model.layers.<A>#in0); its tokens are run");
+        return [a, tokens, &global] {
+            a->tokensGiven = tokens->count() > 0;
+            return runRun(*a, global);
+        };
     } });
 
 } // namespace

@@ -5,6 +5,7 @@
 #include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
+#include "exec/layer_stream.h"
 #include "exec/precision.h"
 #include "exec/sequence_decoder.h"
 #include "numerics/dump_compare.h"
@@ -35,12 +36,32 @@ struct Window {
     std::int64_t scoredFrom = 0; ///< first scored position within the window
 };
 
-/// One loaded engine and what it runs.
+/// One loaded engine, or a checkpoint streamed layer by layer, and what it runs.
 struct Side {
     exec::PrecisionPlan plan;
     exec::Engine* engine = nullptr;
     exec::Backend* backend = nullptr;
+    /// Streamed (exec::runStreamed) when set: the checkpoint, its model and the budget.
+    std::string streamed;
+    const model::ModelSpec* spec = nullptr;
+    exec::StreamOptions streamOptions;
 };
+
+/// One run of `o` on `side` (its plan and backend filled in here).
+Result<exec::RunResult> runSide(const Side& side, exec::RunOptions o, std::stop_token stop)
+{
+    o.precision = side.plan;
+    o.backend = side.backend;
+    Progress inner; // the engine counts its own steps; the evaluation counts windows
+    if (!side.streamed.empty()) {
+        auto run = exec::runStreamed(side.streamed, *side.spec, o, side.streamOptions, inner, stop);
+        if (!run) {
+            return run.error();
+        }
+        return std::move(run->run);
+    }
+    return side.engine->run(o, inner, stop);
+}
 
 /// The logits [tokens, vocab] of one run of `ids` (+ greedy tokens when `newTokens` > 1), and
 /// the run's own picks. Only lm_head is captured: one window's logits in memory.
@@ -54,13 +75,10 @@ Result<Logits> runLogits(const Side& side, const std::vector<std::int64_t>& ids,
     std::int64_t newTokens, std::int64_t vocab, std::stop_token stop)
 {
     exec::RunOptions o;
-    o.precision = side.plan;
     o.promptIds = ids;
     o.newTokens = newTokens;
     o.capture.filters = { "lm_head" };
-    o.backend = side.backend;
-    Progress inner; // the engine counts its own steps; the evaluation counts windows
-    auto run = side.engine->run(o, inner, stop);
+    auto run = runSide(side, o, stop);
     if (!run) {
         return run.error();
     }
@@ -200,12 +218,9 @@ Result<void> localise(const Side& ref, const Side& tgt, const std::vector<std::i
 {
     const auto capture = [&](const Side& side) {
         exec::RunOptions o;
-        o.precision = side.plan;
         o.promptIds = ids;
         o.newTokens = 1;
-        o.backend = side.backend;
-        Progress inner;
-        return side.engine->run(o, inner, stop);
+        return runSide(side, o, stop);
     };
     auto r = capture(ref);
     if (!r) {
@@ -430,17 +445,43 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
     if (tgtPlan->isF64() && request.backend != nullptr) {
         return Error::badInput("the fp64 target runs on the CPU only; drop --backend");
     }
-    auto refWeights = exec::openCheckpointWeights(request.checkpoint);
-    if (!refWeights) {
-        return refWeights.error().withContext("weights");
+    // Streamed: the reference, and the target when it is an fp32/fp64 reference run on the CPU
+    // too (an emulated target keeps a rounded copy of every weight, so it is loaded whole and
+    // the outcome says so).
+    const auto streamable = [](const exec::PrecisionPlan& p) {
+        return (p.base == exec::PrecisionMode::F32 || p.base == exec::PrecisionMode::F64)
+            && p.perOpKind.empty() && p.perLayer.empty();
+    };
+    if (request.stream) {
+        if (corpus.sampleSequences > 0) {
+            return Error::badInput("--stream does not run with --sample-corpus (the sampler "
+                                   "decodes token by token over the whole reference); give "
+                                   "--ids-file or --text-file");
+        }
+        if (!streamable(*refPlan)) {
+            return Error::badInput(fmt::format("--stream: the reference '{}' is not streamed "
+                                               "(streamed runs are the fp32/fp64 reference)",
+                refPlan->describe()));
+        }
+        out.referenceStreamed = true;
+        out.targetStreamed = streamable(*tgtPlan) && request.backend == nullptr;
     }
-    progress.setStage(fmt::format("loading weights ({})", refPlan->isF64() ? "fp64" : "fp32"));
-    auto refEngine = exec::Engine::create(*spec, **refWeights, refPlan->isF64(), progress, stop);
-    if (!refEngine) {
-        return refEngine.error();
+    std::optional<exec::Engine> refEngine;
+    if (!out.referenceStreamed) {
+        auto refWeights = exec::openCheckpointWeights(request.checkpoint);
+        if (!refWeights) {
+            return refWeights.error().withContext("weights");
+        }
+        progress.setStage(fmt::format("loading weights ({})", refPlan->isF64() ? "fp64" : "fp32"));
+        auto e = exec::Engine::create(*spec, **refWeights, refPlan->isF64(), progress, stop);
+        if (!e) {
+            return e.error();
+        }
+        refEngine.emplace(std::move(*e));
     }
     std::optional<exec::Engine> tgtEngine;
-    if (twoCheckpoints || tgtPlan->isF64() != refPlan->isF64()) {
+    if (!out.targetStreamed
+        && (twoCheckpoints || tgtPlan->isF64() != refPlan->isF64() || !refEngine)) {
         auto tgtWeights = exec::openCheckpointWeights(targetCkpt);
         if (!tgtWeights) {
             return tgtWeights.error().withContext("weights");
@@ -452,8 +493,18 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
         }
         tgtEngine.emplace(std::move(*e));
     }
-    const Side ref { *refPlan, &*refEngine, nullptr };
-    const Side tgt { *tgtPlan, tgtEngine ? &*tgtEngine : &*refEngine, request.backend };
+    Side ref { *refPlan, refEngine ? &*refEngine : nullptr, nullptr };
+    Side tgt { *tgtPlan, tgtEngine ? &*tgtEngine : ref.engine, request.backend };
+    if (out.referenceStreamed) {
+        ref.streamed = request.checkpoint;
+        ref.spec = &out.spec;
+        ref.streamOptions = request.streamOptions;
+    }
+    if (out.targetStreamed) {
+        tgt.streamed = targetCkpt;
+        tgt.spec = &out.spec;
+        tgt.streamOptions = request.streamOptions;
+    }
     out.referenceName = refPlan->describe();
     out.targetName = tgtPlan->describe();
     const std::int64_t vocab = spec->vocabSize;

@@ -6,6 +6,7 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/backend.h"
+#include "exec/layer_stream.h"
 #include "exec/precision.h"
 #include "history/run_record.h"
 #include "model/model_spec.h"
@@ -70,6 +71,11 @@ struct EvalRequest {
     /// Tolerance table (name or file; empty: day0-default); its end_to_end rule of the target's
     /// dtype judges the summary.
     std::string tolerances;
+    /// Streams the weights layer by layer (exec::runStreamed) for every window: the reference,
+    /// and the target when it is an fp32/fp64 run on the CPU; an emulated target is loaded
+    /// whole (EvalOutcome says which streamed). Not with a sampled corpus.
+    bool stream = false;
+    exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
 };
 
 /// One prompt's greedy continuations and where they part.
@@ -113,6 +119,8 @@ struct EvalOutcome {
     std::vector<GenerationDiff> generations;
     EvalVerdict verdict;
     double seconds = 0.0;
+    bool referenceStreamed = false; ///< its weights were streamed layer by layer
+    bool targetStreamed = false;
     history::RunRecord record; ///< evalRunRecord
 };
 

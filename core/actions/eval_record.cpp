@@ -48,6 +48,9 @@ nlohmann::json evalToJson(const EvalOutcome& o)
     j["reference"] = o.referenceName;
     j["target"] = o.targetName;
     j["windows"] = o.windows;
+    if (o.referenceStreamed || o.targetStreamed) {
+        j["streamed"] = { { "reference", o.referenceStreamed }, { "target", o.targetStreamed } };
+    }
     j["same_top_strip"] = strip(o.sameTopStrip);
     j["generations"] = nlohmann::json::array();
     for (const auto& g : o.generations) {

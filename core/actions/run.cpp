@@ -1,6 +1,7 @@
 #include "actions/run.h"
 
 #include "actions/records.h"
+#include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/shrunk_cache.h"
 #include "profile/trace_scope.h"
@@ -33,8 +34,9 @@ Result<void> dumpAndRecord(
     return success();
 }
 
-/// The target run of `request` over weights streamed layer by layer, its dump and record.
-Result<void> streamRun(const RunRequest& request, const exec::PrecisionRunOptions& options,
+/// The target alone of `request`: streamed layer by layer and/or a slice of the layers; its dump
+/// and record.
+Result<void> targetOnlyRun(const RunRequest& request, exec::PrecisionRunOptions options,
     RunOutcome& out, Progress& progress, std::stop_token stop)
 {
     exec::RunOptions run;
@@ -45,21 +47,67 @@ Result<void> streamRun(const RunRequest& request, const exec::PrecisionRunOption
     run.image = options.image;
     run.linearAttentionChunk = options.linearAttentionChunk;
     run.backend = options.backend;
-    const auto started = std::chrono::steady_clock::now();
-    auto streamed = [&] {
-        const profile::TraceScope scope("run (streamed)", profile::Category::Annotation);
-        return exec::runStreamed(
-            request.checkpoint, out.spec, run, request.streamOptions, progress, stop);
-    }();
-    if (!streamed) {
-        return streamed.error();
+    std::optional<numerics::Dump> input;
+    if (!request.layers.empty()) {
+        if (request.sliceInput.empty()) {
+            return Error::badInput("--layers needs --slice-input DIR: the dump of a prior run "
+                                   "holding the residual stream entering the first layer");
+        }
+        auto range = exec::parseLayerRange(request.layers, out.spec.numLayers);
+        if (!range) {
+            return range.error();
+        }
+        auto read = checkpoint::readDump(request.sliceInput);
+        if (!read) {
+            return read.error().withContext("--slice-input");
+        }
+        input = std::move(*read);
+        exec::LayerSlice slice;
+        slice.first = range->first;
+        slice.last = range->second;
+        slice.input = &*input;
+        DAY0_TRY(exec::prepareLayerSlice(out.spec, run, slice));
+        out.slice = slice;
+        options.promptIds = run.promptIds; // the dump's tokens, for the record
+        options.newTokens = run.newTokens;
     }
-    out.result.target = std::move(streamed->run);
-    out.stream = streamed->stats;
+    const exec::LayerSlice* slice = out.slice ? &*out.slice : nullptr;
+    const auto started = std::chrono::steady_clock::now();
+    if (request.stream) {
+        auto streamed = [&] {
+            const profile::TraceScope scope("run (streamed)", profile::Category::Annotation);
+            return exec::runStreamed(
+                request.checkpoint, out.spec, run, request.streamOptions, progress, stop, slice);
+        }();
+        if (!streamed) {
+            return streamed.error();
+        }
+        out.result.target = std::move(streamed->run);
+        out.stream = streamed->stats;
+    } else {
+        auto weights = exec::openCheckpointWeights(request.checkpoint);
+        if (!weights) {
+            return weights.error().withContext("weights");
+        }
+        const profile::TraceScope scope("run (layer slice)", profile::Category::Annotation);
+        auto ran = exec::runLayerSlice(out.spec, **weights, run, *slice, progress, stop);
+        if (!ran) {
+            return ran.error();
+        }
+        out.result.target = std::move(*ran);
+    }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     DAY0_TRY(dumpAndRecord(request, options, out));
-    // After the dump: the peak the whole run reached.
-    out.stream->peakRssBytes = exec::peakResidentBytes();
+    if (slice != nullptr) {
+        out.record.setProperty("layers", fmt::format("{}-{}", slice->first, slice->last));
+        out.record.setProperty("slice_input", request.sliceInput.string());
+        out.record.info.message = fmt::format("layers {}-{} of {} over {} tokens", slice->first,
+            slice->last, out.spec.numLayers, run.promptIds.size() + run.forcedTokens.size());
+    }
+    if (out.stream) {
+        // After the dump: the peak the whole run reached.
+        out.stream->peakRssBytes = exec::peakResidentBytes();
+    }
     return success();
 }
 
@@ -92,13 +140,24 @@ Result<RunOutcome> runCheckpoint(
                                            "architecture)",
             request.checkpoint));
     }
-    if (request.stream) {
-        if (options.reference || options.inject || options.fp32Leg) {
-            return Error::badInput("--stream runs the target alone: --reference, --inject and "
-                                   "--fp32-leg need a second engine over the whole model");
-        }
-        DAY0_TRY(streamRun(request, options, out, progress, stop));
+    const bool alongside = options.reference || options.inject || options.fp32Leg;
+    if (!request.layers.empty() && alongside) {
+        return Error::badInput("--layers runs the target alone: --reference, --inject and "
+                               "--fp32-leg run the whole model (compare the slice's dump with "
+                               "day0 compare)");
+    }
+    if (!request.layers.empty() || (request.stream && !alongside)) {
+        DAY0_TRY(targetOnlyRun(request, options, out, progress, stop));
         return out;
+    }
+    if (request.stream) {
+        // The reference (and an fp32/fp64 target) streamed; an emulated target, the inject-mode
+        // and fp32-leg runs load their engine whole (the result says which streamed).
+        options.streamFrom = request.checkpoint;
+        options.streamOptions = request.streamOptions;
+    }
+    if (!request.sliceInput.empty()) {
+        return Error::badInput("--slice-input feeds a slice of the layers; add --layers A-B");
     }
     auto weights = [&] {
         const profile::TraceScope scope("open checkpoint", profile::Category::Annotation);
@@ -119,6 +178,10 @@ Result<RunOutcome> runCheckpoint(
     out.result = std::move(*result);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     DAY0_TRY(dumpAndRecord(request, options, out));
+    if (out.result.stream) {
+        out.stream = out.result.stream;
+        out.stream->peakRssBytes = exec::peakResidentBytes();
+    }
     return out;
 }
 

@@ -28,9 +28,15 @@ struct RunRequest {
     /// the record; empty: no dump.
     std::filesystem::path dump;
     /// Streams the weights layer by layer (exec::runStreamed): the target alone, fp32 or fp64,
-    /// on the CPU reference; what it cannot do is refused by name.
+    /// on the CPU reference; with a reference, the reference and an fp32/fp64 target stream
+    /// while an emulated target and the inject-mode run load their engine whole
+    /// (PrecisionRunResult says which streamed). What it cannot do is refused by name.
     bool stream = false;
     exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
+    /// "A-B": run decoder layers A..B only (exec::LayerSlice), fed from the dump in
+    /// `sliceInput` (its residual stream entering layer A), streamed or not; empty: every layer.
+    std::string layers;
+    std::filesystem::path sliceInput; ///< with `layers`: a prior run's --dump folder
 };
 
 /// What the run produced: the model, the runs and their comparison, the tolerance table it was
@@ -42,6 +48,7 @@ struct RunOutcome {
     double seconds = 0.0; ///< the runs, from the opened weights to the last token
     history::RunRecord record;
     std::optional<exec::StreamStats> stream; ///< a streamed run's reads and peak memory
+    std::optional<exec::LayerSlice> slice; ///< the layers that ran, when a slice ran
 };
 
 /// Loads the checkpoint, runs the target (and the reference and inject-mode target when asked),

@@ -2,6 +2,7 @@
 
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
+#include "exec/layer_slice.h"
 #include "exec/layer_stream.h"
 #include "exec/layout_weights.h"
 #include "exec/recurrent_state.h"
@@ -54,6 +55,13 @@ public:
     {
     }
 
+    /// A layer slice: injects only after `entry`, reading the dump's capture `source`.
+    void injectOnlyAt(std::string entry, std::string source)
+    {
+        m_entry = std::move(entry);
+        m_entrySource = std::move(source);
+    }
+
     void beginStep(std::int64_t firstRow) { m_row = firstRow; }
 
     [[nodiscard]] bool wants(const std::string& name) const override
@@ -100,10 +108,10 @@ public:
 
     bool inject(const std::string& anchor, T* x, std::int64_t rows, std::int64_t width) override
     {
-        if (m_inject == nullptr) {
+        if (m_inject == nullptr || (!m_entry.empty() && anchor != m_entry)) {
             return false;
         }
-        const Tensor* src = m_inject->tensor(anchor);
+        const Tensor* src = m_inject->tensor(m_entry.empty() ? anchor : m_entrySource);
         // run() checked presence and shapes before the first step.
         const Tensor block = src->narrow(0, m_row, rows)
                                  .contiguous()
@@ -155,6 +163,8 @@ private:
     const CaptureOptions& m_options;
     const numerics::Dump* m_inject;
     const PrecisionPlan& m_plan;
+    std::string m_entry; ///< a slice's entry anchor; empty: inject at every anchor
+    std::string m_entrySource;
     std::int64_t m_row = 0;
     std::vector<std::string> m_order;
     std::map<std::string, std::vector<Tensor>> m_steps;
@@ -180,6 +190,11 @@ public:
     void recordIds(
         const std::string& name, std::span<const std::int64_t> ids, const Shape& shape) override
     {
+        // A router's choices arrive before its experts run: only those are loaded.
+        constexpr std::string_view kTopK = "#topk";
+        if (name.ends_with(kTopK)) {
+            m_stream.routed(name.substr(0, name.size() - kTopK.size()), ids);
+        }
         m_inner.recordIds(name, ids, shape);
     }
     bool inject(const std::string& anchor, T* x, std::int64_t rows, std::int64_t width) override
@@ -249,6 +264,38 @@ Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequir
     return Tensor::fromDoubles(req.shape, out).to(compute);
 }
 
+/// Reads `req` into `table` as Engine::create does (an optional weight the source lacks is
+/// skipped; zero-centred norms are kept as 1 + w).
+Result<void> loadRequired(const WeightSource& weights, const detail::WeightRequirement& req,
+    const model::ModelSpec& spec, DType compute, detail::WeightTable& table)
+{
+    if (!weights.has(req.name)) {
+        if (req.optional) {
+            return success();
+        }
+        return Error::badInput(fmt::format("{}: missing tensor '{}' needed by the {} forward",
+            weights.describe(), req.name, spec.modelType));
+    }
+    bool exact = false;
+    auto t = loadWeight(weights, req, spec, compute, exact);
+    if (!t) {
+        return t.error();
+    }
+    if (exact) {
+        table.exactFp8.insert(req.name);
+    }
+    if (detail::zeroCentredNorm(spec, req.name)) {
+        // Qwen3NextRMSNorm and MiniMax-M3's norms scale by 1 + w: kept as such.
+        auto values = t->toDoubles();
+        for (auto& v : values) {
+            v += 1.0;
+        }
+        *t = Tensor::fromDoubles(t->shape(), values).to(compute);
+    }
+    table.tensors[req.name] = std::move(*t);
+    return success();
+}
+
 std::int64_t argmaxRow(const double* row, std::int64_t n)
 {
     return numerics::topKIndices({ row, std::size_t(n) }, 1).front();
@@ -262,9 +309,10 @@ struct Engine::Impl {
     bool fp64 = false;
 
     /// `stream`: the weights come layer by layer from it (layer_stream.h), not from `weights`.
+    /// `slice`: decoder layers A..B only, fed from a dump (layer_slice.h).
     template <typename T>
     Result<RunResult> run(const RunOptions& options, Progress& progress, std::stop_token stop,
-        detail::LayerStream* stream = nullptr);
+        detail::LayerStream* stream = nullptr, const LayerSlice* slice = nullptr);
     Result<std::vector<std::int64_t>> tokensToFeed(const RunOptions& options) const;
     Result<void> checkInject(const numerics::Dump& dump, std::int64_t rows) const;
 };
@@ -302,30 +350,7 @@ Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& 
             return Error::cancelled();
         }
         progress.advance();
-        if (!weights.has(req.name)) {
-            if (req.optional) {
-                continue;
-            }
-            return Error::badInput(fmt::format("{}: missing tensor '{}' needed by the {} forward",
-                weights.describe(), req.name, spec.modelType));
-        }
-        bool exact = false;
-        auto t = loadWeight(weights, req, spec, compute, exact);
-        if (!t) {
-            return t.error();
-        }
-        if (exact) {
-            impl->weights.exactFp8.insert(req.name);
-        }
-        if (detail::zeroCentredNorm(spec, req.name)) {
-            // Qwen3NextRMSNorm and MiniMax-M3's norms scale by 1 + w: kept as such.
-            auto values = t->toDoubles();
-            for (auto& v : values) {
-                v += 1.0;
-            }
-            *t = Tensor::fromDoubles(t->shape(), values).to(compute);
-        }
-        impl->weights.tensors[req.name] = std::move(*t);
+        DAY0_TRY(loadRequired(weights, req, spec, compute, impl->weights));
     }
     return Engine(std::move(impl));
 }
@@ -432,8 +457,11 @@ Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t 
 
 template <typename T>
 Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progress,
-    std::stop_token stop, detail::LayerStream* stream)
+    std::stop_token stop, detail::LayerStream* stream, const LayerSlice* slice)
 {
+    if (slice != nullptr && (options.injectFrom != nullptr || slice->input == nullptr)) {
+        return Error::internal("a layer slice reads its own input dump, not inject mode's");
+    }
     auto forcedOr = tokensToFeed(options);
     if (!forcedOr) {
         return forcedOr.error();
@@ -452,7 +480,11 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
         }
     }
     DAY0_TRY(checkRecurrentStateOptions(spec, options.precision, options.capture));
-    CaptureTaps<T> capture(options.capture, options.injectFrom, options.precision);
+    CaptureTaps<T> capture(
+        options.capture, slice != nullptr ? slice->input : options.injectFrom, options.precision);
+    if (slice != nullptr) {
+        capture.injectOnlyAt(slice->entryAnchor, slice->inputCapture);
+    }
     std::optional<StreamingTaps<T>> streaming;
     if (stream != nullptr) {
         streaming.emplace(capture, *stream);
@@ -482,6 +514,9 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
             options.linearAttentionChunk));
     }
     forward->setDeltaRuleChunk(options.linearAttentionChunk);
+    if (slice != nullptr) {
+        forward->setLayerSlice(slice->first, slice->last);
+    }
     if (options.backend != nullptr) {
         if constexpr (!std::is_same_v<T, float>) {
             return Error::badInput(fmt::format("the fp64 reference runs on day0-cpu only, not on "
@@ -553,10 +588,13 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
     const auto t1 = std::chrono::steady_clock::now();
     const std::int64_t vocab = spec.vocabSize;
     const auto pick = [&](const std::vector<T>& l) {
+        if (slice != nullptr) {
+            return; // no head: the dump's tokens are fed
+        }
         const std::vector<double> last(l.end() - vocab, l.end());
-        return argmaxRow(last.data(), vocab);
+        result.generated.push_back(argmaxRow(last.data(), vocab));
     };
-    result.generated.push_back(pick(*logits));
+    pick(*logits);
     if (stream == nullptr) {
         progress.advance();
     }
@@ -580,7 +618,7 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
         if (!next) {
             return next.error();
         }
-        result.generated.push_back(pick(*next));
+        pick(*next);
         result.decodeStepSeconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count());
         if (stream == nullptr) {
@@ -612,6 +650,10 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
     info.extra["prefill_seconds"] = result.prefillSeconds;
     info.extra["decode_seconds"] = result.decodeSeconds;
     info.extra["teacher_forced"] = !forced.empty();
+    if (slice != nullptr) {
+        info.extra["layers"] = { { "first", slice->first }, { "last", slice->last },
+            { "input", slice->inputCapture } };
+    }
     if (spec.moe) {
         // What the routers rank by, for the margins of flipped expert choices (routing_flips.h).
         const RouterConfig router = routerConfig(*spec.moe);
@@ -629,7 +671,7 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
 namespace day0::exec::detail {
 
 Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const RunOptions& options,
-    LayerStream& stream, Progress& progress)
+    LayerStream& stream, Progress& progress, const LayerSlice* slice)
 {
     if (options.precision.isF64() != fp64) {
         return Error::internal("a streamed run's plan and arithmetic differ");
@@ -638,8 +680,8 @@ Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const R
     impl.spec = spec;
     impl.fp64 = fp64;
     // The stream's token is the caller's, and is also requested by a failed load.
-    return fp64 ? impl.run<double>(options, progress, stream.stopToken(), &stream)
-                : impl.run<float>(options, progress, stream.stopToken(), &stream);
+    return fp64 ? impl.run<double>(options, progress, stream.stopToken(), &stream, slice)
+                : impl.run<float>(options, progress, stream.stopToken(), &stream, slice);
 }
 
 Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const WeightRequirement& req,
@@ -649,3 +691,38 @@ Result<numerics::Tensor> loadForwardWeight(const WeightSource& source, const Wei
 }
 
 } // namespace day0::exec::detail
+
+namespace day0::exec {
+
+Result<RunResult> runLayerSlice(const model::ModelSpec& spec, const WeightSource& checkpoint,
+    const RunOptions& options, const LayerSlice& slice, Progress& progress, std::stop_token stop)
+{
+    DAY0_TRY(refuseUnsliceable(spec, options));
+    const detail::LayoutWeights mapped(checkpoint, spec);
+    const WeightSource& weights
+        = detail::needsLayoutMapping(spec) ? static_cast<const WeightSource&>(mapped) : checkpoint;
+    Engine::Impl impl;
+    impl.spec = spec;
+    impl.fp64 = options.precision.isF64();
+    const DType compute = impl.fp64 ? DType::F64 : DType::F32;
+    std::vector<detail::WeightRequirement> required;
+    for (auto& req : detail::requiredWeights(spec)) {
+        const int layer = layerOfWeight(req.name);
+        if (layer >= slice.first && layer <= slice.last) {
+            required.push_back(std::move(req));
+        }
+    }
+    progress.setTotal(std::int64_t(required.size()));
+    progress.setStage(fmt::format("loading the weights of layers {}-{}", slice.first, slice.last));
+    for (const auto& req : required) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        progress.advance();
+        DAY0_TRY(loadRequired(weights, req, spec, compute, impl.weights));
+    }
+    return impl.fp64 ? impl.run<double>(options, progress, stop, nullptr, &slice)
+                     : impl.run<float>(options, progress, stop, nullptr, &slice);
+}
+
+} // namespace day0::exec

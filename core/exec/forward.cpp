@@ -426,6 +426,14 @@ template <typename T>
 Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::int64_t start,
     Taps<T>& taps, std::stop_token stop, const MultimodalStep<T>* mm)
 {
+    const bool sliced = m_sliceFirst >= 0;
+    if (sliced
+        && (m_spec.family == model::Family::NemotronH || m_spec.family == model::Family::DeepseekV4
+            || m_spec.family == model::Family::Gemma4 || mm != nullptr)) {
+        return Error::unsupported(fmt::format("a slice of the layers of {}{} is not run (its "
+                                              "layers read more than the residual stream)",
+            m_spec.modelType, mm != nullptr ? " with an image" : ""));
+    }
     if (m_spec.family == model::Family::NemotronH) {
         return nemotronHStep(ids, start, taps, stop); // its own layer kinds and names
     }
@@ -486,7 +494,7 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     };
     std::vector<T> x(std::size_t(n * h));
     std::vector<T> branch(std::size_t(n * h));
-    {
+    if (!sliced) {
         const profile::TraceScope traced("model.embed_tokens");
         const PrecisionMode mode = m_plan.modeFor(OpKind::Embedding, -1);
         if constexpr (std::is_same_v<T, float>) {
@@ -504,15 +512,23 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             DAY0_TRY(gemma4PerLayerInputs(ids, hidden.data(), n, taps));
         }
     }
-    taps.record("model.embed_tokens", hidden.data(), { n, h });
-    for (int l = 0; l < int(m_spec.numLayers); ++l) {
+    if (!sliced) {
+        taps.record("model.embed_tokens", hidden.data(), { n, h });
+    }
+    const int firstLayer = sliced ? m_sliceFirst : 0;
+    const int endLayer = sliced ? m_sliceLast + 1 : int(m_spec.numLayers);
+    for (int l = firstLayer; l < endLayer; ++l) {
         if (stop.stop_requested()) {
             return Error::cancelled();
         }
         const LayerNames names = layerNames(m_spec, l);
         const profile::TraceScope tracedLayer(names.prefix, profile::Category::Annotation);
-        taps.inject(l == 0 ? "model.embed_tokens" : fmt::format("model.layers.{}", l - 1),
-            hidden.data(), n, h);
+        const std::string before
+            = l == 0 ? "model.embed_tokens" : fmt::format("model.layers.{}", l - 1);
+        if (!taps.inject(before, hidden.data(), n, h) && sliced && l == firstLayer) {
+            return Error::internal(
+                fmt::format("the slice from layer {} was given no input at '{}'", l, before));
+        }
         if (l == 0 && vision != nullptr) {
             scatterImage(hidden, vision->embeds, true);
         } else if (l > 0) {
@@ -600,6 +616,11 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         if (m_ops.error()) {
             return *m_ops.error(); // a backend failed in this layer
         }
+    }
+    if (sliced) {
+        // The boundary after the slice's last layer (a layer stream releases its weights).
+        taps.inject(fmt::format("model.layers.{}", m_sliceLast), hidden.data(), n, h);
+        return std::vector<T>();
     }
     if (m_spec.numLayers > 0) {
         taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);

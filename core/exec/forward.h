@@ -161,6 +161,17 @@ public:
     /// M-RoPE decode steps: the token at row i is rotated at position i + delta.
     void setPositionDelta(std::int64_t delta) { m_positionDelta = delta; }
 
+    /// Runs decoder layers [first, last] only (`day0 run --layers`): a step skips the embedding
+    /// and takes the residual stream entering `first` from taps.inject at the anchor before it
+    /// ("model.embed_tokens" or "model.layers.<first − 1>"), and ends after `last` with no
+    /// logits (an empty vector). The decoder families of the generic layer loop only; step()
+    /// refuses the others by name.
+    void setLayerSlice(int first, int last)
+    {
+        m_sliceFirst = first;
+        m_sliceLast = last;
+    }
+
     /// Runs the vision tower (Qwen3-VL: patch embedding, interpolated learned positions, ViT
     /// blocks with 2-D RoPE, patch merger, deepstack mergers) over `patches` [gridH × gridW,
     /// patch width] (one frame), capturing `<visionPrefix>.*` anchors.
@@ -279,6 +290,8 @@ private:
     std::vector<std::int64_t> m_positions; ///< positions of the current step
     std::vector<std::int64_t> m_positions3; ///< M-RoPE (t, h, w) positions of a prefill, or empty
     std::int64_t m_positionDelta = 0;
+    int m_sliceFirst = -1; ///< setLayerSlice; -1: every layer, with embedding and head
+    int m_sliceLast = -1;
     Rope m_visionRope;
     Activation m_activation = Activation::Silu;
     double m_swigluLimit = 0; ///< gpt-oss clamped SwiGLU: |up| and gate's top; 0: no clamp

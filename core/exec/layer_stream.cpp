@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 
 namespace day0::exec {
 
@@ -39,6 +40,7 @@ struct Piece {
     std::int64_t blockRows = 128;
     std::int64_t blockCols = 128;
     bool exactFp8 = false; ///< the values are on the fp8 grid (block scaled or not)
+    int expert = -1; ///< a routed expert's index in its MoE layer; -1: read whenever it runs
 };
 
 /// The weights one module of the forward reads, loaded together.
@@ -48,7 +50,29 @@ struct Phase {
     std::uint64_t convertedBytes = 0; ///< in the compute type
     std::uint64_t storedBytes = 0; ///< mapped bytes read (scales included)
     std::uint64_t largestStored = 0; ///< the largest piece's mapped bytes
+    /// A MoE layer: its router's anchor ("model.layers.3.mlp.gate"), the pieces of each routed
+    /// expert (indices into `pieces`) and their mapped bytes; empty router: a dense phase.
+    std::string router;
+    std::map<int, std::vector<std::size_t>> experts;
+    std::uint64_t expertStored = 0;
 };
+
+/// The routed expert `name` belongs to in the MoE block `ffn` ("<ffn>.experts.<E>.…" → E); -1
+/// for any other weight.
+int expertOf(std::string_view name, const std::string& ffn)
+{
+    const std::string prefix = ffn + ".experts.";
+    if (!name.starts_with(prefix)) {
+        return -1;
+    }
+    name.remove_prefix(prefix.size());
+    int e = -1;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), e);
+    if (ec != std::errc() || end == name.data() + name.size() || *end != '.') {
+        return -1;
+    }
+    return e;
+}
 
 bool streamableFamily(model::Family f)
 {
@@ -129,24 +153,6 @@ void advise(std::span<const std::byte> bytes, int advice)
     ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
 
-/// Maps the pages of `bytes` in one go before they are read (much cheaper than a fault per
-/// page); read-ahead advice on kernels without MADV_POPULATE_READ.
-void populate(std::span<const std::byte> bytes)
-{
-#ifdef MADV_POPULATE_READ
-    if (bytes.empty()) {
-        return;
-    }
-    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
-    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) {
-        return;
-    }
-#endif
-    advise(bytes, MADV_WILLNEED);
-}
-
 /// Converts `p` into `out` (its shape, the compute type) exactly as Engine::create's loader
 /// does: widening is exact, and a block-scaled FP8 value is v · scale in double, rounded once.
 Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
@@ -192,11 +198,12 @@ public:
         , m_link(std::in_place, std::move(stop), [this] { m_abort.request_stop(); })
     {
         m_stats.memoryBudget = options.memoryBudget;
+        m_routedOnly = !options.allExperts;
     }
 
     /// Maps every weight the forward reads to its phase and checks names, shapes, dtypes and
     /// scales, and the budget against the largest phase, before anything runs.
-    Result<void> plan(const model::ModelSpec& spec)
+    Result<void> plan(const model::ModelSpec& spec, const LayerSlice* slice)
     {
         const int layers = int(spec.numLayers);
         m_phases.resize(std::size_t(layers) + 3);
@@ -209,6 +216,11 @@ public:
         m_phases[std::size_t(layers) + 2].label = "lm_head";
         m_next["model.embed_tokens"] = 1;
         m_next["model.norm"] = layers + 2;
+        if (slice != nullptr) {
+            // Only the slice's layers: the boundary after its last one releases them.
+            m_sliced = true;
+            m_next[fmt::format("model.layers.{}", slice->last)] = kReleaseOnly;
+        }
         for (auto req : detail::requiredWeights(spec)) {
             if (req.integer || detail::zeroCentredNorm(spec, req.name)) {
                 return Error::unsupported(
@@ -238,6 +250,9 @@ public:
                 return Error::unsupported(
                     fmt::format("--stream: weight '{}' belongs to no decoder layer", req.name));
             }
+            if (slice != nullptr && (phase <= slice->first || phase > slice->last + 1)) {
+                continue; // outside the slice: never read
+            }
             auto piece = describe(req, spec);
             if (!piece) {
                 return piece.error();
@@ -246,12 +261,23 @@ public:
                 continue; // an optional weight the checkpoint lacks
             }
             Phase& ph = m_phases[std::size_t(phase)];
+            const int layer = phase - 1;
+            if (phase >= 1 && phase <= layers && spec.moe
+                && spec.layers[std::size_t(layer)].moe()) {
+                const auto names = detail::layerNames(spec, layer);
+                ph.router = names.router;
+                (*piece)->expert = expertOf((*piece)->name, names.ffn);
+            }
             const auto converted = std::uint64_t(numerics::numelOf((*piece)->shape))
                 * std::uint64_t(dtypeSize(m_compute));
             const auto stored = (*piece)->bytes.size() + (*piece)->scaleBytes.size();
             ph.convertedBytes += converted;
             ph.storedBytes += stored;
             ph.largestStored = std::max<std::uint64_t>(ph.largestStored, stored);
+            if ((*piece)->expert >= 0) {
+                ph.experts[(*piece)->expert].push_back(ph.pieces.size());
+                ph.expertStored += stored;
+            }
             ph.pieces.push_back(std::move(**piece));
         }
         std::uint64_t total = 0;
@@ -276,7 +302,8 @@ public:
                 formatBytes(Bytes(std::int64_t(ph.largestStored)))));
         }
         m_progress.setDone(0);
-        m_progress.setTotal(std::int64_t(total) * m_steps);
+        m_progressTotal = std::int64_t(total) * m_steps;
+        m_progress.setTotal(m_progressTotal);
         return success();
     }
 
@@ -286,6 +313,10 @@ public:
     {
         m_stepError.reset();
         ++m_step;
+        if (m_sliced) {
+            release(); // the slice's first layer loads when the forward enters it
+            return success();
+        }
         load(0);
         if (m_stepError) {
             release();
@@ -301,6 +332,11 @@ public:
             fail(Error::internal(fmt::format("--stream: no layer follows '{}'", anchor)));
             return;
         }
+        if (it->second == kReleaseOnly) {
+            release();
+            m_free.clear();
+            return;
+        }
         load(it->second);
     }
 
@@ -311,6 +347,34 @@ public:
             return *m_stepError;
         }
         return success();
+    }
+
+    void routed(const std::string& router, std::span<const std::int64_t> experts) override
+    {
+        if (!m_routedOnly || m_current < 0) {
+            return;
+        }
+        const Phase& ph = m_phases[std::size_t(m_current)];
+        if (ph.router.empty() || ph.router != router) {
+            return; // not this layer's router (an indexer's selection, a dense layer)
+        }
+        const auto started = std::chrono::steady_clock::now();
+        for (const std::int64_t e : std::set<std::int64_t>(experts.begin(), experts.end())) {
+            const auto it = ph.experts.find(int(e));
+            if (it == ph.experts.end() || !m_loadedExperts.insert(int(e)).second) {
+                continue;
+            }
+            for (const std::size_t i : it->second) {
+                const Piece& p = ph.pieces[i];
+                loadPiece(p);
+                const auto stored = p.bytes.size() + p.scaleBytes.size();
+                m_stats.expertBytesSkipped -= stored;
+                m_progressTotal += std::int64_t(stored);
+            }
+        }
+        m_progress.setTotal(m_progressTotal);
+        m_stats.readSeconds
+            += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
 
     [[nodiscard]] std::stop_token stopToken() const override { return m_abort.get_token(); }
@@ -394,67 +458,95 @@ private:
         }
         m_table.tensors.clear();
         m_table.exactFp8.clear();
+        m_current = -1;
     }
 
     /// Releases the current phase, loads phase `index` into reused buffers (a free buffer of the
     /// same size, else a new one; free buffers this phase does not reuse are dropped first, so
-    /// at most one phase is held) and prefetches the next phase's pages.
+    /// at most one phase is held) and prefetches the next phase's pages. A MoE layer's routed
+    /// experts wait for its router (routed()), unless every expert is asked for.
     void load(int index)
     {
         release();
+        m_current = index;
+        m_loadedExperts.clear();
         const Phase& ph = m_phases[std::size_t(index)];
-        std::vector<Tensor> slots(ph.pieces.size());
-        for (std::size_t i = 0; i < ph.pieces.size(); ++i) {
-            const auto bytes = std::uint64_t(numerics::numelOf(ph.pieces[i].shape))
-                * std::uint64_t(dtypeSize(m_compute));
-            const auto it = m_free.find(bytes);
+        std::multimap<std::uint64_t, Tensor> keep;
+        for (const Piece& p : ph.pieces) {
+            const auto it = m_free.find(bytesOf(p));
             if (it != m_free.end()) {
-                slots[i] = it->second.view(ph.pieces[i].shape);
-                m_free.erase(it);
+                keep.insert(m_free.extract(it));
             }
         }
-        m_free.clear();
+        m_free = std::move(keep);
         const auto started = std::chrono::steady_clock::now();
         const std::string step
             = m_step <= 1 ? "prefill" : fmt::format("decode step {}", m_step - 1);
         m_progress.setStage(fmt::format("{}: {}{}", step, ph.label, rateText()));
-        std::uint64_t held = 0;
-        for (std::size_t i = 0; i < ph.pieces.size(); ++i) {
-            const Piece& p = ph.pieces[i];
-            if (!slots[i].defined()) {
-                slots[i] = Tensor::zeros(p.shape, m_compute);
+        m_held = 0;
+        for (const Piece& p : ph.pieces) {
+            if (!m_routedOnly || p.expert < 0) {
+                loadPiece(p);
             }
-            held += std::uint64_t(slots[i].byteSize());
-            // A stopped run still gets every tensor (the layer under way reads them) but no
-            // more conversion; the forward returns at the next layer.
-            if (!m_abort.stop_requested()) {
-                populate(p.bytes);
-                if (auto converted = convertPiece(p, slots[i], m_compute); !converted) {
-                    fail(converted.error().withContext(p.name));
-                }
-                // Converted: its mapped pages leave this process (the page cache keeps them).
-                advise(p.bytes, MADV_DONTNEED);
-                advise(p.scaleBytes, MADV_DONTNEED);
-                const auto read = p.bytes.size() + p.scaleBytes.size();
-                m_stats.bytesRead += read;
-                m_progress.advance(std::int64_t(read));
-            }
-            if (p.exactFp8) {
-                m_table.exactFp8.insert(p.name);
-            }
-            m_table.tensors[p.name] = std::move(slots[i]);
+        }
+        if (m_routedOnly && ph.expertStored > 0) {
+            // Counted as skipped until the router asks for them.
+            m_stats.expertBytesSkipped += ph.expertStored;
+            m_progressTotal -= std::int64_t(ph.expertStored);
+            m_progress.setTotal(m_progressTotal);
         }
         m_stats.readSeconds
             += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        m_stats.residentPeakBytes = std::max(m_stats.residentPeakBytes, held);
         ++m_stats.phasesLoaded;
         // The next phase's pages are read ahead while this one computes (after the head: the
-        // embedding of the next step).
+        // embedding of the next step); its routed experts only once its router has chosen.
         const Phase& next = m_phases[(std::size_t(index) + 1) % m_phases.size()];
         for (const Piece& p : next.pieces) {
-            advise(p.bytes, MADV_WILLNEED);
-            advise(p.scaleBytes, MADV_WILLNEED);
+            if (!m_routedOnly || p.expert < 0) {
+                advise(p.bytes, MADV_WILLNEED);
+                advise(p.scaleBytes, MADV_WILLNEED);
+            }
         }
+    }
+
+    [[nodiscard]] std::uint64_t bytesOf(const Piece& p) const
+    {
+        return std::uint64_t(numerics::numelOf(p.shape)) * std::uint64_t(dtypeSize(m_compute));
+    }
+
+    /// Converts `p` into a free buffer of its size (else a new one) and puts it in the table.
+    void loadPiece(const Piece& p)
+    {
+        Tensor slot;
+        if (const auto it = m_free.find(bytesOf(p)); it != m_free.end()) {
+            slot = it->second.view(p.shape);
+            m_free.erase(it);
+        } else {
+            slot = Tensor::zeros(p.shape, m_compute);
+        }
+        m_held += std::uint64_t(slot.byteSize());
+        m_stats.residentPeakBytes = std::max(m_stats.residentPeakBytes, m_held);
+        // A stopped run still gets every tensor (the layer under way reads them) but no more
+        // conversion; the forward returns at the next layer.
+        if (!m_abort.stop_requested()) {
+            // No prefault (MADV_POPULATE_READ) first: the conversion's threads fault the pages in
+            // side by side, each fault mapping a batch around it, which checkpoint_bench measures
+            // faster than one thread populating the whole range before the conversion starts
+            // (the read-ahead advice of the previous layer brought them into the page cache).
+            if (auto converted = convertPiece(p, slot, m_compute); !converted) {
+                fail(converted.error().withContext(p.name));
+            }
+            // Converted: its mapped pages leave this process (the page cache keeps them).
+            advise(p.bytes, MADV_DONTNEED);
+            advise(p.scaleBytes, MADV_DONTNEED);
+            const auto read = p.bytes.size() + p.scaleBytes.size();
+            m_stats.bytesRead += read;
+            m_progress.advance(std::int64_t(read));
+        }
+        if (p.exactFp8) {
+            m_table.exactFp8.insert(p.name);
+        }
+        m_table.tensors[p.name] = std::move(slot);
     }
 
     [[nodiscard]] std::string rateText() const
@@ -466,8 +558,16 @@ private:
             formatBytes(Bytes(std::int64_t(double(m_stats.bytesRead) / m_stats.readSeconds))));
     }
 
+    static constexpr int kReleaseOnly = -1; ///< m_next: the slice ends here
+
     checkpoint::Checkpoint m_ckpt;
     DType m_compute;
+    bool m_sliced = false;
+    bool m_routedOnly = true; ///< MoE layers: only the experts their router chose
+    int m_current = -1; ///< the phase in the table
+    std::set<int> m_loadedExperts; ///< of the current phase
+    std::uint64_t m_held = 0; ///< converted bytes in the table
+    std::int64_t m_progressTotal = 0;
     std::int64_t m_steps;
     Progress& m_progress;
     std::stop_source m_abort;
@@ -485,9 +585,12 @@ private:
 
 Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
     const RunOptions& options, const StreamOptions& stream, Progress& progress,
-    std::stop_token stop)
+    std::stop_token stop, const LayerSlice* slice)
 {
     DAY0_TRY(refuseUnstreamable(spec, options));
+    if (slice != nullptr) {
+        DAY0_TRY(refuseUnsliceable(spec, options));
+    }
     if (options.newTokens < 1) {
         return Error::badInput("--tokens must be at least 1");
     }
@@ -503,8 +606,8 @@ Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::
     const bool fp64 = options.precision.isF64();
     CheckpointStream layers(std::move(*ckpt), fp64 ? DType::F64 : DType::F32, stream,
         options.newTokens, progress, std::move(stop));
-    DAY0_TRY(layers.plan(spec));
-    auto run = detail::runOverStream(spec, fp64, options, layers, progress);
+    DAY0_TRY(layers.plan(spec, slice));
+    auto run = detail::runOverStream(spec, fp64, options, layers, progress, slice);
     if (!run) {
         return run.error();
     }

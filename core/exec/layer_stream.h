@@ -9,12 +9,14 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/engine.h"
+#include "exec/layer_slice.h"
 #include "model/model_spec.h"
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -28,6 +30,9 @@ struct StreamOptions {
     /// 0: unbounded, which still holds one layer at a time. A layer that alone needs more is
     /// refused before the run, by name.
     std::uint64_t memoryBudget = 0;
+    /// MoE layers: convert every routed expert, not only those the router chose for the step's
+    /// tokens (the results are the same; only the bytes read differ).
+    bool allExperts = false;
 };
 
 /// What streaming the weights cost, over every step of the run.
@@ -40,6 +45,8 @@ struct StreamStats {
     std::uint64_t residentPeakBytes = 0; ///< converted weight buffers held at once, at most
     std::uint64_t peakRssBytes = 0; ///< the process's peak resident set (VmHWM) after the run
     std::uint64_t memoryBudget = 0; ///< the budget the run honoured (0: none)
+    /// Routed experts' mapped bytes never read because no token of the step chose them.
+    std::uint64_t expertBytesSkipped = 0;
 };
 
 /// A streamed run's result and what the streaming cost.
@@ -53,10 +60,11 @@ struct StreamedRun {
 /// their own weights (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3, Kimi-K2)
 /// from BF16/F16/F32/F64 or block-FP8 tensors; anything else (emulated precisions, a backend,
 /// an image, inject mode, GGUF, other quantisation formats and families) is refused by name.
-/// Progress counts bytes read; cancellable between tensors.
+/// Progress counts bytes read; cancellable between tensors. `slice` (prepared by
+/// prepareLayerSlice): only its layers' weights are read and run.
 Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
     const RunOptions& options, const StreamOptions& stream, Progress& progress,
-    std::stop_token stop);
+    std::stop_token stop, const LayerSlice* slice = nullptr);
 
 /// "512M", "2G", "1.5GiB", "300MB", "4096" (bytes) → bytes (K/M/G/T are binary multiples);
 /// the error names the text.
@@ -72,8 +80,9 @@ class LayerStream;
 
 /// The run of `options` over a layer stream (engine.cpp): Engine's run with the weight table
 /// the stream fills and a hook at every layer boundary; cancelled through stream.stopToken().
+/// `slice`: decoder layers A..B only.
 Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const RunOptions& options,
-    LayerStream& stream, Progress& progress);
+    LayerStream& stream, Progress& progress, const LayerSlice* slice = nullptr);
 
 /// The weights of a checkpoint, one layer ("phase": the embedding, each decoder layer, the final
 /// norm, the head) at a time. Single-threaded: one run at a time.
@@ -82,7 +91,8 @@ public:
     virtual ~LayerStream() = default;
     /// The table the forward reads; holds the current phase's tensors only.
     virtual WeightTable& table() = 0;
-    /// Before a forward step: loads the embedding and prefetches the first layer.
+    /// Before a forward step: loads the embedding (a slice: nothing until its first layer is
+    /// entered) and prefetches the first layer.
     virtual Result<void> beginStep() = 0;
     /// At a layer boundary: the forward finished the module whose anchor this is
     /// ("model.embed_tokens", "model.layers.N", "model.norm"); releases its weights and loads
@@ -90,6 +100,9 @@ public:
     virtual void enter(const std::string& anchor) = 0;
     /// After a forward step: releases the last phase; the first failure of the step, if any.
     virtual Result<void> endStep() = 0;
+    /// A MoE layer's router `router` ("model.layers.3.mlp.gate") chose `experts` for the step's
+    /// tokens: loads those of them not loaded yet, before the experts run.
+    virtual void routed(const std::string& router, std::span<const std::int64_t> experts) = 0;
     /// Requested when the caller's token is or a load failed.
     [[nodiscard]] virtual std::stop_token stopToken() const = 0;
 };

@@ -62,6 +62,20 @@ void gemm(const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int
         return;
     }
     const T beta = accumulate ? T(1) : T(0);
+    if (m == 1) {
+        // One row (a decode step, a one-token prompt): a matrix-vector product. GEMM would pack
+        // the whole of b first (OpenBLAS's incopy), which for one row costs more than the
+        // product itself.
+        const auto tv = transB ? CblasNoTrans : CblasTrans;
+        const blasint rows = transB ? blasint(n) : blasint(k);
+        const blasint cols = transB ? blasint(k) : blasint(n);
+        if constexpr (std::is_same_v<T, float>) {
+            cblas_sgemv(CblasRowMajor, tv, rows, cols, 1.0f, b, cols, a, 1, beta, c, 1);
+        } else {
+            cblas_dgemv(CblasRowMajor, tv, rows, cols, 1.0, b, cols, a, 1, beta, c, 1);
+        }
+        return;
+    }
     const auto tb = transB ? CblasTrans : CblasNoTrans;
     const blasint ldb = transB ? blasint(k) : blasint(n);
     if constexpr (std::is_same_v<T, float>) {

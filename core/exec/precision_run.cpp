@@ -39,7 +39,6 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         }
     }
     const bool targetF64 = options.target.isF64();
-    const bool referenceF64 = options.reference == PrecisionMode::F64;
     std::optional<Engine> f64;
     std::optional<Engine> f32;
     const auto engine = [&](bool wantF64) -> Result<Engine*> {
@@ -56,6 +55,37 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     };
 
     PrecisionRunResult result;
+    // An fp32/fp64 CPU run streams its weights when asked; any other loads an engine.
+    const auto runOn = [&](const RunOptions& o, bool& streamed) -> Result<RunResult> {
+        const auto& p = o.precision;
+        streamed = !options.streamFrom.empty() && o.backend == nullptr && o.injectFrom == nullptr
+            && (p.base == PrecisionMode::F32 || p.base == PrecisionMode::F64) && p.perOpKind.empty()
+            && p.perLayer.empty();
+        if (!streamed) {
+            auto e = engine(p.isF64());
+            if (!e) {
+                return e.error();
+            }
+            return (*e)->run(o, progress, stop);
+        }
+        auto r = runStreamed(options.streamFrom, spec, o, options.streamOptions, progress, stop);
+        if (!r) {
+            return r.error();
+        }
+        StreamStats& sum = result.stream ? *result.stream : result.stream.emplace();
+        sum.bytesRead += r->stats.bytesRead;
+        sum.readSeconds += r->stats.readSeconds;
+        sum.phasesLoaded += r->stats.phasesLoaded;
+        sum.expertBytesSkipped += r->stats.expertBytesSkipped;
+        if (r->stats.largestPhaseBytes >= sum.largestPhaseBytes) {
+            sum.largestPhase = r->stats.largestPhase;
+            sum.largestPhaseBytes = r->stats.largestPhaseBytes;
+        }
+        sum.residentPeakBytes = std::max(sum.residentPeakBytes, r->stats.residentPeakBytes);
+        sum.peakRssBytes = std::max(sum.peakRssBytes, r->stats.peakRssBytes);
+        sum.memoryBudget = r->stats.memoryBudget;
+        return std::move(r->run);
+    };
     RunOptions run;
     run.promptIds = options.promptIds;
     run.image = options.image;
@@ -63,10 +93,6 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     run.linearAttentionChunk = options.linearAttentionChunk;
     run.capture = options.capture;
     if (options.reference) {
-        auto e = engine(referenceF64);
-        if (!e) {
-            return e.error();
-        }
         RunOptions ref = run;
         ref.precision = PrecisionPlan { *options.reference, {}, {}, Fp8Scaling::PerTensor };
         // The reference keeps full tensors so that inject mode and the comparison can use them.
@@ -75,7 +101,7 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
             ref.capture.filters.clear(); // inject mode reads every layer's output
         }
         progress.setStage("reference run");
-        auto r = (*e)->run(ref, progress, stop);
+        auto r = runOn(ref, result.referenceStreamed);
         if (!r) {
             return r.error();
         }
@@ -83,20 +109,24 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         run.forcedTokens.assign(
             result.reference->generated.begin(), result.reference->generated.end() - 1);
     }
-    auto e = engine(targetF64);
-    if (!e) {
-        return e.error();
-    }
     run.precision = options.target;
     run.backend = options.backend; // the reference stays on the CPU
     progress.setStage(options.backend != nullptr
             ? fmt::format("target run on {}", options.backend->name())
             : std::string("target run"));
-    auto t = (*e)->run(run, progress, stop);
+    auto t = runOn(run, result.targetStreamed);
     if (!t) {
         return t.error();
     }
     result.target = std::move(*t);
+    // The inject-mode and fp32-leg runs share the target's loaded engine.
+    Result<Engine*> e = static_cast<Engine*>(nullptr);
+    if (options.inject || options.fp32Leg) {
+        e = engine(targetF64);
+        if (!e) {
+            return e.error();
+        }
+    }
     if (options.inject) {
         RunOptions inj = run;
         inj.injectFrom = &result.reference->dump;

@@ -3,6 +3,7 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/engine.h"
+#include "exec/layer_stream.h"
 #include "numerics/dump_compare.h"
 
 #include <filesystem>
@@ -34,6 +35,12 @@ struct PrecisionRunOptions {
     /// the rounding noise. Needs a reference, a lower-precision target and a backend: on the
     /// CPU the target's fp32 is the reference itself.
     bool fp32Leg = false;
+    /// Non-empty: the fp32/fp64 runs on the CPU (the reference; the target when it is one)
+    /// stream their weights layer by layer from this checkpoint (runStreamed) instead of loading
+    /// an engine. An emulated or backend target, and the inject-mode and fp32-leg runs, still
+    /// load theirs whole; PrecisionRunResult says which runs streamed.
+    std::filesystem::path streamFrom;
+    StreamOptions streamOptions; ///< with `streamFrom`: the memory budget
 };
 
 /// What a precision run produced.
@@ -44,6 +51,10 @@ struct PrecisionRunResult {
     std::optional<numerics::DumpComparison> comparison;
     std::optional<RunResult> fp32Leg; ///< the target's backend in fp32 (fp32Leg)
     std::optional<numerics::DumpComparison> fp32LegComparison; ///< it against the reference
+    bool referenceStreamed = false; ///< its weights were streamed layer by layer
+    bool targetStreamed = false;
+    /// The streamed runs' reads, summed (peak figures: the largest); nullopt: none streamed.
+    std::optional<StreamStats> stream;
 };
 
 /// The fp32 leg's verdict in words: "pass", or "fail: 2 of 40 captures failed, first at

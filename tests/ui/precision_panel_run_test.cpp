@@ -237,3 +237,38 @@ TEST_F(PrecisionPanelRunTest, Fp8RunFromThePanelWarnsAtRoutingNearTies)
     }
     EXPECT_TRUE(nearTie) << "fp8 flips at least one expert choice on this prompt";
 }
+
+TEST_F(PrecisionPanelRunTest, StreamingTheWeightsGivesTheSameComparisonAndSaysSo)
+{
+    // "stream weights" runs the fp32/fp64 reference layer by layer from the checkpoint (the
+    // emulated target still loads whole): the comparison is the one of a normal run.
+    test::openModel(m_session, s_checkpoint);
+    PrecisionPanel panel(m_session, m_jobs);
+    panel.resize(1400, 860);
+    panel.show();
+    auto* stream = panel.findChild<QCheckBox*>(QStringLiteral("streamWeights"));
+    auto* tokens = panel.findChild<QSpinBox*>(QStringLiteral("tokens"));
+    auto* runButton = panel.findChild<QPushButton*>(QStringLiteral("runButton"));
+    ASSERT_TRUE(stream && tokens && runButton);
+    tokens->setValue(2);
+    QTest::mouseClick(runButton, Qt::LeftButton);
+    test::settle(m_jobs);
+    const auto normal = panel.current();
+    ASSERT_NE(normal, nullptr) << panel.errorText().toStdString();
+    EXPECT_FALSE(normal->stream.has_value());
+    stream->setChecked(true);
+    QTest::mouseClick(runButton, Qt::LeftButton);
+    test::settle(m_jobs);
+    const auto streamed = panel.current();
+    ASSERT_NE(streamed, nullptr) << panel.errorText().toStdString();
+    ASSERT_NE(streamed, normal);
+    ASSERT_TRUE(streamed->stream.has_value());
+    EXPECT_TRUE(streamed->referenceStreamed);
+    EXPECT_GT(streamed->stream->bytesRead, 0u);
+    EXPECT_EQ(numerics::comparisonToJson(streamed->comparison),
+        numerics::comparisonToJson(normal->comparison));
+    auto* summary = panel.findChild<QLabel*>(QStringLiteral("precisionSummary"));
+    ASSERT_NE(summary, nullptr);
+    EXPECT_TRUE(summary->text().contains(QStringLiteral("streamed layer by layer")))
+        << summary->text().toStdString();
+}

@@ -184,6 +184,11 @@ QWidget* PrecisionPanel::createControls()
             m_fp32Leg->setChecked(false);
         }
     };
+    m_stream = new QCheckBox(tr("stream weights"), box);
+    m_stream->setObjectName(QStringLiteral("streamWeights"));
+    m_stream->setToolTip(tr("Read the weights layer by layer from the checkpoint (a model larger "
+                            "than memory): the fp32/fp64 reference streams; an emulated target "
+                            "and its inject-mode run still load theirs whole. The same results."));
     connect(m_backend, &QComboBox::currentIndexChanged, this, backendChosen);
     backendChosen();
     m_reference = new QComboBox(box);
@@ -216,6 +221,7 @@ QWidget* PrecisionPanel::createControls()
     runRow->addWidget(m_fp32Leg);
     runRow->addWidget(new QLabel(tr("vs"), box));
     runRow->addWidget(m_reference);
+    runRow->addWidget(m_stream);
     runRow->addWidget(new QLabel(tr("Prompt"), box));
     runRow->addWidget(m_prompt, 1);
     runRow->addWidget(new QLabel(tr("Tokens"), box));
@@ -291,6 +297,7 @@ void PrecisionPanel::startFromControls()
     request.reference = exec::PrecisionMode(m_reference->currentData().toInt());
     request.backend = fromQString(m_backend->currentData().toString());
     request.fp32Leg = m_fp32Leg->isChecked();
+    request.stream = m_stream->isChecked();
     request.prompt = fromQString(m_prompt->text());
     request.tokens = m_tokens->value();
     run(std::move(request));
@@ -502,6 +509,13 @@ void PrecisionPanel::updateSummary()
         if (!recipe.empty()) {
             text += tr("<br>Recipe: %1").arg(toQString(recipe).toHtmlEscaped());
         }
+    }
+    if (const auto& s = m_primary->stream) {
+        text += tr("<br>Weights streamed layer by layer (%1): %2 read, resident at most %3")
+                    .arg(m_primary->targetStreamed ? tr("reference and target")
+                                                   : tr("reference; the target loaded whole"),
+                        bytesText(Bytes(std::int64_t(s->bytesRead))),
+                        bytesText(Bytes(std::int64_t(s->residentPeakBytes))));
     }
     if (const auto& leg = m_primary->fp32Leg) {
         text += tr("<br>fp32 leg (the backend in fp32 against the reference): %1")

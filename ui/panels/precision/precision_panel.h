@@ -129,6 +129,7 @@ private:
 
     QComboBox* m_target = nullptr;
     QCheckBox* m_fp32Leg = nullptr;
+    QCheckBox* m_stream = nullptr; ///< stream the weights layer by layer
     QComboBox* m_backend = nullptr; ///< "cpu" or a backend plugin's name
     QComboBox* m_reference = nullptr;
     QLineEdit* m_prompt = nullptr;

@@ -115,6 +115,7 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     run.options.newTokens = request.tokens;
     run.options.backend = backend.get();
     run.options.fp32Leg = request.fp32Leg;
+    run.stream = request.stream;
     auto ran = actions::runCheckpoint(run, progress, stop);
     if (!ran) {
         return ran.error();
@@ -133,6 +134,9 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
     }
     out->dispatch = result.target.dispatch;
     out->fp32Leg = std::move(result.fp32LegComparison);
+    out->referenceStreamed = result.referenceStreamed;
+    out->targetStreamed = result.targetStreamed;
+    out->stream = ran->stream;
     out->label = fmt::format("{}{} vs {}", request.target.describe(),
         backend ? fmt::format(" on {}", backend->name()) : std::string(),
         exec::precisionName(request.reference));

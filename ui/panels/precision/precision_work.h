@@ -3,6 +3,7 @@
 #include "base/progress.h"
 #include "base/result.h"
 #include "exec/backend_dispatch.h"
+#include "exec/layer_stream.h"
 #include "exec/precision.h"
 #include "numerics/dump.h"
 #include "numerics/dump_compare.h"
@@ -41,6 +42,10 @@ struct PrecisionRunRequest {
     /// Also run the backend target in fp32, judged by the fp32 rules (`day0 run --fp32-leg`);
     /// a backend only: on the CPU the target's fp32 is the reference.
     bool fp32Leg = false;
+    /// Stream the weights layer by layer (`day0 run --stream --reference`): the reference (and
+    /// an fp32/fp64 target) reads one layer at a time from the checkpoint; an emulated target
+    /// and its inject-mode run load theirs whole.
+    bool stream = false;
 };
 
 /// The prompt of the embedded demo as the prompt field shows it: actions::demoPromptIds(),
@@ -63,6 +68,10 @@ struct PrecisionRun {
     exec::DispatchReport dispatch; ///< where the target's operators ran (runs on a backend)
     /// The fp32 leg's comparison against the reference, when the run had one.
     std::optional<numerics::DumpComparison> fp32Leg;
+    /// The runs that streamed their weights, and what they read (runs with `stream`).
+    bool referenceStreamed = false;
+    bool targetStreamed = false;
+    std::optional<exec::StreamStats> stream;
     /// A comparison still growing (its rows so far, no first divergence), shown while the job
     /// runs; never recorded.
     bool partial = false;
