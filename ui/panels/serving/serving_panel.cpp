@@ -17,6 +17,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -68,7 +69,17 @@ ServingPanel::ServingPanel(Session& session, JobRunner& jobs, QWidget* parent)
 {
     buildUi();
     followSession();
-    connect(&m_session, &Session::modelChanged, this, &ServingPanel::followSession);
+    connect(&m_session, &Session::modelChanged, this, [this] {
+        followSession();
+        startDemoIfWanted();
+    });
+    if (auto* dock = qobject_cast<QDockWidget*>(parent)) {
+        m_dock = dock;
+        connect(dock, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+            m_dockShown = visible;
+            startDemoIfWanted();
+        });
+    }
 }
 
 ServingPanel::~ServingPanel() { m_ticket->cancel(); }
@@ -218,11 +229,18 @@ bool ServingPanel::running() const { return m_ticket->busy(); }
 void ServingPanel::showEvent(QShowEvent* event)
 {
     QWidget::showEvent(event);
+    startDemoIfWanted();
+}
+
+void ServingPanel::startDemoIfWanted()
+{
     // As the precision panel's demo: seconds of CPU, once, only for a panel someone looks at and
     // a model that runs shrunk (a real checkpoint or an endpoint waits for Run). Not recorded:
-    // timings differ every time, so each launch would add a run.
+    // timings differ every time, so each launch would add a run. A docked panel is looked at
+    // while its tab is the current one (a tab behind another keeps isVisible()).
+    const bool shown = m_dock != nullptr ? m_dockShown : isVisible();
     const QString source = m_session.modelSource();
-    if (m_demoDone || !isVisible() || source.isEmpty() || exec::holdsWeights(fromQString(source))
+    if (m_demoDone || !shown || source.isEmpty() || exec::holdsWeights(fromQString(source))
         || running() || m_model->rowCount() > 0) {
         return;
     }

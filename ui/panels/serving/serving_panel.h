@@ -8,6 +8,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QDockWidget;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -81,6 +82,9 @@ private:
     struct Outcome;
 
     void buildUi();
+    /// Runs the default levels once, not recorded, when the panel is looked at with a model that
+    /// runs shrunk.
+    void startDemoIfWanted();
     void followSession();
     void startJob(actions::StagedBenchRequest request, bool record);
     void levelDone(quint64 generation, actions::BenchLevelOutcome&& level);
@@ -96,6 +100,8 @@ private:
     quint64 m_generation = 0;
     int m_levelCount = 0;
     bool m_demoDone = false;
+    QDockWidget* m_dock = nullptr; ///< the dock holding the panel, when docked
+    bool m_dockShown = false; ///< its tab is the current one
     qint64 m_recorded = 0;
     QComboBox* m_target = nullptr;
     ElidedLabel* m_checkpoint = nullptr;
