@@ -196,7 +196,7 @@ std::optional<std::size_t> baselineFor(const std::vector<RunInfo>& runs, std::si
             return i;
         }
     }
-    return index + 1;
+    return std::nullopt;
 }
 
 } // namespace day0::history

@@ -94,7 +94,8 @@ MemoryBars memoryBars(
 std::vector<MemorySlot> memorySlots(const RunComparison& comparison);
 
 /// The run to compare runs[index] against in a newest-first listing: the next older run of the
-/// same kind and model, else the next older run; nullopt for the oldest run or a bad index.
+/// same kind and model; nullopt when there is none (other runs are not comparable) or for a bad
+/// index.
 std::optional<std::size_t> baselineFor(const std::vector<RunInfo>& runs, std::size_t index);
 
 } // namespace day0::history

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
 
 namespace day0::profile {
 
@@ -32,6 +33,9 @@ std::vector<KernelStat> kernelStatistics(const Trace& trace, const KernelStatsOp
     }
     // (rank, name, category) → durations
     std::map<std::tuple<std::int32_t, StringId, Category>, std::vector<std::int64_t>> groups;
+    std::map<std::tuple<std::int32_t, StringId, Category>, std::int64_t> selfTimes;
+    std::vector<std::int64_t> self;
+    std::vector<SliceIndex> open; // the enclosing slices of the current one, outermost first
     const auto& tracks = trace.tracks();
     for (std::size_t t = 0; t < tracks.size(); ++t) {
         if (options.rank >= 0 && tracks[t].rank != options.rank) {
@@ -40,10 +44,28 @@ std::vector<KernelStat> kernelStatistics(const Trace& trace, const KernelStatsOp
         const std::int32_t rank = options.perRank ? tracks[t].rank : -1;
         const auto [a, b]
             = trace.slicesStartingIn(TrackId(t), options.rangeStart, options.rangeEnd);
+        // A track's slices come in start order, parents before children: a slice's parent is
+        // the innermost open slice one level up.
+        self.assign(std::size_t(b - a), 0);
+        open.clear();
+        for (SliceIndex i = a; i < b; ++i) {
+            self[std::size_t(i - a)] = trace.sliceDuration(i);
+            const auto depth = trace.sliceDepth(i);
+            while (!open.empty() && trace.sliceDepth(open.back()) >= depth) {
+                open.pop_back();
+            }
+            if (!open.empty() && trace.sliceDepth(open.back()) + 1 == depth) {
+                auto& parent = self[std::size_t(open.back() - a)];
+                parent = std::max<std::int64_t>(0, parent - trace.sliceDuration(i));
+            }
+            open.push_back(i);
+        }
         for (SliceIndex i = a; i < b; ++i) {
             const Category c = trace.sliceCategory(i);
             if (wanted[std::size_t(c)]) {
                 groups[{ rank, trace.sliceName(i), c }].push_back(trace.sliceDuration(i));
+                auto& sum = selfTimes[{ rank, trace.sliceName(i), c }];
+                sum = addSaturating(sum, self[std::size_t(i - a)]);
             }
         }
     }
@@ -59,6 +81,7 @@ std::vector<KernelStat> kernelStatistics(const Trace& trace, const KernelStatsOp
         for (const auto d : durations) {
             s.total = addSaturating(s.total, d);
         }
+        s.self = selfTimes[key];
         s.min = durations.front();
         s.max = durations.back();
         s.mean = double(s.total) / double(s.count);

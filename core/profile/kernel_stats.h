@@ -17,6 +17,9 @@ struct KernelStat {
     std::int32_t rank = -1; ///< -1 when aggregated over all ranks
     std::size_t count = 0;
     std::int64_t total = 0;
+    /// Self time: `total` less the time of the slices nested directly inside these (on their
+    /// track, any category), so nested names' self times add up without counting twice.
+    std::int64_t self = 0;
     std::int64_t min = 0;
     std::int64_t max = 0;
     double mean = 0.0;

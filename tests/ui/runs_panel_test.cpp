@@ -1,5 +1,6 @@
 #include "base/file_util.h"
 #include "history/comparison_views.h"
+#include "history/metric_labels.h"
 #include "history/recording.h"
 #include "history/run_json.h"
 #include "history/run_store.h"
@@ -246,12 +247,16 @@ TEST(RunsPanel, ComparingTwoRunsDrawsExactlyTheCoresNumbers)
         return deltas->index(row, column).data(DeltaTableModel::ValueRole).toDouble();
     };
     EXPECT_EQ(
-        deltas->index(0, DeltaTableModel::Quantity).data().toString(), QStringLiteral("duration"));
+        deltas->index(0, DeltaTableModel::Quantity).data().toString(), QStringLiteral("Duration"));
     EXPECT_EQ(value(0, DeltaTableModel::A), core.durationA->value);
     EXPECT_EQ(value(0, DeltaTableModel::B), core.durationB->value);
     for (std::size_t i = 0; i < core.metrics.size(); ++i) {
         const int row = int(i) + 1;
-        EXPECT_EQ(deltas->index(row, 0).data().toString(), toQString(core.metrics[i].name));
+        // A readable name; the stored key in the tooltip.
+        EXPECT_EQ(deltas->index(row, 0).data().toString(),
+            toQString(history::metricLabel(core.metrics[i].name)));
+        EXPECT_EQ(deltas->index(row, 0).data(Qt::ToolTipRole).toString(),
+            toQString(core.metrics[i].name));
         EXPECT_EQ(value(row, DeltaTableModel::Change), *core.metrics[i].delta());
         EXPECT_EQ(value(row, DeltaTableModel::Relative), *core.metrics[i].relative());
     }

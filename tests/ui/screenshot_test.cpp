@@ -6,6 +6,8 @@
 #include "panels/precision/precision_panel.h"
 #include "panels/runs/run_table_model.h"
 #include "panels/runs/runs_panel.h"
+#include "panels/serving/bench_level_model.h"
+#include "panels/serving/serving_panel.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "panels/topology/topology_scene.h"
@@ -14,6 +16,7 @@
 #include "ui_test_support.h"
 #include "widgets/plot_widget.h"
 
+#include <QLabel>
 #include <QProcess>
 #include <QSet>
 #include <QSettings>
@@ -39,8 +42,8 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     }
     ASSERT_EQ(ids.size(), qsizetype(registry.panels().size()));
     ASSERT_EQ(shortcuts.size(), qsizetype(registry.panels().size()));
-    for (const char* id :
-        { "model", "memory", "topology", "planner", "precision", "runs", "pipeline", "timeline" }) {
+    for (const char* id : { "model", "memory", "topology", "planner", "precision", "runs",
+             "pipeline", "timeline", "serving" }) {
         EXPECT_TRUE(ids.contains(QLatin1String(id))) << id;
     }
     Session session;
@@ -90,6 +93,12 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     ASSERT_NE(precision, nullptr);
     ASSERT_NE(precision->endToEndView()->current(), nullptr) << "the End to end view evaluated";
     EXPECT_EQ(precision->endToEndView()->histogramPlot()->barLayerCount(), 1);
+    // The serving panel pictures a staged run: the default levels on the shrunk checkpoint.
+    auto* serving = qobject_cast<ServingPanel*>(window.panel(QStringLiteral("serving")));
+    ASSERT_NE(serving, nullptr);
+    EXPECT_EQ(serving->resultModel()->rowCount(), 4)
+        << serving->summaryLabel()->text().toStdString();
+    EXPECT_FALSE(serving->paretoPlot()->showsEmptyState());
     auto* timeline = qobject_cast<TimelinePanel*>(window.panel(QStringLiteral("timeline")));
     ASSERT_NE(timeline, nullptr);
     EXPECT_TRUE(timeline->showsEmptyState()) << "no trace was opened";

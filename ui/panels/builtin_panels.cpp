@@ -6,6 +6,7 @@
 #include "panels/planner/planner_panel.h"
 #include "panels/precision/precision_panel.h"
 #include "panels/runs/runs_panel.h"
+#include "panels/serving/serving_panel.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
 #include "shell/panel_registry.h"
@@ -52,6 +53,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         { QStringLiteral("timeline"), QObject::tr("Timeline"), QKeySequence(QObject::tr("Ctrl+8")),
             PanelArea::Right, 80, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
                 return new TimelinePanel(context.session, context.jobs, parent);
+            } });
+    registry.add(
+        { QStringLiteral("serving"), QObject::tr("Serving"), QKeySequence(QObject::tr("Ctrl+9")),
+            PanelArea::Right, 90, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new ServingPanel(context.session, context.jobs, parent);
             } });
 }
 

@@ -55,6 +55,14 @@ MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunne
     connect(&m_session, &Session::statusMessage, this,
         [this](const QString& message) { statusBar()->showMessage(message, 6000); });
     connect(&m_session, &Session::modelChanged, this, &MainWindow::updateTitle);
+    // A trace that cannot be opened is reported as a model is: one dialog, wherever it came from.
+    connect(&m_session, &Session::traceOpenFailed, this, [this](const QString& message) {
+        if (auto* box = reportOpenError(tr("the trace"), message,
+                tr("Open a PyTorch profiler or Chrome trace (.json, .json.gz) with events in it, "
+                   "or an Nsight Systems SQLite export (nsys export --type sqlite)."))) {
+            box->open();
+        }
+    });
 
     resize(1600, 1000);
     // The default size, or a saved one, never exceeds the screen the window opens on.
@@ -66,6 +74,21 @@ MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunne
 }
 
 MainWindow::~MainWindow() = default;
+
+QMessageBox* MainWindow::reportOpenError(
+    const QString& file, const QString& message, const QString& advice)
+{
+    const QString title = tr("Cannot open %1").arg(file);
+    statusBar()->showMessage(message, 10000);
+    emit openErrorReported(title, message, advice);
+    if (!isVisible() || QGuiApplication::platformName() == QStringLiteral("offscreen")) {
+        return nullptr; // no one to answer a dialog (screenshots, tests)
+    }
+    auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Close, this);
+    box->setInformativeText(advice);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    return box;
+}
 
 void MainWindow::createDocks()
 {
@@ -224,19 +247,20 @@ void MainWindow::openModel(const QString& modelArg, bool partial)
         [this, modelArg](OpenResult&& result) {
             if (!result) {
                 const QString message = toQString(result.error().message);
-                statusBar()->showMessage(message, 10000);
                 emit modelOpenFailed(message);
-                if (isVisible() && QGuiApplication::platformName() != QStringLiteral("offscreen")) {
-                    // Structure Day0 does not model: offer the partial reading, which every
-                    // panel then marks.
-                    const bool partialPossible = message.contains(QStringLiteral("does not model"));
-                    QMessageBox box(QMessageBox::Warning, tr("Cannot open %1").arg(modelArg),
-                        message, QMessageBox::Close, this);
+                // Structure Day0 does not model: offer the partial reading, which every panel
+                // then marks.
+                const bool partialPossible = message.contains(QStringLiteral("does not model"));
+                if (auto* box = reportOpenError(modelArg, message,
+                        partialPossible ? tr("Read the rest partially (every panel marks what "
+                                             "it leaves out), or fix the file.")
+                                        : tr("Open a model folder, its config.json or a bundled "
+                                             "name such as kimi-k2 or deepseek-v3."))) {
                     QPushButton* rest = partialPossible
-                        ? box.addButton(tr("Read the Rest (Partial)"), QMessageBox::AcceptRole)
+                        ? box->addButton(tr("Read the Rest (Partial)"), QMessageBox::AcceptRole)
                         : nullptr;
-                    box.exec();
-                    if (rest != nullptr && box.clickedButton() == rest) {
+                    box->exec();
+                    if (rest != nullptr && box->clickedButton() == rest) {
                         openModel(modelArg, true);
                     }
                 }

@@ -12,6 +12,8 @@ class QDockWidget;
 class QMenu;
 class QSettings;
 
+class QMessageBox;
+
 namespace day0::ui {
 
 class JobRunner;
@@ -43,6 +45,9 @@ public:
 signals:
     /// Opening a model failed; the message names the file and what is wrong.
     void modelOpenFailed(const QString& message);
+    /// A file could not be opened (a model, a trace) and was reported the one way:
+    /// the dialog's title ("Cannot open …"), the problem naming the file, and what to do.
+    void openErrorReported(const QString& title, const QString& message, const QString& advice);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -59,6 +64,11 @@ private:
     void setTheme(ThemeChoice theme);
     void updateTitle();
     [[nodiscard]] PlotWidget* currentPlot() const;
+    /// The one way a file that cannot be opened is reported: the status bar, openErrorReported,
+    /// and (on a screen) a warning dialog with the problem and what to do, returned for the
+    /// caller to add buttons and show; nullptr offscreen or while hidden.
+    QMessageBox* reportOpenError(
+        const QString& file, const QString& message, const QString& advice);
     [[nodiscard]] static QString modelArgFromPath(const QString& path);
 
     const PanelRegistry& m_registry;

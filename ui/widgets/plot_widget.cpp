@@ -280,6 +280,8 @@ void PlotWidget::clear()
     d->applyTicker(Axis::Y);
     d->plot->xAxis->setLabel(QString());
     d->plot->yAxis->setLabel(QString());
+    d->fullLabel[0].clear();
+    d->fullLabel[1].clear();
     d->plot->xAxis->setTickLabelRotation(0.0);
     d->applyTheme(palette());
 }
@@ -291,7 +293,11 @@ void PlotWidget::setTitle(const QString& title)
     d->title->setVisible(!title.isEmpty());
 }
 
-void PlotWidget::setAxisLabel(Axis axis, const QString& label) { d->axis(axis)->setLabel(label); }
+void PlotWidget::setAxisLabel(Axis axis, const QString& label)
+{
+    d->fullLabel[int(axis)] = label;
+    d->axis(axis)->setLabel(label);
+}
 
 void PlotWidget::setAxisFormat(Axis axis, AxisFormat format)
 {

@@ -145,6 +145,10 @@ public:
     [[nodiscard]] QString noteText() const;
     /// The title as drawn: wrapped to the plot's width, never cut (tests).
     [[nodiscard]] QStringList titleLines() const;
+    /// The axis title as drawn: wrapped to the axis' length, never cut (lays the plot out first;
+    /// tests), and that length in pixels.
+    [[nodiscard]] QStringList axisLabelLines(Axis axis);
+    [[nodiscard]] int axisLength(Axis axis);
     /// The tick labels of `axis` as laid out now (lays the plot out first; tests).
     [[nodiscard]] TickLabels tickLabels(Axis axis);
 

@@ -121,6 +121,7 @@ struct PlotWidget::Private {
     HeatmapData heatmap;
     std::optional<TextTicks> text[2]; ///< text labels of the X and Y axis, when they are text
     QString fullTitle; ///< the title as set; drawn wrapped to the plot's width
+    QString fullLabel[2]; ///< the axis titles as set (X, Y); drawn wrapped to the axis' length
     QCPItemText* emptyNote = nullptr; ///< "nothing to show yet", when no data and no note
     bool legendWanted = true;
 
@@ -150,6 +151,8 @@ struct PlotWidget::Private {
     [[nodiscard]] bool hasData() const;
     /// The title broken into lines no wider than `width` pixels.
     void wrapTitle(int width);
+    /// The axis titles broken into lines no longer than their axes; true when one changed.
+    bool wrapAxisLabels();
     [[nodiscard]] TickLabels labelsOf(QCPAxis* ax) const;
 };
 

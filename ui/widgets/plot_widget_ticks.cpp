@@ -111,6 +111,13 @@ void PlotWidget::Private::resetTicks()
 
 void PlotWidget::Private::fitTicks()
 {
+    // An axis title longer than its axis is wrapped onto more lines (re-laid out once).
+    if (wrapAxisLabels()) {
+        auto* layout = plot->plotLayout();
+        layout->update(QCPLayoutElement::upPreparation);
+        layout->update(QCPLayoutElement::upMargins);
+        layout->update(QCPLayoutElement::upLayout);
+    }
     // Each pass widens the spacing of one crowded axis; a pass only ever thins, so this ends.
     for (int pass = 0; pass < kMaxFitPasses; ++pass) {
         bool changed = false;
@@ -203,6 +210,55 @@ void PlotWidget::Private::wrapTitle(int width)
         lines << line;
     }
     title->setText(lines.join(QLatin1Char('\n')));
+}
+
+bool PlotWidget::Private::wrapAxisLabels()
+{
+    bool changed = false;
+    for (const Axis a : { Axis::X, Axis::Y }) {
+        QCPAxis* ax = axis(a);
+        const QFontMetrics metrics(ax->labelFont());
+        const QRect rect = ax->axisRect()->rect();
+        const int room = std::max(1, a == Axis::X ? rect.width() : rect.height());
+        QStringList lines;
+        QString line;
+        for (const QString& word : fullLabel[int(a)].split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+            const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+            if (!line.isEmpty() && metrics.horizontalAdvance(longer) > room) {
+                lines << line;
+                line = word;
+            } else {
+                line = longer;
+            }
+        }
+        if (!line.isEmpty()) {
+            lines << line;
+        }
+        // A word longer than a very short axis is elided rather than run past it.
+        for (QString& l : lines) {
+            l = metrics.elidedText(l, Qt::ElideRight, room);
+        }
+        const QString wrapped = lines.join(QLatin1Char('\n'));
+        if (wrapped != ax->label()) {
+            ax->setLabel(wrapped);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+QStringList PlotWidget::axisLabelLines(Axis axis)
+{
+    d->plot->replot(QCustomPlot::rpImmediateRefresh);
+    const QString label = d->axis(axis)->label();
+    return label.isEmpty() ? QStringList() : label.split(QLatin1Char('\n'));
+}
+
+int PlotWidget::axisLength(Axis axis)
+{
+    d->plot->replot(QCustomPlot::rpImmediateRefresh);
+    const QRect rect = d->axis(axis)->axisRect()->rect();
+    return axis == Axis::X ? rect.width() : rect.height();
 }
 
 bool PlotWidget::showsEmptyState() const { return !d->hasData(); }

@@ -146,7 +146,8 @@ TEST(ComparisonViews, BaselineIsTheLastRunOfTheSameKindAndModel)
     set(3, RunKind::Run, "kimi-k2");
     set(4, RunKind::Run, "kimi-k2");
     EXPECT_EQ(baselineFor(runs, 0), 3u);
-    EXPECT_EQ(baselineFor(runs, 1), 2u) << "no older plan: the next older run";
+    EXPECT_EQ(baselineFor(runs, 1), std::nullopt) << "no older plan: nothing comparable";
+    EXPECT_EQ(baselineFor(runs, 2), std::nullopt) << "no older deepseek-v3 run";
     EXPECT_EQ(baselineFor(runs, 3), 4u);
     EXPECT_EQ(baselineFor(runs, 4), std::nullopt);
     EXPECT_EQ(baselineFor(runs, 9), std::nullopt);

@@ -167,6 +167,7 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     split->setSizes({ 900, 300 });
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 1);
+    m_split = split;
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
@@ -350,6 +351,17 @@ void PlannerPanel::applyLayout(int row)
     }
     m_scatter->setHighlightedPoint(0, row);
     m_session.setPlan(layouts[std::size_t(row)].layout.toPlan());
+}
+
+void PlannerPanel::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    const auto wanted = width() < kSideBySideWidth ? Qt::Vertical : Qt::Horizontal;
+    if (m_split->orientation() != wanted) {
+        m_split->setOrientation(wanted);
+        m_split->setSizes(
+            wanted == Qt::Vertical ? QList<int> { 620, 380 } : QList<int> { 900, 300 });
+    }
 }
 
 void PlannerPanel::showScatter()

@@ -12,6 +12,7 @@ class QComboBox;
 class QLabel;
 class QDoubleSpinBox;
 class QSortFilterProxyModel;
+class QSplitter;
 class QSpinBox;
 class QTableView;
 
@@ -46,9 +47,16 @@ public:
     [[nodiscard]] PlotWidget* scatter() const { return m_scatter; }
     [[nodiscard]] QString summaryText() const;
 
+    /// Below this width the chart goes under the tables, so the table's key columns and their
+    /// headers are read whole (the docked default at 1280×720).
+    static constexpr int kSideBySideWidth = 900;
+
 signals:
     /// A sweep finished and the table holds its result.
     void planned();
+
+protected:
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void display(Result<plan::PlanResult>&& result);
@@ -71,6 +79,7 @@ private:
     QTableView* m_layoutView = nullptr;
     QTableView* m_rejectionView = nullptr;
     PlotWidget* m_scatter = nullptr;
+    QSplitter* m_split = nullptr; ///< tables beside the chart, or above it when narrow
     QSpinBox* m_top = nullptr;
     QDoubleSpinBox* m_headroom = nullptr;
     QComboBox* m_precision = nullptr; ///< BF16 / the checkpoint's, FP8 weights, FP8 weights + KV

@@ -223,6 +223,23 @@ QString cellHoverText(const PrecisionRun& run, std::size_t index, GridMetric met
     return text;
 }
 
+std::pair<QString, QString> depthLegendNames(
+    const PrecisionRun& primary, const PrecisionRun& overlay)
+{
+    const auto name = [](const PrecisionRun& run) {
+        return run.finishedAt.empty()
+            ? toQString(run.label)
+            : QObject::tr("%1 · %2").arg(toQString(run.label), toQString(run.finishedAt));
+    };
+    QString a = name(primary);
+    QString b = name(overlay);
+    if (a == b) {
+        a += QLatin1Char(' ') + QObject::tr("(current)");
+        b += QLatin1Char(' ') + QObject::tr("(previous)");
+    }
+    return { a, b };
+}
+
 void showDepth(PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun* overlay,
     GridMetric metric, const std::string& subModule)
 {
@@ -234,9 +251,10 @@ void showDepth(PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun
     plot.setAxisLabel(PlotWidget::Axis::X, QObject::tr("decoder layer"));
     plot.setAxisLabel(PlotWidget::Axis::Y, metricTitle(metric));
     plot.setLogScale(PlotWidget::Axis::Y, logMetric(metric));
+    const auto names = overlay != nullptr ? depthLegendNames(primary, *overlay)
+                                          : std::pair(toQString(primary.label), QString());
     QVector<PlotSeries> lines;
-    lines << curve(
-        primary, subModule, metric, toQString(primary.label), categoricalColor(0), false);
+    lines << curve(primary, subModule, metric, names.first, categoricalColor(0), false);
     if (metric == GridMetric::RelL2) {
         auto own = curve(primary, subModule, GridMetric::OwnRelL2,
             QObject::tr("own error (inject)"), categoricalColor(2), true);
@@ -245,8 +263,7 @@ void showDepth(PlotWidget& plot, const PrecisionRun& primary, const PrecisionRun
         }
     }
     if (overlay != nullptr) {
-        lines << curve(
-            *overlay, subModule, metric, toQString(overlay->label), categoricalColor(1), true);
+        lines << curve(*overlay, subModule, metric, names.second, categoricalColor(1), true);
     }
     // The band and the floor are defined on relative L2; the floor ratio shows them in floor
     // units. Other metrics have no tolerance of their own.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 // How the precision panel draws a comparison: heatmaps, the error-versus-depth chart and a
@@ -45,6 +46,11 @@ PrecisionHeatmap positionHeatmap(const std::shared_ptr<const PrecisionRun>& run,
 /// (which table, which rule, its limits).
 QString cellHoverText(const PrecisionRun& run, std::size_t row, numerics::GridMetric metric,
     double value, std::int64_t position);
+
+/// The depth chart's legend names of the current run and the overlay: label and finish time,
+/// marked "(current)" and "(previous)" when that alone would read the same.
+std::pair<QString, QString> depthLegendNames(
+    const PrecisionRun& primary, const PrecisionRun& overlay);
 
 /// Error against depth of one sub-module in every layer ("self_attn"; "" = the layer outputs)
 /// for `metric`, with the tolerance band and noise floor (relative-L2 metrics and the floor

@@ -141,6 +141,18 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
         m_heatmapPlot, &PlotWidget::cellContextMenuRequested, this, &PrecisionPanel::showCellMenu);
     connect(&m_session, &Session::modelChanged, this, [this] {
         updateCheckpointLabel();
+        // Overlays are of the same model only: another model's run is no baseline.
+        const bool dropped = !isOfSessionModel(m_overlay.get());
+        if (dropped) {
+            m_overlay.reset();
+        }
+        if (!isOfSessionModel(m_settledOverlay.get())) {
+            m_settledOverlay.reset();
+        }
+        if (dropped && m_primary) {
+            updateSummary();
+            refreshViews();
+        }
         // A demo comparison follows the model; anything the user ran or loaded stays.
         if (!m_userAction) {
             m_demoDone = false;
@@ -154,6 +166,22 @@ PrecisionPanel::PrecisionPanel(Session& session, JobRunner& jobs, QWidget* paren
 }
 
 PrecisionPanel::~PrecisionPanel() = default;
+
+bool PrecisionPanel::isOfSessionModel(const PrecisionRun* run) const
+{
+    // A run the panel started for the model the session has open; a dump comparison names no
+    // session model.
+    return run != nullptr && run->request
+        && run->request->modelSource == fromQString(m_session.modelSource());
+}
+
+bool sameModel(const PrecisionRun* a, const PrecisionRun* b)
+{
+    // Dumps of one model share the fingerprint (its canonical architecture string).
+    return a != nullptr && b != nullptr && a->target && b->target
+        && !a->target->info.fingerprint.empty()
+        && a->target->info.fingerprint == b->target->info.fingerprint;
+}
 
 void PrecisionPanel::showEndToEnd() { m_views->setCurrentWidget(m_endToEnd); }
 
@@ -389,8 +417,8 @@ void PrecisionPanel::startJob(const QString& title, Work work)
 
 void PrecisionPanel::showGrowing(std::shared_ptr<const PrecisionRun>&& sofar)
 {
-    // The comparison so far in place of the result, over what was shown before.
-    m_overlay = m_settledPrimary;
+    // The comparison so far in place of the result, over what was shown before (of this model).
+    m_overlay = sameModel(m_settledPrimary.get(), sofar.get()) ? m_settledPrimary : nullptr;
     m_primary = std::move(sofar);
     updateSummary();
     refreshViews();
@@ -430,9 +458,8 @@ void PrecisionPanel::deliver(Outcome&& outcome)
         emit resultDelivered();
         return;
     }
-    if (m_primary) {
-        m_overlay = m_primary;
-    }
+    // The previous run becomes the overlay when it is of the same model.
+    m_overlay = sameModel(m_primary.get(), outcome->get()) ? m_primary : nullptr;
     m_primary = std::move(*outcome);
     if (m_primary->recordedRun) {
         m_session.announceRecordedRun(*m_primary->recordedRun);

@@ -36,6 +36,10 @@ class Session;
 /// session's model in a chosen precision (its shrunk checkpoint for a bundled model), upcasts a
 /// layer and reruns, or compares two dump folders, all as background jobs; results are recorded
 /// in the run store. On the embedded demo it runs bf16 against fp32 on first show.
+/// True when two runs (or dump comparisons) are of the same model: their targets' dumps share
+/// the model fingerprint. Only such a run is overlaid on another.
+[[nodiscard]] bool sameModel(const PrecisionRun* a, const PrecisionRun* b);
+
 class PrecisionPanel : public QWidget {
     Q_OBJECT
 public:
@@ -86,6 +90,9 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
+    /// True for a run of the session's current model (overlays are of one model only).
+    [[nodiscard]] bool isOfSessionModel(const PrecisionRun* run) const;
+
     using Outcome = Result<std::shared_ptr<const PrecisionRun>>;
     /// Hands a comparison so far (PrecisionRun::partial) to the GUI thread.
     using Growing = std::function<void(std::shared_ptr<const PrecisionRun>&&)>;

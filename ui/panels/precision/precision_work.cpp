@@ -7,6 +7,7 @@
 #include "tokenizer/tokenizer.h"
 #include "widgets/backend_choice.h"
 
+#include <QTime>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +18,12 @@ namespace day0::ui {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The local wall-clock time now, "14:03:12".
+std::string clockTime()
+{
+    return QTime::currentTime().toString(QStringLiteral("HH:mm:ss")).toStdString();
+}
 
 // Records the run when recording is enabled, built by the same function as the CLI's record of
 // the same work (actions/records); failures are kept for the panel to show.
@@ -141,6 +148,7 @@ Result<std::shared_ptr<const PrecisionRun>> runPrecision(
         backend ? fmt::format(" on {}", backend->name()) : std::string(),
         exec::precisionName(request.reference));
     out->source = checkpoint->string();
+    out->finishedAt = clockTime();
     out->request = request;
     ran->record.info.label = out->label;
     record(*out, ran->record, request.recordOnce);
@@ -160,6 +168,7 @@ Result<std::shared_ptr<const PrecisionRun>> compareDumpFolders(const fs::path& r
         run.label
             = fmt::format("{} vs {}", target.filename().string(), reference.filename().string());
         run.source = fmt::format("{} vs {}", target.string(), reference.string());
+        run.finishedAt = clockTime();
     };
     actions::ComparisonGrowing stage;
     if (growing) {

@@ -61,6 +61,7 @@ struct PrecisionRun {
     std::shared_ptr<const numerics::Dump> target;
     std::shared_ptr<const numerics::Dump> local; ///< inject-mode target, when run
     std::string label; ///< "bf16 vs fp32", "<folder> vs <folder>"
+    std::string finishedAt; ///< local time it finished, "14:03:12" (legends tell runs apart)
     std::string source; ///< the checkpoint or the dump folders
     std::optional<PrecisionRunRequest> request; ///< set for runs the panel started
     std::optional<std::int64_t> recordedRun; ///< id in the store, when recorded now

@@ -1,6 +1,7 @@
 #include "panels/runs/delta_table_model.h"
 
 #include "history/comparison_views.h"
+#include "history/metric_labels.h"
 #include "history/run_compare.h"
 #include "widgets/formatting.h"
 
@@ -112,7 +113,7 @@ QVariant DeltaTableModel::data(const QModelIndex& index, int role) const
     switch (role) {
     case Qt::DisplayRole:
         if (column == Quantity) {
-            return toQString(row.name);
+            return toQString(history::metricLabel(row.name)); // the key is in the tooltip
         }
         if (!value) {
             return (column == A || column == B) ? tr("—") : QString();
@@ -131,7 +132,10 @@ QVariant DeltaTableModel::data(const QModelIndex& index, int role) const
         return column == Quantity ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
                                   : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     case Qt::ToolTipRole:
-        if (column != Quantity && value) {
+        if (column == Quantity) {
+            return toQString(row.name);
+        }
+        if (value) {
             return QString(
                 QLocale().toString(*value, 'g', 17) + QLatin1Char(' ') + toQString(row.unit));
         }

@@ -1,6 +1,7 @@
 #include "panels/runs/run_comparison_view.h"
 
 #include "history/comparison_views.h"
+#include "history/metric_labels.h"
 #include "history/run_compare.h"
 #include "panels/runs/delta_table_model.h"
 #include "widgets/colors.h"
@@ -257,7 +258,7 @@ void RunComparisonView::fillChoosers()
         const QSignalBlocker block(m_metricBox);
         m_metricBox->clear();
         for (const auto& s : c.layerSummary) {
-            m_metricBox->addItem(toQString(s.metric), toQString(s.metric));
+            m_metricBox->addItem(toQString(history::metricLabel(s.metric)), toQString(s.metric));
         }
         int index = m_metricBox->findData(previous);
         if (index < 0) {
@@ -351,7 +352,7 @@ void RunComparisonView::showDepth()
     if (curve.empty()) {
         m_depth->setNote(m_comparison->layerSummary.empty()
                 ? tr("no per-layer metrics in %1").arg(m_single ? tr("this run") : tr("these runs"))
-                : tr("no per-layer values of %1").arg(toQString(name)));
+                : tr("no per-layer values of %1").arg(toQString(history::metricLabel(name))));
         m_depth->rescaleAndReplot();
         return;
     }
@@ -389,8 +390,8 @@ void RunComparisonView::showDepth()
     m_depth->setLogScale(PlotWidget::Axis::Y, positive);
     m_depth->setAxisLabel(PlotWidget::Axis::X, tr("layer"));
     m_depth->setAxisLabel(PlotWidget::Axis::Y,
-        sub.empty() ? tr("%1 of the layer output").arg(toQString(name))
-                    : tr("%1 of %2").arg(toQString(name), toQString(sub)));
+        sub.empty() ? tr("%1 of the layer output").arg(toQString(history::metricLabel(name)))
+                    : tr("%1 of %2").arg(toQString(history::metricLabel(name)), toQString(sub)));
     m_depth->rescaleAndReplot();
 }
 
@@ -403,12 +404,13 @@ void RunComparisonView::showHeatmap()
     }
     const std::string name = metric();
     const history::LayerGrid grid = history::layerGrid(*m_comparison, name);
-    m_heatmap->setTitle(m_single ? tr("%1 by layer and sub-module").arg(toQString(name))
-                                 : tr("Change of %1 from A to B").arg(toQString(name)));
+    m_heatmap->setTitle(m_single
+            ? tr("%1 by layer and sub-module").arg(toQString(history::metricLabel(name)))
+            : tr("Change of %1 from A to B").arg(toQString(history::metricLabel(name))));
     if (grid.rows() == 0) {
         m_heatmap->setNote(m_comparison->layerSummary.empty()
                 ? tr("no per-layer metrics in %1").arg(m_single ? tr("this run") : tr("these runs"))
-                : tr("no per-layer values of %1").arg(toQString(name)));
+                : tr("no per-layer values of %1").arg(toQString(history::metricLabel(name))));
         m_heatmap->rescaleAndReplot();
         return;
     }
@@ -428,7 +430,7 @@ void RunComparisonView::showHeatmap()
             positive = positive && !(v && *v <= 0);
         }
         h.logScale = positive;
-        h.valueLabel = toQString(name);
+        h.valueLabel = toQString(history::metricLabel(name));
     } else {
         const auto kind = change();
         for (const double v : history::layerChanges(grid, kind)) {

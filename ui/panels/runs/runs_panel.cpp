@@ -276,10 +276,14 @@ void RunsPanel::showListing(RunListing&& listing)
     std::vector<RunId> select = previous;
     if (m_autoSelect && !m_runs->runs().empty()) {
         // What changed since the last one: the newest run against the run before it.
+        // Only a comparable pair (same kind, same model) is proposed: a plan against a
+        // precision run, or one model against another, compares nothing.
         m_autoSelect = false;
-        select = { m_runs->runs().front().id };
+        select.clear();
         if (const auto baseline = history::baselineFor(m_runs->runs(), 0)) {
-            select.push_back(m_runs->runs()[*baseline].id);
+            select = { m_runs->runs().front().id, m_runs->runs()[*baseline].id };
+        } else {
+            m_noComparablePair = true;
         }
     }
     restoreSelection(select);
@@ -342,7 +346,9 @@ void RunsPanel::selectionChanged()
     }
     updateActions();
     const std::vector<RunId> ids = selectedRuns();
-    if (ids == m_shown) {
+    m_noComparablePair = m_noComparablePair && ids.empty();
+    // With nothing comparable proposed, the empty state says why (even though nothing changed).
+    if (ids == m_shown && !m_noComparablePair) {
         return;
     }
     m_shown = ids;
@@ -350,7 +356,10 @@ void RunsPanel::selectionChanged()
     if (ids.empty() || ids.size() > 2) {
         m_loadTicket->cancel();
         m_comparison->clear(ids.empty()
-                ? tr("Select a run to see its results, or two runs to compare them.")
+                ? (m_noComparablePair
+                        ? tr("No two runs of the same kind and model yet, so none is compared. "
+                             "Select a run to see its results, or two runs to compare them.")
+                        : tr("Select a run to see its results, or two runs to compare them."))
                 : tr("%1 runs selected: select one run to see it, or two to compare them.")
                       .arg(ids.size()));
         emit compared();

@@ -107,6 +107,8 @@ private:
     std::vector<RunId> m_shown; ///< runs the comparison view shows (A, B) or loads
     std::vector<history::Property> m_shownProperties; ///< of run A once loaded
     bool m_autoSelect = true; ///< select the newest run and its baseline on the first listing
+    /// The first listing had no two runs of the same kind and model: nothing was compared.
+    bool m_noComparablePair = false;
     bool m_restoring = false;
 };
 

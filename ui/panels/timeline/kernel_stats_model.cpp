@@ -61,7 +61,7 @@ void KernelStatsModel::setStats(std::vector<profile::KernelStat> stats)
     m_total = 0;
     std::map<std::string_view, int> uses;
     for (const auto& s : m_stats) {
-        m_total += s.total;
+        m_total += s.self;
         ++uses[profile::shortSliceName(s.name)];
     }
     m_display.clear();
@@ -97,7 +97,7 @@ QVariant KernelStatsModel::data(const QModelIndex& index, int role) const
         return {};
     }
     const auto& s = m_stats[std::size_t(index.row())];
-    const double share = m_total > 0 ? double(s.total) / double(m_total) : 0.0;
+    const double share = m_total > 0 ? double(s.self) / double(m_total) : 0.0;
     if (role == NameRole) {
         return toQString(s.name);
     }
@@ -110,8 +110,10 @@ QVariant KernelStatsModel::data(const QModelIndex& index, int role) const
         case CountColumn:
             return qulonglong(s.count);
         case TotalColumn:
-        case ShareColumn:
             return qlonglong(s.total);
+        case SelfColumn:
+        case ShareColumn:
+            return qlonglong(s.self);
         case MeanColumn:
             return s.mean;
         case P50Column:
@@ -135,6 +137,8 @@ QVariant KernelStatsModel::data(const QModelIndex& index, int role) const
             return QLocale().toString(qulonglong(s.count));
         case TotalColumn:
             return ns(double(s.total));
+        case SelfColumn:
+            return ns(double(s.self));
         case ShareColumn:
             return QString(QString::number(share * 100.0, 'f', 1) + QStringLiteral(" %"));
         case MeanColumn:
@@ -169,6 +173,18 @@ QVariant KernelStatsModel::headerData(int section, Qt::Orientation orientation, 
         return section >= CountColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter))
                                       : QVariant(int(Qt::AlignLeft | Qt::AlignVCenter));
     }
+    if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case TotalColumn:
+            return tr("Summed duration of the slices, nested ones included");
+        case SelfColumn:
+            return tr("Total less the time of the slices nested directly inside them");
+        case ShareColumn:
+            return tr("Self time as a share of all rows' self time (shares add to 100 %)");
+        default:
+            return {};
+        }
+    }
     if (role != Qt::DisplayRole) {
         return {};
     }
@@ -181,6 +197,8 @@ QVariant KernelStatsModel::headerData(int section, Qt::Orientation orientation, 
         return tr("Count");
     case TotalColumn:
         return tr("Total");
+    case SelfColumn:
+        return tr("Self");
     case ShareColumn:
         return tr("Share");
     case MeanColumn:

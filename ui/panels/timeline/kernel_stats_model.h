@@ -9,7 +9,8 @@
 namespace day0::ui {
 
 /// Per-name statistics of a trace or a time range (profile::kernelStatistics): name, category,
-/// count, total, mean, p50, p95, max and share of the total. Sort through a
+/// count, total, self time (total less the slices nested inside), share of the summed self
+/// times (so nested names' shares add to 100 %), mean, p50, p95 and max. Sort through a
 /// QSortFilterProxyModel on SortRole; NameRole gives the full name of a row.
 class KernelStatsModel : public QAbstractTableModel {
     Q_OBJECT
@@ -19,6 +20,7 @@ public:
         CategoryColumn,
         CountColumn,
         TotalColumn,
+        SelfColumn,
         ShareColumn,
         MeanColumn,
         P50Column,
@@ -37,7 +39,7 @@ public:
     [[nodiscard]] const std::vector<profile::KernelStat>& stats() const { return m_stats; }
     /// The row of a name, -1 if absent.
     [[nodiscard]] int rowOfName(const std::string& name) const;
-    /// Sum of the rows' totals (ns).
+    /// Sum of the rows' self times (ns): what the Share column divides by.
     [[nodiscard]] std::int64_t grandTotal() const { return m_total; }
 
     int rowCount(const QModelIndex& parent = {}) const override;

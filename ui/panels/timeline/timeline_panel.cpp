@@ -325,7 +325,8 @@ QWidget* TimelinePanel::createStatsPane()
     }
     setKeyColumns(*m_statsView,
         { KernelStatsModel::NameColumn, KernelStatsModel::CountColumn,
-            KernelStatsModel::TotalColumn, KernelStatsModel::ShareColumn });
+            KernelStatsModel::TotalColumn, KernelStatsModel::SelfColumn,
+            KernelStatsModel::ShareColumn });
     layout->addWidget(m_statsView, 1);
 
     connect(

@@ -65,6 +65,7 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_view(new TopologyView(this))
     , m_coloring(new QComboBox(this))
     , m_legend(new QLabel(this))
+    , m_key(new QLabel(this))
     , m_runTicket(std::make_unique<JobTicket>())
     , m_run(new QToolButton(this))
     , m_cancel(new QToolButton(this))
@@ -112,6 +113,10 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
+    m_key->setObjectName(QStringLiteral("colourKey"));
+    m_key->setWordWrap(true);
+    m_key->setToolTip(tr("Colours: the Okabe–Ito palette, told apart with colour-blindness"));
+    layout->addWidget(m_key);
     auto* runBar = new QHBoxLayout;
     m_backend = createBackendCombo(this);
     m_backend->setToolTip(tr("Where the ranks of 'Run with this plan' compute; operators a "
@@ -178,50 +183,80 @@ void TopologyPanel::display(TopologyData&& data, const QString& error)
     updateLegend();
 }
 
+QString TopologyPanel::legendText() const { return m_legend->text(); }
+
+QString TopologyPanel::keyText() const { return m_key->text(); }
+
 void TopologyPanel::updateLegend()
 {
     const auto& data = m_scene->topology();
     if (!m_error.isEmpty()) {
         m_legend->setText(
             QStringLiteral("<span style='color:%1'>%2</span>").arg(errorColor().name(), m_error));
+        m_key->clear();
         return;
     }
     if (!data.ranks) {
         m_legend->clear();
+        m_key->clear();
         return;
     }
-    const auto& r = *data.ranks;
-    QString text = tr("%1 of %2 GPUs used · %3 colour groups")
-                       .arg(data.world)
-                       .arg(data.cluster.worldSize())
-                       .arg(m_scene->colorGroupCount());
-    plan::GroupKind kind = plan::GroupKind::Pipeline;
+    // The legend describes what a colour (and the outline of a clicked GPU) covers: a stage or
+    // a replica under those colourings, a group of the kind otherwise.
+    QString one;
+    QString many;
     switch (m_scene->coloring()) {
-    case TopologyColoring::TensorGroup:
-        kind = plan::GroupKind::Tensor;
-        break;
     case TopologyColoring::PipelineStage:
+        one = tr("stage");
+        many = tr("pipeline stages");
+        break;
+    case TopologyColoring::TensorGroup:
+        one = tr("TP group");
+        many = tr("TP groups");
         break;
     case TopologyColoring::ExpertGroup:
-        kind = plan::GroupKind::Expert;
+        one = tr("EP group");
+        many = tr("EP groups");
         break;
     case TopologyColoring::DataReplica:
-        kind = plan::GroupKind::Data;
+        one = tr("replica");
+        many = tr("DP replicas");
         break;
     case TopologyColoring::ContextGroup:
-        kind = plan::GroupKind::Context;
+        one = tr("CP group");
+        many = tr("CP groups");
         break;
     }
-    const auto span = plan::groupSpan(r.stride(kind), r.groupSize(kind), data.cluster.domainSize);
-    text += tr(" · %1 groups of %2 ranks, stride %3, spanning %4 fast domain(s)")
-                .arg(toQString(plan::groupKindName(kind)))
-                .arg(r.groupSize(kind))
-                .arg(r.stride(kind))
-                .arg(span.domains);
+    const int count = m_scene->colorGroupCount();
+    const int probe = std::max(0, m_scene->selectedRank());
+    const auto extent = m_scene->colorClassExtent(probe);
+    QString text = tr("%1 of %2 GPUs used · %3 %4 of %5 ranks, each on %6 fast domain(s)")
+                       .arg(data.world)
+                       .arg(data.cluster.worldSize())
+                       .arg(count)
+                       .arg(many)
+                       .arg(extent.ranks)
+                       .arg(extent.domains);
     if (m_scene->selectedRank() >= 0) {
-        text += tr(" · outlined: the group of rank %1").arg(m_scene->selectedRank());
+        text += tr(" · outlined: the %1 of rank %2").arg(one).arg(m_scene->selectedRank());
     }
     m_legend->setText(text);
+    // The key: one swatch per colour, as the cells are filled.
+    constexpr int kShown = 16;
+    QStringList swatches;
+    for (int i = 0; i < std::min(count, kShown); ++i) {
+        swatches << QStringLiteral("<span style='color:%1'>■</span>&nbsp;%2&nbsp;%3")
+                        .arg(groupColor(i).name(), one)
+                        .arg(i);
+    }
+    if (count > kShown) {
+        swatches << tr("… %1 more (colours repeat every 8)").arg(count - kShown);
+    }
+    m_key->setText(swatches.join(QStringLiteral(" &nbsp; ")));
+    m_keyColors.clear();
+    for (int i = 0; i < count; ++i) {
+        m_keyColors << groupColor(i);
+    }
 }
 
 } // namespace day0::ui

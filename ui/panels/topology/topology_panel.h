@@ -1,6 +1,8 @@
 #pragma once
 
+#include <QColor>
 #include <QGraphicsView>
+#include <QList>
 #include <QWidget>
 
 #include <memory>
@@ -52,6 +54,10 @@ public:
     [[nodiscard]] TopologyView* view() const { return m_view; }
     /// The last parallel run's summary line, or its error (tests).
     [[nodiscard]] QString runStatus() const;
+    /// The legend line and the colour key as shown, and the key's colours in group order (tests).
+    [[nodiscard]] QString legendText() const;
+    [[nodiscard]] QString keyText() const;
+    [[nodiscard]] const QList<QColor>& keyColors() const { return m_keyColors; }
 
     /// Runs the session's plan on in-process ranks: on the open checkpoint when the model is a
     /// folder with weights, else on a shrunk checkpoint of its architecture sized for the plan.
@@ -75,6 +81,8 @@ private:
     TopologyView* m_view = nullptr;
     QComboBox* m_coloring = nullptr;
     QLabel* m_legend = nullptr;
+    QLabel* m_key = nullptr; ///< a swatch per colour
+    QList<QColor> m_keyColors;
     QString m_error;
     std::unique_ptr<JobTicket> m_runTicket;
     std::shared_ptr<parallel::RankProgress> m_rankProgress;

@@ -3,6 +3,7 @@
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
+#include <QFontMetricsF>
 #include <QGraphicsItem>
 #include <QGraphicsSceneHoverEvent>
 #include <QGraphicsSceneMouseEvent>
@@ -55,9 +56,7 @@ void paintCell(QPainter* painter, const QRectF& rect, const QColor& color, int r
     painter->drawRoundedRect(rect, 3, 3);
     if (lod >= kTextLod && rank >= 0) {
         painter->setPen(color.lightness() > 150 ? QColor(20, 20, 20) : QColor(250, 250, 250));
-        QFont f = painter->font();
-        f.setPointSizeF(7.5);
-        painter->setFont(f);
+        painter->setFont(readableFont(*painter, painter->font()));
         painter->drawText(rect, Qt::AlignCenter, QString::number(rank));
     }
     if (progress >= 0.0) {
@@ -72,6 +71,31 @@ void paintCell(QPainter* painter, const QRectF& rect, const QColor& color, int r
 }
 
 } // namespace
+
+QColor groupColor(int index)
+{
+    // Okabe & Ito, "Color Universal Design" (2008): orange, sky blue, bluish green, yellow, blue,
+    // vermillion, reddish purple, grey (for their black, so rank numbers stay readable).
+    static const QColor kColors[] = { QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9),
+        QColor(0x00, 0x9E, 0x73), QColor(0xF0, 0xE4, 0x42), QColor(0x00, 0x72, 0xB2),
+        QColor(0xD5, 0x5E, 0x00), QColor(0xCC, 0x79, 0xA7), QColor(0x99, 0x99, 0x99) };
+    constexpr int kCount = int(std::size(kColors));
+    const int round = std::max(0, index) / kCount;
+    const QColor base = kColors[std::max(0, index) % kCount];
+    if (round == 0) {
+        return base;
+    }
+    return round % 2 == 1 ? base.lighter(100 + 25 * ((round + 1) / 2))
+                          : base.darker(100 + 25 * (round / 2));
+}
+
+QFont readableFont(const QPainter& painter, QFont base, double points)
+{
+    // The view's zoom scales what is painted: ask for more in scene units when zoomed out.
+    const double scale = std::max(1e-3, std::abs(painter.worldTransform().m11()));
+    base.setPointSizeF(points / std::min(scale, 1.0));
+    return base;
+}
 
 /// One GPU (detailed mode).
 class GpuItem : public QGraphicsItem {
@@ -156,9 +180,11 @@ public:
         painter->setBrush(pal.color(QPalette::Base));
         painter->drawRoundedRect(m_rect, 6, 6);
         painter->setPen(pal.color(QPalette::WindowText));
-        QFont f = painter->font();
-        f.setPointSizeF(8);
-        painter->setFont(f);
+        QFont title = readableFont(*painter, painter->font());
+        if (QFontMetricsF(title).height() > kTitleH) {
+            title.setPixelSize(int(kTitleH * 0.8)); // zoomed far out: what the title bar holds
+        }
+        painter->setFont(title);
         const auto& cluster = s->topology().cluster;
         painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
             Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("node %1").arg(m_node));
@@ -309,7 +335,34 @@ QColor TopologyScene::deviceColor(int device) const
     if (index < 0) {
         return appPalette().color(QPalette::Button);
     }
-    return categoricalColor(index);
+    return groupColor(index);
+}
+
+ColorClassExtent TopologyScene::colorClassExtent(int rank) const
+{
+    ColorClassExtent e;
+    const int index = colorIndex(rank);
+    if (index < 0) {
+        return e;
+    }
+    const int domainSize = std::max(1, m_data.cluster.domainSize);
+    std::vector<char> domains(std::size_t(m_data.cluster.worldSize() / domainSize + 1), 0);
+    std::vector<char> nodes(std::size_t(std::max(1, m_data.cluster.numNodes)), 0);
+    for (int r = 0; r < m_data.world; ++r) {
+        if (colorIndex(r) != index) {
+            continue;
+        }
+        ++e.ranks;
+        auto& d = domains[std::size_t(r / domainSize)];
+        e.domains += d == 0;
+        d = 1;
+        const int node = m_data.cluster.nodeOf(r);
+        if (node >= 0 && std::size_t(node) < nodes.size()) {
+            e.nodes += nodes[std::size_t(node)] == 0;
+            nodes[std::size_t(node)] = 1;
+        }
+    }
+    return e;
 }
 
 bool TopologyScene::inSelectedGroup(int device) const

@@ -4,10 +4,13 @@
 #include "parallel/run.h"
 #include "plan/rank_layout.h"
 
+#include <QFont>
 #include <QGraphicsScene>
 
 #include <optional>
 #include <vector>
+
+class QPainter;
 
 namespace day0::ui {
 
@@ -26,6 +29,23 @@ struct TopologyData {
 
 /// How GPUs are coloured.
 enum class TopologyColoring { TensorGroup, PipelineStage, ExpertGroup, DataReplica, ContextGroup };
+
+/// The colour of group `index`: the Okabe–Ito palette (safe for colour-blind readers), its eight
+/// colours then repeated lighter and darker, every 8 groups.
+QColor groupColor(int index);
+
+/// The smallest size, in points on screen, of the text drawn in the topology.
+inline constexpr double kLabelPoints = 9.0;
+/// `base` sized so that text painted with `painter`'s current scale reads at `points` on screen.
+QFont readableFont(const QPainter& painter, QFont base, double points = kLabelPoints);
+
+/// Members of one colour class (the groups a colouring shows): how many ranks, how many fast-link
+/// domains and nodes they sit on.
+struct ColorClassExtent {
+    int ranks = 0;
+    int domains = 0;
+    int nodes = 0;
+};
 
 /// The cluster as a scene: nodes in a grid on a leaf/spine network, each node's fast-link
 /// domain with its GPUs coloured by parallel group. Up to kDetailedLimit GPUs every GPU is its
@@ -61,6 +81,8 @@ public:
     [[nodiscard]] QString deviceTooltip(int device) const;
     /// Number of colour groups under the current colouring.
     [[nodiscard]] int colorGroupCount() const;
+    /// The extent of the colour class of `rank` (what clicking it outlines).
+    [[nodiscard]] ColorClassExtent colorClassExtent(int rank) const;
 
     /// Progress of a parallel run per rank in [0, 1], drawn on the rank items; empty: none.
     void setRankProgress(std::vector<double> fractions);
