@@ -119,12 +119,8 @@ std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
         return out;
     }
     const auto& ca = *spec.compressedAttention;
-    if (spec.quantization) {
-        out.push_back(fmt::format("quantised deepseek_v4 checkpoints ({}: FP8 weights with "
-                                  "F8_E8M0 `.scale` tensors and FP4 experts are not read by the "
-                                  "engine)",
-            spec.quantization->method));
-    }
+    // Its released format (block FP8 with F8_E8M0 `.scale` tensors, FP4 experts) is dequantised
+    // on load (exec/checkpoint_weights.cpp); readDeepseekV4 refuses any other.
     if (ca.ropeDim % 2 != 0 || ca.ropeDim > spec.headDim
         || (ca.indexerHeadDim > 0 && ca.ropeDim > ca.indexerHeadDim)) {
         out.push_back(fmt::format("deepseek_v4 qk_rope_head_dim {} (must be even and fit head_dim "

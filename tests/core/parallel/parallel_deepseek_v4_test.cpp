@@ -170,3 +170,42 @@ TEST(ParallelDeepseekV4, OnABackendIsRefusedByName)
     EXPECT_NE(r.error().message.find("deepseek_v4 on a backend"), std::string::npos)
         << r.error().message;
 }
+
+TEST(ParallelDeepseekV4, ReleasedFormatShardedEqualsOneRank)
+{
+    // The released format (block FP8 with F8_E8M0 `.scale`, FP4 experts packed [out, in/2]):
+    // each rank slices the dequantised weights, the experts by their logical [out, in] shape
+    // (tp=2 without EP splits every expert's w2 by columns over ETP). Rank files of this format
+    // are refused by name.
+    auto made = test::makeShrunkHybrid("deepseek-v4-flash-released", scratch() / "released");
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    const auto& m = *made;
+    ASSERT_TRUE(m.spec.quantization && m.spec.quantization->expertScheme);
+    for (const auto& p : { layoutOf(2, 1), layoutOf(2, 2, false, 2) }) {
+        SCOPED_TRACE(p.label());
+        Progress progress;
+        auto r = parallel::runParallelInProcess(m.spec, *m.weights, optionsFor(m, p), progress, {});
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        auto err = test::compareWithSingleRank(m, r->sequences, kNewTokens);
+        ASSERT_TRUE(err.ok()) << err.error().message;
+        EXPECT_LE(*err, kTolerance);
+        std::cout << fmt::format(
+            "[deepseek-v4 released format] {}: max rel error {:.2e}\n", p.label(), *err);
+    }
+    // `day0 shard` cannot give each TP rank a part of the one 128 × 128 scale block of these
+    // small weights, and names the tensor; rank files of this format (real sizes, whose blocks
+    // split) are refused by name when run.
+    const auto p = layoutOf(2, 1);
+    Progress progress;
+    auto written = checkpoint::shardCheckpoint(m.dir, scratch() / "released-shards", p.layout,
+        checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_FALSE(written.ok());
+    EXPECT_NE(written.error().message.find(".scale'"), std::string::npos)
+        << written.error().message;
+    auto o = optionsFor(m, p);
+    o.rankSource = [&](int) { return m.weights.get(); };
+    auto r = parallel::runParallelInProcess(m.spec, *m.weights, o, progress, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("quantised deepseek_v4 format"), std::string::npos)
+        << r.error().message;
+}
