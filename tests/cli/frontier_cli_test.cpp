@@ -213,6 +213,19 @@ TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
         "--reference", "fp64", "--inject", "--no-record", "-q" });
     EXPECT_EQ(inject.exitCode, 2) << inject.out << inject.err;
     EXPECT_TRUE(contains(inject.err, "inject mode of deepseek_v4")) << inject.err;
+    // The Day-0 pipeline on it: every step passes in fp32, its precision step comparing the
+    // layers as propagated; an emulated target the engine does not compute on deepseek_v4 stops
+    // the smoke step, named.
+    const auto validate = runDay0({ "validate", dir + "/released", "--precision", "fp32", "--work",
+        dir + "/validate", "--no-record", "-q" });
+    EXPECT_EQ(validate.exitCode, 0) << validate.out << validate.err;
+    EXPECT_TRUE(contains(validate.out + validate.err, "8 of 8 steps passed"))
+        << validate.out << validate.err;
+    const auto nvfp4 = runDay0({ "validate", dir + "/released", "--precision", "nvfp4", "--work",
+        dir + "/validate-nvfp4", "--no-record", "-q" });
+    EXPECT_NE(nvfp4.exitCode, 0);
+    EXPECT_TRUE(contains(nvfp4.out + nvfp4.err, "nvfp4 precision plan on deepseek_v4"))
+        << nvfp4.out << nvfp4.err;
     const auto v4
         = runDay0({ "shrink", "deepseek-v4-flash", "--unquantized", "--out", dir + "/v4", "-q" });
     ASSERT_EQ(v4.exitCode, 0) << v4.err;
