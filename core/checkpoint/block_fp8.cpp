@@ -91,7 +91,8 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
 }
 
 Result<void> quantizeBlockFp8(std::span<const std::byte> src, DType from, std::int64_t rows,
-    std::int64_t cols, BlockShape block, std::span<std::byte> weight, std::span<std::byte> scale)
+    std::int64_t cols, BlockShape block, std::span<std::byte> weight, std::span<std::byte> scale,
+    bool powerOfTwo)
 {
     if (from != DType::F32 && from != DType::BF16 && from != DType::F16) {
         return Error::unsupported(fmt::format("block FP8: cannot quantize {}", dtypeName(from)));
@@ -121,7 +122,12 @@ Result<void> quantizeBlockFp8(std::span<const std::byte> src, DType from, std::i
         std::vector<float> inv(static_cast<std::size_t>(scaleCols));
         for (std::int64_t b = 0; b < scaleCols; ++b) {
             const float m = amax[std::size_t(b)];
-            const float s = (m > 0.0f && std::isfinite(m)) ? m / 448.0f : 1.0f;
+            float s = (m > 0.0f && std::isfinite(m)) ? m / 448.0f : 1.0f;
+            if (powerOfTwo) {
+                int e = 0;
+                const float frac = std::frexp(s, &e); // s = frac · 2^e, frac in [0.5, 1)
+                s = std::ldexp(1.0f, frac == 0.5f ? e - 1 : e);
+            }
             inv[std::size_t(b)] = s;
             std::memcpy(scale.data() + std::size_t(((r0 / block.rows) * scaleCols + b) * 4), &s, 4);
         }

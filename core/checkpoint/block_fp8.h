@@ -31,8 +31,11 @@ Result<void> dequantizeBlockFp8(std::span<const std::byte> weight, std::span<con
 
 /// Quantizes a rows × cols matrix (`src` of type `from`) to block-scaled F8_E4M3: per block,
 /// scale_inv = amax / 448 (1 for an all-zero block) and q = e4m3(x / scale_inv), so the largest
-/// magnitude of each block lands on ±448. Writes rows × cols codes and the F32 scales.
+/// magnitude of each block lands on ±448. Writes rows × cols codes and the F32 scales. With
+/// `powerOfTwo` (DeepSeek-V4's ue8m0 scales) scale_inv is the power of two at or above
+/// amax / 448, so that every F32 scale converts to F8_E8M0 exactly and no code saturates.
 Result<void> quantizeBlockFp8(std::span<const std::byte> src, DType from, std::int64_t rows,
-    std::int64_t cols, BlockShape block, std::span<std::byte> weight, std::span<std::byte> scale);
+    std::int64_t cols, BlockShape block, std::span<std::byte> weight, std::span<std::byte> scale,
+    bool powerOfTwo = false);
 
 } // namespace day0::checkpoint

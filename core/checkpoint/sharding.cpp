@@ -297,6 +297,7 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
     if (tp == 1 || t.shape.empty()) {
         return Opt(slice);
     }
+    DAY0_TRY(detail::deepseekV4Split(spec, t, tp));
     auto kda = detail::kdaSlice(spec, t, tp, r);
     if (!kda) {
         return kda.error();

@@ -106,4 +106,29 @@ Result<std::optional<TensorSlice>> kdaSlice(
     return std::optional<TensorSlice>(slice);
 }
 
+Result<void> deepseekV4Split(const model::ModelSpec& spec, const model::TensorSpec& t, int tp)
+{
+    if (spec.family != model::Family::DeepseekV4 || !spec.compressedAttention
+        || t.name.find(".attn.") == std::string::npos
+        || t.name.find(".indexer.") != std::string::npos) {
+        return success();
+    }
+    const bool grouped
+        = t.name.ends_with(".attn.wo_a.weight") || t.name.ends_with(".attn.wo_b.weight");
+    const bool headed
+        = t.name.ends_with(".attn.wq_b.weight") || t.name.ends_with(".attn.attn_sink");
+    const std::int64_t groups = spec.compressedAttention->oGroups;
+    if (grouped && groups % tp != 0) {
+        return Error::badInput(
+            fmt::format("tensor '{}': tp={} does not divide the {} output groups (o_groups)",
+                t.name, tp, groups));
+    }
+    if ((grouped || headed) && spec.numHeads % tp != 0) {
+        return Error::badInput(fmt::format("tensor '{}': tp={} does not divide the {} attention "
+                                           "heads (num_attention_heads)",
+            t.name, tp, spec.numHeads));
+    }
+    return success();
+}
+
 } // namespace day0::checkpoint::detail

@@ -28,4 +28,10 @@ Result<std::vector<std::int64_t>> recurrentParts(
 Result<std::optional<TensorSlice>> kdaSlice(
     const model::ModelSpec& spec, const model::TensorSpec& t, int tp, int r);
 
+/// Checks that TP splits a DeepSeek-V4 attention tensor into whole heads (wq_b, attn_sink:
+/// num_attention_heads) and whole output groups (wo_a, wo_b: o_groups), as DeepSeek's reference
+/// code splits them (n_local_heads, n_local_groups); the error names the config key. Success for
+/// any other tensor.
+Result<void> deepseekV4Split(const model::ModelSpec& spec, const model::TensorSpec& t, int tp);
+
 } // namespace day0::checkpoint::detail

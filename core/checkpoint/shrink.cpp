@@ -102,16 +102,11 @@ Result<void> checkShrinkable(const model::ModelSpec& spec, const std::string& or
                                               "checkpoint to BF16 first, or pass --unquantized",
             origin, model::quantSchemeName(spec.quantization->scheme), spec.quantization->method));
     }
-    if (spec.quantization && spec.quantization->scheme == model::QuantScheme::BlockFp8
-        && spec.quantization->scaleDtype == DType::F8E8M0) {
-        // DeepSeek-V4's ue8m0 `.scale` tensors: the block scales would have to be rounded to
-        // powers of two before quantising, which shrink does not do.
-        return Error::unsupported(fmt::format("{}: shrink does not generate block FP8 weights "
-                                              "with F8_E8M0 scales (scale_fmt ue8m0); pass "
-                                              "--unquantized for an unquantised shrunk model",
-            origin));
-    }
-    if (spec.quantization && spec.quantization->expertScheme) {
+    // DeepSeek-V4's ue8m0 `.scale` tensors (block scales rounded up to powers of two) and its
+    // FP4 experts (E2M1 with an E8M0 scale per 32 inputs) are generated.
+    const bool v4Fp4 = spec.family == model::Family::DeepseekV4 && spec.quantization
+        && spec.quantization->expertScheme == model::QuantScheme::Fp4Block;
+    if (spec.quantization && spec.quantization->expertScheme && !v4Fp4) {
         return Error::unsupported(fmt::format("{}: shrink does not generate {} expert weights; "
                                               "pass --unquantized for an unquantised shrunk model",
             origin, model::quantSchemeName(*spec.quantization->expertScheme)));
@@ -203,6 +198,8 @@ struct Init {
     bool liveMamba = false;
     /// Kimi's KDA parameters drawn live (kdaDraw), not at HF's initialisation.
     bool liveKda = false;
+    /// DeepSeek-V4's block FP8: scales are powers of two, stored as F8_E8M0.
+    bool powerOfTwoScales = false;
 };
 
 /// DeepSeek-V4's hyper-connection scales (`hc_attn_scale`, `hc_ffn_scale`, `hc_head_scale`):
@@ -296,6 +293,31 @@ TensorSource mxfp4Source(
         } };
 }
 
+/// DeepSeek-V4's FP4 expert `<module>.weight` (I8 codes [out, in/2], element 2k in the low
+/// nibble) or `<module>.scale` (E8M0 per 32 inputs) whose codes tensor is `codes`: the logical
+/// [out, in] weights drawn for `module`, quantised as MXFP4 (the same codes and scales).
+TensorSource fp4Source(
+    const model::TensorSpec& t, const model::TensorSpec& codes, std::string module, Init init)
+{
+    const std::int64_t rows = codes.shape[0];
+    const std::int64_t cols = codes.shape[1] * 2;
+    const bool scales = t.name.ends_with(".scale");
+    return { t.name, t.dtype, t.shape,
+        [=, module = std::move(module)](std::span<std::byte> out) -> Result<void> {
+            const auto x = shrinkNormal(init.seed, module, std::size_t(rows * cols), init.stddev);
+            std::vector<std::byte> packed(std::size_t(rows * cols / 2));
+            std::vector<std::byte> scale(std::size_t(rows * cols / 32));
+            DAY0_TRY(quantizeMxfp4(x, rows, cols, packed, scale));
+            const auto& part = scales ? scale : packed;
+            if (out.size() != part.size()) {
+                return Error::internal(fmt::format(
+                    "tensor '{}': {} bytes for {} FP4 bytes", t.name, out.size(), part.size()));
+            }
+            std::memcpy(out.data(), part.data(), part.size());
+            return success();
+        } };
+}
+
 /// The source of one graph tensor (`fp8Weight`: the FP8 weight whose block scale `t` is).
 Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSpec* fp8Weight,
     BlockShape block, const Init& init)
@@ -314,7 +336,16 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             std::vector<std::byte> codes(x.size());
             std::vector<float> scales(static_cast<std::size_t>(numel));
             DAY0_TRY(quantizeBlockFp8(std::as_bytes(std::span(x)), DType::F32, rows, cols, block,
-                codes, std::as_writable_bytes(std::span(scales))));
+                codes, std::as_writable_bytes(std::span(scales)), init.powerOfTwoScales));
+            if (t.dtype == DType::F8E8M0) {
+                // Powers of two: the biased exponent is the whole code.
+                for (std::size_t i = 0; i < numel; ++i) {
+                    int e = 0;
+                    (void)std::frexp(scales[i], &e); // scale = 0.5 · 2^e
+                    out[i] = std::byte(std::uint8_t(e - 1 + 127));
+                }
+                return success();
+            }
             return numerics::convertElements(
                 std::as_bytes(std::span(scales)), DType::F32, out, t.dtype, numel);
         };
@@ -329,8 +360,8 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             fillNormal(x, weightSeed, stddev);
             const auto scaleShape = blockScaleShape(rows, cols, block);
             std::vector<std::byte> scales(std::size_t(scaleShape[0] * scaleShape[1] * 4));
-            return quantizeBlockFp8(
-                std::as_bytes(std::span(x)), DType::F32, rows, cols, block, out, scales);
+            return quantizeBlockFp8(std::as_bytes(std::span(x)), DType::F32, rows, cols, block, out,
+                scales, init.powerOfTwoScales);
         };
         return source;
     }
@@ -565,6 +596,9 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
         deepseekV4 && spec->moe ? spec->moe->numExperts : 0,
         spec->family == model::Family::NemotronH };
     init.liveKda = kimi;
+    init.powerOfTwoScales = spec->quantization && spec->quantization->scaleDtype == DType::F8E8M0;
+    const bool fp4Experts
+        = spec->quantization && spec->quantization->expertScheme == model::QuantScheme::Fp4Block;
 
     std::unordered_map<std::string, const model::TensorSpec*> byName;
     for (const auto& b : graph.blocks) {
@@ -587,6 +621,19 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
                 if (it != byName.end() && it->second->dtype == DType::F8E4M3
                     && it->second->shape.size() == 2) {
                     fp8Weight = it->second;
+                }
+            }
+            if (fp4Experts && t.isExpert()
+                && (t.name.ends_with(".weight") || t.name.ends_with(".scale"))) {
+                // DeepSeek-V4's FP4 experts: `.weight` I8 [out, in/2] codes, `.scale` E8M0
+                // [out, in/32], both from one draw of the module's [out, in] weights.
+                std::string module = t.name.substr(0, t.name.rfind('.'));
+                const auto codes = byName.find(module + ".weight");
+                if (codes != byName.end() && codes->second->dtype == DType::I8
+                    && codes->second->shape.size() == 2) {
+                    sources.push_back(fp4Source(t, *codes->second, std::move(module), init));
+                    summary.bytes += sources.back().bytes();
+                    continue;
                 }
             }
             if (mxfp4 && (t.name.ends_with("_blocks") || t.name.ends_with("_scales"))) {

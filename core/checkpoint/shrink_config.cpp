@@ -344,6 +344,22 @@ Result<std::int64_t> shrinkText(Json& t, const ShrinkOptions& o, const std::stri
     if (has(t, "num_key_value_heads")) {
         t["num_key_value_heads"] = kv2;
     }
+    // Gemma-4's full layers with attention_k_eq_v have their own KV heads
+    // (num_global_key_value_heads, 2 against the sliding layers' 8 in 26B-A4B): scaled as the
+    // sliding layers' are, so that the shrunk full layers keep fewer (or more) than the sliding
+    // ones, and dividing the query heads.
+    if (has(t, "num_global_key_value_heads") && t["num_global_key_value_heads"].is_number_integer()
+        && kvHeads > 0) {
+        const std::int64_t global = t["num_global_key_value_heads"].get<std::int64_t>();
+        std::int64_t global2 = std::clamp<std::int64_t>(global * kv2 / kvHeads, 1, heads2);
+        if (global < kvHeads && global2 >= kv2 && kv2 > 1) {
+            global2 = kv2 / 2; // fewer, as in the source
+        }
+        while (heads2 % global2 != 0) {
+            --global2;
+        }
+        t["num_global_key_value_heads"] = global2;
+    }
     if (explicitHeadDim) {
         t["head_dim"] = headDim2;
     }

@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace day0::exec::detail {
@@ -39,6 +41,60 @@ template <typename T> struct DeepseekV4Cache {
     Rope mainRope; ///< sliding layers: rope_theta, no scaling
     Rope compressRope; ///< compressed layers and their entries: compress_rope_theta with YaRN
 };
+
+/// The sliding layers' RoPE (rope_theta, unscaled) and the compressed layers' (compress_rope_theta
+/// with rope_scaling's YaRN, cos and sin unscaled), both interleaved on the trailing lanes.
+Result<std::pair<Rope, Rope>> deepseekV4Ropes(const model::ModelSpec& spec);
+
+/// Sizes layer `layer`'s cache for `capacity` tokens (zeros) and points it at its RoPE.
+template <typename T>
+void deepseekV4SizeLayer(typename DeepseekV4Cache<T>::Layer& c, const model::ModelSpec& spec,
+    std::size_t layer, std::int64_t capacity, const Rope& mainRope, const Rope& compressRope);
+
+/// The maps of one hyper-connection (DeepseekV4HyperConnection) for each row.
+struct HyperMaps {
+    std::vector<double> pre; ///< [n, S]
+    std::vector<double> post; ///< [n, S]
+    std::vector<double> comb; ///< [n, S, S], comb[j][k]: stream j's share in new stream k
+};
+
+/// The maps of hyper-connection `p` ("layers.3.hc_attn", "hc_head": `head`) from the streams
+/// [n, S, h] (deepseek_v4_forward.cpp). Row-local: any rows of the streams may be passed.
+template <typename T>
+HyperMaps deepseekV4HyperMaps(const WeightTable& w, const std::string& p, const T* streams,
+    std::int64_t n, std::int64_t s, std::int64_t h, const model::ModelSpec& spec, bool head);
+
+/// out[t] = Σ_j pre[t, j] · streams[t, j].
+template <typename T>
+void deepseekV4Collapse(
+    const HyperMaps& m, const T* streams, std::int64_t n, std::int64_t s, std::int64_t h, T* out);
+
+/// streams[t, k] ← post[t, k] · out[t] + Σ_j comb[t, j, k] · streams[t, j].
+template <typename T>
+void deepseekV4Expand(
+    const HyperMaps& m, T* streams, const T* out, std::int64_t n, std::int64_t s, std::int64_t h);
+
+/// The attention of layer `layer` on every row of the step x [n, hidden] into out [n, hidden].
+/// The query heads and output groups are those `weights` holds (wq_b's rows, wo_a's groups):
+/// with a tensor-parallel rank's slices, out gets that rank's partial wo_b sums.
+template <typename T>
+void deepseekV4Attention(const WeightTable& weights, const model::ModelSpec& spec, int layer,
+    typename DeepseekV4Cache<T>::Layer& cache, const T* x, std::int64_t n, std::int64_t start,
+    Taps<T>& taps, T* out);
+
+/// The router of layer `layer` (sqrtsoftplus scores; top-k of score + bias, or tid2eid of the
+/// token on hash layers): k experts and weights per row of x [n, hidden] (`ids`: the rows'
+/// tokens).
+template <typename T>
+void deepseekV4Route(const WeightTable& weights, const model::ModelSpec& spec, int layer,
+    std::span<const std::int64_t> ids, const T* x, std::int64_t n,
+    std::vector<std::int64_t>& chosen, std::vector<double>& routeWeights);
+
+/// The clamped SwiGLU MLP `m` (w1 gate, w3 up, w2 down; `width` the rows of w1 it holds) on
+/// x [n, h] into out [n, h]; with a slice of w1/w3 rows and w2 columns, a partial sum.
+template <typename T>
+void deepseekV4ClampedMlp(const WeightTable& w, const std::string& m, const T* x, T* out,
+    std::int64_t n, std::int64_t h, std::int64_t width, double limit);
 
 /// A compressor's step (deepseek_v4_block.cpp): projects x [n, hidden] at positions
 /// [start, start + n) and pools the windows that close.

@@ -119,12 +119,8 @@ std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
         return out;
     }
     const auto& ca = *spec.compressedAttention;
-    if (spec.quantization) {
-        out.push_back(fmt::format("quantised deepseek_v4 checkpoints ({}: FP8 weights with "
-                                  "F8_E8M0 `.scale` tensors and FP4 experts are not read by the "
-                                  "engine)",
-            spec.quantization->method));
-    }
+    // Its released format (block FP8 with F8_E8M0 `.scale` tensors, FP4 experts) is dequantised
+    // on load (exec/checkpoint_weights.cpp); readDeepseekV4 refuses any other.
     if (ca.ropeDim % 2 != 0 || ca.ropeDim > spec.headDim
         || (ca.indexerHeadDim > 0 && ca.ropeDim > ca.indexerHeadDim)) {
         out.push_back(fmt::format("deepseek_v4 qk_rope_head_dim {} (must be even and fit head_dim "
@@ -144,6 +140,57 @@ std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
 
 // --- the forward -------------------------------------------------------------------------
 
+Result<std::pair<Rope, Rope>> deepseekV4Ropes(const model::ModelSpec& spec)
+{
+    const auto& ca = *spec.compressedAttention;
+    // configuration_deepseek_v4.py: sliding layers rotate with rope_theta and no scaling; the
+    // compressed layers, their compressors and indexer with compress_rope_theta and the YaRN
+    // of rope_scaling, attention factor forced to 1 (cos and sin unscaled).
+    auto mainRope
+        = makeRope(ca.ropeDim, spec.ropeTheta, model::RopeScaling {}, RopeLayout::Interleaved);
+    if (!mainRope) {
+        return mainRope.error();
+    }
+    auto compressRope
+        = makeRope(ca.ropeDim, ca.compressRopeTheta > 0 ? ca.compressRopeTheta : spec.ropeTheta,
+            spec.ropeScaling, RopeLayout::Interleaved);
+    if (!compressRope) {
+        return compressRope.error();
+    }
+    compressRope->attentionScaling = 1.0;
+    return std::pair<Rope, Rope> { std::move(*mainRope), std::move(*compressRope) };
+}
+
+template <typename T>
+void deepseekV4SizeLayer(typename DeepseekV4Cache<T>::Layer& c, const model::ModelSpec& spec,
+    std::size_t layer, std::int64_t capacity, const Rope& mainRope, const Rope& compressRope)
+{
+    const auto sizeCompressor
+        = [&](typename DeepseekV4Cache<T>::Compressor& k, std::int64_t ratio, std::int64_t width) {
+              const std::int64_t coff = ratio == kCsaRatio ? 2 : 1;
+              k.ratio = ratio;
+              k.width = width;
+              k.count = 0;
+              k.kv.assign(std::size_t(capacity * coff * width), T(0));
+              k.gate.assign(std::size_t(capacity * coff * width), T(0));
+              k.entries.assign(std::size_t((capacity / ratio + 1) * width), T(0));
+          };
+    const std::int64_t ratio = spec.layers[layer].compressRatio;
+    c.kv.assign(std::size_t(capacity * spec.headDim), T(0));
+    c.rope = ratio > 0 ? &compressRope : &mainRope;
+    if (ratio > 0) {
+        sizeCompressor(c.compressor, ratio, spec.headDim);
+    }
+    if (ratio == kCsaRatio) {
+        sizeCompressor(c.indexer, ratio, spec.compressedAttention->indexerHeadDim);
+    }
+}
+
+template void deepseekV4SizeLayer<float>(DeepseekV4Cache<float>::Layer&, const model::ModelSpec&,
+    std::size_t, std::int64_t, const Rope&, const Rope&);
+template void deepseekV4SizeLayer<double>(DeepseekV4Cache<double>::Layer&, const model::ModelSpec&,
+    std::size_t, std::int64_t, const Rope&, const Rope&);
+
 template <typename T> Result<void> Forward<T>::deepseekV4Init()
 {
     const auto missing = deepseekV4Unsupported(m_spec);
@@ -157,45 +204,16 @@ template <typename T> Result<void> Forward<T>::deepseekV4Init()
             m_plan.describe()));
     }
     auto cache = std::make_shared<DeepseekV4Cache<T>>();
-    const auto& ca = *m_spec.compressedAttention;
-    // configuration_deepseek_v4.py: sliding layers rotate with rope_theta and no scaling; the
-    // compressed layers, their compressors and indexer with compress_rope_theta and the YaRN
-    // of rope_scaling, attention factor forced to 1 (cos and sin unscaled).
-    auto mainRope
-        = makeRope(ca.ropeDim, m_spec.ropeTheta, model::RopeScaling {}, RopeLayout::Interleaved);
-    if (!mainRope) {
-        return mainRope.error();
+    auto ropes = deepseekV4Ropes(m_spec);
+    if (!ropes) {
+        return ropes.error();
     }
-    auto compressRope
-        = makeRope(ca.ropeDim, ca.compressRopeTheta > 0 ? ca.compressRopeTheta : m_spec.ropeTheta,
-            m_spec.ropeScaling, RopeLayout::Interleaved);
-    if (!compressRope) {
-        return compressRope.error();
-    }
-    cache->mainRope = std::move(*mainRope);
-    cache->compressRope = std::move(*compressRope);
-    cache->compressRope.attentionScaling = 1.0;
+    cache->mainRope = std::move(ropes->first);
+    cache->compressRope = std::move(ropes->second);
     cache->layers.resize(std::size_t(m_spec.numLayers));
-    const auto sizeCompressor
-        = [&](typename DeepseekV4Cache<T>::Compressor& c, std::int64_t ratio, std::int64_t width) {
-              const std::int64_t coff = ratio == kCsaRatio ? 2 : 1;
-              c.ratio = ratio;
-              c.width = width;
-              c.kv.assign(std::size_t(m_capacity * coff * width), T(0));
-              c.gate.assign(std::size_t(m_capacity * coff * width), T(0));
-              c.entries.assign(std::size_t((m_capacity / ratio + 1) * width), T(0));
-          };
     for (std::size_t l = 0; l < cache->layers.size(); ++l) {
-        auto& c = cache->layers[l];
-        const std::int64_t ratio = m_spec.layers[l].compressRatio;
-        c.kv.assign(std::size_t(m_capacity * m_spec.headDim), T(0));
-        c.rope = ratio > 0 ? &cache->compressRope : &cache->mainRope;
-        if (ratio > 0) {
-            sizeCompressor(c.compressor, ratio, m_spec.headDim);
-        }
-        if (ratio == kCsaRatio) {
-            sizeCompressor(c.indexer, ratio, ca.indexerHeadDim);
-        }
+        deepseekV4SizeLayer<T>(
+            cache->layers[l], m_spec, l, m_capacity, cache->mainRope, cache->compressRope);
     }
     m_v4 = std::move(cache);
     return success();

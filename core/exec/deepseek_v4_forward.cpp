@@ -24,12 +24,7 @@ template <typename T> const T* tensorOf(const WeightTable& w, const std::string&
     return w.tensors.at(name).template data<T>();
 }
 
-/// The maps of one hyper-connection (DeepseekV4HyperConnection) for each row.
-struct HyperMaps {
-    std::vector<double> pre; ///< [n, S]
-    std::vector<double> post; ///< [n, S]
-    std::vector<double> comb; ///< [n, S, S], comb[j][k]: stream j's share in new stream k
-};
+} // namespace
 
 // From the streams [n, S, h] flattened and RMS-normalised (no weight, rms_norm_eps): mixes =
 // fn · x; pre = σ(mix·scale₀ + base) + hc_eps; post = 2σ(mix·scale₁ + base); comb = softmax
@@ -37,8 +32,8 @@ struct HyperMaps {
 // then hc_sinkhorn_iters - 1 times rows and columns (each divided by its sum + hc_eps).
 // `head`: the final collapse (hc_head: pre only, one scale).
 template <typename T>
-HyperMaps hyperMaps(const WeightTable& w, const std::string& p, const T* streams, std::int64_t n,
-    std::int64_t s, std::int64_t h, const model::ModelSpec& spec, bool head)
+HyperMaps deepseekV4HyperMaps(const WeightTable& w, const std::string& p, const T* streams,
+    std::int64_t n, std::int64_t s, std::int64_t h, const model::ModelSpec& spec, bool head)
 {
     const auto& hc = *spec.hyperConnections;
     const std::int64_t mix = head ? s : (2 + s) * s;
@@ -111,7 +106,7 @@ HyperMaps hyperMaps(const WeightTable& w, const std::string& p, const T* streams
 
 // collapsed[t] = Σ_j pre[t, j] · streams[t, j].
 template <typename T>
-void collapse(
+void deepseekV4Collapse(
     const HyperMaps& m, const T* streams, std::int64_t n, std::int64_t s, std::int64_t h, T* out)
 {
     for (std::int64_t t = 0; t < n; ++t) {
@@ -128,7 +123,7 @@ void collapse(
 // streams[t, k] ← post[t, k] · out[t] + Σ_j comb[t, j, k] · streams[t, j] (HF: comb consumed
 // transposed).
 template <typename T>
-void expand(
+void deepseekV4Expand(
     const HyperMaps& m, T* streams, const T* out, std::int64_t n, std::int64_t s, std::int64_t h)
 {
     std::vector<double> next(std::size_t(s * h));
@@ -153,8 +148,8 @@ void expand(
 // SwiGLU with DeepSeek-V4's clamp (DeepseekV4MLP / DeepseekV4Experts._apply_gate): the gate
 // clamped from above and up both ways at swiglu_limit (0: none), silu(gate) · up, then w2.
 template <typename T>
-void clampedMlp(const WeightTable& w, const std::string& m, const T* x, T* out, std::int64_t n,
-    std::int64_t h, std::int64_t width, double limit)
+void deepseekV4ClampedMlp(const WeightTable& w, const std::string& m, const T* x, T* out,
+    std::int64_t n, std::int64_t h, std::int64_t width, double limit)
 {
     std::vector<T> g(std::size_t(n * width));
     std::vector<T> u(std::size_t(n * width));
@@ -170,6 +165,8 @@ void clampedMlp(const WeightTable& w, const std::string& m, const T* x, T* out, 
     linear<T>(g.data(), tensorOf<T>(w, m + ".w2.weight"), nullptr, out, n, width, h);
 }
 
+namespace {
+
 /// What one layer's step reads: its weights (native names), spec, cache and step rows.
 template <typename T> struct LayerStep {
     const WeightTable& weights;
@@ -181,6 +178,9 @@ template <typename T> struct LayerStep {
     std::int64_t n = 0;
     std::int64_t start = 0;
     Taps<T>& taps;
+    std::int64_t heads = 0; ///< query heads held (a TP rank's share, or all)
+    std::int64_t groups = 0; ///< output groups held
+    int layerIndex = 0;
 
     const T* w(const std::string& name) const { return tensorOf<T>(weights, native + name); }
 };
@@ -195,7 +195,7 @@ std::vector<T> projectQkv(const LayerStep<T>& st, const T* x, std::vector<T>& qL
     const auto& ca = *spec.compressedAttention;
     const std::int64_t n = st.n;
     const std::int64_t h = spec.hiddenSize;
-    const std::int64_t heads = spec.numHeads;
+    const std::int64_t heads = st.heads;
     const std::int64_t d = spec.headDim;
     const double eps = spec.normEps;
     qLatent.resize(std::size_t(n * ca.qLoraRank));
@@ -250,7 +250,7 @@ template <typename T>
 void attendQuery(
     const LayerStep<T>& st, const T* q, std::int64_t pos, const std::vector<const T*>& keys, T* out)
 {
-    const std::int64_t heads = st.spec.numHeads;
+    const std::int64_t heads = st.heads;
     const std::int64_t d = st.spec.headDim;
     const double scale = 1.0 / std::sqrt(double(d));
     const T* sinks = st.w(".attn.attn_sink");
@@ -289,10 +289,10 @@ template <typename T> void projectOutput(const LayerStep<T>& st, const T* attn, 
 {
     const auto& ca = *st.spec.compressedAttention;
     const std::int64_t n = st.n;
-    const std::int64_t groups = ca.oGroups;
+    const std::int64_t groups = st.groups;
     const std::int64_t rank = ca.oLoraRank;
-    const std::int64_t width = st.spec.numHeads * st.spec.headDim;
-    const std::int64_t in = width / groups;
+    const std::int64_t width = st.heads * st.spec.headDim;
+    const std::int64_t in = st.spec.numHeads * st.spec.headDim / ca.oGroups;
     const T* woA = st.w(".attn.wo_a.weight");
     std::vector<T> low(std::size_t(n * groups * rank));
     std::vector<T> part(std::size_t(n * rank));
@@ -316,7 +316,7 @@ template <typename T> void attentionStep(LayerStep<T>& st, const T* x, T* out)
     const auto& spec = st.spec;
     const auto& ca = *spec.compressedAttention;
     const std::int64_t ratio = st.layer.compressRatio;
-    const std::int64_t width = spec.numHeads * spec.headDim;
+    const std::int64_t width = st.heads * spec.headDim;
     std::vector<T> qLatent;
     const std::vector<T> q = projectQkv(st, x, qLatent);
     const Rope& rope = *st.cache.rope;
@@ -343,25 +343,63 @@ template <typename T> void attentionStep(LayerStep<T>& st, const T* x, T* out)
     projectOutput(st, attn.data(), out);
 }
 
+// The MoE of one layer's step (DeepseekV4SparseMoeBlock): the routed experts weighted, plus
+// the shared expert, all with the clamped SwiGLU.
+template <typename T>
+void mixtureOfExperts(LayerStep<T>& st, std::span<const std::int64_t> ids, const T* x, T* out)
+{
+    const auto& moe = *st.spec.moe;
+    const std::int64_t h = st.spec.hiddenSize;
+    const std::int64_t k = moe.topK;
+    std::vector<std::int64_t> chosen;
+    std::vector<double> weights;
+    deepseekV4Route(st.weights, st.spec, st.layerIndex, ids, x, st.n, chosen, weights);
+    st.taps.recordIds(st.hf + ".mlp.gate#topk", chosen, { st.n, k });
+    std::vector<double> acc(std::size_t(st.n * h), 0.0);
+    std::vector<T> one(static_cast<std::size_t>(h));
+    for (std::int64_t t = 0; t < st.n; ++t) {
+        for (std::int64_t j = 0; j < k; ++j) {
+            deepseekV4ClampedMlp(st.weights,
+                fmt::format("{}.ffn.experts.{}", st.native, chosen[std::size_t(t * k + j)]),
+                x + t * h, one.data(), 1, h, moe.expertIntermediate, st.spec.swigluLimit);
+            for (std::int64_t ch = 0; ch < h; ++ch) {
+                acc[std::size_t(t * h + ch)]
+                    += weights[std::size_t(t * k + j)] * double(one[std::size_t(ch)]);
+            }
+        }
+    }
+    deepseekV4ClampedMlp(st.weights, st.native + ".ffn.shared_experts", x, out, st.n, h,
+        moe.sharedIntermediate, st.spec.swigluLimit);
+    st.taps.record(st.hf + ".mlp.shared_experts", out, { st.n, h });
+    for (std::int64_t i = 0; i < st.n * h; ++i) {
+        out[i] = T(acc[std::size_t(i)] + double(out[i]));
+    }
+}
+
+} // namespace
+
 // The router (DeepseekV4TopKRouter / DeepseekV4HashRouter): scores sqrt(softplus(x·Wᵀ));
 // the experts of the top-k of score + bias, or those tid2eid lists for the token on hash
 // layers; weights the chosen scores renormalised (sum + 1e-20) times routed_scaling_factor.
 template <typename T>
-void routeTokens(const LayerStep<T>& st, std::span<const std::int64_t> ids, const T* x,
+void deepseekV4Route(const WeightTable& w, const model::ModelSpec& spec, int layer,
+    std::span<const std::int64_t> ids, const T* x, std::int64_t n,
     std::vector<std::int64_t>& chosen, std::vector<double>& weights)
 {
-    const auto& moe = *st.spec.moe;
+    const auto& moe = *spec.moe;
+    const model::LayerSpec& ls = spec.layers[std::size_t(layer)];
+    const std::string f = fmt::format("layers.{}.ffn.gate", layer);
     const std::int64_t e = moe.numExperts;
     const std::int64_t k = moe.topK;
-    std::vector<T> logits(std::size_t(st.n * e));
-    linear<T>(x, st.w(".ffn.gate.weight"), nullptr, logits.data(), st.n, st.spec.hiddenSize, e);
-    chosen.resize(std::size_t(st.n * k));
-    weights.resize(std::size_t(st.n * k));
-    const T* bias = st.layer.hashRouted ? nullptr : st.w(".ffn.gate.bias");
-    const T* table = st.layer.hashRouted ? st.w(".ffn.gate.tid2eid") : nullptr;
+    std::vector<T> logits(std::size_t(n * e));
+    linear<T>(x, tensorOf<T>(w, f + ".weight"), nullptr, logits.data(), n, spec.hiddenSize, e);
+    chosen.resize(std::size_t(n * k));
+    weights.resize(std::size_t(n * k));
+    const T* bias = ls.hashRouted ? nullptr : tensorOf<T>(w, f + ".bias");
+    const T* table = ls.hashRouted ? tensorOf<T>(w, f + ".tid2eid") : nullptr;
     std::vector<double> score(static_cast<std::size_t>(e));
     std::vector<std::int64_t> order(static_cast<std::size_t>(e));
-    for (std::int64_t t = 0; t < st.n; ++t) {
+    for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t j = 0; j < e; ++j) {
             score[std::size_t(j)] = std::sqrt(softplus(double(logits[std::size_t(t * e + j)])));
         }
@@ -392,40 +430,19 @@ void routeTokens(const LayerStep<T>& st, std::span<const std::int64_t> ids, cons
     }
 }
 
-// The MoE of one layer's step (DeepseekV4SparseMoeBlock): the routed experts weighted, plus
-// the shared expert, all with the clamped SwiGLU.
 template <typename T>
-void mixtureOfExperts(LayerStep<T>& st, std::span<const std::int64_t> ids, const T* x, T* out)
+void deepseekV4Attention(const WeightTable& weights, const model::ModelSpec& spec, int layer,
+    typename DeepseekV4Cache<T>::Layer& cache, const T* x, std::int64_t n, std::int64_t start,
+    Taps<T>& taps, T* out)
 {
-    const auto& moe = *st.spec.moe;
-    const std::int64_t h = st.spec.hiddenSize;
-    const std::int64_t k = moe.topK;
-    std::vector<std::int64_t> chosen;
-    std::vector<double> weights;
-    routeTokens(st, ids, x, chosen, weights);
-    st.taps.recordIds(st.hf + ".mlp.gate#topk", chosen, { st.n, k });
-    std::vector<double> acc(std::size_t(st.n * h), 0.0);
-    std::vector<T> one(static_cast<std::size_t>(h));
-    for (std::int64_t t = 0; t < st.n; ++t) {
-        for (std::int64_t j = 0; j < k; ++j) {
-            clampedMlp(st.weights,
-                fmt::format("{}.ffn.experts.{}", st.native, chosen[std::size_t(t * k + j)]),
-                x + t * h, one.data(), 1, h, moe.expertIntermediate, st.spec.swigluLimit);
-            for (std::int64_t ch = 0; ch < h; ++ch) {
-                acc[std::size_t(t * h + ch)]
-                    += weights[std::size_t(t * k + j)] * double(one[std::size_t(ch)]);
-            }
-        }
-    }
-    clampedMlp(st.weights, st.native + ".ffn.shared_experts", x, out, st.n, h,
-        moe.sharedIntermediate, st.spec.swigluLimit);
-    st.taps.record(st.hf + ".mlp.shared_experts", out, { st.n, h });
-    for (std::int64_t i = 0; i < st.n * h; ++i) {
-        out[i] = T(acc[std::size_t(i)] + double(out[i]));
-    }
+    LayerStep<T> st { weights, spec, spec.layers[std::size_t(layer)], cache,
+        fmt::format("layers.{}", layer), fmt::format("model.layers.{}", layer), n, start, taps };
+    st.layerIndex = layer;
+    const auto& ca = *spec.compressedAttention;
+    st.heads = weights.tensors.at(st.native + ".attn.wq_b.weight").shape()[0] / spec.headDim;
+    st.groups = weights.tensors.at(st.native + ".attn.wo_a.weight").shape()[0] / ca.oLoraRank;
+    attentionStep(st, x, out);
 }
-
-} // namespace
 
 template <typename T>
 Result<std::vector<T>> Forward<T>::deepseekV4Step(
@@ -458,30 +475,34 @@ Result<std::vector<T>> Forward<T>::deepseekV4Step(
         LayerStep<T> st { m_weights, spec, spec.layers[std::size_t(l)],
             m_v4->layers[std::size_t(l)], fmt::format("layers.{}", l),
             fmt::format("model.layers.{}", l), n, start, taps };
+        st.layerIndex = l;
+        st.heads = spec.numHeads;
+        st.groups = spec.compressedAttention->oGroups;
         // Each block: its hyper-connection collapses the streams into its input, then
         // expands its output back into them.
-        auto maps
-            = hyperMaps(m_weights, st.native + ".hc_attn", streams.data(), n, s, h, spec, false);
-        collapse(maps, streams.data(), n, s, h, x.data());
+        auto maps = deepseekV4HyperMaps(
+            m_weights, st.native + ".hc_attn", streams.data(), n, s, h, spec, false);
+        deepseekV4Collapse(maps, streams.data(), n, s, h, x.data());
         rmsNorm<T>(x.data(), st.w(".attn_norm.weight"), normed.data(), n, h, spec.normEps);
         taps.record(st.hf + ".input_layernorm", normed.data(), { n, h });
         attentionStep(st, normed.data(), out.data());
         taps.record(st.hf + ".self_attn", out.data(), { n, h });
-        expand(maps, streams.data(), out.data(), n, s, h);
+        deepseekV4Expand(maps, streams.data(), out.data(), n, s, h);
 
-        maps = hyperMaps(m_weights, st.native + ".hc_ffn", streams.data(), n, s, h, spec, false);
-        collapse(maps, streams.data(), n, s, h, x.data());
+        maps = deepseekV4HyperMaps(
+            m_weights, st.native + ".hc_ffn", streams.data(), n, s, h, spec, false);
+        deepseekV4Collapse(maps, streams.data(), n, s, h, x.data());
         rmsNorm<T>(x.data(), st.w(".ffn_norm.weight"), normed.data(), n, h, spec.normEps);
         taps.record(st.hf + ".post_attention_layernorm", normed.data(), { n, h });
         mixtureOfExperts(st, ids, normed.data(), out.data());
         taps.record(st.hf + ".mlp", out.data(), { n, h }, "moe");
-        expand(maps, streams.data(), out.data(), n, s, h);
+        deepseekV4Expand(maps, streams.data(), out.data(), n, s, h);
         taps.record(st.hf, streams.data(), { n, s, h });
     }
     // The head: hc_head collapses the streams (pre only), then norm and head.
-    const auto maps
-        = hyperMaps(m_weights, std::string("hc_head"), streams.data(), n, s, h, spec, true);
-    collapse(maps, streams.data(), n, s, h, x.data());
+    const auto maps = deepseekV4HyperMaps(
+        m_weights, std::string("hc_head"), streams.data(), n, s, h, spec, true);
+    deepseekV4Collapse(maps, streams.data(), n, s, h, x.data());
     rmsNorm<T>(x.data(), weight("norm.weight"), normed.data(), n, h, spec.normEps);
     taps.record("model.norm", normed.data(), { n, h });
     std::vector<T> logits(std::size_t(n * spec.vocabSize));
@@ -495,5 +516,23 @@ template Result<std::vector<float>> Forward<float>::deepseekV4Step(
     std::span<const std::int64_t>, std::int64_t, Taps<float>&, std::stop_token);
 template Result<std::vector<double>> Forward<double>::deepseekV4Step(
     std::span<const std::int64_t>, std::int64_t, Taps<double>&, std::stop_token);
+
+#define DAY0_DEEPSEEK_V4_EXPORTS(T)                                                                \
+    template HyperMaps deepseekV4HyperMaps<T>(const WeightTable&, const std::string&, const T*,    \
+        std::int64_t, std::int64_t, std::int64_t, const model::ModelSpec&, bool);                  \
+    template void deepseekV4Collapse<T>(                                                           \
+        const HyperMaps&, const T*, std::int64_t, std::int64_t, std::int64_t, T*);                 \
+    template void deepseekV4Expand<T>(                                                             \
+        const HyperMaps&, T*, const T*, std::int64_t, std::int64_t, std::int64_t);                 \
+    template void deepseekV4Attention<T>(const WeightTable&, const model::ModelSpec&, int,         \
+        DeepseekV4Cache<T>::Layer&, const T*, std::int64_t, std::int64_t, Taps<T>&, T*);           \
+    template void deepseekV4Route<T>(const WeightTable&, const model::ModelSpec&, int,             \
+        std::span<const std::int64_t>, const T*, std::int64_t, std::vector<std::int64_t>&,         \
+        std::vector<double>&);                                                                     \
+    template void deepseekV4ClampedMlp<T>(const WeightTable&, const std::string&, const T*, T*,    \
+        std::int64_t, std::int64_t, std::int64_t, double);
+DAY0_DEEPSEEK_V4_EXPORTS(float)
+DAY0_DEEPSEEK_V4_EXPORTS(double)
+#undef DAY0_DEEPSEEK_V4_EXPORTS
 
 } // namespace day0::exec::detail

@@ -223,7 +223,12 @@ Result<Tensor> loadWeight(const WeightSource& source, const detail::WeightRequir
     }
     exactFp8 = false;
     const bool fp8 = stored->dtype() == DType::F8E4M3 || stored->dtype() == DType::F8E5M2;
-    const std::string scaleName = req.name + "_scale_inv";
+    // The block scale beside the weight: `<name>_scale_inv`, or with DeepSeek-V4's ue8m0 format
+    // `<module>.scale` (quantization_config's scale suffix).
+    const std::string suffix = spec.quantization ? spec.quantization->scaleSuffix : "";
+    const std::string scaleName = !suffix.empty() && req.name.ends_with(".weight")
+        ? req.name.substr(0, req.name.size() - 6) + suffix
+        : req.name + "_scale_inv";
     if (!fp8 || !source.has(scaleName)) {
         if (req.integer && !isFloat(stored->dtype())) {
             // DeepSeek-V4's tid2eid: small integers, exact in either compute type.
@@ -434,6 +439,11 @@ Result<void> Engine::Impl::checkInject(const numerics::Dump& dump, std::int64_t 
         // Its layers' outputs are captured under backbone.* and no step injects them.
         return Error::unsupported("inject mode of nemotron_h (the engine injects no reference "
                                   "state into its backbone.* layers)");
+    }
+    if (spec.family == model::Family::DeepseekV4) {
+        // Its layers' outputs are the hc_mult residual streams [n, streams, hidden].
+        return Error::unsupported("inject mode of deepseek_v4 (the engine injects no reference "
+                                  "hyper-connection streams into its layers)");
     }
     std::vector<std::string> anchors { "model.embed_tokens", "model.norm" };
     for (int l = 0; l < int(spec.numLayers); ++l) {

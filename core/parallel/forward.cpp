@@ -111,6 +111,9 @@ Result<void> ParallelForward::init()
         m_scale = 1.0; // q_norm and k_norm stand for 1/sqrt(d)
         return gemma4Init();
     }
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return deepseekV4Init();
+    }
     // Partial rotary (Qwen3.5: a quarter of each head) as the single-rank engine builds it: the
     // first lanes rotate, the rest pass.
     const std::int64_t rotary = mla
@@ -167,6 +170,12 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
     for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
         const auto i = std::size_t(l);
         const model::MixerKind mixer = m_spec.layers[i].mixer;
+        if (m_spec.family == model::Family::DeepseekV4) {
+            c.v4.resize(std::size_t(m_spec.numLayers));
+            exec::detail::deepseekV4SizeLayer<float>(
+                c.v4[i], m_spec, i, capacity, m_rope, m_compressRope);
+            continue;
+        }
         if (m_spec.family == model::Family::Gemma4) {
             // A KV-shared layer reads its source's cache and keeps none of its own.
             if (m_kvSource[i] == int(l)) {
@@ -292,6 +301,18 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
     std::vector<float> local;
     const auto n = std::int64_t(ids.size());
     DAY0_TRY(finishRowParallel(hidden, n, {}, local));
+    m_stepIds.assign(ids.begin(), ids.end());
+    if (m_spec.family == model::Family::DeepseekV4) {
+        // Every one of the hc_mult streams starts as the embedding.
+        const std::int64_t s = m_spec.hyperConnections->streams;
+        std::vector<float> streams(local.size() * std::size_t(s));
+        for (std::int64_t t = 0; t < localRows(n); ++t) {
+            for (std::int64_t j = 0; j < s; ++j) {
+                std::copy_n(local.begin() + t * h, h, streams.begin() + (t * s + j) * h);
+            }
+        }
+        return streams;
+    }
     if (m_spec.family == model::Family::Gemma4) {
         // Gemma4TextScaledWordEmbedding: times sqrt(hidden_size); the per-layer inputs read
         // every token's scaled row.
@@ -315,17 +336,23 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
 {
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
-    std::vector<float> normed(hidden.size());
-    m_ops.rmsNorm(hidden.data(), weight(finalNormName()), normed.data(), localRows(n), h,
-        m_spec.normEps, exec::PrecisionMode::F32);
+    const bool v4 = m_spec.family == model::Family::DeepseekV4;
+    // DeepSeek-V4: hc_head folds the streams into one row first.
+    const std::vector<float> collapsed = v4 ? deepseekV4Collapse(hidden, n) : std::vector<float> {};
+    const float* rows = v4 ? collapsed.data() : hidden.data();
+    std::vector<float> normed(std::size_t(localRows(n) * h));
+    m_ops.rmsNorm(rows, weight(finalNormName()), normed.data(), localRows(n), h, m_spec.normEps,
+        exec::PrecisionMode::F32);
     std::vector<float> gathered;
     auto rowsOfAll = allTokens(normed, n, gathered);
     if (!rowsOfAll) {
         return rowsOfAll.error();
     }
     const float* x = *rowsOfAll;
-    const std::string headName
-        = weight("lm_head.weight") != nullptr ? "lm_head.weight" : embedName();
+    const std::string headModule = v4 ? "head" : "lm_head"; // DeepSeek's native name
+    const std::string headName = v4           ? "head.weight"
+        : weight("lm_head.weight") != nullptr ? "lm_head.weight"
+                                              : embedName();
     const auto it = m_weights.tensors.find(headName);
     if (it == m_weights.tensors.end()) {
         return Error::internal(fmt::format("rank {}: holds no output head slice", m_coord.rank));
@@ -336,7 +363,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     // Local logits padded to `per` columns so the all-gather has one size on every rank.
     std::vector<float> local(std::size_t(n * per), 0.0F);
     std::vector<float> part(std::size_t(n * width));
-    DAY0_TRY(linearOp("lm_head", x, part.data(), n, h, width));
+    DAY0_TRY(linearOp(headModule, x, part.data(), n, h, width));
     for (std::int64_t t = 0; t < n; ++t) {
         std::copy_n(part.begin() + t * width, width, local.begin() + t * per);
     }
@@ -376,7 +403,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
 {
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t rows = localRows(n);
-    if (std::int64_t(hidden.size()) != rows * h) {
+    if (std::int64_t(hidden.size()) != rows * hiddenWidth()) {
         return Error::internal(fmt::format("rank {}: {} hidden values for {} local rows of {}",
             m_coord.rank, hidden.size(), rows, n));
     }
@@ -404,6 +431,10 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         }
         if (m_spec.family == model::Family::Gemma4) {
             DAY0_TRY(gemma4Layer(l, cache, hidden, n, start));
+            continue;
+        }
+        if (m_spec.family == model::Family::DeepseekV4) {
+            DAY0_TRY(deepseekV4Layer(l, cache, hidden, n, start));
             continue;
         }
         const std::string prefix = layerPrefix(l);

@@ -10,6 +10,7 @@
 #include "checkpoint/sharding.h"
 #include "comm/communicator.h"
 #include "exec/backend_dispatch.h"
+#include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 #include "exec/ops.h"
 #include "exec/rope.h"
@@ -41,6 +42,8 @@ struct ShardCache {
     std::vector<std::vector<float>> state;
     /// Per layer: MiniMax-M3's index keys [capacity, sparse_index_dim] (replicated).
     std::vector<std::vector<float>> indexKeys;
+    /// Per layer: DeepSeek-V4's replicated K=V, compressor and indexer state (deepseek_v4.cpp).
+    std::vector<exec::detail::DeepseekV4Cache<float>::Layer> v4;
     std::int64_t capacity = 0;
 };
 
@@ -77,6 +80,13 @@ public:
     [[nodiscard]] std::vector<float>& perLayerInputs() { return m_perLayerInputs; }
     /// Floats of perLayerInputs() for a step of n tokens (0: none to send).
     [[nodiscard]] std::int64_t perLayerInputFloats(std::int64_t n) const;
+    /// Floats per local row of the residual stream between stages: hidden_size, or
+    /// DeepSeek-V4's hc_mult streams of it.
+    [[nodiscard]] std::int64_t hiddenWidth() const;
+    /// The token ids of the current step: set by the first stage's embed, received by the later
+    /// stages when needsStepIds() (DeepSeek-V4's hash-routed layers read them).
+    [[nodiscard]] std::vector<std::int64_t>& stepIds() { return m_stepIds; }
+    [[nodiscard]] bool needsStepIds() const;
 
     /// Runs the float operators on `backend` (per operator falling back to the CPU); null: the
     /// CPU reference.
@@ -184,6 +194,23 @@ private:
     /// `acc` [n, width].
     Result<void> routedExperts(int layer, const float* x, std::int64_t n, const float* rowsIn,
         std::int64_t width, float* acc);
+    /// The dispatch and combine of routedExperts for a routing already made (on every rank).
+    Result<void> dispatchExperts(int layer, const exec::Routing& routing, std::int64_t n,
+        const float* rowsIn, std::int64_t width, float* acc);
+    /// DeepSeek-V4: the o_groups split, the two RoPEs (deepseek_v4.cpp).
+    Result<void> deepseekV4Init();
+    /// One DeepSeek-V4 block on the streams hidden [localRows(n), hc_mult, h]: each
+    /// sub-block's replicated hyper-connection collapses this rank's rows, the attention (local
+    /// heads and output groups, replicated K=V, compressors and indexer) or the MoE (experts
+    /// over EP, the shared expert TP-sliced) runs on every token, the reduced output expands
+    /// back into the streams.
+    Result<void> deepseekV4Layer(int layer, ShardCache& cache, std::vector<float>& hidden,
+        std::int64_t n, std::int64_t start);
+    /// DeepSeek-V4's MoE partial output [n, h] of x [n, h].
+    Result<void> deepseekV4Moe(int layer, const float* x, float* out, std::int64_t n);
+    /// DeepSeek-V4's head: hc_head collapses the streams of this rank's rows into [rows, h].
+    [[nodiscard]] std::vector<float> deepseekV4Collapse(
+        const std::vector<float>& hidden, std::int64_t n) const;
 
     const model::ModelSpec& m_spec;
     const exec::detail::WeightTable& m_weights;
@@ -204,6 +231,8 @@ private:
     exec::Rope m_slidingRope; ///< Gemma-4's sliding layers' RoPE (m_rope: its full layers')
     std::vector<int> m_kvSource; ///< Gemma-4: the layer whose cache each layer reads
     std::vector<float> m_perLayerInputs; ///< Gemma-4: [n, layers, width] of the current step
+    std::vector<std::int64_t> m_stepIds; ///< the current step's tokens
+    exec::Rope m_compressRope; ///< DeepSeek-V4's compressed layers' RoPE (m_rope: sliding)
     /// The operators, on the rank's backend or the CPU (mutable: linearOp is logically const).
     mutable exec::detail::BackendDispatch m_ops;
 };

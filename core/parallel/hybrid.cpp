@@ -39,6 +39,9 @@ namespace day0::parallel::detail {
 // family but Nemotron-H, whose tensors keep their checkpoint prefix ("backbone.").
 std::string ParallelForward::layerPrefix(int layer) const
 {
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return fmt::format("layers.{}", layer); // DeepSeek's native names
+    }
     return m_spec.family == model::Family::NemotronH
         ? fmt::format("{}.layers.{}", m_spec.layout.textPrefix, layer)
         : fmt::format("model.layers.{}", layer);
@@ -52,6 +55,9 @@ std::string ParallelForward::attentionModule(int layer) const
 
 std::string ParallelForward::embedName() const
 {
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return "embed.weight";
+    }
     return m_spec.family == model::Family::NemotronH
         ? m_spec.layout.textPrefix + ".embeddings.weight"
         : std::string("model.embed_tokens.weight");
@@ -59,6 +65,9 @@ std::string ParallelForward::embedName() const
 
 std::string ParallelForward::finalNormName() const
 {
+    if (m_spec.family == model::Family::DeepseekV4) {
+        return "norm.weight";
+    }
     return m_spec.family == model::Family::NemotronH ? m_spec.layout.textPrefix + ".norm_f.weight"
                                                      : std::string("model.norm.weight");
 }

@@ -62,6 +62,17 @@ exec::detail::LayerNames ParallelForward::moeNames(int layer) const
         names.expertDown = "down_proj";
         return names;
     }
+    if (m_spec.family == model::Family::DeepseekV4) {
+        // DeepSeek's native names: layers.{i}.ffn.gate, experts.{e}.w1 (gate) / w3 (up) / w2.
+        exec::detail::LayerNames names;
+        names.prefix = layerPrefix(layer);
+        names.ffn = names.prefix + ".ffn";
+        names.router = names.ffn + ".gate";
+        names.expertGate = "w1";
+        names.expertUp = "w3";
+        names.expertDown = "w2";
+        return names;
+    }
     if (m_spec.family != model::Family::NemotronH) {
         return exec::detail::layerNames(m_spec, layer);
     }
@@ -83,6 +94,12 @@ Result<void> ParallelForward::expertMlpPartial(const std::string& module,
     const exec::detail::LayerNames& names, const float* x, float* out, std::int64_t n,
     std::int64_t width, std::int64_t inter)
 {
+    if (m_spec.family == model::Family::DeepseekV4) {
+        // DeepSeek-V4's clamped SwiGLU is elementwise: each ETP rank's slice stays local.
+        exec::detail::deepseekV4ClampedMlp<float>(
+            m_weights, module, x, out, n, width, inter, m_spec.swigluLimit);
+        return success();
+    }
     if (!m_spec.moe->gatedExperts) {
         return relu2Partial(module, x, out, n, inter, width);
     }
@@ -157,16 +174,9 @@ Result<void> ParallelForward::routedExperts(
     int layer, const float* x, std::int64_t n, const float* rowsIn, std::int64_t width, float* acc)
 {
     const exec::detail::LayerNames names = moeNames(layer);
-    const auto& moe = *m_spec.moe;
-    const std::int64_t h = m_spec.hiddenSize;
-    const std::int64_t e = moe.numExperts;
-    const int ep = m_layout.ep;
-    const int etp = m_layout.etp();
-    comm::Communicator& group = *m_groups.expert;
-    const auto g = std::size_t(group.size());
-
+    const std::int64_t e = m_spec.moe->numExperts;
     std::vector<float> logits(std::size_t(n * e));
-    DAY0_TRY(linearOp(names.router, x, logits.data(), n, h, e));
+    DAY0_TRY(linearOp(names.router, x, logits.data(), n, m_spec.hiddenSize, e));
     exec::Routing routing = m_ops.route(logits.data(), n, m_router, weight(names.scoreBias));
     if (m_spec.family == model::Family::Gemma4) {
         // Gemma4TextRouter: each chosen weight times its expert's per_expert_scale.
@@ -175,6 +185,19 @@ Result<void> ParallelForward::routedExperts(
             routing.weights[i] *= double(perExpert[routing.experts[i]]);
         }
     }
+    return dispatchExperts(layer, routing, n, rowsIn, width, acc);
+}
+
+Result<void> ParallelForward::dispatchExperts(int layer, const exec::Routing& routing,
+    std::int64_t n, const float* rowsIn, std::int64_t width, float* acc)
+{
+    const exec::detail::LayerNames names = moeNames(layer);
+    const auto& moe = *m_spec.moe;
+    const std::int64_t e = moe.numExperts;
+    const int ep = m_layout.ep;
+    const int etp = m_layout.etp();
+    comm::Communicator& group = *m_groups.expert;
+    const auto g = std::size_t(group.size());
     std::vector<int> owner(static_cast<std::size_t>(e));
     for (int r = 0; r < ep; ++r) {
         const auto [first, last] = checkpoint::expertRange(e, ep, r);

@@ -22,6 +22,7 @@ constexpr int kTagHidden = 1;
 constexpr int kTagToken = 2;
 constexpr int kTagGather = 3;
 constexpr int kTagPerLayer = 4;
+constexpr int kTagIds = 5;
 constexpr std::size_t kFieldBytes = 256;
 
 std::int64_t steadyNs()
@@ -120,7 +121,6 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
     const int stride = l.tp * l.dp;
     const int lastPeer = (l.pp - 1) * stride + c.dpRank * l.tp + c.tpRank;
     const int firstPeer = c.dpRank * l.tp + c.tpRank;
-    const std::int64_t h = spec.hiddenSize;
     RankState state;
     std::vector<detail::ShardCache> caches;
     std::vector<std::int64_t> lastToken(std::size_t(o.microBatches), 0);
@@ -155,7 +155,7 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                 }
                 hidden = std::move(*e);
             } else {
-                hidden.resize(std::size_t(forward.localRows(n) * h));
+                hidden.resize(std::size_t(forward.localRows(n) * forward.hiddenWidth()));
                 DAY0_TRY(world.recv(
                     hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
                 // Gemma-4's per-layer inputs, computed once by the first stage.
@@ -164,6 +164,13 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                     inputs.resize(std::size_t(count));
                     DAY0_TRY(world.recv(inputs.data(), inputs.size(), DType::F32,
                         world.rank() - stride, kTagPerLayer));
+                }
+                // The step's tokens, for layers that read them (hash routing).
+                if (forward.needsStepIds()) {
+                    auto& stepIds = forward.stepIds();
+                    stepIds.resize(std::size_t(n));
+                    DAY0_TRY(world.recv(stepIds.data(), stepIds.size(), DType::I64,
+                        world.rank() - stride, kTagIds));
                 }
             }
             DAY0_TRY(forward.layers(caches[std::size_t(i)], hidden, n, start, stop));
@@ -174,6 +181,11 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                     const auto& inputs = forward.perLayerInputs();
                     DAY0_TRY(world.send(inputs.data(), inputs.size(), DType::F32,
                         world.rank() + stride, kTagPerLayer));
+                }
+                if (forward.needsStepIds()) {
+                    const auto& stepIds = forward.stepIds();
+                    DAY0_TRY(world.send(stepIds.data(), stepIds.size(), DType::I64,
+                        world.rank() + stride, kTagIds));
                 }
             } else {
                 auto logits = forward.head(hidden, n);
@@ -340,6 +352,8 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         }
     }
     auto missing = exec::unsupportedFeatures(spec);
+    // DeepSeek-V4's sinks and trailing RoPE lanes run in its own block (deepseek_v4.cpp).
+    const bool v4 = spec.family == model::Family::DeepseekV4;
     // The sharded executor covers decoder text models with per-expert tensors.
     // Qwen3.5's tower is not computed by the single-rank engine either (requiredWeights leaves
     // it out, Engine::run refuses an image by name), nor Gemma-4's towers; a sharded run takes
@@ -377,11 +391,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     // RoPE (rotary_dim lanes, rotate-half) as the single-rank engine builds it (init).
     if (spec.partialRotaryFactor != 1.0 && spec.attention != model::AttentionKind::MLA
         && !exec::detail::isQwenNext(spec) && spec.family != model::Family::Gemma4
-        && spec.family != model::Family::MiniMaxM3) {
+        && spec.family != model::Family::MiniMaxM3 && !v4) {
         missing.push_back(
             fmt::format("sharded runs of the partial rotary embedding of {}", spec.modelType));
     }
-    if (spec.attentionSinks) {
+    if (spec.attentionSinks && !v4) {
         missing.push_back(fmt::format("sharded runs of the attention sinks of {}", spec.modelType));
     }
     if (spec.mla.indexerHeads > 0) {
@@ -413,10 +427,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         missing.push_back(
             fmt::format("sharded runs of the fused 3-D experts of {}", spec.modelType));
     }
-    if (spec.family == model::Family::DeepseekV4) {
-        missing.push_back(fmt::format("sharded runs of the DeepSeek-V4 block of {} (its "
-                                      "hyper-connections, sliding and compressed attention with "
-                                      "the Lightning indexer, hash-routed sqrtsoftplus MoE)",
+    // DeepSeek-V4's block runs in deepseek_v4.cpp on the CPU reference loops of the single-rank
+    // engine, which no backend computes.
+    if (spec.family == model::Family::DeepseekV4 && o.backendFor) {
+        missing.push_back(fmt::format("sharded runs of {} on a backend (its block runs on the "
+                                      "CPU reference only)",
             spec.modelType));
     }
     if (spec.linearAttention && !exec::detail::isQwenNext(spec)

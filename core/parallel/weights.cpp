@@ -100,6 +100,14 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
     const bool mapping = exec::detail::needsLayoutMapping(spec);
     const exec::WeightSource& source
         = mapping ? static_cast<const exec::WeightSource&>(mapped) : rawSource;
+    // A rank file's pieces of DeepSeek-V4's released format (FP8 blocks with `.scale`, FP4
+    // experts packed two per byte) are not sliced by the rules the dequantised forward reads.
+    if (presliced && spec.family == model::Family::DeepseekV4 && spec.quantization) {
+        return Error::unsupported(fmt::format("{}: runs from day0 shard rank files of the "
+                                              "quantised {} format (FP8 with `.scale` blocks, FP4 "
+                                              "experts); run from the full checkpoint instead",
+            rawSource.describe(), spec.modelType));
+    }
     exec::detail::WeightTable table;
     bytes = 0;
     for (const auto& req : exec::detail::requiredWeights(spec)) {
@@ -130,6 +138,14 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
             return Error::internal(
                 fmt::format("tensor '{}' needed by the forward is not in the {} layer graph",
                     req.name, spec.modelType));
+        }
+        // DeepSeek-V4's FP4 experts are stored packed ([out, in/2] codes); the forward reads
+        // them dequantised [out, in], which is what this rank slices.
+        model::TensorSpec logical;
+        if (spec.family == model::Family::DeepseekV4 && t->shape != req.shape) {
+            logical = *t;
+            logical.shape = req.shape;
+            t = &logical;
         }
         auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
         if (!slice) {

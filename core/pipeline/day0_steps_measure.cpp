@@ -243,7 +243,18 @@ Step precisionStep(ValidationState& s)
             auto& o = request.options;
             o.target = *s.target;
             o.reference = *reference;
-            o.inject = true; // judge every layer on its own error, not what it inherited
+            // Judge every layer on its own error, not what it inherited, where the engine
+            // injects: not into Nemotron-H's backbone nor DeepSeek-V4's hyper-connection
+            // streams, whose layers are compared as propagated (the report says so).
+            const bool noInject = s.spec
+                && (s.spec->family == model::Family::NemotronH
+                    || s.spec->family == model::Family::DeepseekV4);
+            o.inject = !noInject;
+            if (noInject) {
+                report.details.push_back(fmt::format("{}: compared without inject mode (each "
+                                                     "layer's error includes what it inherited)",
+                    s.spec->modelType));
+            }
             o.promptIds = s.promptIds;
             o.newTokens = s.options.tokens;
             o.backend = s.options.backend.get();

@@ -198,12 +198,34 @@ TEST(CliFrontier, ShrinkGeneratesGptOssMxfp4Experts)
 TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
 {
     const std::string dir = scratchDir("frontier_unquantized");
-    // DeepSeek-V4 ships formats shrink does not write: refused, naming the flag that leaves
-    // them out; with it, an unquantised shrunk model that verifies and runs.
-    const auto refused = runDay0({ "shrink", "deepseek-v4-flash", "--out", dir + "/refused" });
-    EXPECT_EQ(refused.exitCode, 2);
-    EXPECT_TRUE(oneLine(refused.err)) << refused.err;
-    EXPECT_TRUE(contains(refused.err, "--unquantized")) << refused.err;
+    // DeepSeek-V4's released format (E8M0-scaled FP8, FP4 experts) shrinks and runs; with
+    // --unquantized, an unquantised shrunk model that verifies and runs.
+    const auto released
+        = runDay0({ "shrink", "deepseek-v4-flash", "--out", dir + "/released", "-q" });
+    ASSERT_EQ(released.exitCode, 0) << released.err;
+    EXPECT_TRUE(readJson(dir + "/released/config.json").contains("quantization_config"));
+    const auto runReleased = runDay0({ "run", dir + "/released", "--ids", "5,17,42,99,7,3,11,23",
+        "--tokens", "2", "--reference", "fp64", "--no-record", "-q" });
+    EXPECT_EQ(runReleased.exitCode, 0) << runReleased.out << runReleased.err;
+    // Its layers' outputs are hyper-connection streams, into which nothing is injected: inject
+    // mode is refused by name, not failed on a shape.
+    const auto inject = runDay0({ "run", dir + "/released", "--ids", "5,17,42", "--tokens", "1",
+        "--reference", "fp64", "--inject", "--no-record", "-q" });
+    EXPECT_EQ(inject.exitCode, 2) << inject.out << inject.err;
+    EXPECT_TRUE(contains(inject.err, "inject mode of deepseek_v4")) << inject.err;
+    // The Day-0 pipeline on it: every step passes in fp32, its precision step comparing the
+    // layers as propagated; an emulated target the engine does not compute on deepseek_v4 stops
+    // the smoke step, named.
+    const auto validate = runDay0({ "validate", dir + "/released", "--precision", "fp32", "--work",
+        dir + "/validate", "--no-record", "-q" });
+    EXPECT_EQ(validate.exitCode, 0) << validate.out << validate.err;
+    EXPECT_TRUE(contains(validate.out + validate.err, "8 of 8 steps passed"))
+        << validate.out << validate.err;
+    const auto nvfp4 = runDay0({ "validate", dir + "/released", "--precision", "nvfp4", "--work",
+        dir + "/validate-nvfp4", "--no-record", "-q" });
+    EXPECT_NE(nvfp4.exitCode, 0);
+    EXPECT_TRUE(contains(nvfp4.out + nvfp4.err, "nvfp4 precision plan on deepseek_v4"))
+        << nvfp4.out << nvfp4.err;
     const auto v4
         = runDay0({ "shrink", "deepseek-v4-flash", "--unquantized", "--out", dir + "/v4", "-q" });
     ASSERT_EQ(v4.exitCode, 0) << v4.err;

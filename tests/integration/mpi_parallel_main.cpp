@@ -13,7 +13,9 @@
 //                                               Gemma-4 E2B (per-layer inputs, KV-shared
 //                                               layers) with pp cut at layers 2/4, and
 //                                               Gemma-4 26B-A4B (MoE beside the MLP) and
-//                                               MiniMax-M3 (MSA) with ep=2
+//                                               MiniMax-M3 (MSA) with ep=2; DeepSeek-V4
+//                                               (hyper-connections, compressed attention,
+//                                               hash-routed MoE) with ep=2
 //   mpi_parallel_integration --mismatch-plan    rank 3 starts with another plan
 //   mpi_parallel_integration --mismatch-checkpoint  rank 2 runs a checkpoint of another seed
 //   mpi_parallel_integration --fail             rank 3 cannot read an expert weight
@@ -108,9 +110,10 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
 {
     int plans = 0;
     double worst = 0.0;
-    for (const std::string name : { "qwen3.5-27b", "qwen3.5-397b-a17b", "qwen3-next-80b-a3b",
-             "nemotron-h", "nemotron-3-nano-30b", "nemotron-3-super", "kimi-linear-48b-a3b",
-             "gemma-4-e2b", "gemma-4-26b-a4b", "minimax-m3", "kimi-linear-k3-additions" }) {
+    for (const std::string name :
+        { "qwen3.5-27b", "qwen3.5-397b-a17b", "qwen3-next-80b-a3b", "nemotron-h",
+            "nemotron-3-nano-30b", "nemotron-3-super", "kimi-linear-48b-a3b", "gemma-4-e2b",
+            "gemma-4-26b-a4b", "minimax-m3", "kimi-linear-k3-additions", "deepseek-v4-flash" }) {
         auto m = test::makeShrunkHybrid(name, dir / name);
         if (!m) {
             return fail(c, m.error());
@@ -133,7 +136,8 @@ int runHybrid(comm::Communicator& c, const std::filesystem::path& dir)
             hybridPlans[2].layout.stageLayerCounts = { 2, 4 };
         }
         if (name.starts_with("nemotron-3") || name == "qwen3.5-397b-a17b"
-            || name.starts_with("kimi") || name == "gemma-4-26b-a4b" || name == "minimax-m3") {
+            || name.starts_with("kimi") || name == "gemma-4-26b-a4b" || name == "minimax-m3"
+            || name == "deepseek-v4-flash") {
             // Their experts over EP (Nemotron's relu², Super's in the latent space; Qwen3.5's
             // fused); Nemotron's pp cut falls after an MoE layer.
             hybridPlans[0].layout.ep = 2;

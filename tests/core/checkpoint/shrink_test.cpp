@@ -159,13 +159,19 @@ TEST(ShrinkWindow, WindowsOverFourBecomeFourUnlessToldOtherwise)
 
 TEST(ShrinkUnquantized, FormatsShrinkDoesNotGenerateBecomeUnquantisedOnRequest)
 {
-    // DeepSeek-V4 (E8M0-scaled FP8, FP4 experts), Nemotron-3 Super (ModelOpt FP8 in its
-    // hf_quant_config.json sidecar) and Kimi-K3 (packed MXFP4 in text_config): refused, naming
-    // the way out; with --unquantized the same architecture without its weight format (Kimi-K3
-    // with its linear_attn_config layer lists naming the shrunk layers).
+    // Nemotron-3 Super (ModelOpt FP8 in its hf_quant_config.json sidecar) and Kimi-K3 (packed
+    // MXFP4 in text_config): refused, naming the way out; with --unquantized the same
+    // architecture without its weight format (Kimi-K3 with its linear_attn_config layer lists
+    // naming the shrunk layers). DeepSeek-V4's format (E8M0-scaled FP8, FP4 experts) is
+    // generated, and left out on request.
     const auto dir = test::scratch("unquantized");
     Progress progress;
-    for (const char* model : { "deepseek-v4-flash", "nemotron-3-super-120b-fp8", "kimi-k3" }) {
+    auto v4 = planShrink("deepseek-v4-flash", {});
+    ASSERT_TRUE(v4.ok()) << v4.error().message;
+    ASSERT_TRUE(v4->spec.quantization.has_value());
+    EXPECT_EQ(v4->spec.quantization->scaleDtype, DType::F8E8M0);
+    EXPECT_EQ(v4->spec.quantization->expertScheme, model::QuantScheme::Fp4Block);
+    for (const char* model : { "nemotron-3-super-120b-fp8", "kimi-k3" }) {
         SCOPED_TRACE(model);
         auto refused = planShrink(model, {});
         ASSERT_FALSE(refused.ok());

@@ -53,6 +53,10 @@ TEST(Gemma4, ShrunkModelHasEveryTextFeature)
     EXPECT_EQ(spec.layers[0].slidingWindow, 4);
     EXPECT_EQ(spec.layers[5].mixer, model::MixerKind::Attention);
     EXPECT_NE(spec.headDimOf(spec.layers[5]), spec.headDimOf(spec.layers[0]));
+    // The full layer's own KV heads (num_global_key_value_heads: 2 against the sliding layers'
+    // 8 in the source) stay fewer than the sliding layers' (1 against 2).
+    EXPECT_LT(spec.kvHeadsOf(spec.layers[5]), spec.kvHeadsOf(spec.layers[0]));
+    EXPECT_GT(spec.kvHeadsOf(spec.layers[0]), 1);
     EXPECT_TRUE(spec.layers[5].sharedKv);
     EXPECT_TRUE(spec.moe && spec.layers[0].moe());
     EXPECT_EQ(spec.finalLogitSoftcap, checkpoint::kShrunkLogitSoftcap);
@@ -129,8 +133,9 @@ TEST(Gemma4, AgreesWithPyTorchAndEachFeatureMatters)
         GTEST_SKIP() << kPython
                      << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
     }
-    // The shrunk gemma-4-26b-a4b: five sliding layers (window 4 under a 10-token prompt) and a
-    // full one (global_head_dim twice head_dim, proportional RoPE, attention_k_eq_v), the MoE
+    // The shrunk gemma-4-26b-a4b: five sliding layers (window 4 under a 10-token prompt, 2 KV
+    // heads) and a full one (global_head_dim twice head_dim, proportional RoPE,
+    // attention_k_eq_v with 1 KV head of its own, num_global_key_value_heads), the MoE
     // block beside every dense MLP, norm weights and scales drawn around one, soft-cap 0.5.
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_gemma4";

@@ -212,10 +212,14 @@ TEST(ParallelHybrid, Gemma4MoeShardedEqualsOneRank)
     // and per_expert_scale replicated, the fused experts unpacked and spread over EP, fed
     // pre_feedforward_layernorm_2 of the residual stream), the full layer's global_head_dim and
     // attention_k_eq_v (its keys double as values).
+    // Its full layer has 1 KV head of its own (num_global_key_value_heads), replicated over the
+    // TP ranks, where the sliding layers' 2 split one per rank.
     const auto& m = hybrid("gemma-4-26b-a4b");
     ASSERT_EQ(m.spec.family, model::Family::Gemma4);
     ASSERT_TRUE(m.spec.moe && m.spec.moe->packedExperts);
     ASSERT_TRUE(m.spec.layers[5].sharedKv);
+    ASSERT_EQ(m.spec.kvHeadsOf(m.spec.layers[0]), 2);
+    ASSERT_EQ(m.spec.kvHeadsOf(m.spec.layers[5]), 1);
     prove("gemma-4-26b-a4b",
         { layoutOf(2, 1), layoutOf(2, 1, true, 2), layoutOf(1, 2), layoutOf(2, 2, false, 2) },
         false, kGemmaTolerance);

@@ -241,41 +241,6 @@ Error runFaulty(double delay)
 
 } // namespace
 
-TEST(ParallelFaults, DeepseekV4IsRefusedByName)
-{
-    // The sharded executor does not compute DeepSeek-V4's block (the single-rank engine does):
-    // a plan names what it lacks instead of running another model. Its config without the FP4
-    // experts shrink does not generate.
-    const auto dir = scratch() / "deepseek-v4";
-    std::filesystem::create_directories(dir);
-    {
-        std::ifstream in(
-            std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / "deepseek-v4-flash.json");
-        auto config = nlohmann::ordered_json::parse(in);
-        config.erase("quantization_config");
-        config.erase("expert_dtype");
-        std::ofstream(dir / "config.json") << config.dump(2);
-    }
-    Progress progress;
-    ASSERT_TRUE(
-        checkpoint::shrinkModel((dir / "config.json").string(), dir / "ckpt", {}, progress, {})
-            .ok());
-    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
-    ASSERT_TRUE(spec.ok()) << spec.error().message;
-    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
-    ASSERT_TRUE(weights.ok()) << weights.error().message;
-    parallel::ParallelRunOptions o;
-    o.layout.tp = 2;
-    o.prompts = { { 5, 17, 42 } };
-    o.newTokens = 1;
-    o.checkpointId = "deepseek-v4";
-    auto r = parallel::runParallelInProcess(*spec, **weights, o, progress, {});
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
-    EXPECT_NE(r.error().message.find("sharded runs of the DeepSeek-V4 block"), std::string::npos)
-        << r.error().message;
-}
-
 TEST(ParallelFaults, FailingRankStopsTheOthers)
 {
     const auto t0 = std::chrono::steady_clock::now();

@@ -83,7 +83,12 @@ Result<ShrunkModel> makeShrunkHybrid(
         return shrinkAndOpen(name, config.string(), dir, 4, seed);
     }
     const bool k3 = name == "kimi-linear-k3-additions";
-    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2" && !k3) {
+    // "deepseek-v4-flash-released": its released format (FP8 with E8M0 `.scale` blocks, FP4
+    // experts), which the forward reads dequantised.
+    const bool released = name == "deepseek-v4-flash-released";
+    const bool v4 = name == "deepseek-v4-flash" || released;
+    if (name != "nemotron-h" && name != "nemotron-3-super" && name != "minimax-m3-kv2" && !k3
+        && !v4) {
         // A bundled Nemotron-H keeps its three kinds of layer (M, E, *) in 4 layers; Qwen3-Next
         // its pattern of three Gated DeltaNet layers and one full attention layer.
         const bool four = name.starts_with("nemotron") || name.starts_with("qwen3-next")
@@ -98,6 +103,7 @@ Result<ShrunkModel> makeShrunkHybrid(
                             : std::filesystem::path(DAY0_RESOURCE_DIR) / "configs"
             / (minimax      ? "minimax-m3.json"
                     : super ? "nemotron-3-super-120b-fp8.json"
+                    : v4    ? "deepseek-v4-flash.json"
                             : "nemotron-3-nano-30b.json");
     std::ifstream in(bundled);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -118,6 +124,11 @@ Result<ShrunkModel> makeShrunkHybrid(
     } else if (minimax) {
         // Two query heads per KV head: shrunk to 4 heads, it keeps 2 KV groups and 2 index heads.
         config["num_attention_heads"] = 8;
+    } else if (v4 && !released) {
+        config.erase("quantization_config");
+        config.erase("expert_dtype");
+    } else if (released) {
+        // As published: shrink writes its FP8 `.scale` blocks and FP4 experts.
     } else if (super) {
         // Its ModelOpt FP8, which shrink does not generate: the shrunk copy is unquantised.
         config.erase("quantization_config");

@@ -56,6 +56,11 @@ Result<ShrunkModel> makeShrunkModel(
 ///   index heads (one KV group per TP rank).
 /// - "kimi-linear-k3-additions": the Kimi-Linear shrink with Kimi-K3's latent MoE (with its
 ///   norm), MLA output gate, KDA safe gate and full-rank output gate switched on.
+/// - "deepseek-v4-flash": unquantised, 4 blocks (sliding and hash-routed, compressed-sparse
+///   with the indexer and hash-routed, heavily compressed, compressed-sparse), 4 heads in 2
+///   output groups, 4 hyper-connection streams, window 4, index top-k 2;
+///   "deepseek-v4-flash-released" the same in its released format (block FP8 with F8_E8M0
+///   `.scale` tensors, FP4 experts).
 /// With pp=2 (balanced, or 3/1 for Qwen3-Next) the first stage of the first three ends on a
 /// recurrent layer and the second starts with attention.
 Result<ShrunkModel> makeShrunkHybrid(
