@@ -2,6 +2,7 @@
 // (--backend cuda), in a reference or emulated precision, with dumps and an optional reference
 // run (always on the CPU) compared in one go.
 #include "actions/compare.h"
+#include "actions/gradients.h"
 #include "actions/run.h"
 #include "base/json_util.h"
 #include "base/units.h"
@@ -65,6 +66,8 @@ struct RunArgs {
     std::string profiler = "auto";
     bool stream = false; ///< --stream: weights streamed layer by layer
     std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
+    bool grad = false; ///< --grad: the loss's gradients instead of a generation
+    std::string targets; ///< --targets: one per id (-1: not counted); empty: the next token
 };
 
 /// What --stream cannot run with, named; nullopt when the options go together.
@@ -272,10 +275,89 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
     return runPlanned(p, global);
 }
 
+/// `--grad`: the next-token loss of the ids and its gradients (exec/backward.h), as a dump.
+int runGradients(const RunArgs& a, const GlobalOptions& global)
+{
+    const std::vector<std::pair<bool, const char*>> refused {
+        { !a.planned.plan.empty(), "--plan" },
+        { !a.reference.empty(), "--reference (compare two gradient dumps with day0 compare)" },
+        { a.inject, "--inject" },
+        { a.fp32Leg, "--fp32-leg" },
+        { a.backend != "cpu", "--backend (gradients run on the CPU reference)" },
+        { a.stream, "--stream" },
+        { !a.image.empty(), "--image" },
+        { !a.prompt.empty(), "--prompt (give the sequence as --ids)" },
+        { a.precision != "fp32" && a.precision != "fp64",
+            "--precision other than fp32/fp64 (no emulated-precision backward yet)" },
+        { !a.opPrecision.empty(), "--op-precision" },
+        { !a.layerPrecision.empty(), "--layer-precision" },
+        { !a.stateDtype.empty() || a.state, "--state-dtype / --capture-state" },
+    };
+    for (const auto& [bad, what] : refused) {
+        if (bad) {
+            return reportError(Error::badInput(fmt::format("--grad does not run with {}", what)));
+        }
+    }
+    if (!a.targets.empty() && a.ids.empty()) {
+        return reportError(Error::badInput("--targets needs --ids"));
+    }
+    actions::GradientRequest request;
+    request.checkpoint = a.checkpoint;
+    request.fp64 = a.precision == "fp64";
+    auto ids = parseIds(a.ids);
+    if (!ids) {
+        return reportError(ids.error());
+    }
+    request.ids = std::move(*ids);
+    if (!a.targets.empty()) {
+        auto targets = parseIds(a.targets);
+        if (!targets) {
+            return reportError(targets.error().withContext("--targets"));
+        }
+        request.targets = std::move(*targets);
+    }
+    request.dump = a.dump;
+    Progress progress;
+    std::optional<ProgressBar> bar;
+    bar.emplace(progress, "gradients", !global.quiet);
+    auto ran = actions::checkpointGradients(request, progress, interruptToken());
+    bar.reset();
+    if (!ran) {
+        return reportError(ran.error());
+    }
+    const auto& r = ran->result;
+    const auto runId = recordResult(ran->record);
+    if (global.json) {
+        nlohmann::json j
+            = { { "model", ran->spec.name }, { "fingerprint", exec::modelFingerprint(ran->spec) },
+                  { "precision", a.precision }, { "ids", request.ids }, { "targets", ran->targets },
+                  { "loss", r.loss }, { "counted", r.counted },
+                  { "parameters", r.parameters.size() }, { "activations", r.activations.size() },
+                  { "grad_norm", ran->gradNorm }, { "seconds", ran->seconds } };
+        if (!a.dump.empty()) {
+            j["dump"] = a.dump;
+        }
+        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        fmt::print("{}\n", dumpJson(j, 2));
+        return 0;
+    }
+    fmt::print("{} ({}): loss {:.10g} over {} positions\n", ran->spec.name, a.precision, r.loss,
+        r.counted);
+    fmt::print("  {} parameter gradients (global norm {:.6g}), {} anchor gradients, {:.3f} s\n",
+        r.parameters.size(), ran->gradNorm, r.activations.size(), ran->seconds);
+    if (!a.dump.empty()) {
+        fmt::print("dump: {}\n", a.dump);
+    }
+    return 0;
+}
+
 int runRun(const RunArgs& a, const GlobalOptions& global)
 {
     if (auto refused = refusePartial("run", a.checkpoint, global)) {
         return *refused;
+    }
+    if (a.grad) {
+        return runGradients(a, global);
     }
     if (auto refused = refuseWithStream(a)) {
         return reportError(*refused);
@@ -552,6 +634,11 @@ const bool registered = registerCommand({ "run",
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
             "needs more is refused); the peak RSS is reported");
+        app.add_flag("--grad", a->grad,
+            "instead of generating, compute the next-token cross-entropy of --ids and its "
+            "gradients (fp64/fp32): --dump writes <anchor>#grad and <parameter>#grad");
+        app.add_option("--targets", a->targets,
+            "with --grad: one target id per input id (-1: not counted; default: the next id)");
         return [a, &global] { return runRun(*a, global); };
     } });
 

@@ -1,5 +1,6 @@
 #include "numerics/comparison_grid.h"
 
+#include "numerics/gradient_anchor.h"
 #include "numerics/state_anchor.h"
 
 #include <algorithm>
@@ -120,11 +121,17 @@ ComparisonGrid comparisonGrid(const DumpComparison& comparison)
         const auto& row = comparison.rows[i];
         // A recurrent layer's state after each step is a column of its own ("linear_attn#state"):
         // its error is where a state dtype or a recurrence shows first.
+        // Gradient dumps (exec/backward.h): each module's output gradient is a column
+        // "<sub-module>#grad" ("#grad" for the layer's own output).
+        const bool gradient = isActivationGradient(row.name);
         if (row.layer < 0 || row.kind == OpKind::RouterSelection
-            || (row.name.find('#') != std::string::npos && !isStateCapture(row.name))) {
+            || (row.name.find('#') != std::string::npos && !isStateCapture(row.name)
+                && !gradient)) {
             continue;
         }
-        std::string column = subModuleOf(row.name, row.layer);
+        std::string column = gradient
+            ? subModuleOf(gradientAnchor(row.name), row.layer) + std::string(kGradientSuffix)
+            : subModuleOf(row.name, row.layer);
         if (column.empty()) {
             hasOutput = true;
         } else if (std::find(grid.columns.begin(), grid.columns.end(), column)

@@ -1,5 +1,7 @@
 #include "numerics/dump_compare.h"
 
+#include "numerics/gradient_anchor.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -76,7 +78,8 @@ Result<void> compareStored(
         return metrics.error().withContext(row.name);
     }
     row.metrics = *metrics;
-    if (row.kind == OpKind::Logits) {
+    // The gradient of the logits ("lm_head#grad") is no distribution: no KL or top-k for it.
+    if (row.kind == OpKind::Logits && !row.name.ends_with(kGradientSuffix)) {
         auto logits = compareLogits(r, t);
         if (!logits) {
             return logits.error().withContext(row.name);

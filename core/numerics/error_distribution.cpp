@@ -1,5 +1,7 @@
 #include "numerics/error_distribution.h"
 
+#include "numerics/gradient_anchor.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -143,10 +145,15 @@ LayerHeatmap layerHeatmap(const DumpComparison& comparison, HeatmapMetric metric
     std::map<int, std::map<std::string, const CaptureComparison*>> cells;
     std::vector<std::string> columns;
     for (const auto& row : comparison.rows) {
-        if (row.layer < 0 || row.name.find('#') != std::string::npos) {
+        // Gradient dumps (exec/backward.h): a module's output gradient is the column
+        // "<sub-module>#grad".
+        const bool gradient = isActivationGradient(row.name);
+        if (row.layer < 0 || (row.name.find('#') != std::string::npos && !gradient)) {
             continue;
         }
-        const std::string column = subModuleOf(row.name);
+        const std::string column = gradient
+            ? subModuleOf(gradientAnchor(row.name)) + std::string(kGradientSuffix)
+            : subModuleOf(row.name);
         if (std::find(columns.begin(), columns.end(), column) == columns.end()) {
             columns.push_back(column);
         }

@@ -25,6 +25,14 @@ later token as `<anchor>#state` and their conv window as `<anchor>#conv_state`, 
 Run as a script, it computes a checkpoint's reference with the models of day0_torch_models.py:
 
     /usr/bin/python3 day0_dump.py CHECKPOINT --ids 3,17,42 --tokens 4 --out DIR [--dtype float32]
+
+With --grad it writes the gradient dump of `day0 run --grad` instead (exec/backward.h): one
+forward over the ids with autograd, the mean next-token cross-entropy (position i predicts id
+i + 1, as HF's labels=input_ids; --targets gives them explicitly, -1 skips one), and its
+backward; the dump holds the logits as `lm_head`, each anchor's output gradient as
+`<anchor>#grad` and each parameter's gradient as `<parameter>#grad` (an expert that received no
+token: zeros; tied embeddings: one model.embed_tokens.weight). In float64 the models then keep
+every HF float32 island (norms, softmaxes, RoPE tables) in float64, as day0's fp64 engine does.
 """
 
 import argparse
@@ -35,6 +43,7 @@ import sys
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
@@ -193,6 +202,82 @@ class DumpRecorder:
             json.dump(info, f, indent=1)
 
 
+class GradRecorder:
+    """Forward hooks that keep each anchor's output so that its gradient can be read after the
+    backward (`<anchor>#grad`)."""
+
+    def __init__(self, model, anchors=DEFAULT_ANCHORS):
+        self.outputs = {}
+        self.order = []
+        self.handles = [module.register_forward_hook(self._hook(name))
+                        for name, module in model.named_modules()
+                        if name and (anchors is None or anchors.match(name))]
+
+    def _hook(self, name):
+        def hook(module, args, output):
+            if isinstance(output, (tuple, list)):
+                output = next((o for o in output if torch.is_tensor(o)), None)
+            if torch.is_tensor(output) and output.requires_grad:
+                output.retain_grad()
+                self.outputs[name] = output
+                self.order.append(name)
+        return hook
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def gradients(model, config, ids, targets):
+    """(logits, loss, [(capture name, array)]) of one forward and backward over `ids`."""
+    if config.get("tie_word_embeddings") and hasattr(model, "lm_head"):
+        model.lm_head.weight = model.model.embed_tokens.weight  # one parameter, as HF ties them
+    recorder = GradRecorder(model)
+    model.zero_grad(set_to_none=True)
+    logits = model(torch.tensor([ids]))[0]
+    target = torch.tensor(targets)
+    counted = target >= 0
+    loss = F.cross_entropy(logits[counted], target[counted])
+    loss.backward()
+    recorder.close()
+    captures = [("lm_head", _as_rows(logits))]
+    for name in reversed(recorder.order):  # the backward's order, from the loss down, as day0's
+        out = recorder.outputs[name]
+        grad = out.grad if out.grad is not None else torch.zeros_like(out)
+        captures.append((name + "#grad", _as_rows(grad)))
+    for name, param in model.named_parameters():
+        if name.endswith("e_score_correction_bias"):
+            continue  # ranks the experts only (a buffer in HF): no gradient reaches it
+        grad = param.grad if param.grad is not None else torch.zeros_like(param)
+        captures.append((name + "#grad", grad.detach().cpu().numpy()))
+    return logits, float(loss), captures
+
+
+def write_captures(folder, config, captures, input_ids, precision, model_name, extra):
+    """A day0 dump of (name, array) captures in order (DumpRecorder.write's format)."""
+    os.makedirs(folder, exist_ok=True)
+    tensors, entries = {}, []
+    for name, arr in captures:
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype not in (np.float32, np.float64, np.int64):
+            arr = arr.astype(np.float32)
+        tensors[name] = arr
+        entry = {"name": name, "shape": list(arr.shape),
+                 "dtype": {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64",
+                           np.dtype(np.int64): "I64"}[arr.dtype],
+                 "stored": True, "stats": _stats(arr)}
+        entries.append(entry)
+    safetensors_io.write(os.path.join(folder, "tensors.safetensors"), tensors, {"format": "day0-dump"})
+    info = {"format": "day0-dump", "version": 1, "model": model_name,
+            "fingerprint": fingerprint(config), "precision": precision, "backend": "pytorch",
+            "mode": "propagate", "input_ids": [int(i) for i in input_ids],
+            "prompt_length": len(input_ids), "generated_ids": [],
+            "num_layers": int(config["num_hidden_layers"]), "captures": entries, "extra": dict(extra)}
+    with open(os.path.join(folder, "dump.json"), "w") as f:
+        json.dump(info, f, indent=1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Write a day0 dump of a checkpoint computed with PyTorch.")
     parser.add_argument("checkpoint", help="folder with config.json and *.safetensors")
@@ -205,11 +290,29 @@ def main(argv=None):
     parser.add_argument("--state", action="store_true",
                         help="also capture recurrent layers' states after each step (#state, #conv_state)")
     parser.add_argument("--image", default="", help="binary PPM image for a Qwen VL checkpoint")
+    parser.add_argument("--grad", action="store_true",
+                        help="write the loss's gradients (<anchor>#grad, <parameter>#grad) instead")
+    parser.add_argument("--targets", default="",
+                        help="with --grad: one target id per input id (-1: not counted); default next token")
     args = parser.parse_args(argv)
 
     import day0_torch_models  # noqa: E402  (next to this file)
 
     dtype = getattr(torch, args.dtype)
+    names = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}
+    if args.grad:
+        day0_torch_models.EXACT = dtype == torch.float64
+        model, config = day0_torch_models.load(args.checkpoint, dtype)
+        ids = [int(x) for x in args.ids.split(",") if x]
+        targets = [int(x) for x in args.targets.split(",") if x] if args.targets else ids[1:] + [-1]
+        if len(targets) != len(ids):
+            parser.error(f"--targets needs {len(ids)} ids, one per input id")
+        _, loss, captures = gradients(model, config, ids, targets)
+        write_captures(args.out, config, captures, ids, names[args.dtype],
+                       os.path.basename(os.path.normpath(args.checkpoint)),
+                       {"torch": torch.__version__, "gradients": True, "loss": loss, "targets": targets})
+        print(json.dumps({"dump": args.out, "loss": loss, "captures": len(captures)}))
+        return 0
     model, config = day0_torch_models.load(args.checkpoint, dtype)
     prompt = [int(x) for x in args.ids.split(",") if x]
     forced = [int(x) for x in args.forced.split(",") if x]
@@ -237,7 +340,6 @@ def main(argv=None):
         recorder = DumpRecorder(model, config, inputs=args.inputs, states=args.state)
         run(torch.tensor([ids]))
         recorder.close()
-    names = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}
     recorder.write(args.out, ids, len(prompt), precision=names[args.dtype], generated_ids=generated,
                    model_name=os.path.basename(os.path.normpath(args.checkpoint)),
                    extra={"torch": torch.__version__})

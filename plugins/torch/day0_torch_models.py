@@ -38,6 +38,16 @@ import day0_torch_minimax_m3
 import day0_torch_nemotron_h
 import safetensors_io
 
+# The gradient reference (day0_dump.py --grad in float64) computes everything in float64: the
+# norms, softmaxes and RoPE tables that HF computes in float32 then keep float64, as day0's fp64
+# engine does. Off, the models follow HF's float32 islands.
+EXACT = False
+
+
+def _wide(dtype):
+    """The dtype HF's float32 islands use: float64 itself in EXACT float64 runs."""
+    return torch.float64 if EXACT and dtype == torch.float64 else torch.float32
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
@@ -47,7 +57,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         dtype = x.dtype
-        h = x.float()
+        h = x.to(_wide(dtype))
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(dtype)
 
@@ -59,7 +69,8 @@ def _yarn_mscale(scale, m=1.0):
 def rope_parameters(config, dim):
     """(inv_freq float32 tensor [dim/2], attention_scaling), as HF modeling_rope_utils."""
     base = config.get("rope_theta", 10000.0)
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    ft = torch.float64 if EXACT else torch.float32
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(ft) / dim))
     scaling = config.get("rope_scaling") or {}
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind in ("default", "dynamic"):
@@ -100,16 +111,16 @@ def rope_parameters(config, dim):
         low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001
-        ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        ramp = torch.clamp((torch.arange(dim // 2, dtype=ft) - low) / (high - low), 0, 1)
         extrapolation = 1 - ramp
-        pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+        pos_freqs = base ** (torch.arange(0, dim, 2).to(ft) / dim)
         inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
         return inv, attention
     raise NotImplementedError(f"rope_scaling type {kind}")
 
 
 def rope_cos_sin(inv_freq, scaling, positions):
-    freqs = positions.float()[:, None] * inv_freq[None, :]
+    freqs = positions.to(inv_freq.dtype)[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos() * scaling, emb.sin() * scaling
 
@@ -127,7 +138,7 @@ def causal_attention(q, k, v, scaling, extra_mask=None):
     mask = torch.full((t, t), float("-inf")).triu(1)
     if extra_mask is not None:
         mask = mask + extra_mask
-    probs = F.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
+    probs = F.softmax(scores + mask, dim=-1, dtype=_wide(q.dtype)).to(q.dtype)
     return torch.einsum("hts,shd->thd", probs, v).reshape(t, -1)
 
 
@@ -254,7 +265,7 @@ class SoftmaxMoE(nn.Module):
 
     def forward(self, x):
         logits = self.gate(x)
-        weights = F.softmax(logits, dim=1, dtype=torch.float)
+        weights = F.softmax(logits, dim=1, dtype=_wide(x.dtype))
         weights, selected = torch.topk(weights, self.top_k, dim=-1)
         if self.renorm:
             weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -275,7 +286,8 @@ class DeepseekRouter(nn.Module):
         self.e_score_correction_bias = nn.Parameter(torch.zeros(c["n_routed_experts"]))
 
     def forward(self, x):
-        return F.linear(x.float(), self.weight.float())
+        wide = _wide(x.dtype)
+        return F.linear(x.to(wide), self.weight.to(wide))
 
 
 class DeepseekMoE(nn.Module):

@@ -1,4 +1,6 @@
+#include "numerics/comparison_grid.h"
 #include "numerics/error_distribution.h"
+#include "numerics/tolerance.h"
 
 #include <gtest/gtest.h>
 
@@ -74,4 +76,37 @@ TEST(ErrorDistribution, PerPositionAndHeatmap)
     EXPECT_DOUBLE_EQ(h.values[5], 0.02);
     EXPECT_EQ(h.verdicts[4], "pass model.layers.1");
     EXPECT_TRUE(std::isnan(layerHeatmap(c, HeatmapMetric::OwnRelL2).values[0]));
+}
+
+TEST(ErrorDistribution, GradientDumpsFillTheHeatmapAndTheGrid)
+{
+    // A comparison of two gradient dumps (exec/backward.h): each anchor's output gradient is a
+    // column "<sub-module>#grad"; parameter gradients and the logits stay out of the grid.
+    DumpComparison c;
+    for (const char* name :
+        { "lm_head#grad", "model.layers.1#grad", "model.layers.1.mlp#grad",
+            "model.layers.1.self_attn#grad", "model.layers.0#grad", "model.layers.0.self_attn#grad",
+            "model.layers.0.self_attn.q_proj.weight#grad", "model.embed_tokens#grad" }) {
+        CaptureComparison row;
+        row.name = name;
+        row.kind = opKindForAnchor(name);
+        row.layer = layerOfAnchor(name);
+        ErrorMetrics m;
+        m.relL2 = 0.01 * (row.layer + 1);
+        row.metrics = m;
+        c.rows.push_back(row);
+    }
+    const auto h = layerHeatmap(c, HeatmapMetric::RelL2);
+    EXPECT_EQ(h.layers, (std::vector<int> { 0, 1 }));
+    EXPECT_EQ(h.columns, (std::vector<std::string> { "#grad", "mlp#grad", "self_attn#grad" }));
+    ASSERT_EQ(h.values.size(), 6u);
+    EXPECT_DOUBLE_EQ(h.values[0], 0.01);
+    EXPECT_TRUE(std::isnan(h.values[1])); // layer 0 has no mlp gradient
+    EXPECT_DOUBLE_EQ(h.values[5], 0.02);
+    const auto grid = comparisonGrid(c);
+    EXPECT_EQ(grid.layers, (std::vector<int> { 0, 1 }));
+    EXPECT_EQ(grid.columns, (std::vector<std::string> { "#grad", "mlp#grad", "self_attn#grad" }));
+    ASSERT_EQ(grid.cells.size(), 6u);
+    EXPECT_EQ(grid.cells[2], 5); // layer 0's self_attn#grad is row 5
+    EXPECT_EQ(grid.cells[3], 1); // layer 1's output gradient is row 1
 }

@@ -1,0 +1,91 @@
+#pragma once
+
+// The backward pass of the CPU reference (issue #25): the next-token cross-entropy of a model on
+// a token sequence and its gradient with respect to every parameter and, on request, every
+// anchor's activation, in fp64 (double) or fp32 (float), each operator's backward written by
+// hand (backward_ops.h). The training loop (core/train) calls lossAndGradients() with its own
+// parameters; `day0 run --grad` writes the result as a dump.
+//
+// Naming (DESIGN.md §3): a gradient is captured as "<name>#grad", where <name> is either
+//  - an anchor (an HF module path, "model.layers.3.self_attn", "lm_head"): the gradient of the
+//    loss with respect to that module's output, shaped as the forward capture [tokens, ...]; or
+//  - a parameter (an HF parameter name, "model.layers.3.self_attn.q_proj.weight"): the
+//    gradient with respect to that weight, shaped as the weight.
+// A parameter name always ends in ".weight" or ".bias", which no anchor does. With tied
+// embeddings there is no lm_head.weight: the head's gradient joins model.embed_tokens.weight's.
+// Routed experts that receive no token have a zero gradient, present, not missing. Tensors that
+// no gradient reaches by construction (DeepSeek's e_score_correction_bias, which only ranks the
+// experts and is a buffer in HF) have none.
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "model/model_spec.h"
+#include "numerics/dump.h"
+#include "numerics/gradient_anchor.h"
+#include "numerics/tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace day0::exec {
+
+class Engine;
+
+/// The suffix of a gradient capture ("<anchor>#grad", "<parameter>#grad").
+inline constexpr std::string_view kGradSuffix = numerics::kGradientSuffix;
+
+/// What a gradient pass computes.
+struct GradientOptions {
+    bool fp64 = true; ///< double arithmetic (the reference); false: float (fp32)
+    bool activations = false; ///< also every anchor's activation gradient
+    /// Counts the layers' forwards and backwards (2 × layers, stage "forward" / "backward");
+    /// null: none.
+    Progress* progress = nullptr;
+};
+
+/// The loss and its gradients for one sequence.
+struct GradientResult {
+    double loss = 0.0; ///< mean cross-entropy (nats) over the counted positions
+    std::int64_t counted = 0; ///< positions whose target is ≥ 0
+    numerics::Tensor logits; ///< [tokens, vocab], F64 or F32
+    /// ∂loss/∂parameter by HF parameter name (no suffix), shaped as the parameter, F64 or F32.
+    std::map<std::string, numerics::Tensor> parameters;
+    /// "<anchor>#grad" → ∂loss/∂(module output), with options.activations, in the order the
+    /// backward reaches them: from "lm_head#grad" down to "model.embed_tokens#grad".
+    std::vector<std::pair<std::string, numerics::Tensor>> activations;
+};
+
+/// What the backward lacks for `spec`, one line each naming the family or operator; empty when
+/// lossAndGradients() supports it.
+std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
+
+/// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).
+std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids);
+
+/// The loss of `spec` with parameters `weights` (HF names; F32/F64/BF16 are read in the
+/// compute type, a tied lm_head may be absent) on `ids` against `targets` (one per id, a
+/// negative target is not counted), and its gradients. Errors: Unsupported naming what
+/// backwardUnsupported() lists, BadInput naming a missing or misshapen weight, an id outside the
+/// vocabulary or a length mismatch; Cancelled when `stop` is requested.
+Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
+    const std::map<std::string, numerics::Tensor>& weights, std::span<const std::int64_t> ids,
+    std::span<const std::int64_t> targets, const GradientOptions& options, std::stop_token stop);
+
+/// lossAndGradients() over an engine's loaded weights, in the engine's arithmetic (fp64 or fp32).
+Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const std::int64_t> ids,
+    std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
+    Progress* progress = nullptr);
+
+/// A dump of a gradient pass: the logits as "lm_head", every activation gradient
+/// "<anchor>#grad" and every parameter gradient "<parameter>#grad"; dump.json's extra holds
+/// "loss", "counted", "targets" and "gradients": true.
+numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& result,
+    std::span<const std::int64_t> ids, std::span<const std::int64_t> targets, bool fp64);
+
+} // namespace day0::exec

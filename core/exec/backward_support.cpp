@@ -1,0 +1,83 @@
+// What the gradient pass covers (backward.h backwardUnsupported): dense Llama-style decoders
+// (Llama, Mistral, Qwen2 biases, Qwen3 QK-norm), Qwen3-MoE's softmax router and DeepSeek-V3's MLA
+// with its sigmoid group-limited router and shared experts. Anything else is named.
+#include "exec/backward.h"
+
+#include <fmt/format.h>
+
+namespace day0::exec {
+
+std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
+{
+    std::vector<std::string> out;
+    const auto family = spec.family;
+    const bool covered = family == model::Family::Llama || family == model::Family::Mistral
+        || family == model::Family::Qwen2 || family == model::Family::Qwen3
+        || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3;
+    if (!covered) {
+        out.push_back(fmt::format("the {} family", model::familyName(family)));
+        return out;
+    }
+    const auto refuse = [&](bool bad, const char* what) {
+        if (bad) {
+            out.emplace_back(what);
+        }
+    };
+    refuse(spec.vision.has_value(), "the vision tower");
+    refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish",
+        "MLP activations other than silu (SwiGLU)");
+    refuse(spec.swigluLimit > 0.0, "the clamped SwiGLU");
+    refuse(spec.attentionOutputGate, "the attention output gate");
+    refuse(spec.qkNormAcrossHeads, "q/k norms across heads");
+    refuse(spec.attentionSinks, "attention sinks");
+    refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
+    refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
+    refuse(spec.finalLogitSoftcap > 0.0, "logit soft-capping");
+    refuse(!spec.ropeScaling.mropeSection.empty(), "M-RoPE");
+    if (spec.attention == model::AttentionKind::MLA) {
+        const auto& m = spec.mla;
+        refuse(m.indexerHeads > 0, "the DSA indexer (sparse MLA)");
+        refuse(m.outputGate, "the MLA output gate");
+        refuse(m.noRope, "MLA without RoPE");
+    } else {
+        refuse(spec.family == model::Family::DeepseekV3, "DeepSeek-V3 without MLA");
+    }
+    for (const auto& layer : spec.layers) {
+        if (layer.mixer != model::MixerKind::Attention) {
+            out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
+                             "sparse, linear, recurrent)");
+            break;
+        }
+        if (layer.slidingWindow > 0 || layer.attentionChunk > 0) {
+            out.emplace_back("sliding-window or chunked attention");
+            break;
+        }
+        if (layer.ffn != model::FfnKind::Dense && layer.ffn != model::FfnKind::Moe) {
+            out.emplace_back("feed-forward layers other than a gated MLP or MoE");
+            break;
+        }
+        if (layer.numHeads != 0 || layer.headDim != 0 || layer.sharedKv || layer.topK != 0
+            || layer.expertWidth != 0 || layer.sharedWidth >= 0 || layer.hashRouted) {
+            out.emplace_back("per-layer head, expert or routing overrides");
+            break;
+        }
+    }
+    if (spec.moe) {
+        const auto& moe = *spec.moe;
+        refuse(moe.scoring != model::RouterScoring::Softmax
+                && moe.scoring != model::RouterScoring::Sigmoid,
+            "routers other than softmax or sigmoid");
+        refuse(moe.sharedExpertGate, "the shared-expert gate");
+        refuse(moe.expertBias || moe.routerBias, "biased experts or routers");
+        refuse(moe.latentSize > 0, "latent MoE");
+        refuse(!moe.gatedExperts, "ungated experts");
+        refuse(moe.packedExperts, "packed (fused 3-D) experts");
+        refuse(moe.denseBeside, "a dense MLP beside the experts");
+        refuse(moe.numHashLayers > 0, "hash-routed layers");
+        refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3,
+            "shared experts outside DeepSeek-V3");
+    }
+    return out;
+}
+
+} // namespace day0::exec

@@ -1,0 +1,37 @@
+#pragma once
+
+// The capture names of a gradient pass (exec/backward.h, DESIGN.md §3): "<anchor>#grad" is the
+// loss's gradient with respect to a module's output, "<parameter>#grad" (a name ending in
+// ".weight" or ".bias") with respect to a weight.
+
+#include <string>
+#include <string_view>
+
+namespace day0::numerics {
+
+/// Suffix of a gradient capture.
+inline constexpr std::string_view kGradientSuffix = "#grad";
+
+/// Whether `capture` is the gradient of a parameter ("...q_proj.weight#grad").
+inline bool isParameterGradient(std::string_view capture)
+{
+    if (!capture.ends_with(kGradientSuffix)) {
+        return false;
+    }
+    const auto name = capture.substr(0, capture.size() - kGradientSuffix.size());
+    return name.ends_with(".weight") || name.ends_with(".bias");
+}
+
+/// Whether `capture` is the gradient of a module's output ("model.layers.3.self_attn#grad").
+inline bool isActivationGradient(std::string_view capture)
+{
+    return capture.ends_with(kGradientSuffix) && !isParameterGradient(capture);
+}
+
+/// The anchor of an activation gradient ("model.layers.3#grad" → "model.layers.3").
+inline std::string gradientAnchor(std::string_view capture)
+{
+    return std::string(capture.substr(0, capture.size() - kGradientSuffix.size()));
+}
+
+} // namespace day0::numerics

@@ -1,0 +1,129 @@
+// day0 run --grad on a shrunk Llama: the gradient dump's names (<anchor>#grad,
+// <parameter>#grad), its comparison with the PyTorch twin's autograd dump by name (day0 compare
+// finds no divergence), and what --grad refuses by name.
+#include "cli_runner.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+using day0::test::runDay0;
+using day0::test::scratchDir;
+
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+std::set<std::string> captureNames(const std::string& dump)
+{
+    std::ifstream in(dump + "/dump.json");
+    const auto j = nlohmann::json::parse(in);
+    std::set<std::string> names;
+    for (const auto& c : j["captures"]) {
+        names.insert(c["name"].get<std::string>());
+    }
+    return names;
+}
+
+} // namespace
+
+TEST(CliGrad, GradientDumpOfAShrunkLlamaLinesUpWithTorchAutograd)
+{
+    const std::string dir = scratchDir("grad_cli");
+    const auto shrunk
+        = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    const std::string ids = "3,17,42,99,7,250";
+    const auto r = runDay0({ "run", dir + "/llama", "--grad", "--precision", "fp64", "--ids", ids,
+        "--dump", dir + "/fp64", "--json", "--no-record", "-q" });
+    ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+    const auto j = r.json();
+    EXPECT_GT(j["loss"].get<double>(), 0.0);
+    EXPECT_EQ(j["counted"], 5); // the last id has no next token
+    EXPECT_EQ(j["activations"], 4 * 5 + 3); // 4 layers × 5 anchors, embedding, norm, head
+    EXPECT_GT(j["grad_norm"].get<double>(), 0.0);
+    const auto names = captureNames(dir + "/fp64");
+    for (const char* name :
+        { "lm_head", "lm_head#grad", "model.embed_tokens#grad", "model.layers.0#grad",
+            "model.layers.3.mlp#grad", "model.layers.0.self_attn.q_proj.weight#grad",
+            "model.embed_tokens.weight#grad", "lm_head.weight#grad", "model.norm.weight#grad" }) {
+        EXPECT_TRUE(names.contains(name)) << name;
+    }
+    EXPECT_EQ(
+        names.size(), std::size_t(1 + j["activations"].get<int>() + j["parameters"].get<int>()));
+
+    // The twin's autograd dump compares by name: no capture diverges.
+    if (std::system(fmt::format("{} -c 'import torch, numpy' >/dev/null 2>&1", kPython).c_str())
+        == 0) {
+        const auto script = std::filesystem::path(DAY0_TEST_DATA_DIR) / ".." / ".." / "plugins"
+            / "torch" / "day0_dump.py";
+        ASSERT_EQ(std::system(fmt::format("{} {} {}/llama --grad --ids {} --dtype float64 --out "
+                                          "{}/torch > {}/torch.log 2>&1",
+                      kPython, script.string(), dir, ids, dir, dir)
+                                  .c_str()),
+            0);
+        const auto c = runDay0({ "compare", dir + "/torch", dir + "/fp64", "--json", "-q" });
+        ASSERT_EQ(c.exitCode, 0) << c.out << c.err;
+        const auto cmp = c.json();
+        EXPECT_TRUE(cmp["first_divergence"].is_null()) << cmp["first_divergence"].dump();
+        EXPECT_TRUE(cmp["only_in_reference"].empty()) << cmp["only_in_reference"].dump();
+        EXPECT_TRUE(cmp["only_in_target"].empty()) << cmp["only_in_target"].dump();
+        EXPECT_EQ(cmp["captures"].size(), names.size());
+        for (const auto& row : cmp["captures"]) {
+            // The logits' gradient is compared as a tensor, not as a distribution.
+            EXPECT_EQ(row.contains("logits"), row["name"] == "lm_head") << row["name"];
+        }
+    }
+
+    // fp32: the same names. It is recorded as a run, its loss and gradient norm as metrics.
+    const std::string store = dir + "/runs.sqlite";
+    const auto f = runDay0({ "run", dir + "/llama", "--grad", "--ids", ids, "--dump", dir + "/fp32",
+        "--json", "--store", store, "-q" });
+    ASSERT_EQ(f.exitCode, 0) << f.err;
+    EXPECT_NEAR(f.json()["loss"].get<double>(), j["loss"].get<double>(), 1e-4);
+    EXPECT_EQ(captureNames(dir + "/fp32"), names);
+    ASSERT_TRUE(f.json()["run_id"].is_number()) << f.out;
+    const auto show = runDay0({ "runs", "show", std::to_string(f.json()["run_id"].get<int>()),
+        "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    const auto run = show.json();
+    EXPECT_EQ(run["precision"], "fp32");
+    bool loss = false;
+    for (const auto& m : run["metrics"]) {
+        loss = loss || (m["name"] == "loss" && m["value"] == f.json()["loss"]);
+    }
+    EXPECT_TRUE(loss) << run["metrics"].dump();
+}
+
+TEST(CliGrad, RefusesWhatHasNoBackwardByName)
+{
+    const std::string dir = scratchDir("grad_cli_refusals");
+    const auto shrunk
+        = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    auto r = runDay0({ "run", dir + "/llama", "--grad", "--precision", "bf16", "--ids", "1,2,3",
+        "--no-record", "-q" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("--precision other than fp32/fp64"), std::string::npos) << r.err;
+    r = runDay0({ "run", dir + "/llama", "--grad", "--reference", "fp64", "--ids", "1,2,3",
+        "--no-record", "-q" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("--reference"), std::string::npos) << r.err;
+    r = runDay0({ "run", dir + "/llama", "--grad", "--ids", "1,2,3", "--targets", "2,3",
+        "--no-record", "-q" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("targets"), std::string::npos) << r.err;
+    const auto gptOss
+        = runDay0({ "shrink", "gpt-oss-20b", "--out", dir + "/gpt-oss", "-q", "--no-record" });
+    ASSERT_EQ(gptOss.exitCode, 0) << gptOss.err;
+    r = runDay0({ "run", dir + "/gpt-oss", "--grad", "--ids", "1,2,3", "--no-record", "-q" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("the backward pass does not cover the gpt_oss family"), std::string::npos)
+        << r.err;
+}
