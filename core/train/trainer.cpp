@@ -66,7 +66,7 @@ struct AttemptOutput {
 /// One rank's state and loop.
 class RankTrainer {
 public:
-    RankTrainer(const TrainableModel& model, const SyntheticCorpus& corpus, const TrainOptions& o,
+    RankTrainer(const TrainableModel& model, const TrainingData& corpus, const TrainOptions& o,
         comm::Communicator& comm, bool injectDrill)
         : m_model(model)
         , m_corpus(corpus)
@@ -247,7 +247,7 @@ private:
     }
 
     const TrainableModel& m_model;
-    const SyntheticCorpus& m_corpus;
+    const TrainingData& m_corpus;
     const TrainOptions& m_o;
     comm::Communicator& m_comm;
     FlatLayout m_layout;
@@ -362,7 +362,7 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& o)
         o.adamw.weightDecay, o.maxGradNorm);
 }
 
-Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,
     const TrainOptions& o, Progress* progress, std::stop_token stop)
 {
     DAY0_TRY(checkOptions(o));

@@ -92,7 +92,7 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& op
 /// shard of the optimizer state and the weights all-gathered after the step. Checkpoints,
 /// resume, restarts and drills as TrainOptions says. Progress counts steps; a stop request
 /// ends the run with Error::cancelled(). Errors name the step and rank at fault.
-Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,
     const TrainOptions& options, Progress* progress = nullptr, std::stop_token stop = {});
 
 } // namespace day0::train
