@@ -6,10 +6,13 @@
 #include "train/token_file.h"
 #include "train/trainer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -228,4 +231,53 @@ TEST(CheckpointTrainable, TheTrainActionRefusesWhatTheBackwardLacksByName)
     EXPECT_EQ(f32->record.findProperty("checkpoint")->value, kStories.string());
     EXPECT_NE(f32->record.findProperty("data")->value.find("synthetic order-2 chain over 512"),
         std::string::npos);
+}
+
+TEST(CheckpointTrainable, OneAdamWStepMatchesThePyTorchTwin)
+{
+    constexpr const char* kPython = "/usr/bin/python3";
+    if (std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", kPython).c_str()) != 0) {
+        GTEST_SKIP() << kPython << " has no torch (apt-get install python3-torch)";
+    }
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(1);
+    o.globalBatch = 2;
+    o.sequenceLength = 12;
+    o.schedule = { train::ScheduleKind::Constant, 1e-3, 1e-3, 0, 1 };
+    auto ours = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(ours.ok()) << ours.error().message;
+    const auto batch = corpus.batch(0, 0, o.globalBatch, o.sequenceLength);
+    ScratchDir dir("day0_train_torch_step");
+    std::filesystem::create_directories(dir.path);
+    {
+        const nlohmann::json problem { { "checkpoint", kStories.string() },
+            { "sequences", batch.sequences }, { "lr", ours->history[0].lr },
+            { "beta1", o.adamw.beta1 }, { "beta2", o.adamw.beta2 }, { "eps", o.adamw.eps },
+            { "weight_decay", o.adamw.weightDecay }, { "max_grad_norm", o.maxGradNorm } };
+        std::ofstream(dir.path / "problem.json") << problem.dump();
+    }
+    const auto command
+        = fmt::format("{} {}/torch_train_step.py {} {}", kPython, DAY0_ACTIONS_TEST_DIR,
+            (dir.path / "problem.json").string(), (dir.path / "answer.json").string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto answer = nlohmann::json::parse(std::ifstream(dir.path / "answer.json"));
+    EXPECT_NEAR(ours->history[0].loss, answer["loss"].get<double>(), 1e-12);
+    EXPECT_NEAR(ours->history[0].gradNorm, answer["norm"].get<double>(), 1e-9);
+    const auto params = m.parameters();
+    const auto layout = train::FlatLayout::of(params);
+    ASSERT_EQ(answer["params"].size(), params.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const auto theirs = answer["params"][params[i].name].get<std::vector<double>>();
+        const auto mine = layout.slice(std::span<const double>(ours->finalWeights), i);
+        ASSERT_EQ(theirs.size(), mine.size()) << params[i].name;
+        for (std::size_t k = 0; k < mine.size(); ++k) {
+            worst = std::max(worst, std::abs(mine[k] - theirs[k]));
+        }
+    }
+    std::printf("one AdamW step of stories260K against torch: loss %.15g vs %.15g, largest "
+                "weight difference %.3g\n",
+        ours->history[0].loss, answer["loss"].get<double>(), worst);
+    EXPECT_LE(worst, 1e-6);
 }
