@@ -2,6 +2,7 @@
 
 #include "actions/checkpoint_trainable.h"
 #include "actions/train_record.h"
+#include "exec/blas_threads.h"
 #include "plan/parallel_plan.h"
 #include "train/next_token_mlp.h"
 #include "train/token_file.h"
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace day0::actions {
 
@@ -101,6 +103,11 @@ Result<TrainOutcome> trainModel(
     }
     const train::TrainableModel& model = *task->model;
     const train::TrainingData& corpus = *task->data;
+    // Ranks compute at once: each on one BLAS thread, or OpenBLAS spins between them.
+    std::optional<exec::SingleThreadedBlas> blas;
+    if (options.dp > 1) {
+        blas.emplace();
+    }
     TrainOutcome out;
     auto run = train::runTraining(model, corpus, options, &progress, stop);
     if (!run) {

@@ -2,6 +2,7 @@
 // backward, on stories260K (a trained tiny Llama, tests/data/exec/SOURCES.md).
 #include "actions/checkpoint_trainable.h"
 #include "actions/train.h"
+#include "exec/blas_threads.h"
 #include "exec/checkpoint_weights.h"
 #include "train/token_file.h"
 #include "train/trainer.h"
@@ -280,4 +281,14 @@ TEST(CheckpointTrainable, OneAdamWStepMatchesThePyTorchTwin)
                 "weight difference %.3g\n",
         ours->history[0].loss, answer["loss"].get<double>(), worst);
     EXPECT_LE(worst, 1e-6);
+}
+
+TEST(CheckpointTrainable, DataParallelRanksRunOnSingleThreadedBlasAndRestoreIt)
+{
+    const int before = exec::blasThreads();
+    {
+        const exec::SingleThreadedBlas scope;
+        EXPECT_EQ(exec::blasThreads(), 1);
+    }
+    EXPECT_EQ(exec::blasThreads(), before);
 }
