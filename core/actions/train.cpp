@@ -103,6 +103,9 @@ Result<TrainOutcome> trainModel(
     }
     const train::TrainableModel& model = *task->model;
     const train::TrainingData& corpus = *task->data;
+    options.source = request.model == kBuiltinTrainModel
+        ? corpus.describe()
+        : fmt::format("{} on {}", request.model, corpus.describe());
     // Ranks compute at once: each on one BLAS thread, or OpenBLAS spins between them.
     std::optional<exec::SingleThreadedBlas> blas;
     if (options.dp > 1) {

@@ -356,10 +356,11 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& o)
     }
     return fmt::format("params={} precision={} dp={} zero={} compression={} batch={}x{} seed={} "
                        "lr={}:{}:{}:{}:{} adamw={}:{}:{}:{} clip={}",
-        params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(), o.globalBatch,
-        o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak, o.schedule.floor,
-        o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
-        o.adamw.weightDecay, o.maxGradNorm);
+               params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(),
+               o.globalBatch, o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak,
+               o.schedule.floor, o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1,
+               o.adamw.beta2, o.adamw.eps, o.adamw.weightDecay, o.maxGradNorm)
+        + (o.source.empty() ? std::string() : fmt::format(" source={}", o.source));
 }
 
 Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,

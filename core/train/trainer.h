@@ -67,6 +67,9 @@ struct TrainOptions {
     int maxRestarts = 0; ///< a failed attempt restarts from the newest valid checkpoint
     std::optional<Drill> drill;
     Seconds commTimeout { 60.0 }; ///< the communicator's timeout (a silent rank's detection)
+    /// What the run trains on and from (the checkpoint, the data file); part of the
+    /// configuration key, so a resume on other data or another checkpoint is refused.
+    std::string source;
 };
 
 /// What a training run produced.

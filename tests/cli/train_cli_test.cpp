@@ -106,6 +106,17 @@ TEST(TrainCli, TrainsACheckpointOnATokenFileAndNamesItsFaults)
         std::ofstream out(dir + "/bad.txt");
         out << "1 2 3\n4 5 99999\n";
     }
+    // Checkpoints of a run on one file are refused by a resume on another.
+    const auto first = runDay0({ "train", kStories, "--data", dir + "/ids.txt", "--steps", "2",
+        "--batch", "2", "--seq", "10", "--checkpoint-dir", dir + "/ck", "--checkpoint-every", "1",
+        "--quiet", "--no-record" });
+    ASSERT_EQ(first.exitCode, 0) << first.err;
+    std::filesystem::copy_file(dir + "/ids.txt", dir + "/other.txt");
+    const auto other
+        = runDay0({ "train", kStories, "--data", dir + "/other.txt", "--steps", "2", "--batch", "2",
+            "--seq", "10", "--checkpoint-dir", dir + "/ck", "--resume", "--quiet", "--no-record" });
+    EXPECT_NE(other.exitCode, 0);
+    EXPECT_NE(other.err.find("written by another configuration"), std::string::npos) << other.err;
     const auto bad
         = runDay0({ "train", kStories, "--data", dir + "/bad.txt", "--quiet", "--no-record" });
     EXPECT_EQ(bad.exitCode, 2);
