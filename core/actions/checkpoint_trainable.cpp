@@ -115,7 +115,7 @@ Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> fla
         if (r->counted == 0) {
             continue;
         }
-        const double w = double(r->counted);
+        const auto w = double(r->counted);
         lossSum += r->loss * w;
         counted += r->counted;
         for (std::size_t i = 0; i < m_parameters.size(); ++i) {
