@@ -1,5 +1,6 @@
-// day0 train next-token-mlp: a short training run with AdamW, a schedule, clipping, data
-// parallelism / ZeRO-1, mixed precision, checkpoints, drills and gradient compression.
+// day0 train next-token-mlp|CHECKPOINT: a short training run with AdamW, a schedule, clipping,
+// data parallelism / ZeRO-1, mixed precision, checkpoints, drills and gradient compression; a
+// checkpoint trains from its own weights through the LLM backward of the CPU reference.
 #include "actions/train.h"
 #include "base/json_util.h"
 #include "command.h"
@@ -129,10 +130,14 @@ const bool registered = registerCommand({ "train",
         auto args = std::make_shared<TrainArgs>();
         auto& o = args->request.options;
         app.add_option("model", args->request.model,
-               fmt::format("what to train: '{}' (checkpoints need the LLM backward, not wired "
-                           "yet)",
+               fmt::format("what to train: '{}' (the built-in task) or a checkpoint folder or "
+                           "file (families the backward covers; fp64 or fp32)",
                    actions::kBuiltinTrainModel))
             ->required();
+        app.add_option("--data", args->request.data,
+            "a checkpoint's data: a text file of token ids, one sequence per line (ids separated "
+            "by spaces or commas; '#' lines skipped), read in order and cut to --seq; default: a "
+            "synthetic order-2 chain over the checkpoint's vocabulary drawn from --seed");
         app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
         app.add_option("--batch", o.globalBatch, "sequences per step over all ranks")
             ->capture_default_str();

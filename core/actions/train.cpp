@@ -1,12 +1,17 @@
 #include "actions/train.h"
 
+#include "actions/checkpoint_trainable.h"
 #include "actions/train_record.h"
+#include "exec/blas_threads.h"
 #include "plan/parallel_plan.h"
 #include "train/next_token_mlp.h"
+#include "train/token_file.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 
 namespace day0::actions {
 
@@ -34,20 +39,78 @@ Result<void> applyTrainPlan(const std::string& text, train::TrainOptions& option
     return success();
 }
 
+namespace {
+
+/// The model and data a request trains: the built-in task, or a checkpoint and its data.
+struct TrainTask {
+    std::unique_ptr<train::TrainableModel> model;
+    std::unique_ptr<train::TrainingData> data;
+};
+
+Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions& options)
+{
+    TrainTask task;
+    if (request.model == kBuiltinTrainModel) {
+        if (!request.data.empty()) {
+            return Error::badInput(fmt::format(
+                "--data: the built-in task '{}' trains on its own synthetic chain", request.model));
+        }
+        auto mlp = std::make_unique<train::NextTokenMlp>(train::MlpShape {});
+        task.data = std::make_unique<train::SyntheticCorpus>(mlp->shape().vocab, options.seed);
+        task.model = std::move(mlp);
+        return task;
+    }
+    if (options.precision == train::TrainPrecision::MixedBf16) {
+        return Error::unsupported(fmt::format("train {}: bf16-mixed needs bf16 compute in the "
+                                              "LLM backward, which computes in fp64 or fp32 only; "
+                                              "use --precision f64 or f32",
+            request.model));
+    }
+    auto model = CheckpointTrainable::load(request.model);
+    if (!model) {
+        return model.error();
+    }
+    const std::int64_t vocab = model->spec().vocabSize;
+    if (!request.data.empty()) {
+        auto file = train::TokenFileData::load(request.data, vocab, options.globalBatch);
+        if (!file) {
+            return file.error();
+        }
+        task.data = std::make_unique<train::TokenFileData>(std::move(*file));
+    } else if (vocab > kMaxSyntheticVocab) {
+        return Error::unsupported(fmt::format("train {}: the synthetic chain over a vocabulary of "
+                                              "{} ids would hold {}² × 3 successors (the limit is "
+                                              "{} ids); give token-id sequences with --data FILE",
+            request.model, vocab, vocab, kMaxSyntheticVocab));
+    } else {
+        task.data = std::make_unique<train::SyntheticCorpus>(int(vocab), options.seed);
+    }
+    task.model = std::make_unique<CheckpointTrainable>(std::move(*model));
+    return task;
+}
+
+} // namespace
+
 Result<TrainOutcome> trainModel(
     const TrainRequest& request, Progress& progress, const std::stop_token& stop)
 {
-    if (request.model != kBuiltinTrainModel) {
-        return Error::unsupported(fmt::format(
-            "train '{}': training a checkpoint needs the LLM backward pass, which is not wired to "
-            "the trainer yet (#25); the built-in task is '{}'",
-            request.model, kBuiltinTrainModel));
-    }
     train::TrainOptions options = request.options;
     DAY0_TRY(applyTrainPlan(request.plan, options));
     const auto started = std::chrono::steady_clock::now();
-    const train::NextTokenMlp model({});
-    const train::SyntheticCorpus corpus(model.shape().vocab, options.seed);
+    auto task = taskOf(request, options);
+    if (!task) {
+        return task.error();
+    }
+    const train::TrainableModel& model = *task->model;
+    const train::TrainingData& corpus = *task->data;
+    options.source = request.model == kBuiltinTrainModel
+        ? corpus.describe()
+        : fmt::format("{} on {}", request.model, corpus.describe());
+    // Ranks compute at once: each on one BLAS thread, or OpenBLAS spins between them.
+    std::optional<exec::SingleThreadedBlas> blas;
+    if (options.dp > 1) {
+        blas.emplace();
+    }
     TrainOutcome out;
     auto run = train::runTraining(model, corpus, options, &progress, stop);
     if (!run) {
@@ -85,6 +148,10 @@ Result<TrainOutcome> trainModel(
     const double seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.record = trainRunRecord(request.model, options, out.result, seconds);
+    out.record.setProperty("data", corpus.describe());
+    if (request.model != kBuiltinTrainModel) {
+        out.record.setProperty("checkpoint", request.model);
+    }
     if (out.verdict) {
         const auto& v = *out.verdict;
         out.record.addMetric("baseline_final_loss", v.baselineFinal, "nat");

@@ -5,20 +5,29 @@
 #include "history/run_record.h"
 #include "train/trainer.h"
 
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <stop_token>
 #include <string>
 
 namespace day0::actions {
 
-/// The model `day0 train` can train today: NextTokenMlp on SyntheticCorpus (the LLM backward of
-/// core/exec is not wired to the trainer yet).
+/// The built-in task of `day0 train`: NextTokenMlp on SyntheticCorpus. Any other model name is a
+/// checkpoint, trained through the LLM backward of core/exec (CheckpointTrainable).
 inline constexpr const char* kBuiltinTrainModel = "next-token-mlp";
+
+/// The largest vocabulary a checkpoint is trained on without `--data`: the synthetic order-2
+/// chain over its ids holds vocab² × 3 successors (2048: 48 MiB).
+inline constexpr std::int64_t kMaxSyntheticVocab = 2048;
 
 /// What to train and how.
 struct TrainRequest {
     std::string model = kBuiltinTrainModel;
     std::string plan; ///< plan string; only dp and zero (0 or 1) are modelled
+    /// A checkpoint's data: a token-id file (train/token_file.h); empty: the synthetic order-2
+    /// chain over the checkpoint's own vocabulary, drawn from the seed (SyntheticCorpus).
+    std::filesystem::path data;
     train::TrainOptions options;
 };
 
@@ -38,8 +47,10 @@ Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& option
 
 /// Trains `request.model` (the one place `day0 train` and, later, a Training panel call): the
 /// run, and with compression the uncompressed twin and the convergence verdict; builds the run
-/// record. A model other than kBuiltinTrainModel is refused (Unsupported) naming why. Progress
-/// counts the steps of the run, then of its uncompressed twin.
+/// record. A model other than kBuiltinTrainModel is a checkpoint (CheckpointTrainable, starting
+/// from its own weights): families the backward does not cover and bf16-mixed (the backward has
+/// no bf16 arithmetic) are refused (Unsupported) by name. Progress counts the steps of the run,
+/// then of its uncompressed twin.
 Result<TrainOutcome> trainModel(
     const TrainRequest& request, Progress& progress, const std::stop_token& stop = {});
 

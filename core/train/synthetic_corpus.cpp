@@ -1,5 +1,7 @@
 #include "train/synthetic_corpus.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace day0::train {
@@ -84,6 +86,11 @@ Batch SyntheticCorpus::batch(std::int64_t step, std::int64_t first, int count, i
         b.sequences.push_back(sequence(step, first + i, length));
     }
     return b;
+}
+
+std::string SyntheticCorpus::describe() const
+{
+    return fmt::format("synthetic order-2 chain over {} ids, seed {}", m_vocab, m_seed);
 }
 
 } // namespace day0::train

@@ -3,6 +3,7 @@
 #include "train/trainable_model.h"
 
 #include <cstdint>
+#include <string>
 
 namespace day0::train {
 
@@ -11,7 +12,7 @@ namespace day0::train {
 /// 0.7 / 0.2 / 0.1, drawn from `seed`. It has structure to learn (a next-token model can go
 /// from ln(vocab) nats down to the chain's entropy, ~0.80 nats) and needs no files. The same on
 /// every platform: an integer generator (splitmix64), no std distributions. Thread-safe.
-class SyntheticCorpus {
+class SyntheticCorpus final : public TrainingData {
 public:
     SyntheticCorpus(int vocab, std::uint64_t seed);
 
@@ -27,7 +28,9 @@ public:
         std::int64_t step, std::int64_t index, int length) const;
 
     /// Sequences [first, first + count) of step `step`'s global batch.
-    [[nodiscard]] Batch batch(std::int64_t step, std::int64_t first, int count, int length) const;
+    [[nodiscard]] Batch batch(
+        std::int64_t step, std::int64_t first, int count, int length) const override;
+    [[nodiscard]] std::string describe() const override;
 
 private:
     int m_vocab;

@@ -36,6 +36,20 @@ struct Batch {
     std::vector<std::vector<std::int32_t>> sequences;
 };
 
+/// Where a run's batches come from: sequence `first + i` of step `step`'s global batch is a pure
+/// function of (step, first + i), so every data-parallel split of a step sees the same data and
+/// a resumed run sees what an uninterrupted one saw. Thread-safe (read-only once built).
+class TrainingData {
+public:
+    virtual ~TrainingData() = default;
+
+    /// Sequences [first, first + count) of step `step`'s global batch, at most `length` tokens.
+    [[nodiscard]] virtual Batch batch(
+        std::int64_t step, std::int64_t first, int count, int length) const = 0;
+    /// One line for the run record ("synthetic order-2 chain over 512 ids, seed 1", a file).
+    [[nodiscard]] virtual std::string describe() const = 0;
+};
+
 /// What the trainer needs from a model: its named parameters, and the mean next-token loss of a
 /// batch with the gradient of that loss with respect to every parameter. The LLM backward of
 /// core/exec plugs in here; next_token_mlp.h is a small model with hand-written gradients.

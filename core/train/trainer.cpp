@@ -66,7 +66,7 @@ struct AttemptOutput {
 /// One rank's state and loop.
 class RankTrainer {
 public:
-    RankTrainer(const TrainableModel& model, const SyntheticCorpus& corpus, const TrainOptions& o,
+    RankTrainer(const TrainableModel& model, const TrainingData& corpus, const TrainOptions& o,
         comm::Communicator& comm, bool injectDrill)
         : m_model(model)
         , m_corpus(corpus)
@@ -247,7 +247,7 @@ private:
     }
 
     const TrainableModel& m_model;
-    const SyntheticCorpus& m_corpus;
+    const TrainingData& m_corpus;
     const TrainOptions& m_o;
     comm::Communicator& m_comm;
     FlatLayout m_layout;
@@ -356,13 +356,14 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& o)
     }
     return fmt::format("params={} precision={} dp={} zero={} compression={} batch={}x{} seed={} "
                        "lr={}:{}:{}:{}:{} adamw={}:{}:{}:{} clip={}",
-        params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(), o.globalBatch,
-        o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak, o.schedule.floor,
-        o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1, o.adamw.beta2, o.adamw.eps,
-        o.adamw.weightDecay, o.maxGradNorm);
+               params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(),
+               o.globalBatch, o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak,
+               o.schedule.floor, o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1,
+               o.adamw.beta2, o.adamw.eps, o.adamw.weightDecay, o.maxGradNorm)
+        + (o.source.empty() ? std::string() : fmt::format(" source={}", o.source));
 }
 
-Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,
     const TrainOptions& o, Progress* progress, std::stop_token stop)
 {
     DAY0_TRY(checkOptions(o));

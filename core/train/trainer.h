@@ -67,6 +67,9 @@ struct TrainOptions {
     int maxRestarts = 0; ///< a failed attempt restarts from the newest valid checkpoint
     std::optional<Drill> drill;
     Seconds commTimeout { 60.0 }; ///< the communicator's timeout (a silent rank's detection)
+    /// What the run trains on and from (the checkpoint, the data file); part of the
+    /// configuration key, so a resume on other data or another checkpoint is refused.
+    std::string source;
 };
 
 /// What a training run produced.
@@ -92,7 +95,7 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& op
 /// shard of the optimizer state and the weights all-gathered after the step. Checkpoints,
 /// resume, restarts and drills as TrainOptions says. Progress counts steps; a stop request
 /// ends the run with Error::cancelled(). Errors name the step and rank at fault.
-Result<TrainResult> runTraining(const TrainableModel& model, const SyntheticCorpus& corpus,
+Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,
     const TrainOptions& options, Progress* progress = nullptr, std::stop_token stop = {});
 
 } // namespace day0::train

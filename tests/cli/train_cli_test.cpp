@@ -1,9 +1,13 @@
-// `day0 train`: the built-in task trains and is recorded, drills recover, compression is judged
-// against an uncompressed run, checkpoints it cannot train are refused by name.
+// `day0 train`: the built-in task and a checkpoint (stories260K, through the LLM backward) train
+// and are recorded, drills recover, compression is judged against an uncompressed run, what the
+// backward does not cover is refused by name.
 
 #include "cli_runner.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;
@@ -60,11 +64,82 @@ TEST(TrainCli, AggressiveTopKWithoutErrorFeedbackIsFlaggedAsNotConverging)
     EXPECT_EQ(j["compression"]["baseline_loss"].size(), 200u);
 }
 
+namespace {
+
+const std::string kStories = std::string(DAY0_TEST_DATA_DIR) + "/exec/stories260K-hf";
+
+} // namespace
+
+TEST(TrainCli, TrainsACheckpointFromItsOwnWeightsAndRecordsIt)
+{
+    const std::string store = scratchDir("train_cli_ckpt") + "/runs.sqlite";
+    const auto r = runDay0({ "train", kStories, "--steps", "6", "--batch", "4", "--seq", "24",
+        "--lr", "cosine:0.003,warmup=2,floor=0.0003", "--plan", "dp=2,zero=1", "--json", "--quiet",
+        "--store", store });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto j = r.json();
+    ASSERT_EQ(j["loss"].size(), 6u);
+    // The checkpoint's own weights start far above ln(512) on the synthetic chain and fall.
+    EXPECT_GT(j["loss"].front().get<double>(), 9.0);
+    EXPECT_LT(j["loss"].back().get<double>(), j["loss"].front().get<double>() - 0.3);
+    const auto show = runDay0(
+        { "runs", "show", std::to_string(j["run_id"].get<int>()), "--json", "--store", store });
+    ASSERT_EQ(show.exitCode, 0) << show.err;
+    const auto run = show.json();
+    EXPECT_EQ(run["properties"]["tool"], "train");
+    EXPECT_EQ(run["properties"]["checkpoint"], kStories);
+    EXPECT_EQ(run["properties"]["data"], "synthetic order-2 chain over 512 ids, seed 1");
+}
+
+TEST(TrainCli, TrainsACheckpointOnATokenFileAndNamesItsFaults)
+{
+    const std::string dir = scratchDir("train_cli_data");
+    {
+        std::ofstream out(dir + "/ids.txt");
+        out << "1 403 407 261 378 434 439 261 400 428\n1 9 17 30 2 5 6 7\n";
+    }
+    const auto r = runDay0({ "train", kStories, "--data", dir + "/ids.txt", "--steps", "3",
+        "--batch", "2", "--seq", "10", "--json", "--quiet", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.json()["loss"].size(), 3u);
+    {
+        std::ofstream out(dir + "/bad.txt");
+        out << "1 2 3\n4 5 99999\n";
+    }
+    // Checkpoints of a run on one file are refused by a resume on another.
+    const auto first = runDay0({ "train", kStories, "--data", dir + "/ids.txt", "--steps", "2",
+        "--batch", "2", "--seq", "10", "--checkpoint-dir", dir + "/ck", "--checkpoint-every", "1",
+        "--quiet", "--no-record" });
+    ASSERT_EQ(first.exitCode, 0) << first.err;
+    std::filesystem::copy_file(dir + "/ids.txt", dir + "/other.txt");
+    const auto other
+        = runDay0({ "train", kStories, "--data", dir + "/other.txt", "--steps", "2", "--batch", "2",
+            "--seq", "10", "--checkpoint-dir", dir + "/ck", "--resume", "--quiet", "--no-record" });
+    EXPECT_NE(other.exitCode, 0);
+    EXPECT_NE(other.err.find("written by another configuration"), std::string::npos) << other.err;
+    const auto bad
+        = runDay0({ "train", kStories, "--data", dir + "/bad.txt", "--quiet", "--no-record" });
+    EXPECT_EQ(bad.exitCode, 2);
+    EXPECT_NE(bad.err.find("bad.txt:2: token id 99999 is outside the model's vocabulary"),
+        std::string::npos)
+        << bad.err;
+}
+
 TEST(TrainCli, RefusesWhatItCannotTrainByName)
 {
-    const auto ckpt = runDay0({ "train", "some/checkpoint", "--no-record" });
+    // A family the backward does not cover, refused from its config before any weight is read.
+    const std::string vl = scratchDir("train_cli_vl");
+    std::filesystem::copy_file(std::string(DAY0_TEST_DATA_DIR) + "/exec/configs/qwen2-vl-7b.json",
+        vl + "/config.json", std::filesystem::copy_options::overwrite_existing);
+    const auto ckpt = runDay0({ "train", vl, "--no-record" });
     EXPECT_EQ(ckpt.exitCode, 2);
-    EXPECT_NE(ckpt.err.find("needs the LLM backward pass"), std::string::npos) << ckpt.err;
+    EXPECT_NE(ckpt.err.find("the backward pass does not cover"), std::string::npos) << ckpt.err;
+    const auto mixed = runDay0(
+        { "train", kStories, "--precision", "bf16-mixed", "--steps", "1", "--no-record" });
+    EXPECT_EQ(mixed.exitCode, 2);
+    EXPECT_NE(
+        mixed.err.find("bf16-mixed needs bf16 compute in the LLM backward"), std::string::npos)
+        << mixed.err;
     const auto tp = runDay0({ "train", "next-token-mlp", "--plan", "tp=2", "--no-record" });
     EXPECT_EQ(tp.exitCode, 2);
     EXPECT_NE(tp.err.find("tensor, pipeline"), std::string::npos) << tp.err;

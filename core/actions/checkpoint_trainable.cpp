@@ -1,0 +1,144 @@
+#include "actions/checkpoint_trainable.h"
+
+#include "exec/backward.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/forward.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace day0::actions {
+
+namespace {
+
+/// Tensors no gradient reaches by construction (as exec/backward.cpp): they only rank experts.
+bool untrainable(const std::string& name) { return name.ends_with("e_score_correction_bias"); }
+
+} // namespace
+
+Result<CheckpointTrainable> CheckpointTrainable::load(const std::filesystem::path& checkpoint)
+{
+    CheckpointTrainable m;
+    auto spec = exec::loadCheckpointModel(checkpoint);
+    if (!spec) {
+        return spec.error();
+    }
+    m.m_spec = std::move(*spec);
+    if (const auto missing = exec::backwardUnsupported(m.m_spec); !missing.empty()) {
+        return Error::unsupported(fmt::format("train {}: the backward pass does not cover {} "
+                                              "({})",
+            checkpoint.string(), fmt::join(missing, "; "), model::familyName(m.m_spec.family)));
+    }
+    auto weights = exec::openCheckpointWeights(checkpoint);
+    if (!weights) {
+        return weights.error();
+    }
+    for (const auto& req : exec::detail::requiredWeights(m.m_spec)) {
+        if (!(*weights)->has(req.name)) {
+            if (req.optional) {
+                continue;
+            }
+            return Error::badInput(
+                fmt::format("{}: weight '{}' is missing", (*weights)->describe(), req.name));
+        }
+        auto t = (*weights)->read(req.name);
+        if (!t) {
+            return t.error();
+        }
+        if (t->shape() != numerics::Shape(req.shape.begin(), req.shape.end())) {
+            return Error::badInput(fmt::format("{}: weight '{}' has shape [{}], the model needs "
+                                               "[{}]",
+                (*weights)->describe(), req.name, fmt::join(t->shape(), ", "),
+                fmt::join(req.shape, ", ")));
+        }
+        if (untrainable(req.name)) {
+            m.m_fixed.emplace(req.name, t->contiguous());
+            continue;
+        }
+        const auto values = t->toDoubles();
+        m.m_initial.insert(m.m_initial.end(), values.begin(), values.end());
+        m.m_parameters.push_back({ req.name, req.shape });
+    }
+    return m;
+}
+
+std::vector<train::ParameterSpec> CheckpointTrainable::parameters() const { return m_parameters; }
+
+std::vector<double> CheckpointTrainable::initialValues(std::uint64_t /*seed*/) const
+{
+    return m_initial;
+}
+
+Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> flat,
+    const train::Batch& batch, DType compute, std::span<double> grad) const
+{
+    if (compute != DType::F64 && compute != DType::F32) {
+        return Error::unsupported(fmt::format("{}: the backward pass computes in fp64 or fp32 "
+                                              "only; {} compute (bf16-mixed) is not modelled",
+            m_spec.name, dtypeName(compute)));
+    }
+    const auto layout = train::FlatLayout::of(m_parameters);
+    if (std::int64_t(flat.size()) != layout.total || std::int64_t(grad.size()) != layout.total) {
+        return Error::internal(fmt::format("{}: {} weights and {} gradients for {} parameters",
+            m_spec.name, flat.size(), grad.size(), layout.total));
+    }
+    const bool fp64 = compute == DType::F64;
+    std::map<std::string, numerics::Tensor> weights = m_fixed;
+    for (std::size_t i = 0; i < m_parameters.size(); ++i) {
+        const auto& p = m_parameters[i];
+        const numerics::Shape shape(p.shape.begin(), p.shape.end());
+        const auto values = layout.slice(flat, i);
+        if (fp64) {
+            weights.emplace(p.name, numerics::Tensor::fromDoubles(shape, values));
+        } else {
+            // The trainer already rounded the weights to fp32: the conversion is exact.
+            const std::vector<float> f(values.begin(), values.end());
+            weights.emplace(p.name, numerics::Tensor::fromFloats(shape, f));
+        }
+    }
+    exec::GradientOptions options;
+    options.fp64 = fp64;
+    // Per-sequence means weighted by their positions give the batch's mean over positions.
+    std::vector<double> acc(grad.size(), 0.0);
+    double lossSum = 0.0;
+    std::int64_t counted = 0;
+    for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
+        const auto& seq = batch.sequences[s];
+        const std::vector<std::int64_t> ids(seq.begin(), seq.end());
+        const auto targets = exec::nextTokenTargets(ids);
+        auto r = exec::lossAndGradients(m_spec, weights, ids, targets, options, {});
+        if (!r) {
+            return r.error().withContext(fmt::format("batch sequence {}", s));
+        }
+        if (r->counted == 0) {
+            continue;
+        }
+        const auto w = double(r->counted);
+        lossSum += r->loss * w;
+        counted += r->counted;
+        for (std::size_t i = 0; i < m_parameters.size(); ++i) {
+            const auto it = r->parameters.find(m_parameters[i].name);
+            if (it == r->parameters.end()) {
+                return Error::internal(fmt::format("{}: the backward gave no gradient for '{}'",
+                    m_spec.name, m_parameters[i].name));
+            }
+            const auto g = it->second.toDoubles();
+            auto out = layout.slice(std::span<double>(acc), i);
+            for (std::size_t k = 0; k < out.size(); ++k) {
+                out[k] += g[k] * w;
+            }
+        }
+    }
+    if (counted == 0) {
+        return Error::badInput("batch has no position to predict (sequences need 2+ tokens)");
+    }
+    const double inv = 1.0 / double(counted);
+    for (std::size_t i = 0; i < grad.size(); ++i) {
+        grad[i] = fp64 ? acc[i] * inv : double(float(acc[i] * inv));
+    }
+    return lossSum * inv;
+}
+
+} // namespace day0::actions

@@ -1,0 +1,46 @@
+#pragma once
+
+#include "base/result.h"
+#include "model/model_spec.h"
+#include "numerics/tensor.h"
+#include "train/trainable_model.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace day0::actions {
+
+/// A loaded checkpoint as the trainer's TrainableModel (`day0 train CKPT`): the parameters are
+/// every weight the CPU reference's backward (exec/backward.h) trains, in the order
+/// exec::detail::requiredWeights lists them, under their HF names; the initial values are the
+/// checkpoint's own (the seed is not used). The loss is the mean next-token cross-entropy over
+/// every predicted position of the batch (HF labels = input_ids), computed sequence by sequence
+/// by exec::lossAndGradients in fp64 or fp32; the gradient is that mean's. Tensors no gradient
+/// reaches (DeepSeek's e_score_correction_bias) stay fixed at the checkpoint's values. Thread-safe
+/// (read-only once loaded).
+class CheckpointTrainable final : public train::TrainableModel {
+public:
+    /// Opens `checkpoint` and reads its weights; Unsupported naming what the backward lacks for
+    /// its family (exec::backwardUnsupported) before any weight is read.
+    static Result<CheckpointTrainable> load(const std::filesystem::path& checkpoint);
+
+    [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override;
+    /// The checkpoint's weights as doubles, whatever `seed`.
+    [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override;
+    /// F64 and F32 compute only: the backward has no bf16/fp16 arithmetic, so those are
+    /// refused (Unsupported) by name.
+    Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
+        DType compute, std::span<double> grad) const override;
+
+    [[nodiscard]] const model::ModelSpec& spec() const { return m_spec; }
+
+private:
+    model::ModelSpec m_spec;
+    std::vector<train::ParameterSpec> m_parameters;
+    std::vector<double> m_initial;
+    std::map<std::string, numerics::Tensor> m_fixed; ///< read but not trained
+};
+
+} // namespace day0::actions

@@ -1,0 +1,294 @@
+// `day0 train CKPT`'s model: a checkpoint as the trainer's TrainableModel through the LLM
+// backward, on stories260K (a trained tiny Llama, tests/data/exec/SOURCES.md).
+#include "actions/checkpoint_trainable.h"
+#include "actions/train.h"
+#include "exec/blas_threads.h"
+#include "exec/checkpoint_weights.h"
+#include "train/token_file.h"
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace day0;
+
+namespace {
+
+const std::filesystem::path kStories
+    = std::filesystem::path(DAY0_TEST_DATA_DIR) / "exec" / "stories260K-hf";
+
+const actions::CheckpointTrainable& stories()
+{
+    static const auto model = [] {
+        auto m = actions::CheckpointTrainable::load(kStories);
+        EXPECT_TRUE(m.ok()) << m.error().message;
+        return std::move(*m);
+    }();
+    return model;
+}
+
+train::TrainOptions shortRun(std::int64_t steps)
+{
+    train::TrainOptions o;
+    o.steps = steps;
+    o.globalBatch = 4;
+    o.sequenceLength = 24;
+    o.seed = 5;
+    o.schedule = { train::ScheduleKind::WarmupCosine, 3e-3, 3e-4, 2, steps };
+    return o;
+}
+
+std::vector<double> losses(const train::TrainResult& r)
+{
+    std::vector<double> out;
+    for (const auto& s : r.history) {
+        out.push_back(s.loss);
+    }
+    return out;
+}
+
+struct ScratchDir {
+    std::filesystem::path path;
+    explicit ScratchDir(const std::string& name)
+        : path(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid())))
+    {
+        std::filesystem::remove_all(path);
+    }
+    ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
+} // namespace
+
+TEST(CheckpointTrainable, StartsFromTheCheckpointsOwnWeights)
+{
+    const auto& m = stories();
+    const auto params = m.parameters();
+    // Tied embeddings: no lm_head.weight; 5 layers × 9 tensors + embeddings + final norm.
+    ASSERT_EQ(params.size(), 47u);
+    EXPECT_EQ(params.front().name, "model.embed_tokens.weight");
+    const auto layout = train::FlatLayout::of(params);
+    auto weights = exec::openCheckpointWeights(kStories);
+    ASSERT_TRUE(weights.ok());
+    const auto init = m.initialValues(123);
+    EXPECT_EQ(std::int64_t(init.size()), layout.total);
+    EXPECT_EQ(init, m.initialValues(7)); // the seed does not matter
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const auto stored = (*weights)->read(params[i].name)->toDoubles();
+        const auto slice = layout.slice(std::span<const double>(init), i);
+        ASSERT_TRUE(std::equal(stored.begin(), stored.end(), slice.begin(), slice.end()))
+            << params[i].name;
+    }
+}
+
+TEST(CheckpointTrainable, TheBatchGradientIsThePositionWeightedMeanOfTheSequences)
+{
+    const auto& m = stories();
+    const auto init = m.initialValues(0);
+    const train::Batch a { { { 1, 403, 407, 261, 378 } } };
+    const train::Batch b { { { 1, 9, 17 } } };
+    const train::Batch both { { a.sequences[0], b.sequences[0] } };
+    std::vector<double> ga(init.size()), gb(init.size()), gboth(init.size());
+    const auto la = m.lossAndGradients(init, a, DType::F64, ga);
+    const auto lb = m.lossAndGradients(init, b, DType::F64, gb);
+    const auto lboth = m.lossAndGradients(init, both, DType::F64, gboth);
+    ASSERT_TRUE(la.ok() && lb.ok() && lboth.ok());
+    EXPECT_NEAR(*lboth, (4 * *la + 2 * *lb) / 6, 1e-12);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < init.size(); ++i) {
+        worst = std::max(worst, std::abs(gboth[i] - (4 * ga[i] + 2 * gb[i]) / 6));
+    }
+    EXPECT_LT(worst, 1e-14);
+    // A finite difference of the loss along one embedding coordinate agrees.
+    const std::size_t k = 403 * 64 + 5;
+    auto plus = init;
+    auto minus = init;
+    const double h = 1e-5;
+    plus[k] += h;
+    minus[k] -= h;
+    std::vector<double> scratch(init.size());
+    const double fd = (*m.lossAndGradients(plus, both, DType::F64, scratch)
+                          - *m.lossAndGradients(minus, both, DType::F64, scratch))
+        / (2 * h);
+    EXPECT_NEAR(fd, gboth[k], 1e-7 * std::max(1.0, std::abs(fd)));
+}
+
+TEST(CheckpointTrainable, RefusesBf16ComputeAndIdsOutsideTheVocabularyByName)
+{
+    const auto& m = stories();
+    const auto init = m.initialValues(0);
+    std::vector<double> g(init.size());
+    const auto bf16 = m.lossAndGradients(init, { { { 1, 2, 3 } } }, DType::BF16, g);
+    ASSERT_FALSE(bf16.ok());
+    EXPECT_EQ(bf16.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(bf16.error().message.find("fp64 or fp32 only"), std::string::npos);
+    const auto outside = m.lossAndGradients(init, { { { 1, 2, 3 }, { 1, 512 } } }, DType::F64, g);
+    ASSERT_FALSE(outside.ok());
+    EXPECT_NE(outside.error().message.find("batch sequence 1"), std::string::npos)
+        << outside.error().message;
+}
+
+TEST(CheckpointTrainable, TheLossFallsAndDataParallelRanksGiveTheSingleRankCurve)
+{
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(12);
+    auto single = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(single.ok()) << single.error().message;
+    const auto curve = losses(*single);
+    std::printf("stories260K on the chain: loss %.4f -> %.4f over %zu steps\n", curve.front(),
+        curve.back(), curve.size());
+    EXPECT_LT(curve.back(), curve.front() - 0.5);
+    o.dp = 2;
+    o.zero = 1;
+    auto dp2 = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(dp2.ok()) << dp2.error().message;
+    const auto sharded = losses(*dp2);
+    ASSERT_EQ(sharded.size(), curve.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+        worst = std::max(worst, std::abs(sharded[i] - curve[i]));
+    }
+    std::printf("dp=2,zero=1 against one rank: largest loss difference %.3g\n", worst);
+    EXPECT_LE(worst, 1e-9);
+}
+
+TEST(CheckpointTrainable, AKillDrillResumesToABitIdenticalCurve)
+{
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(8);
+    o.dp = 2;
+    auto plain = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    ScratchDir dir("day0_train_ckpt_drill");
+    o.checkpointDir = dir.path;
+    o.checkpointEvery = 3;
+    o.maxRestarts = 1;
+    o.drill = train::Drill { train::DrillKind::Kill, 5, 1 };
+    auto drilled = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(drilled.ok()) << drilled.error().message;
+    EXPECT_EQ(drilled->restarts, 1);
+    EXPECT_EQ(drilled->resumedFromStep, 3);
+    EXPECT_EQ(losses(*drilled), losses(*plain)); // bit for bit
+    EXPECT_EQ(drilled->finalWeights, plain->finalWeights);
+}
+
+TEST(CheckpointTrainable, ATokenFileIsReadInOrderAndItsFaultsAreNamed)
+{
+    ScratchDir dir("day0_train_token_file");
+    std::filesystem::create_directories(dir.path);
+    const auto file = dir.path / "ids.txt";
+    {
+        std::ofstream out(file);
+        out << "# stories260K's own greedy text\n1 403 407 261 378 434 439 261 400 428\n\n"
+               "1, 9, 17, 30, 2\n";
+    }
+    auto data = train::TokenFileData::load(file, 512, 2);
+    ASSERT_TRUE(data.ok()) << data.error().message;
+    EXPECT_EQ(data->sequenceCount(), 2u);
+    const auto b = data->batch(1, 1, 2, 4); // sequences 3 and 4 of the run: lines 1 and 0
+    ASSERT_EQ(b.sequences.size(), 2u);
+    EXPECT_EQ(b.sequences[0], (std::vector<std::int32_t> { 1, 9, 17, 30 }));
+    EXPECT_EQ(b.sequences[1], (std::vector<std::int32_t> { 1, 403, 407, 261 }));
+    {
+        std::ofstream out(file);
+        out << "1 2 3\n4 x 5\n";
+    }
+    auto bad = train::TokenFileData::load(file, 512, 2);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("ids.txt:2: 'x' is not a token id"), std::string::npos)
+        << bad.error().message;
+    {
+        std::ofstream out(file);
+        out << "1 2 3\n4 512\n";
+    }
+    bad = train::TokenFileData::load(file, 512, 2);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("ids.txt:2: token id 512 is outside"), std::string::npos)
+        << bad.error().message;
+}
+
+TEST(CheckpointTrainable, TheTrainActionRefusesWhatTheBackwardLacksByName)
+{
+    Progress progress;
+    actions::TrainRequest request;
+    request.model = kStories.string();
+    request.options = shortRun(2);
+    request.options.precision = train::TrainPrecision::MixedBf16;
+    const auto mixed = actions::trainModel(request, progress);
+    ASSERT_FALSE(mixed.ok());
+    EXPECT_EQ(mixed.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(mixed.error().message.find("bf16-mixed"), std::string::npos);
+    request.options.precision = train::TrainPrecision::F32;
+    const auto f32 = actions::trainModel(request, progress);
+    ASSERT_TRUE(f32.ok()) << f32.error().message;
+    EXPECT_EQ(f32->record.findProperty("checkpoint")->value, kStories.string());
+    EXPECT_NE(f32->record.findProperty("data")->value.find("synthetic order-2 chain over 512"),
+        std::string::npos);
+}
+
+TEST(CheckpointTrainable, OneAdamWStepMatchesThePyTorchTwin)
+{
+    constexpr const char* kPython = "/usr/bin/python3";
+    if (std::system(fmt::format("{} -c 'import torch' >/dev/null 2>&1", kPython).c_str()) != 0) {
+        GTEST_SKIP() << kPython << " has no torch (apt-get install python3-torch)";
+    }
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(1);
+    o.globalBatch = 2;
+    o.sequenceLength = 12;
+    o.schedule = { train::ScheduleKind::Constant, 1e-3, 1e-3, 0, 1 };
+    auto ours = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(ours.ok()) << ours.error().message;
+    const auto batch = corpus.batch(0, 0, o.globalBatch, o.sequenceLength);
+    ScratchDir dir("day0_train_torch_step");
+    std::filesystem::create_directories(dir.path);
+    {
+        const nlohmann::json problem { { "checkpoint", kStories.string() },
+            { "sequences", batch.sequences }, { "lr", ours->history[0].lr },
+            { "beta1", o.adamw.beta1 }, { "beta2", o.adamw.beta2 }, { "eps", o.adamw.eps },
+            { "weight_decay", o.adamw.weightDecay }, { "max_grad_norm", o.maxGradNorm } };
+        std::ofstream(dir.path / "problem.json") << problem.dump();
+    }
+    const auto command
+        = fmt::format("{} {}/torch_train_step.py {} {}", kPython, DAY0_ACTIONS_TEST_DIR,
+            (dir.path / "problem.json").string(), (dir.path / "answer.json").string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto answer = nlohmann::json::parse(std::ifstream(dir.path / "answer.json"));
+    EXPECT_NEAR(ours->history[0].loss, answer["loss"].get<double>(), 1e-12);
+    EXPECT_NEAR(ours->history[0].gradNorm, answer["norm"].get<double>(), 1e-9);
+    const auto params = m.parameters();
+    const auto layout = train::FlatLayout::of(params);
+    ASSERT_EQ(answer["params"].size(), params.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const auto theirs = answer["params"][params[i].name].get<std::vector<double>>();
+        const auto mine = layout.slice(std::span<const double>(ours->finalWeights), i);
+        ASSERT_EQ(theirs.size(), mine.size()) << params[i].name;
+        for (std::size_t k = 0; k < mine.size(); ++k) {
+            worst = std::max(worst, std::abs(mine[k] - theirs[k]));
+        }
+    }
+    std::printf("one AdamW step of stories260K against torch: loss %.15g vs %.15g, largest "
+                "weight difference %.3g\n",
+        ours->history[0].loss, answer["loss"].get<double>(), worst);
+    EXPECT_LE(worst, 1e-6);
+}
+
+TEST(CheckpointTrainable, DataParallelRanksRunOnSingleThreadedBlasAndRestoreIt)
+{
+    const int before = exec::blasThreads();
+    {
+        const exec::SingleThreadedBlas scope;
+        EXPECT_EQ(exec::blasThreads(), 1);
+    }
+    EXPECT_EQ(exec::blasThreads(), before);
+}
