@@ -2,89 +2,17 @@
 // a short staged load with bench serve --check's comparison against the reference engine.
 #include "actions/serving_check.h"
 
-#include "exec/precision.h"
+#include "actions/staged_bench.h"
 #include "serve/bench_check.h"
-#include "serve/openai_server.h"
-#include "serve/scheduler.h"
 #include "serve/serve_bench.h"
-#include "serve/served_model.h"
 
 #include <fmt/format.h>
 
 #include <limits>
 #include <memory>
 #include <optional>
-#include <thread>
 
 namespace day0::actions {
-
-namespace {
-
-/// `day0 serve` in this process on loopback, a free port; stopped (drained first) on destruction.
-class LocalServer {
-public:
-    static Result<std::unique_ptr<LocalServer>> start(const std::filesystem::path& checkpoint,
-        const std::string& precision, int maxRunning, Progress& progress, std::stop_token stop)
-    {
-        auto plan = exec::parsePrecisionPlan(precision);
-        if (!plan) {
-            return plan.error();
-        }
-        auto loaded = serve::loadServedModel(checkpoint, plan->isF64(), progress, stop);
-        if (!loaded) {
-            return loaded.error();
-        }
-        auto out = std::unique_ptr<LocalServer>(new LocalServer());
-        out->m_loaded = std::move(*loaded);
-        serve::SchedulerOptions so;
-        so.maxRunning = maxRunning;
-        so.plan = *plan;
-        so.eosIds = out->m_loaded.eosIds;
-        out->m_scheduler = std::make_unique<serve::Scheduler>(std::move(*out->m_loaded.engine), so);
-        serve::ServedModel model;
-        model.name = out->m_loaded.name;
-        model.vocabSize = out->m_scheduler->spec().vocabSize;
-        model.contextLimit = out->m_scheduler->contextLimit();
-        model.tokenizer = out->m_loaded.tokenizer.get();
-        model.chatTemplate = out->m_loaded.chat ? &*out->m_loaded.chat : nullptr;
-        serve::ServerOptions o;
-        o.host = "127.0.0.1";
-        o.port = 0;
-        o.chatRefusal = out->m_loaded.chatRefusal;
-        o.threads = std::size_t(maxRunning + 8);
-        out->m_server = std::make_unique<serve::OpenAiServer>(*out->m_scheduler, model, o);
-        auto port = out->m_server->bind();
-        if (!port) {
-            return port.error();
-        }
-        out->m_url = fmt::format("http://127.0.0.1:{}", *port);
-        out->m_thread = std::thread([server = out->m_server.get()] { server->serve(); });
-        return out;
-    }
-    ~LocalServer()
-    {
-        if (m_thread.joinable()) {
-            m_server->refuseNew();
-            m_scheduler->drain(std::chrono::seconds(30));
-            m_server->stop();
-            m_thread.join();
-        }
-    }
-    LocalServer(const LocalServer&) = delete;
-    LocalServer& operator=(const LocalServer&) = delete;
-    [[nodiscard]] const std::string& url() const { return m_url; }
-    [[nodiscard]] std::string decodePath() const { return m_scheduler->decodePath(); }
-
-private:
-    LocalServer() = default;
-    serve::LoadedModel m_loaded;
-    std::unique_ptr<serve::Scheduler> m_scheduler;
-    std::unique_ptr<serve::OpenAiServer> m_server;
-    std::thread m_thread;
-    std::string m_url;
-};
-
-} // namespace
 
 Result<ServingCheckOutcome> checkServing(
     const ServingCheckOptions& options, Progress& progress, std::stop_token stop)
@@ -112,8 +40,8 @@ Result<ServingCheckOutcome> checkServing(
         for (const int c : options.concurrency) {
             maxRunning = std::max(maxRunning, c);
         }
-        auto started
-            = LocalServer::start(options.checkpoint, options.precision, maxRunning, loading, stop);
+        auto started = LocalServer::start(
+            options.checkpoint.string(), options.precision, maxRunning, loading, stop);
         if (!started) {
             return started.error().withContext("serving check: day0 serve");
         }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <thread>
@@ -62,6 +63,10 @@ LocalServer::LocalServer(std::unique_ptr<Impl> impl)
 LocalServer::~LocalServer()
 {
     if (m_impl->server) {
+        m_impl->server->refuseNew();
+        if (m_impl->scheduler) {
+            m_impl->scheduler->drain(std::chrono::seconds(30));
+        }
         m_impl->server->stop();
     }
     if (m_impl->http.joinable()) {
@@ -70,6 +75,8 @@ LocalServer::~LocalServer()
 }
 
 const std::string& LocalServer::url() const { return m_impl->url; }
+
+std::string LocalServer::decodePath() const { return m_impl->scheduler->decodePath(); }
 
 Result<std::unique_ptr<LocalServer>> LocalServer::start(const std::string& checkpoint,
     const std::string& precision, int maxRequests, Progress& progress, std::stop_token stop)

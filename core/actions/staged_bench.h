@@ -66,8 +66,9 @@ struct StagedBenchOutcome {
 Result<StagedBenchOutcome> runStagedBench(const StagedBenchRequest& request, Progress& progress,
     std::stop_token stop, const std::function<void(const BenchLevelOutcome&)>& onLevel = {});
 
-/// `checkpoint` served by the OpenAI server on 127.0.0.1 at a free port until destroyed (then
-/// in-flight handlers finish and the server stops).
+/// `checkpoint` served by the OpenAI server on 127.0.0.1 at a free port until destroyed (then it
+/// refuses new requests, lets those in flight finish, at most 30 s, and stops). The one
+/// in-process server of the Serving panel's bench and validate's serving step.
 class LocalServer {
 public:
     /// Loads `checkpoint` in `precision` (a `day0 run --precision` spelling) and binds; room
@@ -79,6 +80,9 @@ public:
     LocalServer& operator=(const LocalServer&) = delete;
 
     [[nodiscard]] const std::string& url() const;
+    /// How the server's decode steps run: batched, or one after another and why
+    /// (serve::Scheduler::decodePath).
+    [[nodiscard]] std::string decodePath() const;
 
     struct Impl;
 

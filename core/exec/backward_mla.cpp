@@ -13,6 +13,23 @@
 
 namespace day0::exec::detail {
 
+namespace {
+
+/// The widths both passes use: hidden, query heads, each head's no-RoPE and RoPE lanes and their
+/// sum, the value head width and the compressed kv rank.
+struct MlaDims {
+    std::int64_t h, heads, nope, rd, qk, vd, kvr;
+};
+
+MlaDims mlaDims(const model::ModelSpec& spec)
+{
+    const auto& m = spec.mla;
+    return { spec.hiddenSize, spec.numHeads, m.qkNopeHeadDim, m.qkRopeHeadDim,
+        m.qkNopeHeadDim + m.qkRopeHeadDim, m.vHeadDim, m.kvLoraRank };
+}
+
+} // namespace
+
 template <typename T>
 void mlaForward(const model::ModelSpec& spec, const ParameterSet<T>& p, const Rope& rope,
     double scale, int layer, LayerActivations<T>& a, std::span<const std::int64_t> positions,
@@ -20,13 +37,7 @@ void mlaForward(const model::ModelSpec& spec, const ParameterSet<T>& p, const Ro
 {
     const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
     const auto& m = spec.mla;
-    const std::int64_t h = spec.hiddenSize;
-    const std::int64_t heads = spec.numHeads;
-    const std::int64_t nope = m.qkNopeHeadDim;
-    const std::int64_t rd = m.qkRopeHeadDim;
-    const std::int64_t qk = nope + rd;
-    const std::int64_t vd = m.vHeadDim;
-    const std::int64_t kvr = m.kvLoraRank;
+    const auto [h, heads, nope, rd, qk, vd, kvr] = mlaDims(spec);
     a.q.resize(std::size_t(n * heads * qk));
     if (m.qLoraRank > 0) {
         a.qa.resize(std::size_t(n * m.qLoraRank));
@@ -91,13 +102,7 @@ void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& r
 {
     const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
     const auto& m = spec.mla;
-    const std::int64_t h = spec.hiddenSize;
-    const std::int64_t heads = spec.numHeads;
-    const std::int64_t nope = m.qkNopeHeadDim;
-    const std::int64_t rd = m.qkRopeHeadDim;
-    const std::int64_t qk = nope + rd;
-    const std::int64_t vd = m.vHeadDim;
-    const std::int64_t kvr = m.kvLoraRank;
+    const auto [h, heads, nope, rd, qk, vd, kvr] = mlaDims(spec);
     std::vector<T> dctx(a.ctx.size());
     linearBackward<T>(a.ctx.data(), p.value(attn + ".o_proj.weight"), dout, dctx.data(),
         p.grad(attn + ".o_proj.weight"), nullptr, n, heads * vd, h, false);

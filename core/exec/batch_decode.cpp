@@ -2,6 +2,7 @@
 #include "exec/batch_decode.h"
 
 #include "exec/forward.h"
+#include "exec/null_taps.h"
 
 #include <fmt/format.h>
 
@@ -14,25 +15,6 @@ template <typename T> const DecodeBatch<T>*& decodeBatchSlot()
     thread_local const DecodeBatch<T>* slot = nullptr;
     return slot;
 }
-
-/// A batched decode captures and injects nothing.
-template <typename T> class NoBatchTaps final : public Taps<T> {
-public:
-    [[nodiscard]] bool wants(const std::string& /*name*/) const override { return false; }
-    void record(const std::string& /*name*/, const T* /*data*/, const numerics::Shape& /*shape*/,
-        std::string_view /*op*/) override
-    {
-    }
-    void recordIds(const std::string& /*name*/, std::span<const std::int64_t> /*ids*/,
-        const numerics::Shape& /*shape*/) override
-    {
-    }
-    bool inject(const std::string& /*anchor*/, T* /*x*/, std::int64_t /*rows*/,
-        std::int64_t /*width*/) override
-    {
-        return false;
-    }
-};
 
 } // namespace
 
@@ -76,7 +58,7 @@ Result<std::vector<T>> decodeBatch(std::span<Forward<T>* const> seqs,
     }
     const DecodeBatch<T> batch { seqs, starts };
     decodeBatchSlot<T>() = &batch;
-    NoBatchTaps<T> taps;
+    NullTaps<T> taps;
     auto out = seqs.front()->step(ids, 0, taps, stop);
     decodeBatchSlot<T>() = nullptr;
     return out;

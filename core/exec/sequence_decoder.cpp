@@ -2,6 +2,7 @@
 
 #include "exec/batch_decode.h"
 #include "exec/forward.h"
+#include "exec/null_taps.h"
 #include "numerics/metrics.h"
 
 #include <fmt/format.h>
@@ -11,29 +12,6 @@
 #include <variant>
 
 namespace day0::exec {
-
-namespace {
-
-/// Captures nothing and injects nothing: a served sequence keeps only its logits.
-template <typename T> class NoTaps final : public detail::Taps<T> {
-public:
-    [[nodiscard]] bool wants(const std::string& /*name*/) const override { return false; }
-    void record(const std::string& /*name*/, const T* /*data*/, const numerics::Shape& /*shape*/,
-        std::string_view /*op*/) override
-    {
-    }
-    void recordIds(const std::string& /*name*/, std::span<const std::int64_t> /*ids*/,
-        const numerics::Shape& /*shape*/) override
-    {
-    }
-    bool inject(const std::string& /*anchor*/, T* /*x*/, std::int64_t /*rows*/,
-        std::int64_t /*width*/) override
-    {
-        return false;
-    }
-};
-
-} // namespace
 
 struct SequenceDecoder::State {
     const Engine* engine = nullptr; ///< whose weights it reads (feedBatch needs one engine)
@@ -99,7 +77,7 @@ Result<std::vector<double>> SequenceDecoder::feed(
     auto logits = std::visit(
         [&]<typename T>(
             std::unique_ptr<detail::Forward<T>>& forward) -> Result<std::vector<double>> {
-            NoTaps<T> taps;
+            detail::NullTaps<T> taps;
             auto out = forward->step(ids, m_position, taps, stop);
             if (!out) {
                 return out.error();
