@@ -234,7 +234,10 @@ TEST(BenchServeCli, CheckAgreesWithDay0ServesGreedyTokens)
     EXPECT_EQ(c["checked"], 6);
     EXPECT_EQ(c["diverged"], 0);
     EXPECT_EQ(c["logprobs_compared"], 6);
-    EXPECT_LE(c["max_logprob_delta"].get<double>(), 1e-9);
+    // Three requests at once decode as one batched step (one GEMM over their rows) while the
+    // reference decodes one row at a time (GEMV): the same sums in another order, so the
+    // log-probabilities agree to fp32 rounding, not bit for bit. The tokens are equal (above).
+    EXPECT_LE(c["max_logprob_delta"].get<double>(), 1e-5);
 }
 
 TEST(BenchServeCli, CheckCatchesABatchDependentEndpointAtTheLevelWhereItStarts)

@@ -219,7 +219,7 @@ TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
     const auto validate = runDay0({ "validate", dir + "/released", "--precision", "fp32", "--work",
         dir + "/validate", "--no-record", "-q" });
     EXPECT_EQ(validate.exitCode, 0) << validate.out << validate.err;
-    EXPECT_TRUE(contains(validate.out + validate.err, "8 of 8 steps passed"))
+    EXPECT_TRUE(contains(validate.out + validate.err, "9 of 9 steps passed"))
         << validate.out << validate.err;
     const auto nvfp4 = runDay0({ "validate", dir + "/released", "--precision", "nvfp4", "--work",
         dir + "/validate-nvfp4", "--no-record", "-q" });

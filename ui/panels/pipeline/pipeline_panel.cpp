@@ -10,6 +10,7 @@
 #include "widgets/formatting.h"
 #include "widgets/key_columns.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDir>
@@ -75,7 +76,19 @@ QIcon statusIcon(pipeline::StepStatus status)
 const char* const kTitles[] = { "Weight acquisition and integrity",
     "Architecture check and format conversion", "Sharding for the plan and reassembly check",
     "Single-rank smoke test", "Multi-rank run equals single-rank",
-    "Precision against the reference", "Performance and memory", "Report" };
+    "Precision against the reference", "Performance and memory", "Serving under load", "Report" };
+
+/// The rows' step ids: day0 validate's steps with the serving step before the report (its row
+/// says "off" when the step is not asked for).
+const std::vector<std::string>& rowStepIds()
+{
+    static const std::vector<std::string> ids = [] {
+        auto out = pipeline::day0StepIds();
+        out.insert(out.end() - 1, pipeline::kServingStepId);
+        return out;
+    }();
+    return ids;
+}
 
 } // namespace
 
@@ -139,6 +152,13 @@ void PipelinePanel::buildUi()
     form->addRow(tr("Precision"), m_precision);
     form->addRow(tr("Target on"), m_backend);
     form->addRow(tr("Tokens"), m_tokens);
+    m_serve = new QCheckBox(tr("Serve the checkpoint under load and check its tokens"), this);
+    m_serve->setChecked(true); // as day0 validate (--no-serve leaves it out)
+    m_serve->setToolTip(
+        tr("day0 validate's serving step: day0 serve in this process on the validated checkpoint "
+           "(fp32, loopback), concurrency 1 and 4, every answer's tokens compared with the "
+           "reference engine's"));
+    form->addRow(tr("Serving"), m_serve);
 
     m_start = new QPushButton(tr("Start"), this);
     m_cancel = new QPushButton(tr("Cancel"), this);
@@ -219,6 +239,12 @@ void PipelinePanel::resetSteps()
         m_steps->setItem(row, kTime, new QTableWidgetItem());
         m_steps->setItem(row, kResult, new QTableWidgetItem());
     }
+    const auto& ids = rowStepIds();
+    const auto serving = int(
+        std::find(ids.begin(), ids.end(), std::string(pipeline::kServingStepId)) - ids.begin());
+    if (!m_serve->isChecked() && serving < m_steps->rowCount()) {
+        m_steps->item(serving, kResult)->setText(tr("off"));
+    }
 }
 
 pipeline::ValidateOptions PipelinePanel::options() const
@@ -228,6 +254,7 @@ pipeline::ValidateOptions PipelinePanel::options() const
     o.plan = fromQString(m_plan->text().trimmed());
     o.precision = fromQString(m_precision->currentText());
     o.tokens = m_tokens->value();
+    o.serve = m_serve->isChecked();
     o.work = m_workDir.isEmpty() ? pipeline::defaultWorkDir(o.model)
                                  : std::filesystem::path(fromQString(m_workDir));
     return o;
@@ -328,7 +355,7 @@ void PipelinePanel::stepStarted(quint64 generation, const pipeline::StepRecord& 
     if (generation != m_generation || !m_ticket->busy()) {
         return;
     }
-    const auto& ids = pipeline::day0StepIds();
+    const auto& ids = rowStepIds();
     const auto row = int(std::find(ids.begin(), ids.end(), step.id) - ids.begin());
     if (row < m_steps->rowCount()) {
         m_steps->item(row, kStatus)->setIcon(statusIcon(pipeline::StepStatus::Running));
@@ -343,7 +370,7 @@ void PipelinePanel::stepFinished(quint64 generation, const pipeline::StepRecord&
     if (generation != m_generation || !m_ticket->busy()) {
         return;
     }
-    const auto& ids = pipeline::day0StepIds();
+    const auto& ids = rowStepIds();
     const auto row = int(std::find(ids.begin(), ids.end(), step.id) - ids.begin());
     const QString status = toQString(pipeline::stepStatusName(step.status));
     const QString text = toQString(step.reason.empty() ? step.report.summary : step.reason);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -90,6 +91,7 @@ private:
     QComboBox* m_precision = nullptr;
     QComboBox* m_backend = nullptr; ///< where the target runs ("cpu" or a backend plugin)
     QSpinBox* m_tokens = nullptr;
+    QCheckBox* m_serve = nullptr; ///< the serving step, on as in day0 validate
     QPushButton* m_start = nullptr;
     QPushButton* m_cancel = nullptr;
     QPushButton* m_open = nullptr;
