@@ -126,6 +126,12 @@ void sendCompletion(const BenchOptions& o, RequestRecord& r)
     std::optional<std::int64_t> usage;
     const auto start = BenchClock::now();
     r.sendClock = std::chrono::duration<double>(start.time_since_epoch()).count();
+    // Every way out below (completed, an error status, a transport error) stamps the end.
+    struct EndStamp {
+        RequestRecord& record;
+        BenchClock::time_point start;
+        ~EndStamp() { record.ended = secondsBetween(start, BenchClock::now()); }
+    } endStamp { r, start };
     auto lastByte = start;
     const auto malformed = [&](std::string message) {
         if (r.errorKind.empty()) {

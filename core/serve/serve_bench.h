@@ -52,6 +52,9 @@ struct RequestRecord {
     double ttft = 0.0; ///< to the first chunk carrying a token
     double e2el = 0.0; ///< to the last chunk carrying a token
     std::vector<double> itl; ///< gaps between chunks carrying tokens
+    /// To its end: the response's end when it completed, its failure (error status,
+    /// transport error, timeout, malformed event) when it failed; 0 when never sent.
+    double ended = 0.0;
     std::int64_t promptTokens = 0;
     std::int64_t outputTokens = 0; ///< usage.completion_tokens, else the chunks counted
     std::vector<std::int64_t> tokenIds; ///< choices[0].token_ids where the server sends them

@@ -6,6 +6,8 @@
 #include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/serving/bench_level_model.h"
+#include "panels/serving/local_server_box.h"
+#include "panels/serving/request_timeline.h"
 #include "panels/serving/stage_table.h"
 #include "session/session.h"
 #include "widgets/colors.h"
@@ -22,6 +24,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
@@ -48,6 +51,14 @@ QDoubleSpinBox* sloBox(QWidget* parent, const QString& tip)
     box->setSpecialValueText(QObject::tr("none"));
     box->setToolTip(tip);
     return box;
+}
+
+QString timelineEmptyText()
+{
+    return QObject::tr("Each request of a level appears here as a bar from send to end (the wait "
+                       "for the first token, then the decode with a tick per token; failed "
+                       "requests crossed) once the level has run; select a level row to see its "
+                       "requests; press Run");
 }
 
 } // namespace
@@ -88,9 +99,11 @@ void ServingPanel::buildUi()
 {
     m_target = new QComboBox(this);
     m_target->addItem(tr("Session checkpoint, served here"));
+    m_serverBox = new LocalServerBox(m_session, m_jobs, this);
     m_target->addItem(tr("Endpoint URL"));
     m_target->setToolTip(tr("The session's checkpoint served in-process by the OpenAI server on a "
-                            "loopback port for the run, or any OpenAI-compatible endpoint"));
+                            "loopback port for the run (by the standing local server while it "
+                            "runs), or any OpenAI-compatible endpoint"));
     m_checkpoint = new ElidedLabel(this);
     m_url = new QLineEdit(this);
     m_url->setPlaceholderText(QStringLiteral("http://127.0.0.1:8000"));
@@ -178,10 +191,16 @@ void ServingPanel::buildUi()
     auto* charts = new QSplitter(Qt::Horizontal, this);
     charts->addWidget(m_pareto);
     charts->addWidget(m_latency);
+    m_timeline = new RequestTimeline(this);
+    m_timeline->setEmptyText(timelineEmptyText());
+    connect(m_resultView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+        [this](
+            const QModelIndex& current) { showTimeline(current.isValid() ? current.row() : -1); });
 
     auto* form = new QFormLayout;
     form->addRow(tr("Target"), targetRow);
     form->addRow(tr("Checkpoint"), m_checkpoint);
+    form->addRow(tr("Local server"), m_serverBox);
 
     auto* top = new QWidget(this);
     auto* topLayout = new QVBoxLayout(top);
@@ -195,9 +214,11 @@ void ServingPanel::buildUi()
     split->addWidget(top);
     split->addWidget(m_resultView);
     split->addWidget(charts);
+    split->addWidget(m_timeline);
     split->setStretchFactor(0, 2);
     split->setStretchFactor(1, 2);
     split->setStretchFactor(2, 3);
+    split->setStretchFactor(3, 2);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(split, 1);
 
@@ -287,11 +308,19 @@ void ServingPanel::startJob(actions::StagedBenchRequest request, bool record)
 {
     const quint64 generation = ++m_generation;
     m_model->clear();
+    m_timeline->setEmptyText(timelineEmptyText());
     m_levelCount = int(request.stages.size());
     m_recorded = 0;
     refreshCharts();
     m_runButton->setEnabled(false);
     m_cancelButton->setEnabled(true);
+    // A standing local server serves the session's checkpoint: the bench holds it until it ends.
+    std::shared_ptr<actions::LocalServer> server;
+    if (request.url.empty() && m_serverBox->server()) {
+        server = m_serverBox->server();
+        request.url = server->url();
+        m_serverBox->setBenchRunning(true);
+    }
     m_summary->setText(record ? tr("Running %1 levels…").arg(m_levelCount)
                               : tr("Running the default levels on the demo checkpoint (not "
                                    "recorded; press Run to record a bench)…"));
@@ -301,7 +330,7 @@ void ServingPanel::startJob(actions::StagedBenchRequest request, bool record)
     m_timer->start();
     using Work = std::function<Outcome(
         Progress&, std::stop_token, const std::function<void(actions::BenchLevelOutcome &&)>&)>;
-    Work work = [request, record, state = m_progressState](Progress&, std::stop_token stop,
+    Work work = [request, record, server, state = m_progressState](Progress&, std::stop_token stop,
                     const std::function<void(actions::BenchLevelOutcome &&)>& stage) {
         Outcome out;
         out.record = record;
@@ -318,6 +347,9 @@ void ServingPanel::startJob(actions::StagedBenchRequest request, bool record)
             req, *state, stop, [&stage](const actions::BenchLevelOutcome& level) {
                 stage(actions::BenchLevelOutcome(level));
             });
+        if (out.bench && server) {
+            out.bench->record.setProperty("served", "local server");
+        }
         if (out.bench && record) {
             auto recorded = history::recordRun(out.bench->record);
             if (!recorded) {
@@ -354,6 +386,7 @@ void ServingPanel::setIdle()
     m_timer->stop();
     m_runButton->setEnabled(true);
     m_cancelButton->setEnabled(false);
+    m_serverBox->setBenchRunning(false);
 }
 
 void ServingPanel::levelDone(quint64 generation, actions::BenchLevelOutcome&& level)
@@ -363,6 +396,21 @@ void ServingPanel::levelDone(quint64 generation, actions::BenchLevelOutcome&& le
     }
     m_model->append(level);
     refreshCharts();
+    if (!m_resultView->selectionModel()->currentIndex().isValid()) {
+        showTimeline(m_model->rowCount() - 1); // the newest level until one is selected
+    }
+}
+
+void ServingPanel::showTimeline(int row)
+{
+    const auto& levels = m_model->levels();
+    if (row < 0 || std::size_t(row) >= levels.size()) {
+        m_timeline->setEmptyText(timelineEmptyText());
+        return;
+    }
+    const auto& level = levels[std::size_t(row)];
+    m_timeline->setLevel(
+        tr("level %1 (%2)").arg(row + 1).arg(toQString(level.label)), level.result);
 }
 
 void ServingPanel::pollProgress()

@@ -27,7 +27,9 @@ class BenchLevelModel;
 class ElidedLabel;
 class JobRunner;
 class JobTicket;
+class LocalServerBox;
 class PlotWidget;
+class RequestTimeline;
 class Session;
 class StageTable;
 
@@ -37,9 +39,12 @@ class StageTable;
 /// the load levels are edited in a table; Run runs them in order as a background job with
 /// progress and Cancel. Each finished level adds a row of TTFT/TPOT/ITL/E2EL percentiles,
 /// throughputs, goodput under the SLOs, errors by kind and the --check outcome, and a point of
-/// the tokens/s/user against tokens/s curve. A finished run is recorded in the run store (a
-/// bench run, as the CLI's). For a model that runs shrunk, the default stages run once when the
-/// panel is first shown (not recorded).
+/// the tokens/s/user against tokens/s curve; the selected level's requests (the newest level's
+/// until one is selected) are drawn on a timeline. A standing local server of the session's
+/// checkpoint can be started and stopped (LocalServerBox): while it runs, benches of the session
+/// checkpoint run against it instead of a server of their own. A finished run is recorded in
+/// the run store (a bench run, as the CLI's). For a model that runs shrunk, the default stages
+/// run once when the panel is first shown (not recorded).
 class ServingPanel : public QWidget {
     Q_OBJECT
 public:
@@ -67,6 +72,8 @@ public:
     [[nodiscard]] PlotWidget* paretoPlot() const { return m_pareto; }
     [[nodiscard]] PlotWidget* latencyPlot() const { return m_latency; }
     [[nodiscard]] QLabel* summaryLabel() const { return m_summary; }
+    [[nodiscard]] RequestTimeline* requestTimeline() const { return m_timeline; }
+    [[nodiscard]] LocalServerBox* serverBox() const { return m_serverBox; }
     /// The run id the last finished bench was recorded as; 0 when none.
     [[nodiscard]] qint64 recordedRun() const { return m_recorded; }
 
@@ -91,6 +98,8 @@ private:
     void deliver(quint64 generation, Outcome&& outcome);
     void pollProgress();
     void refreshCharts();
+    /// Shows level `row`'s requests on the timeline (the empty state for none).
+    void showTimeline(int row);
     void setIdle();
 
     Session& m_session;
@@ -119,6 +128,8 @@ private:
     QTableView* m_resultView = nullptr;
     PlotWidget* m_pareto = nullptr;
     PlotWidget* m_latency = nullptr;
+    RequestTimeline* m_timeline = nullptr;
+    LocalServerBox* m_serverBox = nullptr;
     QTimer* m_timer = nullptr;
 };
 
