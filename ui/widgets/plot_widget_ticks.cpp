@@ -23,6 +23,26 @@ QSizeF labelSize(const QFontMetrics& metrics, const QString& text)
     return metrics.boundingRect(QRect(), Qt::TextDontClip | Qt::AlignCenter, text).size();
 }
 
+/// `text`'s words in lines no wider than `room` pixels (a word wider than that stands alone).
+QStringList wrapWords(const QString& text, const QFontMetrics& metrics, int room)
+{
+    QStringList lines;
+    QString line;
+    for (const QString& word : text.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+        const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+        if (!line.isEmpty() && metrics.horizontalAdvance(longer) > room) {
+            lines << line;
+            line = word;
+        } else {
+            line = longer;
+        }
+    }
+    if (!line.isEmpty()) {
+        lines << line;
+    }
+    return lines;
+}
+
 } // namespace
 
 bool tickLabelsCollide(const TickLabels& labels, double gap)
@@ -195,20 +215,7 @@ void PlotWidget::Private::wrapTitle(int width)
 {
     const QFontMetrics metrics(title->font());
     const int room = std::max(40, width - 12);
-    QStringList lines;
-    QString line;
-    for (const QString& word : fullTitle.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
-        const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
-        if (!line.isEmpty() && metrics.horizontalAdvance(longer) > room) {
-            lines << line;
-            line = word;
-        } else {
-            line = longer;
-        }
-    }
-    if (!line.isEmpty()) {
-        lines << line;
-    }
+    const QStringList lines = wrapWords(fullTitle, metrics, room);
     title->setText(lines.join(QLatin1Char('\n')));
 }
 
@@ -220,20 +227,7 @@ bool PlotWidget::Private::wrapAxisLabels()
         const QFontMetrics metrics(ax->labelFont());
         const QRect rect = ax->axisRect()->rect();
         const int room = std::max(1, a == Axis::X ? rect.width() : rect.height());
-        QStringList lines;
-        QString line;
-        for (const QString& word : fullLabel[int(a)].split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
-            const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
-            if (!line.isEmpty() && metrics.horizontalAdvance(longer) > room) {
-                lines << line;
-                line = word;
-            } else {
-                line = longer;
-            }
-        }
-        if (!line.isEmpty()) {
-            lines << line;
-        }
+        QStringList lines = wrapWords(fullLabel[int(a)], metrics, room);
         // A word longer than a very short axis is elided rather than run past it.
         for (QString& l : lines) {
             l = metrics.elidedText(l, Qt::ElideRight, room);
