@@ -82,7 +82,14 @@ QVariant ParameterTableModel::data(const QModelIndex& index, int role) const
 
 QVariant ParameterTableModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
+    if (orientation != Qt::Horizontal) {
+        return {};
+    }
+    if (role == Qt::ToolTipRole && Column(section) == Active) {
+        return tr("Active parameters per token: those a token passes through (its routed and "
+                  "shared experts, not every expert)");
+    }
+    if (role != Qt::DisplayRole) {
         return {};
     }
     switch (Column(section)) {
@@ -91,7 +98,7 @@ QVariant ParameterTableModel::headerData(int section, Qt::Orientation orientatio
     case Total:
         return tr("Total");
     case Active:
-        return tr("Active / token");
+        return tr("Active");
     case Share:
         return tr("Share");
     case ColumnCount:

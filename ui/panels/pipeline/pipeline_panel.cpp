@@ -197,7 +197,7 @@ void PipelinePanel::buildUi()
     m_log->setMaximumBlockCount(5000);
     m_log->setPlaceholderText(tr("Step messages appear here."));
     m_summary
-        = new QLabel(tr("Validate a model or checkpoint through the eight Day-0 steps."), this);
+        = new QLabel(tr("Validate a model or checkpoint through the Day-0 steps (the serving step when Serving is checked)."), this);
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
