@@ -2,11 +2,11 @@
 // (--backend cuda), in a reference or emulated precision, with dumps and an optional reference
 // run (always on the CPU) compared in one go.
 #include "actions/compare.h"
-#include "actions/gradients.h"
 #include "actions/run.h"
 #include "base/json_util.h"
 #include "base/units.h"
 #include "cmd_compare.h"
+#include "cmd_run_args.h"
 #include "cmd_run_plan.h"
 #include "command.h"
 #include "exec/checkpoint_weights.h"
@@ -34,116 +34,7 @@ namespace day0::cli {
 
 namespace {
 
-struct RunArgs {
-    std::string checkpoint;
-    std::string backend = "cpu";
-    int device = -1; ///< -1: 0, or the local rank of an MPI plan run
-    std::string precision = "fp32";
-    std::string opPrecision;
-    std::string layerPrecision;
-    std::string fp8Scaling = "tensor";
-    std::string reference;
-    std::string prompt;
-    std::string ids;
-    std::string image;
-    std::int64_t tokens = 8;
-    std::int64_t deltaChunk = exec::kDeltaRuleChunk;
-    std::string dump;
-    bool inject = false;
-    bool fp32Leg = false;
-    bool inputs = false;
-    bool projections = false;
-    bool state = false; ///< --capture-state
-    std::string stateDtype; ///< --state-dtype; empty: the state in the compute type
-    bool statsOnly = false;
-    std::vector<std::string> capture;
-    std::string tolerances;
-    bool all = false;
-    PlanRunArgs planned; ///< --plan, --ranks, --micro-batches, --comm-trace, --comm-timeout
-    std::string trace; ///< CPU trace output (default: trace.json in the dump folder)
-    /// Device profiler plugin whose records join the trace: "auto" (cupti for the cuda backend),
-    /// "none" or a profiler plugin's name.
-    std::string profiler = "auto";
-    bool stream = false; ///< --stream: weights streamed layer by layer
-    std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
-    bool grad = false; ///< --grad: the loss's gradients instead of a generation
-    std::string targets; ///< --targets: one per id (-1: not counted); empty: the next token
-    std::string layers; ///< --layers A-B: a slice of the decoder layers
-    std::string sliceInput; ///< --slice-input DIR: the dump feeding the slice
-    bool tokensGiven = false; ///< --tokens was on the command line
-};
-
-/// What --layers cannot run with, named; nullopt when the options go together.
-std::optional<Error> refuseWithSlice(const RunArgs& a)
-{
-    if (a.layers.empty()) {
-        if (!a.sliceInput.empty()) {
-            return Error::badInput("--slice-input feeds a slice of the layers; add --layers A-B");
-        }
-        return std::nullopt;
-    }
-    const std::vector<std::pair<bool, const char*>> refused {
-        { !a.planned.plan.empty(), "--plan" },
-        { !a.reference.empty(), "--reference (compare the slice's dump with day0 compare)" },
-        { a.inject, "--inject" },
-        { a.fp32Leg, "--fp32-leg" },
-        { a.backend != "cpu", "--backend (a slice runs on the CPU reference)" },
-        { !a.image.empty(), "--image" },
-        { !a.prompt.empty(), "--prompt (a slice runs the tokens of its input dump)" },
-        { a.precision != "fp32" && a.precision != "fp64",
-            "--precision other than fp32/fp64 (a slice runs the reference)" },
-        { !a.opPrecision.empty(), "--op-precision" },
-        { !a.layerPrecision.empty(), "--layer-precision" },
-        { !a.stateDtype.empty(), "--state-dtype" },
-    };
-    for (const auto& [bad, what] : refused) {
-        if (bad) {
-            return Error::badInput(fmt::format("--layers does not run with {}", what));
-        }
-    }
-    if (a.sliceInput.empty()) {
-        return Error::badInput("--layers needs --slice-input DIR: the dump of a prior run holding "
-                               "the residual stream entering the first layer");
-    }
-    return std::nullopt;
-}
-
-/// What --stream cannot run with, named; nullopt when the options go together.
-std::optional<Error> refuseWithStream(const RunArgs& a)
-{
-    if (!a.stream) {
-        if (!a.memoryBudget.empty()) {
-            return Error::badInput("--memory-budget bounds a streamed run's weights; add --stream");
-        }
-        return std::nullopt;
-    }
-    // With --reference the reference streams and an emulated or backend target loads whole (the
-    // output says so); alone, the target itself must stream.
-    const bool alone = a.reference.empty();
-    const std::vector<std::pair<bool, const char*>> refused {
-        { !a.planned.plan.empty(), "--plan (a sharded run holds each rank's weights)" },
-        { a.inject && alone, "--inject (needs the reference run)" },
-        { a.fp32Leg && alone, "--fp32-leg (needs the reference run)" },
-        { a.backend != "cpu" && alone,
-            "--backend (streamed runs compute on the CPU reference; add --reference to stream "
-            "the reference beside a backend target)" },
-        { !a.image.empty(), "--image (the vision tower is not streamed)" },
-        { a.precision != "fp32" && a.precision != "fp64" && alone,
-            "--precision other than fp32/fp64 without --reference (an emulated precision keeps "
-            "a rounded copy of every weight)" },
-        { !a.opPrecision.empty() && alone,
-            "--op-precision without --reference (streamed runs are the fp32/fp64 reference)" },
-        { !a.layerPrecision.empty() && alone,
-            "--layer-precision without --reference (streamed runs are the fp32/fp64 "
-            "reference)" },
-    };
-    for (const auto& [bad, what] : refused) {
-        if (bad) {
-            return Error::badInput(fmt::format("--stream does not run with {}", what));
-        }
-    }
-    return std::nullopt;
-}
+using namespace run_detail;
 
 nlohmann::json streamJson(const exec::StreamStats& s)
 {
@@ -208,36 +99,6 @@ struct RunTrace {
         }
     }
 };
-
-Result<std::vector<std::int64_t>> parseIds(const std::string& text)
-{
-    std::vector<std::int64_t> ids;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const auto comma = text.find(',', start);
-        const std::string item
-            = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) {
-            try {
-                std::size_t used = 0;
-                ids.push_back(std::stoll(item, &used));
-                if (used != item.size()) {
-                    throw std::invalid_argument(item);
-                }
-            } catch (const std::exception&) {
-                return Error::badInput(fmt::format("--ids: '{}' is not an integer token id", item));
-            }
-        }
-        if (comma == std::string::npos) {
-            break;
-        }
-        start = comma + 1;
-    }
-    if (ids.empty()) {
-        return Error::badInput("--ids: no token ids given");
-    }
-    return ids;
-}
 
 Result<std::vector<std::int64_t>> promptIds(const RunArgs& a)
 {
@@ -318,83 +179,6 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
         p.prompts.push_back(std::move(*ids));
     }
     return runPlanned(p, global);
-}
-
-/// `--grad`: the next-token loss of the ids and its gradients (exec/backward.h), as a dump.
-int runGradients(const RunArgs& a, const GlobalOptions& global)
-{
-    const std::vector<std::pair<bool, const char*>> refused {
-        { !a.planned.plan.empty(), "--plan" },
-        { !a.reference.empty(), "--reference (compare two gradient dumps with day0 compare)" },
-        { a.inject, "--inject" },
-        { a.fp32Leg, "--fp32-leg" },
-        { a.backend != "cpu", "--backend (gradients run on the CPU reference)" },
-        { a.stream, "--stream" },
-        { !a.layers.empty() || !a.sliceInput.empty(), "--layers / --slice-input" },
-        { !a.image.empty(), "--image" },
-        { !a.prompt.empty(), "--prompt (give the sequence as --ids)" },
-        { a.precision != "fp32" && a.precision != "fp64",
-            "--precision other than fp32/fp64 (no emulated-precision backward yet)" },
-        { !a.opPrecision.empty(), "--op-precision" },
-        { !a.layerPrecision.empty(), "--layer-precision" },
-        { !a.stateDtype.empty() || a.state, "--state-dtype / --capture-state" },
-    };
-    for (const auto& [bad, what] : refused) {
-        if (bad) {
-            return reportError(Error::badInput(fmt::format("--grad does not run with {}", what)));
-        }
-    }
-    if (!a.targets.empty() && a.ids.empty()) {
-        return reportError(Error::badInput("--targets needs --ids"));
-    }
-    actions::GradientRequest request;
-    request.checkpoint = a.checkpoint;
-    request.fp64 = a.precision == "fp64";
-    auto ids = parseIds(a.ids);
-    if (!ids) {
-        return reportError(ids.error());
-    }
-    request.ids = std::move(*ids);
-    if (!a.targets.empty()) {
-        auto targets = parseIds(a.targets);
-        if (!targets) {
-            return reportError(targets.error().withContext("--targets"));
-        }
-        request.targets = std::move(*targets);
-    }
-    request.dump = a.dump;
-    Progress progress;
-    std::optional<ProgressBar> bar;
-    bar.emplace(progress, "gradients", !global.quiet);
-    auto ran = actions::checkpointGradients(request, progress, interruptToken());
-    bar.reset();
-    if (!ran) {
-        return reportError(ran.error());
-    }
-    const auto& r = ran->result;
-    const auto runId = recordResult(ran->record);
-    if (global.json) {
-        nlohmann::json j
-            = { { "model", ran->spec.name }, { "fingerprint", exec::modelFingerprint(ran->spec) },
-                  { "precision", a.precision }, { "ids", request.ids }, { "targets", ran->targets },
-                  { "loss", r.loss }, { "counted", r.counted },
-                  { "parameters", r.parameters.size() }, { "activations", r.activations.size() },
-                  { "grad_norm", ran->gradNorm }, { "seconds", ran->seconds } };
-        if (!a.dump.empty()) {
-            j["dump"] = a.dump;
-        }
-        j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
-        fmt::print("{}\n", dumpJson(j, 2));
-        return 0;
-    }
-    fmt::print("{} ({}): loss {:.10g} over {} positions\n", ran->spec.name, a.precision, r.loss,
-        r.counted);
-    fmt::print("  {} parameter gradients (global norm {:.6g}), {} anchor gradients, {:.3f} s\n",
-        r.parameters.size(), ran->gradNorm, r.activations.size(), ran->seconds);
-    if (!a.dump.empty()) {
-        fmt::print("dump: {}\n", a.dump);
-    }
-    return 0;
 }
 
 int runRun(const RunArgs& a, const GlobalOptions& global)
