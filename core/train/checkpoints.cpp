@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 
 namespace day0::train {
@@ -95,6 +96,36 @@ nlohmann::json historyJson(const std::vector<StepRecord>& history)
     return steps;
 }
 
+/// The checkpoint folders in `dir` ("step-" and a step number, as checkpointFolderName writes
+/// them), oldest step first.
+Result<std::vector<fs::path>> stepFolders(const fs::path& dir)
+{
+    std::vector<std::pair<std::int64_t, fs::path>> found;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto name = it->path().filename().string();
+        std::int64_t step = -1;
+        const char* first = name.data() + 5;
+        const char* last = name.data() + name.size();
+        if (name.rfind("step-", 0) != 0 || name.size() == 5
+            || std::from_chars(first, last, step).ptr != last || step < 0
+            || !it->is_directory(ec)) {
+            continue;
+        }
+        found.emplace_back(step, it->path());
+    }
+    if (ec) {
+        return Error::badInput(
+            fmt::format("{}: cannot list the checkpoints: {}", displayPath(dir), ec.message()));
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<fs::path> out;
+    for (auto& f : found) {
+        out.push_back(std::move(f.second));
+    }
+    return out;
+}
+
 /// Rank 0's part of save(): history, digests, manifest, rename, pruning.
 Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
     const CheckpointMeta& meta, const std::vector<StepRecord>& history, int keepLast)
@@ -110,7 +141,13 @@ Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
         if (!digest) {
             return digest.error();
         }
-        files[name] = { { "sha256", *digest }, { "bytes", fs::file_size(temp / name) } };
+        std::error_code sizeError;
+        const auto bytes = fs::file_size(temp / name, sizeError);
+        if (sizeError) {
+            return Error::badInput(fmt::format(
+                "{}: cannot read its size: {}", displayPath(temp / name), sizeError.message()));
+        }
+        files[name] = { { "sha256", *digest }, { "bytes", bytes } };
     }
     const nlohmann::json manifest { { "format", kFormat }, { "version", kVersion },
         { "step", meta.step }, { "world_size", meta.worldSize },
@@ -127,7 +164,12 @@ Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
                 "{}: cannot set the old checkpoint aside: {}", displayPath(target), ec.message()));
         }
         fs::rename(temp, target, ec);
-        fs::remove_all(aside);
+        std::error_code ignored;
+        if (ec) {
+            fs::rename(aside, target, ignored); // the old checkpoint back under its name
+        } else {
+            fs::remove_all(aside, ignored);
+        }
     } else {
         fs::rename(temp, target, ec);
     }
@@ -136,16 +178,12 @@ Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
             fmt::format("{}: cannot rename into place: {}", displayPath(target), ec.message()));
     }
     // Keep the newest keepLast.
-    std::vector<fs::path> all;
-    for (const auto& e : fs::directory_iterator(target.parent_path())) {
-        const auto name = e.path().filename().string();
-        if (e.is_directory() && name.rfind("step-", 0) == 0 && name.size() == 13) {
-            all.push_back(e.path());
-        }
+    auto all = stepFolders(target.parent_path());
+    if (!all) {
+        return all.error();
     }
-    std::sort(all.begin(), all.end());
-    for (std::size_t i = 0; i + std::size_t(std::max(keepLast, 1)) < all.size(); ++i) {
-        fs::remove_all(all[i], ec);
+    for (std::size_t i = 0; i + std::size_t(std::max(keepLast, 1)) < all->size(); ++i) {
+        fs::remove_all((*all)[i], ec);
     }
     return success();
 }
@@ -328,19 +366,16 @@ Result<void> CheckpointStore::save(comm::Communicator& comm, const RankShard& sh
 Result<std::optional<FoundCheckpoint>> CheckpointStore::findNewestValid(
     const CheckpointMeta& expected, std::vector<std::string>& notes) const
 {
-    std::vector<fs::path> all;
     std::error_code ec;
     if (!fs::is_directory(m_dir, ec)) {
         return std::optional<FoundCheckpoint>();
     }
-    for (const auto& e : fs::directory_iterator(m_dir)) {
-        const auto name = e.path().filename().string();
-        if (e.is_directory() && name.rfind("step-", 0) == 0 && name.size() == 13) {
-            all.push_back(e.path());
-        }
+    auto all = stepFolders(m_dir);
+    if (!all) {
+        return all.error();
     }
-    std::sort(all.rbegin(), all.rend());
-    for (const auto& folder : all) {
+    std::reverse(all->begin(), all->end());
+    for (const auto& folder : *all) {
         FoundCheckpoint found;
         auto why = validate(folder, expected, found);
         if (!why) {

@@ -1,12 +1,14 @@
 // Checkpoints and stability drills: a killed rank's job resumes bit-identically, a corrupt
 // newest checkpoint is refused by its manifest, failing and silent ranks are detected.
 #include "base/file_util.h"
+#include "comm/in_process_communicator.h"
 #include "train/checkpoints.h"
 #include "train/next_token_mlp.h"
 #include "train/synthetic_corpus.h"
 #include "train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -242,4 +244,29 @@ TEST(TrainCheckpoint, ShardsRoundTripAndTruncationsAreNamed)
     EXPECT_NE(cut.error().message.find("x.bin: ends at byte"), std::string::npos);
     EXPECT_NE(cut.error().message.find("'residual'"), std::string::npos);
     EXPECT_FALSE(decodeShard("garbage", "y.bin").ok());
+}
+
+TEST(TrainCheckpoint, EveryStepFolderIsSeenInStepOrderWhateverItsDigits)
+{
+    // "step-100000000" sorts before "step-00000002" as text and is longer than eight digits:
+    // the store reads the number, so it is the newest, looked at first, and refused with a note.
+    ScratchDir dir("day0_train_steps");
+    const CheckpointStore store(dir.path, 3);
+    std::vector<StepRecord> history;
+    for (const std::int64_t step : { 1, 2 }) {
+        history.push_back({ step - 1, 1.0, 1.0, 1e-3 }); // the steps before the checkpoint
+        auto saved = comm::runInProcess(1, [&](comm::Communicator& c) -> Result<void> {
+            RankShard s { step, 0, 0, { 1.0 }, { 0.0 }, { 0.0 }, {} };
+            return store.save(c, s, { step, 1, "steps" }, history);
+        });
+        ASSERT_TRUE(saved.ok()) << saved.error().message;
+    }
+    fs::create_directories(dir.path / "step-100000000");
+    std::vector<std::string> notes;
+    auto newest = store.findNewestValid({ 0, 1, "steps" }, notes);
+    ASSERT_TRUE(newest.ok()) << newest.error().message;
+    ASSERT_TRUE(newest->has_value()) << fmt::format("{}", fmt::join(notes, "; "));
+    EXPECT_EQ((*newest)->meta.step, 2);
+    ASSERT_EQ(notes.size(), 1U);
+    EXPECT_NE(notes.front().find("step-100000000"), std::string::npos) << notes.front();
 }
