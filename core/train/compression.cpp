@@ -36,7 +36,7 @@ std::vector<std::int64_t> topK(std::span<const double> acc, std::size_t k)
 }
 
 Result<CompressionStats> topKAllReduce(comm::Communicator& comm, std::span<double> grad,
-    const CompressionOptions& options, std::vector<double>& residual)
+    int valueBytes, const CompressionOptions& options, std::vector<double>& residual)
 {
     const std::size_t n = grad.size();
     const std::size_t k = std::clamp<std::size_t>(
@@ -76,7 +76,8 @@ Result<CompressionStats> topKAllReduce(comm::Communicator& comm, std::span<doubl
     for (double& g : grad) {
         g /= inv;
     }
-    return CompressionStats { std::int64_t(n), std::int64_t(k), std::int64_t(k) * (4 + 4) };
+    return CompressionStats { std::int64_t(n), std::int64_t(k),
+        std::int64_t(k) * (4 + valueBytes) }; // an int32 index and a value per entry
 }
 
 } // namespace
@@ -136,7 +137,7 @@ Result<CompressionStats> meanAllReduce(comm::Communicator& comm, std::span<doubl
 {
     const auto n = std::int64_t(grad.size());
     if (options.kind == CompressionKind::TopK) {
-        return topKAllReduce(comm, grad, options, residual);
+        return topKAllReduce(comm, grad, valueBytes, options, residual);
     }
     DType wire = DType::F64;
     if (options.kind != CompressionKind::None) {

@@ -140,10 +140,9 @@ public:
             DAY0_TRY(reduce(step, grad, *loss, out));
             const double meanLoss = *loss;
             const double lr = m_o.schedule.at(step);
-            double norm = globalGradNorm(grad, m_layout, m_formats.arith);
-            if (m_o.maxGradNorm > 0) {
-                norm = clipGradNorm(grad, m_layout, m_o.maxGradNorm, m_formats.arith).totalNorm;
-            }
+            const double norm = m_o.maxGradNorm > 0
+                ? clipGradNorm(grad, m_layout, m_o.maxGradNorm, m_formats.arith).totalNorm
+                : globalGradNorm(grad, m_layout, m_formats.arith);
             if (!std::isfinite(meanLoss) || !std::isfinite(norm)) {
                 return Error::checkFailed(
                     fmt::format("step {}: loss {} and gradient norm {}: training diverged", step,
@@ -201,7 +200,7 @@ private:
                 fmt::format("drill: rank {} hung at step {}", m_comm.rank(), step));
         }
         auto stats = meanAllReduce(
-            m_comm, grad, m_o.compression, m_residual, m_formats.arith == DType::F32 ? 4 : 8);
+            m_comm, grad, m_o.compression, m_residual, int(dtypeSize(m_formats.arith)));
         if (!stats) {
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
             return Error { stats.error().code,

@@ -33,7 +33,8 @@ TEST(TrainRecord, StoresTheLossCurveGradNormsAndEventsPerStep)
     EXPECT_EQ(record.info.precision, "f64");
     EXPECT_EQ(record.findProperty("compression")->value, "topk:0.01");
     EXPECT_EQ(record.findMetric("final_loss")->value, result->history.back().loss);
-    EXPECT_EQ(record.findMetric("sent_bytes_per_step")->value, 37 * 8);
+    // 37 entries of 3,664 at 1%, each an int32 index and an f64 value.
+    EXPECT_EQ(record.findMetric("sent_bytes_per_step")->value, 37 * (4 + 8));
 
     const auto file = std::filesystem::temp_directory_path()
         / ("day0_train_record_" + std::to_string(::getpid()) + ".sqlite");

@@ -29,7 +29,9 @@ TEST(Compression, EachSchemeSendsWhatItSays)
 {
     // Two ranks, eight elements; rank r holds (r+1)·base.
     const std::vector<double> base { 0.1, -4.0, 0.3, 2.0, -0.05, 1.0 / 3.0, 7.0, -0.2 };
-    auto reduceWith = [&](const std::string& spec, std::vector<std::vector<double>>& residuals) {
+    std::int64_t sentBytes = 0; // rank 0's, by the last reduceWith
+    auto reduceWith = [&](const std::string& spec, std::vector<std::vector<double>>& residuals,
+                          int valueBytes = 4) {
         const auto options = *CompressionOptions::parse(spec);
         std::vector<std::vector<double>> out(2);
         std::mutex mutex;
@@ -38,11 +40,14 @@ TEST(Compression, EachSchemeSendsWhatItSays)
             for (double& v : g) {
                 v *= double(c.rank() + 1);
             }
-            auto stats = meanAllReduce(c, g, options, residuals[std::size_t(c.rank())], 4);
+            auto stats = meanAllReduce(c, g, options, residuals[std::size_t(c.rank())], valueBytes);
             if (!stats) {
                 return stats.error();
             }
             std::lock_guard lock(mutex);
+            if (c.rank() == 0) {
+                sentBytes = stats->sentBytes;
+            }
             out[std::size_t(c.rank())] = g;
             return success();
         });
@@ -65,8 +70,12 @@ TEST(Compression, EachSchemeSendsWhatItSays)
         EXPECT_EQ(v, roundTo(v, DType::BF16));
     }
     // Top-2 of 8 (ratio 0.25): 7 and -4 on both ranks, the rest zero.
+    EXPECT_EQ(sentBytes, 8 * 2); // eight bf16 values
     const auto top = reduceWith("topk:0.25,ef=off", residuals);
     EXPECT_EQ(top, (std::vector<double> { 0, -6.0, 0, 0, 0, 0, 10.5, 0 }));
+    EXPECT_EQ(sentBytes, 2 * (4 + 4)); // two int32 indices and fp32 values
+    EXPECT_EQ(reduceWith("topk:0.25,ef=off", residuals, 8), top);
+    EXPECT_EQ(sentBytes, 2 * (4 + 8)); // fp64 values
     EXPECT_TRUE(residuals[0].empty());
     // With error feedback what stayed behind is remembered, and comes out next time.
     const auto first = reduceWith("topk:0.25", residuals);
