@@ -9,6 +9,7 @@
 #include "model/config_reader.h"
 #include "model/layer_graph.h"
 #include "numerics/dtype_convert.h"
+#include "numerics/tensor.h"
 
 #include <fmt/format.h>
 
@@ -268,15 +269,12 @@ bool unitScale(const model::TensorSpec& t)
         || t.name.ends_with(".router.per_expert_scale") || isHyperConnectionScale(t);
 }
 
-/// The MXFP4 `<module>_blocks` or `<module>_scales` of gpt-oss experts whose blocks tensor is
-/// `blocks` ([E, out, in/32, 16]): the logical [E, out, in] weights drawn for `module`,
-/// quantised; each tensor quantises them again, so that neither depends on the other's fill.
-TensorSource mxfp4Source(
-    const model::TensorSpec& t, const model::TensorSpec& blocks, std::string module, Init init)
+/// One tensor of MXFP4-quantised expert weights: the codes (two E2M1 per byte) or, when
+/// `scales`, the E8M0 scales per 32 inputs of the logical [rows, cols] weights drawn for `module`.
+/// Each tensor quantises them again, so that neither depends on the other's fill.
+TensorSource mxfp4Part(const model::TensorSpec& t, std::int64_t rows, std::int64_t cols,
+    bool scales, std::string module, Init init)
 {
-    const std::int64_t rows = blocks.shape[0] * blocks.shape[1];
-    const std::int64_t cols = blocks.shape[2] * 32;
-    const bool scales = t.name.ends_with("_scales");
     return { t.name, t.dtype, t.shape,
         [=, module = std::move(module)](std::span<std::byte> out) -> Result<void> {
             const auto x = shrinkNormal(init.seed, module, std::size_t(rows * cols), init.stddev);
@@ -293,29 +291,22 @@ TensorSource mxfp4Source(
         } };
 }
 
+/// gpt-oss's `<module>_blocks` or `<module>_scales` whose blocks tensor is `blocks`
+/// ([E, out, in/32, 16]).
+TensorSource mxfp4Source(
+    const model::TensorSpec& t, const model::TensorSpec& blocks, std::string module, Init init)
+{
+    return mxfp4Part(t, blocks.shape[0] * blocks.shape[1], blocks.shape[2] * 32,
+        t.name.ends_with("_scales"), std::move(module), init);
+}
+
 /// DeepSeek-V4's FP4 expert `<module>.weight` (I8 codes [out, in/2], element 2k in the low
-/// nibble) or `<module>.scale` (E8M0 per 32 inputs) whose codes tensor is `codes`: the logical
-/// [out, in] weights drawn for `module`, quantised as MXFP4 (the same codes and scales).
+/// nibble) or `<module>.scale` whose codes tensor is `codes`.
 TensorSource fp4Source(
     const model::TensorSpec& t, const model::TensorSpec& codes, std::string module, Init init)
 {
-    const std::int64_t rows = codes.shape[0];
-    const std::int64_t cols = codes.shape[1] * 2;
-    const bool scales = t.name.ends_with(".scale");
-    return { t.name, t.dtype, t.shape,
-        [=, module = std::move(module)](std::span<std::byte> out) -> Result<void> {
-            const auto x = shrinkNormal(init.seed, module, std::size_t(rows * cols), init.stddev);
-            std::vector<std::byte> packed(std::size_t(rows * cols / 2));
-            std::vector<std::byte> scale(std::size_t(rows * cols / 32));
-            DAY0_TRY(quantizeMxfp4(x, rows, cols, packed, scale));
-            const auto& part = scales ? scale : packed;
-            if (out.size() != part.size()) {
-                return Error::internal(fmt::format(
-                    "tensor '{}': {} bytes for {} FP4 bytes", t.name, out.size(), part.size()));
-            }
-            std::memcpy(out.data(), part.data(), part.size());
-            return success();
-        } };
+    return mxfp4Part(
+        t, codes.shape[0], codes.shape[1] * 2, t.name.ends_with(".scale"), std::move(module), init);
 }
 
 /// The source of one graph tensor (`fp8Weight`: the FP8 weight whose block scale `t` is).
@@ -338,11 +329,9 @@ Result<TensorSource> sourceFor(const model::TensorSpec& t, const model::TensorSp
             DAY0_TRY(quantizeBlockFp8(std::as_bytes(std::span(x)), DType::F32, rows, cols, block,
                 codes, std::as_writable_bytes(std::span(scales)), init.powerOfTwoScales));
             if (t.dtype == DType::F8E8M0) {
-                // Powers of two: the biased exponent is the whole code.
+                // The exponent code of each scale (a power of two when the format asks for it).
                 for (std::size_t i = 0; i < numel; ++i) {
-                    int e = 0;
-                    (void)std::frexp(scales[i], &e); // scale = 0.5 · 2^e
-                    out[i] = std::byte(std::uint8_t(e - 1 + 127));
+                    numerics::storeFromDouble(out.data() + i, DType::F8E8M0, scales[i]);
                 }
                 return success();
             }

@@ -12,34 +12,12 @@
 //   per row between stages.
 // The block's pieces are the single-rank engine's (exec/deepseek_v4.h), run on this rank's
 // slices, so a split that is not the engine's computation cannot pass for one.
+#include "exec/null_taps.h"
 #include "parallel/forward.h"
 
 #include <fmt/format.h>
 
 namespace day0::parallel::detail {
-
-namespace {
-
-/// The sharded forward captures nothing.
-class NoTaps : public exec::detail::Taps<float> {
-public:
-    [[nodiscard]] bool wants(const std::string& /*name*/) const override { return false; }
-    void record(const std::string& /*name*/, const float* /*data*/,
-        const numerics::Shape& /*shape*/, std::string_view /*op*/) override
-    {
-    }
-    void recordIds(const std::string& /*name*/, std::span<const std::int64_t> /*ids*/,
-        const numerics::Shape& /*shape*/) override
-    {
-    }
-    bool inject(const std::string& /*anchor*/, float* /*x*/, std::int64_t /*rows*/,
-        std::int64_t /*width*/) override
-    {
-        return false;
-    }
-};
-
-} // namespace
 
 std::int64_t ParallelForward::hiddenWidth() const
 {
@@ -81,7 +59,7 @@ Result<void> ParallelForward::deepseekV4Layer(
     std::vector<float> partial(std::size_t(n * h));
     std::vector<float> branch;
     std::vector<float> gathered;
-    NoTaps taps;
+    exec::detail::NullTaps<float> taps; // the sharded forward captures nothing
     for (const bool attention : { true, false }) {
         const auto maps = exec::detail::deepseekV4HyperMaps<float>(m_weights,
             p + (attention ? ".hc_attn" : ".hc_ffn"), hidden.data(), rows, s, h, m_spec, false);

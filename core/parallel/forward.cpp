@@ -166,12 +166,14 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
     }
     c.window.resize(std::size_t(m_spec.numLayers));
     c.state.resize(std::size_t(m_spec.numLayers));
+    if (m_spec.family == model::Family::DeepseekV4) {
+        c.v4.resize(std::size_t(m_spec.numLayers));
+    }
     const int tp = m_layout.tp;
     for (std::int64_t l = m_layers.first; l < m_layers.second; ++l) {
         const auto i = std::size_t(l);
         const model::MixerKind mixer = m_spec.layers[i].mixer;
         if (m_spec.family == model::Family::DeepseekV4) {
-            c.v4.resize(std::size_t(m_spec.numLayers));
             exec::detail::deepseekV4SizeLayer<float>(
                 c.v4[i], m_spec, i, capacity, m_rope, m_compressRope);
             continue;

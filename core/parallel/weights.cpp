@@ -142,7 +142,9 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
         // DeepSeek-V4's FP4 experts are stored packed ([out, in/2] codes); the forward reads
         // them dequantised [out, in], which is what this rank slices.
         model::TensorSpec logical;
-        if (spec.family == model::Family::DeepseekV4 && t->shape != req.shape) {
+        if (spec.family == model::Family::DeepseekV4 && t->dtype == DType::I8
+            && t->shape.size() == 2 && req.shape.size() == 2 && t->shape[0] == req.shape[0]
+            && (req.shape[1] + 1) / 2 == t->shape[1]) {
             logical = *t;
             logical.shape = req.shape;
             t = &logical;
