@@ -60,6 +60,7 @@ MainWindow::MainWindow(const PanelRegistry& registry, Session& session, JobRunne
         if (auto* box = reportOpenError(tr("the trace"), message,
                 tr("Open a PyTorch profiler or Chrome trace (.json, .json.gz) with events in it, "
                    "or an Nsight Systems SQLite export (nsys export --type sqlite)."))) {
+            box->setAttribute(Qt::WA_DeleteOnClose);
             box->open();
         }
     });
@@ -86,7 +87,6 @@ QMessageBox* MainWindow::reportOpenError(
     }
     auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Close, this);
     box->setInformativeText(advice);
-    box->setAttribute(Qt::WA_DeleteOnClose);
     return box;
 }
 
@@ -260,7 +260,9 @@ void MainWindow::openModel(const QString& modelArg, bool partial)
                         ? box->addButton(tr("Read the Rest (Partial)"), QMessageBox::AcceptRole)
                         : nullptr;
                     box->exec();
-                    if (rest != nullptr && box->clickedButton() == rest) {
+                    const bool readRest = rest != nullptr && box->clickedButton() == rest;
+                    box->deleteLater();
+                    if (readRest) {
                         openModel(modelArg, true);
                     }
                 }

@@ -14,6 +14,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -79,8 +80,11 @@ LocalServerBox::LocalServerBox(Session& session, JobRunner& jobs, QWidget* paren
 LocalServerBox::~LocalServerBox()
 {
     m_ticket->cancel();
-    // The last reference drains the server here when no bench holds it (at most 30 s, only
-    // with requests in flight).
+    if (m_server) {
+        // Draining waits for requests in flight (at most 30 s): never on the GUI thread.
+        QThreadPool::globalInstance()->start(
+            [server = std::move(m_server)]() mutable { server.reset(); });
+    }
 }
 
 bool LocalServerBox::busy() const { return m_ticket->busy(); }
@@ -140,7 +144,6 @@ void LocalServerBox::start()
                         .arg(errorColor().name(),
                             toQString(started.server.error().message).toHtmlEscaped()));
                 updateButtons();
-                emit serverChanged({});
                 return;
             }
             m_server = std::move(*started.server);
@@ -150,7 +153,6 @@ void LocalServerBox::start()
                    "run against it.")
                     .arg(toQString(started.checkpoint), toQString(m_server->decodePath())));
             updateButtons();
-            emit serverChanged(m_url->text());
         });
     updateButtons();
 }
@@ -170,7 +172,6 @@ void LocalServerBox::release(const QString& why)
         m_ticket->cancel(); // a start under way: its server, if any, is dropped undelivered
         m_status->setText(why);
         updateButtons();
-        emit serverChanged({});
         return;
     }
     // Draining waits for requests in flight: a worker holds the last reference and drops it.
@@ -185,7 +186,6 @@ void LocalServerBox::release(const QString& why)
         *m_ticket, tr("Stopping the local server"), this, std::move(work), [this, why](bool&&) {
             m_status->setText(why);
             updateButtons();
-            emit serverChanged({});
         });
     updateButtons();
 }

@@ -52,10 +52,6 @@ public:
     /// True while starting or stopping.
     [[nodiscard]] bool busy() const;
 
-signals:
-    /// The server started (url non-empty) or stopped (url empty), or failed to start.
-    void serverChanged(const QString& url);
-
 private:
     void release(const QString& why);
     void updateButtons();
