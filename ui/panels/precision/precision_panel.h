@@ -36,10 +36,6 @@ class Session;
 /// session's model in a chosen precision (its shrunk checkpoint for a bundled model), upcasts a
 /// layer and reruns, or compares two dump folders, all as background jobs; results are recorded
 /// in the run store. On the embedded demo it runs bf16 against fp32 on first show.
-/// True when two runs (or dump comparisons) are of the same model: their targets' dumps share
-/// the model fingerprint. Only such a run is overlaid on another.
-[[nodiscard]] bool sameModel(const PrecisionRun* a, const PrecisionRun* b);
-
 class PrecisionPanel : public QWidget {
     Q_OBJECT
 public:

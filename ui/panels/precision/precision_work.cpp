@@ -268,4 +268,17 @@ Result<CellDetail> cellDetail(
     return detail;
 }
 
+bool sameModel(const PrecisionRun* a, const PrecisionRun* b)
+{
+    // Dumps of one model share the fingerprint (its canonical architecture string).
+    return a != nullptr && b != nullptr && a->target && b->target
+        && !a->target->info.fingerprint.empty()
+        && a->target->info.fingerprint == b->target->info.fingerprint;
+}
+
+exec::PrecisionMode upcastMode(exec::PrecisionMode reference)
+{
+    return reference == exec::PrecisionMode::F64 ? exec::PrecisionMode::F32 : reference;
+}
+
 } // namespace day0::ui

@@ -110,6 +110,14 @@ struct CellDetail {
     std::string note; ///< why something is missing (statistics-only capture, no inject run)
 };
 
+/// True when two runs (or dump comparisons) are of the same model: their targets' dumps share
+/// the model fingerprint. Only such a run is overlaid on another.
+[[nodiscard]] bool sameModel(const PrecisionRun* a, const PrecisionRun* b);
+
+/// What "upcast to the reference" means for one layer: fp64 cannot be mixed with the other
+/// modes of a run (an fp32 engine runs it), so an fp64 reference upcasts to fp32.
+[[nodiscard]] exec::PrecisionMode upcastMode(exec::PrecisionMode reference);
+
 /// Computes a cell's detail from the run's dumps (at most `maxPoints` scatter points).
 Result<CellDetail> cellDetail(
     const PrecisionRun& run, std::size_t row, std::int64_t position, std::int64_t maxPoints = 3000);
