@@ -109,15 +109,26 @@ TEST(ComparableRuns, OverlaysAreOfOneModelAndNamedApart)
     EXPECT_NE(c2, p2);
 }
 
-TEST_F(PrecisionOverlayTest, AnOverlayIsDroppedWhenTheModelChanges)
+TEST_F(PrecisionOverlayTest, AnOverlayStaysForItsOwnModelAndIsDroppedForAnother)
 {
+    // Runs the panel started (they name their model): reopening that model keeps the previous
+    // run as the overlay, opening another drops it.
+    test::openModel(m_session, "kimi-k2");
     PrecisionPanel panel(m_session, m_jobs);
-    compareFixture(panel);
+    PrecisionRunRequest request;
+    request.modelSource = "kimi-k2";
+    request.prompt = "5, 17, 300";
+    request.tokens = 1;
+    panel.run(request);
+    test::settle(m_jobs);
     const auto first = panel.current();
-    compareFixture(panel);
-    ASSERT_EQ(panel.overlay(), first) << "the same model's previous comparison is overlaid";
+    ASSERT_NE(first, nullptr) << panel.errorText().toStdString();
+    panel.run(request);
+    test::settle(m_jobs);
+    ASSERT_EQ(panel.overlay(), first) << "the same model's previous run is overlaid";
     EXPECT_GE(panel.depthPlot()->lineSeriesCount(), 2);
-    panel.hide(); // no demo run for the new model
+    test::openModel(m_session, "kimi-k2");
+    EXPECT_EQ(panel.overlay(), first) << "reopening the same model keeps its overlay";
     test::openModel(m_session, "deepseek-v3");
     EXPECT_EQ(panel.overlay(), nullptr) << "a run of the previous model is no overlay";
     test::settle(m_jobs);
