@@ -61,6 +61,9 @@ struct AttemptOutput {
     std::vector<double> weights;
     CompressionStats compression;
     std::vector<std::int64_t> optimizerBytes; ///< one slot per rank, each written by its rank
+    /// Set by a rank whose loss or gradient norm went non-finite: the same steps would diverge
+    /// again, so no restart is tried.
+    std::atomic<bool> diverged = false;
 };
 
 /// One rank's state and loop.
@@ -137,13 +140,14 @@ public:
             for (double& g : grad) {
                 g = roundTo(g, m_formats.arith);
             }
-            DAY0_TRY(reduce(step, grad, *loss, out));
+            DAY0_TRY(reduce(step, grad, *loss, out, stop));
             const double meanLoss = *loss;
             const double lr = m_o.schedule.at(step);
             const double norm = m_o.maxGradNorm > 0
                 ? clipGradNorm(grad, m_layout, m_o.maxGradNorm, m_formats.arith).totalNorm
                 : globalGradNorm(grad, m_layout, m_formats.arith);
             if (!std::isfinite(meanLoss) || !std::isfinite(norm)) {
+                out.diverged = true;
                 return Error::checkFailed(
                     fmt::format("step {}: loss {} and gradient norm {}: training diverged", step,
                         meanLoss, norm));
@@ -181,8 +185,8 @@ private:
     }
 
     /// The gradient and loss means over the ranks; the Fail and Hang drills strike here.
-    Result<void> reduce(
-        std::int64_t step, std::vector<double>& grad, double& loss, AttemptOutput& out)
+    Result<void> reduce(std::int64_t step, std::vector<double>& grad, double& loss,
+        AttemptOutput& out, const std::stop_token& stop)
     {
         const auto start = Clock::now();
         if (drillAt(step, DrillKind::Fail)) {
@@ -193,9 +197,14 @@ private:
             return Error::checkFailed(why);
         }
         if (drillAt(step, DrillKind::Hang)) {
-            // Silent: the others must find out through the communicator's timeout.
-            std::this_thread::sleep_for(
-                std::chrono::duration<double>(2.0 * m_o.commTimeout.value + 0.2));
+            // Silent: the others must find out through the communicator's timeout. Ctrl-C ends
+            // the wait.
+            const auto until = Clock::now()
+                + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(2.0 * m_o.commTimeout.value + 0.2));
+            while (Clock::now() < until && !stop.stop_requested()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
             return Error::checkFailed(
                 fmt::format("drill: rank {} hung at step {}", m_comm.rank(), step));
         }
@@ -419,7 +428,7 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
             result.optimizerBytesPerRank = std::move(out.optimizerBytes);
             return result;
         }
-        const bool retry = outcome.error().code == ErrorCode::CheckFailed && store
+        const bool retry = outcome.error().code == ErrorCode::CheckFailed && !out.diverged && store
             && result.restarts < o.maxRestarts;
         if (!retry) {
             return outcome.error();
