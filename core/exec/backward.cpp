@@ -145,7 +145,7 @@ public:
                 m_progress->advance();
             }
         }
-        const std::vector<T> finalIn = hidden;
+        const std::vector<T>& finalIn = hidden;
         std::vector<T> xf(std::size_t(n * h));
         rmsNorm<T>(finalIn.data(), m_p.value("model.norm.weight"), xf.data(), n, h, m_spec.normEps);
         const std::string head = headWeight();

@@ -250,7 +250,7 @@ void TopologyPanel::updateLegend()
                         .arg(i);
     }
     if (count > kShown) {
-        swatches << tr("… %1 more (colours repeat every 8)").arg(count - kShown);
+        swatches << tr("… %1 more (past eight, the colours come back lighter or darker)").arg(count - kShown);
     }
     m_key->setText(swatches.join(QStringLiteral(" &nbsp; ")));
     m_keyColors.clear();
