@@ -9,8 +9,6 @@
 #include "widgets/formatting.h"
 
 #include <QComboBox>
-#include <QCoreApplication>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -28,16 +26,6 @@ using namespace day0::ui;
 namespace {
 
 using test::ScratchStore;
-
-template <typename F> bool waitFor(F done, int ms)
-{
-    QElapsedTimer clock;
-    clock.start();
-    while (!done() && clock.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-    }
-    return done();
-}
 
 QString statusOf(const PipelinePanel& panel, int row)
 {
@@ -61,7 +49,8 @@ TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
 
     panel.startButton()->click();
     EXPECT_TRUE(panel.cancelButton()->isEnabled());
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000)) << "validation did not end";
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 60000))
+        << "validation did not end";
     EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
 
     ASSERT_EQ(panel.stepTable()->rowCount(), 9) << "day0 validate's steps, serving included";
@@ -132,7 +121,8 @@ TEST_F(PipelineBackend, ThePrecisionAndPerformanceStepsRunOnTheChosenBackend)
     QSignalSpy recorded(&m_session, &Session::runRecorded);
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     panel.startButton()->click();
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000)) << "validation did not end";
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 60000))
+        << "validation did not end";
     EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
     // Rows 5 and 6: precision and performance.
     for (const int row : { 5, 6 }) {
@@ -153,7 +143,7 @@ TEST_F(PipelineBackend, ABackendWithoutItsDeviceIsReportedAndNothingRuns)
     PipelinePanel& panel = *owned;
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     panel.startButton()->click();
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 20000));
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 20000));
     EXPECT_NE(finished.front().front().toInt(), 0);
     EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("no FAKE device")))
         << fromQString(panel.summaryLabel()->text());
@@ -195,7 +185,7 @@ TEST(PipelinePanel, BadPlanIsReportedWithoutSteps)
     panel.planEdit()->setText(QStringLiteral("tp=zero"));
     QSignalSpy finished(&panel, &PipelinePanel::finished);
     panel.start();
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 30000));
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 30000));
     EXPECT_EQ(finished.front().front().toInt(), 2);
     EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("tp")));
     EXPECT_EQ(statusOf(panel, 0), QStringLiteral("pending"));

@@ -17,13 +17,10 @@
 
 #include <QAbstractItemModelTester>
 #include <QComboBox>
-#include <QCoreApplication>
 #include <QDir>
-#include <QElapsedTimer>
 #include <QLineEdit>
 #include <QTableView>
 #include <QTemporaryDir>
-#include <QThread>
 
 #include <cmath>
 #include <fstream>
@@ -87,17 +84,6 @@ history::RunRecord deepRun(const std::string& label, const std::string& precisio
 }
 
 /// Waits, running the event loop, until `done` holds or `ms` pass.
-template <typename F> bool waitFor(F done, int ms)
-{
-    QElapsedTimer clock;
-    clock.start();
-    while (!done() && clock.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        QThread::msleep(5);
-    }
-    return done();
-}
-
 std::vector<RunId> commitFixtures(history::RunStore& store)
 {
     std::vector<RunId> ids;
@@ -155,10 +141,10 @@ TEST(RunsPanel, ListsTheStoreAndModelsPassTheTester)
     EXPECT_EQ(panel.runModel()->rowCount(), 2) << "the two generated runs are minutes old";
     panel.periodBox()->setCurrentIndex(0);
     panel.searchEdit()->setText(QStringLiteral("FP8")); // read after a short pause in typing
-    EXPECT_TRUE(waitFor([&] { return panel.runModel()->rowCount() == 2; }, 5000))
+    EXPECT_TRUE(test::waitFor([&] { return panel.runModel()->rowCount() == 2; }, 5000))
         << "search matches label and precision";
     panel.searchEdit()->clear();
-    EXPECT_TRUE(waitFor([&] { return panel.runModel()->rowCount() == 4; }, 5000));
+    EXPECT_TRUE(test::waitFor([&] { return panel.runModel()->rowCount() == 4; }, 5000));
     panel.statusBox()->setCurrentIndex(panel.statusBox()->findData(QStringLiteral("failed")));
     test::settle(jobs);
     EXPECT_EQ(panel.runModel()->rowCount(), 0);
@@ -336,7 +322,7 @@ TEST(RunsPanel, FollowsTheStoreAndRecordsFromThePlanner)
         auto store = scratch.open();
         ASSERT_TRUE(store.commit(fixture("run_bf16.json")).ok());
     }
-    ASSERT_TRUE(waitFor([&] { return panel.runModel()->rowCount() == 1; }, 8000));
+    ASSERT_TRUE(test::waitFor([&] { return panel.runModel()->rowCount() == 1; }, 8000));
 
     // The planner records each sweep (planRunRecord, as `day0 plan`) and the list follows.
     test::openModel(session, "qwen3-30b-a3b");

@@ -4,6 +4,7 @@
 #include "panels/serving/bench_level_model.h"
 #include "panels/serving/serving_panel.h"
 #include "panels/serving/stage_table.h"
+#include "serving_test_support.h"
 #include "ui_test_support.h"
 #include "widgets/colors.h"
 #include "widgets/plot_widget.h"
@@ -11,9 +12,7 @@
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
 #include <QComboBox>
-#include <QCoreApplication>
 #include <QDoubleSpinBox>
-#include <QElapsedTimer>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -25,26 +24,6 @@ using namespace day0;
 using namespace day0::ui;
 
 namespace {
-
-template <typename F> bool waitFor(F done, int ms)
-{
-    QElapsedTimer clock;
-    clock.start();
-    while (!done() && clock.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-    }
-    return done();
-}
-
-actions::BenchStage stage(int concurrency, int requests)
-{
-    actions::BenchStage s;
-    s.concurrency = concurrency;
-    s.inputTokens = 8;
-    s.outputTokens = 4;
-    s.numPrompts = requests;
-    return s;
-}
 
 QString cell(const BenchLevelModel& model, int row, int column)
 {
@@ -68,14 +47,14 @@ TEST(ServingPanel, StagedRunOfTheSessionCheckpointFillsTheTableCurvesAndRecord)
     EXPECT_EQ(panel.targetBox()->currentIndex(), 0) << "the session's checkpoint by default";
     EXPECT_EQ(panel.stageTable()->rowCount(), 4) << "default stages";
 
-    panel.stageTable()->setStages({ stage(1, 3), stage(3, 6) });
+    panel.stageTable()->setStages({ test::stage(1, 3), test::stage(3, 6) });
     panel.ttftSlo()->setValue(1e6); // every request is good
     ASSERT_TRUE(panel.checkBox()->isChecked());
     QSignalSpy finished(&panel, &ServingPanel::finished);
     QSignalSpy recorded(&session, &Session::runRecorded);
     panel.runButton()->click();
     EXPECT_TRUE(panel.cancelButton()->isEnabled());
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
     ASSERT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
 
     const auto& model = *panel.resultModel();
@@ -134,10 +113,10 @@ TEST(ServingPanel, AnUnreachableEndpointIsReportedAndNothingRecorded)
     panel.targetBox()->setCurrentIndex(1);
     panel.checkBox()->setChecked(false);
     panel.urlEdit()->setText(QStringLiteral("http://127.0.0.1:1"));
-    panel.stageTable()->setStages({ stage(1, 2) });
+    panel.stageTable()->setStages({ test::stage(1, 2) });
     QSignalSpy finished(&panel, &ServingPanel::finished);
     panel.run();
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 60000));
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 60000));
     EXPECT_EQ(finished.front().front().toInt(), 2);
     EXPECT_TRUE(panel.summaryLabel()->text().contains(QStringLiteral("127.0.0.1:1")))
         << fromQString(panel.summaryLabel()->text());
@@ -174,7 +153,7 @@ TEST(ServingPanel, CancelStopsTheBenchWithoutARecord)
     JobRunner jobs;
     test::openModel(session, "kimi-k2");
     ServingPanel panel(session, jobs);
-    auto slow = stage(1, 400);
+    auto slow = test::stage(1, 400);
     slow.rate = 5; // 80 s of requests: cancelled long before
     panel.stageTable()->setStages({ slow });
     panel.checkBox()->setChecked(false);

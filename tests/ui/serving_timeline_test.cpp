@@ -8,12 +8,11 @@
 #include "panels/serving/serving_panel.h"
 #include "panels/serving/stage_table.h"
 #include "serve/serve_bench.h"
+#include "serving_test_support.h"
 #include "ui_test_support.h"
 #include "widgets/colors.h"
 
 #include <QCheckBox>
-#include <QCoreApplication>
-#include <QElapsedTimer>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
@@ -25,26 +24,6 @@ using namespace day0;
 using namespace day0::ui;
 
 namespace {
-
-template <typename F> bool waitFor(F done, int ms)
-{
-    QElapsedTimer clock;
-    clock.start();
-    while (!done() && clock.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-    }
-    return done();
-}
-
-actions::BenchStage stage(int concurrency, int requests)
-{
-    actions::BenchStage s;
-    s.concurrency = concurrency;
-    s.inputTokens = 8;
-    s.outputTokens = 4;
-    s.numPrompts = requests;
-    return s;
-}
 
 serve::RequestRecord completed(int index, double sentAt)
 {
@@ -154,11 +133,11 @@ TEST(ServingPanel, SelectingALevelShowsItsRequestsOnTheTimeline)
     EXPECT_TRUE(timeline->showsEmptyState()) << "no run yet";
     EXPECT_TRUE(timeline->emptyText().contains(QStringLiteral("press Run")));
 
-    panel.stageTable()->setStages({ stage(1, 3), stage(2, 5) });
+    panel.stageTable()->setStages({ test::stage(1, 3), test::stage(2, 5) });
     panel.checkBox()->setChecked(false);
     QSignalSpy finished(&panel, &ServingPanel::finished);
     panel.run();
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
     ASSERT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
     ASSERT_EQ(panel.resultModel()->rowCount(), 2);
     EXPECT_EQ(timeline->bars().size(), 5u) << "the newest level until one is selected";
@@ -192,7 +171,7 @@ TEST(ServingPanel, AStandingLocalServerServesTheBenchUntilStopped)
 
     box->startButton()->click();
     EXPECT_FALSE(box->startButton()->isEnabled()) << "starting";
-    ASSERT_TRUE(waitFor([&] { return !box->busy(); }, 120000)) << "server did not start";
+    ASSERT_TRUE(test::waitFor([&] { return !box->busy(); }, 120000)) << "server did not start";
     const QString url = box->urlField()->text();
     ASSERT_TRUE(url.startsWith(QStringLiteral("http://127.0.0.1:")))
         << fromQString(url) << " / " << fromQString(box->statusLabel()->text());
@@ -201,12 +180,12 @@ TEST(ServingPanel, AStandingLocalServerServesTheBenchUntilStopped)
     EXPECT_FALSE(box->startButton()->isEnabled());
 
     // The bench of the session checkpoint runs against it, and Stop waits for the bench.
-    panel.stageTable()->setStages({ stage(2, 4) });
+    panel.stageTable()->setStages({ test::stage(2, 4) });
     panel.checkBox()->setChecked(true);
     QSignalSpy finished(&panel, &ServingPanel::finished);
     panel.run();
     EXPECT_FALSE(box->stopButton()->isEnabled()) << "a bench holds the server";
-    ASSERT_TRUE(waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 120000)) << "bench did not end";
     ASSERT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
     EXPECT_TRUE(panel.summaryLabel()->text().contains(url))
         << fromQString(panel.summaryLabel()->text());
@@ -222,7 +201,7 @@ TEST(ServingPanel, AStandingLocalServerServesTheBenchUntilStopped)
     ASSERT_TRUE(box->stopButton()->isEnabled());
     box->stopButton()->click();
     EXPECT_TRUE(box->urlField()->text().isEmpty());
-    ASSERT_TRUE(waitFor([&] { return !box->busy(); }, 60000)) << "server did not stop";
+    ASSERT_TRUE(test::waitFor([&] { return !box->busy(); }, 60000)) << "server did not stop";
     EXPECT_TRUE(box->statusLabel()->text().startsWith(QStringLiteral("Stopped")));
     EXPECT_EQ(box->server(), nullptr);
     EXPECT_FALSE(reachable(fromQString(url)));

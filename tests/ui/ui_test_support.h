@@ -11,6 +11,8 @@
 #include "shell/screenshot.h"
 #include "widgets/formatting.h"
 
+#include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QImage>
 #include <QTemporaryDir>
 #include <gtest/gtest.h>
@@ -44,6 +46,17 @@ inline void configure(
     auto p = plan::parsePlan(planText);
     ASSERT_TRUE(p.ok()) << p.error().message;
     session.setPlan(*p);
+}
+
+/// Runs the event loop until `done()` holds or `ms` milliseconds have passed; returns done().
+template <typename F> bool waitFor(F done, int ms)
+{
+    QElapsedTimer clock;
+    clock.start();
+    while (!done() && clock.elapsed() < ms) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    }
+    return done();
 }
 
 /// Runs the event loop until every job has delivered.
