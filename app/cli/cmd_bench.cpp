@@ -1,6 +1,6 @@
 // day0 bench serve <url>: a load client for any OpenAI-compatible /v1/completions endpoint
 // (core/serve/serve_bench.h); metrics as vLLM's `vllm bench serve` defines them.
-#include "actions/bench_record.h"
+#include "actions/staged_bench.h"
 #include "cmd_bench_report.h"
 #include "command.h"
 #include "interrupt.h"
@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -35,30 +36,6 @@ struct BenchServeArgs {
     std::string cluster = "h100-sxm:1x1";
     std::string planModel; ///< default: --check's checkpoint
 };
-
-/// The planner's prediction for one measured level: its mean lengths, and as batch the
-/// concurrency cap or, without one, the mean requests in flight (Little's law: the sum of
-/// latencies over the duration).
-Result<serve::PlanPrediction> predictLevel(const BenchServeArgs& a, const serve::BenchResult& r)
-{
-    serve::PlanQuery q;
-    q.model = a.planModel.empty() ? a.check : a.planModel;
-    q.plan = a.plan;
-    q.cluster = a.cluster;
-    if (r.completed > 0) {
-        q.inputTokens = double(r.totalInput) / r.completed;
-        q.outputTokens = double(r.totalOutput) / r.completed;
-    }
-    double busy = 0.0;
-    for (const auto& req : r.requests) {
-        busy += req.ok ? req.e2el : 0.0;
-    }
-    q.batch = r.options.maxConcurrency > 0
-        ? r.options.maxConcurrency
-        : std::max(1, int(std::lround(r.durationSeconds > 0 ? busy / r.durationSeconds : 1.0)));
-    q.batch = std::min(q.batch, std::max(1, r.options.numPrompts));
-    return serve::predictServing(q);
-}
 
 nlohmann::json levelPlanJson(const serve::PlanPrediction& p, const serve::BenchResult& r)
 {
@@ -236,6 +213,92 @@ void printCheck(const serve::LevelCheck& c, const std::string& checkpoint)
     }
 }
 
+/// The levels of `a` as the staged bench runs them: each --stages/--sweep level with the flags'
+/// lengths and prompt count, its concurrency and rate, where it sets none, the flags'.
+std::vector<actions::BenchStage> benchStages(
+    const std::vector<Stage>& levels, const serve::BenchOptions& base)
+{
+    std::vector<actions::BenchStage> out;
+    for (const auto& level : levels) {
+        actions::BenchStage s;
+        s.concurrency = level.concurrency.value_or(base.maxConcurrency);
+        s.rate = level.rate.value_or(base.arrivals.rate);
+        s.inputTokens = base.lengths.inputTokens;
+        s.outputTokens = base.lengths.outputTokens;
+        s.numPrompts = base.numPrompts;
+        out.push_back(s);
+    }
+    return out;
+}
+
+/// Prints one finished level (text mode), as it ends.
+void printLevel(const actions::BenchLevelOutcome& level, std::size_t index, std::size_t count,
+    const std::string& checkpoint)
+{
+    if (count > 1) {
+        fmt::print("{:=^50}\n", fmt::format(" level {} of {}: {} ", index + 1, count, level.label));
+    }
+    printBenchLevel(level.result);
+    if (level.check) {
+        printCheck(*level.check, checkpoint);
+    }
+    if (level.plan) {
+        printPlan(levelPlanJson(*level.plan, level.result));
+    }
+    std::fflush(stdout);
+}
+
+nlohmann::json levelJson(const actions::BenchLevelOutcome& level)
+{
+    auto j = serve::benchJson(level.result);
+    if (level.check) {
+        j["check"] = serve::checkJson(*level.check);
+    }
+    if (level.plan) {
+        j["plan"] = levelPlanJson(*level.plan, level.result);
+    }
+    return j;
+}
+
+/// The failed requests and divergences of every level, as the error of a failed bench; empty
+/// when none.
+std::string failures(
+    const std::vector<actions::BenchLevelOutcome>& levels, const std::string& check)
+{
+    int failed = 0;
+    std::size_t sent = 0;
+    std::string list;
+    std::string diverged;
+    for (std::size_t s = 0; s < levels.size(); ++s) {
+        const auto& r = levels[s].result;
+        const std::string where = levels.size() > 1
+            ? fmt::format("level {} ({}): ", s + 1, levels[s].label)
+            : std::string();
+        failed += r.failed;
+        sent += r.requests.size();
+        for (const auto& q : r.requests) {
+            if (!q.ok) {
+                list += fmt::format(
+                    "\n  {}request {}: {}: {}", where, q.index, q.errorKind, q.errorMessage);
+            }
+        }
+        if (const auto& c = levels[s].check; c && !c->divergences.empty()) {
+            diverged += fmt::format("\n  {}{} of {} requests diverge; first: {}", where,
+                c->divergences.size(), c->checked,
+                serve::describeDivergence(c->divergences.front()));
+        }
+    }
+    std::string message;
+    if (failed > 0) {
+        message = fmt::format("{} of {} requests failed:{}", failed, sent, list);
+    }
+    if (!diverged.empty()) {
+        message += fmt::format("{}--check: the endpoint's greedy tokens differ from {}'s:{}",
+            message.empty() ? "" : "\n", check, diverged);
+    }
+    return message;
+}
+
 int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
 {
     auto base = baseOptions(a);
@@ -255,165 +318,57 @@ int runBenchServe(const BenchServeArgs& a, const GlobalOptions& global)
             }
         }
     }
-    std::optional<serve::BenchReference> reference;
-    if (!a.check.empty()) {
-        Progress progress;
-        std::optional<ProgressBar> bar;
-        bar.emplace(progress, "load reference", !global.quiet);
-        auto opened
-            = serve::BenchReference::open(a.check, a.checkPrecision, progress, interruptToken());
-        bar.reset();
-        if (!opened) {
-            return reportError(opened.error().withContext("--check"));
-        }
-        reference.emplace(std::move(*opened));
-        // Prompts the reference can read: its vocabulary unless --vocab narrows it.
-        if (base->vocab <= 0 || base->vocab > reference->vocabSize()) {
-            base->vocab = reference->vocabSize();
-        }
-        base->logprobs = 0; // the chosen tokens' log-probabilities, compared where sent
-    }
-    if (!a.plan.empty() && a.planModel.empty() && a.check.empty()) {
-        return reportError(Error::badInput(
-            "--plan needs the served model: --plan-model MODEL (or --check CHECKPOINT)"));
-    }
-    if (!a.plan.empty()) {
-        // A plan, cluster or model the planner refuses is refused before any request is sent.
-        serve::PlanQuery q { a.planModel.empty() ? a.check : a.planModel, a.plan, a.cluster,
-            double(base->lengths.inputTokens), double(base->lengths.outputTokens), 1 };
-        if (auto p = serve::predictServing(q); !p) {
-            return reportError(p.error());
-        }
-    }
-    std::vector<BenchLevel> levels;
-    std::vector<serve::LevelCheck> checks;
-    std::vector<serve::PlanPrediction> plans;
-    for (std::size_t s = 0; s < stages->size(); ++s) {
-        const auto& stage = (*stages)[s];
-        serve::BenchOptions level = *base;
-        level.maxConcurrency = stage.concurrency.value_or(level.maxConcurrency);
-        level.arrivals.rate = stage.rate.value_or(level.arrivals.rate);
-        level.warmups = s == 0 ? base->warmups : 0; // the server is warm after the first level
-        Progress progress;
-        std::optional<ProgressBar> bar;
-        bar.emplace(
-            progress, fmt::format("bench serve {}/{}", s + 1, stages->size()), !global.quiet);
-        auto result = serve::runServeBench(level, progress, interruptToken());
-        bar.reset();
-        if (!result) {
-            return reportError(result.error());
-        }
-        if (reference) {
-            Progress checkProgress;
-            bar.emplace(
-                checkProgress, fmt::format("check {}/{}", s + 1, stages->size()), !global.quiet);
-            auto check = serve::checkLevel(
-                *reference, *result, a.logprobTolerance, checkProgress, interruptToken());
-            bar.reset();
-            if (!check) {
-                return reportError(check.error());
+    actions::StagedBenchRequest request;
+    request.url = base->url;
+    request.checkpoint = a.check;
+    request.precision = a.checkPrecision;
+    request.check = !a.check.empty();
+    request.logprobTolerance = a.logprobTolerance;
+    request.stages = benchStages(*stages, *base);
+    request.workload = *base;
+    request.plan = a.plan;
+    request.cluster = a.cluster;
+    request.planModel = a.planModel;
+    Progress progress;
+    std::optional<ProgressBar> bar;
+    bar.emplace(progress, "bench serve", !global.quiet);
+    std::size_t ended = 0;
+    auto outcome = actions::runStagedBench(
+        request, progress, interruptToken(), [&](const actions::BenchLevelOutcome& level) {
+            if (!global.json) {
+                printLevel(level, ended, stages->size(), a.check);
             }
-            checks.push_back(std::move(*check));
-        }
-        if (!a.plan.empty()) {
-            auto predicted = predictLevel(a, *result);
-            if (!predicted) {
-                return reportError(predicted.error());
-            }
-            plans.push_back(std::move(*predicted));
-        }
-        if (!global.json) {
-            if (stages->size() > 1) {
-                fmt::print("{:=^50}\n",
-                    fmt::format(" level {} of {}: {} ", s + 1, stages->size(), stage.label));
-            }
-            printBenchLevel(*result);
-            if (reference) {
-                printCheck(checks.back(), a.check);
-            }
-            if (!a.plan.empty()) {
-                printPlan(levelPlanJson(plans.back(), *result));
-            }
-        }
-        levels.push_back({ stage.label, std::move(*result) });
+            ++ended;
+        });
+    bar.reset();
+    if (!outcome) {
+        return reportError(outcome.error());
     }
-    std::vector<actions::BenchLevelOutcome> outcomes;
-    for (std::size_t s = 0; s < levels.size(); ++s) {
-        actions::BenchLevelOutcome out { levels[s].label, levels[s].result, std::nullopt,
-            std::nullopt };
-        if (reference) {
-            out.check = checks[s];
-        }
-        if (!a.plan.empty()) {
-            out.plan = plans[s];
-        }
-        outcomes.push_back(std::move(out));
-    }
-    const auto runId = recordResult(actions::benchRunRecord(outcomes, a.check, a.plan));
+    const auto& levels = outcome->levels;
+    const auto runId = recordResult(outcome->record);
     const nlohmann::json runJson = runId ? nlohmann::json(runId->value()) : nlohmann::json();
     if (global.json) {
-        if (levels.size() == 1 && stages->front().label.empty()) {
-            auto j = serve::benchJson(levels.front().result);
+        if (a.stages.empty() && a.sweep.empty()) {
+            auto j = levelJson(levels.front());
             j["run_id"] = runJson;
-            if (reference) {
-                j["check"] = serve::checkJson(checks.front());
-            }
-            if (!a.plan.empty()) {
-                j["plan"] = levelPlanJson(plans.front(), levels.front().result);
-            }
             fmt::print("{}\n", j.dump(2));
         } else {
             nlohmann::json all = nlohmann::json::array();
             for (const auto& l : levels) {
-                auto j = serve::benchJson(l.result);
+                auto j = levelJson(l);
                 j["level"] = l.label;
-                if (reference) {
-                    j["check"] = serve::checkJson(checks[all.size()]);
-                }
-                if (!a.plan.empty()) {
-                    j["plan"] = levelPlanJson(plans[all.size()], l.result);
-                }
                 all.push_back(std::move(j));
             }
             fmt::print("{}\n", nlohmann::json { { "stages", all }, { "run_id", runJson } }.dump(2));
         }
     } else if (levels.size() > 1) {
-        printBenchLevels(levels);
+        std::vector<BenchLevel> table;
+        for (const auto& l : levels) {
+            table.push_back({ l.label, l.result });
+        }
+        printBenchLevels(table);
     }
-    int failed = 0;
-    std::size_t sent = 0;
-    std::string list;
-    for (std::size_t s = 0; s < levels.size(); ++s) {
-        const auto& r = levels[s].result;
-        failed += r.failed;
-        sent += r.requests.size();
-        for (const auto& q : r.requests) {
-            if (!q.ok) {
-                list += fmt::format("\n  {}request {}: {}: {}",
-                    levels.size() > 1 ? fmt::format("level {} ", s + 1) : std::string(), q.index,
-                    q.errorKind, q.errorMessage);
-            }
-        }
-    }
-    std::string diverged;
-    for (std::size_t s = 0; s < checks.size(); ++s) {
-        const auto& c = checks[s];
-        if (!c.divergences.empty()) {
-            diverged += fmt::format("\n  {}{} of {} requests diverge; first: {}",
-                levels.size() > 1 ? fmt::format("level {} ({}): ", s + 1, levels[s].label)
-                                  : std::string(),
-                c.divergences.size(), c.checked, serve::describeDivergence(c.divergences.front()));
-        }
-    }
-    if (failed > 0 || !diverged.empty()) {
-        std::string message;
-        if (failed > 0) {
-            message = fmt::format("{} of {} requests failed:{}", failed, sent, list);
-        }
-        if (!diverged.empty()) {
-            message += fmt::format("{}--check: the endpoint's greedy tokens differ from {}'s:{}",
-                message.empty() ? "" : "\n", a.check, diverged);
-        }
+    if (const auto message = failures(levels, a.check); !message.empty()) {
         return reportError(Error::checkFailed(message));
     }
     return 0;

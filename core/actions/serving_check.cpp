@@ -4,13 +4,8 @@
 
 #include "actions/staged_bench.h"
 #include "serve/bench_check.h"
-#include "serve/serve_bench.h"
 
 #include <fmt/format.h>
-
-#include <limits>
-#include <memory>
-#include <optional>
 
 namespace day0::actions {
 
@@ -20,87 +15,58 @@ Result<ServingCheckOutcome> checkServing(
     if (options.concurrency.empty() || options.requestsPerLevel < 1) {
         return Error::badInput("serving check: no load level or no request per level");
     }
+    StagedBenchRequest request;
     for (const int c : options.concurrency) {
         if (c < 1) {
             return Error::badInput(fmt::format("serving check: concurrency {} is below 1", c));
         }
+        BenchStage stage;
+        stage.concurrency = c;
+        stage.inputTokens = options.inputTokens;
+        stage.outputTokens = options.outputTokens;
+        stage.numPrompts = options.requestsPerLevel;
+        request.stages.push_back(stage);
     }
-    progress.setTotal(std::int64_t(options.concurrency.size()) + 1);
-    Progress loading;
-    auto reference
-        = serve::BenchReference::open(options.checkpoint, options.precision, loading, stop);
-    if (!reference) {
-        return reference.error().withContext("serving check reference");
+    request.url = options.url;
+    request.checkpoint = options.checkpoint.string();
+    request.precision = options.precision;
+    request.workload.seed = options.seed;
+    request.workload.timeoutSeconds = options.timeoutSeconds;
+    request.workload.warmups = 1;
+    request.check = true;
+    request.logprobTolerance = options.logprobTolerance;
+    auto bench = runStagedBench(request, progress, stop);
+    if (!bench) {
+        return bench.error().withContext(
+            options.url.empty() ? "serving check: day0 serve" : "serving check");
     }
     ServingCheckOutcome out;
-    std::unique_ptr<LocalServer> local;
-    out.url = options.url;
-    if (options.url.empty()) {
-        int maxRunning = 1;
-        for (const int c : options.concurrency) {
-            maxRunning = std::max(maxRunning, c);
-        }
-        auto started = LocalServer::start(
-            options.checkpoint.string(), options.precision, maxRunning, loading, stop);
-        if (!started) {
-            return started.error().withContext("serving check: day0 serve");
-        }
-        local = std::move(*started);
-        out.url = local->url();
-        out.inProcess = true;
-        out.decodePath = local->decodePath();
-    }
-    progress.advance(1);
-    serve::BenchOptions base;
-    base.url = out.url;
-    base.lengths.inputTokens = options.inputTokens;
-    base.lengths.outputTokens = options.outputTokens;
-    base.numPrompts = options.requestsPerLevel;
-    base.seed = options.seed;
-    base.timeoutSeconds = options.timeoutSeconds;
-    base.vocab = reference->vocabSize();
-    base.logprobs = 0; // the chosen tokens' log-probabilities, compared where sent
-    DAY0_TRY(serve::discoverEndpoint(base));
+    out.url = bench->url;
+    out.inProcess = options.url.empty();
+    out.decodePath = bench->decodePath;
     std::string failedList;
     std::string divergedList;
     int sent = 0;
-    for (std::size_t i = 0; i < options.concurrency.size(); ++i) {
-        serve::BenchOptions level = base;
-        level.maxConcurrency = options.concurrency[i];
-        level.arrivals.rate = std::numeric_limits<double>::infinity();
-        level.warmups = i == 0 ? 1 : 0;
-        Progress requests;
-        auto result = serve::runServeBench(level, requests, stop);
-        if (!result) {
-            return result.error();
-        }
-        Progress checking;
-        auto check
-            = serve::checkLevel(*reference, *result, options.logprobTolerance, checking, stop);
-        if (!check) {
-            return check.error();
-        }
-        const std::string label = fmt::format("concurrency={}", options.concurrency[i]);
-        for (const auto& q : result->requests) {
+    for (const auto& level : bench->levels) {
+        const auto& result = level.result;
+        for (const auto& q : result.requests) {
             if (!q.ok) {
                 failedList += fmt::format(
-                    "; {} request {}: {}: {}", label, q.index, q.errorKind, q.errorMessage);
+                    "; {} request {}: {}: {}", level.label, q.index, q.errorKind, q.errorMessage);
             }
         }
-        if (!check->divergences.empty()) {
-            divergedList += fmt::format("; {}: {} of {} diverge, first: {}", label,
-                check->divergences.size(), check->checked,
-                serve::describeDivergence(check->divergences.front()));
+        const auto& check = *level.check;
+        if (!check.divergences.empty()) {
+            divergedList += fmt::format("; {}: {} of {} diverge, first: {}", level.label,
+                check.divergences.size(), check.checked,
+                serve::describeDivergence(check.divergences.front()));
         }
-        sent += int(result->requests.size());
-        out.failedRequests += result->failed;
-        out.divergedRequests += int(check->divergences.size());
-        out.levels.push_back({ label, std::move(*result), std::move(*check), std::nullopt });
-        progress.advance(1);
-        if (stop.stop_requested()) {
-            return Error::cancelled();
-        }
+        sent += int(result.requests.size());
+        out.failedRequests += result.failed;
+        out.divergedRequests += int(check.divergences.size());
     }
+    out.levels = std::move(bench->levels);
+    out.record = std::move(bench->record);
     if (out.failedRequests > 0) {
         out.failure
             = fmt::format("{} of {} requests failed{}", out.failedRequests, sent, failedList);
@@ -109,7 +75,6 @@ Result<ServingCheckOutcome> checkServing(
         out.failure += fmt::format("{}greedy tokens diverge from the reference engine's{}",
             out.failure.empty() ? "" : "; ", divergedList);
     }
-    out.record = benchRunRecord(out.levels, options.checkpoint.string(), {});
     return out;
 }
 

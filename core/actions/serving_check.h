@@ -46,7 +46,8 @@ struct ServingCheckOutcome {
 
 /// Runs the serving check. Errors when it cannot run (the checkpoint does not load, the port
 /// cannot be bound, the endpoint is unreachable or sends no token_ids); failed requests and
-/// divergent tokens are in the outcome. Progress counts levels; cancellable.
+/// divergent tokens are in the outcome. It runs the levels by runStagedBench, whose progress it
+/// reports; cancellable.
 Result<ServingCheckOutcome> checkServing(
     const ServingCheckOptions& options, Progress& progress, std::stop_token stop);
 

@@ -1,36 +1,126 @@
-// A staged serving bench (actions/staged_bench.h): the Serving panel's action.
+// A staged serving bench (actions/staged_bench.h): the one stage loop of `day0 bench serve`,
+// the Serving panel and validate's serving step.
 #include "actions/staged_bench.h"
 
-#include "exec/precision.h"
 #include "serve/bench_check.h"
-#include "serve/openai_server.h"
-#include "serve/scheduler.h"
-#include "serve/serve_bench.h"
-#include "serve/served_model.h"
+#include "serve/bench_plan.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
-#include <thread>
 
 namespace day0::actions {
 
-std::string BenchStage::label() const
+namespace {
+
+std::string lengthText(std::int64_t tokens, double range)
+{
+    return range > 0 ? fmt::format("{}±{:g}%", tokens, 100 * range) : std::to_string(tokens);
+}
+
+/// The options of level `stage` of `request`, served at `url`.
+serve::BenchOptions levelOptions(
+    const StagedBenchRequest& request, const BenchStage& stage, const std::string& url)
+{
+    serve::BenchOptions level = request.workload;
+    level.url = url;
+    level.maxConcurrency = stage.concurrency;
+    level.arrivals.rate = stage.rate;
+    level.lengths.inputTokens = stage.inputTokens;
+    level.lengths.outputTokens = stage.outputTokens;
+    level.numPrompts = stage.numPrompts;
+    return level;
+}
+
+/// The planner's prediction for one measured level: its mean lengths, and as batch the
+/// concurrency cap or, without one, the mean requests in flight (Little's law: the sum of
+/// latencies over the duration).
+Result<serve::PlanPrediction> predictLevel(
+    const StagedBenchRequest& request, const serve::BenchResult& r)
+{
+    serve::PlanQuery q;
+    q.model = request.planModel.empty() ? request.checkpoint : request.planModel;
+    q.plan = request.plan;
+    q.cluster = request.cluster;
+    if (r.completed > 0) {
+        q.inputTokens = double(r.totalInput) / r.completed;
+        q.outputTokens = double(r.totalOutput) / r.completed;
+    }
+    double busy = 0.0;
+    for (const auto& req : r.requests) {
+        busy += req.ok ? req.e2el : 0.0;
+    }
+    q.batch = r.options.maxConcurrency > 0
+        ? r.options.maxConcurrency
+        : std::max(1, int(std::lround(r.durationSeconds > 0 ? busy / r.durationSeconds : 1.0)));
+    q.batch = std::min(q.batch, std::max(1, r.options.numPrompts));
+    return serve::predictServing(q);
+}
+
+Result<void> checkRequest(const StagedBenchRequest& request)
+{
+    if (request.stages.empty()) {
+        return Error::badInput("bench serve: no load level given");
+    }
+    if (request.url.empty() && request.checkpoint.empty()) {
+        return Error::badInput("bench serve: neither an endpoint URL nor a checkpoint to serve");
+    }
+    if (request.check && request.checkpoint.empty()) {
+        return Error::badInput("bench serve --check: no checkpoint to compare with");
+    }
+    if (request.plan.empty()) {
+        return success();
+    }
+    if (request.planModel.empty() && request.checkpoint.empty()) {
+        return Error::badInput(
+            "--plan needs the served model: --plan-model MODEL (or --check CHECKPOINT)");
+    }
+    // A plan, cluster or model the planner refuses is refused before any request is sent.
+    const auto& first = request.stages.front();
+    serve::PlanQuery q { request.planModel.empty() ? request.checkpoint : request.planModel,
+        request.plan, request.cluster, double(first.inputTokens), double(first.outputTokens), 1 };
+    if (auto p = serve::predictServing(q); !p) {
+        return p.error();
+    }
+    return success();
+}
+
+} // namespace
+
+std::string levelLabel(const serve::BenchOptions& level)
 {
     std::string load;
-    if (concurrency > 0) {
-        load = fmt::format("concurrency={}", concurrency);
+    if (level.maxConcurrency > 0) {
+        load = fmt::format("concurrency={}", level.maxConcurrency);
     }
-    if (!std::isinf(rate)) {
-        load += fmt::format("{}rate={:g}", load.empty() ? "" : " ", rate);
+    const auto& a = level.arrivals;
+    const auto add = [&load](const std::string& part) { load += (load.empty() ? "" : " ") + part; };
+    if (a.ramp != serve::RampUp::None) {
+        add(fmt::format(
+            "{} ramp {:g}→{:g} req/s", serve::rampUpName(a.ramp), a.rampStart, a.rampEnd));
+    } else if (!std::isinf(a.rate)) {
+        add(fmt::format("rate={:g}", a.rate));
+    }
+    if (a.burstiness != 1.0 && (a.ramp != serve::RampUp::None || !std::isinf(a.rate))) {
+        add(fmt::format("burstiness={:g}", a.burstiness));
     }
     if (load.empty()) {
         load = "unlimited";
     }
-    return fmt::format("{} {}→{} tok", load, inputTokens, outputTokens);
+    const auto& l = level.lengths;
+    if (!l.fromFile.empty()) {
+        return load + " lengths from a file";
+    }
+    return fmt::format("{} {}→{} tok", load, lengthText(l.inputTokens, l.inputRange),
+        lengthText(l.outputTokens, l.outputRange));
+}
+
+std::string BenchStage::label() const
+{
+    StagedBenchRequest plain;
+    return levelLabel(levelOptions(plain, *this, {}));
 }
 
 std::vector<BenchStage> defaultBenchStages()
@@ -47,90 +137,10 @@ std::vector<BenchStage> defaultBenchStages()
     return stages;
 }
 
-struct LocalServer::Impl {
-    serve::LoadedModel loaded; ///< the tokenizer and chat template the server points into
-    std::optional<serve::Scheduler> scheduler;
-    std::optional<serve::OpenAiServer> server;
-    std::thread http;
-    std::string url;
-};
-
-LocalServer::LocalServer(std::unique_ptr<Impl> impl)
-    : m_impl(std::move(impl))
-{
-}
-
-LocalServer::~LocalServer()
-{
-    if (m_impl->server) {
-        m_impl->server->refuseNew();
-        if (m_impl->scheduler) {
-            m_impl->scheduler->drain(std::chrono::seconds(30));
-        }
-        m_impl->server->stop();
-    }
-    if (m_impl->http.joinable()) {
-        m_impl->http.join();
-    }
-}
-
-const std::string& LocalServer::url() const { return m_impl->url; }
-
-std::string LocalServer::decodePath() const { return m_impl->scheduler->decodePath(); }
-
-Result<std::unique_ptr<LocalServer>> LocalServer::start(const std::string& checkpoint,
-    const std::string& precision, int maxRequests, Progress& progress, std::stop_token stop)
-{
-    auto plan = exec::parsePrecisionPlan(precision);
-    if (!plan) {
-        return plan.error().withContext("precision");
-    }
-    progress.setStage("loading " + checkpoint);
-    auto loaded = serve::loadServedModel(checkpoint, plan->isF64(), progress, stop);
-    if (!loaded) {
-        return loaded.error();
-    }
-    auto impl = std::make_unique<Impl>();
-    impl->loaded = std::move(*loaded);
-    serve::SchedulerOptions so;
-    so.maxRunning = std::clamp(maxRequests, 1, 64);
-    so.maxQueued = std::max(maxRequests, 1);
-    so.plan = *plan;
-    so.eosIds = impl->loaded.eosIds;
-    impl->scheduler.emplace(std::move(*impl->loaded.engine), so);
-    serve::ServedModel model;
-    model.name = impl->loaded.name;
-    model.vocabSize = impl->scheduler->spec().vocabSize;
-    model.contextLimit = impl->scheduler->contextLimit();
-    model.tokenizer = impl->loaded.tokenizer.get();
-    model.chatTemplate = impl->loaded.chat ? &*impl->loaded.chat : nullptr;
-    serve::ServerOptions o;
-    o.port = 0; // a free loopback port
-    o.chatRefusal = impl->loaded.chatRefusal;
-    o.threads = std::size_t(so.maxRunning + so.maxQueued + 8);
-    impl->server.emplace(*impl->scheduler, model, o);
-    auto port = impl->server->bind();
-    if (!port) {
-        return port.error();
-    }
-    impl->url = fmt::format("http://{}:{}", o.host, *port);
-    auto* server = &*impl->server;
-    impl->http = std::thread([server] { server->serve(); });
-    return std::unique_ptr<LocalServer>(new LocalServer(std::move(impl)));
-}
-
 Result<StagedBenchOutcome> runStagedBench(const StagedBenchRequest& request, Progress& progress,
     std::stop_token stop, const std::function<void(const BenchLevelOutcome&)>& onLevel)
 {
-    if (request.stages.empty()) {
-        return Error::badInput("bench serve: no load level given");
-    }
-    if (request.url.empty() && request.checkpoint.empty()) {
-        return Error::badInput("bench serve: neither an endpoint URL nor a checkpoint to serve");
-    }
-    if (request.check && request.checkpoint.empty()) {
-        return Error::badInput("bench serve --check: no checkpoint to compare with");
-    }
+    DAY0_TRY(checkRequest(request));
     std::optional<serve::BenchReference> reference;
     if (request.check) {
         progress.setStage("loading the reference");
@@ -156,35 +166,29 @@ Result<StagedBenchOutcome> runStagedBench(const StagedBenchRequest& request, Pro
         }
         local = std::move(*started);
         out.url = local->url();
-    }
-    serve::BenchOptions base;
-    base.url = out.url;
-    base.seed = request.seed;
-    base.percentiles = request.percentiles;
-    base.slos = request.slos;
-    base.timeoutSeconds = request.timeoutSeconds;
-    if (reference) {
-        base.vocab = reference->vocabSize(); // prompts the reference can read
-        base.logprobs = 0; // the chosen tokens' log-probabilities, compared where sent
+        out.decodePath = local->decodePath();
     }
     for (std::size_t i = 0; i < request.stages.size(); ++i) {
-        const auto& stage = request.stages[i];
-        serve::BenchOptions level = base;
-        level.maxConcurrency = stage.concurrency;
-        level.arrivals.rate = stage.rate;
-        level.lengths.inputTokens = stage.inputTokens;
-        level.lengths.outputTokens = stage.outputTokens;
-        level.numPrompts = stage.numPrompts;
-        level.warmups = i == 0 ? request.warmups : 0; // the server is warm after the first
+        serve::BenchOptions level = levelOptions(request, request.stages[i], out.url);
+        level.warmups = i == 0 ? request.workload.warmups : 0; // the server is warm after
+        if (reference) {
+            // Prompts the reference can read: its vocabulary unless the workload narrows it.
+            if (level.vocab <= 0 || level.vocab > reference->vocabSize()) {
+                level.vocab = reference->vocabSize();
+            }
+            level.logprobs = 0; // the chosen tokens' log-probabilities, compared where sent
+        }
+        const std::string label = levelLabel(level);
         progress.setDone(0);
         progress.setTotal(0);
+        progress.setStage(fmt::format("level {} of {}: {}", i + 1, request.stages.size(), label));
         auto result = serve::runServeBench(level, progress, stop);
         if (!result) {
-            return result.error().withContext(fmt::format("level {} ({})", i + 1, stage.label()));
+            return result.error().withContext(fmt::format("level {} ({})", i + 1, label));
         }
-        BenchLevelOutcome outcome { stage.label(), std::move(*result), std::nullopt, std::nullopt };
+        BenchLevelOutcome outcome { label, std::move(*result), std::nullopt, std::nullopt };
         if (reference) {
-            progress.setStage("checking against the reference");
+            progress.setStage(fmt::format("checking level {} against the reference", i + 1));
             auto check = serve::checkLevel(
                 *reference, outcome.result, request.logprobTolerance, progress, stop);
             if (!check) {
@@ -192,12 +196,20 @@ Result<StagedBenchOutcome> runStagedBench(const StagedBenchRequest& request, Pro
             }
             outcome.check = std::move(*check);
         }
+        if (!request.plan.empty()) {
+            auto predicted = predictLevel(request, outcome.result);
+            if (!predicted) {
+                return predicted.error();
+            }
+            outcome.plan = std::move(*predicted);
+        }
         if (onLevel) {
             onLevel(outcome);
         }
         out.levels.push_back(std::move(outcome));
     }
-    out.record = benchRunRecord(out.levels, request.check ? request.checkpoint : std::string(), {});
+    out.record = benchRunRecord(
+        out.levels, request.check ? request.checkpoint : std::string(), request.plan);
     if (!request.checkpoint.empty()) {
         out.record.setProperty("checkpoint", request.checkpoint);
     }

@@ -15,6 +15,7 @@ namespace day0::exec {
 
 struct SequenceDecoder::State {
     const Engine* engine = nullptr; ///< whose weights it reads (feedBatch needs one engine)
+    Backend* backend = nullptr; ///< computes the float operators; null: the CPU reference
     std::int64_t vocab = 0;
     std::variant<std::unique_ptr<detail::Forward<float>>, std::unique_ptr<detail::Forward<double>>>
         forward;
@@ -30,9 +31,20 @@ SequenceDecoder::SequenceDecoder(SequenceDecoder&&) noexcept = default;
 SequenceDecoder& SequenceDecoder::operator=(SequenceDecoder&&) noexcept = default;
 SequenceDecoder::~SequenceDecoder() = default;
 
-Result<SequenceDecoder> SequenceDecoder::open(
-    const Engine& engine, const PrecisionPlan& plan, std::int64_t capacity, std::int64_t deltaChunk)
+Result<SequenceDecoder> SequenceDecoder::open(const Engine& engine, const PrecisionPlan& plan,
+    std::int64_t capacity, std::int64_t deltaChunk, Backend* backend)
 {
+    if (backend != nullptr && engine.isF64()) {
+        return Error::badInput(fmt::format("the fp64 reference runs on day0-cpu only, not on "
+                                           "backend '{}'; run fp32 or a lower precision there",
+            backend->name()));
+    }
+    if (backend != nullptr && engine.spec().family == model::Family::DeepseekV4) {
+        // As Engine::run: DeepSeek-V4's block computes on the CPU reference loops.
+        return Error::unsupported(fmt::format("backend '{}' on deepseek_v4: its block runs on "
+                                              "the CPU reference only",
+            backend->name()));
+    }
     if (plan.isF64() != engine.isF64()) {
         return Error::internal(fmt::format("a {} sequence needs an engine loaded in {}",
             precisionName(plan.base), plan.isF64() ? "fp64" : "fp32"));
@@ -47,6 +59,7 @@ Result<SequenceDecoder> SequenceDecoder::open(
     auto state = std::make_unique<State>();
     state->vocab = engine.spec().vocabSize;
     state->engine = &engine;
+    state->backend = backend;
     // Engine::run builds its Forward the same way (engine.cpp): same spec, weights, plan and
     // chunk, so the logits and greedy picks match a `day0 run` of the same prompt.
     const auto make = [&]<typename T>() -> Result<void> {
@@ -54,6 +67,11 @@ Result<SequenceDecoder> SequenceDecoder::open(
             engine.spec(), engine.weightTable(), plan, capacity);
         DAY0_TRY(forward->init());
         forward->setDeltaRuleChunk(deltaChunk);
+        if constexpr (std::is_same_v<T, float>) {
+            if (backend != nullptr) {
+                forward->setBackend(backend);
+            }
+        }
         state->forward = std::move(forward);
         return success();
     };
@@ -109,6 +127,10 @@ Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
     }
     std::vector<std::int64_t> starts;
     for (const auto* seq : seqs) {
+        if (seq->m_state->backend != nullptr) {
+            return Error::unsupported("batched decode: a sequence computes on backend '"
+                + seq->m_state->backend->name() + "'");
+        }
         if (seq->m_state->engine != first.engine
             || seq->m_state->forward.index() != first.forward.index()) {
             return Error::internal("batched feed: the sequences run on different engines");

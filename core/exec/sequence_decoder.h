@@ -22,9 +22,10 @@ namespace day0::exec {
 class SequenceDecoder {
 public:
     /// A decoder over `engine` (which must outlive it) in `plan`'s arithmetic (fp64 plans need an
-    /// fp64 engine); `deltaChunk` as RunOptions::linearAttentionChunk.
+    /// fp64 engine); `deltaChunk` as RunOptions::linearAttentionChunk; `backend` (may be null:
+    /// the CPU reference) computes its float operators as RunOptions::backend, fp32 only.
     static Result<SequenceDecoder> open(const Engine& engine, const PrecisionPlan& plan,
-        std::int64_t capacity, std::int64_t deltaChunk = 64);
+        std::int64_t capacity, std::int64_t deltaChunk = 64, Backend* backend = nullptr);
 
     SequenceDecoder(SequenceDecoder&&) noexcept;
     SequenceDecoder& operator=(SequenceDecoder&&) noexcept;
@@ -37,8 +38,8 @@ public:
     /// One decode step of several sequences opened on the same engine and plan: token ids[i]
     /// fed to seqs[i] at its next position, the linear layers run once over all the rows (one
     /// matrix product each), each row's attention over its own cache. Returns each sequence's
-    /// logits [vocab] in order. Only where batchRefusal(engine) is empty; each sequence advances by
-    /// one on success.
+    /// logits [vocab] in order. Only where batchRefusal(engine) is empty and on the CPU reference
+    /// (no backend); each sequence advances by one on success.
     static Result<std::vector<std::vector<double>>> feedBatch(
         std::span<SequenceDecoder* const> seqs, std::span<const std::int64_t> ids,
         std::stop_token stop);

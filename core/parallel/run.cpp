@@ -324,33 +324,8 @@ std::string layoutString(const checkpoint::ShardLayout& l, int microBatches)
         microBatches, l.sp && l.tp > 1 ? ",sp=on" : "");
 }
 
-Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model::ModelSpec& spec,
-    const exec::WeightSource& weights, const ParallelRunOptions& o, CommRecorder& recorder,
-    Progress& progress, std::stop_token stop)
+Result<void> checkExecutorCovers(const model::ModelSpec& spec, bool onBackend)
 {
-    const auto& l = o.layout;
-    // Agreement first: a rank started with another plan may also expect another world size.
-    DAY0_TRY(checkAgreement(world,
-        { layoutString(l, o.microBatches), exec::modelFingerprint(spec), o.checkpointId,
-            fmt::format("{} new tokens, {} prompts", o.newTokens, o.prompts.size()) },
-        { "plan", "model", "checkpoint", "inputs" }));
-    if (world.size() != l.worldSize()) {
-        return Error::badInput(
-            fmt::format("--plan {} needs {} ranks (pp × dp × tp) but {} were started",
-                layoutString(l, o.microBatches), l.worldSize(), world.size()));
-    }
-    if (o.microBatches < 1 || o.prompts.size() != std::size_t(l.dp * o.microBatches)
-        || o.newTokens < 1) {
-        return Error::badInput(fmt::format(
-            "a parallel run needs dp × micro-batches = {} prompts and at least one new token; "
-            "got {} prompts",
-            l.dp * o.microBatches, o.prompts.size()));
-    }
-    for (const auto& p : o.prompts) {
-        if (p.empty()) {
-            return Error::badInput("a parallel run got an empty prompt");
-        }
-    }
     auto missing = exec::unsupportedFeatures(spec);
     // DeepSeek-V4's sinks and trailing RoPE lanes run in its own block (deepseek_v4.cpp).
     const bool v4 = spec.family == model::Family::DeepseekV4;
@@ -429,7 +404,7 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     // DeepSeek-V4's block runs in deepseek_v4.cpp on the CPU reference loops of the single-rank
     // engine, which no backend computes.
-    if (spec.family == model::Family::DeepseekV4 && o.backendFor) {
+    if (spec.family == model::Family::DeepseekV4 && onBackend) {
         missing.push_back(fmt::format("sharded runs of {} on a backend (its block runs on the "
                                       "CPU reference only)",
             spec.modelType));
@@ -444,6 +419,37 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
         return Error::unsupported(
             fmt::format("the parallel executor lacks: {}", fmt::join(missing, "; ")));
     }
+    return success();
+}
+
+Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model::ModelSpec& spec,
+    const exec::WeightSource& weights, const ParallelRunOptions& o, CommRecorder& recorder,
+    Progress& progress, std::stop_token stop)
+{
+    const auto& l = o.layout;
+    // Agreement first: a rank started with another plan may also expect another world size.
+    DAY0_TRY(checkAgreement(world,
+        { layoutString(l, o.microBatches), exec::modelFingerprint(spec), o.checkpointId,
+            fmt::format("{} new tokens, {} prompts", o.newTokens, o.prompts.size()) },
+        { "plan", "model", "checkpoint", "inputs" }));
+    if (world.size() != l.worldSize()) {
+        return Error::badInput(
+            fmt::format("--plan {} needs {} ranks (pp × dp × tp) but {} were started",
+                layoutString(l, o.microBatches), l.worldSize(), world.size()));
+    }
+    if (o.microBatches < 1 || o.prompts.size() != std::size_t(l.dp * o.microBatches)
+        || o.newTokens < 1) {
+        return Error::badInput(fmt::format(
+            "a parallel run needs dp × micro-batches = {} prompts and at least one new token; "
+            "got {} prompts",
+            l.dp * o.microBatches, o.prompts.size()));
+    }
+    for (const auto& p : o.prompts) {
+        if (p.empty()) {
+            return Error::badInput("a parallel run got an empty prompt");
+        }
+    }
+    DAY0_TRY(checkExecutorCovers(spec, bool(o.backendFor)));
     DAY0_TRY(checkPlanFits(spec, l));
     const checkpoint::RankCoord c = checkpoint::rankCoord(l, world.rank());
     recorder.setLayout(l);

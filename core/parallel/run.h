@@ -189,6 +189,10 @@ Result<std::filesystem::path> prepareParallelCheckpoint(const std::string& model
 /// dimension or the tensor).
 Result<void> checkPlanFits(const model::ModelSpec& spec, const checkpoint::ShardLayout& layout);
 
+/// Refuses, naming each, what of `spec` the sharded executor does not compute (its vision tower,
+/// per-layer blocks, ...; with `onBackend` also what no backend computes).
+Result<void> checkExecutorCovers(const model::ModelSpec& spec, bool onBackend);
+
 /// Refuses a layout with a field the executor does not run (cp > 1 today), naming it; the part
 /// of checkPlanFits that needs no model.
 Result<void> checkRunnable(const checkpoint::ShardLayout& layout);

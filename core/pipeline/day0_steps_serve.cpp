@@ -28,8 +28,7 @@ Step servingStep(ValidationState& s)
             }
             for (const auto& level : checked->levels) {
                 const auto& r = level.result;
-                const std::string key = level.label.substr(level.label.find('=') + 1);
-                const std::string prefix = "c" + key + "_";
+                const std::string prefix = fmt::format("c{}_", r.options.maxConcurrency);
                 report.metrics[prefix + "completed"] = r.completed;
                 report.metrics[prefix + "failed"] = r.failed;
                 report.metrics[prefix + "diverged"] = double(level.check->divergences.size());

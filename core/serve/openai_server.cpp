@@ -119,7 +119,14 @@ OpenAiServer::OpenAiServer(Scheduler& scheduler, ServedModel model, ServerOption
             dumpJsonSafe({ { "object", "list" }, { "data", { card } } }), "application/json");
     });
     http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
-        res.set_content(renderPrometheus(impl->scheduler.metrics()), "text/plain; version=0.0.4");
+        // Label values are plan strings and plugin names: no quote, backslash or newline.
+        const std::string info = fmt::format("# HELP day0_serving_info Where requests run: the "
+                                             "plan's sharded ranks and the backend.\n"
+                                             "# TYPE day0_serving_info gauge\n"
+                                             "day0_serving_info{{plan=\"{}\",backend=\"{}\"}} 1\n",
+            impl->options.plan.empty() ? "tp=1" : impl->options.plan, impl->options.backend);
+        res.set_content(
+            renderPrometheus(impl->scheduler.metrics()) + info, "text/plain; version=0.0.4");
     });
     http.Post("/v1/completions", [this, impl](const httplib::Request& req, httplib::Response& res) {
         if (m_refusing) {

@@ -20,6 +20,10 @@ struct ServerOptions {
     /// Why /v1/chat/completions is refused for a checkpoint without a usable chat template
     /// (ServedModel::chatTemplate null): said in the 400's message.
     std::string chatRefusal;
+    /// Where requests run, as /metrics names it (day0_serving_info{plan, backend} 1): the plan
+    /// string of sharded ranks ("" for one rank) and the backend ("cpu" for the reference).
+    std::string plan;
+    std::string backend = "cpu";
 };
 
 /// The OpenAI-compatible HTTP front of a Scheduler, on cpp-httplib (Debian's

@@ -60,6 +60,7 @@ struct Scheduler::Sequence {
     std::shared_ptr<RequestStream> stream;
     Clock::time_point arrived;
     std::optional<exec::SequenceDecoder> decoder;
+    std::unique_ptr<SteppedSequence> stepped; ///< instead of decoder, on SchedulerOptions::source
     std::optional<Sampler> sampler; ///< made with the decoder, at the prefill
     std::optional<StopChecker> checker; ///< likewise
     std::int64_t generated = 0;
@@ -75,6 +76,12 @@ struct Scheduler::Sequence {
         StopReason reason;
     };
     std::optional<Ending> ending;
+    [[nodiscard]] bool opened() const { return decoder.has_value() || stepped != nullptr; }
+    /// Tokens fed so far.
+    [[nodiscard]] std::int64_t position() const
+    {
+        return stepped ? stepped->position() : decoder ? decoder->position() : 0;
+    }
     [[nodiscard]] std::int64_t reserve() const
     {
         return std::int64_t(request.prompt.size()) + request.maxTokens;
@@ -91,8 +98,16 @@ Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
         m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
     }
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
-    m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
-                                           : std::string("turned off");
+    if (m_options.source) {
+        m_batchRefusal = m_options.source->sequentialReason();
+    } else if (m_options.backend) {
+        m_batchRefusal = fmt::format("batched decode is off on backend plugins: '{}' decodes "
+                                     "one sequence per step",
+            m_options.backend->name());
+    } else {
+        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
+                                               : std::string("turned off");
+    }
     m_metrics.batchedDecode = m_batchRefusal.empty();
     m_thread = std::jthread([this](std::stop_token stop) { loop(stop); });
 }
@@ -251,17 +266,27 @@ void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason rea
 
 bool Scheduler::advance(Sequence& seq, std::stop_token stop)
 {
-    const bool prefill = !seq.decoder.has_value();
+    const bool prefill = !seq.opened();
     if (prefill) {
         // The capacity Engine::run gives the same request: prompt + new tokens − 1.
-        auto decoder = exec::SequenceDecoder::open(m_engine, m_options.plan,
-            std::int64_t(seq.request.prompt.size()) + seq.request.maxTokens - 1,
-            m_options.deltaChunk);
-        if (!decoder) {
-            end(seq, Finish::Failed, decoder.error().message);
-            return false;
+        const std::int64_t capacity
+            = std::int64_t(seq.request.prompt.size()) + seq.request.maxTokens - 1;
+        if (m_options.source) {
+            auto stepped = m_options.source->open(capacity);
+            if (!stepped) {
+                end(seq, Finish::Failed, stepped.error().message);
+                return false;
+            }
+            seq.stepped = std::move(*stepped);
+        } else {
+            auto decoder = exec::SequenceDecoder::open(
+                m_engine, m_options.plan, capacity, m_options.deltaChunk, m_options.backend.get());
+            if (!decoder) {
+                end(seq, Finish::Failed, decoder.error().message);
+                return false;
+            }
+            seq.decoder.emplace(std::move(*decoder));
         }
-        seq.decoder.emplace(std::move(*decoder));
         seq.sampler.emplace(seq.request.sampling);
         auto stopIds = seq.request.stopTokenIds;
         if (!seq.request.ignoreEos) {
@@ -270,8 +295,9 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
         seq.checker.emplace(seq.request.tokenizer, seq.request.stop, std::move(stopIds));
     }
     const std::int64_t one[] = { seq.last };
-    auto logits
-        = prefill ? seq.decoder->feed(seq.request.prompt, stop) : seq.decoder->feed(one, stop);
+    const std::span<const std::int64_t> ids
+        = prefill ? std::span<const std::int64_t>(seq.request.prompt) : std::span(one);
+    auto logits = seq.stepped ? seq.stepped->feed(ids, stop) : seq.decoder->feed(ids, stop);
     if (!logits) {
         end(seq, Finish::Failed, logits.error().message);
         return false;
@@ -321,7 +347,7 @@ bool Scheduler::emit(Sequence& seq, std::span<const double> logits, bool prefill
     }
     seq.last = event.token;
     ++seq.generated;
-    const double bytesUsed = cacheBytes(seq.decoder->position());
+    const double bytesUsed = cacheBytes(seq.position());
     {
         const std::lock_guard lock(m_mutex);
         const auto now = Clock::now();
@@ -430,7 +456,7 @@ void Scheduler::loop(std::stop_token stop)
                 m_metrics.kvTokensReserved -= seq->reserve();
                 m_metrics.kvBytesReserved -= seq->bytesReserved;
                 m_metrics.kvBytesUsed -= seq->bytesUsed;
-                m_metrics.kvTokensUsed -= seq->decoder ? seq->decoder->position() : 0;
+                m_metrics.kvTokensUsed -= seq->position();
                 ended.push_back(std::move(seq));
                 m_running.erase(m_running.begin() + std::ptrdiff_t(*it));
             }

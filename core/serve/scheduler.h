@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -82,6 +83,30 @@ private:
     bool m_cancelled = false;
 };
 
+/// One sequence fed step by step elsewhere than on the scheduler's engine (a plan's sharded
+/// ranks, a backend plugin): the prompt first, then one token per step; the logits [vocab] of
+/// the last token fed. Called from the scheduler's loop thread only.
+class SteppedSequence {
+public:
+    virtual ~SteppedSequence() = default;
+    virtual Result<std::vector<double>> feed(
+        std::span<const std::int64_t> ids, std::stop_token stop)
+        = 0;
+    /// Tokens fed so far.
+    [[nodiscard]] virtual std::int64_t position() const = 0;
+};
+
+/// Where a scheduler's sequences run when not on its engine's own forward (SchedulerOptions::
+/// source). Their decode steps run one after another. Called from the loop thread only.
+class SequenceSource {
+public:
+    virtual ~SequenceSource() = default;
+    /// A sequence with room for `capacity` tokens.
+    virtual Result<std::unique_ptr<SteppedSequence>> open(std::int64_t capacity) = 0;
+    /// Why decode steps are not batched on it, for decodePath ("sequential (<this>)").
+    [[nodiscard]] virtual std::string sequentialReason() const = 0;
+};
+
 /// Limits of the scheduler.
 struct SchedulerOptions {
     int maxRunning = 8; ///< sequences advanced together
@@ -95,6 +120,12 @@ struct SchedulerOptions {
     /// Decode steps of the running sequences as one batched forward
     /// (exec::SequenceDecoder::feedBatch) where the model allows it; false: one after another.
     bool batchDecode = true;
+    /// Runs the sequences here instead of on the engine's forward (the engine then only gives
+    /// the model's spec); null: exec::SequenceDecoder on the engine.
+    std::shared_ptr<SequenceSource> source;
+    /// Computes the sequences' float operators (a backend plugin, as `day0 run --backend`), fp32;
+    /// decode steps then run one after another. Null: the CPU reference.
+    std::shared_ptr<exec::Backend> backend;
 };
 
 /// Counters for /metrics; a snapshot.

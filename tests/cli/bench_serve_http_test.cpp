@@ -157,7 +157,7 @@ TEST(BenchServeCli, SweepGivesARowPerLevelAndTheThroughputLatencyTable)
     ASSERT_EQ(r.exitCode, 0) << r.err;
     const auto levels = r.json()["stages"];
     ASSERT_EQ(levels.size(), 2U);
-    EXPECT_EQ(levels[0]["level"], "concurrency=1");
+    EXPECT_EQ(levels[0]["level"], "concurrency=1 rate=500 3→3 tok");
     EXPECT_EQ(levels[1]["max_concurrency"], 4);
     // A sweep keeps the other flags: both levels at 500 req/s.
     EXPECT_EQ(levels[0]["request_rate"], 500.0);
@@ -169,7 +169,8 @@ TEST(BenchServeCli, SweepGivesARowPerLevelAndTheThroughputLatencyTable)
     EXPECT_NE(text.out.find("per level"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("throughput vs latency"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("tok/s/user (mean)"), std::string::npos) << text.out;
-    EXPECT_NE(text.out.find("rate=inf"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("rate=200 3→3 tok"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("unlimited 3→3 tok"), std::string::npos) << text.out;
     const auto both = runDay0(bench(server.url, { "--sweep", "rate=1", "--stages", "rate=2" }));
     EXPECT_EQ(both.exitCode, 2);
     const auto badSweep = runDay0(bench(server.url, { "--sweep", "batch=1,2" }));
@@ -259,7 +260,7 @@ TEST(BenchServeCli, CheckCatchesABatchDependentEndpointAtTheLevelWhereItStarts)
     const auto first = levels[2]["check"]["first_divergence"];
     EXPECT_EQ(first["kind"], "token");
     EXPECT_EQ(first["got"].get<std::int64_t>(), (first["expected"].get<std::int64_t>() + 1) % 256);
-    EXPECT_NE(r.err.find("level 3 (concurrency=8):"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("level 3 (concurrency=8 4→8 tok):"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("level 1 ("), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("level 2 ("), std::string::npos) << r.err;
 }
@@ -289,9 +290,9 @@ TEST(BenchServeCli, ValidatesServingStepFailsAtTheLevelWhereAnEndpointDiverges)
     ASSERT_TRUE(serving.is_object()) << j.dump();
     EXPECT_EQ(serving["status"], "failed");
     const auto reason = serving["reason"].get<std::string>();
-    EXPECT_NE(reason.find("concurrency=4: "), std::string::npos) << reason;
+    EXPECT_NE(reason.find("concurrency=4 "), std::string::npos) << reason;
     EXPECT_NE(reason.find("diverge"), std::string::npos) << reason;
-    EXPECT_EQ(reason.find("concurrency=1: "), std::string::npos) << reason;
+    EXPECT_EQ(reason.find("concurrency=1 "), std::string::npos) << reason;
     EXPECT_EQ(serving["metrics"]["c1_diverged"].get<double>(), 0.0);
     EXPECT_GT(serving["metrics"]["c4_diverged"].get<double>(), 0.0);
     // The steps before it passed: only serving fails the validation.

@@ -28,7 +28,7 @@ TEST(StagedBench, ServesTheCheckpointInProcessAndChecksEveryLevel)
     request.checkpoint = checkpoint.string();
     request.stages = { stage(1, 2), stage(2, 4) };
     request.check = true;
-    request.slos.e2elMs = 1e7;
+    request.workload.slos.e2elMs = 1e7;
     Progress progress;
     std::vector<std::string> seen;
     auto out = actions::runStagedBench(request, progress, {},

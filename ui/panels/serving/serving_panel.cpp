@@ -297,9 +297,9 @@ void ServingPanel::run()
     request.url = external ? fromQString(url) : std::string();
     request.checkpoint = fromQString(m_session.modelSource());
     request.stages = std::move(*stages);
-    request.slos.ttftMs = m_ttft->value();
-    request.slos.tpotMs = m_tpot->value();
-    request.slos.e2elMs = m_e2el->value();
+    request.workload.slos.ttftMs = m_ttft->value();
+    request.workload.slos.tpotMs = m_tpot->value();
+    request.workload.slos.e2elMs = m_e2el->value();
     request.check = m_check->isChecked();
     startJob(std::move(request), true);
 }

@@ -1,0 +1,336 @@
+// A plan's ranks kept running to serve sequences step by step (parallel/served_ranks.h).
+#include "parallel/served_ranks.h"
+
+#include "comm/in_process_communicator.h"
+#include "exec/checkpoint_weights.h"
+#include "parallel/forward.h"
+#include "parallel/run.h"
+#include "parallel/weights.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace day0::parallel {
+
+namespace {
+
+constexpr int kTagHidden = 1;
+constexpr int kTagPerLayer = 2;
+constexpr int kTagIds = 3;
+
+/// What every rank does next; the same for all.
+struct Command {
+    enum class Kind { Open, Feed, Close, Stop };
+    Kind kind = Kind::Stop;
+    std::int64_t sequence = 0;
+    std::int64_t capacity = 0; ///< Open
+    std::vector<std::int64_t> ids; ///< Feed
+    std::int64_t start = 0; ///< Feed
+};
+
+} // namespace
+
+struct ServedRanks::Impl {
+    model::ModelSpec spec;
+    std::unique_ptr<exec::WeightSource> weights;
+    checkpoint::ShardLayout layout;
+    std::string plan;
+    std::stop_source stopRanks; ///< cancels a rank's load or step when destroyed
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::uint64_t issued = 0; ///< commands issued so far
+    Command command; ///< the latest
+    int ready = 0; ///< ranks loaded
+    int done = 0; ///< ranks that finished the latest command
+    bool aborting = false; ///< a rank failed: the others leave their wait
+    bool ended = false; ///< the world returned (a rank failed, or after Stop)
+    std::optional<Error> failure; ///< why it ended early
+    std::vector<double> logits; ///< of the latest Feed, from the last stage's TP rank 0
+    std::int64_t nextSequence = 0;
+    std::thread runner;
+
+    Result<void> rank(comm::Communicator& world);
+    Result<void> step(comm::Communicator& world, detail::ParallelForward& forward,
+        detail::ShardCache& cache, const Command& c);
+    /// Issues `c` to every rank and waits until all have run it.
+    Result<void> issue(Command c);
+};
+
+Result<void> ServedRanks::Impl::step(comm::Communicator& world, detail::ParallelForward& forward,
+    detail::ShardCache& cache, const Command& cmd)
+{
+    const auto& l = layout;
+    const auto c = checkpoint::rankCoord(l, world.rank());
+    const bool first = c.stage == 0;
+    const bool last = c.stage == l.pp - 1;
+    const int stride = l.tp * l.dp;
+    const auto n = std::int64_t(cmd.ids.size());
+    std::vector<float> hidden;
+    if (first) {
+        auto e = forward.embed(cmd.ids);
+        if (!e) {
+            return e.error();
+        }
+        hidden = std::move(*e);
+    } else {
+        hidden.resize(std::size_t(forward.localRows(n) * forward.hiddenWidth()));
+        DAY0_TRY(world.recv(
+            hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
+        // Gemma-4's per-layer inputs, computed once by the first stage.
+        if (const std::int64_t count = forward.perLayerInputFloats(n); count > 0) {
+            auto& inputs = forward.perLayerInputs();
+            inputs.resize(std::size_t(count));
+            DAY0_TRY(world.recv(
+                inputs.data(), inputs.size(), DType::F32, world.rank() - stride, kTagPerLayer));
+        }
+        // Every rank has the step's tokens; hash-routed layers read them.
+        if (forward.needsStepIds()) {
+            forward.stepIds() = cmd.ids;
+        }
+    }
+    DAY0_TRY(forward.layers(cache, hidden, n, cmd.start, stopRanks.get_token()));
+    if (!last) {
+        DAY0_TRY(world.send(
+            hidden.data(), hidden.size(), DType::F32, world.rank() + stride, kTagHidden));
+        if (forward.perLayerInputFloats(n) > 0) {
+            const auto& inputs = forward.perLayerInputs();
+            DAY0_TRY(world.send(
+                inputs.data(), inputs.size(), DType::F32, world.rank() + stride, kTagPerLayer));
+        }
+        return success();
+    }
+    auto out = forward.head(hidden, n);
+    if (!out) {
+        return out.error();
+    }
+    if (c.tpRank == 0) {
+        const std::lock_guard lock(mutex);
+        logits.assign(out->end() - spec.vocabSize, out->end());
+    }
+    return success();
+}
+
+Result<void> ServedRanks::Impl::rank(comm::Communicator& world)
+{
+    const auto& l = layout;
+    const auto c = checkpoint::rankCoord(l, world.rank());
+    std::int64_t bytes = 0;
+    auto table = detail::loadRankWeights(spec, *weights, l, c, bytes, stopRanks.get_token());
+    if (!table) {
+        return table.error().withContext(fmt::format("rank {}", world.rank()));
+    }
+    auto tp = world.split(
+        c.stage * l.dp + c.dpRank, c.tpRank, fmt::format("tp{}", c.stage * l.dp + c.dpRank));
+    if (!tp) {
+        return tp.error();
+    }
+    auto expert
+        = world.split(c.stage, c.dpRank * l.tp + c.tpRank, fmt::format("expert{}", c.stage));
+    if (!expert) {
+        return expert.error();
+    }
+    detail::ParallelForward forward(spec, *table, l, c, { tp->get(), expert->get() });
+    DAY0_TRY(forward.init());
+    std::map<std::int64_t, detail::ShardCache> caches;
+    std::uint64_t seen = 0;
+    {
+        const std::lock_guard lock(mutex);
+        ++ready;
+    }
+    changed.notify_all();
+    for (;;) {
+        Command cmd;
+        {
+            std::unique_lock lock(mutex);
+            changed.wait(lock, [&] { return issued > seen || aborting; });
+            if (aborting) {
+                return Error::cancelled(); // the failing rank's error is the world's
+            }
+            seen = issued;
+            cmd = command;
+        }
+        switch (cmd.kind) {
+        case Command::Kind::Stop:
+            return success();
+        case Command::Kind::Open:
+            caches.emplace(cmd.sequence, forward.newCache(cmd.capacity));
+            break;
+        case Command::Kind::Close:
+            caches.erase(cmd.sequence);
+            break;
+        case Command::Kind::Feed: {
+            const auto it = caches.find(cmd.sequence);
+            if (it == caches.end()) {
+                return Error::internal(fmt::format("sequence {} is not open", cmd.sequence));
+            }
+            if (auto r = step(world, forward, it->second, cmd); !r) {
+                return r.error().withContext(fmt::format("rank {}", world.rank()));
+            }
+            break;
+        }
+        }
+        {
+            const std::lock_guard lock(mutex);
+            ++done;
+        }
+        changed.notify_all();
+    }
+}
+
+Result<void> ServedRanks::Impl::issue(Command c)
+{
+    std::unique_lock lock(mutex);
+    if (ended) {
+        return failure ? *failure : Error::internal("the plan's ranks have stopped");
+    }
+    command = std::move(c);
+    done = 0;
+    ++issued;
+    changed.notify_all();
+    const int world = layout.worldSize();
+    changed.wait(lock, [&] { return done == world || ended; });
+    if (done < world) {
+        return failure ? *failure : Error::internal("the plan's ranks have stopped");
+    }
+    return success();
+}
+
+ServedRanks::ServedRanks(std::unique_ptr<Impl> impl)
+    : m_impl(std::move(impl))
+{
+}
+
+ServedRanks::~ServedRanks()
+{
+    {
+        const std::lock_guard lock(m_impl->mutex);
+        if (!m_impl->ended) {
+            m_impl->command = Command {};
+            ++m_impl->issued;
+        }
+    }
+    m_impl->stopRanks.request_stop();
+    m_impl->changed.notify_all();
+    if (m_impl->runner.joinable()) {
+        m_impl->runner.join();
+    }
+}
+
+const std::string& ServedRanks::plan() const { return m_impl->plan; }
+
+int ServedRanks::worldSize() const { return m_impl->layout.worldSize(); }
+
+Result<std::int64_t> ServedRanks::open(std::int64_t capacity)
+{
+    if (capacity < 1) {
+        return Error::badInput(fmt::format("a sequence needs room for a token, got {}", capacity));
+    }
+    Command c;
+    c.kind = Command::Kind::Open;
+    c.sequence = m_impl->nextSequence++;
+    c.capacity = capacity;
+    DAY0_TRY(m_impl->issue(c));
+    return c.sequence;
+}
+
+Result<std::vector<double>> ServedRanks::feed(
+    std::int64_t sequence, std::span<const std::int64_t> ids, std::int64_t start)
+{
+    if (ids.empty()) {
+        return Error::badInput("no tokens to feed");
+    }
+    Command c;
+    c.kind = Command::Kind::Feed;
+    c.sequence = sequence;
+    c.ids.assign(ids.begin(), ids.end());
+    c.start = start;
+    DAY0_TRY(m_impl->issue(std::move(c)));
+    const std::lock_guard lock(m_impl->mutex);
+    return m_impl->logits;
+}
+
+void ServedRanks::close(std::int64_t sequence)
+{
+    Command c;
+    c.kind = Command::Kind::Close;
+    c.sequence = sequence;
+    // A failed world has freed every cache already.
+    (void)m_impl->issue(c);
+}
+
+Result<std::unique_ptr<ServedRanks>> ServedRanks::start(const std::filesystem::path& checkpoint,
+    const checkpoint::ShardLayout& layout, Progress& progress, std::stop_token stop)
+{
+    DAY0_TRY(checkRunnable(layout));
+    if (layout.dp != 1) {
+        return Error::unsupported(fmt::format("serving over dp={} replicas: a served plan is one "
+                                              "replica (dp=1); start a server per replica",
+            layout.dp));
+    }
+    auto impl = std::make_unique<Impl>();
+    auto spec = exec::loadCheckpointModel(checkpoint);
+    if (!spec) {
+        return spec.error();
+    }
+    impl->spec = std::move(*spec);
+    DAY0_TRY(checkExecutorCovers(impl->spec, false));
+    DAY0_TRY(checkPlanFits(impl->spec, layout));
+    auto weights = exec::openCheckpointWeights(checkpoint);
+    if (!weights) {
+        return weights.error();
+    }
+    impl->weights = std::move(*weights);
+    impl->layout = layout;
+    impl->plan = layoutString(layout, 1);
+    progress.setStage(fmt::format("loading {} ranks of {}", layout.worldSize(), impl->plan));
+    auto* state = impl.get();
+    state->runner = std::thread([state] {
+        auto r = comm::runInProcess(
+            state->layout.worldSize(), [state](comm::Communicator& world) -> Result<void> {
+                auto ran = state->rank(world);
+                if (!ran) {
+                    {
+                        // The first failure is the world's; the others only follow it.
+                        const std::lock_guard lock(state->mutex);
+                        if (!state->aborting) {
+                            state->aborting = true;
+                            state->failure = ran.error();
+                        }
+                    }
+                    state->changed.notify_all();
+                }
+                return ran;
+            });
+        {
+            const std::lock_guard lock(state->mutex);
+            state->ended = true;
+            if (!r && !state->failure) {
+                state->failure = r.error();
+            }
+        }
+        state->changed.notify_all();
+    });
+    std::stop_callback cancel(stop, [state] { state->stopRanks.request_stop(); });
+    {
+        std::unique_lock lock(state->mutex);
+        state->changed.wait(
+            lock, [&] { return state->ready == state->layout.worldSize() || state->ended; });
+        if (state->ended) {
+            lock.unlock();
+            state->runner.join();
+            if (stop.stop_requested()) {
+                return Error::cancelled();
+            }
+            return (state->failure ? *state->failure : Error::internal("the ranks stopped"))
+                .withContext("--plan " + state->plan);
+        }
+    }
+    return std::unique_ptr<ServedRanks>(new ServedRanks(std::move(impl)));
+}
+
+} // namespace day0::parallel

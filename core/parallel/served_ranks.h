@@ -1,0 +1,56 @@
+#pragma once
+
+#include "base/progress.h"
+#include "base/result.h"
+#include "checkpoint/sharding.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace day0::parallel {
+
+/// A plan's ranks kept loaded as threads of this process, serving sequences step by step: each
+/// sequence gets a KV cache on every rank (its local heads of its stage's layers), each step runs
+/// the sharded forward (parallel/forward.h, the one `day0 run --plan` runs) over the stages and
+/// returns the last token's logits. What `day0 serve --plan` runs requests on. One replica
+/// (dp = 1); one call at a time (the server's scheduler loop).
+class ServedRanks {
+public:
+    /// Opens `checkpoint` and starts `layout`'s ranks, each loading its slices. Refused by name:
+    /// a layout the executor does not run (checkRunnable), dp > 1, a model the sharded executor
+    /// does not cover (checkExecutorCovers) or that the plan does not split (checkPlanFits).
+    /// Cancellable while loading.
+    static Result<std::unique_ptr<ServedRanks>> start(const std::filesystem::path& checkpoint,
+        const checkpoint::ShardLayout& layout, Progress& progress, std::stop_token stop);
+    /// Stops the ranks.
+    ~ServedRanks();
+    ServedRanks(const ServedRanks&) = delete;
+    ServedRanks& operator=(const ServedRanks&) = delete;
+
+    /// A new sequence with room for `capacity` tokens on every rank; its id.
+    Result<std::int64_t> open(std::int64_t capacity);
+    /// Runs `ids` at positions [start, start + ids.size()) of `sequence` and returns the logits
+    /// [vocab] of the last, widened to double. A failing rank stops every rank: this and every
+    /// later call then return its error.
+    Result<std::vector<double>> feed(
+        std::int64_t sequence, std::span<const std::int64_t> ids, std::int64_t start);
+    /// Frees `sequence`'s caches.
+    void close(std::int64_t sequence);
+
+    /// The layout as the ranks run it (layoutString): "tp=2,pp=1,ep=1,dp=1,etp=2,mb=1".
+    [[nodiscard]] const std::string& plan() const;
+    [[nodiscard]] int worldSize() const;
+
+    struct Impl;
+
+private:
+    explicit ServedRanks(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace day0::parallel

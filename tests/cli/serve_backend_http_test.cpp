@@ -1,0 +1,80 @@
+// `day0 serve CHECKPOINT --backend PLUGIN` (issue #23): requests computed on a backend plugin's
+// operators (the host-simulated test backend, tests/plugins/hostsim_plugin.cpp, found through
+// DAY0_PLUGIN_PATH), greedy tokens equal to the CPU reference's (`day0 bench serve --check`), the
+// backend named by the startup line and /metrics; what it cannot serve refused at start-up.
+#include "serve_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace day0::test;
+
+#ifdef DAY0_HOSTSIM_PLUGIN_DIR
+
+namespace {
+
+class ServeBackendHttp : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { ::setenv("DAY0_PLUGIN_PATH", DAY0_HOSTSIM_PLUGIN_DIR, 1); }
+    static void TearDownTestSuite() { ::unsetenv("DAY0_PLUGIN_PATH"); }
+};
+
+/// `day0 serve kTiny --port 0 <extra>` expected to refuse: its exit code and stderr.
+std::pair<int, std::string> refusedServe(const fs::path& dir, std::vector<std::string> extra)
+{
+    std::vector<std::string> args { "serve", kTiny, "--port", "0", "-q", "--no-record" };
+    args.insert(args.end(), extra.begin(), extra.end());
+    Process p(args, dir, "refused");
+    const int code = p.wait(std::chrono::seconds(60));
+    return { code, p.err() };
+}
+
+} // namespace
+
+TEST_F(ServeBackendHttp, RequestsRunOnThePluginWithTheReferencesGreedyTokens)
+{
+    const fs::path dir = scratchDir("serve_backend");
+    Server server(kTiny, dir, { "--backend", "hostsim", "--json" });
+    ASSERT_GT(server.port, 0);
+    const std::string out = server.process->out();
+    const auto started = json::parse(out.substr(0, out.find('\n')));
+    EXPECT_EQ(started["backend"], "hostsim") << started;
+    EXPECT_NE(
+        started["decode"].get<std::string>().find("off on backend plugins"), std::string::npos)
+        << started;
+    const auto r = runDay0({ "bench", "serve", server.url, "--check", kTiny, "--stages",
+        "concurrency=1,concurrency=3", "--num-prompts", "6", "--input-len", "5", "--output-len",
+        "6", "--json", "-q", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+    const auto levels = r.json()["stages"];
+    ASSERT_EQ(levels.size(), 2u);
+    for (const auto& level : levels) {
+        EXPECT_EQ(level["check"]["checked"], 6) << level;
+        EXPECT_EQ(level["check"]["diverged"], 0) << level["check"];
+    }
+    const json metrics = metricsOf(server);
+    bool named = false;
+    for (const auto& [series, value] : metrics.items()) {
+        named = named || (series.find("backend=\"hostsim\"") != std::string::npos && value == 1.0);
+    }
+    EXPECT_TRUE(named) << metrics.dump();
+}
+
+TEST_F(ServeBackendHttp, WhatThePluginCannotServeIsRefusedAtStartUp)
+{
+    const fs::path dir = scratchDir("serve_backend_refused");
+    const auto [unknown, unknownErr] = refusedServe(dir, { "--backend", "tpu-v9" });
+    EXPECT_EQ(unknown, 2) << unknownErr;
+    EXPECT_NE(unknownErr.find("tpu-v9"), std::string::npos) << unknownErr;
+    const auto [f64, f64Err] = refusedServe(dir, { "--backend", "hostsim", "--precision", "fp64" });
+    EXPECT_NE(f64, 0) << f64Err;
+    EXPECT_NE(f64Err.find("fp64 reference runs on day0-cpu only"), std::string::npos) << f64Err;
+    const auto [sharded, shardedErr]
+        = refusedServe(dir, { "--backend", "hostsim", "--plan", "tp=2" });
+    EXPECT_NE(sharded, 0) << shardedErr;
+    EXPECT_NE(shardedErr.find("--plan tp=2 with --backend hostsim"), std::string::npos)
+        << shardedErr;
+}
+
+#endif
