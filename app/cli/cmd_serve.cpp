@@ -139,7 +139,7 @@ const bool registered = registerCommand({ "serve",
             "sequence at a time)");
         app.add_option("--backend", a->options.backend,
             "compute on a backend plugin, as day0 run --backend (e.g. cuda; default cpu: the "
-            "reference); fp32 or lower, decode steps one sequence at a time");
+            "reference); fp32 or lower");
         app.add_option("--device", a->options.device, "the backend's device index (default 0)")
             ->check(CLI::Range(0, 1024));
         app.add_flag("--no-batch", a->noBatch,

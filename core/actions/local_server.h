@@ -36,8 +36,8 @@ struct LocalServerOptions {
     /// only, decode steps one sequence at a time; empty: one rank.
     std::string plan;
     /// A backend plugin ("hostsim", "cuda"; as `day0 run --backend`) computing the float
-    /// operators on `device`, fp32, decode steps one sequence at a time; empty or "cpu": the
-    /// CPU reference.
+    /// operators on `device`, fp32 (decode steps batched as on the CPU, where the model allows
+    /// it); empty or "cpu": the CPU reference.
     std::string backend;
     int device = 0;
 };

@@ -127,9 +127,8 @@ Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
     }
     std::vector<std::int64_t> starts;
     for (const auto* seq : seqs) {
-        if (seq->m_state->backend != nullptr) {
-            return Error::unsupported("batched decode: a sequence computes on backend '"
-                + seq->m_state->backend->name() + "'");
+        if (seq->m_state->backend != first.backend) {
+            return Error::internal("batched feed: the sequences compute on different backends");
         }
         if (seq->m_state->engine != first.engine
             || seq->m_state->forward.index() != first.forward.index()) {

@@ -38,8 +38,8 @@ public:
     /// One decode step of several sequences opened on the same engine and plan: token ids[i]
     /// fed to seqs[i] at its next position, the linear layers run once over all the rows (one
     /// matrix product each), each row's attention over its own cache. Returns each sequence's
-    /// logits [vocab] in order. Only where batchRefusal(engine) is empty and on the CPU reference
-    /// (no backend); each sequence advances by one on success.
+    /// logits [vocab] in order, on the sequences' backend (one for all). Only where
+    /// batchRefusal(engine) is empty; each sequence advances by one on success.
     static Result<std::vector<std::vector<double>>> feedBatch(
         std::span<SequenceDecoder* const> seqs, std::span<const std::int64_t> ids,
         std::stop_token stop);

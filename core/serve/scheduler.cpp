@@ -100,10 +100,6 @@ Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
     if (m_options.source) {
         m_batchRefusal = m_options.source->sequentialReason();
-    } else if (m_options.backend) {
-        m_batchRefusal = fmt::format("batched decode is off on backend plugins: '{}' decodes "
-                                     "one sequence per step",
-            m_options.backend->name());
     } else {
         m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
                                                : std::string("turned off");

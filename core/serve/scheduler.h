@@ -123,8 +123,8 @@ struct SchedulerOptions {
     /// Runs the sequences here instead of on the engine's forward (the engine then only gives
     /// the model's spec); null: exec::SequenceDecoder on the engine.
     std::shared_ptr<SequenceSource> source;
-    /// Computes the sequences' float operators (a backend plugin, as `day0 run --backend`), fp32;
-    /// decode steps then run one after another. Null: the CPU reference.
+    /// Computes the sequences' float operators (a backend plugin, as `day0 run --backend`), fp32,
+    /// batched decode steps included. Null: the CPU reference.
     std::shared_ptr<exec::Backend> backend;
 };
 

@@ -1,7 +1,9 @@
 // `day0 serve CHECKPOINT --backend PLUGIN` (issue #23): requests computed on a backend plugin's
 // operators (the host-simulated test backend, tests/plugins/hostsim_plugin.cpp, found through
 // DAY0_PLUGIN_PATH), greedy tokens equal to the CPU reference's (`day0 bench serve --check`), the
-// backend named by the startup line and /metrics; what it cannot serve refused at start-up.
+// backend named by the startup line and /metrics; what it cannot serve refused at start-up; and
+// `--check` catching the plugin made batch-dependent (DAY0_HOSTSIM_FLIP: its head GEMM over 3 to
+// 16 rows moves each row's pick by one) at the load level where batched steps reach 3 rows.
 #include "serve_harness.h"
 
 #include <gtest/gtest.h>
@@ -40,9 +42,8 @@ TEST_F(ServeBackendHttp, RequestsRunOnThePluginWithTheReferencesGreedyTokens)
     const std::string out = server.process->out();
     const auto started = json::parse(out.substr(0, out.find('\n')));
     EXPECT_EQ(started["backend"], "hostsim") << started;
-    EXPECT_NE(
-        started["decode"].get<std::string>().find("off on backend plugins"), std::string::npos)
-        << started;
+    // Decode steps batched on the plugin, as on the CPU: one linear over the running rows.
+    EXPECT_EQ(started["decode"], "batched") << started;
     const auto r = runDay0({ "bench", "serve", server.url, "--check", kTiny, "--stages",
         "concurrency=1,concurrency=3", "--num-prompts", "6", "--input-len", "5", "--output-len",
         "6", "--json", "-q", "--no-record" });
@@ -59,6 +60,31 @@ TEST_F(ServeBackendHttp, RequestsRunOnThePluginWithTheReferencesGreedyTokens)
         named = named || (series.find("backend=\"hostsim\"") != std::string::npos && value == 1.0);
     }
     EXPECT_TRUE(named) << metrics.dump();
+}
+
+TEST_F(ServeBackendHttp, CheckCatchesABatchDependentPluginAtTheLevelWhereItStarts)
+{
+    const fs::path dir = scratchDir("serve_backend_flip");
+    // tiny-llama's head has 256 outputs; prompts of 20 tokens keep every prefill above 16 rows.
+    ::setenv("DAY0_HOSTSIM_FLIP", "3-16:256", 1);
+    Server server(kTiny, dir, { "--backend", "hostsim" });
+    ::unsetenv("DAY0_HOSTSIM_FLIP");
+    ASSERT_GT(server.port, 0);
+    const auto r = runDay0({ "bench", "serve", server.url, "--check", kTiny, "--stages",
+        "concurrency=1,concurrency=2,concurrency=8", "--num-prompts", "8", "--input-len", "20",
+        "--output-len", "8", "--json", "-q", "--no-record" });
+    EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+    const auto levels = r.json()["stages"];
+    ASSERT_EQ(levels.size(), 3u);
+    EXPECT_EQ(levels[0]["check"]["diverged"], 0) << levels[0]["check"];
+    EXPECT_EQ(levels[1]["check"]["diverged"], 0) << levels[1]["check"];
+    EXPECT_GT(levels[2]["check"]["diverged"].get<int>(), 0) << levels[2]["check"];
+    const auto first = levels[2]["check"]["first_divergence"];
+    EXPECT_EQ(first["kind"], "token");
+    EXPECT_EQ(first["got"].get<std::int64_t>(), (first["expected"].get<std::int64_t>() + 1) % 256);
+    EXPECT_NE(r.err.find("level 3 (concurrency=8 20→8 tok):"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("level 1 ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("level 2 ("), std::string::npos) << r.err;
 }
 
 TEST_F(ServeBackendHttp, WhatThePluginCannotServeIsRefusedAtStartUp)

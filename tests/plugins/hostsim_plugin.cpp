@@ -3,7 +3,10 @@
 // bits) for the operators its manifest declares; it declines emulated precisions and attention
 // with a window or chunk (Unsupported), so those fall back to day0-cpu; it has no rope, router
 // or permutation, so the engine never offers them. DAY0_HOSTSIM_FAIL=<op name> makes that
-// operator fail like a lost device.
+// operator fail like a lost device. DAY0_HOSTSIM_FLIP=MIN-MAX:WIDTH makes it batch-dependent, as a
+// GEMM whose kernel changes with the row count: a linear of WIDTH outputs (the head) over MIN to
+// MAX rows (a batched decode step, not a prefill of more rows) ranks each row's next output above
+// its largest, so greedy picks move by one token.
 #include "exec/backend.h"
 #include "extend/plugin_api.h"
 
@@ -97,6 +100,7 @@ public:
                 y[r * out + o] = float(sum);
             }
         }
+        flipIfBatched(y, rows, out);
         return success();
     }
 
@@ -162,6 +166,27 @@ public:
     }
 
 private:
+    /// DAY0_HOSTSIM_FLIP's batch dependence (see the top of the file).
+    static void flipIfBatched(float* y, std::int64_t rows, std::int64_t out)
+    {
+        const char* flip = std::getenv("DAY0_HOSTSIM_FLIP");
+        long long low = 0;
+        long long high = 0;
+        long long width = 0;
+        if (flip == nullptr || std::sscanf(flip, "%lld-%lld:%lld", &low, &high, &width) != 3
+            || rows < low || rows > high || out != width) {
+            return;
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+            float* row = y + r * out;
+            std::int64_t best = 0;
+            for (std::int64_t o = 1; o < out; ++o) {
+                best = row[o] > row[best] ? o : best;
+            }
+            row[(best + 1) % out] = row[best] + 1.0f;
+        }
+    }
+
     /// The injected failure, and the precisions this backend computes.
     Result<void> check(BackendOp op, PrecisionMode mode) const
     {
