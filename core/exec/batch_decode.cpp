@@ -33,9 +33,14 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     if (spec.attention == model::AttentionKind::MLA) {
         return "MLA attention";
     }
-    if (spec.moe) {
-        return "a mixture of experts (which rows each expert's product takes changes with the "
-               "batch)";
+    // Qwen3-MoE's and Mixtral's experts route every row on its own (router top-k, then each
+    // expert's product over the rows that chose it), so a batch of sequences routes as each
+    // alone; the other MoE blocks (shared and latent experts, gates, biased or fused experts)
+    // are not checked batched yet.
+    if (spec.moe && spec.family != model::Family::Qwen3Moe
+        && spec.family != model::Family::Mixtral) {
+        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE and Mixtral)",
+            model::familyName(spec.family));
     }
     for (std::size_t l = 0; l < spec.layers.size(); ++l) {
         const auto mixer = spec.layers[l].mixer;

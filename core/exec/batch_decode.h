@@ -27,8 +27,8 @@ template <typename T> struct DecodeBatch {
 template <typename T> const DecodeBatch<T>* currentDecodeBatch();
 
 /// Why decodeBatch does not serve `spec` (its family or a layer kind, named); empty when it does:
-/// dense models whose layers are softmax attention (full, sliding or chunked, not MLA), a linear
-/// or no mixer, and a dense or linear feed-forward.
+/// models whose layers are softmax attention (full, sliding or chunked, not MLA), a linear or no
+/// mixer, and a dense or linear feed-forward, or Qwen3-MoE's and Mixtral's routed experts.
 std::string batchDecodeRefusal(const model::ModelSpec& spec);
 
 /// One decode step of every sequence in `seqs` (Forwards over the same spec, weights and plan,

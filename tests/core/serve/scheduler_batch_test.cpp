@@ -1,6 +1,7 @@
 // The scheduler's batched decode (issue #23): the running sequences' decode steps as one forward
 // whose linear layers take every sequence's row at once, each row attending over its own cache.
 // Greedy tokens must equal one sequence decoded alone (exec::SequenceDecoder, day0 run's forward).
+#include "checkpoint/shrink.h"
 #include "exec/batch_decode.h"
 #include "exec/precision.h"
 #include "model/config_reader.h"
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -55,10 +57,12 @@ std::vector<std::vector<std::int64_t>> serveAll(Scheduler& scheduler,
 
 } // namespace
 
-TEST(SchedulerBatch, BatchedDecodeGivesEachSequenceItsUnbatchedGreedyTokens)
+/// Six greedy sequences of `checkpoint` submitted at once: each one's tokens must equal it
+/// decoded alone, with decode steps batched several rows a forward.
+void expectBatchedEqualsAlone(const std::string& checkpoint)
 {
     Progress progress;
-    auto loaded = loadServedModel(kTiny, false, progress, {});
+    auto loaded = loadServedModel(checkpoint, false, progress, {});
     ASSERT_TRUE(loaded) << loaded.error().message;
     const auto plan = *exec::parsePrecisionPlan("fp32");
     // Different prompt lengths and output lengths, so the batch's rows sit at different
@@ -86,6 +90,32 @@ TEST(SchedulerBatch, BatchedDecodeGivesEachSequenceItsUnbatchedGreedyTokens)
     EXPECT_NE(renderPrometheus(m).find("day0_decode_batched 1\n"), std::string::npos);
 }
 
+TEST(SchedulerBatch, BatchedDecodeGivesEachSequenceItsUnbatchedGreedyTokens)
+{
+    expectBatchedEqualsAlone(kTiny);
+}
+
+TEST(SchedulerBatch, MoeRowsRouteTheirOwnExpertsInABatchedStep)
+{
+    // Qwen3-MoE and Mixtral shrunk to 2 layers of 8 experts: each row of a batched step takes
+    // its own top-k experts, so the tokens equal each sequence decoded alone.
+    for (const char* config : { "qwen3-30b-a3b", "mixtral-8x7b" }) {
+        SCOPED_TRACE(config);
+        const auto dir = std::filesystem::path(::testing::TempDir()) / "scheduler_batch" / config;
+        checkpoint::ShrinkOptions o;
+        o.layers = 2;
+        o.hidden = 64;
+        o.heads = 4;
+        o.experts = 8;
+        o.vocab = 256;
+        o.replace = true;
+        Progress progress;
+        auto shrunk = checkpoint::shrinkModel(config, dir, o, progress, {});
+        ASSERT_TRUE(shrunk) << shrunk.error().message;
+        expectBatchedEqualsAlone(dir.string());
+    }
+}
+
 TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
 {
     Progress progress;
@@ -104,10 +134,15 @@ TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
     auto moe = model::loadModel("kimi-k2");
     ASSERT_TRUE(moe) << moe.error().message;
     EXPECT_NE(exec::detail::batchDecodeRefusal(*moe).find("MLA"), std::string::npos);
-    auto mixtral = model::loadModel("mixtral-8x7b");
-    ASSERT_TRUE(mixtral) << mixtral.error().message;
+    auto gptOss = model::loadModel("gpt-oss-20b");
+    ASSERT_TRUE(gptOss) << gptOss.error().message;
     EXPECT_NE(
-        exec::detail::batchDecodeRefusal(*mixtral).find("mixture of experts"), std::string::npos);
+        exec::detail::batchDecodeRefusal(*gptOss).find("mixture of experts"), std::string::npos);
+    for (const char* batched : { "mixtral-8x7b", "qwen3-30b-a3b" }) {
+        auto moe = model::loadModel(batched);
+        ASSERT_TRUE(moe) << moe.error().message;
+        EXPECT_EQ(exec::detail::batchDecodeRefusal(*moe), "") << batched;
+    }
     auto llama = model::loadModel("llama-3.1-8b");
     ASSERT_TRUE(llama) << llama.error().message;
     EXPECT_EQ(exec::detail::batchDecodeRefusal(*llama), "");
