@@ -35,13 +35,14 @@ public:
     /// refused (Unsupported) by name.
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
-    /// Megatron-style: attention heads and MLP width split over the TP ranks with the slicing
-    /// rules of the sharded forward (checkpoint::sliceFor: q/k/v/gate/up by rows, o/down by
-    /// columns, q/k/v biases with their rows); embeddings, norms, the head and the o_proj bias
-    /// replicated (the exec backward's tpSum does the reductions). Dense Llama, Mistral, Qwen2
-    /// and Qwen3 layers; MLA and MoE are refused (Unsupported) by name, a tp that does not
-    /// divide num_attention_heads, num_key_value_heads or intermediate_size (BadInput) naming
-    /// the field.
+    /// Megatron-style: attention heads, MLP width and each routed expert's width split over the
+    /// TP ranks with the slicing rules of the sharded forward (checkpoint::sliceFor with etp =
+    /// tp: q/k/v/gate/up by rows, o/down by columns, q/k/v biases with their rows); embeddings,
+    /// norms, the router, the head and the o_proj bias replicated (the exec backward's tpSum
+    /// does the reductions). Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA and shared experts
+    /// (DeepSeek-V3, Kimi-K2) are refused (Unsupported) by name, a tp that does not divide
+    /// num_attention_heads, num_key_value_heads, intermediate_size or moe_intermediate_size
+    /// (BadInput) naming the field.
     Result<std::unique_ptr<train::TensorParallelShard>> tensorParallel(
         int tp, int rank, comm::Communicator& group) const override;
 

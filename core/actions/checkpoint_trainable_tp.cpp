@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace day0::actions {
@@ -36,10 +37,10 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
                                               "attention of {} ({}) is not split",
             tp, spec.name, model::familyName(spec.family)));
     }
-    if (spec.moe) {
+    if (spec.moe && spec.moe->sharedIntermediate > 0) {
         return Error::unsupported(fmt::format("--plan: tp={}: tensor parallelism in training "
-                                              "splits dense MLPs; the mixture of experts of {} "
-                                              "({}) is not split",
+                                              "splits routed experts; the shared experts of {} "
+                                              "({}) are not split",
             tp, spec.name, model::familyName(spec.family)));
     }
     if (spec.headDim <= 0) {
@@ -49,8 +50,15 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
     auto heads = divided(spec.numHeads, tp, "num_attention_heads", spec.name);
     auto kv = divided(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads, tp,
         "num_key_value_heads", spec.name);
-    auto inter = divided(spec.intermediateSize, tp, "intermediate_size", spec.name);
-    for (const auto* r : { &heads, &kv, &inter }) {
+    // intermediate_size matters only where a dense layer uses it (not in an all-MoE model).
+    const bool denseDefault = std::any_of(spec.layers.begin(), spec.layers.end(),
+        [](const model::LayerSpec& l) { return !l.moe() && l.ffnWidth == 0; });
+    auto inter = denseDefault ? divided(spec.intermediateSize, tp, "intermediate_size", spec.name)
+                              : Result<std::int64_t>(spec.intermediateSize);
+    auto expert = spec.moe
+        ? divided(spec.moe->expertIntermediate, tp, "moe_intermediate_size", spec.name)
+        : Result<std::int64_t>(0);
+    for (const auto* r : { &heads, &kv, &inter, &expert }) {
         if (!*r) {
             return r->error();
         }
@@ -58,6 +66,9 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
     local.numHeads = *heads;
     local.numKvHeads = *kv;
     local.intermediateSize = *inter;
+    if (local.moe) {
+        local.moe->expertIntermediate = *expert;
+    }
     for (auto& layer : local.layers) {
         if (layer.numKvHeads > 0) {
             auto n = divided(layer.numKvHeads, tp, "num_key_value_heads", spec.name);
@@ -100,6 +111,7 @@ public:
         const model::LayerGraph graph = model::buildLayerGraph(spec);
         checkpoint::ShardLayout layout;
         layout.tp = tp;
+        layout.etpGiven = tp; // Megatron's training default: experts split as the MLPs are
         const auto coord = checkpoint::rankCoord(layout, m_rank);
         m_whole = train::FlatLayout::of(whole);
         for (std::size_t i = 0; i < whole.size(); ++i) {

@@ -115,11 +115,11 @@ public:
         if (m_spec.moe) {
             m_router = routerConfig(*m_spec.moe);
         }
-        if (m_tpSum && (mla || m_spec.moe)) {
+        if (m_tpSum && (mla || (m_spec.moe && m_spec.moe->sharedIntermediate > 0))) {
             return Error::unsupported(fmt::format("gradients of {}: tensor parallelism covers "
-                                                  "dense layers of standard attention; {} is not "
-                                                  "split",
-                m_spec.name, mla ? "multi-head latent attention" : "the mixture of experts"));
+                                                  "standard attention, gated MLPs and routed "
+                                                  "experts; {} is not split",
+                m_spec.name, mla ? "multi-head latent attention" : "a shared expert"));
         }
         return success();
     }
@@ -273,8 +273,8 @@ private:
         } else {
             const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
             mlpForward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, branch.data());
-            DAY0_TRY(tpSum(branch.data(), n * h));
         }
+        DAY0_TRY(tpSum(branch.data(), n * h));
         hidden = a.mid;
         addInPlace(hidden.data(), branch.data(), n * h);
         return success();
@@ -291,7 +291,7 @@ private:
         m_acts.record(names.ffn, dh.data(), { n, h });
         std::vector<T> dxn2(std::size_t(n * h), T(0));
         if (m_spec.layers[std::size_t(l)].moe()) {
-            moeBackward(l, a, dh.data(), dxn2.data());
+            DAY0_TRY(moeBackward(l, a, dh.data(), dxn2.data()));
         } else {
             const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
             mlpBackward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, dh.data(), dxn2.data());
@@ -493,7 +493,11 @@ private:
         }
     }
 
-    void moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2)
+    /// Under tensor parallelism every rank routes the same way (replicated router) and runs its
+    /// slice of each expert: the experts' outputs `x.y` are partial sums, so are the combine
+    /// weights' gradients and the experts' input gradients, which are summed before the
+    /// router's (replicated) share joins dxn2.
+    Result<void> moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2)
     {
         const detail::LayerNames names = detail::layerNames(m_spec, l);
         const auto& moe = *m_spec.moe;
@@ -536,6 +540,10 @@ private:
                 }
             }
         }
+        if (m_tpSum) {
+            DAY0_TRY(m_tpSum(dweight.data(), std::int64_t(dweight.size()), DType::F64));
+            DAY0_TRY(tpSum(dxn2, n * h));
+        }
         // Weights w_j = r·s_j / D over the chosen j (D = Σ s + ε with norm_topk_prob, else 1):
         // ∂L/∂s_j = r·(dw_j / D − Σ_i dw_i·s_i / D²); then through the softmax or the sigmoid.
         const double r = m_router.routedScalingFactor;
@@ -573,6 +581,7 @@ private:
         m_acts.record(names.router, dlogits.data(), { n, e });
         detail::linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(),
             dxn2, m_p.grad(names.router + ".weight"), nullptr, n, h, e, true);
+        return success();
     }
 
     const model::ModelSpec& m_spec;

@@ -386,6 +386,35 @@ TEST(CheckpointTrainableTensorParallel, ShrunkGqaModelsGiveTheSingleRankCurve)
     }
 }
 
+TEST(CheckpointTrainableTensorParallel, ShrunkQwen3MoeGivesTheSingleRankCurve)
+{
+    // Qwen3-30B-A3B shrunk to 16 heads over 2 KV heads and 8 experts (top-8 of 128 → top-k of
+    // the shrunk router): each TP rank runs its half of every expert's width, the replicated
+    // router routes the same way on each.
+    const auto dir = std::filesystem::path(::testing::TempDir()) / "actions_test" / "qwen3-moe-tp";
+    checkpoint::ShrinkOptions shrink;
+    shrink.layers = 2;
+    shrink.hidden = 64;
+    shrink.heads = 16;
+    shrink.experts = 8;
+    shrink.vocab = 250;
+    shrink.intermediate = 96;
+    shrink.seed = 7;
+    shrink.replace = true;
+    Progress progress;
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto made = checkpoint::shrinkModel("qwen3-30b-a3b", dir, shrink, progress, {});
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    auto m = actions::CheckpointTrainable::load(dir);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    ASSERT_TRUE(m->spec().moe.has_value());
+    std::printf("qwen3-30b-a3b: %lld heads over %lld KV heads, %lld experts of width %lld\n",
+        static_cast<long long>(m->spec().numHeads), static_cast<long long>(m->spec().numKvHeads),
+        static_cast<long long>(m->spec().moe->numExperts),
+        static_cast<long long>(m->spec().moe->expertIntermediate));
+    expectTensorParallelMatchesOneRank(*m, int(m->spec().vocabSize), "qwen3-30b-a3b");
+}
+
 TEST(CheckpointTrainableTensorParallel, TheShardsCutTheWholeModelAndPutItBackTogether)
 {
     const auto& m = stories();
@@ -482,14 +511,13 @@ TEST(CheckpointTrainableTensorParallel, RefusesWhatItDoesNotSplitByName)
     EXPECT_NE(replicatedKv.error().message.find("tp=2 does not divide num_key_value_heads=1"),
         std::string::npos)
         << replicatedKv.error().message;
-    auto moe
-        = actions::CheckpointTrainable::load(actions::test::shrunk("qwen3-30b-a3b", "qwen3-moe"));
-    ASSERT_TRUE(moe.ok()) << moe.error().message;
-    o.tp = 2;
-    auto refused = train::runTraining(*moe, train::SyntheticCorpus(250, 5), o);
+    // DeepSeek-V3's multi-head latent attention and shared expert are not split.
+    auto mla = actions::CheckpointTrainable::load(actions::test::shrunk("deepseek-v3", "deepseek"));
+    ASSERT_TRUE(mla.ok()) << mla.error().message;
+    auto refused = train::runTraining(*mla, train::SyntheticCorpus(250, 5), o);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
-    EXPECT_NE(refused.error().message.find("mixture of experts"), std::string::npos)
+    EXPECT_NE(refused.error().message.find("multi-head latent attention"), std::string::npos)
         << refused.error().message;
     train::TrainOptions plan;
     ASSERT_TRUE(actions::applyTrainPlan("dp=2,tp=2,zero=1", plan).ok());
