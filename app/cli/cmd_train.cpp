@@ -1,6 +1,7 @@
 // day0 train next-token-mlp|CHECKPOINT: a short training run with AdamW, a schedule, clipping,
-// data parallelism / ZeRO-1, mixed precision, checkpoints, drills and gradient compression; a
-// checkpoint trains from its own weights through the LLM backward of the CPU reference.
+// data and tensor parallelism / ZeRO-1, mixed precision, checkpoints, drills and gradient
+// compression; a checkpoint trains from its own weights through the LLM backward of the CPU
+// reference.
 #include "actions/train.h"
 #include "base/json_util.h"
 #include "command.h"
@@ -124,7 +125,7 @@ int runTrain(TrainArgs args, const GlobalOptions& global)
 }
 
 const bool registered = registerCommand({ "train",
-    "train a model for a few steps (AdamW, schedule, clipping, DP/ZeRO-1, mixed precision, "
+    "train a model for a few steps (AdamW, schedule, clipping, DP/TP/ZeRO-1, mixed precision, "
     "checkpoints, drills, gradient compression)",
     95, [](CLI::App& app, const GlobalOptions& global) -> std::function<int()> {
         auto args = std::make_shared<TrainArgs>();
@@ -152,7 +153,9 @@ const bool registered = registerCommand({ "train",
             ->capture_default_str();
         app.add_option("--precision", args->precision, "f64, f32 or bf16-mixed")
             ->capture_default_str();
-        app.add_option("--plan", args->request.plan, "data parallelism: dp=N[,zero=1]");
+        app.add_option("--plan", args->request.plan,
+            "data and tensor parallelism: dp=N[,tp=N][,zero=1] (tp splits the heads and MLP "
+            "width of dense Llama/Mistral/Qwen2/Qwen3 checkpoints)");
         app.add_option("--compress", args->compress,
                "gradient compression: none, fp16, bf16, topk:RATIO[,ef=off]; compared with an "
                "uncompressed run of the same seed (exit 1 when it does not converge)")

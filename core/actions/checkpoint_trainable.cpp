@@ -74,20 +74,31 @@ std::vector<double> CheckpointTrainable::initialValues(std::uint64_t /*seed*/) c
 Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> flat,
     const train::Batch& batch, DType compute, std::span<double> grad) const
 {
+    return detail::batchLossAndGradients(
+        m_spec, m_parameters, m_fixed, flat, batch, compute, grad, {});
+}
+
+namespace detail {
+
+Result<double> batchLossAndGradients(const model::ModelSpec& spec,
+    const std::vector<train::ParameterSpec>& parameters,
+    const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum)
+{
     if (compute != DType::F64 && compute != DType::F32) {
         return Error::unsupported(fmt::format("{}: the backward pass computes in fp64 or fp32 "
                                               "only; {} compute (bf16-mixed) is not modelled",
-            m_spec.name, dtypeName(compute)));
+            spec.name, dtypeName(compute)));
     }
-    const auto layout = train::FlatLayout::of(m_parameters);
+    const auto layout = train::FlatLayout::of(parameters);
     if (std::int64_t(flat.size()) != layout.total || std::int64_t(grad.size()) != layout.total) {
         return Error::internal(fmt::format("{}: {} weights and {} gradients for {} parameters",
-            m_spec.name, flat.size(), grad.size(), layout.total));
+            spec.name, flat.size(), grad.size(), layout.total));
     }
     const bool fp64 = compute == DType::F64;
-    std::map<std::string, numerics::Tensor> weights = m_fixed;
-    for (std::size_t i = 0; i < m_parameters.size(); ++i) {
-        const auto& p = m_parameters[i];
+    std::map<std::string, numerics::Tensor> weights = fixed;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+        const auto& p = parameters[i];
         const numerics::Shape shape(p.shape.begin(), p.shape.end());
         const auto values = layout.slice(flat, i);
         if (fp64) {
@@ -100,6 +111,7 @@ Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> fla
     }
     exec::GradientOptions options;
     options.fp64 = fp64;
+    options.tpSum = tpSum;
     // Per-sequence means weighted by their positions give the batch's mean over positions.
     std::vector<double> acc(grad.size(), 0.0);
     double lossSum = 0.0;
@@ -108,7 +120,7 @@ Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> fla
         const auto& seq = batch.sequences[s];
         const std::vector<std::int64_t> ids(seq.begin(), seq.end());
         const auto targets = exec::nextTokenTargets(ids);
-        auto r = exec::lossAndGradients(m_spec, weights, ids, targets, options, {});
+        auto r = exec::lossAndGradients(spec, weights, ids, targets, options, {});
         if (!r) {
             return r.error().withContext(fmt::format("batch sequence {}", s));
         }
@@ -118,11 +130,11 @@ Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> fla
         const auto w = double(r->counted);
         lossSum += r->loss * w;
         counted += r->counted;
-        for (std::size_t i = 0; i < m_parameters.size(); ++i) {
-            const auto it = r->parameters.find(m_parameters[i].name);
+        for (std::size_t i = 0; i < parameters.size(); ++i) {
+            const auto it = r->parameters.find(parameters[i].name);
             if (it == r->parameters.end()) {
-                return Error::internal(fmt::format("{}: the backward gave no gradient for '{}'",
-                    m_spec.name, m_parameters[i].name));
+                return Error::internal(fmt::format(
+                    "{}: the backward gave no gradient for '{}'", spec.name, parameters[i].name));
             }
             const auto g = it->second.toDoubles();
             auto out = layout.slice(std::span<double>(acc), i);
@@ -140,5 +152,7 @@ Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> fla
     }
     return lossSum * inv;
 }
+
+} // namespace detail
 
 } // namespace day0::actions

@@ -6,7 +6,9 @@
 #include "train/trainable_model.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,16 @@ public:
     /// refused (Unsupported) by name.
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
+    /// Megatron-style: attention heads, MLP width and each routed expert's width split over the
+    /// TP ranks with the slicing rules of the sharded forward (checkpoint::sliceFor with etp =
+    /// tp: q/k/v/gate/up by rows, o/down by columns, q/k/v biases with their rows); embeddings,
+    /// norms, the router, the head and the o_proj bias replicated (the exec backward's tpSum
+    /// does the reductions). Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA and shared experts
+    /// (DeepSeek-V3, Kimi-K2) are refused (Unsupported) by name, a tp that does not divide
+    /// num_attention_heads, num_key_value_heads, intermediate_size or moe_intermediate_size
+    /// (BadInput) naming the field.
+    Result<std::unique_ptr<train::TensorParallelShard>> tensorParallel(
+        int tp, int rank, comm::Communicator& group) const override;
 
     [[nodiscard]] const model::ModelSpec& spec() const { return m_spec; }
 
@@ -42,5 +54,19 @@ private:
     std::vector<double> m_initial;
     std::map<std::string, numerics::Tensor> m_fixed; ///< read but not trained
 };
+
+namespace detail {
+
+/// exec::GradientOptions::tpSum.
+using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType type)>;
+
+/// CheckpointTrainable::lossAndGradients for `spec` (the whole model or one TP rank's share)
+/// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors.
+Result<double> batchLossAndGradients(const model::ModelSpec& spec,
+    const std::vector<train::ParameterSpec>& parameters,
+    const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum);
+
+} // namespace detail
 
 } // namespace day0::actions

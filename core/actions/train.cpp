@@ -26,15 +26,18 @@ Result<void> applyTrainPlan(const std::string& text, train::TrainOptions& option
     }
     plan::ParallelPlan modelled;
     modelled.dp = parsed->dp;
+    modelled.tp = parsed->tp;
     modelled.zero = parsed->zero;
     if (!(*parsed == modelled) || parsed->zero > 1) {
         return Error::unsupported(fmt::format("plan '{}': the trainer models data parallelism "
-                                              "(dp) and ZeRO-1 (zero=0|1) only; tensor, "
-                                              "pipeline, expert and context parallelism, ZeRO-2/3 "
-                                              "and the other plan fields are not modelled yet",
+                                              "(dp), tensor parallelism (tp) and ZeRO-1 "
+                                              "(zero=0|1) only; pipeline, expert and context "
+                                              "parallelism, sequence parallelism, ZeRO-2/3 and "
+                                              "the other plan fields are not modelled yet",
             text));
     }
     options.dp = std::max(parsed->dp, 1);
+    options.tp = std::max(parsed->tp, 1);
     options.zero = parsed->zero;
     return success();
 }
@@ -108,7 +111,7 @@ Result<TrainOutcome> trainModel(
         : fmt::format("{} on {}", request.model, corpus.describe());
     // Ranks compute at once: each on one BLAS thread, or OpenBLAS spins between them.
     std::optional<exec::SingleThreadedBlas> blas;
-    if (options.dp > 1) {
+    if (options.dp * options.tp > 1) {
         blas.emplace();
     }
     TrainOutcome out;

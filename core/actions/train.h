@@ -24,7 +24,7 @@ inline constexpr std::int64_t kMaxSyntheticVocab = 2048;
 /// What to train and how.
 struct TrainRequest {
     std::string model = kBuiltinTrainModel;
-    std::string plan; ///< plan string; only dp and zero (0 or 1) are modelled
+    std::string plan; ///< plan string; only dp, tp and zero (0 or 1) are modelled
     /// A checkpoint's data: a token-id file (train/token_file.h); empty: the synthetic order-2
     /// chain over the checkpoint's own vocabulary, drawn from the seed (SyntheticCorpus).
     std::filesystem::path data;
@@ -41,8 +41,8 @@ struct TrainOutcome {
                                ///< converge)
 };
 
-/// Applies a plan string to the options: dp and zero; any other field that differs from a
-/// single-rank plan (tp, pp, ep, cp, zero>=2, ...) is refused by name as not modelled.
+/// Applies a plan string to the options: dp, tp and zero; any other field that differs from a
+/// single-rank plan (pp, ep, cp, sp, zero>=2, ...) is refused by name as not modelled.
 Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& options);
 
 /// Trains `request.model` (the one place `day0 train` and, later, a Training panel call): the

@@ -12,7 +12,8 @@ history::RunRecord trainRunRecord(const std::string& modelName, const train::Tra
     r.setProperty("tool", "train");
     r.info.modelName = modelName;
     r.info.precision = train::precisionName(o.precision);
-    r.info.plan = fmt::format("dp={},zero={}", o.dp, o.zero);
+    r.info.plan = o.tp > 1 ? fmt::format("dp={},tp={},zero={}", o.dp, o.tp, o.zero)
+                           : fmt::format("dp={},zero={}", o.dp, o.zero);
     r.info.backend = "cpu-reference";
     r.info.duration = Seconds { seconds };
     const auto& s = o.schedule;

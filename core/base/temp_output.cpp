@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -244,6 +245,61 @@ bool isTemporaryName(std::string_view filename)
 {
     return !targetName(filename, kTempMarker).empty()
         || !targetName(filename, kAsideMarker).empty();
+}
+
+Result<void> TempOutput::moveOver(const fs::path& target)
+{
+    if (!active()) {
+        return Error::internal(
+            fmt::format("{}: no temporary to move into place", displayPath(target)));
+    }
+    std::error_code ec;
+    if (!fs::exists(target, ec)) {
+        fs::rename(m_path, target, ec);
+        if (ec) {
+            return Error::badInput(
+                fmt::format("{}: cannot rename into place: {}", displayPath(target), ec.message()));
+        }
+        release();
+        return success();
+    }
+    // Swap the new folder and the old one in one step, so that a kill at any moment leaves one
+    // of the two complete under the target name; the old one, now under the temporary's name,
+    // is then removed (a kill during that leaves a temporary the next writer removes).
+    if (::renameat2(AT_FDCWD, m_path.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+        discard();
+        return success();
+    }
+    // A filesystem without RENAME_EXCHANGE: set the old folder aside (locked, so that no other
+    // process takes it for a leftover), rename the new one into place, then drop the old one.
+    // A kill between the two renames leaves the old folder aside; the next writer in this
+    // folder puts it back.
+    const fs::path aside = asideSibling(target);
+    const int lock = lockForSwitch(target);
+    fs::rename(target, aside, ec);
+    if (ec) {
+        if (lock >= 0) {
+            ::close(lock);
+        }
+        return Error::badInput(
+            fmt::format("{}: cannot replace: {}", displayPath(target), ec.message()));
+    }
+    fs::rename(m_path, target, ec);
+    if (ec) {
+        std::error_code ignored;
+        fs::rename(aside, target, ignored);
+        if (lock >= 0) {
+            ::close(lock);
+        }
+        return Error::badInput(
+            fmt::format("{}: cannot rename into place: {}", displayPath(target), ec.message()));
+    }
+    release();
+    fs::remove_all(aside, ec);
+    if (lock >= 0) {
+        ::close(lock);
+    }
+    return success();
 }
 
 int lockForSwitch(const fs::path& path) { return openLocked(path, true); }

@@ -32,6 +32,13 @@ public:
     [[nodiscard]] const std::filesystem::path& path() const { return m_path; }
     [[nodiscard]] bool active() const { return !m_path.empty(); }
 
+    /// Renames this temporary folder to `target` and releases it. A folder already at
+    /// `target` is replaced so that a kill at any moment leaves one complete folder under the
+    /// name: swapped in one step (RENAME_EXCHANGE) where the filesystem can, else set aside
+    /// (locked; the next writer puts it back after a kill) and restored if the rename fails;
+    /// the old folder is then removed. Errors name `target`. Whether replacing is allowed is
+    /// the caller's decision.
+    Result<void> moveOver(const std::filesystem::path& target);
     /// The temporary has been renamed into place (or handed on): keep it, drop the lock.
     void release() noexcept;
     /// Removes the temporary now and drops the lock.

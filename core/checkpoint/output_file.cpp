@@ -157,7 +157,6 @@ Result<OutputDir> OutputDir::create(const fs::path& path, bool replace)
     }
     OutputDir dir;
     dir.m_target = path;
-    dir.m_replace = replace;
     auto temp = TempOutput::create(path, TempOutput::Kind::Folder);
     if (!temp) {
         return temp.error();
@@ -175,54 +174,7 @@ Result<void> OutputDir::commit()
     if (!m_temp.active()) {
         return Error::internal("OutputDir::commit called twice");
     }
-    std::error_code ec;
-    if (!fs::exists(m_target, ec)) {
-        fs::rename(m_temp.path(), m_target, ec);
-        if (ec) {
-            return Error::badInput(fmt::format(
-                "{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
-        }
-        m_temp.release();
-        return success();
-    }
-    // Swap the new folder and the old one in one step, so that a kill at any moment leaves one
-    // of the two complete under the target name; the old one, now under the temporary's name,
-    // is then removed (a kill during that leaves a temporary the next writer removes).
-    if (::renameat2(AT_FDCWD, m_temp.path().c_str(), AT_FDCWD, m_target.c_str(), RENAME_EXCHANGE)
-        == 0) {
-        m_temp.discard();
-        return success();
-    }
-    // A filesystem without RENAME_EXCHANGE: set the old folder aside (locked, so that no other
-    // process takes it for a leftover), rename the new one into place, then drop the old one.
-    // A kill between the two renames leaves the old folder aside; the next writer in this
-    // folder puts it back.
-    const fs::path aside = asideSibling(m_target);
-    const int lock = lockForSwitch(m_target);
-    fs::rename(m_target, aside, ec);
-    if (ec) {
-        if (lock >= 0) {
-            ::close(lock);
-        }
-        return Error::badInput(
-            fmt::format("{}: cannot replace: {}", displayPath(m_target), ec.message()));
-    }
-    fs::rename(m_temp.path(), m_target, ec);
-    if (ec) {
-        std::error_code ignored;
-        fs::rename(aside, m_target, ignored);
-        if (lock >= 0) {
-            ::close(lock);
-        }
-        return Error::badInput(
-            fmt::format("{}: cannot rename into place: {}", displayPath(m_target), ec.message()));
-    }
-    m_temp.release();
-    fs::remove_all(aside, ec);
-    if (lock >= 0) {
-        ::close(lock);
-    }
-    return success();
+    return m_temp.moveOver(m_target);
 }
 
 } // namespace day0::checkpoint

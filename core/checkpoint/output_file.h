@@ -64,7 +64,6 @@ public:
 private:
     std::filesystem::path m_target;
     TempOutput m_temp;
-    bool m_replace = false;
 };
 
 } // namespace day0::checkpoint

@@ -56,6 +56,7 @@ public:
         : m_spec(spec)
         , m_stop(std::move(stop))
         , m_progress(options.progress)
+        , m_tpSum(options.tpSum)
     {
         m_acts.enabled = options.activations;
     }
@@ -114,6 +115,12 @@ public:
         if (m_spec.moe) {
             m_router = routerConfig(*m_spec.moe);
         }
+        if (m_tpSum && (mla || (m_spec.moe && m_spec.moe->sharedIntermediate > 0))) {
+            return Error::unsupported(fmt::format("gradients of {}: tensor parallelism covers "
+                                                  "standard attention, gated MLPs and routed "
+                                                  "experts; {} is not split",
+                m_spec.name, mla ? "multi-head latent attention" : "a shared expert"));
+        }
         return success();
     }
 
@@ -140,7 +147,7 @@ public:
             if (m_stop.stop_requested()) {
                 return Error::cancelled();
             }
-            layerForward(l, hidden);
+            DAY0_TRY(layerForward(l, hidden));
             if (m_progress != nullptr) {
                 m_progress->advance();
             }
@@ -175,7 +182,7 @@ public:
             if (m_stop.stop_requested()) {
                 return Error::cancelled();
             }
-            layerBackward(l, dh);
+            DAY0_TRY(layerBackward(l, dh));
             if (m_progress != nullptr) {
                 m_progress->advance();
             }
@@ -189,6 +196,7 @@ public:
                 dst[c] += src[c];
             }
         }
+        DAY0_TRY(sumHeadNormGradients());
         for (auto& [name, grad] : m_p.grads) {
             Tensor t = Tensor::zeros(m_p.shapes[name], computeType<T>());
             std::copy(grad.begin(), grad.end(), t.template data<T>());
@@ -210,7 +218,29 @@ private:
 
     std::string attn(int l) const { return fmt::format("model.layers.{}.self_attn", l); }
 
-    void layerForward(int l, std::vector<T>& hidden)
+    /// Sums `count` values at `data` over the TP group (nothing without tensor parallelism).
+    Result<void> tpSum(T* data, std::int64_t count) const
+    {
+        return m_tpSum ? m_tpSum(data, count, computeType<T>()) : success();
+    }
+
+    /// With tensor parallelism each rank's per-head q/k norm gradients cover its own heads only.
+    Result<void> sumHeadNormGradients()
+    {
+        if (!m_tpSum || !m_spec.qkNorm) {
+            return success();
+        }
+        for (int l = 0; l < int(m_spec.numLayers); ++l) {
+            const detail::LayerNames names = detail::layerNames(m_spec, l);
+            for (const auto& norm : { names.qNorm, names.kNorm }) {
+                auto& grad = m_p.grads[norm + ".weight"];
+                DAY0_TRY(tpSum(grad.data(), std::int64_t(grad.size())));
+            }
+        }
+        return success();
+    }
+
+    Result<void> layerForward(int l, std::vector<T>& hidden)
     {
         const std::int64_t n = std::int64_t(m_positions.size());
         const std::int64_t h = m_spec.hiddenSize;
@@ -226,6 +256,12 @@ private:
                 m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, branch.data());
         } else {
             attentionForward(l, a, branch.data());
+            DAY0_TRY(tpSum(branch.data(), n * h));
+            if (const T* bias = m_p.value(attn(l) + ".o_proj.bias"); bias && m_tpSum) {
+                for (std::int64_t t = 0; t < n; ++t) {
+                    addInPlace(branch.data() + t * h, bias, h);
+                }
+            }
         }
         a.mid = a.in;
         addInPlace(a.mid.data(), branch.data(), n * h);
@@ -238,11 +274,13 @@ private:
             const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
             mlpForward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, branch.data());
         }
+        DAY0_TRY(tpSum(branch.data(), n * h));
         hidden = a.mid;
         addInPlace(hidden.data(), branch.data(), n * h);
+        return success();
     }
 
-    void layerBackward(int l, std::vector<T>& dh)
+    Result<void> layerBackward(int l, std::vector<T>& dh)
     {
         const std::int64_t n = std::int64_t(m_positions.size());
         const std::int64_t h = m_spec.hiddenSize;
@@ -253,10 +291,11 @@ private:
         m_acts.record(names.ffn, dh.data(), { n, h });
         std::vector<T> dxn2(std::size_t(n * h), T(0));
         if (m_spec.layers[std::size_t(l)].moe()) {
-            moeBackward(l, a, dh.data(), dxn2.data());
+            DAY0_TRY(moeBackward(l, a, dh.data(), dxn2.data()));
         } else {
             const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
             mlpBackward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, dh.data(), dxn2.data());
+            DAY0_TRY(tpSum(dxn2.data(), n * h));
         }
         m_acts.record(names.prefix + ".post_attention_layernorm", dxn2.data(), { n, h });
         const std::string post = names.prefix + ".post_attention_layernorm.weight";
@@ -271,11 +310,13 @@ private:
                 m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, dh.data(), dxn1.data());
         } else {
             attentionBackward(l, a, dh.data(), dxn1.data());
+            DAY0_TRY(tpSum(dxn1.data(), n * h));
         }
         m_acts.record(names.prefix + ".input_layernorm", dxn1.data(), { n, h });
         const std::string in = names.prefix + ".input_layernorm.weight";
         detail::rmsNormBackward<T>(
             a.in.data(), m_p.value(in), dxn1.data(), dh.data(), m_p.grad(in), n, h, m_spec.normEps);
+        return success();
     }
 
     // --- standard attention (MHA/GQA/MQA, biases, per-head QK-norm) ---
@@ -313,8 +354,9 @@ private:
         a.ctx.resize(std::size_t(n * heads * d));
         detail::causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs,
             n, heads, kvHeads, d, d, m_scale);
-        linear<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), m_p.value(p + ".o_proj.bias"), out,
-            n, heads * d, h);
+        // Under tensor parallelism `out` is a partial sum: the bias joins after the reduction.
+        linear<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"),
+            m_tpSum ? nullptr : m_p.value(p + ".o_proj.bias"), out, n, heads * d, h);
     }
 
     void attentionBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1)
@@ -451,7 +493,11 @@ private:
         }
     }
 
-    void moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2)
+    /// Under tensor parallelism every rank routes the same way (replicated router) and runs its
+    /// slice of each expert: the experts' outputs `x.y` are partial sums, so are the combine
+    /// weights' gradients and the experts' input gradients, which are summed before the
+    /// router's (replicated) share joins dxn2.
+    Result<void> moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2)
     {
         const detail::LayerNames names = detail::layerNames(m_spec, l);
         const auto& moe = *m_spec.moe;
@@ -494,6 +540,10 @@ private:
                 }
             }
         }
+        if (m_tpSum) {
+            DAY0_TRY(m_tpSum(dweight.data(), std::int64_t(dweight.size()), DType::F64));
+            DAY0_TRY(tpSum(dxn2, n * h));
+        }
         // Weights w_j = r·s_j / D over the chosen j (D = Σ s + ε with norm_topk_prob, else 1):
         // ∂L/∂s_j = r·(dw_j / D − Σ_i dw_i·s_i / D²); then through the softmax or the sigmoid.
         const double r = m_router.routedScalingFactor;
@@ -531,11 +581,13 @@ private:
         m_acts.record(names.router, dlogits.data(), { n, e });
         detail::linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(),
             dxn2, m_p.grad(names.router + ".weight"), nullptr, n, h, e, true);
+        return success();
     }
 
     const model::ModelSpec& m_spec;
     std::stop_token m_stop;
     Progress* m_progress;
+    std::function<Result<void>(void*, std::int64_t, DType)> m_tpSum;
     detail::ParameterSet<T> m_p;
     std::map<std::string, Tensor> m_converted;
     detail::ActivationGrads<T> m_acts;

@@ -25,6 +25,7 @@
 #include "numerics/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <stop_token>
@@ -47,6 +48,18 @@ struct GradientOptions {
     /// Counts the layers' forwards and backwards (2 × layers, stage "forward" / "backward");
     /// null: none.
     Progress* progress = nullptr;
+    /// Tensor parallelism (Megatron): when set, `spec` describes this rank's share (its local
+    /// query and KV heads, MLP and routed-expert widths, the weights sliced to match:
+    /// q/k/v/gate/up by rows, o/down by columns) and the pass sums, in place over the TP group
+    /// by calling it, each row-parallel product in the forward (o_proj, down_proj, the combined
+    /// experts; the o_proj bias is added once, after the sum), each column-parallel block's
+    /// input gradient in the backward (q/k/v, gate/up, the experts' with the combine weights'
+    /// gradients, before the router's share joins) and, at the end, the gradients of the
+    /// per-head q/k norm weights (each rank saw only its heads). Everything else (embeddings,
+    /// norms, router, head) is replicated and its gradient comes out the same on every rank.
+    /// Standard attention only: MLA and shared experts are refused. `count` elements of `type`
+    /// (F64 or F32) at `data`; an error ends the pass.
+    std::function<Result<void>(void* data, std::int64_t count, DType type)> tpSum;
 };
 
 /// The loss and its gradients for one sequence.

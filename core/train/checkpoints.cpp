@@ -127,9 +127,10 @@ Result<std::vector<fs::path>> stepFolders(const fs::path& dir)
 }
 
 /// Rank 0's part of save(): history, digests, manifest, rename, pruning.
-Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
-    const CheckpointMeta& meta, const std::vector<StepRecord>& history, int keepLast)
+Result<void> finishOnRankZero(TempOutput& out, const fs::path& target, const CheckpointMeta& meta,
+    const std::vector<StepRecord>& history, int keepLast)
 {
+    const fs::path temp = out.path();
     DAY0_TRY(writeFileAtomic(temp / "history.json", dumpJson(historyJson(history))));
     nlohmann::json files = nlohmann::json::object();
     std::vector<std::string> names { "history.json" };
@@ -153,30 +154,10 @@ Result<void> finishOnRankZero(const fs::path& temp, const fs::path& target,
         { "step", meta.step }, { "world_size", meta.worldSize },
         { "configuration", meta.configuration }, { "files", files } };
     DAY0_TRY(writeFileAtomic(temp / "manifest.json", dumpJson(manifest, 1)));
+    // A resumed run rewrites a step an interrupted one wrote (possibly corrupt): the name
+    // always holds a complete checkpoint or none.
+    DAY0_TRY(out.moveOver(target));
     std::error_code ec;
-    if (fs::exists(target)) {
-        // A resumed run rewrites a step an interrupted one wrote (possibly corrupt): set the
-        // old folder aside first so the name always holds a complete checkpoint or none.
-        const auto aside = asideSibling(target);
-        fs::rename(target, aside, ec);
-        if (ec) {
-            return Error::badInput(fmt::format(
-                "{}: cannot set the old checkpoint aside: {}", displayPath(target), ec.message()));
-        }
-        fs::rename(temp, target, ec);
-        std::error_code ignored;
-        if (ec) {
-            fs::rename(aside, target, ignored); // the old checkpoint back under its name
-        } else {
-            fs::remove_all(aside, ignored);
-        }
-    } else {
-        fs::rename(temp, target, ec);
-    }
-    if (ec) {
-        return Error::badInput(
-            fmt::format("{}: cannot rename into place: {}", displayPath(target), ec.message()));
-    }
     // Keep the newest keepLast.
     auto all = stepFolders(target.parent_path());
     if (!all) {
@@ -357,8 +338,7 @@ Result<void> CheckpointStore::save(comm::Communicator& comm, const RankShard& sh
     DAY0_TRY(writeFileAtomic(folder / shardFileName(comm.rank()), encodeShard(shard)));
     DAY0_TRY(comm.barrier());
     if (comm.rank() == 0) {
-        DAY0_TRY(finishOnRankZero(folder, target, meta, history, m_keepLast));
-        temp->release();
+        DAY0_TRY(finishOnRankZero(*temp, target, meta, history, m_keepLast));
     }
     return comm.barrier();
 }

@@ -47,29 +47,28 @@ void adamwLoop(std::span<double> param, std::span<const double> grad, AdamWState
 }
 
 /// Sum of squares of `x` in double; its square root rounded to T is the tensor's norm.
-template <typename T> T tensorNorm(std::span<const double> x)
+double squares(std::span<const double> x)
 {
     double sum = 0.0;
     for (const double v : x) {
         sum += v * v;
     }
-    return T(std::sqrt(sum));
+    return sum;
 }
 
-template <typename T> T totalNorm(std::span<const double> grad, const FlatLayout& layout)
+/// The norm of the per-parameter norms T(√squares).
+template <typename T> T normOf(std::span<const double> perParameter)
 {
     double sum = 0.0;
-    for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
-        const auto n = double(tensorNorm<T>(layout.slice(grad, i)));
+    for (const double s : perParameter) {
+        const auto n = double(T(std::sqrt(s)));
         sum += n * n;
     }
     return T(std::sqrt(sum));
 }
 
-template <typename T>
-ClipResult clipLoop(std::span<double> grad, const FlatLayout& layout, double maxNorm)
+template <typename T> ClipResult clipLoop(std::span<double> grad, T total, double maxNorm)
 {
-    const T total = totalNorm<T>(grad, layout);
     // clip_coef = max_norm / (total_norm + 1e-6); torch.clamp(clip_coef, max=1.0).
     const T coef = T(maxNorm) / (total + T(1e-6));
     const T clamped = std::isnan(coef) ? coef : std::min(coef, T(1.0));
@@ -200,17 +199,35 @@ Result<LrSchedule> LrSchedule::parse(const std::string& text, std::int64_t total
     return s;
 }
 
+std::vector<double> parameterSquares(std::span<const double> grad, const FlatLayout& layout)
+{
+    std::vector<double> out(layout.parameters.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i] = squares(layout.slice(grad, i));
+    }
+    return out;
+}
+
+double normOfSquares(std::span<const double> perParameter, DType arith)
+{
+    return arith == DType::F32 ? double(normOf<float>(perParameter)) : normOf<double>(perParameter);
+}
+
 double globalGradNorm(std::span<const double> grad, const FlatLayout& layout, DType arith)
 {
-    return arith == DType::F32 ? double(totalNorm<float>(grad, layout))
-                               : totalNorm<double>(grad, layout);
+    return normOfSquares(parameterSquares(grad, layout), arith);
+}
+
+ClipResult clipToNorm(std::span<double> grad, double totalNorm, double maxNorm, DType arith)
+{
+    return arith == DType::F32 ? clipLoop<float>(grad, float(totalNorm), maxNorm)
+                               : clipLoop<double>(grad, totalNorm, maxNorm);
 }
 
 ClipResult clipGradNorm(
     std::span<double> grad, const FlatLayout& layout, double maxNorm, DType arith)
 {
-    return arith == DType::F32 ? clipLoop<float>(grad, layout, maxNorm)
-                               : clipLoop<double>(grad, layout, maxNorm);
+    return clipToNorm(grad, globalGradNorm(grad, layout, arith), maxNorm, arith);
 }
 
 } // namespace day0::train

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace day0::train {
 
@@ -75,5 +76,17 @@ ClipResult clipGradNorm(
 
 /// The global L2 norm of `grad`, per parameter then over parameters, as clipGradNorm measures it.
 double globalGradNorm(std::span<const double> grad, const FlatLayout& layout, DType arith);
+
+/// Each parameter's sum of squares of `grad` (in double): the pieces a global norm is made of.
+/// A tensor-parallel rank's sums over its slices add up over the ranks to the whole parameter's.
+std::vector<double> parameterSquares(std::span<const double> grad, const FlatLayout& layout);
+
+/// The global L2 norm of whole parameters' sums of squares, as globalGradNorm measures it (each
+/// parameter's norm in `arith`, then the norm of those norms).
+double normOfSquares(std::span<const double> squares, DType arith);
+
+/// clipGradNorm with the global norm measured elsewhere (over tensor-parallel shards):
+/// coef = maxNorm / (totalNorm + 1e-6) clamped to at most 1, every gradient multiplied by it.
+ClipResult clipToNorm(std::span<double> grad, double totalNorm, double maxNorm, DType arith);
 
 } // namespace day0::train

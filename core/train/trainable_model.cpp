@@ -1,5 +1,7 @@
 #include "train/trainable_model.h"
 
+#include <fmt/format.h>
+
 namespace day0::train {
 
 std::int64_t ParameterSpec::numel() const
@@ -30,6 +32,14 @@ std::span<double> FlatLayout::slice(std::span<double> flat, std::size_t i) const
 std::span<const double> FlatLayout::slice(std::span<const double> flat, std::size_t i) const
 {
     return flat.subspan(std::size_t(offsets[i]), std::size_t(parameters[i].numel()));
+}
+
+Result<std::unique_ptr<TensorParallelShard>> TrainableModel::tensorParallel(
+    int tp, int /*rank*/, comm::Communicator& /*group*/) const
+{
+    return Error::unsupported(fmt::format("tp={}: this model has no tensor-parallel split (the "
+                                          "checkpoints of the LLM backward have one)",
+        tp));
 }
 
 } // namespace day0::train

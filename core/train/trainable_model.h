@@ -4,11 +4,18 @@
 #include "base/result.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+namespace day0::comm {
+class Communicator;
+} // namespace day0::comm
+
 namespace day0::train {
+
+class TensorParallelShard;
 
 /// One named parameter tensor of a model (HF-style name, row-major shape).
 struct ParameterSpec {
@@ -71,6 +78,28 @@ public:
     /// rounded to it. Errors name the batch entry at fault (e.g. a token id out of range).
     virtual Result<double> lossAndGradients(std::span<const double> flat, const Batch& batch,
         DType compute, std::span<double> grad) const = 0;
+
+    /// The share of tensor-parallel rank `rank` of `tp` (Megatron-style), computing
+    /// collectively over `group` (the rank's TP peers, size tp, which must outlive the shard).
+    /// The default refuses (Unsupported): the model has no tensor-parallel split. Errors name
+    /// the field that tp does not divide.
+    virtual Result<std::unique_ptr<TensorParallelShard>> tensorParallel(
+        int tp, int rank, comm::Communicator& group) const;
+};
+
+/// One tensor-parallel rank's share of a TrainableModel: parameters() are this rank's slices
+/// (replicated parameters whole, under the same names), initialValues() the slices of the whole
+/// model's, and lossAndGradients() is collective over the TP group (every rank of the group
+/// calls it with the same batch; the loss comes out the same on each). Used by one rank thread.
+class TensorParallelShard : public TrainableModel {
+public:
+    /// True when parameter `i` is whole on every TP rank: its gradient is the same on each, so a
+    /// global norm counts it once.
+    [[nodiscard]] virtual bool replicated(std::size_t i) const = 0;
+    /// Writes this rank's slices of `local` (this shard's flat buffer) into `whole` (the whole
+    /// model's flat buffer); replicated parameters are written by TP rank 0 only, so that the
+    /// sum of the ranks' buffers (zeros elsewhere) is the whole model.
+    virtual void scatter(std::span<const double> local, std::span<double> whole) const = 0;
 };
 
 } // namespace day0::train

@@ -55,6 +55,40 @@ ShardRange shardOf(std::int64_t total, int dp, int rank, int zero)
     return { begin, std::min(total, begin + chunk), chunk };
 }
 
+/// The communicators and place of one rank: world rank = dpRank × tp + tpRank.
+struct RankGroups {
+    comm::Communicator* world = nullptr;
+    /// The data-parallel peers: the ranks of the same TP position (the world without TP).
+    std::shared_ptr<comm::Communicator> dp;
+    std::shared_ptr<comm::Communicator> tp; ///< the TP peers (null without TP)
+    int dpRank = 0;
+    int tpRank = 0;
+};
+
+/// Splits the world into TP groups (consecutive ranks) and DP groups (one per TP position).
+Result<RankGroups> rankGroups(comm::Communicator& world, int tp)
+{
+    RankGroups g;
+    g.world = &world;
+    g.dpRank = world.rank() / tp;
+    g.tpRank = world.rank() % tp;
+    if (tp == 1) {
+        g.dp = std::shared_ptr<comm::Communicator>(&world, [](comm::Communicator*) {});
+        return g;
+    }
+    auto tpGroup = world.split(g.dpRank, g.tpRank, fmt::format("tp{}", g.dpRank));
+    if (!tpGroup) {
+        return tpGroup.error();
+    }
+    auto dpGroup = world.split(g.tpRank, g.dpRank, fmt::format("dp{}", g.tpRank));
+    if (!dpGroup) {
+        return dpGroup.error();
+    }
+    g.tp = std::move(*tpGroup);
+    g.dp = std::move(*dpGroup);
+    return g;
+}
+
 /// Shared by the rank threads of one attempt: only rank 0 writes it.
 struct AttemptOutput {
     std::vector<StepRecord> history;
@@ -69,15 +103,19 @@ struct AttemptOutput {
 /// One rank's state and loop.
 class RankTrainer {
 public:
-    RankTrainer(const TrainableModel& model, const TrainingData& corpus, const TrainOptions& o,
-        comm::Communicator& comm, bool injectDrill)
+    /// `shard`: this rank's tensor-parallel share of `model` (null without TP).
+    RankTrainer(const TrainableModel& model, const TensorParallelShard* shard,
+        const TrainingData& corpus, const TrainOptions& o, RankGroups groups, bool injectDrill)
         : m_model(model)
+        , m_shard(shard)
+        , m_compute(shard ? *shard : model)
         , m_corpus(corpus)
         , m_o(o)
-        , m_comm(comm)
-        , m_layout(FlatLayout::of(model.parameters()))
+        , m_g(std::move(groups))
+        , m_comm(*m_g.world)
+        , m_layout(FlatLayout::of(m_compute.parameters()))
         , m_formats(formatsOf(o.precision))
-        , m_range(shardOf(m_layout.total, o.dp, comm.rank(), o.zero))
+        , m_range(shardOf(m_layout.total, o.dp, m_g.dpRank, o.zero))
         , m_injectDrill(injectDrill)
     {
     }
@@ -85,7 +123,7 @@ public:
     /// Fresh weights from the seed (every rank computes the same ones).
     void initialise()
     {
-        auto init = m_model.initialValues(m_o.seed);
+        auto init = m_compute.initialValues(m_o.seed);
         for (double& v : init) {
             v = roundTo(v, m_formats.arith);
         }
@@ -131,8 +169,8 @@ public:
                     fmt::format("drill: rank {} killed at step {}", m_comm.rank(), step));
             }
             const Batch batch = m_corpus.batch(
-                step, std::int64_t(m_comm.rank()) * perRank, perRank, m_o.sequenceLength);
-            auto loss = m_model.lossAndGradients(m_weights, batch, m_formats.weights, grad);
+                step, std::int64_t(m_g.dpRank) * perRank, perRank, m_o.sequenceLength);
+            auto loss = m_compute.lossAndGradients(m_weights, batch, m_formats.weights, grad);
             if (!loss) {
                 return loss.error().withContext(
                     fmt::format("step {} rank {}", step, m_comm.rank()));
@@ -143,9 +181,14 @@ public:
             DAY0_TRY(reduce(step, grad, *loss, out, stop));
             const double meanLoss = *loss;
             const double lr = m_o.schedule.at(step);
-            const double norm = m_o.maxGradNorm > 0
-                ? clipGradNorm(grad, m_layout, m_o.maxGradNorm, m_formats.arith).totalNorm
-                : globalGradNorm(grad, m_layout, m_formats.arith);
+            auto measured = gradNorm(grad);
+            if (!measured) {
+                return measured.error();
+            }
+            const double norm = *measured;
+            if (m_o.maxGradNorm > 0) {
+                clipToNorm(grad, norm, m_o.maxGradNorm, m_formats.arith);
+            }
             if (!std::isfinite(meanLoss) || !std::isfinite(norm)) {
                 out.diverged = true;
                 return Error::checkFailed(
@@ -170,9 +213,13 @@ public:
             = m_formats.weights != m_formats.arith ? std::int64_t(m_master.size()) : 0;
         out.optimizerBytes[std::size_t(m_comm.rank())]
             = unit * (std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()) + masters);
+        std::vector<double> whole;
+        if (m_g.dpRank == 0) {
+            DAY0_TRY(wholeWeights(whole));
+        }
         if (m_comm.rank() == 0) {
             out.history = m_history;
-            out.weights = m_weights;
+            out.weights = std::move(whole);
         }
         return success();
     }
@@ -193,7 +240,7 @@ private:
             const auto why
                 = fmt::format("drill: rank {} failed during the gradient all-reduce of step {}",
                     m_comm.rank(), step);
-            m_comm.abort(why);
+            m_comm.abort(why); // the world's: every group stops
             return Error::checkFailed(why);
         }
         if (drillAt(step, DrillKind::Hang)) {
@@ -209,7 +256,7 @@ private:
                 fmt::format("drill: rank {} hung at step {}", m_comm.rank(), step));
         }
         auto stats = meanAllReduce(
-            m_comm, grad, m_o.compression, m_residual, int(dtypeSize(m_formats.arith)));
+            *m_g.dp, grad, m_o.compression, m_residual, int(dtypeSize(m_formats.arith)));
         if (!stats) {
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
             return Error { stats.error().code,
@@ -219,8 +266,9 @@ private:
         for (double& g : grad) {
             g = roundTo(g, m_formats.arith);
         }
-        DAY0_TRY(m_comm.allReduce(&loss, &loss, 1, DType::F64, comm::ReduceOp::Sum));
-        loss /= double(m_comm.size());
+        // Every TP rank of a replica computed the same loss: the mean is over the replicas.
+        DAY0_TRY(m_g.dp->allReduce(&loss, &loss, 1, DType::F64, comm::ReduceOp::Sum));
+        loss /= double(m_g.dp->size());
         if (m_comm.rank() == 0) {
             out.compression = *stats;
         }
@@ -240,8 +288,8 @@ private:
                 mine.begin(), mine.begin() + std::ptrdiff_t(m_master.size()), m_weights.begin());
             return success();
         }
-        std::vector<double> all(std::size_t(m_range.chunk) * std::size_t(m_comm.size()));
-        DAY0_TRY(m_comm.allGather(mine.data(), all.data(), mine.size(), DType::F64));
+        std::vector<double> all(std::size_t(m_range.chunk) * std::size_t(m_g.dp->size()));
+        DAY0_TRY(m_g.dp->allGather(mine.data(), all.data(), mine.size(), DType::F64));
         std::copy(all.begin(), all.begin() + std::ptrdiff_t(m_weights.size()), m_weights.begin());
         return success();
     }
@@ -250,14 +298,48 @@ private:
     {
         RankShard shard { completed, m_comm.rank(), m_range.begin, m_master, m_state.expAvg,
             m_state.expAvgSq, m_residual };
-        const CheckpointMeta meta { completed, m_o.dp, configurationKey(m_model, m_o) };
+        const CheckpointMeta meta { completed, m_comm.size(), configurationKey(m_model, m_o) };
         return store.save(m_comm, shard, meta, m_history);
     }
 
+    /// The global L2 norm of the reduced gradient; with TP, the ranks' sums of squares of their
+    /// slices added over the TP group, each replicated parameter counted once (TP rank 0's).
+    Result<double> gradNorm(std::span<const double> grad) const
+    {
+        auto squares = parameterSquares(grad, m_layout);
+        if (m_shard != nullptr) {
+            for (std::size_t i = 0; i < squares.size(); ++i) {
+                if (m_g.tpRank != 0 && m_shard->replicated(i)) {
+                    squares[i] = 0.0;
+                }
+            }
+            DAY0_TRY(m_g.tp->allReduce(
+                squares.data(), squares.data(), squares.size(), DType::F64, comm::ReduceOp::Sum));
+        }
+        return normOfSquares(squares, m_formats.arith);
+    }
+
+    /// The whole model's weights: this rank's, or with TP its replica's shards put together
+    /// (collective over the TP group).
+    Result<void> wholeWeights(std::vector<double>& whole) const
+    {
+        if (m_shard == nullptr) {
+            whole = m_weights;
+            return success();
+        }
+        whole.assign(std::size_t(FlatLayout::of(m_model.parameters()).total), 0.0);
+        m_shard->scatter(m_weights, whole);
+        return m_g.tp->allReduce(
+            whole.data(), whole.data(), whole.size(), DType::F64, comm::ReduceOp::Sum);
+    }
+
     const TrainableModel& m_model;
+    const TensorParallelShard* m_shard;
+    const TrainableModel& m_compute;
     const TrainingData& m_corpus;
     const TrainOptions& m_o;
-    comm::Communicator& m_comm;
+    RankGroups m_g;
+    comm::Communicator& m_comm; ///< the world
     FlatLayout m_layout;
     Formats m_formats;
     ShardRange m_range;
@@ -271,6 +353,9 @@ private:
 
 Result<void> checkOptions(const TrainOptions& o)
 {
+    if (o.tp < 1) {
+        return Error::badInput(fmt::format("train: tp={} must be at least 1", o.tp));
+    }
     if (o.dp < 1 || o.globalBatch < 1 || o.globalBatch % o.dp != 0) {
         return Error::badInput(fmt::format(
             "train: global batch {} must be a positive multiple of dp={}", o.globalBatch, o.dp));
@@ -289,9 +374,10 @@ Result<void> checkOptions(const TrainOptions& o)
     if ((o.resume || o.maxRestarts > 0) && o.checkpointDir.empty()) {
         return Error::badInput("train: resuming and restarting need a checkpoint folder");
     }
-    if (o.drill && (o.drill->rank < 0 || o.drill->rank >= o.dp)) {
+    if (o.drill && (o.drill->rank < 0 || o.drill->rank >= o.dp * o.tp)) {
         return Error::badInput(
-            fmt::format("train: drill rank {} outside dp={}", o.drill->rank, o.dp));
+            fmt::format("train: drill rank {} outside the {} ranks of dp={}, tp={}", o.drill->rank,
+                o.dp * o.tp, o.dp, o.tp));
     }
     return success();
 }
@@ -362,9 +448,9 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& o)
     for (const auto& p : model.parameters()) {
         params += fmt::format("{}{};", p.name, fmt::join(p.shape, "x"));
     }
-    return fmt::format("params={} precision={} dp={} zero={} compression={} batch={}x{} seed={} "
-                       "lr={}:{}:{}:{}:{} adamw={}:{}:{}:{} clip={}",
-               params, precisionName(o.precision), o.dp, o.zero, o.compression.describe(),
+    return fmt::format("params={} precision={} dp={} tp={} zero={} compression={} batch={}x{} "
+                       "seed={} lr={}:{}:{}:{}:{} adamw={}:{}:{}:{} clip={}",
+               params, precisionName(o.precision), o.dp, o.tp, o.zero, o.compression.describe(),
                o.globalBatch, o.sequenceLength, o.seed, int(o.schedule.kind), o.schedule.peak,
                o.schedule.floor, o.schedule.warmupSteps, o.schedule.totalSteps, o.adamw.beta1,
                o.adamw.beta2, o.adamw.eps, o.adamw.weightDecay, o.maxGradNorm)
@@ -383,7 +469,8 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
     if (progress) {
         progress->setTotal(o.steps);
     }
-    const CheckpointMeta expected { 0, o.dp, configurationKey(model, o) };
+    const int world = o.dp * o.tp;
+    const CheckpointMeta expected { 0, world, configurationKey(model, o) };
     bool resume = o.resume;
     for (int attempt = 0;; ++attempt) {
         std::optional<FoundCheckpoint> found;
@@ -400,13 +487,25 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
         }
         result.resumedFromStep = found ? found->meta.step : -1;
         AttemptOutput out;
-        out.optimizerBytes.assign(std::size_t(o.dp), 0);
+        out.optimizerBytes.assign(std::size_t(world), 0);
         comm::InProcessOptions commOptions;
         commOptions.timeout = o.commTimeout;
         auto outcome = comm::runInProcess(
-            o.dp,
+            world,
             [&](comm::Communicator& comm) -> Result<void> {
-                RankTrainer rank(model, corpus, o, comm, attempt == 0);
+                auto groups = rankGroups(comm, o.tp);
+                if (!groups) {
+                    return groups.error();
+                }
+                std::unique_ptr<TensorParallelShard> share;
+                if (o.tp > 1) {
+                    auto made = model.tensorParallel(o.tp, groups->tpRank, *groups->tp);
+                    if (!made) {
+                        return made.error();
+                    }
+                    share = std::move(*made);
+                }
+                RankTrainer rank(model, share.get(), corpus, o, std::move(*groups), attempt == 0);
                 std::int64_t first = 0;
                 if (found) {
                     auto shard = store->loadShard(*found, comm.rank());

@@ -57,7 +57,12 @@ struct TrainOptions {
     double maxGradNorm = 1.0; ///< global-norm clipping bound; 0 turns clipping off
     TrainPrecision precision = TrainPrecision::F64;
     int dp = 1; ///< data-parallel ranks (threads over an in-process communicator)
-    int zero = 0; ///< 0 or 1 (optimizer state, and fp32 master weights, sharded over dp)
+    /// Tensor-parallel ranks per data-parallel replica (TrainableModel::tensorParallel); the
+    /// run has dp × tp ranks, rank = dpRank × tp + tpRank (TP fastest, as checkpoint::rankCoord).
+    int tp = 1;
+    /// 0 or 1 (optimizer state, and fp32 master weights, sharded over dp within each TP
+    /// position)
+    int zero = 0;
     CompressionOptions compression;
 
     std::filesystem::path checkpointDir; ///< empty: no checkpoints
@@ -78,7 +83,9 @@ struct TrainResult {
     std::vector<std::string> events; ///< resumes, restarts, checkpoints refused (with why)
     int restarts = 0;
     std::int64_t resumedFromStep = -1; ///< the step the last attempt started from (-1: fresh)
-    std::vector<double> finalWeights; ///< the full weights after the last step (rank 0's)
+    /// The whole model's weights after the last step (rank 0's; with tp, its replica's TP
+    /// shards put together).
+    std::vector<double> finalWeights;
     CompressionStats compression; ///< rank 0's traffic in the last step
     /// Per rank, the bytes of optimizer state it held, counted as the planner counts them
     /// (plan/memory_kernel: the two moments, plus fp32 master weights when the model's weights
@@ -92,7 +99,10 @@ std::string configurationKey(const TrainableModel& model, const TrainOptions& op
 /// Trains `model` on `corpus` with AdamW, the schedule, clipping and the precision of
 /// `options`, over `options.dp` data-parallel ranks (one thread each, in-process communicator):
 /// gradients averaged by a (compressed) all-reduce, with ZeRO-1 each rank updating only its
-/// shard of the optimizer state and the weights all-gathered after the step. Checkpoints,
+/// shard of the optimizer state and the weights all-gathered after the step. With tp > 1 each
+/// replica is tp ranks holding the model's tensor-parallel shards: the data-parallel reduction
+/// and ZeRO-1 run among the ranks of one TP position, clipping uses the global norm over the
+/// shards (replicated parameters counted once). Checkpoints,
 /// resume, restarts and drills as TrainOptions says. Progress counts steps; a stop request
 /// ends the run with Error::cancelled(). Errors name the step and rank at fault.
 Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData& corpus,

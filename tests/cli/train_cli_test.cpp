@@ -1,6 +1,6 @@
 // `day0 train`: the built-in task and a checkpoint (stories260K, through the LLM backward) train
-// and are recorded, drills recover, compression is judged against an uncompressed run, what the
-// backward does not cover is refused by name.
+// and are recorded (over data- and tensor-parallel ranks), drills recover, compression is judged
+// against an uncompressed run, what the backward does not cover is refused by name.
 
 #include "cli_runner.h"
 
@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;
@@ -91,6 +93,30 @@ TEST(TrainCli, TrainsACheckpointFromItsOwnWeightsAndRecordsIt)
     EXPECT_EQ(run["properties"]["data"], "synthetic order-2 chain over 512 ids, seed 1");
 }
 
+TEST(TrainCli, TrainsACheckpointOverTensorParallelRanksToTheDataParallelCurve)
+{
+    const std::vector<std::string> common { "train", kStories, "--steps", "4", "--batch", "4",
+        "--seq", "16", "--json", "--quiet", "--no-record", "--plan" };
+    auto withPlan = [&](const std::string& plan) {
+        auto args = common;
+        args.push_back(plan);
+        return runDay0(args);
+    };
+    const auto dp = withPlan("dp=2,zero=1");
+    const auto tp = withPlan("dp=2,tp=2,zero=1");
+    ASSERT_EQ(dp.exitCode, 0) << dp.err;
+    ASSERT_EQ(tp.exitCode, 0) << tp.err;
+    const auto a = dp.json();
+    const auto b = tp.json();
+    EXPECT_EQ(b["plan"], "dp=2,tp=2,zero=1");
+    ASSERT_EQ(a["loss"].size(), 4u);
+    ASSERT_EQ(b["loss"].size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i) {
+        EXPECT_NEAR(a["loss"][i].get<double>(), b["loss"][i].get<double>(), 1e-9) << i;
+        EXPECT_NEAR(a["grad_norm"][i].get<double>(), b["grad_norm"][i].get<double>(), 1e-9) << i;
+    }
+}
+
 TEST(TrainCli, TrainsACheckpointOnATokenFileAndNamesItsFaults)
 {
     const std::string dir = scratchDir("train_cli_data");
@@ -142,7 +168,15 @@ TEST(TrainCli, RefusesWhatItCannotTrainByName)
         << mixed.err;
     const auto tp = runDay0({ "train", "next-token-mlp", "--plan", "tp=2", "--no-record" });
     EXPECT_EQ(tp.exitCode, 2);
-    EXPECT_NE(tp.err.find("tensor, pipeline"), std::string::npos) << tp.err;
+    EXPECT_NE(tp.err.find("tp=2: this model has no tensor-parallel split"), std::string::npos)
+        << tp.err;
+    const auto pp = runDay0({ "train", kStories, "--plan", "tp=2,pp=2", "--no-record" });
+    EXPECT_EQ(pp.exitCode, 2);
+    EXPECT_NE(pp.err.find("pipeline"), std::string::npos) << pp.err;
+    const auto heads = runDay0({ "train", kStories, "--plan", "tp=3", "--no-record" });
+    EXPECT_EQ(heads.exitCode, 2);
+    EXPECT_NE(heads.err.find("tp=3 does not divide num_attention_heads=8"), std::string::npos)
+        << heads.err;
     const auto bad = runDay0({ "train", "next-token-mlp", "--compress", "int4", "--no-record" });
     EXPECT_EQ(bad.exitCode, 2);
     EXPECT_NE(bad.err.find("--compress: compression 'int4'"), std::string::npos) << bad.err;

@@ -2,8 +2,12 @@
 // backward, on stories260K (a trained tiny Llama, tests/data/exec/SOURCES.md).
 #include "actions/checkpoint_trainable.h"
 #include "actions/train.h"
+#include "base/resources.h"
+#include "checkpoint/shrink.h"
+#include "comm/in_process_communicator.h"
 #include "exec/blas_threads.h"
 #include "exec/checkpoint_weights.h"
+#include "shrunk.h"
 #include "train/token_file.h"
 #include "train/trainer.h"
 
@@ -52,6 +56,28 @@ std::vector<double> losses(const train::TrainResult& r)
         out.push_back(s.loss);
     }
     return out;
+}
+
+/// The largest difference between two runs' losses and gradient norms, step by step.
+struct CurveGap {
+    double loss = 0.0;
+    double norm = 0.0;
+    double weights = 0.0; ///< of the final weights
+};
+
+CurveGap gapOf(const train::TrainResult& a, const train::TrainResult& b)
+{
+    CurveGap g;
+    EXPECT_EQ(a.history.size(), b.history.size());
+    for (std::size_t i = 0; i < std::min(a.history.size(), b.history.size()); ++i) {
+        g.loss = std::max(g.loss, std::abs(a.history[i].loss - b.history[i].loss));
+        g.norm = std::max(g.norm, std::abs(a.history[i].gradNorm - b.history[i].gradNorm));
+    }
+    EXPECT_EQ(a.finalWeights.size(), b.finalWeights.size());
+    for (std::size_t i = 0; i < std::min(a.finalWeights.size(), b.finalWeights.size()); ++i) {
+        g.weights = std::max(g.weights, std::abs(a.finalWeights[i] - b.finalWeights[i]));
+    }
+    return g;
 }
 
 struct ScratchDir {
@@ -291,4 +317,214 @@ TEST(CheckpointTrainable, DataParallelRanksRunOnSingleThreadedBlasAndRestoreIt)
         EXPECT_EQ(exec::blasThreads(), 1);
     }
     EXPECT_EQ(exec::blasThreads(), before);
+}
+
+namespace {
+
+/// Trains `m` on one rank, on tp=2 and on dp=2,tp=2 with ZeRO-1, and checks that the TP runs
+/// give the single-rank curve (fp64).
+void expectTensorParallelMatchesOneRank(
+    const train::TrainableModel& m, int vocab, const std::string& label)
+{
+    const train::SyntheticCorpus corpus(vocab, 5);
+    auto o = shortRun(6);
+    auto single = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(single.ok()) << single.error().message;
+    for (const auto& [dp, zero] : { std::pair { 1, 0 }, std::pair { 2, 1 } }) {
+        o.dp = dp;
+        o.tp = 2;
+        o.zero = zero;
+        auto sharded = train::runTraining(m, corpus, o);
+        ASSERT_TRUE(sharded.ok()) << sharded.error().message;
+        ASSERT_EQ(sharded->optimizerBytesPerRank.size(), std::size_t(2 * dp));
+        const auto gap = gapOf(*single, *sharded);
+        std::printf("%s dp=%d,tp=2,zero=%d against one rank over %zu steps: largest loss "
+                    "difference %.3g, grad norm %.3g, final weight %.3g\n",
+            label.c_str(), dp, zero, single->history.size(), gap.loss, gap.norm, gap.weights);
+        EXPECT_LE(gap.loss, 1e-9) << label << " dp=" << dp;
+        EXPECT_LE(gap.norm, 1e-9) << label << " dp=" << dp;
+        EXPECT_LE(gap.weights, 1e-9) << label << " dp=" << dp;
+    }
+}
+
+} // namespace
+
+TEST(CheckpointTrainableTensorParallel, Stories260KGivesTheSingleRankCurve)
+{
+    // 8 heads over 4 KV heads (GQA), intermediate 172, tied embeddings.
+    expectTensorParallelMatchesOneRank(stories(), 512, "stories260K");
+}
+
+TEST(CheckpointTrainableTensorParallel, ShrunkGqaModelsGiveTheSingleRankCurve)
+{
+    // Llama-3.1-8B shrunk to 8 heads over 2 KV heads (its GQA ratio, its own lm_head), and
+    // Qwen3-0.6B (4 heads over 2 KV heads, per-head q/k norms whose gradients each TP rank sees
+    // for its own heads only).
+    const auto llama = std::filesystem::path(::testing::TempDir()) / "actions_test" / "llama-gqa";
+    checkpoint::ShrinkOptions shrink;
+    shrink.layers = 2;
+    shrink.hidden = 64;
+    shrink.heads = 8;
+    shrink.vocab = 250;
+    shrink.intermediate = 96;
+    shrink.seed = 7;
+    shrink.replace = true;
+    Progress progress;
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto made = checkpoint::shrinkModel("llama-3.1-8b", llama, shrink, progress, {});
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    for (const auto& [config, dir] : { std::pair { "llama-3.1-8b", llama },
+             std::pair { "qwen3-0.6b", actions::test::shrunk("qwen3-0.6b", "qwen3") } }) {
+        auto m = actions::CheckpointTrainable::load(dir);
+        ASSERT_TRUE(m.ok()) << m.error().message;
+        std::printf("%s: %lld heads over %lld KV heads, %s lm_head\n", config,
+            static_cast<long long>(m->spec().numHeads),
+            static_cast<long long>(m->spec().numKvHeads),
+            m->spec().tieEmbeddings ? "tied" : "its own");
+        EXPECT_LT(m->spec().numKvHeads, m->spec().numHeads); // GQA
+        expectTensorParallelMatchesOneRank(*m, int(m->spec().vocabSize), config);
+    }
+}
+
+TEST(CheckpointTrainableTensorParallel, ShrunkQwen3MoeGivesTheSingleRankCurve)
+{
+    // Qwen3-30B-A3B shrunk to 16 heads over 2 KV heads and 8 experts (top-8 of 128 → top-k of
+    // the shrunk router): each TP rank runs its half of every expert's width, the replicated
+    // router routes the same way on each.
+    const auto dir = std::filesystem::path(::testing::TempDir()) / "actions_test" / "qwen3-moe-tp";
+    checkpoint::ShrinkOptions shrink;
+    shrink.layers = 2;
+    shrink.hidden = 64;
+    shrink.heads = 16;
+    shrink.experts = 8;
+    shrink.vocab = 250;
+    shrink.intermediate = 96;
+    shrink.seed = 7;
+    shrink.replace = true;
+    Progress progress;
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto made = checkpoint::shrinkModel("qwen3-30b-a3b", dir, shrink, progress, {});
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    auto m = actions::CheckpointTrainable::load(dir);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    ASSERT_TRUE(m->spec().moe.has_value());
+    std::printf("qwen3-30b-a3b: %lld heads over %lld KV heads, %lld experts of width %lld\n",
+        static_cast<long long>(m->spec().numHeads), static_cast<long long>(m->spec().numKvHeads),
+        static_cast<long long>(m->spec().moe->numExperts),
+        static_cast<long long>(m->spec().moe->expertIntermediate));
+    expectTensorParallelMatchesOneRank(*m, int(m->spec().vocabSize), "qwen3-30b-a3b");
+}
+
+TEST(CheckpointTrainableTensorParallel, TheShardsCutTheWholeModelAndPutItBackTogether)
+{
+    const auto& m = stories();
+    const auto whole = m.initialValues(0);
+    std::vector<double> rebuilt(whole.size(), 0.0);
+    const auto outcome = comm::runInProcess(2, [&](comm::Communicator& group) -> Result<void> {
+        auto shard = m.tensorParallel(2, group.rank(), group);
+        if (!shard) {
+            return shard.error();
+        }
+        const auto params = (*shard)->parameters();
+        const auto wholeParams = m.parameters();
+        EXPECT_EQ(params.size(), wholeParams.size());
+        int split = 0;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+            const auto& full = wholeParams[i];
+            EXPECT_EQ(params[i].name, full.name);
+            if ((*shard)->replicated(i)) {
+                EXPECT_EQ(params[i].shape, full.shape) << full.name;
+                continue;
+            }
+            ++split;
+            EXPECT_EQ(params[i].numel() * 2, full.numel()) << full.name;
+            // Column-parallel q/k/v/gate/up by rows, row-parallel o/down by columns.
+            const bool rowParallel
+                = full.name.ends_with("o_proj.weight") || full.name.ends_with("down_proj.weight");
+            EXPECT_EQ(params[i].shape[rowParallel ? 1 : 0] * 2, full.shape[rowParallel ? 1 : 0])
+                << full.name;
+        }
+        EXPECT_EQ(split, 5 * 7); // q, k, v, o, gate, up, down in each of the 5 layers
+        std::vector<double> mine(whole.size(), 0.0);
+        (*shard)->scatter((*shard)->initialValues(0), mine);
+        return group.allReduce(
+            mine.data(), rebuilt.data(), mine.size(), DType::F64, comm::ReduceOp::Sum);
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.error().message;
+    EXPECT_EQ(rebuilt, whole);
+}
+
+TEST(CheckpointTrainableTensorParallel, AKillDrillWithTpResumesToABitIdenticalCurve)
+{
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(6);
+    o.tp = 2;
+    auto plain = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    ScratchDir dir("day0_train_tp_drill");
+    o.checkpointDir = dir.path;
+    o.checkpointEvery = 2;
+    o.maxRestarts = 1;
+    o.drill = train::Drill { train::DrillKind::Kill, 3, 1 }; // TP rank 1
+    auto drilled = train::runTraining(m, corpus, o);
+    ASSERT_TRUE(drilled.ok()) << drilled.error().message;
+    EXPECT_EQ(drilled->restarts, 1);
+    EXPECT_EQ(drilled->resumedFromStep, 2);
+    EXPECT_EQ(losses(*drilled), losses(*plain)); // bit for bit
+    EXPECT_EQ(drilled->finalWeights, plain->finalWeights);
+    // One shard per rank; a resume with another tp is refused by its configuration.
+    EXPECT_TRUE(std::filesystem::exists(dir.path / "step-00000006" / "rank-00001.bin"));
+    o.drill.reset();
+    o.maxRestarts = 0;
+    o.resume = true;
+    o.tp = 1;
+    o.steps = 8;
+    const auto other = train::runTraining(m, corpus, o);
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.error().message.find("tp=2"), std::string::npos) << other.error().message;
+}
+
+TEST(CheckpointTrainableTensorParallel, RefusesWhatItDoesNotSplitByName)
+{
+    const auto& m = stories();
+    const train::SyntheticCorpus corpus(512, 5);
+    auto o = shortRun(1);
+    o.tp = 3;
+    auto heads = train::runTraining(m, corpus, o);
+    ASSERT_FALSE(heads.ok());
+    EXPECT_EQ(heads.error().code, ErrorCode::BadInput);
+    EXPECT_NE(
+        heads.error().message.find("tp=3 does not divide num_attention_heads=8"), std::string::npos)
+        << heads.error().message;
+    o.tp = 8;
+    auto kv = train::runTraining(m, corpus, o);
+    ASSERT_FALSE(kv.ok());
+    EXPECT_NE(kv.error().message.find("num_key_value_heads=4"), std::string::npos)
+        << kv.error().message;
+    // Shrunk Llama-3.1-8B keeps one KV head for its 4 heads: tp=2 would replicate it.
+    auto mqa = actions::CheckpointTrainable::load(actions::test::shrunk("llama-3.1-8b", "llama"));
+    ASSERT_TRUE(mqa.ok()) << mqa.error().message;
+    o.tp = 2;
+    auto replicatedKv = train::runTraining(*mqa, train::SyntheticCorpus(250, 5), o);
+    ASSERT_FALSE(replicatedKv.ok());
+    EXPECT_NE(replicatedKv.error().message.find("tp=2 does not divide num_key_value_heads=1"),
+        std::string::npos)
+        << replicatedKv.error().message;
+    // DeepSeek-V3's multi-head latent attention and shared expert are not split.
+    auto mla = actions::CheckpointTrainable::load(actions::test::shrunk("deepseek-v3", "deepseek"));
+    ASSERT_TRUE(mla.ok()) << mla.error().message;
+    auto refused = train::runTraining(*mla, train::SyntheticCorpus(250, 5), o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(refused.error().message.find("multi-head latent attention"), std::string::npos)
+        << refused.error().message;
+    train::TrainOptions plan;
+    ASSERT_TRUE(actions::applyTrainPlan("dp=2,tp=2,zero=1", plan).ok());
+    EXPECT_EQ(plan.dp, 2);
+    EXPECT_EQ(plan.tp, 2);
+    EXPECT_EQ(plan.zero, 1);
+    const auto pp = actions::applyTrainPlan("tp=2,pp=2", plan);
+    ASSERT_FALSE(pp.ok());
+    EXPECT_NE(pp.error().message.find("pipeline"), std::string::npos) << pp.error().message;
 }

@@ -70,6 +70,32 @@ TEST(TempOutput, IsHiddenBesideItsTargetAndRemovedUnlessReleased)
     EXPECT_EQ(names(dir), std::vector<std::string> { "kept" });
 }
 
+TEST(TempOutput, AFolderMovesOverItsTargetReplacingAnOldOne)
+{
+    const fs::path dir = freshDir("move_over");
+    for (const char* content : { "first", "second" }) {
+        auto folder = TempOutput::create(dir / "ckpt", TempOutput::Kind::Folder);
+        ASSERT_TRUE(folder) << folder.error().message;
+        std::ofstream(folder->path() / "inside") << content;
+        if (std::string(content) == "second") {
+            std::ofstream(folder->path() / "only-new") << "y";
+        }
+        const auto moved = folder->moveOver(dir / "ckpt");
+        ASSERT_TRUE(moved) << moved.error().message;
+        EXPECT_FALSE(folder->active());
+    }
+    // Only the new folder is left, under the name; no temporary or old folder beside it.
+    EXPECT_EQ(names(dir), std::vector<std::string> { "ckpt" });
+    EXPECT_EQ(names(dir / "ckpt"), (std::vector<std::string> { "inside", "only-new" }));
+    std::string text;
+    std::ifstream(dir / "ckpt" / "inside") >> text;
+    EXPECT_EQ(text, "second");
+    TempOutput none;
+    const auto twice = none.moveOver(dir / "ckpt");
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().message.find("ckpt"), std::string::npos);
+}
+
 TEST(TempOutput, AMissingFolderIsAnErrorNamingTheTarget)
 {
     auto r

@@ -1,0 +1,229 @@
+// CheckpointTrainable::tensorParallel: one TP rank's share of a checkpoint for the trainer, cut
+// with the sharded forward's slicing rules (checkpoint::sliceFor) and computed by the exec
+// backward with its TP reductions (GradientOptions::tpSum).
+#include "actions/checkpoint_trainable.h"
+#include "checkpoint/sharding.h"
+#include "comm/communicator.h"
+#include "exec/forward.h"
+#include "model/layer_graph.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace day0::actions {
+
+namespace {
+
+/// `whole` divided by `tp`, or an error naming the config field it does not divide.
+Result<std::int64_t> divided(
+    std::int64_t whole, int tp, const char* field, const std::string& model)
+{
+    if (whole % tp != 0) {
+        return Error::badInput(
+            fmt::format("--plan: tp={} does not divide {}={} of {}", tp, field, whole, model));
+    }
+    return whole / tp;
+}
+
+/// The spec one TP rank computes: its share of the query and KV heads and of the MLP width.
+Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
+{
+    if (spec.attention == model::AttentionKind::MLA) {
+        return Error::unsupported(fmt::format("--plan: tp={}: tensor parallelism in training "
+                                              "splits standard attention; the multi-head latent "
+                                              "attention of {} ({}) is not split",
+            tp, spec.name, model::familyName(spec.family)));
+    }
+    if (spec.moe && spec.moe->sharedIntermediate > 0) {
+        return Error::unsupported(fmt::format("--plan: tp={}: tensor parallelism in training "
+                                              "splits routed experts; the shared experts of {} "
+                                              "({}) are not split",
+            tp, spec.name, model::familyName(spec.family)));
+    }
+    if (spec.headDim <= 0) {
+        return Error::internal(fmt::format("{}: no head width in the spec", spec.name));
+    }
+    model::ModelSpec local = spec;
+    auto heads = divided(spec.numHeads, tp, "num_attention_heads", spec.name);
+    auto kv = divided(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads, tp,
+        "num_key_value_heads", spec.name);
+    // intermediate_size matters only where a dense layer uses it (not in an all-MoE model).
+    const bool denseDefault = std::any_of(spec.layers.begin(), spec.layers.end(),
+        [](const model::LayerSpec& l) { return !l.moe() && l.ffnWidth == 0; });
+    auto inter = denseDefault ? divided(spec.intermediateSize, tp, "intermediate_size", spec.name)
+                              : Result<std::int64_t>(spec.intermediateSize);
+    auto expert = spec.moe
+        ? divided(spec.moe->expertIntermediate, tp, "moe_intermediate_size", spec.name)
+        : Result<std::int64_t>(0);
+    for (const auto* r : { &heads, &kv, &inter, &expert }) {
+        if (!*r) {
+            return r->error();
+        }
+    }
+    local.numHeads = *heads;
+    local.numKvHeads = *kv;
+    local.intermediateSize = *inter;
+    if (local.moe) {
+        local.moe->expertIntermediate = *expert;
+    }
+    for (auto& layer : local.layers) {
+        if (layer.numKvHeads > 0) {
+            auto n = divided(layer.numKvHeads, tp, "num_key_value_heads", spec.name);
+            if (!n) {
+                return n.error();
+            }
+            layer.numKvHeads = *n;
+        }
+        if (layer.ffnWidth > 0) {
+            auto n = divided(layer.ffnWidth, tp, "intermediate_size", spec.name);
+            if (!n) {
+                return n.error();
+            }
+            layer.ffnWidth = *n;
+        }
+    }
+    return local;
+}
+
+std::span<const std::byte> bytesOf(std::span<const double> v) { return std::as_bytes(v); }
+std::span<std::byte> bytesOf(std::span<double> v) { return std::as_writable_bytes(v); }
+
+class CheckpointShard final : public train::TensorParallelShard {
+public:
+    CheckpointShard(model::ModelSpec local, int rank, comm::Communicator& group)
+        : m_local(std::move(local))
+        , m_rank(rank)
+        , m_group(group)
+    {
+    }
+
+    /// Cuts every parameter of `whole` (its specs and values, in order) for this rank.
+    Result<void> cut(const model::ModelSpec& spec, const std::vector<train::ParameterSpec>& whole,
+        std::span<const double> values, int tp)
+    {
+        std::map<std::string, std::vector<std::int64_t>> wanted;
+        for (const auto& req : exec::detail::requiredWeights(m_local)) {
+            wanted[req.name] = req.shape;
+        }
+        const model::LayerGraph graph = model::buildLayerGraph(spec);
+        checkpoint::ShardLayout layout;
+        layout.tp = tp;
+        layout.etpGiven = tp; // Megatron's training default: experts split as the MLPs are
+        const auto coord = checkpoint::rankCoord(layout, m_rank);
+        m_whole = train::FlatLayout::of(whole);
+        for (std::size_t i = 0; i < whole.size(); ++i) {
+            const auto& p = whole[i];
+            const auto it = wanted.find(p.name);
+            if (it == wanted.end()) {
+                return Error::internal(
+                    fmt::format("tp={}: '{}' is not a weight of the rank's share", tp, p.name));
+            }
+            Piece piece;
+            const auto full = m_whole.slice(values, i);
+            // What the rank's spec needs whole (embeddings, norms, the head, the o_proj bias)
+            // is replicated; the rest is the sharded forward's slice of it.
+            if (it->second != p.shape) {
+                const auto* t = graph.findTensor(p.name);
+                if (t == nullptr) {
+                    return Error::internal(
+                        fmt::format("'{}' is not in the {} layer graph", p.name, spec.modelType));
+                }
+                auto slice = checkpoint::sliceFor(graph, *t, layout, coord);
+                if (!slice) {
+                    return slice.error();
+                }
+                if (!slice->has_value() || checkpoint::sliceShape(p.shape, **slice) != it->second) {
+                    return Error::internal(fmt::format("tp={}: the sharded forward's slice of "
+                                                       "'{}' is not the [{}] the rank computes "
+                                                       "with",
+                        tp, p.name, fmt::join(it->second, ", ")));
+                }
+                piece.slice = **slice;
+            }
+            const train::ParameterSpec mine { p.name, it->second };
+            std::vector<double> local(std::size_t(mine.numel()));
+            if (piece.slice.whole()) {
+                std::copy(full.begin(), full.end(), local.begin());
+            } else {
+                checkpoint::extractSlice(bytesOf(full), p.shape, sizeof(double), piece.slice,
+                    bytesOf(std::span<double>(local)));
+            }
+            m_initial.insert(m_initial.end(), local.begin(), local.end());
+            m_parameters.push_back(mine);
+            m_pieces.push_back(std::move(piece));
+        }
+        return success();
+    }
+
+    [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override
+    {
+        return m_parameters;
+    }
+    [[nodiscard]] std::vector<double> initialValues(std::uint64_t /*seed*/) const override
+    {
+        return m_initial;
+    }
+    Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
+        DType compute, std::span<double> grad) const override
+    {
+        const auto sum = [this](void* data, std::int64_t count, DType type) {
+            return m_group.allReduce(data, data, std::size_t(count), type, comm::ReduceOp::Sum);
+        };
+        return detail::batchLossAndGradients(
+            m_local, m_parameters, {}, flat, batch, compute, grad, sum);
+    }
+    [[nodiscard]] bool replicated(std::size_t i) const override
+    {
+        return m_pieces[i].slice.whole();
+    }
+    void scatter(std::span<const double> local, std::span<double> whole) const override
+    {
+        const auto layout = train::FlatLayout::of(m_parameters);
+        for (std::size_t i = 0; i < m_parameters.size(); ++i) {
+            const auto mine = layout.slice(local, i);
+            const auto out = m_whole.slice(whole, i);
+            if (!replicated(i)) {
+                checkpoint::scatterSlice(bytesOf(mine), m_whole.parameters[i].shape, sizeof(double),
+                    m_pieces[i].slice, bytesOf(out));
+            } else if (m_rank == 0) {
+                std::copy(mine.begin(), mine.end(), out.begin());
+            }
+        }
+    }
+
+private:
+    struct Piece {
+        checkpoint::TensorSlice slice; ///< whole: replicated
+    };
+
+    model::ModelSpec m_local;
+    int m_rank;
+    comm::Communicator& m_group;
+    train::FlatLayout m_whole;
+    std::vector<train::ParameterSpec> m_parameters;
+    std::vector<Piece> m_pieces;
+    std::vector<double> m_initial;
+};
+
+} // namespace
+
+Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorParallel(
+    int tp, int rank, comm::Communicator& group) const
+{
+    auto local = localSpec(m_spec, tp);
+    if (!local) {
+        return local.error();
+    }
+    if (!m_fixed.empty()) {
+        return Error::unsupported(fmt::format(
+            "--plan: tp={}: {} has fixed tensors the TP split does not cover", tp, m_spec.name));
+    }
+    auto shard = std::make_unique<CheckpointShard>(std::move(*local), rank, group);
+    DAY0_TRY(shard->cut(m_spec, m_parameters, m_initial, tp));
+    return std::unique_ptr<train::TensorParallelShard>(std::move(shard));
+}
+
+} // namespace day0::actions
