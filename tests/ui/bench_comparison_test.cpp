@@ -174,6 +174,8 @@ TEST(BenchComparison, RunsThatAreNotTwoBenchesOfOneModelAreSaidSo)
     EXPECT_EQ(view->levelModel()->rowCount(), 0);
     EXPECT_TRUE(view->noteText().contains(QStringLiteral("B is not a `bench serve` run")))
         << fromQString(view->noteText());
+    EXPECT_TRUE(panel.comparisonView()->memoryPlot()->isVisible())
+        << "the other run's memory stays in view";
 
     // One bench alone: its levels, without B.
     panel.selectRuns({ llama });

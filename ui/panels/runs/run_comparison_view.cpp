@@ -1,5 +1,6 @@
 #include "panels/runs/run_comparison_view.h"
 
+#include "history/bench_comparison.h"
 #include "history/comparison_views.h"
 #include "history/metric_labels.h"
 #include "history/run_compare.h"
@@ -240,9 +241,11 @@ void RunComparisonView::setComparison(std::shared_ptr<const history::RunComparis
         clear(QString());
         return;
     }
-    // Benches record no memory: their levels take that room.
+    // Benches record no memory: their levels take that room (a bench beside a run of another
+    // kind keeps the memory view for that run, and the bench view says why levels are not
+    // compared).
     m_bench->setVisible(bench != nullptr);
-    m_memory->setVisible(bench == nullptr);
+    m_memory->setVisible(bench == nullptr || !bench->notComparable.empty());
     if (bench) {
         m_bench->setComparison(std::move(bench), m_comparison->a, m_comparison->b, single);
     }
