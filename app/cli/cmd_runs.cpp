@@ -445,7 +445,9 @@ void printBenchLevels(const BenchComparison& bench)
                 optionalValue(q.b, q.unit), q.delta() ? formatSigned(*q.delta(), q.unit) : "",
                 formatRelative(q.relative()) });
         }
-        table.addSeparator();
+        if (&level != &bench.levels.back()) {
+            table.addSeparator();
+        }
     }
     fmt::print("\nload levels (A | B):\n");
     for (const BenchLevelPair& level : bench.levels) {
