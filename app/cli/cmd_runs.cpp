@@ -2,6 +2,7 @@
 #include "base/file_util.h"
 #include "base/json_util.h"
 #include "command.h"
+#include "history/bench_comparison.h"
 #include "history/recording.h"
 #include "history/run_compare.h"
 #include "history/run_json.h"
@@ -408,6 +409,54 @@ void printComparison(const RunComparison& c, const RunsArgs& args)
         changes.render());
 }
 
+// {"not_comparable": why} or {"levels": [{level, label_a, label_b, quantities: [...]}]}.
+nlohmann::json benchLevelsJson(const BenchComparison& bench)
+{
+    if (!bench.notComparable.empty()) {
+        return { { "not_comparable", bench.notComparable } };
+    }
+    nlohmann::json levels = nlohmann::json::array();
+    for (const BenchLevelPair& level : bench.levels) {
+        nlohmann::json quantities = nlohmann::json::array();
+        for (const MetricDelta& q : level.quantities) {
+            const auto number = [](const std::optional<double>& v) {
+                return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+            };
+            quantities.push_back({ { "name", q.name }, { "unit", q.unit }, { "a", number(q.a) },
+                { "b", number(q.b) }, { "delta", number(q.delta()) } });
+        }
+        levels.push_back({ { "level", level.level }, { "label_a", level.labelA },
+            { "label_b", level.labelB }, { "quantities", std::move(quantities) } });
+    }
+    return { { "levels", std::move(levels) } };
+}
+
+void printBenchLevels(const BenchComparison& bench)
+{
+    if (!bench.notComparable.empty()) {
+        fmt::print("\nload levels not compared: {}\n", bench.notComparable);
+        return;
+    }
+    Table table({ "LEVEL", "QUANTITY", "A", "B", "DELTA", "CHANGE" },
+        { Align::Right, Align::Left, Align::Right, Align::Right, Align::Right, Align::Right });
+    for (const BenchLevelPair& level : bench.levels) {
+        for (const MetricDelta& q : level.quantities) {
+            table.addRow({ std::to_string(level.level), q.name, optionalValue(q.a, q.unit),
+                optionalValue(q.b, q.unit), q.delta() ? formatSigned(*q.delta(), q.unit) : "",
+                formatRelative(q.relative()) });
+        }
+        if (&level != &bench.levels.back()) {
+            table.addSeparator();
+        }
+    }
+    fmt::print("\nload levels (A | B):\n");
+    for (const BenchLevelPair& level : bench.levels) {
+        fmt::print("  {}: {} | {}\n", level.level, level.labelA.empty() ? "-" : level.labelA,
+            level.labelB.empty() ? "-" : level.labelB);
+    }
+    fmt::print("{}", table.render());
+}
+
 int runCompare(const RunsArgs& args, const GlobalOptions& global)
 {
     auto store = openExisting();
@@ -428,11 +477,23 @@ int runCompare(const RunsArgs& args, const GlobalOptions& global)
         runs[i] = std::move(run).value();
     }
     const RunComparison comparison = compareRuns(*runs[0], *runs[1]);
+    // Benches are also compared load level by load level (what the runs panel shows).
+    std::optional<BenchComparison> bench;
+    if (isBenchRun(*runs[0]) || isBenchRun(*runs[1])) {
+        bench = compareBenches(*runs[0], *runs[1]);
+    }
     if (global.json) {
-        fmt::print("{}\n", dumpJson(toJson(comparison, args.top, args.all), 2));
+        nlohmann::json j = toJson(comparison, args.top, args.all);
+        if (bench) {
+            j["bench_levels"] = benchLevelsJson(*bench);
+        }
+        fmt::print("{}\n", dumpJson(j, 2));
         return 0;
     }
     printComparison(comparison, args);
+    if (bench) {
+        printBenchLevels(*bench);
+    }
     return 0;
 }
 

@@ -404,6 +404,22 @@ TEST(BenchServeCli, EachBenchIsARunWithAMetricPerLevelAndRunsCompareGivesDeltas)
         }
     }
     EXPECT_TRUE(found) << compare.out.substr(0, 500);
+    // Level by level, as the runs panel compares two benches.
+    const auto benchLevels = compare.json()["bench_levels"]["levels"];
+    ASSERT_EQ(benchLevels.size(), 2u) << compare.out.substr(0, 500);
+    EXPECT_EQ(benchLevels[1]["level"], 2);
+    EXPECT_NE(
+        benchLevels[1]["label_a"].get<std::string>().find("concurrency=2"), std::string::npos);
+    bool levelFound = false;
+    for (const auto& q : benchLevels[1]["quantities"]) {
+        if (q["name"] == "mean_ttft_ms") {
+            levelFound = true;
+            EXPECT_DOUBLE_EQ(q["a"].get<double>(), levels[1]["mean_ttft_ms"].get<double>());
+            EXPECT_DOUBLE_EQ(
+                q["b"].get<double>(), b.json()["stages"][1]["mean_ttft_ms"].get<double>());
+        }
+    }
+    EXPECT_TRUE(levelFound);
     // --no-record: no run, and the store keeps two.
     const auto c = benchInto("3", false);
     ASSERT_EQ(c.exitCode, 0) << c.err;

@@ -186,11 +186,8 @@ QStringList layoutProblems(QWidget& root)
             const int right = left + header->sectionSize(c);
             const QString name = view->model()->headerData(c, Qt::Horizontal).toString();
             // A key column's header is read whole (the name column's may be elided with it).
-            // TODO(#24): the timeline's slice arguments pane is too narrow at 1280×720 for its
-            // 'Value' header (34 of 39 px); every other table is held to it.
             const int text = QFontMetrics(header->font()).horizontalAdvance(name);
-            if (c != keys.front() && !nameOf(view).endsWith(QStringLiteral("sliceArgs"))
-                && header->sectionSize(c) < text + 6) {
+            if (c != keys.front() && header->sectionSize(c) < text + 6) {
                 problems << QStringLiteral("%1: header '%2' cut to %3 px of %4")
                                 .arg(nameOf(view), name)
                                 .arg(header->sectionSize(c))

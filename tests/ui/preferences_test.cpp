@@ -2,6 +2,7 @@
 #include "settings/ui_state_store.h"
 
 #include <QMainWindow>
+#include <QScreen>
 #include <QSettings>
 #include <QSplitter>
 #include <QTemporaryDir>
@@ -93,4 +94,24 @@ TEST(UiStateStore, RestoresSplittersAndRejectsOldLayouts)
     EXPECT_FALSE(UiStateStore(settings).restoreWindow(window, 4)) << "layout version changed";
     EXPECT_TRUE(UiStateStore(settings).restoreWindow(window, 3));
     EXPECT_EQ(splitter->saveState(), saved);
+}
+
+TEST(UiStateStore, ASavedGeometryLargerThanTheScreenIsClampedOnRestore)
+{
+    // Saved on a larger monitor (or grown by content): restored inside the screen it opens on.
+    QTemporaryDir dir;
+    QSettings settings(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    QMainWindow big;
+    const QRect screen = big.screen()->availableGeometry();
+    {
+        big.setGeometry(
+            screen.left() + 300, screen.top() + 200, screen.width() + 900, screen.height() + 700);
+        UiStateStore(settings).saveWindow(big, 3);
+    }
+    QMainWindow window;
+    ASSERT_TRUE(UiStateStore(settings).restoreWindow(window, 3));
+    EXPECT_LE(window.frameGeometry().width(), screen.width());
+    EXPECT_LE(window.frameGeometry().height(), screen.height());
+    EXPECT_TRUE(screen.contains(window.geometry()))
+        << window.geometry().x() << "," << window.geometry().y();
 }

@@ -9,6 +9,7 @@
 #include "panels/serving/serving_panel.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
+#include "settings/preferences.h"
 #include "shell/panel_registry.h"
 
 namespace day0::ui {
@@ -33,7 +34,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
     registry.add(
         { QStringLiteral("planner"), QObject::tr("Planner"), QKeySequence(QObject::tr("Ctrl+4")),
             PanelArea::Left, 40, true, [](PanelContext& context, QWidget* parent) -> QWidget* {
-                return new PlannerPanel(context.session, context.jobs, parent);
+                auto* planner = new PlannerPanel(context.session, context.jobs, parent);
+                if (context.preferences) {
+                    planner->setHeadroomPercent(context.preferences->planHeadroomPercent);
+                }
+                return planner;
             } });
     registry.add({ QStringLiteral("precision"), QObject::tr("Precision"),
         QKeySequence(QObject::tr("Ctrl+5")), PanelArea::Right, 50, false,

@@ -16,6 +16,7 @@ const QString kLastOpenDir = QStringLiteral("preferences/lastOpenDir");
 const QString kDefaultModel = QStringLiteral("preferences/defaultModel");
 const QString kDefaultCluster = QStringLiteral("preferences/defaultCluster");
 const QString kDefaultTraining = QStringLiteral("preferences/defaultTraining");
+const QString kPlanHeadroom = QStringLiteral("preferences/planHeadroomPercent");
 
 QString themeKey(ThemeChoice theme)
 {
@@ -65,6 +66,11 @@ Preferences Preferences::load(QSettings& settings)
     p.defaultModel = settings.value(kDefaultModel, p.defaultModel).toString();
     p.defaultCluster = settings.value(kDefaultCluster, p.defaultCluster).toString();
     p.defaultTraining = settings.value(kDefaultTraining, p.defaultTraining).toBool();
+    bool ok = false;
+    const int headroom = settings.value(kPlanHeadroom, p.planHeadroomPercent).toInt(&ok);
+    if (ok && headroom >= 0 && headroom <= 50) {
+        p.planHeadroomPercent = headroom;
+    }
     return p;
 }
 
@@ -77,6 +83,7 @@ void Preferences::save(QSettings& settings) const
     settings.setValue(kDefaultModel, defaultModel);
     settings.setValue(kDefaultCluster, defaultCluster);
     settings.setValue(kDefaultTraining, defaultTraining);
+    settings.setValue(kPlanHeadroom, planHeadroomPercent);
 }
 
 } // namespace day0::ui

@@ -20,6 +20,9 @@ struct Preferences {
     QString defaultModel = QStringLiteral("kimi-k2"); ///< what opens with no arguments
     QString defaultCluster = QStringLiteral("h200:32x8");
     bool defaultTraining = true; ///< training workload (else inference) on start
+    /// Device memory the planner leaves free beyond its estimate, percent (0-50): a plan at 95%
+    /// of device memory is not one to trust on Day 0.
+    int planHeadroomPercent = 10;
 
     /// Moves `model` to the front of the recent list, trimming it to maxRecentModels.
     void addRecent(const QString& model);

@@ -92,7 +92,7 @@ QMessageBox* MainWindow::reportOpenError(
 
 void MainWindow::createDocks()
 {
-    PanelContext context { m_session, m_jobs };
+    PanelContext context { m_session, m_jobs, &m_preferences };
     for (const auto& descriptor : m_registry.panels()) {
         auto* dock = new QDockWidget(descriptor.title, this);
         dock->setObjectName(descriptor.id + QStringLiteral("Dock"));

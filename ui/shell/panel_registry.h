@@ -12,11 +12,14 @@ namespace day0::ui {
 
 class JobRunner;
 class Session;
+struct Preferences;
 
-/// What a panel gets when it is created: the shared session and the job runner.
+/// What a panel gets when it is created: the shared session, the job runner and the user's
+/// preferences.
 struct PanelContext {
     Session& session;
     JobRunner& jobs;
+    const Preferences* preferences = nullptr; ///< the user's; null: the defaults
 };
 
 /// Where a panel docks by default; panels in the same area are tabbed together.

@@ -5,6 +5,7 @@
 #include "panels/planner/layout_table_model.h"
 #include "plan/plan_record.h"
 #include "session/session.h"
+#include "settings/preferences.h"
 #include "widgets/colors.h"
 #include "widgets/flow_layout.h"
 #include "widgets/formatting.h"
@@ -26,6 +27,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 
@@ -91,8 +93,9 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_headroom->setRange(0, 50);
     m_headroom->setDecimals(0);
     m_headroom->setSuffix(tr(" % headroom"));
-    m_headroom->setValue(10); // a plan at 95% of device memory is not one to trust on Day 0
-    m_headroom->setToolTip(tr("Device memory left free beyond the estimate (default 10%)"));
+    m_headroom->setValue(Preferences().planHeadroomPercent); // setHeadroomPercent: the user's
+    m_headroom->setToolTip(tr("Device memory left free beyond the estimate (the preference "
+                              "planHeadroomPercent, 10% by default)"));
     m_precision->setObjectName(QStringLiteral("plannerPrecision"));
     m_precision->addItem(tr("BF16 / checkpoint dtypes"));
     m_precision->addItem(tr("FP8 weights"));
@@ -195,6 +198,19 @@ PlannerPanel::PlannerPanel(Session& session, JobRunner& jobs, QWidget* parent)
 PlannerPanel::~PlannerPanel() = default;
 
 QString PlannerPanel::summaryText() const { return m_summary->text(); }
+
+void PlannerPanel::setHeadroomPercent(int percent)
+{
+    if (percent == headroomPercent()) {
+        return;
+    }
+    m_headroom->setValue(percent);
+    if (m_session.ready()) {
+        runPlanner();
+    }
+}
+
+int PlannerPanel::headroomPercent() const { return int(std::lround(m_headroom->value())); }
 
 void PlannerPanel::runPlanner()
 {

@@ -38,6 +38,10 @@ public:
 
     /// Starts a sweep (the newest request wins; the status bar can cancel it).
     void runPlanner();
+    /// Sets the memory headroom (percent of device memory left free beyond the estimate; the
+    /// preference, 10 by default) and plans again when a model is open.
+    void setHeadroomPercent(int percent);
+    [[nodiscard]] int headroomPercent() const;
     /// Applies the layout in row `row` of the layout model (fastest first) to the session.
     void applyLayout(int row);
 

@@ -1,8 +1,10 @@
 #include "panels/runs/run_comparison_view.h"
 
+#include "history/bench_comparison.h"
 #include "history/comparison_views.h"
 #include "history/metric_labels.h"
 #include "history/run_compare.h"
+#include "panels/runs/bench_comparison_view.h"
 #include "panels/runs/delta_table_model.h"
 #include "widgets/colors.h"
 #include "widgets/flow_layout.h"
@@ -98,6 +100,7 @@ RunComparisonView::RunComparisonView(QWidget* parent)
     , m_depth(new PlotWidget(this))
     , m_heatmap(new PlotWidget(this))
     , m_memory(new PlotWidget(this))
+    , m_bench(new BenchComparisonView(this))
     , m_deltaView(new QTableView(this))
     , m_deltas(new DeltaTableModel(this))
 {
@@ -156,9 +159,11 @@ RunComparisonView::RunComparisonView(QWidget* parent)
     bottom->setSizes({ 500, 500 });
     auto* split = new QSplitter(Qt::Vertical, this);
     split->setObjectName(QStringLiteral("runsComparisonSplitter"));
+    split->addWidget(m_bench);
     split->addWidget(top);
     split->addWidget(bottom);
-    split->setSizes({ 520, 480 });
+    split->setSizes({ 520, 520, 480 });
+    m_bench->hide();
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -209,6 +214,8 @@ std::optional<history::MemorySlot> RunComparisonView::memorySlot() const
 void RunComparisonView::clear(const QString& message)
 {
     m_comparison.reset();
+    m_bench->hide();
+    m_memory->show();
     m_layerViews->setVisible(true);
     m_layerControls->setVisible(true);
     m_header->setText(message);
@@ -225,14 +232,22 @@ void RunComparisonView::clear(const QString& message)
     m_deltas->clear();
 }
 
-void RunComparisonView::setComparison(
-    std::shared_ptr<const history::RunComparison> comparison, bool single)
+void RunComparisonView::setComparison(std::shared_ptr<const history::RunComparison> comparison,
+    bool single, std::shared_ptr<const history::BenchComparison> bench)
 {
     m_comparison = std::move(comparison);
     m_single = single;
     if (!m_comparison) {
         clear(QString());
         return;
+    }
+    // Benches record no memory: their levels take that room (a bench beside a run of another
+    // kind keeps the memory view for that run, and the bench view says why levels are not
+    // compared).
+    m_bench->setVisible(bench != nullptr);
+    m_memory->setVisible(bench == nullptr || !bench->notComparable.empty());
+    if (bench) {
+        m_bench->setComparison(std::move(bench), m_comparison->a, m_comparison->b, single);
     }
     m_deltaView->setColumnHidden(DeltaTableModel::B, single);
     m_deltaView->setColumnHidden(DeltaTableModel::Change, single);

@@ -8,6 +8,7 @@
 
 // Declared only: moc cannot parse <compare>, which the core headers open with.
 namespace day0::history {
+struct BenchComparison;
 enum class LayerChange;
 struct MemorySlot;
 struct RunComparison;
@@ -20,6 +21,7 @@ class QTableView;
 
 namespace day0::ui {
 
+class BenchComparisonView;
 class DeltaTableModel;
 class PlotWidget;
 
@@ -34,8 +36,11 @@ public:
     explicit RunComparisonView(QWidget* parent = nullptr);
     ~RunComparisonView() override;
 
-    /// Shows `comparison` (A is the baseline). With `single`, shows run A alone.
-    void setComparison(std::shared_ptr<const history::RunComparison> comparison, bool single);
+    /// Shows `comparison` (A is the baseline). With `single`, shows run A alone. With `bench`
+    /// (either run is a `bench serve` run), the load levels side by side take the place of the
+    /// per-layer views and memory.
+    void setComparison(std::shared_ptr<const history::RunComparison> comparison, bool single,
+        std::shared_ptr<const history::BenchComparison> bench = nullptr);
     /// Empties every view and shows `message` instead.
     void clear(const QString& message);
 
@@ -44,6 +49,7 @@ public:
     [[nodiscard]] PlotWidget* depthPlot() const { return m_depth; }
     [[nodiscard]] PlotWidget* heatmapPlot() const { return m_heatmap; }
     [[nodiscard]] PlotWidget* memoryPlot() const { return m_memory; }
+    [[nodiscard]] BenchComparisonView* benchView() const { return m_bench; }
     [[nodiscard]] QTableView* deltaView() const { return m_deltaView; }
     [[nodiscard]] DeltaTableModel* deltaModel() const { return m_deltas; }
     /// The layer metric, sub-module, change measure and memory rank choosers.
@@ -79,6 +85,7 @@ private:
     PlotWidget* m_depth = nullptr;
     PlotWidget* m_heatmap = nullptr;
     PlotWidget* m_memory = nullptr;
+    BenchComparisonView* m_bench = nullptr; ///< shown for bench runs
     QTableView* m_deltaView = nullptr;
     DeltaTableModel* m_deltas = nullptr;
 };

@@ -110,6 +110,10 @@ LoadedRuns loadRuns(const std::filesystem::path& file, const std::vector<RunId>&
     out.properties = records.front().properties;
     out.comparison = std::make_shared<const history::RunComparison>(
         history::compareRuns(records.front(), records.back()));
+    if (history::isBenchRun(records.front()) || history::isBenchRun(records.back())) {
+        out.bench = std::make_shared<const history::BenchComparison>(
+            history::compareBenches(records.front(), records.back()));
+    }
     return out;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "base/progress.h"
+#include "history/bench_comparison.h"
 #include "history/run_compare.h"
 #include "history/run_store.h"
 
@@ -46,6 +47,9 @@ std::optional<StoreStamp> readStamp(const std::filesystem::path& file);
 struct LoadedRuns {
     std::vector<RunId> ids;
     std::shared_ptr<const history::RunComparison> comparison; ///< a run against itself if one
+    /// The load levels side by side when either run is a `bench serve` run (with why they are
+    /// not compared when the other is not a bench of the same model); null otherwise.
+    std::shared_ptr<const history::BenchComparison> bench;
     std::vector<history::Property> properties; ///< of run A
     std::string error;
 };

@@ -382,7 +382,8 @@ void RunsPanel::showLoaded(LoadedRuns&& loaded)
         m_comparison->clear(errorText(loaded.error));
     } else {
         m_shownProperties = std::move(loaded.properties);
-        m_comparison->setComparison(std::move(loaded.comparison), loaded.ids.size() == 1);
+        m_comparison->setComparison(
+            std::move(loaded.comparison), loaded.ids.size() == 1, std::move(loaded.bench));
     }
     updateActions();
     emit compared();

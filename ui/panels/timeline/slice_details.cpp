@@ -7,8 +7,11 @@
 
 #include <QHeaderView>
 #include <QLabel>
+#include <QStyle>
 #include <QTableView>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace day0::ui {
 
@@ -80,6 +83,15 @@ SliceDetails::SliceDetails(QWidget* parent)
     m_table->setShowGrid(false);
     setKeyColumns(*m_table, { 0, 1 }, 1);
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
+    // However narrow the dock (1280×720), the table keeps room for a whole 'Value' header beside
+    // an elided 'Property' column, and for its scroll bar: key columns never go below 48 px.
+    const QFontMetrics header(m_table->horizontalHeader()->font());
+    const int margin = 2 * style()->pixelMetric(QStyle::PM_HeaderMargin) + 6;
+    const int columns = std::max(2 * 48,
+        header.horizontalAdvance(tr("Property")) + header.horizontalAdvance(tr("Value"))
+            + 2 * margin);
+    m_table->setMinimumWidth(
+        columns + 2 * m_table->frameWidth() + style()->pixelMetric(QStyle::PM_ScrollBarExtent));
     layout->addWidget(m_title);
     layout->addWidget(m_flows);
     layout->addWidget(m_table, 1);

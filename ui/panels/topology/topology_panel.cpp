@@ -7,6 +7,7 @@
 #include "session/session.h"
 #include "widgets/backend_choice.h"
 #include "widgets/colors.h"
+#include "widgets/elided_label.h"
 #include "widgets/formatting.h"
 
 #include <QComboBox>
@@ -64,6 +65,7 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_scene(new TopologyScene(this))
     , m_view(new TopologyView(this))
     , m_coloring(new QComboBox(this))
+    , m_cluster(new ElidedLabel(this, Qt::ElideRight))
     , m_legend(new QLabel(this))
     , m_key(new QLabel(this))
     , m_runTicket(std::make_unique<JobTicket>())
@@ -113,6 +115,13 @@ TopologyPanel::TopologyPanel(Session& session, JobRunner& jobs, QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->addLayout(bar);
+    // The cluster's headline sits above the drawing, not in it, so it reads at the panel's font
+    // size at any zoom.
+    m_cluster->setObjectName(QStringLiteral("clusterSummary"));
+    QFont headline = m_cluster->font();
+    headline.setBold(true);
+    m_cluster->setFont(headline);
+    layout->addWidget(m_cluster);
     m_key->setObjectName(QStringLiteral("colourKey"));
     m_key->setWordWrap(true);
     m_key->setToolTip(tr("Colours: the Okabe–Ito palette, told apart with colour-blindness"));
@@ -179,6 +188,7 @@ void TopologyPanel::display(TopologyData&& data, const QString& error)
 {
     m_error = error;
     m_scene->setTopology(std::move(data));
+    m_cluster->setFullText(m_scene->clusterSummary());
     m_view->fitAll();
     updateLegend();
 }
@@ -186,6 +196,8 @@ void TopologyPanel::display(TopologyData&& data, const QString& error)
 QString TopologyPanel::legendText() const { return m_legend->text(); }
 
 QString TopologyPanel::keyText() const { return m_key->text(); }
+
+QString TopologyPanel::clusterText() const { return m_cluster->fullText(); }
 
 void TopologyPanel::updateLegend()
 {
@@ -250,7 +262,8 @@ void TopologyPanel::updateLegend()
                         .arg(i);
     }
     if (count > kShown) {
-        swatches << tr("… %1 more (past eight, the colours come back lighter or darker)").arg(count - kShown);
+        swatches << tr("… %1 more (past eight, the colours come back lighter or darker)")
+                        .arg(count - kShown);
     }
     m_key->setText(swatches.join(QStringLiteral(" &nbsp; ")));
     m_keyColors.clear();

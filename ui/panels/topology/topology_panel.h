@@ -18,6 +18,7 @@ struct RankProgress;
 
 namespace day0::ui {
 
+class ElidedLabel;
 class JobRunner;
 class JobTicket;
 class Session;
@@ -58,6 +59,8 @@ public:
     [[nodiscard]] QString legendText() const;
     [[nodiscard]] QString keyText() const;
     [[nodiscard]] const QList<QColor>& keyColors() const { return m_keyColors; }
+    /// The cluster's headline above the drawing (tests).
+    [[nodiscard]] QString clusterText() const;
 
     /// Runs the session's plan on in-process ranks: on the open checkpoint when the model is a
     /// folder with weights, else on a shrunk checkpoint of its architecture sized for the plan.
@@ -80,6 +83,7 @@ private:
     TopologyScene* m_scene = nullptr;
     TopologyView* m_view = nullptr;
     QComboBox* m_coloring = nullptr;
+    ElidedLabel* m_cluster = nullptr; ///< the cluster's headline
     QLabel* m_legend = nullptr;
     QLabel* m_key = nullptr; ///< a swatch per colour
     QList<QColor> m_keyColors;

@@ -70,6 +70,28 @@ void paintCell(QPainter* painter, const QRectF& rect, const QColor& color, int r
     }
 }
 
+QString nodeTitle(int node) { return QStringLiteral("node %1").arg(node); }
+
+} // namespace
+
+QFont readableFont(const QPainter& painter, QFont base, double points)
+{
+    // The view's zoom scales what is painted: ask for more in scene units when zoomed out.
+    const double scale = std::max(1e-3, std::abs(painter.worldTransform().m11()));
+    base.setPointSizeF(points / std::min(scale, 1.0));
+    return base;
+}
+
+namespace {
+
+// Whether a node's title bar holds "node N" at 9 pt on screen with `painter`'s zoom.
+bool titleFits(const QPainter& painter, int node, double nodeWidth)
+{
+    const QFontMetricsF metrics(readableFont(painter, painter.font()));
+    return metrics.height() <= kTitleH + 2
+        && metrics.horizontalAdvance(nodeTitle(node)) <= nodeWidth - 2 * kPad;
+}
+
 } // namespace
 
 QColor groupColor(int index)
@@ -87,14 +109,6 @@ QColor groupColor(int index)
     }
     return round % 2 == 1 ? base.lighter(100 + 25 * ((round + 1) / 2))
                           : base.darker(100 + 25 * (round / 2));
-}
-
-QFont readableFont(const QPainter& painter, QFont base, double points)
-{
-    // The view's zoom scales what is painted: ask for more in scene units when zoomed out.
-    const double scale = std::max(1e-3, std::abs(painter.worldTransform().m11()));
-    base.setPointSizeF(points / std::min(scale, 1.0));
-    return base;
 }
 
 /// One GPU (detailed mode).
@@ -142,9 +156,11 @@ public:
         const int cols = std::min(gpus, kCellsPerRow);
         m_rect = QRectF(0, 0, 2 * kPad + cols * kCellW + (cols - 1) * kGap,
             kTitleH + 2 * kPad + rows * kCellH + (rows - 1) * kGap);
-        setAcceptHoverEvents(paintsGpus);
+        // The node's tooltip names it and its fast link wherever its title is not drawn whole.
+        setAcceptHoverEvents(true);
     }
     static QSizeF size(int gpus) { return NodeItem(0, gpus, false).m_rect.size(); }
+    [[nodiscard]] QRectF frame() const { return m_rect; }
     [[nodiscard]] QRectF boundingRect() const override { return m_rect.adjusted(-2, -2, 2, 2); }
 
     void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) override
@@ -168,31 +184,12 @@ public:
             painter->setPen(selected ? QPen(pal.color(QPalette::Highlight), 6)
                                      : QPen(pal.color(QPalette::Dark), 2));
             painter->drawRect(m_rect);
-            QFont f = painter->font();
-            f.setPixelSize(int(m_rect.height() * 0.45));
-            f.setBold(true);
-            painter->setFont(f);
-            painter->setPen(QColor(255, 255, 255, 230));
-            painter->drawText(m_rect, Qt::AlignCenter, QString::number(m_node));
-            return;
+            return; // the badge names the node
         }
         painter->setPen(QPen(pal.color(QPalette::Mid), 1));
         painter->setBrush(pal.color(QPalette::Base));
         painter->drawRoundedRect(m_rect, 6, 6);
-        painter->setPen(pal.color(QPalette::WindowText));
-        QFont title = readableFont(*painter, painter->font());
-        if (QFontMetricsF(title).height() > kTitleH) {
-            title.setPixelSize(int(kTitleH * 0.8)); // zoomed far out: what the title bar holds
-        }
-        painter->setFont(title);
-        const auto& cluster = s->topology().cluster;
-        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
-            Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("node %1").arg(m_node));
-        painter->setPen(pal.color(QPalette::PlaceholderText));
-        painter->drawText(QRectF(kPad, 2, m_rect.width() - 2 * kPad, kTitleH),
-            Qt::AlignVCenter | Qt::AlignRight,
-            QStringLiteral("%1 · %2").arg(
-                toQString(cluster.intraNode.kind), gbps(cluster.intraNode.bandwidth)));
+        paintTitle(painter);
         if (m_paintsGpus) {
             for (int g = 0; g < m_gpus; ++g) {
                 const int device = first + g;
@@ -204,9 +201,9 @@ public:
     }
     void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override
     {
-        const int device = deviceAt(event->pos());
-        setToolTip(
-            device >= 0 ? static_cast<TopologyScene*>(scene())->deviceTooltip(device) : QString());
+        auto* s = static_cast<TopologyScene*>(scene());
+        const int device = m_paintsGpus ? deviceAt(event->pos()) : -1;
+        setToolTip(device >= 0 ? s->deviceTooltip(device) : s->nodeTooltip(m_node));
     }
     void mousePressEvent(QGraphicsSceneMouseEvent* event) override
     {
@@ -217,6 +214,29 @@ public:
     }
 
 private:
+    // The title bar at 9 pt on screen: "node N" and, where there is room, its fast link; when
+    // the bar is too small for 9 pt text (zoomed out), the badge names the node instead.
+    void paintTitle(QPainter* painter) const
+    {
+        if (!titleFits(*painter, m_node, m_rect.width())) {
+            return;
+        }
+        const QFont font = readableFont(*painter, painter->font());
+        const QFontMetricsF metrics(font);
+        const QRectF bar(kPad, 2, m_rect.width() - 2 * kPad, kTitleH);
+        const QString name = nodeTitle(m_node);
+        const QPalette pal = appPalette();
+        painter->setFont(font);
+        painter->setPen(pal.color(QPalette::WindowText));
+        painter->drawText(bar, Qt::AlignVCenter | Qt::AlignLeft, name);
+        const auto& cluster = static_cast<TopologyScene*>(scene())->topology().cluster;
+        const QString link = QStringLiteral("%1 · %2").arg(
+            toQString(cluster.intraNode.kind), gbps(cluster.intraNode.bandwidth));
+        if (metrics.horizontalAdvance(name + QStringLiteral("   ") + link) <= bar.width()) {
+            painter->setPen(pal.color(QPalette::PlaceholderText));
+            painter->drawText(bar, Qt::AlignVCenter | Qt::AlignRight, link);
+        }
+    }
     [[nodiscard]] int deviceAt(QPointF pos) const
     {
         for (int g = 0; g < m_gpus; ++g) {
@@ -230,6 +250,80 @@ private:
     int m_node;
     int m_gpus;
     bool m_paintsGpus;
+    QRectF m_rect;
+};
+
+/// A label in the scene (the traffic figures): drawn at 9 pt on screen when it fits the room it
+/// is given, left out when zoomed out so far that it does not; its tooltip always has the text.
+class FittedTextItem : public QGraphicsItem {
+public:
+    FittedTextItem(QString text, QRectF room)
+        : m_text(std::move(text))
+        , m_room(room)
+    {
+        setToolTip(m_text);
+    }
+    [[nodiscard]] QRectF boundingRect() const override { return m_room; }
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        const QFont font = readableFont(*painter, painter->font());
+        const QFontMetricsF metrics(font);
+        if (metrics.height() > m_room.height()
+            || metrics.horizontalAdvance(m_text) > m_room.width()) {
+            return;
+        }
+        painter->setFont(font);
+        painter->setPen(appPalette().color(QPalette::WindowText));
+        painter->drawText(m_room, Qt::AlignLeft | Qt::AlignVCenter, m_text);
+    }
+
+private:
+    QString m_text;
+    QRectF m_room;
+};
+
+/// The number of a node on a plate over its middle, at 9 pt on screen, where the node's title
+/// does not fit (zoomed out); above the GPUs, transparent to the mouse and to tooltips.
+class BadgeItem : public QGraphicsItem {
+public:
+    BadgeItem(int node, QRectF rect, QGraphicsItem* parent)
+        : QGraphicsItem(parent)
+        , m_node(node)
+        , m_rect(rect)
+    {
+        setAcceptedMouseButtons(Qt::NoButton);
+        setZValue(1);
+    }
+    [[nodiscard]] QRectF boundingRect() const override { return m_rect; }
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) override
+    {
+        const double lod = option->levelOfDetailFromTransform(painter->worldTransform());
+        if (lod >= kSummaryLod && titleFits(*painter, m_node, m_rect.width())) {
+            return; // the title names the node
+        }
+        QFont font = readableFont(*painter, painter->font());
+        font.setBold(true);
+        const QFontMetricsF metrics(font);
+        const QString text = QString::number(m_node);
+        const QSizeF size(
+            metrics.horizontalAdvance(text) + metrics.height() * 0.6, metrics.height() * 1.1);
+        if (size.width() > m_rect.width() || size.height() > m_rect.height()) {
+            return; // smaller on screen than 9 pt text: the node's tooltip names it
+        }
+        const QRectF plate(m_rect.center() - QPointF(size.width() / 2, size.height() / 2), size);
+        const QPalette pal = appPalette();
+        QColor backing = pal.color(QPalette::Base);
+        backing.setAlpha(225);
+        painter->setPen(QPen(pal.color(QPalette::Mid), 0));
+        painter->setBrush(backing);
+        painter->drawRoundedRect(plate, size.height() / 4, size.height() / 4);
+        painter->setFont(font);
+        painter->setPen(pal.color(QPalette::WindowText));
+        painter->drawText(plate, Qt::AlignCenter, text);
+    }
+
+private:
+    int m_node;
     QRectF m_rect;
 };
 
@@ -371,6 +465,32 @@ bool TopologyScene::inSelectedGroup(int device) const
         && m_selectedMembers[std::size_t(device)];
 }
 
+QString TopologyScene::clusterSummary() const
+{
+    const auto& c = m_data.cluster;
+    if (c.worldSize() <= 0) {
+        return {};
+    }
+    return QStringLiteral(
+        "%1 × %2 (%3 nodes × %4)   ·   inter-node: %5, %6 per GPU   ·   intra-node: %7, %8")
+        .arg(c.worldSize())
+        .arg(toQString(c.device.name))
+        .arg(c.numNodes)
+        .arg(c.gpusPerNode)
+        .arg(toQString(c.interNodeLink().kind), gbps(c.interNodeLink().bandwidth),
+            toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth));
+}
+
+QString TopologyScene::nodeTooltip(int node) const
+{
+    const auto& c = m_data.cluster;
+    return QStringLiteral("<b>node %1</b>: %2 × %3<br>intra-node: %4, %5")
+        .arg(node)
+        .arg(c.gpusPerNode)
+        .arg(toQString(c.device.name))
+        .arg(toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth));
+}
+
 QString TopologyScene::deviceTooltip(int device) const
 {
     const auto& c = m_data.cluster;
@@ -418,13 +538,14 @@ void TopologyScene::addTrafficLabels(
     uplink->setToolTip(QStringLiteral("node %1 uplink: %2 in and out during the run")
                            .arg(node)
                            .arg(bytesText(Bytes(t.interBytes))));
-    auto* up = addSimpleText(QStringLiteral("⇅ %1").arg(bytesText(Bytes(t.interBytes))));
-    up->setBrush(appPalette().color(QPalette::WindowText));
-    up->setPos(origin.x() + size.width() / 2 + 6, origin.y() - kNodeGapY / 2 + 6);
-    auto* intra
-        = addSimpleText(QStringLiteral("intra-node %1").arg(bytesText(Bytes(t.intraBytes))));
-    intra->setBrush(appPalette().color(QPalette::WindowText));
-    intra->setPos(origin.x() + kPad, origin.y() + size.height() + 2);
+    // The uplink's figure beside it, up to the leaf switch; the node's own below it, down to
+    // the next row's switch.
+    const double half = kNodeGapY / 2;
+    addItem(new FittedTextItem(QStringLiteral("⇅ %1").arg(bytesText(Bytes(t.interBytes))),
+        QRectF(origin.x() + size.width() / 2 + 6, origin.y() - half + 4, size.width() / 2 - 6,
+            half - 5)));
+    addItem(new FittedTextItem(QStringLiteral("intra-node %1").arg(bytesText(Bytes(t.intraBytes))),
+        QRectF(origin.x() + kPad, origin.y() + size.height() + 1, size.width() - kPad, half - 5)));
     m_trafficLabels += 2;
 }
 
@@ -478,26 +599,12 @@ void TopologyScene::rebuild()
                     m_gpuItems.push_back(gpu);
                 }
             }
+            new BadgeItem(n, item->frame(), item); // after the GPUs: drawn above them
         }
     }
     const double bottom = top + rows * (node.height() + kNodeGapY);
     addRect(QRectF(spineX - 6, top, 6, bottom - top), Qt::NoPen, switchColor)
         ->setToolTip(QStringLiteral("spine"));
-    auto* label = addSimpleText(
-        QStringLiteral(
-            "%1 × %2 (%3 nodes × %4)   ·   inter-node: %5, %6 per GPU   ·   intra-node: %7, %8")
-            .arg(c.worldSize())
-            .arg(toQString(c.device.name))
-            .arg(c.numNodes)
-            .arg(c.gpusPerNode)
-            .arg(toQString(c.interNodeLink().kind), gbps(c.interNodeLink().bandwidth),
-                toQString(c.intraNode.kind), gbps(c.intraNode.bandwidth)));
-    QFont f = label->font();
-    f.setPointSizeF(11);
-    f.setBold(true);
-    label->setFont(f);
-    label->setBrush(pal.color(QPalette::WindowText));
-    label->setPos(spineX - 6, 0);
     setSceneRect(itemsBoundingRect().adjusted(-20, -20, 20, 20));
 }
 

@@ -50,7 +50,9 @@ struct ColorClassExtent {
 /// The cluster as a scene: nodes in a grid on a leaf/spine network, each node's fast-link
 /// domain with its GPUs coloured by parallel group. Up to kDetailedLimit GPUs every GPU is its
 /// own item; beyond, each node paints its GPUs itself (one item per node) so 2,048 GPUs stay
-/// fluid. Zoomed out, nodes collapse to summaries (level of detail).
+/// fluid. Zoomed out, nodes collapse to summaries (level of detail). Every text is drawn at
+/// kLabelPoints or more on screen at any zoom; one that does not fit at that size is left out
+/// (a node's title becomes its number on a badge) and its item's tooltip says it in full.
 class TopologyScene : public QGraphicsScene {
     Q_OBJECT
 public:
@@ -77,6 +79,10 @@ public:
     [[nodiscard]] QColor deviceColor(int device) const;
     /// True if `device` is in the selected rank's group.
     [[nodiscard]] bool inSelectedGroup(int device) const;
+    /// The cluster in one line: devices, nodes, inter- and intra-node links.
+    [[nodiscard]] QString clusterSummary() const;
+    /// Tooltip of a node (wherever no GPU is under the cursor): its number, GPUs and fast link.
+    [[nodiscard]] QString nodeTooltip(int node) const;
     /// Tooltip of a device: rank, node, coordinates, memory.
     [[nodiscard]] QString deviceTooltip(int device) const;
     /// Number of colour groups under the current colouring.
