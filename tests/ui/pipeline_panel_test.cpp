@@ -8,6 +8,7 @@
 #include "ui_test_support.h"
 #include "widgets/formatting.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
