@@ -8,6 +8,7 @@
 #include "exec/layout_weights.h"
 #include "exec/streamed_sequence.h"
 #include "numerics/dtype_convert.h"
+#include "numerics/widen_fp8.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -179,6 +180,13 @@ Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
     std::vector<double> scales(std::size_t(gridRows * gridCols));
     for (std::size_t i = 0; i < scales.size(); ++i) {
         scales[i] = numerics::loadAsDouble(p.scaleBytes, p.scaleDtype, i);
+    }
+    if (compute == DType::F32 && (p.stored == DType::F8E4M3 || p.stored == DType::F8E5M2)
+        && std::uint64_t(rows * cols) == count && p.bytes.size() >= count) {
+        // Each block's 256 codes scaled once, then looked up: the same values in one pass.
+        numerics::detail::widenFp8BlockScaledToF32(p.bytes.data(), p.stored, scales.data(), rows,
+            cols, p.blockRows, p.blockCols, out.data<float>());
+        return success();
     }
     // The FP8 values widened (exactly) into the output first, then scaled in place.
     DAY0_TRY(numerics::convertElements(p.bytes, p.stored, dst, compute, count));
