@@ -57,7 +57,7 @@ void printText(const actions::EvalOutcome& o)
     if (o.referenceStreamed || o.targetStreamed) {
         fmt::print("  weights streamed layer by layer: reference {}, target {}\n",
             o.referenceStreamed ? "yes" : "no",
-            o.targetStreamed ? "yes" : "no (an emulated or backend target is loaded whole)");
+            o.targetStreamed ? "yes" : "no (a backend's target is loaded whole)");
     }
     fmt::print("  KL(ref || target)  mean {:.4e} ± {:.2e} (95% CI [{:.4e}, {:.4e}])\n",
         s.klMean.value, s.klMean.uncertainty, s.klMean.value - 1.96 * s.klMean.uncertainty,
@@ -217,8 +217,8 @@ const bool registered = registerCommand({ "eval",
         app.add_option("--tolerances", r.tolerances,
             "tolerance table name or file whose end_to_end rules judge (default day0-default)");
         app.add_flag("--stream", r.stream,
-            "stream the weights layer by layer (the reference, and an fp32/fp64 target): the "
-            "same figures in bounded memory");
+            "stream the weights layer by layer (the reference, and a target on the CPU; a sampled "
+            "corpus streams once per token): the same figures in bounded memory");
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G");
         return [a, &global] { return runEval(*a, global); };

@@ -508,8 +508,8 @@ const bool registered = registerCommand({ "run",
         app.add_option("--comm-timeout", a->planned.timeoutSeconds,
             "with --plan: seconds a rank waits for the others before the job fails (default 60)");
         app.add_flag("--stream", a->stream,
-            "stream the weights layer by layer from the memory-mapped shards (fp32/fp64 reference "
-            "of a checkpoint larger than memory; the same logits and dumps)");
+            "stream the weights layer by layer from the memory-mapped shards (a checkpoint larger "
+            "than memory, on the CPU in any precision; the same logits and dumps)");
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
             "needs more is refused); the peak RSS is reported");

@@ -99,8 +99,8 @@ std::optional<Error> refuseWithStream(const RunArgs& a)
         }
         return std::nullopt;
     }
-    // With --reference the reference streams and an emulated or backend target loads whole (the
-    // output says so); alone, the target itself must stream.
+    // With --reference the reference streams and a backend target loads whole (the output says
+    // so); alone, the target itself must stream.
     const bool alone = a.reference.empty();
     return firstRefused("--stream",
         {
@@ -111,14 +111,6 @@ std::optional<Error> refuseWithStream(const RunArgs& a)
                 "--backend (streamed runs compute on the CPU reference; add --reference to stream "
                 "the reference beside a backend target)" },
             { !a.image.empty(), "--image (the vision tower is not streamed)" },
-            { a.precision != "fp32" && a.precision != "fp64" && alone,
-                "--precision other than fp32/fp64 without --reference (an emulated precision keeps "
-                "a rounded copy of every weight)" },
-            { !a.opPrecision.empty() && alone,
-                "--op-precision without --reference (streamed runs are the fp32/fp64 reference)" },
-            { !a.layerPrecision.empty() && alone,
-                "--layer-precision without --reference (streamed runs are the fp32/fp64 "
-                "reference)" },
         });
 }
 

@@ -4,6 +4,7 @@
 #include "base/json_util.h"
 #include "base/units.h"
 #include "command.h"
+#include "exec/layer_stream.h"
 #include "extend/plugin_registry.h"
 #include "figure_renderer.h"
 #include "history/run_record.h"
@@ -29,6 +30,7 @@ struct ValidateArgs {
     std::string junit;
     std::string report;
     std::string jsonOut;
+    std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
 };
 
 std::string statusMark(pipeline::StepStatus status)
@@ -57,6 +59,13 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
                                            "skips it: give one of them"));
     }
     a.options.work = a.work;
+    if (!a.memoryBudget.empty()) {
+        auto budget = exec::parseMemorySize(a.memoryBudget);
+        if (!budget) {
+            return reportError(budget.error());
+        }
+        a.options.streamOptions.memoryBudget = *budget;
+    }
     extend::PluginRegistry registry;
     auto backend = extend::openRunBackend(registry, a.backend, a.device);
     if (!backend) {
@@ -166,6 +175,22 @@ const bool registered = registerCommand({ "validate",
             ->capture_default_str();
         app.add_option("--tolerances", a->options.tolerances,
             "tolerance table name or file (default day0-default)");
+        app.add_option("--eval-sequences", a->options.evalSequences,
+               "sequences the precision step's end-to-end check samples from the reference")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 100000));
+        app.add_option("--eval-length", a->options.evalLength,
+               "tokens of each sampled sequence of the end-to-end check")
+            ->capture_default_str()
+            ->check(CLI::Range(2, 1000000));
+        app.add_flag("--stream", a->options.stream,
+            "stream the weights layer by layer in every step that runs the model (smoke, "
+            "precision with its end-to-end check, performance): a checkpoint larger than memory, "
+            "the same figures; the multi-rank and serving steps, which hold the whole model, are "
+            "skipped)");
+        app.add_option("--memory-budget", a->memoryBudget,
+            "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
+            "needs more is refused); the peak RSS is reported by the performance step");
         app.add_option("--seed", a->options.seed, "seed of a shrunk checkpoint")
             ->capture_default_str();
         app.add_option("--work", a->work,

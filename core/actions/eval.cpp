@@ -8,6 +8,7 @@
 #include "exec/layer_stream.h"
 #include "exec/precision.h"
 #include "exec/sequence_decoder.h"
+#include "exec/streamed_sequence.h"
 #include "numerics/dump_compare.h"
 #include "numerics/routing_flips.h"
 #include "tokenizer/tokenizer.h"
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -62,6 +64,44 @@ Result<exec::RunResult> runSide(const Side& side, exec::RunOptions o, std::stop_
     }
     return side.engine->run(o, inner, stop);
 }
+
+/// The reference of a sampled corpus decoding one sequence: over its loaded engine, or over its
+/// weights streamed layer by layer once per fed step; the same logits either way.
+class Sampler {
+public:
+    static Result<Sampler> open(const Side& side, std::int64_t capacity, std::int64_t steps,
+        Progress& progress, std::stop_token stop)
+    {
+        Sampler s;
+        if (side.streamed.empty()) {
+            auto decoder = exec::SequenceDecoder::open(*side.engine, side.plan, capacity);
+            if (!decoder) {
+                return decoder.error();
+            }
+            s.m_decoder.emplace(std::move(*decoder));
+        } else {
+            auto streamed = exec::StreamedSequence::open(side.streamed, *side.spec, side.plan,
+                capacity, side.streamOptions, steps, progress, stop);
+            if (!streamed) {
+                return streamed.error();
+            }
+            s.m_streamed.emplace(std::move(*streamed));
+        }
+        s.m_stop = std::move(stop);
+        return s;
+    }
+
+    /// The last position's logits after `ids`.
+    Result<std::vector<double>> feed(std::span<const std::int64_t> ids)
+    {
+        return m_decoder ? m_decoder->feed(ids, m_stop) : m_streamed->feed(ids);
+    }
+
+private:
+    std::optional<exec::SequenceDecoder> m_decoder;
+    std::optional<exec::StreamedSequence> m_streamed;
+    std::stop_token m_stop;
+};
 
 /// The logits [tokens, vocab] of one run of `ids` (+ greedy tokens when `newTokens` > 1), and
 /// the run's own picks. Only lm_head is captured: one window's logits in memory.
@@ -445,26 +485,11 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
     if (tgtPlan->isF64() && request.backend != nullptr) {
         return Error::badInput("the fp64 target runs on the CPU only; drop --backend");
     }
-    // Streamed: the reference, and the target when it is an fp32/fp64 reference run on the CPU
-    // too (an emulated target keeps a rounded copy of every weight, so it is loaded whole and
-    // the outcome says so).
-    const auto streamable = [](const exec::PrecisionPlan& p) {
-        return (p.base == exec::PrecisionMode::F32 || p.base == exec::PrecisionMode::F64)
-            && p.perOpKind.empty() && p.perLayer.empty();
-    };
+    // Streamed: the reference, and the target when it runs on the CPU too (a backend's target
+    // is loaded whole and the outcome says so).
     if (request.stream) {
-        if (corpus.sampleSequences > 0) {
-            return Error::badInput("--stream does not run with --sample-corpus (the sampler "
-                                   "decodes token by token over the whole reference); give "
-                                   "--ids-file or --text-file");
-        }
-        if (!streamable(*refPlan)) {
-            return Error::badInput(fmt::format("--stream: the reference '{}' is not streamed "
-                                               "(streamed runs are the fp32/fp64 reference)",
-                refPlan->describe()));
-        }
         out.referenceStreamed = true;
-        out.targetStreamed = streamable(*tgtPlan) && request.backend == nullptr;
+        out.targetStreamed = request.backend == nullptr;
     }
     std::optional<exec::Engine> refEngine;
     if (!out.referenceStreamed) {
@@ -545,13 +570,16 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
             std::vector<std::int64_t> seq = *start;
             // The reference decodes the sequence step by step over its cache (one forward token
             // per drawn token), each next token drawn from the last position's distribution.
-            auto decoder = exec::SequenceDecoder::open(*ref.engine, ref.plan,
-                std::max<std::int64_t>(corpus.sequenceLength, std::int64_t(seq.size())));
+            const auto length
+                = std::max<std::int64_t>(corpus.sequenceLength, std::int64_t(seq.size()));
+            Progress inner; // the evaluation counts sequences
+            auto decoder
+                = Sampler::open(ref, length, length - std::int64_t(seq.size()) + 1, inner, stop);
             if (!decoder) {
                 return decoder.error();
             }
             auto logits = std::int64_t(seq.size()) < corpus.sequenceLength
-                ? decoder->feed(seq, stop)
+                ? decoder->feed(seq)
                 : Result<std::vector<double>>(std::vector<double> {});
             while (std::int64_t(seq.size()) < corpus.sequenceLength) {
                 if (!logits) {
@@ -559,7 +587,7 @@ Result<EvalOutcome> evaluate(const EvalRequest& request, Progress& progress, std
                 }
                 seq.push_back(sampleToken(logits->data(), vocab, rng));
                 if (std::int64_t(seq.size()) < corpus.sequenceLength) {
-                    logits = decoder->feed(std::span(&seq.back(), 1), stop);
+                    logits = decoder->feed(std::span(&seq.back(), 1));
                 }
             }
             docs.push_back(std::move(seq));

@@ -71,9 +71,9 @@ struct EvalRequest {
     /// Tolerance table (name or file; empty: day0-default); its end_to_end rule of the target's
     /// dtype judges the summary.
     std::string tolerances;
-    /// Streams the weights layer by layer (exec::runStreamed) for every window: the reference,
-    /// and the target when it is an fp32/fp64 run on the CPU; an emulated target is loaded
-    /// whole (EvalOutcome says which streamed). Not with a sampled corpus.
+    /// Streams the weights layer by layer (exec::runStreamed) for every window, and for every
+    /// token of a sampled corpus (exec::StreamedSequence): the reference, and the target when it
+    /// runs on the CPU; a backend's target is loaded whole (EvalOutcome says which streamed).
     bool stream = false;
     exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
 };

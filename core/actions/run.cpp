@@ -151,8 +151,8 @@ Result<RunOutcome> runCheckpoint(
         return out;
     }
     if (request.stream) {
-        // The reference (and an fp32/fp64 target) streamed; an emulated target, the inject-mode
-        // and fp32-leg runs load their engine whole (the result says which streamed).
+        // The runs on the CPU streamed; a backend's target and the fp32 leg load their engine
+        // whole (the result says which streamed).
         options.streamFrom = request.checkpoint;
         options.streamOptions = request.streamOptions;
     }

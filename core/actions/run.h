@@ -27,10 +27,10 @@ struct RunRequest {
     /// Writes the run's dumps here (exec::writeRunDumps) and keeps the folder as an artifact of
     /// the record; empty: no dump.
     std::filesystem::path dump;
-    /// Streams the weights layer by layer (exec::runStreamed): the target alone, fp32 or fp64,
-    /// on the CPU reference; with a reference, the reference and an fp32/fp64 target stream
-    /// while an emulated target and the inject-mode run load their engine whole
-    /// (PrecisionRunResult says which streamed). What it cannot do is refused by name.
+    /// Streams the weights layer by layer (exec::runStreamed): every run on the CPU (the
+    /// target alone or beside the reference and its inject-mode run, in any precision); a
+    /// backend's target and its fp32 leg load their engine whole (PrecisionRunResult says which
+    /// streamed). What it cannot do is refused by name.
     bool stream = false;
     exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
     /// "A-B": run decoder layers A..B only (exec::LayerSlice), fed from the dump in

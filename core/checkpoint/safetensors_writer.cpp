@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "base/resident_pages.h"
 #include "checkpoint/output_file.h"
 
 #include <fmt/format.h>
@@ -106,10 +107,14 @@ Result<std::uint64_t> writeSafetensors(const std::filesystem::path& path,
             return Error::cancelled();
         }
         const auto size = t.bytes();
-        auto filled = t.fill(bytes.subspan(std::size_t(offset), std::size_t(size)));
+        const auto region = bytes.subspan(std::size_t(offset), std::size_t(size));
+        auto filled = t.fill(region);
         if (!filled) {
             return filled.error().withContext(displayPath(path));
         }
+        // Written (the shared mapping's pages stay in the page cache until written back): they
+        // leave the process, so writing a file larger than memory holds a tensor at a time.
+        releaseResidentPages(region);
         offset += size;
         if (progress != nullptr) {
             progress->advance(std::int64_t(size));

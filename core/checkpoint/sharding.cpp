@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "base/resident_pages.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/output_file.h"
@@ -526,6 +527,8 @@ Result<ShardSummary> shardCheckpoint(const fs::path& src, const fs::path& dst,
             perRank[std::size_t(rank)].push_back({ t.name, *t.dtype, sliceShape(shape, s),
                 [bytes, shape, elem, s](std::span<std::byte> out) -> Result<void> {
                     extractSlice(bytes, shape, elem, s, out);
+                    // Read: the source's pages leave the process (a tensor at a time resident).
+                    releaseResidentPages(bytes);
                     return success();
                 } });
         }

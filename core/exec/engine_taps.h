@@ -1,7 +1,7 @@
 #pragma once
 // The taps of an engine run (engine.cpp): CaptureTaps collects a run's captures over its steps
 // (and injects a reference's outputs), StreamingTaps tells a layer stream where each layer ends
-// and which experts the router chose. Included by engine.cpp only.
+// and which experts the router chose. Included by engine.cpp and streamed_sequence.cpp only.
 
 #include "exec/engine.h"
 #include "exec/forward.h"

@@ -341,6 +341,28 @@ template <typename T> const T* Forward<T>::weight(const std::string& name) const
     return it == m_weights.tensors.end() ? nullptr : it->second.template data<T>();
 }
 
+namespace {
+
+/// A streamed run's table holds one layer at a time: the rounded copies of weights that left it
+/// are dropped, so they are held for one layer too. The cache is ordered by name and a layer's
+/// names are contiguous, so stale copies (the layer before) sit at one of its ends: checking
+/// both keeps a whole-model table's misses O(1).
+void dropStaleRounded(
+    std::map<std::pair<std::string, int>, std::vector<float>>& rounded, const WeightTable& table)
+{
+    if (rounded.empty()) {
+        return;
+    }
+    const auto stale
+        = [&](const auto& entry) { return !table.tensors.contains(entry.first.first); };
+    if (!stale(*rounded.begin()) && !stale(*rounded.rbegin())) {
+        return;
+    }
+    std::erase_if(rounded, stale);
+}
+
+} // namespace
+
 template <typename T>
 const T* Forward<T>::gemmWeight(
     const std::string& name, PrecisionMode mode, std::int64_t rows, std::int64_t cols)
@@ -354,7 +376,11 @@ const T* Forward<T>::gemmWeight(
         if (fp8 && m_weights.exactFp8.contains(name)) {
             return raw; // already on the fp8 grid with its published block scales
         }
-        auto& slot = m_rounded[{ name, int(mode) }];
+        const std::pair<std::string, int> key { name, int(mode) };
+        if (!m_rounded.contains(key)) {
+            dropStaleRounded(m_rounded, m_weights);
+        }
+        auto& slot = m_rounded[key];
         if (slot.empty()) {
             slot.assign(raw, raw + rows * cols);
             roundGemmInput(slot, rows, cols, mode, m_plan.fp8Scaling, true);

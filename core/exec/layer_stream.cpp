@@ -6,7 +6,9 @@
 #include "exec/backend.h"
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
+#include "exec/streamed_sequence.h"
 #include "numerics/dtype_convert.h"
+#include "numerics/widen_fp8.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -48,6 +50,9 @@ struct Phase {
     std::string label; ///< "model.embed_tokens", "model.layers.3", "model.norm", "lm_head"
     std::vector<Piece> pieces;
     std::uint64_t convertedBytes = 0; ///< in the compute type
+    /// An emulated precision's rounded copies of the phase's matrices (Forward's gemmWeight),
+    /// held while the phase runs.
+    std::uint64_t roundedBytes = 0;
     std::uint64_t storedBytes = 0; ///< mapped bytes read (scales included)
     std::uint64_t largestStored = 0; ///< the largest piece's mapped bytes
     /// A MoE layer: its router's anchor ("model.layers.3.mlp.gate"), the pieces of each routed
@@ -121,13 +126,6 @@ Result<void> refuseUnstreamable(const model::ModelSpec& spec, const RunOptions& 
                                   "FP8 weights are)",
             spec.quantization->method));
     }
-    const auto& plan = options.precision;
-    if ((plan.base != PrecisionMode::F32 && plan.base != PrecisionMode::F64)
-        || !plan.perOpKind.empty() || !plan.perLayer.empty()) {
-        return refuse(fmt::format("precision '{}': streamed runs are the fp32 or fp64 reference "
-                                  "(an emulated precision keeps a rounded copy of every weight)",
-            plan.describe()));
-    }
     if (options.backend != nullptr) {
         return refuse(fmt::format(
             "backend '{}': streamed runs compute on the CPU reference", options.backend->name()));
@@ -135,10 +133,23 @@ Result<void> refuseUnstreamable(const model::ModelSpec& spec, const RunOptions& 
     if (options.image) {
         return refuse("--image: the vision tower is not streamed");
     }
-    if (options.injectFrom != nullptr) {
-        return refuse("inject mode is not streamed");
-    }
     return success();
+}
+
+/// True when a float run of `plan` rounds its weights to an emulated precision somewhere.
+bool roundsWeights(const PrecisionPlan& plan)
+{
+    if (plan.isF64()) {
+        return false;
+    }
+    bool rounds = plan.base != PrecisionMode::F32;
+    for (const auto& [kind, mode] : plan.perOpKind) {
+        rounds = rounds || mode != PrecisionMode::F32;
+    }
+    for (const auto& [layer, mode] : plan.perLayer) {
+        rounds = rounds || mode != PrecisionMode::F32;
+    }
+    return rounds;
 }
 
 /// madvise over the whole pages of `bytes`; best effort (advice that fails changes nothing).
@@ -170,6 +181,13 @@ Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
     for (std::size_t i = 0; i < scales.size(); ++i) {
         scales[i] = numerics::loadAsDouble(p.scaleBytes, p.scaleDtype, i);
     }
+    if (compute == DType::F32 && (p.stored == DType::F8E4M3 || p.stored == DType::F8E5M2)
+        && std::uint64_t(rows * cols) == count && p.bytes.size() >= count) {
+        // Each block's 256 codes scaled once, then looked up: the same values in one pass.
+        numerics::detail::widenFp8BlockScaledToF32(p.bytes.data(), p.stored, scales.data(), rows,
+            cols, p.blockRows, p.blockCols, out.data<float>());
+        return success();
+    }
     // The FP8 values widened (exactly) into the output first, then scaled in place.
     DAY0_TRY(numerics::convertElements(p.bytes, p.stored, dst, compute, count));
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -189,10 +207,13 @@ Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
 
 class CheckpointStream final : public detail::LayerStream {
 public:
-    CheckpointStream(checkpoint::Checkpoint ckpt, DType compute, const StreamOptions& options,
-        std::int64_t steps, Progress& progress, std::stop_token stop)
+    /// `rounds`: the run emulates a lower precision, so the forward keeps a rounded copy of
+    /// each matrix of the phase that runs (counted against the budget).
+    CheckpointStream(checkpoint::Checkpoint ckpt, DType compute, bool rounds,
+        const StreamOptions& options, std::int64_t steps, Progress& progress, std::stop_token stop)
         : m_ckpt(std::move(ckpt))
         , m_compute(compute)
+        , m_rounds(rounds)
         , m_steps(steps)
         , m_progress(progress)
         , m_link(std::in_place, std::move(stop), [this] { m_abort.request_stop(); })
@@ -272,6 +293,9 @@ public:
                 * std::uint64_t(dtypeSize(m_compute));
             const auto stored = (*piece)->bytes.size() + (*piece)->scaleBytes.size();
             ph.convertedBytes += converted;
+            if (m_rounds && phase > 0 && (*piece)->shape.size() == 2) {
+                ph.roundedBytes += converted;
+            }
             ph.storedBytes += stored;
             ph.largestStored = std::max<std::uint64_t>(ph.largestStored, stored);
             if ((*piece)->expert >= 0) {
@@ -282,7 +306,7 @@ public:
         }
         std::uint64_t total = 0;
         for (const auto& ph : m_phases) {
-            const std::uint64_t need = ph.convertedBytes + ph.largestStored;
+            const std::uint64_t need = ph.convertedBytes + ph.roundedBytes + ph.largestStored;
             if (need > m_stats.largestPhaseBytes) {
                 m_stats.largestPhaseBytes = need;
                 m_stats.largestPhase = ph.label;
@@ -294,11 +318,15 @@ public:
             const auto& ph = *std::find_if(m_phases.begin(), m_phases.end(),
                 [&](const Phase& p) { return p.label == m_stats.largestPhase; });
             return Error::badInput(fmt::format(
-                "--memory-budget {}: {} alone needs {} bytes ({}: {} of weights in {} and {} of "
-                "its largest tensor's mapped pages); raise the budget to at least that",
+                "--memory-budget {}: {} alone needs {} bytes ({}: {} of weights in {}{} and {} "
+                "of its largest tensor's mapped pages); raise the budget to at least that",
                 formatBytes(Bytes(std::int64_t(budget))), ph.label, m_stats.largestPhaseBytes,
                 formatBytes(Bytes(std::int64_t(m_stats.largestPhaseBytes))),
                 formatBytes(Bytes(std::int64_t(ph.convertedBytes))), dtypeName(m_compute),
+                ph.roundedBytes > 0 ? fmt::format(", {} of their copies rounded to the target's "
+                                                  "precision",
+                    formatBytes(Bytes(std::int64_t(ph.roundedBytes))))
+                                    : std::string(),
                 formatBytes(Bytes(std::int64_t(ph.largestStored)))));
         }
         m_progress.setDone(0);
@@ -562,6 +590,7 @@ private:
 
     checkpoint::Checkpoint m_ckpt;
     DType m_compute;
+    bool m_rounds = false;
     bool m_sliced = false;
     bool m_routedOnly = true; ///< MoE layers: only the experts their router chose
     int m_current = -1; ///< the phase in the table
@@ -604,8 +633,8 @@ Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::
             "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
     }
     const bool fp64 = options.precision.isF64();
-    CheckpointStream layers(std::move(*ckpt), fp64 ? DType::F64 : DType::F32, stream,
-        options.newTokens, progress, std::move(stop));
+    CheckpointStream layers(std::move(*ckpt), fp64 ? DType::F64 : DType::F32,
+        roundsWeights(options.precision), stream, options.newTokens, progress, std::move(stop));
     DAY0_TRY(layers.plan(spec, slice));
     auto run = detail::runOverStream(spec, fp64, options, layers, progress, slice);
     if (!run) {
@@ -619,52 +648,36 @@ Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::
     return out;
 }
 
-Result<std::uint64_t> parseMemorySize(std::string_view text)
+Result<void> checkStreamable(const model::ModelSpec& spec, const RunOptions& options)
 {
-    const auto bad = [&] {
-        return Error::badInput(fmt::format(
-            "--memory-budget: '{}' is not a size (e.g. 512M, 2G, 1.5GiB, 4096 bytes)", text));
-    };
-    double value = 0.0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || !(value > 0.0) || !std::isfinite(value)) {
-        return bad();
-    }
-    std::string unit(end, text.data() + text.size());
-    std::transform(
-        unit.begin(), unit.end(), unit.begin(), [](char c) { return char(::toupper(c)); });
-    if (unit.ends_with("IB")) {
-        unit.erase(unit.size() - 2);
-    } else if (unit.size() == 2 && unit.back() == 'B') {
-        unit.pop_back();
-    }
-    double scale = 1.0;
-    if (unit.empty() || unit == "B") {
-        scale = 1.0;
-    } else if (unit == "K") {
-        scale = 1024.0;
-    } else if (unit == "M") {
-        scale = 1024.0 * 1024.0;
-    } else if (unit == "G") {
-        scale = 1024.0 * 1024.0 * 1024.0;
-    } else if (unit == "T") {
-        scale = 1024.0 * 1024.0 * 1024.0 * 1024.0;
-    } else {
-        return bad();
-    }
-    return std::uint64_t(std::llround(value * scale));
+    return refuseUnstreamable(spec, options);
 }
 
-std::uint64_t peakResidentBytes()
+namespace detail {
+
+Result<std::unique_ptr<LayerStream>> openCheckpointStream(const std::filesystem::path& path,
+    const model::ModelSpec& spec, const PrecisionPlan& plan, const StreamOptions& stream,
+    std::int64_t steps, Progress& progress, std::stop_token stop)
 {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmHWM:", 0) == 0) {
-            return std::uint64_t(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
-        }
+    RunOptions options;
+    options.precision = plan;
+    DAY0_TRY(refuseUnstreamable(spec, options));
+    auto ckpt = checkpoint::Checkpoint::open(path);
+    if (!ckpt) {
+        return ckpt.error();
     }
-    return 0;
+    DAY0_TRY(ckpt->firstError());
+    if (ckpt->gguf() != nullptr) {
+        return Error::unsupported(fmt::format(
+            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
+    }
+    auto layers = std::make_unique<CheckpointStream>(std::move(*ckpt),
+        plan.isF64() ? DType::F64 : DType::F32, roundsWeights(plan), stream, steps, progress,
+        std::move(stop));
+    DAY0_TRY(layers->plan(spec, nullptr));
+    return std::unique_ptr<LayerStream>(std::move(layers));
 }
+
+} // namespace detail
 
 } // namespace day0::exec

@@ -56,15 +56,20 @@ struct StreamedRun {
 };
 
 /// Runs `options` on the safetensors checkpoint at `path` (model `spec`) with its weights
-/// streamed layer by layer. Fp32 and fp64 runs of the decoder families whose layers read only
+/// streamed layer by layer. Runs on the CPU in any precision (an emulated one rounds the running
+/// layer's matrices only), inject mode included, of the decoder families whose layers read only
 /// their own weights (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3, Kimi-K2)
-/// from BF16/F16/F32/F64 or block-FP8 tensors; anything else (emulated precisions, a backend,
-/// an image, inject mode, GGUF, other quantisation formats and families) is refused by name.
+/// from BF16/F16/F32/F64 or block-FP8 tensors; anything else (a backend, an image, GGUF, other
+/// quantisation formats and families) is refused by name.
 /// Progress counts bytes read; cancellable between tensors. `slice` (prepared by
 /// prepareLayerSlice): only its layers' weights are read and run.
 Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
     const RunOptions& options, const StreamOptions& stream, Progress& progress,
     std::stop_token stop, const LayerSlice* slice = nullptr);
+
+/// Why runStreamed would refuse `spec` and `options` before reading a weight, by name ("--stream:
+/// ..."); success when it would not. For front ends that refuse at argument time.
+Result<void> checkStreamable(const model::ModelSpec& spec, const RunOptions& options);
 
 /// "512M", "2G", "1.5GiB", "300MB", "4096" (bytes) → bytes (K/M/G/T are binary multiples);
 /// the error names the text.

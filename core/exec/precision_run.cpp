@@ -55,14 +55,11 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
     };
 
     PrecisionRunResult result;
-    // An fp32/fp64 CPU run streams its weights when asked; any other loads an engine.
+    // A CPU run streams its weights when asked; a backend's run loads an engine.
     const auto runOn = [&](const RunOptions& o, bool& streamed) -> Result<RunResult> {
-        const auto& p = o.precision;
-        streamed = !options.streamFrom.empty() && o.backend == nullptr && o.injectFrom == nullptr
-            && (p.base == PrecisionMode::F32 || p.base == PrecisionMode::F64) && p.perOpKind.empty()
-            && p.perLayer.empty();
+        streamed = !options.streamFrom.empty() && o.backend == nullptr;
         if (!streamed) {
-            auto e = engine(p.isF64());
+            auto e = engine(o.precision.isF64());
             if (!e) {
                 return e.error();
             }
@@ -119,9 +116,10 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         return t.error();
     }
     result.target = std::move(*t);
-    // The inject-mode and fp32-leg runs share the target's loaded engine.
+    // The inject-mode run streams as the target did; the fp32 leg (a backend's) shares the
+    // target's loaded engine.
     Result<Engine*> e = static_cast<Engine*>(nullptr);
-    if (options.inject || options.fp32Leg) {
+    if (options.fp32Leg) {
         e = engine(targetF64);
         if (!e) {
             return e.error();
@@ -131,7 +129,8 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         RunOptions inj = run;
         inj.injectFrom = &result.reference->dump;
         progress.setStage("inject-mode target run");
-        auto i = (*e)->run(inj, progress, stop);
+        bool injectStreamed = false;
+        auto i = runOn(inj, injectStreamed);
         if (!i) {
             return i.error();
         }

@@ -35,10 +35,10 @@ struct PrecisionRunOptions {
     /// the rounding noise. Needs a reference, a lower-precision target and a backend: on the
     /// CPU the target's fp32 is the reference itself.
     bool fp32Leg = false;
-    /// Non-empty: the fp32/fp64 runs on the CPU (the reference; the target when it is one)
-    /// stream their weights layer by layer from this checkpoint (runStreamed) instead of loading
-    /// an engine. An emulated or backend target, and the inject-mode and fp32-leg runs, still
-    /// load theirs whole; PrecisionRunResult says which runs streamed.
+    /// Non-empty: the runs on the CPU (the reference, the target and the inject-mode run, in
+    /// any precision) stream their weights layer by layer from this checkpoint (runStreamed)
+    /// instead of loading an engine. A backend's target and the fp32 leg still load theirs
+    /// whole; PrecisionRunResult says which runs streamed.
     std::filesystem::path streamFrom;
     StreamOptions streamOptions; ///< with `streamFrom`: the memory budget
 };

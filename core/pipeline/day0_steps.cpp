@@ -2,6 +2,7 @@
 
 #include "actions/verify.h"
 #include "base/file_util.h"
+#include "base/resident_pages.h"
 #include "base/units.h"
 #include "checkpoint/arch_check.h"
 #include "checkpoint/checkpoint.h"
@@ -9,9 +10,11 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/sharding.h"
 #include "checkpoint/shrink.h"
+#include "exec/backend.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/recurrent_state.h"
 #include "history/recording.h"
+#include "model/config_reader.h"
 #include "pipeline/validation_state.h"
 
 #include <fmt/format.h>
@@ -69,6 +72,34 @@ Result<ck::TensorReport> checkArchitecture(const ck::Checkpoint& ckpt, StepRepor
         return Error::checkFailed(fmt::format("{}; first: {}", countsLine(tensors), first));
     }
     return tensors;
+}
+
+/// With ValidateOptions::stream, what the steps could not stream, refused by name before any
+/// step runs: a backend, and a model or precision runStreamed refuses (the model as given: a
+/// shrunk checkpoint keeps its architecture).
+Result<void> refuseUnstreamed(const ValidateOptions& options, const exec::PrecisionPlan& target)
+{
+    if (!options.stream) {
+        if (options.streamOptions.memoryBudget > 0) {
+            return Error::badInput("--memory-budget bounds a streamed validation; add --stream");
+        }
+        return success();
+    }
+    if (options.backend != nullptr) {
+        return Error::badInput(fmt::format("--stream: --backend {}: streamed runs compute on the "
+                                           "CPU reference (validate without --stream to run a "
+                                           "backend)",
+            options.backend->name()));
+    }
+    const fs::path given(options.model);
+    auto spec = exec::holdsWeights(given) ? exec::loadCheckpointModel(given)
+                                          : model::loadModel(options.model);
+    if (!spec) {
+        return success(); // the weights or convert step reports what is wrong with it
+    }
+    exec::RunOptions o;
+    o.precision = target;
+    return exec::checkStreamable(*spec, o);
 }
 
 } // namespace
@@ -134,6 +165,37 @@ std::int64_t residentBytes()
         return 0;
     }
     return resident * std::int64_t(sysconf(_SC_PAGESIZE));
+}
+
+Result<exec::RunResult> runModel(
+    ValidationState& s, const exec::RunOptions& o, Progress& progress, std::stop_token stop)
+{
+    if (!s.options.stream) {
+        if (!s.engine || s.engine->isF64() != o.precision.isF64()) {
+            return Error::internal("validate: no engine loaded in the run's arithmetic");
+        }
+        return s.engine->run(o, progress, stop);
+    }
+    auto run = exec::runStreamed(s.runnable, *s.spec, o, s.options.streamOptions, progress, stop);
+    if (!run) {
+        return run.error();
+    }
+    addStreamStats(s, run->stats);
+    return std::move(run->run);
+}
+
+void addStreamStats(ValidationState& s, const exec::StreamStats& stats)
+{
+    exec::StreamStats& sum = s.stream ? *s.stream : s.stream.emplace();
+    sum.bytesRead += stats.bytesRead;
+    sum.readSeconds += stats.readSeconds;
+    sum.phasesLoaded += stats.phasesLoaded;
+    if (stats.largestPhaseBytes >= sum.largestPhaseBytes) {
+        sum.largestPhase = stats.largestPhase;
+        sum.largestPhaseBytes = stats.largestPhaseBytes;
+    }
+    sum.residentPeakBytes = std::max(sum.residentPeakBytes, stats.residentPeakBytes);
+    sum.memoryBudget = stats.memoryBudget;
 }
 
 Step weightsStep(ValidationState& s)
@@ -315,6 +377,7 @@ Step shardStep(ValidationState& s)
                 if (!rebuilt) {
                     ++bad;
                     report.details.push_back(rebuilt.error().message);
+                    releaseResidentPages(*original);
                     continue;
                 }
                 if (rebuilt->size() != original->size()
@@ -324,6 +387,8 @@ Step shardStep(ValidationState& s)
                         fmt::format("tensor '{}': reassembled from the ranks it differs from {}",
                             t.name, displayPath(s.runnable)));
                 }
+                // Compared: its mapped pages leave the process (a tensor at a time resident).
+                releaseResidentPages(*original);
             }
             report.metrics["ranks"] = summary->ranks;
             report.metrics["bytes_written"] = double(summary->bytes);
@@ -380,18 +445,23 @@ Step smokeStep(ValidationState& s)
                 plan->stateMode = *state;
             }
             s.target = *plan;
-            auto weights = exec::openCheckpointWeights(s.runnable);
-            if (!weights) {
-                return weights.error();
+            if (s.options.stream) {
+                // No engine: every run streams the weights a layer at a time.
+                s.residentBeforeEngine = residentBytes();
+            } else {
+                auto weights = exec::openCheckpointWeights(s.runnable);
+                if (!weights) {
+                    return weights.error();
+                }
+                s.weights = std::move(*weights);
+                s.residentBeforeEngine = residentBytes();
+                auto engine = exec::Engine::create(
+                    *s.spec, *s.weights, plan->isF64(), ctx.progress, ctx.stop);
+                if (!engine) {
+                    return engine.error();
+                }
+                s.engine.emplace(std::move(*engine));
             }
-            s.weights = std::move(*weights);
-            s.residentBeforeEngine = residentBytes();
-            auto engine
-                = exec::Engine::create(*s.spec, *s.weights, plan->isF64(), ctx.progress, ctx.stop);
-            if (!engine) {
-                return engine.error();
-            }
-            s.engine.emplace(std::move(*engine));
             const std::int64_t vocab = std::max<std::int64_t>(s.spec->vocabSize, 1);
             s.promptIds = s.options.promptIds;
             if (s.promptIds.empty()) {
@@ -406,7 +476,7 @@ Step smokeStep(ValidationState& s)
             o.capture.filters = { "lm_head" };
             std::optional<exec::RunResult> first;
             for (int attempt = 0; attempt < 2; ++attempt) {
-                auto run = s.engine->run(o, ctx.progress, ctx.stop);
+                auto run = runModel(s, o, ctx.progress, ctx.stop);
                 if (!run) {
                     return run.error();
                 }
@@ -474,11 +544,20 @@ Result<Validation> runValidation(const ValidateOptions& options, const FigureRen
             }
         }
     }
-    DAY0_TRY(exec::parsePrecisionPlan(options.precision));
+    if (options.evalSequences < 1 || options.evalLength < 2) {
+        return Error::badInput(fmt::format("the end-to-end corpus needs a sequence of at least 2 "
+                                           "tokens, got {} of {}",
+            options.evalSequences, options.evalLength));
+    }
+    auto target = exec::parsePrecisionPlan(options.precision);
+    if (!target) {
+        return target.error().withContext("--precision");
+    }
     if (!options.stateDtype.empty()) {
         DAY0_TRY(exec::parseStateDtype(options.stateDtype));
     }
     DAY0_TRY(ck::parseShardLayout(options.plan));
+    DAY0_TRY(refuseUnstreamed(options, *target));
     detail::ValidationState s;
     s.options = options;
     s.renderer = renderer;

@@ -151,6 +151,12 @@ Step multiRankStep(ValidationState& s)
                 report.summary = "sharded execution not available in this build";
                 return report;
             }
+            if (s.options.stream) {
+                report.skipped = true;
+                report.summary = "not streamed: the sharded run holds every rank's weights in "
+                                 "this process (validate without --stream to run it)";
+                return report;
+            }
             MultiRankRequest request;
             request.spec = &*s.spec;
             request.checkpoint = s.runnable;
@@ -222,11 +228,6 @@ Step multiRankStep(ValidationState& s)
         } };
 }
 
-/// The end-to-end check of the precision step: sequences sampled from the reference, and their
-/// length (shrunk checkpoints: a few seconds).
-constexpr std::int64_t kEvalSequences = 4;
-constexpr std::int64_t kEvalLength = 32;
-
 Step precisionStep(ValidationState& s)
 {
     return { "precision", "Precision against the reference", { "smoke" },
@@ -240,6 +241,8 @@ Step precisionStep(ValidationState& s)
             actions::RunRequest request;
             request.checkpoint = s.runnable.string();
             request.tolerances = s.options.tolerances;
+            request.stream = s.options.stream;
+            request.streamOptions = s.options.streamOptions;
             auto& o = request.options;
             o.target = *s.target;
             o.reference = *reference;
@@ -264,6 +267,9 @@ Step precisionStep(ValidationState& s)
             auto ran = actions::runCheckpoint(request, ctx.progress, ctx.stop);
             if (!ran) {
                 return ran.error();
+            }
+            if (ran->stream) {
+                addStreamStats(s, *ran->stream);
             }
             const auto* run = &ran->result;
             if (!run->comparison) {
@@ -313,13 +319,15 @@ Step precisionStep(ValidationState& s)
             // End to end (`day0 eval`'s action): the target against the reference over a short
             // corpus sampled from the reference, judged by the table's end_to_end rule.
             actions::EvalRequest eval;
+            eval.stream = s.options.stream;
+            eval.streamOptions = s.options.streamOptions;
             eval.checkpoint = s.runnable.string();
             eval.reference = s.options.reference;
             eval.targetPlan = o.target;
             eval.backend = o.backend;
             eval.tolerances = s.options.tolerances;
-            eval.corpus.sampleSequences = kEvalSequences;
-            eval.corpus.sequenceLength = kEvalLength;
+            eval.corpus.sampleSequences = s.options.evalSequences;
+            eval.corpus.sequenceLength = s.options.evalLength;
             eval.corpus.seed = s.options.seed;
             eval.corpus.sampleStart = { s.promptIds.front() };
             auto e2e = actions::evaluate(eval, ctx.progress, ctx.stop);
@@ -332,7 +340,7 @@ Step precisionStep(ValidationState& s)
             report.metrics["eval_same_top"] = es.sameTop.value;
             report.metrics["eval_ppl_ratio"] = es.pplRatio.value;
             const std::string endToEnd = fmt::format("; end to end over {}×{} sampled tokens: {}",
-                kEvalSequences, kEvalLength, e2e->verdict.reason);
+                s.options.evalSequences, s.options.evalLength, e2e->verdict.reason);
             if (e2e->verdict.status == numerics::VerdictStatus::Fail) {
                 return Error::checkFailed(
                     fmt::format("{}; {}{}{}", verdicts, divergence, leg, endToEnd));
@@ -355,7 +363,7 @@ Step performanceStep(ValidationState& s)
             o.capture.filters = { "lm_head" };
             o.capture.statsOnly = true;
             o.backend = s.target->isF64() ? nullptr : s.options.backend.get();
-            auto run = s.engine->run(o, ctx.progress, ctx.stop);
+            auto run = runModel(s, o, ctx.progress, ctx.stop);
             if (!run) {
                 return run.error();
             }
@@ -427,10 +435,31 @@ Step performanceStep(ValidationState& s)
             if (!std::isfinite(tokensPerSecond) || (decoded > 0 && tokensPerSecond <= 0)) {
                 return Error::checkFailed("decode throughput could not be measured");
             }
+            std::string streamed;
+            if (const auto& st = s.stream) {
+                // The estimate is a whole engine's; a streamed validation held a layer at a time.
+                report.metrics["stream_bytes_read"] = double(st->bytesRead);
+                report.metrics["stream_largest_layer_bytes"] = double(st->largestPhaseBytes);
+                report.metrics["stream_memory_budget"] = double(st->memoryBudget);
+                const std::string budget = st->memoryBudget > 0
+                    ? fmt::format(" against a budget of {}",
+                        formatBytes(Bytes(std::int64_t(st->memoryBudget))))
+                    : std::string();
+                report.details.push_back(fmt::format("streamed: the smoke, precision and "
+                                                     "performance runs read {} of weights a layer "
+                                                     "at a time (the largest, {}, needs {}); peak "
+                                                     "RSS {}{}",
+                    formatBytes(Bytes(std::int64_t(st->bytesRead))), st->largestPhase,
+                    formatBytes(Bytes(std::int64_t(st->largestPhaseBytes))),
+                    formatBytes(Bytes(peak)), budget));
+                streamed = fmt::format(" (streamed: largest layer {}; peak RSS {}{})",
+                    formatBytes(Bytes(std::int64_t(st->largestPhaseBytes))),
+                    formatBytes(Bytes(peak)), budget);
+            }
             report.summary = fmt::format("{:.1f} tokens/s decode{}, time to first token {}; peak "
-                                         "growth {} against an estimate of {}",
+                                         "growth {} against an estimate of {}{}",
                 tokensPerSecond, where, formatDuration(Seconds(run->prefillSeconds)),
-                formatBytes(Bytes(growth)), formatBytes(rank.total));
+                formatBytes(Bytes(growth)), formatBytes(rank.total), streamed);
             return report;
         } };
 }

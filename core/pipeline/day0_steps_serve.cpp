@@ -12,6 +12,13 @@ Step servingStep(ValidationState& s)
     return { kServingStepId, "Serving under load", { "smoke" },
         [&s](StepContext& ctx) -> Result<StepReport> {
             StepReport& report = *ctx.partial;
+            if (s.options.stream) {
+                report.skipped = true;
+                report.summary = "not streamed: the server and the reference engine its answers "
+                                 "are checked against hold the whole model (validate without "
+                                 "--stream to run it)";
+                return report;
+            }
             actions::ServingCheckOptions o;
             o.checkpoint = s.runnable;
             o.url = s.options.serveUrl;

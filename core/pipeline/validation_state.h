@@ -25,7 +25,10 @@ struct ValidationState {
     std::optional<model::ModelSpec> spec;
     std::string modelName; ///< the model as the user knows it (not the conversion's folder)
     std::unique_ptr<exec::WeightSource> weights;
-    std::optional<exec::Engine> engine;
+    std::optional<exec::Engine> engine; ///< loaded by the smoke step; none when streamed
+    /// Streamed (ValidateOptions::stream): what the engine steps' streams read, summed, with the
+    /// largest layer and the budget.
+    std::optional<exec::StreamStats> stream;
     std::optional<exec::PrecisionPlan> target;
     std::vector<std::int64_t> promptIds;
     std::optional<exec::RunResult> smoke;
@@ -43,6 +46,15 @@ struct ValidationState {
 std::int64_t peakResidentBytes();
 /// Resident set size of this process now (/proc/self/statm; 0 where unavailable), bytes.
 std::int64_t residentBytes();
+
+/// One run of `options` on the validation's model: on the smoke step's engine (which must be
+/// loaded in the plan's arithmetic), or streamed layer by layer when the validation streams
+/// (its reads added to state.stream).
+Result<exec::RunResult> runModel(ValidationState& state, const exec::RunOptions& options,
+    Progress& progress, std::stop_token stop);
+
+/// Adds a streamed run's reads to state.stream (peak figures: the largest).
+void addStreamStats(ValidationState& state, const exec::StreamStats& stats);
 
 /// Steps 1-4: weights and integrity, architecture and conversion, sharding, single-rank smoke.
 Step weightsStep(ValidationState& state);

@@ -95,8 +95,6 @@ TEST(StreamCliRefusals, OptionsThatNeedTheWholeModelAreRefusedByName)
     const std::string model = dir + "/m";
     ASSERT_EQ(runDay0({ "shrink", "qwen3-0.6b", "--out", model, "-q" }).exitCode, 0);
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases {
-        { { "--precision", "bf16" }, "--precision" },
-        { { "--op-precision", "attention=bf16" }, "--op-precision" },
         { { "--inject" }, "--inject" },
         { { "--backend", "cuda" }, "--backend" },
         { { "--plan", "tp=2" }, "--plan" },

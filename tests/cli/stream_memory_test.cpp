@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::int64_t kHidden = 2048;
-constexpr std::int64_t kInter = 4096;
-constexpr std::int64_t kLayers = 13;
-constexpr std::int64_t kVocab = 256;
+/// The widths of a wide Llama with random weights.
+struct Wide {
+    std::int64_t hidden = 2048;
+    std::int64_t inter = 4096;
+    std::int64_t layers = 13;
+    std::int64_t vocab = 256;
+};
 
 struct Child {
     int code = -1;
@@ -124,33 +128,34 @@ day0::checkpoint::TensorSource onesTensor(std::string name, std::int64_t n)
     return t;
 }
 
-/// A Llama of kLayers wide layers with random F32 weights; returns the file's size.
-std::uint64_t writeWideLlama(const fs::path& dir)
+/// A Llama of `w.layers` wide layers with random F32 weights; returns the file's size.
+std::uint64_t writeWideLlama(const fs::path& dir, const Wide& w = {})
 {
     const nlohmann::json config = { { "architectures", { "LlamaForCausalLM" } },
-        { "model_type", "llama" }, { "hidden_act", "silu" }, { "hidden_size", kHidden },
-        { "intermediate_size", kInter }, { "max_position_embeddings", 512 },
-        { "num_attention_heads", 16 }, { "num_hidden_layers", kLayers },
+        { "model_type", "llama" }, { "hidden_act", "silu" }, { "hidden_size", w.hidden },
+        { "intermediate_size", w.inter }, { "max_position_embeddings", 512 },
+        { "num_attention_heads", 16 }, { "num_hidden_layers", w.layers },
         { "num_key_value_heads", 16 }, { "rms_norm_eps", 1e-5 }, { "rope_theta", 10000.0 },
-        { "tie_word_embeddings", false }, { "torch_dtype", "float32" }, { "vocab_size", kVocab } };
+        { "tie_word_embeddings", false }, { "torch_dtype", "float32" }, { "vocab_size", w.vocab } };
     std::ofstream(dir / "config.json") << config.dump(2);
     std::vector<day0::checkpoint::TensorSource> tensors;
     std::uint64_t seed = 1;
-    tensors.push_back(randomTensor("model.embed_tokens.weight", { kVocab, kHidden }, seed++, 1.0f));
-    for (std::int64_t l = 0; l < kLayers; ++l) {
+    tensors.push_back(
+        randomTensor("model.embed_tokens.weight", { w.vocab, w.hidden }, seed++, 1.0f));
+    for (std::int64_t l = 0; l < w.layers; ++l) {
         const std::string p = fmt::format("model.layers.{}.", l);
-        tensors.push_back(onesTensor(p + "input_layernorm.weight", kHidden));
-        tensors.push_back(onesTensor(p + "post_attention_layernorm.weight", kHidden));
+        tensors.push_back(onesTensor(p + "input_layernorm.weight", w.hidden));
+        tensors.push_back(onesTensor(p + "post_attention_layernorm.weight", w.hidden));
         for (const char* proj : { "q_proj", "k_proj", "v_proj", "o_proj" }) {
             tensors.push_back(
-                randomTensor(p + "self_attn." + proj + ".weight", { kHidden, kHidden }, seed++));
+                randomTensor(p + "self_attn." + proj + ".weight", { w.hidden, w.hidden }, seed++));
         }
-        tensors.push_back(randomTensor(p + "mlp.gate_proj.weight", { kInter, kHidden }, seed++));
-        tensors.push_back(randomTensor(p + "mlp.up_proj.weight", { kInter, kHidden }, seed++));
-        tensors.push_back(randomTensor(p + "mlp.down_proj.weight", { kHidden, kInter }, seed++));
+        tensors.push_back(randomTensor(p + "mlp.gate_proj.weight", { w.inter, w.hidden }, seed++));
+        tensors.push_back(randomTensor(p + "mlp.up_proj.weight", { w.inter, w.hidden }, seed++));
+        tensors.push_back(randomTensor(p + "mlp.down_proj.weight", { w.hidden, w.inter }, seed++));
     }
-    tensors.push_back(onesTensor("model.norm.weight", kHidden));
-    tensors.push_back(randomTensor("lm_head.weight", { kVocab, kHidden }, seed++));
+    tensors.push_back(onesTensor("model.norm.weight", w.hidden));
+    tensors.push_back(randomTensor("lm_head.weight", { w.vocab, w.hidden }, seed++));
     auto written = day0::checkpoint::writeSafetensors(dir / "model.safetensors", tensors);
     return written ? *written : 0;
 }
@@ -197,6 +202,75 @@ TEST(StreamMemory, StreamedRunStaysUnderItsBudgetWhereANormalRunDoesNot)
         double(size) / double(1 << 30), double(streamed.peakRssBytes) / double(1 << 20),
         double(s["stream"]["peak_rss_bytes"].get<std::uint64_t>()) / double(1 << 20),
         double(normal.peakRssBytes) / double(1 << 20));
+}
+
+} // namespace
+
+namespace {
+
+/// A temporary folder removed whatever the outcome.
+struct ScratchDir {
+    fs::path dir;
+    explicit ScratchDir(const std::string& name)
+        : dir(fs::temp_directory_path() / fmt::format("{}_{}", name, ::getpid()))
+    {
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+    }
+    ~ScratchDir()
+    {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+// `day0 validate --stream --memory-budget` on a checkpoint half as big again as the budget: each
+// step passes or is skipped by name, the whole validation (hashing, sharding and its reassembly
+// check, the smoke, precision with its inject-mode and end-to-end runs, and performance) peaks
+// under the budget, while loading the model whole (`day0 run`) takes more than the checkpoint's
+// size.
+TEST(StreamMemory, StreamedValidationStaysUnderItsBudget)
+{
+    const ScratchDir scratch("day0_validate_stream_memory");
+    const fs::path model = scratch.dir / "model";
+    fs::create_directories(model);
+    const Wide wide { 1024, 2048, 10, 256 };
+    const std::uint64_t size = writeWideLlama(model, wide);
+    const std::uint64_t budget = std::uint64_t(256) << 20;
+    ASSERT_GT(size, budget + budget / 2) << "the checkpoint was not written";
+    const Child manifest
+        = runDay0Measured({ "verify", model.string(), "--write-manifest", "-q" }, scratch.dir);
+    ASSERT_EQ(manifest.code, 0) << manifest.err;
+
+    const Child streamed = runDay0Measured(
+        { "validate", model.string(), "--stream", "--memory-budget", "256M", "--plan", "tp=2",
+            "--no-serve", "--tokens", "2", "--eval-sequences", "1", "--eval-length", "4", "--work",
+            (scratch.dir / "work").string(), "--json", "-q", "--no-record" },
+        scratch.dir);
+    ASSERT_EQ(streamed.code, 0) << streamed.err << streamed.out;
+    const auto j = nlohmann::json::parse(streamed.out);
+    std::map<std::string, std::string> status;
+    for (const auto& step : j["steps"]) {
+        status[step["id"].get<std::string>()] = step["status"].get<std::string>();
+    }
+    for (const char* id : { "weights", "convert", "shard", "smoke", "precision", "performance" }) {
+        EXPECT_EQ(status[id], "passed") << id;
+    }
+    EXPECT_EQ(status["multi_rank"], "skipped");
+    EXPECT_LT(streamed.peakRssBytes, budget)
+        << "streamed validation peaked at " << streamed.peakRssBytes;
+
+    const Child whole = runDay0Measured(
+        { "run", model.string(), "--ids", "3,1", "--tokens", "2", "--json", "-q", "--no-record" },
+        scratch.dir);
+    ASSERT_EQ(whole.code, 0) << whole.err;
+    EXPECT_GT(whole.peakRssBytes, size) << "a normal run peaked at only " << whole.peakRssBytes;
+    std::printf("checkpoint %.0f MiB: streamed validation peak RSS %.1f MiB (budget 256 MiB), a "
+                "normal run %.1f MiB\n",
+        double(size) / double(1 << 20), double(streamed.peakRssBytes) / double(1 << 20),
+        double(whole.peakRssBytes) / double(1 << 20));
 }
 
 } // namespace

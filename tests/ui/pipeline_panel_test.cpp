@@ -8,6 +8,7 @@
 #include "ui_test_support.h"
 #include "widgets/formatting.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
@@ -86,6 +87,36 @@ TEST(PipelinePanel, ValidatesTheSessionModelAndRecordsTheRun)
     EXPECT_FALSE(run->layers.empty());
 }
 
+TEST(PipelinePanel, StreamWeightsValidatesWithoutLoadingTheModelWhole)
+{
+    ScratchStore store;
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "kimi-k2");
+    PipelinePanel panel(session, jobs);
+    panel.setWorkDir(store.dir() + QStringLiteral("/validation"));
+    ASSERT_TRUE(panel.streamBox()->isEnabled()) << "the target runs on the CPU";
+    panel.streamBox()->setChecked(true);
+    QSignalSpy finished(&panel, &PipelinePanel::finished);
+    panel.startButton()->click();
+    ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 60000))
+        << "validation did not end";
+    EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
+    // Multi-rank (4) and serving (7) hold the whole model: skipped, saying why.
+    for (int row = 0; row < panel.stepTable()->rowCount(); ++row) {
+        const QString text = panel.stepTable()->item(row, 3)->text();
+        if (row == 4 || row == 7) {
+            EXPECT_EQ(statusOf(panel, row), QStringLiteral("skipped")) << row;
+            EXPECT_TRUE(text.contains(QStringLiteral("not streamed"))) << fromQString(text);
+        } else {
+            EXPECT_EQ(statusOf(panel, row), QStringLiteral("passed"))
+                << row << ": " << fromQString(text);
+        }
+    }
+    EXPECT_TRUE(panel.stepTable()->item(6, 3)->text().contains(QStringLiteral("streamed")))
+        << "the performance step reports the streamed reads";
+}
+
 #if defined(DAY0_HOSTSIM_PLUGIN_DIR) && defined(DAY0_FAKEGPU_PLUGIN_DIR)
 // A host-simulated backend plugin stands in for a GPU; the fake one never has a device.
 class PipelineBackend : public ::testing::Test {
@@ -117,6 +148,8 @@ TEST_F(PipelineBackend, ThePrecisionAndPerformanceStepsRunOnTheChosenBackend)
 {
     auto owned = panelOn(QStringLiteral("hostsim"));
     PipelinePanel& panel = *owned;
+    EXPECT_FALSE(panel.streamBox()->isEnabled()) << "streamed runs compute on the CPU";
+    EXPECT_FALSE(panel.streamBox()->isChecked());
     panel.precisionBox()->setCurrentText(QStringLiteral("fp32"));
     QSignalSpy recorded(&m_session, &Session::runRecorded);
     QSignalSpy finished(&panel, &PipelinePanel::finished);

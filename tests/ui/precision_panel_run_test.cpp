@@ -240,8 +240,8 @@ TEST_F(PrecisionPanelRunTest, Fp8RunFromThePanelWarnsAtRoutingNearTies)
 
 TEST_F(PrecisionPanelRunTest, StreamingTheWeightsGivesTheSameComparisonAndSaysSo)
 {
-    // "stream weights" runs the fp32/fp64 reference layer by layer from the checkpoint (the
-    // emulated target still loads whole): the comparison is the one of a normal run.
+    // "stream weights" runs the reference, the emulated target and its inject-mode run layer by
+    // layer from the checkpoint: the comparison is the one of a normal run.
     test::openModel(m_session, s_checkpoint);
     PrecisionPanel panel(m_session, m_jobs);
     panel.resize(1400, 860);
@@ -264,6 +264,7 @@ TEST_F(PrecisionPanelRunTest, StreamingTheWeightsGivesTheSameComparisonAndSaysSo
     ASSERT_NE(streamed, normal);
     ASSERT_TRUE(streamed->stream.has_value());
     EXPECT_TRUE(streamed->referenceStreamed);
+    EXPECT_TRUE(streamed->targetStreamed) << "an emulated target streams too";
     EXPECT_GT(streamed->stream->bytesRead, 0u);
     EXPECT_EQ(numerics::comparisonToJson(streamed->comparison),
         numerics::comparisonToJson(normal->comparison));

@@ -1,15 +1,19 @@
 // exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
-// progress counted in bytes read with the rate in its stage, cancellation, and the memory-size
-// parser of --memory-budget.
+// progress counted in bytes read with the rate in its stage, cancellation, emulated precisions
+// and inject mode, the streamed sequence of a sampled corpus, and the memory-size parser of
+// --memory-budget.
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/layer_stream.h"
+#include "exec/sequence_decoder.h"
+#include "exec/streamed_sequence.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -78,16 +82,89 @@ TEST(LayerStream, CancelledRunStops)
     EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
 }
 
-TEST(LayerStream, EmulatedPrecisionIsRefusedByName)
+/// The lm_head logits of two runs are the same bytes.
+void expectSameLogits(const exec::RunResult& a, const exec::RunResult& b)
 {
-    auto spec = exec::loadCheckpointModel(kTiny);
-    ASSERT_TRUE(spec);
+    EXPECT_EQ(a.generated, b.generated);
+    const auto* x = a.dump.tensor("lm_head");
+    const auto* y = b.dump.tensor("lm_head");
+    ASSERT_TRUE(x != nullptr && y != nullptr);
+    ASSERT_EQ(x->byteSize(), y->byteSize());
+    EXPECT_EQ(std::memcmp(x->rawData(), y->rawData(), std::size_t(x->byteSize())), 0);
+}
+
+TEST(LayerStream, EmulatedPrecisionsStreamBitForBit)
+{
+    auto opened = exec::openCheckpoint(kTiny);
+    ASSERT_TRUE(opened) << opened.error().message;
+    Progress p;
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, p, {});
+    ASSERT_TRUE(engine) << engine.error().message;
+    for (const char* precision : { "bf16", "fp8-e4m3", "int8" }) {
+        auto o = options();
+        auto plan = exec::parsePrecisionPlan(precision);
+        ASSERT_TRUE(plan) << plan.error().message;
+        o.precision = *plan;
+        auto normal = engine->run(o, p, {});
+        ASSERT_TRUE(normal) << normal.error().message;
+        auto streamed = exec::runStreamed(kTiny, opened->spec, o, {}, p, {});
+        ASSERT_TRUE(streamed) << precision << ": " << streamed.error().message;
+        SCOPED_TRACE(precision);
+        expectSameLogits(streamed->run, *normal);
+        // The rounded copies of the running layer's matrices count against a budget.
+        auto fp32 = exec::runStreamed(kTiny, opened->spec, options(), {}, p, {});
+        ASSERT_TRUE(fp32);
+        EXPECT_GT(streamed->stats.largestPhaseBytes, fp32->stats.largestPhaseBytes);
+    }
+}
+
+TEST(LayerStream, InjectModeStreamsBitForBit)
+{
+    auto opened = exec::openCheckpoint(kTiny);
+    ASSERT_TRUE(opened) << opened.error().message;
+    Progress p;
+    auto f64 = exec::Engine::create(opened->spec, *opened->weights, true, p, {});
+    ASSERT_TRUE(f64) << f64.error().message;
+    auto ro = options();
+    ro.precision.base = exec::PrecisionMode::F64;
+    auto reference = f64->run(ro, p, {});
+    ASSERT_TRUE(reference) << reference.error().message;
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, p, {});
+    ASSERT_TRUE(engine) << engine.error().message;
     auto o = options();
     o.precision.base = exec::PrecisionMode::BF16;
-    Progress progress;
-    auto r = exec::runStreamed(kTiny, *spec, o, {}, progress, {});
-    ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("bf16"), std::string::npos) << r.error().message;
+    o.forcedTokens.assign(reference->generated.begin(), reference->generated.end() - 1);
+    o.injectFrom = &reference->dump;
+    auto normal = engine->run(o, p, {});
+    ASSERT_TRUE(normal) << normal.error().message;
+    auto streamed = exec::runStreamed(kTiny, opened->spec, o, {}, p, {});
+    ASSERT_TRUE(streamed) << streamed.error().message;
+    expectSameLogits(streamed->run, *normal);
+}
+
+TEST(LayerStream, StreamedSequenceFeedsAsTheDecoderDoes)
+{
+    auto opened = exec::openCheckpoint(kTiny);
+    ASSERT_TRUE(opened) << opened.error().message;
+    Progress p;
+    auto engine = exec::Engine::create(opened->spec, *opened->weights, false, p, {});
+    ASSERT_TRUE(engine) << engine.error().message;
+    for (const auto base : { exec::PrecisionMode::F32, exec::PrecisionMode::BF16 }) {
+        exec::PrecisionPlan plan;
+        plan.base = base;
+        auto decoder = exec::SequenceDecoder::open(*engine, plan, 6);
+        ASSERT_TRUE(decoder) << decoder.error().message;
+        auto streamed = exec::StreamedSequence::open(kTiny, opened->spec, plan, 6, {}, 3, p, {});
+        ASSERT_TRUE(streamed) << streamed.error().message;
+        const std::vector<std::vector<std::int64_t>> feeds { { 3, 7, 11 }, { 2 }, { 5 } };
+        for (const auto& ids : feeds) {
+            auto a = decoder->feed(ids, {});
+            auto b = streamed->feed(ids);
+            ASSERT_TRUE(a && b);
+            EXPECT_EQ(*a, *b) << exec::precisionName(base);
+        }
+        EXPECT_FALSE(streamed->feed(std::vector<std::int64_t> { 1, 2, 3, 4 })) << "over capacity";
+    }
 }
 
 TEST(LayerStream, MemorySizes)

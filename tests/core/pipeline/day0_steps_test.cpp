@@ -196,6 +196,80 @@ TEST(Day0Steps, WithoutARendererTheReportStepSaysSo)
     EXPECT_TRUE(v->figures.empty());
 }
 
+/// Figures that measure time or this process's memory, which differ between any two runs.
+bool measured(const std::string& metric)
+{
+    for (const char* suffix : { "_s", "_seconds", "_per_s", "rss_bytes", "growth_bytes" }) {
+        if (metric.ends_with(suffix)) {
+            return true;
+        }
+    }
+    return metric == "measured_over_estimate" || metric.starts_with("stream_");
+}
+
+TEST(Day0Steps, StreamedValidationGivesTheSameFiguresWithoutAnEngine)
+{
+    Progress progress;
+    auto whole = runValidation(kimi("whole"), {}, progress, {});
+    ASSERT_TRUE(whole.ok()) << whole.error().message;
+    auto o = kimi("streamed");
+    o.stream = true;
+    auto streamed = runValidation(o, {}, progress, {});
+    ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+    ASSERT_EQ(whole->result.steps.size(), streamed->result.steps.size());
+    for (std::size_t i = 0; i < whole->result.steps.size(); ++i) {
+        const auto& a = whole->result.steps[i];
+        const auto& b = streamed->result.steps[i];
+        SCOPED_TRACE(a.id);
+        if (a.id == "multi_rank") {
+            // Its sharded run holds every rank's weights: skipped by name when streamed.
+            EXPECT_EQ(a.status, StepStatus::Passed) << a.reason;
+            EXPECT_EQ(b.status, StepStatus::Skipped);
+            EXPECT_NE(b.reason.find("not streamed"), std::string::npos) << b.reason;
+            continue;
+        }
+        EXPECT_EQ(a.status, StepStatus::Passed) << a.reason;
+        EXPECT_EQ(b.status, StepStatus::Passed) << b.reason;
+        std::size_t compared = 0;
+        for (const auto& [name, value] : a.report.metrics) {
+            if (measured(name)) {
+                continue;
+            }
+            ASSERT_TRUE(b.report.metrics.contains(name)) << name;
+            EXPECT_EQ(b.report.metrics.at(name), value) << name;
+            ++compared;
+        }
+        if (a.id == "smoke" || a.id == "precision") {
+            EXPECT_GT(compared, 2u);
+            EXPECT_EQ(a.report.summary, b.report.summary); // tokens, verdicts, KL, end to end
+        }
+    }
+    // The streamed runs read the weights a layer at a time, and the step says so.
+    const auto& perf = step(*streamed, "performance").report;
+    ASSERT_TRUE(perf.metrics.contains("stream_bytes_read"));
+    EXPECT_GT(perf.metrics.at("stream_bytes_read"), 0.0);
+    EXPECT_NE(perf.summary.find("streamed"), std::string::npos) << perf.summary;
+    EXPECT_FALSE(step(*whole, "performance").report.metrics.contains("stream_bytes_read"));
+    EXPECT_EQ(validationRunRecord(*streamed, {}).info.status, history::RunStatus::Ok);
+}
+
+TEST(Day0Steps, WhatAStreamedValidationCannotRunIsRefusedBeforeAnyStep)
+{
+    Progress progress;
+    auto o = kimi("refused");
+    o.streamOptions.memoryBudget = 1 << 30;
+    auto noStream = runValidation(o, {}, progress, {});
+    ASSERT_FALSE(noStream.ok());
+    EXPECT_NE(noStream.error().message.find("--stream"), std::string::npos);
+    o = kimi("refused");
+    o.model = "qwen3-next-80b-a3b"; // Gated DeltaNet layers: not a streamed family
+    o.stream = true;
+    auto family = runValidation(o, {}, progress, {});
+    ASSERT_FALSE(family.ok());
+    EXPECT_NE(family.error().message.find("--stream"), std::string::npos) << family.error().message;
+    EXPECT_FALSE(fs::exists(o.work / "shrunk")) << "refused before the weights step";
+}
+
 TEST(Records, ComparisonLayerMetricsKeepVerdictsAndOwnError)
 {
     numerics::DumpComparison c;

@@ -159,6 +159,24 @@ void PipelinePanel::buildUi()
            "(fp32, loopback), concurrency 1 and 4, every answer's tokens compared with the "
            "reference engine's"));
     form->addRow(tr("Serving"), m_serve);
+    m_stream = new QCheckBox(tr("stream weights"), this);
+    m_stream->setObjectName(QStringLiteral("streamWeights"));
+    m_stream->setToolTip(
+        tr("day0 validate --stream: the smoke, precision and performance steps read the weights "
+           "layer by layer from the checkpoint (a model larger than memory), with the same "
+           "figures; the multi-rank and serving steps, which hold the whole model, are skipped. "
+           "Runs on the CPU only."));
+    // Streamed runs compute on the CPU: the box follows the backend choice.
+    const auto backendChosen = [this] {
+        const bool onCpu = m_backend->currentData().toString() == QStringLiteral("cpu");
+        m_stream->setEnabled(onCpu);
+        if (!onCpu) {
+            m_stream->setChecked(false);
+        }
+    };
+    connect(m_backend, &QComboBox::currentIndexChanged, this, backendChosen);
+    backendChosen();
+    form->addRow(tr("Memory"), m_stream);
 
     m_start = new QPushButton(tr("Start"), this);
     m_cancel = new QPushButton(tr("Cancel"), this);
@@ -196,8 +214,9 @@ void PipelinePanel::buildUi()
     m_log->setReadOnly(true);
     m_log->setMaximumBlockCount(5000);
     m_log->setPlaceholderText(tr("Step messages appear here."));
-    m_summary
-        = new QLabel(tr("Validate a model or checkpoint through the Day-0 steps (the serving step when Serving is checked)."), this);
+    m_summary = new QLabel(tr("Validate a model or checkpoint through the Day-0 steps (the serving "
+                              "step when Serving is checked)."),
+        this);
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -255,6 +274,7 @@ pipeline::ValidateOptions PipelinePanel::options() const
     o.precision = fromQString(m_precision->currentText());
     o.tokens = m_tokens->value();
     o.serve = m_serve->isChecked();
+    o.stream = m_stream->isChecked();
     o.work = m_workDir.isEmpty() ? pipeline::defaultWorkDir(o.model)
                                  : std::filesystem::path(fromQString(m_workDir));
     return o;

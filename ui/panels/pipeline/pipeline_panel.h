@@ -55,6 +55,7 @@ public:
     [[nodiscard]] QLineEdit* planEdit() const { return m_plan; }
     [[nodiscard]] QComboBox* precisionBox() const { return m_precision; }
     [[nodiscard]] QComboBox* backendBox() const { return m_backend; }
+    [[nodiscard]] QCheckBox* streamBox() const { return m_stream; }
     [[nodiscard]] QTableWidget* stepTable() const { return m_steps; }
     [[nodiscard]] QPlainTextEdit* logView() const { return m_log; }
     [[nodiscard]] QPushButton* startButton() const { return m_start; }
@@ -92,6 +93,7 @@ private:
     QComboBox* m_backend = nullptr; ///< where the target runs ("cpu" or a backend plugin)
     QSpinBox* m_tokens = nullptr;
     QCheckBox* m_serve = nullptr; ///< the serving step, on as in day0 validate
+    QCheckBox* m_stream = nullptr; ///< --stream: the weights read layer by layer
     QPushButton* m_start = nullptr;
     QPushButton* m_cancel = nullptr;
     QPushButton* m_open = nullptr;

@@ -196,8 +196,9 @@ QWidget* PrecisionPanel::createControls()
     m_stream = new QCheckBox(tr("stream weights"), box);
     m_stream->setObjectName(QStringLiteral("streamWeights"));
     m_stream->setToolTip(tr("Read the weights layer by layer from the checkpoint (a model larger "
-                            "than memory): the fp32/fp64 reference streams; an emulated target "
-                            "and its inject-mode run still load theirs whole. The same results."));
+                            "than memory): the reference, the target and its inject-mode run "
+                            "stream; a backend's target and its fp32 leg still load theirs "
+                            "whole. The same results."));
     connect(m_backend, &QComboBox::currentIndexChanged, this, backendChosen);
     backendChosen();
     m_reference = new QComboBox(box);
