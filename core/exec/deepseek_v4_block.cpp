@@ -139,6 +139,17 @@ std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
     return out;
 }
 
+std::string deepseekV4PlanRefusal(const PrecisionPlan& plan)
+{
+    const auto router = plan.perOpKind.find(numerics::OpKind::Router);
+    if (router != plan.perOpKind.end() && router->second != PrecisionMode::F32) {
+        return fmt::format("router={} on deepseek_v4 (its router, like DeepSeek-V3's, runs in "
+                           "fp32 under every plan)",
+            precisionName(router->second));
+    }
+    return {};
+}
+
 // --- the forward -------------------------------------------------------------------------
 
 Result<std::pair<Rope, Rope>> deepseekV4Ropes(const model::ModelSpec& spec)

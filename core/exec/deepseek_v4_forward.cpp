@@ -133,17 +133,6 @@ void normOf(const DeepseekV4Rounding* r, int layer, const T* x, const T* w, T* y
 
 } // namespace
 
-std::string deepseekV4PlanRefusal(const PrecisionPlan& plan)
-{
-    const auto router = plan.perOpKind.find(OpKind::Router);
-    if (router != plan.perOpKind.end() && router->second != PrecisionMode::F32) {
-        return fmt::format("router={} on deepseek_v4 (its router, like DeepSeek-V3's, runs in "
-                           "fp32 under every plan)",
-            precisionName(router->second));
-    }
-    return {};
-}
-
 // From the streams [n, S, h] flattened and RMS-normalised (no weight, rms_norm_eps): mixes =
 // fn · x; pre = σ(mix·scale₀ + base) + hc_eps; post = 2σ(mix·scale₁ + base); comb = softmax
 // over its last axis of mix·scale₂ + base, + hc_eps, then Sinkhorn-normalised: columns once,
