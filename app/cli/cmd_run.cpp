@@ -303,6 +303,9 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     for (const auto& warning : spec->warnings) {
         printWarning(warning);
     }
+    for (const auto& part : ran->notRun) {
+        printWarning("not run: " + part);
+    }
     if (!tracePath.empty()) {
         cpuTrace.write(tracePath); // after the dump: its folder exists by now
     }
@@ -346,6 +349,7 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
+        j["not_run"] = ran->notRun;
         if (ran->stream) {
             j["stream"] = streamJson(*ran->stream);
             if (result->reference) {

@@ -113,6 +113,19 @@ Result<void> targetOnlyRun(const RunRequest& request, exec::PrecisionRunOptions 
 
 } // namespace
 
+std::vector<std::string> notRunParts(const model::ModelSpec& spec)
+{
+    std::vector<std::string> out;
+    if (spec.numMtpLayers > 0) {
+        out.push_back(fmt::format("the {} MTP block{} (num_nextn_predict_layers = {}): "
+                                  "multi-token prediction for speculative decoding, not part of "
+                                  "the main forward; {} weights are not read",
+            spec.numMtpLayers, spec.numMtpLayers == 1 ? "" : "s", spec.numMtpLayers,
+            spec.numMtpLayers == 1 ? "its" : "their"));
+    }
+    return out;
+}
+
 Result<RunOutcome> runCheckpoint(
     const RunRequest& request, Progress& progress, std::stop_token stop)
 {
@@ -123,6 +136,7 @@ Result<RunOutcome> runCheckpoint(
         return spec.error();
     }
     out.spec = std::move(*spec);
+    out.notRun = notRunParts(out.spec);
     exec::PrecisionRunOptions options = request.options;
     if (options.reference) {
         auto table = numerics::resolveToleranceTable(request.tolerances);

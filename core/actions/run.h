@@ -13,6 +13,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 namespace day0::actions {
 
@@ -49,7 +50,14 @@ struct RunOutcome {
     history::RunRecord record;
     std::optional<exec::StreamStats> stream; ///< a streamed run's reads and peak memory
     std::optional<exec::LayerSlice> slice; ///< the layers that ran, when a slice ran
+    /// Parts of the model the forward does not compute, each named (notRunParts).
+    std::vector<std::string> notRun;
 };
+
+/// What of `spec` no run computes, one sentence each: its multi-token-prediction blocks
+/// (num_nextn_predict_layers), which predict further tokens for speculative decoding and are not
+/// part of the main forward. Empty when every part runs.
+std::vector<std::string> notRunParts(const model::ModelSpec& spec);
 
 /// Loads the checkpoint, runs the target (and the reference and inject-mode target when asked),
 /// compares them, writes the dumps when asked and builds the record. An annotation scope per

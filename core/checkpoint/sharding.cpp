@@ -245,6 +245,27 @@ Result<std::optional<TensorSlice>> sliceFor(const model::LayerGraph& graph,
         }
         return Opt(out);
     }
+    // DeepSeek-V4's `<module>.scale` (F8_E8M0) beside FP8 and FP4 weights: sliced with the
+    // weight's blocks, the stored format kept (sharding_heads.cpp).
+    if (t.kind == model::TensorKind::Scale && spec.family == model::Family::DeepseekV4
+        && spec.quantization && t.name.ends_with("." + spec.quantization->scaleSuffix)) {
+        const auto weightName
+            = t.name.substr(0, t.name.size() - spec.quantization->scaleSuffix.size()) + "weight";
+        const auto* weight = graph.findTensor(weightName);
+        if (weight == nullptr) {
+            return Error::badInput(fmt::format(
+                "tensor '{}': its weight '{}' is not in the architecture", t.name, weightName));
+        }
+        auto ws = sliceFor(graph, *weight, layout, rc);
+        if (!ws || !ws->has_value()) {
+            return ws;
+        }
+        auto scale = detail::deepseekV4ScaleSlice(spec, *weight, t, **ws);
+        if (!scale) {
+            return scale.error();
+        }
+        return Opt(std::move(*scale));
+    }
     if (t.name.ends_with(".weight_shape")) {
         return Opt(TensorSlice {});
     }

@@ -131,4 +131,43 @@ Result<void> deepseekV4Split(const model::ModelSpec& spec, const model::TensorSp
     return success();
 }
 
+Result<TensorSlice> deepseekV4ScaleSlice(const model::ModelSpec& spec,
+    const model::TensorSpec& weight, const model::TensorSpec& scale, const TensorSlice& weightSlice)
+{
+    if (!spec.quantization || weight.shape.size() != 2) {
+        return Error::badInput(
+            fmt::format("tensor '{}': a block scale of the 2-D weight '{}' of a quantised config",
+                scale.name, weight.name));
+    }
+    const auto& q = *spec.quantization;
+    // FP4 experts: I8 codes [out, in/2], a scale per group inputs = group/2 bytes of a row.
+    const bool fp4 = weight.dtype == DType::I8;
+    const std::int64_t group = q.expertGroupSize > 0 ? q.expertGroupSize : 32;
+    const std::int64_t blocks[2] = { fp4 ? 1 : q.blockRows, fp4 ? group / 2 : q.blockCols };
+    TensorSlice out;
+    for (const auto& d : weightSlice.dims) {
+        const std::int64_t block = blocks[d.dim == 0 ? 0 : 1];
+        const std::int64_t extent = weight.shape[std::size_t(d.dim)];
+        DimSlice blocksOf { d.dim, {} };
+        for (const auto& [a, b] : d.ranges) {
+            if (a % block != 0 || (b % block != 0 && b != extent)) {
+                return Error::badInput(fmt::format(
+                    "tensor '{}': this split gives a rank its {} [{}, {}) of {}, which cuts a "
+                    "{} of its scale '{}'; choose a tp/etp that splits it on block boundaries",
+                    weight.name,
+                    d.dim == 0 ? "rows"
+                        : fp4  ? "packed columns"
+                               : "columns",
+                    a, b, extent,
+                    fp4 ? fmt::format("{}-input group", group)
+                        : fmt::format("{} x {} block", q.blockRows, q.blockCols),
+                    scale.name));
+            }
+            blocksOf.ranges.emplace_back(a / block, (b + block - 1) / block);
+        }
+        out.dims.push_back(std::move(blocksOf));
+    }
+    return out;
+}
+
 } // namespace day0::checkpoint::detail

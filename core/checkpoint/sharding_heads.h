@@ -34,4 +34,12 @@ Result<std::optional<TensorSlice>> kdaSlice(
 /// any other tensor.
 Result<void> deepseekV4Split(const model::ModelSpec& spec, const model::TensorSpec& t, int tp);
 
+/// The part of DeepSeek-V4's block scale `scale` (`<module>.scale`, F8_E8M0) a rank holds when
+/// it holds `weightSlice` of its `weight`: the scale blocks of that slice, one per 128 × 128
+/// block of an FP8 weight, one per 32 inputs (16 packed bytes) of an FP4 expert's row. A slice
+/// that starts or ends inside a block is refused, naming the weight, its scale and the block.
+Result<TensorSlice> deepseekV4ScaleSlice(const model::ModelSpec& spec,
+    const model::TensorSpec& weight, const model::TensorSpec& scale,
+    const TensorSlice& weightSlice);
+
 } // namespace day0::checkpoint::detail

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -51,6 +52,18 @@ template <typename T>
 void deepseekV4SizeLayer(typename DeepseekV4Cache<T>::Layer& c, const model::ModelSpec& spec,
     std::size_t layer, std::int64_t capacity, const Rope& mainRope, const Rope& compressRope);
 
+/// How a DeepSeek-V4 step emulates a precision plan on the float engine (deepseek_v4_forward.cpp
+/// says what is rounded where); a null pointer where one is taken: the fp32/fp64 reference.
+struct DeepseekV4Rounding {
+    const PrecisionPlan& plan;
+    /// The projections' weights rounded for a mode, once each (Forward's m_rounded).
+    std::map<std::pair<std::string, int>, std::vector<float>>& weights;
+};
+
+/// What deepseekV4Init refuses of a precision plan on DeepSeek-V4 (empty: it runs): overrides
+/// of the ops it keeps in fp32 (router).
+std::string deepseekV4PlanRefusal(const PrecisionPlan& plan);
+
 /// The maps of one hyper-connection (DeepseekV4HyperConnection) for each row.
 struct HyperMaps {
     std::vector<double> pre; ///< [n, S]
@@ -80,7 +93,7 @@ void deepseekV4Expand(
 template <typename T>
 void deepseekV4Attention(const WeightTable& weights, const model::ModelSpec& spec, int layer,
     typename DeepseekV4Cache<T>::Layer& cache, const T* x, std::int64_t n, std::int64_t start,
-    Taps<T>& taps, T* out);
+    Taps<T>& taps, T* out, const DeepseekV4Rounding* rounding = nullptr);
 
 /// The router of layer `layer` (sqrtsoftplus scores; top-k of score + bias, or tid2eid of the
 /// token on hash layers): k experts and weights per row of x [n, hidden] (`ids`: the rows'
@@ -92,9 +105,11 @@ void deepseekV4Route(const WeightTable& weights, const model::ModelSpec& spec, i
 
 /// The clamped SwiGLU MLP `m` (w1 gate, w3 up, w2 down; `width` the rows of w1 it holds) on
 /// x [n, h] into out [n, h]; with a slice of w1/w3 rows and w2 columns, a partial sum.
+/// `rounding` (null: the reference) emulates decoder layer `layer`'s precision.
 template <typename T>
 void deepseekV4ClampedMlp(const WeightTable& w, const std::string& m, const T* x, T* out,
-    std::int64_t n, std::int64_t h, std::int64_t width, double limit);
+    std::int64_t n, std::int64_t h, std::int64_t width, double limit,
+    const DeepseekV4Rounding* rounding = nullptr, int layer = -1);
 
 /// A compressor's step (deepseek_v4_block.cpp): projects x [n, hidden] at positions
 /// [start, start + n) and pools the windows that close.

@@ -15,8 +15,9 @@
 //   routed_scaling_factor, the shared expert, the SwiGLU clamped at swiglu_limit.
 // The compressors keep every position's projections, so the entries of a window are pooled
 // when its last token arrives, as HF's cache does across prefill and decode steps. The MTP
-// blocks are not run (as for DeepSeek-V3). Only the fp32 and fp64 references compute it:
-// deepseekV4Init refuses emulated precisions by name.
+// blocks are not run (as for DeepSeek-V3). The float engine emulates the precision plans
+// (bf16, fp16, fp8, int8, nvfp4, mxfp4, int4) as deepseek_v4_forward.cpp says; deepseekV4Init
+// refuses an override of the router, which stays in fp32.
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 
@@ -138,6 +139,17 @@ std::vector<std::string> deepseekV4Unsupported(const model::ModelSpec& spec)
     return out;
 }
 
+std::string deepseekV4PlanRefusal(const PrecisionPlan& plan)
+{
+    const auto router = plan.perOpKind.find(numerics::OpKind::Router);
+    if (router != plan.perOpKind.end() && router->second != PrecisionMode::F32) {
+        return fmt::format("router={} on deepseek_v4 (its router, like DeepSeek-V3's, runs in "
+                           "fp32 under every plan)",
+            precisionName(router->second));
+    }
+    return {};
+}
+
 // --- the forward -------------------------------------------------------------------------
 
 Result<std::pair<Rope, Rope>> deepseekV4Ropes(const model::ModelSpec& spec)
@@ -197,11 +209,8 @@ template <typename T> Result<void> Forward<T>::deepseekV4Init()
     if (!missing.empty()) {
         return Error::unsupported(fmt::format("{}", fmt::join(missing, "; ")));
     }
-    if (!m_plan.perOpKind.empty() || !m_plan.perLayer.empty()
-        || (m_plan.base != PrecisionMode::F32 && m_plan.base != PrecisionMode::F64)) {
-        return Error::unsupported(fmt::format("the {} precision plan on deepseek_v4 (the engine "
-                                              "computes its fp32 and fp64 references only)",
-            m_plan.describe()));
+    if (const auto refusal = deepseekV4PlanRefusal(m_plan); !refusal.empty()) {
+        return Error::unsupported(refusal);
     }
     auto cache = std::make_shared<DeepseekV4Cache<T>>();
     auto ropes = deepseekV4Ropes(m_spec);

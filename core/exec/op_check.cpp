@@ -1,5 +1,6 @@
 #include "exec/op_check.h"
 
+#include "exec/deepseek_v4.h"
 #include "exec/dsa_indexer.h"
 #include "exec/emulated_ops.h"
 #include "exec/engine.h"
@@ -25,7 +26,8 @@ void deepseekV4Rows(const model::ModelSpec& spec, std::int64_t tokens, detail::O
 {
     const auto& ca = *spec.compressedAttention;
     const auto& hc = *spec.hyperConnections;
-    const std::string where = "CPU reference loops (deepseek_v4_forward.cpp), fp32 and fp64 only";
+    const std::string where
+        = "CPU reference loops (deepseek_v4_forward.cpp; emulated plans round as it says)";
     c.notChecked(fmt::format("hyper-connection maps (hc_mult {}, Sinkhorn {} iterations)",
                      hc.streams, hc.sinkhornIters),
         fmt::format("[{}, {}]", tokens, hc.streams * spec.hiddenSize), where);
@@ -108,12 +110,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     report.precision = options.target.describe();
     report.table = options.table->label();
     report.missing = unsupportedFeatures(spec);
-    if (v4
-        && !(options.target.base == PrecisionMode::F32 && options.target.perOpKind.empty()
-            && options.target.perLayer.empty())) {
-        report.missing.push_back(fmt::format("the {} precision plan on deepseek_v4 (the engine "
-                                             "computes its fp32 and fp64 references only)",
-            options.target.describe()));
+    if (v4) {
+        if (const auto refusal = detail::deepseekV4PlanRefusal(options.target); !refusal.empty()) {
+            report.missing.push_back(refusal);
+        }
     }
     detail::OpChecker c(spec, options);
     const auto weights = detail::opCheckLinearWeights(spec);

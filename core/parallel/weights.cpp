@@ -1,5 +1,6 @@
 #include "parallel/weights.h"
 
+#include "checkpoint/dequantize.h"
 #include "exec/layout_weights.h"
 #include "model/layer_graph.h"
 #include "parallel/run.h"
@@ -14,6 +15,56 @@
 namespace day0::parallel::detail {
 
 namespace {
+
+/// A rank file's piece of a DeepSeek-V4 FP4 expert (I8 codes [out, in/2] and its F8_E8M0
+/// `.scale` [out, in/32], both sliced on whole groups by day0 shard) in fp32, decoded as the
+/// full checkpoint's reader decodes them; nullopt when the piece is not stored so.
+Result<std::optional<numerics::Tensor>> deepseekV4Fp4Piece(const model::ModelSpec& spec,
+    const exec::WeightSource& source, const exec::detail::WeightRequirement& piece)
+{
+    using Opt = std::optional<numerics::Tensor>;
+    if (spec.family != model::Family::DeepseekV4 || !spec.quantization
+        || !piece.name.ends_with(".weight") || piece.shape.size() != 2) {
+        return Opt();
+    }
+    const std::string scaleName
+        = piece.name.substr(0, piece.name.size() - 6) + spec.quantization->scaleSuffix;
+    if (!source.has(scaleName)) {
+        return Opt();
+    }
+    auto codes = source.read(piece.name);
+    if (!codes) {
+        return codes.error();
+    }
+    if (codes->dtype() != DType::I8) {
+        return Opt();
+    }
+    auto scale = source.read(scaleName);
+    if (!scale) {
+        return scale.error();
+    }
+    const std::int64_t rows = piece.shape[0];
+    const std::int64_t cols = piece.shape[1];
+    const std::int64_t group
+        = spec.quantization->expertGroupSize > 0 ? spec.quantization->expertGroupSize : 32;
+    const numerics::Shape wantCodes { rows, (cols + 1) / 2 };
+    const numerics::Shape wantScale { rows, (cols + group - 1) / group };
+    if (codes->shape() != wantCodes || scale->shape() != wantScale
+        || scale->dtype() != DType::F8E8M0) {
+        return Error::badInput(fmt::format("{}: FP4 tensor '{}' {} with scale '{}' {} {}; a "
+                                           "[{}, {}] piece needs I8 {} and F8_E8M0 {}",
+            source.describe(), piece.name, numerics::shapeString(codes->shape()), scaleName,
+            dtypeName(scale->dtype()), numerics::shapeString(scale->shape()), rows, cols,
+            numerics::shapeString(wantCodes), numerics::shapeString(wantScale)));
+    }
+    auto out = numerics::Tensor::zeros(piece.shape, DType::F32);
+    DAY0_TRY(checkpoint::dequantizeFp4(codes->bytes(), scale->bytes(), checkpoint::Fp4Scale::E8M0,
+        1.0F, rows, cols, group,
+        { reinterpret_cast<std::byte*>(out.data<float>()),
+            std::size_t(out.numel()) * sizeof(float) },
+        DType::F32));
+    return Opt(std::move(out));
+}
 
 /// A rank file's piece in fp32. Block-FP8 pieces are dequantised with the covering scale blocks
 /// the shard wrote, which is exact only when the piece starts on a block boundary (or lies in a
@@ -40,6 +91,13 @@ Result<numerics::Tensor> loadPresliced(const model::ModelSpec& spec,
                     source.describe(), req.name, block));
             }
         }
+    }
+    auto fp4 = deepseekV4Fp4Piece(spec, source, piece);
+    if (!fp4) {
+        return fp4.error();
+    }
+    if (fp4->has_value()) {
+        return std::move(**fp4);
     }
     bool exact = false;
     return exec::detail::loadForwardWeight(source, piece, spec, DType::F32, exact);
@@ -100,14 +158,9 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
     const bool mapping = exec::detail::needsLayoutMapping(spec);
     const exec::WeightSource& source
         = mapping ? static_cast<const exec::WeightSource&>(mapped) : rawSource;
-    // A rank file's pieces of DeepSeek-V4's released format (FP8 blocks with `.scale`, FP4
-    // experts packed two per byte) are not sliced by the rules the dequantised forward reads.
-    if (presliced && spec.family == model::Family::DeepseekV4 && spec.quantization) {
-        return Error::unsupported(fmt::format("{}: runs from day0 shard rank files of the "
-                                              "quantised {} format (FP8 with `.scale` blocks, FP4 "
-                                              "experts); run from the full checkpoint instead",
-            rawSource.describe(), spec.modelType));
-    }
+    // A rank file's pieces of DeepSeek-V4's released format keep it (FP8 blocks with `.scale`,
+    // FP4 experts packed two per byte), sliced on whole blocks by day0 shard: each is decoded
+    // as the full checkpoint's (loadPresliced).
     exec::detail::WeightTable table;
     bytes = 0;
     for (const auto& req : exec::detail::requiredWeights(spec)) {

@@ -207,6 +207,9 @@ TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
     const auto runReleased = runDay0({ "run", dir + "/released", "--ids", "5,17,42,99,7,3,11,23",
         "--tokens", "2", "--reference", "fp64", "--no-record", "-q" });
     EXPECT_EQ(runReleased.exitCode, 0) << runReleased.out << runReleased.err;
+    // Its MTP block (num_nextn_predict_layers 1) is not part of the main forward: named.
+    EXPECT_TRUE(contains(runReleased.err, "not run: the 1 MTP block (num_nextn_predict_layers"))
+        << runReleased.err;
     // Its layers' outputs are hyper-connection streams, into which nothing is injected: inject
     // mode is refused by name, not failed on a shape.
     const auto inject = runDay0({ "run", dir + "/released", "--ids", "5,17,42", "--tokens", "1",
@@ -214,18 +217,39 @@ TEST(CliFrontier, UnquantizedShrinkRunsAndTheDeltaChunkLeavesTheLogits)
     EXPECT_EQ(inject.exitCode, 2) << inject.out << inject.err;
     EXPECT_TRUE(contains(inject.err, "inject mode of deepseek_v4")) << inject.err;
     // The Day-0 pipeline on it: every step passes in fp32, its precision step comparing the
-    // layers as propagated; an emulated target the engine does not compute on deepseek_v4 stops
-    // the smoke step, named.
-    const auto validate = runDay0({ "validate", dir + "/released", "--precision", "fp32", "--work",
-        dir + "/validate", "--no-record", "-q" });
-    EXPECT_EQ(validate.exitCode, 0) << validate.out << validate.err;
-    EXPECT_TRUE(contains(validate.out + validate.err, "9 of 9 steps passed"))
-        << validate.out << validate.err;
-    const auto nvfp4 = runDay0({ "validate", dir + "/released", "--precision", "nvfp4", "--work",
-        dir + "/validate-nvfp4", "--no-record", "-q" });
-    EXPECT_NE(nvfp4.exitCode, 0);
-    EXPECT_TRUE(contains(nvfp4.out + nvfp4.err, "nvfp4 precision plan on deepseek_v4"))
-        << nvfp4.out << nvfp4.err;
+    // layers as propagated, and with the emulated NVFP4 target (deepseek_v4_forward.cpp).
+    for (const char* precision : { "fp32", "nvfp4" }) {
+        const auto validate = runDay0({ "validate", dir + "/released", "--precision", precision,
+            "--work", dir + "/validate-" + precision, "--no-record", "-q" });
+        EXPECT_EQ(validate.exitCode, 0) << precision << validate.out << validate.err;
+        EXPECT_TRUE(contains(validate.out + validate.err, "9 of 9 steps passed"))
+            << validate.out << validate.err;
+    }
+    // Its per-layer comparison under NVFP4, with the indexer's and routers' flips.
+    const auto heatmap = runDay0({ "run", dir + "/released", "--ids", "5,17,42,99,7,3,11,23,64,8",
+        "--tokens", "2", "--precision", "nvfp4", "--reference", "fp32", "--no-record", "--json" });
+    ASSERT_LE(heatmap.exitCode, 1) << heatmap.err;
+    std::set<std::string> compared;
+    const auto heatmapJson = heatmap.json();
+    for (const auto& row : heatmapJson["comparison"]["captures"]) {
+        compared.insert(row["name"].get<std::string>());
+    }
+    EXPECT_TRUE(compared.contains("model.layers.3.self_attn")) << heatmap.out;
+    EXPECT_TRUE(compared.contains("model.layers.3.mlp")) << heatmap.out;
+    EXPECT_TRUE(compared.contains("model.layers.3.self_attn.compressor.indexer#topk"))
+        << heatmap.out;
+    // `day0 shard` keeps the released format in the rank files (blocks whole), which a sharded
+    // run reads; a tp that cuts a 128 × 128 scale block of the small weights is refused, named.
+    const auto cut = runDay0(
+        { "shard", dir + "/released", "--plan", "tp=2", "--out", dir + "/shards-tp2", "-q" });
+    EXPECT_EQ(cut.exitCode, 2) << cut.err;
+    EXPECT_TRUE(contains(cut.err, ".scale'")) << cut.err;
+    const auto shard = runDay0(
+        { "shard", dir + "/released", "--plan", "pp=2,ep=2,dp=2", "--out", dir + "/shards", "-q" });
+    ASSERT_EQ(shard.exitCode, 0) << shard.err;
+    const auto sharded = runDay0({ "run", dir + "/shards", "--plan", "pp=2,ep=2,dp=2", "--ids",
+        "5,17,42,99,7,3,11,23", "--tokens", "2", "--no-record", "-q" });
+    EXPECT_EQ(sharded.exitCode, 0) << sharded.out << sharded.err;
     const auto v4
         = runDay0({ "shrink", "deepseek-v4-flash", "--unquantized", "--out", dir + "/v4", "-q" });
     ASSERT_EQ(v4.exitCode, 0) << v4.err;

@@ -1,6 +1,8 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/sharding.h"
 #include "checkpoint/shrink.h"
+#include "model/config_reader.h"
+#include "model/layer_graph.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -219,6 +221,60 @@ TEST(Sharding, KvHeadsAreReplicatedWhenTpExceedsThem)
     // The query heads are split, not replicated.
     const auto& q = plan["tensors"]["model.layers.0.self_attn.q_proj.weight"]["pieces"];
     EXPECT_NE(q[0]["slice"][0]["ranges"][0], q[1]["slice"][0]["ranges"][0]);
+}
+
+TEST(Sharding, DeepseekV4ReleasedScalesSliceOnTheirBlocks)
+{
+    // DeepSeek-V4-Flash as released (E8M0 `.scale` per 128 × 128 block of an FP8 weight, per 32
+    // inputs of an FP4 expert packed [out, in/2]): at tp=2 with ETP 2 each rank's scale holds
+    // the blocks of its weight slice.
+    const auto spec = model::readConfigFile(
+        std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / "deepseek-v4-flash.json");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const auto graph = model::buildLayerGraph(*spec);
+    auto layout = parseShardLayout("tp=2,dp=2,ep=2,etp=2");
+    ASSERT_TRUE(layout.ok()) << layout.error().message;
+    int rank = -1;
+    for (int r = 0; r < layout->worldSize(); ++r) {
+        const auto c = rankCoord(*layout, r);
+        if (c.tpRank == 1 && c.etpRank == 1 && c.epRank == 0) {
+            rank = r;
+        }
+    }
+    ASSERT_GE(rank, 0);
+    const auto rc = rankCoord(*layout, rank);
+    const auto sliceOf = [&](const std::string& name) {
+        const auto* t = graph.findTensor(name);
+        EXPECT_NE(t, nullptr) << name;
+        auto s = sliceFor(graph, *t, *layout, rc);
+        EXPECT_TRUE(s.ok()) << s.error().message;
+        EXPECT_TRUE(s->has_value()) << name;
+        return **s;
+    };
+    using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
+    // wq_b [64 heads · 512, 1024]: rows [16384, 32768), scale blocks [128, 256).
+    const auto* wqb = graph.findTensor("layers.0.attn.wq_b.weight");
+    ASSERT_NE(wqb, nullptr);
+    ASSERT_EQ(wqb->dtype, DType::F8E4M3);
+    EXPECT_EQ(sliceOf("layers.0.attn.wq_b.weight").dims[0].ranges, (Ranges { { 16384, 32768 } }));
+    const auto wqbScale = sliceOf("layers.0.attn.wq_b.scale");
+    ASSERT_EQ(wqbScale.dims.size(), 1u);
+    EXPECT_EQ(wqbScale.dims[0].ranges, (Ranges { { 128, 256 } }));
+    // An FP4 expert's w2 [4096, 2048 / 2 bytes]: packed columns [512, 1024), scales [32, 64).
+    const auto* w2 = graph.findTensor("layers.3.ffn.experts.0.w2.weight");
+    ASSERT_NE(w2, nullptr);
+    ASSERT_EQ(w2->dtype, DType::I8);
+    EXPECT_EQ(
+        sliceOf("layers.3.ffn.experts.0.w2.weight").dims[0].ranges, (Ranges { { 512, 1024 } }));
+    const auto w2Scale = sliceOf("layers.3.ffn.experts.0.w2.scale");
+    ASSERT_EQ(w2Scale.dims.size(), 1u);
+    EXPECT_EQ(w2Scale.dims[0].dim, 1);
+    EXPECT_EQ(w2Scale.dims[0].ranges, (Ranges { { 32, 64 } }));
+    // w1 [2048, 4096 / 2]: rows [1024, 2048), its scale's rows likewise.
+    const auto w1Scale = sliceOf("layers.3.ffn.experts.0.w1.scale");
+    ASSERT_EQ(w1Scale.dims.size(), 1u);
+    EXPECT_EQ(w1Scale.dims[0].dim, 0);
+    EXPECT_EQ(w1Scale.dims[0].ranges, (Ranges { { 1024, 2048 } }));
 }
 
 } // namespace

@@ -228,10 +228,11 @@ void checkReleasedFormat(bool fp4Experts)
     std::filesystem::remove_all(dir);
 }
 
-TEST(DeepseekV4, BackendsAndEmulatedPrecisionsAreRefusedByName)
+TEST(DeepseekV4, BackendsAreRefusedByName)
 {
-    // The forward computes on the CPU reference loops in fp32 or fp64: a device backend or an
-    // emulated precision is refused, named, rather than silently ignored.
+    // The forward computes on the CPU reference loops (fp64, fp32 and the emulated precisions,
+    // deepseek_v4_precision_test.cpp): a device backend is refused, named, rather than silently
+    // ignored.
     setResourceDir(DAY0_RESOURCE_DIR);
     const auto dir = std::filesystem::temp_directory_path() / "day0_torch_deepseek_v4_refusals";
     std::filesystem::remove_all(dir);
@@ -258,9 +259,7 @@ TEST(DeepseekV4, BackendsAndEmulatedPrecisionsAreRefusedByName)
     o.backend = nullptr;
     o.precision = *exec::parsePrecisionPlan("bf16");
     const auto bf16 = engine->run(o, p, {});
-    ASSERT_FALSE(bf16.ok());
-    EXPECT_NE(bf16.error().message.find("precision plan on deepseek_v4"), std::string::npos)
-        << bf16.error().message;
+    EXPECT_TRUE(bf16.ok()) << bf16.error().message;
     std::filesystem::remove_all(dir);
 }
 

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 using namespace day0;
 
@@ -175,8 +176,7 @@ TEST(ParallelDeepseekV4, ReleasedFormatShardedEqualsOneRank)
 {
     // The released format (block FP8 with F8_E8M0 `.scale`, FP4 experts packed [out, in/2]):
     // each rank slices the dequantised weights, the experts by their logical [out, in] shape
-    // (tp=2 without EP splits every expert's w2 by columns over ETP). Rank files of this format
-    // are refused by name.
+    // (tp=2 without EP splits every expert's w2 by columns over ETP).
     auto made = test::makeShrunkHybrid("deepseek-v4-flash-released", scratch() / "released");
     ASSERT_TRUE(made.ok()) << made.error().message;
     const auto& m = *made;
@@ -193,19 +193,50 @@ TEST(ParallelDeepseekV4, ReleasedFormatShardedEqualsOneRank)
             "[deepseek-v4 released format] {}: max rel error {:.2e}\n", p.label(), *err);
     }
     // `day0 shard` cannot give each TP rank a part of the one 128 × 128 scale block of these
-    // small weights, and names the tensor; rank files of this format (real sizes, whose blocks
-    // split) are refused by name when run.
-    const auto p = layoutOf(2, 1);
+    // small weights, and names the tensor and its scale.
     Progress progress;
-    auto written = checkpoint::shardCheckpoint(m.dir, scratch() / "released-shards", p.layout,
-        checkpoint::HashOptions {}, true, progress, {});
-    ASSERT_FALSE(written.ok());
-    EXPECT_NE(written.error().message.find(".scale'"), std::string::npos)
-        << written.error().message;
+    auto cut = checkpoint::shardCheckpoint(m.dir, scratch() / "released-shards-tp2",
+        layoutOf(2, 1).layout, checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_FALSE(cut.ok());
+    EXPECT_NE(cut.error().message.find(".scale'"), std::string::npos) << cut.error().message;
+    EXPECT_NE(cut.error().message.find("block boundaries"), std::string::npos)
+        << cut.error().message;
+}
+
+TEST(ParallelDeepseekV4, ReleasedFormatRunsFromDay0ShardRankFiles)
+{
+    // Rank files of the released format keep it: FP8 codes with their E8M0 `.scale` blocks, FP4
+    // expert codes packed [out, in/2] with an E8M0 scale per 32 inputs, each rank holding its
+    // stage's layers and its EP range of experts; a run from them equals one rank.
+    auto made = test::makeShrunkHybrid("deepseek-v4-flash-released", scratch() / "released-pp");
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    const auto& m = *made;
+    const auto p = layoutOf(1, 2, false, 2, 2);
+    const auto out = scratch() / "released-shards";
+    Progress progress;
+    auto written = checkpoint::shardCheckpoint(
+        m.dir, out, p.layout, checkpoint::HashOptions {}, true, progress, {});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto folder = parallel::openShardFolder(out, p.layout);
+    ASSERT_TRUE(folder.ok()) << folder.error().message;
+    std::map<DType, int> stored;
+    for (const auto& rank : folder->ranks) {
+        for (const auto& name : rank->names()) {
+            const auto t = rank->read(name);
+            ASSERT_TRUE(t.ok()) << t.error().message;
+            stored[t->dtype()] += 1;
+        }
+    }
+    EXPECT_GT(stored[DType::F8E4M3], 0);
+    EXPECT_GT(stored[DType::I8], 0);
+    EXPECT_GT(stored[DType::F8E8M0], 0);
     auto o = optionsFor(m, p);
-    o.rankSource = [&](int) { return m.weights.get(); };
-    auto r = parallel::runParallelInProcess(m.spec, *m.weights, o, progress, {});
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("quantised deepseek_v4 format"), std::string::npos)
-        << r.error().message;
+    o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
+    auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto err = test::compareWithSingleRank(m, r->sequences, kNewTokens);
+    ASSERT_TRUE(err.ok()) << err.error().message;
+    EXPECT_LE(*err, kTolerance);
+    std::cout << fmt::format(
+        "[deepseek-v4 released-format shards] {}: max rel error {:.2e}\n", p.label(), *err);
 }
