@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <memory>
-#include <optional>
 
 namespace day0::actions {
 
@@ -106,11 +105,12 @@ Result<TrainOutcome> trainModel(
     options.source = request.model == kBuiltinTrainModel
         ? corpus.describe()
         : fmt::format("{} on {}", request.model, corpus.describe());
-    // Ranks compute at once: each on one BLAS thread, or OpenBLAS spins between them.
-    std::optional<exec::SingleThreadedBlas> blas;
-    if (options.dp > 1) {
-        blas.emplace();
-    }
+    // One BLAS thread per rank. Ranks compute at once, and a threaded OpenBLAS called from two
+    // threads spins in its dispatcher. A single rank too: the backward's products are one
+    // sequence's (tokens x width), too small for OpenBLAS's threads to pay for their hand-offs
+    // (tests/bench/train_step_bench, 4 x 64 tokens on a shared 2-core machine: stories260K fp32
+    // 493 -> 102 ms a step, shrunk llama-3.1-8b fp64 1473 -> 500 ms).
+    const exec::SingleThreadedBlas blas;
     TrainOutcome out;
     auto run = train::runTraining(model, corpus, options, &progress, stop);
     if (!run) {
