@@ -151,6 +151,21 @@ Result<TrainOutcome> trainModel(
     out.record.setProperty("data", corpus.describe());
     if (request.model != kBuiltinTrainModel) {
         out.record.setProperty("checkpoint", request.model);
+        const auto& checkpoint = dynamic_cast<const CheckpointTrainable&>(model);
+        // The run's peak, before the one extra gradient pass that measures its activations.
+        const std::int64_t rss = peakRssBytes();
+        auto kept = measureKeptActivations(
+            request.model, options.sequenceLength, options.precision == train::TrainPrecision::F64);
+        if (!kept) {
+            return kept.error();
+        }
+        auto memory
+            = compareTrainMemory(checkpoint.spec(), options, out.result.buffers, *kept, rss);
+        if (!memory) {
+            return memory.error();
+        }
+        recordTrainMemory(*memory, out.record);
+        out.memory = std::move(*memory);
     }
     if (out.verdict) {
         const auto& v = *out.verdict;
