@@ -83,6 +83,29 @@ void printText(const actions::TrainOutcome& out)
         fmt::print("  {}\n", e);
     }
     fmt::print("{}\n", out.record.info.message);
+    if (out.memory) {
+        const auto& m = *out.memory;
+        fmt::print("memory of rank 0 against the planner ({}):\n", m.plannerConfig);
+        for (const auto& line : m.lines) {
+            fmt::print("  {:<12} trainer {:>12}  planner {:>12}\n    {}\n", line.category,
+                formatBytes(Bytes(line.trainer)), formatBytes(Bytes(line.planner)), line.why);
+        }
+        fmt::print("  peak resident set of the process: {}\n", formatBytes(Bytes(m.peakRss)));
+    }
+    if (!out.memoryNotCompared.empty()) {
+        fmt::print("{}\n", out.memoryNotCompared);
+    }
+}
+
+nlohmann::json memoryJson(const actions::TrainMemory& m)
+{
+    nlohmann::json lines = nlohmann::json::array();
+    for (const auto& line : m.lines) {
+        lines.push_back({ { "category", line.category }, { "trainer_bytes", line.trainer },
+            { "planner_bytes", line.planner }, { "why", line.why } });
+    }
+    return { { "planner", m.plannerConfig }, { "categories", lines },
+        { "peak_rss_bytes", m.peakRss } };
 }
 
 int runTrain(TrainArgs args, const GlobalOptions& global)
@@ -109,6 +132,12 @@ int runTrain(TrainArgs args, const GlobalOptions& global)
             { "lr", curveJson(o, &train::StepRecord::lr) }, { "restarts", o.restarts },
             { "resumed_from_step", o.resumedFromStep }, { "events", o.events },
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) } };
+        if (out->memory) {
+            j["memory"] = memoryJson(*out->memory);
+        }
+        if (!out->memoryNotCompared.empty()) {
+            j["memory"] = { { "not_compared", out->memoryNotCompared } };
+        }
         if (out->verdict) {
             const auto& v = *out->verdict;
             j["compression"] = { { "scheme", args.compress },

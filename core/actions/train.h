@@ -1,5 +1,6 @@
 #pragma once
 
+#include "actions/train_memory.h"
 #include "base/progress.h"
 #include "base/result.h"
 #include "history/run_record.h"
@@ -37,8 +38,13 @@ struct TrainOutcome {
     /// With compression: the same run (seed, steps, plan) uncompressed, and the verdict.
     std::optional<train::TrainResult> baseline;
     std::optional<train::ConvergenceVerdict> verdict;
+    /// A checkpoint's run: rank 0's buffers against the planner's estimate, and the peak RSS
+    /// (none for the built-in task, which has no architecture the planner models).
+    std::optional<TrainMemory> memory;
+    /// Why a checkpoint's run has no memory comparison (tensor parallelism), else empty.
+    std::string memoryNotCompared;
     history::RunRecord record; ///< trainRunRecord, with the verdict (Failed when it does not
-                               ///< converge)
+                               ///< converge) and the memory comparison
 };
 
 /// Applies a plan string to the options: dp, tp and zero; any other field that differs from a

@@ -1,7 +1,12 @@
 // The run record of a training job (actions/train_record.h).
 #include "actions/train_record.h"
 
+#include "history/run_store.h"
+
 #include <fmt/format.h>
+
+#include <charconv>
+#include <map>
 
 namespace day0::actions {
 
@@ -65,6 +70,118 @@ history::RunRecord trainRunRecord(const std::string& modelName, const train::Tra
             result.history.front().loss, result.history.back().loss,
             result.restarts > 0 ? fmt::format(", {} restart(s)", result.restarts) : "");
     return r;
+}
+
+bool isTrainingRun(const history::RunRecord& record)
+{
+    const auto* tool = record.findProperty("tool");
+    return tool != nullptr && tool->value == "train";
+}
+
+Result<TrainingCurve> trainingCurve(const history::RunRecord& record)
+{
+    struct Point {
+        double loss = 0.0;
+        double gradNorm = 0.0;
+        double lr = 0.0;
+        int seen = 0; ///< bits: 1 loss, 2 grad_norm, 4 lr
+    };
+    static constexpr std::string_view kPrefix = "step.";
+    const auto runName = [&] {
+        return record.info.id.value() > 0 ? fmt::format("run {}", record.info.id.value())
+                                          : std::string("the training run");
+    };
+    std::map<std::int64_t, Point> points;
+    const auto& rows = record.layers;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const std::string& anchor = rows.anchor(i);
+        if (!anchor.starts_with(kPrefix)) {
+            continue;
+        }
+        std::int64_t step = -1;
+        const char* first = anchor.data() + kPrefix.size();
+        const char* last = anchor.data() + anchor.size();
+        if (const auto [end, ec] = std::from_chars(first, last, step);
+            ec != std::errc {} || end != last || step < 0) {
+            return Error::badInput(
+                fmt::format("{}: per-step row '{}' names no step", runName(), anchor));
+        }
+        const std::string& metric = rows.metric(i);
+        const double value = rows.row(i).value;
+        auto& p = points[step];
+        const int bit = metric == "loss" ? 1 : metric == "grad_norm" ? 2 : metric == "lr" ? 4 : 0;
+        if (bit == 0) {
+            continue; // baseline_loss and any later per-step metric
+        }
+        if ((p.seen & bit) != 0) {
+            return Error::badInput(
+                fmt::format("{}: step {} has two '{}' rows", runName(), step, metric));
+        }
+        p.seen |= bit;
+        (bit == 1 ? p.loss : bit == 2 ? p.gradNorm : p.lr) = value;
+    }
+    TrainingCurve curve;
+    for (const auto& [step, p] : points) {
+        if (p.seen != 7) {
+            return Error::badInput(fmt::format("{}: step {} lacks its {}", runName(), step,
+                (p.seen & 1) == 0       ? "loss"
+                    : (p.seen & 2) == 0 ? "grad_norm"
+                                        : "lr"));
+        }
+        curve.steps.push_back(step);
+        curve.loss.push_back(p.loss);
+        curve.gradNorm.push_back(p.gradNorm);
+        curve.lr.push_back(p.lr);
+    }
+    return curve;
+}
+
+Result<std::vector<StoredTrainingRun>> readTrainingRuns(
+    const std::filesystem::path& file, std::int64_t scanLimit, std::stop_token stop)
+{
+    std::vector<StoredTrainingRun> out;
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+        return out;
+    }
+    history::RunStore::Options options;
+    options.createIfMissing = false;
+    auto store = history::RunStore::open(file, options);
+    if (!store) {
+        return store.error();
+    }
+    history::RunFilter filter;
+    filter.kind = history::RunKind::Run;
+    filter.limit = scanLimit;
+    auto runs = store->list(filter);
+    if (!runs) {
+        return runs.error();
+    }
+    for (const auto& info : *runs) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        // Training runs say so in a property: read the properties before the per-step rows.
+        auto head = store->load(info.id, false);
+        if (!head) {
+            return head.error();
+        }
+        if (!isTrainingRun(*head)) {
+            continue;
+        }
+        auto record = store->load(info.id, true);
+        if (!record) {
+            return record.error();
+        }
+        auto curve = trainingCurve(*record);
+        if (!curve) {
+            return curve.error().withContext(file.string());
+        }
+        const auto* checkpoint = record->findProperty("checkpoint");
+        out.push_back(
+            { record->info, checkpoint ? checkpoint->value : std::string(), std::move(*curve) });
+    }
+    return out;
 }
 
 } // namespace day0::actions

@@ -160,6 +160,7 @@ public:
         linear<T>(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
 
         GradientResult result;
+        result.keptBytes = keptBytes(finalIn.size() + xf.size() + logits.size());
         std::vector<T> dlogits(logits.size());
         result.loss = detail::crossEntropy<T>(
             logits.data(), targets, vocab, dlogits.data(), result.counted);
@@ -320,6 +321,26 @@ private:
     }
 
     // --- standard attention (MHA/GQA/MQA, biases, per-head QK-norm) ---
+
+    /// The bytes of every layer's saved tensors plus `extra` elements of T.
+    [[nodiscard]] std::int64_t keptBytes(std::size_t extra) const
+    {
+        std::size_t elements = extra;
+        std::size_t others = 0; // doubles and indices, 8 bytes each
+        for (const auto& a : m_layers) {
+            for (const auto* v : { &a.in, &a.xn1, &a.qPre, &a.kPre, &a.q, &a.k, &a.v, &a.probs,
+                     &a.ctx, &a.mid, &a.xn2, &a.g, &a.u, &a.act, &a.qa, &a.qaNormed, &a.ckv,
+                     &a.latentNormed, &a.kv, &a.sharedG, &a.sharedU, &a.sharedAct }) {
+                elements += v->size();
+            }
+            others += a.scores.size() + a.routing.experts.size() + a.routing.weights.size();
+            for (const auto& e : a.experts) {
+                elements += e.x.size() + e.g.size() + e.u.size() + e.act.size() + e.y.size();
+                others += e.token.size() + e.slot.size();
+            }
+        }
+        return std::int64_t(elements * sizeof(T) + others * 8);
+    }
 
     void attentionForward(int l, LayerActivations<T>& a, T* out)
     {

@@ -66,6 +66,9 @@ struct GradientOptions {
 struct GradientResult {
     double loss = 0.0; ///< mean cross-entropy (nats) over the counted positions
     std::int64_t counted = 0; ///< positions whose target is ≥ 0
+    /// Bytes the forward kept for the backward: every layer's saved tensors, the final norm's
+    /// input and output and the logits (the step's activation memory, as a trainer holds it).
+    std::int64_t keptBytes = 0;
     numerics::Tensor logits; ///< [tokens, vocab], F64 or F32
     /// ∂loss/∂parameter by HF parameter name (no suffix), shaped as the parameter, F64 or F32.
     std::map<std::string, numerics::Tensor> parameters;

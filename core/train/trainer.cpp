@@ -95,6 +95,7 @@ struct AttemptOutput {
     std::vector<double> weights;
     CompressionStats compression;
     std::vector<std::int64_t> optimizerBytes; ///< one slot per rank, each written by its rank
+    TrainerBuffers buffers; ///< rank 0's
     /// Set by a rank whose loss or gradient norm went non-finite: the same steps would diverge
     /// again, so no restart is tried.
     std::atomic<bool> diverged = false;
@@ -220,6 +221,11 @@ public:
         if (m_comm.rank() == 0) {
             out.history = m_history;
             out.weights = std::move(whole);
+            constexpr auto kDouble = std::int64_t(sizeof(double));
+            out.buffers = { kDouble * std::int64_t(m_weights.size()),
+                kDouble * std::int64_t(m_master.size()),
+                kDouble * std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()),
+                kDouble * std::int64_t(grad.size()), kDouble * std::int64_t(m_residual.size()) };
         }
         return success();
     }
@@ -525,6 +531,7 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
             result.finalWeights = std::move(out.weights);
             result.compression = out.compression;
             result.optimizerBytesPerRank = std::move(out.optimizerBytes);
+            result.buffers = out.buffers;
             return result;
         }
         const bool retry = outcome.error().code == ErrorCode::CheckFailed && !out.diverged && store

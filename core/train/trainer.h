@@ -77,6 +77,16 @@ struct TrainOptions {
     std::string source;
 };
 
+/// The bytes of a rank's training buffers, counted from their sizes. Every one holds doubles,
+/// whatever the precision (values are rounded to it, then stored as doubles).
+struct TrainerBuffers {
+    std::int64_t weights = 0; ///< the model copy the rank computes on (the whole buffer)
+    std::int64_t master = 0; ///< master weights (the rank's ZeRO-1 shard, else the whole buffer)
+    std::int64_t moments = 0; ///< AdamW's two moments (same range as the master weights)
+    std::int64_t gradients = 0; ///< the step's gradient (the whole buffer, all-reduced in place)
+    std::int64_t residual = 0; ///< error feedback of compression (empty without it)
+};
+
 /// What a training run produced.
 struct TrainResult {
     std::vector<StepRecord> history; ///< every step, including those before a resume
@@ -91,6 +101,9 @@ struct TrainResult {
     /// (plan/memory_kernel: the two moments, plus fp32 master weights when the model's weights
     /// are not the optimizer's dtype), from the sizes of the rank's actual buffers.
     std::vector<std::int64_t> optimizerBytesPerRank;
+    /// Rank 0's buffers at the end of the run, each from its own size (actions/train_memory.h
+    /// sets them against the planner's figures).
+    TrainerBuffers buffers;
 };
 
 /// The configuration a checkpoint must have been written by to resume this run.

@@ -109,6 +109,11 @@ TEST(TrainCli, TrainsACheckpointOverTensorParallelRanksToTheDataParallelCurve)
     const auto a = dp.json();
     const auto b = tp.json();
     EXPECT_EQ(b["plan"], "dp=2,tp=2,zero=1");
+    // Rank 0's buffers are a TP shard: the comparison with the planner says it is not made
+    // rather than setting a shard against a whole model's estimate.
+    EXPECT_TRUE(a["memory"].contains("categories"));
+    EXPECT_FALSE(b["memory"].contains("categories"));
+    EXPECT_NE(b["memory"].value("not_compared", "").find("tp=2"), std::string::npos);
     ASSERT_EQ(a["loss"].size(), 4u);
     ASSERT_EQ(b["loss"].size(), 4u);
     for (std::size_t i = 0; i < 4; ++i) {

@@ -43,7 +43,7 @@ TEST(Workbench, ScreenshotsOfEveryPanelAreNotBlankAndShowTheirWidgets)
     ASSERT_EQ(ids.size(), qsizetype(registry.panels().size()));
     ASSERT_EQ(shortcuts.size(), qsizetype(registry.panels().size()));
     for (const char* id : { "model", "memory", "topology", "planner", "precision", "runs",
-             "pipeline", "timeline", "serving" }) {
+             "pipeline", "timeline", "serving", "training" }) {
         EXPECT_TRUE(ids.contains(QLatin1String(id))) << id;
     }
     Session session;

@@ -9,6 +9,7 @@
 #include "panels/serving/serving_panel.h"
 #include "panels/timeline/timeline_panel.h"
 #include "panels/topology/topology_panel.h"
+#include "panels/training/training_panel.h"
 #include "settings/preferences.h"
 #include "shell/panel_registry.h"
 
@@ -63,6 +64,11 @@ void registerBuiltinPanels(PanelRegistry& registry)
         { QStringLiteral("serving"), QObject::tr("Serving"), QKeySequence(QObject::tr("Ctrl+9")),
             PanelArea::Right, 90, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
                 return new ServingPanel(context.session, context.jobs, parent);
+            } });
+    registry.add(
+        { QStringLiteral("training"), QObject::tr("Training"), QKeySequence(QObject::tr("Ctrl+0")),
+            PanelArea::Right, 100, false, [](PanelContext& context, QWidget* parent) -> QWidget* {
+                return new TrainingPanel(context.session, context.jobs, parent);
             } });
 }
 

@@ -61,3 +61,69 @@ TEST(TrainRecord, StoresTheLossCurveGradNormsAndEventsPerStep)
     }
     std::filesystem::remove(file);
 }
+
+TEST(TrainRecord, TheTrainingRunsOfAStoreComeBackWithTheirCurvesNewestFirst)
+{
+    const train::NextTokenMlp model({});
+    const train::SyntheticCorpus corpus(32, 3);
+    train::TrainOptions o;
+    o.steps = 6;
+    o.globalBatch = 2;
+    o.sequenceLength = 8;
+    const auto f64 = train::runTraining(model, corpus, o);
+    o.precision = train::TrainPrecision::F32;
+    o.steps = 4;
+    const auto f32 = train::runTraining(model, corpus, o);
+    ASSERT_TRUE(f64.ok() && f32.ok());
+    const auto file = std::filesystem::temp_directory_path()
+        / ("day0_train_runs_" + std::to_string(::getpid()) + ".sqlite");
+    std::filesystem::remove(file);
+    EXPECT_TRUE(actions::readTrainingRuns(file, 0)->empty()); // a missing store: no runs
+    EXPECT_FALSE(std::filesystem::exists(file)); // and it is not created
+    {
+        auto store = history::RunStore::open(file);
+        ASSERT_TRUE(store.ok()) << store.error().message;
+        o.precision = train::TrainPrecision::F64;
+        ASSERT_TRUE(store->commit(actions::trainRunRecord("a", o, *f64, 0.1)).ok());
+        history::RunRecord other(history::RunKind::Run); // a forward run: not a training run
+        other.info.modelName = "a";
+        other.layers.add("step.0", 0, "", "loss", 1.0);
+        ASSERT_TRUE(store->commit(other).ok());
+        o.precision = train::TrainPrecision::F32;
+        ASSERT_TRUE(store->commit(actions::trainRunRecord("b", o, *f32, 0.1)).ok());
+    }
+    const auto runs = actions::readTrainingRuns(file, 0);
+    ASSERT_TRUE(runs.ok()) << runs.error().message;
+    ASSERT_EQ(runs->size(), 2u);
+    EXPECT_EQ((*runs)[0].info.modelName, "b");
+    EXPECT_EQ((*runs)[0].info.precision, "f32");
+    EXPECT_EQ((*runs)[1].info.modelName, "a");
+    const auto& curve = (*runs)[1].curve;
+    ASSERT_EQ(curve.loss.size(), 6u);
+    for (std::size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(curve.steps[i], std::int64_t(i));
+        EXPECT_EQ(curve.loss[i], f64->history[i].loss);
+        EXPECT_EQ(curve.gradNorm[i], f64->history[i].gradNorm);
+        EXPECT_EQ(curve.lr[i], f64->history[i].lr);
+    }
+    std::filesystem::remove(file);
+}
+
+TEST(TrainRecord, AStepRowMissingAMetricOrRepeatedIsRefusedByName)
+{
+    history::RunRecord r(history::RunKind::Run);
+    r.setProperty("tool", "train");
+    r.layers.add("step.0", 0, "", "loss", 2.0);
+    r.layers.add("step.0", 0, "", "grad_norm", 1.0);
+    r.layers.add("step.0", 0, "", "lr", 1e-3);
+    r.layers.add("step.1", 1, "", "loss", 1.5);
+    r.layers.add("step.1", 1, "", "lr", 1e-3);
+    EXPECT_TRUE(actions::isTrainingRun(r));
+    const auto missing = actions::trainingCurve(r);
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().message.find("step 1 lacks its grad_norm"), std::string::npos)
+        << missing.error().message;
+    r.layers.add("step.1", 1, "", "grad_norm", 0.5);
+    ASSERT_TRUE(actions::trainingCurve(r).ok());
+    EXPECT_EQ(actions::trainingCurve(r)->loss, (std::vector<double> { 2.0, 1.5 }));
+}

@@ -1,0 +1,137 @@
+// The train action (actions::trainModel, `day0 train`) as a whole: how it runs the trainer.
+#include "actions/train.h"
+#include "base/resources.h"
+#include "exec/blas_threads.h"
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+using namespace day0;
+
+// The backward's products are one sequence's, too small for OpenBLAS's threads to pay for their
+// hand-offs (tests/bench/train_step_bench), so a single-rank run computes on one BLAS thread too
+// and gives the caller's setting back after.
+TEST(TrainAction, ASingleRankRunComputesOnOneBlasThreadAndRestoresTheSetting)
+{
+    const int before = exec::blasThreads();
+    openblas_set_num_threads(2);
+    actions::TrainRequest request; // the built-in task, one rank
+    request.options.steps = 400;
+    request.options.globalBatch = 2;
+    request.options.sequenceLength = 8;
+    Progress progress;
+    std::atomic<bool> finished = false;
+    int during = 0;
+    bool seen = false;
+    std::jthread run([&] {
+        const auto out = actions::trainModel(request, progress);
+        EXPECT_TRUE(out.ok()) << out.error().message;
+        finished = true;
+    });
+    while (!finished && !seen) {
+        const auto done = progress.done();
+        if (done >= 1 && done < request.options.steps) {
+            during = exec::blasThreads();
+            // Still mid-run after the read: the read saw the run's setting.
+            seen = progress.done() < request.options.steps;
+        }
+        std::this_thread::yield();
+    }
+    run.join();
+    ASSERT_TRUE(seen) << "the run ended before a step could be watched";
+    EXPECT_EQ(during, 1);
+    EXPECT_EQ(exec::blasThreads(), 2);
+    openblas_set_num_threads(before);
+}
+
+namespace {
+
+/// stories260K's trained parameters, by hand from its config.json (hidden 64, 5 layers, 8 heads
+/// of 8 over 4 KV heads, MLP 172, vocabulary 512, tied embeddings): per layer q and o 64x64,
+/// k and v 32x64, gate, up and down 172x64, two norms of 64; the embedding 512x64 (also the
+/// head); the final norm 64.
+constexpr std::int64_t kStoriesParameters
+    = 5 * (2 * 4096 + 2 * 2048 + 3 * 11008 + 2 * 64) + 512 * 64 + 64; // 260,032
+
+const actions::TrainMemoryLine& line(const actions::TrainMemory& m, const std::string& category)
+{
+    for (const auto& l : m.lines) {
+        if (l.category == category) {
+            return l;
+        }
+    }
+    static const actions::TrainMemoryLine none;
+    ADD_FAILURE() << "no line " << category;
+    return none;
+}
+
+actions::TrainOutcome trainStories(train::TrainPrecision precision, const std::string& plan)
+{
+    setResourceDir(DAY0_RESOURCE_DIR);
+    actions::TrainRequest request;
+    request.model
+        = (std::filesystem::path(DAY0_TEST_DATA_DIR) / "exec" / "stories260K-hf").string();
+    request.plan = plan;
+    request.options.steps = 1;
+    request.options.globalBatch = 2;
+    request.options.sequenceLength = 8;
+    request.options.precision = precision;
+    Progress progress;
+    auto out = actions::trainModel(request, progress);
+    EXPECT_TRUE(out.ok()) << out.error().message;
+    return out.ok() ? std::move(*out) : actions::TrainOutcome {};
+}
+
+} // namespace
+
+TEST(TrainAction, TheStepsBuffersPerCategoryAreTheHandCountedOnesBesideThePlanners)
+{
+    constexpr std::int64_t P = kStoriesParameters;
+    {
+        const auto out = trainStories(train::TrainPrecision::F64, "");
+        ASSERT_TRUE(out.memory.has_value());
+        const auto& m = *out.memory;
+        // The trainer: doubles throughout; masters apart from the model copy; both moments.
+        EXPECT_EQ(line(m, "weights").trainer, 8 * P);
+        EXPECT_EQ(line(m, "gradients").trainer, 8 * P);
+        EXPECT_EQ(line(m, "optimizer").trainer, 8 * P + 2 * 8 * P);
+        // The planner at fp64: the same weights and gradients, fp32 masters beside fp64 moments.
+        EXPECT_EQ(line(m, "weights").planner, 8 * P);
+        EXPECT_EQ(line(m, "gradients").planner, 8 * P);
+        EXPECT_EQ(line(m, "optimizer").planner, 4 * P + 2 * 8 * P);
+        // What the backward keeps for one sequence of n = 8 tokens, by hand: per layer its input,
+        // both norms' outputs, q, the context and the mid-layer residual (6 x 64 per token), k
+        // and v (2 x 32), gate, up and the activation (3 x 172), and the attention
+        // probabilities (8 heads x n x n); then the final norm's input and output (2 x 64) and
+        // the logits (512) per token.
+        constexpr std::int64_t n = 8;
+        constexpr std::int64_t kept = 5 * ((6 * 64 + 2 * 32 + 3 * 172) * n + 8 * n * n)
+            + (2 * 64 + 512) * n; // 46,240 elements
+        EXPECT_EQ(line(m, "activations").trainer, 8 * kept);
+        EXPECT_GT(line(m, "activations").planner, 0);
+        EXPECT_GT(m.peakRss, 8 * P);
+        EXPECT_EQ(out.record.findMetric("trainer_optimizer_bytes")->value, double(24 * P));
+        EXPECT_EQ(out.record.findMetric("planner_optimizer_bytes")->value, double(20 * P));
+        EXPECT_NE(out.record.findProperty("memory_activations"), nullptr);
+    }
+    {
+        const auto out = trainStories(train::TrainPrecision::F32, "dp=2,zero=1");
+        ASSERT_TRUE(out.memory.has_value());
+        const auto& m = *out.memory;
+        // Rank 0 holds half of the (even) buffer's masters and moments, still as doubles.
+        EXPECT_EQ(line(m, "weights").trainer, 8 * P);
+        EXPECT_EQ(line(m, "gradients").trainer, 8 * P);
+        EXPECT_EQ(line(m, "optimizer").trainer, 3 * 8 * (P / 2));
+        // The planner at fp32: 4 B each, no masters (the weights are fp32), moments sharded.
+        EXPECT_EQ(line(m, "weights").planner, 4 * P);
+        EXPECT_EQ(line(m, "gradients").planner, 4 * P);
+        EXPECT_EQ(line(m, "optimizer").planner, 2 * 4 * P / 2);
+        EXPECT_EQ(line(m, "activations").trainer,
+            4 * (5 * ((6 * 64 + 2 * 32 + 3 * 172) * 8 + 8 * 64) + (2 * 64 + 512) * 8));
+        EXPECT_NE(line(m, "weights").why.find("doubles"), std::string::npos);
+    }
+}

@@ -1,0 +1,371 @@
+#include "panels/training/training_panel.h"
+
+#include "history/recording.h"
+#include "history/timestamp.h"
+#include "jobs/job_runner.h"
+#include "session/session.h"
+#include "widgets/colors.h"
+#include "widgets/formatting.h"
+#include "widgets/key_columns.h"
+#include "widgets/plot_widget.h"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSplitter>
+#include <QTimer>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace day0::ui {
+
+namespace {
+
+constexpr int kPollMs = 2000;
+constexpr std::int64_t kScanLimit = 2000; ///< newest runs of kind run searched for training runs
+constexpr int kDefaultOverlay = 6; ///< runs of one model selected on the first listing
+constexpr int kIdRole = Qt::UserRole;
+
+enum Column {
+    RunColumn,
+    ModelColumn,
+    PrecisionColumn,
+    PlanColumn,
+    StepsColumn,
+    LossColumn,
+    FinishedColumn,
+    ColumnCount
+};
+
+/// Okabe & Ito, "Color Universal Design" (2008): orange, sky blue, bluish green, blue,
+/// vermillion, reddish purple, yellow, grey; told apart with the common colour blindnesses.
+/// Past eight, the same colours lighter.
+QColor runColor(int index)
+{
+    static const QColor kColors[] = { QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9),
+        QColor(0x00, 0x9E, 0x73), QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00),
+        QColor(0xCC, 0x79, 0xA7), QColor(0xF0, 0xE4, 0x42), QColor(0x99, 0x99, 0x99) };
+    constexpr int kCount = int(std::size(kColors));
+    const QColor base = kColors[index % kCount];
+    return index < kCount ? base : base.lighter(100 + 25 * (index / kCount));
+}
+
+/// A checkpoint folder by its name; the built-in task as it is.
+QString modelLabel(const std::string& model)
+{
+    const std::filesystem::path path(model);
+    const auto name = path.filename().string();
+    return toQString(name.empty() ? path.parent_path().filename().string() : name);
+}
+
+QString legendName(const actions::StoredTrainingRun& run)
+{
+    const auto& i = run.info;
+    return QStringLiteral("#%1 %2 · %3 · %4 · finished %5")
+        .arg(i.id.value())
+        .arg(modelLabel(i.modelName), toQString(i.precision), toQString(i.plan),
+            toQString(history::formatLocal(i.created)));
+}
+
+QVector<double> toVector(const std::vector<double>& v) { return { v.begin(), v.end() }; }
+
+} // namespace
+
+TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
+    : QWidget(parent)
+    , m_session(session)
+    , m_jobs(jobs)
+    , m_listTicket(std::make_unique<JobTicket>())
+    , m_pollTicket(std::make_unique<JobTicket>())
+    , m_list(new QTreeWidget(this))
+    , m_otherModels(new QCheckBox(tr("Other models too"), this))
+    , m_summary(new QLabel(this))
+    , m_warning(new QLabel(this))
+    , m_gradientHint(new QLabel(this))
+    , m_loss(new PlotWidget(this))
+    , m_gradNorm(new PlotWidget(this))
+    , m_pollTimer(new QTimer(this))
+{
+    m_list->setObjectName(QStringLiteral("trainingRuns"));
+    m_list->setColumnCount(ColumnCount);
+    m_list->setHeaderLabels({ tr("Run"), tr("Model"), tr("Precision"), tr("Plan"), tr("Steps"),
+        tr("Final loss"), tr("Finished") });
+    m_list->setRootIsDecorated(false);
+    m_list->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_list->setAlternatingRowColors(true);
+    m_list->header()->setStretchLastSection(true);
+    // What a row is and what it is read for stay in view; the model's name gives way first.
+    setKeyColumns(*m_list, { RunColumn, ModelColumn, PrecisionColumn, LossColumn }, ModelColumn);
+    connect(m_list, &QTreeWidget::itemSelectionChanged, this, [this] {
+        if (!m_restoring) {
+            selectionChanged();
+        }
+    });
+
+    m_otherModels->setObjectName(QStringLiteral("trainingOtherModels"));
+    m_otherModels->setToolTip(tr("Overlay selected runs of other models than the newest "
+                                 "selected run's (their losses are not comparable)"));
+    connect(m_otherModels, &QCheckBox::toggled, this, &TrainingPanel::selectionChanged);
+    m_summary->setObjectName(QStringLiteral("trainingSummary"));
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_warning->setObjectName(QStringLiteral("trainingModelWarning"));
+    m_warning->setWordWrap(true);
+    m_warning->setStyleSheet(
+        QStringLiteral("color: %1; font-weight: bold").arg(errorColor().name()));
+    m_warning->hide();
+    m_gradientHint->setObjectName(QStringLiteral("trainingGradientHint"));
+    m_gradientHint->setWordWrap(true);
+    m_gradientHint->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_gradientHint->setText(
+        tr("<span style='color:gray'>Gradient heatmap: write a gradient dump with <tt>day0 run "
+           "CHECKPOINT --grad --dump DIR</tt> (PyTorch's: <tt>day0_dump.py --grad</tt>) and "
+           "compare two in the Precision panel (Ctrl+5) ▸ Compare two dumps…, or with "
+           "<tt>day0 compare A B</tt>: each layer gets a <tt>&lt;sub-module&gt;#grad</tt> "
+           "column.</span>"));
+    m_loss->setObjectName(QStringLiteral("trainingLoss"));
+    m_gradNorm->setObjectName(QStringLiteral("trainingGradNorm"));
+
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(m_summary, 1);
+    bar->addWidget(m_otherModels);
+    auto* right = new QWidget(this);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    rightLayout->addWidget(m_warning);
+    auto* plots = new QSplitter(Qt::Vertical, right);
+    plots->addWidget(m_loss);
+    plots->addWidget(m_gradNorm);
+    plots->setSizes({ 3, 2 });
+    rightLayout->addWidget(plots, 1);
+    rightLayout->addWidget(m_gradientHint);
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->setObjectName(QStringLiteral("trainingSplitter"));
+    split->addWidget(m_list);
+    split->addWidget(right);
+    split->setStretchFactor(1, 1);
+    split->setSizes({ 420, 880 });
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addLayout(bar);
+    layout->addWidget(split, 1);
+
+    m_pollTimer->setInterval(kPollMs);
+    connect(m_pollTimer, &QTimer::timeout, this, &TrainingPanel::poll);
+    m_pollTimer->start();
+    connect(&m_session, &Session::runRecorded, this, &TrainingPanel::refresh);
+    plot({});
+    refresh();
+}
+
+TrainingPanel::~TrainingPanel() = default;
+
+QString TrainingPanel::modelWarning() const
+{
+    return m_warning->isHidden() ? QString() : m_warning->text();
+}
+
+QString TrainingPanel::summaryText() const { return m_summary->text(); }
+
+void TrainingPanel::refresh()
+{
+    m_jobs.start<Listing>(
+        *m_listTicket, tr("Reading the training runs"), this,
+        [file = history::storePath()](Progress&, std::stop_token stop) {
+            Listing listing;
+            listing.store = file.string();
+            listing.stamp = readStamp(file);
+            auto runs = actions::readTrainingRuns(file, kScanLimit, stop);
+            if (runs) {
+                listing.runs = std::move(*runs);
+            } else {
+                listing.error = runs.error().message;
+            }
+            return listing;
+        },
+        [this](Listing&& listing) { showListing(std::move(listing)); });
+}
+
+void TrainingPanel::poll()
+{
+    if (m_listTicket->busy() || m_pollTicket->busy()) {
+        return;
+    }
+    m_jobs.start<std::optional<StoreStamp>>(
+        *m_pollTicket, tr("Checking the run store"), this,
+        [file = history::storePath()](Progress&, std::stop_token) { return readStamp(file); },
+        [this](std::optional<StoreStamp>&& stamp) {
+            if (stamp && *stamp != m_stamp) {
+                refresh();
+            }
+        });
+}
+
+void TrainingPanel::showListing(Listing&& listing)
+{
+    std::vector<RunId> previous;
+    for (const QTreeWidgetItem* item : m_list->selectedItems()) {
+        previous.push_back(RunId(item->data(RunColumn, kIdRole).toLongLong()));
+    }
+    if (listing.stamp) {
+        m_stamp = *listing.stamp;
+    }
+    m_listed = std::move(listing.runs);
+    m_restoring = true;
+    m_list->clear();
+    for (const auto& run : m_listed) {
+        const auto& i = run.info;
+        auto* item = new QTreeWidgetItem(m_list);
+        item->setData(RunColumn, kIdRole, qint64(i.id.value()));
+        item->setText(RunColumn,
+            i.label.empty() ? QStringLiteral("#%1").arg(i.id.value())
+                            : QStringLiteral("#%1 %2").arg(i.id.value()).arg(toQString(i.label)));
+        item->setText(ModelColumn, modelLabel(i.modelName));
+        item->setToolTip(ModelColumn, toQString(i.modelName));
+        item->setText(PrecisionColumn, toQString(i.precision));
+        item->setText(PlanColumn, toQString(i.plan));
+        item->setText(StepsColumn, QString::number(run.curve.steps.size()));
+        item->setText(LossColumn,
+            run.curve.loss.empty() ? QStringLiteral("—")
+                                   : QString::number(run.curve.loss.back(), 'f', 4));
+        item->setText(FinishedColumn, toQString(history::formatLocal(i.created)));
+        if (i.status != history::RunStatus::Ok) {
+            item->setToolTip(RunColumn, toQString(i.message));
+        }
+    }
+    for (const int c : { PlanColumn, StepsColumn, FinishedColumn }) {
+        m_list->resizeColumnToContents(c);
+    }
+    const QString store = toQString(listing.store).toHtmlEscaped();
+    if (!listing.error.empty()) {
+        m_summary->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                               .arg(errorColor().name(), toQString(listing.error).toHtmlEscaped()));
+    } else if (m_listed.empty()) {
+        m_summary->setText(tr("No training runs in %1 yet.").arg(store));
+    } else {
+        m_summary->setText((m_listed.size() == 1 ? tr("1 training run")
+                                                 : tr("%1 training runs").arg(m_listed.size()))
+            + QStringLiteral(" · <span style='color:gray'>%1</span>").arg(store));
+    }
+    std::vector<RunId> select = previous;
+    if (m_autoSelect && !m_listed.empty()) {
+        // The newest run and the newest others of its model: what the last change did.
+        m_autoSelect = false;
+        select.clear();
+        for (const auto& run : m_listed) {
+            if (run.info.modelName == m_listed.front().info.modelName
+                && int(select.size()) < kDefaultOverlay) {
+                select.push_back(run.info.id);
+            }
+        }
+    }
+    selectRuns(select);
+    m_restoring = false;
+    emit listed();
+}
+
+void TrainingPanel::selectRuns(const std::vector<RunId>& ids)
+{
+    const bool was = m_restoring;
+    m_restoring = true;
+    m_list->clearSelection();
+    for (int row = 0; row < m_list->topLevelItemCount(); ++row) {
+        auto* item = m_list->topLevelItem(row);
+        const RunId id(item->data(RunColumn, kIdRole).toLongLong());
+        if (std::find(ids.begin(), ids.end(), id) != ids.end()) {
+            item->setSelected(true);
+        }
+    }
+    m_restoring = was;
+    selectionChanged();
+}
+
+void TrainingPanel::setOtherModelsShown(bool shown) { m_otherModels->setChecked(shown); }
+
+void TrainingPanel::selectionChanged()
+{
+    // In list order: newest first, and the newest selected run names the model.
+    std::vector<const actions::StoredTrainingRun*> selected;
+    for (int row = 0; row < m_list->topLevelItemCount(); ++row) {
+        if (m_list->topLevelItem(row)->isSelected()) {
+            selected.push_back(&m_listed[std::size_t(row)]);
+        }
+    }
+    std::vector<const actions::StoredTrainingRun*> shown;
+    QStringList others;
+    for (const auto* run : selected) {
+        const bool sameModel = run->info.modelName == selected.front()->info.modelName;
+        if (!sameModel) {
+            others << QStringLiteral("#%1 (%2)")
+                          .arg(run->info.id.value())
+                          .arg(modelLabel(run->info.modelName));
+        }
+        if (sameModel || m_otherModels->isChecked()) {
+            shown.push_back(run);
+        }
+    }
+    if (others.isEmpty()) {
+        m_warning->hide();
+        m_warning->clear();
+    } else {
+        const QString reference = modelLabel(selected.front()->info.modelName);
+        m_warning->setText(m_otherModels->isChecked()
+                ? tr("Runs of other models than %1 overlaid: %2. Their losses are not "
+                     "comparable.")
+                      .arg(reference, others.join(QStringLiteral(", ")))
+                : tr("Not overlaid, another model than %1: %2. Tick “Other models too” to "
+                     "overlay them anyway.")
+                      .arg(reference, others.join(QStringLiteral(", "))));
+        m_warning->show();
+    }
+    plot(shown);
+}
+
+void TrainingPanel::plot(const std::vector<const actions::StoredTrainingRun*>& runs)
+{
+    m_overlaid.clear();
+    for (PlotWidget* p : { m_loss, m_gradNorm }) {
+        p->clear();
+        p->setAxisLabel(PlotWidget::Axis::X, tr("step"));
+    }
+    m_loss->setTitle(tr("Loss"));
+    m_loss->setAxisLabel(PlotWidget::Axis::Y, tr("cross-entropy (nats)"));
+    m_gradNorm->setTitle(tr("Gradient norm (before clipping)"));
+    m_gradNorm->setAxisLabel(PlotWidget::Axis::Y, tr("global L2 norm"));
+    if (runs.empty()) {
+        const QString how = m_listed.empty()
+            ? tr("No training run yet. Train one with `day0 train CHECKPOINT --steps 40` (or "
+                 "`day0 train` for the built-in task): its loss curve and gradient norms are "
+                 "recorded and appear here.")
+            : tr("Select training runs on the left to overlay their loss curves.");
+        m_loss->setNote(how);
+        m_gradNorm->setNote(m_listed.empty() ? tr("Gradient norms per step appear here.") : how);
+    } else {
+        QVector<PlotSeries> loss;
+        QVector<PlotSeries> norms;
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+            const auto& run = *runs[i];
+            QVector<double> steps;
+            for (const auto s : run.curve.steps) {
+                steps.push_back(double(s));
+            }
+            const bool markers = steps.size() <= 40;
+            loss.push_back({ legendName(run), runColor(int(i)), steps, toVector(run.curve.loss),
+                false, markers, 5, true, {} });
+            norms.push_back({ legendName(run), runColor(int(i)), steps,
+                toVector(run.curve.gradNorm), false, markers, 5, false, {} });
+            m_overlaid.push_back(run.info.id);
+        }
+        m_loss->setLineSeries(loss);
+        m_loss->setLegendVisible(true);
+        m_gradNorm->setLineSeries(norms);
+    }
+    m_loss->rescaleAndReplot();
+    m_gradNorm->rescaleAndReplot();
+}
+
+} // namespace day0::ui

@@ -1,0 +1,92 @@
+#pragma once
+
+#include "actions/train_record.h"
+#include "panels/runs/run_store_access.h"
+
+#include <QWidget>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+class QCheckBox;
+class QLabel;
+class QTimer;
+class QTreeWidget;
+
+namespace day0::ui {
+
+class JobRunner;
+class JobTicket;
+class PlotWidget;
+class Session;
+
+/// The training runs of the store in effect (`day0 train` records them: actions/train_record.h)
+/// and their loss curves and gradient norms overlaid, one colour per selected run from the
+/// Okabe–Ito palette (told apart with colour blindness), the legend naming run, model,
+/// precision, plan and finish time. Only runs of one model are overlaid unless the user asks
+/// for others too, and either way a run of another model is said in red. Follows the store as
+/// the Runs panel does (a run recorded, or a cheap check every two seconds); all store access
+/// runs off the GUI thread. Gradient heatmaps live where dumps are compared: a pointer says so.
+class TrainingPanel : public QWidget {
+    Q_OBJECT
+public:
+    TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent = nullptr);
+    ~TrainingPanel() override;
+
+    /// Re-reads the training runs now.
+    void refresh();
+    /// Selects these runs (those listed) and overlays them.
+    void selectRuns(const std::vector<RunId>& ids);
+    /// Overlays runs of other models than the first selected run's too.
+    void setOtherModelsShown(bool shown);
+
+    /// The runs listed, newest first.
+    [[nodiscard]] const std::vector<actions::StoredTrainingRun>& runs() const { return m_listed; }
+    /// The runs whose curves are drawn, in series order.
+    [[nodiscard]] std::vector<RunId> overlaidRuns() const { return m_overlaid; }
+    [[nodiscard]] PlotWidget* lossPlot() const { return m_loss; }
+    [[nodiscard]] PlotWidget* gradNormPlot() const { return m_gradNorm; }
+    [[nodiscard]] QTreeWidget* runList() const { return m_list; }
+    /// The red line about runs of other models; empty when there is none.
+    [[nodiscard]] QString modelWarning() const;
+    [[nodiscard]] QString summaryText() const;
+
+signals:
+    /// A listing arrived and the list shows it.
+    void listed();
+
+private:
+    struct Listing {
+        std::vector<actions::StoredTrainingRun> runs;
+        std::optional<StoreStamp> stamp;
+        std::string store;
+        std::string error;
+    };
+
+    void poll();
+    void showListing(Listing&& listing);
+    void selectionChanged();
+    void plot(const std::vector<const actions::StoredTrainingRun*>& runs);
+
+    Session& m_session;
+    JobRunner& m_jobs;
+    std::unique_ptr<JobTicket> m_listTicket;
+    std::unique_ptr<JobTicket> m_pollTicket;
+    QTreeWidget* m_list = nullptr;
+    QCheckBox* m_otherModels = nullptr;
+    QLabel* m_summary = nullptr;
+    QLabel* m_warning = nullptr;
+    QLabel* m_gradientHint = nullptr;
+    PlotWidget* m_loss = nullptr;
+    PlotWidget* m_gradNorm = nullptr;
+    QTimer* m_pollTimer = nullptr;
+    std::vector<actions::StoredTrainingRun> m_listed;
+    std::vector<RunId> m_overlaid;
+    StoreStamp m_stamp;
+    bool m_autoSelect = true; ///< select the newest run and its model's others on first listing
+    bool m_restoring = false;
+};
+
+} // namespace day0::ui
