@@ -96,7 +96,7 @@ Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions&
 namespace {
 
 /// The verdict's metrics, per-step baseline rows and status on the record.
-TrainOutcome finishTrainOutcome(TrainOutcome out)
+TrainOutcome finishTrainOutcome(TrainOutcome out, const train::TrainOptions& options)
 {
     if (out.verdict) {
         const auto& v = *out.verdict;
@@ -189,7 +189,7 @@ Result<TrainOutcome> trainModel(
                                                 "unsharded rank only",
                 options.tp);
             out.record.setProperty("memory_not_compared", out.memoryNotCompared);
-            return finishTrainOutcome(std::move(out));
+            return finishTrainOutcome(std::move(out), options);
         }
         // The run's peak, before the one extra gradient pass that measures its activations.
         const std::int64_t rss = peakRssBytes();
@@ -206,7 +206,7 @@ Result<TrainOutcome> trainModel(
         recordTrainMemory(*memory, out.record);
         out.memory = std::move(*memory);
     }
-    return finishTrainOutcome(std::move(out));
+    return finishTrainOutcome(std::move(out), options);
 }
 
 } // namespace day0::actions
