@@ -6,6 +6,7 @@
 #include "exec/forward.h"
 #include "numerics/metrics.h"
 #include "parallel/forward.h"
+#include "parallel/stage_link.h"
 #include "parallel/weights.h"
 
 #include <fmt/format.h>
@@ -18,11 +19,9 @@ namespace day0::parallel {
 
 namespace {
 
-constexpr int kTagHidden = 1;
+// Tags 1, 4 and 5 are the stage link's (parallel/stage_link.h).
 constexpr int kTagToken = 2;
 constexpr int kTagGather = 3;
-constexpr int kTagPerLayer = 4;
-constexpr int kTagIds = 5;
 constexpr std::size_t kFieldBytes = 256;
 
 std::int64_t steadyNs()
@@ -155,38 +154,13 @@ Result<RankState> runSchedule(comm::Communicator& world, detail::ParallelForward
                 }
                 hidden = std::move(*e);
             } else {
-                hidden.resize(std::size_t(forward.localRows(n) * forward.hiddenWidth()));
-                DAY0_TRY(world.recv(
-                    hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
-                // Gemma-4's per-layer inputs, computed once by the first stage.
-                if (const std::int64_t count = forward.perLayerInputFloats(n); count > 0) {
-                    auto& inputs = forward.perLayerInputs();
-                    inputs.resize(std::size_t(count));
-                    DAY0_TRY(world.recv(inputs.data(), inputs.size(), DType::F32,
-                        world.rank() - stride, kTagPerLayer));
-                }
-                // The step's tokens, for layers that read them (hash routing).
-                if (forward.needsStepIds()) {
-                    auto& stepIds = forward.stepIds();
-                    stepIds.resize(std::size_t(n));
-                    DAY0_TRY(world.recv(stepIds.data(), stepIds.size(), DType::I64,
-                        world.rank() - stride, kTagIds));
-                }
+                DAY0_TRY(detail::receiveStageInput(
+                    forward, world, n, world.rank() - stride, hidden, detail::StepIds::Send));
             }
             DAY0_TRY(forward.layers(caches[std::size_t(i)], hidden, n, start, stop));
             if (!last) {
-                DAY0_TRY(world.send(
-                    hidden.data(), hidden.size(), DType::F32, world.rank() + stride, kTagHidden));
-                if (forward.perLayerInputFloats(n) > 0) {
-                    const auto& inputs = forward.perLayerInputs();
-                    DAY0_TRY(world.send(inputs.data(), inputs.size(), DType::F32,
-                        world.rank() + stride, kTagPerLayer));
-                }
-                if (forward.needsStepIds()) {
-                    const auto& stepIds = forward.stepIds();
-                    DAY0_TRY(world.send(stepIds.data(), stepIds.size(), DType::I64,
-                        world.rank() + stride, kTagIds));
-                }
+                DAY0_TRY(detail::sendStageOutput(
+                    forward, world, n, world.rank() + stride, hidden, detail::StepIds::Send));
             } else {
                 auto logits = forward.head(hidden, n);
                 if (!logits) {

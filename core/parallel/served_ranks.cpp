@@ -5,6 +5,7 @@
 #include "exec/checkpoint_weights.h"
 #include "parallel/forward.h"
 #include "parallel/run.h"
+#include "parallel/stage_link.h"
 #include "parallel/weights.h"
 
 #include <fmt/format.h>
@@ -18,10 +19,6 @@
 namespace day0::parallel {
 
 namespace {
-
-constexpr int kTagHidden = 1;
-constexpr int kTagPerLayer = 2;
-constexpr int kTagIds = 3;
 
 /// What every rank does next; the same for all.
 struct Command {
@@ -78,16 +75,8 @@ Result<void> ServedRanks::Impl::step(comm::Communicator& world, detail::Parallel
         }
         hidden = std::move(*e);
     } else {
-        hidden.resize(std::size_t(forward.localRows(n) * forward.hiddenWidth()));
-        DAY0_TRY(world.recv(
-            hidden.data(), hidden.size(), DType::F32, world.rank() - stride, kTagHidden));
-        // Gemma-4's per-layer inputs, computed once by the first stage.
-        if (const std::int64_t count = forward.perLayerInputFloats(n); count > 0) {
-            auto& inputs = forward.perLayerInputs();
-            inputs.resize(std::size_t(count));
-            DAY0_TRY(world.recv(
-                inputs.data(), inputs.size(), DType::F32, world.rank() - stride, kTagPerLayer));
-        }
+        DAY0_TRY(detail::receiveStageInput(
+            forward, world, n, world.rank() - stride, hidden, detail::StepIds::Local));
         // Every rank has the step's tokens; hash-routed layers read them.
         if (forward.needsStepIds()) {
             forward.stepIds() = cmd.ids;
@@ -95,13 +84,8 @@ Result<void> ServedRanks::Impl::step(comm::Communicator& world, detail::Parallel
     }
     DAY0_TRY(forward.layers(cache, hidden, n, cmd.start, stopRanks.get_token()));
     if (!last) {
-        DAY0_TRY(world.send(
-            hidden.data(), hidden.size(), DType::F32, world.rank() + stride, kTagHidden));
-        if (forward.perLayerInputFloats(n) > 0) {
-            const auto& inputs = forward.perLayerInputs();
-            DAY0_TRY(world.send(
-                inputs.data(), inputs.size(), DType::F32, world.rank() + stride, kTagPerLayer));
-        }
+        DAY0_TRY(detail::sendStageOutput(
+            forward, world, n, world.rank() + stride, hidden, detail::StepIds::Local));
         return success();
     }
     auto out = forward.head(hidden, n);
