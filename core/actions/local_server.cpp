@@ -98,7 +98,8 @@ Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOpti
     }
     auto layout = checkpoint::parseShardLayout(options.plan);
     if (!layout) {
-        return layout.error().withContext("--plan");
+        const Error& e = layout.error();
+        return e.message.starts_with("--plan") ? e : e.withContext("--plan");
     }
     if (precision.isF64() || options.precision != "fp32") {
         return Error::unsupported(fmt::format("--plan {} with --precision {}: the sharded "
@@ -107,7 +108,9 @@ Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOpti
     }
     auto ranks = parallel::ServedRanks::start(options.checkpoint, *layout, progress, stop);
     if (!ranks) {
-        return ranks.error().withContext("--plan " + options.plan);
+        // The executor's own refusals already begin with "--plan: tp=…".
+        const Error& e = ranks.error();
+        return e.message.starts_with("--plan") ? e : e.withContext("--plan " + options.plan);
     }
     return std::shared_ptr<parallel::ServedRanks>(std::move(*ranks));
 }
