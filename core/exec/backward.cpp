@@ -631,15 +631,6 @@ Result<GradientResult> runPass(const model::ModelSpec& spec,
 
 } // namespace
 
-std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids)
-{
-    std::vector<std::int64_t> targets(ids.size(), -1);
-    for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-        targets[i] = ids[i + 1];
-    }
-    return targets;
-}
-
 Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
     const std::map<std::string, Tensor>& weights, std::span<const std::int64_t> ids,
     std::span<const std::int64_t> targets, const GradientOptions& options, std::stop_token stop)
@@ -679,30 +670,6 @@ Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const st
     options.progress = progress;
     return lossAndGradients(
         engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
-}
-
-numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& result,
-    std::span<const std::int64_t> ids, std::span<const std::int64_t> targets, bool fp64)
-{
-    numerics::Dump dump;
-    dump.info.model = spec.name;
-    dump.info.fingerprint = modelFingerprint(spec);
-    dump.info.precision = fp64 ? "fp64" : "fp32";
-    dump.info.inputIds.assign(ids.begin(), ids.end());
-    dump.info.promptLength = std::int64_t(ids.size());
-    dump.info.numLayers = spec.numLayers;
-    dump.info.extra["gradients"] = true;
-    dump.info.extra["loss"] = result.loss;
-    dump.info.extra["counted"] = result.counted;
-    dump.info.extra["targets"] = std::vector<std::int64_t>(targets.begin(), targets.end());
-    dump.add("lm_head", result.logits, true);
-    for (const auto& [name, t] : result.activations) {
-        dump.add(name, t, true);
-    }
-    for (const auto& [name, t] : result.parameters) {
-        dump.add(name + std::string(kGradSuffix), t, true);
-    }
-    return dump;
 }
 
 } // namespace day0::exec
