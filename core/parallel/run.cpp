@@ -439,19 +439,13 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (!table) {
         return table.error().withContext(fmt::format("rank {}", world.rank()));
     }
-    auto tp = world.split(
-        c.stage * l.dp + c.dpRank, c.tpRank, fmt::format("tp{}", c.stage * l.dp + c.dpRank));
-    if (!tp) {
-        return tp.error();
-    }
-    auto expert
-        = world.split(c.stage, c.dpRank * l.tp + c.tpRank, fmt::format("expert{}", c.stage));
-    if (!expert) {
-        return expert.error();
+    auto groups = detail::splitRankGroups(world, l, c);
+    if (!groups) {
+        return groups.error();
     }
     // Declared before the forward pass, which releases the backend's weights when it ends.
     std::shared_ptr<exec::Backend> backend;
-    detail::ParallelForward forward(spec, *table, l, c, { tp->get(), expert->get() });
+    detail::ParallelForward forward(spec, *table, l, c, groups->view());
     DAY0_TRY(forward.init());
     if (o.backendFor) {
         auto made = o.backendFor(world.rank());

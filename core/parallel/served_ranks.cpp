@@ -108,17 +108,11 @@ Result<void> ServedRanks::Impl::rank(comm::Communicator& world)
     if (!table) {
         return table.error().withContext(fmt::format("rank {}", world.rank()));
     }
-    auto tp = world.split(
-        c.stage * l.dp + c.dpRank, c.tpRank, fmt::format("tp{}", c.stage * l.dp + c.dpRank));
-    if (!tp) {
-        return tp.error();
+    auto groups = detail::splitRankGroups(world, l, c);
+    if (!groups) {
+        return groups.error();
     }
-    auto expert
-        = world.split(c.stage, c.dpRank * l.tp + c.tpRank, fmt::format("expert{}", c.stage));
-    if (!expert) {
-        return expert.error();
-    }
-    detail::ParallelForward forward(spec, *table, l, c, { tp->get(), expert->get() });
+    detail::ParallelForward forward(spec, *table, l, c, groups->view());
     DAY0_TRY(forward.init());
     std::map<std::int64_t, detail::ShardCache> caches;
     std::uint64_t seen = 0;

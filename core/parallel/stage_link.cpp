@@ -3,7 +3,25 @@
 
 #include "parallel/forward.h"
 
+#include <fmt/format.h>
+
 namespace day0::parallel::detail {
+
+Result<OwnedRankGroups> splitRankGroups(
+    comm::Communicator& world, const checkpoint::ShardLayout& l, const checkpoint::RankCoord& c)
+{
+    const int replica = c.stage * l.dp + c.dpRank;
+    auto tp = world.split(replica, c.tpRank, fmt::format("tp{}", replica));
+    if (!tp) {
+        return tp.error();
+    }
+    auto expert
+        = world.split(c.stage, c.dpRank * l.tp + c.tpRank, fmt::format("expert{}", c.stage));
+    if (!expert) {
+        return expert.error();
+    }
+    return OwnedRankGroups { std::move(*tp), std::move(*expert) };
+}
 
 Result<void> receiveStageInput(ParallelForward& forward, comm::Communicator& world, std::int64_t n,
     int from, std::vector<float>& hidden, StepIds ids)
