@@ -165,9 +165,13 @@ Result<void> readDecoder(const Section& text, ModelSpec& spec)
     spec.normEps = r.numberOr("rms_norm_eps", 1e-6);
     spec.hiddenAct = r.stringOr("hidden_act", "silu");
     // MLA configs take their head widths from readMla (Kimi-K3: 96 heads do not divide 7168);
-    // looked up without reading it, so that the family reader still accounts for the key.
-    const bool mla
-        = text.object.contains("kv_lora_rank") && !text.object.at("kv_lora_rank").is_null();
+    // looked up without reading it, so that the family reader still accounts for the key. Only
+    // for the families whose reader calls readMla: any other family (the generic decoder
+    // included) that carries kv_lora_rank leaves it unread, and its head width is its own.
+    const bool readsMla = spec.family == Family::DeepseekV2 || spec.family == Family::DeepseekV3
+        || spec.family == Family::GlmMoeDsa || spec.family == Family::KimiLinear;
+    const bool mla = readsMla && text.object.contains("kv_lora_rank")
+        && !text.object.at("kv_lora_rank").is_null();
     if (r.has("head_dim")) {
         spec.headDim = r.requirePositive("head_dim");
     } else if (mla) {

@@ -360,7 +360,18 @@ Result<ModelSpec> readConfig(
         return dtype.error();
     }
     spec.dtype = *dtype;
-    DAY0_TRY(readFamily(input, spec));
+    if (auto read = readFamily(input, spec); !read) {
+        if (spec.family != Family::GenericDecoder) {
+            return read.error();
+        }
+        // Say why the generic reading was tried at all, not only where it broke.
+        const std::string what = spec.modelType.empty()
+            ? std::string("no 'model_type'")
+            : fmt::format("model_type '{}' is not a known family", spec.modelType);
+        return Error::badInput(fmt::format("{}: {}, and it cannot be read as a Llama-style "
+                                           "decoder: {}; supported families: {}",
+            origin, what, read.error().message, joined(supportedModelTypes())));
+    }
     {
         // A multimodal wrapper's own tie_word_embeddings wins over its text_config's; absent
         // from both, the family reader's class default stands (false unless it set one).

@@ -188,3 +188,28 @@ TEST(UnknownFamily, PartialReadingListsWhatTheGenericDecoderLeavesOut)
     EXPECT_TRUE(std::any_of(r->warnings.begin(), r->warnings.end(),
         [](const std::string& w) { return w.find("PARTIAL") != std::string::npos; }));
 }
+
+TEST(UnknownFamily, PartialMlaConfigKeepsTheDecodersOwnHeadWidth)
+{
+    // Found by fuzz.config_json: DeepSeek-V3's config with its model_type key misspelled, read
+    // with --partial as the generic decoder, left kv_lora_rank unread but still took the head
+    // width from it (0: "head_dim 0", tensors with a zero dimension). The generic decoder never
+    // reads MLA, so its head width is hidden_size / num_attention_heads.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    auto json = readJsonFile(fs::path(DAY0_RESOURCE_DIR) / "configs/deepseek-v3.json");
+    ASSERT_TRUE(json.ok());
+    rename(*json);
+    ReadOptions partial;
+    partial.partial = true;
+    const auto r = readConfig(*json, "v3-fork/config.json", partial);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->family, Family::GenericDecoder);
+    EXPECT_EQ(r->headDim, r->hiddenSize / r->numHeads);
+    for (const auto& block : buildLayerGraph(*r).blocks) {
+        for (const auto& tensor : block.tensors) {
+            for (const std::int64_t dim : tensor.shape) {
+                ASSERT_GT(dim, 0) << tensor.name;
+            }
+        }
+    }
+}
