@@ -13,12 +13,10 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
-#include <QLocale>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include <cmath>
 #include <limits>
 
 namespace day0::ui {
@@ -50,6 +48,11 @@ std::string percentileKey(const std::string& metric, double p)
 }
 
 } // namespace
+
+// The level table is the run comparison's table with a Level column in front.
+static_assert(int(BenchLevelTableModel::Quantity) == int(DeltaTableModel::Quantity) + 1
+    && int(BenchLevelTableModel::Relative) == int(DeltaTableModel::Relative) + 1
+    && int(BenchLevelTableModel::ValueRole) == int(DeltaTableModel::ValueRole));
 
 BenchLevelTableModel::BenchLevelTableModel(QObject* parent)
     : QAbstractTableModel(parent)
@@ -101,64 +104,27 @@ QVariant BenchLevelTableModel::data(const QModelIndex& index, int role) const
     }
     const auto& level = m_comparison->levels[m_rows[std::size_t(index.row())].first];
     const auto& row = level.quantities[m_rows[std::size_t(index.row())].second];
-    const auto column = Column(index.column());
-    const auto value = [&]() -> std::optional<double> {
-        switch (column) {
-        case A:
-            return row.a;
-        case B:
-            return row.b;
-        case Change:
-            return row.delta();
-        case Relative:
-            return row.relative();
-        default:
-            return std::nullopt;
-        }
-    }();
+    if (index.column() != Level) {
+        // Quantity .. Relative are the run comparison's columns, one to the right.
+        return DeltaTableModel::cellData(row, DeltaTableModel::Column(index.column() - 1), role);
+    }
     switch (role) {
     case Qt::DisplayRole:
-        if (column == Level) {
-            return QString::number(level.level);
-        }
-        if (column == Quantity) {
-            return toQString(history::metricLabel(row.name));
-        }
-        if (!value) {
-            return (column == A || column == B) ? tr("—") : QString();
-        }
-        if (column == Relative) {
-            const QString percent = QLocale().toString(100.0 * std::abs(*value), 'f', 1);
-            return QString((*value > 0          ? QStringLiteral("+")
-                                   : *value < 0 ? QStringLiteral("−")
-                                                : QString())
-                + percent + QStringLiteral(" %"));
-        }
-        return DeltaTableModel::formatValue(*value, row.unit, column == Change);
+        return QString::number(level.level);
     case ValueRole:
-        return value ? *value : std::numeric_limits<double>::quiet_NaN();
+        return std::numeric_limits<double>::quiet_NaN();
     case Qt::TextAlignmentRole:
-        return column == Quantity ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
-                                  : QVariant(Qt::AlignRight | Qt::AlignVCenter);
-    case Qt::ToolTipRole:
-        if (column == Level) {
-            QString tip = tr("A: %1").arg(
-                level.labelA.empty() ? tr("no such level") : toQString(level.labelA));
-            if (level.labelB != level.labelA) {
-                tip += QLatin1Char('\n')
-                    + tr("B: %1").arg(
-                        level.labelB.empty() ? tr("no such level") : toQString(level.labelB));
-            }
-            return tip;
+        return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    case Qt::ToolTipRole: {
+        QString tip
+            = tr("A: %1").arg(level.labelA.empty() ? tr("no such level") : toQString(level.labelA));
+        if (level.labelB != level.labelA) {
+            tip += QLatin1Char('\n')
+                + tr("B: %1").arg(
+                    level.labelB.empty() ? tr("no such level") : toQString(level.labelB));
         }
-        if (column == Quantity) {
-            return toQString(row.name);
-        }
-        if (value) {
-            return QString(
-                QLocale().toString(*value, 'g', 17) + QLatin1Char(' ') + toQString(row.unit));
-        }
-        return {};
+        return tip;
+    }
     default:
         return {};
     }
@@ -169,23 +135,10 @@ QVariant BenchLevelTableModel::headerData(int section, Qt::Orientation orientati
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
         return {};
     }
-    switch (Column(section)) {
-    case Level:
+    if (section == Level) {
         return tr("Level");
-    case Quantity:
-        return tr("Quantity");
-    case A:
-        return tr("A");
-    case B:
-        return tr("B");
-    case Change:
-        return tr("B − A");
-    case Relative:
-        return tr("Change");
-    case ColumnCount:
-        break;
     }
-    return {};
+    return DeltaTableModel::columnTitle(DeltaTableModel::Column(section - 1));
 }
 
 BenchComparisonView::BenchComparisonView(QWidget* parent)

@@ -94,8 +94,11 @@ QVariant DeltaTableModel::data(const QModelIndex& index, int role) const
     if (!index.isValid() || index.row() >= int(m_rows.size())) {
         return {};
     }
-    const history::MetricDelta& row = m_rows[std::size_t(index.row())];
-    const auto column = Column(index.column());
+    return cellData(m_rows[std::size_t(index.row())], Column(index.column()), role);
+}
+
+QVariant DeltaTableModel::cellData(const history::MetricDelta& row, Column column, int role)
+{
     const auto value = [&]() -> std::optional<double> {
         switch (column) {
         case A:
@@ -145,12 +148,9 @@ QVariant DeltaTableModel::data(const QModelIndex& index, int role) const
     }
 }
 
-QVariant DeltaTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+QString DeltaTableModel::columnTitle(Column column)
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
-        return {};
-    }
-    switch (Column(section)) {
+    switch (column) {
     case Quantity:
         return tr("Quantity");
     case A:
@@ -165,6 +165,14 @@ QVariant DeltaTableModel::headerData(int section, Qt::Orientation orientation, i
         break;
     }
     return {};
+}
+
+QVariant DeltaTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
+        return {};
+    }
+    return columnTitle(Column(section));
 }
 
 } // namespace day0::ui

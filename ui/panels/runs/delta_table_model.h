@@ -40,6 +40,11 @@ public:
 
     /// A value as the table prints it: by unit ("s" durations, "B" bytes, "tok/s" counts).
     [[nodiscard]] static QString formatValue(double value, const std::string& unit, bool sign);
+    /// One cell of a quantity row for `role`, as this table shows it; the bench comparison's
+    /// per-level table shows its quantity rows through it too.
+    [[nodiscard]] static QVariant cellData(
+        const history::MetricDelta& row, Column column, int role);
+    [[nodiscard]] static QString columnTitle(Column column);
 
 private:
     std::vector<history::MetricDelta> m_rows;
