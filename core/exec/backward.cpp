@@ -18,50 +18,6 @@
 
 namespace day0::exec {
 
-namespace detail {
-
-template <typename T>
-void ActivationGrads<T>::record(
-    const std::string& anchor, const T* data, const numerics::Shape& shape)
-{
-    if (!enabled) {
-        return;
-    }
-    const DType dtype = std::is_same_v<T, double> ? DType::F64 : DType::F32;
-    numerics::Tensor t = numerics::Tensor::zeros(shape, dtype);
-    std::copy_n(data, t.numel(), t.template data<T>());
-    list.emplace_back(anchor + std::string(kGradSuffix), std::move(t));
-}
-
-template <typename T>
-Result<void> ActivationGrads<T>::recordAndInject(
-    const std::string& anchor, T* data, const numerics::Shape& shape)
-{
-    record(anchor, data, shape);
-    if (inject == nullptr) {
-        return success();
-    }
-    const std::string name = anchor + std::string(kGradSuffix);
-    const numerics::Tensor* ref = inject->tensor(name);
-    if (ref == nullptr) {
-        return Error::badInput(fmt::format(
-            "inject-mode gradients: the reference gradient dump has no tensor '{}'", name));
-    }
-    if (ref->shape() != shape) {
-        return Error::badInput(fmt::format("inject-mode gradients: the reference's '{}' has shape "
-                                           "[{}], this pass's is [{}]",
-            name, fmt::join(ref->shape(), ", "), fmt::join(shape, ", ")));
-    }
-    const std::vector<double> values = ref->toDoubles();
-    std::transform(values.begin(), values.end(), data, [](double v) { return T(v); });
-    return success();
-}
-
-template struct ActivationGrads<float>;
-template struct ActivationGrads<double>;
-
-} // namespace detail
-
 namespace {
 
 using detail::LayerActivations;
