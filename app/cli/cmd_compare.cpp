@@ -7,6 +7,7 @@
 #include "checkpoint/tensor_file.h"
 #include "command.h"
 #include "interrupt.h"
+#include "numerics/gradient_compare.h"
 #include "progress_bar.h"
 #include "table.h"
 
@@ -35,6 +36,33 @@ std::string describeDump(const numerics::DumpInfo& i)
 {
     return fmt::format("{} {} {} ({} tokens{})", i.model.empty() ? "?" : i.model, i.backend,
         i.precision, i.inputIds.size(), i.mode == "inject" ? ", inject mode" : "");
+}
+
+/// A gradient comparison's direction and each decoder layer's backward: the gradient it passes
+/// on, its accumulated error, what it inherited from the layer after it and its own error.
+std::string renderLayerBackward(const numerics::DumpComparison& c)
+{
+    const auto layers = numerics::layerBackwardErrors(c);
+    if (layers.empty()) {
+        return {};
+    }
+    std::string out = fmt::format("\n{}\n", numerics::gradientDirectionNote(c));
+    Table table({ "layer backward", "passes on", "inherited rel_l2", "rel_l2", "own rel_l2" },
+        { Table::Align::Left, Table::Align::Left, Table::Align::Right, Table::Align::Right,
+            Table::Align::Right });
+    for (const auto& e : layers) {
+        table.addRow({ fmt::format("layer {}", e.layer), e.capture,
+            e.inherited ? sci(*e.inherited) : "-", sci(e.accumulated), e.own ? sci(*e.own) : "-" });
+    }
+    out += table.render();
+    if (const auto worst = numerics::largestOwnBackwardError(c)) {
+        out += fmt::format("largest own error: layer {}'s backward ({} own rel_l2 {})\n",
+            worst->layer, worst->capture, sci(*worst->own));
+    } else {
+        out += "own error: compare with --local INJECT (day0 run --grad --inject-from REFERENCE "
+               "writes the inject-mode gradient dump)\n";
+    }
+    return out;
 }
 
 } // namespace
@@ -128,10 +156,11 @@ std::string renderComparison(const numerics::DumpComparison& c, bool allRows)
     for (const auto& w : c.warnings) {
         out += fmt::format("warning: {}\n", w);
     }
+    out += renderLayerBackward(c);
     if (c.firstDivergence) {
         const auto& r = c.rows[*c.firstDivergence];
-        out += fmt::format(
-            "\nfirst divergence ({} error): {}: {}\n", c.divergenceBasis, r.name, r.verdict.reason);
+        out += fmt::format("\nfirst divergence ({} error{}): {}: {}\n", c.divergenceBasis,
+            numerics::isGradientComparison(c) ? ", backward order" : "", r.name, r.verdict.reason);
     } else {
         out += fmt::format("\nno divergence: every capture is within its tolerance ({} error)\n",
             c.divergenceBasis);

@@ -189,6 +189,10 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
     if (a.grad) {
         return runGradients(a, global);
     }
+    if (!a.injectFrom.empty()) {
+        return reportError(Error::badInput("--inject-from injects a reference's gradients; add "
+                                           "--grad (a forward's inject mode is --inject)"));
+    }
     if (auto refused = refuseWithStream(a)) {
         return reportError(*refused);
     }
@@ -520,6 +524,10 @@ const bool registered = registerCommand({ "run",
         app.add_flag("--grad", a->grad,
             "instead of generating, compute the next-token cross-entropy of --ids and its "
             "gradients (fp64/fp32): --dump writes <anchor>#grad and <parameter>#grad");
+        app.add_option("--inject-from", a->injectFrom,
+            "with --grad: inject mode, own versus inherited error of each layer's backward: this "
+            "reference gradient dump (same model, ids, targets) replaces the gradient at every "
+            "module boundary; compare REFERENCE TARGET --local <this --dump>");
         app.add_option("--targets", a->targets,
             "with --grad: one target id per input id (-1: not counted; default: the next id)");
         app.add_option("--layers", a->layers,

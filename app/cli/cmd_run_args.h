@@ -49,6 +49,7 @@ struct RunArgs {
     bool stream = false; ///< --stream: weights streamed layer by layer
     std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
     bool grad = false; ///< --grad: the loss's gradients instead of a generation
+    std::string injectFrom; ///< --inject-from: with --grad, the inject-mode reference dump
     std::string targets; ///< --targets: one per id (-1: not counted); empty: the next token
     std::string layers; ///< --layers A-B: a slice of the decoder layers
     std::string sliceInput; ///< --slice-input DIR: the dump feeding the slice

@@ -155,6 +155,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
         request.targets = std::move(*targets);
     }
     request.dump = a.dump;
+    request.inject = a.injectFrom;
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "gradients", !global.quiet);
@@ -175,6 +176,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
+        j["mode"] = a.injectFrom.empty() ? "propagate" : "inject";
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         fmt::print("{}\n", dumpJson(j, 2));
         return 0;
@@ -184,7 +186,12 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
     fmt::print("  {} parameter gradients (global norm {:.6g}), {} anchor gradients, {:.3f} s\n",
         r.parameters.size(), ran->gradNorm, r.activations.size(), ran->seconds);
     if (!a.dump.empty()) {
-        fmt::print("dump: {}\n", a.dump);
+        fmt::print("dump: {}{}\n", a.dump,
+            a.injectFrom.empty()
+                ? ""
+                : fmt::format(" (inject mode: {}'s gradient injected at every "
+                              "module boundary; day0 compare {} TARGET --local {})",
+                    a.injectFrom, a.injectFrom, a.dump));
     }
     return 0;
 }

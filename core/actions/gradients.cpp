@@ -3,14 +3,54 @@
 #include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
+#include "exec/forward.h"
 #include "profile/trace_scope.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 namespace day0::actions {
+
+namespace {
+
+/// The reference gradient dump of an inject-mode pass, refused unless it is a gradient dump of
+/// the same model, ids and targets (else its gradients would be injected into another problem).
+Result<numerics::Dump> readInjectReference(const std::filesystem::path& path,
+    const model::ModelSpec& spec, const std::vector<std::int64_t>& ids,
+    const std::vector<std::int64_t>& targets)
+{
+    auto dump = checkpoint::readDump(path);
+    if (!dump) {
+        return dump.error().withContext("inject-mode reference");
+    }
+    const auto& info = dump->info;
+    const auto refused = [&](const std::string& why) {
+        return Error::badInput(
+            fmt::format("{}: cannot inject its gradients: {}", path.string(), why));
+    };
+    if (!info.extra.value("gradients", false)) {
+        return refused("not a gradient dump (day0 run --grad --dump writes one)");
+    }
+    if (info.mode == "inject") {
+        return refused("it is an inject-mode dump itself; give the reference's propagated dump");
+    }
+    if (info.fingerprint != exec::modelFingerprint(spec)) {
+        return refused(fmt::format("it is of model '{}', not '{}'", info.model, spec.name));
+    }
+    if (info.inputIds != ids) {
+        return refused("it was made from other token ids");
+    }
+    if (info.extra.contains("targets")
+        && info.extra["targets"].get<std::vector<std::int64_t>>() != targets) {
+        return refused("it was made against other targets");
+    }
+    return std::move(*dump);
+}
+
+} // namespace
 
 Result<GradientOutcome> checkpointGradients(
     const GradientRequest& request, Progress& progress, std::stop_token stop)
@@ -37,11 +77,26 @@ Result<GradientOutcome> checkpointGradients(
         return engine.error();
     }
     out.targets = request.targets.empty() ? exec::nextTokenTargets(request.ids) : request.targets;
+    std::optional<numerics::Dump> inject;
+    if (!request.inject.empty()) {
+        auto read = readInjectReference(request.inject, out.spec, request.ids, out.targets);
+        if (!read) {
+            return read.error();
+        }
+        inject = std::move(*read);
+    }
+    exec::GradientOptions options;
+    options.fp64 = request.fp64;
+    options.activations = request.activations || inject.has_value();
+    options.progress = &progress;
+    options.inject = inject ? &*inject : nullptr;
+    options.roundedLayers = request.roundedLayers;
+    options.roundedTo = request.roundedTo;
     const auto started = std::chrono::steady_clock::now();
     {
         const profile::TraceScope traced("gradients", profile::Category::Annotation);
         auto result = exec::lossAndGradients(
-            *engine, request.ids, out.targets, request.activations, stop, &progress);
+            out.spec, engine->weightTable().tensors, request.ids, out.targets, options, stop);
         if (!result) {
             return result.error();
         }
@@ -56,9 +111,17 @@ Result<GradientOutcome> checkpointGradients(
     }
     out.gradNorm = std::sqrt(sum);
     if (!request.dump.empty()) {
-        DAY0_TRY(checkpoint::writeDump(
-            exec::gradientDump(out.spec, out.result, request.ids, out.targets, request.fp64),
-            request.dump));
+        numerics::Dump dump
+            = exec::gradientDump(out.spec, out.result, request.ids, out.targets, request.fp64);
+        if (inject) {
+            dump.info.mode = "inject";
+            dump.info.extra["inject_reference"] = request.inject.string();
+        }
+        if (!request.roundedLayers.empty()) {
+            dump.info.extra["rounded_layers"] = request.roundedLayers;
+            dump.info.extra["rounded_to"] = std::string(dtypeName(request.roundedTo));
+        }
+        DAY0_TRY(checkpoint::writeDump(dump, request.dump));
     }
     auto& r = out.record;
     r.info.modelName = out.spec.name;

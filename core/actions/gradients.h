@@ -24,6 +24,14 @@ struct GradientRequest {
     std::vector<std::int64_t> targets;
     bool activations = true; ///< also every anchor's "<anchor>#grad"
     std::filesystem::path dump; ///< writes exec::gradientDump here; empty: no dump
+    /// Inject mode (exec::GradientOptions::inject): the reference gradient dump of the same
+    /// model, ids and targets whose gradient replaces this pass's at every module boundary; the
+    /// dump written is then mode "inject", each capture's own error against that reference.
+    /// Empty: none.
+    std::filesystem::path inject;
+    /// Emulated low precision in these decoder layers' backward (exec::GradientOptions).
+    std::vector<int> roundedLayers;
+    DType roundedTo = DType::BF16;
 };
 
 /// What the pass produced.

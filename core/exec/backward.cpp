@@ -7,34 +7,16 @@
 #include "exec/engine.h"
 #include "exec/forward.h"
 #include "exec/ops.h"
+#include "numerics/float_formats.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <type_traits>
 
 namespace day0::exec {
-
-namespace detail {
-
-template <typename T>
-void ActivationGrads<T>::record(
-    const std::string& anchor, const T* data, const numerics::Shape& shape)
-{
-    if (!enabled) {
-        return;
-    }
-    const DType dtype = std::is_same_v<T, double> ? DType::F64 : DType::F32;
-    numerics::Tensor t = numerics::Tensor::zeros(shape, dtype);
-    std::copy_n(data, t.numel(), t.template data<T>());
-    list.emplace_back(anchor + std::string(kGradSuffix), std::move(t));
-}
-
-template struct ActivationGrads<float>;
-template struct ActivationGrads<double>;
-
-} // namespace detail
 
 namespace {
 
@@ -59,6 +41,9 @@ public:
         , m_tpSum(options.tpSum)
     {
         m_acts.enabled = options.activations;
+        m_acts.inject = options.inject;
+        m_rounded.insert(options.roundedLayers.begin(), options.roundedLayers.end());
+        m_roundedTo = options.roundedTo;
     }
 
     /// Reads (converting where needed) every weight the model needs and zeroes the gradients.
@@ -168,11 +153,11 @@ public:
         std::copy(logits.begin(), logits.end(), result.logits.template data<T>());
 
         // Backward.
-        m_acts.record("lm_head", dlogits.data(), { n, vocab });
+        DAY0_TRY(m_acts.recordAndInject("lm_head", dlogits.data(), { n, vocab }));
         std::vector<T> dxf(std::size_t(n * h));
         detail::linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(),
             m_p.grad(head), nullptr, n, h, vocab, false);
-        m_acts.record("model.norm", dxf.data(), { n, h });
+        DAY0_TRY(m_acts.recordAndInject("model.norm", dxf.data(), { n, h }));
         std::vector<T> dh(std::size_t(n * h), T(0));
         detail::rmsNormBackward<T>(finalIn.data(), m_p.value("model.norm.weight"), dxf.data(),
             dh.data(), m_p.grad("model.norm.weight"), n, h, m_spec.normEps);
@@ -188,7 +173,7 @@ public:
                 m_progress->advance();
             }
         }
-        m_acts.record("model.embed_tokens", dh.data(), { n, h });
+        DAY0_TRY(m_acts.recordAndInject("model.embed_tokens", dh.data(), { n, h }));
         T* dEmbed = m_p.grad("model.embed_tokens.weight");
         for (std::int64_t i = 0; i < n; ++i) {
             const T* src = dh.data() + i * h;
@@ -218,6 +203,14 @@ private:
     }
 
     std::string attn(int l) const { return fmt::format("model.layers.{}.self_attn", l); }
+
+    /// Rounds a gradient to the emulated format of GradientOptions::roundedLayers.
+    void roundTo(std::vector<T>& values) const
+    {
+        for (T& v : values) {
+            v = T(numerics::roundToFormat(float(v), m_roundedTo));
+        }
+    }
 
     /// Sums `count` values at `data` over the TP group (nothing without tensor parallelism).
     Result<void> tpSum(T* data, std::int64_t count) const
@@ -287,7 +280,8 @@ private:
         const std::int64_t h = m_spec.hiddenSize;
         const detail::LayerNames names = detail::layerNames(m_spec, l);
         const LayerActivations<T>& a = m_layers[std::size_t(l)];
-        m_acts.record(names.prefix, dh.data(), { n, h });
+        DAY0_TRY(m_acts.recordAndInject(names.prefix, dh.data(), { n, h }));
+        const bool rounded = m_rounded.contains(l);
         // hidden = mid + ffn(norm(mid)): the ffn's output gradient is dh itself.
         m_acts.record(names.ffn, dh.data(), { n, h });
         std::vector<T> dxn2(std::size_t(n * h), T(0));
@@ -298,12 +292,18 @@ private:
             mlpBackward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, dh.data(), dxn2.data());
             DAY0_TRY(tpSum(dxn2.data(), n * h));
         }
+        if (rounded) {
+            roundTo(dxn2);
+        }
         m_acts.record(names.prefix + ".post_attention_layernorm", dxn2.data(), { n, h });
         const std::string post = names.prefix + ".post_attention_layernorm.weight";
         detail::rmsNormBackward<T>(a.mid.data(), m_p.value(post), dxn2.data(), dh.data(),
             m_p.grad(post), n, h, m_spec.normEps);
         // mid = in + attention(norm(in)): the attention's output gradient is dmid.
         const bool mla = m_spec.attention == model::AttentionKind::MLA;
+        if (rounded) {
+            roundTo(dh);
+        }
         m_acts.record(attn(l), dh.data(), { n, h });
         std::vector<T> dxn1(std::size_t(n * h), T(0));
         if (mla) {
@@ -313,10 +313,16 @@ private:
             attentionBackward(l, a, dh.data(), dxn1.data());
             DAY0_TRY(tpSum(dxn1.data(), n * h));
         }
+        if (rounded) {
+            roundTo(dxn1);
+        }
         m_acts.record(names.prefix + ".input_layernorm", dxn1.data(), { n, h });
         const std::string in = names.prefix + ".input_layernorm.weight";
         detail::rmsNormBackward<T>(
             a.in.data(), m_p.value(in), dxn1.data(), dh.data(), m_p.grad(in), n, h, m_spec.normEps);
+        if (rounded) {
+            roundTo(dh);
+        }
         return success();
     }
 
@@ -617,6 +623,8 @@ private:
     Rope m_rope;
     double m_scale = 1.0;
     RouterConfig m_router;
+    std::set<int> m_rounded;
+    DType m_roundedTo = DType::BF16;
 };
 
 template <typename T>

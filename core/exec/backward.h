@@ -60,6 +60,21 @@ struct GradientOptions {
     /// Standard attention only: MLA and shared experts are refused. `count` elements of `type`
     /// (F64 or F32) at `data`; an error ends the pass.
     std::function<Result<void>(void* data, std::int64_t count, DType type)> tpSum;
+    /// Inject mode, the backward's own-versus-inherited error (the forward's `--inject` turned
+    /// round): a reference gradient dump (gradientDump) of the same model, ids and targets. The
+    /// gradient flows from the loss down, so each module's output gradient inherits from the
+    /// module after it; at every boundary the backward crosses ("lm_head#grad", "model.norm#grad",
+    /// each "model.layers.L#grad", "model.embed_tokens#grad") the gradient is recorded as
+    /// computed, then replaced by the reference's before the next module's backward reads it.
+    /// What a module's backward passes on then carries its own error only: "model.layers.L#grad"
+    /// is layer L+1's (the final norm's for the last layer), "model.embed_tokens#grad" layer
+    /// 0's. The saved forward activations stay this pass's own. Null: no injection.
+    const numerics::Dump* inject = nullptr;
+    /// Emulated low precision in single layers' backward: the activation gradients these decoder
+    /// layers' backward passes on (their sub-modules' and their input's) are rounded to
+    /// `roundedTo`. Weight gradients and every other layer keep the pass's arithmetic.
+    std::vector<int> roundedLayers;
+    DType roundedTo = DType::BF16; ///< the format of roundedLayers
 };
 
 /// The loss and its gradients for one sequence.

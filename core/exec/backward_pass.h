@@ -8,6 +8,7 @@
 #include "exec/rope.h"
 #include "exec/router.h"
 #include "model/model_spec.h"
+#include "numerics/dump.h"
 #include "numerics/tensor.h"
 
 #include <cstdint>
@@ -70,6 +71,12 @@ template <typename T> struct ActivationGrads {
     bool enabled = false;
     std::vector<std::pair<std::string, numerics::Tensor>> list;
     void record(const std::string& anchor, const T* data, const numerics::Shape& shape);
+    /// Inject mode (GradientOptions::inject): the reference dump whose "<anchor>#grad" replaces
+    /// the gradient at each module boundary; null: none.
+    const numerics::Dump* inject = nullptr;
+    /// Records `anchor`'s gradient as computed, then overwrites `data` with the reference's
+    /// (inject mode). Error when the reference lacks the capture or its shape differs.
+    Result<void> recordAndInject(const std::string& anchor, T* data, const numerics::Shape& shape);
 };
 
 /// Forward of a DeepSeek MLA attention block on xn1 (into `out` [n, h]), keeping its state in

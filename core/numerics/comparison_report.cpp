@@ -1,5 +1,6 @@
 // JSON and CSV forms of a DumpComparison (the `day0 compare` outputs).
 #include "numerics/dump_compare.h"
+#include "numerics/gradient_compare.h"
 
 #include <fmt/format.h>
 
@@ -142,7 +143,7 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
                 { "not_judged", c.notJudgedCount } } },
         { "first_divergence", divergence }, { "only_in_reference", c.onlyInReference },
         { "only_in_target", c.onlyInTarget }, { "warnings", c.warnings },
-        { "captures", std::move(rows) } };
+        { "captures", std::move(rows) }, { "gradients", gradientComparisonJson(c) } };
 }
 
 std::string comparisonToCsv(const DumpComparison& c)

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 using day0::test::runDay0;
 using day0::test::scratchDir;
@@ -126,4 +127,68 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("the backward pass does not cover the gpt_oss family"), std::string::npos)
         << r.err;
+}
+
+TEST(CliGrad, InjectModeGradientsSeparateEachLayersOwnErrorInDay0Compare)
+{
+    const std::string dir = scratchDir("grad_cli_inject");
+    const auto shrunk
+        = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    const std::string ids = "3,17,42,99,7,250";
+    const auto pass = [&](const std::string& precision, const std::string& out,
+                          const std::string& inject) {
+        std::vector<std::string> args = { "run", dir + "/llama", "--grad", "--precision", precision,
+            "--ids", ids, "--dump", dir + "/" + out, "--json", "--no-record", "-q" };
+        if (!inject.empty()) {
+            args.push_back("--inject-from");
+            args.push_back(dir + "/" + inject);
+        }
+        return runDay0(args);
+    };
+    ASSERT_EQ(pass("fp64", "fp64", "").exitCode, 0);
+    ASSERT_EQ(pass("fp32", "fp32", "").exitCode, 0);
+    const auto injected = pass("fp32", "fp32-inject", "fp64");
+    ASSERT_EQ(injected.exitCode, 0) << injected.err;
+    EXPECT_EQ(injected.json()["mode"], "inject");
+
+    const auto c = runDay0({ "compare", dir + "/fp64", dir + "/fp32", "--local",
+        dir + "/fp32-inject", "--json", "--no-record", "-q" });
+    ASSERT_LE(c.exitCode, 1) << c.err;
+    const auto cmp = c.json();
+    ASSERT_TRUE(cmp["gradients"].is_object()) << c.out;
+    EXPECT_EQ(cmp["gradients"]["order"], "backward");
+    const auto& layers = cmp["gradients"]["layer_backward"];
+    ASSERT_EQ(layers.size(), 4U);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const auto& e = layers[i];
+        EXPECT_EQ(e["layer"], 3 - int(i));
+        ASSERT_TRUE(e["own"].is_number()) << e.dump();
+        // fp32 rounding in every layer's backward: an own error of fp32's size, below the
+        // accumulated one the layers after it hand down.
+        EXPECT_GT(e["own"].get<double>(), 0.0) << e.dump();
+        EXPECT_LT(e["own"].get<double>(), 1e-4) << e.dump();
+    }
+    EXPECT_EQ(layers[3]["capture"], "model.embed_tokens#grad");
+
+    const auto text = runDay0({ "compare", dir + "/fp64", dir + "/fp32", "--local",
+        dir + "/fp32-inject", "--no-record", "-q" });
+    EXPECT_NE(text.out.find("gradients flow backward"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("largest own error: layer"), std::string::npos) << text.out;
+
+    // Injecting a forward dump, or a gradient dump of other ids, is refused by name.
+    const auto forward = runDay0({ "run", dir + "/llama", "--precision", "fp32", "--ids", ids,
+        "--tokens", "1", "--dump", dir + "/forward", "--no-record", "-q" });
+    ASSERT_EQ(forward.exitCode, 0) << forward.err;
+    const auto r = pass("fp32", "bad", "forward");
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("not a gradient dump"), std::string::npos) << r.err;
+    const auto other = runDay0({ "run", dir + "/llama", "--grad", "--ids", "1,2,3", "--inject-from",
+        dir + "/fp64", "--no-record", "-q" });
+    EXPECT_EQ(other.exitCode, 2);
+    EXPECT_NE(other.err.find("other token ids"), std::string::npos) << other.err;
+    const auto noGrad = runDay0({ "run", dir + "/llama", "--ids", ids, "--inject-from",
+        dir + "/fp64", "--no-record", "-q" });
+    EXPECT_EQ(noGrad.exitCode, 2);
+    EXPECT_NE(noGrad.err.find("add --grad"), std::string::npos) << noGrad.err;
 }

@@ -129,3 +129,22 @@ TEST(TrainingPanel, AnEmptyStoreSaysHowToCreateATrainingRun)
         << panel.lossPlot()->noteText().toStdString();
     EXPECT_TRUE(panel.summaryText().contains(QStringLiteral("No training runs")));
 }
+
+TEST(TrainingPanel, FollowsTheStoreWhenAnotherProcessRecordsATrainingRun)
+{
+    test::ScratchStore scratch;
+    Session session;
+    JobRunner jobs;
+    TrainingPanel panel(session, jobs);
+    QSignalSpy listed(&panel, &TrainingPanel::listed);
+    ASSERT_TRUE(test::waitFor([&] { return listed.count() > 0; }, 20000));
+    test::settle(jobs);
+    EXPECT_TRUE(panel.runs().empty());
+    // `day0 train` in another process: the store follower's two-second check notices it.
+    {
+        auto store = scratch.open();
+        recordRun(store, "stories", train::TrainPrecision::F64, 3);
+    }
+    ASSERT_TRUE(listedAtLeast(panel, 1));
+    EXPECT_EQ(panel.runList()->topLevelItemCount(), 1);
+}

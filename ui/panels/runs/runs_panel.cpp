@@ -7,6 +7,7 @@
 #include "panels/runs/run_comparison_view.h"
 #include "panels/runs/run_store_access.h"
 #include "panels/runs/run_table_model.h"
+#include "panels/runs/store_follower.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/flow_layout.h"
@@ -36,7 +37,6 @@ namespace day0::ui {
 
 namespace {
 
-constexpr int kPollMs = 2000;
 constexpr int kSearchDelayMs = 250;
 constexpr std::int64_t kListLimit = 5000; ///< newest runs listed; the summary says how many match
 
@@ -62,7 +62,6 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_session(session)
     , m_jobs(jobs)
     , m_listTicket(std::make_unique<JobTicket>())
-    , m_pollTicket(std::make_unique<JobTicket>())
     , m_loadTicket(std::make_unique<JobTicket>())
     , m_deleteTicket(std::make_unique<JobTicket>())
     , m_runs(new RunTableModel(this))
@@ -78,7 +77,6 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_applyAction(new QAction(tr("Apply plan"), this))
     , m_exportAction(new QAction(tr("Export…"), this))
     , m_deleteAction(new QAction(tr("Delete…"), this))
-    , m_pollTimer(new QTimer(this))
     , m_searchTimer(new QTimer(this))
 {
     m_search->setObjectName(QStringLiteral("runsSearch"));
@@ -177,10 +175,8 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(split, 1);
 
-    m_pollTimer->setInterval(kPollMs);
-    connect(m_pollTimer, &QTimer::timeout, this, &RunsPanel::poll);
-    m_pollTimer->start();
-    connect(&m_session, &Session::runRecorded, this, &RunsPanel::refresh);
+    m_follower = new StoreFollower(m_session, m_jobs, *m_listTicket, this);
+    connect(m_follower, &StoreFollower::changed, this, &RunsPanel::refresh);
     updateActions();
     refresh();
 }
@@ -217,26 +213,11 @@ void RunsPanel::refresh()
         [this](RunListing&& listing) { showListing(std::move(listing)); });
 }
 
-void RunsPanel::poll()
-{
-    if (m_listTicket->busy() || m_pollTicket->busy()) {
-        return;
-    }
-    m_jobs.start<std::optional<StoreStamp>>(
-        *m_pollTicket, tr("Checking the run store"), this,
-        [file = history::storePath()](Progress&, std::stop_token) { return readStamp(file); },
-        [this](std::optional<StoreStamp>&& stamp) {
-            if (stamp && *stamp != m_stamp) {
-                refresh();
-            }
-        });
-}
-
 void RunsPanel::showListing(RunListing&& listing)
 {
     m_restoring = true;
     const std::vector<RunId> previous = selectedRuns();
-    m_stamp = listing.stamp;
+    m_follower->setShown(listing.stamp);
     m_runs->setRuns(std::move(listing.runs));
     {
         const QString current = m_model->currentData().toString();

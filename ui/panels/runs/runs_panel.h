@@ -24,6 +24,7 @@ class JobTicket;
 class RunComparisonView;
 class RunTableModel;
 class Session;
+class StoreFollower;
 
 /// The run history of the store in effect (history::storePath(): --store, $DAY0_STORE or the
 /// default): every recorded plan, verification, run and trace, filtered by kind, status, model,
@@ -73,7 +74,6 @@ signals:
     void deleted(int count, const QString& error);
 
 private:
-    void poll();
     void showListing(RunListing&& listing);
     void restoreSelection(const std::vector<RunId>& ids);
     void selectionChanged();
@@ -85,7 +85,6 @@ private:
     Session& m_session;
     JobRunner& m_jobs;
     std::unique_ptr<JobTicket> m_listTicket;
-    std::unique_ptr<JobTicket> m_pollTicket;
     std::unique_ptr<JobTicket> m_loadTicket;
     std::unique_ptr<JobTicket> m_deleteTicket;
     RunTableModel* m_runs = nullptr;
@@ -101,9 +100,8 @@ private:
     QAction* m_applyAction = nullptr;
     QAction* m_exportAction = nullptr;
     QAction* m_deleteAction = nullptr;
-    QTimer* m_pollTimer = nullptr;
     QTimer* m_searchTimer = nullptr;
-    StoreStamp m_stamp;
+    StoreFollower* m_follower = nullptr;
     std::vector<RunId> m_shown; ///< runs the comparison view shows (A, B) or loads
     std::vector<history::Property> m_shownProperties; ///< of run A once loaded
     bool m_autoSelect = true; ///< select the newest run and its baseline on the first listing

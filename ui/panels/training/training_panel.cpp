@@ -3,6 +3,8 @@
 #include "history/recording.h"
 #include "history/timestamp.h"
 #include "jobs/job_runner.h"
+#include "panels/runs/store_follower.h"
+#include "panels/training/gradient_view.h"
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
@@ -14,7 +16,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QSplitter>
-#include <QTimer>
+#include <QTabWidget>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -25,7 +27,6 @@ namespace day0::ui {
 
 namespace {
 
-constexpr int kPollMs = 2000;
 constexpr std::int64_t kScanLimit = 2000; ///< newest runs of kind run searched for training runs
 constexpr int kDefaultOverlay = 6; ///< runs of one model selected on the first listing
 constexpr int kIdRole = Qt::UserRole;
@@ -80,15 +81,12 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_session(session)
     , m_jobs(jobs)
     , m_listTicket(std::make_unique<JobTicket>())
-    , m_pollTicket(std::make_unique<JobTicket>())
     , m_list(new QTreeWidget(this))
     , m_otherModels(new QCheckBox(tr("Other models too"), this))
     , m_summary(new QLabel(this))
     , m_warning(new QLabel(this))
-    , m_gradientHint(new QLabel(this))
     , m_loss(new PlotWidget(this))
     , m_gradNorm(new PlotWidget(this))
-    , m_pollTimer(new QTimer(this))
 {
     m_list->setObjectName(QStringLiteral("trainingRuns"));
     m_list->setColumnCount(ColumnCount);
@@ -118,15 +116,6 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_warning->setStyleSheet(
         QStringLiteral("color: %1; font-weight: bold").arg(errorColor().name()));
     m_warning->hide();
-    m_gradientHint->setObjectName(QStringLiteral("trainingGradientHint"));
-    m_gradientHint->setWordWrap(true);
-    m_gradientHint->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_gradientHint->setText(
-        tr("<span style='color:gray'>Gradient heatmap: write a gradient dump with <tt>day0 run "
-           "CHECKPOINT --grad --dump DIR</tt> (PyTorch's: <tt>day0_dump.py --grad</tt>) and "
-           "compare two in the Precision panel (Ctrl+5) ▸ Compare two dumps…, or with "
-           "<tt>day0 compare A B</tt>: each layer gets a <tt>&lt;sub-module&gt;#grad</tt> "
-           "column.</span>"));
     m_loss->setObjectName(QStringLiteral("trainingLoss"));
     m_gradNorm->setObjectName(QStringLiteral("trainingGradNorm"));
 
@@ -142,11 +131,15 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     plots->addWidget(m_gradNorm);
     plots->setSizes({ 3, 2 });
     rightLayout->addWidget(plots, 1);
-    rightLayout->addWidget(m_gradientHint);
+    m_tabs = new QTabWidget(this);
+    m_tabs->setObjectName(QStringLiteral("trainingTabs"));
+    m_tabs->addTab(right, tr("Loss curves"));
+    m_gradients = new GradientView(m_jobs, m_tabs);
+    m_tabs->addTab(m_gradients, tr("Gradient heatmap"));
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->setObjectName(QStringLiteral("trainingSplitter"));
     split->addWidget(m_list);
-    split->addWidget(right);
+    split->addWidget(m_tabs);
     split->setStretchFactor(1, 1);
     split->setSizes({ 420, 880 });
     auto* layout = new QVBoxLayout(this);
@@ -154,10 +147,8 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(split, 1);
 
-    m_pollTimer->setInterval(kPollMs);
-    connect(m_pollTimer, &QTimer::timeout, this, &TrainingPanel::poll);
-    m_pollTimer->start();
-    connect(&m_session, &Session::runRecorded, this, &TrainingPanel::refresh);
+    m_follower = new StoreFollower(m_session, m_jobs, *m_listTicket, this);
+    connect(m_follower, &StoreFollower::changed, this, &TrainingPanel::refresh);
     plot({});
     refresh();
 }
@@ -170,6 +161,8 @@ QString TrainingPanel::modelWarning() const
 }
 
 QString TrainingPanel::summaryText() const { return m_summary->text(); }
+
+void TrainingPanel::showGradientTab() { m_tabs->setCurrentWidget(m_gradients); }
 
 void TrainingPanel::refresh()
 {
@@ -190,21 +183,6 @@ void TrainingPanel::refresh()
         [this](Listing&& listing) { showListing(std::move(listing)); });
 }
 
-void TrainingPanel::poll()
-{
-    if (m_listTicket->busy() || m_pollTicket->busy()) {
-        return;
-    }
-    m_jobs.start<std::optional<StoreStamp>>(
-        *m_pollTicket, tr("Checking the run store"), this,
-        [file = history::storePath()](Progress&, std::stop_token) { return readStamp(file); },
-        [this](std::optional<StoreStamp>&& stamp) {
-            if (stamp && *stamp != m_stamp) {
-                refresh();
-            }
-        });
-}
-
 void TrainingPanel::showListing(Listing&& listing)
 {
     std::vector<RunId> previous;
@@ -212,7 +190,7 @@ void TrainingPanel::showListing(Listing&& listing)
         previous.push_back(RunId(item->data(RunColumn, kIdRole).toLongLong()));
     }
     if (listing.stamp) {
-        m_stamp = *listing.stamp;
+        m_follower->setShown(*listing.stamp);
     }
     m_listed = std::move(listing.runs);
     m_restoring = true;

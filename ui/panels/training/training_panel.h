@@ -12,15 +12,17 @@
 
 class QCheckBox;
 class QLabel;
-class QTimer;
+class QTabWidget;
 class QTreeWidget;
 
 namespace day0::ui {
 
 class JobRunner;
+class GradientView;
 class JobTicket;
 class PlotWidget;
 class Session;
+class StoreFollower;
 
 /// The training runs of the store in effect (`day0 train` records them: actions/train_record.h)
 /// and their loss curves and gradient norms overlaid, one colour per selected run from the
@@ -28,7 +30,8 @@ class Session;
 /// precision, plan and finish time. Only runs of one model are overlaid unless the user asks
 /// for others too, and either way a run of another model is said in red. Follows the store as
 /// the Runs panel does (a run recorded, or a cheap check every two seconds); all store access
-/// runs off the GUI thread. Gradient heatmaps live where dumps are compared: a pointer says so.
+/// runs off the GUI thread. A second tab compares two gradient dumps and shows their gradient
+/// error heatmap (GradientView).
 class TrainingPanel : public QWidget {
     Q_OBJECT
 public:
@@ -49,6 +52,10 @@ public:
     [[nodiscard]] PlotWidget* lossPlot() const { return m_loss; }
     [[nodiscard]] PlotWidget* gradNormPlot() const { return m_gradNorm; }
     [[nodiscard]] QTreeWidget* runList() const { return m_list; }
+    /// The gradient heatmap tab.
+    [[nodiscard]] GradientView* gradientView() const { return m_gradients; }
+    /// Brings the gradient heatmap tab to the front.
+    void showGradientTab();
     /// The red line about runs of other models; empty when there is none.
     [[nodiscard]] QString modelWarning() const;
     [[nodiscard]] QString summaryText() const;
@@ -65,7 +72,6 @@ private:
         std::string error;
     };
 
-    void poll();
     void showListing(Listing&& listing);
     void selectionChanged();
     void plot(const std::vector<const actions::StoredTrainingRun*>& runs);
@@ -73,18 +79,17 @@ private:
     Session& m_session;
     JobRunner& m_jobs;
     std::unique_ptr<JobTicket> m_listTicket;
-    std::unique_ptr<JobTicket> m_pollTicket;
     QTreeWidget* m_list = nullptr;
     QCheckBox* m_otherModels = nullptr;
     QLabel* m_summary = nullptr;
     QLabel* m_warning = nullptr;
-    QLabel* m_gradientHint = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    GradientView* m_gradients = nullptr;
     PlotWidget* m_loss = nullptr;
     PlotWidget* m_gradNorm = nullptr;
-    QTimer* m_pollTimer = nullptr;
     std::vector<actions::StoredTrainingRun> m_listed;
     std::vector<RunId> m_overlaid;
-    StoreStamp m_stamp;
+    StoreFollower* m_follower = nullptr;
     bool m_autoSelect = true; ///< select the newest run and its model's others on first listing
     bool m_restoring = false;
 };
