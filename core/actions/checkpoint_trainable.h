@@ -35,6 +35,11 @@ public:
     /// refused (Unsupported) by name.
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
+    /// The same, with the bytes the backward kept for the batch's largest sequence
+    /// (exec::GradientResult::keptBytes).
+    Result<double> lossGradientsAndFootprint(std::span<const double> flat,
+        const train::Batch& batch, DType compute, std::span<double> grad,
+        train::StepFootprint& footprint) const override;
     /// Megatron-style: attention heads, MLP width, each routed expert's and the shared experts'
     /// widths split over the TP ranks with the slicing rules of the sharded forward
     /// (checkpoint::sliceFor with etp = tp: q/k/v/gate/up by rows, o/down by columns, q/k/v
@@ -63,11 +68,13 @@ namespace detail {
 using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType type)>;
 
 /// CheckpointTrainable::lossAndGradients for `spec` (the whole model or one TP rank's share)
-/// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors.
+/// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors; the
+/// largest of the sequences' kept bytes into `footprint` when given.
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum);
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    train::StepFootprint* footprint = nullptr);
 
 } // namespace detail
 

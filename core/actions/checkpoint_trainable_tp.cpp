@@ -170,11 +170,19 @@ public:
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override
     {
+        train::StepFootprint unused;
+        return lossGradientsAndFootprint(flat, batch, compute, grad, unused);
+    }
+    /// The rank's own: what its share of the heads and widths kept.
+    Result<double> lossGradientsAndFootprint(std::span<const double> flat,
+        const train::Batch& batch, DType compute, std::span<double> grad,
+        train::StepFootprint& footprint) const override
+    {
         const auto sum = [this](void* data, std::int64_t count, DType type) {
             return m_group.allReduce(data, data, std::size_t(count), type, comm::ReduceOp::Sum);
         };
         return detail::batchLossAndGradients(
-            m_local, m_parameters, m_fixed, flat, batch, compute, grad, sum);
+            m_local, m_parameters, m_fixed, flat, batch, compute, grad, sum, &footprint);
     }
     [[nodiscard]] bool replicated(std::size_t i) const override
     {
