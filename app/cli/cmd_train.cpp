@@ -85,10 +85,22 @@ void printText(const actions::TrainOutcome& out)
     fmt::print("{}\n", out.record.info.message);
     if (out.memory) {
         const auto& m = *out.memory;
-        fmt::print("memory of rank 0 against the planner ({}):\n", m.plannerConfig);
+        // Rank 0's with the reasons, then the other ranks' figures.
+        int shown = -1;
         for (const auto& line : m.lines) {
-            fmt::print("  {:<12} trainer {:>12}  planner {:>12}\n    {}\n", line.category,
-                formatBytes(Bytes(line.trainer)), formatBytes(Bytes(line.planner)), line.why);
+            if (line.rank != shown) {
+                shown = line.rank;
+                if (line.rank == 0) {
+                    fmt::print("memory of rank 0 against the planner ({}):\n", m.plannerConfig);
+                } else {
+                    fmt::print("memory of rank {} against the planner:\n", line.rank);
+                }
+            }
+            fmt::print("  {:<12} trainer {:>12}  planner {:>12}\n", line.category,
+                formatBytes(Bytes(line.trainer)), formatBytes(Bytes(line.planner)));
+            if (line.rank == 0) {
+                fmt::print("    {}\n", line.why);
+            }
         }
         fmt::print("  peak resident set of the process: {}\n", formatBytes(Bytes(m.peakRss)));
     }
@@ -101,8 +113,9 @@ nlohmann::json memoryJson(const actions::TrainMemory& m)
 {
     nlohmann::json lines = nlohmann::json::array();
     for (const auto& line : m.lines) {
-        lines.push_back({ { "category", line.category }, { "trainer_bytes", line.trainer },
-            { "planner_bytes", line.planner }, { "why", line.why } });
+        lines.push_back({ { "rank", line.rank }, { "category", line.category },
+            { "trainer_bytes", line.trainer }, { "planner_bytes", line.planner },
+            { "why", line.why } });
     }
     return { { "planner", m.plannerConfig }, { "categories", lines },
         { "peak_rss_bytes", m.peakRss } };

@@ -74,8 +74,16 @@ std::vector<double> CheckpointTrainable::initialValues(std::uint64_t /*seed*/) c
 Result<double> CheckpointTrainable::lossAndGradients(std::span<const double> flat,
     const train::Batch& batch, DType compute, std::span<double> grad) const
 {
+    train::StepFootprint unused;
+    return lossGradientsAndFootprint(flat, batch, compute, grad, unused);
+}
+
+Result<double> CheckpointTrainable::lossGradientsAndFootprint(std::span<const double> flat,
+    const train::Batch& batch, DType compute, std::span<double> grad,
+    train::StepFootprint& footprint) const
+{
     return detail::batchLossAndGradients(
-        m_spec, m_parameters, m_fixed, flat, batch, compute, grad, {});
+        m_spec, m_parameters, m_fixed, flat, batch, compute, grad, {}, &footprint);
 }
 
 namespace detail {
@@ -83,7 +91,8 @@ namespace detail {
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum)
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    train::StepFootprint* footprint)
 {
     if (compute != DType::F64 && compute != DType::F32) {
         return Error::unsupported(fmt::format("{}: the backward pass computes in fp64 or fp32 "
@@ -114,6 +123,9 @@ Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     options.tpSum = tpSum;
     // Per-sequence means weighted by their positions give the batch's mean over positions.
     std::vector<double> acc(grad.size(), 0.0);
+    if (footprint != nullptr) {
+        *footprint = {};
+    }
     double lossSum = 0.0;
     std::int64_t counted = 0;
     for (std::size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -123,6 +135,9 @@ Result<double> batchLossAndGradients(const model::ModelSpec& spec,
         auto r = exec::lossAndGradients(spec, weights, ids, targets, options, {});
         if (!r) {
             return r.error().withContext(fmt::format("batch sequence {}", s));
+        }
+        if (footprint != nullptr) {
+            footprint->keptActivations = std::max(footprint->keptActivations, r->keptBytes);
         }
         if (r->counted == 0) {
             continue;

@@ -35,14 +35,21 @@ public:
     /// refused (Unsupported) by name.
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
-    /// Megatron-style: attention heads, MLP width and each routed expert's width split over the
-    /// TP ranks with the slicing rules of the sharded forward (checkpoint::sliceFor with etp =
-    /// tp: q/k/v/gate/up by rows, o/down by columns, q/k/v biases with their rows); embeddings,
-    /// norms, the router, the head and the o_proj bias replicated (the exec backward's tpSum
-    /// does the reductions). Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA and shared experts
-    /// (DeepSeek-V3, Kimi-K2) are refused (Unsupported) by name, a tp that does not divide
-    /// num_attention_heads, num_key_value_heads, intermediate_size or moe_intermediate_size
-    /// (BadInput) naming the field.
+    /// The same, with the bytes the backward kept for the batch's largest sequence
+    /// (exec::GradientResult::keptBytes).
+    Result<double> lossGradientsAndFootprint(std::span<const double> flat,
+        const train::Batch& batch, DType compute, std::span<double> grad,
+        train::StepFootprint& footprint) const override;
+    /// Megatron-style: attention heads, MLP width, each routed expert's and the shared experts'
+    /// widths split over the TP ranks with the slicing rules of the sharded forward
+    /// (checkpoint::sliceFor with etp = tp: q/k/v/gate/up by rows, o/down by columns, q/k/v
+    /// biases with their rows; MLA's q_b_proj or q_proj and kv_b_proj by rows, i.e. by heads);
+    /// embeddings, norms, the router, the head, the o_proj bias, MLA's q_a/kv_a projections and
+    /// their norms and the fixed tensors replicated (the exec backward's tpSum does the
+    /// reductions). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 and Kimi-K2; a tp that
+    /// does not divide num_attention_heads, num_key_value_heads (not MLA), intermediate_size,
+    /// moe_intermediate_size or the shared experts' width is refused (BadInput) naming the
+    /// field.
     Result<std::unique_ptr<train::TensorParallelShard>> tensorParallel(
         int tp, int rank, comm::Communicator& group) const override;
 
@@ -61,11 +68,13 @@ namespace detail {
 using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType type)>;
 
 /// CheckpointTrainable::lossAndGradients for `spec` (the whole model or one TP rank's share)
-/// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors.
+/// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors; the
+/// largest of the sequences' kept bytes into `footprint` when given.
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum);
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    train::StepFootprint* footprint = nullptr);
 
 } // namespace detail
 

@@ -28,28 +28,21 @@ Result<std::int64_t> divided(
     return whole / tp;
 }
 
-/// The spec one TP rank computes: its share of the query and KV heads and of the MLP width.
+/// The spec one TP rank computes: its share of the query and KV heads (MLA: of its heads,
+/// whose per-head projections q_b_proj / q_proj, kv_b_proj and o_proj are cut with them), of the
+/// MLP width, each routed expert's and the shared experts' widths.
 Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
 {
-    if (spec.attention == model::AttentionKind::MLA) {
-        return Error::unsupported(fmt::format("--plan: tp={}: tensor parallelism in training "
-                                              "splits standard attention; the multi-head latent "
-                                              "attention of {} ({}) is not split",
-            tp, spec.name, model::familyName(spec.family)));
-    }
-    if (spec.moe && spec.moe->sharedIntermediate > 0) {
-        return Error::unsupported(fmt::format("--plan: tp={}: tensor parallelism in training "
-                                              "splits routed experts; the shared experts of {} "
-                                              "({}) are not split",
-            tp, spec.name, model::familyName(spec.family)));
-    }
-    if (spec.headDim <= 0) {
+    const bool mla = spec.attention == model::AttentionKind::MLA;
+    if (spec.headDim <= 0 && !mla) {
         return Error::internal(fmt::format("{}: no head width in the spec", spec.name));
     }
     model::ModelSpec local = spec;
     auto heads = divided(spec.numHeads, tp, "num_attention_heads", spec.name);
-    auto kv = divided(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads, tp,
-        "num_key_value_heads", spec.name);
+    // MLA has no KV heads of its own: each query head reads its own slice of kv_b_proj.
+    auto kv = mla ? heads
+                  : divided(spec.numKvHeads > 0 ? spec.numKvHeads : spec.numHeads, tp,
+                      "num_key_value_heads", spec.name);
     // intermediate_size matters only where a dense layer uses it (not in an all-MoE model).
     const bool denseDefault = std::any_of(spec.layers.begin(), spec.layers.end(),
         [](const model::LayerSpec& l) { return !l.moe() && l.ffnWidth == 0; });
@@ -58,7 +51,12 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
     auto expert = spec.moe
         ? divided(spec.moe->expertIntermediate, tp, "moe_intermediate_size", spec.name)
         : Result<std::int64_t>(0);
-    for (const auto* r : { &heads, &kv, &inter, &expert }) {
+    // DeepSeek's shared experts are one MLP of n_shared_experts × moe_intermediate_size.
+    auto shared = spec.moe && spec.moe->sharedIntermediate > 0
+        ? divided(
+            spec.moe->sharedIntermediate, tp, "n_shared_experts*moe_intermediate_size", spec.name)
+        : Result<std::int64_t>(0);
+    for (const auto* r : { &heads, &kv, &inter, &expert, &shared }) {
         if (!*r) {
             return r->error();
         }
@@ -68,6 +66,7 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
     local.intermediateSize = *inter;
     if (local.moe) {
         local.moe->expertIntermediate = *expert;
+        local.moe->sharedIntermediate = *shared;
     }
     for (auto& layer : local.layers) {
         if (layer.numKvHeads > 0) {
@@ -93,8 +92,10 @@ std::span<std::byte> bytesOf(std::span<double> v) { return std::as_writable_byte
 
 class CheckpointShard final : public train::TensorParallelShard {
 public:
-    CheckpointShard(model::ModelSpec local, int rank, comm::Communicator& group)
+    CheckpointShard(model::ModelSpec local, std::map<std::string, numerics::Tensor> fixed, int rank,
+        comm::Communicator& group)
         : m_local(std::move(local))
+        , m_fixed(std::move(fixed))
         , m_rank(rank)
         , m_group(group)
     {
@@ -169,11 +170,19 @@ public:
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override
     {
+        train::StepFootprint unused;
+        return lossGradientsAndFootprint(flat, batch, compute, grad, unused);
+    }
+    /// The rank's own: what its share of the heads and widths kept.
+    Result<double> lossGradientsAndFootprint(std::span<const double> flat,
+        const train::Batch& batch, DType compute, std::span<double> grad,
+        train::StepFootprint& footprint) const override
+    {
         const auto sum = [this](void* data, std::int64_t count, DType type) {
             return m_group.allReduce(data, data, std::size_t(count), type, comm::ReduceOp::Sum);
         };
         return detail::batchLossAndGradients(
-            m_local, m_parameters, {}, flat, batch, compute, grad, sum);
+            m_local, m_parameters, m_fixed, flat, batch, compute, grad, sum, &footprint);
     }
     [[nodiscard]] bool replicated(std::size_t i) const override
     {
@@ -200,6 +209,7 @@ private:
     };
 
     model::ModelSpec m_local;
+    std::map<std::string, numerics::Tensor> m_fixed; ///< replicated, not trained
     int m_rank;
     comm::Communicator& m_group;
     train::FlatLayout m_whole;
@@ -217,11 +227,8 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
     if (!local) {
         return local.error();
     }
-    if (!m_fixed.empty()) {
-        return Error::unsupported(fmt::format(
-            "--plan: tp={}: {} has fixed tensors the TP split does not cover", tp, m_spec.name));
-    }
-    auto shard = std::make_unique<CheckpointShard>(std::move(*local), rank, group);
+    // The fixed tensors (DeepSeek's e_score_correction_bias) only rank experts: replicated.
+    auto shard = std::make_unique<CheckpointShard>(std::move(*local), m_fixed, rank, group);
     DAY0_TRY(shard->cut(m_spec, m_parameters, m_initial, tp));
     return std::unique_ptr<train::TensorParallelShard>(std::move(shard));
 }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -181,25 +182,20 @@ Result<TrainOutcome> trainModel(
     if (request.model != kBuiltinTrainModel) {
         out.record.setProperty("checkpoint", request.model);
         const auto& checkpoint = dynamic_cast<const CheckpointTrainable&>(model);
-        if (options.tp > 1) {
-            // Rank 0 holds a TP shard, and its kept activations are not those of the whole
-            // model that measureKeptActivations runs: comparing them is not modelled yet.
-            out.memoryNotCompared = fmt::format("memory is not compared with the planner for "
-                                                "tp={}: the kept activations are measured on one "
-                                                "unsharded rank only",
-                options.tp);
+        const auto& ranks = out.result.buffersPerRank;
+        if (std::any_of(ranks.begin(), ranks.end(),
+                [](const train::TrainerBuffers& b) { return b.keptActivations <= 0; })) {
+            // A resume at the last step runs none: nothing was measured.
+            out.memoryNotCompared = fmt::format("memory is not compared with the planner: no "
+                                                "step ran in this attempt (resumed from step {} "
+                                                "of {})",
+                out.result.resumedFromStep, options.steps);
             out.record.setProperty("memory_not_compared", out.memoryNotCompared);
             return finishTrainOutcome(std::move(out), options);
         }
-        // The run's peak, before the one extra gradient pass that measures its activations.
-        const std::int64_t rss = peakRssBytes();
-        auto kept = measureKeptActivations(
-            request.model, options.sequenceLength, options.precision == train::TrainPrecision::F64);
-        if (!kept) {
-            return kept.error();
-        }
-        auto memory
-            = compareTrainMemory(checkpoint.spec(), options, out.result.buffers, *kept, rss);
+        // The step's own figures: its buffers' sizes and what its backward kept, every rank's.
+        auto memory = compareTrainMemory(
+            checkpoint.spec(), options, out.result.buffersPerRank, peakRssBytes());
         if (!memory) {
             return memory.error();
         }

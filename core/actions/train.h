@@ -38,10 +38,11 @@ struct TrainOutcome {
     /// With compression: the same run (seed, steps, plan) uncompressed, and the verdict.
     std::optional<train::TrainResult> baseline;
     std::optional<train::ConvergenceVerdict> verdict;
-    /// A checkpoint's run: rank 0's buffers against the planner's estimate, and the peak RSS
+    /// A checkpoint's run: every rank's buffers against the planner's estimate, and the peak RSS
     /// (none for the built-in task, which has no architecture the planner models).
     std::optional<TrainMemory> memory;
-    /// Why a checkpoint's run has no memory comparison (tensor parallelism), else empty.
+    /// Why a checkpoint's run has no memory comparison (no step ran: a resume at the last
+    /// step), else empty.
     std::string memoryNotCompared;
     history::RunRecord record; ///< trainRunRecord, with the verdict (Failed when it does not
                                ///< converge) and the memory comparison

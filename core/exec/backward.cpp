@@ -100,12 +100,6 @@ public:
         if (m_spec.moe) {
             m_router = routerConfig(*m_spec.moe);
         }
-        if (m_tpSum && (mla || (m_spec.moe && m_spec.moe->sharedIntermediate > 0))) {
-            return Error::unsupported(fmt::format("gradients of {}: tensor parallelism covers "
-                                                  "standard attention, gated MLPs and routed "
-                                                  "experts; {} is not split",
-                m_spec.name, mla ? "multi-head latent attention" : "a shared expert"));
-        }
         return success();
     }
 
@@ -248,6 +242,7 @@ private:
         if (m_spec.attention == model::AttentionKind::MLA) {
             detail::mlaForward<T>(
                 m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, branch.data());
+            DAY0_TRY(tpSum(branch.data(), n * h)); // o_proj is row-parallel by heads
         } else {
             attentionForward(l, a, branch.data());
             DAY0_TRY(tpSum(branch.data(), n * h));
@@ -307,8 +302,12 @@ private:
         m_acts.record(attn(l), dh.data(), { n, h });
         std::vector<T> dxn1(std::size_t(n * h), T(0));
         if (mla) {
-            detail::mlaBackward<T>(
-                m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, dh.data(), dxn1.data());
+            detail::TpSumOf<T> sum;
+            if (m_tpSum) {
+                sum = [this](T* data, std::int64_t count) { return tpSum(data, count); };
+            }
+            DAY0_TRY(detail::mlaBackward<T>(
+                m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, dh.data(), dxn1.data(), sum));
         } else {
             attentionBackward(l, a, dh.data(), dxn1.data());
             DAY0_TRY(tpSum(dxn1.data(), n * h));

@@ -55,10 +55,12 @@ struct GradientOptions {
     /// experts; the o_proj bias is added once, after the sum), each column-parallel block's
     /// input gradient in the backward (q/k/v, gate/up, the experts' with the combine weights'
     /// gradients, before the router's share joins) and, at the end, the gradients of the
-    /// per-head q/k norm weights (each rank saw only its heads). Everything else (embeddings,
-    /// norms, router, head) is replicated and its gradient comes out the same on every rank.
-    /// Standard attention only: MLA and shared experts are refused. `count` elements of `type`
-    /// (F64 or F32) at `data`; an error ends the pass.
+    /// per-head q/k norm weights (each rank saw only its heads). DeepSeek's MLA splits by heads
+    /// (q_b_proj or q_proj and kv_b_proj by rows, o_proj by columns; q_a/kv_a and their norms
+    /// replicated, the input gradients of the head-split blocks summed before they reach them)
+    /// and its shared experts as a dense MLP. Everything else (embeddings, norms, router, head)
+    /// is replicated and its gradient comes out the same on every rank. `count` elements of
+    /// `type` (F64 or F32) at `data`; an error ends the pass.
     std::function<Result<void>(void* data, std::int64_t count, DType type)> tpSum;
     /// Inject mode, the backward's own-versus-inherited error (the forward's `--inject` turned
     /// round): a reference gradient dump (gradientDump) of the same model, ids and targets. The

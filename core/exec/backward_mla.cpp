@@ -96,10 +96,13 @@ void mlaForward(const model::ModelSpec& spec, const ParameterSet<T>& p, const Ro
 }
 
 template <typename T>
-void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& rope, double scale,
-    int layer, const LayerActivations<T>& a, std::span<const std::int64_t> positions,
-    std::int64_t n, const T* dout, T* dxn1)
+Result<void> mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& rope,
+    double scale, int layer, const LayerActivations<T>& a, std::span<const std::int64_t> positions,
+    std::int64_t n, const T* dout, T* dxn1, const TpSumOf<T>& tpSum)
 {
+    const auto sum = [&tpSum](std::vector<T>& v) {
+        return tpSum ? tpSum(v.data(), std::int64_t(v.size())) : success();
+    };
     const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
     const auto& m = spec.mla;
     const auto [h, heads, nope, rd, qk, vd, kvr] = mlaDims(spec);
@@ -126,6 +129,8 @@ void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& r
         }
     }
     ropeBackward<T>(dkPe.data(), n, 1, rd, positions, rope);
+    // Each TP rank's heads read the one shared rope key: their shares add up.
+    DAY0_TRY(sum(dkPe));
     std::vector<T> dqPe(std::size_t(n * heads * rd));
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(dq.begin() + i * qk + nope, rd, dqPe.begin() + i * rd);
@@ -139,6 +144,7 @@ void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& r
     linearBackward<T>(a.latentNormed.data(), p.value(attn + ".kv_b_proj.weight"), dkv.data(),
         dLatentNormed.data(), p.grad(attn + ".kv_b_proj.weight"), nullptr, n, kvr,
         heads * (nope + vd), false);
+    DAY0_TRY(sum(dLatentNormed)); // kv_b_proj is column-parallel by heads
     const std::int64_t ckvWidth = kvr + rd;
     std::vector<T> latent(std::size_t(n * kvr));
     for (std::int64_t t = 0; t < n; ++t) {
@@ -161,23 +167,31 @@ void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& r
         linearBackward<T>(a.qaNormed.data(), p.value(attn + ".q_b_proj.weight"), dq.data(),
             dqaNormed.data(), p.grad(attn + ".q_b_proj.weight"), nullptr, n, m.qLoraRank,
             heads * qk, false);
+        DAY0_TRY(sum(dqaNormed)); // q_b_proj is column-parallel by heads
         std::vector<T> dqa(a.qa.size(), T(0));
         rmsNormBackward<T>(a.qa.data(), p.value(attn + ".q_a_layernorm.weight"), dqaNormed.data(),
             dqa.data(), p.grad(attn + ".q_a_layernorm.weight"), n, m.qLoraRank, spec.normEps);
         linearBackward<T>(a.xn1.data(), p.value(attn + ".q_a_proj.weight"), dqa.data(), dxn1,
             p.grad(attn + ".q_a_proj.weight"), nullptr, n, h, m.qLoraRank, true);
     } else {
-        linearBackward<T>(a.xn1.data(), p.value(attn + ".q_proj.weight"), dq.data(), dxn1,
+        // q_proj is column-parallel by heads: its share of dxn1 is summed before it joins.
+        std::vector<T> dxq(std::size_t(n * h), T(0));
+        linearBackward<T>(a.xn1.data(), p.value(attn + ".q_proj.weight"), dq.data(), dxq.data(),
             p.grad(attn + ".q_proj.weight"), nullptr, n, h, heads * qk, true);
+        DAY0_TRY(sum(dxq));
+        for (std::size_t i = 0; i < dxq.size(); ++i) {
+            dxn1[i] += dxq[i];
+        }
     }
+    return success();
 }
 
 #define DAY0_MLA_PASS(T)                                                                           \
     template void mlaForward<T>(const model::ModelSpec&, const ParameterSet<T>&, const Rope&,      \
         double, int, LayerActivations<T>&, std::span<const std::int64_t>, std::int64_t, T*);       \
-    template void mlaBackward<T>(const model::ModelSpec&, ParameterSet<T>&, const Rope&, double,   \
-        int, const LayerActivations<T>&, std::span<const std::int64_t>, std::int64_t, const T*,    \
-        T*);
+    template Result<void> mlaBackward<T>(const model::ModelSpec&, ParameterSet<T>&, const Rope&,   \
+        double, int, const LayerActivations<T>&, std::span<const std::int64_t>, std::int64_t,      \
+        const T*, T*, const TpSumOf<T>&);
 
 DAY0_MLA_PASS(float)
 DAY0_MLA_PASS(double)

@@ -12,6 +12,7 @@
 #include "numerics/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -86,10 +87,18 @@ void mlaForward(const model::ModelSpec& spec, const ParameterSet<T>& p, const Ro
     double scale, int layer, LayerActivations<T>& a, std::span<const std::int64_t> positions,
     std::int64_t n, T* out);
 
-/// Its backward: `dout` [n, h] → dxn1 accumulated, weight gradients accumulated.
+/// Sums `count` values in place over the tensor-parallel group; null without one.
+template <typename T> using TpSumOf = std::function<Result<void>(T* data, std::int64_t count)>;
+
+/// Its backward: `dout` [n, h] → dxn1 accumulated, weight gradients accumulated. Under tensor
+/// parallelism (`tpSum` set, `spec` holding this rank's heads, q_b_proj/q_proj and kv_b_proj
+/// cut by heads, o_proj by its input columns) the input gradients of the head-split blocks (the
+/// normed q latent, or q_proj's share of dxn1, the normed kv latent and the shared rope key)
+/// are summed over the group before the replicated q_a/kv_a projections and their norms see
+/// them, so those gradients and dxn1 come out whole and the same on every rank.
 template <typename T>
-void mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& rope, double scale,
-    int layer, const LayerActivations<T>& a, std::span<const std::int64_t> positions,
-    std::int64_t n, const T* dout, T* dxn1);
+Result<void> mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& rope,
+    double scale, int layer, const LayerActivations<T>& a, std::span<const std::int64_t> positions,
+    std::int64_t n, const T* dout, T* dxn1, const TpSumOf<T>& tpSum);
 
 } // namespace day0::exec::detail

@@ -34,6 +34,13 @@ std::span<const double> FlatLayout::slice(std::span<const double> flat, std::siz
     return flat.subspan(std::size_t(offsets[i]), std::size_t(parameters[i].numel()));
 }
 
+Result<double> TrainableModel::lossGradientsAndFootprint(std::span<const double> flat,
+    const Batch& batch, DType compute, std::span<double> grad, StepFootprint& footprint) const
+{
+    footprint = {};
+    return lossAndGradients(flat, batch, compute, grad);
+}
+
 Result<std::unique_ptr<TensorParallelShard>> TrainableModel::tensorParallel(
     int tp, int /*rank*/, comm::Communicator& /*group*/) const
 {

@@ -57,6 +57,14 @@ public:
     [[nodiscard]] virtual std::string describe() const = 0;
 };
 
+/// What one lossAndGradients() call held beyond the trainer's own buffers, where the model
+/// measures it.
+struct StepFootprint {
+    /// Bytes the forward kept for the backward, the largest of the batch's sequences (a rank
+    /// runs them one after another), in the compute type; 0: not measured.
+    std::int64_t keptActivations = 0;
+};
+
 /// What the trainer needs from a model: its named parameters, and the mean next-token loss of a
 /// batch with the gradient of that loss with respect to every parameter. The LLM backward of
 /// core/exec plugs in here; next_token_mlp.h is a small model with hand-written gradients.
@@ -78,6 +86,12 @@ public:
     /// rounded to it. Errors name the batch entry at fault (e.g. a token id out of range).
     virtual Result<double> lossAndGradients(std::span<const double> flat, const Batch& batch,
         DType compute, std::span<double> grad) const = 0;
+
+    /// lossAndGradients() that also fills `footprint` (the trainer calls this one, so a step
+    /// measures what it holds while it runs). The default calls lossAndGradients() and leaves
+    /// `footprint` empty: not measured.
+    virtual Result<double> lossGradientsAndFootprint(std::span<const double> flat,
+        const Batch& batch, DType compute, std::span<double> grad, StepFootprint& footprint) const;
 
     /// The share of tensor-parallel rank `rank` of `tp` (Megatron-style), computing
     /// collectively over `group` (the rank's TP peers, size tp, which must outlive the shard).

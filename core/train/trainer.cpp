@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -95,7 +96,7 @@ struct AttemptOutput {
     std::vector<double> weights;
     CompressionStats compression;
     std::vector<std::int64_t> optimizerBytes; ///< one slot per rank, each written by its rank
-    TrainerBuffers buffers; ///< rank 0's
+    std::vector<TrainerBuffers> buffers; ///< one slot per rank, each written by its rank
     /// Set by a rank whose loss or gradient norm went non-finite: the same steps would diverge
     /// again, so no restart is tried.
     std::atomic<bool> diverged = false;
@@ -160,6 +161,7 @@ public:
         const std::stop_token& stop, AttemptOutput& out)
     {
         std::vector<double> grad(std::size_t(m_layout.total));
+        std::int64_t kept = 0; // the largest a step's backward kept
         const int perRank = m_o.globalBatch / m_o.dp;
         for (std::int64_t step = firstStep; step < m_o.steps; ++step) {
             if (stop.stop_requested()) {
@@ -171,11 +173,14 @@ public:
             }
             const Batch batch = m_corpus.batch(
                 step, std::int64_t(m_g.dpRank) * perRank, perRank, m_o.sequenceLength);
-            auto loss = m_compute.lossAndGradients(m_weights, batch, m_formats.weights, grad);
+            StepFootprint footprint;
+            auto loss = m_compute.lossGradientsAndFootprint(
+                m_weights, batch, m_formats.weights, grad, footprint);
             if (!loss) {
                 return loss.error().withContext(
                     fmt::format("step {} rank {}", step, m_comm.rank()));
             }
+            kept = std::max(kept, footprint.keptActivations);
             for (double& g : grad) {
                 g = roundTo(g, m_formats.arith);
             }
@@ -218,14 +223,14 @@ public:
         if (m_g.dpRank == 0) {
             DAY0_TRY(wholeWeights(whole));
         }
+        constexpr auto kDouble = std::int64_t(sizeof(double));
+        out.buffers[std::size_t(m_comm.rank())] = { kDouble * std::int64_t(m_weights.size()),
+            kDouble * std::int64_t(m_master.size()),
+            kDouble * std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()),
+            kDouble * std::int64_t(grad.size()), kDouble * std::int64_t(m_residual.size()), kept };
         if (m_comm.rank() == 0) {
             out.history = m_history;
             out.weights = std::move(whole);
-            constexpr auto kDouble = std::int64_t(sizeof(double));
-            out.buffers = { kDouble * std::int64_t(m_weights.size()),
-                kDouble * std::int64_t(m_master.size()),
-                kDouble * std::int64_t(m_state.expAvg.size() + m_state.expAvgSq.size()),
-                kDouble * std::int64_t(grad.size()), kDouble * std::int64_t(m_residual.size()) };
         }
         return success();
     }
@@ -494,6 +499,7 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
         result.resumedFromStep = found ? found->meta.step : -1;
         AttemptOutput out;
         out.optimizerBytes.assign(std::size_t(world), 0);
+        out.buffers.assign(std::size_t(world), {});
         comm::InProcessOptions commOptions;
         commOptions.timeout = o.commTimeout;
         auto outcome = comm::runInProcess(
@@ -531,7 +537,8 @@ Result<TrainResult> runTraining(const TrainableModel& model, const TrainingData&
             result.finalWeights = std::move(out.weights);
             result.compression = out.compression;
             result.optimizerBytesPerRank = std::move(out.optimizerBytes);
-            result.buffers = out.buffers;
+            result.buffersPerRank = std::move(out.buffers);
+            result.buffers = result.buffersPerRank.front();
             return result;
         }
         const bool retry = outcome.error().code == ErrorCode::CheckFailed && !out.diverged && store

@@ -85,6 +85,9 @@ struct TrainerBuffers {
     std::int64_t moments = 0; ///< AdamW's two moments (same range as the master weights)
     std::int64_t gradients = 0; ///< the step's gradient (the whole buffer, all-reduced in place)
     std::int64_t residual = 0; ///< error feedback of compression (empty without it)
+    /// Bytes the model's forward kept for its backward, the largest over the attempt's steps
+    /// (StepFootprint; in the compute type, not doubles); 0: the model does not measure it.
+    std::int64_t keptActivations = 0;
 };
 
 /// What a training run produced.
@@ -104,6 +107,8 @@ struct TrainResult {
     /// Rank 0's buffers at the end of the run, each from its own size (actions/train_memory.h
     /// sets them against the planner's figures).
     TrainerBuffers buffers;
+    /// Every rank's, in rank order (rank = dpRank × tp + tpRank); the first is `buffers`.
+    std::vector<TrainerBuffers> buffersPerRank;
 };
 
 /// The configuration a checkpoint must have been written by to resume this run.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -109,11 +110,21 @@ TEST(TrainCli, TrainsACheckpointOverTensorParallelRanksToTheDataParallelCurve)
     const auto a = dp.json();
     const auto b = tp.json();
     EXPECT_EQ(b["plan"], "dp=2,tp=2,zero=1");
-    // Rank 0's buffers are a TP shard: the comparison with the planner says it is not made
-    // rather than setting a shard against a whole model's estimate.
-    EXPECT_TRUE(a["memory"].contains("categories"));
-    EXPECT_FALSE(b["memory"].contains("categories"));
-    EXPECT_NE(b["memory"].value("not_compared", "").find("tp=2"), std::string::npos);
+    // Every rank's buffers (a TP shard each) beside the planner's per-rank estimate for the
+    // same plan: 2 ranks x 4 categories without TP, 4 x 4 with it.
+    ASSERT_TRUE(a["memory"].contains("categories"));
+    ASSERT_TRUE(b["memory"].contains("categories"));
+    EXPECT_EQ(a["memory"]["categories"].size(), 2u * 4u);
+    ASSERT_EQ(b["memory"]["categories"].size(), 4u * 4u);
+    EXPECT_FALSE(b["memory"].contains("not_compared"));
+    EXPECT_NE(b["memory"]["planner"].get<std::string>().find("tp=2"), std::string::npos);
+    EXPECT_EQ(b["memory"]["categories"].back()["rank"], 3);
+    // A TP rank holds less than a whole replica, in the trainer as in the planner.
+    for (const char* side : { "trainer_bytes", "planner_bytes" }) {
+        EXPECT_LT(b["memory"]["categories"][0][side].get<std::int64_t>(),
+            a["memory"]["categories"][0][side].get<std::int64_t>())
+            << side;
+    }
     ASSERT_EQ(a["loss"].size(), 4u);
     ASSERT_EQ(b["loss"].size(), 4u);
     for (std::size_t i = 0; i < 4; ++i) {

@@ -1,4 +1,4 @@
-// `day0 train CHECKPOINT` prints and returns rank 0's measured memory against the planner's
+// `day0 train CHECKPOINT` prints and returns each rank's measured memory against the planner's
 // estimate, per category, with the process's peak resident set.
 
 #include "cli_runner.h"

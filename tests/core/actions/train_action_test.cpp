@@ -2,6 +2,7 @@
 #include "actions/train.h"
 #include "base/resources.h"
 #include "exec/blas_threads.h"
+#include "shrunk.h"
 
 #include <cblas.h>
 #include <gtest/gtest.h>
@@ -57,15 +58,16 @@ namespace {
 constexpr std::int64_t kStoriesParameters
     = 5 * (2 * 4096 + 2 * 2048 + 3 * 11008 + 2 * 64) + 512 * 64 + 64; // 260,032
 
-const actions::TrainMemoryLine& line(const actions::TrainMemory& m, const std::string& category)
+const actions::TrainMemoryLine& line(
+    const actions::TrainMemory& m, const std::string& category, int rank = 0)
 {
     for (const auto& l : m.lines) {
-        if (l.category == category) {
+        if (l.category == category && l.rank == rank) {
             return l;
         }
     }
     static const actions::TrainMemoryLine none;
-    ADD_FAILURE() << "no line " << category;
+    ADD_FAILURE() << "no line " << category << " of rank " << rank;
     return none;
 }
 
@@ -134,4 +136,91 @@ TEST(TrainAction, TheStepsBuffersPerCategoryAreTheHandCountedOnesBesideThePlanne
             4 * (5 * ((6 * 64 + 2 * 32 + 3 * 172) * 8 + 8 * 64) + (2 * 64 + 512) * 8));
         EXPECT_NE(line(m, "weights").why.find("doubles"), std::string::npos);
     }
+}
+
+TEST(TrainAction, UnderTensorParallelismEveryRanksShareIsSetAgainstThePlannersPerRankFigures)
+{
+    // stories260K's rank share at tp=2, by hand: per layer q, k, v, o, gate, up and down halve
+    // (45,312 -> 22,656), the two norms stay whole; the tied embedding (512 x 64) and the final
+    // norm stay whole on every rank.
+    constexpr std::int64_t P = kStoriesParameters;
+    constexpr std::int64_t S = 5 * (45'312 / 2 + 2 * 64) + 512 * 64 + 64; // 146,752
+    // The planner splits the embedding (the head) by vocabulary as well.
+    constexpr std::int64_t plannerS = S - 512 * 64 / 2;
+    // What one sequence of n = 8 tokens keeps on a rank: per layer its input, both norms'
+    // outputs and the mid-layer residual whole (4 x 64 per token), its 4 heads' q and context
+    // (2 x 32), 2 KV heads' k and v (2 x 16), half the MLP (3 x 86) and 4 heads' probabilities
+    // (4 x n x n); the final norm's input and output and the logits (2 x 64 + 512) whole.
+    constexpr std::int64_t n = 8;
+    constexpr std::int64_t kept
+        = 5 * ((4 * 64 + 2 * 32 + 2 * 16 + 3 * 86) * n + 4 * n * n) + (2 * 64 + 512) * n;
+    {
+        const auto out = trainStories(train::TrainPrecision::F64, "tp=2");
+        ASSERT_TRUE(out.memory.has_value());
+        EXPECT_TRUE(out.memoryNotCompared.empty()) << out.memoryNotCompared;
+        const auto& m = *out.memory;
+        ASSERT_EQ(m.lines.size(), 2u * 4u); // two ranks, four categories each
+        ASSERT_EQ(out.result.buffersPerRank.size(), 2u);
+        for (const int rank : { 0, 1 }) {
+            EXPECT_EQ(line(m, "weights", rank).trainer, 8 * S) << rank;
+            EXPECT_EQ(line(m, "gradients", rank).trainer, 8 * S) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).trainer, 3 * 8 * S) << rank;
+            EXPECT_EQ(line(m, "activations", rank).trainer, 8 * kept) << rank;
+            EXPECT_EQ(out.result.buffersPerRank[std::size_t(rank)].keptActivations, 8 * kept);
+            EXPECT_EQ(line(m, "weights", rank).planner, 8 * plannerS) << rank;
+            EXPECT_EQ(line(m, "gradients", rank).planner, 8 * plannerS) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).planner, (4 + 2 * 8) * plannerS) << rank;
+            EXPECT_GT(line(m, "activations", rank).planner, 0) << rank;
+        }
+        EXPECT_LT(line(m, "weights").planner, 8 * P); // not the whole model's estimate
+        EXPECT_NE(line(m, "weights").why.find("tp=2 share"), std::string::npos);
+        EXPECT_NE(m.plannerConfig.find("tp=2"), std::string::npos) << m.plannerConfig;
+        EXPECT_EQ(out.record.findMetric("rank1_trainer_weights_bytes")->value, double(8 * S));
+        EXPECT_EQ(
+            out.record.findMetric("rank1_planner_weights_bytes")->value, double(8 * plannerS));
+        EXPECT_EQ(out.record.findProperty("memory_not_compared"), nullptr);
+    }
+    {
+        // dp=2,tp=2,zero=1 in fp32: four ranks, each with half of its TP share's optimizer.
+        const auto out = trainStories(train::TrainPrecision::F32, "dp=2,tp=2,zero=1");
+        ASSERT_TRUE(out.memory.has_value());
+        const auto& m = *out.memory;
+        ASSERT_EQ(m.lines.size(), 4u * 4u);
+        for (const int rank : { 0, 1, 2, 3 }) {
+            EXPECT_EQ(line(m, "weights", rank).trainer, 8 * S) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).trainer, 3 * 8 * (S / 2)) << rank;
+            EXPECT_EQ(line(m, "activations", rank).trainer, 4 * kept) << rank;
+            EXPECT_EQ(line(m, "weights", rank).planner, 4 * plannerS) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).planner, 2 * 4 * plannerS / 2) << rank;
+        }
+    }
+}
+
+TEST(TrainAction, AnMlaMoeCheckpointUnderTensorParallelismIsComparedRankByRank)
+{
+    // Shrunk DeepSeek-V3 at dp=2,tp=2: the planner lays out MoE under tp > 1 only with sequence
+    // parallelism, which the trainer does not run; the comparison is made and says so.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    actions::TrainRequest request;
+    request.model = actions::test::shrunk("deepseek-v3", "deepseek").string();
+    request.plan = "dp=2,tp=2";
+    request.options.steps = 1;
+    request.options.globalBatch = 2;
+    request.options.sequenceLength = 8;
+    Progress progress;
+    const auto out = actions::trainModel(request, progress);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    ASSERT_TRUE(out->memory.has_value()) << out->memoryNotCompared;
+    const auto& m = *out->memory;
+    ASSERT_EQ(m.lines.size(), 4u * 4u);
+    for (const int rank : { 0, 1, 2, 3 }) {
+        for (const char* category : { "weights", "gradients", "optimizer", "activations" }) {
+            EXPECT_GT(line(m, category, rank).trainer, 0) << category << " " << rank;
+            EXPECT_GT(line(m, category, rank).planner, 0) << category << " " << rank;
+        }
+        // Both TP ranks of a replica hold the same share's sizes.
+        EXPECT_EQ(line(m, "weights", rank).trainer, line(m, "weights", 0).trainer);
+    }
+    EXPECT_NE(m.plannerConfig.find("sp=on"), std::string::npos) << m.plannerConfig;
+    EXPECT_NE(line(m, "activations").why.find("needs it for MoE"), std::string::npos);
 }

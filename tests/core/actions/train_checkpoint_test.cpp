@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -415,6 +416,57 @@ TEST(CheckpointTrainableTensorParallel, ShrunkQwen3MoeGivesTheSingleRankCurve)
     expectTensorParallelMatchesOneRank(*m, int(m->spec().vocabSize), "qwen3-30b-a3b");
 }
 
+TEST(CheckpointTrainableTensorParallel, ShrunkMlaModelsGiveTheSingleRankCurve)
+{
+    // DeepSeek-V3 and Kimi-K2 shrunk to 4 heads (low-rank q, the compressed kv, one shared rope
+    // key), a dense first layer, 8 routed experts and a shared expert: each TP rank runs 2 heads
+    // (its rows of q_b_proj and kv_b_proj, its columns of o_proj), half of every MLP's width,
+    // and sums the head-split blocks' input gradients before the replicated q_a/kv_a see them.
+    for (const auto& [config, name] :
+        { std::pair { "deepseek-v3", "deepseek" }, std::pair { "kimi-k2", "kimi-k2" } }) {
+        auto m = actions::CheckpointTrainable::load(actions::test::shrunk(config, name));
+        ASSERT_TRUE(m.ok()) << m.error().message;
+        const auto& spec = m->spec();
+        ASSERT_EQ(spec.attention, model::AttentionKind::MLA);
+        ASSERT_TRUE(spec.moe.has_value());
+        ASSERT_GT(spec.moe->sharedIntermediate, 0);
+        std::printf("%s: %lld heads, q_lora_rank %lld, kv_lora_rank %lld, %lld experts of width "
+                    "%lld, shared width %lld\n",
+            config, static_cast<long long>(spec.numHeads),
+            static_cast<long long>(spec.mla.qLoraRank), static_cast<long long>(spec.mla.kvLoraRank),
+            static_cast<long long>(spec.moe->numExperts),
+            static_cast<long long>(spec.moe->expertIntermediate),
+            static_cast<long long>(spec.moe->sharedIntermediate));
+        expectTensorParallelMatchesOneRank(*m, int(spec.vocabSize), config);
+    }
+}
+
+TEST(CheckpointTrainableTensorParallel, MlaWithoutLowRankQueriesGivesTheSingleRankCurve)
+{
+    // DeepSeek-V3 with q_lora_rank null (as DeepSeek-V2-Lite): q_proj reads the hidden state
+    // directly, column-parallel by heads, and its share of the input gradient is summed.
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto root = std::filesystem::path(::testing::TempDir()) / "actions_test";
+    const auto config = root / "deepseek-v3-no-q-lora.json";
+    std::filesystem::create_directories(root);
+    {
+        auto j = nlohmann::json::parse(std::ifstream(
+            std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / "deepseek-v3.json"));
+        j["q_lora_rank"] = nullptr;
+        std::ofstream(config) << j.dump(2);
+    }
+    const auto dir = root / "deepseek-q-proj";
+    auto made = day0::test::makeShrunkModel(config.string(), dir);
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    auto m = actions::CheckpointTrainable::load(dir);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    ASSERT_EQ(m->spec().mla.qLoraRank, 0);
+    const auto params = m->parameters();
+    EXPECT_TRUE(std::any_of(params.begin(), params.end(),
+        [](const train::ParameterSpec& p) { return p.name.ends_with("self_attn.q_proj.weight"); }));
+    expectTensorParallelMatchesOneRank(*m, int(m->spec().vocabSize), "deepseek-v3 (q_proj)");
+}
+
 TEST(CheckpointTrainableTensorParallel, TheShardsCutTheWholeModelAndPutItBackTogether)
 {
     const auto& m = stories();
@@ -511,13 +563,15 @@ TEST(CheckpointTrainableTensorParallel, RefusesWhatItDoesNotSplitByName)
     EXPECT_NE(replicatedKv.error().message.find("tp=2 does not divide num_key_value_heads=1"),
         std::string::npos)
         << replicatedKv.error().message;
-    // DeepSeek-V3's multi-head latent attention and shared expert are not split.
+    // DeepSeek-V3's multi-head latent attention splits by heads: 4 of them do not go in 3.
     auto mla = actions::CheckpointTrainable::load(actions::test::shrunk("deepseek-v3", "deepseek"));
     ASSERT_TRUE(mla.ok()) << mla.error().message;
+    o.tp = 3;
     auto refused = train::runTraining(*mla, train::SyntheticCorpus(250, 5), o);
     ASSERT_FALSE(refused.ok());
-    EXPECT_EQ(refused.error().code, ErrorCode::Unsupported);
-    EXPECT_NE(refused.error().message.find("multi-head latent attention"), std::string::npos)
+    EXPECT_EQ(refused.error().code, ErrorCode::BadInput);
+    EXPECT_NE(refused.error().message.find("tp=3 does not divide num_attention_heads=4"),
+        std::string::npos)
         << refused.error().message;
     train::TrainOptions plan;
     ASSERT_TRUE(actions::applyTrainPlan("dp=2,tp=2,zero=1", plan).ok());

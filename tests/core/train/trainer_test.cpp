@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -195,5 +196,71 @@ TEST(Trainer, Zero1ShardsTheOptimizerStateAsThePlannerCountsIt)
                 << precisionName(c.precision) << " dp=" << c.dp << " zero=" << c.zero << " rank "
                 << rank;
         }
+    }
+}
+
+namespace {
+
+/// The small task, reporting as its step footprint 1000 bytes per token of the batch's longest
+/// sequence.
+class MeasuredMlp final : public TrainableModel {
+public:
+    [[nodiscard]] std::vector<ParameterSpec> parameters() const override
+    {
+        return m_inner.parameters();
+    }
+    [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override
+    {
+        return m_inner.initialValues(seed);
+    }
+    Result<double> lossAndGradients(std::span<const double> flat, const Batch& batch, DType compute,
+        std::span<double> grad) const override
+    {
+        return m_inner.lossAndGradients(flat, batch, compute, grad);
+    }
+    Result<double> lossGradientsAndFootprint(std::span<const double> flat, const Batch& batch,
+        DType compute, std::span<double> grad, StepFootprint& footprint) const override
+    {
+        std::size_t longest = 0;
+        for (const auto& s : batch.sequences) {
+            longest = std::max(longest, s.size());
+        }
+        footprint.keptActivations = std::int64_t(1000 * longest);
+        return m_inner.lossAndGradients(flat, batch, compute, grad);
+    }
+
+private:
+    NextTokenMlp m_inner { {} };
+};
+
+} // namespace
+
+TEST(Trainer, EveryRankKeepsItsBuffersAndTheLargestFootprintOfItsOwnSteps)
+{
+    const SyntheticCorpus corpus(32, 3);
+    TrainOptions o = smallRun();
+    o.steps = 2;
+    o.dp = 2;
+    o.zero = 1;
+    const MeasuredMlp measured;
+    auto r = runTraining(measured, corpus, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->buffersPerRank.size(), 2u);
+    const auto params = FlatLayout::of(measured.parameters()).total;
+    for (const auto& b : r->buffersPerRank) {
+        // Measured in the steps that ran: no pass of its own.
+        EXPECT_EQ(b.keptActivations, 1000 * o.sequenceLength);
+        EXPECT_EQ(b.weights, 8 * params);
+    }
+    EXPECT_EQ(r->buffers.keptActivations, r->buffersPerRank[0].keptActivations);
+    EXPECT_EQ(r->buffers.master, r->buffersPerRank[0].master);
+    // ZeRO-1: the two ranks' master shards together are the whole buffer.
+    EXPECT_EQ(r->buffersPerRank[0].master + r->buffersPerRank[1].master, 8 * params);
+    // A model that does not measure reports nothing rather than a guess.
+    const NextTokenMlp plain({});
+    auto unmeasured = runTraining(plain, corpus, o);
+    ASSERT_TRUE(unmeasured.ok()) << unmeasured.error().message;
+    for (const auto& b : unmeasured->buffersPerRank) {
+        EXPECT_EQ(b.keptActivations, 0);
     }
 }
