@@ -47,6 +47,10 @@ TEST(DeepseekV4Validate, Fp16AndInt8RunEndToEnd)
                 << precision << ": " << s.id << ": " << s.report.summary << " " << s.reason;
         }
         EXPECT_TRUE(v->result.passed()) << precision;
+        // The released format: its block-FP8 weights dequantised by the conversion step.
+        EXPECT_NE(step(*v, "convert").report.summary.find("block-FP8 weights dequantised"),
+            std::string::npos)
+            << step(*v, "convert").report.summary;
         const auto& p = step(*v, "precision");
         EXPECT_NE(
             p.report.summary.find(std::string(precision) + " against fp64"), std::string::npos)
