@@ -19,6 +19,7 @@
 // (bf16, fp16, fp8, int8, nvfp4, mxfp4, int4) as deepseek_v4_forward.cpp says; deepseekV4Init
 // refuses an override of the router, which stays in fp32.
 #include "exec/deepseek_v4.h"
+#include "exec/deepseek_v4_check.h"
 #include "exec/forward.h"
 
 #include <fmt/format.h>
@@ -294,33 +295,30 @@ void deepseekV4Compress(typename DeepseekV4Cache<T>::Compressor& c, const std::s
     }
 }
 
-// The Lightning indexer (DeepseekV4Indexer): for each query row, the top index_topk of the
-// entries it may see (w < (p + 1) / 4), scored Σ_h weights_proj(x)_h · H^-½ · relu(q_h · k_w) ·
-// D^-½ with q = wq_b(q latent) rotated at p; `selected` gets index_topk ids per row, -1 where
-// fewer entries are visible.
+// The Lightning indexer (DeepseekV4Indexer): each query row at p scores the entries it may
+// see (w < (p + 1) / 4) Σ_h weights_proj(x)_h · H^-½ · relu(q_h · k_w) · D^-½ with
+// q = wq_b(q latent) rotated at p.
 template <typename T>
-void deepseekV4Select(const typename DeepseekV4Cache<T>::Compressor& ix, const std::string& module,
-    const WeightTable& weights, const model::ModelSpec& spec, const T* x, const T* qLatent,
-    std::int64_t n, std::int64_t start, const Rope& rope, std::vector<std::int64_t>& selected)
+std::vector<double> deepseekV4IndexScores(const typename DeepseekV4Cache<T>::Compressor& ix,
+    const std::string& module, const WeightTable& weights, const model::ModelSpec& spec, const T* x,
+    const T* qLatent, std::int64_t n, std::int64_t start, const Rope& rope)
 {
     const auto& ca = *spec.compressedAttention;
     const std::int64_t heads = ca.indexerHeads;
     const std::int64_t d = ca.indexerHeadDim;
-    const std::int64_t k = ca.indexerTopK;
     std::vector<T> q(std::size_t(n * heads * d));
     std::vector<T> hw(std::size_t(n * heads));
     linear<T>(qLatent, weights.tensors.at(module + ".wq_b.weight").template data<T>(), nullptr,
         q.data(), n, ca.qLoraRank, heads * d);
     linear<T>(x, weights.tensors.at(module + ".weights_proj.weight").template data<T>(), nullptr,
         hw.data(), n, spec.hiddenSize, heads);
-    selected.assign(std::size_t(n * k), -1);
-    std::vector<std::pair<double, std::int64_t>> scored;
+    const std::int64_t count = ix.count;
+    std::vector<double> scores(std::size_t(n * count), -std::numeric_limits<double>::infinity());
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t p = start + t;
         T* qt = q.data() + t * heads * d;
         rotateTail(qt, heads, d, p, rope);
-        const std::int64_t visible = std::min((p + 1) / ix.ratio, ix.count);
-        scored.clear();
+        const std::int64_t visible = std::min((p + 1) / ix.ratio, count);
         for (std::int64_t e = 0; e < visible; ++e) {
             const T* key = ix.entries.data() + e * d;
             double score = 0.0;
@@ -332,7 +330,31 @@ void deepseekV4Select(const typename DeepseekV4Cache<T>::Compressor& ix, const s
                 score += double(hw[std::size_t(t * heads + hd)]) / std::sqrt(double(heads))
                     * std::max(dot, 0.0) / std::sqrt(double(d));
             }
-            scored.emplace_back(score, e);
+            scores[std::size_t(t * count + e)] = score;
+        }
+    }
+    return scores;
+}
+
+// The indexer's choice: for each query row, the top index_topk of the entries it may see by
+// deepseekV4IndexScores (ties to the lower id); `selected` gets index_topk ids per row, -1
+// where fewer entries are visible.
+template <typename T>
+void deepseekV4Select(const typename DeepseekV4Cache<T>::Compressor& ix, const std::string& module,
+    const WeightTable& weights, const model::ModelSpec& spec, const T* x, const T* qLatent,
+    std::int64_t n, std::int64_t start, const Rope& rope, std::vector<std::int64_t>& selected)
+{
+    const std::int64_t k = spec.compressedAttention->indexerTopK;
+    const std::vector<double> scores
+        = deepseekV4IndexScores<T>(ix, module, weights, spec, x, qLatent, n, start, rope);
+    const std::int64_t count = ix.count;
+    selected.assign(std::size_t(n * k), -1);
+    std::vector<std::pair<double, std::int64_t>> scored;
+    for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t visible = std::min((start + t + 1) / ix.ratio, count);
+        scored.clear();
+        for (std::int64_t e = 0; e < visible; ++e) {
+            scored.emplace_back(scores[std::size_t(t * count + e)], e);
         }
         const auto keep = std::min<std::int64_t>(k, std::int64_t(scored.size()));
         std::partial_sort(
@@ -351,6 +373,12 @@ template void deepseekV4Compress<float>(DeepseekV4Cache<float>::Compressor&, con
 template void deepseekV4Compress<double>(DeepseekV4Cache<double>::Compressor&, const std::string&,
     const WeightTable&, const double*, std::int64_t, std::int64_t, std::int64_t, double,
     const Rope&);
+template std::vector<double> deepseekV4IndexScores<float>(const DeepseekV4Cache<float>::Compressor&,
+    const std::string&, const WeightTable&, const model::ModelSpec&, const float*, const float*,
+    std::int64_t, std::int64_t, const Rope&);
+template std::vector<double> deepseekV4IndexScores<double>(
+    const DeepseekV4Cache<double>::Compressor&, const std::string&, const WeightTable&,
+    const model::ModelSpec&, const double*, const double*, std::int64_t, std::int64_t, const Rope&);
 template void deepseekV4Select<float>(const DeepseekV4Cache<float>::Compressor&, const std::string&,
     const WeightTable&, const model::ModelSpec&, const float*, const float*, std::int64_t,
     std::int64_t, const Rope&, std::vector<std::int64_t>&);

@@ -18,8 +18,10 @@
 // attention's scores and probabilities are computed in fp32/fp64 as a fused kernel keeps them,
 // its q, K=V and output rounded.
 #include "exec/deepseek_v4.h"
+#include "exec/deepseek_v4_check.h"
 #include "exec/emulated_ops.h"
 #include "exec/forward.h"
+#include "exec/null_taps.h"
 
 #include <fmt/format.h>
 
@@ -465,6 +467,22 @@ void deepseekV4Attention(const WeightTable& weights, const model::ModelSpec& spe
 }
 
 template <typename T>
+void deepseekV4GroupedOutput(const WeightTable& weights, const model::ModelSpec& spec, int layer,
+    const T* attn, std::int64_t n, T* out, const DeepseekV4Rounding* rounding)
+{
+    typename DeepseekV4Cache<T>::Layer unused;
+    NullTaps<T> taps;
+    LayerStep<T> st { weights, spec, spec.layers[std::size_t(layer)], unused,
+        fmt::format("layers.{}", layer), fmt::format("model.layers.{}", layer), n, 0, taps };
+    st.layerIndex = layer;
+    st.rounding = rounding;
+    const auto& ca = *spec.compressedAttention;
+    st.groups = weights.tensors.at(st.native + ".attn.wo_a.weight").shape()[0] / ca.oLoraRank;
+    st.heads = st.groups * (spec.numHeads / ca.oGroups);
+    projectOutput(st, attn, out);
+}
+
+template <typename T>
 Result<std::vector<T>> Forward<T>::deepseekV4Step(
     std::span<const std::int64_t> ids, std::int64_t start, Taps<T>& taps, std::stop_token stop)
 {
@@ -571,7 +589,9 @@ template Result<std::vector<double>> Forward<double>::deepseekV4Step(
         std::span<const std::int64_t>, const T*, std::int64_t, std::vector<std::int64_t>&,         \
         std::vector<double>&);                                                                     \
     template void deepseekV4ClampedMlp<T>(const WeightTable&, const std::string&, const T*, T*,    \
-        std::int64_t, std::int64_t, std::int64_t, double, const DeepseekV4Rounding*, int);
+        std::int64_t, std::int64_t, std::int64_t, double, const DeepseekV4Rounding*, int);         \
+    template void deepseekV4GroupedOutput<T>(const WeightTable&, const model::ModelSpec&, int,     \
+        const T*, std::int64_t, T*, const DeepseekV4Rounding*);
 DAY0_DEEPSEEK_V4_EXPORTS(float)
 DAY0_DEEPSEEK_V4_EXPORTS(double)
 #undef DAY0_DEEPSEEK_V4_EXPORTS

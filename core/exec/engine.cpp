@@ -8,6 +8,7 @@
 #include "exec/layout_weights.h"
 #include "exec/recurrent_state.h"
 #include "exec/router.h"
+#include "exec/router_precision.h"
 #include "exec/vision_input.h"
 #include "numerics/float_formats.h"
 #include "numerics/metrics.h"
@@ -478,7 +479,11 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
     info.generatedIds = result.generated;
     info.numLayers = spec.numLayers;
     info.extra["precision_plan"] = options.precision.describe();
-    info.extra["precision_recipe"] = precisionRecipe(options.precision);
+    std::string recipe = precisionRecipe(options.precision);
+    if (const std::string router = routerRecipe(spec, options.precision); !router.empty()) {
+        recipe += "; " + router;
+    }
+    info.extra["precision_recipe"] = recipe;
     info.extra["prefill_seconds"] = result.prefillSeconds;
     info.extra["decode_seconds"] = result.decodeSeconds;
     info.extra["teacher_forced"] = !forced.empty();

@@ -11,61 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 namespace day0::exec {
 
 using numerics::OpKind;
-
-namespace {
-
-// DeepSeek-V4's own operators (deepseek_v4_forward.cpp, deepseek_v4_block.cpp), listed with
-// their status: computed by the engine's fp32 / fp64 reference loops, checked against the
-// PyTorch twin (tests/core/exec/deepseek_v4_test.cpp), not by opcheck's fp64 comparison.
-void deepseekV4Rows(const model::ModelSpec& spec, std::int64_t tokens, detail::OpChecker& c)
-{
-    const auto& ca = *spec.compressedAttention;
-    const auto& hc = *spec.hyperConnections;
-    const std::string where
-        = "CPU reference loops (deepseek_v4_forward.cpp; emulated plans round as it says)";
-    c.notChecked(fmt::format("hyper-connection maps (hc_mult {}, Sinkhorn {} iterations)",
-                     hc.streams, hc.sinkhornIters),
-        fmt::format("[{}, {}]", tokens, hc.streams * spec.hiddenSize), where);
-    std::set<std::int64_t> ratios;
-    for (const auto& layer : spec.layers) {
-        if (layer.compressRatio > 0) {
-            ratios.insert(layer.compressRatio);
-        }
-    }
-    for (const std::int64_t r : ratios) {
-        c.notChecked(
-            fmt::format("kv compressor (ratio {}{})", r, r == 4 ? ", overlapping windows" : ""),
-            fmt::format("[{}, {}] -> [{}, {}]", tokens, spec.hiddenSize, tokens / r, spec.headDim),
-            where);
-    }
-    if (ratios.contains(4)) {
-        c.notChecked(
-            fmt::format("lightning indexer (top-{} of the compressed entries)", ca.indexerTopK),
-            fmt::format("q [{}, {}, {}]", tokens, ca.indexerHeads, ca.indexerHeadDim), where);
-    }
-    c.notChecked(
-        fmt::format("attention (MQA K=V, window {}, compressed entries, sinks, output rope undone)",
-            spec.layers.empty() ? 0 : spec.layers.front().slidingWindow),
-        fmt::format("q [{}, {}, {}]", tokens, spec.numHeads, spec.headDim), where);
-    c.notChecked(
-        fmt::format("grouped output projection ({} groups of rank {})", ca.oGroups, ca.oLoraRank),
-        fmt::format("[{}, {}]", tokens, spec.numHeads * spec.headDim), where);
-    if (spec.moe) {
-        c.notChecked(fmt::format("router (sqrtsoftplus, e_score_correction_bias; first {} layers "
-                                 "hash-routed by tid2eid)",
-                         spec.moe->numHashLayers),
-            fmt::format("[{}, {}], top-{}", tokens, spec.moe->numExperts, spec.moe->topK), where);
-        c.notChecked(fmt::format("clamped SwiGLU (silu, limit {})", spec.swigluLimit),
-            fmt::format("[{}, {}]", tokens, spec.moe->expertIntermediate), where);
-    }
-}
-
-} // namespace
 
 Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOptions& options,
     Progress& progress, std::stop_token stop)
@@ -294,7 +243,7 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     }
     DAY0_TRY(step());
     if (v4) {
-        deepseekV4Rows(spec, options.tokens, c);
+        c.deepseekV4Ops();
     } else if (nemotronH) {
         c.relu2Op(spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize,
             "relu2 activation (relu(x)², not gated)");

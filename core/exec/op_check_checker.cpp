@@ -34,7 +34,7 @@ std::vector<float> OpChecker::toFloat(const std::vector<double>& v)
     return { v.begin(), v.end() };
 }
 
-void OpChecker::add(std::string op, std::string shape, OpKind kind, PrecisionMode mode,
+OpCheckRow& OpChecker::add(std::string op, std::string shape, OpKind kind, PrecisionMode mode,
     std::string implementation, const std::vector<double>& reference,
     const std::vector<float>& target)
 {
@@ -53,18 +53,7 @@ void OpChecker::add(std::string op, std::string shape, OpKind kind, PrecisionMod
     in.nonFiniteMismatch = row.metrics.nonFiniteMismatch;
     row.verdict = numerics::judge(*m_options.table, precisionDType(mode), kind, in);
     m_rows.push_back(std::move(row));
-}
-
-void OpChecker::notChecked(std::string op, std::string shape, std::string implementation)
-{
-    OpCheckRow row;
-    row.op = std::move(op);
-    row.shape = std::move(shape);
-    row.mode = m_options.target.base;
-    row.implementation = std::move(implementation);
-    row.verdict.status = numerics::VerdictStatus::NotJudged;
-    row.verdict.reason = "not checked against fp64 by opcheck";
-    m_rows.push_back(std::move(row));
+    return m_rows.back();
 }
 
 bool OpChecker::onBackend(BackendOp op) const

@@ -38,7 +38,8 @@ public:
 
     static std::vector<float> toFloat(const std::vector<double>& v);
 
-    void add(std::string op, std::string shape, OpKind kind, PrecisionMode mode,
+    /// Adds the row of `target` judged against `reference`; returns it (to add to it).
+    OpCheckRow& add(std::string op, std::string shape, OpKind kind, PrecisionMode mode,
         std::string implementation, const std::vector<double>& reference,
         const std::vector<float>& target);
 
@@ -112,13 +113,15 @@ public:
     /// Kimi-Linear's KDA operators (op_check_kda.cpp): the per-channel delta rule in both forms
     /// and the sigmoid-gated o_norm (the conv and L2 norm are Gated DeltaNet's rows).
     void kimiDeltaOps(const model::LinearAttentionSpec& la);
-    /// A row for an operator the engine computes but the checker does not (verdict n/a),
-    /// saying where it runs.
-    void notChecked(std::string op, std::string shape, std::string implementation);
     /// Nemotron-H's Mamba-2 operators (mamba2.h; op_check_mamba2.cpp): the conv1d + SiLU with
     /// its carried state, dt's softplus, the SSD scan in its chunked and recurrent forms (each
     /// against the fp64 recurrence) and the gated group RMSNorm; and the relu2 activation.
     void mamba2Ops();
+    /// DeepSeek-V4's operators (op_check_deepseek_v4.cpp): the hyper-connection maps, collapse
+    /// and expand, the compressors, the Lightning indexer, each kind of layer's attention, the
+    /// grouped output projection, the sqrtsoftplus and hash routers and the clamped SwiGLU
+    /// expert, each the engine's own code in the target plan against fp64.
+    void deepseekV4Ops();
     void relu2Op(std::int64_t width, const std::string& name);
 
     std::vector<OpCheckRow> take() { return std::move(m_rows); }

@@ -34,23 +34,49 @@ template <typename Fn> void forRows(std::int64_t rows, std::int64_t workPerRow, 
     });
 }
 
-template <typename T> T applyActivation(T x, Activation act)
+template <Activation A, typename T> T applyActivation(T x)
 {
-    switch (act) {
-    case Activation::Silu:
+    if constexpr (A == Activation::Silu) {
         return x * sigmoid(x);
-    case Activation::Gelu:
+    } else if constexpr (A == Activation::Gelu) {
         return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    case Activation::GeluTanh: {
+    } else if constexpr (A == Activation::GeluTanh) {
         const T c = T(0.79788456080286535588); // sqrt(2/pi)
         return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
-    }
-    case Activation::QuickGelu:
+    } else if constexpr (A == Activation::QuickGelu) {
         return x * sigmoid(T(1.702) * x);
-    case Activation::Relu:
+    } else {
         return x > T(0) ? x : T(0);
     }
-    return x;
+}
+
+/// Elements per chunk of an elementwise activation on the pool: a transcendental costs tens of
+/// cycles, so a chunk is tens of microseconds, well above the pool's hand-off.
+constexpr std::int64_t kActivationChunk = 4096;
+
+/// Runs fn(begin, end) over [0, n) in chunks, on the global pool when there are several (each
+/// element is computed alone, so the chunking changes no value). The activation is a template
+/// argument so that the per-element switch is resolved once, outside the loop.
+template <typename Fn> void forElements(std::int64_t n, Activation act, Fn fn)
+{
+    const auto dispatch = [&](std::int64_t begin, std::int64_t end) {
+        switch (act) {
+        case Activation::Silu:
+            return fn.template operator()<Activation::Silu>(begin, end);
+        case Activation::Gelu:
+            return fn.template operator()<Activation::Gelu>(begin, end);
+        case Activation::GeluTanh:
+            return fn.template operator()<Activation::GeluTanh>(begin, end);
+        case Activation::QuickGelu:
+            return fn.template operator()<Activation::QuickGelu>(begin, end);
+        case Activation::Relu:
+            return fn.template operator()<Activation::Relu>(begin, end);
+        }
+    };
+    const std::int64_t chunks = (n + kActivationChunk - 1) / kActivationChunk;
+    forRows(chunks, kActivationChunk * 16, [&](std::int64_t c) {
+        dispatch(c * kActivationChunk, std::min(n, (c + 1) * kActivationChunk));
+    });
 }
 
 // c[m, n] (+)= a[m, k] · b, with b stored [k, n] or, transposed, [n, k] (row-major).
@@ -205,16 +231,20 @@ Result<Activation> parseActivation(std::string_view name)
 
 template <typename T> void activate(T* x, std::int64_t n, Activation act)
 {
-    for (std::int64_t i = 0; i < n; ++i) {
-        x[i] = applyActivation(x[i], act);
-    }
+    forElements(n, act, [&]<Activation A>(std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            x[i] = applyActivation<A>(x[i]);
+        }
+    });
 }
 
 template <typename T> void gatedActivate(T* gate, const T* up, std::int64_t n, Activation act)
 {
-    for (std::int64_t i = 0; i < n; ++i) {
-        gate[i] = applyActivation(gate[i], act) * up[i];
-    }
+    forElements(n, act, [&]<Activation A>(std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            gate[i] = applyActivation<A>(gate[i]) * up[i];
+        }
+    });
 }
 
 template <typename T> void softmaxRows(T* x, std::int64_t rows, std::int64_t n)

@@ -353,8 +353,8 @@ std::string modeRecipe(PrecisionMode mode, Fp8Scaling scaling)
     case PrecisionMode::F8E4M3:
     case PrecisionMode::F8E5M2:
         return fmt::format("the projections' GEMM inputs in {} with {}, fp32 accumulation; "
-                           "embedding, norms, attention, activations, router and lm_head as "
-                           "the bf16 recipe",
+                           "embedding, norms, attention, activations and lm_head as the bf16 "
+                           "recipe",
             mode == PrecisionMode::F8E4M3 ? "fp8 e4m3" : "fp8 e5m2",
             scaling == Fp8Scaling::Block
                 ? "block scales (weights 128×128, activations per token and 128 channels; "
@@ -371,7 +371,7 @@ std::string modeRecipe(PrecisionMode mode, Fp8Scaling scaling)
                "per 16 along the reduction, an fp32 scale per tensor (amax / (6 · 448)); "
                "activation scales dynamic (ModelOpt's static input scales need calibration "
                "data); fp32 accumulation, bf16 outputs; embedding, norms, attention, "
-               "activations, router and lm_head as the bf16 recipe (ModelOpt's NVFP4 recipe as "
+               "activations and lm_head as the bf16 recipe (ModelOpt's NVFP4 recipe as "
                "TensorRT-LLM, vLLM and SGLang serve it)";
     case PrecisionMode::Int4G128:
     case PrecisionMode::Int4G32:
