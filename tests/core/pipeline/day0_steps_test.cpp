@@ -253,6 +253,25 @@ TEST(Day0Steps, StreamedValidationGivesTheSameFiguresWithoutAnEngine)
     EXPECT_EQ(validationRunRecord(*streamed, {}).info.status, history::RunStatus::Ok);
 }
 
+// The serving step cannot stream: its skip names why (the server keeps every weight resident,
+// and its answers are checked against a whole-model reference).
+TEST(Day0Steps, StreamedServingStepSaysWhyItCannotStream)
+{
+    Progress progress;
+    auto o = kimi("streamed_serve");
+    o.stream = true;
+    o.serve = true;
+    auto v = runValidation(o, {}, progress, {});
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    const auto& serving = step(*v, kServingStepId);
+    EXPECT_EQ(serving.status, StepStatus::Skipped);
+    EXPECT_NE(serving.reason.find("keeps every weight resident"), std::string::npos)
+        << serving.reason;
+    EXPECT_NE(serving.reason.find("no layer can be released after it runs"), std::string::npos)
+        << serving.reason;
+    EXPECT_EQ(step(*v, "multi_rank").status, StepStatus::Passed) << step(*v, "multi_rank").reason;
+}
+
 TEST(Day0Steps, WhatAStreamedValidationCannotRunIsRefusedBeforeAnyStep)
 {
     Progress progress;
