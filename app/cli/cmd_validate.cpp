@@ -185,12 +185,13 @@ const bool registered = registerCommand({ "validate",
             ->check(CLI::Range(2, 1000000));
         app.add_flag("--stream", a->options.stream,
             "stream the weights layer by layer in every step that runs the model (smoke, "
-            "precision with its end-to-end check, performance): a checkpoint larger than memory, "
-            "the same figures; the multi-rank and serving steps, which hold the whole model, are "
-            "skipped)");
+            "multi-rank, whose ranks each stream their rank file, precision with its end-to-end "
+            "check, performance): a checkpoint larger than memory, the same figures; the serving "
+            "step, whose server holds the whole model, is skipped)");
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
-            "needs more is refused); the peak RSS is reported by the performance step");
+            "needs more is refused; the multi-rank step's W in-process ranks get budget / W "
+            "each); the peak RSS is reported by the performance step");
         app.add_option("--seed", a->options.seed, "seed of a shrunk checkpoint")
             ->capture_default_str();
         app.add_option("--work", a->work,

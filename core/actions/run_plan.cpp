@@ -75,6 +75,18 @@ Result<Loaded> load(const PlanRunRequest& r, int onlyRank)
         o.prompts.push_back(r.prompts[std::size_t(s) % r.prompts.size()]);
     }
     o.backendFor = r.backendFor;
+    if (r.stream) {
+        if (out.full) {
+            o.stream.file = [path = fs::path(r.checkpoint)](int) { return path; };
+        } else {
+            o.stream.file
+                = [files = out.folder.files](int rank) { return files.at(std::size_t(rank)); };
+            o.stream.presliced = true;
+        }
+        o.stream.rankBudget = parallel::rankShareOfBudget(r.memoryBudget, r.layout.worldSize());
+    } else if (r.memoryBudget > 0) {
+        return Error::badInput("--memory-budget bounds a streamed plan run; add --stream");
+    }
     return out;
 }
 

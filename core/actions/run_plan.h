@@ -37,6 +37,12 @@ struct PlanRunRequest {
     Seconds timeout { 60.0 };
     std::string ranksMode = "in-process"; ///< how the ranks run: "in-process" or "mpi"
     std::string communicator = "in-process"; ///< what they talk over: in-process, mpi, nccl
+    /// Every rank streams its weights a layer at a time from its rank file (a shard folder) or
+    /// the full checkpoint (parallel::RankStreamOptions), on the CPU reference.
+    bool stream = false;
+    /// With `stream`: the resident weights of all the ranks together (0: unbounded); each of the
+    /// W ranks may hold memoryBudget / W (one process holds them all in-process).
+    std::uint64_t memoryBudget = 0;
 };
 
 /// What the run gave: the model, the result (gathered on rank 0), the communication per

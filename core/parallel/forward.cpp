@@ -217,6 +217,11 @@ ShardCache ParallelForward::newCache(std::int64_t capacity) const
     return c;
 }
 
+Result<void> ParallelForward::enterPhase(int phase)
+{
+    return m_phaseHook ? m_phaseHook(phase) : success();
+}
+
 const float* ParallelForward::weight(const std::string& name) const
 {
     const auto it = m_weights.tensors.find(name);
@@ -281,6 +286,7 @@ Result<std::vector<float>> ParallelForward::embed(std::span<const std::int64_t> 
 {
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
+    DAY0_TRY(enterPhase(kEmbedPhase));
     const auto it = m_weights.tensors.find(embedName());
     if (it == m_weights.tensors.end()) {
         return Error::internal(fmt::format("rank {}: holds no embedding slice", m_coord.rank));
@@ -339,6 +345,7 @@ Result<std::vector<float>> ParallelForward::head(const std::vector<float>& hidde
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
     const bool v4 = m_spec.family == model::Family::DeepseekV4;
+    DAY0_TRY(enterPhase(int(m_spec.numLayers)));
     // DeepSeek-V4: hc_head folds the streams into one row first.
     const std::vector<float> collapsed = v4 ? deepseekV4Collapse(hidden, n) : std::vector<float> {};
     const float* rows = v4 ? collapsed.data() : hidden.data();
@@ -427,6 +434,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         if (stop.stop_requested()) {
             return Error::cancelled();
         }
+        DAY0_TRY(enterPhase(l));
         if (m_spec.family == model::Family::NemotronH) {
             DAY0_TRY(nemotronHLayer(l, cache, hidden, n, start));
             continue;

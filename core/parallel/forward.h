@@ -18,6 +18,7 @@
 #include "model/model_spec.h"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -93,8 +94,19 @@ public:
     void setBackend(exec::Backend* backend) { m_ops = exec::detail::BackendDispatch(backend); }
     /// Where this rank's operators ran so far.
     [[nodiscard]] exec::DispatchReport dispatchReport() const { return m_ops.report(); }
+    /// Called before the forward reads a module's weights: kEmbedPhase before the embedding, l
+    /// before decoder layer l, numLayers before the final norm and head; a streamed rank fills
+    /// the weight table there (rank_stream.h). An error stops the step. Unset: the table holds
+    /// every weight of the rank.
+    void setPhaseHook(std::function<Result<void>(int phase)> hook)
+    {
+        m_phaseHook = std::move(hook);
+    }
+    static constexpr int kEmbedPhase = -1;
 
 private:
+    /// m_phaseHook(phase) when set.
+    Result<void> enterPhase(int phase);
     const float* weight(const std::string& name) const;
     /// y[n, out] = x · Wᵀ with the rank's slice, bias included unless `skipBias`.
     Result<void> linearOp(const std::string& module, const float* x, float* y, std::int64_t n,
@@ -235,6 +247,7 @@ private:
     exec::Rope m_compressRope; ///< DeepSeek-V4's compressed layers' RoPE (m_rope: sliding)
     /// The operators, on the rank's backend or the CPU (mutable: linearOp is logically const).
     mutable exec::detail::BackendDispatch m_ops;
+    std::function<Result<void>(int phase)> m_phaseHook;
 };
 
 } // namespace day0::parallel::detail

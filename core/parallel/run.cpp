@@ -209,9 +209,9 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
     };
     const int me = world.rank();
     if (me != 0) {
-        const std::int64_t summary[5] = { me, mine.weightBytes, std::int64_t(state.seconds * 1e9),
-            mine.nativeCalls, mine.fallbackCalls };
-        DAY0_TRY(world.send(summary, 5, DType::I64, 0, kTagGather));
+        const std::int64_t summary[6] = { me, mine.weightBytes, std::int64_t(state.seconds * 1e9),
+            mine.nativeCalls, mine.fallbackCalls, mine.streamBytesRead };
+        DAY0_TRY(world.send(summary, 6, DType::I64, 0, kTagGather));
         std::vector<std::int64_t> flat;
         for (const auto& e : events) {
             flat.insert(flat.end(),
@@ -233,10 +233,10 @@ Result<void> gather(comm::Communicator& world, const ParallelRunOptions& o, cons
         byReplica[0] = state.sequences;
     }
     for (int r = 1; r < world.size(); ++r) {
-        std::int64_t summary[5] = {};
-        DAY0_TRY(world.recv(summary, 5, DType::I64, r, kTagGather));
-        out.ranks.push_back({ r, checkpoint::rankCoord(l, r), summary[1], double(summary[2]) * 1e-9,
-            summary[3], summary[4] });
+        std::int64_t summary[6] = {};
+        DAY0_TRY(world.recv(summary, 6, DType::I64, r, kTagGather));
+        out.ranks.push_back({ r, checkpoint::rankCoord(l, r), summary[1], summary[5],
+            double(summary[2]) * 1e-9, summary[3], summary[4] });
         std::int64_t count = 0;
         DAY0_TRY(world.recv(&count, 1, DType::I64, r, kTagGather));
         std::vector<std::int64_t> flat(std::size_t(count) * 6);
@@ -430,14 +430,31 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     progress.setTotal(o.newTokens * o.microBatches);
     progress.setStage("loading weights");
     std::int64_t weightBytes = 0;
-    const exec::WeightSource* own = o.rankSource ? o.rankSource(world.rank()) : nullptr;
-    if (o.rankSource && own == nullptr) {
-        return Error::internal(fmt::format("rank {}: its shard file is not open", world.rank()));
-    }
-    auto table = own != nullptr ? detail::loadRankWeights(spec, *own, l, c, weightBytes, stop, true)
-                                : detail::loadRankWeights(spec, weights, l, c, weightBytes, stop);
-    if (!table) {
-        return table.error().withContext(fmt::format("rank {}", world.rank()));
+    exec::detail::WeightTable whole;
+    std::unique_ptr<detail::RankStream> stream;
+    if (o.stream.on()) {
+        if (o.backendFor) {
+            return Error::unsupported("--stream: streamed ranks compute on the CPU reference; "
+                                      "run the plan on a backend without --stream");
+        }
+        auto opened = detail::RankStream::open(spec, o.stream.file(world.rank()), l, c, o.stream);
+        if (!opened) {
+            return opened.error().withContext(fmt::format("rank {}", world.rank()));
+        }
+        stream = std::move(*opened);
+    } else {
+        const exec::WeightSource* own = o.rankSource ? o.rankSource(world.rank()) : nullptr;
+        if (o.rankSource && own == nullptr) {
+            return Error::internal(
+                fmt::format("rank {}: its shard file is not open", world.rank()));
+        }
+        auto table = own != nullptr
+            ? detail::loadRankWeights(spec, *own, l, c, weightBytes, stop, true)
+            : detail::loadRankWeights(spec, weights, l, c, weightBytes, stop);
+        if (!table) {
+            return table.error().withContext(fmt::format("rank {}", world.rank()));
+        }
+        whole = std::move(*table);
     }
     auto groups = detail::splitRankGroups(world, l, c);
     if (!groups) {
@@ -445,8 +462,11 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     // Declared before the forward pass, which releases the backend's weights when it ends.
     std::shared_ptr<exec::Backend> backend;
-    detail::ParallelForward forward(spec, *table, l, c, groups->view());
+    detail::ParallelForward forward(spec, stream ? stream->table() : whole, l, c, groups->view());
     DAY0_TRY(forward.init());
+    if (stream) {
+        forward.setPhaseHook([&](int phase) { return stream->enter(phase, stop); });
+    }
     if (o.backendFor) {
         auto made = o.backendFor(world.rank());
         if (!made) {
@@ -460,6 +480,12 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     if (!state) {
         return state.error().withContext(fmt::format("rank {}", world.rank()));
     }
+    std::int64_t streamBytesRead = 0;
+    if (stream) {
+        stream->release();
+        weightBytes = stream->stats().largestPhaseBytes;
+        streamBytesRead = stream->stats().bytesRead;
+    }
     recorder.setEnabled(world.rank(), false);
     ParallelRunResult out;
     auto machine = calibrate(world);
@@ -468,7 +494,7 @@ Result<ParallelRunResult> runParallelRank(comm::Communicator& world, const model
     }
     out.machine = *machine;
     out.dispatch = forward.dispatchReport();
-    const RankSummary mine { world.rank(), c, weightBytes, state->seconds,
+    const RankSummary mine { world.rank(), c, weightBytes, streamBytesRead, state->seconds,
         out.dispatch.nativeCalls(), out.dispatch.fallbackCalls() };
     DAY0_TRY(gather(world, o, *state, recorder.eventsOf(world.rank()), mine, out));
     if (world.rank() != 0) {

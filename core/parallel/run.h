@@ -8,6 +8,7 @@
 #include "exec/backend_dispatch.h"
 #include "exec/weight_source.h"
 #include "model/model_spec.h"
+#include "parallel/rank_stream.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -44,12 +45,16 @@ struct ParallelRunOptions {
     /// such as cuda on the rank's device; operators it declines fall back to the CPU); each rank
     /// needs its own backend object. Null: every rank on the CPU reference.
     std::function<Result<std::shared_ptr<exec::Backend>>(int rank)> backendFor;
+    /// When on, every rank streams its weights a layer at a time from its file (rank_stream.h)
+    /// instead of loading its slices whole; the CPU reference only (refused with backendFor).
+    RankStreamOptions stream;
 };
 
 /// A `day0 shard` output folder opened for a run: one weight source per rank (its rank file;
 /// null for ranks not opened).
 struct ShardFolder {
     std::vector<std::unique_ptr<exec::WeightSource>> ranks;
+    std::vector<std::filesystem::path> files; ///< every rank's rank file, opened or not
 };
 
 /// True if `dir` holds a `day0 shard` output (plan.json of format day0-shard-plan).
@@ -86,7 +91,9 @@ struct CommEvent {
 struct RankSummary {
     int rank = 0;
     checkpoint::RankCoord coord;
-    std::int64_t weightBytes = 0; ///< fp32 bytes of the slices it loaded
+    /// fp32 bytes of the slices it loaded; streamed: what its largest phase needed at once.
+    std::int64_t weightBytes = 0;
+    std::int64_t streamBytesRead = 0; ///< streamed: mapped bytes read over every step (else 0)
     double seconds = 0.0; ///< prefill + decode on this rank
     std::int64_t nativeCalls = 0; ///< operator calls its backend ran (0 on the CPU reference)
     std::int64_t fallbackCalls = 0; ///< operator calls that fell back to the CPU

@@ -42,11 +42,12 @@ Result<ShardFolder> openShardFolder(
         }
         const auto& ranks = plan->at("ranks");
         for (int r = 0; r < layout.worldSize(); ++r) {
+            const auto file = dir / ranks.at(std::size_t(r)).at("file").get<std::string>();
+            folder.files.push_back(file);
             if (onlyRank >= 0 && r != onlyRank) {
                 folder.ranks.push_back(nullptr);
                 continue;
             }
-            const auto file = dir / ranks.at(std::size_t(r)).at("file").get<std::string>();
             auto source = exec::openCheckpointWeights(file);
             if (!source) {
                 return source.error();

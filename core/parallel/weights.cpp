@@ -149,7 +149,8 @@ std::optional<model::TensorSpec> unpackedExpert(const model::ModelSpec& spec,
 
 Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
     const exec::WeightSource& rawSource, const checkpoint::ShardLayout& layout,
-    const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop, bool presliced)
+    const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop, bool presliced,
+    const std::function<bool(const std::string&)>& keep)
 {
     const model::LayerGraph graph = model::buildLayerGraph(spec);
     // The forward asks for canonical names ("model.layers.…"); the graph and the checkpoint use
@@ -166,6 +167,9 @@ Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
     for (const auto& req : exec::detail::requiredWeights(spec)) {
         if (stop.stop_requested()) {
             return Error::cancelled();
+        }
+        if (keep && !keep(req.name)) {
+            continue;
         }
         // Tied heads read the embedding, which the last stage holds too (sliceFor's rule).
         const bool tiedHead = req.optional && !source.has(req.name);

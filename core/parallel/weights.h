@@ -10,7 +10,9 @@
 #include "model/model_spec.h"
 
 #include <cstdint>
+#include <functional>
 #include <stop_token>
+#include <string>
 
 namespace day0::parallel::detail {
 
@@ -18,9 +20,11 @@ namespace day0::parallel::detail {
 /// hold are absent); errors name the tensor that does not split. `bytes` receives their size.
 /// With `presliced` the source already holds exactly these slices (a `day0 shard` rank file);
 /// block-FP8 slices must then start on a scale block (else the error names the tensor).
+/// `keep` (when set): only the forward weights whose names it accepts (one layer of a streamed
+/// rank, rank_stream.h), sliced and converted exactly as in a whole load.
 Result<exec::detail::WeightTable> loadRankWeights(const model::ModelSpec& spec,
     const exec::WeightSource& source, const checkpoint::ShardLayout& layout,
     const checkpoint::RankCoord& coord, std::int64_t& bytes, std::stop_token stop,
-    bool presliced = false);
+    bool presliced = false, const std::function<bool(const std::string&)>& keep = {});
 
 } // namespace day0::parallel::detail

@@ -53,9 +53,10 @@ struct ValidateOptions {
     /// checkpoint (exec::runStreamed) instead of loading them whole: the smoke runs, the
     /// precision step's reference, target and inject-mode runs and its end-to-end corpus, the
     /// performance run; their figures are those of an unstreamed validation. The multi-rank
-    /// step, whose sharded run holds every rank's weights in this process, and the serving step,
-    /// whose server holds the whole model, are skipped and say so. Refused with a backend (streamed runs compute on the CPU) and for models the stream
-    /// cannot run, before any step.
+    /// step's ranks each stream their own rank file (parallel::RankStreamOptions), all of them
+    /// in this process: the memory budget is divided evenly, budget / ranks each. The serving
+    /// step, whose server holds the whole model, is skipped and says so. Refused with a backend
+    /// (streamed runs compute on the CPU) and for models the stream cannot run, before any step.
     bool stream = false;
     exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
     std::vector<int> serveConcurrency { 1, 4 };
@@ -80,6 +81,10 @@ struct MultiRankRequest {
     std::string plan; ///< the plan string it was split for
     std::vector<std::int64_t> promptIds;
     std::int64_t newTokens = 1;
+    /// Each rank streams its rank file a layer at a time, the ranks together within
+    /// streamOptions.memoryBudget (each rank budget / ranks; 0: unbounded).
+    bool stream = false;
+    exec::StreamOptions streamOptions;
 };
 
 /// What rank 0 saw of a multi-rank run.
@@ -89,6 +94,9 @@ struct MultiRankOutput {
     std::string how; ///< "in-process threads", "mpirun", ...
     std::vector<std::int64_t> generated;
     std::vector<float> logits; ///< [prompt + newTokens − 1, vocab], every position fed
+    /// Streamed: the mapped bytes the ranks read, and the most one rank held at once.
+    std::int64_t streamBytesRead = 0;
+    std::int64_t streamRankPeakBytes = 0;
 };
 
 /// Runs a model over the ranks of a plan (sharded execution), to be compared with one rank.

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace day0::pipeline {
@@ -151,12 +152,6 @@ Step multiRankStep(ValidationState& s)
                 report.summary = "sharded execution not available in this build";
                 return report;
             }
-            if (s.options.stream) {
-                report.skipped = true;
-                report.summary = "not streamed: the sharded run holds every rank's weights in "
-                                 "this process (validate without --stream to run it)";
-                return report;
-            }
             MultiRankRequest request;
             request.spec = &*s.spec;
             request.checkpoint = s.runnable;
@@ -164,6 +159,8 @@ Step multiRankStep(ValidationState& s)
             request.plan = s.options.plan;
             request.promptIds = s.promptIds;
             request.newTokens = s.options.tokens;
+            request.stream = s.options.stream;
+            request.streamOptions = s.options.streamOptions;
             auto multi = runner(request, ctx.progress, ctx.stop);
             if (!multi) {
                 return multi.error();
@@ -173,23 +170,24 @@ Step multiRankStep(ValidationState& s)
             if (!plan) {
                 return plan.error().withContext("multi-rank precision");
             }
+            exec::RunOptions o;
+            o.precision = *plan;
+            o.promptIds = s.promptIds;
+            o.newTokens = s.options.tokens;
+            o.capture.filters = { "lm_head" };
             std::optional<exec::Engine> own;
-            exec::Engine* engine = &*s.engine;
-            if (engine->isF64() != plan->isF64()) {
+            Result<exec::RunResult> single = Error::internal("multi-rank: no single-rank run");
+            if (s.options.stream || s.engine->isF64() == plan->isF64()) {
+                single = runModel(s, o, ctx.progress, ctx.stop); // streamed too, when it is
+            } else {
                 auto made = exec::Engine::create(
                     *s.spec, *s.weights, plan->isF64(), ctx.progress, ctx.stop);
                 if (!made) {
                     return made.error();
                 }
                 own.emplace(std::move(*made));
-                engine = &*own;
+                single = own->run(o, ctx.progress, ctx.stop);
             }
-            exec::RunOptions o;
-            o.precision = *plan;
-            o.promptIds = s.promptIds;
-            o.newTokens = s.options.tokens;
-            o.capture.filters = { "lm_head" };
-            auto single = engine->run(o, ctx.progress, ctx.stop);
             if (!single) {
                 return single.error();
             }
@@ -220,10 +218,21 @@ Step multiRankStep(ValidationState& s)
                 return Error::checkFailed(fmt::format(
                     "logits differ from the single-rank run: rel L2 {:.3g} > {:.0e}", rel, kLimit));
             }
+            std::string streamed;
+            if (s.options.stream) {
+                const auto budget = s.options.streamOptions.memoryBudget;
+                report.metrics["stream_bytes_read"] = double(multi->streamBytesRead);
+                report.metrics["stream_rank_peak_bytes"] = double(multi->streamRankPeakBytes);
+                streamed = fmt::format("; each rank streamed its rank file, holding at most {}{}",
+                    formatBytes(Bytes(multi->streamRankPeakBytes)),
+                    budget > 0 ? fmt::format(" (budget {} / {} ranks)",
+                        formatBytes(Bytes(std::int64_t(budget))), multi->ranks)
+                               : std::string());
+            }
             report.summary = fmt::format("{} on {} ranks ({}, {}): same {} tokens, logits rel L2 "
-                                         "{:.3g}",
+                                         "{:.3g}{}",
                 s.options.plan, multi->ranks, multi->how, multi->precision, multi->generated.size(),
-                rel);
+                rel, streamed);
             return report;
         } };
 }
@@ -517,6 +526,8 @@ MultiRankRunner inProcessMultiRankRunner()
         plan.layout = *layout;
         plan.newTokens = request.newTokens;
         plan.prompts = { request.promptIds };
+        plan.stream = request.stream;
+        plan.memoryBudget = request.streamOptions.memoryBudget;
         auto ran = actions::runPlanInProcess(plan, progress, stop);
         if (!ran) {
             return ran.error();
@@ -531,6 +542,12 @@ MultiRankRunner inProcessMultiRankRunner()
         out.how = "in-process threads";
         out.generated = std::move(run->sequences.front().generated);
         out.logits = std::move(run->sequences.front().logits);
+        if (request.stream) {
+            for (const auto& rank : run->ranks) {
+                out.streamBytesRead += rank.streamBytesRead;
+                out.streamRankPeakBytes = std::max(out.streamRankPeakBytes, rank.weightBytes);
+            }
+        }
         return out;
     };
 }

@@ -14,9 +14,13 @@ Step servingStep(ValidationState& s)
             StepReport& report = *ctx.partial;
             if (s.options.stream) {
                 report.skipped = true;
-                report.summary = "not streamed: the server and the reference engine its answers "
-                                 "are checked against hold the whole model (validate without "
-                                 "--stream to run it)";
+                // A streamed layer is released once it has run; a server cannot release one:
+                // continuous batching runs any layer for some request at any moment.
+                report.summary = "not streamed: day0 serve keeps every weight resident for as "
+                                 "long as it serves (its batches run every layer for some request "
+                                 "at any moment, so no layer can be released after it runs), and "
+                                 "its answers are checked against a reference engine that holds "
+                                 "the whole model (validate without --stream to run it)";
                 return report;
             }
             actions::ServingCheckOptions o;

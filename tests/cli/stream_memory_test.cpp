@@ -228,8 +228,8 @@ struct ScratchDir {
 
 // `day0 validate --stream --memory-budget` on a checkpoint half as big again as the budget: each
 // step passes or is skipped by name, the whole validation (hashing, sharding and its reassembly
-// check, the smoke, precision with its inject-mode and end-to-end runs, and performance) peaks
-// under the budget, while loading the model whole (`day0 run`) takes more than the checkpoint's
+// check, the smoke, the tp=2 run whose ranks stream their rank files, precision with its
+// inject-mode and end-to-end runs, and performance) peaks under the budget, while loading the model whole (`day0 run`) takes more than the checkpoint's
 // size.
 TEST(StreamMemory, StreamedValidationStaysUnderItsBudget)
 {
@@ -255,10 +255,19 @@ TEST(StreamMemory, StreamedValidationStaysUnderItsBudget)
     for (const auto& step : j["steps"]) {
         status[step["id"].get<std::string>()] = step["status"].get<std::string>();
     }
-    for (const char* id : { "weights", "convert", "shard", "smoke", "precision", "performance" }) {
+    for (const char* id :
+        { "weights", "convert", "shard", "smoke", "multi_rank", "precision", "performance" }) {
         EXPECT_EQ(status[id], "passed") << id;
     }
-    EXPECT_EQ(status["multi_rank"], "skipped");
+    // The two tp ranks streamed their rank files, each within half the budget.
+    for (const auto& step : j["steps"]) {
+        if (step["id"] == "multi_rank") {
+            const auto& metrics = step["metrics"];
+            ASSERT_TRUE(metrics.contains("stream_rank_peak_bytes")) << step.dump();
+            EXPECT_GT(metrics["stream_bytes_read"].get<double>(), 0.0);
+            EXPECT_LE(metrics["stream_rank_peak_bytes"].get<double>(), double(budget / 2));
+        }
+    }
     EXPECT_LT(streamed.peakRssBytes, budget)
         << "streamed validation peaked at " << streamed.peakRssBytes;
 

@@ -102,10 +102,10 @@ TEST(PipelinePanel, StreamWeightsValidatesWithoutLoadingTheModelWhole)
     ASSERT_TRUE(test::waitFor([&] { return finished.count() > 0; }, 60000))
         << "validation did not end";
     EXPECT_EQ(finished.front().front().toInt(), 0) << fromQString(panel.summaryLabel()->text());
-    // Multi-rank (4) and serving (7) hold the whole model: skipped, saying why.
+    // Serving (7) holds the whole model: skipped, saying why; multi-rank's ranks stream too.
     for (int row = 0; row < panel.stepTable()->rowCount(); ++row) {
         const QString text = panel.stepTable()->item(row, 3)->text();
-        if (row == 4 || row == 7) {
+        if (row == 7) {
             EXPECT_EQ(statusOf(panel, row), QStringLiteral("skipped")) << row;
             EXPECT_TRUE(text.contains(QStringLiteral("not streamed"))) << fromQString(text);
         } else {

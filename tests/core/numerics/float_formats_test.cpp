@@ -332,3 +332,89 @@ TEST(FloatFormats, Fp8BlockScaledEqualsWideningThenScaling)
         }
     }
 }
+
+namespace {
+
+/// E4M3 (OCP 8-bit floating point, "E4M3FN") from its definition, written out apart from the
+/// library's table: sign bit, 4 exponent bits of bias 7, 3 mantissa bits; exponent 0 holds the
+/// subnormals m · 2^-9; S.1111.111 is NaN (the quiet NaN of the code's sign); no infinities.
+std::uint32_t e4m3Definition(std::uint8_t code)
+{
+    const std::uint32_t sign = std::uint32_t(code >> 7) << 31;
+    const unsigned exponent = (code >> 3) & 0xFu;
+    const unsigned mantissa = code & 0x7u;
+    if (exponent == 0xF && mantissa == 0x7) {
+        return sign | 0x7FC00000u;
+    }
+    if (exponent == 0) {
+        if (mantissa == 0) {
+            return sign; // ±0
+        }
+        // m · 2^-9 normalised: the leading one of m becomes the implicit bit.
+        const int lead = std::bit_width(mantissa) - 1; // 0, 1 or 2
+        const std::uint32_t fraction = (mantissa & ~(1u << lead)) << (23 - lead);
+        return sign | (std::uint32_t(lead - 9 + 127) << 23) | fraction;
+    }
+    return sign | (std::uint32_t(int(exponent) - 7 + 127) << 23) | (mantissa << 20);
+}
+
+} // namespace
+
+// The 256-entry table the loader widens E4M3 through holds every code's value as the format
+// defines it, bit for bit: normals, the subnormals (exponent 0), ±0, the largest ±448 and both NaN
+// codes, in the scalar decoder and in the widening (short, and long enough to be threaded).
+TEST(FloatFormats, E4m3TableMatchesTheFormatDefinitionOnEveryCode)
+{
+    EXPECT_EQ(e4m3Definition(0x7E), std::bit_cast<std::uint32_t>(448.0f));
+    EXPECT_EQ(e4m3Definition(0x01), std::bit_cast<std::uint32_t>(0x1p-9f));
+    EXPECT_EQ(e4m3Definition(0x08), std::bit_cast<std::uint32_t>(0x1p-6f));
+    for (const std::size_t count : { std::size_t(256), std::size_t(256) << 12 }) {
+        std::vector<std::uint8_t> codes(count);
+        for (std::size_t i = 0; i < count; ++i) {
+            codes[i] = std::uint8_t(i);
+        }
+        std::vector<float> out(count);
+        day0::numerics::detail::widenFp8ToF32(reinterpret_cast<const std::byte*>(codes.data()),
+            day0::DType::F8E4M3, reinterpret_cast<std::byte*>(out.data()), count);
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::uint32_t want = e4m3Definition(codes[i]);
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), want) << "code " << int(codes[i]);
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(day0::numerics::e4m3ToFloat(codes[i])), want)
+                << "code " << int(codes[i]);
+        }
+    }
+}
+
+// The block-scaled conversion of a DeepSeek-V3-shaped tensor (every code in every block, 128×128
+// blocks with distinct scales, a ragged last block row and column, large enough to be threaded
+// and streamed) equals the per-element definition float(double(value) · scale) bit for bit.
+TEST(FloatFormats, Fp8BlockScaledTensorEqualsItsDefinition)
+{
+    const std::int64_t rows = 1000;
+    const std::int64_t cols = 1100;
+    const std::int64_t block = 128;
+    const std::int64_t gridCols = (cols + block - 1) / block;
+    std::vector<std::uint8_t> codes(std::size_t(rows * cols));
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+        codes[i] = std::uint8_t((i * 131 + i / 4099) & 0xFF);
+    }
+    std::vector<double> scales(std::size_t(((rows + block - 1) / block) * gridCols));
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+        scales[i] = std::ldexp(1.0 + double(i % 13) / 17.0, int(i % 41) - 30) / 448.0;
+    }
+    std::vector<float> out(codes.size());
+    day0::numerics::detail::widenFp8BlockScaledToF32(
+        reinterpret_cast<const std::byte*>(codes.data()), day0::DType::F8E4M3, scales.data(), rows,
+        cols, block, block, out.data());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const auto code = codes[std::size_t(r * cols + c)];
+            const double value = double(std::bit_cast<float>(e4m3Definition(code)));
+            const float want
+                = float(value * scales[std::size_t((r / block) * gridCols + c / block)]);
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(out[std::size_t(r * cols + c)]),
+                std::bit_cast<std::uint32_t>(want))
+                << "code " << int(code) << " at (" << r << ", " << c << ")";
+        }
+    }
+}
