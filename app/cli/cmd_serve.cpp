@@ -58,7 +58,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
                 { "decode", server.decodePath() },
                 { "plan",
                     server.plan().empty() ? nlohmann::json() : nlohmann::json(server.plan()) },
-                { "backend", server.backend() } }
+                { "backend", server.backend() }, { "weight_bytes", server.weightBytes() } }
                 .dump());
     } else {
         std::string where;

@@ -90,18 +90,32 @@ struct Scheduler::Sequence {
 
 Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
     : m_engine(std::move(engine))
+    , m_spec(m_engine->spec())
     , m_options(std::move(options))
 {
+    start();
+}
+
+Scheduler::Scheduler(model::ModelSpec spec, SchedulerOptions options)
+    : m_spec(std::move(spec))
+    , m_options(std::move(options))
+{
+    start();
+}
+
+void Scheduler::start()
+{
     if (m_options.kvTokenBudget <= 0) {
-        const std::int64_t context
-            = m_engine.spec().maxPositions > 0 ? m_engine.spec().maxPositions : 4096;
+        const std::int64_t context = m_spec.maxPositions > 0 ? m_spec.maxPositions : 4096;
         m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
     }
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
     if (m_options.source) {
         m_batchRefusal = m_options.source->sequentialReason();
+    } else if (!m_engine) {
+        m_batchRefusal = "no engine and no sequence source";
     } else {
-        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
+        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(*m_engine)
                                                : std::string("turned off");
     }
     m_metrics.batchedDecode = m_batchRefusal.empty();
@@ -126,7 +140,7 @@ Scheduler::~Scheduler()
 
 std::int64_t Scheduler::contextLimit() const
 {
-    const std::int64_t context = m_engine.spec().maxPositions;
+    const std::int64_t context = m_spec.maxPositions;
     return context > 0 ? std::min(context, m_options.kvTokenBudget) : m_options.kvTokenBudget;
 }
 
@@ -208,7 +222,7 @@ double Scheduler::cacheBytes(std::int64_t tokens) const
 {
     const double element = m_options.plan.isF64() ? 8.0 : 4.0;
     double bytes = 0.0;
-    for (const auto& kind : model::cacheByKind(m_engine.spec(), double(tokens), element)) {
+    for (const auto& kind : model::cacheByKind(m_spec, double(tokens), element)) {
         bytes += kind.bytes;
     }
     return bytes;
@@ -274,9 +288,13 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
                 return false;
             }
             seq.stepped = std::move(*stepped);
+        } else if (!m_engine) {
+            end(seq, Finish::Failed,
+                "internal error: the scheduler has neither an engine nor a sequence source");
+            return false;
         } else {
             auto decoder = exec::SequenceDecoder::open(
-                m_engine, m_options.plan, capacity, m_options.deltaChunk, m_options.backend.get());
+                *m_engine, m_options.plan, capacity, m_options.deltaChunk, m_options.backend.get());
             if (!decoder) {
                 end(seq, Finish::Failed, decoder.error().message);
                 return false;

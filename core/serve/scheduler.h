@@ -180,6 +180,10 @@ std::string renderPrometheus(const SchedulerMetrics& m);
 class Scheduler {
 public:
     Scheduler(exec::Engine engine, SchedulerOptions options);
+    /// Without an engine: every sequence runs on `options.source` (which must be set; without
+    /// it each request fails, named), and `spec` only sizes caches and contexts. What a plan's
+    /// sharded ranks serve on, so that the weights are held once, by the ranks.
+    Scheduler(model::ModelSpec spec, SchedulerOptions options);
     ~Scheduler();
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
@@ -202,7 +206,7 @@ public:
     bool drain(std::chrono::milliseconds timeout);
 
     [[nodiscard]] SchedulerMetrics metrics() const;
-    [[nodiscard]] const model::ModelSpec& spec() const { return m_engine.spec(); }
+    [[nodiscard]] const model::ModelSpec& spec() const { return m_spec; }
     /// Longest prompt + max_tokens one request may have.
     [[nodiscard]] std::int64_t contextLimit() const;
     /// "batched", or "sequential (<why>)": how decode steps run.
@@ -225,7 +229,11 @@ private:
     /// KV-cache bytes of one sequence holding `tokens` (SchedulerMetrics::kvBytesUsed).
     [[nodiscard]] double cacheBytes(std::int64_t tokens) const;
 
-    exec::Engine m_engine;
+    /// Starts the loop thread; after the members are set.
+    void start();
+
+    std::optional<exec::Engine> m_engine; ///< none: every sequence on m_options.source
+    model::ModelSpec m_spec;
     SchedulerOptions m_options;
     std::string m_batchRefusal; ///< why decode steps are not batched; empty: they are
     mutable std::mutex m_mutex;
