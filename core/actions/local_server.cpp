@@ -276,6 +276,7 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(
     so.deltaChunk = options.deltaChunk;
     so.eosIds = impl->loaded.eosIds;
     so.batchDecode = options.batchDecode;
+    so.batchPrefill = options.batchPrefill;
     if (backend) {
         impl->backend = backend->name();
         so.backend = backend;

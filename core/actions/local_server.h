@@ -30,6 +30,8 @@ struct LocalServerOptions {
     std::int64_t kvTokens = 0; ///< the KV-token budget; 0: maxRunning × the model's context
     std::int64_t deltaChunk = 64; ///< as `day0 run --delta-chunk`
     bool batchDecode = true; ///< decode steps batched where the model allows it
+    /// Prompts admitted together prefilled as one forward where decode steps are batched.
+    bool batchPrefill = true;
     double drainSeconds = 30; ///< what the destructor waits for requests in flight
     /// A plan string ("tp=2", "tp=2,pp=2", "ep=2,tp=2"): requests run on the plan's sharded
     /// ranks in this process (parallel::ServedRanks, the forward `day0 run --plan` runs), fp32

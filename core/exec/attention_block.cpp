@@ -154,16 +154,19 @@ void Forward<T>::attentionBlock(
     }
     std::vector<T> context(std::size_t(n * qDim));
     if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
-        // A batched decode (batch_decode.h): row i is one token of sequence i, attending over
-        // that sequence's cache.
-        for (std::int64_t i = 0; i < n; ++i) {
-            Forward<T>& seq = *batch->seqs[std::size_t(i)];
-            const std::int64_t at = batch->starts[std::size_t(i)];
+        // A batched step (batch_decode.h): sequence i's rows (one in a decode step, its
+        // prompt in a batched prefill) attend causally over that sequence's cache.
+        std::int64_t row = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            Forward<T>& seq = *batch->seqs[i];
+            const std::int64_t at = batch->starts[i];
+            const std::int64_t rows = batch->count(i);
             Cache& cache = seq.m_caches[std::size_t(layer)];
-            std::copy_n(k.begin() + i * kvDim, kvDim, cache.k.begin() + at * kvDim);
-            std::copy_n(v.begin() + i * kvDim, kvDim, cache.v.begin() + at * kvDim);
-            seq.causalAttention(layer, q.data() + i * qDim, 1, at, m_spec.numHeads, kvHeads, d, d,
-                m_attentionScale, context.data() + i * qDim);
+            std::copy_n(k.begin() + row * kvDim, rows * kvDim, cache.k.begin() + at * kvDim);
+            std::copy_n(v.begin() + row * kvDim, rows * kvDim, cache.v.begin() + at * kvDim);
+            seq.causalAttention(layer, q.data() + row * qDim, rows, at, m_spec.numHeads, kvHeads, d,
+                d, m_attentionScale, context.data() + row * qDim);
+            row += rows;
         }
     } else {
         Cache& cache = m_caches[std::size_t(layer)];

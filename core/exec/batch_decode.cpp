@@ -55,13 +55,26 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
 
 template <typename T>
 Result<std::vector<T>> decodeBatch(std::span<Forward<T>* const> seqs,
-    std::span<const std::int64_t> ids, std::span<const std::int64_t> starts, std::stop_token stop)
+    std::span<const std::int64_t> ids, std::span<const std::int64_t> starts, std::stop_token stop,
+    std::span<const std::int64_t> counts)
 {
-    if (seqs.empty() || seqs.size() != ids.size() || seqs.size() != starts.size()) {
-        return Error::internal(fmt::format("batched decode: {} sequences, {} ids, {} positions",
-            seqs.size(), ids.size(), starts.size()));
+    std::int64_t rows = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (counts[i] < 1) {
+            return Error::internal(fmt::format("batched step: sequence {} has no tokens", i));
+        }
+        rows += counts[i];
     }
-    const DecodeBatch<T> batch { seqs, starts };
+    if (counts.empty()) {
+        rows = std::int64_t(seqs.size());
+    }
+    if (seqs.empty() || std::int64_t(ids.size()) != rows || seqs.size() != starts.size()
+        || (!counts.empty() && counts.size() != seqs.size())) {
+        return Error::internal(fmt::format("batched step: {} sequences, {} ids for {} rows, {} "
+                                           "positions, {} counts",
+            seqs.size(), ids.size(), rows, starts.size(), counts.size()));
+    }
+    const DecodeBatch<T> batch { seqs, starts, counts };
     decodeBatchSlot<T>() = &batch;
     NullTaps<T> taps;
     auto out = seqs.front()->step(ids, 0, taps, stop);
@@ -72,8 +85,10 @@ Result<std::vector<T>> decodeBatch(std::span<Forward<T>* const> seqs,
 template const DecodeBatch<float>* currentDecodeBatch<float>();
 template const DecodeBatch<double>* currentDecodeBatch<double>();
 template Result<std::vector<float>> decodeBatch<float>(std::span<Forward<float>* const>,
-    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token);
+    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token,
+    std::span<const std::int64_t>);
 template Result<std::vector<double>> decodeBatch<double>(std::span<Forward<double>* const>,
-    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token);
+    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token,
+    std::span<const std::int64_t>);
 
 } // namespace day0::exec::detail
