@@ -30,16 +30,23 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     default:
         break;
     }
-    if (spec.attention == model::AttentionKind::MLA) {
-        return "MLA attention";
+    // MLA rows write their expanded keys into their own sequence's cache and attend over it;
+    // the DSA indexer keeps a selection per sequence, which a batch does not.
+    if (spec.attention == model::AttentionKind::MLA && spec.mla.indexerHeads > 0) {
+        return "MLA with the DSA indexer (sparse attention)";
     }
-    // Qwen3-MoE's and Mixtral's experts route every row on its own (router top-k, then each
-    // expert's product over the rows that chose it), so a batch of sequences routes as each
-    // alone; the other MoE blocks (shared and latent experts, gates, biased or fused experts)
-    // are not checked batched yet.
-    if (spec.moe && spec.family != model::Family::Qwen3Moe
-        && spec.family != model::Family::Mixtral) {
-        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE and Mixtral)",
+    if (spec.attention == model::AttentionKind::MLA && spec.family != model::Family::DeepseekV3) {
+        return fmt::format(
+            "MLA attention of {} (batched for DeepSeek-V3)", model::familyName(spec.family));
+    }
+    // Qwen3-MoE's, Mixtral's and DeepSeek-V3's experts route every row on its own (router top-k,
+    // DeepSeek-V3's groups included, then each expert's product over the rows that chose it; the
+    // shared experts a per-row MLP), so a batch of sequences routes as each alone; the other MoE
+    // blocks (latent experts, gates, biased or fused experts) are not checked batched yet.
+    if (spec.moe && spec.family != model::Family::Qwen3Moe && spec.family != model::Family::Mixtral
+        && spec.family != model::Family::DeepseekV3) {
+        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE, Mixtral and "
+                           "DeepSeek-V3)",
             model::familyName(spec.family));
     }
     for (std::size_t l = 0; l < spec.layers.size(); ++l) {

@@ -30,8 +30,9 @@ template <typename T> struct DecodeBatch {
 template <typename T> const DecodeBatch<T>* currentDecodeBatch();
 
 /// Why decodeBatch does not serve `spec` (its family or a layer kind, named); empty when it does:
-/// models whose layers are softmax attention (full, sliding or chunked, not MLA), a linear or no
-/// mixer, and a dense or linear feed-forward, or Qwen3-MoE's and Mixtral's routed experts.
+/// models whose layers are softmax attention (full, sliding or chunked; MLA for DeepSeek-V3, not
+/// with the DSA indexer), a linear or no mixer, and a dense or linear feed-forward, or
+/// Qwen3-MoE's, Mixtral's and DeepSeek-V3's routed experts.
 std::string batchDecodeRefusal(const model::ModelSpec& spec);
 
 /// One step of every sequence in `seqs` (Forwards over the same spec, weights and plan, each
