@@ -28,6 +28,7 @@ struct ServeArgs {
     }
     actions::LocalServerOptions options;
     bool noBatch = false;
+    bool noBatchPrefill = false;
 };
 
 int runServe(const ServeArgs& a, const GlobalOptions& global)
@@ -42,6 +43,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
     }
     auto options = o;
     options.batchDecode = !a.noBatch;
+    options.batchPrefill = !a.noBatchPrefill;
     Progress progress;
     std::optional<ProgressBar> bar;
     bar.emplace(progress, "load", !global.quiet);
@@ -58,7 +60,7 @@ int runServe(const ServeArgs& a, const GlobalOptions& global)
                 { "decode", server.decodePath() },
                 { "plan",
                     server.plan().empty() ? nlohmann::json() : nlohmann::json(server.plan()) },
-                { "backend", server.backend() } }
+                { "backend", server.backend() }, { "weight_bytes", server.weightBytes() } }
                 .dump());
     } else {
         std::string where;
@@ -143,8 +145,12 @@ const bool registered = registerCommand({ "serve",
         app.add_option("--device", a->options.device, "the backend's device index (default 0)")
             ->check(CLI::Range(0, 1024));
         app.add_flag("--no-batch", a->noBatch,
-            "run the running sequences' decode steps one after another rather than as one "
-            "batched forward (batched where the model allows it: dense softmax-attention models)");
+            "run the running sequences' decode steps and prefills one after another rather than "
+            "as one batched forward (batched where the model allows it: dense softmax-attention "
+            "models, Qwen3-MoE, Mixtral)");
+        app.add_flag("--no-batch-prefill", a->noBatchPrefill,
+            "prefill the prompts admitted at the same step one per forward rather than together "
+            "(decode steps stay batched)");
         app.add_option("--drain-timeout", a->options.drainSeconds,
                "seconds SIGTERM waits for admitted requests before closing (default 60)")
             ->check(CLI::Range(0.0, 86400.0));

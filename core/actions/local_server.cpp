@@ -3,6 +3,7 @@
 #include "actions/local_server.h"
 
 #include "checkpoint/sharding.h"
+#include "exec/forward.h"
 #include "exec/precision.h"
 #include "exec/sequence_decoder.h"
 #include "extend/plugin_registry.h"
@@ -89,13 +90,10 @@ private:
     std::shared_ptr<parallel::ServedRanks> m_ranks;
 };
 
-/// The plan's ranks of `options`, or null without a plan. Refuses what they cannot run.
-Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOptions& options,
-    const exec::PrecisionPlan& precision, Progress& progress, std::stop_token stop)
+/// `options.plan` parsed, with what the served ranks refuse without the model.
+Result<checkpoint::ShardLayout> servedLayout(
+    const LocalServerOptions& options, const exec::PrecisionPlan& precision)
 {
-    if (options.plan.empty()) {
-        return std::shared_ptr<parallel::ServedRanks>();
-    }
     auto layout = checkpoint::parseShardLayout(options.plan);
     if (!layout) {
         const Error& e = layout.error();
@@ -105,6 +103,24 @@ Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOpti
         return Error::unsupported(fmt::format("--plan {} with --precision {}: the sharded "
                                               "forward runs in fp32 only",
             options.plan, options.precision));
+    }
+    if (auto fits = parallel::ServedRanks::checkLayout(*layout); !fits) {
+        const Error& e = fits.error();
+        return e.message.starts_with("--plan") ? e : e.withContext("--plan " + options.plan);
+    }
+    return layout;
+}
+
+/// The plan's ranks of `options`, or null without a plan. Refuses what they cannot run.
+Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOptions& options,
+    const exec::PrecisionPlan& precision, Progress& progress, std::stop_token stop)
+{
+    if (options.plan.empty()) {
+        return std::shared_ptr<parallel::ServedRanks>();
+    }
+    auto layout = servedLayout(options, precision);
+    if (!layout) {
+        return layout.error();
     }
     auto ranks = parallel::ServedRanks::start(options.checkpoint, *layout, progress, stop);
     if (!ranks) {
@@ -116,6 +132,27 @@ Result<std::shared_ptr<parallel::ServedRanks>> servedRanks(const LocalServerOpti
 }
 
 } // namespace
+
+Result<void> checkLocalServerOptions(const LocalServerOptions& options)
+{
+    auto plan = exec::parsePrecisionPlan(options.precision);
+    if (!plan) {
+        return plan.error().withContext("precision");
+    }
+    const bool onBackend = !options.backend.empty() && options.backend != "cpu";
+    if (onBackend && !options.plan.empty()) {
+        return Error::unsupported(fmt::format("--plan {} with --backend {}: sharded serving "
+                                              "runs on the CPU reference only",
+            options.plan, options.backend));
+    }
+    if (!options.plan.empty()) {
+        auto layout = servedLayout(options, *plan);
+        if (!layout) {
+            return layout.error();
+        }
+    }
+    return success();
+}
 
 struct LocalServer::Impl {
     LocalServerOptions options;
@@ -132,6 +169,7 @@ struct LocalServer::Impl {
     std::string url;
     int port = 0;
     std::string plan; ///< the ranks' layout; empty: one rank
+    std::int64_t weightBytes = 0;
 };
 
 LocalServer::LocalServer(std::unique_ptr<Impl> impl)
@@ -164,6 +202,8 @@ std::string LocalServer::decodePath() const { return m_impl->scheduler->decodePa
 
 const std::string& LocalServer::plan() const { return m_impl->plan; }
 
+std::int64_t LocalServer::weightBytes() const { return m_impl->weightBytes; }
+
 const std::string& LocalServer::backend() const { return m_impl->backend; }
 
 const std::string& LocalServer::chatRefusal() const { return m_impl->loaded.chatRefusal; }
@@ -184,16 +224,12 @@ bool LocalServer::drain(std::chrono::milliseconds timeout)
 Result<std::unique_ptr<LocalServer>> LocalServer::start(
     const LocalServerOptions& options, Progress& progress, std::stop_token stop)
 {
+    DAY0_TRY(checkLocalServerOptions(options));
     auto plan = exec::parsePrecisionPlan(options.precision);
     if (!plan) {
         return plan.error().withContext("precision");
     }
     const bool onBackend = !options.backend.empty() && options.backend != "cpu";
-    if (onBackend && !options.plan.empty()) {
-        return Error::unsupported(fmt::format("--plan {} with --backend {}: sharded serving "
-                                              "runs on the CPU reference only",
-            options.plan, options.backend));
-    }
     auto ranks = servedRanks(options, *plan, progress, stop);
     if (!ranks) {
         return ranks.error();
@@ -213,7 +249,10 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(
         backend = std::move(*opened);
     }
     progress.setStage("loading " + options.checkpoint);
-    auto loaded = serve::loadServedModel(options.checkpoint, plan->isF64(), progress, stop);
+    // A plan's ranks hold the weights (each its slices): the server reads only the spec,
+    // tokenizer and templates, so the checkpoint is not loaded a second time.
+    auto loaded = serve::loadServedModel(options.checkpoint, plan->isF64(), progress, stop,
+        *ranks ? serve::ServedWeights::SpecOnly : serve::ServedWeights::Load);
     if (!loaded) {
         return loaded.error();
     }
@@ -237,15 +276,22 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(
     so.deltaChunk = options.deltaChunk;
     so.eosIds = impl->loaded.eosIds;
     so.batchDecode = options.batchDecode;
+    so.batchPrefill = options.batchPrefill;
     if (backend) {
         impl->backend = backend->name();
         so.backend = backend;
     }
     if (*ranks) {
         impl->plan = (*ranks)->plan();
+        impl->weightBytes = (*ranks)->weightBytes();
         so.source = std::make_shared<ShardedSource>(*ranks);
+        impl->scheduler.emplace(impl->loaded.spec, so);
+    } else {
+        for (const auto& [name, tensor] : impl->loaded.engine->weightTable().tensors) {
+            impl->weightBytes += tensor.byteSize();
+        }
+        impl->scheduler.emplace(std::move(*impl->loaded.engine), so);
     }
-    impl->scheduler.emplace(std::move(*impl->loaded.engine), so);
     auto& model = impl->model;
     model.name = options.servedName.empty() ? impl->loaded.name : options.servedName;
     model.vocabSize = impl->scheduler->spec().vocabSize;

@@ -30,6 +30,8 @@ struct LocalServerOptions {
     std::int64_t kvTokens = 0; ///< the KV-token budget; 0: maxRunning × the model's context
     std::int64_t deltaChunk = 64; ///< as `day0 run --delta-chunk`
     bool batchDecode = true; ///< decode steps batched where the model allows it
+    /// Prompts admitted together prefilled as one forward where decode steps are batched.
+    bool batchPrefill = true;
     double drainSeconds = 30; ///< what the destructor waits for requests in flight
     /// A plan string ("tp=2", "tp=2,pp=2", "ep=2,tp=2"): requests run on the plan's sharded
     /// ranks in this process (parallel::ServedRanks, the forward `day0 run --plan` runs), fp32
@@ -41,6 +43,13 @@ struct LocalServerOptions {
     std::string backend;
     int device = 0;
 };
+
+/// What LocalServer::start refuses of `options` before reading the checkpoint, as `day0 serve`
+/// refuses it: a precision not spelled as `day0 run`'s, a plan with a backend plugin, a plan
+/// string that does not parse or that the served ranks cannot run without looking at the model
+/// (cp > 1, dp > 1), a plan in another precision than fp32. What needs the model (heads TP does
+/// not divide) is refused when the server starts. The Serving panel checks its fields with it.
+Result<void> checkLocalServerOptions(const LocalServerOptions& options);
 
 /// A checkpoint served by the OpenAI server (serve::OpenAiServer over serve::Scheduler) on its
 /// own HTTP thread until drained and destroyed: `day0 serve`, the Serving panel's local server
@@ -71,6 +80,9 @@ public:
     /// The plan the ranks run (parallel::layoutString, "tp=2,pp=1,ep=1,dp=1,etp=2,mb=1"); empty
     /// for one rank.
     [[nodiscard]] const std::string& plan() const;
+    /// Bytes of weights this server holds in memory: the engine's, or with a plan its ranks'
+    /// slices (the checkpoint is loaded once, by the ranks).
+    [[nodiscard]] std::int64_t weightBytes() const;
     /// The backend plugin requests compute on ("cpu": the reference).
     [[nodiscard]] const std::string& backend() const;
     /// Why /v1/chat/completions is refused; empty: it is served.

@@ -154,16 +154,19 @@ void Forward<T>::attentionBlock(
     }
     std::vector<T> context(std::size_t(n * qDim));
     if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
-        // A batched decode (batch_decode.h): row i is one token of sequence i, attending over
-        // that sequence's cache.
-        for (std::int64_t i = 0; i < n; ++i) {
-            Forward<T>& seq = *batch->seqs[std::size_t(i)];
-            const std::int64_t at = batch->starts[std::size_t(i)];
+        // A batched step (batch_decode.h): sequence i's rows (one in a decode step, its
+        // prompt in a batched prefill) attend causally over that sequence's cache.
+        std::int64_t row = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            Forward<T>& seq = *batch->seqs[i];
+            const std::int64_t at = batch->starts[i];
+            const std::int64_t rows = batch->count(i);
             Cache& cache = seq.m_caches[std::size_t(layer)];
-            std::copy_n(k.begin() + i * kvDim, kvDim, cache.k.begin() + at * kvDim);
-            std::copy_n(v.begin() + i * kvDim, kvDim, cache.v.begin() + at * kvDim);
-            seq.causalAttention(layer, q.data() + i * qDim, 1, at, m_spec.numHeads, kvHeads, d, d,
-                m_attentionScale, context.data() + i * qDim);
+            std::copy_n(k.begin() + row * kvDim, rows * kvDim, cache.k.begin() + at * kvDim);
+            std::copy_n(v.begin() + row * kvDim, rows * kvDim, cache.v.begin() + at * kvDim);
+            seq.causalAttention(layer, q.data() + row * qDim, rows, at, m_spec.numHeads, kvHeads, d,
+                d, m_attentionScale, context.data() + row * qDim);
+            row += rows;
         }
     } else {
         Cache& cache = m_caches[std::size_t(layer)];
@@ -241,26 +244,43 @@ void Forward<T>::mlaBlock(
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
 
-    // Expanded keys [heads, nope | shared rope] and values go to the cache.
-    Cache& cache = m_caches[std::size_t(layer)];
+    // Expanded keys [heads, nope | shared rope] and values of rows [first, first + rows) go to
+    // `cache` from position `at`.
     const std::int64_t kWidth = heads * qk;
     const std::int64_t vWidth = heads * vd;
-    for (std::int64_t t = 0; t < n; ++t) {
-        T* kRow = cache.k.data() + (start + t) * kWidth;
-        T* vRow = cache.v.data() + (start + t) * vWidth;
-        for (std::int64_t hd = 0; hd < heads; ++hd) {
-            const T* src = kv.data() + (t * heads + hd) * (nope + vd);
-            std::copy_n(src, nope, kRow + hd * qk);
-            std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
-            std::copy_n(src + nope, vd, vRow + hd * vd);
+    const auto toCache = [&](Cache& cache, std::int64_t first, std::int64_t rows, std::int64_t at) {
+        for (std::int64_t t = first; t < first + rows; ++t) {
+            T* kRow = cache.k.data() + (at + t - first) * kWidth;
+            T* vRow = cache.v.data() + (at + t - first) * vWidth;
+            for (std::int64_t hd = 0; hd < heads; ++hd) {
+                const T* src = kv.data() + (t * heads + hd) * (nope + vd);
+                std::copy_n(src, nope, kRow + hd * qk);
+                std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
+                std::copy_n(src + nope, vd, vRow + hd * vd);
+            }
         }
-    }
+    };
     std::vector<T> context(std::size_t(n * heads * vd));
     // DSA: a layer without its own indexer (GLM-5 "shared") attends over the previous one's keys.
     const bool sparse = m.indexerHeads > 0;
-    causalAttention(layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale,
-        context.data(),
-        sparse ? std::span<const std::int64_t>(m_selection) : std::span<const std::int64_t>());
+    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr && !sparse) {
+        // A batched step (batch_decode.h; DSA is not batched): each sequence's rows attend
+        // causally over that sequence's cache.
+        std::int64_t row = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            Forward<T>& seq = *batch->seqs[i];
+            const std::int64_t rows = batch->count(i);
+            toCache(seq.m_caches[std::size_t(layer)], row, rows, batch->starts[i]);
+            seq.causalAttention(layer, q.data() + row * heads * qk, rows, batch->starts[i], heads,
+                heads, qk, vd, m_attentionScale, context.data() + row * heads * vd);
+            row += rows;
+        }
+    } else {
+        toCache(m_caches[std::size_t(layer)], 0, n, start);
+        causalAttention(layer, q.data(), n, start, heads, heads, qk, vd, m_attentionScale,
+            context.data(),
+            sparse ? std::span<const std::int64_t>(m_selection) : std::span<const std::int64_t>());
+    }
     if (m.outputGate) {
         // Kimi-K3's mla_use_output_gate: the attention output times σ(g_proj(x)), one gate per
         // value channel, before o_proj (vLLM models/kimi_linear.py KimiMLAAttention g_proj).

@@ -30,16 +30,23 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     default:
         break;
     }
-    if (spec.attention == model::AttentionKind::MLA) {
-        return "MLA attention";
+    // MLA rows write their expanded keys into their own sequence's cache and attend over it;
+    // the DSA indexer keeps a selection per sequence, which a batch does not.
+    if (spec.attention == model::AttentionKind::MLA && spec.mla.indexerHeads > 0) {
+        return "MLA with the DSA indexer (sparse attention)";
     }
-    // Qwen3-MoE's and Mixtral's experts route every row on its own (router top-k, then each
-    // expert's product over the rows that chose it), so a batch of sequences routes as each
-    // alone; the other MoE blocks (shared and latent experts, gates, biased or fused experts)
-    // are not checked batched yet.
-    if (spec.moe && spec.family != model::Family::Qwen3Moe
-        && spec.family != model::Family::Mixtral) {
-        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE and Mixtral)",
+    if (spec.attention == model::AttentionKind::MLA && spec.family != model::Family::DeepseekV3) {
+        return fmt::format(
+            "MLA attention of {} (batched for DeepSeek-V3)", model::familyName(spec.family));
+    }
+    // Qwen3-MoE's, Mixtral's and DeepSeek-V3's experts route every row on its own (router top-k,
+    // DeepSeek-V3's groups included, then each expert's product over the rows that chose it; the
+    // shared experts a per-row MLP), so a batch of sequences routes as each alone; the other MoE
+    // blocks (latent experts, gates, biased or fused experts) are not checked batched yet.
+    if (spec.moe && spec.family != model::Family::Qwen3Moe && spec.family != model::Family::Mixtral
+        && spec.family != model::Family::DeepseekV3) {
+        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE, Mixtral and "
+                           "DeepSeek-V3)",
             model::familyName(spec.family));
     }
     for (std::size_t l = 0; l < spec.layers.size(); ++l) {
@@ -55,13 +62,26 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
 
 template <typename T>
 Result<std::vector<T>> decodeBatch(std::span<Forward<T>* const> seqs,
-    std::span<const std::int64_t> ids, std::span<const std::int64_t> starts, std::stop_token stop)
+    std::span<const std::int64_t> ids, std::span<const std::int64_t> starts, std::stop_token stop,
+    std::span<const std::int64_t> counts)
 {
-    if (seqs.empty() || seqs.size() != ids.size() || seqs.size() != starts.size()) {
-        return Error::internal(fmt::format("batched decode: {} sequences, {} ids, {} positions",
-            seqs.size(), ids.size(), starts.size()));
+    std::int64_t rows = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (counts[i] < 1) {
+            return Error::internal(fmt::format("batched step: sequence {} has no tokens", i));
+        }
+        rows += counts[i];
     }
-    const DecodeBatch<T> batch { seqs, starts };
+    if (counts.empty()) {
+        rows = std::int64_t(seqs.size());
+    }
+    if (seqs.empty() || std::int64_t(ids.size()) != rows || seqs.size() != starts.size()
+        || (!counts.empty() && counts.size() != seqs.size())) {
+        return Error::internal(fmt::format("batched step: {} sequences, {} ids for {} rows, {} "
+                                           "positions, {} counts",
+            seqs.size(), ids.size(), rows, starts.size(), counts.size()));
+    }
+    const DecodeBatch<T> batch { seqs, starts, counts };
     decodeBatchSlot<T>() = &batch;
     NullTaps<T> taps;
     auto out = seqs.front()->step(ids, 0, taps, stop);
@@ -72,8 +92,10 @@ Result<std::vector<T>> decodeBatch(std::span<Forward<T>* const> seqs,
 template const DecodeBatch<float>* currentDecodeBatch<float>();
 template const DecodeBatch<double>* currentDecodeBatch<double>();
 template Result<std::vector<float>> decodeBatch<float>(std::span<Forward<float>* const>,
-    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token);
+    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token,
+    std::span<const std::int64_t>);
 template Result<std::vector<double>> decodeBatch<double>(std::span<Forward<double>* const>,
-    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token);
+    std::span<const std::int64_t>, std::span<const std::int64_t>, std::stop_token,
+    std::span<const std::int64_t>);
 
 } // namespace day0::exec::detail

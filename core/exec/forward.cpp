@@ -468,10 +468,10 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     const DecodeBatch<T>* batch = currentDecodeBatch<T>();
     if (batch != nullptr) {
         for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
-            if (batch->starts[i] + 1 > batch->seqs[i]->m_capacity) {
-                return Error::internal(fmt::format("KV cache of batch row {} holds {} tokens, "
-                                                   "step needs {}",
-                    i, batch->seqs[i]->m_capacity, batch->starts[i] + 1));
+            if (batch->starts[i] + batch->count(i) > batch->seqs[i]->m_capacity) {
+                return Error::internal(fmt::format("KV cache of batch sequence {} holds {} "
+                                                   "tokens, step needs {}",
+                    i, batch->seqs[i]->m_capacity, batch->starts[i] + batch->count(i)));
             }
         }
     } else if (start + n > m_capacity) {
@@ -483,10 +483,18 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     }
     std::vector<T> hidden(std::size_t(n * h));
     m_positions.resize(std::size_t(n));
-    for (std::int64_t i = 0; i < n; ++i) {
-        // A batched decode: each row at its own sequence's position.
-        m_positions[std::size_t(i)]
-            = batch != nullptr ? batch->starts[std::size_t(i)] : start + i + m_positionDelta;
+    if (batch != nullptr) {
+        // A batched step: each sequence's rows at its own positions.
+        std::size_t row = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            for (std::int64_t t = 0; t < batch->count(i) && row < m_positions.size(); ++t) {
+                m_positions[row++] = batch->starts[i] + t;
+            }
+        }
+    } else {
+        for (std::int64_t i = 0; i < n; ++i) {
+            m_positions[std::size_t(i)] = start + i + m_positionDelta;
+        }
     }
     m_positions3.clear();
     const VisionFeatures<T>* vision = nullptr;

@@ -121,12 +121,35 @@ Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
         return Error::internal(
             fmt::format("batched feed: {} sequences for {} tokens", seqs.size(), ids.size()));
     }
+    std::vector<std::span<const std::int64_t>> tokens;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        tokens.push_back(ids.subspan(i, 1));
+    }
+    return feedBatch(seqs, tokens, stop);
+}
+
+Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
+    std::span<SequenceDecoder* const> seqs, std::span<const std::span<const std::int64_t>> tokens,
+    std::stop_token stop)
+{
+    if (seqs.empty() || tokens.size() != seqs.size()) {
+        return Error::internal(fmt::format(
+            "batched feed: {} sequences for {} token lists", seqs.size(), tokens.size()));
+    }
     const State& first = *seqs.front()->m_state;
     if (auto refused = batchRefusal(*first.engine); !refused.empty()) {
         return Error::unsupported("batched decode: " + refused);
     }
     std::vector<std::int64_t> starts;
-    for (const auto* seq : seqs) {
+    std::vector<std::int64_t> counts;
+    std::vector<std::int64_t> ids;
+    bool single = true; // one token each: a decode step
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        const auto* seq = seqs[i];
+        const auto n = std::int64_t(tokens[i].size());
+        if (n < 1) {
+            return Error::badInput(fmt::format("batched feed: no tokens for sequence {}", i));
+        }
         if (seq->m_state->backend != first.backend) {
             return Error::internal("batched feed: the sequences compute on different backends");
         }
@@ -134,12 +157,15 @@ Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
             || seq->m_state->forward.index() != first.forward.index()) {
             return Error::internal("batched feed: the sequences run on different engines");
         }
-        if (seq->m_position + 1 > seq->m_capacity) {
-            return Error::badInput(fmt::format("1 more token after {} overflows the sequence's "
+        if (seq->m_position + n > seq->m_capacity) {
+            return Error::badInput(fmt::format("{} more token(s) after {} overflow the sequence's "
                                                "capacity of {}",
-                seq->m_position, seq->m_capacity));
+                n, seq->m_position, seq->m_capacity));
         }
         starts.push_back(seq->m_position);
+        counts.push_back(n);
+        single = single && n == 1;
+        ids.insert(ids.end(), tokens[i].begin(), tokens[i].end());
     }
     const std::int64_t vocab = first.vocab;
     auto rows = std::visit(
@@ -150,21 +176,25 @@ Result<std::vector<std::vector<double>>> SequenceDecoder::feedBatch(
                 forwards.push_back(
                     std::get<std::unique_ptr<detail::Forward<T>>>(seq->m_state->forward).get());
             }
-            auto logits = detail::decodeBatch<T>(forwards, ids, starts, stop);
+            auto logits = detail::decodeBatch<T>(forwards, ids, starts, stop,
+                single ? std::span<const std::int64_t>() : std::span<const std::int64_t>(counts));
             if (!logits) {
                 return logits.error();
             }
             std::vector<std::vector<double>> out(seqs.size());
+            std::int64_t row = 0;
             for (std::size_t i = 0; i < seqs.size(); ++i) {
-                const auto row = logits->begin() + std::ptrdiff_t(std::int64_t(i) * vocab);
-                out[i].assign(row, row + vocab);
+                row += counts[i];
+                // The sequence's last token's row.
+                const auto last = logits->begin() + std::ptrdiff_t((row - 1) * vocab);
+                out[i].assign(last, last + vocab);
             }
             return out;
         },
         first.forward);
     if (rows) {
-        for (auto* seq : seqs) {
-            ++seq->m_position;
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+            seqs[i]->m_position += counts[i];
         }
     }
     return rows;

@@ -43,6 +43,14 @@ public:
     static Result<std::vector<std::vector<double>>> feedBatch(
         std::span<SequenceDecoder* const> seqs, std::span<const std::int64_t> ids,
         std::stop_token stop);
+    /// One step of several sequences, each fed several tokens (a batched prefill: prompts of
+    /// any lengths): tokens[i] fed to seqs[i] at its next positions, the linear layers run once
+    /// over every sequence's rows, each sequence's rows attending causally over its own cache.
+    /// Returns each sequence's logits of its last token [vocab], in order; the same conditions
+    /// as the one-token feedBatch. Each sequence advances by its token count on success.
+    static Result<std::vector<std::vector<double>>> feedBatch(
+        std::span<SequenceDecoder* const> seqs,
+        std::span<const std::span<const std::int64_t>> tokens, std::stop_token stop);
     /// Why feedBatch does not serve `engine`'s model (exec/batch_decode.h); empty: it does.
     [[nodiscard]] static std::string batchRefusal(const Engine& engine);
 

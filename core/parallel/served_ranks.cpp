@@ -43,6 +43,7 @@ struct ServedRanks::Impl {
     std::uint64_t issued = 0; ///< commands issued so far
     Command command; ///< the latest
     int ready = 0; ///< ranks loaded
+    std::int64_t weightBytes = 0; ///< of the ranks loaded
     int done = 0; ///< ranks that finished the latest command
     bool aborting = false; ///< a rank failed: the others leave their wait
     bool ended = false; ///< the world returned (a rank failed, or after Stop)
@@ -119,6 +120,7 @@ Result<void> ServedRanks::Impl::rank(comm::Communicator& world)
     {
         const std::lock_guard lock(mutex);
         ++ready;
+        weightBytes += bytes;
     }
     changed.notify_all();
     for (;;) {
@@ -203,6 +205,12 @@ const std::string& ServedRanks::plan() const { return m_impl->plan; }
 
 int ServedRanks::worldSize() const { return m_impl->layout.worldSize(); }
 
+std::int64_t ServedRanks::weightBytes() const
+{
+    const std::lock_guard lock(m_impl->mutex);
+    return m_impl->weightBytes;
+}
+
 Result<std::int64_t> ServedRanks::open(std::int64_t capacity)
 {
     if (capacity < 1) {
@@ -241,8 +249,7 @@ void ServedRanks::close(std::int64_t sequence)
     (void)m_impl->issue(c);
 }
 
-Result<std::unique_ptr<ServedRanks>> ServedRanks::start(const std::filesystem::path& checkpoint,
-    const checkpoint::ShardLayout& layout, Progress& progress, std::stop_token stop)
+Result<void> ServedRanks::checkLayout(const checkpoint::ShardLayout& layout)
 {
     DAY0_TRY(checkRunnable(layout));
     if (layout.dp != 1) {
@@ -250,6 +257,13 @@ Result<std::unique_ptr<ServedRanks>> ServedRanks::start(const std::filesystem::p
                                               "replica (dp=1); start a server per replica",
             layout.dp));
     }
+    return success();
+}
+
+Result<std::unique_ptr<ServedRanks>> ServedRanks::start(const std::filesystem::path& checkpoint,
+    const checkpoint::ShardLayout& layout, Progress& progress, std::stop_token stop)
+{
+    DAY0_TRY(checkLayout(layout));
     auto impl = std::make_unique<Impl>();
     auto spec = exec::loadCheckpointModel(checkpoint);
     if (!spec) {

@@ -21,6 +21,9 @@ namespace day0::parallel {
 /// (dp = 1); one call at a time (the server's scheduler loop).
 class ServedRanks {
 public:
+    /// The part of start's refusals that needs no model: a layout the executor does not run
+    /// (checkRunnable) or of more than one replica (dp > 1).
+    static Result<void> checkLayout(const checkpoint::ShardLayout& layout);
     /// Opens `checkpoint` and starts `layout`'s ranks, each loading its slices. Refused by name:
     /// a layout the executor does not run (checkRunnable), dp > 1, a model the sharded executor
     /// does not cover (checkExecutorCovers) or that the plan does not split (checkPlanFits).
@@ -45,6 +48,9 @@ public:
     /// The layout as the ranks run it (layoutString): "tp=2,pp=1,ep=1,dp=1,etp=2,mb=1".
     [[nodiscard]] const std::string& plan() const;
     [[nodiscard]] int worldSize() const;
+    /// Bytes of weights the ranks hold together (their slices, fp32; replicated tensors once
+    /// per rank holding them).
+    [[nodiscard]] std::int64_t weightBytes() const;
 
     struct Impl;
 

@@ -90,18 +90,32 @@ struct Scheduler::Sequence {
 
 Scheduler::Scheduler(exec::Engine engine, SchedulerOptions options)
     : m_engine(std::move(engine))
+    , m_spec(m_engine->spec())
     , m_options(std::move(options))
 {
+    start();
+}
+
+Scheduler::Scheduler(model::ModelSpec spec, SchedulerOptions options)
+    : m_spec(std::move(spec))
+    , m_options(std::move(options))
+{
+    start();
+}
+
+void Scheduler::start()
+{
     if (m_options.kvTokenBudget <= 0) {
-        const std::int64_t context
-            = m_engine.spec().maxPositions > 0 ? m_engine.spec().maxPositions : 4096;
+        const std::int64_t context = m_spec.maxPositions > 0 ? m_spec.maxPositions : 4096;
         m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
     }
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
     if (m_options.source) {
         m_batchRefusal = m_options.source->sequentialReason();
+    } else if (!m_engine) {
+        m_batchRefusal = "no engine and no sequence source";
     } else {
-        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(m_engine)
+        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(*m_engine)
                                                : std::string("turned off");
     }
     m_metrics.batchedDecode = m_batchRefusal.empty();
@@ -126,7 +140,7 @@ Scheduler::~Scheduler()
 
 std::int64_t Scheduler::contextLimit() const
 {
-    const std::int64_t context = m_engine.spec().maxPositions;
+    const std::int64_t context = m_spec.maxPositions;
     return context > 0 ? std::min(context, m_options.kvTokenBudget) : m_options.kvTokenBudget;
 }
 
@@ -208,7 +222,7 @@ double Scheduler::cacheBytes(std::int64_t tokens) const
 {
     const double element = m_options.plan.isF64() ? 8.0 : 4.0;
     double bytes = 0.0;
-    for (const auto& kind : model::cacheByKind(m_engine.spec(), double(tokens), element)) {
+    for (const auto& kind : model::cacheByKind(m_spec, double(tokens), element)) {
         bytes += kind.bytes;
     }
     return bytes;
@@ -260,35 +274,101 @@ void Scheduler::end(Sequence& seq, Finish why, std::string error, StopReason rea
     seq.ending = Sequence::Ending { why, std::move(error), std::move(reason) };
 }
 
+bool Scheduler::open(Sequence& seq)
+{
+    // The capacity Engine::run gives the same request: prompt + new tokens − 1.
+    const std::int64_t capacity
+        = std::int64_t(seq.request.prompt.size()) + seq.request.maxTokens - 1;
+    if (m_options.source) {
+        auto stepped = m_options.source->open(capacity);
+        if (!stepped) {
+            end(seq, Finish::Failed, stepped.error().message);
+            return false;
+        }
+        seq.stepped = std::move(*stepped);
+    } else if (!m_engine) {
+        end(seq, Finish::Failed,
+            "internal error: the scheduler has neither an engine nor a sequence source");
+        return false;
+    } else {
+        auto decoder = exec::SequenceDecoder::open(
+            *m_engine, m_options.plan, capacity, m_options.deltaChunk, m_options.backend.get());
+        if (!decoder) {
+            end(seq, Finish::Failed, decoder.error().message);
+            return false;
+        }
+        seq.decoder.emplace(std::move(*decoder));
+    }
+    seq.sampler.emplace(seq.request.sampling);
+    auto stopIds = seq.request.stopTokenIds;
+    if (!seq.request.ignoreEos) {
+        stopIds.insert(m_options.eosIds.begin(), m_options.eosIds.end());
+    }
+    seq.checker.emplace(seq.request.tokenizer, seq.request.stop, std::move(stopIds));
+    return true;
+}
+
+std::vector<bool> Scheduler::prefillBatch(std::span<Sequence* const> seqs, std::stop_token stop)
+{
+    std::vector<bool> going(seqs.size(), false);
+    // The sequences opened, by their index in `seqs`, in order.
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        if (open(*seqs[i])) {
+            at.push_back(i);
+        }
+    }
+    std::size_t first = 0;
+    while (first < at.size()) {
+        // A group of prompts within the token cap (a longer prompt prefills alone).
+        std::size_t last = first;
+        std::int64_t tokens = 0;
+        while (last < at.size()) {
+            const auto n = std::int64_t(seqs[at[last]]->request.prompt.size());
+            if (last > first && tokens + n > m_options.prefillBatchTokens) {
+                break;
+            }
+            tokens += n;
+            ++last;
+        }
+        if (last - first == 1) {
+            going[at[first]] = advance(*seqs[at[first]], stop);
+            first = last;
+            continue;
+        }
+        std::vector<exec::SequenceDecoder*> decoders;
+        std::vector<std::span<const std::int64_t>> prompts;
+        for (std::size_t k = first; k < last; ++k) {
+            decoders.push_back(&*seqs[at[k]]->decoder);
+            prompts.emplace_back(seqs[at[k]]->request.prompt);
+        }
+        auto rows = exec::SequenceDecoder::feedBatch(decoders, prompts, stop);
+        if (!rows) {
+            for (std::size_t k = first; k < last; ++k) {
+                end(*seqs[at[k]], Finish::Failed, rows.error().message);
+            }
+            first = last;
+            continue;
+        }
+        {
+            const std::lock_guard lock(m_mutex);
+            ++m_metrics.prefillBatches;
+            m_metrics.prefillBatchSequences += std::int64_t(last - first);
+        }
+        for (std::size_t k = first; k < last; ++k) {
+            going[at[k]] = emit(*seqs[at[k]], (*rows)[k - first], true);
+        }
+        first = last;
+    }
+    return going;
+}
+
 bool Scheduler::advance(Sequence& seq, std::stop_token stop)
 {
-    const bool prefill = !seq.opened();
-    if (prefill) {
-        // The capacity Engine::run gives the same request: prompt + new tokens − 1.
-        const std::int64_t capacity
-            = std::int64_t(seq.request.prompt.size()) + seq.request.maxTokens - 1;
-        if (m_options.source) {
-            auto stepped = m_options.source->open(capacity);
-            if (!stepped) {
-                end(seq, Finish::Failed, stepped.error().message);
-                return false;
-            }
-            seq.stepped = std::move(*stepped);
-        } else {
-            auto decoder = exec::SequenceDecoder::open(
-                m_engine, m_options.plan, capacity, m_options.deltaChunk, m_options.backend.get());
-            if (!decoder) {
-                end(seq, Finish::Failed, decoder.error().message);
-                return false;
-            }
-            seq.decoder.emplace(std::move(*decoder));
-        }
-        seq.sampler.emplace(seq.request.sampling);
-        auto stopIds = seq.request.stopTokenIds;
-        if (!seq.request.ignoreEos) {
-            stopIds.insert(m_options.eosIds.begin(), m_options.eosIds.end());
-        }
-        seq.checker.emplace(seq.request.tokenizer, seq.request.stop, std::move(stopIds));
+    // Opened by prefillBatch and left to prefill alone, or not opened yet.
+    const bool prefill = !seq.opened() || seq.position() == 0;
+    if (!seq.opened() && !open(seq)) {
+        return false;
     }
     const std::int64_t one[] = { seq.last };
     const std::span<const std::int64_t> ids
@@ -415,6 +495,9 @@ void Scheduler::loop(std::stop_token stop)
         std::vector<std::size_t> done;
         std::vector<Sequence*> decoding; // past their prefill: one batched forward
         std::vector<std::size_t> decodingAt;
+        std::vector<Sequence*> prefilling; // admitted at this boundary: prefilled together
+        std::vector<std::size_t> prefillingAt;
+        const bool batching = m_batchRefusal.empty();
         for (std::size_t i = 0; i < m_running.size(); ++i) {
             auto& seq = *m_running[i];
             if (seq.stream->cancelled()) {
@@ -422,13 +505,26 @@ void Scheduler::loop(std::stop_token stop)
                 done.push_back(i);
                 continue;
             }
-            if (m_batchRefusal.empty() && seq.decoder.has_value()) {
+            if (batching && seq.decoder.has_value()) {
                 decoding.push_back(&seq);
                 decodingAt.push_back(i);
                 continue;
             }
+            if (batching && m_options.batchPrefill && !seq.opened()) {
+                prefilling.push_back(&seq);
+                prefillingAt.push_back(i);
+                continue;
+            }
             if (!advance(seq, stop)) {
                 done.push_back(i);
+            }
+        }
+        if (!prefilling.empty()) {
+            const auto going = prefillBatch(prefilling, stop);
+            for (std::size_t k = 0; k < going.size(); ++k) {
+                if (!going[k]) {
+                    done.push_back(prefillingAt[k]);
+                }
             }
         }
         if (decoding.size() == 1) {
@@ -522,6 +618,10 @@ std::string renderPrometheus(const SchedulerMetrics& m)
     counter("decode_batches_total", "Batched decode forwards run.", m.decodeBatches);
     counter("decode_batch_rows_total", "Sequences advanced by batched decode forwards.",
         m.decodeBatchRows);
+    counter("prefill_batches_total", "Batched prefills run (two prompts or more each).",
+        m.prefillBatches);
+    counter("prefill_batch_sequences_total", "Prompts prefilled together by batched prefills.",
+        m.prefillBatchSequences);
     const auto histogram = [&](const char* name, const char* help, const auto& counts, double sum) {
         out += fmt::format("# HELP day0_{0} {1}\n# TYPE day0_{0} histogram\n", name, help);
         std::int64_t cumulative = 0;

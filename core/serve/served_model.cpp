@@ -55,19 +55,28 @@ Result<void> addEosIds(const fs::path& file, std::set<std::int64_t>& ids)
 
 } // namespace
 
-Result<LoadedModel> loadServedModel(
-    const fs::path& checkpoint, bool fp64, Progress& progress, std::stop_token stop)
+Result<LoadedModel> loadServedModel(const fs::path& checkpoint, bool fp64, Progress& progress,
+    std::stop_token stop, ServedWeights weights)
 {
-    auto opened = exec::openCheckpoint(checkpoint);
-    if (!opened) {
-        return opened.error();
-    }
     LoadedModel out;
-    auto engine = exec::Engine::create(opened->spec, *opened->weights, fp64, progress, stop);
-    if (!engine) {
-        return engine.error();
+    if (weights == ServedWeights::SpecOnly) {
+        auto spec = exec::loadCheckpointModel(checkpoint);
+        if (!spec) {
+            return spec.error();
+        }
+        out.spec = std::move(*spec);
+    } else {
+        auto opened = exec::openCheckpoint(checkpoint);
+        if (!opened) {
+            return opened.error();
+        }
+        auto engine = exec::Engine::create(opened->spec, *opened->weights, fp64, progress, stop);
+        if (!engine) {
+            return engine.error();
+        }
+        out.engine = std::make_unique<exec::Engine>(std::move(*engine));
+        out.spec = out.engine->spec();
     }
-    out.engine = std::make_unique<exec::Engine>(std::move(*engine));
     const fs::path folder = folderOf(checkpoint);
     std::error_code ec;
     if (fs::exists(folder / "tokenizer.json", ec) || checkpoint.extension() == ".gguf") {

@@ -1,10 +1,14 @@
-// The scheduler's batched decode (#23): decode tokens/s of `day0 serve`'s scheduler (in process,
-// no HTTP) at concurrency 1, 4 and 8, with the running sequences' decode steps run as one batched
-// forward against one after another (SchedulerOptions::batchDecode off), alternating within each
-// iteration so both see the same load, on
-// llama-3.1-8b shrunk to 4 layers of width 512 (tiny-llama in quick mode). Greedy, ignore_eos;
-// each level sends `concurrency` requests at once and times them from the first send to the last
-// token. Prints the batched/unbatched ratio per level; nothing is asserted on time.
+// The scheduler's batched decode and batched prefill (#23), in process (no HTTP), on
+// llama-3.1-8b shrunk to 4 layers of width 512 (tiny-llama in quick mode), greedy, ignore_eos:
+// - decode tokens/s at concurrency 1, 4 and 8, the running sequences' decode steps run as one
+//   batched forward against one after another (SchedulerOptions::batchDecode off); each level
+//   sends `concurrency` requests at once and times them from the first send to the last token;
+// - mean TTFT at concurrency 4 and 8 (prompts of 32 to 256 tokens, all sent at once, so they are
+//   admitted at the same step boundary), the prompts prefilled as one batched forward against
+//   one prompt per forward (SchedulerOptions::batchPrefill off), from the scheduler's own TTFT
+//   sum (arrival to first token).
+// Both sides alternate within each iteration so they see the same load. Prints the ratios per
+// level; nothing is asserted on time.
 #include "bench_support.h"
 #include "checkpoint/shrink.h"
 #include "exec/precision.h"
@@ -13,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -51,8 +56,14 @@ std::map<int, std::vector<double>> g_batched;
 std::map<int, std::vector<double>> g_sequential;
 std::map<int, std::vector<double>> g_ratios; ///< batched / sequential, per iteration
 
-/// A scheduler over the checkpoint, decode steps batched or not.
-std::unique_ptr<day0::serve::Scheduler> makeScheduler(int concurrency, bool batched)
+/// Mean TTFT (seconds) per concurrency, prompts prefilled together or one per forward.
+std::map<int, std::vector<double>> g_ttftBatched;
+std::map<int, std::vector<double>> g_ttftSequential;
+
+/// A scheduler over the checkpoint, decode steps batched or not, prompts prefilled together or
+/// not.
+std::unique_ptr<day0::serve::Scheduler> makeScheduler(
+    int concurrency, bool batched, bool batchPrefill = true)
 {
     day0::Progress progress;
     auto loaded = day0::serve::loadServedModel(checkpoint(), false, progress, {});
@@ -63,6 +74,7 @@ std::unique_ptr<day0::serve::Scheduler> makeScheduler(int concurrency, bool batc
     o.maxRunning = concurrency;
     o.plan = *day0::exec::parsePrecisionPlan("fp32");
     o.batchDecode = batched;
+    o.batchPrefill = batchPrefill;
     auto s = std::make_unique<day0::serve::Scheduler>(std::move(*loaded->engine), o);
     if (batched && s->decodePath() != "batched") {
         day0::bench::fail("serve_batch_bench", "not batched: " + s->decodePath());
@@ -133,6 +145,82 @@ void BM_Decode(benchmark::State& state)
 BENCHMARK(BM_Decode)->Arg(1)->Arg(4)->Arg(8)->UseManualTime()->Iterations(3)->Unit(
     benchmark::kMillisecond);
 
+/// `concurrency` requests sent at once, 2 tokens each, of 32, 64, ... 256 prompt tokens
+/// (cycling) or, `shortPrompts`, of 4 to 11; their mean TTFT by the scheduler's TTFT sum.
+double meanTtft(day0::serve::Scheduler& scheduler, int concurrency, bool shortPrompts)
+{
+    const auto before = scheduler.metrics();
+    std::vector<std::shared_ptr<day0::serve::RequestStream>> streams;
+    for (int i = 0; i < concurrency; ++i) {
+        day0::serve::GenerationRequest r;
+        const int length
+            = shortPrompts ? 4 + i % 8 : (quick() ? 8 + 4 * (i % 8) : 32 * (1 + i % 8));
+        for (int t = 0; t < length; ++t) {
+            r.prompt.push_back(1 + (i * 31 + t * 7) % 200);
+        }
+        r.maxTokens = 2;
+        r.ignoreEos = true;
+        r.sampling.temperature = 0.0;
+        auto submitted = scheduler.submit(std::move(r));
+        if (!submitted.stream) {
+            day0::bench::fail("serve_batch_bench", submitted.reason);
+        }
+        streams.push_back(submitted.stream);
+    }
+    for (auto& s : streams) {
+        day0::serve::RequestStream::Batch batch;
+        do {
+            batch = s->take(std::chrono::milliseconds(200));
+        } while (!batch.finish);
+    }
+    const auto after = scheduler.metrics();
+    std::int64_t count = 0;
+    for (std::size_t b = 0; b < after.ttftCounts.size(); ++b) {
+        count += after.ttftCounts[b] - before.ttftCounts[b];
+    }
+    return count > 0 ? (after.ttftSum - before.ttftSum) / double(count) : 0.0;
+}
+
+/// Mean TTFT with the prompts prefilled one per forward and together, alternating.
+void BM_PrefillTtft(benchmark::State& state)
+{
+    const int concurrency = int(state.range(0));
+    const bool shortPrompts = state.range(1) != 0;
+    const int key = shortPrompts ? -concurrency : concurrency;
+    auto sequential = makeScheduler(concurrency, true, false);
+    auto batched = makeScheduler(concurrency, true, true);
+    meanTtft(*sequential, concurrency, shortPrompts); // warm-up
+    meanTtft(*batched, concurrency, shortPrompts);
+    bool batchedFirst = false;
+    for (auto _ : state) {
+        double a = 0;
+        double b = 0;
+        if (batchedFirst) {
+            b = meanTtft(*batched, concurrency, shortPrompts);
+            a = meanTtft(*sequential, concurrency, shortPrompts);
+        } else {
+            a = meanTtft(*sequential, concurrency, shortPrompts);
+            b = meanTtft(*batched, concurrency, shortPrompts);
+        }
+        batchedFirst = !batchedFirst;
+        g_ttftSequential[key].push_back(a);
+        g_ttftBatched[key].push_back(b);
+        state.SetIterationTime(b);
+    }
+    // Long prompts exceed the batch's token cap (SchedulerOptions::prefillBatchTokens) and
+    // prefill alone; short ones must have run together.
+    if (shortPrompts && batched->metrics().prefillBatches == 0) {
+        day0::bench::fail("serve_batch_bench", "no batched prefill ran");
+    }
+}
+BENCHMARK(BM_PrefillTtft)
+    ->Args({ 4, 0 })
+    ->Args({ 8, 0 })
+    ->Args({ 8, 1 })
+    ->UseManualTime()
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond);
+
 double median(std::vector<double> v)
 {
     std::sort(v.begin(), v.end());
@@ -148,6 +236,15 @@ void printSummary(const day0::bench::BenchTimes&)
                    "tokens/s (medians): {:.2f}x; median of the per-iteration ratios {:.2f}x{}\n",
             c, batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0, median(g_ratios[c]),
             c == 1 ? " (one sequence runs the same path both ways: this line is the noise)" : "");
+    }
+    for (const int key : { 4, 8, -8 }) {
+        const double one = median(g_ttftSequential[key]);
+        const double together = median(g_ttftBatched[key]);
+        fmt::print("concurrency {}, {} prompts: mean TTFT with the prompts prefilled together "
+                   "{:.1f} ms, one per forward {:.1f} ms (medians): one per forward / together "
+                   "{:.2f}x\n",
+            std::abs(key), key < 0 ? "4-11 token" : "32-256 token", together * 1e3, one * 1e3,
+            together > 0 ? one / together : 0.0);
     }
 }
 

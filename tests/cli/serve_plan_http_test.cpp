@@ -1,7 +1,8 @@
 // `day0 serve CKPT --plan ...` (issue #23): requests run on the plan's sharded ranks in this
-// process, greedy tokens equal to the single-rank reference (checked by `day0 bench serve
-// --check`), the plan named by the startup line, --json and /metrics; plans the sharded forward
-// cannot run refused by name at start-up.
+// process, which hold the weights once (no second full load by the server), greedy tokens equal
+// to the single-rank reference (checked by `day0 bench serve --check`), the plan named by the
+// startup line, --json and /metrics; plans the sharded forward cannot run refused by name at
+// start-up.
 #include "serve_harness.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,20 @@ TEST(ServePlanHttp, ShardedRanksServeTheReferencesGreedyTokensAndNameThePlan)
     EXPECT_NE(
         started["decode"].get<std::string>().find("off for sharded serving"), std::string::npos)
         << started;
+    // The weights are loaded once, by the ranks (each its slices): about one fp32 copy, as one
+    // rank holds, not that copy plus the ranks' (twice) as when the server also loaded an engine.
+    {
+        Server one(kTiny, dir, { "--json" });
+        ASSERT_GT(one.port, 0);
+        const auto single
+            = json::parse(one.process->out().substr(0, one.process->out().find('\n')));
+        const double reference = single["weight_bytes"].get<double>();
+        const double sharded = started["weight_bytes"].get<double>();
+        ASSERT_GT(reference, 0.0) << single;
+        // Above one copy only by the tensors every TP rank keeps whole (norms).
+        EXPECT_GE(sharded, reference) << started;
+        EXPECT_LT(sharded, 1.25 * reference) << started << single;
+    }
     const auto r = runDay0({ "bench", "serve", server.url, "--check", kTiny, "--stages",
         "concurrency=1,concurrency=3", "--num-prompts", "6", "--input-len", "5", "--output-len",
         "6", "--json", "-q", "--no-record" });

@@ -116,6 +116,25 @@ TEST(SchedulerBatch, MoeRowsRouteTheirOwnExpertsInABatchedStep)
     }
 }
 
+TEST(SchedulerBatch, MlaRowsAttendOverTheirOwnCachesInABatchedStep)
+{
+    // DeepSeek-V3 shrunk to 2 layers (MLA, a dense first layer, then shared and group-routed
+    // experts): each row of a batched step (prefill or decode) writes its latent keys into its
+    // own sequence's cache and attends over it, so the tokens equal each sequence decoded alone.
+    const auto dir = std::filesystem::path(::testing::TempDir()) / "scheduler_batch" / "dsv3";
+    checkpoint::ShrinkOptions o;
+    o.layers = 2;
+    o.hidden = 64;
+    o.heads = 4;
+    o.experts = 8;
+    o.vocab = 256;
+    o.replace = true;
+    Progress progress;
+    auto shrunk = checkpoint::shrinkModel("deepseek-v3", dir, o, progress, {});
+    ASSERT_TRUE(shrunk) << shrunk.error().message;
+    expectBatchedEqualsAlone(dir.string());
+}
+
 TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
 {
     Progress progress;
@@ -131,14 +150,14 @@ TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
     EXPECT_NE(
         renderPrometheus(scheduler.metrics()).find("day0_decode_batched 0\n"), std::string::npos);
     // Families whose decode is not batched are named.
-    auto moe = model::loadModel("kimi-k2");
-    ASSERT_TRUE(moe) << moe.error().message;
-    EXPECT_NE(exec::detail::batchDecodeRefusal(*moe).find("MLA"), std::string::npos);
+    auto dsa = model::loadModel("deepseek-v3.2");
+    ASSERT_TRUE(dsa) << dsa.error().message;
+    EXPECT_NE(exec::detail::batchDecodeRefusal(*dsa).find("DSA"), std::string::npos);
     auto gptOss = model::loadModel("gpt-oss-20b");
     ASSERT_TRUE(gptOss) << gptOss.error().message;
     EXPECT_NE(
         exec::detail::batchDecodeRefusal(*gptOss).find("mixture of experts"), std::string::npos);
-    for (const char* batched : { "mixtral-8x7b", "qwen3-30b-a3b" }) {
+    for (const char* batched : { "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "kimi-k2" }) {
         auto moe = model::loadModel(batched);
         ASSERT_TRUE(moe) << moe.error().message;
         EXPECT_EQ(exec::detail::batchDecodeRefusal(*moe), "") << batched;

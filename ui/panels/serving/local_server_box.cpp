@@ -1,14 +1,17 @@
 #include "panels/serving/local_server_box.h"
 
+#include "actions/local_server.h"
 #include "actions/run.h"
 #include "actions/staged_bench.h"
 #include "base/progress.h"
 #include "jobs/job_runner.h"
 #include "session/session.h"
+#include "widgets/backend_choice.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
 
 #include <QClipboard>
+#include <QComboBox>
 #include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -51,6 +54,16 @@ LocalServerBox::LocalServerBox(Session& session, JobRunner& jobs, QWidget* paren
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_plan = new QLineEdit(this);
+    m_plan->setObjectName(QStringLiteral("servePlan"));
+    m_plan->setPlaceholderText(tr("one rank (or a plan: tp=2, tp=2,pp=2, ep=2,tp=2)"));
+    m_plan->setToolTip(tr("Serve on the plan's sharded ranks in this process, as day0 serve "
+                          "--plan: fp32, one replica, the CPU reference"));
+    m_backend = createBackendCombo(this);
+    m_backend->setObjectName(QStringLiteral("serveBackend"));
+    m_backend->setToolTip(tr("Where the server computes, as day0 serve --backend"));
+    connect(m_plan, &QLineEdit::textChanged, this, &LocalServerBox::validate);
+    connect(m_backend, &QComboBox::currentIndexChanged, this, &LocalServerBox::validate);
     connect(m_start, &QPushButton::clicked, this, &LocalServerBox::start);
     connect(m_stop, &QPushButton::clicked, this, &LocalServerBox::stop);
     connect(m_copy, &QPushButton::clicked, this,
@@ -61,8 +74,15 @@ LocalServerBox::LocalServerBox(Session& session, JobRunner& jobs, QWidget* paren
     row->addWidget(m_stop);
     row->addWidget(m_url, 1);
     row->addWidget(m_copy);
+    auto* where = new QHBoxLayout;
+    where->setContentsMargins(0, 0, 0, 0);
+    where->addWidget(new QLabel(tr("Plan"), this));
+    where->addWidget(m_plan, 1);
+    where->addWidget(new QLabel(tr("Backend"), this));
+    where->addWidget(m_backend);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(where);
     layout->addLayout(row);
     layout->addWidget(m_status);
     m_timer = new QTimer(this);
@@ -95,10 +115,36 @@ void LocalServerBox::setBenchRunning(bool running)
     updateButtons();
 }
 
+std::string LocalServerBox::planText() const { return fromQString(m_plan->text().trimmed()); }
+
+std::string LocalServerBox::backendName() const
+{
+    return fromQString(m_backend->currentData().toString());
+}
+
+void LocalServerBox::validate()
+{
+    actions::LocalServerOptions o;
+    o.plan = planText();
+    o.backend = backendName();
+    auto checked = actions::checkLocalServerOptions(o);
+    const bool wasRefused = !m_refusal.isEmpty();
+    m_refusal = checked ? QString() : toQString(checked.error().message);
+    if (!m_refusal.isEmpty()) {
+        m_status->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                              .arg(errorColor().name(), m_refusal.toHtmlEscaped()));
+    } else if (wasRefused && !m_server && !busy()) {
+        m_status->clear();
+    }
+    updateButtons();
+}
+
 void LocalServerBox::updateButtons()
 {
     const bool starting = busy() && !m_server;
-    m_start->setEnabled(!m_server && !busy());
+    m_start->setEnabled(!m_server && !busy() && m_refusal.isEmpty());
+    m_plan->setEnabled(!m_server && !busy());
+    m_backend->setEnabled(!m_server && !busy());
     // Stop also cancels a start under way; with a bench running against the server it waits.
     m_stop->setEnabled((starting || m_server) && !m_benchRunning);
     m_copy->setEnabled(!m_url->text().isEmpty());
@@ -106,7 +152,7 @@ void LocalServerBox::updateButtons()
 
 void LocalServerBox::start()
 {
-    if (m_server || busy()) {
+    if (m_server || busy() || !m_refusal.isEmpty()) {
         return;
     }
     const std::string source = fromQString(m_session.modelSource());
@@ -117,8 +163,14 @@ void LocalServerBox::start()
     m_progress->setStage("preparing the checkpoint");
     m_status->setText(tr("Starting…"));
     m_timer->start();
+    actions::LocalServerOptions options;
+    options.precision = "fp32";
+    options.maxRunning = kMaxRequests;
+    options.maxQueued = kMaxRequests;
+    options.plan = planText();
+    options.backend = backendName();
     std::function<Started(Progress&, std::stop_token)> work
-        = [source, state = m_progress](Progress&, std::stop_token stop) {
+        = [source, options, state = m_progress](Progress&, std::stop_token stop) mutable {
               Started out;
               auto checkpoint = actions::checkpointForSource(source, *state, stop);
               if (!checkpoint) {
@@ -126,8 +178,8 @@ void LocalServerBox::start()
                   return out;
               }
               out.checkpoint = checkpoint->string();
-              auto server
-                  = actions::LocalServer::start(out.checkpoint, "fp32", kMaxRequests, *state, stop);
+              options.checkpoint = out.checkpoint;
+              auto server = actions::LocalServer::start(options, *state, stop);
               if (!server) {
                   out.server = server.error();
               } else {
@@ -148,10 +200,17 @@ void LocalServerBox::start()
             }
             m_server = std::move(*started.server);
             m_url->setText(toQString(m_server->url()));
+            QString where;
+            if (!m_server->plan().empty()) {
+                where = tr("plan %1, ").arg(toQString(m_server->plan()));
+            }
+            if (m_server->backend() != "cpu") {
+                where += tr("backend %1, ").arg(toQString(m_server->backend()));
+            }
             m_status->setText(
-                tr("Serving %1 (decode: %2). Benches of the session checkpoint "
+                tr("Serving %1 (%2decode: %3). Benches of the session checkpoint "
                    "run against it.")
-                    .arg(toQString(started.checkpoint), toQString(m_server->decodePath())));
+                    .arg(toQString(started.checkpoint), where, toQString(m_server->decodePath())));
             updateButtons();
         });
     updateButtons();

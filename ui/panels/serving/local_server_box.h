@@ -4,6 +4,7 @@
 
 #include <memory>
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -27,6 +28,9 @@ class Session;
 /// on a free loopback port, fp32) started and stopped by hand: Start loads and binds it off the
 /// GUI thread and shows its URL (selectable, with a Copy button) for any client; Stop refuses
 /// new requests, lets those in flight finish (at most 30 s) and stops it, off the GUI thread.
+/// It serves on one rank, on a plan's sharded ranks (a plan string, as `day0 serve --plan`) or
+/// on a backend plugin the app found (as `--backend`); the fields are checked as the CLI checks
+/// its flags (actions::checkLocalServerOptions), a refusal shown and Start disabled until fixed.
 /// A change of the session's model stops it (it serves the previous one). GUI-thread widget.
 class LocalServerBox : public QWidget {
     Q_OBJECT
@@ -49,12 +53,20 @@ public:
     [[nodiscard]] QPushButton* stopButton() const { return m_stop; }
     [[nodiscard]] QLineEdit* urlField() const { return m_url; }
     [[nodiscard]] QLabel* statusLabel() const { return m_status; }
+    [[nodiscard]] QLineEdit* planField() const { return m_plan; }
+    [[nodiscard]] QComboBox* backendBox() const { return m_backend; }
+    /// Why the fields are refused; empty when they are not.
+    [[nodiscard]] QString refusal() const { return m_refusal; }
     /// True while starting or stopping.
     [[nodiscard]] bool busy() const;
 
 private:
     void release(const QString& why);
     void updateButtons();
+    /// Checks the plan and backend fields; shows a refusal in the status line.
+    void validate();
+    [[nodiscard]] std::string planText() const;
+    [[nodiscard]] std::string backendName() const;
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -66,6 +78,9 @@ private:
     QPushButton* m_stop = nullptr;
     QPushButton* m_copy = nullptr;
     QLineEdit* m_url = nullptr;
+    QLineEdit* m_plan = nullptr;
+    QComboBox* m_backend = nullptr;
+    QString m_refusal;
     QLabel* m_status = nullptr;
     QTimer* m_timer = nullptr;
 };
