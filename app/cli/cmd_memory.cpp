@@ -51,6 +51,7 @@ struct MemoryArgs {
     bool noMtp = false;
     bool allRanks = false;
     bool groups = false;
+    bool explain = false;
 };
 
 /// "0-7", "0, 8, 16, 24" or "0, 8, …, 248 (32 ranks)".
@@ -87,6 +88,42 @@ std::vector<GroupKind> groupKinds(bool experts)
             kinds.end(), { GroupKind::ExpertTensor, GroupKind::Expert, GroupKind::ExpertData });
     }
     return kinds;
+}
+
+/// {"weights": {"bytes", "formula", "arithmetic", "terms": [{"what", "value", "inputs": [{"name",
+/// "value", "unit", "source", "divides"}]}]}, ...}: how each figure of a rank was computed.
+nlohmann::json derivationsJson(const std::vector<Derivation>& derivations)
+{
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& d : derivations) {
+        nlohmann::json terms = nlohmann::json::array();
+        for (const auto& t : d.terms) {
+            nlohmann::json inputs = nlohmann::json::array();
+            for (const auto& i : t.inputs) {
+                inputs.push_back({ { "name", i.name }, { "value", i.value }, { "unit", i.unit },
+                    { "source", i.source }, { "divides", i.divides } });
+            }
+            terms.push_back({ { "what", t.what }, { "value", t.value() },
+                { "arithmetic", t.arithmetic() }, { "inputs", inputs } });
+        }
+        out[d.figure] = { { "bytes", d.bytes.value }, { "formula", d.formula },
+            { "arithmetic", d.arithmetic() }, { "terms", terms } };
+    }
+    return out;
+}
+
+/// Each figure of a stage with its formula, arithmetic and inputs (--explain).
+void printDerivations(const RankMemory& r)
+{
+    fmt::print("\nHow the figures of stage {} (ranks {}-{}) are computed:\n", r.ppStage, r.rank,
+        r.rank + r.ranks - 1);
+    for (const auto& d : r.derivations) {
+        if (d.terms.empty() && d.bytes.value == 0) {
+            fmt::print("{} = 0 (nothing of this kind on the stage)\n", d.figure);
+            continue;
+        }
+        fmt::print("{}", d.text());
+    }
 }
 
 /// {"tp": {"size", "stride", "groups": [[ranks], ...]}, ...}: what the topology view colours by.
@@ -268,6 +305,9 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
             report.perRank = expandRanks(report);
         }
         auto j = memoryReportJson(report, megatron ? &*megatron : nullptr);
+        for (std::size_t i = 0; i < report.perRank.size(); ++i) {
+            j["per_rank"][i]["derivations"] = derivationsJson(report.perRank[i].derivations);
+        }
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
         j["model"] = spec->name;
         j["cluster"] = cluster->name;
@@ -316,6 +356,13 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
     fmt::print("Memory per GPU, most loaded first{}:\n{}\n",
         a.allRanks ? "" : " (one row per pipeline stage; its ranks hold the same amounts)",
         table.render());
+    if (a.explain) {
+        // Per stage, not per rank: every rank of a stage has the same figures.
+        for (const auto& r : report.perRank) {
+            printDerivations(r);
+        }
+        fmt::print("\n");
+    }
 
     const auto& top = report.perRank.front();
     if (!top.kvByKind.empty()) {
@@ -417,6 +464,9 @@ const bool kRegistered = registerCommand({
         app.add_flag(
             "--all-ranks", a->allRanks, "one entry per rank instead of per pipeline stage");
         app.add_flag("--groups", a->groups, "list the TP/CP/DP/PP (and expert) process groups");
+        app.add_flag("--explain", a->explain,
+            "under the table, each figure of each stage with its formula and inputs (the JSON "
+            "always carries them under per_rank[].derivations)");
         app.footer("Exit status: 0 when it fits, 1 when it does not, 2 on bad input.");
         return [a, &global] { return runMemory(*a, global); };
     },

@@ -1,6 +1,7 @@
 #include "plan/memory_estimator.h"
 
 #include "plan/memory_kernel.h"
+#include "plan/memory_why.h"
 #include "plan/rank_layout.h"
 
 #include <fmt/format.h>
@@ -166,6 +167,92 @@ std::vector<std::string> notesFor(
     return notes;
 }
 
+// The figures' derivations in RankMemory's order, each with the bytes RankMemory reports.
+std::vector<Derivation> derivationsOf(const RankMemory& r, const Layout& l, const MemoryOptions& o,
+    double allocated, detail::ModelStatesWhy states, Derivation activations, Derivation kv,
+    std::vector<Derivation> kvKinds, detail::BuffersWhy buffers)
+{
+    const bool train = l.mode == Mode::Train;
+    std::vector<Derivation> out;
+    auto add = [&](Derivation d, const char* figure, Bytes value, std::string formula) {
+        d.figure = figure;
+        d.bytes = value;
+        d.formula = std::move(formula);
+        out.push_back(std::move(d));
+    };
+    add(std::move(states.weights), "weights", r.weights,
+        train && l.zero >= 3
+            ? "weights = Σ blocks on the stage: (params_tp ÷ tp + params_replicated) × bytes/param "
+              "÷ (dp·cp) + params_expert ÷ (ep·etp) × bytes/param ÷ edp   (ZeRO-3)"
+            : "weights = Σ blocks on the stage: params_tp × bytes/param ÷ tp + params_replicated "
+              "× bytes/param + params_expert × bytes/param ÷ (ep·etp); blocks = layers of each "
+              "class on the stage, embedding on the first stage, head (and MTP) on the last");
+    if (train) {
+        add(std::move(states.gradients), "gradients", r.gradients,
+            fmt::format("gradients = params_on_rank × grad bytes/param{}",
+                l.zero >= 2 ? " ÷ (dp·cp) for dense, ÷ edp for experts (ZeRO-2/3)" : ""));
+        add(std::move(states.optimizer), "optimizer", r.optimizer,
+            fmt::format("optimizer = params_on_rank × (4 B FP32 master + 2 Adam moments){}",
+                l.zero >= 1 ? " ÷ (dp·cp) for dense, ÷ edp for experts (distributed optimizer, "
+                              "ZeRO-1+)"
+                            : ""));
+        add(std::move(activations), "activations", r.activations,
+            "activations = Σ layers × (mb·seq ÷ cp) × bytes/token/layer (Korthikanti 2022) × "
+            "in-flight micro-batches (+ embedding; + head and loss, MTP on the last stage; + one "
+            "layer's working set under full recompute)");
+    } else {
+        add(std::move(activations), "activations", r.activations,
+            "activations = prefill workspace of the widest layer: prefill_tokens × bytes/token "
+            "(+ FP32 logits of each sequence's last position on the last stage)");
+        add(std::move(kv), "kv_cache", r.kvCache,
+            "kv_cache = Σ layers × sequences × elements kept (per token × context, or fixed "
+            "state) × bytes/element × heads_on_rank ÷ heads; for GQA K+V = 2 × kv_heads × "
+            "head_dim per token");
+        for (auto& k : kvKinds) {
+            out.push_back(std::move(k));
+        }
+    }
+    add(std::move(buffers.runtime), "runtime_reserve", r.runtimeReserve,
+        "runtime_reserve = CUDA context + NCCL buffers × communicators");
+    add(std::move(buffers.comm), "comm_buffers", r.commBuffers,
+        "comm_buffers = pipeline send/receive 2 × 2 B × hidden × tokens (÷ tp with SP) + "
+        "context-parallel K/V ring");
+    add(std::move(buffers.moeDispatch), "moe_dispatch", r.moeDispatch,
+        "moe_dispatch = 2 (send + receive) × tokens × routed rows per token × hidden × 2 B");
+    add(std::move(states.zeroBuffers), "zero_buffers", r.zeroBuffers,
+        "zero_buffers = ZeRO-3 prefetch 2 × largest layer + ZeRO-2/3 reduce-scatter bucket "
+        "min(params, 40M) × grad bytes");
+    Derivation frag;
+    frag.terms.push_back({ "allocator headroom",
+        { detail::times("fragmentation", o.fragmentation, "", "option: --fragmentation"),
+            detail::times("allocated", allocated, "B",
+                "derived: weights + gradients + optimizer + activations + kv_cache + "
+                "zero_buffers + comm_buffers + moe_dispatch") } });
+    add(std::move(frag), "fragmentation", r.fragmentation,
+        "fragmentation = fraction × bytes allocated by tensors and buffers");
+    auto sumOf = [&](std::initializer_list<const char*> parts) {
+        Derivation d;
+        for (const char* p : parts) {
+            const Derivation* part = findDerivation(out, p);
+            if (part == nullptr) {
+                continue; // a figure the mode does not have (gradients at inference)
+            }
+            d.terms.push_back({ p,
+                { detail::times(
+                    p, double(part->bytes.value), "B", fmt::format("figure: {}", p)) } });
+        }
+        return d;
+    };
+    add(sumOf(
+            { "runtime_reserve", "comm_buffers", "moe_dispatch", "zero_buffers", "fragmentation" }),
+        "buffers", r.buffers,
+        "buffers = runtime_reserve + comm_buffers + moe_dispatch + zero_buffers + fragmentation");
+    add(sumOf({ "weights", "gradients", "optimizer", "activations", "kv_cache", "buffers" }),
+        "total", r.total,
+        "total = weights + gradients + optimizer + activations + kv_cache + buffers");
+    return out;
+}
+
 } // namespace
 
 MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Workload& wl,
@@ -177,8 +264,10 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
     const RankLayout ranks(l);
     const bool train = l.mode == Mode::Train;
     for (int stage = 0; stage < l.pp; ++stage) {
-        const auto w = detail::stageWeights(m, l, wl, stage);
-        const auto buffers = detail::stageBuffers(m, l, wl, o, stage);
+        detail::StageWeightsWhy weightsWhy;
+        detail::BuffersWhy buffersWhy;
+        const auto w = detail::stageWeights(m, l, wl, stage, &weightsWhy);
+        const auto buffers = detail::stageBuffers(m, l, wl, o, stage, &buffersWhy);
         RankMemory r;
         r.rank = ranks.firstRankOfStage(stage);
         r.ppStage = stage;
@@ -193,19 +282,24 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         double activations = 0;
         double kv = 0;
         double zeroBuffers = 0;
+        detail::ModelStatesWhy statesWhy;
+        Derivation activationsWhy;
+        Derivation kvWhy;
+        std::vector<Derivation> kvKindsWhy;
         if (train) {
-            const auto states = detail::modelStates(w, l);
+            const auto states = detail::modelStates(w, l, &weightsWhy, &statesWhy);
             weights = states.weights;
             grads = states.gradients;
             optimizer = states.optimizer;
             zeroBuffers = states.zeroPrefetch + states.gradBucket;
-            activations = detail::trainingActivations(m, l, wl, o, stage);
+            activations = detail::trainingActivations(m, l, wl, o, stage, &activationsWhy);
             r.inFlightMicroBatches = detail::inFlightMicroBatches(l, stage);
         } else {
             weights = w.denseBytes + w.expertBytes;
-            kv = detail::inferenceKvCache(m, l, wl, stage);
-            r.kvByKind = detail::inferenceKvCacheByKind(m, l, wl, stage);
-            activations = detail::inferenceWorkspace(m, l, wl, o, stage);
+            statesWhy.weights = std::move(weightsWhy.bytes);
+            kv = detail::inferenceKvCache(m, l, wl, stage, &kvWhy);
+            r.kvByKind = detail::inferenceKvCacheByKind(m, l, wl, stage, &kvKindsWhy);
+            activations = detail::inferenceWorkspace(m, l, wl, o, stage, &activationsWhy);
         }
         const double allocated = weights + grads + optimizer + activations + kv + zeroBuffers
             + buffers.comm + buffers.moeDispatch;
@@ -223,6 +317,9 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         r.buffers
             = r.runtimeReserve + r.commBuffers + r.moeDispatch + r.zeroBuffers + r.fragmentation;
         r.total = r.weights + r.gradients + r.optimizer + r.activations + r.kvCache + r.buffers;
+        r.derivations
+            = derivationsOf(r, l, o, allocated, std::move(statesWhy), std::move(activationsWhy),
+                std::move(kvWhy), std::move(kvKindsWhy), std::move(buffersWhy));
         report.perRank.push_back(r);
     }
     std::stable_sort(report.perRank.begin(), report.perRank.end(),

@@ -4,6 +4,7 @@
 #include "base/units.h"
 #include "hardware/cluster.h"
 #include "plan/layout.h"
+#include "plan/memory_formula.h"
 #include "plan/model_summary.h"
 #include "plan/workload.h"
 
@@ -38,6 +39,11 @@ struct RankMemory {
     Bytes moeDispatch; ///< expert all-to-all buffers
     Bytes zeroBuffers; ///< ZeRO-3 prefetch and ZeRO-2/3 reduce-scatter bucket
     Bytes fragmentation; ///< allocator headroom
+
+    /// How every figure above was computed (formula, inputs and their sources), one entry per
+    /// figure: weights, gradients, optimizer, activations, kv_cache, kv_cache.<kind>,
+    /// runtime_reserve, comm_buffers, moe_dispatch, zero_buffers, fragmentation, buffers, total.
+    std::vector<Derivation> derivations;
 };
 
 /// Per-rank memory of a layout.

@@ -3,6 +3,7 @@
 #include "widgets/plot_widget.h"
 
 #include <QSpinBox>
+#include <QTreeWidget>
 
 #include <algorithm>
 
@@ -97,4 +98,57 @@ TEST(MemoryPanel, InvalidPlanShowsTheCoreError)
     EXPECT_FALSE(panel.report().has_value());
     EXPECT_TRUE(panel.verdict().contains(QStringLiteral("tp=3"))) << panel.verdict().toStdString();
     EXPECT_EQ(panel.stageChart()->barLayerCount(), 0);
+}
+
+TEST(MemoryPanel, FiguresShowTheirFormulaAndInputs)
+{
+    Session session;
+    JobRunner jobs;
+    test::openModel(session, "llama-3.1-70b");
+    test::configure(session, "h200:1x8", plan::Mode::Infer, "tp=8");
+    MemoryPanel panel(session, jobs);
+    test::settle(jobs);
+    ASSERT_TRUE(panel.report().has_value()) << panel.verdict().toStdString();
+    QTreeWidget* figures = panel.figures();
+    ASSERT_EQ(figures->topLevelItemCount(), 1); // pp = 1: one stage
+    const QTreeWidgetItem* stage = figures->topLevelItem(0);
+    auto child = [&](const QString& name) -> QTreeWidgetItem* {
+        for (int i = 0; i < stage->childCount(); ++i) {
+            if (stage->child(i)->text(0) == name) {
+                return stage->child(i);
+            }
+        }
+        return nullptr;
+    };
+    QTreeWidgetItem* weights = child(QStringLiteral("weights"));
+    QTreeWidgetItem* kv = child(QStringLiteral("kv_cache"));
+    ASSERT_NE(weights, nullptr);
+    ASSERT_NE(kv, nullptr);
+    const auto& rank = panel.report()->perRank.front();
+    EXPECT_EQ(weights->text(1), bytesText(rank.weights));
+    // The weights name the layers on the stage, the checkpoint's bytes and tp.
+    const QString w = weights->toolTip(1);
+    for (const char* text :
+        { "weights = ", "layers = 80 (plan: pp=1 puts decoder layers 0-79", "tp = 8 (plan: tp)",
+            "params = 1,050,673,152 (model: parameters of one input embedding",
+            "bytes_per_param = 2 B (checkpoint: stored as bf16)" }) {
+        EXPECT_TRUE(w.contains(QString::fromUtf8(text))) << text << "\n" << w.toStdString();
+    }
+    // The KV cache: K+V of 8 KV heads × 128 per token, the session's batch and context.
+    const QString k = kv->toolTip(0);
+    for (const QString& text : { QStringLiteral("elements_per_token = 2,048 (model:"),
+             QStringLiteral("(workload: context)"),
+             QStringLiteral("sequences = %1 (workload: batch").arg(session.workload().batch),
+             QStringLiteral("heads = 8 (model:"), QStringLiteral("bytes_per_element = 2 B") }) {
+        EXPECT_TRUE(k.contains(text)) << text.toStdString() << "\n" << k.toStdString();
+    }
+    const QString contextLine
+        = QStringLiteral("context = %1 tokens (workload: context)")
+              .arg(QString::fromStdString(formatExact(session.workload().context)));
+    EXPECT_TRUE(k.contains(contextLine)) << contextLine.toStdString() << "\n" << k.toStdString();
+    // Selecting a row shows the same in the details pane.
+    figures->setCurrentItem(kv);
+    EXPECT_EQ(panel.figureDetails(), k);
+    figures->setCurrentItem(weights);
+    EXPECT_TRUE(panel.figureDetails().contains(QStringLiteral("tp = 8 (plan: tp)")));
 }

@@ -260,3 +260,40 @@ TEST(PlannerPanel, GuiThreadNeverStallsWhilePlanning)
     RecordProperty("worst_gui_gap_ms", int(worst));
     RecordProperty("worst_gui_gap_including_cpu_waits_ms", int(worstRaw));
 }
+
+TEST(PlannerPanel, MemoryColumnTooltipDerivesTheFigure)
+{
+    for (const auto mode : { plan::Mode::Train, plan::Mode::Infer }) {
+        Session session;
+        JobRunner jobs;
+        test::openModel(session, "llama-3.1-8b");
+        test::configure(session, "h200:1x8", mode, "tp=1");
+        PlannerPanel panel(session, jobs);
+        test::settle(jobs);
+        auto* model = panel.layoutModel();
+        ASSERT_GT(model->rowCount(), 0) << panel.summaryText().toStdString();
+        const auto& best = model->layouts().front();
+        const QString tip
+            = model->data(model->index(0, LayoutTableModel::Memory), Qt::ToolTipRole).toString();
+        // The estimator's derivation of the same figure the cell shows, with its inputs.
+        EXPECT_TRUE(tip.contains(QStringLiteral("Memory of rank %1 (stage %2), the most loaded")
+                                     .arg(best.mostLoadedRank)
+                                     .arg(best.mostLoadedStage)))
+            << tip.toStdString();
+        EXPECT_FALSE(tip.contains(QStringLiteral("NOTE:"))) << tip.toStdString();
+        EXPECT_TRUE(tip.contains(QStringLiteral("tp = %1 (plan: tp)").arg(best.layout.tp)))
+            << tip.toStdString();
+        EXPECT_TRUE(tip.contains(QStringLiteral("total = weights + "))) << tip.toStdString();
+        if (mode == plan::Mode::Infer) {
+            // Llama-3.1-8B keeps K+V of 8 KV heads × 128 per token.
+            EXPECT_TRUE(tip.contains(QStringLiteral("elements_per_token = 2,048 (model:")))
+                << tip.toStdString();
+        } else {
+            EXPECT_TRUE(tip.contains(QStringLiteral("optimizer = "))) << tip.toStdString();
+        }
+        // Other columns keep their plan tooltip.
+        EXPECT_FALSE(model->data(model->index(0, LayoutTableModel::Tp), Qt::ToolTipRole)
+                         .toString()
+                         .contains(QStringLiteral("total = ")));
+    }
+}

@@ -4,6 +4,7 @@
 #include "session/session.h"
 #include "widgets/colors.h"
 #include "widgets/formatting.h"
+#include "widgets/key_columns.h"
 #include "widgets/plot_widget.h"
 
 #include <QComboBox>
@@ -11,10 +12,12 @@
 #include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTimer>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -108,11 +111,33 @@ MemoryPanel::MemoryPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_details->setWordWrap(true);
     m_details->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    // Every figure with how it was computed: tooltips, and the selected one in the pane beside.
+    m_figures = new QTreeWidget(this);
+    m_figures->setObjectName(QStringLiteral("memoryFigures"));
+    m_figures->setHeaderLabels({ tr("Figure"), tr("Per GPU") });
+    m_figures->setRootIsDecorated(true);
+    m_figures->setUniformRowHeights(true);
+    m_figures->setToolTip(tr("Select a figure to see its formula and inputs"));
+    setKeyColumns(*m_figures, { 0, 1 });
+    m_figureDetails = new QPlainTextEdit(this);
+    m_figureDetails->setObjectName(QStringLiteral("memoryFigureDetails"));
+    m_figureDetails->setReadOnly(true);
+    m_figureDetails->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+    m_figureDetails->setPlaceholderText(
+        tr("Select a figure on the left to see its formula, its inputs and where each came from"));
+    connect(m_figures, &QTreeWidget::currentItemChanged, this, &MemoryPanel::showSelectedFigure);
+    auto* figures = new QSplitter(Qt::Horizontal, this);
+    figures->setObjectName(QStringLiteral("memoryFigureSplitter"));
+    figures->addWidget(m_figures);
+    figures->addWidget(m_figureDetails);
+    figures->setSizes({ 300, 500 });
+
     auto* charts = new QSplitter(Qt::Vertical, this);
     charts->setObjectName(QStringLiteral("memoryChartSplitter"));
     charts->addWidget(m_stageChart);
     charts->addWidget(m_sweepChart);
-    charts->setSizes({ 600, 400 });
+    charts->addWidget(figures);
+    charts->setSizes({ 450, 300, 250 });
 
     auto* right = new QWidget(this);
     auto* rightLayout = new QVBoxLayout(right);
@@ -314,6 +339,8 @@ void MemoryPanel::display(Estimate&& estimate)
 {
     if (!estimate.report) {
         m_report.reset();
+        m_figures->clear();
+        m_figureDetails->clear();
         m_verdict->setText(toQString(estimate.report.error().message));
         m_verdict->setStyleSheet(QStringLiteral("color: %1;").arg(errorColor().name()));
         m_details->setText(tr("The plan cannot run on %1; change the controls on the left.")
@@ -390,7 +417,66 @@ void MemoryPanel::display(Estimate&& estimate)
     m_details->setToolTip(notes.join(QLatin1Char('\n')));
     showStages(r);
     showSweep(estimate.sweep, double(r.deviceMemory.value));
+    showFigures(r);
 }
+
+void MemoryPanel::showFigures(const plan::MemoryReport& r)
+{
+    // Keep the reader's place: the same figure of the same stage stays selected.
+    const QTreeWidgetItem* current = m_figures->currentItem();
+    const QString keep = current != nullptr ? current->data(0, Qt::UserRole).toString() : QString();
+    m_figures->clear();
+    QTreeWidgetItem* select = nullptr;
+    for (const auto& stage : r.perRank) {
+        auto* top = new QTreeWidgetItem(m_figures,
+            { tr("stage %1 · ranks %2-%3")
+                    .arg(stage.ppStage)
+                    .arg(stage.rank)
+                    .arg(stage.rank + stage.ranks - 1),
+                bytesText(stage.total) });
+        for (const auto& d : stage.derivations) {
+            const QString name = toQString(d.figure);
+            auto* item = new QTreeWidgetItem(top, { name, bytesText(d.bytes) });
+            const QString text = toQString(d.text());
+            item->setToolTip(0, text);
+            item->setToolTip(1, text);
+            item->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
+            item->setData(0, Qt::UserRole, QStringLiteral("%1/%2").arg(stage.ppStage).arg(name));
+            item->setData(1, Qt::UserRole, text);
+            if (item->data(0, Qt::UserRole).toString() == keep) {
+                select = item;
+            }
+        }
+        const plan::Derivation* total = plan::findDerivation(stage.derivations, "total");
+        if (total != nullptr) {
+            const QString text = toQString(total->text());
+            top->setToolTip(0, text);
+            top->setToolTip(1, text);
+            top->setData(1, Qt::UserRole, text);
+        }
+        top->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
+    }
+    if (m_figures->topLevelItemCount() > 0) {
+        m_figures->topLevelItem(0)->setExpanded(true); // the most loaded stage
+    }
+    if (select == nullptr && m_figures->topLevelItemCount() > 0
+        && m_figures->topLevelItem(0)->childCount() > 0) {
+        select = m_figures->topLevelItem(0)->child(0);
+    }
+    if (select != nullptr) {
+        m_figures->setCurrentItem(select);
+    }
+    showSelectedFigure();
+}
+
+void MemoryPanel::showSelectedFigure()
+{
+    const QTreeWidgetItem* item = m_figures->currentItem();
+    m_figureDetails->setPlainText(
+        item != nullptr ? item->data(1, Qt::UserRole).toString() : QString());
+}
+
+QString MemoryPanel::figureDetails() const { return m_figureDetails->toPlainText(); }
 
 void MemoryPanel::showStages(const plan::MemoryReport& r)
 {

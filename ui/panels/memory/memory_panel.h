@@ -11,8 +11,10 @@
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QPlainTextEdit;
 class QSpinBox;
 class QTimer;
+class QTreeWidget;
 
 namespace day0::ui {
 
@@ -37,6 +39,10 @@ public:
     [[nodiscard]] PlotWidget* sweepChart() const { return m_sweepChart; }
     /// The verdict line ("fits …", "does not fit by …", or the plan's error).
     [[nodiscard]] QString verdict() const;
+    /// Every figure of every stage, its tooltip the figure's formula and inputs.
+    [[nodiscard]] QTreeWidget* figures() const { return m_figures; }
+    /// The formula and inputs of the selected figure.
+    [[nodiscard]] QString figureDetails() const;
 
     /// One point of the sweep chart: the most loaded rank at one length.
     struct SweepPoint {
@@ -57,6 +63,8 @@ private:
     void display(Estimate&& estimate);
     void showStages(const plan::MemoryReport& report);
     void showSweep(const std::vector<SweepPoint>& sweep, double deviceMemory);
+    void showFigures(const plan::MemoryReport& report);
+    void showSelectedFigure();
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -86,6 +94,8 @@ private:
     QLabel* m_details = nullptr;
     PlotWidget* m_stageChart = nullptr;
     PlotWidget* m_sweepChart = nullptr;
+    QTreeWidget* m_figures = nullptr;
+    QPlainTextEdit* m_figureDetails = nullptr;
 };
 
 } // namespace day0::ui

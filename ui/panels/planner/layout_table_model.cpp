@@ -11,11 +11,12 @@ LayoutTableModel::LayoutTableModel(QObject* parent)
 {
 }
 
-void LayoutTableModel::setLayouts(
-    std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory)
+void LayoutTableModel::setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode,
+    double deviceMemory, std::vector<std::string> memoryWhy)
 {
     beginResetModel();
     m_layouts = std::move(layouts);
+    m_memoryWhy = std::move(memoryWhy);
     m_mode = mode;
     m_deviceMemory = deviceMemory;
     endResetModel();
@@ -60,6 +61,11 @@ QVariant LayoutTableModel::data(const QModelIndex& index, int role) const
     if (role == Qt::TextAlignmentRole) {
         return index.column() == Recompute ? QVariant()
                                            : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    }
+    if (role == Qt::ToolTipRole && index.column() == Memory
+        && std::size_t(index.row()) < m_memoryWhy.size()
+        && !m_memoryWhy[std::size_t(index.row())].empty()) {
+        return toQString(m_memoryWhy[std::size_t(index.row())]);
     }
     if (role == Qt::ToolTipRole) {
         return QString(toQString(plan::formatPlan(l.toPlan()))

@@ -4,6 +4,7 @@
 
 #include <QAbstractTableModel>
 
+#include <string>
 #include <vector>
 
 namespace day0::ui {
@@ -37,7 +38,10 @@ public:
 
     explicit LayoutTableModel(QObject* parent = nullptr);
 
-    void setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory);
+    /// `memoryWhy[i]`: how layout i's memory figure was computed (the Memory column's tooltip),
+    /// empty when not known.
+    void setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory,
+        std::vector<std::string> memoryWhy = {});
     [[nodiscard]] const std::vector<plan::PlannedLayout>& layouts() const { return m_layouts; }
 
     /// Fraction of the step spent in pipeline fill/drain, and exposed communication.
@@ -53,6 +57,7 @@ public:
 
 private:
     std::vector<plan::PlannedLayout> m_layouts;
+    std::vector<std::string> m_memoryWhy;
     plan::Mode m_mode = plan::Mode::Train;
     double m_deviceMemory = 0;
 };

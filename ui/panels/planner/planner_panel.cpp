@@ -3,7 +3,9 @@
 #include "history/recording.h"
 #include "jobs/job_runner.h"
 #include "panels/planner/layout_table_model.h"
+#include "plan/memory_estimator.h"
 #include "plan/plan_record.h"
+#include "plan/serving.h"
 #include "session/session.h"
 #include "settings/preferences.h"
 #include "widgets/colors.h"
@@ -25,6 +27,7 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +43,46 @@ struct Sweep {
     Result<plan::PlanResult> result;
     std::optional<RunId> runId; ///< the run recorded, when one was added
     std::string recordError;
+    std::vector<std::string> memoryWhy; ///< per layout: how its memory figure was computed
 };
+
+// How a planned layout's memory was computed: the memory estimator on the workload the planner
+// sized it for (inference: the tokens the runtime reserves per sequence), for its most loaded
+// stage, every figure with its formula and inputs.
+std::string memoryExplanation(const plan::ModelSummary& model, const hardware::Cluster& cluster,
+    const plan::PlannerOptions& options, const plan::PlannedLayout& p)
+{
+    plan::Workload workload = options.workload;
+    if (workload.mode == plan::Mode::Infer) {
+        workload.promptLength = workload.prompt();
+        workload.context = plan::reservedTokens(options.workload, options.serving.reservation);
+    }
+    const auto report = plan::estimateMemory(model, p.layout, workload, cluster, options.memory);
+    const auto stage = std::find_if(report.perRank.begin(), report.perRank.end(),
+        [&](const plan::RankMemory& r) { return r.ppStage == p.mostLoadedStage; });
+    if (stage == report.perRank.end()) {
+        return {};
+    }
+    std::string text
+        = fmt::format("Memory of rank {} (stage {}), the most loaded", stage->rank, stage->ppStage);
+    if (workload.mode == plan::Mode::Infer) {
+        text += fmt::format(", with {} sequences of {} tokens reserved each", p.layout.microBatch,
+            workload.context);
+    }
+    text += ":\n";
+    // Never silently wrong: if the planner's own sum differs, say so beside the derivation.
+    if (std::abs(double(stage->total.value) - p.maxMemory) > 1e-6 * p.maxMemory + 1.0) {
+        text += fmt::format("NOTE: the planner's figure {} differs from the estimator's {} "
+                            "derived below\n",
+            formatBytes(Bytes(std::int64_t(p.maxMemory))), formatBytes(stage->total));
+    }
+    for (const auto& d : stage->derivations) {
+        if (d.bytes.value != 0) {
+            text += d.text();
+        }
+    }
+    return text;
+}
 
 // Layouts no other layout beats on both memory (lower) and throughput (higher), by memory.
 QTableView* makeTable(QWidget* parent, const QString& name)
@@ -245,8 +287,12 @@ void PlannerPanel::runPlanner()
         *m_ticket, tr("Planning layouts"), this,
         [summary = m_session.summary(), cluster = m_session.cluster(), options](
             Progress& progress, std::stop_token stop) {
-            Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {} };
+            Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {},
+                {} };
             if (sweep.result) {
+                for (const auto& p : sweep.result->layouts) {
+                    sweep.memoryWhy.push_back(memoryExplanation(*summary, cluster, options, p));
+                }
                 // The same record as `day0 plan`, written off the GUI thread; a sweep that
                 // repeats the newest plan of this model (the workbench restarted, say) adds
                 // nothing.
@@ -262,7 +308,7 @@ void PlannerPanel::runPlanner()
         },
         [this, mode = options.workload.mode](Sweep&& sweep) {
             m_mode = mode;
-            display(std::move(sweep.result));
+            display(std::move(sweep.result), std::move(sweep.memoryWhy));
             if (sweep.runId) {
                 m_session.announceRecordedRun(sweep.runId->value());
             } else if (!sweep.recordError.empty()) {
@@ -306,7 +352,7 @@ void PlannerPanel::showSummary()
     m_summary->setText(text);
 }
 
-void PlannerPanel::display(Result<plan::PlanResult>&& result)
+void PlannerPanel::display(Result<plan::PlanResult>&& result, std::vector<std::string> memoryWhy)
 {
     if (!result) {
         m_layouts->setLayouts({}, m_mode, 0);
@@ -345,7 +391,8 @@ void PlannerPanel::display(Result<plan::PlanResult>&& result)
         notes << QStringLiteral("• ") + toQString(note);
     }
     m_summary->setToolTip(notes.join(QLatin1Char('\n')));
-    m_layouts->setLayouts(std::move(r.layouts), m_mode, m_session.cluster().deviceMemory());
+    m_layouts->setLayouts(
+        std::move(r.layouts), m_mode, m_session.cluster().deviceMemory(), std::move(memoryWhy));
     m_rejections->setGroups(std::move(r.rejected));
     m_layoutView->resizeColumnsToContents();
     m_rejectionView->resizeColumnsToContents();

@@ -63,7 +63,8 @@ protected:
     void resizeEvent(QResizeEvent* event) override;
 
 private:
-    void display(Result<plan::PlanResult>&& result);
+    /// `memoryWhy[i]`: how layout i's memory was computed (the Memory column's tooltip).
+    void display(Result<plan::PlanResult>&& result, std::vector<std::string> memoryWhy = {});
     void showScatter();
     /// The summary: the sweep's, then the open trace's measured step beside the best layout's
     /// estimate (training, when the trace marks ProfilerStep ranges).
