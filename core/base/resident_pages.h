@@ -10,4 +10,8 @@ namespace day0 {
 /// included) and a later read faults it back in. Best effort: a failure changes nothing.
 void releaseResidentPages(std::span<const std::byte> bytes);
 
+/// Asks the kernel to start reading the pages spanning `bytes` of a file mapping ahead of their
+/// use (MADV_WILLNEED). Best effort: a failure changes nothing.
+void prefetchPages(std::span<const std::byte> bytes);
+
 } // namespace day0

@@ -1,5 +1,6 @@
 #include "exec/layer_stream.h"
 
+#include "base/resident_pages.h"
 #include "base/units.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dequantized_weights.h"
@@ -12,8 +13,6 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -152,18 +151,6 @@ bool roundsWeights(const PrecisionPlan& plan)
         rounds = rounds || mode != PrecisionMode::F32;
     }
     return rounds;
-}
-
-/// madvise over the whole pages of `bytes`; best effort (advice that fails changes nothing).
-void advise(std::span<const std::byte> bytes, int advice)
-{
-    if (bytes.empty()) {
-        return;
-    }
-    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
 
 /// Converts `p` into `out` (its shape, the compute type) exactly as Engine::create's loader
@@ -546,8 +533,8 @@ private:
         const Phase& next = m_phases[(std::size_t(index) + 1) % m_phases.size()];
         for (const Piece& p : next.pieces) {
             if (!m_routedOnly || p.expert < 0) {
-                advise(p.bytes, MADV_WILLNEED);
-                advise(p.scaleBytes, MADV_WILLNEED);
+                prefetchPages(p.bytes);
+                prefetchPages(p.scaleBytes);
             }
         }
     }
@@ -580,8 +567,8 @@ private:
                 fail(converted.error().withContext(p.name));
             }
             // Converted: its mapped pages leave this process (the page cache keeps them).
-            advise(p.bytes, MADV_DONTNEED);
-            advise(p.scaleBytes, MADV_DONTNEED);
+            releaseResidentPages(p.bytes);
+            releaseResidentPages(p.scaleBytes);
             const auto read = p.bytes.size() + p.scaleBytes.size();
             m_stats.bytesRead += read;
             m_progress.advance(std::int64_t(read));

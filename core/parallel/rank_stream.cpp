@@ -1,5 +1,6 @@
 #include "parallel/rank_stream.h"
 
+#include "base/resident_pages.h"
 #include "base/units.h"
 #include "checkpoint/checkpoint.h"
 #include "exec/layer_stream.h"
@@ -9,8 +10,6 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -21,18 +20,6 @@
 namespace day0::parallel {
 
 namespace {
-
-/// madvise over the whole pages of `bytes`; best effort (advice that fails changes nothing).
-void advise(std::span<const std::byte> bytes, int advice)
-{
-    if (bytes.empty()) {
-        return;
-    }
-    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
-}
 
 /// A mapped safetensors checkpoint read as stored, as exec::openCheckpointWeights reads it, except
 /// that each read releases the tensor's mapped pages once they are copied. Single-threaded (one
@@ -64,7 +51,7 @@ public:
             return bytes.error();
         }
         numerics::Tensor tensor = numerics::Tensor::fromBytes(t->shape, *t->dtype, *bytes);
-        advise(*bytes, MADV_DONTNEED);
+        releaseResidentPages(*bytes);
         m_read += std::int64_t(bytes->size());
         return tensor;
     }
@@ -91,7 +78,7 @@ public:
     {
         if (const auto* t = m_ckpt.find(name)) {
             if (auto bytes = m_ckpt.data(*t)) {
-                advise(*bytes, MADV_WILLNEED);
+                prefetchPages(*bytes);
             }
         }
     }

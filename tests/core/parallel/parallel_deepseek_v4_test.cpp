@@ -25,37 +25,16 @@ namespace {
 constexpr double kTolerance = 1e-5;
 constexpr std::int64_t kNewTokens = 3;
 
-std::filesystem::path scratch()
-{
-    static const auto dir = [] {
-        auto d = std::filesystem::temp_directory_path()
-            / fmt::format("day0-parallel-deepseek-v4-test-{}", ::getpid());
-        std::filesystem::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
+std::filesystem::path scratch() { return test::processScratch("parallel-deepseek-v4-test"); }
 
 const test::ShrunkModel& shrunkV4()
 {
-    static const auto m = [] {
-        auto made = test::makeShrunkHybrid("deepseek-v4-flash", scratch() / "model");
-        EXPECT_TRUE(made.ok()) << made.error().message;
-        return made ? std::move(*made) : test::ShrunkModel {};
-    }();
-    return m;
+    return test::cachedShrunkHybrid("deepseek-v4-flash", scratch());
 }
 
 test::MatrixPlan layoutOf(int tp, int pp, bool sp = false, int ep = 1, int dp = 1)
 {
-    test::MatrixPlan p;
-    p.layout.tp = tp;
-    p.layout.pp = pp;
-    p.layout.sp = sp;
-    p.layout.ep = ep;
-    p.layout.dp = dp;
-    p.microBatches = pp > 1 ? 2 : 1;
-    return p;
+    return test::planOf(tp, pp, ep, dp, sp);
 }
 
 /// Prompts of 13 to 19 tokens: past the window of 4, and 3 or more entries of the ratio-4
@@ -76,13 +55,8 @@ std::vector<std::vector<std::int64_t>> longPrompts(int sequences, std::int64_t v
 
 parallel::ParallelRunOptions optionsFor(const test::ShrunkModel& m, const test::MatrixPlan& p)
 {
-    parallel::ParallelRunOptions o;
-    o.layout = p.layout;
-    o.microBatches = p.microBatches;
-    o.prompts = longPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
-    o.newTokens = kNewTokens;
-    o.checkpointId = m.checkpointId;
-    return o;
+    return test::runOptions(
+        m, p, longPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize), kNewTokens);
 }
 
 } // namespace

@@ -29,27 +29,11 @@ constexpr double kTolerance = 1e-5;
 // sequences.
 constexpr double kGemmaTolerance = 5e-5;
 
-std::filesystem::path scratch()
-{
-    static const auto dir = [] {
-        auto d = std::filesystem::temp_directory_path()
-            / fmt::format("day0-parallel-hybrid-test-{}", ::getpid());
-        std::filesystem::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
+std::filesystem::path scratch() { return test::processScratch("parallel-hybrid-test"); }
 
 const test::ShrunkModel& hybrid(const std::string& name)
 {
-    static std::map<std::string, test::ShrunkModel> cache;
-    auto it = cache.find(name);
-    if (it == cache.end()) {
-        auto m = test::makeShrunkHybrid(name, scratch() / name);
-        EXPECT_TRUE(m.ok()) << m.error().message;
-        it = cache.emplace(name, std::move(*m)).first;
-    }
-    return it->second;
+    return test::cachedShrunkHybrid(name, scratch());
 }
 
 bool recurrent(model::MixerKind k)

@@ -22,49 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch()
-{
-    static const auto dir = [] {
-        auto d
-            = fs::temp_directory_path() / fmt::format("day0-parallel-stream-test-{}", ::getpid());
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
+fs::path scratch() { return test::processScratch("parallel-stream-test"); }
 
 const test::ShrunkModel& shrunk(const std::string& config)
 {
-    static std::map<std::string, test::ShrunkModel> cache;
-    auto it = cache.find(config);
-    if (it == cache.end()) {
-        auto m = test::makeShrunkModel(config, scratch() / config);
-        EXPECT_TRUE(m.ok()) << m.error().message;
-        it = cache.emplace(config, std::move(*m)).first;
-    }
-    return it->second;
-}
-
-parallel::ParallelRunOptions optionsFor(const test::ShrunkModel& m, const test::MatrixPlan& p)
-{
-    parallel::ParallelRunOptions o;
-    o.layout = p.layout;
-    o.microBatches = p.microBatches;
-    o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
-    o.newTokens = test::kMatrixTokens;
-    o.checkpointId = m.checkpointId;
-    return o;
-}
-
-test::MatrixPlan layoutPlan(int tp, int pp, int ep, int dp)
-{
-    test::MatrixPlan p;
-    p.layout.tp = tp;
-    p.layout.pp = pp;
-    p.layout.ep = ep;
-    p.layout.dp = dp;
-    p.microBatches = pp > 1 ? 2 : 1;
-    return p;
+    return test::cachedShrunkModel(config, scratch());
 }
 
 /// Streams every rank of `p` from its rank file and from the full checkpoint and compares both
@@ -83,15 +45,15 @@ void proveStreamed(const std::string& config, const test::MatrixPlan& p)
     auto folder = parallel::openShardFolder(out, p.layout);
     ASSERT_TRUE(folder.ok()) << folder.error().message;
 
-    auto whole = optionsFor(m, p);
+    auto whole = test::runOptions(m, p);
     whole.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
     auto reference = parallel::runParallelInProcess(m.spec, *folder->ranks[0], whole, progress, {});
     ASSERT_TRUE(reference.ok()) << reference.error().message;
 
-    auto fromRankFiles = optionsFor(m, p);
+    auto fromRankFiles = test::runOptions(m, p);
     fromRankFiles.stream.file = [&](int rank) { return folder->files.at(std::size_t(rank)); };
     fromRankFiles.stream.presliced = true;
-    auto fromFull = optionsFor(m, p);
+    auto fromFull = test::runOptions(m, p);
     fromFull.stream.file = [&](int) { return m.dir; };
     for (const auto* o : { &fromRankFiles, &fromFull }) {
         SCOPED_TRACE(o->stream.presliced ? "rank files" : "full checkpoint");
@@ -132,28 +94,28 @@ void proveStreamed(const std::string& config, const test::MatrixPlan& p)
 
 TEST(ParallelStream, LlamaTensorParallelIsBitIdentical)
 {
-    proveStreamed("llama-3.1-8b", layoutPlan(2, 1, 1, 1));
+    proveStreamed("llama-3.1-8b", test::planOf(2, 1, 1, 1));
 }
 
 TEST(ParallelStream, LlamaPipelineAndDataParallelIsBitIdentical)
 {
-    proveStreamed("llama-3.1-8b", layoutPlan(1, 2, 1, 2));
+    proveStreamed("llama-3.1-8b", test::planOf(1, 2, 1, 2));
 }
 
 TEST(ParallelStream, Qwen3MoeExpertParallelIsBitIdentical)
 {
-    proveStreamed("qwen3-30b-a3b", layoutPlan(2, 1, 2, 1));
+    proveStreamed("qwen3-30b-a3b", test::planOf(2, 1, 2, 1));
 }
 
 TEST(ParallelStream, DeepseekV3MlaIsBitIdentical)
 {
-    proveStreamed("deepseek-v3", layoutPlan(2, 2, 1, 1));
+    proveStreamed("deepseek-v3", test::planOf(2, 2, 1, 1));
 }
 
 TEST(ParallelStream, BudgetBelowOneLayerIsRefusedByName)
 {
     const auto& m = shrunk("llama-3.1-8b");
-    auto o = optionsFor(m, layoutPlan(2, 1, 1, 1));
+    auto o = test::runOptions(m, test::planOf(2, 1, 1, 1));
     o.stream.file = [&](int) { return m.dir; };
     o.stream.rankBudget = 1024;
     Progress progress;
@@ -167,7 +129,7 @@ TEST(ParallelStream, BudgetBelowOneLayerIsRefusedByName)
 TEST(ParallelStream, StreamingWithABackendIsRefused)
 {
     const auto& m = shrunk("llama-3.1-8b");
-    auto o = optionsFor(m, layoutPlan(2, 1, 1, 1));
+    auto o = test::runOptions(m, test::planOf(2, 1, 1, 1));
     o.stream.file = [&](int) { return m.dir; };
     o.backendFor = [](int) -> Result<std::shared_ptr<exec::Backend>> {
         return Error::internal("not reached");

@@ -25,38 +25,11 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-std::filesystem::path scratch()
-{
-    static const auto dir = [] {
-        auto d = std::filesystem::temp_directory_path()
-            / fmt::format("day0-parallel-test-{}", ::getpid());
-        std::filesystem::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
+std::filesystem::path scratch() { return test::processScratch("parallel-test"); }
 
 const test::ShrunkModel& shrunk(const std::string& config)
 {
-    static std::map<std::string, test::ShrunkModel> cache;
-    auto it = cache.find(config);
-    if (it == cache.end()) {
-        auto m = test::makeShrunkModel(config, scratch() / config);
-        EXPECT_TRUE(m.ok()) << m.error().message;
-        it = cache.emplace(config, std::move(*m)).first;
-    }
-    return it->second;
-}
-
-parallel::ParallelRunOptions optionsFor(const test::ShrunkModel& m, const test::MatrixPlan& p)
-{
-    parallel::ParallelRunOptions o;
-    o.layout = p.layout;
-    o.microBatches = p.microBatches;
-    o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
-    o.newTokens = test::kMatrixTokens;
-    o.checkpointId = m.checkpointId;
-    return o;
+    return test::cachedShrunkModel(config, scratch());
 }
 
 void proveMatrix(const std::string& config)
@@ -67,8 +40,8 @@ void proveMatrix(const std::string& config)
     for (const auto& p : plans) {
         SCOPED_TRACE(p.label());
         Progress progress;
-        auto r = parallel::runParallelInProcess(
-            m.spec, *m.weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(30.0) });
+        auto r = parallel::runParallelInProcess(m.spec, *m.weights, test::runOptions(m, p),
+            progress, {}, nullptr, {}, { Seconds(30.0) });
         ASSERT_TRUE(r.ok()) << r.error().message;
         ASSERT_EQ(r->sequences.size(), std::size_t(p.layout.dp * p.microBatches));
         auto err = test::compareWithSingleRank(m, r->sequences, test::kMatrixTokens);
@@ -119,7 +92,7 @@ TEST(ParallelRun, RecordsCollectivesIntoTraceAndTable)
     Progress progress;
     parallel::RankProgress perRank;
     auto r = parallel::runParallelInProcess(
-        m.spec, *m.weights, optionsFor(m, p), progress, {}, &perRank, tracers);
+        m.spec, *m.weights, test::runOptions(m, p), progress, {}, &perRank, tracers);
     ASSERT_TRUE(r.ok()) << r.error().message;
     ASSERT_EQ(perRank.ranks.size(), 4U);
     for (const auto& rp : perRank.ranks) {
@@ -177,7 +150,7 @@ Error runMismatched(const std::function<void(int, parallel::ParallelRunOptions&)
     const auto& m = shrunk("llama-3.1-8b");
     test::MatrixPlan p;
     p.layout.tp = 2;
-    auto base = optionsFor(m, p);
+    auto base = test::runOptions(m, p);
     parallel::CommRecorder recorder;
     auto outcome = comm::runInProcess(2,
         [&](comm::Communicator& c) -> Result<void> {
@@ -234,7 +207,7 @@ Error runFaulty(double delay)
     test::FaultyWeights weights(*m.weights, "model.layers.0.mlp.experts.7.up_proj.weight", delay);
     Progress progress;
     auto r = parallel::runParallelInProcess(
-        m.spec, weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(0.5) });
+        m.spec, weights, test::runOptions(m, p), progress, {}, nullptr, {}, { Seconds(0.5) });
     EXPECT_FALSE(r.ok());
     return r.ok() ? Error::internal("no error") : r.error();
 }
@@ -272,7 +245,7 @@ void proveFromShardFolder(const std::string& config, const test::MatrixPlan& p)
     ASSERT_TRUE(parallel::isShardFolder(out));
     auto folder = parallel::openShardFolder(out, p.layout);
     ASSERT_TRUE(folder.ok()) << folder.error().message;
-    auto o = optionsFor(m, p);
+    auto o = test::runOptions(m, p);
     o.rankSource = [&](int rank) { return folder->ranks[std::size_t(rank)].get(); };
     auto r = parallel::runParallelInProcess(m.spec, *folder->ranks[0], o, progress, {});
     ASSERT_TRUE(r.ok()) << r.error().message;
@@ -281,7 +254,7 @@ void proveFromShardFolder(const std::string& config, const test::MatrixPlan& p)
     EXPECT_LE(*err, kTolerance);
     // The rank files hold exactly the slices an in-memory run cuts from the full checkpoint.
     auto inMemory
-        = parallel::runParallelInProcess(m.spec, *m.weights, optionsFor(m, p), progress, {});
+        = parallel::runParallelInProcess(m.spec, *m.weights, test::runOptions(m, p), progress, {});
     ASSERT_TRUE(inMemory.ok()) << inMemory.error().message;
     ASSERT_EQ(inMemory->ranks.size(), r->ranks.size());
     for (std::size_t i = 0; i < r->ranks.size(); ++i) {
@@ -330,8 +303,8 @@ TEST(ParallelSequence, SequenceParallelismMatchesPlainTensorParallelismAndSplits
             p.layout = i == 0 ? base : withSp;
             p.microBatches = p.layout.pp;
             Progress progress;
-            runs[i] = parallel::runParallelInProcess(
-                m.spec, *m.weights, optionsFor(m, p), progress, {}, nullptr, {}, { Seconds(30.0) });
+            runs[i] = parallel::runParallelInProcess(m.spec, *m.weights, test::runOptions(m, p),
+                progress, {}, nullptr, {}, { Seconds(30.0) });
             ASSERT_TRUE(runs[i].ok()) << runs[i].error().message;
         }
         const auto& plain = *runs[0];

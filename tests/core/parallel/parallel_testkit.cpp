@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <stdexcept>
 #include <thread>
 
 namespace day0::test {
@@ -181,6 +183,74 @@ std::vector<MatrixPlan> matrixPlans(const model::ModelSpec& spec, int maxWorld)
         }
     }
     return out;
+}
+
+std::filesystem::path processScratch(const std::string& name)
+{
+    static std::map<std::string, std::filesystem::path> made;
+    auto it = made.find(name);
+    if (it == made.end()) {
+        auto dir
+            = std::filesystem::temp_directory_path() / fmt::format("day0-{}-{}", name, ::getpid());
+        std::filesystem::create_directories(dir);
+        it = made.emplace(name, std::move(dir)).first;
+    }
+    return it->second;
+}
+
+namespace {
+
+template <typename Make>
+const ShrunkModel& cached(const std::string& name, const std::filesystem::path& scratch, Make make)
+{
+    static std::map<std::filesystem::path, ShrunkModel> cache;
+    const auto dir = scratch / name;
+    auto it = cache.find(dir);
+    if (it == cache.end()) {
+        auto m = make(name, dir, std::uint64_t(7));
+        if (!m) {
+            throw std::runtime_error(fmt::format("shrunk {}: {}", name, m.error().message));
+        }
+        it = cache.emplace(dir, std::move(*m)).first;
+    }
+    return it->second;
+}
+
+} // namespace
+
+const ShrunkModel& cachedShrunkModel(const std::string& name, const std::filesystem::path& scratch)
+{
+    return cached(name, scratch, makeShrunkModel);
+}
+
+const ShrunkModel& cachedShrunkHybrid(const std::string& name, const std::filesystem::path& scratch)
+{
+    return cached(name, scratch, makeShrunkHybrid);
+}
+
+MatrixPlan planOf(int tp, int pp, int ep, int dp, bool sp)
+{
+    MatrixPlan p;
+    p.layout.tp = tp;
+    p.layout.pp = pp;
+    p.layout.ep = ep;
+    p.layout.dp = dp;
+    p.layout.sp = sp;
+    p.microBatches = pp > 1 ? 2 : 1;
+    return p;
+}
+
+parallel::ParallelRunOptions runOptions(const ShrunkModel& m, const MatrixPlan& p,
+    std::vector<std::vector<std::int64_t>> prompts, std::int64_t newTokens)
+{
+    parallel::ParallelRunOptions o;
+    o.layout = p.layout;
+    o.microBatches = p.microBatches;
+    o.prompts = prompts.empty() ? matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize)
+                                : std::move(prompts);
+    o.newTokens = newTokens;
+    o.checkpointId = m.checkpointId;
+    return o;
 }
 
 std::vector<std::vector<std::int64_t>> matrixPrompts(int sequences, std::int64_t vocab)

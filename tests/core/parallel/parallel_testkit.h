@@ -85,6 +85,23 @@ std::vector<std::vector<std::int64_t>> matrixPrompts(int sequences, std::int64_t
 /// Greedy tokens per sequence in the matrix.
 inline constexpr std::int64_t kMatrixTokens = 3;
 
+/// This test process's scratch folder `<tmp>/day0-<name>-<pid>`, made on first use.
+std::filesystem::path processScratch(const std::string& name);
+
+/// makeShrunkModel / makeShrunkHybrid of `name` under `scratch`, made once per process and kept.
+/// A model that cannot be made throws std::runtime_error with the reason (the test fails with it).
+const ShrunkModel& cachedShrunkModel(const std::string& name, const std::filesystem::path& scratch);
+const ShrunkModel& cachedShrunkHybrid(
+    const std::string& name, const std::filesystem::path& scratch);
+
+/// A plan of the given degrees; two micro-batches when pp > 1.
+MatrixPlan planOf(int tp, int pp, int ep = 1, int dp = 1, bool sp = false);
+
+/// The options of a run of plan `p` on `m`: `prompts` (the matrix prompts for dp × micro-batches
+/// sequences when empty) and `newTokens` greedy tokens each.
+parallel::ParallelRunOptions runOptions(const ShrunkModel& m, const MatrixPlan& p,
+    std::vector<std::vector<std::int64_t>> prompts = {}, std::int64_t newTokens = kMatrixTokens);
+
 /// Runs the single-rank fp32 engine on every prompt and compares: max over sequences of
 /// max|parallel − single| / max|single| over all logits, and the generated tokens. Fails (with
 /// the sequence and both token lists) when tokens differ.
