@@ -614,6 +614,20 @@ private:
 
 } // namespace
 
+Result<checkpoint::Checkpoint> openStreamedCheckpoint(const std::filesystem::path& path)
+{
+    auto ckpt = checkpoint::Checkpoint::open(path);
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    DAY0_TRY(ckpt->firstError());
+    if (ckpt->gguf() != nullptr) {
+        return Error::unsupported(fmt::format(
+            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
+    }
+    return ckpt;
+}
+
 Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::ModelSpec& spec,
     const RunOptions& options, const StreamOptions& stream, Progress& progress,
     std::stop_token stop, const LayerSlice* slice)
@@ -625,14 +639,9 @@ Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::
     if (options.newTokens < 1) {
         return Error::badInput("--tokens must be at least 1");
     }
-    auto ckpt = checkpoint::Checkpoint::open(path);
+    auto ckpt = openStreamedCheckpoint(path);
     if (!ckpt) {
         return ckpt.error();
-    }
-    DAY0_TRY(ckpt->firstError());
-    if (ckpt->gguf() != nullptr) {
-        return Error::unsupported(fmt::format(
-            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
     }
     const bool fp64 = options.precision.isF64();
     CheckpointStream layers(std::move(*ckpt), fp64 ? DType::F64 : DType::F32,
@@ -664,14 +673,9 @@ Result<std::unique_ptr<LayerStream>> openCheckpointStream(const std::filesystem:
     RunOptions options;
     options.precision = plan;
     DAY0_TRY(refuseUnstreamable(spec, options));
-    auto ckpt = checkpoint::Checkpoint::open(path);
+    auto ckpt = openStreamedCheckpoint(path);
     if (!ckpt) {
         return ckpt.error();
-    }
-    DAY0_TRY(ckpt->firstError());
-    if (ckpt->gguf() != nullptr) {
-        return Error::unsupported(fmt::format(
-            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
     }
     auto layers = std::make_unique<CheckpointStream>(std::move(*ckpt),
         plan.isF64() ? DType::F64 : DType::F32, roundsWeights(plan), stream, steps, progress,

@@ -8,6 +8,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "checkpoint/checkpoint.h"
 #include "exec/engine.h"
 #include "exec/layer_slice.h"
 #include "model/model_spec.h"
@@ -70,6 +71,10 @@ Result<StreamedRun> runStreamed(const std::filesystem::path& path, const model::
 /// Why runStreamed would refuse `spec` and `options` before reading a weight, by name ("--stream:
 /// ..."); success when it would not. For front ends that refuse at argument time.
 Result<void> checkStreamable(const model::ModelSpec& spec, const RunOptions& options);
+
+/// Opens `path` for a streamed read: its files opened and checked, a GGUF file refused by name
+/// (streamed runs read safetensors). Shared by the single-rank and the per-rank streams.
+Result<checkpoint::Checkpoint> openStreamedCheckpoint(const std::filesystem::path& path);
 
 /// "512M", "2G", "1.5GiB", "300MB", "4096" (bytes) → bytes (K/M/G/T are binary multiples);
 /// the error names the text.

@@ -235,14 +235,9 @@ Result<std::unique_ptr<RankStream>> RankStream::open(const model::ModelSpec& spe
     const checkpoint::RankCoord& coord, const RankStreamOptions& options)
 {
     DAY0_TRY(exec::checkStreamable(spec, exec::RunOptions {}));
-    auto ckpt = checkpoint::Checkpoint::open(path);
+    auto ckpt = exec::openStreamedCheckpoint(path);
     if (!ckpt) {
         return ckpt.error();
-    }
-    DAY0_TRY(ckpt->firstError());
-    if (ckpt->gguf() != nullptr) {
-        return Error::unsupported(fmt::format(
-            "--stream: {} is a GGUF file; streamed runs read safetensors", path.string()));
     }
     returnFreedLargeBuffers();
     auto impl = std::unique_ptr<Impl>(new Impl { spec, layout, coord, options,
