@@ -158,6 +158,8 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
     p.tokens = a.tokens;
     p.backend = a.backend;
     p.device = a.device;
+    p.stream = a.stream;
+    p.memoryBudget = a.memoryBudget;
     std::size_t start = 0;
     while (!a.ids.empty() && start <= a.ids.size()) {
         const auto semi = a.ids.find(';', start);
@@ -517,10 +519,12 @@ const bool registered = registerCommand({ "run",
             "with --plan: seconds a rank waits for the others before the job fails (default 60)");
         app.add_flag("--stream", a->stream,
             "stream the weights layer by layer from the memory-mapped shards (a checkpoint larger "
-            "than memory, on the CPU in any precision; the same logits and dumps)");
+            "than memory, on the CPU in any precision; the same logits and dumps; with --plan each "
+            "rank streams its own slice)");
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
-            "needs more is refused); the peak RSS is reported");
+            "needs more is refused); the peak RSS is reported; with --plan, all ranks together "
+            "(each holds its share)");
         app.add_flag("--grad", a->grad,
             "instead of generating, compute the next-token cross-entropy of --ids and its "
             "gradients (fp64/fp32): --dump writes <anchor>#grad and <parameter>#grad");

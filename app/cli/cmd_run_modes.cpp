@@ -104,7 +104,6 @@ std::optional<Error> refuseWithStream(const RunArgs& a)
     const bool alone = a.reference.empty();
     return firstRefused("--stream",
         {
-            { !a.planned.plan.empty(), "--plan (a sharded run holds each rank's weights)" },
             { a.inject && alone, "--inject (needs the reference run)" },
             { a.fp32Leg && alone, "--fp32-leg (needs the reference run)" },
             { a.backend != "cpu" && alone,

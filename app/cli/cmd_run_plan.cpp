@@ -6,6 +6,7 @@
 #include "base/json_util.h"
 #include "base/units.h"
 #include "checkpoint/sharding.h"
+#include "exec/layer_stream.h"
 #include "extend/plugin_registry.h"
 #include "interrupt.h"
 #include "parallel/run.h"
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -155,11 +157,12 @@ nlohmann::json resultJson(const parallel::ParallelRunResult& r,
     }
     nlohmann::json rankRows = nlohmann::json::array();
     for (const auto& k : r.ranks) {
-        rankRows.push_back({ { "rank", k.rank }, { "stage", k.coord.stage },
-            { "dp", k.coord.dpRank }, { "tp", k.coord.tpRank }, { "ep", k.coord.epRank },
-            { "etp", k.coord.etpRank }, { "weight_bytes", k.weightBytes }, { "seconds", k.seconds },
-            { "backend_native_calls", k.nativeCalls },
-            { "backend_fallback_calls", k.fallbackCalls } });
+        rankRows.push_back(
+            { { "rank", k.rank }, { "stage", k.coord.stage }, { "dp", k.coord.dpRank },
+                { "tp", k.coord.tpRank }, { "ep", k.coord.epRank }, { "etp", k.coord.etpRank },
+                { "weight_bytes", k.weightBytes }, { "stream_bytes_read", k.streamBytesRead },
+                { "seconds", k.seconds }, { "backend_native_calls", k.nativeCalls },
+                { "backend_fallback_calls", k.fallbackCalls } });
     }
     nlohmann::json comm = nlohmann::json::array();
     for (const auto& row : table) {
@@ -186,16 +189,31 @@ void printResult(const parallel::ParallelRunResult& r,
         fmt::print("sequence {}: prompt {} -> generated {}\n", s,
             fmt::join(r.sequences[s].prompt, ","), fmt::join(r.sequences[s].generated, " "));
     }
-    Table ranksTable({ "rank", "stage", "dp", "tp", "ep", "etp", "weights", "time" },
-        { Table::Align::Right, Table::Align::Right, Table::Align::Right, Table::Align::Right,
-            Table::Align::Right, Table::Align::Right, Table::Align::Right, Table::Align::Right });
+    // A streamed run's weights are what its largest phase held at once, beside what it read.
+    const bool streamed = std::any_of(r.ranks.begin(), r.ranks.end(),
+        [](const parallel::RankSummary& k) { return k.streamBytesRead > 0; });
+    std::vector<std::string> header { "rank", "stage", "dp", "tp", "ep", "etp",
+        streamed ? "weights held" : "weights" };
+    if (streamed) {
+        header.emplace_back("read");
+    }
+    header.emplace_back("time");
+    Table ranksTable(header, std::vector<Table::Align>(header.size(), Table::Align::Right));
     for (const auto& k : r.ranks) {
-        ranksTable.addRow({ std::to_string(k.rank), std::to_string(k.coord.stage),
+        std::vector<std::string> row { std::to_string(k.rank), std::to_string(k.coord.stage),
             std::to_string(k.coord.dpRank), std::to_string(k.coord.tpRank),
             std::to_string(k.coord.epRank), std::to_string(k.coord.etpRank),
-            formatBytes(Bytes(double(k.weightBytes))), formatDuration(Seconds(k.seconds)) });
+            formatBytes(Bytes(double(k.weightBytes))) };
+        if (streamed) {
+            row.push_back(formatBytes(Bytes(double(k.streamBytesRead))));
+        }
+        row.push_back(formatDuration(Seconds(k.seconds)));
+        ranksTable.addRow(row);
     }
     fmt::print("\n{}", ranksTable.render());
+    if (streamed) {
+        fmt::print("streamed: each rank read its weights a layer at a time\n");
+    }
     if (!r.dispatch.ops.empty()) {
         fmt::print("\nrank 0 {}(all ranks: {} operator calls fell back to day0-cpu)\n",
             exec::formatDispatch(r.dispatch), r.fallbackCalls());
@@ -286,6 +304,14 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     request.timeout = Seconds(a.timeoutSeconds);
     request.ranksMode = a.ranks;
     request.communicator = communicatorOf(a);
+    request.stream = a.stream;
+    if (!a.memoryBudget.empty()) {
+        auto budget = exec::parseMemorySize(a.memoryBudget);
+        if (!budget) {
+            return reportError(budget.error().withContext("--memory-budget"));
+        }
+        request.memoryBudget = *budget;
+    }
     extend::PluginRegistry registry;
     request.backendFor = backendFactory(registry, a, a.ranks == "mpi");
     if (a.ranks == "in-process") {

@@ -31,6 +31,9 @@ struct PlanRunArgs {
     /// The backend's device: in-process ranks all use it (default 0); MPI ranks use their local
     /// rank (OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK) unless it is given.
     int device = -1;
+    /// Every rank streams its weights a layer at a time (the CPU reference only).
+    bool stream = false;
+    std::string memoryBudget; ///< with `stream`: all ranks' resident weights together ("512M")
 };
 
 /// Runs the plan; prints generated tokens, the ranks and the measured-vs-model communication

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <string>
+#include <vector>
 
 using day0::test::runDay0;
 namespace fs = std::filesystem;
@@ -57,6 +60,54 @@ TEST(RunPlanCli, ShardedRunMatchesTheSingleRankTokensAndReportsCommunication)
     EXPECT_TRUE(j["machine"]["measured"].get<bool>());
     EXPECT_GT(comm["total"]["model_seconds_per_rank"].get<double>(), 0.0);
     EXPECT_TRUE(j["run_id"].is_null()) << "--no-record";
+}
+
+TEST(RunPlanCli, StreamedRanksGiveTheSameTokensWithinTheirBudget)
+{
+    // Each rank streams its slice a layer at a time (parallel/rank_stream.h): the tokens are the
+    // unstreamed plan's, each rank reports what it read, and the budget is each rank's share.
+    const std::string ckpt = shrunkMoe();
+    const std::vector<std::string> base { "run", ckpt, "--plan", "tp=2,ep=2", "--ids",
+        "3,1,4,1,5;2,7,1", "--tokens", "3", "--json", "-q", "--no-record" };
+    const auto whole = runDay0(base);
+    ASSERT_EQ(whole.exitCode, 0) << whole.err;
+    auto args = base;
+    args.insert(args.end(), { "--stream", "--memory-budget", "64M" });
+    const auto streamed = runDay0(args);
+    ASSERT_EQ(streamed.exitCode, 0) << streamed.err;
+    const auto w = whole.json();
+    const auto s = streamed.json();
+    EXPECT_EQ(s["sequences"], w["sequences"]);
+    ASSERT_EQ(s["ranks"].size(), 2U);
+    for (std::size_t r = 0; r < 2; ++r) {
+        EXPECT_EQ(w["ranks"][r]["stream_bytes_read"].get<std::int64_t>(), 0);
+        EXPECT_GT(s["ranks"][r]["stream_bytes_read"].get<std::int64_t>(), 0);
+        // What a streamed rank holds at once: one phase, less than its whole slice.
+        EXPECT_LT(s["ranks"][r]["weight_bytes"].get<std::int64_t>(),
+            w["ranks"][r]["weight_bytes"].get<std::int64_t>());
+    }
+
+    // Text: the table says what each rank held and read.
+    args.erase(std::find(args.begin(), args.end(), "--json"));
+    const auto text = runDay0(args);
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("weights held"), std::string::npos) << text.out;
+    EXPECT_NE(
+        text.out.find("streamed: each rank read its weights a layer at a time"), std::string::npos)
+        << text.out;
+
+    // A budget too small for one layer's share is refused before a weight is read; a budget
+    // without --stream is refused as it is for a single rank.
+    args = base;
+    args.insert(args.end(), { "--stream", "--memory-budget", "1K" });
+    const auto tiny = runDay0(args);
+    EXPECT_NE(tiny.exitCode, 0);
+    EXPECT_NE(tiny.err.find("budget"), std::string::npos) << tiny.err;
+    args = base;
+    args.insert(args.end(), { "--memory-budget", "64M" });
+    const auto alone = runDay0(args);
+    EXPECT_EQ(alone.exitCode, 2) << alone.err;
+    EXPECT_NE(alone.err.find("add --stream"), std::string::npos) << alone.err;
 }
 
 TEST(RunPlanCli, RecordsTheRunWithItsPlanAndCommunication)
