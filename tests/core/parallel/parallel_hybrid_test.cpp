@@ -44,28 +44,15 @@ bool recurrent(model::MixerKind k)
 
 test::MatrixPlan layoutOf(int tp, int pp, bool sp = false, int ep = 1, int dp = 1)
 {
-    test::MatrixPlan p;
-    p.layout.tp = tp;
-    p.layout.pp = pp;
-    p.layout.sp = sp;
-    p.layout.ep = ep;
-    p.layout.dp = dp;
-    p.microBatches = pp > 1 ? 2 : 1;
-    return p;
+    return test::planOf(tp, pp, ep, dp, sp);
 }
 
 Result<std::vector<parallel::SequenceResult>> run(
     const test::ShrunkModel& m, const test::MatrixPlan& p)
 {
-    parallel::ParallelRunOptions o;
-    o.layout = p.layout;
-    o.microBatches = p.microBatches;
-    o.prompts = test::matrixPrompts(p.layout.dp * p.microBatches, m.spec.vocabSize);
-    o.newTokens = test::kMatrixTokens;
-    o.checkpointId = m.checkpointId;
     Progress progress;
     auto r = parallel::runParallelInProcess(
-        m.spec, *m.weights, o, progress, {}, nullptr, {}, { Seconds(60.0) });
+        m.spec, *m.weights, test::runOptions(m, p), progress, {}, nullptr, {}, { Seconds(60.0) });
     if (!r) {
         return r.error();
     }
