@@ -320,7 +320,7 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         r.derivations
             = derivationsOf(r, l, o, allocated, std::move(statesWhy), std::move(activationsWhy),
                 std::move(kvWhy), std::move(kvKindsWhy), std::move(buffersWhy));
-        report.perRank.push_back(r);
+        report.perRank.push_back(std::move(r));
     }
     std::stable_sort(report.perRank.begin(), report.perRank.end(),
         [](const RankMemory& a, const RankMemory& b) { return a.total > b.total; });
