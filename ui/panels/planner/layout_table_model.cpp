@@ -12,7 +12,7 @@ LayoutTableModel::LayoutTableModel(QObject* parent)
 }
 
 void LayoutTableModel::setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode,
-    double deviceMemory, std::vector<std::string> memoryWhy)
+    double deviceMemory, MemoryExplainer memoryWhy)
 {
     beginResetModel();
     m_layouts = std::move(layouts);
@@ -62,10 +62,10 @@ QVariant LayoutTableModel::data(const QModelIndex& index, int role) const
         return index.column() == Recompute ? QVariant()
                                            : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     }
-    if (role == Qt::ToolTipRole && index.column() == Memory
-        && std::size_t(index.row()) < m_memoryWhy.size()
-        && !m_memoryWhy[std::size_t(index.row())].empty()) {
-        return toQString(m_memoryWhy[std::size_t(index.row())]);
+    if (role == Qt::ToolTipRole && index.column() == Memory && m_memoryWhy) {
+        if (const std::string why = m_memoryWhy(p); !why.empty()) {
+            return toQString(why);
+        }
     }
     if (role == Qt::ToolTipRole) {
         return QString(toQString(plan::formatPlan(l.toPlan()))

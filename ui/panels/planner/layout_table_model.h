@@ -4,6 +4,7 @@
 
 #include <QAbstractTableModel>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,10 +39,12 @@ public:
 
     explicit LayoutTableModel(QObject* parent = nullptr);
 
-    /// `memoryWhy[i]`: how layout i's memory figure was computed (the Memory column's tooltip),
-    /// empty when not known.
+    /// How a layout's memory figure was computed (the Memory column's tooltip), asked when the
+    /// tooltip is shown, not for every layout of a sweep; empty when not known.
+    using MemoryExplainer = std::function<std::string(const plan::PlannedLayout&)>;
+
     void setLayouts(std::vector<plan::PlannedLayout> layouts, plan::Mode mode, double deviceMemory,
-        std::vector<std::string> memoryWhy = {});
+        MemoryExplainer memoryWhy = {});
     [[nodiscard]] const std::vector<plan::PlannedLayout>& layouts() const { return m_layouts; }
 
     /// Fraction of the step spent in pipeline fill/drain, and exposed communication.
@@ -57,7 +60,7 @@ public:
 
 private:
     std::vector<plan::PlannedLayout> m_layouts;
-    std::vector<std::string> m_memoryWhy;
+    MemoryExplainer m_memoryWhy;
     plan::Mode m_mode = plan::Mode::Train;
     double m_deviceMemory = 0;
 };

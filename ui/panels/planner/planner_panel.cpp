@@ -43,7 +43,6 @@ struct Sweep {
     Result<plan::PlanResult> result;
     std::optional<RunId> runId; ///< the run recorded, when one was added
     std::string recordError;
-    std::vector<std::string> memoryWhy; ///< per layout: how its memory figure was computed
 };
 
 // How a planned layout's memory was computed: the memory estimator on the workload the planner
@@ -287,12 +286,8 @@ void PlannerPanel::runPlanner()
         *m_ticket, tr("Planning layouts"), this,
         [summary = m_session.summary(), cluster = m_session.cluster(), options](
             Progress& progress, std::stop_token stop) {
-            Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {},
-                {} };
+            Sweep sweep { plan::planLayouts(*summary, cluster, options, progress, stop), {}, {} };
             if (sweep.result) {
-                for (const auto& p : sweep.result->layouts) {
-                    sweep.memoryWhy.push_back(memoryExplanation(*summary, cluster, options, p));
-                }
                 // The same record as `day0 plan`, written off the GUI thread; a sweep that
                 // repeats the newest plan of this model (the workbench restarted, say) adds
                 // nothing.
@@ -306,9 +301,14 @@ void PlannerPanel::runPlanner()
             }
             return sweep;
         },
-        [this, mode = options.workload.mode](Sweep&& sweep) {
+        [this, mode = options.workload.mode, summary = m_session.summary(),
+            cluster = m_session.cluster(), options](Sweep&& sweep) {
             m_mode = mode;
-            display(std::move(sweep.result), std::move(sweep.memoryWhy));
+            // One estimate (well under a millisecond) when a Memory tooltip is shown.
+            display(
+                std::move(sweep.result), [summary, cluster, options](const plan::PlannedLayout& p) {
+                    return memoryExplanation(*summary, cluster, options, p);
+                });
             if (sweep.runId) {
                 m_session.announceRecordedRun(sweep.runId->value());
             } else if (!sweep.recordError.empty()) {
@@ -352,7 +352,8 @@ void PlannerPanel::showSummary()
     m_summary->setText(text);
 }
 
-void PlannerPanel::display(Result<plan::PlanResult>&& result, std::vector<std::string> memoryWhy)
+void PlannerPanel::display(Result<plan::PlanResult>&& result,
+    std::function<std::string(const plan::PlannedLayout&)> memoryWhy)
 {
     if (!result) {
         m_layouts->setLayouts({}, m_mode, 0);

@@ -5,7 +5,9 @@
 
 #include <QWidget>
 
+#include <functional>
 #include <memory>
+#include <string>
 
 class QCheckBox;
 class QComboBox;
@@ -63,8 +65,9 @@ protected:
     void resizeEvent(QResizeEvent* event) override;
 
 private:
-    /// `memoryWhy[i]`: how layout i's memory was computed (the Memory column's tooltip).
-    void display(Result<plan::PlanResult>&& result, std::vector<std::string> memoryWhy = {});
+    /// `memoryWhy`: how a layout's memory was computed, asked when its Memory tooltip shows.
+    void display(Result<plan::PlanResult>&& result,
+        std::function<std::string(const plan::PlannedLayout&)> memoryWhy = {});
     void showScatter();
     /// The summary: the sweep's, then the open trace's measured step beside the best layout's
     /// estimate (training, when the trace marks ProfilerStep ranges).
