@@ -23,6 +23,7 @@ struct TrainArgs {
     std::string drill;
     std::string checkpointDir;
     double commTimeout = 60.0;
+    std::string gradSteps = "last";
 };
 
 nlohmann::json curveJson(const train::TrainResult& r, double train::StepRecord::*field)
@@ -60,6 +61,11 @@ Result<void> completeOptions(TrainArgs& args)
         o.drill = *drill;
     }
     o.checkpointDir = args.checkpointDir;
+    auto gradSteps = actions::GradDumpSteps::parse(args.gradSteps);
+    if (!gradSteps) {
+        return gradSteps.error();
+    }
+    args.request.gradSteps = *gradSteps;
     if (!(args.commTimeout > 0)) {
         return Error::badInput("--comm-timeout must be positive (seconds)");
     }
@@ -107,6 +113,24 @@ void printText(const actions::TrainOutcome& out)
     if (!out.memoryNotCompared.empty()) {
         fmt::print("{}\n", out.memoryNotCompared);
     }
+    const bool replicas = std::any_of(out.gradDumps.begin(), out.gradDumps.end(),
+        [](const actions::GradDumpRef& d) { return d.dpRank > 0; });
+    for (const auto& d : out.gradDumps) {
+        fmt::print("gradient dump of step {}{}: {}\n", d.step,
+            replicas ? fmt::format(" (replica {})", d.dpRank) : std::string(), d.path);
+    }
+    for (const auto step : out.gradStepsNotRun) {
+        fmt::print("no gradient dump of step {}: this attempt started after it\n", step);
+    }
+}
+
+nlohmann::json gradDumpsJson(const actions::TrainOutcome& out)
+{
+    nlohmann::json dumps = nlohmann::json::array();
+    for (const auto& d : out.gradDumps) {
+        dumps.push_back({ { "step", d.step }, { "dp_rank", d.dpRank }, { "path", d.path } });
+    }
+    return dumps;
 }
 
 nlohmann::json memoryJson(const actions::TrainMemory& m)
@@ -147,6 +171,10 @@ int runTrain(TrainArgs args, const GlobalOptions& global)
             { "run_id", runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr) } };
         if (out->memory) {
             j["memory"] = memoryJson(*out->memory);
+        }
+        if (!args.request.gradDump.empty()) {
+            j["grad_dumps"] = gradDumpsJson(*out);
+            j["grad_steps_not_run"] = out->gradStepsNotRun;
         }
         if (!out->memoryNotCompared.empty()) {
             j["memory"] = { { "not_compared", out->memoryNotCompared } };
@@ -196,8 +224,13 @@ const bool registered = registerCommand({ "train",
         app.add_option("--precision", args->precision, "f64, f32 or bf16-mixed")
             ->capture_default_str();
         app.add_option("--plan", args->request.plan,
-            "data and tensor parallelism: dp=N[,tp=N][,zero=1] (tp splits the heads and MLP "
-            "width of dense Llama/Mistral/Qwen2/Qwen3 checkpoints)");
+            "data and tensor parallelism: dp=N[,tp=N][,zero=1]. tp splits a checkpoint of any "
+            "family the backward covers (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 "
+            "and Kimi-K2 with MLA) Megatron-style: attention heads (MLA: by heads), the MLP "
+            "width, each routed expert's and the shared experts' widths; embeddings, norms, "
+            "router and head stay whole on every rank; a tp that does not divide the head "
+            "counts or widths is refused naming the field, the built-in task refuses tp; pp, ep, "
+            "cp, sp and zero>=2 are refused as not modelled");
         app.add_option("--compress", args->compress,
                "gradient compression: none, fp16, bf16, topk:RATIO[,ef=off]; compared with an "
                "uncompressed run of the same seed (exit 1 when it does not converge)")
@@ -211,6 +244,16 @@ const bool registered = registerCommand({ "train",
         app.add_option("--drill", args->drill,
             "inject a fault on the first attempt: kill-at=STEP, fail-at=STEP or hang-at=STEP, "
             "each [,rank=R]");
+        app.add_option("--grad-dump", args->request.gradDump,
+            "a checkpoint's gradient dumps go to this folder, one per chosen step (and per "
+            "data-parallel replica with dp>1): step-N or step-N-dpR, in the format of day0 run "
+            "--grad --dump (<parameter>#grad: the step's gradient as the optimizer got it; "
+            "<anchor>#grad: the replica's sequences stacked), for day0 compare; written only when "
+            "the run finishes, and recorded with it");
+        app.add_option("--grad-steps", args->gradSteps,
+               "with --grad-dump, the steps dumped (0-based, as printed): last, a list 0,4,9 or "
+               "every=K")
+            ->capture_default_str();
         app.add_option("--comm-timeout", args->commTimeout,
                "seconds a rank waits for the others before the job fails")
             ->capture_default_str();

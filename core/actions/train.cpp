@@ -125,12 +125,37 @@ Result<TrainOutcome> trainModel(
 {
     train::TrainOptions options = request.options;
     DAY0_TRY(applyTrainPlan(request.plan, options));
+    if (!request.gradDump.empty() && request.model == kBuiltinTrainModel) {
+        return Error::unsupported(fmt::format("--grad-dump: the built-in task '{}' has no model "
+                                              "anchors to dump; gradient dumps are of "
+                                              "checkpoints",
+            request.model));
+    }
     const auto started = std::chrono::steady_clock::now();
     auto task = taskOf(request, options);
     if (!task) {
         return task.error();
     }
     const train::TrainableModel& model = *task->model;
+    std::unique_ptr<TrainGradientDumps> dumps;
+    std::vector<std::int64_t> dumpSteps;
+    if (!request.gradDump.empty()) {
+        auto steps = request.gradSteps.resolve(options.steps);
+        if (!steps) {
+            return steps.error();
+        }
+        dumpSteps = std::move(*steps);
+        const auto& checkpoint = dynamic_cast<const CheckpointTrainable&>(model);
+        auto opened = TrainGradientDumps::open(checkpoint.spec(), checkpoint.parameters(),
+            request.model, request.gradDump, options.precision == train::TrainPrecision::F64);
+        if (!opened) {
+            return opened.error();
+        }
+        dumps = std::move(*opened);
+        options.gradientTap.steps = dumpSteps;
+        options.gradientTap.write
+            = [d = dumps.get()](const train::TappedGradient& g) { return d->write(g); };
+    }
     const train::TrainingData& corpus = *task->data;
     options.source = request.model == kBuiltinTrainModel
         ? corpus.describe()
@@ -148,8 +173,9 @@ Result<TrainOutcome> trainModel(
     }
     out.result = std::move(*run);
     if (options.compression.kind != train::CompressionKind::None) {
-        // The same seed, steps and plan, uncompressed, without checkpoints or drills.
+        // The same seed, steps and plan, uncompressed, without checkpoints, drills or dumps.
         train::TrainOptions plain = options;
+        plain.gradientTap = {};
         plain.compression = {};
         plain.checkpointDir.clear();
         plain.checkpointEvery = 0;
@@ -175,10 +201,33 @@ Result<TrainOutcome> trainModel(
         }
         out.verdict = *verdict;
     }
+    // Only a run that finished (its uncompressed twin too) moves its dumps into place.
+    if (dumps) {
+        auto committed = dumps->commit();
+        if (!committed) {
+            return committed.error();
+        }
+        out.gradDumps = std::move(*committed);
+        for (const auto step : dumpSteps) {
+            if (std::none_of(out.gradDumps.begin(), out.gradDumps.end(),
+                    [&](const GradDumpRef& d) { return d.step == step; })) {
+                out.gradStepsNotRun.push_back(step);
+            }
+        }
+    }
     const double seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.record = trainRunRecord(request.model, options, out.result, seconds);
     out.record.setProperty("data", corpus.describe());
+    if (dumps) {
+        recordGradDumps(out.gradDumps, out.record);
+        for (const auto step : out.gradStepsNotRun) {
+            out.record.addEvent(LogLevel::Warning,
+                fmt::format("no gradient dump of step {}: this attempt started after it "
+                            "(resumed from step {})",
+                    step, out.result.resumedFromStep));
+        }
+    }
     if (request.model != kBuiltinTrainModel) {
         out.record.setProperty("checkpoint", request.model);
         const auto& checkpoint = dynamic_cast<const CheckpointTrainable&>(model);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "actions/train_grad_dump.h"
 #include "actions/train_memory.h"
 #include "base/progress.h"
 #include "base/result.h"
@@ -30,6 +31,9 @@ struct TrainRequest {
     /// chain over the checkpoint's own vocabulary, drawn from the seed (SyntheticCorpus).
     std::filesystem::path data;
     train::TrainOptions options;
+    /// A checkpoint's gradient dumps (TrainGradientDumps) go here; empty: none.
+    std::filesystem::path gradDump;
+    GradDumpSteps gradSteps; ///< which steps write one (default: the last)
 };
 
 /// What a training job produced.
@@ -44,6 +48,10 @@ struct TrainOutcome {
     /// Why a checkpoint's run has no memory comparison (no step ran: a resume at the last
     /// step), else empty.
     std::string memoryNotCompared;
+    /// The gradient dumps written (request.gradDump), in step and replica order.
+    std::vector<GradDumpRef> gradDumps;
+    /// The chosen steps the last attempt did not run (a resume started after them): no dump.
+    std::vector<std::int64_t> gradStepsNotRun;
     history::RunRecord record; ///< trainRunRecord, with the verdict (Failed when it does not
                                ///< converge) and the memory comparison
 };
@@ -56,8 +64,10 @@ Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& option
 /// run, and with compression the uncompressed twin and the convergence verdict; builds the run
 /// record. A model other than kBuiltinTrainModel is a checkpoint (CheckpointTrainable, starting
 /// from its own weights): families the backward does not cover and bf16-mixed (the backward has
-/// no bf16 arithmetic) are refused (Unsupported) by name. Progress counts the steps of the run,
-/// then of its uncompressed twin.
+/// no bf16 arithmetic) are refused (Unsupported) by name. With `gradDump`, the chosen steps'
+/// gradient dumps are written (atomically: none on a cancel or failure) and recorded with the
+/// run; the built-in task, which has no anchors, refuses it. Progress counts the steps of the
+/// run, then of its uncompressed twin.
 Result<TrainOutcome> trainModel(
     const TrainRequest& request, Progress& progress, const std::stop_token& stop = {});
 

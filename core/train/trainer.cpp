@@ -184,8 +184,10 @@ public:
             for (double& g : grad) {
                 g = roundTo(g, m_formats.arith);
             }
+            const double replicaLoss = *loss;
             DAY0_TRY(reduce(step, grad, *loss, out, stop));
             const double meanLoss = *loss;
+            DAY0_TRY(tap(step, batch, grad, replicaLoss, meanLoss));
             const double lr = m_o.schedule.at(step);
             auto measured = gradNorm(grad);
             if (!measured) {
@@ -282,6 +284,40 @@ private:
         loss /= double(m_g.dp->size());
         if (m_comm.rank() == 0) {
             out.compression = *stats;
+        }
+        return success();
+    }
+
+    /// Hands a tapped step's gradient (TrainOptions::gradientTap) to its writer, the whole
+    /// model's: with TP the replica's shards are put together (collective over the TP group)
+    /// and TP rank 0 writes.
+    Result<void> tap(std::int64_t step, const Batch& batch, std::span<const double> grad,
+        double replicaLoss, double stepLoss) const
+    {
+        const auto& t = m_o.gradientTap;
+        if (!t.write || std::find(t.steps.begin(), t.steps.end(), step) == t.steps.end()) {
+            return success();
+        }
+        TappedGradient g { step, m_g.dpRank, m_o.dp, &batch, m_weights, grad, replicaLoss,
+            stepLoss };
+        std::vector<double> weights;
+        std::vector<double> gradient;
+        if (m_shard != nullptr) {
+            DAY0_TRY(wholeWeights(weights));
+            gradient.assign(weights.size(), 0.0);
+            m_shard->scatter(grad, gradient);
+            DAY0_TRY(m_g.tp->allReduce(gradient.data(), gradient.data(), gradient.size(),
+                DType::F64, comm::ReduceOp::Sum));
+            if (m_g.tpRank != 0) {
+                return success();
+            }
+            g.weights = weights;
+            g.gradient = gradient;
+        }
+        auto written = t.write(g);
+        if (!written) {
+            return written.error().withContext(
+                fmt::format("gradient dump of step {} rank {}", step, m_comm.rank()));
         }
         return success();
     }

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -46,6 +48,31 @@ struct Drill {
     static Result<Drill> parse(const std::string& text);
 };
 
+/// One data-parallel replica's gradient of a step, handed to GradientTap::write after the
+/// data-parallel reduction and before clipping: what the optimizer received.
+struct TappedGradient {
+    std::int64_t step = 0; ///< 0-based, as StepRecord
+    int dpRank = 0; ///< the replica (its slice of the step's global batch)
+    int dp = 1; ///< replicas in the run
+    const Batch* batch = nullptr; ///< the replica's sequences of the step
+    /// The whole model's weights the step computed on (with tp, the replica's shards put
+    /// together), in the model's flat layout.
+    std::span<const double> weights;
+    /// The whole model's gradient of the step's loss: the mean over the replicas, in the
+    /// run's arithmetic, before clipping.
+    std::span<const double> gradient;
+    double replicaLoss = 0.0; ///< the replica's own mean loss (before the mean over replicas)
+    double stepLoss = 0.0; ///< the step's loss (the mean over the replicas)
+};
+
+/// Hands chosen steps' gradients to the caller (`day0 train --grad-dump`).
+struct GradientTap {
+    std::vector<std::int64_t> steps; ///< the 0-based steps tapped
+    /// Called once per replica and tapped step, on the thread of the replica's TP rank 0
+    /// (replicas at once: it must be thread-safe); an error ends the run. Null: no tap.
+    std::function<Result<void>(const TappedGradient&)> write;
+};
+
 /// Everything a training run is configured by.
 struct TrainOptions {
     std::int64_t steps = 100;
@@ -75,6 +102,7 @@ struct TrainOptions {
     /// What the run trains on and from (the checkpoint, the data file); part of the
     /// configuration key, so a resume on other data or another checkpoint is refused.
     std::string source;
+    GradientTap gradientTap; ///< not part of the configuration key
 };
 
 /// The bytes of a rank's training buffers, counted from their sizes. Every one holds doubles,
