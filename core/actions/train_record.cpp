@@ -136,6 +136,25 @@ Result<TrainingCurve> trainingCurve(const history::RunRecord& record)
     return curve;
 }
 
+std::vector<RankMemory> rankMemory(const history::RunRecord& record)
+{
+    std::map<int, RankMemory> ranks;
+    for (const auto& entry : record.memory) {
+        const bool trainer = entry.component.starts_with("trainer_");
+        if (!trainer && !entry.component.starts_with("planner_")) {
+            continue;
+        }
+        auto& r = ranks[entry.rank];
+        r.rank = entry.rank;
+        (trainer ? r.trainer : r.planner) += entry.bytes.value;
+    }
+    std::vector<RankMemory> out;
+    for (const auto& [rank, r] : ranks) {
+        out.push_back(r);
+    }
+    return out;
+}
+
 Result<std::vector<StoredTrainingRun>> readTrainingRuns(
     const std::filesystem::path& file, std::int64_t scanLimit, std::stop_token stop)
 {
@@ -178,8 +197,8 @@ Result<std::vector<StoredTrainingRun>> readTrainingRuns(
             return curve.error().withContext(file.string());
         }
         const auto* checkpoint = record->findProperty("checkpoint");
-        out.push_back(
-            { record->info, checkpoint ? checkpoint->value : std::string(), std::move(*curve) });
+        out.push_back({ record->info, checkpoint ? checkpoint->value : std::string(),
+            std::move(*curve), gradDumpsOf(*record), rankMemory(*record) });
     }
     return out;
 }

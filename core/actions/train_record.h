@@ -1,5 +1,6 @@
 #pragma once
 
+#include "actions/train_grad_dump.h"
 #include "base/result.h"
 #include "history/run_record.h"
 #include "train/trainer.h"
@@ -38,11 +39,28 @@ bool isTrainingRun(const history::RunRecord& record);
 /// lr). BadInput naming the run when a step row lacks one of the three or a step repeats. Pure.
 Result<TrainingCurve> trainingCurve(const history::RunRecord& record);
 
-/// A training run of the store: its header, checkpoint (empty for the built-in task) and curves.
+/// One rank's memory in a training run: what the trainer held at the step's peak (its buffers
+/// and the activations the backward kept, the four categories of compareTrainMemory added up)
+/// against the planner's estimate of the same categories, bytes.
+struct RankMemory {
+    int rank = 0;
+    std::int64_t trainer = 0;
+    std::int64_t planner = 0;
+};
+
+/// Every rank's memory of a training run from its memory table (recordTrainMemory's
+/// trainer_<category> and planner_<category> rows), in rank order; empty when the run has none
+/// (the built-in task, or no step ran).
+std::vector<RankMemory> rankMemory(const history::RunRecord& record);
+
+/// A training run of the store: its header, checkpoint (empty for the built-in task), curves,
+/// gradient dumps (gradDumpsOf) and per-rank memory (rankMemory).
 struct StoredTrainingRun {
     history::RunInfo info;
     std::string checkpoint;
     TrainingCurve curve;
+    std::vector<GradDumpRef> gradDumps;
+    std::vector<RankMemory> memory;
 };
 
 /// The training runs of the store `file`, newest first, among its newest `scanLimit` runs of

@@ -10,6 +10,7 @@
 #include <QComboBox>
 #include <QFileDialog>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -37,7 +38,16 @@ GradientView::GradientView(JobRunner& jobs, QWidget* parent)
     , m_metric(new QComboBox(this))
     , m_findings(new QLabel(this))
     , m_plot(new PlotWidget(this))
+    , m_pairLabel(new QLabel(this))
+    , m_step(new QComboBox(this))
 {
+    m_pairLabel->setObjectName(QStringLiteral("gradientPair"));
+    m_pairLabel->setWordWrap(true);
+    m_step->setObjectName(QStringLiteral("gradientStep"));
+    m_step->setToolTip(tr("The training step whose gradients are compared (0-based, as day0 "
+                          "train prints them), among those both runs dumped"));
+    m_step->hide();
+    connect(m_step, &QComboBox::activated, this, [this](int index) { compareStep(index); });
     m_reference->setObjectName(QStringLiteral("gradientReference"));
     m_reference->setPlaceholderText(tr("reference gradient dump, e.g. the fp64 one"));
     m_target->setObjectName(QStringLiteral("gradientTarget"));
@@ -73,8 +83,13 @@ GradientView::GradientView(JobRunner& jobs, QWidget* parent)
     pick->addWidget(m_compare, 0, 3);
     pick->addWidget(m_metric, 1, 3);
     pick->setColumnStretch(1, 1);
+    auto* pairRow = new QHBoxLayout;
+    pairRow->addWidget(m_pairLabel, 1);
+    pairRow->addWidget(new QLabel(tr("Step"), this));
+    pairRow->addWidget(m_step);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(pairRow);
     layout->addLayout(pick);
     layout->addWidget(m_plot, 1);
     layout->addWidget(m_findings);
@@ -93,7 +108,10 @@ void GradientView::showEmptyState()
            "backward order and each layer's own error. Make them with `day0 run CHECKPOINT "
            "--grad --precision fp64 --ids 1,2,3,4 --dump REF`, the same with --precision fp32 "
            "--dump TARGET, and for own errors with --precision fp32 --inject-from REF --dump "
-           "TARGET-inject; then pick REF and TARGET above."));
+           "TARGET-inject; then pick REF and TARGET above. Or select two training runs "
+           "recorded with `day0 train CHECKPOINT --grad-dump DIR` (e.g. --precision f64 and "
+           "f32 of the same seed): the second's gradients against the first's appear here, "
+           "step by step."));
     m_plot->rescaleAndReplot();
     m_findings->clear();
 }
@@ -106,8 +124,77 @@ void GradientView::browse(QLineEdit* field, const QString& title)
     }
 }
 
+void GradientView::showTrainingPair(const TrainingGradientPair& pair)
+{
+    const auto same = [&](const TrainingGradientPair& a) {
+        if (a.reference != pair.reference || a.target != pair.target
+            || a.steps.size() != pair.steps.size()) {
+            return false;
+        }
+        for (std::size_t i = 0; i < a.steps.size(); ++i) {
+            if (a.steps[i].step != pair.steps[i].step
+                || a.steps[i].referenceDump != pair.steps[i].referenceDump
+                || a.steps[i].targetDump != pair.steps[i].targetDump) {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (m_pair && same(*m_pair) && !pair.steps.empty()) {
+        return;
+    }
+    m_pair = pair;
+    m_step->clear();
+    for (const auto& s : pair.steps) {
+        m_step->addItem(QString::number(s.step), qint64(s.step));
+    }
+    m_step->setVisible(!pair.steps.empty());
+    if (pair.steps.empty()) {
+        m_pairLabel->setText(tr("Training runs %1 and %2 dumped no step in common: dump the "
+                                "same steps with --grad-steps.")
+                                 .arg(pair.target, pair.reference));
+        return;
+    }
+    m_step->setCurrentIndex(m_step->count() - 1);
+    compareStep(m_step->count() - 1);
+}
+
+void GradientView::compareStep(int index)
+{
+    if (!m_pair || index < 0 || index >= int(m_pair->steps.size())) {
+        return;
+    }
+    const auto& s = m_pair->steps[std::size_t(index)];
+    m_pairLabel->setText(tr("Training run %1 against %2, step %3 (their --grad-dump dumps):")
+                             .arg(m_pair->target, m_pair->reference)
+                             .arg(s.step));
+    compareDumps(s.referenceDump, s.targetDump);
+    m_shownFromPair = true; // after compareDumps, which marks a comparison as picked
+}
+
+void GradientView::clearTrainingPair(const QString& why)
+{
+    m_pairLabel->setText(why);
+    m_step->clear();
+    m_step->hide();
+    if (!m_pair) {
+        return;
+    }
+    m_pair.reset();
+    if (m_shownFromPair) {
+        m_ticket->cancel(); // a comparison under way is no longer wanted
+        m_run.reset();
+        m_heatmap = {};
+        m_shownFromPair = false;
+        showEmptyState();
+    }
+}
+
+QString GradientView::pairText() const { return m_pairLabel->text(); }
+
 void GradientView::compareDumps(const QString& reference, const QString& target)
 {
+    m_shownFromPair = false;
     m_reference->setText(reference);
     m_target->setText(target);
     if (reference.isEmpty() || target.isEmpty()) {

@@ -6,7 +6,10 @@
 #include <QString>
 #include <QWidget>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 class QComboBox;
 class QLabel;
@@ -20,13 +23,28 @@ class JobTicket;
 class PlotWidget;
 struct PrecisionRun;
 
+/// Two training runs' gradient dumps to compare (`day0 train --grad-dump`): the reference's and
+/// the target's dump of every step both dumped.
+struct TrainingGradientPair {
+    QString reference; ///< how the reference run is named ("#11 f64 dp=1,zero=0")
+    QString target;
+    struct Step {
+        std::int64_t step = 0;
+        QString referenceDump;
+        QString targetDump;
+    };
+    std::vector<Step> steps; ///< ascending
+};
+
 /// The Training view's gradient heatmap: two gradient dumps (`day0 run CKPT --grad --dump`)
 /// compared as `day0 compare` does (the target's inject-mode dump `<target>-inject`, written by
 /// `day0 run --grad --inject-from REFERENCE`, used when present), drawn as the precision panel
 /// draws a comparison (layerHeatmap: layers × sub-modules, one `<sub-module>#grad` column per
 /// output gradient), with the first divergence in backward order and each layer's backward's own
-/// error. The comparison runs off the GUI thread; before one, the plot says what will appear and
-/// how to make the dumps.
+/// error. Two training runs that carry gradient dumps (`day0 train --grad-dump`) are compared
+/// without picking files (showTrainingPair, a step box for the steps both dumped). The
+/// comparison runs off the GUI thread; before one, the plot says what will appear and how to
+/// make the dumps.
 class GradientView : public QWidget {
     Q_OBJECT
 public:
@@ -35,6 +53,16 @@ public:
 
     /// Compares the dumps in these folders (reference first) and shows the result.
     void compareDumps(const QString& reference, const QString& target);
+    /// Compares two training runs' dumps of a step (the last one both dumped, or the one picked
+    /// in the step box), without file picking; the same pair again changes nothing.
+    void showTrainingPair(const TrainingGradientPair& pair);
+    /// No training pair: `why` says what to select or run; a comparison of a former pair is
+    /// taken down (one of picked folders stays).
+    void clearTrainingPair(const QString& why);
+    /// The step box of a training pair (hidden without one).
+    [[nodiscard]] QComboBox* stepChoice() const { return m_step; }
+    /// What the training-run row says: the pair and step, or why there is none.
+    [[nodiscard]] QString pairText() const;
     /// Recolours the heatmap by `metric`.
     void setMetric(numerics::GridMetric metric);
 
@@ -56,6 +84,7 @@ private:
     void showError(const QString& message);
     void redraw();
     void showEmptyState();
+    void compareStep(int index);
 
     JobRunner& m_jobs;
     std::unique_ptr<JobTicket> m_ticket;
@@ -63,8 +92,12 @@ private:
     QLineEdit* m_target = nullptr;
     QPushButton* m_compare = nullptr;
     QComboBox* m_metric = nullptr;
+    std::optional<TrainingGradientPair> m_pair;
+    bool m_shownFromPair = false; ///< the comparison shown is the training pair's
     QLabel* m_findings = nullptr;
     PlotWidget* m_plot = nullptr;
+    QLabel* m_pairLabel = nullptr;
+    QComboBox* m_step = nullptr;
     PrecisionHeatmap m_heatmap;
     std::shared_ptr<const PrecisionRun> m_run;
 };

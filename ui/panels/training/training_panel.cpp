@@ -74,6 +74,28 @@ QString legendName(const actions::StoredTrainingRun& run)
 
 QVector<double> toVector(const std::vector<double>& v) { return { v.begin(), v.end() }; }
 
+QString runName(const actions::StoredTrainingRun& run)
+{
+    return QStringLiteral("#%1 (%2, %3)")
+        .arg(run.info.id.value())
+        .arg(toQString(run.info.precision), toQString(run.info.plan));
+}
+
+/// The steps both runs dumped, replica 0's dump of each.
+std::vector<TrainingGradientPair::Step> commonSteps(
+    const actions::StoredTrainingRun& reference, const actions::StoredTrainingRun& target)
+{
+    std::vector<TrainingGradientPair::Step> steps;
+    for (const auto& r : reference.gradDumps) {
+        for (const auto& t : target.gradDumps) {
+            if (r.dpRank == 0 && t.dpRank == 0 && r.step == t.step) {
+                steps.push_back({ r.step, toQString(r.path), toQString(t.path) });
+            }
+        }
+    }
+    return steps;
+}
+
 } // namespace
 
 TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
@@ -131,6 +153,22 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     plots->addWidget(m_gradNorm);
     plots->setSizes({ 3, 2 });
     rightLayout->addWidget(plots, 1);
+    m_rankCaption = new QLabel(right);
+    m_rankCaption->setObjectName(QStringLiteral("trainingRankMemoryCaption"));
+    m_rankCaption->setWordWrap(true);
+    m_rankMemory = new QTreeWidget(right);
+    m_rankMemory->setObjectName(QStringLiteral("trainingRankMemory"));
+    m_rankMemory->setRootIsDecorated(false);
+    m_rankMemory->setHeaderLabels(
+        { tr("Rank"), tr("Held at the step's peak"), tr("Planner's estimate"), tr("Ratio") });
+    m_rankMemory->headerItem()->setToolTip(1,
+        tr("The trainer's weights, gradients and optimizer state and the activations the "
+           "backward kept, measured from their sizes"));
+    m_rankMemory->setMaximumHeight(140);
+    rightLayout->addWidget(m_rankCaption);
+    rightLayout->addWidget(m_rankMemory);
+    m_rankCaption->hide();
+    m_rankMemory->hide();
     m_tabs = new QTabWidget(this);
     m_tabs->setObjectName(QStringLiteral("trainingTabs"));
     m_tabs->addTab(right, tr("Loss curves"));
@@ -161,6 +199,11 @@ QString TrainingPanel::modelWarning() const
 }
 
 QString TrainingPanel::summaryText() const { return m_summary->text(); }
+
+QString TrainingPanel::rankMemoryCaption() const
+{
+    return m_rankCaption->isHidden() ? QString() : m_rankCaption->text();
+}
 
 void TrainingPanel::showGradientTab() { m_tabs->setCurrentWidget(m_gradients); }
 
@@ -301,6 +344,91 @@ void TrainingPanel::selectionChanged()
         m_warning->show();
     }
     plot(shown);
+    showGradientPair(selected);
+    showRankMemory(selected);
+}
+
+void TrainingPanel::showGradientPair(const std::vector<const actions::StoredTrainingRun*>& selected)
+{
+    std::vector<const actions::StoredTrainingRun*> dumped;
+    for (const auto* run : selected) {
+        if (!run->gradDumps.empty()) {
+            dumped.push_back(run);
+        }
+    }
+    if (dumped.empty()) {
+        m_gradients->clearTrainingPair(selected.empty()
+                ? tr("Select two training runs recorded with gradient dumps to compare them "
+                     "here.")
+                : tr("None of the selected runs carries gradient dumps: record them with `day0 "
+                     "train CHECKPOINT --grad-dump DIR` (the last step by default, --grad-steps "
+                     "for others), e.g. an f64 and an f32 run of the same seed."));
+        return;
+    }
+    const actions::StoredTrainingRun* partner = dumped.size() > 1 ? dumped[1] : nullptr;
+    if (partner == nullptr) {
+        // One run: the newest other run of its model that dumped a step it dumped.
+        for (const auto& run : m_listed) {
+            if (&run != dumped[0] && run.info.modelName == dumped[0]->info.modelName
+                && !commonSteps(run, *dumped[0]).empty()) {
+                partner = &run;
+                break;
+            }
+        }
+    }
+    if (partner == nullptr) {
+        m_gradients->clearTrainingPair(
+            tr("Run %1 carries gradient dumps; select a second run of the same checkpoint "
+               "recorded with --grad-dump (same seed and steps) to compare them.")
+                .arg(runName(*dumped[0])));
+        return;
+    }
+    // B against A: an fp64 run is the reference of one that is not, else the older run.
+    const auto* newer = dumped[0]->info.id.value() > partner->info.id.value() ? dumped[0] : partner;
+    const auto* older = newer == dumped[0] ? partner : dumped[0];
+    const bool newerIsReference = newer->info.precision == "f64" && older->info.precision != "f64";
+    const auto* reference = newerIsReference ? newer : older;
+    const auto* target = newerIsReference ? older : newer;
+    m_gradients->showTrainingPair(
+        { runName(*reference), runName(*target), commonSteps(*reference, *target) });
+}
+
+void TrainingPanel::showRankMemory(const std::vector<const actions::StoredTrainingRun*>& selected)
+{
+    const actions::StoredTrainingRun* shown = nullptr;
+    for (const auto* run : selected) {
+        if (run->memory.size() > 1) {
+            shown = run;
+            break;
+        }
+    }
+    m_rankMemory->clear();
+    m_rankCaption->setVisible(shown != nullptr);
+    m_rankMemory->setVisible(shown != nullptr);
+    if (shown == nullptr) {
+        return;
+    }
+    m_rankCaption->setText(tr("Memory per rank of run %1: what each rank held against the "
+                              "planner's estimate for the same plan")
+                               .arg(runName(*shown)));
+    for (const auto& r : shown->memory) {
+        auto* item = new QTreeWidgetItem(m_rankMemory);
+        item->setText(0, QString::number(r.rank));
+        item->setText(1, bytesText(Bytes(r.trainer)));
+        item->setText(2, bytesText(Bytes(r.planner)));
+        item->setData(1, kIdRole, qint64(r.trainer)); // bytes, for tests and sorting
+        item->setData(2, kIdRole, qint64(r.planner));
+        item->setText(3,
+            r.planner > 0
+                ? QStringLiteral("%1×").arg(double(r.trainer) / double(r.planner), 0, 'f', 2)
+                : QStringLiteral("—"));
+        for (int c = 1; c < 4; ++c) {
+            item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+        }
+    }
+    for (int c = 0; c < 4; ++c) {
+        m_rankMemory->resizeColumnToContents(c);
+    }
 }
 
 void TrainingPanel::plot(const std::vector<const actions::StoredTrainingRun*>& runs)

@@ -30,8 +30,10 @@ class StoreFollower;
 /// precision, plan and finish time. Only runs of one model are overlaid unless the user asks
 /// for others too, and either way a run of another model is said in red. Follows the store as
 /// the Runs panel does (a run recorded, or a cheap check every two seconds); all store access
-/// runs off the GUI thread. A second tab compares two gradient dumps and shows their gradient
-/// error heatmap (GradientView).
+/// runs off the GUI thread. Under the curves, the newest selected run with several ranks shows
+/// each rank's memory against the planner's. A second tab compares two gradient dumps and shows
+/// their gradient error heatmap (GradientView): those of two selected runs recorded with
+/// `day0 train --grad-dump` (B, the newer or the non-fp64 one, against A), or picked folders.
 class TrainingPanel : public QWidget {
     Q_OBJECT
 public:
@@ -54,6 +56,11 @@ public:
     [[nodiscard]] QTreeWidget* runList() const { return m_list; }
     /// The gradient heatmap tab.
     [[nodiscard]] GradientView* gradientView() const { return m_gradients; }
+    /// Per-rank memory of the newest selected run with several ranks (rank, held at the
+    /// step's peak, planner's estimate, ratio); hidden when no such run is selected.
+    [[nodiscard]] QTreeWidget* rankMemoryTable() const { return m_rankMemory; }
+    /// The line above that table: which run it is, or empty.
+    [[nodiscard]] QString rankMemoryCaption() const;
     /// Brings the gradient heatmap tab to the front.
     void showGradientTab();
     /// The red line about runs of other models; empty when there is none.
@@ -75,6 +82,8 @@ private:
     void showListing(Listing&& listing);
     void selectionChanged();
     void plot(const std::vector<const actions::StoredTrainingRun*>& runs);
+    void showGradientPair(const std::vector<const actions::StoredTrainingRun*>& selected);
+    void showRankMemory(const std::vector<const actions::StoredTrainingRun*>& selected);
 
     Session& m_session;
     JobRunner& m_jobs;
@@ -87,6 +96,8 @@ private:
     GradientView* m_gradients = nullptr;
     PlotWidget* m_loss = nullptr;
     PlotWidget* m_gradNorm = nullptr;
+    QLabel* m_rankCaption = nullptr;
+    QTreeWidget* m_rankMemory = nullptr;
     std::vector<actions::StoredTrainingRun> m_listed;
     std::vector<RunId> m_overlaid;
     StoreFollower* m_follower = nullptr;
