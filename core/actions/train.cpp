@@ -221,6 +221,9 @@ Result<TrainOutcome> trainModel(
     out.record.setProperty("data", corpus.describe());
     if (dumps) {
         recordGradDumps(out.gradDumps, out.record);
+        out.record.setProperty("peak_rss_note",
+            "includes the --grad-dump passes (each dumped step's sequences through the backward "
+            "with activation gradients, held together until written)");
         for (const auto step : out.gradStepsNotRun) {
             out.record.addEvent(LogLevel::Warning,
                 fmt::format("no gradient dump of step {}: this attempt started after it "

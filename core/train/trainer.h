@@ -69,7 +69,9 @@ struct TappedGradient {
 struct GradientTap {
     std::vector<std::int64_t> steps; ///< the 0-based steps tapped
     /// Called once per replica and tapped step, on the thread of the replica's TP rank 0
-    /// (replicas at once: it must be thread-safe); an error ends the run. Null: no tap.
+    /// (replicas at once: it must be thread-safe); an error ends the run. Null: no tap. The
+    /// replica's peers wait for it at their next collective: a write longer than the
+    /// communicator's timeout fails the run.
     std::function<Result<void>(const TappedGradient&)> write;
 };
 

@@ -131,6 +131,9 @@ TEST(TrainGradDumpCli, DumpsTheStepsGradientsForDay0CompareAndDay0RunGradAgrees)
     ASSERT_EQ(show.exitCode, 0) << show.err;
     const auto record = show.json();
     EXPECT_EQ(record["properties"]["grad_dump_steps"], "0,2");
+    // The dumps' passes count in the process's peak resident set: the record says so.
+    EXPECT_NE(record["properties"]["peak_rss_note"].get<std::string>().find("--grad-dump"),
+        std::string::npos);
     int artifacts = 0;
     for (const auto& a : record["artifacts"]) {
         artifacts += a["kind"] == "grad_dump" ? 1 : 0;
