@@ -164,7 +164,7 @@ TrainingPanel::TrainingPanel(Session& session, JobRunner& jobs, QWidget* parent)
     m_rankMemory->headerItem()->setToolTip(1,
         tr("The trainer's weights, gradients and optimizer state and the activations the "
            "backward kept, measured from their sizes"));
-    m_rankMemory->setMaximumHeight(140);
+    m_rankMemory->header()->setStretchLastSection(false);
     rightLayout->addWidget(m_rankCaption);
     rightLayout->addWidget(m_rankMemory);
     m_rankCaption->hide();
@@ -429,6 +429,10 @@ void TrainingPanel::showRankMemory(const std::vector<const actions::StoredTraini
     for (int c = 0; c < 4; ++c) {
         m_rankMemory->resizeColumnToContents(c);
     }
+    // As tall as its rows (up to eight), so the curves keep the room.
+    const int rows = std::min(m_rankMemory->topLevelItemCount(), 8);
+    m_rankMemory->setFixedHeight(m_rankMemory->header()->sizeHint().height()
+        + rows * m_rankMemory->sizeHintForRow(0) + 2 * m_rankMemory->frameWidth() + 2);
 }
 
 void TrainingPanel::plot(const std::vector<const actions::StoredTrainingRun*>& runs)
