@@ -193,6 +193,24 @@ TEST(TrainGradDumpCli, DataParallelReplicasEachWriteTheirOwnAndBadRequestsAreRef
     EXPECT_EQ(failed.exitCode, 1) << failed.err;
     EXPECT_TRUE(std::filesystem::is_empty(dir + "/failed"));
 
+    // A killed run leaves no dump; its resume dumps what it runs and names the step it cannot.
+    const std::vector<std::string> drilled { "train", stories, "--steps", "3", "--batch", "1",
+        "--seq", "8", "--checkpoint-dir", dir + "/ck", "--checkpoint-every", "1", "--grad-dump",
+        dir + "/resumed", "--grad-steps", "0,2", "--json", "-q", "--no-record" };
+    auto killed = drilled;
+    killed.insert(killed.end(), { "--drill", "kill-at=2" });
+    EXPECT_EQ(runDay0(killed).exitCode, 1);
+    EXPECT_TRUE(std::filesystem::is_empty(dir + "/resumed"));
+    auto resume = drilled;
+    resume.push_back("--resume");
+    const auto resumed = runDay0(resume);
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+    const auto rj = resumed.json();
+    ASSERT_EQ(rj["grad_dumps"].size(), 1u);
+    EXPECT_EQ(rj["grad_dumps"][0]["step"], 2);
+    EXPECT_EQ(rj["grad_steps_not_run"], nlohmann::json::array({ 0 }));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/resumed/step-2/dump.json"));
+
     auto r
         = runDay0({ "train", "next-token-mlp", "--grad-dump", dir + "/mlp", "-q", "--no-record" });
     EXPECT_EQ(r.exitCode, 2);
