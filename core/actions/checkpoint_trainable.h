@@ -19,7 +19,9 @@ namespace day0::actions {
 /// exec::detail::requiredWeights lists them, under their HF names; the initial values are the
 /// checkpoint's own (the seed is not used). The loss is the mean next-token cross-entropy over
 /// every predicted position of the batch (HF labels = input_ids), computed sequence by sequence
-/// by exec::lossAndGradients in fp64 or fp32; the gradient is that mean's. Tensors no gradient
+/// by exec::lossAndGradients in fp64, fp32 or emulated bf16/fp16 (GradientOptions::emulated:
+/// Megatron's bf16 recipe on the weights given, which bf16-mixed training rounds from its fp32
+/// masters); the gradient is that mean's, in fp32 below fp64. Tensors no gradient
 /// reaches (DeepSeek's e_score_correction_bias) stay fixed at the checkpoint's values. Thread-safe
 /// (read-only once loaded).
 class CheckpointTrainable final : public train::TrainableModel {
@@ -31,8 +33,8 @@ public:
     [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override;
     /// The checkpoint's weights as doubles, whatever `seed`.
     [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override;
-    /// F64 and F32 compute only: the backward has no bf16/fp16 arithmetic, so those are
-    /// refused (Unsupported) by name.
+    /// F64, F32, and BF16 / F16 emulated (dense decoders only: the backward refuses MoE and
+    /// MLA in those by name).
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
     /// The same, with the bytes the backward kept for the batch's largest sequence

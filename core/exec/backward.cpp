@@ -39,10 +39,17 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
                 req.name, fmt::join(t.shape(), ", "), fmt::join(req.shape, ", ")));
         }
         const T* data = nullptr;
-        if (t.dtype() == computeType<T>() && t.isContiguous()) {
+        if (t.dtype() == computeType<T>() && t.isContiguous() && !emulated()) {
             data = t.template data<T>();
         } else {
-            auto [slot, fresh] = m_converted.emplace(req.name, t.contiguous().to(computeType<T>()));
+            auto [slot, fresh] = m_converted.emplace(req.name, t.to(computeType<T>()));
+            if constexpr (std::is_same_v<T, float>) {
+                // The model's low-precision copy of its weights, as the engine's GEMM weights.
+                const std::int64_t cols = t.shape().empty() ? 1 : t.shape().back();
+                roundGemmInput({ slot->second.template data<float>(), std::size_t(t.numel()) },
+                    t.numel() / std::max<std::int64_t>(cols, 1), cols, m_mode,
+                    Fp8Scaling::PerTensor, true);
+            }
             data = slot->second.template data<T>();
         }
         m_p.values[req.name] = data;
@@ -91,6 +98,7 @@ Result<GradientResult> GradientPass<T>::run(
     // Forward, keeping each layer's activations.
     std::vector<T> hidden(std::size_t(n * h));
     DAY0_TRY(embedding<T>(ids, m_p.value("model.embed_tokens.weight"), vocab, h, hidden.data()));
+    round(hidden);
     m_layers.assign(std::size_t(m_spec.numLayers), {});
     if (m_progress != nullptr) {
         m_progress->setTotal(2 * m_spec.numLayers);
@@ -107,15 +115,16 @@ Result<GradientResult> GradientPass<T>::run(
     }
     const std::vector<T>& finalIn = hidden;
     std::vector<T> xf(std::size_t(n * h));
-    rmsNorm<T>(finalIn.data(), m_p.value("model.norm.weight"), xf.data(), n, h, m_spec.normEps);
+    norm(finalIn.data(), m_p.value("model.norm.weight"), xf.data(), n, h);
     const std::string head = headWeight();
     std::vector<T> logits(std::size_t(n * vocab));
-    linear<T>(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
+    project(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
 
     GradientResult result;
     result.keptBytes = keptBytes(finalIn.size() + xf.size() + logits.size());
     std::vector<T> dlogits(logits.size());
     result.loss = crossEntropy<T>(logits.data(), targets, vocab, dlogits.data(), result.counted);
+    round(dlogits);
     result.logits = Tensor::zeros({ n, vocab }, computeType<T>());
     std::copy(logits.begin(), logits.end(), result.logits.template data<T>());
 
@@ -124,10 +133,12 @@ Result<GradientResult> GradientPass<T>::run(
     std::vector<T> dxf(std::size_t(n * h));
     linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(), m_p.grad(head),
         nullptr, n, h, vocab, false);
+    round(dxf);
     DAY0_TRY(m_acts.recordAndInject("model.norm", dxf.data(), { n, h }));
     std::vector<T> dh(std::size_t(n * h), T(0));
     rmsNormBackward<T>(finalIn.data(), m_p.value("model.norm.weight"), dxf.data(), dh.data(),
         m_p.grad("model.norm.weight"), n, h, m_spec.normEps);
+    round(dh);
     if (m_progress != nullptr) {
         m_progress->setStage("backward");
     }
@@ -185,6 +196,41 @@ namespace {
 
 using numerics::Tensor;
 
+/// GradientOptions::emulated: bf16 or fp16 in float arithmetic, over what its rounding models.
+Result<void> checkEmulated(const model::ModelSpec& spec, const GradientOptions& options)
+{
+    const auto mode = options.emulated;
+    const auto name = precisionName(mode);
+    if (mode != PrecisionMode::BF16 && mode != PrecisionMode::F16) {
+        return Error::unsupported(fmt::format("gradients in {}: the backward emulates bf16 and "
+                                              "fp16 compute only",
+            name));
+    }
+    if (options.fp64) {
+        return Error::badInput(fmt::format("gradients in {}: an emulated precision computes in "
+                                           "float (fp64 must be off)",
+            name));
+    }
+    if (!options.roundedLayers.empty()) {
+        return Error::badInput(fmt::format("gradients in {}: rounded layers are for the fp64/fp32 "
+                                           "pass (every layer is rounded already)",
+            name));
+    }
+    if (spec.moe) {
+        return Error::unsupported(fmt::format("gradients of {} in {}: the emulated backward "
+                                              "covers dense decoders; mixture-of-experts routing "
+                                              "runs in fp64 or fp32 only",
+            spec.name, name));
+    }
+    if (spec.attention == model::AttentionKind::MLA) {
+        return Error::unsupported(fmt::format("gradients of {} in {}: the emulated backward "
+                                              "covers standard attention; MLA runs in fp64 or "
+                                              "fp32 only",
+            spec.name, name));
+    }
+    return success();
+}
+
 template <typename T>
 Result<GradientResult> runPass(const model::ModelSpec& spec,
     const std::map<std::string, Tensor>& weights, std::span<const std::int64_t> ids,
@@ -219,6 +265,9 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                                "the vocabulary [0, {})",
                 targets[i], i, spec.vocabSize));
         }
+    }
+    if (options.emulated != PrecisionMode::F32) {
+        DAY0_TRY(checkEmulated(spec, options));
     }
     if (options.fp64) {
         return runPass<double>(spec, weights, ids, targets, options, std::move(stop));

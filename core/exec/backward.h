@@ -19,6 +19,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/precision.h"
 #include "model/model_spec.h"
 #include "numerics/dump.h"
 #include "numerics/gradient_anchor.h"
@@ -77,6 +78,27 @@ struct GradientOptions {
     /// `roundedTo`. Weight gradients and every other layer keep the pass's arithmetic.
     std::vector<int> roundedLayers;
     DType roundedTo = DType::BF16; ///< the format of roundedLayers
+    /// Emulated low-precision compute (bf16-mixed training, `day0 run --grad --precision
+    /// bf16`): BF16 or F16, with fp64 false; F32 (the default): none. The recipe is Megatron-LM's
+    /// bf16 training on its bf16 copy of the fp32 master weights:
+    ///  - every weight is rounded to the format (Megatron's Float16Module copy; the trainer
+    ///    passes weights already rounded, so this is exact there);
+    ///  - the forward rounds where the engine's emulated forward rounds (exec/emulated_ops.h,
+    ///    the same functions): embedding rows; each projection's input and output around an
+    ///    fp32-accumulated GEMM; RMSNorm normalised in fp32, rounded, times the weight, rounded;
+    ///    RoPE as HF's eager rotary; attention scores, probabilities and context; SwiGLU's
+    ///    activation and product; every residual sum; the logits, whose cross-entropy is then
+    ///    taken in double (Megatron's fp32 cross-entropy);
+    ///  - the backward rounds every activation gradient an op passes on: the logits', each
+    ///    projection's input gradient (fp32-accumulated; where q/k/v or gate/up read the same
+    ///    input, their sum once, as Megatron's fused linear_qkv and linear_fc1 compute it),
+    ///    SwiGLU's gate and up gradients, attention's q/k/v gradients (fp32 inside, as a fused
+    ///    attention kernel), RoPE's and the norms' input gradients, each residual sum;
+    ///  - weight gradients are fp32-accumulated GEMMs kept in fp32 (Megatron's
+    ///    gradient_accumulation_fusion into its fp32 main_grad), unrounded.
+    /// The dense decoders only (Llama, Mistral, Qwen2, Qwen3): MoE routing and MLA are refused
+    /// by name.
+    PrecisionMode emulated = PrecisionMode::F32;
 };
 
 /// The loss and its gradients for one sequence.

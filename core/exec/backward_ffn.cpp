@@ -15,11 +15,15 @@ void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int
     const std::int64_t h = m_spec.hiddenSize;
     g.resize(std::size_t(rows * inter));
     u.resize(std::size_t(rows * inter));
-    linear<T>(x, m_p.value(module + ".gate_proj.weight"), nullptr, g.data(), rows, h, inter);
-    linear<T>(x, m_p.value(module + ".up_proj.weight"), nullptr, u.data(), rows, h, inter);
+    project(x, m_p.value(module + ".gate_proj.weight"), nullptr, g.data(), rows, h, inter);
+    project(x, m_p.value(module + ".up_proj.weight"), nullptr, u.data(), rows, h, inter);
     act = g;
-    gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
-    linear<T>(act.data(), m_p.value(module + ".down_proj.weight"), nullptr, out, rows, inter, h);
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedGatedActivation(act.data(), u.data(), rows * inter, Activation::Silu, m_mode);
+    } else {
+        gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
+    }
+    project(act.data(), m_p.value(module + ".down_proj.weight"), nullptr, out, rows, inter, h);
 }
 
 template <typename T>
@@ -31,9 +35,12 @@ void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::in
     std::vector<T> dact(act.size());
     linearBackward<T>(act.data(), m_p.value(module + ".down_proj.weight"), dout, dact.data(),
         m_p.grad(module + ".down_proj.weight"), nullptr, rows, inter, h, false);
+    round(dact);
     std::vector<T> dg(act.size());
     std::vector<T> du(act.size());
     swigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
+    round(dg);
+    round(du);
     linearBackward<T>(x, m_p.value(module + ".gate_proj.weight"), dg.data(), dx,
         m_p.grad(module + ".gate_proj.weight"), nullptr, rows, h, inter, true);
     linearBackward<T>(x, m_p.value(module + ".up_proj.weight"), du.data(), dx,

@@ -16,8 +16,7 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
     LayerActivations<T>& a = m_layers[std::size_t(l)];
     a.in = hidden;
     a.xn1.resize(hidden.size());
-    rmsNorm<T>(a.in.data(), m_p.value(names.prefix + ".input_layernorm.weight"), a.xn1.data(), n, h,
-        m_spec.normEps);
+    norm(a.in.data(), m_p.value(names.prefix + ".input_layernorm.weight"), a.xn1.data(), n, h);
     std::vector<T> branch(hidden.size());
     if (m_spec.attention == model::AttentionKind::MLA) {
         mlaForward<T>(m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, branch.data());
@@ -31,11 +30,13 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
             }
         }
     }
+    round(branch); // a tensor-parallel sum of rounded partials, rounded again
     a.mid = a.in;
     addInPlace(a.mid.data(), branch.data(), n * h);
+    round(a.mid);
     a.xn2.resize(hidden.size());
-    rmsNorm<T>(a.mid.data(), m_p.value(names.prefix + ".post_attention_layernorm.weight"),
-        a.xn2.data(), n, h, m_spec.normEps);
+    norm(a.mid.data(), m_p.value(names.prefix + ".post_attention_layernorm.weight"), a.xn2.data(),
+        n, h);
     if (m_spec.layers[std::size_t(l)].moe()) {
         moeForward(l, a, branch.data());
     } else {
@@ -43,8 +44,10 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
         mlpForward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, branch.data());
     }
     DAY0_TRY(tpSum(branch.data(), n * h));
+    round(branch);
     hidden = a.mid;
     addInPlace(hidden.data(), branch.data(), n * h);
+    round(hidden);
     return success();
 }
 
@@ -56,6 +59,15 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
     const LayerActivations<T>& a = m_layers[std::size_t(l)];
     DAY0_TRY(m_acts.recordAndInject(names.prefix, dh.data(), { n, h }));
     const bool rounded = m_rounded.contains(l);
+    // The activation gradients this layer passes on: rounded to roundedTo for a rounded layer,
+    // else to the pass's emulated format (none in fp64/fp32).
+    const auto boundary = [&](std::vector<T>& g) {
+        if (rounded) {
+            roundTo(g);
+        } else {
+            round(g);
+        }
+    };
     // hidden = mid + ffn(norm(mid)): the ffn's output gradient is dh itself.
     m_acts.record(names.ffn, dh.data(), { n, h });
     std::vector<T> dxn2(std::size_t(n * h), T(0));
@@ -66,18 +78,14 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
         mlpBackward(names.ffn, a.xn2.data(), n, inter, a.g, a.u, a.act, dh.data(), dxn2.data());
         DAY0_TRY(tpSum(dxn2.data(), n * h));
     }
-    if (rounded) {
-        roundTo(dxn2);
-    }
+    boundary(dxn2);
     m_acts.record(names.prefix + ".post_attention_layernorm", dxn2.data(), { n, h });
     const std::string post = names.prefix + ".post_attention_layernorm.weight";
     rmsNormBackward<T>(a.mid.data(), m_p.value(post), dxn2.data(), dh.data(), m_p.grad(post), n, h,
         m_spec.normEps);
     // mid = in + attention(norm(in)): the attention's output gradient is dmid.
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
-    if (rounded) {
-        roundTo(dh);
-    }
+    boundary(dh);
     m_acts.record(attn(l), dh.data(), { n, h });
     std::vector<T> dxn1(std::size_t(n * h), T(0));
     if (mla) {
@@ -91,16 +99,12 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
         attentionBackward(l, a, dh.data(), dxn1.data());
         DAY0_TRY(tpSum(dxn1.data(), n * h));
     }
-    if (rounded) {
-        roundTo(dxn1);
-    }
+    boundary(dxn1);
     m_acts.record(names.prefix + ".input_layernorm", dxn1.data(), { n, h });
     const std::string in = names.prefix + ".input_layernorm.weight";
     rmsNormBackward<T>(
         a.in.data(), m_p.value(in), dxn1.data(), dh.data(), m_p.grad(in), n, h, m_spec.normEps);
-    if (rounded) {
-        roundTo(dh);
-    }
+    boundary(dh);
     return success();
 }
 
@@ -134,30 +138,29 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
     a.q.resize(std::size_t(n * heads * d));
     a.k.resize(std::size_t(n * kvHeads * d));
     a.v.resize(std::size_t(n * kvHeads * d));
-    linear<T>(a.xn1.data(), m_p.value(p + ".q_proj.weight"), m_p.value(p + ".q_proj.bias"),
+    project(a.xn1.data(), m_p.value(p + ".q_proj.weight"), m_p.value(p + ".q_proj.bias"),
         a.q.data(), n, h, heads * d);
-    linear<T>(a.xn1.data(), m_p.value(p + ".k_proj.weight"), m_p.value(p + ".k_proj.bias"),
+    project(a.xn1.data(), m_p.value(p + ".k_proj.weight"), m_p.value(p + ".k_proj.bias"),
         a.k.data(), n, h, kvHeads * d);
-    linear<T>(a.xn1.data(), m_p.value(p + ".v_proj.weight"), m_p.value(p + ".v_proj.bias"),
+    project(a.xn1.data(), m_p.value(p + ".v_proj.weight"), m_p.value(p + ".v_proj.bias"),
         a.v.data(), n, h, kvHeads * d);
     if (m_spec.qkNorm) {
         const LayerNames names = layerNames(m_spec, l);
         a.qPre = a.q;
         a.kPre = a.k;
-        rmsNorm<T>(a.qPre.data(), m_p.value(names.qNorm + ".weight"), a.q.data(), n * heads, d,
-            m_spec.normEps);
-        rmsNorm<T>(a.kPre.data(), m_p.value(names.kNorm + ".weight"), a.k.data(), n * kvHeads, d,
-            m_spec.normEps);
+        norm(a.qPre.data(), m_p.value(names.qNorm + ".weight"), a.q.data(), n * heads, d);
+        norm(a.kPre.data(), m_p.value(names.kNorm + ".weight"), a.k.data(), n * kvHeads, d);
     }
     if (m_spec.layers[std::size_t(l)].rope) {
-        applyRope<T>(a.q.data(), n, heads, d, m_positions, m_rope);
-        applyRope<T>(a.k.data(), n, kvHeads, d, m_positions, m_rope);
+        rotate(a.q.data(), heads, d);
+        rotate(a.k.data(), kvHeads, d);
     }
     a.ctx.resize(std::size_t(n * heads * d));
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
-        kvHeads, d, d, m_scale);
+        kvHeads, d, d, m_scale, attentionRounding());
+    round(a.ctx);
     // Under tensor parallelism `out` is a partial sum: the bias joins after the reduction.
-    linear<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"),
+    project(a.ctx.data(), m_p.value(p + ".o_proj.weight"),
         m_tpSum ? nullptr : m_p.value(p + ".o_proj.bias"), out, n, heads * d, h);
 }
 
@@ -173,14 +176,20 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
     std::vector<T> dctx(a.ctx.size());
     linearBackward<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), dout, dctx.data(),
         m_p.grad(p + ".o_proj.weight"), m_p.grad(p + ".o_proj.bias"), n, heads * d, h, false);
+    round(dctx);
     std::vector<T> dq(a.q.size());
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));
     causalAttentionBackward<T>(a.q.data(), a.k.data(), a.v.data(), a.probs, dctx.data(), dq.data(),
         dk.data(), dv.data(), n, heads, kvHeads, d, d, m_scale);
+    for (auto* g : { &dq, &dk, &dv }) {
+        round(*g);
+    }
     if (m_spec.layers[std::size_t(l)].rope) {
         ropeBackward<T>(dq.data(), n, heads, d, m_positions, m_rope);
         ropeBackward<T>(dk.data(), n, kvHeads, d, m_positions, m_rope);
+        round(dq);
+        round(dk);
     }
     if (m_spec.qkNorm) {
         const LayerNames names = layerNames(m_spec, l);
@@ -192,15 +201,17 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
             dkPre.data(), m_p.grad(names.kNorm + ".weight"), n * kvHeads, d, m_spec.normEps);
         dq = std::move(dqPre);
         dk = std::move(dkPre);
+        round(dq);
+        round(dk);
     }
-    const auto project
+    const auto inputGradient
         = [&](const std::string& proj, const std::vector<T>& dy, std::int64_t width) {
               linearBackward<T>(a.xn1.data(), m_p.value(p + proj + ".weight"), dy.data(), dxn1,
                   m_p.grad(p + proj + ".weight"), m_p.grad(p + proj + ".bias"), n, h, width, true);
           };
-    project(".q_proj", dq, heads * d);
-    project(".k_proj", dk, kvHeads * d);
-    project(".v_proj", dv, kvHeads * d);
+    inputGradient(".q_proj", dq, heads * d);
+    inputGradient(".k_proj", dk, kvHeads * d);
+    inputGradient(".v_proj", dv, kvHeads * d);
 }
 
 #define DAY0_GRADIENT_LAYER(T)                                                                     \

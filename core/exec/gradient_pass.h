@@ -8,6 +8,8 @@
 
 #include "exec/backward.h"
 #include "exec/backward_pass.h"
+#include "exec/emulated_ops.h"
+#include "exec/ops.h"
 #include "exec/rope.h"
 #include "exec/router.h"
 #include "numerics/float_formats.h"
@@ -53,6 +55,7 @@ public:
         m_acts.inject = options.inject;
         m_rounded.insert(options.roundedLayers.begin(), options.roundedLayers.end());
         m_roundedTo = options.roundedTo;
+        m_mode = options.emulated;
     }
 
     /// Reads (converting where needed) every weight the model needs and zeroes the gradients.
@@ -78,6 +81,65 @@ private:
         for (T& v : values) {
             v = T(numerics::roundToFormat(float(v), m_roundedTo));
         }
+    }
+
+    // --- emulated low precision (GradientOptions::emulated); the plain kernels otherwise ---
+
+    /// True when the pass emulates a low-precision format.
+    [[nodiscard]] bool emulated() const { return std::is_same_v<T, float> && isEmulated(m_mode); }
+
+    /// Rounds `count` activations or activation gradients at `data` to the emulated format.
+    void round(T* data, std::int64_t count) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            roundActivations({ data, std::size_t(count) }, m_mode);
+        } else {
+            (void)data;
+            (void)count;
+        }
+    }
+    void round(std::vector<T>& values) const { round(values.data(), std::int64_t(values.size())); }
+
+    /// y[n, out] = x · Wᵀ + b, emulated as the engine's forward emulates a projection.
+    void project(const T* x, const T* w, const T* b, T* y, std::int64_t n, std::int64_t in,
+        std::int64_t out) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedLinear(x, w, b, y, n, in, out, m_mode, Fp8Scaling::PerTensor);
+        } else {
+            linear<T>(x, w, b, y, n, in, out);
+        }
+    }
+
+    /// RMSNorm over rows of `dim`, emulated as the engine's forward emulates it.
+    void norm(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t dim) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedRmsNorm(x, w, y, rows, dim, m_spec.normEps, m_mode);
+        } else {
+            rmsNorm<T>(x, w, y, rows, dim, m_spec.normEps);
+        }
+    }
+
+    /// RoPE in place on x[tokens, heads, headDim], emulated as HF's eager rotary.
+    void rotate(T* x, std::int64_t heads, std::int64_t headDim) const
+    {
+        const auto tokens = std::int64_t(m_positions.size());
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedRope(x, tokens, heads, headDim, m_positions, m_rope, {}, m_mode);
+        } else {
+            applyRope<T>(x, tokens, heads, headDim, m_positions, m_rope);
+        }
+    }
+
+    /// The rounding causalAttentionForward applies to scores and probabilities (none unless
+    /// emulated).
+    [[nodiscard]] std::function<void(T*, std::int64_t)> attentionRounding() const
+    {
+        if (!emulated()) {
+            return {};
+        }
+        return [this](T* data, std::int64_t count) { round(data, count); };
     }
 
     /// Sums `count` values at `data` over the TP group (nothing without tensor parallelism).
@@ -129,6 +191,7 @@ private:
     RouterConfig m_router;
     std::set<int> m_rounded;
     DType m_roundedTo = DType::BF16;
+    PrecisionMode m_mode = PrecisionMode::F32; ///< GradientOptions::emulated
 };
 
 } // namespace day0::exec::detail
