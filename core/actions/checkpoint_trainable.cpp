@@ -91,7 +91,7 @@ namespace detail {
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpShare& tp,
     train::StepFootprint* footprint)
 {
     if (compute != DType::F64 && compute != DType::F32 && compute != DType::BF16
@@ -122,7 +122,10 @@ Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     }
     exec::GradientOptions options;
     options.fp64 = fp64;
-    options.tpSum = tpSum;
+    options.tpSum = tp.sum;
+    options.tpMax = tp.max;
+    options.vocabStart = tp.vocabStart;
+    options.vocabTotal = tp.vocabTotal;
     if (compute == DType::BF16 || compute == DType::F16) {
         options.emulated
             = compute == DType::BF16 ? exec::PrecisionMode::BF16 : exec::PrecisionMode::F16;

@@ -46,12 +46,14 @@ public:
     /// widths split over the TP ranks with the slicing rules of the sharded forward
     /// (checkpoint::sliceFor with etp = tp: q/k/v/gate/up by rows, o/down by columns, q/k/v
     /// biases with their rows; MLA's q_b_proj or q_proj and kv_b_proj by rows, i.e. by heads);
-    /// embeddings, norms, the router, the head, the o_proj bias, MLA's q_a/kv_a projections and
-    /// their norms and the fixed tensors replicated (the exec backward's tpSum does the
+    /// the embedding and the head vocab-parallel (rows [r·V/tp, (r+1)·V/tp) of each, Megatron's
+    /// VocabParallelEmbedding and vocab-parallel cross-entropy: exec::GradientOptions::
+    /// vocabTotal); norms, the router, the o_proj bias, MLA's q_a/kv_a projections and their
+    /// norms and the fixed tensors replicated (the exec backward's tpSum and tpMax do the
     /// reductions). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 and Kimi-K2; a tp that
     /// does not divide num_attention_heads, num_key_value_heads (not MLA), intermediate_size,
-    /// moe_intermediate_size or the shared experts' width is refused (BadInput) naming the
-    /// field.
+    /// moe_intermediate_size, the shared experts' width or vocab_size is refused (BadInput)
+    /// naming the field (a vocabulary is not padded, as Megatron would pad it).
     Result<std::unique_ptr<train::TensorParallelShard>> tensorParallel(
         int tp, int rank, comm::Communicator& group) const override;
 
@@ -66,8 +68,17 @@ private:
 
 namespace detail {
 
-/// exec::GradientOptions::tpSum.
+/// exec::GradientOptions::tpSum (and tpMax).
 using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType type)>;
+
+/// How one tensor-parallel rank computes (exec::GradientOptions' tensor-parallel fields); empty:
+/// a single rank.
+struct TpShare {
+    TpSum sum; ///< the group's sum
+    TpSum max; ///< the group's maximum (the vocab-parallel cross-entropy)
+    std::int64_t vocabStart = 0; ///< the first id of the rank's embedding and head rows
+    std::int64_t vocabTotal = 0; ///< the whole vocabulary; 0: not vocab-parallel
+};
 
 /// CheckpointTrainable::lossAndGradients for `spec` (the whole model or one TP rank's share)
 /// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors; the
@@ -75,7 +86,7 @@ using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType t
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpShare& tp,
     train::StepFootprint* footprint = nullptr);
 
 } // namespace detail

@@ -97,7 +97,7 @@ Result<GradientResult> GradientPass<T>::run(
     }
     // Forward, keeping each layer's activations.
     std::vector<T> hidden(std::size_t(n * h));
-    DAY0_TRY(embedding<T>(ids, m_p.value("model.embed_tokens.weight"), vocab, h, hidden.data()));
+    DAY0_TRY(embed(ids, hidden));
     round(hidden);
     m_layers.assign(std::size_t(m_spec.numLayers), {});
     if (m_progress != nullptr) {
@@ -123,7 +123,11 @@ Result<GradientResult> GradientPass<T>::run(
     GradientResult result;
     result.keptBytes = keptBytes(finalIn.size() + xf.size() + logits.size());
     std::vector<T> dlogits(logits.size());
-    result.loss = crossEntropy<T>(logits.data(), targets, vocab, dlogits.data(), result.counted);
+    auto loss = crossEntropyOf(logits, targets, dlogits, result.counted);
+    if (!loss) {
+        return loss.error();
+    }
+    result.loss = *loss;
     round(dlogits);
     result.logits = Tensor::zeros({ n, vocab }, computeType<T>());
     std::copy(logits.begin(), logits.end(), result.logits.template data<T>());
@@ -133,6 +137,9 @@ Result<GradientResult> GradientPass<T>::run(
     std::vector<T> dxf(std::size_t(n * h));
     linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(), m_p.grad(head),
         nullptr, n, h, vocab, false);
+    if (m_vocabTotal > 0) {
+        DAY0_TRY(tpSum(dxf.data(), n * h)); // each rank's share of the vocabulary's
+    }
     round(dxf);
     DAY0_TRY(m_acts.recordAndInject("model.norm", dxf.data(), { n, h }));
     std::vector<T> dh(std::size_t(n * h), T(0));
@@ -152,14 +159,7 @@ Result<GradientResult> GradientPass<T>::run(
         }
     }
     DAY0_TRY(m_acts.recordAndInject("model.embed_tokens", dh.data(), { n, h }));
-    T* dEmbed = m_p.grad("model.embed_tokens.weight");
-    for (std::int64_t i = 0; i < n; ++i) {
-        const T* src = dh.data() + i * h;
-        T* dst = dEmbed + ids[std::size_t(i)] * h;
-        for (std::int64_t c = 0; c < h; ++c) {
-            dst[c] += src[c];
-        }
-    }
+    embedBackward(ids, dh);
     DAY0_TRY(sumHeadNormGradients());
     for (auto& [name, grad] : m_p.grads) {
         Tensor t = Tensor::zeros(m_p.shapes[name], computeType<T>());
@@ -259,11 +259,27 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
         return Error::badInput(fmt::format(
             "gradients: {} targets for {} token ids (one per id)", targets.size(), ids.size()));
     }
+    const std::int64_t vocab = options.vocabTotal > 0 ? options.vocabTotal : spec.vocabSize;
+    if (options.vocabTotal > 0) {
+        if (!options.tpSum || !options.tpMax || options.vocabStart < 0
+            || options.vocabStart + spec.vocabSize > options.vocabTotal) {
+            return Error::internal(fmt::format("gradients: the vocab-parallel rows [{}, {}) of {} "
+                                               "ids need a TP group's sum and maximum",
+                options.vocabStart, options.vocabStart + spec.vocabSize, options.vocabTotal));
+        }
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (ids[i] < 0 || ids[i] >= vocab) {
+                return Error::badInput(fmt::format("gradients: token id {} at position {} is "
+                                                   "outside the vocabulary [0, {})",
+                    ids[i], i, vocab));
+            }
+        }
+    }
     for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] >= spec.vocabSize) {
+        if (targets[i] >= vocab) {
             return Error::badInput(fmt::format("gradients: target {} at position {} is outside "
                                                "the vocabulary [0, {})",
-                targets[i], i, spec.vocabSize));
+                targets[i], i, vocab));
         }
     }
     if (options.emulated != PrecisionMode::F32) {

@@ -99,6 +99,21 @@ struct GradientOptions {
     /// The dense decoders only (Llama, Mistral, Qwen2, Qwen3): MoE routing and MLA are refused
     /// by name.
     PrecisionMode emulated = PrecisionMode::F32;
+    /// Vocab-parallel embedding and head under tensor parallelism (Megatron's
+    /// VocabParallelEmbedding, the column-parallel lm_head and vocab_parallel_cross_entropy):
+    /// when not 0, `spec.vocabSize` is this rank's rows [vocabStart, vocabStart +
+    /// spec.vocabSize) of model.embed_tokens.weight (and lm_head.weight) out of `vocabTotal`
+    /// ids. The embedding looks up the ids whose rows the rank holds (zeros for the others) and
+    /// the group sums the rows (tpSum); the head computes the rank's logits only (the result's
+    /// `logits` are [tokens, spec.vocabSize], this rank's columns); the cross-entropy takes each
+    /// row's maximum over the group (tpMax), then sums its exponentials and the target's logit
+    /// over it (tpSum), so the loss comes out whole on every rank; the head's input gradient, a
+    /// partial sum, is summed before the final norm's backward; each rank's embedding (and head)
+    /// gradient covers its own rows. Needs tpSum and tpMax. 0: the vocabulary is whole.
+    std::int64_t vocabTotal = 0;
+    std::int64_t vocabStart = 0; ///< the first id of this rank's rows (with vocabTotal)
+    /// The maximum in place over the TP group (the vocab-parallel cross-entropy's), as tpSum.
+    std::function<Result<void>(void* data, std::int64_t count, DType type)> tpMax;
 };
 
 /// The loss and its gradients for one sequence.

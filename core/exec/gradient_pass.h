@@ -56,6 +56,9 @@ public:
         m_rounded.insert(options.roundedLayers.begin(), options.roundedLayers.end());
         m_roundedTo = options.roundedTo;
         m_mode = options.emulated;
+        m_vocabTotal = options.vocabTotal;
+        m_vocabStart = options.vocabStart;
+        m_tpMax = options.tpMax;
     }
 
     /// Reads (converting where needed) every weight the model needs and zeroes the gradients.
@@ -148,8 +151,26 @@ private:
         return m_tpSum ? m_tpSum(data, count, computeType<T>()) : success();
     }
 
+    /// Sums `count` doubles at `data` over the TP group (nothing without tensor parallelism).
+    Result<void> tpSumWide(double* data, std::int64_t count) const
+    {
+        return m_tpSum ? m_tpSum(data, count, DType::F64) : success();
+    }
+
     /// With tensor parallelism each rank's per-head q/k norm gradients cover its own heads only.
     Result<void> sumHeadNormGradients();
+
+    // --- the vocabulary's ends, whole or vocab-parallel (backward_vocab.cpp) ---
+
+    /// hidden[tokens, h] ← the embedding rows of `ids` (vocab-parallel: looked up where held,
+    /// summed over the group).
+    Result<void> embed(std::span<const std::int64_t> ids, std::vector<T>& hidden);
+    /// Adds dh's rows into the embedding gradient of the rows this rank holds.
+    void embedBackward(std::span<const std::int64_t> ids, const std::vector<T>& dh);
+    /// The mean cross-entropy of `logits` (this rank's columns when vocab-parallel) against
+    /// `targets`, its gradient into `dlogits`.
+    Result<double> crossEntropyOf(const std::vector<T>& logits,
+        std::span<const std::int64_t> targets, std::vector<T>& dlogits, std::int64_t& counted);
 
     // --- a decoder layer (backward_layer.cpp) ---
 
@@ -192,6 +213,9 @@ private:
     std::set<int> m_rounded;
     DType m_roundedTo = DType::BF16;
     PrecisionMode m_mode = PrecisionMode::F32; ///< GradientOptions::emulated
+    std::int64_t m_vocabTotal = 0; ///< GradientOptions::vocabTotal (0: the vocabulary whole)
+    std::int64_t m_vocabStart = 0;
+    std::function<Result<void>(void*, std::int64_t, DType)> m_tpMax;
 };
 
 } // namespace day0::exec::detail

@@ -486,13 +486,16 @@ TEST(CheckpointTrainableTensorParallel, TheShardsCutTheWholeModelAndPutItBackTog
             }
             ++split;
             EXPECT_EQ(params[i].numel() * 2, full.numel()) << full.name;
-            // Column-parallel q/k/v/gate/up by rows, row-parallel o/down by columns.
+            // Column-parallel q/k/v/gate/up and the vocab-parallel embedding by rows,
+            // row-parallel o/down by columns.
             const bool rowParallel
                 = full.name.ends_with("o_proj.weight") || full.name.ends_with("down_proj.weight");
             EXPECT_EQ(params[i].shape[rowParallel ? 1 : 0] * 2, full.shape[rowParallel ? 1 : 0])
                 << full.name;
         }
-        EXPECT_EQ(split, 5 * 7); // q, k, v, o, gate, up, down in each of the 5 layers
+        // q, k, v, o, gate, up, down in each of the 5 layers, and the (tied) embedding by
+        // vocabulary.
+        EXPECT_EQ(split, 5 * 7 + 1);
         std::vector<double> mine(whole.size(), 0.0);
         (*shard)->scatter((*shard)->initialValues(0), mine);
         return group.allReduce(
