@@ -2,6 +2,7 @@
 
 #include "actions/checkpoint_trainable.h"
 #include "actions/train_record.h"
+#include "exec/backward.h"
 #include "exec/blas_threads.h"
 #include "plan/parallel_plan.h"
 #include "train/next_token_mlp.h"
@@ -66,6 +67,16 @@ Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions&
     auto model = CheckpointTrainable::load(request.model);
     if (!model) {
         return model.error();
+    }
+    if (options.precision == train::TrainPrecision::MixedBf16) {
+        // Refused before any step runs, by what the emulated backward lacks.
+        if (const auto missing = exec::emulatedBackwardUnsupported(model->spec());
+            !missing.empty()) {
+            return Error::unsupported(fmt::format("train {}: bf16-mixed computes through the "
+                                                  "emulated-bf16 backward, which does not cover "
+                                                  "{}; use --precision f64 or f32",
+                request.model, fmt::join(missing, "; ")));
+        }
     }
     const std::int64_t vocab = model->spec().vocabSize;
     if (!request.data.empty()) {

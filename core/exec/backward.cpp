@@ -216,17 +216,10 @@ Result<void> checkEmulated(const model::ModelSpec& spec, const GradientOptions& 
                                            "pass (every layer is rounded already)",
             name));
     }
-    if (spec.moe) {
-        return Error::unsupported(fmt::format("gradients of {} in {}: the emulated backward "
-                                              "covers dense decoders; mixture-of-experts routing "
-                                              "runs in fp64 or fp32 only",
-            spec.name, name));
-    }
-    if (spec.attention == model::AttentionKind::MLA) {
-        return Error::unsupported(fmt::format("gradients of {} in {}: the emulated backward "
-                                              "covers standard attention; MLA runs in fp64 or "
-                                              "fp32 only",
-            spec.name, name));
+    if (const auto missing = emulatedBackwardUnsupported(spec); !missing.empty()) {
+        return Error::unsupported(fmt::format("gradients of {} in {}: the emulated backward does "
+                                              "not cover {}",
+            spec.name, name, fmt::join(missing, "; ")));
     }
     return success();
 }

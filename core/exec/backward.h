@@ -135,6 +135,11 @@ struct GradientResult {
 /// lossAndGradients() supports it.
 std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
 
+/// What the emulated-precision backward (GradientOptions::emulated) lacks for `spec` beyond
+/// backwardUnsupported(), one line each ("mixture-of-experts routing (fp64 or fp32 only)");
+/// empty when it covers it: the dense decoders.
+std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec);
+
 /// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).
 std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids);
 

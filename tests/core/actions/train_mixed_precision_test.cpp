@@ -7,6 +7,7 @@
 #include "base/resources.h"
 #include "checkpoint/shrink.h"
 #include "numerics/float_formats.h"
+#include "shrunk.h"
 #include "train/synthetic_corpus.h"
 #include "train/trainer.h"
 
@@ -175,4 +176,13 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndSaysWhatItD
     EXPECT_EQ(out->result.history.size(), 2u);
     EXPECT_NE(out->memoryNotCompared.find("bf16-mixed"), std::string::npos)
         << out->memoryNotCompared;
+    // What the emulated backward lacks is refused by name before any step runs.
+    request.model = actions::test::shrunk("deepseek-v3", "deepseek").string();
+    const auto mla = actions::trainModel(request, progress);
+    ASSERT_FALSE(mla.ok());
+    EXPECT_EQ(mla.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(
+        mla.error().message.find("does not cover mixture-of-experts routing"), std::string::npos)
+        << mla.error().message;
+    EXPECT_EQ(mla.error().message.find("step 0"), std::string::npos) << mla.error().message;
 }
