@@ -33,8 +33,7 @@ public:
     [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override;
     /// The checkpoint's weights as doubles, whatever `seed`.
     [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override;
-    /// F64, F32, and BF16 / F16 emulated (dense decoders only: the backward refuses MoE and
-    /// MLA in those by name).
+    /// F64, F32, and BF16 / F16 emulated (not MLA: the backward refuses it in those by name).
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
     /// The same, with the bytes the backward kept for the batch's largest sequence

@@ -96,8 +96,11 @@ struct GradientOptions {
     ///    attention kernel), RoPE's and the norms' input gradients, each residual sum;
     ///  - weight gradients are fp32-accumulated GEMMs kept in fp32 (Megatron's
     ///    gradient_accumulation_fusion into its fp32 main_grad), unrounded.
-    /// The dense decoders only (Llama, Mistral, Qwen2, Qwen3): MoE routing and MLA are refused
-    /// by name.
+    /// Mixture-of-experts as the engine's: a softmax router's logits rounded (a sigmoid one in
+    /// fp32), the routing taken from them in double, each expert's output gradient (its combine
+    /// weight times the block's) rounded, the softmax router's logit gradient rounded. Llama,
+    /// Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA is refused by name
+    /// (emulatedBackwardUnsupported).
     PrecisionMode emulated = PrecisionMode::F32;
     /// Vocab-parallel embedding and head under tensor parallelism (Megatron's
     /// VocabParallelEmbedding, the column-parallel lm_head and vocab_parallel_cross_entropy):
@@ -136,8 +139,8 @@ struct GradientResult {
 std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
 
 /// What the emulated-precision backward (GradientOptions::emulated) lacks for `spec` beyond
-/// backwardUnsupported(), one line each ("mixture-of-experts routing (fp64 or fp32 only)");
-/// empty when it covers it: the dense decoders.
+/// backwardUnsupported(), one line each ("multi-head latent attention (fp64 or fp32 only)");
+/// empty when it covers it.
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec);
 
 /// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).

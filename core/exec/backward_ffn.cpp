@@ -55,7 +55,13 @@ template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t e = moe.numExperts;
     std::vector<T> logits(std::size_t(n * e));
-    linear<T>(a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+    // A softmax router runs in the model's dtype, a sigmoid one in fp32 (as the engine's).
+    if (m_router.scoring == model::RouterScoring::Sigmoid) {
+        linear<T>(
+            a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+    } else {
+        project(a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+    }
     // Routed in double as the engine routes (router.h), on the same scores.
     const std::vector<double> wide(logits.begin(), logits.end());
     std::vector<double> bias;
@@ -137,6 +143,7 @@ Result<void> GradientPass<T>::moeBackward(
             }
             dweight[choice] = dot;
         }
+        round(dy);
         std::vector<T> dx(std::size_t(m * h), T(0));
         mlpBackward(fmt::format("{}.experts.{}", names.ffn, ex), x.x.data(), m,
             moe.expertIntermediate, x.g, x.u, x.act, dy.data(), dx.data());
@@ -183,6 +190,9 @@ Result<void> GradientPass<T>::moeBackward(
                                       : s[j] * (ds[std::size_t(j)] - dot);
             dlogits[std::size_t(t * e + j)] = T(dl);
         }
+    }
+    if (!sigmoid) {
+        round(dlogits); // the gradient of the router's logits, in the model's dtype
     }
     m_acts.record(names.router, dlogits.data(), { n, e });
     linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(), dxn2,

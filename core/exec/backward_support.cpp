@@ -83,9 +83,6 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
-    if (spec.moe) {
-        out.emplace_back("mixture-of-experts routing (fp64 or fp32 only)");
-    }
     if (spec.attention == model::AttentionKind::MLA) {
         out.emplace_back("multi-head latent attention (fp64 or fp32 only)");
     }

@@ -182,7 +182,7 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndSaysWhatItD
     ASSERT_FALSE(mla.ok());
     EXPECT_EQ(mla.error().code, ErrorCode::Unsupported);
     EXPECT_NE(
-        mla.error().message.find("does not cover mixture-of-experts routing"), std::string::npos)
+        mla.error().message.find("does not cover multi-head latent attention"), std::string::npos)
         << mla.error().message;
     EXPECT_EQ(mla.error().message.find("step 0"), std::string::npos) << mla.error().message;
 }
