@@ -527,7 +527,8 @@ const bool registered = registerCommand({ "run",
             "(each holds its share)");
         app.add_flag("--grad", a->grad,
             "instead of generating, compute the next-token cross-entropy of --ids and its "
-            "gradients (fp64/fp32): --dump writes <anchor>#grad and <parameter>#grad");
+            "gradients (fp64/fp32, or bf16/fp16 emulated: Megatron's bf16 recipe; not "
+            "MLA): --dump writes <anchor>#grad and <parameter>#grad");
         app.add_option("--inject-from", a->injectFrom,
             "with --grad: inject mode, own versus inherited error of each layer's backward: this "
             "reference gradient dump (same model, ids, targets) replaces the gradient at every "

@@ -127,8 +127,10 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
                 { !a.layers.empty() || !a.sliceInput.empty(), "--layers / --slice-input" },
                 { !a.image.empty(), "--image" },
                 { !a.prompt.empty(), "--prompt (give the sequence as --ids)" },
-                { a.precision != "fp32" && a.precision != "fp64",
-                    "--precision other than fp32/fp64 (no emulated-precision backward yet)" },
+                { a.precision != "fp32" && a.precision != "fp64" && a.precision != "bf16"
+                        && a.precision != "fp16",
+                    "--precision other than fp64/fp32/bf16/fp16 (the emulated backward "
+                    "rounds to bf16 or fp16)" },
                 { !a.opPrecision.empty(), "--op-precision" },
                 { !a.layerPrecision.empty(), "--layer-precision" },
                 { !a.stateDtype.empty() || a.state, "--state-dtype / --capture-state" },
@@ -141,6 +143,10 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
     actions::GradientRequest request;
     request.checkpoint = a.checkpoint;
     request.fp64 = a.precision == "fp64";
+    if (a.precision == "bf16" || a.precision == "fp16") {
+        request.emulated
+            = a.precision == "bf16" ? exec::PrecisionMode::BF16 : exec::PrecisionMode::F16;
+    }
     auto ids = parseIds(a.ids);
     if (!ids) {
         return reportError(ids.error());

@@ -91,12 +91,13 @@ namespace detail {
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpShare& tp,
     train::StepFootprint* footprint)
 {
-    if (compute != DType::F64 && compute != DType::F32) {
-        return Error::unsupported(fmt::format("{}: the backward pass computes in fp64 or fp32 "
-                                              "only; {} compute (bf16-mixed) is not modelled",
+    if (compute != DType::F64 && compute != DType::F32 && compute != DType::BF16
+        && compute != DType::F16) {
+        return Error::unsupported(fmt::format("{}: the backward pass computes in fp64, fp32 or "
+                                              "emulated bf16/fp16; {} compute is not modelled",
             spec.name, dtypeName(compute)));
     }
     const auto layout = train::FlatLayout::of(parameters);
@@ -113,14 +114,22 @@ Result<double> batchLossAndGradients(const model::ModelSpec& spec,
         if (fp64) {
             weights.emplace(p.name, numerics::Tensor::fromDoubles(shape, values));
         } else {
-            // The trainer already rounded the weights to fp32: the conversion is exact.
+            // The trainer already rounded the weights to fp32 (or to bf16/fp16, the copy a
+            // mixed-precision run computes on): the conversion is exact.
             const std::vector<float> f(values.begin(), values.end());
             weights.emplace(p.name, numerics::Tensor::fromFloats(shape, f));
         }
     }
     exec::GradientOptions options;
     options.fp64 = fp64;
-    options.tpSum = tpSum;
+    options.tpSum = tp.sum;
+    options.tpMax = tp.max;
+    options.vocabStart = tp.vocabStart;
+    options.vocabTotal = tp.vocabTotal;
+    if (compute == DType::BF16 || compute == DType::F16) {
+        options.emulated
+            = compute == DType::BF16 ? exec::PrecisionMode::BF16 : exec::PrecisionMode::F16;
+    }
     // Per-sequence means weighted by their positions give the batch's mean over positions.
     std::vector<double> acc(grad.size(), 0.0);
     if (footprint != nullptr) {
@@ -161,6 +170,7 @@ Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     if (counted == 0) {
         return Error::badInput("batch has no position to predict (sequences need 2+ tokens)");
     }
+    // The batch's gradient in fp32 below fp64: a mixed-precision run's fp32 main gradients.
     const double inv = 1.0 / double(counted);
     for (std::size_t i = 0; i < grad.size(); ++i) {
         grad[i] = fp64 ? acc[i] * inv : double(float(acc[i] * inv));

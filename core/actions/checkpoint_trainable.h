@@ -19,7 +19,9 @@ namespace day0::actions {
 /// exec::detail::requiredWeights lists them, under their HF names; the initial values are the
 /// checkpoint's own (the seed is not used). The loss is the mean next-token cross-entropy over
 /// every predicted position of the batch (HF labels = input_ids), computed sequence by sequence
-/// by exec::lossAndGradients in fp64 or fp32; the gradient is that mean's. Tensors no gradient
+/// by exec::lossAndGradients in fp64, fp32 or emulated bf16/fp16 (GradientOptions::emulated:
+/// Megatron's bf16 recipe on the weights given, which bf16-mixed training rounds from its fp32
+/// masters); the gradient is that mean's, in fp32 below fp64. Tensors no gradient
 /// reaches (DeepSeek's e_score_correction_bias) stay fixed at the checkpoint's values. Thread-safe
 /// (read-only once loaded).
 class CheckpointTrainable final : public train::TrainableModel {
@@ -31,8 +33,7 @@ public:
     [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override;
     /// The checkpoint's weights as doubles, whatever `seed`.
     [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override;
-    /// F64 and F32 compute only: the backward has no bf16/fp16 arithmetic, so those are
-    /// refused (Unsupported) by name.
+    /// F64, F32, and BF16 / F16 emulated (not MLA: the backward refuses it in those by name).
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
     /// The same, with the bytes the backward kept for the batch's largest sequence
@@ -44,12 +45,14 @@ public:
     /// widths split over the TP ranks with the slicing rules of the sharded forward
     /// (checkpoint::sliceFor with etp = tp: q/k/v/gate/up by rows, o/down by columns, q/k/v
     /// biases with their rows; MLA's q_b_proj or q_proj and kv_b_proj by rows, i.e. by heads);
-    /// embeddings, norms, the router, the head, the o_proj bias, MLA's q_a/kv_a projections and
-    /// their norms and the fixed tensors replicated (the exec backward's tpSum does the
+    /// the embedding and the head vocab-parallel (rows [r·V/tp, (r+1)·V/tp) of each, Megatron's
+    /// VocabParallelEmbedding and vocab-parallel cross-entropy: exec::GradientOptions::
+    /// vocabTotal); norms, the router, the o_proj bias, MLA's q_a/kv_a projections and their
+    /// norms and the fixed tensors replicated (the exec backward's tpSum and tpMax do the
     /// reductions). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 and Kimi-K2; a tp that
     /// does not divide num_attention_heads, num_key_value_heads (not MLA), intermediate_size,
-    /// moe_intermediate_size or the shared experts' width is refused (BadInput) naming the
-    /// field.
+    /// moe_intermediate_size, the shared experts' width or vocab_size is refused (BadInput)
+    /// naming the field (a vocabulary is not padded, as Megatron would pad it).
     Result<std::unique_ptr<train::TensorParallelShard>> tensorParallel(
         int tp, int rank, comm::Communicator& group) const override;
 
@@ -64,8 +67,17 @@ private:
 
 namespace detail {
 
-/// exec::GradientOptions::tpSum.
+/// exec::GradientOptions::tpSum (and tpMax).
 using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType type)>;
+
+/// How one tensor-parallel rank computes (exec::GradientOptions' tensor-parallel fields); empty:
+/// a single rank.
+struct TpShare {
+    TpSum sum; ///< the group's sum
+    TpSum max; ///< the group's maximum (the vocab-parallel cross-entropy)
+    std::int64_t vocabStart = 0; ///< the first id of the rank's embedding and head rows
+    std::int64_t vocabTotal = 0; ///< the whole vocabulary; 0: not vocab-parallel
+};
 
 /// CheckpointTrainable::lossAndGradients for `spec` (the whole model or one TP rank's share)
 /// with the trainable `parameters` (values in `flat`, in order) and the `fixed` tensors; the
@@ -73,7 +85,7 @@ using TpSum = std::function<Result<void>(void* data, std::int64_t count, DType t
 Result<double> batchLossAndGradients(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters,
     const std::map<std::string, numerics::Tensor>& fixed, std::span<const double> flat,
-    const train::Batch& batch, DType compute, std::span<double> grad, const TpSum& tpSum,
+    const train::Batch& batch, DType compute, std::span<double> grad, const TpShare& tp,
     train::StepFootprint* footprint = nullptr);
 
 } // namespace detail

@@ -56,11 +56,14 @@ Result<model::ModelSpec> localSpec(const model::ModelSpec& spec, int tp)
         ? divided(
             spec.moe->sharedIntermediate, tp, "n_shared_experts*moe_intermediate_size", spec.name)
         : Result<std::int64_t>(0);
-    for (const auto* r : { &heads, &kv, &inter, &expert, &shared }) {
+    // The embedding and the head are vocab-parallel; an uneven vocabulary is not padded.
+    auto vocab = divided(spec.vocabSize, tp, "vocab_size", spec.name);
+    for (const auto* r : { &heads, &kv, &inter, &expert, &shared, &vocab }) {
         if (!*r) {
             return r->error();
         }
     }
+    local.vocabSize = *vocab;
     local.numHeads = *heads;
     local.numKvHeads = *kv;
     local.intermediateSize = *inter;
@@ -178,11 +181,17 @@ public:
         const train::Batch& batch, DType compute, std::span<double> grad,
         train::StepFootprint& footprint) const override
     {
-        const auto sum = [this](void* data, std::int64_t count, DType type) {
+        detail::TpShare tp;
+        tp.sum = [this](void* data, std::int64_t count, DType type) {
             return m_group.allReduce(data, data, std::size_t(count), type, comm::ReduceOp::Sum);
         };
+        tp.max = [this](void* data, std::int64_t count, DType type) {
+            return m_group.allReduce(data, data, std::size_t(count), type, comm::ReduceOp::Max);
+        };
+        tp.vocabTotal = m_local.vocabSize * m_group.size();
+        tp.vocabStart = m_local.vocabSize * m_rank;
         return detail::batchLossAndGradients(
-            m_local, m_parameters, m_fixed, flat, batch, compute, grad, sum, &footprint);
+            m_local, m_parameters, m_fixed, flat, batch, compute, grad, tp, &footprint);
     }
     [[nodiscard]] bool replicated(std::size_t i) const override
     {

@@ -92,6 +92,10 @@ Result<GradientOutcome> checkpointGradients(
     options.inject = inject ? &*inject : nullptr;
     options.roundedLayers = request.roundedLayers;
     options.roundedTo = request.roundedTo;
+    options.emulated = request.emulated;
+    const std::string precision = request.emulated != exec::PrecisionMode::F32
+        ? std::string(exec::precisionName(request.emulated))
+        : (request.fp64 ? "fp64" : "fp32");
     const auto started = std::chrono::steady_clock::now();
     {
         const profile::TraceScope traced("gradients", profile::Category::Annotation);
@@ -113,6 +117,7 @@ Result<GradientOutcome> checkpointGradients(
     if (!request.dump.empty()) {
         numerics::Dump dump
             = exec::gradientDump(out.spec, out.result, request.ids, out.targets, request.fp64);
+        dump.info.precision = precision;
         if (inject) {
             dump.info.mode = "inject";
             dump.info.extra["inject_reference"] = request.inject.string();
@@ -126,7 +131,7 @@ Result<GradientOutcome> checkpointGradients(
     auto& r = out.record;
     r.info.modelName = out.spec.name;
     r.info.modelFingerprint = exec::modelFingerprint(out.spec);
-    r.info.precision = request.fp64 ? "fp64" : "fp32";
+    r.info.precision = precision;
     r.info.backend = "day0-cpu";
     r.info.duration = Seconds(out.seconds);
     r.setProperty("checkpoint", request.checkpoint);

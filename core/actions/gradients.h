@@ -19,6 +19,9 @@ namespace day0::actions {
 struct GradientRequest {
     std::string checkpoint; ///< a checkpoint folder or file
     bool fp64 = true; ///< fp64 reference or fp32
+    /// BF16 or F16: the whole pass in that emulated precision (exec::GradientOptions::emulated;
+    /// fp64 false); F32: none.
+    exec::PrecisionMode emulated = exec::PrecisionMode::F32;
     std::vector<std::int64_t> ids;
     /// One target per id (negative: not counted); empty: the next token (HF labels=input_ids).
     std::vector<std::int64_t> targets;

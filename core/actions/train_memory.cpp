@@ -103,9 +103,9 @@ Result<TrainMemory> compareTrainMemory(const model::ModelSpec& spec, const train
     const std::string share = o.tp == 1
         ? std::string()
         : fmt::format(" The rank's tp={} share: attention heads (their projections), MLP, "
-                      "shared- and routed-expert widths split; embeddings, norms, the router and "
-                      "the head whole on every rank, where the planner splits the embedding and "
-                      "the head by vocabulary.",
+                      "shared- and routed-expert widths split, the embedding and the head by "
+                      "vocabulary (as the planner splits them); norms and the router whole on "
+                      "every rank.",
             o.tp);
     const bool planMaster = dtype != DType::F32; // plan/memory_kernel: fp32 masters unless F32
     for (std::size_t rank = 0; rank < ranks.size(); ++rank) {

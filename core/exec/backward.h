@@ -19,6 +19,7 @@
 
 #include "base/progress.h"
 #include "base/result.h"
+#include "exec/precision.h"
 #include "model/model_spec.h"
 #include "numerics/dump.h"
 #include "numerics/gradient_anchor.h"
@@ -77,6 +78,45 @@ struct GradientOptions {
     /// `roundedTo`. Weight gradients and every other layer keep the pass's arithmetic.
     std::vector<int> roundedLayers;
     DType roundedTo = DType::BF16; ///< the format of roundedLayers
+    /// Emulated low-precision compute (bf16-mixed training, `day0 run --grad --precision
+    /// bf16`): BF16 or F16, with fp64 false; F32 (the default): none. The recipe is Megatron-LM's
+    /// bf16 training on its bf16 copy of the fp32 master weights:
+    ///  - every weight is rounded to the format (Megatron's Float16Module copy; the trainer
+    ///    passes weights already rounded, so this is exact there);
+    ///  - the forward rounds where the engine's emulated forward rounds (exec/emulated_ops.h,
+    ///    the same functions): embedding rows; each projection's input and output around an
+    ///    fp32-accumulated GEMM; RMSNorm normalised in fp32, rounded, times the weight, rounded;
+    ///    RoPE as HF's eager rotary; attention scores, probabilities and context; SwiGLU's
+    ///    activation and product; every residual sum; the logits, whose cross-entropy is then
+    ///    taken in double (Megatron's fp32 cross-entropy);
+    ///  - the backward rounds every activation gradient an op passes on: the logits', each
+    ///    projection's input gradient (fp32-accumulated; where q/k/v or gate/up read the same
+    ///    input, their sum once, as Megatron's fused linear_qkv and linear_fc1 compute it),
+    ///    SwiGLU's gate and up gradients, attention's q/k/v gradients (fp32 inside, as a fused
+    ///    attention kernel), RoPE's and the norms' input gradients, each residual sum;
+    ///  - weight gradients are fp32-accumulated GEMMs kept in fp32 (Megatron's
+    ///    gradient_accumulation_fusion into its fp32 main_grad), unrounded.
+    /// Mixture-of-experts as the engine's: a softmax router's logits rounded (a sigmoid one in
+    /// fp32), the routing taken from them in double, each expert's output gradient (its combine
+    /// weight times the block's) rounded, the softmax router's logit gradient rounded. Llama,
+    /// Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA is refused by name
+    /// (emulatedBackwardUnsupported).
+    PrecisionMode emulated = PrecisionMode::F32;
+    /// Vocab-parallel embedding and head under tensor parallelism (Megatron's
+    /// VocabParallelEmbedding, the column-parallel lm_head and vocab_parallel_cross_entropy):
+    /// when not 0, `spec.vocabSize` is this rank's rows [vocabStart, vocabStart +
+    /// spec.vocabSize) of model.embed_tokens.weight (and lm_head.weight) out of `vocabTotal`
+    /// ids. The embedding looks up the ids whose rows the rank holds (zeros for the others) and
+    /// the group sums the rows (tpSum); the head computes the rank's logits only (the result's
+    /// `logits` are [tokens, spec.vocabSize], this rank's columns); the cross-entropy takes each
+    /// row's maximum over the group (tpMax), then sums its exponentials and the target's logit
+    /// over it (tpSum), so the loss comes out whole on every rank; the head's input gradient, a
+    /// partial sum, is summed before the final norm's backward; each rank's embedding (and head)
+    /// gradient covers its own rows. Needs tpSum and tpMax. 0: the vocabulary is whole.
+    std::int64_t vocabTotal = 0;
+    std::int64_t vocabStart = 0; ///< the first id of this rank's rows (with vocabTotal)
+    /// The maximum in place over the TP group (the vocab-parallel cross-entropy's), as tpSum.
+    std::function<Result<void>(void* data, std::int64_t count, DType type)> tpMax;
 };
 
 /// The loss and its gradients for one sequence.
@@ -97,6 +137,11 @@ struct GradientResult {
 /// What the backward lacks for `spec`, one line each naming the family or operator; empty when
 /// lossAndGradients() supports it.
 std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
+
+/// What the emulated-precision backward (GradientOptions::emulated) lacks for `spec` beyond
+/// backwardUnsupported(), one line each ("multi-head latent attention (fp64 or fp32 only)");
+/// empty when it covers it.
+std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec);
 
 /// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).
 std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids);

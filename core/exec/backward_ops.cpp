@@ -115,7 +115,7 @@ void ropeBackward(T* dx, std::int64_t tokens, std::int64_t heads, std::int64_t h
 template <typename T>
 void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vector<T>& probs,
     std::int64_t n, std::int64_t heads, std::int64_t kvHeads, std::int64_t d, std::int64_t dv,
-    double scale)
+    double scale, const std::function<void(T*, std::int64_t)>& round)
 {
     const std::int64_t group = heads / kvHeads;
     probs.assign(std::size_t(heads * n * n), T(0));
@@ -133,6 +133,11 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
                     s += qi[c] * kj[c];
                 }
                 p[j] = s * T(scale);
+            }
+            if (round) {
+                round(p, i + 1);
+            }
+            for (std::int64_t j = 0; j <= i; ++j) {
                 top = std::max(top, p[j]);
             }
             T sum = 0;
@@ -140,9 +145,14 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
                 p[j] = std::exp(p[j] - top);
                 sum += p[j];
             }
-            T* o = out + (i * heads + h) * dv;
             for (std::int64_t j = 0; j <= i; ++j) {
                 p[j] /= sum;
+            }
+            if (round) {
+                round(p, i + 1);
+            }
+            T* o = out + (i * heads + h) * dv;
+            for (std::int64_t j = 0; j <= i; ++j) {
                 const T* vj = v + (j * kvHeads + kvh) * dv;
                 for (std::int64_t c = 0; c < dv; ++c) {
                     o[c] += p[j] * vj[c];
@@ -239,7 +249,8 @@ double crossEntropy(const T* logits, std::span<const std::int64_t> targets, std:
     template void ropeBackward<T>(                                                                 \
         T*, std::int64_t, std::int64_t, std::int64_t, std::span<const std::int64_t>, const Rope&); \
     template void causalAttentionForward<T>(const T*, const T*, const T*, T*, std::vector<T>&,     \
-        std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double);             \
+        std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double,              \
+        const std::function<void(T*, std::int64_t)>&);                                             \
     template void causalAttentionBackward<T>(const T*, const T*, const T*, const std::vector<T>&,  \
         const T*, T*, T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,              \
         std::int64_t, double);                                                                     \

@@ -9,6 +9,7 @@
 #include "exec/rope.h"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -45,11 +46,13 @@ void ropeBackward(T* dx, std::int64_t tokens, std::int64_t heads, std::int64_t h
 /// Causal softmax attention of `n` tokens over themselves (query i sees keys ≤ i), per head;
 /// query head h reads kv head h / (heads / kvHeads). q [n, heads, d], k [n, kvHeads, d],
 /// v [n, kvHeads, dv] → out [n, heads, dv]; `probs` [heads, n, n] keeps the probabilities
-/// (zeros above the diagonal) for the backward.
+/// (zeros above the diagonal) for the backward. `round`, when set, rounds each row's scaled
+/// scores and then its probabilities in place (an emulated low-precision kernel's storage, as
+/// exec::attention's roundScores/roundProbs); the probabilities kept are the rounded ones.
 template <typename T>
 void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vector<T>& probs,
     std::int64_t n, std::int64_t heads, std::int64_t kvHeads, std::int64_t d, std::int64_t dv,
-    double scale);
+    double scale, const std::function<void(T*, std::int64_t)>& round = {});
 
 /// Backward of causalAttentionForward: dq = ∂L/∂q (overwritten), dk and dv accumulated.
 template <typename T>

@@ -80,4 +80,13 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     return out;
 }
 
+std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec)
+{
+    std::vector<std::string> out;
+    if (spec.attention == model::AttentionKind::MLA) {
+        out.emplace_back("multi-head latent attention (fp64 or fp32 only)");
+    }
+    return out;
+}
+
 } // namespace day0::exec

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,10 +110,10 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
     const auto shrunk
         = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
     ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
-    auto r = runDay0({ "run", dir + "/llama", "--grad", "--precision", "bf16", "--ids", "1,2,3",
+    auto r = runDay0({ "run", dir + "/llama", "--grad", "--precision", "fp8", "--ids", "1,2,3",
         "--no-record", "-q" });
     EXPECT_EQ(r.exitCode, 2);
-    EXPECT_NE(r.err.find("--precision other than fp32/fp64"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--precision other than fp64/fp32/bf16/fp16"), std::string::npos) << r.err;
     r = runDay0({ "run", dir + "/llama", "--grad", "--reference", "fp64", "--ids", "1,2,3",
         "--no-record", "-q" });
     EXPECT_EQ(r.exitCode, 2);
@@ -127,6 +129,56 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
     EXPECT_EQ(r.exitCode, 2);
     EXPECT_NE(r.err.find("the backward pass does not cover the gpt_oss family"), std::string::npos)
         << r.err;
+}
+
+TEST(CliGrad, Bf16GradientsCompareWithTheFp64OnesInDay0Compare)
+{
+    const std::string dir = scratchDir("grad_cli_bf16");
+    const auto shrunk
+        = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    const std::string ids = "3,17,42,99,7,250,128,64";
+    const auto pass = [&](const std::string& precision) {
+        return runDay0({ "run", dir + "/llama", "--grad", "--precision", precision, "--ids", ids,
+            "--dump", dir + "/" + precision, "--json", "--no-record", "-q" });
+    };
+    const auto wide = pass("fp64");
+    const auto bf16 = pass("bf16");
+    ASSERT_EQ(wide.exitCode, 0) << wide.err;
+    ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
+    EXPECT_EQ(bf16.json()["precision"], "bf16");
+    const double l64 = wide.json()["loss"].get<double>();
+    const double l16 = bf16.json()["loss"].get<double>();
+    EXPECT_NE(l16, l64);
+    EXPECT_NEAR(l16, l64, 1e-2 * l64);
+    EXPECT_EQ(captureNames(dir + "/bf16"), captureNames(dir + "/fp64"));
+
+    // day0 compare lines the gradients up by name; each parameter's gradient is off by what
+    // bf16 rounding explains.
+    const auto c
+        = runDay0({ "compare", dir + "/fp64", dir + "/bf16", "--json", "--no-record", "-q" });
+    ASSERT_LE(c.exitCode, 1) << c.err;
+    const auto cmp = c.json();
+    EXPECT_TRUE(cmp["only_in_reference"].empty());
+    EXPECT_TRUE(cmp["only_in_target"].empty());
+    int parameters = 0;
+    double smallest = 1.0;
+    double largest = 0.0;
+    for (const auto& row : cmp["captures"]) {
+        const auto name = row["name"].get<std::string>();
+        if (!name.ends_with(".weight#grad")) {
+            continue;
+        }
+        ++parameters;
+        const double rel = row["metrics"]["rel_l2"].get<double>();
+        smallest = std::min(smallest, rel);
+        largest = std::max(largest, rel);
+    }
+    std::printf("bf16 against fp64: %d parameter gradients, rel_l2 %.2e..%.2e\n", parameters,
+        smallest, largest);
+    EXPECT_GT(parameters, 30);
+    EXPECT_GE(smallest, 1e-4);
+    EXPECT_LE(largest, 5e-2);
 }
 
 TEST(CliGrad, InjectModeGradientsSeparateEachLayersOwnErrorInDay0Compare)

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -94,6 +97,38 @@ TEST(TrainCli, TrainsACheckpointFromItsOwnWeightsAndRecordsIt)
     EXPECT_EQ(run["properties"]["data"], "synthetic order-2 chain over 512 ids, seed 1");
 }
 
+TEST(TrainCli, TrainsACheckpointInBf16MixedCloseToItsFp32Curve)
+{
+    const std::vector<std::string> common { "train", kStories, "--steps", "3", "--batch", "4",
+        "--seq", "16", "--json", "--quiet", "--no-record", "--precision" };
+    auto withPrecision = [&](const std::string& precision) {
+        auto args = common;
+        args.push_back(precision);
+        return runDay0(args);
+    };
+    const auto fp32 = withPrecision("f32");
+    const auto mixed = withPrecision("bf16-mixed");
+    ASSERT_EQ(fp32.exitCode, 0) << fp32.err;
+    ASSERT_EQ(mixed.exitCode, 0) << mixed.err;
+    const auto a = fp32.json();
+    const auto b = mixed.json();
+    EXPECT_EQ(b["precision"], "bf16-mixed");
+    ASSERT_EQ(b["loss"].size(), 3u);
+    double gap = 0.0;
+    for (std::size_t i = 0; i < 3; ++i) {
+        gap = std::max(gap, std::abs(a["loss"][i].get<double>() - b["loss"][i].get<double>()));
+    }
+    // stories260K starts near 10 nats on the chain, where bf16 logits alone move the loss by
+    // ~0.5% (measured gap 0.051): within 2% of the loss, and not zero.
+    const double loss = a["loss"][0].get<double>();
+    std::printf(
+        "bf16-mixed against f32 over 3 steps: largest loss gap %.3g of %.3g nats\n", gap, loss);
+    EXPECT_GT(gap, 0.0);
+    EXPECT_LT(gap, 0.02 * loss);
+    EXPECT_NE(b["memory"]["not_compared"].get<std::string>().find("bf16-mixed"), std::string::npos)
+        << b.dump();
+}
+
 TEST(TrainCli, TrainsACheckpointOverTensorParallelRanksToTheDataParallelCurve)
 {
     const std::vector<std::string> common { "train", kStories, "--steps", "4", "--batch", "4",
@@ -176,12 +211,6 @@ TEST(TrainCli, RefusesWhatItCannotTrainByName)
     const auto ckpt = runDay0({ "train", vl, "--no-record" });
     EXPECT_EQ(ckpt.exitCode, 2);
     EXPECT_NE(ckpt.err.find("the backward pass does not cover"), std::string::npos) << ckpt.err;
-    const auto mixed = runDay0(
-        { "train", kStories, "--precision", "bf16-mixed", "--steps", "1", "--no-record" });
-    EXPECT_EQ(mixed.exitCode, 2);
-    EXPECT_NE(
-        mixed.err.find("bf16-mixed needs bf16 compute in the LLM backward"), std::string::npos)
-        << mixed.err;
     const auto tp = runDay0({ "train", "next-token-mlp", "--plan", "tp=2", "--no-record" });
     EXPECT_EQ(tp.exitCode, 2);
     EXPECT_NE(tp.err.find("tp=2: this model has no tensor-parallel split"), std::string::npos)

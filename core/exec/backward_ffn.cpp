@@ -1,0 +1,218 @@
+// The gradient pass's feed-forward blocks (gradient_pass.h): gated MLPs (SwiGLU) and
+// mixture-of-experts with the router's backward through its softmax or sigmoid scores and the
+// top-k normalisation; experts that receive no token keep a zero gradient.
+#include "exec/backward_ops.h"
+#include "exec/forward.h"
+#include "exec/gradient_pass.h"
+#include "exec/ops.h"
+
+namespace day0::exec::detail {
+
+template <typename T>
+void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int64_t rows,
+    std::int64_t inter, std::vector<T>& g, std::vector<T>& u, std::vector<T>& act, T* out)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    g.resize(std::size_t(rows * inter));
+    u.resize(std::size_t(rows * inter));
+    project(x, m_p.value(module + ".gate_proj.weight"), nullptr, g.data(), rows, h, inter);
+    project(x, m_p.value(module + ".up_proj.weight"), nullptr, u.data(), rows, h, inter);
+    act = g;
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedGatedActivation(act.data(), u.data(), rows * inter, Activation::Silu, m_mode);
+    } else {
+        gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
+    }
+    project(act.data(), m_p.value(module + ".down_proj.weight"), nullptr, out, rows, inter, h);
+}
+
+template <typename T>
+void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::int64_t rows,
+    std::int64_t inter, const std::vector<T>& g, const std::vector<T>& u, const std::vector<T>& act,
+    const T* dout, T* dx)
+{
+    const std::int64_t h = m_spec.hiddenSize;
+    std::vector<T> dact(act.size());
+    linearBackward<T>(act.data(), m_p.value(module + ".down_proj.weight"), dout, dact.data(),
+        m_p.grad(module + ".down_proj.weight"), nullptr, rows, inter, h, false);
+    round(dact);
+    std::vector<T> dg(act.size());
+    std::vector<T> du(act.size());
+    swigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
+    round(dg);
+    round(du);
+    linearBackward<T>(x, m_p.value(module + ".gate_proj.weight"), dg.data(), dx,
+        m_p.grad(module + ".gate_proj.weight"), nullptr, rows, h, inter, true);
+    linearBackward<T>(x, m_p.value(module + ".up_proj.weight"), du.data(), dx,
+        m_p.grad(module + ".up_proj.weight"), nullptr, rows, h, inter, true);
+}
+
+template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T>& a, T* out)
+{
+    const LayerNames names = layerNames(m_spec, l);
+    const auto& moe = *m_spec.moe;
+    const std::int64_t n = std::int64_t(m_positions.size());
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t e = moe.numExperts;
+    std::vector<T> logits(std::size_t(n * e));
+    // A softmax router runs in the model's dtype, a sigmoid one in fp32 (as the engine's).
+    if (m_router.scoring == model::RouterScoring::Sigmoid) {
+        linear<T>(
+            a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+    } else {
+        project(a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+    }
+    // Routed in double as the engine routes (router.h), on the same scores.
+    const std::vector<double> wide(logits.begin(), logits.end());
+    std::vector<double> bias;
+    if (const T* b = m_p.value(names.scoreBias); b != nullptr && moe.expertScoreBias) {
+        bias.assign(b, b + e);
+    }
+    a.routing = route(wide.data(), n, m_router, bias.empty() ? nullptr : bias.data());
+    a.scores = selectionScores(wide.data(), n, m_router, nullptr);
+    a.experts.assign(std::size_t(e), {});
+    for (std::int64_t t = 0; t < n; ++t) {
+        for (std::int64_t s = 0; s < a.routing.k; ++s) {
+            auto& ex = a.experts[std::size_t(a.routing.experts[std::size_t(t * a.routing.k + s)])];
+            ex.token.push_back(t);
+            ex.slot.push_back(s);
+        }
+    }
+    std::fill_n(out, n * h, T(0));
+    for (std::int64_t ex = 0; ex < e; ++ex) {
+        auto& x = a.experts[std::size_t(ex)];
+        const auto m = std::int64_t(x.token.size());
+        if (m == 0) {
+            continue;
+        }
+        x.x.resize(std::size_t(m * h));
+        for (std::int64_t i = 0; i < m; ++i) {
+            std::copy_n(a.xn2.begin() + x.token[std::size_t(i)] * h, h, x.x.begin() + i * h);
+        }
+        x.y.resize(std::size_t(m * h));
+        mlpForward(fmt::format("{}.experts.{}", names.ffn, ex), x.x.data(), m,
+            moe.expertIntermediate, x.g, x.u, x.act, x.y.data());
+        for (std::int64_t i = 0; i < m; ++i) {
+            const std::int64_t t = x.token[std::size_t(i)];
+            const T w = T(a.routing.weights[std::size_t(t * a.routing.k + x.slot[std::size_t(i)])]);
+            for (std::int64_t c = 0; c < h; ++c) {
+                out[t * h + c] += w * x.y[std::size_t(i * h + c)];
+            }
+        }
+    }
+    if (!names.shared.empty()) {
+        std::vector<T> shared(std::size_t(n * h));
+        mlpForward(names.shared, a.xn2.data(), n, moe.sharedIntermediate, a.sharedG, a.sharedU,
+            a.sharedAct, shared.data());
+        addInPlace(out, shared.data(), n * h);
+    }
+}
+
+template <typename T>
+Result<void> GradientPass<T>::moeBackward(
+    int l, const LayerActivations<T>& a, const T* dout, T* dxn2)
+{
+    const LayerNames names = layerNames(m_spec, l);
+    const auto& moe = *m_spec.moe;
+    const std::int64_t n = std::int64_t(m_positions.size());
+    const std::int64_t h = m_spec.hiddenSize;
+    const std::int64_t e = moe.numExperts;
+    const std::int64_t k = a.routing.k;
+    if (!names.shared.empty()) {
+        m_acts.record(names.shared, dout, { n, h });
+        mlpBackward(names.shared, a.xn2.data(), n, moe.sharedIntermediate, a.sharedG, a.sharedU,
+            a.sharedAct, dout, dxn2);
+    }
+    // ∂L/∂(combine weight) of each (token, choice), and each expert's own backward.
+    std::vector<double> dweight(std::size_t(n * k), 0.0);
+    for (std::int64_t ex = 0; ex < e; ++ex) {
+        const auto& x = a.experts[std::size_t(ex)];
+        const auto m = std::int64_t(x.token.size());
+        if (m == 0) {
+            continue; // its gradients stay zero
+        }
+        std::vector<T> dy(std::size_t(m * h));
+        for (std::int64_t i = 0; i < m; ++i) {
+            const std::int64_t t = x.token[std::size_t(i)];
+            const std::size_t choice = std::size_t(t * k + x.slot[std::size_t(i)]);
+            const T w = T(a.routing.weights[choice]);
+            double dot = 0.0;
+            for (std::int64_t c = 0; c < h; ++c) {
+                dy[std::size_t(i * h + c)] = w * dout[t * h + c];
+                dot += double(dout[t * h + c]) * double(x.y[std::size_t(i * h + c)]);
+            }
+            dweight[choice] = dot;
+        }
+        round(dy);
+        std::vector<T> dx(std::size_t(m * h), T(0));
+        mlpBackward(fmt::format("{}.experts.{}", names.ffn, ex), x.x.data(), m,
+            moe.expertIntermediate, x.g, x.u, x.act, dy.data(), dx.data());
+        for (std::int64_t i = 0; i < m; ++i) {
+            const std::int64_t t = x.token[std::size_t(i)];
+            for (std::int64_t c = 0; c < h; ++c) {
+                dxn2[t * h + c] += dx[std::size_t(i * h + c)];
+            }
+        }
+    }
+    if (m_tpSum) {
+        DAY0_TRY(m_tpSum(dweight.data(), std::int64_t(dweight.size()), DType::F64));
+        DAY0_TRY(tpSum(dxn2, n * h));
+    }
+    // Weights w_j = r·s_j / D over the chosen j (D = Σ s + ε with norm_topk_prob, else 1):
+    // ∂L/∂s_j = r·(dw_j / D − Σ_i dw_i·s_i / D²); then through the softmax or the sigmoid.
+    const double r = m_router.routedScalingFactor;
+    const bool sigmoid = m_router.scoring == model::RouterScoring::Sigmoid;
+    std::vector<T> dlogits(std::size_t(n * e), T(0));
+    std::vector<double> ds(static_cast<std::size_t>(e));
+    for (std::int64_t t = 0; t < n; ++t) {
+        const double* s = a.scores.data() + t * e;
+        std::fill(ds.begin(), ds.end(), 0.0);
+        double sum = 0.0;
+        double weighted = 0.0;
+        for (std::int64_t j = 0; j < k; ++j) {
+            const auto ex = a.routing.experts[std::size_t(t * k + j)];
+            sum += s[ex];
+            weighted += dweight[std::size_t(t * k + j)] * s[ex];
+        }
+        const double denom = sigmoid ? sum + 1e-20 : sum;
+        for (std::int64_t j = 0; j < k; ++j) {
+            const auto ex = a.routing.experts[std::size_t(t * k + j)];
+            const double dw = dweight[std::size_t(t * k + j)];
+            ds[std::size_t(ex)]
+                = m_router.normTopkProb ? r * (dw / denom - weighted / (denom * denom)) : r * dw;
+        }
+        double dot = 0.0;
+        for (std::int64_t j = 0; j < e; ++j) {
+            dot += s[j] * ds[std::size_t(j)];
+        }
+        for (std::int64_t j = 0; j < e; ++j) {
+            const double dl = sigmoid ? ds[std::size_t(j)] * s[j] * (1.0 - s[j])
+                                      : s[j] * (ds[std::size_t(j)] - dot);
+            dlogits[std::size_t(t * e + j)] = T(dl);
+        }
+    }
+    if (!sigmoid) {
+        round(dlogits); // the gradient of the router's logits, in the model's dtype
+    }
+    m_acts.record(names.router, dlogits.data(), { n, e });
+    linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(), dxn2,
+        m_p.grad(names.router + ".weight"), nullptr, n, h, e, true);
+    return success();
+}
+
+#define DAY0_GRADIENT_FFN(T)                                                                       \
+    template void GradientPass<T>::mlpForward(const std::string&, const T*, std::int64_t,          \
+        std::int64_t, std::vector<T>&, std::vector<T>&, std::vector<T>&, T*);                      \
+    template void GradientPass<T>::mlpBackward(const std::string&, const T*, std::int64_t,         \
+        std::int64_t, const std::vector<T>&, const std::vector<T>&, const std::vector<T>&,         \
+        const T*, T*);                                                                             \
+    template void GradientPass<T>::moeForward(int, LayerActivations<T>&, T*);                      \
+    template Result<void> GradientPass<T>::moeBackward(                                            \
+        int, const LayerActivations<T>&, const T*, T*);
+
+DAY0_GRADIENT_FFN(float)
+DAY0_GRADIENT_FFN(double)
+
+#undef DAY0_GRADIENT_FFN
+
+} // namespace day0::exec::detail

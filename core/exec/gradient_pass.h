@@ -1,0 +1,221 @@
+#pragma once
+
+// Internal to core/exec: the gradient pass over one sequence (backward.h lossAndGradients). Its
+// members live by concern: backward.cpp (reading the weights, the pass from the embedding to
+// the loss and back, the public entry points), backward_layer.cpp (a decoder layer's forward
+// and backward, standard attention), backward_ffn.cpp (gated MLPs and mixture-of-experts);
+// MLA's attention is backward_mla.cpp's.
+
+#include "exec/backward.h"
+#include "exec/backward_pass.h"
+#include "exec/emulated_ops.h"
+#include "exec/ops.h"
+#include "exec/rope.h"
+#include "exec/router.h"
+#include "numerics/float_formats.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace day0::exec::detail {
+
+/// The tensor dtype of the compute type T (F64 for double, F32 for float).
+template <typename T> constexpr DType computeType()
+{
+    return std::is_same_v<T, double> ? DType::F64 : DType::F32;
+}
+
+/// Tensors no gradient reaches by construction: they only rank the experts (a buffer in HF).
+inline bool untrainable(const std::string& name)
+{
+    return name.ends_with("e_score_correction_bias");
+}
+
+/// One gradient pass in T (double: fp64, float: fp32): a forward that keeps each op's inputs,
+/// the cross-entropy, and the backward of every layer in reverse, op by op (backward_ops.h).
+/// Used once, by one thread.
+template <typename T> class GradientPass {
+public:
+    GradientPass(const model::ModelSpec& spec, const GradientOptions& options, std::stop_token stop)
+        : m_spec(spec)
+        , m_stop(std::move(stop))
+        , m_progress(options.progress)
+        , m_tpSum(options.tpSum)
+    {
+        m_acts.enabled = options.activations;
+        m_acts.inject = options.inject;
+        m_rounded.insert(options.roundedLayers.begin(), options.roundedLayers.end());
+        m_roundedTo = options.roundedTo;
+        m_mode = options.emulated;
+        m_vocabTotal = options.vocabTotal;
+        m_vocabStart = options.vocabStart;
+        m_tpMax = options.tpMax;
+    }
+
+    /// Reads (converting where needed) every weight the model needs and zeroes the gradients.
+    Result<void> init(const std::map<std::string, numerics::Tensor>& weights);
+
+    /// The loss of `ids` against `targets` and its gradients.
+    Result<GradientResult> run(
+        std::span<const std::int64_t> ids, std::span<const std::int64_t> targets);
+
+private:
+    /// lm_head.weight, or the embedding table it is tied to.
+    std::string headWeight() const
+    {
+        return m_p.values.contains("lm_head.weight") ? "lm_head.weight"
+                                                     : "model.embed_tokens.weight";
+    }
+
+    std::string attn(int l) const { return fmt::format("model.layers.{}.self_attn", l); }
+
+    /// Rounds a gradient to the emulated format of GradientOptions::roundedLayers.
+    void roundTo(std::vector<T>& values) const
+    {
+        for (T& v : values) {
+            v = T(numerics::roundToFormat(float(v), m_roundedTo));
+        }
+    }
+
+    // --- emulated low precision (GradientOptions::emulated); the plain kernels otherwise ---
+
+    /// True when the pass emulates a low-precision format.
+    [[nodiscard]] bool emulated() const { return std::is_same_v<T, float> && isEmulated(m_mode); }
+
+    /// Rounds `count` activations or activation gradients at `data` to the emulated format.
+    void round(T* data, std::int64_t count) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            roundActivations({ data, std::size_t(count) }, m_mode);
+        } else {
+            (void)data;
+            (void)count;
+        }
+    }
+    void round(std::vector<T>& values) const { round(values.data(), std::int64_t(values.size())); }
+
+    /// y[n, out] = x · Wᵀ + b, emulated as the engine's forward emulates a projection.
+    void project(const T* x, const T* w, const T* b, T* y, std::int64_t n, std::int64_t in,
+        std::int64_t out) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedLinear(x, w, b, y, n, in, out, m_mode, Fp8Scaling::PerTensor);
+        } else {
+            linear<T>(x, w, b, y, n, in, out);
+        }
+    }
+
+    /// RMSNorm over rows of `dim`, emulated as the engine's forward emulates it.
+    void norm(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t dim) const
+    {
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedRmsNorm(x, w, y, rows, dim, m_spec.normEps, m_mode);
+        } else {
+            rmsNorm<T>(x, w, y, rows, dim, m_spec.normEps);
+        }
+    }
+
+    /// RoPE in place on x[tokens, heads, headDim], emulated as HF's eager rotary.
+    void rotate(T* x, std::int64_t heads, std::int64_t headDim) const
+    {
+        const auto tokens = std::int64_t(m_positions.size());
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedRope(x, tokens, heads, headDim, m_positions, m_rope, {}, m_mode);
+        } else {
+            applyRope<T>(x, tokens, heads, headDim, m_positions, m_rope);
+        }
+    }
+
+    /// The rounding causalAttentionForward applies to scores and probabilities (none unless
+    /// emulated).
+    [[nodiscard]] std::function<void(T*, std::int64_t)> attentionRounding() const
+    {
+        if (!emulated()) {
+            return {};
+        }
+        return [this](T* data, std::int64_t count) { round(data, count); };
+    }
+
+    /// Sums `count` values at `data` over the TP group (nothing without tensor parallelism).
+    Result<void> tpSum(T* data, std::int64_t count) const
+    {
+        return m_tpSum ? m_tpSum(data, count, computeType<T>()) : success();
+    }
+
+    /// Sums `count` doubles at `data` over the TP group (nothing without tensor parallelism).
+    Result<void> tpSumWide(double* data, std::int64_t count) const
+    {
+        return m_tpSum ? m_tpSum(data, count, DType::F64) : success();
+    }
+
+    /// With tensor parallelism each rank's per-head q/k norm gradients cover its own heads only.
+    Result<void> sumHeadNormGradients();
+
+    // --- the vocabulary's ends, whole or vocab-parallel (backward_vocab.cpp) ---
+
+    /// hidden[tokens, h] ← the embedding rows of `ids` (vocab-parallel: looked up where held,
+    /// summed over the group).
+    Result<void> embed(std::span<const std::int64_t> ids, std::vector<T>& hidden);
+    /// Adds dh's rows into the embedding gradient of the rows this rank holds.
+    void embedBackward(std::span<const std::int64_t> ids, const std::vector<T>& dh);
+    /// The mean cross-entropy of `logits` (this rank's columns when vocab-parallel) against
+    /// `targets`, its gradient into `dlogits`.
+    Result<double> crossEntropyOf(const std::vector<T>& logits,
+        std::span<const std::int64_t> targets, std::vector<T>& dlogits, std::int64_t& counted);
+
+    // --- a decoder layer (backward_layer.cpp) ---
+
+    Result<void> layerForward(int l, std::vector<T>& hidden);
+    Result<void> layerBackward(int l, std::vector<T>& dh);
+    /// The bytes of every layer's saved tensors plus `extra` elements of T.
+    [[nodiscard]] std::int64_t keptBytes(std::size_t extra) const;
+
+    // --- standard attention (MHA/GQA/MQA, biases, per-head QK-norm; backward_layer.cpp) ---
+
+    void attentionForward(int l, LayerActivations<T>& a, T* out);
+    void attentionBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+
+    // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
+
+    void mlpForward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,
+        std::vector<T>& g, std::vector<T>& u, std::vector<T>& act, T* out);
+    void mlpBackward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,
+        const std::vector<T>& g, const std::vector<T>& u, const std::vector<T>& act, const T* dout,
+        T* dx);
+    void moeForward(int l, LayerActivations<T>& a, T* out);
+    /// Under tensor parallelism every rank routes the same way (replicated router) and runs its
+    /// slice of each expert: the experts' outputs `x.y` are partial sums, so are the combine
+    /// weights' gradients and the experts' input gradients, which are summed before the
+    /// router's (replicated) share joins dxn2.
+    Result<void> moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+
+    const model::ModelSpec& m_spec;
+    std::stop_token m_stop;
+    Progress* m_progress;
+    std::function<Result<void>(void*, std::int64_t, DType)> m_tpSum;
+    ParameterSet<T> m_p;
+    std::map<std::string, numerics::Tensor> m_converted;
+    ActivationGrads<T> m_acts;
+    std::vector<LayerActivations<T>> m_layers;
+    std::vector<std::int64_t> m_positions;
+    Rope m_rope;
+    double m_scale = 1.0;
+    RouterConfig m_router;
+    std::set<int> m_rounded;
+    DType m_roundedTo = DType::BF16;
+    PrecisionMode m_mode = PrecisionMode::F32; ///< GradientOptions::emulated
+    std::int64_t m_vocabTotal = 0; ///< GradientOptions::vocabTotal (0: the vocabulary whole)
+    std::int64_t m_vocabStart = 0;
+    std::function<Result<void>(void*, std::int64_t, DType)> m_tpMax;
+};
+
+} // namespace day0::exec::detail
