@@ -160,6 +160,7 @@ int runRunPlanned(const RunArgs& a, const GlobalOptions& global)
     p.device = a.device;
     p.stream = a.stream;
     p.memoryBudget = a.memoryBudget;
+    p.memoryBudgetPerRank = a.memoryBudgetPerRank;
     std::size_t start = 0;
     while (!a.ids.empty() && start <= a.ids.size()) {
         const auto semi = a.ids.find(';', start);
@@ -523,8 +524,12 @@ const bool registered = registerCommand({ "run",
             "rank streams its own slice)");
         app.add_option("--memory-budget", a->memoryBudget,
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
-            "needs more is refused); the peak RSS is reported; with --plan, all ranks together "
-            "(each holds its share)");
+            "needs more is refused); the peak RSS is reported; with --plan, all the ranks on a "
+            "node together (each holds its share: under mpirun, the node's budget / its "
+            "processes on the node, as OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS count them)");
+        app.add_option("--memory-budget-per-rank", a->memoryBudgetPerRank,
+            "with --stream --plan: bound each rank's resident weights by SIZE of its own, "
+            "instead of sharing --memory-budget among a node's ranks");
         app.add_flag("--grad", a->grad,
             "instead of generating, compute the next-token cross-entropy of --ids and its "
             "gradients (fp64/fp32, or bf16/fp16 emulated: Megatron's bf16 recipe; not "

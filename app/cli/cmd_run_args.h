@@ -48,6 +48,7 @@ struct RunArgs {
     std::string profiler = "auto";
     bool stream = false; ///< --stream: weights streamed layer by layer
     std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
+    std::string memoryBudgetPerRank; ///< --memory-budget-per-rank SIZE (with --stream --plan)
     bool grad = false; ///< --grad: the loss's gradients instead of a generation
     std::string injectFrom; ///< --inject-from: with --grad, the inject-mode reference dump
     std::string targets; ///< --targets: one per id (-1: not counted); empty: the next token

@@ -93,9 +93,20 @@ std::optional<Error> refuseWithSlice(const RunArgs& a)
 
 std::optional<Error> refuseWithStream(const RunArgs& a)
 {
-    if (!a.stream) {
+    if (!a.memoryBudgetPerRank.empty()) {
+        if (a.planned.plan.empty()) {
+            return Error::badInput("--memory-budget-per-rank bounds each rank of a --plan run; a "
+                                   "single-rank run takes --memory-budget");
+        }
         if (!a.memoryBudget.empty()) {
-            return Error::badInput("--memory-budget bounds a streamed run's weights; add --stream");
+            return Error::badInput("--memory-budget and --memory-budget-per-rank are two "
+                                   "meanings of one bound: give one");
+        }
+    }
+    if (!a.stream) {
+        if (!a.memoryBudget.empty() || !a.memoryBudgetPerRank.empty()) {
+            return Error::badInput(fmt::format("{} bounds a streamed run's weights; add --stream",
+                a.memoryBudget.empty() ? "--memory-budget-per-rank" : "--memory-budget"));
         }
         return std::nullopt;
     }

@@ -266,9 +266,17 @@ int finishRun(const PlanRunArgs& a, const GlobalOptions& global, const actions::
     if (global.json) {
         auto j = resultJson(o.result, o.communication, o.plan, a.ranks, communicator);
         j["run_id"] = runId ? nlohmann::json(runId->value()) : nlohmann::json(nullptr);
+        if (o.budget.perRank > 0) {
+            j["rank_memory_budget"] = o.budget.perRank;
+            j["memory_budget_basis"] = o.budget.basis;
+        }
         fmt::print("{}\n", dumpJson(j, 2));
     } else {
         printResult(o.result, o.communication, o.plan, a.ranks, communicator);
+        if (o.budget.perRank > 0) {
+            fmt::print("budget: each rank within {} ({})\n",
+                formatBytes(Bytes(double(o.budget.perRank))), o.budget.basis);
+        }
     }
     return 0;
 }
@@ -305,13 +313,29 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     request.ranksMode = a.ranks;
     request.communicator = communicatorOf(a);
     request.stream = a.stream;
-    if (!a.memoryBudget.empty()) {
-        auto budget = exec::parseMemorySize(a.memoryBudget);
+    if (!a.memoryBudget.empty() && !a.memoryBudgetPerRank.empty()) {
+        return reportError(Error::badInput("--memory-budget and --memory-budget-per-rank are two "
+                                           "meanings of one bound: give one"));
+    }
+    request.budgetPerRank = !a.memoryBudgetPerRank.empty();
+    if (const auto& size = request.budgetPerRank ? a.memoryBudgetPerRank : a.memoryBudget;
+        !size.empty()) {
+        auto budget = exec::parseMemorySize(size);
         if (!budget) {
-            return reportError(budget.error().withContext("--memory-budget"));
+            return reportError(budget.error().withContext(
+                request.budgetPerRank ? "--memory-budget-per-rank" : "--memory-budget"));
         }
         request.memoryBudget = *budget;
     }
+    // Said before the progress bar starts: what each rank may hold, and why (rank 0 only under
+    // mpirun; every process works its own share out).
+    bool sayBudget = !global.quiet;
+    request.onBudget = [&sayBudget](const parallel::BudgetShare& share) {
+        if (sayBudget) {
+            fmt::print(stderr, "streaming: each rank within {} ({})\n",
+                formatBytes(Bytes(double(share.perRank))), share.basis);
+        }
+    };
     extend::PluginRegistry registry;
     request.backendFor = backendFactory(registry, a, a.ranks == "mpi");
     if (a.ranks == "in-process") {
@@ -361,6 +385,7 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
         runComm = *nccl;
     }
     comm::Communicator& c = *runComm;
+    sayBudget = sayBudget && c.rank() == 0;
     std::vector<std::unique_ptr<profile::CpuTracer>> tracers;
     tracers.push_back(std::make_unique<profile::CpuTracer>());
     tracers.back()->start();

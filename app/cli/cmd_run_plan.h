@@ -33,7 +33,10 @@ struct PlanRunArgs {
     int device = -1;
     /// Every rank streams its weights a layer at a time (the CPU reference only).
     bool stream = false;
-    std::string memoryBudget; ///< with `stream`: all ranks' resident weights together ("512M")
+    /// With `stream`: the resident weights of all the ranks on a node together ("512M"); under
+    /// MPI each process takes its node's budget / the processes on the node.
+    std::string memoryBudget;
+    std::string memoryBudgetPerRank; ///< with `stream`: each rank's own budget instead
 };
 
 /// Runs the plan; prints generated tokens, the ranks and the measured-vs-model communication

@@ -24,6 +24,7 @@ struct Loaded {
     std::unique_ptr<exec::WeightSource> full; ///< null for a shard folder
     parallel::ShardFolder folder; ///< the rank files of a shard folder
     parallel::ParallelRunOptions options;
+    parallel::BudgetShare budget;
     std::chrono::steady_clock::time_point started;
 
     [[nodiscard]] const exec::WeightSource& weightsOf(int rank) const
@@ -83,7 +84,20 @@ Result<Loaded> load(const PlanRunRequest& r, int onlyRank)
                 = [files = out.folder.files](int rank) { return files.at(std::size_t(rank)); };
             o.stream.presliced = true;
         }
-        o.stream.rankBudget = parallel::rankShareOfBudget(r.memoryBudget, r.layout.worldSize());
+        // In-process the ranks share this node's budget; under MPI (onlyRank >= 0) this
+        // process takes its share of its node's.
+        if (onlyRank < 0) {
+            out.budget = parallel::inProcessShareOfBudget(
+                r.memoryBudget, r.layout.worldSize(), r.budgetPerRank);
+        } else {
+            auto share = parallel::processShareOfBudget(
+                r.memoryBudget, r.layout.worldSize(), r.budgetPerRank);
+            if (!share) {
+                return share.error();
+            }
+            out.budget = std::move(*share);
+        }
+        o.stream.rankBudget = out.budget.perRank;
     } else if (r.memoryBudget > 0) {
         return Error::badInput("--memory-budget bounds a streamed plan run; add --stream");
     }
@@ -102,6 +116,7 @@ PlanRunOutcome finish(
         result, out.communication, out.seconds);
     out.spec = std::move(loaded.spec);
     out.result = std::move(result);
+    out.budget = loaded.budget;
     return out;
 }
 
@@ -120,6 +135,9 @@ Result<PlanRunOutcome> runPlanInProcess(const PlanRunRequest& request, Progress&
         loaded->options.rankSource = [&folder = loaded->folder](int rank) {
             return folder.ranks[std::size_t(rank)].get();
         };
+    }
+    if (request.onBudget && loaded->budget.perRank > 0) {
+        request.onBudget(loaded->budget);
     }
     progress.setStage("run");
     auto r = parallel::runParallelInProcess(loaded->spec, loaded->weightsOf(0), loaded->options,
@@ -148,6 +166,9 @@ Result<PlanRunOutcome> runPlanRank(comm::Communicator& world, const PlanRunReque
     mine[std::size_t(world.rank())] = tracer;
     parallel::CommRecorder recorder(mine);
     world.setObserver(recorder.observer());
+    if (request.onBudget && loaded->budget.perRank > 0) {
+        request.onBudget(loaded->budget);
+    }
     progress.setStage(fmt::format("rank {}", world.rank()));
     auto r = parallel::runParallelRank(world, loaded->spec, loaded->weightsOf(world.rank()),
         loaded->options, recorder, progress, std::move(stop));

@@ -40,9 +40,16 @@ struct PlanRunRequest {
     /// Every rank streams its weights a layer at a time from its rank file (a shard folder) or
     /// the full checkpoint (parallel::RankStreamOptions), on the CPU reference.
     bool stream = false;
-    /// With `stream`: the resident weights of all the ranks together (0: unbounded); each of the
-    /// W ranks may hold memoryBudget / W (one process holds them all in-process).
+    /// With `stream`: the resident weights of all the ranks on a node together (0: unbounded).
+    /// In-process each of the W ranks may hold memoryBudget / W; under MPI each process
+    /// memoryBudget / (processes on its node), as its launcher counts them
+    /// (parallel::processShareOfBudget).
     std::uint64_t memoryBudget = 0;
+    /// memoryBudget is each rank's own, not the node's (--memory-budget-per-rank).
+    bool budgetPerRank = false;
+    /// Called once a streamed run's budget is split, before the ranks run (not without a
+    /// budget): what each rank may hold and how that was worked out, for the progress output.
+    std::function<void(const parallel::BudgetShare&)> onBudget;
 };
 
 /// What the run gave: the model, the result (gathered on rank 0), the communication per
@@ -55,6 +62,7 @@ struct PlanRunOutcome {
     std::string plan; ///< parallel::layoutString of the layout and micro-batches
     double seconds = 0.0; ///< loading and running, as the record keeps it
     history::RunRecord record;
+    parallel::BudgetShare budget; ///< a streamed run's budget per rank, and how it was split
 };
 
 /// Runs the plan with every rank a thread of this process. `rankProgress` (may be null) gets

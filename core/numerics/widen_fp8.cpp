@@ -5,12 +5,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #if defined(__SSE2__)
 #define DAY0_FP8_SSE2 1
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The AVX2 kernels are compiled for AVX2 by function attribute and run only where the CPU has it.
+#define DAY0_FP8_AVX2 1
+#include <immintrin.h>
 #endif
 
 namespace day0::numerics::detail {
@@ -108,31 +114,118 @@ void storeFence()
 #endif
 }
 
-/// Rows [r0, r1) of a block-scaled matrix: per block row, each block's scaled table is built
-/// once, then every row's segments look their codes up in it.
+#if defined(DAY0_FP8_AVX2)
+
+/// Eight E4M3 codes times `k` (2^120 · a block's scale), rounded once, without a table: the
+/// code's eeee.mmm shifted under F32's exponent and mantissa reads as x = 2^(e-127)·(1 + m/8),
+/// or for e = 0 as the F32 subnormal m·2^-129, so x · 2^120 is the code's magnitude exactly and
+/// x · k its product with the scale; the code's sign is then flipped in (rounding is symmetric)
+/// and S.1111.111 becomes the quiet NaN of its sign, as in the table.
+__attribute__((target("avx2"))) inline __m256 decodeE4m3x8(const std::uint8_t* src, __m256 k)
+{
+    const __m256i code
+        = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+    const __m256i magnitude = _mm256_and_si256(code, _mm256_set1_epi32(0x7F));
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(magnitude, 20)), k);
+    const __m256i nan = _mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F));
+    v = _mm256_blendv_ps(
+        v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_castsi256_ps(nan));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_xor_ps(v, _mm256_castsi256_ps(sign));
+}
+
+/// `count` E4M3 codes to F32 at `dst`, each times `scale` (a float: the products rounded once,
+/// as float(double(v) · scale)); the aligned body streamed past the caches when asked (the
+/// caller fences). `scale` is finite and below 2^8 in magnitude, so that 2^120 · scale is exact.
+__attribute__((target("avx2"))) void decodeE4m3Avx2(const std::uint8_t* src, const float* table,
+    float scale, float* dst, std::size_t count, bool stream)
+{
+    const auto scalar = [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+            dst[i] = table[src[i]] * scale;
+        }
+    };
+    const __m256 k = _mm256_set1_ps(scale * 0x1p120f);
+    // Streaming stores need aligned destinations: a heap buffer is often 16-aligned only, and a
+    // scalar head in every block's row segment would mix ordinary stores into the streamed
+    // lines, so a 16-aligned body streams in 16-byte halves.
+    std::size_t i = stream ? headBefore(reinterpret_cast<std::byte*>(dst), count, 16) : 0;
+    scalar(0, i);
+    if (!stream) {
+        for (; i + 8 <= count; i += 8) {
+            _mm256_storeu_ps(dst + i, decodeE4m3x8(src + i, k));
+        }
+    } else if (reinterpret_cast<std::uintptr_t>(dst + i) % 32 == 0) {
+        for (; i + 8 <= count; i += 8) {
+            _mm256_stream_ps(dst + i, decodeE4m3x8(src + i, k));
+        }
+    } else {
+        for (; i + 8 <= count; i += 8) {
+            const __m256 v = decodeE4m3x8(src + i, k);
+            _mm_stream_ps(dst + i, _mm256_castps256_ps128(v));
+            _mm_stream_ps(dst + i + 4, _mm256_extractf128_ps(v, 1));
+        }
+    }
+    scalar(i, count);
+}
+
+#endif
+
+/// Whether `kernel` can decode `from` on this CPU.
+bool useAvx2(Fp8Kernel kernel, DType from)
+{
+#if defined(DAY0_FP8_AVX2)
+    return kernel == Fp8Kernel::Avx2 && from == DType::F8E4M3 && fastestFp8Kernel() == kernel;
+#else
+    (void)kernel;
+    (void)from;
+    return false;
+#endif
+}
+
+/// Whether the AVX2 decode multiplies by `s` exactly as float(double(v) · s) rounds: `s` is a
+/// float (v · s of a 4-bit and a 24-bit significand is exact in double, so rounding it to float
+/// once is float's own v · s), finite and below 2^8 (2^120 · s stays an exact float).
+bool foldable(double s) { return double(float(s)) == s && std::fabs(s) < 256.0; }
+
+/// Rows [r0, r1) of a block-scaled matrix, a block row at a time: a block whose scale is
+/// foldable (with `avx2`) is decoded with it; for each other block, its 256 codes are scaled
+/// once into a table that the block's row segments then look up.
 void blockScaledRows(const std::uint8_t* src, const Table& table, const double* scales,
     std::int64_t cols, std::int64_t blockRows, std::int64_t blockCols, std::int64_t r0,
-    std::int64_t r1, float* dst, bool stream)
+    std::int64_t r1, float* dst, bool stream, bool avx2)
 {
     const std::int64_t gridCols = (cols + blockCols - 1) / blockCols;
-    std::vector<float> scaled(std::size_t(gridCols) * 256);
+    std::vector<float> scaled(static_cast<std::size_t>(gridCols) * 256);
+    std::vector<char> fold(static_cast<std::size_t>(gridCols));
     for (std::int64_t r = r0; r < r1;) {
         const std::int64_t blockRow = r / blockRows;
         const std::int64_t end = std::min(r1, (blockRow + 1) * blockRows);
+        const double* s = scales + blockRow * gridCols;
         for (std::int64_t b = 0; b < gridCols; ++b) {
-            // The expression of the two-pass conversion: widen exactly, scale in double, round.
-            const double s = scales[blockRow * gridCols + b];
-            float* t = scaled.data() + b * 256;
-            for (std::size_t code = 0; code < 256; ++code) {
-                t[code] = float(double(table[code]) * s);
+            fold[std::size_t(b)] = char(avx2 && foldable(s[b]));
+            if (fold[std::size_t(b)] == 0) {
+                // The expression of the two-pass conversion: widen exactly, scale in double.
+                float* t = scaled.data() + b * 256;
+                for (std::size_t code = 0; code < 256; ++code) {
+                    t[code] = float(double(table[code]) * s[b]);
+                }
             }
         }
         for (; r < end; ++r) {
             for (std::int64_t b = 0; b < gridCols; ++b) {
                 const std::int64_t c0 = b * blockCols;
                 const std::int64_t n = std::min(blockCols, cols - c0);
-                lookup(src + r * cols + c0, scaled.data() + b * 256,
-                    reinterpret_cast<std::byte*>(dst + r * cols + c0), std::size_t(n), stream);
+                const std::uint8_t* in = src + r * cols + c0;
+                float* out = dst + r * cols + c0;
+#if defined(DAY0_FP8_AVX2)
+                if (fold[std::size_t(b)] != 0) {
+                    decodeE4m3Avx2(in, table.data(), float(s[b]), out, std::size_t(n), stream);
+                    continue;
+                }
+#endif
+                lookup(in, scaled.data() + b * 256, reinterpret_cast<std::byte*>(out),
+                    std::size_t(n), stream);
             }
         }
     }
@@ -141,41 +234,70 @@ void blockScaledRows(const std::uint8_t* src, const Table& table, const double* 
     }
 }
 
+/// `count` codes at `src` to F32 at `dst` with the kernel `avx2` picks, streamed when asked.
+void widenRange(const std::uint8_t* src, const float* table, std::byte* dst, std::size_t count,
+    bool stream, bool avx2)
+{
+#if defined(DAY0_FP8_AVX2)
+    if (avx2 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0) {
+        decodeE4m3Avx2(src, table, 1.0f, reinterpret_cast<float*>(dst), count, stream);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    lookup(src, table, dst, count, stream);
+}
+
 } // namespace
 
-void widenFp8ToF32(const std::byte* src, DType from, std::byte* dst, std::size_t count)
+Fp8Kernel fastestFp8Kernel()
+{
+#if defined(DAY0_FP8_AVX2)
+    static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
+    return avx2 ? Fp8Kernel::Avx2 : Fp8Kernel::Table;
+#else
+    return Fp8Kernel::Table;
+#endif
+}
+
+void widenFp8ToF32(
+    const std::byte* src, DType from, std::byte* dst, std::size_t count, Fp8Kernel kernel)
 {
     const float* table = tableFor(from).data();
     const auto* codes = reinterpret_cast<const std::uint8_t*>(src);
+    const bool avx2 = useAvx2(kernel, from);
     if (count < kStreamElements) {
-        lookup(codes, table, dst, count, false);
+        widenRange(codes, table, dst, count, false, avx2);
         return;
     }
     runInParallelChunks(
         count, kElementsPerThread, kMaxThreads, [&](std::size_t begin, std::size_t end) {
-            lookup(codes + begin, table, dst + 4 * begin, end - begin, true);
+            widenRange(codes + begin, table, dst + 4 * begin, end - begin, true, avx2);
             storeFence();
         });
 }
 
 void widenFp8BlockScaledToF32(const std::byte* src, DType from, const double* scales,
     std::int64_t rows, std::int64_t cols, std::int64_t blockRows, std::int64_t blockCols,
-    float* dst)
+    float* dst, Fp8Kernel kernel)
 {
     const Table& table = tableFor(from);
     const auto* codes = reinterpret_cast<const std::uint8_t*>(src);
     const auto count = std::size_t(rows * cols);
+    const bool avx2 = useAvx2(kernel, from) && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0;
     if (count < kStreamElements || cols <= 0) {
-        blockScaledRows(codes, table, scales, cols, blockRows, blockCols, 0, rows, dst, false);
+        blockScaledRows(
+            codes, table, scales, cols, blockRows, blockCols, 0, rows, dst, false, avx2);
         return;
     }
     // Split by rows (a thread's first block row may be shared with the previous thread: each
-    // builds its own scaled tables).
+    // builds its own scaled tables or column scales).
     const std::size_t rowsPerThread = std::max<std::size_t>(1, kElementsPerThread / cols);
     runInParallelChunks(
         std::size_t(rows), rowsPerThread, kMaxThreads, [&](std::size_t begin, std::size_t end) {
             blockScaledRows(codes, table, scales, cols, blockRows, blockCols, std::int64_t(begin),
-                std::int64_t(end), dst, true);
+                std::int64_t(end), dst, true, avx2);
         });
 }
 

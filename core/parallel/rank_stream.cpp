@@ -9,9 +9,11 @@
 #include "parallel/weights.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <malloc.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <mutex>
 #include <set>
@@ -111,6 +113,68 @@ void returnFreedLargeBuffers()
 std::uint64_t rankShareOfBudget(std::uint64_t budget, int ranks)
 {
     return ranks > 0 ? budget / std::uint64_t(ranks) : budget;
+}
+
+BudgetShare inProcessShareOfBudget(std::uint64_t budget, int ranks, bool perRank)
+{
+    BudgetShare share;
+    if (budget == 0) {
+        share.basis = "no budget";
+        return share;
+    }
+    const std::string size = formatBytes(Bytes(double(budget)));
+    if (perRank || ranks <= 1) {
+        share.perRank = budget;
+        share.basis = perRank ? fmt::format("{} per rank (--memory-budget-per-rank)", size)
+                              : fmt::format("{} for the one rank", size);
+        return share;
+    }
+    share.perRank = rankShareOfBudget(budget, ranks);
+    share.sharers = ranks;
+    share.basis = fmt::format("{} / {} in-process ranks", size, ranks);
+    return share;
+}
+
+Result<BudgetShare> processShareOfBudget(
+    std::uint64_t budget, int worldSize, bool perRank, const EnvLookup& env)
+{
+    BudgetShare share;
+    if (budget == 0) {
+        share.basis = "no budget";
+        return share;
+    }
+    const std::string size = formatBytes(Bytes(double(budget)));
+    if (perRank) {
+        share.perRank = budget;
+        share.basis = fmt::format("{} per process (--memory-budget-per-rank)", size);
+        return share;
+    }
+    for (const char* name : kLocalSizeVariables) {
+        const char* value = env(name);
+        if (value == nullptr) {
+            continue;
+        }
+        int local = 0;
+        const std::string_view text(value);
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), local);
+        if (ec != std::errc() || end != text.data() + text.size() || local < 1
+            || local > std::max(1, worldSize)) {
+            return Error::badInput(fmt::format("--memory-budget: {}='{}' is not a count of "
+                                               "processes on this node (1 to the world's {})",
+                name, text, worldSize));
+        }
+        share.perRank = rankShareOfBudget(budget, local);
+        share.sharers = local;
+        share.basis = fmt::format("{} per node / {} process{} on this node ({})", size, local,
+            local == 1 ? "" : "es", name);
+        return share;
+    }
+    share.perRank = rankShareOfBudget(budget, worldSize);
+    share.sharers = std::max(1, worldSize);
+    share.basis = fmt::format("{} / all {} processes: no launcher variable ({}) says how many "
+                              "share this node",
+        size, share.sharers, fmt::join(kLocalSizeVariables, ", "));
+    return share;
 }
 
 namespace detail {

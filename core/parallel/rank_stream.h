@@ -14,6 +14,7 @@
 #include "model/model_spec.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -47,6 +48,37 @@ struct RankStreamStats {
 
 /// Each of `ranks` in-process ranks' share of a run's memory budget: budget / ranks (0: none).
 std::uint64_t rankShareOfBudget(std::uint64_t budget, int ranks);
+
+/// What a streamed plan run's --memory-budget gives each rank, and why.
+struct BudgetShare {
+    std::uint64_t perRank = 0; ///< bytes one rank may hold at once (0: unbounded)
+    int sharers = 1; ///< how many ranks divide the budget (1: it is each rank's own)
+    /// How the share was formed, for the progress line and the output, e.g. "512 MiB per node /
+    /// 4 processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE)".
+    std::string basis;
+};
+
+/// The launcher variables that count the processes on this node, in the order they are read:
+/// Open MPI's, then MPICH/Hydra's.
+inline constexpr const char* kLocalSizeVariables[]
+    = { "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS" };
+
+/// Reads an environment variable (null when unset); std::getenv by default, a map under test.
+using EnvLookup = std::function<const char*(const char* name)>;
+
+/// One rank's share when the W ranks are threads of this process: `budget` is the node's,
+/// budget / W each; with `perRank` it is each rank's own. 0: unbounded.
+BudgetShare inProcessShareOfBudget(std::uint64_t budget, int ranks, bool perRank);
+
+/// One MPI process's share (one rank each) of a budget that is per node: budget / (processes on
+/// this node), counted by the launcher (kLocalSizeVariables); when no launcher variable is set,
+/// all `worldSize` processes are taken to share this node, which never exceeds the budget and
+/// says so in `basis`. With `perRank` the budget is each process's own. A count that is not a
+/// whole number from 1 to worldSize is refused, naming the variable and its value.
+Result<BudgetShare> processShareOfBudget(
+    std::uint64_t budget, int worldSize, bool perRank, const EnvLookup& env = [](const char* name) {
+        return static_cast<const char*>(std::getenv(name));
+    });
 
 namespace detail {
 

@@ -78,6 +78,11 @@ TEST(RunPlanCli, StreamedRanksGiveTheSameTokensWithinTheirBudget)
     const auto w = whole.json();
     const auto s = streamed.json();
     EXPECT_EQ(s["sequences"], w["sequences"]);
+    // The node's budget shared by its two in-process ranks, and said how.
+    EXPECT_EQ(s["rank_memory_budget"].get<std::uint64_t>(), std::uint64_t(32) << 20);
+    EXPECT_NE(s["memory_budget_basis"].get<std::string>().find("64.0 MiB / 2 in-process ranks"),
+        std::string::npos)
+        << s["memory_budget_basis"];
     ASSERT_EQ(s["ranks"].size(), 2U);
     for (std::size_t r = 0; r < 2; ++r) {
         EXPECT_EQ(w["ranks"][r]["stream_bytes_read"].get<std::int64_t>(), 0);
@@ -108,6 +113,57 @@ TEST(RunPlanCli, StreamedRanksGiveTheSameTokensWithinTheirBudget)
     const auto alone = runDay0(args);
     EXPECT_EQ(alone.exitCode, 2) << alone.err;
     EXPECT_NE(alone.err.find("add --stream"), std::string::npos) << alone.err;
+}
+
+TEST(RunPlanCli, BudgetPerRankIsEachRanksOwn)
+{
+    // --memory-budget-per-rank: each rank holds up to the size given, not a share of it; the
+    // tokens are the same.
+    const std::string ckpt = shrunkMoe();
+    const std::vector<std::string> base { "run", ckpt, "--plan", "tp=2,ep=2", "--ids", "3,1,4",
+        "--tokens", "2", "--stream", "--json", "-q", "--no-record" };
+    auto args = base;
+    args.insert(args.end(), { "--memory-budget-per-rank", "64M" });
+    const auto own = runDay0(args);
+    ASSERT_EQ(own.exitCode, 0) << own.err;
+    const auto j = own.json();
+    EXPECT_EQ(j["rank_memory_budget"].get<std::uint64_t>(), std::uint64_t(64) << 20);
+    EXPECT_NE(j["memory_budget_basis"].get<std::string>().find("--memory-budget-per-rank"),
+        std::string::npos)
+        << j["memory_budget_basis"];
+    const auto shared = runDay0(base);
+    ASSERT_EQ(shared.exitCode, 0) << shared.err;
+    EXPECT_EQ(j["sequences"], shared.json()["sequences"]);
+
+    // Text: the budget line at the end, and before the run starts (progress, on stderr).
+    args.erase(std::find(args.begin(), args.end(), "--json"));
+    args.erase(std::find(args.begin(), args.end(), "-q"));
+    const auto text = runDay0(args);
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(
+        text.out.find("budget: each rank within 64.0 MiB (64.0 MiB per rank"), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.err.find("streaming: each rank within 64.0 MiB (64.0 MiB per rank "
+                            "(--memory-budget-per-rank))"),
+        std::string::npos)
+        << text.err;
+
+    // Both meanings at once, without --stream, or without --plan: bad input, by name.
+    args = base;
+    args.insert(args.end(), { "--memory-budget-per-rank", "64M", "--memory-budget", "64M" });
+    const auto both = runDay0(args);
+    EXPECT_EQ(both.exitCode, 2) << both.err;
+    EXPECT_NE(both.err.find("give one"), std::string::npos) << both.err;
+    args = { "run", ckpt, "--plan", "tp=2,ep=2", "--ids", "3,1,4", "--memory-budget-per-rank",
+        "64M", "-q", "--no-record" };
+    const auto unstreamed = runDay0(args);
+    EXPECT_EQ(unstreamed.exitCode, 2) << unstreamed.err;
+    EXPECT_NE(unstreamed.err.find("add --stream"), std::string::npos) << unstreamed.err;
+    args = { "run", ckpt, "--ids", "3,1,4", "--stream", "--memory-budget-per-rank", "64M", "-q",
+        "--no-record" };
+    const auto single = runDay0(args);
+    EXPECT_EQ(single.exitCode, 2) << single.err;
+    EXPECT_NE(single.err.find("--memory-budget-per-rank"), std::string::npos) << single.err;
 }
 
 TEST(RunPlanCli, RecordsTheRunWithItsPlanAndCommunication)

@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 #include "base/sha256.h"
 #include "checkpoint/block_fp8.h"
+#include "checkpoint/dequantize.h"
 #include "numerics/dtype_convert.h"
 #include "test_util.h"
 
@@ -384,6 +385,38 @@ TEST(BlockFp8, QuantizesAndRoundTrips)
                     .ok());
     EXPECT_EQ(q2, q);
     EXPECT_EQ(s2, s);
+}
+
+// To F32, the block-FP8 dequantisation runs the streamed loader's kernel; it still gives the
+// float product e4m3(w) × scale bit for bit, on every code (NaN codes included) under every
+// E8M0 scale (2^-127 to 2^127 and the NaN code 0xFF), in an output off a vector boundary.
+TEST(BlockFp8, F32OutputIsTheFloatProductOnEveryCodeAndE8m0Scale)
+{
+    const std::int64_t rows = 256;
+    const std::int64_t cols = 256 * 16;
+    const BlockShape block { 16, 256 };
+    std::vector<std::uint8_t> w(std::size_t(rows * cols));
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        w[i] = std::uint8_t(i % 256);
+    }
+    std::vector<std::uint8_t> s(std::size_t((rows / 16) * (cols / 256)));
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        s[i] = std::uint8_t(i);
+    }
+    std::vector<float> out(w.size() + 1);
+    ASSERT_TRUE(dequantizeBlockFp8(std::as_bytes(std::span(w)), std::as_bytes(std::span(s)),
+        DType::F8E8M0, rows, cols, block,
+        std::as_writable_bytes(std::span(out).subspan(1, w.size())), DType::F32)
+                    .ok());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const auto i = std::size_t(r * cols + c);
+            const std::uint8_t scale = s[std::size_t((r / 16) * (cols / 256) + c / 256)];
+            const float want = numerics::e4m3ToFloat(w[i]) * e8m0ToFloat(scale);
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i + 1]), std::bit_cast<std::uint32_t>(want))
+                << "code " << int(w[i]) << " scale code " << int(scale);
+        }
+    }
 }
 
 } // namespace
