@@ -1,5 +1,7 @@
 #include "mpi_communicator.h"
 
+#include "comm/observer_slot.h"
+
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -9,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <thread>
 
 namespace day0::mpi {
@@ -18,15 +19,9 @@ namespace {
 
 using comm::CollectiveKind;
 using comm::CollectiveObserver;
-using comm::CollectiveRecord;
 using comm::ReduceOp;
+using comm::steadyNowNs;
 using Clock = std::chrono::steady_clock;
-
-std::int64_t nowNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-}
 
 std::string mpiErrorText(int code)
 {
@@ -70,8 +65,7 @@ MPI_Op mpiOp(ReduceOp op)
 
 /// Shared by a world and the groups split from it.
 struct Shared {
-    std::mutex mutex;
-    CollectiveObserver observer;
+    comm::ObserverSlot observer;
     MpiOptions options;
     int worldRank = 0;
 };
@@ -109,8 +103,7 @@ public:
 
     void setObserver(CollectiveObserver observer) override
     {
-        std::lock_guard lock(m_shared->mutex);
-        m_shared->observer = std::move(observer);
+        m_shared->observer.set(std::move(observer));
     }
 
     void abort(const std::string& reason) override
@@ -128,7 +121,7 @@ public:
         DAY0_TRY(checkReducible(mpiType, type));
         DAY0_TRY(checkCount(count, "all_reduce"));
         DAY0_TRY(checkCall(CollectiveKind::AllReduce, count, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         const void* in = send == recv ? MPI_IN_PLACE : send;
         DAY0_TRY(check(MPI_Iallreduce(in, recv, int(count), mpiType, mpiOp(op), m_comm, &request),
@@ -143,7 +136,7 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "all_gather"));
         DAY0_TRY(checkCall(CollectiveKind::AllGather, count, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(check(MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE,
                            m_comm, &request),
@@ -160,7 +153,7 @@ public:
         DAY0_TRY(checkReducible(mpiType, type));
         DAY0_TRY(checkCount(count, "reduce_scatter"));
         DAY0_TRY(checkCall(CollectiveKind::ReduceScatter, count, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(check(
             MPI_Ireduce_scatter_block(send, recv, int(count), mpiType, mpiOp(op), m_comm, &request),
@@ -176,7 +169,7 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "all_to_all"));
         DAY0_TRY(checkCall(CollectiveKind::AllToAll, count, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(check(
             MPI_Ialltoall(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_comm, &request),
@@ -212,7 +205,7 @@ public:
             sent += sc[i];
         }
         DAY0_TRY(checkCall(CollectiveKind::AllToAllV, 0, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(check(MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
                            rd.data(), MPI_BYTE, m_comm, &request),
@@ -231,7 +224,7 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "broadcast"));
         DAY0_TRY(checkCall(CollectiveKind::Broadcast, count, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(
             check(MPI_Ibcast(buffer, int(bytes), MPI_BYTE, root, m_comm, &request), "broadcast"));
@@ -243,7 +236,7 @@ public:
     Result<void> barrier() override
     {
         DAY0_TRY(checkCall(CollectiveKind::Barrier, 0, DType::U8));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(check(MPI_Ibarrier(m_comm, &request), "barrier"));
         DAY0_TRY(waitFor(request, "barrier"));
@@ -281,7 +274,7 @@ public:
         }
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "send"));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         reapSends();
         // The copy lets the caller reuse its buffer at once, as the interface promises.
         auto& pending = m_pendingSends.emplace_back();
@@ -302,7 +295,7 @@ public:
         }
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "recv"));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(
             check(MPI_Irecv(buffer, int(bytes), MPI_BYTE, peer, tag, m_comm, &request), "recv"));
@@ -411,15 +404,7 @@ private:
 
     void record(CollectiveKind kind, std::int64_t bytes, std::int64_t start) const
     {
-        CollectiveObserver observer;
-        {
-            std::lock_guard lock(m_shared->mutex);
-            observer = m_shared->observer;
-        }
-        if (observer) {
-            observer(CollectiveRecord {
-                m_rank, m_shared->worldRank, kind, bytes, start, nowNs(), m_name });
-        }
+        m_shared->observer.notify(m_rank, m_shared->worldRank, kind, bytes, start, m_name);
     }
 
     MPI_Comm m_comm;

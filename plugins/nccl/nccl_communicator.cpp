@@ -1,6 +1,7 @@
 #include "nccl_communicator.h"
 
 #include "base/file_util.h"
+#include "comm/observer_slot.h"
 #include "file_store.h"
 
 #include <cuda_runtime.h>
@@ -20,15 +21,9 @@ namespace {
 
 using comm::CollectiveKind;
 using comm::CollectiveObserver;
-using comm::CollectiveRecord;
 using comm::ReduceOp;
+using comm::steadyNowNs;
 using Clock = std::chrono::steady_clock;
-
-std::int64_t nowNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-}
 
 std::optional<ncclDataType_t> ncclType(DType type)
 {
@@ -82,8 +77,8 @@ class NcclCommunicator;
 
 /// State shared by a world communicator and the groups split from it.
 struct Shared {
-    std::mutex mutex;
-    CollectiveObserver observer;
+    std::mutex mutex; ///< guards members
+    comm::ObserverSlot observer;
     NcclOptions options;
     int worldRank = 0;
     /// Every communicator of the world on this rank, so that abort() stops them all.
@@ -126,8 +121,7 @@ public:
 
     void setObserver(CollectiveObserver observer) override
     {
-        std::lock_guard lock(m_shared->mutex);
-        m_shared->observer = std::move(observer);
+        m_shared->observer.set(std::move(observer));
     }
 
     void abort(const std::string& reason) override
@@ -163,7 +157,7 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         DAY0_TRY(check(
             ncclAllReduce(send, recv, count, *t, ncclOp(op), m_comm, m_stream), "all_reduce"));
         DAY0_TRY(synchronize("all_reduce"));
@@ -173,7 +167,7 @@ public:
 
     Result<void> allGather(const void* send, void* recv, std::size_t count, DType type) override
     {
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(
             check(ncclAllGather(send, recv, bytes, ncclUint8, m_comm, m_stream), "all_gather"));
@@ -187,7 +181,7 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         DAY0_TRY(check(ncclReduceScatter(send, recv, count, *t, ncclOp(op), m_comm, m_stream),
             "reduce_scatter"));
         DAY0_TRY(synchronize("reduce_scatter"));
@@ -229,7 +223,7 @@ public:
             return Error::badInput(fmt::format(
                 "{}: broadcast root {} is not a rank of {} ranks", m_name, root, m_size));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(check(
             ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, m_comm, m_stream), "broadcast"));
@@ -247,7 +241,7 @@ public:
                     fmt::format("{}: cannot allocate the barrier scratch on the device", m_name));
             }
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         DAY0_TRY(check(ncclAllReduce(m_barrierScratch, m_barrierScratch, 1, ncclInt32, ncclSum,
                            m_comm, m_stream),
             "barrier"));
@@ -289,7 +283,7 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot send to rank {}", m_name, m_rank, peer));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(check(ncclSend(buffer, bytes, ncclUint8, peer, m_comm, m_stream), "send"));
         record(CollectiveKind::Send, std::int64_t(bytes), start);
@@ -303,7 +297,7 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot receive from rank {}", m_name, m_rank, peer));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(check(ncclRecv(buffer, bytes, ncclUint8, peer, m_comm, m_stream), "recv"));
         DAY0_TRY(synchronize("recv"));
@@ -353,7 +347,7 @@ private:
         const std::vector<std::size_t>& recvCounts, const std::vector<std::size_t>& recvDispls,
         std::size_t elem, CollectiveKind kind)
     {
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         std::int64_t sent = 0;
         DAY0_TRY(check(ncclGroupStart(), "group start"));
         for (int r = 0; r < m_size; ++r) {
@@ -407,15 +401,7 @@ private:
 
     void record(CollectiveKind kind, std::int64_t bytes, std::int64_t start) const
     {
-        CollectiveObserver observer;
-        {
-            std::lock_guard lock(m_shared->mutex);
-            observer = m_shared->observer;
-        }
-        if (observer) {
-            observer(CollectiveRecord {
-                m_rank, m_shared->worldRank, kind, bytes, start, nowNs(), m_name });
-        }
+        m_shared->observer.notify(m_rank, m_shared->worldRank, kind, bytes, start, m_name);
     }
 
     ncclComm_t m_comm;
