@@ -157,23 +157,15 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = steadyNowNs();
-        DAY0_TRY(check(
-            ncclAllReduce(send, recv, count, *t, ncclOp(op), m_comm, m_stream), "all_reduce"));
-        DAY0_TRY(synchronize("all_reduce"));
-        record(CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type), start);
-        return success();
+        return collective(CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type),
+            [&] { return ncclAllReduce(send, recv, count, *t, ncclOp(op), m_comm, m_stream); });
     }
 
     Result<void> allGather(const void* send, void* recv, std::size_t count, DType type) override
     {
-        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(
-            check(ncclAllGather(send, recv, bytes, ncclUint8, m_comm, m_stream), "all_gather"));
-        DAY0_TRY(synchronize("all_gather"));
-        record(CollectiveKind::AllGather, std::int64_t(bytes), start);
-        return success();
+        return collective(CollectiveKind::AllGather, std::int64_t(bytes),
+            [&] { return ncclAllGather(send, recv, bytes, ncclUint8, m_comm, m_stream); });
     }
 
     Result<void> reduceScatter(
@@ -181,13 +173,9 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = steadyNowNs();
-        DAY0_TRY(check(ncclReduceScatter(send, recv, count, *t, ncclOp(op), m_comm, m_stream),
-            "reduce_scatter"));
-        DAY0_TRY(synchronize("reduce_scatter"));
-        record(
-            CollectiveKind::ReduceScatter, std::int64_t(count) * m_size * dtypeSize(type), start);
-        return success();
+        return collective(CollectiveKind::ReduceScatter,
+            std::int64_t(count) * m_size * dtypeSize(type),
+            [&] { return ncclReduceScatter(send, recv, count, *t, ncclOp(op), m_comm, m_stream); });
     }
 
     Result<void> allToAll(const void* send, void* recv, std::size_t count, DType type) override
@@ -223,13 +211,10 @@ public:
             return Error::badInput(fmt::format(
                 "{}: broadcast root {} is not a rank of {} ranks", m_name, root, m_size));
         }
-        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(check(
-            ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, m_comm, m_stream), "broadcast"));
-        DAY0_TRY(synchronize("broadcast"));
-        record(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0, start);
-        return success();
+        return collective(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0, [&] {
+            return ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, m_comm, m_stream);
+        });
     }
 
     Result<void> barrier() override
@@ -241,13 +226,10 @@ public:
                     fmt::format("{}: cannot allocate the barrier scratch on the device", m_name));
             }
         }
-        const auto start = steadyNowNs();
-        DAY0_TRY(check(ncclAllReduce(m_barrierScratch, m_barrierScratch, 1, ncclInt32, ncclSum,
-                           m_comm, m_stream),
-            "barrier"));
-        DAY0_TRY(synchronize("barrier"));
-        record(CollectiveKind::Barrier, 0, start);
-        return success();
+        return collective(CollectiveKind::Barrier, 0, [&] {
+            return ncclAllReduce(
+                m_barrierScratch, m_barrierScratch, 1, ncclInt32, ncclSum, m_comm, m_stream);
+        });
     }
 
     Result<std::shared_ptr<comm::Communicator>> split(
@@ -297,15 +279,25 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot receive from rank {}", m_name, m_rank, peer));
         }
-        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(check(ncclRecv(buffer, bytes, ncclUint8, peer, m_comm, m_stream), "recv"));
-        DAY0_TRY(synchronize("recv"));
-        record(CollectiveKind::Recv, std::int64_t(bytes), start);
-        return success();
+        return collective(CollectiveKind::Recv, std::int64_t(bytes),
+            [&] { return ncclRecv(buffer, bytes, ncclUint8, peer, m_comm, m_stream); });
     }
 
 private:
+    /// Enqueues one call on the stream (`enqueue` returns NCCL's code), waits for it within the
+    /// timeout and records it with `bytes`.
+    template <typename Enqueue>
+    Result<void> collective(CollectiveKind kind, std::int64_t bytes, const Enqueue& enqueue)
+    {
+        const std::string what = comm::collectiveName(kind);
+        const auto start = steadyNowNs();
+        DAY0_TRY(check(enqueue(), what.c_str()));
+        DAY0_TRY(synchronize(what));
+        record(kind, bytes, start);
+        return success();
+    }
+
     /// Aborts the NCCL communicator once; later calls fail naming the reason.
     void abortComm(const std::string& reason)
     {
