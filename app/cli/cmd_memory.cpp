@@ -292,7 +292,9 @@ int runMemory(const MemoryArgs& a, const GlobalOptions& global)
     if (!layout) {
         return reportError(layout.error());
     }
-    MemoryReport report = estimateMemory(summary, *layout, wl, *cluster, o);
+    // The derivations are text for a reader: only --explain and --json print them.
+    MemoryReport report = estimateMemory(summary, *layout, wl, *cluster, o,
+        a.explain || global.json ? Derive::WithDerivations : Derive::BytesOnly);
     std::optional<MegatronMemory> megatron;
     if (*mode == Mode::Train) {
         megatron = megatronTheoreticalMemory(megatronArgsFor(summary, *layout, wl));

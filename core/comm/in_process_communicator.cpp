@@ -1,5 +1,7 @@
 #include "comm/in_process_communicator.h"
 
+#include "comm/observer_slot.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -19,18 +21,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::int64_t nowNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-}
-
 /// State shared by every group of one world: the abort flag and the observer.
 struct WorldState {
     std::mutex mutex;
     bool aborted = false;
     std::string abortReason;
-    CollectiveObserver observer;
+    ObserverSlot observer;
     InProcessOptions options;
 
     void abort(const std::string& reason)
@@ -123,8 +119,7 @@ public:
 
     void setObserver(CollectiveObserver observer) override
     {
-        std::lock_guard lock(m_group->world->mutex);
-        m_group->world->observer = std::move(observer);
+        m_group->world->observer.set(std::move(observer));
     }
 
     void abort(const std::string& reason) override
@@ -322,7 +317,7 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot send to rank {}", name(), m_rank, peer));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         std::vector<std::byte> message(bytes);
         std::memcpy(message.data(), buffer, bytes);
@@ -341,7 +336,7 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot receive from rank {}", name(), m_rank, peer));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         const auto key = std::make_tuple(peer, m_rank, tag);
         std::unique_lock lock(m_group->mutex);
@@ -371,15 +366,7 @@ private:
 
     void record(CollectiveKind kind, std::int64_t bytes, std::int64_t start) const
     {
-        CollectiveObserver observer;
-        {
-            std::lock_guard lock(m_group->world->mutex);
-            observer = m_group->world->observer;
-        }
-        if (observer) {
-            observer(CollectiveRecord {
-                m_rank, worldRank(), kind, bytes, start, nowNs(), m_group->name });
-        }
+        m_group->world->observer.notify(m_rank, worldRank(), kind, bytes, start, m_group->name);
     }
 
     /// Waits on the group's condition until `pred`, the world's abort or the timeout. Polls the
@@ -475,7 +462,7 @@ private:
     Result<void> collective(Slot slot, std::int64_t bytes, Compute compute, Deliver deliver,
         const std::string& groupName = {})
     {
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         auto& g = *m_group;
         const auto what = collectiveName(slot.kind);
         std::unique_lock lock(g.mutex);

@@ -71,6 +71,14 @@ double expertExchangeTime(double tokens, const LayerShape& s, double tokenBytes,
 /// Point-to-point transfer of `bytes` between ranks `distance` apart.
 double sendTime(double bytes, int distance, const Network& net);
 
+/// Attention-score and value FLOPs of one token by mixer kind, given the keys it attends to
+/// (`span`: its window or the causal mask applied; capped here by an indexer's selection) and the
+/// keys its indexer or compressor sees (`scored`): full or windowed softmax attention;
+/// indexer-selected keys (DSA, CSA, block-sparse) plus the indexer's own scoring of every
+/// (compressed) key; DeepSeek-V4's window plus its compressed entries; the fixed state work of
+/// recurrent mixers. Training averages over a causal sequence, decode attends over the cache.
+double mixerCoreFlops(const LayerShape& s, double span, double scored);
+
 /// Forward FLOPs per token of each layer class.
 struct ClassFlops {
     double dense = 0; ///< attention projections, dense/shared MLP, router

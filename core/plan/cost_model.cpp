@@ -42,41 +42,15 @@ double attentionLinearMacs(const LayerShape& s)
 
 double mlpMatrices(const LayerShape& s) { return s.gated ? 3.0 : 2.0; }
 
-// Attention-score and value FLOPs per token averaged over a causal sequence of `keys` tokens,
-// by mixer kind: full or windowed softmax attention; indexer-selected keys (DSA, CSA,
-// block-sparse) plus the indexer's own scoring of every (compressed) key; DeepSeek-V4's window
-// plus its compressed entries; the fixed state work of recurrent mixers.
+// Attention-score and value FLOPs per token averaged over a causal sequence of `keys` tokens: a
+// token attends to half the sequence on average (within its window), and its indexer scores
+// half of it.
 double coreFlops(const LayerShape& s, double keys)
 {
-    using model::MixerKind;
     if (keys <= 0) {
         return 0.0;
     }
-    const double perKey = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim);
-    switch (s.mixer) {
-    case MixerKind::GatedDeltaNet:
-    case MixerKind::KimiDelta:
-    case MixerKind::Mamba2:
-        return s.stateFlopsPerToken;
-    case MixerKind::Linear:
-    case MixerKind::None:
-        return 0.0;
-    case MixerKind::Compressed: {
-        double span = causalSpanSum(keys, s.window) / keys;
-        if (s.compressRatio > 0) {
-            const double compressed = keys / 2.0 / s.compressRatio;
-            span += s.selectedKeys > 0 ? std::min(compressed, s.selectedKeys) : compressed;
-        }
-        return perKey * span + s.indexerFlopsPerKey * keys / 2.0;
-    }
-    default:
-        break;
-    }
-    double span = causalSpanSum(keys, s.window) / keys;
-    if (s.selectedKeys > 0) {
-        span = std::min(span, s.selectedKeys);
-    }
-    return perKey * span + s.indexerFlopsPerKey * keys / 2.0;
+    return mixerCoreFlops(s, causalSpanSum(keys, s.window) / keys, keys / 2.0);
 }
 
 ClassFlops classFlops(const LayerShape& s, double keys)
@@ -102,6 +76,34 @@ ClassFlops classFlops(const LayerShape& s, double keys)
 double rowsEfficiency(double rows, const CostOptions& o) { return rows / (rows + o.gemmHalfRows); }
 
 } // namespace
+
+double mixerCoreFlops(const LayerShape& s, double span, double scored)
+{
+    using model::MixerKind;
+    const double perKey = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim);
+    switch (s.mixer) {
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KimiDelta:
+    case MixerKind::Mamba2:
+        return s.stateFlopsPerToken;
+    case MixerKind::Linear:
+    case MixerKind::None:
+        return 0.0;
+    case MixerKind::Compressed:
+        // The window plus the compressed entries (all of them, or the indexer's selection).
+        if (s.compressRatio > 0) {
+            const double compressed = scored / s.compressRatio;
+            span += s.selectedKeys > 0 ? std::min(compressed, s.selectedKeys) : compressed;
+        }
+        return perKey * span + s.indexerFlopsPerKey * scored;
+    default:
+        break;
+    }
+    if (s.selectedKeys > 0) {
+        span = std::min(span, s.selectedKeys);
+    }
+    return perKey * span + s.indexerFlopsPerKey * scored;
+}
 
 Network networkOf(const hardware::Cluster& cluster)
 {

@@ -27,37 +27,11 @@ struct PassTime {
     }
 };
 
-/// Attention work of one new token over `keys` cached keys, by mixer kind (decode: no causal
-/// averaging): the window or the indexer's selection caps the keys attended, the indexer scores
-/// every (compressed) key, recurrent mixers do a fixed state update.
+/// Attention work of one new token over `keys` cached keys (decode: no causal averaging): the
+/// window caps the keys attended, the indexer scores every (compressed) key.
 double decodeCoreFlops(const LayerShape& s, double keys)
 {
-    using model::MixerKind;
-    const double perKey = 2.0 * s.heads * (s.qkHeadDim + s.vHeadDim);
-    switch (s.mixer) {
-    case MixerKind::GatedDeltaNet:
-    case MixerKind::KimiDelta:
-    case MixerKind::Mamba2:
-        return s.stateFlopsPerToken;
-    case MixerKind::Linear:
-    case MixerKind::None:
-        return 0.0;
-    case MixerKind::Compressed: {
-        double span = s.window > 0 ? std::min(keys, s.window) : keys;
-        if (s.compressRatio > 0) {
-            const double compressed = keys / s.compressRatio;
-            span += s.selectedKeys > 0 ? std::min(compressed, s.selectedKeys) : compressed;
-        }
-        return perKey * span + s.indexerFlopsPerKey * keys;
-    }
-    default:
-        break;
-    }
-    double span = s.window > 0 ? std::min(keys, s.window) : keys;
-    if (s.selectedKeys > 0) {
-        span = std::min(span, s.selectedKeys);
-    }
-    return perKey * span + s.indexerFlopsPerKey * keys;
+    return detail::mixerCoreFlops(s, s.window > 0 ? std::min(keys, s.window) : keys, keys);
 }
 
 /// One forward pass of `tokens` new tokens per sequence for `sequences` sequences through stage

@@ -256,8 +256,9 @@ std::vector<Derivation> derivationsOf(const RankMemory& r, const Layout& l, cons
 } // namespace
 
 MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Workload& wl,
-    const hardware::Cluster& cluster, const MemoryOptions& o)
+    const hardware::Cluster& cluster, const MemoryOptions& o, Derive derive)
 {
+    const bool record = derive == Derive::WithDerivations;
     MemoryReport report;
     report.layout = l;
     report.deviceMemory = bytes(cluster.deviceMemory());
@@ -266,8 +267,9 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
     for (int stage = 0; stage < l.pp; ++stage) {
         detail::StageWeightsWhy weightsWhy;
         detail::BuffersWhy buffersWhy;
-        const auto w = detail::stageWeights(m, l, wl, stage, &weightsWhy);
-        const auto buffers = detail::stageBuffers(m, l, wl, o, stage, &buffersWhy);
+        const auto w = detail::stageWeights(m, l, wl, stage, record ? &weightsWhy : nullptr);
+        const auto buffers
+            = detail::stageBuffers(m, l, wl, o, stage, record ? &buffersWhy : nullptr);
         RankMemory r;
         r.rank = ranks.firstRankOfStage(stage);
         r.ppStage = stage;
@@ -287,19 +289,23 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         Derivation kvWhy;
         std::vector<Derivation> kvKindsWhy;
         if (train) {
-            const auto states = detail::modelStates(w, l, &weightsWhy, &statesWhy);
+            const auto states = detail::modelStates(
+                w, l, record ? &weightsWhy : nullptr, record ? &statesWhy : nullptr);
             weights = states.weights;
             grads = states.gradients;
             optimizer = states.optimizer;
             zeroBuffers = states.zeroPrefetch + states.gradBucket;
-            activations = detail::trainingActivations(m, l, wl, o, stage, &activationsWhy);
+            activations = detail::trainingActivations(
+                m, l, wl, o, stage, record ? &activationsWhy : nullptr);
             r.inFlightMicroBatches = detail::inFlightMicroBatches(l, stage);
         } else {
             weights = w.denseBytes + w.expertBytes;
             statesWhy.weights = std::move(weightsWhy.bytes);
-            kv = detail::inferenceKvCache(m, l, wl, stage, &kvWhy);
-            r.kvByKind = detail::inferenceKvCacheByKind(m, l, wl, stage, &kvKindsWhy);
-            activations = detail::inferenceWorkspace(m, l, wl, o, stage, &activationsWhy);
+            kv = detail::inferenceKvCache(m, l, wl, stage, record ? &kvWhy : nullptr);
+            r.kvByKind
+                = detail::inferenceKvCacheByKind(m, l, wl, stage, record ? &kvKindsWhy : nullptr);
+            activations = detail::inferenceWorkspace(
+                m, l, wl, o, stage, record ? &activationsWhy : nullptr);
         }
         const double allocated = weights + grads + optimizer + activations + kv + zeroBuffers
             + buffers.comm + buffers.moeDispatch;
@@ -317,9 +323,11 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
         r.buffers
             = r.runtimeReserve + r.commBuffers + r.moeDispatch + r.zeroBuffers + r.fragmentation;
         r.total = r.weights + r.gradients + r.optimizer + r.activations + r.kvCache + r.buffers;
-        r.derivations
-            = derivationsOf(r, l, o, allocated, std::move(statesWhy), std::move(activationsWhy),
-                std::move(kvWhy), std::move(kvKindsWhy), std::move(buffersWhy));
+        if (record) {
+            r.derivations
+                = derivationsOf(r, l, o, allocated, std::move(statesWhy), std::move(activationsWhy),
+                    std::move(kvWhy), std::move(kvKindsWhy), std::move(buffersWhy));
+        }
         report.perRank.push_back(std::move(r));
     }
     std::stable_sort(report.perRank.begin(), report.perRank.end(),
@@ -344,13 +352,14 @@ MemoryReport estimateMemory(const ModelSummary& m, const Layout& l, const Worklo
 }
 
 Result<MemoryReport> estimateMemory(const ModelSummary& model, const ParallelPlan& plan,
-    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options)
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options,
+    Derive derive)
 {
     auto layout = resolveLayout(plan, model, workload, cluster);
     if (!layout) {
         return layout.error();
     }
-    return estimateMemory(model, *layout, workload, cluster, options);
+    return estimateMemory(model, *layout, workload, cluster, options, derive);
 }
 
 } // namespace day0::plan

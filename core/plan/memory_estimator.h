@@ -43,6 +43,7 @@ struct RankMemory {
     /// How every figure above was computed (formula, inputs and their sources), one entry per
     /// figure: weights, gradients, optimizer, activations, kv_cache, kv_cache.<kind>,
     /// runtime_reserve, comm_buffers, moe_dispatch, zero_buffers, fragmentation, buffers, total.
+    /// Empty unless the estimate was asked for them (Derive::WithDerivations).
     std::vector<Derivation> derivations;
 };
 
@@ -58,12 +59,23 @@ struct MemoryReport {
     std::vector<std::string> ignored;
 };
 
+/// Whether an estimate also records how each figure was computed. The same code computes the
+/// bytes either way (it records the terms as it adds them up), so the bytes are identical; the
+/// text costs about 40 times the bytes alone (plan_bench singleEstimate*), which callers that
+/// only need bytes (fits checks, budgets, sweeps) should not pay.
+enum class Derive {
+    BytesOnly, ///< RankMemory::derivations stays empty
+    WithDerivations, ///< every figure's formula, terms and inputs (--explain, --json, tooltips)
+};
+
 /// Estimates the memory of every pipeline stage of a layout. Pure; thread-safe.
 MemoryReport estimateMemory(const ModelSummary& model, const Layout& layout,
-    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {});
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {},
+    Derive derive = Derive::BytesOnly);
 
 /// Resolves the plan and estimates its memory; BadInput when the plan cannot run.
 Result<MemoryReport> estimateMemory(const ModelSummary& model, const ParallelPlan& plan,
-    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {});
+    const Workload& workload, const hardware::Cluster& cluster, const MemoryOptions& options = {},
+    Derive derive = Derive::BytesOnly);
 
 } // namespace day0::plan

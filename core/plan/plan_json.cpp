@@ -8,6 +8,15 @@ namespace {
 
 std::int64_t integer(double v) { return std::int64_t(std::llround(v)); }
 
+/// The parallel sizes and schedule every layout object carries: memory reports and planned
+/// layouts alike (a JSON object's keys are sorted, so merging keeps the output as it was).
+nlohmann::json layoutSizesJson(const Layout& l)
+{
+    return { { "tp", l.tp }, { "pp", l.pp }, { "ep", l.ep }, { "etp", l.etp }, { "dp", l.dp },
+        { "cp", l.cp }, { "zero", l.zero }, { "recompute", recomputeName(l.recompute) },
+        { "micro_batch", l.microBatch } };
+}
+
 } // namespace
 
 nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory* megatron)
@@ -43,20 +52,12 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
                     { "fragmentation", r.fragmentation.value } } },
         });
     }
-    nlohmann::json j {
+    nlohmann::json j = layoutSizesJson(l);
+    j.update({
         { "plan", formatPlan(l.toPlan(), true) },
         { "mode", modeName(l.mode) },
         { "world", l.world },
-        { "tp", l.tp },
-        { "pp", l.pp },
-        { "ep", l.ep },
-        { "etp", l.etp },
-        { "dp", l.dp },
-        { "cp", l.cp },
         { "edp", l.expertDp() },
-        { "zero", l.zero },
-        { "recompute", recomputeName(l.recompute) },
-        { "micro_batch", l.microBatch },
         { "num_micro_batches", l.numMicroBatches },
         { "per_rank", perRank },
         { "max_total", report.maxTotal.value },
@@ -65,7 +66,7 @@ nlohmann::json memoryReportJson(const MemoryReport& report, const MegatronMemory
         { "notes", report.notes },
         { "partial", report.partial },
         { "ignored_keys", report.ignored },
-    };
+    });
     if (megatron) {
         j["megatron"] = { { "weight_and_optimizer", integer(megatron->weightAndOptimizer) },
             { "activations", integer(megatron->activations) },
@@ -81,25 +82,17 @@ nlohmann::json plannedLayoutJson(const PlannedLayout& p)
     for (int s = 0; s < l.pp; ++s) {
         stages.push_back(l.stageLayers(s));
     }
-    nlohmann::json j {
+    nlohmann::json j = layoutSizesJson(l);
+    j.update({
         { "plan", formatPlan(l.toPlan()) },
-        { "tp", l.tp },
-        { "pp", l.pp },
-        { "ep", l.ep },
-        { "etp", l.etp },
-        { "dp", l.dp },
-        { "cp", l.cp },
         { "vpp", l.vpp },
         { "sp", l.sp },
-        { "zero", l.zero },
-        { "recompute", recomputeName(l.recompute) },
-        { "micro_batch", l.microBatch },
         { "stage_layers", stages },
         { "max_memory", integer(p.maxMemory) },
         { "most_loaded_rank", p.mostLoadedRank },
         { "step_time_s", p.stepTime },
         { "tokens_per_s", p.tokensPerSecond },
-    };
+    });
     if (l.mode == Mode::Train) {
         const auto& b = p.training.breakdown;
         j["num_micro_batches"] = l.numMicroBatches;

@@ -32,6 +32,24 @@ std::int64_t median(std::vector<std::int64_t> v)
     return lo + (hi - lo) / 2;
 }
 
+/// Calls `visit(rank, slice)` for every communication slice on a GPU stream (NCCL kernels), in
+/// track order and, within a track, in start order.
+template <typename Visit> void forEachStreamCollective(const Trace& trace, const Visit& visit)
+{
+    const auto& tracks = trace.tracks();
+    for (std::size_t t = 0; t < tracks.size(); ++t) {
+        if (tracks[t].kind != TrackKind::Stream) {
+            continue;
+        }
+        const auto [a, b] = trace.trackSlices(TrackId(t));
+        for (SliceIndex i = a; i < b; ++i) {
+            if (trace.sliceCategory(i) == Category::Communication) {
+                visit(tracks[t].rank, i);
+            }
+        }
+    }
+}
+
 /// How far apart (ns) two ends may be and still count as the same collective once the clock
 /// offset is removed: blocking collectives finish within microseconds of each other.
 constexpr std::int64_t kMatchTolerance = 50000;
@@ -162,35 +180,24 @@ Collective collectiveOf(const Trace& trace, SliceIndex slice)
 std::vector<CollectiveStat> collectiveStatistics(const Trace& trace)
 {
     std::map<std::tuple<std::int32_t, Collective, NcclNaming>, CollectiveStat> groups;
-    const auto& tracks = trace.tracks();
-    for (std::size_t t = 0; t < tracks.size(); ++t) {
-        if (tracks[t].kind != TrackKind::Stream) {
-            continue;
-        }
-        const auto [a, b] = trace.trackSlices(TrackId(t));
-        for (SliceIndex i = a; i < b; ++i) {
-            if (trace.sliceCategory(i) != Category::Communication) {
-                continue;
+    forEachStreamCollective(trace, [&](std::int32_t rank, SliceIndex i) {
+        const auto parsed = parseNcclKernelName(trace.sliceNameText(i));
+        const NcclNaming naming = parsed ? parsed->naming : NcclNaming::Other;
+        const Collective c = collectiveOf(trace, i);
+        auto& s = groups[{ rank, c, naming }];
+        if (s.count == 0) {
+            s.rank = rank;
+            s.collective = c;
+            s.naming = naming;
+            if (parsed) {
+                s.algorithm = parsed->protocol.empty() ? parsed->algorithm
+                                                       : parsed->algorithm + "_" + parsed->protocol;
             }
-            const auto parsed = parseNcclKernelName(trace.sliceNameText(i));
-            const NcclNaming naming = parsed ? parsed->naming : NcclNaming::Other;
-            const Collective c = collectiveOf(trace, i);
-            auto& s = groups[{ tracks[t].rank, c, naming }];
-            if (s.count == 0) {
-                s.rank = tracks[t].rank;
-                s.collective = c;
-                s.naming = naming;
-                if (parsed) {
-                    s.algorithm = parsed->protocol.empty()
-                        ? parsed->algorithm
-                        : parsed->algorithm + "_" + parsed->protocol;
-                }
-            }
-            ++s.count;
-            s.total = addSaturating(s.total, trace.sliceDuration(i));
-            s.max = std::max(s.max, trace.sliceDuration(i));
         }
-    }
+        ++s.count;
+        s.total = addSaturating(s.total, trace.sliceDuration(i));
+        s.max = std::max(s.max, trace.sliceDuration(i));
+    });
     std::vector<CollectiveStat> out;
     out.reserve(groups.size());
     for (auto& [key, s] : groups) {
@@ -205,25 +212,15 @@ std::vector<ClockOffset> suggestClockAlignment(const Trace& trace, std::int32_t 
     using Key = std::pair<Collective, std::string>;
     std::map<std::int32_t, std::map<Key, std::vector<std::pair<std::int64_t, std::int64_t>>>>
         byRank;
-    const auto& tracks = trace.tracks();
-    for (std::size_t t = 0; t < tracks.size(); ++t) {
-        if (tracks[t].kind != TrackKind::Stream) {
-            continue;
+    forEachStreamCollective(trace, [&](std::int32_t rank, SliceIndex i) {
+        std::string group;
+        if (const auto pg = trace.sliceArg(i, "Process Group Name");
+            pg && pg->type == ArgType::String) {
+            group = std::string(pg->text);
         }
-        const auto [a, b] = trace.trackSlices(TrackId(t));
-        for (SliceIndex i = a; i < b; ++i) {
-            if (trace.sliceCategory(i) != Category::Communication) {
-                continue;
-            }
-            std::string group;
-            if (const auto pg = trace.sliceArg(i, "Process Group Name");
-                pg && pg->type == ArgType::String) {
-                group = std::string(pg->text);
-            }
-            byRank[tracks[t].rank][{ collectiveOf(trace, i), group }].emplace_back(
-                trace.sliceStart(i), trace.sliceEnd(i));
-        }
-    }
+        byRank[rank][{ collectiveOf(trace, i), group }].emplace_back(
+            trace.sliceStart(i), trace.sliceEnd(i));
+    });
     std::vector<ClockOffset> out;
     const auto ranks = trace.ranks();
     if (ranks.size() < 2) {

@@ -65,6 +65,19 @@ std::string callbackName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
         "{} API {}", domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver", cbid);
 }
 
+/// The fields every GPU activity record (kernel, memcpy, memset) names alike.
+template <typename Activity>
+void copyGpuFields(const Activity* a, RecordKind kind, ActivityRecord& r)
+{
+    r.kind = kind;
+    r.start = a->start;
+    r.end = a->end;
+    r.device = a->deviceId;
+    r.context = a->contextId;
+    r.stream = a->streamId;
+    r.correlation = a->correlationId;
+}
+
 /// Copies the fields the trace needs out of one CUPTI record; false for kinds not collected.
 bool translate(const CUpti_Activity* a, ActivityRecord& r)
 {
@@ -72,13 +85,7 @@ bool translate(const CUpti_Activity* a, ActivityRecord& r)
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
-        r.kind = RecordKind::Kernel;
-        r.start = k->start;
-        r.end = k->end;
-        r.device = k->deviceId;
-        r.context = k->contextId;
-        r.stream = k->streamId;
-        r.correlation = k->correlationId;
+        copyGpuFields(k, RecordKind::Kernel, r);
         r.name = k->name != nullptr ? k->name : "kernel";
         r.grid[0] = std::uint32_t(k->gridX);
         r.grid[1] = std::uint32_t(k->gridY);
@@ -92,13 +99,7 @@ bool translate(const CUpti_Activity* a, ActivityRecord& r)
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
-        r.kind = RecordKind::Memcpy;
-        r.start = m->start;
-        r.end = m->end;
-        r.device = m->deviceId;
-        r.context = m->contextId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
+        copyGpuFields(m, RecordKind::Memcpy, r);
         r.bytes = std::int64_t(m->bytes);
         r.copyKind = m->copyKind;
         r.srcKind = m->srcKind;
@@ -107,13 +108,7 @@ bool translate(const CUpti_Activity* a, ActivityRecord& r)
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
-        r.kind = RecordKind::Memset;
-        r.start = m->start;
-        r.end = m->end;
-        r.device = m->deviceId;
-        r.context = m->contextId;
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
+        copyGpuFields(m, RecordKind::Memset, r);
         r.bytes = std::int64_t(m->bytes);
         r.memoryKind = m->memoryKind;
         return true;

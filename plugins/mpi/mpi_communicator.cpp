@@ -1,5 +1,7 @@
 #include "mpi_communicator.h"
 
+#include "comm/observer_slot.h"
+
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -9,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <thread>
 
 namespace day0::mpi {
@@ -18,15 +19,9 @@ namespace {
 
 using comm::CollectiveKind;
 using comm::CollectiveObserver;
-using comm::CollectiveRecord;
 using comm::ReduceOp;
+using comm::steadyNowNs;
 using Clock = std::chrono::steady_clock;
-
-std::int64_t nowNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-}
 
 std::string mpiErrorText(int code)
 {
@@ -70,8 +65,7 @@ MPI_Op mpiOp(ReduceOp op)
 
 /// Shared by a world and the groups split from it.
 struct Shared {
-    std::mutex mutex;
-    CollectiveObserver observer;
+    comm::ObserverSlot observer;
     MpiOptions options;
     int worldRank = 0;
 };
@@ -109,8 +103,7 @@ public:
 
     void setObserver(CollectiveObserver observer) override
     {
-        std::lock_guard lock(m_shared->mutex);
-        m_shared->observer = std::move(observer);
+        m_shared->observer.set(std::move(observer));
     }
 
     void abort(const std::string& reason) override
@@ -128,14 +121,11 @@ public:
         DAY0_TRY(checkReducible(mpiType, type));
         DAY0_TRY(checkCount(count, "all_reduce"));
         DAY0_TRY(checkCall(CollectiveKind::AllReduce, count, type));
-        const auto start = nowNs();
-        MPI_Request request;
         const void* in = send == recv ? MPI_IN_PLACE : send;
-        DAY0_TRY(check(MPI_Iallreduce(in, recv, int(count), mpiType, mpiOp(op), m_comm, &request),
-            "all_reduce"));
-        DAY0_TRY(waitFor(request, "all_reduce"));
-        record(CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type), start);
-        return success();
+        return collective(
+            CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type), [&](MPI_Request* r) {
+                return MPI_Iallreduce(in, recv, int(count), mpiType, mpiOp(op), m_comm, r);
+            });
     }
 
     Result<void> allGather(const void* send, void* recv, std::size_t count, DType type) override
@@ -143,14 +133,10 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "all_gather"));
         DAY0_TRY(checkCall(CollectiveKind::AllGather, count, type));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(check(MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE,
-                           m_comm, &request),
-            "all_gather"));
-        DAY0_TRY(waitFor(request, "all_gather"));
-        record(CollectiveKind::AllGather, std::int64_t(bytes), start);
-        return success();
+        return collective(CollectiveKind::AllGather, std::int64_t(bytes), [&](MPI_Request* r) {
+            return MPI_Iallgather(
+                send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_comm, r);
+        });
     }
 
     Result<void> reduceScatter(
@@ -160,15 +146,11 @@ public:
         DAY0_TRY(checkReducible(mpiType, type));
         DAY0_TRY(checkCount(count, "reduce_scatter"));
         DAY0_TRY(checkCall(CollectiveKind::ReduceScatter, count, type));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(check(
-            MPI_Ireduce_scatter_block(send, recv, int(count), mpiType, mpiOp(op), m_comm, &request),
-            "reduce_scatter"));
-        DAY0_TRY(waitFor(request, "reduce_scatter"));
-        record(
-            CollectiveKind::ReduceScatter, std::int64_t(count) * m_size * dtypeSize(type), start);
-        return success();
+        return collective(CollectiveKind::ReduceScatter,
+            std::int64_t(count) * m_size * dtypeSize(type), [&](MPI_Request* r) {
+                return MPI_Ireduce_scatter_block(
+                    send, recv, int(count), mpiType, mpiOp(op), m_comm, r);
+            });
     }
 
     Result<void> allToAll(const void* send, void* recv, std::size_t count, DType type) override
@@ -176,14 +158,11 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "all_to_all"));
         DAY0_TRY(checkCall(CollectiveKind::AllToAll, count, type));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(check(
-            MPI_Ialltoall(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_comm, &request),
-            "all_to_all"));
-        DAY0_TRY(waitFor(request, "all_to_all"));
-        record(CollectiveKind::AllToAll, std::int64_t(bytes) * m_size, start);
-        return success();
+        return collective(
+            CollectiveKind::AllToAll, std::int64_t(bytes) * m_size, [&](MPI_Request* r) {
+                return MPI_Ialltoall(
+                    send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_comm, r);
+            });
     }
 
     Result<void> allToAllV(const void* send, const std::vector<std::size_t>& sendCounts,
@@ -212,14 +191,10 @@ public:
             sent += sc[i];
         }
         DAY0_TRY(checkCall(CollectiveKind::AllToAllV, 0, type));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(check(MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
-                           rd.data(), MPI_BYTE, m_comm, &request),
-            "all_to_all_v"));
-        DAY0_TRY(waitFor(request, "all_to_all_v"));
-        record(CollectiveKind::AllToAllV, sent, start);
-        return success();
+        return collective(CollectiveKind::AllToAllV, sent, [&](MPI_Request* r) {
+            return MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(),
+                MPI_BYTE, m_comm, r);
+        });
     }
 
     Result<void> broadcast(void* buffer, std::size_t count, DType type, int root) override
@@ -231,24 +206,17 @@ public:
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "broadcast"));
         DAY0_TRY(checkCall(CollectiveKind::Broadcast, count, type));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(
-            check(MPI_Ibcast(buffer, int(bytes), MPI_BYTE, root, m_comm, &request), "broadcast"));
-        DAY0_TRY(waitFor(request, "broadcast"));
-        record(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0, start);
-        return success();
+        return collective(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0,
+            [&](MPI_Request* r) {
+                return MPI_Ibcast(buffer, int(bytes), MPI_BYTE, root, m_comm, r);
+            });
     }
 
     Result<void> barrier() override
     {
         DAY0_TRY(checkCall(CollectiveKind::Barrier, 0, DType::U8));
-        const auto start = nowNs();
-        MPI_Request request;
-        DAY0_TRY(check(MPI_Ibarrier(m_comm, &request), "barrier"));
-        DAY0_TRY(waitFor(request, "barrier"));
-        record(CollectiveKind::Barrier, 0, start);
-        return success();
+        return collective(
+            CollectiveKind::Barrier, 0, [&](MPI_Request* r) { return MPI_Ibarrier(m_comm, r); });
     }
 
     Result<std::shared_ptr<comm::Communicator>> split(
@@ -281,7 +249,7 @@ public:
         }
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "send"));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         reapSends();
         // The copy lets the caller reuse its buffer at once, as the interface promises.
         auto& pending = m_pendingSends.emplace_back();
@@ -302,7 +270,7 @@ public:
         }
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(checkCount(bytes, "recv"));
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         MPI_Request request;
         DAY0_TRY(
             check(MPI_Irecv(buffer, int(bytes), MPI_BYTE, peer, tag, m_comm, &request), "recv"));
@@ -324,6 +292,20 @@ private:
         std::vector<std::byte> data;
         MPI_Request request = MPI_REQUEST_NULL;
     };
+
+    /// Posts one non-blocking collective (`post` starts it on a request and returns MPI's code),
+    /// waits for it within the timeout and records it with `bytes`.
+    template <typename Post>
+    Result<void> collective(CollectiveKind kind, std::int64_t bytes, const Post& post)
+    {
+        const std::string what = comm::collectiveName(kind);
+        const auto start = steadyNowNs();
+        MPI_Request request;
+        DAY0_TRY(check(post(&request), what.c_str()));
+        DAY0_TRY(waitFor(request, what));
+        record(kind, bytes, start);
+        return success();
+    }
 
     Result<void> check(int code, const char* what) const
     {
@@ -411,15 +393,7 @@ private:
 
     void record(CollectiveKind kind, std::int64_t bytes, std::int64_t start) const
     {
-        CollectiveObserver observer;
-        {
-            std::lock_guard lock(m_shared->mutex);
-            observer = m_shared->observer;
-        }
-        if (observer) {
-            observer(CollectiveRecord {
-                m_rank, m_shared->worldRank, kind, bytes, start, nowNs(), m_name });
-        }
+        m_shared->observer.notify(m_rank, m_shared->worldRank, kind, bytes, start, m_name);
     }
 
     MPI_Comm m_comm;

@@ -1,6 +1,7 @@
 #include "nccl_communicator.h"
 
 #include "base/file_util.h"
+#include "comm/observer_slot.h"
 #include "file_store.h"
 
 #include <cuda_runtime.h>
@@ -20,15 +21,9 @@ namespace {
 
 using comm::CollectiveKind;
 using comm::CollectiveObserver;
-using comm::CollectiveRecord;
 using comm::ReduceOp;
+using comm::steadyNowNs;
 using Clock = std::chrono::steady_clock;
-
-std::int64_t nowNs()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-}
 
 std::optional<ncclDataType_t> ncclType(DType type)
 {
@@ -82,8 +77,8 @@ class NcclCommunicator;
 
 /// State shared by a world communicator and the groups split from it.
 struct Shared {
-    std::mutex mutex;
-    CollectiveObserver observer;
+    std::mutex mutex; ///< guards members
+    comm::ObserverSlot observer;
     NcclOptions options;
     int worldRank = 0;
     /// Every communicator of the world on this rank, so that abort() stops them all.
@@ -126,8 +121,7 @@ public:
 
     void setObserver(CollectiveObserver observer) override
     {
-        std::lock_guard lock(m_shared->mutex);
-        m_shared->observer = std::move(observer);
+        m_shared->observer.set(std::move(observer));
     }
 
     void abort(const std::string& reason) override
@@ -163,23 +157,15 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = nowNs();
-        DAY0_TRY(check(
-            ncclAllReduce(send, recv, count, *t, ncclOp(op), m_comm, m_stream), "all_reduce"));
-        DAY0_TRY(synchronize("all_reduce"));
-        record(CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type), start);
-        return success();
+        return collective(CollectiveKind::AllReduce, std::int64_t(count) * dtypeSize(type),
+            [&] { return ncclAllReduce(send, recv, count, *t, ncclOp(op), m_comm, m_stream); });
     }
 
     Result<void> allGather(const void* send, void* recv, std::size_t count, DType type) override
     {
-        const auto start = nowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(
-            check(ncclAllGather(send, recv, bytes, ncclUint8, m_comm, m_stream), "all_gather"));
-        DAY0_TRY(synchronize("all_gather"));
-        record(CollectiveKind::AllGather, std::int64_t(bytes), start);
-        return success();
+        return collective(CollectiveKind::AllGather, std::int64_t(bytes),
+            [&] { return ncclAllGather(send, recv, bytes, ncclUint8, m_comm, m_stream); });
     }
 
     Result<void> reduceScatter(
@@ -187,13 +173,9 @@ public:
     {
         auto t = ncclType(type);
         DAY0_TRY(checkType(t, type));
-        const auto start = nowNs();
-        DAY0_TRY(check(ncclReduceScatter(send, recv, count, *t, ncclOp(op), m_comm, m_stream),
-            "reduce_scatter"));
-        DAY0_TRY(synchronize("reduce_scatter"));
-        record(
-            CollectiveKind::ReduceScatter, std::int64_t(count) * m_size * dtypeSize(type), start);
-        return success();
+        return collective(CollectiveKind::ReduceScatter,
+            std::int64_t(count) * m_size * dtypeSize(type),
+            [&] { return ncclReduceScatter(send, recv, count, *t, ncclOp(op), m_comm, m_stream); });
     }
 
     Result<void> allToAll(const void* send, void* recv, std::size_t count, DType type) override
@@ -229,13 +211,10 @@ public:
             return Error::badInput(fmt::format(
                 "{}: broadcast root {} is not a rank of {} ranks", m_name, root, m_size));
         }
-        const auto start = nowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(check(
-            ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, m_comm, m_stream), "broadcast"));
-        DAY0_TRY(synchronize("broadcast"));
-        record(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0, start);
-        return success();
+        return collective(CollectiveKind::Broadcast, m_rank == root ? std::int64_t(bytes) : 0, [&] {
+            return ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, m_comm, m_stream);
+        });
     }
 
     Result<void> barrier() override
@@ -247,13 +226,10 @@ public:
                     fmt::format("{}: cannot allocate the barrier scratch on the device", m_name));
             }
         }
-        const auto start = nowNs();
-        DAY0_TRY(check(ncclAllReduce(m_barrierScratch, m_barrierScratch, 1, ncclInt32, ncclSum,
-                           m_comm, m_stream),
-            "barrier"));
-        DAY0_TRY(synchronize("barrier"));
-        record(CollectiveKind::Barrier, 0, start);
-        return success();
+        return collective(CollectiveKind::Barrier, 0, [&] {
+            return ncclAllReduce(
+                m_barrierScratch, m_barrierScratch, 1, ncclInt32, ncclSum, m_comm, m_stream);
+        });
     }
 
     Result<std::shared_ptr<comm::Communicator>> split(
@@ -289,7 +265,7 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot send to rank {}", m_name, m_rank, peer));
         }
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
         DAY0_TRY(check(ncclSend(buffer, bytes, ncclUint8, peer, m_comm, m_stream), "send"));
         record(CollectiveKind::Send, std::int64_t(bytes), start);
@@ -303,15 +279,25 @@ public:
             return Error::badInput(
                 fmt::format("{}: rank {} cannot receive from rank {}", m_name, m_rank, peer));
         }
-        const auto start = nowNs();
         const std::size_t bytes = count * std::size_t(dtypeSize(type));
-        DAY0_TRY(check(ncclRecv(buffer, bytes, ncclUint8, peer, m_comm, m_stream), "recv"));
-        DAY0_TRY(synchronize("recv"));
-        record(CollectiveKind::Recv, std::int64_t(bytes), start);
-        return success();
+        return collective(CollectiveKind::Recv, std::int64_t(bytes),
+            [&] { return ncclRecv(buffer, bytes, ncclUint8, peer, m_comm, m_stream); });
     }
 
 private:
+    /// Enqueues one call on the stream (`enqueue` returns NCCL's code), waits for it within the
+    /// timeout and records it with `bytes`.
+    template <typename Enqueue>
+    Result<void> collective(CollectiveKind kind, std::int64_t bytes, const Enqueue& enqueue)
+    {
+        const std::string what = comm::collectiveName(kind);
+        const auto start = steadyNowNs();
+        DAY0_TRY(check(enqueue(), what.c_str()));
+        DAY0_TRY(synchronize(what));
+        record(kind, bytes, start);
+        return success();
+    }
+
     /// Aborts the NCCL communicator once; later calls fail naming the reason.
     void abortComm(const std::string& reason)
     {
@@ -353,7 +339,7 @@ private:
         const std::vector<std::size_t>& recvCounts, const std::vector<std::size_t>& recvDispls,
         std::size_t elem, CollectiveKind kind)
     {
-        const auto start = nowNs();
+        const auto start = steadyNowNs();
         std::int64_t sent = 0;
         DAY0_TRY(check(ncclGroupStart(), "group start"));
         for (int r = 0; r < m_size; ++r) {
@@ -407,15 +393,7 @@ private:
 
     void record(CollectiveKind kind, std::int64_t bytes, std::int64_t start) const
     {
-        CollectiveObserver observer;
-        {
-            std::lock_guard lock(m_shared->mutex);
-            observer = m_shared->observer;
-        }
-        if (observer) {
-            observer(CollectiveRecord {
-                m_rank, m_shared->worldRank, kind, bytes, start, nowNs(), m_name });
-        }
+        m_shared->observer.notify(m_rank, m_shared->worldRank, kind, bytes, start, m_name);
     }
 
     ncclComm_t m_comm;

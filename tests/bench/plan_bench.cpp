@@ -1,9 +1,10 @@
 // How fast the planner sweeps every layout of Kimi-K2 (1T, 384 experts, 61 layers) on a cluster,
 // and the 2026 frontier models DeepSeek-V4-Pro and Kimi-K3 against it.
 // Baseline, measured in the same run: one memory estimate of one fixed layout through the public
-// estimator (what a GUI slider move would cost without the planner's precomputed tables). The
-// figures are printed after the table as layouts evaluated per second and as ratios to that
-// baseline.
+// estimator, bytes only (what a GUI slider move would cost without the planner's precomputed
+// tables). The figures are printed after the table as layouts evaluated per second and as ratios
+// to that baseline; singleEstimateDerived is the same estimate with every figure's derivation
+// (what --explain, --json, the memory panel and the planner's tooltip ask for).
 
 #include "bench_support.h"
 #include "hardware/cluster.h"
@@ -78,7 +79,7 @@ std::map<std::string, double>& layoutsPerSweep()
     return counts;
 }
 
-void singleEstimate(benchmark::State& state)
+void estimate(benchmark::State& state, Derive derive)
 {
     const auto cluster = clusterOf("h200:256x8");
     Workload wl;
@@ -89,9 +90,12 @@ void singleEstimate(benchmark::State& state)
         return;
     }
     for (auto _ : state) {
-        benchmark::DoNotOptimize(estimateMemory(kimi(), *layout, wl, cluster));
+        benchmark::DoNotOptimize(estimateMemory(kimi(), *layout, wl, cluster, {}, derive));
     }
 }
+
+void singleEstimate(benchmark::State& state) { estimate(state, Derive::BytesOnly); }
+void singleEstimateDerived(benchmark::State& state) { estimate(state, Derive::WithDerivations); }
 
 void summarize(benchmark::State& state)
 {
@@ -146,6 +150,7 @@ void kimiK3Train2048(benchmark::State& state)
 }
 
 BENCHMARK(singleEstimate)->Unit(benchmark::kMicrosecond);
+BENCHMARK(singleEstimateDerived)->Unit(benchmark::kMicrosecond);
 BENCHMARK(summarize)->Unit(benchmark::kMillisecond);
 BENCHMARK(trainSweep2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(deepseekV4Train2048)->Unit(benchmark::kMillisecond);

@@ -1,9 +1,11 @@
 #include "comm/in_process_communicator.h"
+#include "comm/observer_slot.h"
 #include "conformance.h"
+
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
-#include <gtest/gtest.h>
 #include <mutex>
 #include <numeric>
 
@@ -124,6 +126,36 @@ TEST(InProcess, ObserverRecordsEveryCall)
         }
     }
     EXPECT_EQ(allReduces, 2);
+}
+
+// The slot every communicator (in-process, MPI, NCCL) reports its calls through.
+TEST(ObserverSlot, ReportsEachCallToTheObserverSetLast)
+{
+    ObserverSlot slot;
+    slot.notify(0, 0, CollectiveKind::Barrier, 0, steadyNowNs(), "world"); // no observer: nothing
+    std::vector<CollectiveRecord> first;
+    std::vector<CollectiveRecord> second;
+    slot.set([&](const CollectiveRecord& r) { first.push_back(r); });
+    const std::int64_t start = steadyNowNs();
+    slot.notify(1, 5, CollectiveKind::AllGather, 4096, start, "tp1");
+    const std::int64_t after = steadyNowNs();
+    ASSERT_EQ(first.size(), 1u);
+    const CollectiveRecord& r = first.front();
+    EXPECT_EQ(r.rank, 1);
+    EXPECT_EQ(r.worldRank, 5);
+    EXPECT_EQ(r.kind, CollectiveKind::AllGather);
+    EXPECT_EQ(r.bytes, 4096);
+    EXPECT_EQ(r.group, "tp1");
+    EXPECT_EQ(r.startNs, start);
+    EXPECT_GE(r.endNs, start); // ends when reported, on the same steady clock
+    EXPECT_LE(r.endNs, after);
+    slot.set([&](const CollectiveRecord& rec) { second.push_back(rec); });
+    slot.notify(0, 0, CollectiveKind::Send, 8, steadyNowNs(), "world");
+    EXPECT_EQ(first.size(), 1u);
+    EXPECT_EQ(second.size(), 1u);
+    slot.set({});
+    slot.notify(0, 0, CollectiveKind::Recv, 8, steadyNowNs(), "world");
+    EXPECT_EQ(second.size(), 1u);
 }
 
 TEST(Reduce, RejectsUnsupportedTypes)

@@ -31,7 +31,8 @@ protected:
         const Workload& wl, const std::string& cl)
     {
         const auto m = summarizeModel(model::buildLayerGraph(spec));
-        auto r = estimateMemory(m, *parsePlan(plan), wl, *hardware::parseCluster(cl));
+        auto r = estimateMemory(
+            m, *parsePlan(plan), wl, *hardware::parseCluster(cl), {}, Derive::WithDerivations);
         EXPECT_TRUE(r) << spec.name << " " << plan << ": " << (r ? "" : r.error().message);
         return r ? *r : MemoryReport {};
     }
@@ -304,7 +305,8 @@ TEST_F(MemoryFormula, EveryBundledModelDerivesEveryFigure)
         infer.batch = 4;
         const auto cluster = *hardware::parseCluster("h200:4x8");
         for (const char* plan : { "tp=8", "tp=4,pp=2" }) {
-            auto r = estimateMemory(m, *parsePlan(plan), infer, cluster);
+            auto r
+                = estimateMemory(m, *parsePlan(plan), infer, cluster, {}, Derive::WithDerivations);
             if (r) {
                 expectEveryFigureDerived(*r, false);
                 ++checked;
@@ -312,7 +314,8 @@ TEST_F(MemoryFormula, EveryBundledModelDerivesEveryFigure)
         }
         Workload train;
         for (const char* plan : { "tp=4,pp=2,zero=1", "tp=2,pp=4,zero=3,cp=2,recompute=full" }) {
-            auto r = estimateMemory(m, *parsePlan(plan), train, cluster);
+            auto r
+                = estimateMemory(m, *parsePlan(plan), train, cluster, {}, Derive::WithDerivations);
             if (r) {
                 expectEveryFigureDerived(*r, true);
                 ++checked;
@@ -320,6 +323,73 @@ TEST_F(MemoryFormula, EveryBundledModelDerivesEveryFigure)
         }
     }
     EXPECT_GE(checked, int(models.size()) * 2); // most layouts run on most models
+}
+
+// Every figure a stage reports, by name, with the KV cache of each layer kind.
+std::vector<std::pair<std::string, std::int64_t>> figuresOf(const RankMemory& r)
+{
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const char* f :
+        { "weights", "gradients", "optimizer", "activations", "kv_cache", "runtime_reserve",
+            "comm_buffers", "moe_dispatch", "zero_buffers", "fragmentation", "buffers", "total" }) {
+        out.emplace_back(f, figureOf(r, f).value);
+    }
+    for (const auto& k : r.kvByKind) {
+        out.emplace_back("kv_cache." + model::mixerKindName(k.kind), k.bytes.value);
+        out.emplace_back("layers." + model::mixerKindName(k.kind), k.layers);
+    }
+    out.emplace_back("stage", r.ppStage);
+    out.emplace_back("rank", r.rank);
+    out.emplace_back("layers", r.layers);
+    out.emplace_back("in_flight_micro_batches_x1e6", std::llround(r.inFlightMicroBatches * 1e6));
+    return out;
+}
+
+// An estimate without the derivations records none and gives exactly the bytes of one with
+// them, for every bundled model in layouts that exercise every figure: pipeline stages, experts,
+// context parallelism, ZeRO-2/3, interleaving, full recompute and inference.
+TEST_F(MemoryFormula, BytesOnlyEstimateGivesTheDerivedEstimatesBytes)
+{
+    int compared = 0;
+    const auto models = model::bundledModels();
+    const auto cluster = *hardware::parseCluster("h200:4x8");
+    Workload infer;
+    infer.mode = Mode::Infer;
+    infer.batch = 4;
+    const Workload train;
+    struct Case {
+        const Workload* workload;
+        const char* plan;
+    };
+    const Case cases[] = { { &infer, "tp=8" }, { &infer, "tp=4,pp=2" }, { &infer, "tp=2,ep=4" },
+        { &infer, "tp=2,pp=2,cp=2" }, { &train, "tp=4,pp=2,zero=1" },
+        { &train, "tp=2,pp=4,zero=3,cp=2,recompute=full" }, { &train, "tp=2,ep=8,zero=2" },
+        { &train, "tp=2,pp=4,vpp=2,m=8,recompute=selective" } };
+    for (const auto& b : models) {
+        SCOPED_TRACE(b.name);
+        const auto m = summarizeModel(model::buildLayerGraph(specOf(b.name)));
+        for (const Case& c : cases) {
+            SCOPED_TRACE(c.plan);
+            auto bytesOnly = estimateMemory(m, *parsePlan(c.plan), *c.workload, cluster);
+            auto derived = estimateMemory(
+                m, *parsePlan(c.plan), *c.workload, cluster, {}, Derive::WithDerivations);
+            ASSERT_EQ(bytesOnly.ok(), derived.ok());
+            if (!derived) {
+                continue;
+            }
+            ASSERT_EQ(bytesOnly->perRank.size(), derived->perRank.size());
+            for (std::size_t i = 0; i < derived->perRank.size(); ++i) {
+                EXPECT_TRUE(bytesOnly->perRank[i].derivations.empty());
+                EXPECT_FALSE(derived->perRank[i].derivations.empty());
+                EXPECT_EQ(figuresOf(bytesOnly->perRank[i]), figuresOf(derived->perRank[i]));
+            }
+            EXPECT_EQ(bytesOnly->maxTotal, derived->maxTotal);
+            EXPECT_EQ(bytesOnly->fits, derived->fits);
+            EXPECT_EQ(bytesOnly->notes, derived->notes);
+            ++compared;
+        }
+    }
+    EXPECT_GE(compared, int(models.size()) * 4); // most layouts run on most models
 }
 
 } // namespace

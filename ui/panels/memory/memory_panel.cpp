@@ -76,7 +76,11 @@ MemoryPanel::MemoryPanel(Session& session, JobRunner& jobs, QWidget* parent)
             *m_ticket, tr("Estimating memory"), this,
             [summary, plan = m_session.plan(), workload = m_session.workload(),
                 cluster = m_session.cluster()](Progress& progress, std::stop_token stop) {
-                Estimate e { plan::estimateMemory(*summary, plan, workload, cluster), {} };
+                // The figures tree shows every figure's derivation; the length sweep below
+                // needs only the bytes.
+                Estimate e { plan::estimateMemory(*summary, plan, workload, cluster, {},
+                                 plan::Derive::WithDerivations),
+                    {} };
                 if (!e.report) {
                     return e;
                 }

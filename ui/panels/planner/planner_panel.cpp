@@ -56,7 +56,8 @@ std::string memoryExplanation(const plan::ModelSummary& model, const hardware::C
         workload.promptLength = workload.prompt();
         workload.context = plan::reservedTokens(options.workload, options.serving.reservation);
     }
-    const auto report = plan::estimateMemory(model, p.layout, workload, cluster, options.memory);
+    const auto report = plan::estimateMemory(
+        model, p.layout, workload, cluster, options.memory, plan::Derive::WithDerivations);
     const auto stage = std::find_if(report.perRank.begin(), report.perRank.end(),
         [&](const plan::RankMemory& r) { return r.ppStage == p.mostLoadedStage; });
     if (stage == report.perRank.end()) {
