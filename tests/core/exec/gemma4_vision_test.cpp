@@ -10,6 +10,7 @@
 #include "exec/engine.h"
 #include "exec/op_check.h"
 #include "exec/vision_input.h"
+#include "model/config_reader.h"
 #include "numerics/metrics.h"
 #include "numerics/tolerance.h"
 #include "tiny_models.h"
@@ -289,4 +290,51 @@ TEST(Gemma4Vision, OpcheckListsTheTowersOperators)
         EXPECT_NE(status, "fail") << op;
     }
     EXPECT_EQ(found.size(), 10u);
+}
+
+TEST(Gemma4Vision, RefusesWhatItDoesNotComputeByName)
+{
+    setResourceDir(DAY0_RESOURCE_DIR);
+    // An image beside E2B's per-layer input embeddings (HF embeds the image rows' per-layer
+    // inputs from the pad token): refused by name, not run without them.
+    const auto dir = std::filesystem::temp_directory_path() / "day0_gemma4_vision_e2b";
+    std::filesystem::remove_all(dir);
+    Progress p;
+    checkpoint::ShrinkOptions so;
+    so.layers = 4;
+    const auto shrunk = checkpoint::shrinkModel(
+        (std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / "gemma-4-E2B-it.json")
+            .string(),
+        dir, so, p, {});
+    ASSERT_TRUE(shrunk.ok()) << shrunk.error().message;
+    const auto spec = exec::loadCheckpointModel(dir);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_GT(spec->perLayerInputSize, 0);
+    const auto weights = exec::openCheckpointWeights(dir);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    auto engine = exec::Engine::create(*spec, **weights, false, p, {});
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    auto input = exec::loadImageInput(dir, "synthetic:48x48");
+    ASSERT_TRUE(input.ok()) << input.error().message;
+    exec::RunOptions o;
+    o.precision = *exec::parsePrecisionPlan("fp32");
+    o.promptIds = { 5, input->imageTokenId, 7 };
+    o.image = *input;
+    const auto run = engine->run(o, p, {});
+    ASSERT_FALSE(run.ok());
+    EXPECT_NE(
+        run.error().message.find("an image with the per-layer input embeddings"), std::string::npos)
+        << run.error().message;
+    std::filesystem::remove_all(dir);
+
+    // Kimi-K3's MoonViT-3 tower: named with the config keys of what is missing.
+    const auto k3 = model::loadModel((std::filesystem::path(DAY0_TEST_DATA_DIR) / "model"
+        / "configs" / "frontier" / "moonshotai--Kimi-K3.json")
+                                         .string());
+    ASSERT_TRUE(k3.ok()) << k3.error().message;
+    const auto missing = fmt::format("{}", fmt::join(exec::unsupportedFeatures(*k3), "; "));
+    for (const char* piece : { "vision tower of kimi_k3 (moonvit3", "divided_fixed", "sd2_tpool",
+             "mm_projector_type 'patchmergerv2'" }) {
+        EXPECT_NE(missing.find(piece), std::string::npos) << piece << " in: " << missing;
+    }
 }
