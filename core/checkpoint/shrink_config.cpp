@@ -591,6 +591,22 @@ void shrinkVision(Json& v, std::int64_t textHidden)
         }
         return;
     }
+    if (v.contains("model_type") && v["model_type"] == "gemma4_vision") {
+        // Gemma4VisionConfig: two layers of 2 heads of 16 (the 2-D rotary needs head_dim / 4
+        // lanes per axis), a position table for 64 patches per side, patch and pooling kernel
+        // kept (a 96 x 144 image is then 6 x 9 patches, 2 x 3 soft tokens).
+        v["hidden_size"] = 32;
+        v["intermediate_size"] = 64;
+        v["num_hidden_layers"] = std::min<std::int64_t>(intOf(v, "num_hidden_layers", 16), 2);
+        v["num_attention_heads"] = 2;
+        v["num_key_value_heads"] = 2;
+        v["head_dim"] = 16;
+        if (v.contains("global_head_dim")) {
+            v["global_head_dim"] = 16;
+        }
+        v["position_embedding_size"] = 64;
+        return;
+    }
     const std::int64_t depth = intOf(v, "depth", 0);
     const std::int64_t depth2 = std::min<std::int64_t>(std::max<std::int64_t>(depth, 1), 4);
     if (depth > 0) {

@@ -169,7 +169,13 @@ Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& 
     auto impl = std::make_unique<Impl>();
     impl->spec = spec;
     impl->fp64 = fp64;
-    const auto required = detail::requiredWeights(spec);
+    auto required = detail::requiredWeights(spec);
+    if (spec.family == model::Family::Gemma4 && spec.vision) {
+        // Gemma-4's vision tower runs on an image, on this single-rank engine only (sharded,
+        // sliced and streamed runs take token prompts): its weights are loaded here.
+        const auto vision = detail::gemma4VisionWeights(spec);
+        required.insert(required.end(), vision.begin(), vision.end());
+    }
     progress.setTotal(std::int64_t(required.size()));
     progress.setStage("loading weights");
     const DType compute = fp64 ? DType::F64 : DType::F32;
@@ -202,20 +208,27 @@ Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std
         return Error::internal(fmt::format("a {} run needs an engine loaded in {}",
             precisionName(options.precision.base), options.precision.isF64() ? "fp64" : "fp32"));
     }
-    if (options.image
-        && (m_impl->spec.family == model::Family::Gemma4 || detail::isQwenNext(m_impl->spec))) {
+    if (options.image && detail::isQwenNext(m_impl->spec)) {
         return Error::unsupported(fmt::format("the vision tower of {} is not computed by the CPU "
                                               "reference engine (a text prompt runs)",
             m_impl->spec.modelType));
     }
+    if (options.image && m_impl->spec.family == model::Family::Gemma4
+        && m_impl->spec.perLayerInputSize > 0) {
+        // HF embeds the image rows' per-layer inputs from the pad token and projects the
+        // features: not modelled.
+        return Error::unsupported(fmt::format("an image with the per-layer input embeddings of "
+                                              "{} (hidden_size_per_layer_input {})",
+            m_impl->spec.modelType, m_impl->spec.perLayerInputSize));
+    }
     if (options.image && m_impl->spec.vision) {
         // One image-pad token in the prompt stands for the whole image: expand it first, so
         // that teacher forcing, inject mode and the dump all see the real sequence.
-        auto patches = detail::patchify(options.image->image, *m_impl->spec.vision);
+        auto patches = detail::imagePatches(options.image->image, *m_impl->spec.vision);
         if (!patches) {
             return patches.error();
         }
-        const std::int64_t merge = m_impl->spec.vision->spatialMergeSize;
+        const std::int64_t merge = detail::imageTokenSide(*m_impl->spec.vision);
         auto layout = detail::mropeLayout(options.promptIds, options.image->imageTokenId,
             patches->gridH / merge, patches->gridW / merge);
         if (!layout) {
@@ -383,11 +396,11 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
                 fmt::format("{} has no vision tower; --image needs a vision-language model",
                     spec.name.empty() ? spec.modelType : spec.name));
         }
-        auto patches = detail::patchify(options.image->image, *spec.vision);
+        auto patches = detail::imagePatches(options.image->image, *spec.vision);
         if (!patches) {
             return patches.error();
         }
-        const std::int64_t merge = spec.vision->spatialMergeSize;
+        const std::int64_t merge = detail::imageTokenSide(*spec.vision);
         auto layout = detail::mropeLayout(options.promptIds, options.image->imageTokenId,
             patches->gridH / merge, patches->gridW / merge);
         if (!layout) {
@@ -395,6 +408,16 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
         }
         if (std::int64_t(layout->ids.size()) != prompt) {
             return Error::internal("the image-pad token was not expanded before the run");
+        }
+        const bool gemma4 = spec.vision->kind == "gemma4";
+        if (gemma4) {
+            // Gemma-4 has 1-D positions (no M-RoPE): the image rows count up like text.
+            auto rules = detail::gemma4ImageRules(spec);
+            if (!rules) {
+                return rules.error();
+            }
+            mm.imageBidirectional = rules->imageBidirectional;
+            mm.imagePadId = rules->padTokenId;
         }
         progress.setStage("vision tower");
         auto features
@@ -405,8 +428,10 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
         vision = std::move(*features);
         mm.vision = &vision;
         mm.imageRows = layout->imageRows;
-        mm.positions3 = layout->positions3;
-        positionDelta = layout->delta;
+        if (!gemma4) {
+            mm.positions3 = layout->positions3;
+            positionDelta = layout->delta;
+        }
         progress.setStage("prefill");
     }
     const std::vector<std::int64_t> promptIds = fed;

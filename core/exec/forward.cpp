@@ -497,13 +497,28 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         }
     }
     m_positions3.clear();
+    m_bidirectionalRows.clear();
     const VisionFeatures<T>* vision = nullptr;
+    // Gemma-4: the image rows are embedded as the pad token (HF replaces the out-of-vocabulary
+    // image ids before the lookup); the features replace those rows after it.
+    std::vector<std::int64_t> padded;
     if (mm != nullptr) {
-        if (mm->positions3.size() != std::size_t(3 * n)) {
+        const bool oneDimensional = m_spec.family == model::Family::Gemma4;
+        if (mm->positions3.size() != std::size_t(oneDimensional ? 0 : 3 * n)) {
             return Error::internal(
                 fmt::format("M-RoPE positions: {} values for {} tokens", mm->positions3.size(), n));
         }
         m_positions3 = mm->positions3;
+        if (mm->imageBidirectional) {
+            m_bidirectionalRows = mm->imageRows;
+        }
+        if (mm->imagePadId >= 0) {
+            padded.assign(ids.begin(), ids.end());
+            for (const auto row : mm->imageRows) {
+                padded[std::size_t(row)] = mm->imagePadId;
+            }
+            ids = std::span<const std::int64_t>(padded);
+        }
         vision = mm->vision;
         if (vision != nullptr && std::int64_t(mm->imageRows.size()) != vision->tokens) {
             return Error::internal(fmt::format(

@@ -125,11 +125,19 @@ template <typename T> struct VisionFeatures {
 template <typename T> struct MultimodalStep {
     const VisionFeatures<T>* vision = nullptr;
     std::vector<std::int64_t> imageRows; ///< rows of the step that hold image tokens, in order
-    std::vector<std::int64_t> positions3; ///< [3, n] (t, h, w) positions
+    std::vector<std::int64_t> positions3; ///< [3, n] (t, h, w) positions; empty: 1-D (Gemma-4)
+    /// Gemma-4 use_bidirectional_attention "vision": the image rows attend to each other both
+    /// ways (HF blockwise_overlay), on top of the causal and sliding masks.
+    bool imageBidirectional = false;
+    /// The id whose embedding the image rows get before the features replace them (Gemma-4:
+    /// the text pad_token_id, as HF does for out-of-vocabulary image ids); -1: the ids as given.
+    std::int64_t imagePadId = -1;
 };
 
 /// The vision tower's weights, by checkpoint name (Qwen3-VL layout), with shapes.
 std::vector<WeightRequirement> visionWeights(const model::ModelSpec& spec);
+/// Gemma-4's vision tower, its standardisation buffers and embed_vision (vision_gemma4.cpp).
+std::vector<WeightRequirement> gemma4VisionWeights(const model::ModelSpec& spec);
 
 /// DeepSeek-V4's caches between steps (deepseek_v4.h).
 template <typename T> struct DeepseekV4Cache;
@@ -274,6 +282,19 @@ private:
         std::span<const std::int64_t> cols, Taps<T>& taps);
     void visionMerger(const std::string& module, const T* x, std::int64_t n, bool postShuffleNorm,
         int layer, std::vector<T>& out, Taps<T>& taps);
+    // Gemma-4's vision tower and embed_vision (vision_gemma4.cpp).
+    Result<VisionFeatures<T>> gemma4VisionTower(std::span<const double> patches, std::int64_t gridH,
+        std::int64_t gridW, Taps<T>& taps, std::stop_token stop);
+    void gemma4VisionLayer(int layer, T* x, std::int64_t n, std::span<const std::int64_t> xs,
+        std::span<const std::int64_t> ys, double eps, Taps<T>& taps);
+    /// Gemma4ClippableLinear: `<module>.linear`, with its input/output clamps when the tower has
+    /// use_clipped_linears.
+    void gemma4ClippedLinear(const std::string& module, const T* x, T* y, std::int64_t n,
+        std::int64_t in, std::int64_t out, int layer, Taps<T>& taps);
+    /// Recomputes the context of this prefill's image rows (m_bidirectionalRows) so that each
+    /// also sees the image rows after it (Gemma-4 "vision" blockwise overlay).
+    void gemma4ImageBlockAttention(int layer, const T* q, std::int64_t start, std::int64_t heads,
+        std::int64_t kvHeads, std::int64_t headDim, T* context);
 
     const model::ModelSpec& m_spec;
     const WeightTable& m_weights;
@@ -290,9 +311,13 @@ private:
     std::vector<std::int64_t> m_positions; ///< positions of the current step
     std::vector<std::int64_t> m_positions3; ///< M-RoPE (t, h, w) positions of a prefill, or empty
     std::int64_t m_positionDelta = 0;
+    /// Gemma-4 "vision": the rows of this prefill that hold image tokens and attend both ways
+    /// within their run; empty otherwise.
+    std::vector<std::int64_t> m_bidirectionalRows;
     int m_sliceFirst = -1; ///< setLayerSlice; -1: every layer, with embedding and head
     int m_sliceLast = -1;
     Rope m_visionRope;
+    double m_visionRopeTheta = 100.0; ///< Gemma-4 vision rope_theta (read with the image rules)
     Activation m_activation = Activation::Silu;
     double m_swigluLimit = 0; ///< gpt-oss clamped SwiGLU: |up| and gate's top; 0: no clamp
     std::vector<std::vector<float>> m_sinks; ///< attention sinks per layer [heads]; empty: none

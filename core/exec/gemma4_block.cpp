@@ -353,6 +353,9 @@ void Forward<T>::gemma4Attention(
     // Gemma4TextAttention.scaling is 1: q_norm and k_norm replace the 1/sqrt(d). A KV-shared
     // layer reads its source's cache (causalAttention through m_kvSource).
     causalAttention(layer, q.data(), n, start, heads, kvHeads, d, d, 1.0, context.data());
+    if (!m_bidirectionalRows.empty()) {
+        gemma4ImageBlockAttention(layer, q.data(), start, heads, kvHeads, d, context.data());
+    }
     linear(attn + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
 }
 

@@ -24,6 +24,11 @@ std::string LayoutWeights::checkpointName(const std::string& name) const
     if (!vision.empty() && name.starts_with(vision + ".")) {
         return name;
     }
+    // Gemma-4's embed_vision sits beside the text tower, not under its prefix.
+    const std::string& projector = m_spec.layout.projectorPrefix;
+    if (!projector.empty() && name.starts_with(projector + ".")) {
+        return name;
+    }
     if (name.starts_with("lm_head.")) {
         return m_spec.layout.lmHead + name.substr(7);
     }

@@ -274,7 +274,33 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         c.softCapOp(std::min<std::int64_t>(spec.vocabSize, 4096), spec.finalLogitSoftcap);
     }
     DAY0_TRY(step());
-    // Gemma-4's and Qwen3.5's towers are not computed (a text prompt runs without them): no rows.
+    // Gemma-4's vision tower (vision_gemma4.cpp): its norms, its rotary over x and y (each a
+    // rotate-half over half the head: checked as one over heads of half the width), its
+    // unmasked attention with scaling 1 and its gated GELU-tanh MLP. Its linears are rows of
+    // their own (opCheckLinearWeights). Qwen3.5's tower is not computed: no rows.
+    if (spec.vision && report.missing.empty() && gemma4 && spec.vision->kind == "gemma4") {
+        const auto& v = *spec.vision;
+        c.rmsNormOp("vision rms_norm (sandwich norms, q_norm / k_norm per head)", options.tokens,
+            v.hiddenSize, "native");
+        c.unitNormOp(v.numKvHeads, v.headDim, "vision v_norm (weightless RMS, per head)");
+        c.unitNormOp(1, v.hiddenSize, "embed_vision pre-projection norm (weightless RMS)");
+        Rope half;
+        half.rotaryDim = v.headDim / 2;
+        for (std::int64_t i = 0; i < v.headDim / 4; ++i) {
+            half.invFreq.push_back(1.0 / std::pow(100.0, double(2 * i) / double(v.headDim / 2)));
+        }
+        c.rope(half, 2 * v.numHeads, v.headDim / 2,
+            "vision rope (2-D: x on the first half of each head, y on the second)");
+        c.attentionOp(v.numHeads, v.numKvHeads, v.headDim, v.headDim, 1.0,
+            "vision attention (full, per image, scaling 1)", "native (GEMM per head, no mask)",
+            false);
+        auto vact = parseActivation(v.hiddenAct);
+        if (!vact) {
+            return vact.error();
+        }
+        c.gatedActivation(
+            v.intermediateSize, *vact, fmt::format("vision gated activation ({})", v.hiddenAct));
+    }
     if (spec.vision && report.missing.empty() && !gemma4 && !detail::isQwenNext(spec)) {
         const auto& v = *spec.vision;
         const std::int64_t hd = v.hiddenSize / std::max<std::int64_t>(v.numHeads, 1);

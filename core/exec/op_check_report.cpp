@@ -50,7 +50,12 @@ std::vector<std::pair<std::string, WeightRequirement>> opCheckLinearWeights(
     }
     std::vector<std::pair<std::string, WeightRequirement>> out;
     std::set<std::string> seen;
-    for (const auto& req : requiredWeights(spec)) {
+    auto required = requiredWeights(spec);
+    if (spec.family == model::Family::Gemma4 && spec.vision) {
+        const auto vision = gemma4VisionWeights(spec); // loaded by Engine::create
+        required.insert(required.end(), vision.begin(), vision.end());
+    }
+    for (const auto& req : required) {
         if (req.shape.size() != 2 || !req.name.ends_with(".weight")
             || req.name == "model.embed_tokens.weight" || req.name == "embed.weight"
             || req.name.ends_with(".embeddings.weight")) {

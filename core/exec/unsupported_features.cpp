@@ -175,12 +175,23 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
     const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
-    // Gemma-4's towers are reached only by an image or audio input, which Engine::run refuses
-    // for it by name: a text prompt runs the text tower alone.
-    if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
-        && spec.vision->kind != "qwen2_5_vl" && spec.family != model::Family::Gemma4) {
+    // Gemma-4's vision tower runs (vision_gemma4.cpp); its audio tower is reached only by an
+    // audio input, which the engine does not take.
+    if (spec.vision && (spec.vision->kind == "moonvit" || spec.vision->kind == "moonvit3")) {
+        // What a MoonViT run would need that the engine lacks, by config key.
+        out.push_back(fmt::format("vision tower of {} ({}: the pos_emb_type 'divided_fixed' "
+                                  "learned 2-D position table bilinearly resized to the patch "
+                                  "grid plus the fixed time embedding, the 2-D rotary of its "
+                                  "blocks, merge_type 'sd2_tpool' (2x2 spatial merge with "
+                                  "temporal pooling) and the mm_projector_type '{}' projector; "
+                                  "the engine implements the Qwen2/2.5/3-VL and Gemma-4 towers)",
+            family, spec.vision->kind,
+            spec.vision->projector.empty() ? std::string("patchmerger") : spec.vision->projector));
+    } else if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
+        && spec.vision->kind != "qwen2_5_vl" && spec.vision->kind != "gemma4") {
         out.push_back(fmt::format("vision tower of {} ({}: patch embedding, ViT blocks, patch "
-                                  "merger; the engine implements the Qwen2/2.5/3-VL towers)",
+                                  "merger; the engine implements the Qwen2/2.5/3-VL and Gemma-4 "
+                                  "towers)",
             family, spec.vision->kind));
     }
     if (spec.moe && spec.moe->packedExperts && spec.family != model::Family::Qwen3VlMoe

@@ -52,6 +52,9 @@ MergerNames mergerNames(const std::string& kind)
 std::vector<WeightRequirement> visionWeights(const model::ModelSpec& spec)
 {
     std::vector<WeightRequirement> w;
+    if (spec.vision && spec.vision->kind == "gemma4") {
+        return gemma4VisionWeights(spec);
+    }
     if (!spec.vision || !isQwenTower(spec.vision->kind)) {
         return w;
     }
@@ -282,6 +285,9 @@ template <typename T>
 Result<VisionFeatures<T>> Forward<T>::visionTower(std::span<const double> patches,
     std::int64_t gridH, std::int64_t gridW, Taps<T>& taps, std::stop_token stop)
 {
+    if (m_spec.vision && m_spec.vision->kind == "gemma4") {
+        return gemma4VisionTower(patches, gridH, gridW, taps, stop);
+    }
     if (!m_spec.vision || !isQwenTower(m_spec.vision->kind)) {
         return Error::unsupported(fmt::format("the vision tower of {} ({})", m_spec.modelType,
             m_spec.vision ? m_spec.vision->kind : std::string("none")));

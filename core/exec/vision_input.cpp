@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -199,6 +200,104 @@ Result<ImagePatches> patchify(const Image& image, const model::VisionSpec& visio
         }
     }
     return out;
+}
+
+Result<ImagePatches> patchifyGemma4(const Image& image, const model::VisionSpec& vision)
+{
+    const std::int64_t p = vision.patchSize;
+    const std::int64_t k = std::max<std::int64_t>(vision.poolingKernel, 1);
+    if (vision.inChannels != 3) {
+        return Error::unsupported(fmt::format(
+            "vision tower with {} input channels (RGB images only)", vision.inChannels));
+    }
+    if (image.height % (p * k) != 0 || image.width % (p * k) != 0 || image.height == 0
+        || image.width == 0) {
+        return Error::badInput(fmt::format(
+            "image is {}x{} (HxW); the Gemma-4 vision tower needs sides that are multiples of {} "
+            "(patch {} × pooling kernel {}); resize it first (Gemma4ImageProcessor's "
+            "aspect-ratio-preserving resize is not reproduced)",
+            image.height, image.width, p * k, p, k));
+    }
+    ImagePatches out;
+    out.gridH = image.height / p;
+    out.gridW = image.width / p;
+    if (std::max(out.gridH, out.gridW) > vision.positionTableSize) {
+        return Error::badInput(fmt::format("image is {}x{} patches; the vision position table has "
+                                           "{} positions per axis",
+            out.gridH, out.gridW, vision.positionTableSize));
+    }
+    const std::int64_t row = 3 * p * p;
+    out.values.resize(std::size_t(out.patches() * row));
+    double* dst = out.values.data();
+    for (std::int64_t py = 0; py < out.gridH; ++py) {
+        for (std::int64_t px = 0; px < out.gridW; ++px) {
+            for (std::int64_t y = 0; y < p; ++y) {
+                for (std::int64_t x = 0; x < p; ++x) {
+                    const auto* pixel
+                        = &image.rgb[std::size_t(((py * p + y) * image.width + px * p + x) * 3)];
+                    for (std::int64_t ch = 0; ch < 3; ++ch) {
+                        *dst++ = double(pixel[ch]) / 255.0;
+                    }
+                }
+            }
+        }
+    }
+    return out;
+}
+
+Result<ImagePatches> imagePatches(const Image& image, const model::VisionSpec& vision)
+{
+    return vision.kind == "gemma4" ? patchifyGemma4(image, vision) : patchify(image, vision);
+}
+
+std::int64_t imageTokenSide(const model::VisionSpec& vision)
+{
+    return vision.kind == "gemma4" ? std::max<std::int64_t>(vision.poolingKernel, 1)
+                                   : vision.spatialMergeSize;
+}
+
+Result<Gemma4ImageRules> gemma4ImageRules(const model::ModelSpec& spec)
+{
+    std::error_code ec;
+    const std::filesystem::path origin(spec.origin);
+    const auto path = std::filesystem::is_directory(origin, ec) ? origin / "config.json" : origin;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+        return Error::badInput(fmt::format("'{}': no config.json to read the Gemma-4 image "
+                                           "settings from (use_bidirectional_attention, "
+                                           "pad_token_id, vision rms_norm_eps)",
+            spec.origin));
+    }
+    auto json = readJsonFile(path);
+    if (!json) {
+        return json.error();
+    }
+    Gemma4ImageRules rules;
+    const auto text = json->find("text_config");
+    const nlohmann::json& t = text != json->end() && text->is_object() ? *text : *json;
+    if (const auto it = t.find("use_bidirectional_attention"); it != t.end() && it->is_string()) {
+        rules.imageBidirectional = it->get<std::string>() == "vision";
+    }
+    if (const auto it = t.find("pad_token_id"); it != t.end() && it->is_number_integer()) {
+        rules.padTokenId = it->get<std::int64_t>();
+    }
+    const auto vision = json->find("vision_config");
+    if (vision != json->end() && vision->is_object()) {
+        if (const auto it = vision->find("rms_norm_eps"); it != vision->end() && it->is_number()) {
+            rules.visionEps = it->get<double>();
+        }
+        const auto rope = vision->find("rope_parameters");
+        if (rope != vision->end() && rope->is_object()) {
+            if (const auto it = rope->find("rope_theta"); it != rope->end() && it->is_number()) {
+                rules.visionRopeTheta = it->get<double>();
+            }
+        }
+    }
+    if (rules.padTokenId < 0 || rules.padTokenId >= spec.vocabSize) {
+        return Error::badInput(fmt::format("{}: text pad_token_id {} is outside the vocabulary "
+                                           "({})",
+            path.string(), rules.padTokenId, spec.vocabSize));
+    }
+    return rules;
 }
 
 Result<MropeLayout> mropeLayout(std::span<const std::int64_t> prompt, std::int64_t imageTokenId,

@@ -28,6 +28,34 @@ struct ImagePatches {
 /// multiple of patch × merge.
 Result<ImagePatches> patchify(const Image& image, const model::VisionSpec& vision);
 
+/// Gemma-4 (Gemma4ImageProcessor with an image already sized to multiples of patch × pooling
+/// kernel, so that it is not resized): pixels rescaled to [0, 1] without normalisation, patches
+/// in raster order, each row (y, x, channel) flattened (convert_image_to_patches). Error
+/// (BadInput) when a side is not such a multiple or the grid passes the position table.
+Result<ImagePatches> patchifyGemma4(const Image& image, const model::VisionSpec& vision);
+
+/// The patches of `image` for `vision`'s tower: patchifyGemma4 for Gemma-4, patchify otherwise.
+Result<ImagePatches> imagePatches(const Image& image, const model::VisionSpec& vision);
+
+/// Patches per image-token side: Gemma-4's pooling kernel, the Qwen towers' spatial merge.
+std::int64_t imageTokenSide(const model::VisionSpec& vision);
+
+/// What a Gemma-4 image run reads from the config beside the spec: the text tower's
+/// use_bidirectional_attention ("vision": image tokens attend both ways within their run), its
+/// pad_token_id (the id the image rows are embedded with before the features replace them) and
+/// vision_config.rms_norm_eps (the tower's and embed_vision's norms) and rope_parameters'
+/// rope_theta (the tower's 2-D rotary), which the spec reads but does not keep.
+struct Gemma4ImageRules {
+    bool imageBidirectional = false;
+    std::int64_t padTokenId = 0;
+    double visionEps = 1e-6;
+    double visionRopeTheta = 100.0;
+};
+
+/// Reads those keys from the config the spec was read from (`spec.origin`: a config.json or
+/// its folder); an error naming the file when it cannot be read.
+Result<Gemma4ImageRules> gemma4ImageRules(const model::ModelSpec& spec);
+
 /// The image tokens of a prompt and their M-RoPE positions.
 struct MropeLayout {
     std::vector<std::int64_t> ids; ///< the prompt with one image-pad token expanded if needed

@@ -59,6 +59,8 @@ DEFAULT_ANCHORS = re.compile(
     r"feed_forward|feed_forward\.router|feed_forward\.shared_expert|"
     r"pre_feedforward_layernorm|post_feedforward_layernorm|router|experts))?|"
     r"(model\.)?visual\.(blocks\.\d+(\.(attn|mlp))?|merger|deepstack_merger_list\.\d+)|"
+    r"model\.vision_tower(\.(patch_embedder|encoder(\.layers\.\d+(\.(self_attn|mlp))?)?|pooler))?|"
+    r"model\.embed_vision|"
     r"backbone\.(embeddings|norm_f|layers\.\d+(\.(norm|mixer|mixer\.norm|mixer\.gate|mixer\.shared_experts))?))$")
 
 
@@ -323,7 +325,17 @@ def main(argv=None):
     if hasattr(model, "day0_set_prompt_length"):  # recurrent layers step as the engine does
         model.day0_set_prompt_length(len(prompt))
     run = model
-    if args.image:
+    if args.image and config.get("model_type") in ("gemma4", "gemma4_text"):
+        import day0_torch_gemma4_vision  # noqa: E402
+        import day0_torch_vl  # noqa: E402
+        import safetensors_io as _io  # noqa: E402
+        model, (inputs, vision) = day0_torch_gemma4_vision.wrap(
+            model, args.checkpoint, dtype, day0_torch_models.WITHOUT, _io.read)
+        image = inputs(day0_torch_vl.read_ppm(args.image), vision)
+
+        def run(x):
+            return model(x, image)
+    elif args.image:
         import day0_torch_vl  # noqa: E402
         image = day0_torch_vl.image_patches(day0_torch_vl.read_ppm(args.image), config["vision_config"],
                                             config["model_type"])

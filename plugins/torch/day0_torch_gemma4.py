@@ -16,8 +16,8 @@ h^-1/2)), top-k, renormalised, times per_expert_scale; logits soft-capped. Per-l
 embeddings (Gemma4TextModel.get_per_layer_inputs / project_per_layer_inputs and the decoder
 layer's per_layer_input_gate branch) and KV-shared layers (Gemma4TextAttention.is_kv_shared_layer
 reading shared_kv_states of the last unshared layer of their kind, store_full_length_kv; twice
-as wide MLPs with use_double_wide_mlp). The vision and audio towers are not built (a text prompt
-never reaches them).
+as wide MLPs with use_double_wide_mlp). The vision tower is day0_torch_gemma4_vision.py (built
+for an --image run); the audio tower is not built.
 
 Test switch (DAY0_TWIN_WITHOUT, see day0_torch_models.WITHOUT): each name computes the model
 without one feature, so that a test can show its agreement with the engine depends on it.
@@ -53,6 +53,12 @@ SWITCHES = {
     "ple_token",  # per-layer inputs without embed_tokens_per_layer (the projection only)
     "ple_context",  # per-layer inputs without per_layer_model_projection (the token rows only)
     "kv_sharing",  # KV-shared layers project their own keys and values (the shipped k/v_proj)
+    # The vision path (day0_torch_gemma4_vision.py):
+    "vision_position_table",  # no learned position rows on the patch embedding
+    "vision_rope",  # no 2-D rotary in the vision attention
+    "vision_pool_by_position",  # pool k*k consecutive patches instead of k x k blocks
+    "vision_standardize",  # no std_bias / std_scale
+    "image_bidirectional",  # image rows attend causally (no "vision" blockwise overlay)
 }
 
 
@@ -211,6 +217,9 @@ class Gemma4TextAttention(nn.Module):
         allowed = pos[None, :] <= pos[:, None]
         if self.window > 0:
             allowed = allowed & (pos[None, :] > pos[:, None] - self.window)
+        block = getattr(self, "day0_block", None)  # image runs (day0_torch_gemma4_vision.py)
+        if block is not None:
+            allowed = allowed | ((block[:, None] == block[None, :]) & (block[:, None] >= 0))
         scores = scores.masked_fill(~allowed, float("-inf"))
         probs = F.softmax(scores, dim=-1, dtype=scores.dtype).to(v.dtype)
         return self.o_proj(torch.einsum("hts,shd->thd", probs, v).reshape(t, -1))
