@@ -137,17 +137,18 @@ const bool registered = registerCommand({ "serve",
             ->check(CLI::Range(1, 1048576));
         app.add_option("--plan", a->options.plan,
             "serve on the plan's sharded ranks in this process, e.g. tp=2 or tp=2,pp=2,ep=2 (the "
-            "forward and layout rules of day0 run --plan; fp32; one replica; decode steps one "
-            "sequence at a time)");
+            "forward and layout rules of day0 run --plan; fp32; one replica; decode steps and "
+            "prefills batched over the ranks as on one rank, except for recurrent and sparse "
+            "mixers)");
         app.add_option("--backend", a->options.backend,
             "compute on a backend plugin, as day0 run --backend (e.g. cuda; default cpu: the "
-            "reference); fp32 or lower");
+            "reference); fp32 or lower; with --plan, each rank on an instance of its own");
         app.add_option("--device", a->options.device, "the backend's device index (default 0)")
             ->check(CLI::Range(0, 1024));
         app.add_flag("--no-batch", a->noBatch,
             "run the running sequences' decode steps and prefills one after another rather than "
             "as one batched forward (batched where the model allows it: dense softmax-attention "
-            "models, Qwen3-MoE, Mixtral)");
+            "models, Qwen3-MoE, Mixtral, DeepSeek-V3, Qwen3-Next, Nemotron-H)");
         app.add_flag("--no-batch-prefill", a->noBatchPrefill,
             "prefill the prompts admitted at the same step one per forward rather than together "
             "(decode steps stay batched)");

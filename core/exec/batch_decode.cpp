@@ -23,7 +23,6 @@ template <typename T> const DecodeBatch<T>* currentDecodeBatch() { return decode
 std::string batchDecodeRefusal(const model::ModelSpec& spec)
 {
     switch (spec.family) {
-    case model::Family::NemotronH:
     case model::Family::DeepseekV4:
     case model::Family::Gemma4:
         return fmt::format("{} decodes with a step of its own", model::familyName(spec.family));
@@ -43,18 +42,25 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     // DeepSeek-V3's groups included, then each expert's product over the rows that chose it; the
     // shared experts a per-row MLP), so a batch of sequences routes as each alone; the other MoE
     // blocks (latent experts, gates, biased or fused experts) are not checked batched yet.
-    if (spec.moe && spec.family != model::Family::Qwen3Moe && spec.family != model::Family::Mixtral
-        && spec.family != model::Family::DeepseekV3) {
-        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE, Mixtral and "
-                           "DeepSeek-V3)",
+    // Qwen3-Next's (and Qwen3.5's) block is Qwen3-MoE's with a sigmoid-gated shared expert, a
+    // per-row gate; Nemotron-H's relu² experts (nemotron_h_block.cpp) route each row alone too.
+    const bool rowRouted = spec.family == model::Family::Qwen3Moe
+        || spec.family == model::Family::Mixtral || spec.family == model::Family::DeepseekV3
+        || spec.family == model::Family::NemotronH || isQwenNext(spec);
+    if (spec.moe && !rowRouted) {
+        return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE, Qwen3-Next, "
+                           "Mixtral, DeepSeek-V3 and Nemotron-H)",
             model::familyName(spec.family));
     }
+    // Gated DeltaNet and Mamba-2 layers keep a recurrent state per sequence: a batched step runs
+    // each sequence's rows over its own (gated_delta_net.cpp, nemotron_h_block.cpp).
     for (std::size_t l = 0; l < spec.layers.size(); ++l) {
         const auto mixer = spec.layers[l].mixer;
         if (mixer != model::MixerKind::Attention && mixer != model::MixerKind::Sliding
             && mixer != model::MixerKind::Chunked && mixer != model::MixerKind::Linear
-            && mixer != model::MixerKind::None) {
-            return fmt::format("layer {}'s mixer (recurrent or sparse attention)", l);
+            && mixer != model::MixerKind::None && mixer != model::MixerKind::GatedDeltaNet
+            && mixer != model::MixerKind::Mamba2) {
+            return fmt::format("layer {}'s mixer (Kimi Delta Attention or sparse attention)", l);
         }
     }
     return {};

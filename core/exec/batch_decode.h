@@ -31,8 +31,9 @@ template <typename T> const DecodeBatch<T>* currentDecodeBatch();
 
 /// Why decodeBatch does not serve `spec` (its family or a layer kind, named); empty when it does:
 /// models whose layers are softmax attention (full, sliding or chunked; MLA for DeepSeek-V3, not
-/// with the DSA indexer), a linear or no mixer, and a dense or linear feed-forward, or
-/// Qwen3-MoE's, Mixtral's and DeepSeek-V3's routed experts.
+/// with the DSA indexer), Gated DeltaNet or Mamba-2 (each sequence's rows over its own recurrent
+/// state), a linear or no mixer, and a dense or linear feed-forward, or Qwen3-MoE's,
+/// Qwen3-Next's, Mixtral's, DeepSeek-V3's and Nemotron-H's routed experts.
 std::string batchDecodeRefusal(const model::ModelSpec& spec);
 
 /// One step of every sequence in `seqs` (Forwards over the same spec, weights and plan, each

@@ -21,6 +21,7 @@
 // (vLLM's mamba_ssm_cache_dtype) rounds the state after each step (recurrent_state.cpp).
 #include "exec/gated_delta_net.h"
 
+#include "exec/batch_decode.h"
 #include "exec/forward.h"
 #include "exec/gated_head_norm.h"
 #include "exec/kimi_delta.h"
@@ -319,10 +320,31 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     if constexpr (std::is_same_v<T, float>) {
         m_ops.hostOnly("Gated DeltaNet conv1d, delta rule and gated norm"); // no Backend operator
     }
-    DeltaState& st = m_deltaStates[std::size_t(layer)];
+    // The recurrent parts (the conv window, the delta rule's state) run per sequence: in a
+    // batched step (batch_decode.h) each sequence's rows over its own Forward's state, in order,
+    // as that sequence alone would; the projections and row-wise maths take every row at once.
+    struct Rows {
+        DeltaState* state;
+        std::int64_t offset;
+        std::int64_t count;
+    };
+    std::vector<Rows> rows;
+    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
+        std::int64_t offset = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            rows.push_back(
+                { &batch->seqs[i]->m_deltaStates[std::size_t(layer)], offset, batch->count(i) });
+            offset += batch->count(i);
+        }
+    } else {
+        rows.push_back({ &m_deltaStates[std::size_t(layer)], 0, n });
+    }
     std::vector<T> conv(static_cast<std::size_t>(n * convDim));
-    causalConv1dSilu(mixed.data(), conv.data(), n, convDim, weight(p + ".conv1d.weight"),
-        la.convKernel, st.window.data());
+    for (const Rows& seq : rows) {
+        causalConv1dSilu(mixed.data() + seq.offset * convDim, conv.data() + seq.offset * convDim,
+            seq.count, convDim, weight(p + ".conv1d.weight"), la.convKernel,
+            seq.state->window.data());
+    }
     roundAct(conv.data(), n * convDim, mode);
 
     // Unit q and k per key head, repeated onto the value heads; q scaled by dk^-1/2.
@@ -362,17 +384,26 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     roundAct(beta.data(), n * nv, mode);
 
     std::vector<T> core(static_cast<std::size_t>(n * valueDim));
-    const DeltaRuleShape shape { n, nv, dk, dv };
-    if (n == 1) {
-        gatedDeltaRecurrent(q.data(), k.data(), v.data(), g.data(), beta.data(), st.state.data(),
-            core.data(), shape);
-    } else {
-        gatedDeltaChunked(q.data(), k.data(), v.data(), g.data(), beta.data(), st.state.data(),
-            core.data(), shape, m_deltaChunk);
+    for (const Rows& seq : rows) {
+        const DeltaRuleShape shape { seq.count, nv, dk, dv };
+        const std::int64_t o = seq.offset;
+        T* state = seq.state->state.data();
+        if (seq.count == 1) {
+            gatedDeltaRecurrent(q.data() + o * nv * dk, k.data() + o * nv * dk,
+                v.data() + o * valueDim, g.data() + o * nv, beta.data() + o * nv, state,
+                core.data() + o * valueDim, shape);
+        } else {
+            gatedDeltaChunked(q.data() + o * nv * dk, k.data() + o * nv * dk,
+                v.data() + o * valueDim, g.data() + o * nv, beta.data() + o * nv, state,
+                core.data() + o * valueDim, shape, m_deltaChunk);
+        }
+        storeRecurrentState(state, std::int64_t(seq.state->state.size()), m_plan);
     }
-    storeRecurrentState(st.state.data(), std::int64_t(st.state.size()), m_plan);
-    recordRecurrentState(
-        taps, p, st.state.data(), { nv, dk, dv }, st.window.data(), { la.convKernel - 1, convDim });
+    if (rows.size() == 1) {
+        const DeltaState& st = *rows.front().state;
+        recordRecurrentState(taps, p, st.state.data(), { nv, dk, dv }, st.window.data(),
+            { la.convKernel - 1, convDim });
+    }
     roundAct(core.data(), n * valueDim, mode);
 
     // Gated RMSNorm over each value head: norm(o) · w, rounded, times silu(z) in fp32.

@@ -25,6 +25,7 @@
 // What it does not compute (the MTP block is not run: it predicts further tokens, not this
 // one's logits) engine.cpp's unsupportedFeatures refuses by name.
 #include "exec/attention.h"
+#include "exec/batch_decode.h"
 #include "exec/forward.h"
 #include "exec/mamba2.h"
 #include "exec/recurrent_state.h"
@@ -180,22 +181,49 @@ void Forward<T>::mamba2Mixer(
     if constexpr (std::is_same_v<T, float>) {
         m_ops.hostOnly("Mamba-2 conv1d, SSD scan and gated norm");
     }
+    // The conv window and the SSM state run per sequence: in a batched step (batch_decode.h)
+    // each sequence's rows over its own Forward's states, as that sequence alone would; the
+    // projections and the gated norm take every row at once.
+    struct Rows {
+        Forward<T>* seq;
+        std::int64_t offset;
+        std::int64_t count;
+    };
+    std::vector<Rows> rows;
+    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
+        std::int64_t offset = 0;
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            rows.push_back({ batch->seqs[i], offset, batch->count(i) });
+            offset += batch->count(i);
+        }
+    } else {
+        rows.push_back({ this, 0, n });
+    }
     std::vector<T> conv = [&] {
         // conv1d.weight [channels, 1, kernel] is [channels, kernel] row-major.
-        mamba2Conv(xbc.data(), n, channels, s.kernel, weight(module + ".conv1d.weight"),
-            weight(module + ".conv1d.bias"), m_convStates[std::size_t(layer)].data());
+        for (const Rows& r : rows) {
+            mamba2Conv(xbc.data() + r.offset * channels, r.count, channels, s.kernel,
+                weight(module + ".conv1d.weight"), weight(module + ".conv1d.bias"),
+                r.seq->m_convStates[std::size_t(layer)].data());
+        }
         return xbc;
     }();
     roundAct(conv.data(), n * channels, mode);
     mamba2Dt(dt.data(), n, s.heads, weight(module + ".dt_bias"));
     std::vector<T> y(std::size_t(n * s.inner()));
-    // A prefill runs the chunked SSD form, a decode token the recurrence.
-    mamba2Scan(conv.data(), dt.data(), weight(module + ".A_log"), weight(module + ".D"),
-        m_ssmStates[std::size_t(layer)].data(), y.data(), n, s, n > 1);
-    std::vector<T>& ssm = m_ssmStates[std::size_t(layer)];
-    storeRecurrentState(ssm.data(), std::int64_t(ssm.size()), m_plan);
-    recordRecurrentState(taps, module, ssm.data(), { s.heads, s.headDim, s.state },
-        m_convStates[std::size_t(layer)].data(), { s.kernel - 1, channels });
+    for (const Rows& r : rows) {
+        // A prefill runs the chunked SSD form, a decode token the recurrence.
+        std::vector<T>& ssm = r.seq->m_ssmStates[std::size_t(layer)];
+        mamba2Scan(conv.data() + r.offset * channels, dt.data() + r.offset * s.heads,
+            weight(module + ".A_log"), weight(module + ".D"), ssm.data(),
+            y.data() + r.offset * s.inner(), r.count, s, r.count > 1);
+        storeRecurrentState(ssm.data(), std::int64_t(ssm.size()), m_plan);
+    }
+    if (rows.size() == 1) {
+        recordRecurrentState(taps, module, rows.front().seq->m_ssmStates[std::size_t(layer)].data(),
+            { s.heads, s.headDim, s.state },
+            rows.front().seq->m_convStates[std::size_t(layer)].data(), { s.kernel - 1, channels });
+    }
     roundAct(y.data(), n * s.inner(), mode);
     gatedGroupRmsNorm(y.data(), proj.data(), width, weight(module + ".norm.weight"), n, s.inner(),
         s.groups, m_spec.normEps);
@@ -218,13 +246,23 @@ void Forward<T>::nemotronHAttention(int layer, const std::string& module, const 
     linear(module + ".q_proj", x, q.data(), n, h, qDim, OpKind::Linear, layer, taps, true);
     linear(module + ".k_proj", x, k.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
     linear(module + ".v_proj", x, v.data(), n, h, kvDim, OpKind::Linear, layer, taps, true);
-    // No rotary embedding: the keys go to the cache as projected.
-    Cache& cache = m_caches[std::size_t(layer)];
-    std::copy(k.begin(), k.end(), cache.k.begin() + start * kvDim);
-    std::copy(v.begin(), v.end(), cache.v.begin() + start * kvDim);
+    // No rotary embedding: the keys go to the cache as projected. In a batched step each
+    // sequence's rows go to its own cache and attend over it.
     std::vector<T> context(std::size_t(n * qDim));
-    causalAttention(layer, q.data(), n, start, m_spec.numHeads, m_spec.numKvHeads, d, d,
-        m_attentionScale, context.data());
+    const DecodeBatch<T>* batch = currentDecodeBatch<T>();
+    const std::size_t sequences = batch != nullptr ? batch->seqs.size() : 1;
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < sequences; ++i) {
+        Forward<T>& seq = batch != nullptr ? *batch->seqs[i] : *this;
+        const std::int64_t at = batch != nullptr ? batch->starts[i] : start;
+        const std::int64_t rows = batch != nullptr ? batch->count(i) : n;
+        Cache& cache = seq.m_caches[std::size_t(layer)];
+        std::copy_n(k.begin() + row * kvDim, rows * kvDim, cache.k.begin() + at * kvDim);
+        std::copy_n(v.begin() + row * kvDim, rows * kvDim, cache.v.begin() + at * kvDim);
+        seq.causalAttention(layer, q.data() + row * qDim, rows, at, m_spec.numHeads,
+            m_spec.numKvHeads, d, d, m_attentionScale, context.data() + row * qDim);
+        row += rows;
+    }
     linear(module + ".o_proj", context.data(), out, n, qDim, h, OpKind::Linear, layer, taps, true);
 }
 
@@ -323,7 +361,17 @@ Result<std::vector<T>> Forward<T>::nemotronHStep(
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     const std::string& root = m_spec.layout.textPrefix;
-    if (start + n > m_capacity) {
+    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
+        // A batched step (batch_decode.h): the mixers take each sequence's rows on its own
+        // states and cache; no layer reads positions (no rotary embedding).
+        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+            if (batch->starts[i] + batch->count(i) > batch->seqs[i]->m_capacity) {
+                return Error::internal(fmt::format("KV cache of batch sequence {} holds {} "
+                                                   "tokens, step needs {}",
+                    i, batch->seqs[i]->m_capacity, batch->starts[i] + batch->count(i)));
+            }
+        }
+    } else if (start + n > m_capacity) {
         return Error::internal(
             fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
     }

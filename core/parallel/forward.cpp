@@ -410,20 +410,30 @@ void ParallelForward::softCap(std::vector<float>& logits) const
 Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
     std::int64_t start, std::stop_token stop)
 {
+    if (start + n > cache.capacity) {
+        return Error::internal(
+            fmt::format("KV cache holds {} tokens, step needs {}", cache.capacity, start + n));
+    }
+    m_segments.assign(1, StepSegment { &cache, 0, n, start });
+    m_positions.resize(std::size_t(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+        m_positions[std::size_t(i)] = start + i;
+    }
+    return runLayers(hidden, n, stop);
+}
+
+Result<void> ParallelForward::runLayers(
+    std::vector<float>& hidden, std::int64_t n, std::stop_token stop)
+{
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t rows = localRows(n);
     if (std::int64_t(hidden.size()) != rows * hiddenWidth()) {
         return Error::internal(fmt::format("rank {}: {} hidden values for {} local rows of {}",
             m_coord.rank, hidden.size(), rows, n));
     }
-    if (start + n > cache.capacity) {
-        return Error::internal(
-            fmt::format("KV cache holds {} tokens, step needs {}", cache.capacity, start + n));
-    }
-    m_positions.resize(std::size_t(n));
-    for (std::int64_t i = 0; i < n; ++i) {
-        m_positions[std::size_t(i)] = start + i;
-    }
+    // The per-family blocks and the recurrent mixers run one sequence (batchRefusal).
+    ShardCache& cache = *m_segments.front().cache;
+    const std::int64_t start = m_segments.front().start;
     // x: the normed rows this rank holds; partial: a TP region's output before its reduction;
     // branch: the reduced output on this rank's rows; gathered: every token's normed row (SP).
     std::vector<float> x(hidden.size());
@@ -436,7 +446,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         }
         DAY0_TRY(enterPhase(l));
         if (m_spec.family == model::Family::NemotronH) {
-            DAY0_TRY(nemotronHLayer(l, cache, hidden, n, start));
+            DAY0_TRY(nemotronHLayer(l, cache, hidden, n));
             continue;
         }
         if (m_spec.family == model::Family::Gemma4) {
@@ -463,9 +473,9 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
         } else if (mixer == model::MixerKind::BlockSparse) {
             DAY0_TRY(blockSparseAttention(l, cache, *in, partial.data(), n, start));
         } else if (m_spec.attention == model::AttentionKind::MLA) {
-            DAY0_TRY(mla(l, cache, *in, partial.data(), n, start));
+            DAY0_TRY(mla(l, *in, partial.data(), n));
         } else {
-            DAY0_TRY(attention(l, cache, *in, partial.data(), n, start));
+            DAY0_TRY(attention(l, *in, partial.data(), n));
         }
         DAY0_TRY(finishRowParallel(
             partial, n, prefix + (linear ? ".linear_attn.out_proj" : ".self_attn.o_proj"), branch));
@@ -490,8 +500,7 @@ Result<void> ParallelForward::layers(ShardCache& cache, std::vector<float>& hidd
     return success();
 }
 
-Result<void> ParallelForward::attention(
-    int layer, ShardCache& cache, const float* x, float* out, std::int64_t n, std::int64_t start)
+Result<void> ParallelForward::attention(int layer, const float* x, float* out, std::int64_t n)
 {
     const std::string attn = attentionModule(layer);
     const std::int64_t h = m_spec.hiddenSize;
@@ -527,15 +536,17 @@ Result<void> ParallelForward::attention(
         m_ops.rope(q.data(), n, m_heads, d, m_positions, m_rope, {}, exec::PrecisionMode::F32);
         m_ops.rope(k.data(), n, m_kvHeads, d, m_positions, m_rope, {}, exec::PrecisionMode::F32);
     }
-    auto& ck = cache.k[std::size_t(layer)];
-    auto& cv = cache.v[std::size_t(layer)];
-    std::copy(k.begin(), k.end(), ck.begin() + start * kvDim);
-    std::copy(v.begin(), v.end(), cv.begin() + start * kvDim);
-    const exec::AttentionShape shape = exec::decoderAttentionShape(
-        m_spec.layers[std::size_t(layer)], n, start, m_heads, m_kvHeads, d, d, m_scale);
     std::vector<float> context(std::size_t(n * qDim));
-    m_ops.attention(
-        q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    for (const auto& s : m_segments) {
+        auto& ck = s.cache->k[std::size_t(layer)];
+        auto& cv = s.cache->v[std::size_t(layer)];
+        std::copy_n(k.begin() + s.offset * kvDim, s.n * kvDim, ck.begin() + s.start * kvDim);
+        std::copy_n(v.begin() + s.offset * kvDim, s.n * kvDim, cv.begin() + s.start * kvDim);
+        const exec::AttentionShape shape = exec::decoderAttentionShape(
+            m_spec.layers[std::size_t(layer)], s.n, s.start, m_heads, m_kvHeads, d, d, m_scale);
+        m_ops.attention(q.data() + s.offset * qDim, ck.data(), cv.data(),
+            context.data() + s.offset * qDim, shape, exec::PrecisionMode::F32);
+    }
     for (std::size_t i = 0; i < gate.size(); ++i) {
         context[i] *= exec::sigmoid(gate[i]);
     }
@@ -543,8 +554,7 @@ Result<void> ParallelForward::attention(
     return linearOp(attn + ".o_proj", context.data(), out, n, qDim, h, true);
 }
 
-Result<void> ParallelForward::mla(
-    int layer, ShardCache& cache, const float* x, float* out, std::int64_t n, std::int64_t start)
+Result<void> ParallelForward::mla(int layer, const float* x, float* out, std::int64_t n)
 {
     const std::string attn = fmt::format("model.layers.{}.self_attn", layer);
     const auto& m = m_spec.mla;
@@ -591,25 +601,28 @@ Result<void> ParallelForward::mla(
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rope, rope, q.begin() + i * qk + nope);
     }
-    auto& ck = cache.k[std::size_t(layer)];
-    auto& cv = cache.v[std::size_t(layer)];
     const std::int64_t kWidth = heads * qk;
     const std::int64_t vWidth = heads * vd;
-    for (std::int64_t t = 0; t < n; ++t) {
-        float* kRow = ck.data() + (start + t) * kWidth;
-        float* vRow = cv.data() + (start + t) * vWidth;
-        for (std::int64_t hd = 0; hd < heads; ++hd) {
-            const float* src = kv.data() + (t * heads + hd) * (nope + vd);
-            std::copy_n(src, nope, kRow + hd * qk);
-            std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
-            std::copy_n(src + nope, vd, vRow + hd * vd);
-        }
-    }
-    const exec::AttentionShape shape = exec::decoderAttentionShape(
-        m_spec.layers[std::size_t(layer)], n, start, heads, heads, qk, vd, m_scale);
     std::vector<float> context(std::size_t(n * heads * vd));
-    m_ops.attention(
-        q.data(), ck.data(), cv.data(), context.data(), shape, exec::PrecisionMode::F32);
+    for (const auto& s : m_segments) {
+        auto& ck = s.cache->k[std::size_t(layer)];
+        auto& cv = s.cache->v[std::size_t(layer)];
+        for (std::int64_t i = 0; i < s.n; ++i) {
+            const std::int64_t t = s.offset + i;
+            float* kRow = ck.data() + (s.start + i) * kWidth;
+            float* vRow = cv.data() + (s.start + i) * vWidth;
+            for (std::int64_t hd = 0; hd < heads; ++hd) {
+                const float* src = kv.data() + (t * heads + hd) * (nope + vd);
+                std::copy_n(src, nope, kRow + hd * qk);
+                std::copy_n(kPe.begin() + t * rope, rope, kRow + hd * qk + nope);
+                std::copy_n(src + nope, vd, vRow + hd * vd);
+            }
+        }
+        const exec::AttentionShape shape = exec::decoderAttentionShape(
+            m_spec.layers[std::size_t(layer)], s.n, s.start, heads, heads, qk, vd, m_scale);
+        m_ops.attention(q.data() + s.offset * kWidth, ck.data(), cv.data(),
+            context.data() + s.offset * vWidth, shape, exec::PrecisionMode::F32);
+    }
     if (m.outputGate) {
         // mla_use_output_gate: σ(g_proj(x)) per value channel; g_proj is column-parallel by
         // heads, so the local gate rows match the local heads' context.

@@ -48,6 +48,15 @@ struct ShardCache {
     std::int64_t capacity = 0;
 };
 
+/// One sequence's rows in a batched step (ParallelForward::layersBatch): rows [offset, offset +
+/// n) of the step are its tokens at positions [start, start + n), cached in `cache`.
+struct StepSegment {
+    ShardCache* cache = nullptr;
+    std::int64_t offset = 0;
+    std::int64_t n = 0;
+    std::int64_t start = 0;
+};
+
 /// The forward of one rank: embedding (first stage), its stage's decoder layers, final norm and
 /// head (last stage). Not thread-safe; every call is collective over the rank's groups.
 class ParallelForward {
@@ -69,6 +78,16 @@ public:
     /// [start, start + n).
     Result<void> layers(ShardCache& cache, std::vector<float>& hidden, std::int64_t n,
         std::int64_t start, std::stop_token stop);
+    /// This stage's decoder layers for several sequences' rows at once: hidden [localRows(n), h]
+    /// holds the segments' rows one after another (n their sum). Every linear, norm and expert
+    /// runs once over all the rows; each segment's rows write and attend over its own cache.
+    /// Refused for a model batchRefusal names.
+    Result<void> layersBatch(
+        std::span<const StepSegment> segments, std::vector<float>& hidden, std::stop_token stop);
+    /// Why layersBatch does not run `spec` (empty: it does): layers that keep a state per
+    /// sequence the batched step does not split (recurrent mixers, sparse-attention indexers)
+    /// or that run a block of their own (Nemotron-H, Gemma-4, DeepSeek-V4).
+    [[nodiscard]] static std::string batchRefusal(const model::ModelSpec& spec);
     /// Final norm and vocab-parallel head of hidden [localRows(n), h]: logits [n, vocab] on every
     /// TP rank.
     Result<std::vector<float>> head(const std::vector<float>& hidden, std::int64_t n);
@@ -124,13 +143,14 @@ private:
     /// The first error of the rank's backend, if any.
     [[nodiscard]] Result<void> backendStatus() const;
     Result<void> addBias(const std::string& module, float* y, std::int64_t n, std::int64_t out);
-    /// Attention of the local heads over every token's row `x` [n, h]; `out` [n, h] gets this
-    /// rank's partial o_proj sums (finishRowParallel reduces them and adds the bias).
-    Result<void> attention(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
-        std::int64_t start);
+    /// The decoder layers over m_segments (set, with m_positions, by layers and layersBatch).
+    Result<void> runLayers(std::vector<float>& hidden, std::int64_t n, std::stop_token stop);
+    /// Attention of the local heads over every token's row `x` [n, h] of the step's segments
+    /// (m_segments: each writes and reads its own cache); `out` [n, h] gets this rank's partial
+    /// o_proj sums (finishRowParallel reduces them and adds the bias).
+    Result<void> attention(int layer, const float* x, float* out, std::int64_t n);
     /// The same for multi-head latent attention.
-    Result<void> mla(int layer, ShardCache& cache, const float* x, float* out, std::int64_t n,
-        std::int64_t start);
+    Result<void> mla(int layer, const float* x, float* out, std::int64_t n);
     /// Gated DeltaNet (Qwen3-Next, Qwen3.5) over this rank's key and value heads; `out` [n, h]
     /// gets the partial out_proj sums (hybrid.cpp).
     Result<void> gatedDeltaNet(
@@ -146,8 +166,8 @@ private:
     Result<void> relu2Partial(const std::string& module, const float* x, float* out, std::int64_t n,
         std::int64_t inter, std::int64_t width = 0);
     /// Nemotron-H's layers: one norm and one mixer (M, *, -) per layer (hybrid.cpp).
-    Result<void> nemotronHLayer(int layer, ShardCache& cache, std::vector<float>& hidden,
-        std::int64_t n, std::int64_t start);
+    Result<void> nemotronHLayer(
+        int layer, ShardCache& cache, std::vector<float>& hidden, std::int64_t n);
     /// Soft-caps final logits in place when the model has final_logit_softcapping.
     void softCap(std::vector<float>& logits) const;
     /// Gemma-4's RoPE per layer type, the KV source of each layer (a KV-shared layer reads its
@@ -238,7 +258,8 @@ private:
     exec::RouterConfig m_router;
     std::int64_t m_heads = 0; ///< local query heads
     std::int64_t m_kvHeads = 0; ///< local KV heads
-    std::vector<std::int64_t> m_positions;
+    std::vector<std::int64_t> m_positions; ///< of the step's rows, segment after segment
+    std::vector<StepSegment> m_segments; ///< the step's sequences (one outside layersBatch)
     bool m_sp = false; ///< sequence parallelism in effect (sp on and tp > 1)
     exec::Rope m_slidingRope; ///< Gemma-4's sliding layers' RoPE (m_rope: its full layers')
     std::vector<int> m_kvSource; ///< Gemma-4: the layer whose cache each layer reads

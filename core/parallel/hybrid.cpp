@@ -315,7 +315,7 @@ Result<void> ParallelForward::relu2Partial(const std::string& module, const floa
 }
 
 Result<void> ParallelForward::nemotronHLayer(
-    int layer, ShardCache& cache, std::vector<float>& hidden, std::int64_t n, std::int64_t start)
+    int layer, ShardCache& cache, std::vector<float>& hidden, std::int64_t n)
 {
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t rows = localRows(n);
@@ -336,7 +336,7 @@ Result<void> ParallelForward::nemotronHLayer(
         DAY0_TRY(mamba2(layer, cache, *in, partial.data(), n));
         biasModule = mixer + ".out_proj";
     } else if (spec.mixer == model::MixerKind::Attention) {
-        DAY0_TRY(attention(layer, cache, *in, partial.data(), n, start));
+        DAY0_TRY(attention(layer, *in, partial.data(), n));
         biasModule = mixer + ".o_proj";
     } else if (spec.mixer == model::MixerKind::None && spec.ffn == model::FfnKind::Dense) {
         const std::int64_t inter = m_spec.ffnWidthOf(spec);

@@ -110,13 +110,14 @@ void Scheduler::start()
         m_options.kvTokenBudget = context * std::max(1, m_options.maxRunning);
     }
     m_metrics.kvTokenBudget = m_options.kvTokenBudget;
-    if (m_options.source) {
+    if (!m_options.batchDecode) {
+        m_batchRefusal = "turned off";
+    } else if (m_options.source) {
         m_batchRefusal = m_options.source->sequentialReason();
     } else if (!m_engine) {
         m_batchRefusal = "no engine and no sequence source";
     } else {
-        m_batchRefusal = m_options.batchDecode ? exec::SequenceDecoder::batchRefusal(*m_engine)
-                                               : std::string("turned off");
+        m_batchRefusal = exec::SequenceDecoder::batchRefusal(*m_engine);
     }
     m_metrics.batchedDecode = m_batchRefusal.empty();
     m_thread = std::jthread([this](std::stop_token stop) { loop(stop); });
@@ -336,13 +337,13 @@ std::vector<bool> Scheduler::prefillBatch(std::span<Sequence* const> seqs, std::
             first = last;
             continue;
         }
-        std::vector<exec::SequenceDecoder*> decoders;
+        std::vector<Sequence*> group;
         std::vector<std::span<const std::int64_t>> prompts;
         for (std::size_t k = first; k < last; ++k) {
-            decoders.push_back(&*seqs[at[k]]->decoder);
+            group.push_back(seqs[at[k]]);
             prompts.emplace_back(seqs[at[k]]->request.prompt);
         }
-        auto rows = exec::SequenceDecoder::feedBatch(decoders, prompts, stop);
+        auto rows = feedTogether(group, prompts, stop);
         if (!rows) {
             for (std::size_t k = first; k < last; ++k) {
                 end(*seqs[at[k]], Finish::Failed, rows.error().message);
@@ -381,15 +382,30 @@ bool Scheduler::advance(Sequence& seq, std::stop_token stop)
     return emit(seq, *logits, prefill);
 }
 
-std::vector<bool> Scheduler::advanceBatch(std::span<Sequence* const> seqs, std::stop_token stop)
+Result<std::vector<std::vector<double>>> Scheduler::feedTogether(std::span<Sequence* const> seqs,
+    std::span<const std::span<const std::int64_t>> tokens, std::stop_token stop)
 {
+    if (m_options.source) {
+        std::vector<SteppedSequence*> stepped;
+        for (auto* seq : seqs) {
+            stepped.push_back(seq->stepped.get());
+        }
+        return m_options.source->feedBatch(stepped, tokens, stop);
+    }
     std::vector<exec::SequenceDecoder*> decoders;
-    std::vector<std::int64_t> ids;
     for (auto* seq : seqs) {
         decoders.push_back(&*seq->decoder);
-        ids.push_back(seq->last);
     }
-    auto rows = exec::SequenceDecoder::feedBatch(decoders, ids, stop);
+    return exec::SequenceDecoder::feedBatch(decoders, tokens, stop);
+}
+
+std::vector<bool> Scheduler::advanceBatch(std::span<Sequence* const> seqs, std::stop_token stop)
+{
+    std::vector<std::span<const std::int64_t>> tokens;
+    for (auto* seq : seqs) {
+        tokens.emplace_back(&seq->last, 1);
+    }
+    auto rows = feedTogether(seqs, tokens, stop);
     std::vector<bool> going(seqs.size(), false);
     if (!rows) {
         for (auto* seq : seqs) {
@@ -505,7 +521,7 @@ void Scheduler::loop(std::stop_token stop)
                 done.push_back(i);
                 continue;
             }
-            if (batching && seq.decoder.has_value()) {
+            if (batching && seq.opened()) {
                 decoding.push_back(&seq);
                 decodingAt.push_back(i);
                 continue;

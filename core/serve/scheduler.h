@@ -97,14 +97,23 @@ public:
 };
 
 /// Where a scheduler's sequences run when not on its engine's own forward (SchedulerOptions::
-/// source). Their decode steps run one after another. Called from the loop thread only.
+/// source). Their decode steps and the prompts admitted together run as one batched step
+/// (feedBatch) unless sequentialReason() says why not. Called from the loop thread only.
 class SequenceSource {
 public:
     virtual ~SequenceSource() = default;
     /// A sequence with room for `capacity` tokens.
     virtual Result<std::unique_ptr<SteppedSequence>> open(std::int64_t capacity) = 0;
-    /// Why decode steps are not batched on it, for decodePath ("sequential (<this>)").
+    /// Why steps of several sequences are not batched on it, for decodePath ("sequential
+    /// (<this>)"); empty: they are (feedBatch).
     [[nodiscard]] virtual std::string sequentialReason() const = 0;
+    /// One step of several of its sequences (opened here) together, seqs[i] fed tokens[i]; the
+    /// logits [vocab] of each one's last token, in order. Called only when sequentialReason()
+    /// is empty; each sequence advances by its token count on success.
+    virtual Result<std::vector<std::vector<double>>> feedBatch(
+        std::span<SteppedSequence* const> seqs,
+        std::span<const std::span<const std::int64_t>> tokens, std::stop_token stop)
+        = 0;
 };
 
 /// Limits of the scheduler.
@@ -241,6 +250,10 @@ private:
     /// One batched decode step of `seqs` (every one past its prefill); for each, false when it
     /// has finished.
     std::vector<bool> advanceBatch(std::span<Sequence* const> seqs, std::stop_token stop);
+    /// One step of `seqs` together, seqs[i] fed tokens[i]: on their decoders
+    /// (exec::SequenceDecoder::feedBatch) or on the sequence source (SequenceSource::feedBatch).
+    Result<std::vector<std::vector<double>>> feedTogether(std::span<Sequence* const> seqs,
+        std::span<const std::span<const std::int64_t>> tokens, std::stop_token stop);
     /// Samples and delivers the token of `seq`'s step from its `logits`; false when it has
     /// finished.
     bool emit(Sequence& seq, std::span<const double> logits, bool prefill);

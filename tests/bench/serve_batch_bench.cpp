@@ -7,11 +7,16 @@
 //   admitted at the same step boundary), the prompts prefilled as one batched forward against
 //   one prompt per forward (SchedulerOptions::batchPrefill off), from the scheduler's own TTFT
 //   sum (arrival to first token).
+// - decode tokens/s at concurrency 8 over a plan's sharded ranks (tp=2, the `day0 serve --plan`
+//   path: actions::shardedSource), every step one batched forward over the ranks against one
+//   sequence per step (batchDecode off: how --plan served before the ranks ran batched steps).
 // Both sides alternate within each iteration so they see the same load. Prints the ratios per
 // level; nothing is asserted on time.
+#include "actions/serve_sharded.h"
 #include "bench_support.h"
 #include "checkpoint/shrink.h"
 #include "exec/precision.h"
+#include "parallel/served_ranks.h"
 #include "serve/scheduler.h"
 #include "serve/served_model.h"
 
@@ -82,6 +87,38 @@ std::unique_ptr<day0::serve::Scheduler> makeScheduler(
     return s;
 }
 
+/// A scheduler over the checkpoint's ranks under `plan`, steps batched over the ranks or one
+/// sequence at a time.
+std::unique_ptr<day0::serve::Scheduler> makePlanScheduler(
+    int concurrency, bool batched, const std::string& plan)
+{
+    day0::Progress progress;
+    auto loaded = day0::serve::loadServedModel(
+        checkpoint(), false, progress, {}, day0::serve::ServedWeights::SpecOnly);
+    if (!loaded) {
+        day0::bench::fail("serve_batch_bench", loaded.error().message);
+    }
+    auto layout = day0::checkpoint::parseShardLayout(plan);
+    if (!layout) {
+        day0::bench::fail("serve_batch_bench", layout.error().message);
+    }
+    auto ranks = day0::parallel::ServedRanks::start(checkpoint(), *layout, progress, {});
+    if (!ranks) {
+        day0::bench::fail("serve_batch_bench", ranks.error().message);
+    }
+    day0::serve::SchedulerOptions o;
+    o.maxRunning = concurrency;
+    o.plan = *day0::exec::parsePrecisionPlan("fp32");
+    o.batchDecode = batched;
+    o.source = day0::actions::shardedSource(
+        std::shared_ptr<day0::parallel::ServedRanks>(std::move(*ranks)));
+    auto s = std::make_unique<day0::serve::Scheduler>(loaded->spec, o);
+    if (batched && s->decodePath() != "batched") {
+        day0::bench::fail("serve_batch_bench", "not batched over the ranks: " + s->decodePath());
+    }
+    return s;
+}
+
 /// `concurrency` greedy requests sent at once; (tokens, seconds from the first send to the last
 /// token).
 std::pair<std::int64_t, double> level(day0::serve::Scheduler& scheduler, int concurrency)
@@ -144,6 +181,42 @@ void BM_Decode(benchmark::State& state)
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(4)->Arg(8)->UseManualTime()->Iterations(3)->Unit(
     benchmark::kMillisecond);
+
+/// Tokens/s at concurrency 8 over tp=2 ranks, batched steps and one sequence per step.
+std::vector<double> g_planBatched;
+std::vector<double> g_planSequential;
+std::vector<double> g_planRatios;
+
+/// The same level over a plan's ranks (tp=2), alternating as BM_Decode.
+void BM_PlanDecode(benchmark::State& state)
+{
+    const int concurrency = int(state.range(0));
+    auto sequential = makePlanScheduler(concurrency, false, "tp=2");
+    auto batched = makePlanScheduler(concurrency, true, "tp=2");
+    level(*sequential, concurrency); // warm-up
+    level(*batched, concurrency);
+    bool batchedFirst = false;
+    for (auto _ : state) {
+        std::pair<std::int64_t, double> a;
+        std::pair<std::int64_t, double> b;
+        if (batchedFirst) {
+            b = level(*batched, concurrency);
+            a = level(*sequential, concurrency);
+        } else {
+            a = level(*sequential, concurrency);
+            b = level(*batched, concurrency);
+        }
+        batchedFirst = !batchedFirst;
+        g_planSequential.push_back(double(a.first) / a.second);
+        g_planBatched.push_back(double(b.first) / b.second);
+        g_planRatios.push_back((double(b.first) / b.second) / (double(a.first) / a.second));
+        state.SetIterationTime(b.second);
+    }
+    if (batched->metrics().decodeBatches == 0) {
+        day0::bench::fail("serve_batch_bench", "no batched step ran over the ranks");
+    }
+}
+BENCHMARK(BM_PlanDecode)->Arg(8)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 
 /// `concurrency` requests sent at once, 2 tokens each, of 32, 64, ... 256 prompt tokens
 /// (cycling) or, `shortPrompts`, of 4 to 11; their mean TTFT by the scheduler's TTFT sum.
@@ -236,6 +309,14 @@ void printSummary(const day0::bench::BenchTimes&)
                    "tokens/s (medians): {:.2f}x; median of the per-iteration ratios {:.2f}x{}\n",
             c, batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0, median(g_ratios[c]),
             c == 1 ? " (one sequence runs the same path both ways: this line is the noise)" : "");
+    }
+    {
+        const double unbatched = median(g_planSequential);
+        const double batched = median(g_planBatched);
+        fmt::print("concurrency 8 over --plan tp=2: batched steps over the ranks {:.1f} tokens/s, "
+                   "one sequence per step {:.1f} tokens/s (medians): {:.2f}x; median of the "
+                   "per-iteration ratios {:.2f}x\n",
+            batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0, median(g_planRatios));
     }
     for (const int key : { 4, 8, -8 }) {
         const double one = median(g_ttftSequential[key]);

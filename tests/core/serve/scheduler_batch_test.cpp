@@ -5,6 +5,7 @@
 #include "exec/batch_decode.h"
 #include "exec/precision.h"
 #include "model/config_reader.h"
+#include "parallel_testkit.h"
 #include "serve/bench_check.h"
 #include "serve/scheduler.h"
 #include "serve/served_model.h"
@@ -66,9 +67,10 @@ void expectBatchedEqualsAlone(const std::string& checkpoint)
     ASSERT_TRUE(loaded) << loaded.error().message;
     const auto plan = *exec::parsePrecisionPlan("fp32");
     // Different prompt lengths and output lengths, so the batch's rows sit at different
-    // positions and sequences leave it at different steps.
+    // positions and sequences leave it at different steps (tokens below the shrunk models'
+    // vocabulary of 250).
     const std::vector<std::vector<std::int64_t>> prompts { { 1, 2, 3 }, { 7 },
-        { 9, 8, 7, 6, 5, 4, 3, 2, 1 }, { 100, 200 }, { 42, 42, 42, 42 }, { 5, 17, 250 } };
+        { 9, 8, 7, 6, 5, 4, 3, 2, 1 }, { 100, 200 }, { 42, 42, 42, 42 }, { 5, 17, 249 } };
     const std::vector<std::int64_t> counts { 12, 20, 7, 16, 3, 25 };
     std::vector<std::vector<std::int64_t>> alone;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -133,6 +135,23 @@ TEST(SchedulerBatch, MlaRowsAttendOverTheirOwnCachesInABatchedStep)
     auto shrunk = checkpoint::shrinkModel("deepseek-v3", dir, o, progress, {});
     ASSERT_TRUE(shrunk) << shrunk.error().message;
     expectBatchedEqualsAlone(dir.string());
+}
+
+TEST(SchedulerBatch, RecurrentRowsAdvanceTheirOwnStatesInABatchedStep)
+{
+    // Qwen3-Next (three Gated DeltaNet layers, one gated full-attention layer, MoE with a gated
+    // shared expert), Qwen3.5 (its split input projections, dense), Nemotron-H (Mamba-2, Mamba-2,
+    // attention, relu² MLP) and Nemotron-3-Nano (Mamba-2 beside relu² MoE and attention): each
+    // sequence's rows of a batched step (prefill or decode) run the conv window and the recurrent
+    // state of that sequence only, so the tokens equal each sequence decoded alone.
+    const auto scratch = test::processScratch("scheduler_batch_recurrent");
+    for (const char* name :
+        { "qwen3-next-80b-a3b", "qwen3.5-27b", "nemotron-h", "nemotron-3-nano-30b" }) {
+        SCOPED_TRACE(name);
+        const auto& m = test::cachedShrunkHybrid(name, scratch);
+        EXPECT_EQ(exec::detail::batchDecodeRefusal(m.spec), "");
+        expectBatchedEqualsAlone(m.dir.string());
+    }
 }
 
 TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
