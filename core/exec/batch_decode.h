@@ -6,6 +6,8 @@
 #include "base/result.h"
 #include "model/model_spec.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <span>
 #include <stop_token>
@@ -28,6 +30,59 @@ template <typename T> struct DecodeBatch {
 
 /// The batched decode step running on this thread, or null (thread-local).
 template <typename T> const DecodeBatch<T>* currentDecodeBatch();
+
+/// One sequence's rows of a step: `count` rows from row `offset`, run over `seq`'s own states.
+template <typename T> struct SequenceRows {
+    Forward<T>* seq;
+    std::int64_t offset;
+    std::int64_t count;
+};
+
+/// The sequences of the step on this thread with their rows, in order: each batch sequence's
+/// rows (batch_decode.h) or, outside a batched step, `self`'s `n` rows. The recurrent mixers run
+/// each sequence's rows over its own state, as that sequence alone would.
+template <typename T>
+std::vector<SequenceRows<T>> stepSequenceRows(Forward<T>* self, std::int64_t n)
+{
+    std::vector<SequenceRows<T>> rows;
+    const DecodeBatch<T>* batch = currentDecodeBatch<T>();
+    if (batch == nullptr) {
+        rows.push_back({ self, 0, n });
+        return rows;
+    }
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+        rows.push_back({ batch->seqs[i], offset, batch->count(i) });
+        offset += batch->count(i);
+    }
+    return rows;
+}
+
+/// Whether the step's tokens fit the KV cache: each batch sequence's positions starts[i] ..
+/// starts[i] + count(i) within `capacityOf(seq)` or, outside a batched step, start + n within
+/// `capacity`. An internal error names the sequence otherwise.
+template <typename T, typename CapacityOf>
+Result<void> checkStepCapacity(const DecodeBatch<T>* batch, std::int64_t start, std::int64_t n,
+    std::int64_t capacity, CapacityOf capacityOf)
+{
+    if (batch == nullptr) {
+        if (start + n > capacity) {
+            return Error::internal(
+                fmt::format("KV cache holds {} tokens, step needs {}", capacity, start + n));
+        }
+        return success();
+    }
+    for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
+        const std::int64_t held = capacityOf(batch->seqs[i]);
+        if (batch->starts[i] + batch->count(i) > held) {
+            return Error::internal(
+                fmt::format("KV cache of batch sequence {} holds {} tokens, step "
+                            "needs {}",
+                    i, held, batch->starts[i] + batch->count(i)));
+        }
+    }
+    return success();
+}
 
 /// Why decodeBatch does not serve `spec` (its family or a layer kind, named); empty when it does:
 /// models whose layers are softmax attention (full, sliding or chunked; MLA for DeepSeek-V3, not

@@ -466,17 +466,10 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     const DecodeBatch<T>* batch = currentDecodeBatch<T>();
-    if (batch != nullptr) {
-        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
-            if (batch->starts[i] + batch->count(i) > batch->seqs[i]->m_capacity) {
-                return Error::internal(fmt::format("KV cache of batch sequence {} holds {} "
-                                                   "tokens, step needs {}",
-                    i, batch->seqs[i]->m_capacity, batch->starts[i] + batch->count(i)));
-            }
-        }
-    } else if (start + n > m_capacity) {
-        return Error::internal(
-            fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
+    if (auto fits = checkStepCapacity(
+            batch, start, n, m_capacity, [](const Forward<T>* f) { return f->m_capacity; });
+        !fits) {
+        return fits.error();
     }
     if (m_spec.family == model::Family::DeepseekV4) {
         return deepseekV4Step(ids, start, taps, stop);

@@ -323,27 +323,12 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     // The recurrent parts (the conv window, the delta rule's state) run per sequence: in a
     // batched step (batch_decode.h) each sequence's rows over its own Forward's state, in order,
     // as that sequence alone would; the projections and row-wise maths take every row at once.
-    struct Rows {
-        DeltaState* state;
-        std::int64_t offset;
-        std::int64_t count;
-    };
-    std::vector<Rows> rows;
-    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
-        std::int64_t offset = 0;
-        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
-            rows.push_back(
-                { &batch->seqs[i]->m_deltaStates[std::size_t(layer)], offset, batch->count(i) });
-            offset += batch->count(i);
-        }
-    } else {
-        rows.push_back({ &m_deltaStates[std::size_t(layer)], 0, n });
-    }
+    const std::vector<SequenceRows<T>> rows = stepSequenceRows(this, n);
     std::vector<T> conv(static_cast<std::size_t>(n * convDim));
-    for (const Rows& seq : rows) {
+    for (const SequenceRows<T>& seq : rows) {
+        DeltaState& own = seq.seq->m_deltaStates[std::size_t(layer)];
         causalConv1dSilu(mixed.data() + seq.offset * convDim, conv.data() + seq.offset * convDim,
-            seq.count, convDim, weight(p + ".conv1d.weight"), la.convKernel,
-            seq.state->window.data());
+            seq.count, convDim, weight(p + ".conv1d.weight"), la.convKernel, own.window.data());
     }
     roundAct(conv.data(), n * convDim, mode);
 
@@ -384,10 +369,11 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
     roundAct(beta.data(), n * nv, mode);
 
     std::vector<T> core(static_cast<std::size_t>(n * valueDim));
-    for (const Rows& seq : rows) {
+    for (const SequenceRows<T>& seq : rows) {
+        DeltaState& own = seq.seq->m_deltaStates[std::size_t(layer)];
         const DeltaRuleShape shape { seq.count, nv, dk, dv };
         const std::int64_t o = seq.offset;
-        T* state = seq.state->state.data();
+        T* state = own.state.data();
         if (seq.count == 1) {
             gatedDeltaRecurrent(q.data() + o * nv * dk, k.data() + o * nv * dk,
                 v.data() + o * valueDim, g.data() + o * nv, beta.data() + o * nv, state,
@@ -397,10 +383,10 @@ void Forward<T>::gatedDeltaNetBlock(int layer, const T* x, T* out, std::int64_t 
                 v.data() + o * valueDim, g.data() + o * nv, beta.data() + o * nv, state,
                 core.data() + o * valueDim, shape, m_deltaChunk);
         }
-        storeRecurrentState(state, std::int64_t(seq.state->state.size()), m_plan);
+        storeRecurrentState(state, std::int64_t(own.state.size()), m_plan);
     }
     if (rows.size() == 1) {
-        const DeltaState& st = *rows.front().state;
+        const DeltaState& st = rows.front().seq->m_deltaStates[std::size_t(layer)];
         recordRecurrentState(taps, p, st.state.data(), { nv, dk, dv }, st.window.data(),
             { la.convKernel - 1, convDim });
     }

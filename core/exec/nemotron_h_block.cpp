@@ -184,24 +184,10 @@ void Forward<T>::mamba2Mixer(
     // The conv window and the SSM state run per sequence: in a batched step (batch_decode.h)
     // each sequence's rows over its own Forward's states, as that sequence alone would; the
     // projections and the gated norm take every row at once.
-    struct Rows {
-        Forward<T>* seq;
-        std::int64_t offset;
-        std::int64_t count;
-    };
-    std::vector<Rows> rows;
-    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
-        std::int64_t offset = 0;
-        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
-            rows.push_back({ batch->seqs[i], offset, batch->count(i) });
-            offset += batch->count(i);
-        }
-    } else {
-        rows.push_back({ this, 0, n });
-    }
+    const std::vector<SequenceRows<T>> rows = stepSequenceRows(this, n);
     std::vector<T> conv = [&] {
         // conv1d.weight [channels, 1, kernel] is [channels, kernel] row-major.
-        for (const Rows& r : rows) {
+        for (const SequenceRows<T>& r : rows) {
             mamba2Conv(xbc.data() + r.offset * channels, r.count, channels, s.kernel,
                 weight(module + ".conv1d.weight"), weight(module + ".conv1d.bias"),
                 r.seq->m_convStates[std::size_t(layer)].data());
@@ -211,7 +197,7 @@ void Forward<T>::mamba2Mixer(
     roundAct(conv.data(), n * channels, mode);
     mamba2Dt(dt.data(), n, s.heads, weight(module + ".dt_bias"));
     std::vector<T> y(std::size_t(n * s.inner()));
-    for (const Rows& r : rows) {
+    for (const SequenceRows<T>& r : rows) {
         // A prefill runs the chunked SSD form, a decode token the recurrence.
         std::vector<T>& ssm = r.seq->m_ssmStates[std::size_t(layer)];
         mamba2Scan(conv.data() + r.offset * channels, dt.data() + r.offset * s.heads,
@@ -361,19 +347,13 @@ Result<std::vector<T>> Forward<T>::nemotronHStep(
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     const std::string& root = m_spec.layout.textPrefix;
-    if (const DecodeBatch<T>* batch = currentDecodeBatch<T>(); batch != nullptr) {
-        // A batched step (batch_decode.h): the mixers take each sequence's rows on its own
-        // states and cache; no layer reads positions (no rotary embedding).
-        for (std::size_t i = 0; i < batch->seqs.size(); ++i) {
-            if (batch->starts[i] + batch->count(i) > batch->seqs[i]->m_capacity) {
-                return Error::internal(fmt::format("KV cache of batch sequence {} holds {} "
-                                                   "tokens, step needs {}",
-                    i, batch->seqs[i]->m_capacity, batch->starts[i] + batch->count(i)));
-            }
-        }
-    } else if (start + n > m_capacity) {
-        return Error::internal(
-            fmt::format("KV cache holds {} tokens, step needs {}", m_capacity, start + n));
+    // In a batched step (batch_decode.h) the mixers take each sequence's rows on its own states
+    // and cache; no layer reads positions (no rotary embedding).
+    const DecodeBatch<T>* batch = currentDecodeBatch<T>();
+    if (auto fits = checkStepCapacity(
+            batch, start, n, m_capacity, [](const Forward<T>* f) { return f->m_capacity; });
+        !fits) {
+        return fits.error();
     }
     m_positions.resize(std::size_t(n));
     for (std::int64_t i = 0; i < n; ++i) {
