@@ -357,19 +357,7 @@ TEST(CheckpointTrainableTensorParallel, ShrunkGqaModelsGiveTheSingleRankCurve)
     // Llama-3.1-8B shrunk to 8 heads over 2 KV heads (its GQA ratio, its own lm_head), and
     // Qwen3-0.6B (4 heads over 2 KV heads, per-head q/k norms whose gradients each TP rank sees
     // for its own heads only).
-    const auto llama = std::filesystem::path(::testing::TempDir()) / "actions_test" / "llama-gqa";
-    checkpoint::ShrinkOptions shrink;
-    shrink.layers = 2;
-    shrink.hidden = 64;
-    shrink.heads = 8;
-    shrink.vocab = 250;
-    shrink.intermediate = 96;
-    shrink.seed = 7;
-    shrink.replace = true;
-    Progress progress;
-    setResourceDir(DAY0_RESOURCE_DIR);
-    const auto made = checkpoint::shrinkModel("llama-3.1-8b", llama, shrink, progress, {});
-    ASSERT_TRUE(made.ok()) << made.error().message;
+    const auto llama = actions::test::shrunkGqaLlama("llama-gqa");
     for (const auto& [config, dir] : { std::pair { "llama-3.1-8b", llama },
              std::pair { "qwen3-0.6b", actions::test::shrunk("qwen3-0.6b", "qwen3") } }) {
         auto m = actions::CheckpointTrainable::load(dir);

@@ -23,24 +23,7 @@ using namespace day0;
 
 namespace {
 
-/// Llama-3.1-8B shrunk to 2 layers of width 64, 8 heads over 2 KV heads, vocab 250.
-std::filesystem::path shrunkLlama()
-{
-    const auto dir = std::filesystem::path(::testing::TempDir()) / "actions_test" / "llama-bf16";
-    checkpoint::ShrinkOptions shrink;
-    shrink.layers = 2;
-    shrink.hidden = 64;
-    shrink.heads = 8;
-    shrink.vocab = 250;
-    shrink.intermediate = 96;
-    shrink.seed = 7;
-    shrink.replace = true;
-    Progress progress;
-    setResourceDir(DAY0_RESOURCE_DIR);
-    const auto made = checkpoint::shrinkModel("llama-3.1-8b", dir, shrink, progress, {});
-    EXPECT_TRUE(made.ok()) << made.error().message;
-    return dir;
-}
+std::filesystem::path shrunkLlama() { return actions::test::shrunkGqaLlama("llama-bf16"); }
 
 train::TrainOptions run(std::int64_t steps, train::TrainPrecision precision, double lr = 3e-3)
 {

@@ -19,24 +19,9 @@ using namespace day0;
 
 namespace {
 
-/// Llama-3.1-8B shrunk to 2 layers of width 64, 8 heads over 2 KV heads, its own lm_head.
 std::filesystem::path shrunkLlama(std::int64_t vocab)
 {
-    const auto dir = std::filesystem::path(::testing::TempDir()) / "actions_test"
-        / ("llama-vocab-" + std::to_string(vocab));
-    checkpoint::ShrinkOptions shrink;
-    shrink.layers = 2;
-    shrink.hidden = 64;
-    shrink.heads = 8;
-    shrink.vocab = vocab;
-    shrink.intermediate = 96;
-    shrink.seed = 7;
-    shrink.replace = true;
-    Progress progress;
-    setResourceDir(DAY0_RESOURCE_DIR);
-    const auto made = checkpoint::shrinkModel("llama-3.1-8b", dir, shrink, progress, {});
-    EXPECT_TRUE(made.ok()) << made.error().message;
-    return dir;
+    return actions::test::shrunkGqaLlama("llama-vocab-" + std::to_string(vocab), vocab);
 }
 
 /// The bytes each of tp=2's ranks holds of the embedding and the head in its flat buffer (8 B
