@@ -34,9 +34,12 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     if (spec.attention == model::AttentionKind::MLA && spec.mla.indexerHeads > 0) {
         return "MLA with the DSA indexer (sparse attention)";
     }
-    if (spec.attention == model::AttentionKind::MLA && spec.family != model::Family::DeepseekV3) {
-        return fmt::format(
-            "MLA attention of {} (batched for DeepSeek-V3)", model::familyName(spec.family));
+    // Kimi-Linear's MLA layers are DeepSeek-V3's without RoPE (mla_use_nope), Kimi-K3's with a
+    // per-row output gate.
+    if (spec.attention == model::AttentionKind::MLA && spec.family != model::Family::DeepseekV3
+        && spec.family != model::Family::KimiLinear) {
+        return fmt::format("MLA attention of {} (batched for DeepSeek-V3 and Kimi-Linear)",
+            model::familyName(spec.family));
     }
     // Qwen3-MoE's, Mixtral's and DeepSeek-V3's experts route every row on its own (router top-k,
     // DeepSeek-V3's groups included, then each expert's product over the rows that chose it; the
@@ -44,23 +47,27 @@ std::string batchDecodeRefusal(const model::ModelSpec& spec)
     // blocks (latent experts, gates, biased or fused experts) are not checked batched yet.
     // Qwen3-Next's (and Qwen3.5's) block is Qwen3-MoE's with a sigmoid-gated shared expert, a
     // per-row gate; Nemotron-H's relu² experts (nemotron_h_block.cpp) route each row alone too.
+    // Kimi-Linear's is DeepSeek-V3's sigmoid router with Mixtral's expert names; Kimi-K3's latent
+    // experts add a per-row down projection, RMS norm and up projection around them.
     const bool rowRouted = spec.family == model::Family::Qwen3Moe
         || spec.family == model::Family::Mixtral || spec.family == model::Family::DeepseekV3
-        || spec.family == model::Family::NemotronH || isQwenNext(spec);
+        || spec.family == model::Family::NemotronH || spec.family == model::Family::KimiLinear
+        || isQwenNext(spec);
     if (spec.moe && !rowRouted) {
         return fmt::format("a mixture of experts of {} (batched for Qwen3-MoE, Qwen3-Next, "
-                           "Mixtral, DeepSeek-V3 and Nemotron-H)",
+                           "Mixtral, DeepSeek-V3, Nemotron-H and Kimi-Linear)",
             model::familyName(spec.family));
     }
-    // Gated DeltaNet and Mamba-2 layers keep a recurrent state per sequence: a batched step runs
-    // each sequence's rows over its own (gated_delta_net.cpp, nemotron_h_block.cpp).
+    // Gated DeltaNet, Mamba-2 and Kimi Delta Attention layers keep a recurrent state per
+    // sequence: a batched step runs each sequence's rows over its own (gated_delta_net.cpp,
+    // nemotron_h_block.cpp, kimi_delta.cpp).
     for (std::size_t l = 0; l < spec.layers.size(); ++l) {
         const auto mixer = spec.layers[l].mixer;
         if (mixer != model::MixerKind::Attention && mixer != model::MixerKind::Sliding
             && mixer != model::MixerKind::Chunked && mixer != model::MixerKind::Linear
             && mixer != model::MixerKind::None && mixer != model::MixerKind::GatedDeltaNet
-            && mixer != model::MixerKind::Mamba2) {
-            return fmt::format("layer {}'s mixer (Kimi Delta Attention or sparse attention)", l);
+            && mixer != model::MixerKind::Mamba2 && mixer != model::MixerKind::KimiDelta) {
+            return fmt::format("layer {}'s {} mixer", l, model::mixerKindName(mixer));
         }
     }
     return {};

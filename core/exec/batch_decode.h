@@ -86,9 +86,10 @@ Result<void> checkStepCapacity(const DecodeBatch<T>* batch, std::int64_t start, 
 
 /// Why decodeBatch does not serve `spec` (its family or a layer kind, named); empty when it does:
 /// models whose layers are softmax attention (full, sliding or chunked; MLA for DeepSeek-V3, not
-/// with the DSA indexer), Gated DeltaNet or Mamba-2 (each sequence's rows over its own recurrent
-/// state), a linear or no mixer, and a dense or linear feed-forward, or Qwen3-MoE's,
-/// Qwen3-Next's, Mixtral's, DeepSeek-V3's and Nemotron-H's routed experts.
+/// with the DSA indexer; Kimi-Linear's), Gated DeltaNet, Mamba-2 or Kimi Delta Attention (each
+/// sequence's rows over its own recurrent state), a linear or no mixer, and a dense or linear
+/// feed-forward, or Qwen3-MoE's, Qwen3-Next's, Mixtral's, DeepSeek-V3's, Nemotron-H's and
+/// Kimi-Linear's routed experts.
 std::string batchDecodeRefusal(const model::ModelSpec& spec);
 
 /// One step of every sequence in `seqs` (Forwards over the same spec, weights and plan, each

@@ -24,6 +24,7 @@
 // the compute type and only the rule's inputs and output are rounded to an emulated dtype.
 #include "exec/kimi_delta.h"
 
+#include "exec/batch_decode.h"
 #include "exec/forward.h"
 #include "exec/gated_head_norm.h"
 #include "exec/ops.h"
@@ -252,12 +253,20 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
     const std::int64_t d = la.valueHeadDim;
     const std::int64_t width = heads * d;
     const PrecisionMode mode = m_plan.modeFor(OpKind::Attention, layer);
-    DeltaState& st = m_deltaStates[std::size_t(layer)];
     const std::int64_t windowSize = (la.convKernel - 1) * width;
     if constexpr (std::is_same_v<T, float>) {
         // The projections go through the backend (linear); the rest has no Backend operator.
         m_ops.hostOnly("KDA short convolutions, gate, delta rule and gated o_norm");
     }
+
+    // The recurrent parts (the q, k and v conv windows, the delta rule's state) run per
+    // sequence: in a batched step (batch_decode.h) each sequence's rows over its own Forward's
+    // state, in order, as that sequence alone would; the projections and row-wise maths take
+    // every row at once.
+    const std::vector<SequenceRows<T>> rows = stepSequenceRows(this, n);
+    const auto own = [&](const SequenceRows<T>& seq) -> DeltaState& {
+        return seq.seq->m_deltaStates[std::size_t(layer)];
+    };
 
     // q, k, v: projection, then each its own causal conv and SiLU.
     std::vector<T> qkv[3];
@@ -267,9 +276,12 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
         linear(fmt::format("{}.{}_proj", p, names[i]), x, projected.data(), n, h, width,
             OpKind::Linear, layer, taps, true);
         qkv[i].resize(std::size_t(n * width));
-        causalConv1dSilu(projected.data(), qkv[i].data(), n, width,
-            weight(fmt::format("{}.{}_conv1d.weight", p, names[i])), la.convKernel,
-            st.window.data() + i * windowSize);
+        const T* convWeight = weight(fmt::format("{}.{}_conv1d.weight", p, names[i]));
+        for (const SequenceRows<T>& seq : rows) {
+            causalConv1dSilu(projected.data() + seq.offset * width,
+                qkv[i].data() + seq.offset * width, seq.count, width, convWeight, la.convKernel,
+                own(seq).window.data() + i * windowSize);
+        }
         roundAct(qkv[i].data(), n * width, mode);
     }
     std::vector<T>& q = qkv[0];
@@ -306,18 +318,25 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
     roundAct(beta.data(), n * heads, mode);
 
     std::vector<T> core(static_cast<std::size_t>(n * width));
-    const DeltaRuleShape shape { n, heads, d, d };
-    if (n == 1) {
-        kimiDeltaRecurrent(q.data(), k.data(), qkv[2].data(), g.data(), beta.data(),
-            st.state.data(), core.data(), shape);
-    } else {
-        kimiDeltaChunked(q.data(), k.data(), qkv[2].data(), g.data(), beta.data(), st.state.data(),
-            core.data(), shape, m_deltaChunk);
+    for (const SequenceRows<T>& seq : rows) {
+        const DeltaRuleShape shape { seq.count, heads, d, d };
+        const std::int64_t o = seq.offset * width;
+        T* state = own(seq).state.data();
+        if (seq.count == 1) {
+            kimiDeltaRecurrent(q.data() + o, k.data() + o, qkv[2].data() + o, g.data() + o,
+                beta.data() + seq.offset * heads, state, core.data() + o, shape);
+        } else {
+            kimiDeltaChunked(q.data() + o, k.data() + o, qkv[2].data() + o, g.data() + o,
+                beta.data() + seq.offset * heads, state, core.data() + o, shape, m_deltaChunk);
+        }
     }
-    // The state as data (recurrent_state.h): [heads, key dim, value dim], and the q, k and v
-    // conv windows one after the other.
-    recordRecurrentState(taps, p, st.state.data(), { heads, d, d }, st.window.data(),
-        { 3, la.convKernel - 1, width });
+    if (rows.size() == 1) {
+        // The state as data (recurrent_state.h): [heads, key dim, value dim], and the q, k and
+        // v conv windows one after the other.
+        const DeltaState& st = own(rows.front());
+        recordRecurrentState(taps, p, st.state.data(), { heads, d, d }, st.window.data(),
+            { 3, la.convKernel - 1, width });
+    }
     roundAct(core.data(), n * width, mode);
 
     // o_norm: RMS norm over each head · w, rounded, times σ(gate) in the compute type.

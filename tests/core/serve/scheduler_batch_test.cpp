@@ -154,6 +154,22 @@ TEST(SchedulerBatch, RecurrentRowsAdvanceTheirOwnStatesInABatchedStep)
     }
 }
 
+TEST(SchedulerBatch, KimiDeltaRowsAdvanceTheirOwnStatesInABatchedStep)
+{
+    // Kimi-Linear (three Kimi Delta Attention layers, the first with a dense MLP, then an MLA
+    // layer without RoPE; sigmoid-routed MoE in the last three) and the same with Kimi-K3's
+    // additions (latent MoE with its norm, MLA output gate, KDA safe gate and full-rank gate):
+    // each sequence's rows of a batched step (prefill or decode) run the q, k and v conv windows
+    // and the delta state of that sequence only, so the tokens equal each sequence decoded alone.
+    const auto scratch = test::processScratch("scheduler_batch_kimi");
+    for (const char* name : { "kimi-linear-48b-a3b", "kimi-linear-k3-additions" }) {
+        SCOPED_TRACE(name);
+        const auto& m = test::cachedShrunkHybrid(name, scratch);
+        EXPECT_EQ(exec::detail::batchDecodeRefusal(m.spec), "");
+        expectBatchedEqualsAlone(m.dir.string());
+    }
+}
+
 TEST(SchedulerBatch, TurnedOffOrRefusedTheDecodeStepsRunOneAfterAnother)
 {
     Progress progress;
