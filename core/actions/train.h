@@ -63,11 +63,11 @@ Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& option
 /// Trains `request.model` (the one place `day0 train` and, later, a Training panel call): the
 /// run, and with compression the uncompressed twin and the convergence verdict; builds the run
 /// record. A model other than kBuiltinTrainModel is a checkpoint (CheckpointTrainable, starting
-/// from its own weights): families the backward does not cover and bf16-mixed (the backward has
-/// no bf16 arithmetic) are refused (Unsupported) by name. With `gradDump`, the chosen steps'
-/// gradient dumps are written (atomically: none on a cancel or failure) and recorded with the
-/// run; the built-in task, which has no anchors, refuses it. Progress counts the steps of the
-/// run, then of its uncompressed twin.
+/// from its own weights): families the backward does not cover, and under bf16-mixed what the
+/// emulated backward does not (multi-head latent attention), are refused (Unsupported) by name.
+/// With `gradDump`, the chosen steps' gradient dumps are written (atomically: none on a cancel or
+/// failure) and recorded with the run; the built-in task, which has no anchors, refuses it.
+/// Progress counts the steps of the run, then of its uncompressed twin.
 Result<TrainOutcome> trainModel(
     const TrainRequest& request, Progress& progress, const std::stop_token& stop = {});
 

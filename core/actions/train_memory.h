@@ -37,8 +37,9 @@ struct TrainMemory {
 /// the planner's per-rank figures (plan::estimateMemory) for the same tp (etp = tp; no
 /// sequence parallelism, except for MoE under tp > 1, which the planner lays out only with
 /// it), dp, ZeRO stage, sequence length and number formats (weights, gradients and optimizer
-/// states in the run's precision, one sequence per micro-batch), per category, each difference
-/// explained; `peakRss` as measured. Pure. Errors: bf16-mixed (not compared), a rank whose
+/// states in the run's precision, or bf16-mixed's bf16 weights, fp32 gradients and fp32 masters
+/// and moments; one sequence per micro-batch), per category, each difference explained;
+/// `peakRss` as measured. Pure. Errors: a rank whose
 /// activations were not measured (no step ran), the planner's (a plan it cannot lay out).
 Result<TrainMemory> compareTrainMemory(const model::ModelSpec& spec,
     const train::TrainOptions& options, const std::vector<train::TrainerBuffers>& ranks,

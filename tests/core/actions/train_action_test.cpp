@@ -225,3 +225,58 @@ TEST(TrainAction, AnMlaMoeCheckpointUnderTensorParallelismIsComparedRankByRank)
     EXPECT_NE(m.plannerConfig.find("sp=on"), std::string::npos) << m.plannerConfig;
     EXPECT_NE(line(m, "activations").why.find("needs it for MoE"), std::string::npos);
 }
+
+TEST(TrainAction, ABf16MixedRunIsSetAgainstThePlannersEighteenBytesAParameter)
+{
+    // bf16-mixed as the planner counts it (Megatron without the distributed optimizer): bf16
+    // weights 2 B + fp32 main gradients 4 B + fp32 masters 4 B + two fp32 Adam moments 8 B =
+    // 18 B a parameter. The trainer holds each as doubles, its values in those formats, and
+    // keeps the backward's activations as fp32 values rounded to bf16.
+    constexpr std::int64_t P = kStoriesParameters;
+    constexpr std::int64_t n = 8;
+    {
+        const auto out = trainStories(train::TrainPrecision::MixedBf16, "");
+        ASSERT_TRUE(out.memory.has_value()) << out.memoryNotCompared;
+        EXPECT_TRUE(out.memoryNotCompared.empty()) << out.memoryNotCompared;
+        const auto& m = *out.memory;
+        EXPECT_EQ(line(m, "weights").planner, 2 * P);
+        EXPECT_EQ(line(m, "gradients").planner, 4 * P);
+        EXPECT_EQ(line(m, "optimizer").planner, (4 + 2 * 4) * P);
+        EXPECT_EQ(line(m, "weights").planner + line(m, "gradients").planner
+                + line(m, "optimizer").planner,
+            18 * P);
+        EXPECT_EQ(line(m, "weights").trainer, 8 * P);
+        EXPECT_EQ(line(m, "gradients").trainer, 8 * P);
+        EXPECT_EQ(line(m, "optimizer").trainer, 3 * 8 * P);
+        // The same hand count as the fp64 run's (46,240 elements), 4 B each.
+        constexpr std::int64_t kept
+            = 5 * ((6 * 64 + 2 * 32 + 3 * 172) * n + 8 * n * n) + (2 * 64 + 512) * n;
+        EXPECT_EQ(line(m, "activations").trainer, 4 * kept);
+        EXPECT_GT(line(m, "activations").planner, 0);
+        EXPECT_NE(line(m, "weights").why.find("bf16 copy"), std::string::npos)
+            << line(m, "weights").why;
+        EXPECT_NE(line(m, "weights").why.find("values rounded to BF16"), std::string::npos)
+            << line(m, "weights").why;
+        EXPECT_NE(m.plannerConfig.find("weights bf16"), std::string::npos) << m.plannerConfig;
+        EXPECT_EQ(out.record.findMetric("planner_weights_bytes")->value, double(2 * P));
+        EXPECT_EQ(out.record.findProperty("memory_not_compared"), nullptr);
+    }
+    {
+        // tp=2: every rank's share (the hand count of the tp=2 test above) at the same 18 B.
+        constexpr std::int64_t S = 5 * (45'312 / 2 + 2 * 64) + 256 * 64 + 64;
+        constexpr std::int64_t kept
+            = 5 * ((4 * 64 + 2 * 32 + 2 * 16 + 3 * 86) * n + 4 * n * n) + (2 * 64 + 256) * n;
+        const auto out = trainStories(train::TrainPrecision::MixedBf16, "tp=2");
+        ASSERT_TRUE(out.memory.has_value()) << out.memoryNotCompared;
+        const auto& m = *out.memory;
+        ASSERT_EQ(m.lines.size(), 2u * 4u);
+        for (const int rank : { 0, 1 }) {
+            EXPECT_EQ(line(m, "weights", rank).planner, 2 * S) << rank;
+            EXPECT_EQ(line(m, "gradients", rank).planner, 4 * S) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).planner, 12 * S) << rank;
+            EXPECT_EQ(line(m, "weights", rank).trainer, 8 * S) << rank;
+            EXPECT_EQ(line(m, "optimizer", rank).trainer, 3 * 8 * S) << rank;
+            EXPECT_EQ(line(m, "activations", rank).trainer, 4 * kept) << rank;
+        }
+    }
+}

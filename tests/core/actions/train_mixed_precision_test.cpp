@@ -148,7 +148,7 @@ TEST(TrainMixedPrecision, ShrunkLlamaBf16MixedLossCurveFollowsTheFp64One)
     EXPECT_TRUE(std::all_of(w.begin(), w.end(), [](double v) { return double(float(v)) == v; }));
 }
 
-TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndSaysWhatItDoesNotCompare)
+TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndComparesItsMemory)
 {
     Progress progress;
     actions::TrainRequest request;
@@ -157,8 +157,11 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndSaysWhatItD
     const auto out = actions::trainModel(request, progress);
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(out->result.history.size(), 2u);
-    EXPECT_NE(out->memoryNotCompared.find("bf16-mixed"), std::string::npos)
-        << out->memoryNotCompared;
+    // Set against the planner's bf16-mixed estimate (train_action_test counts it by hand).
+    ASSERT_TRUE(out->memory.has_value()) << out->memoryNotCompared;
+    EXPECT_NE(out->memory->plannerConfig.find("weights bf16, gradients fp32, optimizer fp32"),
+        std::string::npos)
+        << out->memory->plannerConfig;
     // What the emulated backward lacks is refused by name before any step runs.
     request.model = actions::test::shrunk("deepseek-v3", "deepseek").string();
     const auto mla = actions::trainModel(request, progress);
@@ -168,4 +171,62 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndSaysWhatItD
         mla.error().message.find("does not cover multi-head latent attention"), std::string::npos)
         << mla.error().message;
     EXPECT_EQ(mla.error().message.find("step 0"), std::string::npos) << mla.error().message;
+}
+
+TEST(TrainMixedPrecision, ShrunkLlamaBf16MixedUnderTensorParallelismFollowsOneRanksCurve)
+{
+    // tp=2 bf16-mixed against one rank's bf16-mixed run of the same steps. Not bit-equal:
+    // under tp each rank's row-parallel projection (o_proj, down_proj) rounds its partial sum to
+    // bf16 before the group adds the partials and rounds again (as Megatron's bf16 all-reduce
+    // does), where one rank rounds the whole fp32-accumulated sum once; the column-parallel
+    // backward's input gradients are summed the same way. That is bf16 rounding noise of the
+    // size of the bf16-mixed run's own gap to fp64, so the tolerance is that gap's.
+    auto m = actions::CheckpointTrainable::load(actions::test::shrunkGqaLlama("llama-bf16-tp"));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const FixedSequences corpus(int(m->spec().vocabSize));
+    const std::int64_t steps = 12;
+    auto wide = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::F64));
+    auto one = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::MixedBf16));
+    auto o = run(steps, train::TrainPrecision::MixedBf16);
+    o.tp = 2;
+    auto two = train::runTraining(*m, corpus, o);
+    ASSERT_TRUE(wide.ok()) << wide.error().message;
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    ASSERT_TRUE(two.ok()) << two.error().message;
+    ASSERT_EQ(two->buffersPerRank.size(), 2u); // two ranks ran, each on its shard
+    ASSERT_EQ(one->history.size(), std::size_t(steps));
+    ASSERT_EQ(two->history.size(), std::size_t(steps));
+    double tpGap = 0.0;
+    double oneToWide = 0.0;
+    double twoToWide = 0.0;
+    for (std::size_t i = 0; i < std::size_t(steps); ++i) {
+        const double l64 = wide->history[i].loss;
+        const double l1 = one->history[i].loss;
+        const double l2 = two->history[i].loss;
+        tpGap = std::max(tpGap, std::abs(l2 - l1));
+        oneToWide = std::max(oneToWide, std::abs(l1 - l64));
+        twoToWide = std::max(twoToWide, std::abs(l2 - l64));
+        std::printf("step %2zu: loss fp64 %.6f bf16-mixed tp=1 %.6f tp=2 %.6f (tp gap %.2e)\n", i,
+            l64, l1, l2, std::abs(l2 - l1));
+    }
+    std::printf("bf16-mixed over %lld steps: largest loss gap tp=2 vs tp=1 %.3g nats; to fp64: "
+                "tp=1 %.3g, tp=2 %.3g\n",
+        static_cast<long long>(steps), tpGap, oneToWide, twoToWide);
+    EXPECT_GT(wide->history.front().loss - wide->history.back().loss, 1.0); // it trains
+    // Step 0 computes on the same bf16 weights: only the forward's rounding of the partials
+    // differs, under one bf16 unit of a token's loss (2^-8 x 5.5 = 0.02) averaged over the
+    // 96 tokens (/ sqrt 96): 2e-3. Measured: 7.3e-6 at step 0, 9.7e-4 at most over the 12
+    // steps, where one rank's bf16-mixed curve is up to 3.9e-3 from the fp64 one.
+    EXPECT_LE(std::abs(two->history[0].loss - one->history[0].loss), 2e-3);
+    // The documented tolerance: within the bf16-mixed run's own budget against fp64 (0.02
+    // nats, train_mixed_precision's tolerance above) and no more than twice one rank's
+    // measured gap to fp64 (two bf16 runs each that far from fp64 are at most twice that apart).
+    EXPECT_LE(tpGap, 0.02);
+    EXPECT_LE(tpGap, 2.0 * oneToWide);
+    // bf16 is applied under tp, too: the curve is not the fp64 one.
+    EXPECT_GE(twoToWide, 5e-4);
+    // fp32 masters on every rank: the shards put together are fp32 values.
+    const auto& w = two->finalWeights;
+    ASSERT_EQ(w.size(), one->finalWeights.size());
+    EXPECT_TRUE(std::all_of(w.begin(), w.end(), [](double v) { return double(float(v)) == v; }));
 }
