@@ -89,9 +89,11 @@ void expectShardedBatchEqualsReference(const std::string& checkpoint, const std:
     EXPECT_EQ(scheduler.decodePath(), "batched");
     EXPECT_EQ(serveAll(scheduler, prompts, counts), reference);
     const auto m = scheduler.metrics();
-    // The six prompts (28 tokens) prefilled as one step, then decode steps of several rows.
-    EXPECT_EQ(m.prefillBatches, 1);
-    EXPECT_EQ(m.prefillBatchSequences, 6);
+    // The prompts admitted at a step boundary prefill together: all six (28 tokens) in one step
+    // when they arrive before the loop's first step, else in two or three (the loop may take the
+    // first ones before the rest are submitted); then decode steps of several rows.
+    EXPECT_GE(m.prefillBatches, 1);
+    EXPECT_GE(m.prefillBatchSequences, 2 * m.prefillBatches);
     EXPECT_GT(m.decodeBatches, 0);
     EXPECT_GT(m.decodeBatchRows, 2 * m.decodeBatches);
 }
