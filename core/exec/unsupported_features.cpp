@@ -87,8 +87,13 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
                 "grouped expert routing of {} (num_expert_group {})", type, moe.numGroups));
         }
     }
-    if (spec.vision) {
-        out.push_back(fmt::format("the vision tower of {} (vision_config)", type));
+    // A tower of a kind the engine runs elsewhere (Qwen-VL) is not wired into Kimi's sequence;
+    // any other kind unsupportedFeatures names with its missing pieces.
+    if (spec.vision
+        && (spec.vision->kind == "qwen3_vl" || spec.vision->kind == "qwen2_vl"
+            || spec.vision->kind == "qwen2_5_vl")) {
+        out.push_back(fmt::format("the {} vision tower of {} (vision_config) in Kimi's sequence",
+            spec.vision->kind, type));
     }
 }
 
