@@ -26,7 +26,7 @@ using Align = Table::Align;
 
 struct RunsArgs {
     // list
-    std::string model, kind, status, since, until, label, precision;
+    std::string model, kind, tool, status, since, until, label, precision;
     std::int64_t limit = 50;
     // show, export
     std::string run;
@@ -91,10 +91,16 @@ Result<RunFilter> filterFrom(const RunsArgs& args)
     filter.model = args.model;
     filter.label = args.label;
     filter.precision = args.precision;
+    filter.tool = args.tool;
     filter.limit = args.limit;
     if (!args.kind.empty()) {
         auto kind = parseRunKind(args.kind);
-        DAY0_TRY(kind);
+        if (!kind) {
+            // bench, train, eval... are tools of a kind ("run (bench)" in KIND), not kinds.
+            return Error::badInput(fmt::format("--kind: {}; a tool's runs (bench, train, eval, "
+                                               "...) are listed with --tool {}",
+                kind.error().message, args.kind));
+        }
         filter.kind = *kind;
     }
     if (!args.status.empty()) {
@@ -166,9 +172,9 @@ int runList(const RunsArgs& args, const GlobalOptions& global)
         { Align::Right, Align::Left, Align::Left, Align::Left, Align::Left, Align::Left,
             Align::Left, Align::Right, Align::Left });
     for (const RunInfo& info : runs) {
-        table.addRow({ std::to_string(info.id.value()), formatLocal(info.created),
-            std::string(toString(info.kind)), std::string(toString(info.status)), info.modelName,
-            info.plan, info.precision, durationText(info.duration), info.label });
+        table.addRow({ std::to_string(info.id.value()), formatLocal(info.created), kindLabel(info),
+            std::string(toString(info.status)), info.modelName, info.plan, info.precision,
+            durationText(info.duration), info.label });
     }
     fmt::print("{}", table.render());
     if (std::int64_t(runs.size()) < total) {
@@ -188,7 +194,7 @@ void printHeader(const RunRecord& run)
             header.addRow({ name, value });
         }
     };
-    field("kind", std::string(toString(info.kind)));
+    field("kind", kindLabel(info));
     field("status",
         std::string(toString(info.status)) + (info.message.empty() ? "" : ": " + info.message));
     field("created", formatLocal(info.created));
@@ -319,7 +325,7 @@ void printComparison(const RunComparison& c, const RunsArgs& args)
 {
     const auto describe = [](const RunInfo& info) {
         return fmt::format("run {}  {}  {} {}  {}  {}", info.id.value(), formatLocal(info.created),
-            toString(info.kind), toString(info.status), info.modelName, info.label);
+            kindLabel(info), toString(info.status), info.modelName, info.label);
     };
     fmt::print("A: {}\nB: {}\n", describe(c.a), describe(c.b));
     if (!c.fields.empty()) {
@@ -631,6 +637,8 @@ std::function<int()> setupRuns(CLI::App& app, const GlobalOptions& global)
     CLI::App* list = sub("list", "list recorded runs, newest first");
     list->add_option("--model", args->model, "model name contains this (case-insensitive)");
     list->add_option("--kind", args->kind, "plan, verify, run, compare, trace or validate");
+    list->add_option("--tool", args->tool,
+        "the run's tool equals this: bench, train, eval, shrink, ... (shown in KIND's brackets)");
     list->add_option("--status", args->status, "ok, failed, error or cancelled");
     list->add_option(
         "--since", args->since, "created at or after: 2025-07-11, 2025-07-11T09:30, 7d, 12h");

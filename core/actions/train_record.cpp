@@ -171,6 +171,7 @@ Result<std::vector<StoredTrainingRun>> readTrainingRuns(
     }
     history::RunFilter filter;
     filter.kind = history::RunKind::Run;
+    filter.tool = "train";
     filter.limit = scanLimit;
     auto runs = store->list(filter);
     if (!runs) {
@@ -179,14 +180,6 @@ Result<std::vector<StoredTrainingRun>> readTrainingRuns(
     for (const auto& info : *runs) {
         if (stop.stop_requested()) {
             return Error::cancelled();
-        }
-        // Training runs say so in a property: read the properties before the per-step rows.
-        auto head = store->load(info.id, false);
-        if (!head) {
-            return head.error();
-        }
-        if (!isTrainingRun(*head)) {
-            continue;
         }
         auto record = store->load(info.id, true);
         if (!record) {

@@ -63,10 +63,10 @@ struct StoredTrainingRun {
     std::vector<RankMemory> memory;
 };
 
-/// The training runs of the store `file`, newest first, among its newest `scanLimit` runs of
-/// kind run (0: all): the Training view's list. A missing store is an empty list, never created.
-/// Errors name the store (or the run whose rows are malformed); Cancelled on `stop`. Opens its
-/// own connection: safe on any thread.
+/// The training runs of the store `file` (kind run, tool train), its newest `scanLimit` of them
+/// (0: all), newest first: the Training view's list. A missing store is an empty list, never
+/// created. Errors name the store (or the run whose rows are malformed); Cancelled on `stop`. Opens
+/// its own connection: safe on any thread.
 Result<std::vector<StoredTrainingRun>> readTrainingRuns(
     const std::filesystem::path& file, std::int64_t scanLimit, std::stop_token stop = {});
 

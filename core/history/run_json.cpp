@@ -132,6 +132,7 @@ json toJson(const RunInfo& info)
         { "id", info.id.value() },
         { "uuid", info.uuid },
         { "kind", toString(info.kind) },
+        { "tool", info.tool },
         { "created", formatIso(info.created) },
         { "label", info.label },
         { "status", toString(info.status) },

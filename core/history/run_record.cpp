@@ -55,6 +55,12 @@ Result<RunStatus> parseRunStatus(std::string_view text)
     return parseName<RunStatus>(text, kStatusNames, "status");
 }
 
+std::string kindLabel(const RunInfo& info)
+{
+    return info.tool.empty() ? std::string(toString(info.kind))
+                             : fmt::format("{} ({})", toString(info.kind), info.tool);
+}
+
 std::string_view levelName(LogLevel level)
 {
     switch (level) {

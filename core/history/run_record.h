@@ -52,7 +52,14 @@ struct RunInfo {
     std::string command; ///< the command line, when it came from the CLI
     std::string message; ///< one-line outcome or error message
     std::optional<Seconds> duration; ///< wall time of the work
+    /// The run's "tool" property (bench, train, eval, shrink, ...), read with the header from a
+    /// store so a listing can tell a kind's tools apart; "" when none. Derived, not stored: a
+    /// record sets it with setProperty("tool", ...).
+    std::string tool;
 };
+
+/// The kind as a listing shows it: "run", or "run (bench)" with the run's tool.
+std::string kindLabel(const RunInfo& info);
 
 /// A named scalar result (tokens/s, peak memory, max relative error, verdict counts...).
 /// NaN values are kept.

@@ -24,6 +24,7 @@ struct StoreState;
 struct RunFilter {
     std::string model; ///< substring of the model name, case-insensitive
     std::optional<RunKind> kind;
+    std::string tool; ///< exact "tool" property (bench, train, eval, ...)
     std::optional<RunStatus> status;
     std::optional<Timestamp> since; ///< created at or after
     std::optional<Timestamp> until; ///< created before

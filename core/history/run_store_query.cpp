@@ -17,7 +17,9 @@ namespace detail {
 
 const char* const kInfoColumns
     = "id, uuid, kind, created_us, label, status, model_name, model_fingerprint, plan, precision, "
-      "backend, host, software_version, command, message, duration_s";
+      "backend, host, software_version, command, message, duration_s, "
+      "(SELECT value FROM properties WHERE run_id = runs.id AND key = 'tool' ORDER BY seq "
+      "LIMIT 1)";
 
 RunInfo readInfo(const Statement& row)
 {
@@ -40,6 +42,9 @@ RunInfo readInfo(const Statement& row)
     info.message = row.columnText(14);
     if (!row.columnIsNull(15)) {
         info.duration = Seconds(row.columnReal(15));
+    }
+    if (!row.columnIsNull(16)) {
+        info.tool = row.columnText(16);
     }
     return info;
 }
@@ -82,6 +87,11 @@ Where whereFor(const RunFilter& filter)
     }
     if (filter.kind) {
         where.add("kind = ?", std::string(toString(*filter.kind)));
+    }
+    if (!filter.tool.empty()) {
+        where.add("EXISTS (SELECT 1 FROM properties WHERE run_id = runs.id AND key = 'tool' AND "
+                  "value = ?)",
+            filter.tool);
     }
     if (filter.status) {
         where.add("status = ?", std::string(toString(*filter.status)));

@@ -70,8 +70,24 @@ TEST(RunsCli, ListShowsNewestFirstAndFilters)
     EXPECT_EQ(count({ "--until", "2025-07-11T00:00Z" }), 1u);
     EXPECT_EQ(count({ "--limit", "1" }), 1u);
 
+    EXPECT_EQ(count({ "--tool", "bench" }), 0u);
+
+    // A run of a tool: KIND shows it in brackets, --tool lists it, --json carries it.
+    auto benchRun = nlohmann::json::parse(readText(kData + "run_fp8.json")).at(0);
+    benchRun["uuid"] = "6f1c0c52-7d4e-4c2b-9a55-2b1f0e0b0001";
+    benchRun["properties"]["tool"] = "bench";
+    const std::string benchFile = scratchDir("runs_list_tool") + "/bench_run.json";
+    std::ofstream(benchFile) << benchRun.dump();
+    ASSERT_EQ(runDay0({ "runs", "import", benchFile, "--store", store }).exitCode, 0);
+    EXPECT_EQ(count({ "--tool", "bench" }), 1u);
+    EXPECT_EQ(count({ "--kind", "run", "--tool", "bench" }), 1u);
+    const auto tools = runDay0({ "runs", "list", "--store", store, "--json", "--tool", "bench" });
+    EXPECT_EQ(tools.json()["runs"][0]["tool"], "bench");
+    EXPECT_NE(
+        runDay0({ "runs", "list", "--store", store }).out.find("run (bench)"), std::string::npos);
+
     const auto limited = runDay0({ "runs", "list", "--store", store, "--limit", "1" });
-    EXPECT_NE(limited.err.find("showing the newest 1 of 2 runs"), std::string::npos) << limited.err;
+    EXPECT_NE(limited.err.find("showing the newest 1 of 3 runs"), std::string::npos) << limited.err;
 }
 
 TEST(RunsCli, ShowPrintsEverySection)
@@ -237,6 +253,7 @@ TEST(RunsCli, BadInputExitsTwoNamingFileAndProblem)
     const auto kind = runDay0({ "runs", "list", "--kind", "train", "--store", store });
     EXPECT_EQ(kind.exitCode, 2);
     EXPECT_NE(kind.err.find("unknown run kind 'train'"), std::string::npos) << kind.err;
+    EXPECT_NE(kind.err.find("listed with --tool train"), std::string::npos) << kind.err;
     const auto since = runDay0({ "runs", "list", "--since", "yesterday", "--store", store });
     EXPECT_EQ(since.exitCode, 2);
     EXPECT_NE(since.err.find("--since: 'yesterday' is not a time"), std::string::npos) << since.err;

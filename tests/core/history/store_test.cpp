@@ -345,6 +345,46 @@ TEST(RunStore, ListFiltersAndOrders)
         (std::vector<std::string> { "Kimi-K2", "deepseek-v3", "kimi-k2", "qwen3-8b" }));
 }
 
+TEST(RunStore, ListsEachRunsToolAndFiltersByIt)
+{
+    TempDir dir("tools");
+    auto store = openOrDie(dir / "runs.sqlite");
+    const Timestamp base(std::chrono::microseconds(1'750'000'000'000'000LL));
+    const std::pair<RunKind, const char*> specs[] = { { RunKind::Run, "bench" },
+        { RunKind::Run, "train" }, { RunKind::Run, "" }, { RunKind::Compare, "eval" } };
+    int offset = 0;
+    for (const auto& [kind, tool] : specs) {
+        RunRecord r(kind);
+        r.info.modelName = fmt::format("m{}", offset);
+        r.info.created = base + std::chrono::seconds(offset++);
+        r.setProperty("seed", "1"); // another property first: the tool is found by its key
+        if (*tool != '\0') {
+            r.setProperty("tool", tool);
+        }
+        ASSERT_TRUE(store.commit(r).ok());
+    }
+    const auto labels = [&](const RunFilter& f) {
+        std::vector<std::string> out;
+        for (const RunInfo& info : store.list(f).value()) {
+            out.push_back(info.modelName + " " + kindLabel(info));
+        }
+        return out;
+    };
+    using V = std::vector<std::string>;
+    EXPECT_EQ(labels(RunFilter {}),
+        (V { "m3 compare (eval)", "m2 run", "m1 run (train)", "m0 run (bench)" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.tool = "train"; })), (V { "m1 run (train)" }));
+    EXPECT_EQ(labels(with([&](RunFilter& f) {
+        f.tool = "eval";
+        f.kind = RunKind::Run;
+    })),
+        V {});
+    EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.tool = "bench"; })), 1);
+    // Loading one run reads its tool with the header too.
+    const auto id = store.list(with([&](RunFilter& f) { f.tool = "bench"; })).value().at(0).id;
+    EXPECT_EQ(store.load(id, false).value().info.tool, "bench");
+}
+
 TEST(RunStore, ResolvesReferences)
 {
     TempDir dir("resolve");

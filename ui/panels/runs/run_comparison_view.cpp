@@ -313,7 +313,7 @@ void RunComparisonView::showHeader()
 {
     const auto& c = *m_comparison;
     const auto describe = [](const history::RunInfo& run, int side, const QString& letter) {
-        QString details = toQString(std::string(history::toString(run.kind)));
+        QString details = toQString(history::kindLabel(run));
         for (const std::string* part : { &run.modelName, &run.plan, &run.precision }) {
             if (!part->empty()) {
                 details += QStringLiteral(" · ") + toQString(*part);

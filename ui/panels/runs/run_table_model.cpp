@@ -98,7 +98,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const
         case Created:
             return toQString(history::formatLocal(r->created));
         case Kind:
-            return toQString(std::string(history::toString(r->kind)));
+            return toQString(history::kindLabel(*r));
         case Status:
             return toQString(std::string(history::toString(r->status)));
         case Model:

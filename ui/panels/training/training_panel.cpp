@@ -27,7 +27,7 @@ namespace day0::ui {
 
 namespace {
 
-constexpr std::int64_t kScanLimit = 2000; ///< newest runs of kind run searched for training runs
+constexpr std::int64_t kScanLimit = 2000; ///< the newest training runs listed
 constexpr int kDefaultOverlay = 6; ///< runs of one model selected on the first listing
 constexpr int kIdRole = Qt::UserRole;
 
