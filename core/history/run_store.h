@@ -30,7 +30,7 @@ struct RunFilter {
     std::optional<Timestamp> until; ///< created before
     std::string label; ///< substring of the label, case-insensitive
     std::string precision; ///< exact precision name ("bf16")
-    /// Substring of the label, model, plan, precision, backend, host or message,
+    /// Substring of the label, model, plan, precision, backend, host, message or tool,
     /// case-insensitive (the search box of the runs panel).
     std::string text;
     std::int64_t limit = 0; ///< at most this many runs, newest first; 0 = all

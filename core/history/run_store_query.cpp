@@ -116,7 +116,10 @@ Where whereFor(const RunFilter& filter)
             condition += fmt::format(
                 "{}instr(lower({}), lower(?)) > 0", condition.size() > 1 ? " OR " : "", column);
         }
-        where.addRepeated(condition + ")", filter.text, int(std::size(kSearched)));
+        // and the run's tool ("bench", "train"...), which the listing shows beside its kind.
+        condition += " OR EXISTS (SELECT 1 FROM properties WHERE run_id = runs.id AND key = "
+                     "'tool' AND instr(lower(value), lower(?)) > 0)";
+        where.addRepeated(condition + ")", filter.text, int(std::size(kSearched)) + 1);
     }
     return where;
 }

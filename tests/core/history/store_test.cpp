@@ -380,6 +380,9 @@ TEST(RunStore, ListsEachRunsToolAndFiltersByIt)
     })),
         V {});
     EXPECT_EQ(*store.count(with([&](RunFilter& f) { f.tool = "bench"; })), 1);
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.tool = "ben"; })), V {}) << "the tool is exact";
+    EXPECT_EQ(labels(with([&](RunFilter& f) { f.text = "TRAI"; })), (V { "m1 run (train)" }))
+        << "the search text finds a tool";
     // Loading one run reads its tool with the header too.
     const auto id = store.list(with([&](RunFilter& f) { f.tool = "bench"; })).value().at(0).id;
     EXPECT_EQ(store.load(id, false).value().info.tool, "bench");

@@ -80,7 +80,7 @@ RunsPanel::RunsPanel(Session& session, JobRunner& jobs, QWidget* parent)
     , m_searchTimer(new QTimer(this))
 {
     m_search->setObjectName(QStringLiteral("runsSearch"));
-    m_search->setPlaceholderText(tr("Search label, model, plan, precision, host, outcome"));
+    m_search->setPlaceholderText(tr("Search label, model, plan, precision, host, outcome, tool"));
     m_search->setClearButtonEnabled(true);
     m_search->setMinimumWidth(220);
     for (const auto kind :
