@@ -3,6 +3,7 @@
 #include "exec/backward.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/forward.h"
+#include "exec/layout_weights.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -31,26 +32,32 @@ Result<CheckpointTrainable> CheckpointTrainable::load(const std::filesystem::pat
                                               "({})",
             checkpoint.string(), fmt::join(missing, "; "), model::familyName(m.m_spec.family)));
     }
-    auto weights = exec::openCheckpointWeights(checkpoint);
-    if (!weights) {
-        return weights.error();
+    auto opened = exec::openCheckpointWeights(checkpoint);
+    if (!opened) {
+        return opened.error();
     }
+    // The weights under the engine's canonical names, as the engine reads them: gpt-oss's fused
+    // experts one by one (exec/layout_weights.h).
+    const exec::detail::LayoutWeights mapped(**opened, m.m_spec);
+    const exec::WeightSource& weights = exec::detail::needsLayoutMapping(m.m_spec)
+        ? static_cast<const exec::WeightSource&>(mapped)
+        : **opened;
     for (const auto& req : exec::detail::requiredWeights(m.m_spec)) {
-        if (!(*weights)->has(req.name)) {
+        if (!weights.has(req.name)) {
             if (req.optional) {
                 continue;
             }
             return Error::badInput(
-                fmt::format("{}: weight '{}' is missing", (*weights)->describe(), req.name));
+                fmt::format("{}: weight '{}' is missing", weights.describe(), req.name));
         }
-        auto t = (*weights)->read(req.name);
+        auto t = weights.read(req.name);
         if (!t) {
             return t.error();
         }
         if (t->shape() != numerics::Shape(req.shape.begin(), req.shape.end())) {
             return Error::badInput(fmt::format("{}: weight '{}' has shape [{}], the model needs "
                                                "[{}]",
-                (*weights)->describe(), req.name, fmt::join(t->shape(), ", "),
+                weights.describe(), req.name, fmt::join(t->shape(), ", "),
                 fmt::join(req.shape, ", ")));
         }
         if (untrainable(req.name)) {

@@ -49,7 +49,8 @@ public:
     /// VocabParallelEmbedding and vocab-parallel cross-entropy: exec::GradientOptions::
     /// vocabTotal); norms, the router, the o_proj bias, MLA's q_a/kv_a projections and their
     /// norms and the fixed tensors replicated (the exec backward's tpSum and tpMax do the
-    /// reductions). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 and Kimi-K2; a tp that
+    /// reductions). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3 and Kimi-K2 (gpt-oss,
+    /// whose sinks and packed biased experts it does not cut, is refused by name); a tp that
     /// does not divide num_attention_heads, num_key_value_heads (not MLA), intermediate_size,
     /// moe_intermediate_size, the shared experts' width or vocab_size is refused (BadInput)
     /// naming the field (a vocabulary is not padded, as Megatron would pad it).

@@ -232,6 +232,13 @@ private:
 Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorParallel(
     int tp, int rank, comm::Communicator& group) const
 {
+    if (m_spec.family == model::Family::GptOss) {
+        // Its sinks would be cut by heads and its fused biased experts by width: not modelled.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(gpt-oss: per-head attention sinks, packed biased "
+                                              "experts) is not modelled; train it with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

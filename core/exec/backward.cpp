@@ -245,6 +245,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "cover {}",
             spec.name, model::familyName(spec.family), fmt::join(missing, "; ")));
     }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
+                                              "(per-head attention sinks, packed biased experts) "
+                                              "is not modelled",
+            spec.name));
+    }
     if (ids.empty()) {
         return Error::badInput("gradients: no token ids");
     }

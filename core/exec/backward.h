@@ -11,8 +11,10 @@
 //    loss with respect to that module's output, shaped as the forward capture [tokens, ...]; or
 //  - a parameter (an HF parameter name, "model.layers.3.self_attn.q_proj.weight"): the
 //    gradient with respect to that weight, shaped as the weight.
-// A parameter name always ends in ".weight" or ".bias", which no anchor does. With tied
-// embeddings there is no lm_head.weight: the head's gradient joins model.embed_tokens.weight's.
+// A parameter name ends in ".weight" or ".bias" (gpt-oss adds "self_attn.sinks" and its fused
+// "experts.gate_up_proj[_bias]" / "experts.down_proj[_bias]"), which no anchor does
+// (numerics/gradient_anchor.h). With tied embeddings there is no lm_head.weight: the head's
+// gradient joins model.embed_tokens.weight's.
 // Routed experts that receive no token have a zero gradient, present, not missing. Tensors that
 // no gradient reaches by construction (DeepSeek's e_score_correction_bias, which only ranks the
 // experts and is a buffer in HF) have none.
@@ -127,7 +129,9 @@ struct GradientResult {
     /// input and output and the logits (the step's activation memory, as a trainer holds it).
     std::int64_t keptBytes = 0;
     numerics::Tensor logits; ///< [tokens, vocab], F64 or F32
-    /// ∂loss/∂parameter by HF parameter name (no suffix), shaped as the parameter, F64 or F32.
+    /// ∂loss/∂parameter by the name of the weight given (no suffix), shaped as it, F64 or F32:
+    /// the HF parameter names, but for packed experts (gpt-oss), which the engine names and
+    /// trains one by one (checkpointGradients gives them the checkpoint's fused names).
     std::map<std::string, numerics::Tensor> parameters;
     /// "<anchor>#grad" → ∂loss/∂(module output), with options.activations, in the order the
     /// backward reaches them: from "lm_head#grad" down to "model.embed_tokens#grad".
@@ -160,9 +164,20 @@ Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const st
     std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
     Progress* progress = nullptr);
 
+/// `parameters` (GradientResult::parameters) under the checkpoint's names: gpt-oss's packed
+/// experts, which the pass computes one by one under the engine's canonical names
+/// ("model.layers.L.mlp.experts.E.gate_proj.weight" [I, H], "...up_proj.bias" [I],
+/// "...down_proj.weight" [H, I], ...), gathered into HF's fused parameters
+/// "model.layers.L.mlp.experts.gate_up_proj" [E, H, 2I] (gate at even, up at odd columns),
+/// "...gate_up_proj_bias" [E, 2I], "...down_proj" [E, I, H] and "...down_proj_bias" [E, H]
+/// (an expert that received no token is a zero slice); every other gradient as it is.
+std::map<std::string, numerics::Tensor> checkpointGradients(
+    const model::ModelSpec& spec, const std::map<std::string, numerics::Tensor>& parameters);
+
 /// A dump of a gradient pass: the logits as "lm_head", every activation gradient
-/// "<anchor>#grad" and every parameter gradient "<parameter>#grad"; dump.json's extra holds
-/// "loss", "counted", "targets" and "gradients": true.
+/// "<anchor>#grad" and every parameter gradient "<parameter>#grad" under the checkpoint's names
+/// (checkpointGradients); dump.json's extra holds "loss", "counted", "targets" and
+/// "gradients": true.
 numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& result,
     std::span<const std::int64_t> ids, std::span<const std::int64_t> targets, bool fp64);
 

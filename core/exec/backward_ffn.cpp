@@ -1,6 +1,8 @@
-// The gradient pass's feed-forward blocks (gradient_pass.h): gated MLPs (SwiGLU) and
-// mixture-of-experts with the router's backward through its softmax or sigmoid scores and the
-// top-k normalisation; experts that receive no token keep a zero gradient.
+// The gradient pass's feed-forward blocks (gradient_pass.h): gated MLPs (SwiGLU, gpt-oss's
+// clamped SwiGLU with biased experts) and mixture-of-experts with the router's backward through
+// its softmax or sigmoid scores and the top-k normalisation (gpt-oss's softmax over the chosen
+// logits is the renormalised top-k of the full softmax); experts that receive no token keep a
+// zero gradient.
 #include "exec/backward_ops.h"
 #include "exec/forward.h"
 #include "exec/gradient_pass.h"
@@ -15,15 +17,26 @@ void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int
     const std::int64_t h = m_spec.hiddenSize;
     g.resize(std::size_t(rows * inter));
     u.resize(std::size_t(rows * inter));
-    project(x, m_p.value(module + ".gate_proj.weight"), nullptr, g.data(), rows, h, inter);
-    project(x, m_p.value(module + ".up_proj.weight"), nullptr, u.data(), rows, h, inter);
-    act = g;
-    if constexpr (std::is_same_v<T, float>) {
-        emulatedGatedActivation(act.data(), u.data(), rows * inter, Activation::Silu, m_mode);
+    // gpt-oss's experts carry biases (null elsewhere).
+    project(x, m_p.value(module + ".gate_proj.weight"), m_p.value(module + ".gate_proj.bias"),
+        g.data(), rows, h, inter);
+    project(x, m_p.value(module + ".up_proj.weight"), m_p.value(module + ".up_proj.bias"), u.data(),
+        rows, h, inter);
+    if (m_spec.swigluLimit > 0.0) {
+        // gpt-oss: g and u stay as projected (before the clamps), which the backward masks by.
+        act.resize(g.size());
+        clampedSwiglu<T>(
+            g.data(), u.data(), act.data(), rows * inter, m_spec.swigluLimit, m_spec.swigluAlpha);
     } else {
-        gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
+        act = g;
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedGatedActivation(act.data(), u.data(), rows * inter, Activation::Silu, m_mode);
+        } else {
+            gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
+        }
     }
-    project(act.data(), m_p.value(module + ".down_proj.weight"), nullptr, out, rows, inter, h);
+    project(act.data(), m_p.value(module + ".down_proj.weight"),
+        m_p.value(module + ".down_proj.bias"), out, rows, inter, h);
 }
 
 template <typename T>
@@ -34,17 +47,25 @@ void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::in
     const std::int64_t h = m_spec.hiddenSize;
     std::vector<T> dact(act.size());
     linearBackward<T>(act.data(), m_p.value(module + ".down_proj.weight"), dout, dact.data(),
-        m_p.grad(module + ".down_proj.weight"), nullptr, rows, inter, h, false);
+        m_p.grad(module + ".down_proj.weight"), m_p.grad(module + ".down_proj.bias"), rows, inter,
+        h, false);
     round(dact);
     std::vector<T> dg(act.size());
     std::vector<T> du(act.size());
-    swigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
+    if (m_spec.swigluLimit > 0.0) {
+        clampedSwigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(),
+            rows * inter, m_spec.swigluLimit, m_spec.swigluAlpha);
+    } else {
+        swigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
+    }
     round(dg);
     round(du);
     linearBackward<T>(x, m_p.value(module + ".gate_proj.weight"), dg.data(), dx,
-        m_p.grad(module + ".gate_proj.weight"), nullptr, rows, h, inter, true);
+        m_p.grad(module + ".gate_proj.weight"), m_p.grad(module + ".gate_proj.bias"), rows, h,
+        inter, true);
     linearBackward<T>(x, m_p.value(module + ".up_proj.weight"), du.data(), dx,
-        m_p.grad(module + ".up_proj.weight"), nullptr, rows, h, inter, true);
+        m_p.grad(module + ".up_proj.weight"), m_p.grad(module + ".up_proj.bias"), rows, h, inter,
+        true);
 }
 
 template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T>& a, T* out)
@@ -60,7 +81,9 @@ template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T
         linear<T>(
             a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
     } else {
-        project(a.xn2.data(), m_p.value(names.router + ".weight"), nullptr, logits.data(), n, h, e);
+        // gpt-oss's router has a bias over all experts (null elsewhere).
+        project(a.xn2.data(), m_p.value(names.router + ".weight"),
+            m_p.value(names.router + ".bias"), logits.data(), n, h, e);
     }
     // Routed in double as the engine routes (router.h), on the same scores.
     const std::vector<double> wide(logits.begin(), logits.end());
@@ -196,7 +219,7 @@ Result<void> GradientPass<T>::moeBackward(
     }
     m_acts.record(names.router, dlogits.data(), { n, e });
     linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(), dxn2,
-        m_p.grad(names.router + ".weight"), nullptr, n, h, e, true);
+        m_p.grad(names.router + ".weight"), m_p.grad(names.router + ".bias"), n, h, e, true);
     return success();
 }
 

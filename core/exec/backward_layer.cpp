@@ -113,9 +113,9 @@ template <typename T> std::int64_t GradientPass<T>::keptBytes(std::size_t extra)
     std::size_t elements = extra;
     std::size_t others = 0; // doubles and indices, 8 bytes each
     for (const auto& a : m_layers) {
-        for (const auto* v : { &a.in, &a.xn1, &a.qPre, &a.kPre, &a.q, &a.k, &a.v, &a.probs, &a.ctx,
-                 &a.mid, &a.xn2, &a.g, &a.u, &a.act, &a.qa, &a.qaNormed, &a.ckv, &a.latentNormed,
-                 &a.kv, &a.sharedG, &a.sharedU, &a.sharedAct }) {
+        for (const auto* v : { &a.in, &a.xn1, &a.qPre, &a.kPre, &a.q, &a.k, &a.v, &a.probs,
+                 &a.sinkProbs, &a.ctx, &a.mid, &a.xn2, &a.g, &a.u, &a.act, &a.qa, &a.qaNormed,
+                 &a.ckv, &a.latentNormed, &a.kv, &a.sharedG, &a.sharedU, &a.sharedAct }) {
             elements += v->size();
         }
         others += a.scores.size() + a.routing.experts.size() + a.routing.weights.size();
@@ -157,7 +157,7 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
     }
     a.ctx.resize(std::size_t(n * heads * d));
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
-        kvHeads, d, d, m_scale, attentionRounding());
+        kvHeads, d, d, m_scale, attentionRounding(), attentionMask(l), &a.sinkProbs);
     round(a.ctx);
     // Under tensor parallelism `out` is a partial sum: the bias joins after the reduction.
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"),
@@ -181,7 +181,8 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));
     causalAttentionBackward<T>(a.q.data(), a.k.data(), a.v.data(), a.probs, dctx.data(), dq.data(),
-        dk.data(), dv.data(), n, heads, kvHeads, d, d, m_scale);
+        dk.data(), dv.data(), n, heads, kvHeads, d, d, m_scale, attentionMask(l), &a.sinkProbs,
+        m_p.grad(p + ".sinks"));
     for (auto* g : { &dq, &dk, &dv }) {
         round(*g);
     }

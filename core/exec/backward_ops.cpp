@@ -113,20 +113,63 @@ void ropeBackward(T* dx, std::int64_t tokens, std::int64_t heads, std::int64_t h
 }
 
 template <typename T>
+void clampedSwiglu(const T* g, const T* u, T* a, std::int64_t n, double limit, double alpha)
+{
+    const T l = T(limit);
+    for (std::int64_t i = 0; i < n; ++i) {
+        const T gc = std::min(g[i], l);
+        const T uc = std::clamp(u[i], -l, l) + T(1);
+        a[i] = gc * sigmoid(T(alpha) * gc) * uc;
+    }
+}
+
+template <typename T>
+void clampedSwigluBackward(
+    const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n, double limit, double alpha)
+{
+    const T l = T(limit);
+    const T al = T(alpha);
+    for (std::int64_t i = 0; i < n; ++i) {
+        const T gc = std::min(g[i], l);
+        const T uc = std::clamp(u[i], -l, l) + T(1);
+        const T s = sigmoid(al * gc);
+        // d(ĝ·σ(αĝ))/dĝ = σ + αĝ·σ(1 − σ); torch.clamp's mask keeps the bound itself.
+        dg[i] = g[i] <= l ? da[i] * uc * (s + al * gc * s * (T(1) - s)) : T(0);
+        du[i] = u[i] >= -l && u[i] <= l ? da[i] * gc * s : T(0);
+    }
+}
+
+namespace {
+
+/// The first key query i sees under `window` (0: all keys ≤ i).
+std::int64_t firstKey(std::int64_t i, std::int64_t window)
+{
+    return window > 0 ? std::max<std::int64_t>(0, i + 1 - window) : 0;
+}
+
+} // namespace
+
+template <typename T>
 void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vector<T>& probs,
     std::int64_t n, std::int64_t heads, std::int64_t kvHeads, std::int64_t d, std::int64_t dv,
-    double scale, const std::function<void(T*, std::int64_t)>& round)
+    double scale, const std::function<void(T*, std::int64_t)>& round, const AttentionMask<T>& mask,
+    std::vector<T>* sinkProbs)
 {
     const std::int64_t group = heads / kvHeads;
     probs.assign(std::size_t(heads * n * n), T(0));
+    if (mask.sinks != nullptr && sinkProbs != nullptr) {
+        sinkProbs->assign(std::size_t(heads * n), T(0));
+    }
     std::fill_n(out, n * heads * dv, T(0));
     for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t kvh = h / group;
         for (std::int64_t i = 0; i < n; ++i) {
+            const std::int64_t first = firstKey(i, mask.window);
+            const std::int64_t seen = i + 1 - first;
             const T* qi = q + (i * heads + h) * d;
             T* p = probs.data() + (h * n + i) * n;
             T top = -std::numeric_limits<T>::infinity();
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 const T* kj = k + (j * kvHeads + kvh) * d;
                 T s = 0;
                 for (std::int64_t c = 0; c < d; ++c) {
@@ -135,24 +178,32 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
                 p[j] = s * T(scale);
             }
             if (round) {
-                round(p, i + 1);
+                round(p + first, seen);
             }
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 top = std::max(top, p[j]);
             }
-            T sum = 0;
-            for (std::int64_t j = 0; j <= i; ++j) {
+            // A sink is one more logit in the row: in the maximum and the denominator.
+            const T sink = mask.sinks != nullptr ? mask.sinks[h] : T(0);
+            if (mask.sinks != nullptr) {
+                top = std::max(top, sink);
+            }
+            T sum = mask.sinks != nullptr ? std::exp(sink - top) : T(0);
+            for (std::int64_t j = first; j <= i; ++j) {
                 p[j] = std::exp(p[j] - top);
                 sum += p[j];
             }
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 p[j] /= sum;
             }
+            if (mask.sinks != nullptr && sinkProbs != nullptr) {
+                (*sinkProbs)[std::size_t(h * n + i)] = std::exp(sink - top) / sum;
+            }
             if (round) {
-                round(p, i + 1);
+                round(p + first, seen);
             }
             T* o = out + (i * heads + h) * dv;
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 const T* vj = v + (j * kvHeads + kvh) * dv;
                 for (std::int64_t c = 0; c < dv; ++c) {
                     o[c] += p[j] * vj[c];
@@ -165,19 +216,23 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
 template <typename T>
 void causalAttentionBackward(const T* q, const T* k, const T* v, const std::vector<T>& probs,
     const T* dout, T* dq, T* dk, T* dv, std::int64_t n, std::int64_t heads, std::int64_t kvHeads,
-    std::int64_t d, std::int64_t vd, double scale)
+    std::int64_t d, std::int64_t vd, double scale, const AttentionMask<T>& mask,
+    const std::vector<T>* sinkProbs, T* dsinks)
 {
     const std::int64_t group = heads / kvHeads;
     std::fill_n(dq, n * heads * d, T(0));
     std::vector<T> ds(static_cast<std::size_t>(n));
+    const bool sinks = mask.sinks != nullptr && sinkProbs != nullptr && dsinks != nullptr;
     for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t kvh = h / group;
         for (std::int64_t i = 0; i < n; ++i) {
+            const std::int64_t first = firstKey(i, mask.window);
             const T* p = probs.data() + (h * n + i) * n;
             const T* doi = dout + (i * heads + h) * vd;
-            // dP_ij = dO_i · V_j; dS_ij = P_ij (dP_ij − Σ_j' P_ij' dP_ij').
+            // dP_ij = dO_i · V_j; dS_ij = P_ij (dP_ij − Σ_j' P_ij' dP_ij') over the keys the row
+            // sees (a sink adds P_sink · dP_sink = 0 to the sum: it has no value).
             T dot = 0;
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 const T* vj = v + (j * kvHeads + kvh) * vd;
                 T dp = 0;
                 for (std::int64_t c = 0; c < vd; ++c) {
@@ -190,9 +245,12 @@ void causalAttentionBackward(const T* q, const T* k, const T* v, const std::vect
                     dvj[c] += p[j] * doi[c];
                 }
             }
+            if (sinks) {
+                dsinks[h] -= (*sinkProbs)[std::size_t(h * n + i)] * dot;
+            }
             const T* qi = q + (i * heads + h) * d;
             T* dqi = dq + (i * heads + h) * d;
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first; j <= i; ++j) {
                 const T dsij = p[j] * (ds[std::size_t(j)] - dot) * T(scale);
                 const T* kj = k + (j * kvHeads + kvh) * d;
                 T* dkj = dk + (j * kvHeads + kvh) * d;
@@ -248,12 +306,15 @@ double crossEntropy(const T* logits, std::span<const std::int64_t> targets, std:
     template void swigluBackward<T>(const T*, const T*, const T*, T*, T*, std::int64_t);           \
     template void ropeBackward<T>(                                                                 \
         T*, std::int64_t, std::int64_t, std::int64_t, std::span<const std::int64_t>, const Rope&); \
+    template void clampedSwiglu<T>(const T*, const T*, T*, std::int64_t, double, double);          \
+    template void clampedSwigluBackward<T>(                                                        \
+        const T*, const T*, const T*, T*, T*, std::int64_t, double, double);                       \
     template void causalAttentionForward<T>(const T*, const T*, const T*, T*, std::vector<T>&,     \
         std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double,              \
-        const std::function<void(T*, std::int64_t)>&);                                             \
+        const std::function<void(T*, std::int64_t)>&, const AttentionMask<T>&, std::vector<T>*);   \
     template void causalAttentionBackward<T>(const T*, const T*, const T*, const std::vector<T>&,  \
         const T*, T*, T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,              \
-        std::int64_t, double);                                                                     \
+        std::int64_t, double, const AttentionMask<T>&, const std::vector<T>*, T*);                 \
     template double crossEntropy<T>(                                                               \
         const T*, std::span<const std::int64_t>, std::int64_t, T*, std::int64_t&);
 

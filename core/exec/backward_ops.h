@@ -43,22 +43,51 @@ template <typename T>
 void ropeBackward(T* dx, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,
     std::span<const std::int64_t> positions, const Rope& rope);
 
-/// Causal softmax attention of `n` tokens over themselves (query i sees keys ≤ i), per head;
-/// query head h reads kv head h / (heads / kvHeads). q [n, heads, d], k [n, kvHeads, d],
-/// v [n, kvHeads, dv] → out [n, heads, dv]; `probs` [heads, n, n] keeps the probabilities
-/// (zeros above the diagonal) for the backward. `round`, when set, rounds each row's scaled
-/// scores and then its probabilities in place (an emulated low-precision kernel's storage, as
-/// exec::attention's roundScores/roundProbs); the probabilities kept are the rounded ones.
+/// What causal attention adds to the plain mask (gpt-oss): a sliding window and learned sinks.
+template <typename T> struct AttentionMask {
+    /// Query i sees keys (i − window, i] (HF's sliding_window, the exec attention's
+    /// firstVisibleKey); 0: every key ≤ i.
+    std::int64_t window = 0;
+    /// One logit per query head [heads] that joins each row's softmax (its maximum and its
+    /// denominator) with no value (gpt-oss `self_attn.sinks`); null: none.
+    const T* sinks = nullptr;
+};
+
+/// Causal softmax attention of `n` tokens over themselves (query i sees keys ≤ i, within
+/// `mask.window` when set), per head; query head h reads kv head h / (heads / kvHeads).
+/// q [n, heads, d], k [n, kvHeads, d], v [n, kvHeads, dv] → out [n, heads, dv]; `probs`
+/// [heads, n, n] keeps the probabilities (zeros where masked) for the backward and, with
+/// `mask.sinks`, `sinkProbs` [heads, n] each row's sink probability. `round`, when set, rounds
+/// each row's scaled scores and then its probabilities in place (an emulated low-precision
+/// kernel's storage, as exec::attention's roundScores/roundProbs); the probabilities kept are
+/// the rounded ones.
 template <typename T>
 void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vector<T>& probs,
     std::int64_t n, std::int64_t heads, std::int64_t kvHeads, std::int64_t d, std::int64_t dv,
-    double scale, const std::function<void(T*, std::int64_t)>& round = {});
+    double scale, const std::function<void(T*, std::int64_t)>& round = {},
+    const AttentionMask<T>& mask = {}, std::vector<T>* sinkProbs = nullptr);
 
-/// Backward of causalAttentionForward: dq = ∂L/∂q (overwritten), dk and dv accumulated.
+/// Backward of causalAttentionForward: dq = ∂L/∂q (overwritten), dk and dv accumulated; with
+/// `mask.sinks`, dsinks [heads] += ∂L/∂sink = −Σ_i p_sink,i · Σ_j p_ij dP_ij (the sink has no
+/// value, so its own dP is zero), from the forward's `sinkProbs`.
 template <typename T>
 void causalAttentionBackward(const T* q, const T* k, const T* v, const std::vector<T>& probs,
     const T* dout, T* dq, T* dk, T* dv, std::int64_t n, std::int64_t heads, std::int64_t kvHeads,
-    std::int64_t d, std::int64_t vd, double scale);
+    std::int64_t d, std::int64_t vd, double scale, const AttentionMask<T>& mask = {},
+    const std::vector<T>* sinkProbs = nullptr, T* dsinks = nullptr);
+
+/// gpt-oss's clamped SwiGLU a ← (clamp(u, −L, L) + 1) · ĝ·σ(α·ĝ), ĝ = min(g, L), from the
+/// pre-clamp gate and up projections (the engine's forward, ffn_block.cpp, with α given).
+template <typename T>
+void clampedSwiglu(const T* g, const T* u, T* a, std::int64_t n, double limit, double alpha);
+
+/// Backward of gpt-oss's clamped SwiGLU a ← (clamp(u, −L, L) + 1) · ĝ·σ(α·ĝ), ĝ = min(g, L)
+/// (GptOssExperts._apply_gate), from the pre-clamp g and u: dg = da · (clamp(u) + 1) · (σ(αĝ) +
+/// αĝ·σ(αĝ)(1 − σ(αĝ))) where g ≤ L, else 0; du = da · ĝ·σ(αĝ) where −L ≤ u ≤ L, else 0 (a
+/// clamp passes no gradient where it is active; at its bound it passes, as torch.clamp).
+template <typename T>
+void clampedSwigluBackward(
+    const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n, double limit, double alpha);
 
 /// Mean cross-entropy of logits [n, vocab] against `targets` (a negative target is ignored, as
 /// HF's ignore_index −100), in double; dlogits gets (softmax − onehot) / counted per counted row

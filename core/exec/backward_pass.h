@@ -28,6 +28,7 @@ template <typename T> struct LayerActivations {
     std::vector<T> qPre, kPre; ///< q/k before their per-head norms (QK-norm models)
     std::vector<T> q, k, v; ///< what attention read (after norms and RoPE)
     std::vector<T> probs; ///< attention probabilities [heads, n, n]
+    std::vector<T> sinkProbs; ///< each row's sink probability [heads, n] (gpt-oss sinks)
     std::vector<T> ctx; ///< attention context, o_proj's input
     std::vector<T> mid; ///< residual after attention
     std::vector<T> xn2; ///< post_attention_layernorm output

@@ -1,6 +1,9 @@
 // What the gradient pass covers (backward.h backwardUnsupported): dense Llama-style decoders
-// (Llama, Mistral, Qwen2 biases, Qwen3 QK-norm), Qwen3-MoE's softmax router and DeepSeek-V3's MLA
-// with its sigmoid group-limited router and shared experts. Anything else is named.
+// (Llama, Mistral, Qwen2 biases, Qwen3 QK-norm), Qwen3-MoE's softmax router, DeepSeek-V3's MLA
+// with its sigmoid group-limited router and shared experts, and gpt-oss (learned attention
+// sinks, its alternating sliding-window / full layers, biased q/k/v/o, the clamped SwiGLU,
+// packed biased experts behind a biased router with a softmax over the chosen experts). Anything
+// else is named.
 #include "exec/backward.h"
 
 #include <fmt/format.h>
@@ -11,9 +14,11 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
 {
     std::vector<std::string> out;
     const auto family = spec.family;
+    // gpt-oss's own features are covered for gpt-oss only; each stays refused elsewhere.
+    const bool gptOss = family == model::Family::GptOss;
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
-        || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3;
+        || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -24,12 +29,14 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         }
     };
     refuse(spec.vision.has_value(), "the vision tower");
-    refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish",
+    // gpt-oss's experts: (clamp(up) + 1) · ĝ·σ(α·ĝ), ĝ = min(gate, swiglu_limit).
+    const bool clampedSwiglu = gptOss && spec.hiddenAct == "swiglu_oai" && spec.swigluLimit > 0.0;
+    refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish" && !clampedSwiglu,
         "MLP activations other than silu (SwiGLU)");
-    refuse(spec.swigluLimit > 0.0, "the clamped SwiGLU");
+    refuse(spec.swigluLimit > 0.0 && !clampedSwiglu, "the clamped SwiGLU");
     refuse(spec.attentionOutputGate, "the attention output gate");
     refuse(spec.qkNormAcrossHeads, "q/k norms across heads");
-    refuse(spec.attentionSinks, "attention sinks");
+    refuse(spec.attentionSinks && !gptOss, "attention sinks");
     refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
     refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
     refuse(spec.finalLogitSoftcap > 0.0, "logit soft-capping");
@@ -43,12 +50,15 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(spec.family == model::Family::DeepseekV3, "DeepSeek-V3 without MLA");
     }
     for (const auto& layer : spec.layers) {
-        if (layer.mixer != model::MixerKind::Attention) {
+        // gpt-oss's sliding layers: causal attention over the last sliding_window keys.
+        const bool window = gptOss && layer.mixer == model::MixerKind::Sliding
+            && layer.slidingWindow > 0 && layer.attentionChunk == 0;
+        if (layer.mixer != model::MixerKind::Attention && !window) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
         }
-        if (layer.slidingWindow > 0 || layer.attentionChunk > 0) {
+        if ((layer.slidingWindow > 0 && !window) || layer.attentionChunk > 0) {
             out.emplace_back("sliding-window or chunked attention");
             break;
         }
@@ -68,10 +78,10 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
                 && moe.scoring != model::RouterScoring::Sigmoid,
             "routers other than softmax or sigmoid");
         refuse(moe.sharedExpertGate, "the shared-expert gate");
-        refuse(moe.expertBias || moe.routerBias, "biased experts or routers");
+        refuse((moe.expertBias || moe.routerBias) && !gptOss, "biased experts or routers");
         refuse(moe.latentSize > 0, "latent MoE");
         refuse(!moe.gatedExperts, "ungated experts");
-        refuse(moe.packedExperts, "packed (fused 3-D) experts");
+        refuse(moe.packedExperts && !gptOss, "packed (fused 3-D) experts");
         refuse(moe.denseBeside, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3,
@@ -85,6 +95,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     std::vector<std::string> out;
     if (spec.attention == model::AttentionKind::MLA) {
         out.emplace_back("multi-head latent attention (fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::GptOss) {
+        out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
+                         "biased packed experts; fp64 or fp32 only)");
     }
     return out;
 }

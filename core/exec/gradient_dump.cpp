@@ -5,6 +5,7 @@
 #include "exec/backward.h"
 #include "exec/backward_pass.h"
 #include "exec/engine.h"
+#include "exec/forward.h"
 
 #include <fmt/format.h>
 
@@ -66,6 +67,89 @@ std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids)
     return targets;
 }
 
+namespace {
+
+/// Layer `l`'s per-expert gradients gathered into gpt-oss's fused tensors (checkpointGradients),
+/// the per-expert entries taken out of `grads`; nothing when one is missing.
+void packExperts(
+    const model::ModelSpec& spec, int l, std::map<std::string, numerics::Tensor>& grads)
+{
+    const auto& moe = *spec.moe;
+    const std::int64_t e = moe.numExperts;
+    const std::int64_t h = spec.hiddenSize;
+    const std::int64_t inter = moe.expertIntermediate;
+    const std::string base = detail::layerNames(spec, l).ffn + ".experts";
+    const char* leaves[] = { "gate_proj.weight", "up_proj.weight", "down_proj.weight",
+        "gate_proj.bias", "up_proj.bias", "down_proj.bias" };
+    std::vector<std::string> names;
+    DType dtype = DType::F64;
+    for (std::int64_t x = 0; x < e; ++x) {
+        for (const char* leaf : leaves) {
+            names.push_back(fmt::format("{}.{}.{}", base, x, leaf));
+            const auto it = grads.find(names.back());
+            if (it == grads.end()) {
+                return;
+            }
+            dtype = it->second.dtype();
+        }
+    }
+    std::vector<double> gateUp(std::size_t(e * h * 2 * inter));
+    std::vector<double> gateUpBias(std::size_t(e * 2 * inter));
+    std::vector<double> down(std::size_t(e * inter * h));
+    std::vector<double> downBias(std::size_t(e * h));
+    for (std::int64_t x = 0; x < e; ++x) {
+        const auto part
+            = [&](std::size_t i) { return grads.at(names[std::size_t(x) * 6 + i]).toDoubles(); };
+        const auto gate = part(0); // [I, H]
+        const auto up = part(1);
+        const auto dn = part(2); // [H, I]
+        const auto gateB = part(3); // [I]
+        const auto upB = part(4);
+        const auto dnB = part(5); // [H]
+        for (std::int64_t j = 0; j < inter; ++j) {
+            for (std::int64_t c = 0; c < h; ++c) {
+                // [E, H, 2I]: gate at column 2j, up at 2j + 1 (HF's interleaving).
+                const std::size_t at = std::size_t((x * h + c) * 2 * inter + 2 * j);
+                gateUp[at] = gate[std::size_t(j * h + c)];
+                gateUp[at + 1] = up[std::size_t(j * h + c)];
+                down[std::size_t((x * inter + j) * h + c)] = dn[std::size_t(c * inter + j)];
+            }
+            gateUpBias[std::size_t(x * 2 * inter + 2 * j)] = gateB[std::size_t(j)];
+            gateUpBias[std::size_t(x * 2 * inter + 2 * j + 1)] = upB[std::size_t(j)];
+        }
+        std::copy(dnB.begin(), dnB.end(), downBias.begin() + x * h);
+    }
+    for (const auto& name : names) {
+        grads.erase(name);
+    }
+    const auto put = [&](const std::string& name, numerics::Shape shape,
+                         const std::vector<double>& values) {
+        grads.emplace(base + "." + name, numerics::Tensor::fromDoubles(shape, values).to(dtype));
+    };
+    put("gate_up_proj", { e, h, 2 * inter }, gateUp);
+    put("gate_up_proj_bias", { e, 2 * inter }, gateUpBias);
+    put("down_proj", { e, inter, h }, down);
+    put("down_proj_bias", { e, h }, downBias);
+}
+
+} // namespace
+
+std::map<std::string, numerics::Tensor> checkpointGradients(
+    const model::ModelSpec& spec, const std::map<std::string, numerics::Tensor>& parameters)
+{
+    std::map<std::string, numerics::Tensor> out = parameters;
+    // Only gpt-oss's packed experts (interleaved gate/up, [in, out], biased) reach the backward.
+    if (spec.family != model::Family::GptOss || !spec.moe || !spec.moe->packedExperts) {
+        return out;
+    }
+    for (int l = 0; l < int(spec.numLayers); ++l) {
+        if (spec.layers[std::size_t(l)].moe()) {
+            packExperts(spec, l, out);
+        }
+    }
+    return out;
+}
+
 numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& result,
     std::span<const std::int64_t> ids, std::span<const std::int64_t> targets, bool fp64)
 {
@@ -84,7 +168,7 @@ numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& 
     for (const auto& [name, t] : result.activations) {
         dump.add(name, t, true);
     }
-    for (const auto& [name, t] : result.parameters) {
+    for (const auto& [name, t] : checkpointGradients(spec, result.parameters)) {
         dump.add(name + std::string(kGradSuffix), t, true);
     }
     return dump;

@@ -7,6 +7,7 @@
 // MLA's attention is backward_mla.cpp's.
 
 #include "exec/backward.h"
+#include "exec/backward_ops.h"
 #include "exec/backward_pass.h"
 #include "exec/emulated_ops.h"
 #include "exec/ops.h"
@@ -143,6 +144,16 @@ private:
             return {};
         }
         return [this](T* data, std::int64_t count) { round(data, count); };
+    }
+
+    /// Layer `l`'s attention mask beyond causality: its sliding window (gpt-oss's sliding
+    /// layers) and its learned sinks (`self_attn.sinks`), when it has them.
+    [[nodiscard]] AttentionMask<T> attentionMask(int l) const
+    {
+        AttentionMask<T> mask;
+        mask.window = m_spec.layers[std::size_t(l)].slidingWindow;
+        mask.sinks = m_p.value(attn(l) + ".sinks");
+        return mask;
     }
 
     /// Sums `count` values at `data` over the TP group (nothing without tensor parallelism).

@@ -2,7 +2,7 @@
 
 // The capture names of a gradient pass (exec/backward.h, DESIGN.md §3): "<anchor>#grad" is the
 // loss's gradient with respect to a module's output, "<parameter>#grad" (a name ending in
-// ".weight" or ".bias") with respect to a weight.
+// ".weight" or ".bias", or one of gpt-oss's other parameters) with respect to a weight.
 
 #include <string>
 #include <string_view>
@@ -12,14 +12,19 @@ namespace day0::numerics {
 /// Suffix of a gradient capture.
 inline constexpr std::string_view kGradientSuffix = "#grad";
 
-/// Whether `capture` is the gradient of a parameter ("...q_proj.weight#grad").
+/// Whether `capture` is the gradient of a parameter ("...q_proj.weight#grad"; gpt-oss's
+/// "...self_attn.sinks#grad" and fused "...experts.gate_up_proj#grad", "...experts.down_proj_bias
+/// #grad", which no anchor's name ends with: a dense MLP's "mlp.down_proj" anchor has no
+/// ".experts" before it).
 inline bool isParameterGradient(std::string_view capture)
 {
     if (!capture.ends_with(kGradientSuffix)) {
         return false;
     }
     const auto name = capture.substr(0, capture.size() - kGradientSuffix.size());
-    return name.ends_with(".weight") || name.ends_with(".bias");
+    return name.ends_with(".weight") || name.ends_with(".bias") || name.ends_with(".sinks")
+        || name.ends_with(".experts.gate_up_proj") || name.ends_with(".experts.gate_up_proj_bias")
+        || name.ends_with(".experts.down_proj") || name.ends_with(".experts.down_proj_bias");
 }
 
 /// Whether `capture` is the gradient of a module's output ("model.layers.3.self_attn#grad").

@@ -6,6 +6,8 @@
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
+#include "model/config_reader.h"
+#include "numerics/gradient_anchor.h"
 #include "tiny_models.h"
 #include "torch_twin.h"
 
@@ -67,14 +69,38 @@ struct TwinAgreement {
     std::string worstActivation;
     std::size_t paramsCompared = 0;
     std::size_t activationsCompared = 0;
-    std::size_t zeroExperts = 0; ///< expert weights whose gradient is zero in both
+    /// Expert weights whose gradient is zero (for packed experts, zero expert slices).
+    std::size_t zeroExperts = 0;
+    std::size_t paramsOurs = 0; ///< our parameter gradients under the checkpoint's names
     double lossDiff = 1.0;
 };
 
-/// `ours` (fp64 gradients of the checkpoint in `dir / "ckpt"` on `ids`) against the float64
-/// twin's.
-TwinAgreement againstTwin(const std::filesystem::path& dir, const exec::GradientResult& ours,
-    const std::vector<std::int64_t>& ids, double forwardBound = 1e-12)
+/// Expert weights (or, in a packed expert tensor [E, ...], expert slices) all zero in `grad`.
+std::size_t zeroExpertsIn(const std::string& name, const Tensor& grad)
+{
+    const auto at = name.find(".experts.");
+    if (at == std::string::npos) {
+        return 0;
+    }
+    const auto values = grad.toDoubles();
+    const bool packed = name.find('.', at + 9) == std::string::npos; // "...experts.down_proj"
+    const std::size_t slices = packed ? std::size_t(grad.shape()[0]) : 1;
+    const std::size_t width = values.size() / slices;
+    std::size_t zero = 0;
+    for (std::size_t e = 0; e < slices; ++e) {
+        const auto first = values.begin() + std::ptrdiff_t(e * width);
+        zero += std::all_of(first, first + std::ptrdiff_t(width), [](double v) { return v == 0.0; })
+            ? 1
+            : 0;
+    }
+    return zero;
+}
+
+/// `ours` (fp64 gradients of the checkpoint in `dir / "ckpt"` of `spec` on `ids`) against the
+/// float64 twin's, by the checkpoint's names (exec::checkpointGradients).
+TwinAgreement againstTwin(const std::filesystem::path& dir, const model::ModelSpec& spec,
+    const exec::GradientResult& ours, const std::vector<std::int64_t>& ids,
+    double forwardBound = 1e-12)
 {
     TwinAgreement a;
     const std::string command
@@ -90,7 +116,9 @@ TwinAgreement againstTwin(const std::filesystem::path& dir, const exec::Gradient
     a.lossDiff = std::fabs(theirs->info.extra.value("loss", 0.0) - ours.loss);
     EXPECT_LE(maxRel(*theirs->tensor("lm_head"), ours.logits), forwardBound);
     // Every parameter: present on both sides, and within the bound.
-    for (const auto& [name, grad] : ours.parameters) {
+    const auto parameters = exec::checkpointGradients(spec, ours.parameters);
+    a.paramsOurs = parameters.size();
+    for (const auto& [name, grad] : parameters) {
         const Tensor* ref = theirs->tensor(name + "#grad");
         EXPECT_NE(ref, nullptr) << name << " has no twin gradient";
         if (ref == nullptr) {
@@ -102,17 +130,13 @@ TwinAgreement againstTwin(const std::filesystem::path& dir, const exec::Gradient
             a.params = rel;
             a.worstParam = name;
         }
-        const auto values = grad.toDoubles();
-        if (name.find(".experts.") != std::string::npos
-            && std::all_of(values.begin(), values.end(), [](double v) { return v == 0.0; })) {
-            ++a.zeroExperts;
-        }
+        a.zeroExperts += zeroExpertsIn(name, grad);
     }
     std::size_t theirParams = 0;
     for (const auto& c : theirs->captures()) {
-        theirParams += c.name.ends_with(".weight#grad") || c.name.ends_with(".bias#grad") ? 1 : 0;
+        theirParams += numerics::isParameterGradient(c.name) ? 1 : 0;
     }
-    EXPECT_EQ(theirParams, ours.parameters.size());
+    EXPECT_EQ(theirParams, parameters.size());
     for (const auto& [name, grad] : ours.activations) {
         const Tensor* ref = theirs->tensor(name);
         if (ref == nullptr) {
@@ -148,7 +172,7 @@ TwinAgreement againstTwin(
         return {};
     }
     EXPECT_EQ(ours->parameters.size(), trainable(m));
-    return againstTwin(dir, *ours, ids);
+    return againstTwin(dir, m.spec, *ours, ids);
 }
 
 void expectTwinAgrees(const test::TinyModel& m, const std::string& tag,
@@ -231,13 +255,13 @@ void expectShrunkAgrees(
     const std::vector<std::int64_t> ids { 3, 17, 42, 99, 7, 250 };
     const auto ours = exec::lossAndGradients(*engine, ids, exec::nextTokenTargets(ids), true, {});
     ASSERT_TRUE(ours.ok()) << ours.error().message;
-    const auto a = againstTwin(dir, *ours, ids, forwardBound);
+    const auto a = againstTwin(dir, *spec, *ours, ids, forwardBound);
     EXPECT_LE(a.lossDiff, forwardBound * ours->loss);
     EXPECT_LE(a.params, 1e-6) << a.worstParam;
     EXPECT_LE(a.activations, 1e-6) << a.worstActivation;
     EXPECT_GT(a.activationsCompared, std::size_t(0));
     EXPECT_EQ(a.activationsCompared, ours->activations.size());
-    EXPECT_EQ(a.paramsCompared, ours->parameters.size());
+    EXPECT_EQ(a.paramsCompared, a.paramsOurs);
 }
 
 TEST(Backward, ShrunkLlamaCheckpointMatchesTorch) { expectShrunkAgrees("llama-3.1-8b", {}, 1e-12); }
@@ -269,6 +293,99 @@ TEST(Backward, ShrunkFp8DeepseekV3CheckpointMatchesTorch)
     // are rounded to float32; the twin multiplies in float64. The weights then differ by float32
     // rounding (~5e-8 of the logits), and every gradient still agrees within 1e-6.
     expectShrunkAgrees("deepseek-v3", {}, 1e-6);
+}
+
+/// gpt-oss-20b shrunk to 2 layers (layer 0 slides over the last 4 keys, layer 1 sees them all;
+/// MXFP4 experts dequantised on load; swiglu_limit at the shrunk activations' scale, so that the
+/// clamps bite), in the fp64 engine, and its gradients on `ids` against the twin's.
+struct GptOssGradients {
+    model::ModelSpec spec;
+    exec::GradientResult ours;
+    TwinAgreement twin;
+};
+
+GptOssGradients shrunkGptOssAgainstTwin(
+    const std::string& tag, const std::vector<std::int64_t>& ids)
+{
+    GptOssGradients g;
+    const auto dir = std::filesystem::temp_directory_path() / ("day0_backward_gpt_oss_" + tag);
+    checkpoint::ShrinkOptions options;
+    options.layers = 2;
+    const auto spec = test::shrinkForTwin("gpt-oss-20b", dir, options);
+    EXPECT_TRUE(spec.ok()) << spec.error().message;
+    if (!spec.ok()) {
+        return g;
+    }
+    g.spec = *spec;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    EXPECT_TRUE(weights.ok()) << weights.error().message;
+    Progress p;
+    auto engine = exec::Engine::create(g.spec, **weights, true, p, {});
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    if (!engine.ok()) {
+        return g;
+    }
+    const auto ours = exec::lossAndGradients(*engine, ids, exec::nextTokenTargets(ids), true, {});
+    EXPECT_TRUE(ours.ok()) << ours.error().message;
+    if (!ours.ok()) {
+        return g;
+    }
+    g.ours = *ours;
+    g.twin = againstTwin(dir, g.spec, g.ours, ids);
+    return g;
+}
+
+TEST(Backward, ShrunkGptOssMatchesTorchAutogradPastItsSlidingWindow)
+{
+    if (!test::torchAvailable()) {
+        GTEST_SKIP() << test::kPython << " has no torch/numpy";
+    }
+    // 12 tokens through a window of 4: layer 0's mask cuts 8 of the 12 rows, so a backward
+    // without the window (or the wrong width) misses the twin's gradients.
+    const std::vector<std::int64_t> ids { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8, 250, 128 };
+    const auto g = shrunkGptOssAgainstTwin("window", ids);
+    ASSERT_EQ(g.spec.family, model::Family::GptOss);
+    ASSERT_EQ(g.spec.layers[0].slidingWindow, 4);
+    ASSERT_EQ(g.spec.layers[1].slidingWindow, 0);
+    ASSERT_LT(g.spec.layers[0].slidingWindow, std::int64_t(ids.size()));
+    const auto& a = g.twin;
+    EXPECT_LE(a.lossDiff, 1e-12 * g.ours.loss);
+    EXPECT_LE(a.params, 1e-6) << a.worstParam;
+    EXPECT_LE(a.activations, 1e-6) << a.worstActivation;
+    EXPECT_EQ(a.paramsCompared, a.paramsOurs);
+    EXPECT_EQ(a.activationsCompared, g.ours.activations.size());
+    // Per layer: 2 norms, q/k/v/o weights and biases, sinks, router weight and bias, the four
+    // fused expert tensors; and the embedding, final norm and head.
+    EXPECT_EQ(a.paramsOurs, std::size_t(2 * 17 + 3));
+    // The sinks have a gradient of their own (compared above, under their HF name).
+    for (int l = 0; l < 2; ++l) {
+        const auto sinks
+            = g.ours.parameters.find(fmt::format("model.layers.{}.self_attn.sinks", l));
+        ASSERT_NE(sinks, g.ours.parameters.end());
+        const auto v = sinks->second.toDoubles();
+        EXPECT_TRUE(std::any_of(v.begin(), v.end(), [](double x) { return x != 0.0; }));
+    }
+}
+
+TEST(Backward, ShrunkGptOssExpertsWithoutTokensGetZeroSlices)
+{
+    if (!test::torchAvailable()) {
+        GTEST_SKIP() << test::kPython << " has no torch/numpy";
+    }
+    // 2 tokens choose top-k experts each: every other expert gets no token, and its slice of
+    // each fused tensor (gate_up_proj, its bias, down_proj, its bias) is zero, not missing.
+    const auto g = shrunkGptOssAgainstTwin("idle", { 11, 80 });
+    const auto& moe = *g.spec.moe;
+    EXPECT_LE(g.twin.params, 1e-6) << g.twin.worstParam;
+    EXPECT_EQ(g.twin.paramsCompared, g.twin.paramsOurs);
+    const auto idle = std::size_t(moe.numExperts - 2 * moe.topK);
+    ASSERT_GT(idle, 0u);
+    EXPECT_GE(g.twin.zeroExperts, 2 * 4 * idle); // 2 layers × 4 fused tensors
+    const auto fused = exec::checkpointGradients(g.spec, g.ours.parameters);
+    const auto it = fused.find("model.layers.0.mlp.experts.gate_up_proj");
+    ASSERT_NE(it, fused.end());
+    EXPECT_EQ(it->second.shape(),
+        (numerics::Shape { moe.numExperts, g.spec.hiddenSize, 2 * moe.expertIntermediate }));
 }
 
 /// Central differences of our own fp64 loss at the largest-gradient element of `name`.
@@ -399,6 +516,49 @@ TEST(Backward, RefusesWhatItLacksByName)
     EXPECT_FALSE(exec::lossAndGradients(
         llama.spec, llama.weights, outside, exec::nextTokenTargets(ids), {}, {})
                      .ok());
+}
+
+/// backwardUnsupported's lines for `spec`, joined.
+std::string refusals(const model::ModelSpec& spec)
+{
+    return fmt::format("{}", fmt::join(exec::backwardUnsupported(spec), "; "));
+}
+
+TEST(Backward, GptOssOperatorsAreCoveredForGptOssOnly)
+{
+    const auto gptOss = model::loadModel("gpt-oss-20b");
+    ASSERT_TRUE(gptOss.ok()) << gptOss.error().message;
+    EXPECT_EQ(refusals(*gptOss), "");
+    // Emulated bf16 and tensor parallelism stay refused for it, by name.
+    const auto emulated = exec::emulatedBackwardUnsupported(*gptOss);
+    ASSERT_EQ(emulated.size(), 1u);
+    EXPECT_NE(emulated[0].find("gpt-oss"), std::string::npos) << emulated[0];
+    const auto m = test::tinyLlama();
+    const std::vector<std::int64_t> ids { 1, 2, 3 };
+    exec::GradientOptions tp;
+    tp.tpSum = [](void*, std::int64_t, DType) { return success(); };
+    const auto r
+        = exec::lossAndGradients(*gptOss, m.weights, ids, exec::nextTokenTargets(ids), tp, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
+    EXPECT_NE(r.error().message.find("tensor parallelism of gpt-oss"), std::string::npos)
+        << r.error().message;
+    // Each of its operators is still refused in another family.
+    auto sinks = m.spec;
+    sinks.attentionSinks = true;
+    EXPECT_EQ(refusals(sinks), "attention sinks");
+    auto sliding = m.spec;
+    sliding.layers[0].mixer = model::MixerKind::Sliding;
+    sliding.layers[0].slidingWindow = 4;
+    EXPECT_NE(refusals(sliding).find("sliding"), std::string::npos) << refusals(sliding);
+    auto clamped = m.spec;
+    clamped.swigluLimit = 7.0;
+    EXPECT_EQ(refusals(clamped), "the clamped SwiGLU");
+    auto moe = test::tinyQwen3Moe().spec;
+    moe.moe->packedExperts = true;
+    moe.moe->expertBias = true;
+    moe.moe->routerBias = true;
+    EXPECT_EQ(refusals(moe), "biased experts or routers; packed (fused 3-D) experts");
 }
 
 } // namespace
