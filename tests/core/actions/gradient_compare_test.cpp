@@ -10,6 +10,7 @@
 #include "numerics/gradient_compare.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -25,11 +26,26 @@ struct GradientDumps {
     fs::path reference, target, inject;
 };
 
+/// This process's folder: CTest runs each test in a process of its own, side by side, and each
+/// makes the dumps afresh (a shared folder was removed under a neighbour's feet).
+fs::path testDir()
+{
+    return fs::path(::testing::TempDir()) / ("gradient_compare_test_" + std::to_string(::getpid()));
+}
+
 const GradientDumps& dumps()
 {
+    // Removed when the process ends, after the last test that reads it.
+    static const struct Cleanup {
+        ~Cleanup()
+        {
+            std::error_code ec;
+            fs::remove_all(testDir(), ec);
+        }
+    } cleanup;
     static const GradientDumps made = [] {
         setResourceDir(DAY0_RESOURCE_DIR);
-        const fs::path dir = fs::path(::testing::TempDir()) / "gradient_compare_test";
+        const fs::path dir = testDir();
         fs::remove_all(dir);
         Progress progress;
         const auto shrunk
@@ -148,7 +164,7 @@ TEST(GradientCompare, WithoutTheInjectModeDumpEveryLayerBelowShowsOnlyAccumulate
 TEST(GradientCompare, AnInjectReferenceOfOtherIdsOrNoGradientsIsRefusedByName)
 {
     (void)dumps();
-    const fs::path dir = fs::path(::testing::TempDir()) / "gradient_compare_test";
+    const fs::path dir = testDir();
     GradientRequest r;
     r.checkpoint = (dir / "llama").string();
     r.ids = { 3, 17, 42 };
