@@ -77,6 +77,18 @@ Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions&
                                                   "{}; use --precision f64 or f32",
                 request.model, fmt::join(missing, "; ")));
         }
+        // TODO(#25): on shrunk DeepSeek-V3 (random weights whose attention saturates: fp64 q
+        // gradients of 1e-19 and 0) one batch's bf16 gradient is 1e5 off fp64's in relative L2
+        // (fp32: 2.6e-6); a likely cause, not yet checked: the attention backward reads the
+        // rounded probabilities (rows no longer summing to 1) against huge keys, where a fused
+        // kernel recomputes them in fp32. Refused by name until that is settled.
+        if (model->spec().attention == model::AttentionKind::MLA) {
+            return Error::unsupported(fmt::format("train {}: bf16-mixed training of multi-head "
+                                                  "latent attention is not yet trusted (its "
+                                                  "gradients blow up where attention saturates); "
+                                                  "use --precision f64 or f32",
+                request.model));
+        }
     }
     const std::int64_t vocab = model->spec().vocabSize;
     if (!request.data.empty()) {
