@@ -79,9 +79,9 @@ Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions&
         }
         // TODO(#25): on shrunk DeepSeek-V3 (random weights whose attention saturates: fp64 q
         // gradients of 1e-19 and 0) one batch's bf16 gradient is 1e5 off fp64's in relative L2
-        // (fp32: 2.6e-6); a likely cause, not yet checked: the attention backward reads the
-        // rounded probabilities (rows no longer summing to 1) against huge keys, where a fused
-        // kernel recomputes them in fp32. Refused by name until that is settled.
+        // (fp32: 2.6e-6). Not the attention backward's rounding: with fp32 probabilities in
+        // the backward, or with none of MLA's backward roundings, the figure stays 9.3e4; the
+        // bf16 forward of the saturated scores is the suspect. Refused by name until settled.
         if (model->spec().attention == model::AttentionKind::MLA) {
             return Error::unsupported(fmt::format("train {}: bf16-mixed training of multi-head "
                                                   "latent attention is not yet trusted (its "
