@@ -64,7 +64,8 @@ Result<void> applyTrainPlan(const std::string& plan, train::TrainOptions& option
 /// run, and with compression the uncompressed twin and the convergence verdict; builds the run
 /// record. A model other than kBuiltinTrainModel is a checkpoint (CheckpointTrainable, starting
 /// from its own weights): families the backward does not cover, and under bf16-mixed what the
-/// emulated backward does not (multi-head latent attention), are refused (Unsupported) by name.
+/// emulated backward does not (exec::emulatedBackwardUnsupported), are refused (Unsupported) by
+/// name.
 /// With `gradDump`, the chosen steps' gradient dumps are written (atomically: none on a cancel or
 /// failure) and recorded with the run; the built-in task, which has no anchors, refuses it.
 /// Progress counts the steps of the run, then of its uncompressed twin.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace day0::exec {
 
@@ -24,6 +25,14 @@ using numerics::Tensor;
 template <typename T>
 Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
 {
+    // A sigmoid router computes in fp32 on its fp32 weight, as the engine's (DeepSeek-V3's
+    // gate): its weight is not part of the low-precision copy.
+    std::set<std::string> fp32Weights;
+    if (m_spec.moe && m_spec.moe->scoring == model::RouterScoring::Sigmoid) {
+        for (int l = 0; l < int(m_spec.numLayers); ++l) {
+            fp32Weights.insert(layerNames(m_spec, l).router + ".weight");
+        }
+    }
     for (const auto& req : requiredWeights(m_spec)) {
         const auto it = weights.find(req.name);
         if (it == weights.end()) {
@@ -46,9 +55,11 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
             if constexpr (std::is_same_v<T, float>) {
                 // The model's low-precision copy of its weights, as the engine's GEMM weights.
                 const std::int64_t cols = t.shape().empty() ? 1 : t.shape().back();
-                roundGemmInput({ slot->second.template data<float>(), std::size_t(t.numel()) },
-                    t.numel() / std::max<std::int64_t>(cols, 1), cols, m_mode,
-                    Fp8Scaling::PerTensor, true);
+                if (!fp32Weights.contains(req.name)) {
+                    roundGemmInput({ slot->second.template data<float>(), std::size_t(t.numel()) },
+                        t.numel() / std::max<std::int64_t>(cols, 1), cols, m_mode,
+                        Fp8Scaling::PerTensor, true);
+                }
             }
             data = slot->second.template data<T>();
         }

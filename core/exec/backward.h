@@ -100,9 +100,17 @@ struct GradientOptions {
     ///    gradient_accumulation_fusion into its fp32 main_grad), unrounded.
     /// Mixture-of-experts as the engine's: a softmax router's logits rounded (a sigmoid one in
     /// fp32), the routing taken from them in double, each expert's output gradient (its combine
-    /// weight times the block's) rounded, the softmax router's logit gradient rounded. Llama,
-    /// Mistral, Qwen2, Qwen3 and Qwen3-MoE; MLA is refused by name
-    /// (emulatedBackwardUnsupported).
+    /// weight times the block's) rounded, the softmax router's logit gradient rounded.
+    /// DeepSeek's multi-head latent attention (DeepSeek-V3, Kimi-K2) as the engine's emulated
+    /// MLA: q_a/q_b (or q_proj), kv_a_proj_with_mqa and kv_b_proj rounded as projections, the
+    /// q and kv latent norms as norms, RoPE on the rope lanes and the shared rope key as HF's
+    /// eager rotary, scores, probabilities and context rounded; in the backward o_proj's,
+    /// q_b_proj's and kv_b_proj's input gradients (after their tensor-parallel sums), the q/k/v
+    /// gradients, the shared rope key's gradient (summed over every head, then rounded once),
+    /// RoPE's and the latent norms' input gradients rounded, q_a's and kv_a's input gradients
+    /// summed once (as a fused down projection). Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE and
+    /// DeepSeek-V3/Kimi-K2; what the backward itself lacks (backwardUnsupported: the DSA
+    /// indexer, the MLA output gate, MLA without RoPE, ...) stays refused by name.
     PrecisionMode emulated = PrecisionMode::F32;
     /// Vocab-parallel embedding and head under tensor parallelism (Megatron's
     /// VocabParallelEmbedding, the column-parallel lm_head and vocab_parallel_cross_entropy):
@@ -143,8 +151,8 @@ struct GradientResult {
 std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
 
 /// What the emulated-precision backward (GradientOptions::emulated) lacks for `spec` beyond
-/// backwardUnsupported(), one line each ("multi-head latent attention (fp64 or fp32 only)");
-/// empty when it covers it.
+/// backwardUnsupported(), one line each naming the operator; empty when it covers it (today it
+/// covers everything backwardUnsupported() admits, MLA included).
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec);
 
 /// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).

@@ -19,7 +19,7 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
     norm(a.in.data(), m_p.value(names.prefix + ".input_layernorm.weight"), a.xn1.data(), n, h);
     std::vector<T> branch(hidden.size());
     if (m_spec.attention == model::AttentionKind::MLA) {
-        mlaForward<T>(m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, branch.data());
+        mlaForward(l, a, branch.data());
         DAY0_TRY(tpSum(branch.data(), n * h)); // o_proj is row-parallel by heads
     } else {
         attentionForward(l, a, branch.data());
@@ -89,12 +89,7 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
     m_acts.record(attn(l), dh.data(), { n, h });
     std::vector<T> dxn1(std::size_t(n * h), T(0));
     if (mla) {
-        TpSumOf<T> sum;
-        if (m_tpSum) {
-            sum = [this](T* data, std::int64_t count) { return tpSum(data, count); };
-        }
-        DAY0_TRY(mlaBackward<T>(
-            m_spec, m_p, m_rope, m_scale, l, a, m_positions, n, dh.data(), dxn1.data(), sum));
+        DAY0_TRY(mlaBackward(l, a, dh.data(), dxn1.data()));
     } else {
         attentionBackward(l, a, dh.data(), dxn1.data());
         DAY0_TRY(tpSum(dxn1.data(), n * h));

@@ -1,20 +1,17 @@
 #pragma once
 
-// Internal to core/exec: the gradient pass over one sequence (backward.cpp drives it; the MLA
-// attention's forward and backward live in backward_mla.cpp). The forward here recomputes the
-// model with the reference kernels and keeps what each op's backward needs.
+// Internal to core/exec: what the gradient pass over one sequence (gradient_pass.h) keeps and
+// accumulates: each layer's saved activations, the parameters with their gradients and the
+// anchors' activation gradients.
 
 #include "base/result.h"
-#include "exec/rope.h"
 #include "exec/router.h"
 #include "model/model_spec.h"
 #include "numerics/dump.h"
 #include "numerics/tensor.h"
 
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,26 +77,5 @@ template <typename T> struct ActivationGrads {
     /// (inject mode). Error when the reference lacks the capture or its shape differs.
     Result<void> recordAndInject(const std::string& anchor, T* data, const numerics::Shape& shape);
 };
-
-/// Forward of a DeepSeek MLA attention block on xn1 (into `out` [n, h]), keeping its state in
-/// `a` (backward_mla.cpp).
-template <typename T>
-void mlaForward(const model::ModelSpec& spec, const ParameterSet<T>& p, const Rope& rope,
-    double scale, int layer, LayerActivations<T>& a, std::span<const std::int64_t> positions,
-    std::int64_t n, T* out);
-
-/// Sums `count` values in place over the tensor-parallel group; null without one.
-template <typename T> using TpSumOf = std::function<Result<void>(T* data, std::int64_t count)>;
-
-/// Its backward: `dout` [n, h] → dxn1 accumulated, weight gradients accumulated. Under tensor
-/// parallelism (`tpSum` set, `spec` holding this rank's heads, q_b_proj/q_proj and kv_b_proj
-/// cut by heads, o_proj by its input columns) the input gradients of the head-split blocks (the
-/// normed q latent, or q_proj's share of dxn1, the normed kv latent and the shared rope key)
-/// are summed over the group before the replicated q_a/kv_a projections and their norms see
-/// them, so those gradients and dxn1 come out whole and the same on every rank.
-template <typename T>
-Result<void> mlaBackward(const model::ModelSpec& spec, ParameterSet<T>& p, const Rope& rope,
-    double scale, int layer, const LayerActivations<T>& a, std::span<const std::int64_t> positions,
-    std::int64_t n, const T* dout, T* dxn1, const TpSumOf<T>& tpSum);
 
 } // namespace day0::exec::detail

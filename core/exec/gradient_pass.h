@@ -3,8 +3,8 @@
 // Internal to core/exec: the gradient pass over one sequence (backward.h lossAndGradients). Its
 // members live by concern: backward.cpp (reading the weights, the pass from the embedding to
 // the loss and back, the public entry points), backward_layer.cpp (a decoder layer's forward
-// and backward, standard attention), backward_ffn.cpp (gated MLPs and mixture-of-experts);
-// MLA's attention is backward_mla.cpp's.
+// and backward, standard attention), backward_mla.cpp (DeepSeek's multi-head latent
+// attention), backward_ffn.cpp (gated MLPs and mixture-of-experts).
 
 #include "exec/backward.h"
 #include "exec/backward_ops.h"
@@ -194,6 +194,20 @@ private:
 
     void attentionForward(int l, LayerActivations<T>& a, T* out);
     void attentionBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+
+    // --- DeepSeek multi-head latent attention (backward_mla.cpp) ---
+
+    /// MLA's forward on a.xn1 into `out` [n, h] (a partial sum under tensor parallelism: o_proj
+    /// is row-parallel by heads), keeping its state in `a`.
+    void mlaForward(int l, LayerActivations<T>& a, T* out);
+    /// Its backward: `dout` [n, h] → dxn1 accumulated (q_a/kv_a's, or q_proj's and kv_a's,
+    /// input gradients summed once), weight gradients accumulated. Under tensor parallelism
+    /// (`m_spec` holding this rank's heads, q_b_proj/q_proj and kv_b_proj cut by heads, o_proj
+    /// by its input columns) the input gradients of the head-split blocks (the normed q latent,
+    /// or q_proj's share of dxn1, the normed kv latent and the shared rope key) are summed over
+    /// the group before the replicated q_a/kv_a projections and their norms see them, so those
+    /// gradients and dxn1 come out whole and the same on every rank.
+    Result<void> mlaBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
 
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 

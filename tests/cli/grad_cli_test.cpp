@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -192,6 +193,82 @@ TEST(CliGrad, Bf16GradientsCompareWithTheFp64OnesInDay0Compare)
     EXPECT_GT(parameters, 30);
     EXPECT_GE(smallest, 1e-4);
     EXPECT_LE(largest, 5e-2);
+}
+
+/// The relative L2 of every parameter gradient of `target` against `reference`, by day0 compare.
+std::vector<double> parameterErrors(const std::string& reference, const std::string& target)
+{
+    const auto c = runDay0({ "compare", reference, target, "--json", "--no-record", "-q" });
+    EXPECT_LE(c.exitCode, 1) << c.err;
+    std::vector<double> errors;
+    if (c.exitCode > 1) {
+        return errors;
+    }
+    const auto cmp = c.json();
+    EXPECT_TRUE(cmp["only_in_reference"].empty());
+    EXPECT_TRUE(cmp["only_in_target"].empty());
+    for (const auto& row : cmp["captures"]) {
+        if (row["name"].get<std::string>().ends_with(".weight#grad")) {
+            // Null: not finite (a gradient where the reference has none), the worst of all.
+            const auto& rel = row["metrics"]["rel_l2"];
+            errors.push_back(
+                rel.is_number() ? rel.get<double>() : std::numeric_limits<double>::infinity());
+        }
+    }
+    std::sort(errors.begin(), errors.end());
+    return errors;
+}
+
+TEST(CliGrad, Bf16GradientsOfMultiHeadLatentAttentionModels)
+{
+    // DeepSeek-V3 and Kimi-K2 (MLA, sigmoid group-limited routing, shared expert), shrunk: the
+    // bf16 pass's gradients against fp64's are bf16-sized where a token reaches them and stay
+    // zero where none does (routed experts no token chose: rel_l2 0 against an all-zero
+    // reference), and they are not fp32's (the rounding happens).
+    const std::string dir = scratchDir("grad_cli_mla_bf16");
+    const std::string ids = "3,17,42,99,7,249,128,64,5,31";
+    for (const std::string model : { "deepseek-v3", "kimi-k2" }) {
+        SCOPED_TRACE(model);
+        const std::string ckpt = dir + "/" + model;
+        const auto shrunk = runDay0({ "shrink", model, "--out", ckpt, "-q", "--no-record" });
+        ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+        const auto pass = [&](const std::string& precision) {
+            return runDay0({ "run", ckpt, "--grad", "--precision", precision, "--ids", ids,
+                "--dump", ckpt + "-" + precision, "--json", "--no-record", "-q" });
+        };
+        const auto wide = pass("fp64");
+        const auto fp32 = pass("fp32");
+        const auto bf16 = pass("bf16");
+        ASSERT_EQ(wide.exitCode, 0) << wide.err;
+        ASSERT_EQ(fp32.exitCode, 0) << fp32.err;
+        ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
+        EXPECT_EQ(bf16.json()["precision"], "bf16");
+        const double l64 = wide.json()["loss"].get<double>();
+        const double l16 = bf16.json()["loss"].get<double>();
+        EXPECT_NE(l16, l64);
+        EXPECT_NEAR(l16, l64, 1e-2 * l64);
+        EXPECT_EQ(captureNames(ckpt + "-bf16"), captureNames(ckpt + "-fp64"));
+        auto toWide = parameterErrors(ckpt + "-fp64", ckpt + "-bf16");
+        auto toFp32 = parameterErrors(ckpt + "-fp32", ckpt + "-bf16");
+        auto fp32ToWide = parameterErrors(ckpt + "-fp64", ckpt + "-fp32");
+        ASSERT_GT(toWide.size(), 30u);
+        // Idle experts: zero in every pass.
+        const auto idle = std::count(toWide.begin(), toWide.end(), 0.0);
+        EXPECT_EQ(std::count(toFp32.begin(), toFp32.end(), 0.0), idle);
+        toWide.erase(toWide.begin(), toWide.begin() + idle);
+        toFp32.erase(toFp32.begin(), toFp32.begin() + idle);
+        std::printf("%s bf16 against fp64: %zu parameter gradients rel_l2 %.2e..%.2e (median "
+                    "%.2e), %lld idle; against fp32 %.2e..%.2e; fp32 against fp64 at most %.2e; "
+                    "loss fp64 %.6f bf16 %.6f\n",
+            model.c_str(), toWide.size(), toWide.front(), toWide.back(), toWide[toWide.size() / 2],
+            static_cast<long long>(idle), toFp32.front(), toFp32.back(), fp32ToWide.back(), l64,
+            l16);
+        EXPECT_GE(toWide.front(), 1e-4);
+        EXPECT_GE(toWide[toWide.size() / 2], 1e-3);
+        EXPECT_LE(toWide.back(), 5e-2);
+        EXPECT_GE(toFp32.front(), 1e-4);
+        EXPECT_LE(fp32ToWide.back(), 1e-4);
+    }
 }
 
 TEST(CliGrad, InjectModeGradientsSeparateEachLayersOwnErrorInDay0Compare)

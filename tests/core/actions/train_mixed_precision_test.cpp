@@ -162,13 +162,14 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndComparesIts
     EXPECT_NE(out->memory->plannerConfig.find("weights bf16, gradients fp32, optimizer fp32"),
         std::string::npos)
         << out->memory->plannerConfig;
-    // What the emulated backward lacks is refused by name before any step runs.
+    // bf16-mixed training of MLA is refused by name before any step runs (its gradients blow
+    // up in the trainer, not yet understood; run --grad --precision bf16 covers MLA).
     request.model = actions::test::shrunk("deepseek-v3", "deepseek").string();
     const auto mla = actions::trainModel(request, progress);
     ASSERT_FALSE(mla.ok());
     EXPECT_EQ(mla.error().code, ErrorCode::Unsupported);
-    EXPECT_NE(
-        mla.error().message.find("does not cover multi-head latent attention"), std::string::npos)
+    EXPECT_NE(mla.error().message.find("bf16-mixed training of multi-head latent attention"),
+        std::string::npos)
         << mla.error().message;
     EXPECT_EQ(mla.error().message.find("step 0"), std::string::npos) << mla.error().message;
 }
