@@ -167,7 +167,7 @@ Result<TrainOutcome> trainModel(
         dumpSteps = std::move(*steps);
         const auto& checkpoint = dynamic_cast<const CheckpointTrainable&>(model);
         auto opened = TrainGradientDumps::open(checkpoint.spec(), checkpoint.parameters(),
-            request.model, request.gradDump, options.precision == train::TrainPrecision::F64);
+            request.model, request.gradDump, options.precision);
         if (!opened) {
             return opened.error();
         }

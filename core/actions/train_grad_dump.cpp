@@ -137,12 +137,14 @@ std::string gradDumpName(std::int64_t step, int dpRank, int dp)
 
 Result<std::unique_ptr<TrainGradientDumps>> TrainGradientDumps::open(const model::ModelSpec& spec,
     const std::vector<train::ParameterSpec>& parameters, const fs::path& checkpoint,
-    const fs::path& dir, bool fp64)
+    const fs::path& dir, train::TrainPrecision precision)
 {
     std::unique_ptr<TrainGradientDumps> d(new TrainGradientDumps);
     d->m_spec = spec;
     d->m_parameters = parameters;
-    d->m_fp64 = fp64;
+    d->m_fp64 = precision == train::TrainPrecision::F64;
+    d->m_emulated = precision == train::TrainPrecision::MixedBf16 ? exec::PrecisionMode::BF16
+                                                                  : exec::PrecisionMode::F32;
     std::set<std::string> trained;
     for (const auto& p : parameters) {
         trained.insert(p.name);
@@ -214,6 +216,7 @@ Result<void> TrainGradientDumps::write(const train::TappedGradient& g)
     // The replica's sequences through the step's backward, activation gradients on.
     exec::GradientOptions options;
     options.fp64 = m_fp64;
+    options.emulated = m_emulated;
     options.activations = true;
     std::vector<exec::GradientResult> passes;
     std::vector<std::int64_t> ids;
@@ -271,6 +274,9 @@ Result<void> TrainGradientDumps::write(const train::TappedGradient& g)
     dumped.loss = loss;
     dumped.counted = counted;
     numerics::Dump dump = exec::gradientDump(m_spec, dumped, ids, targets, m_fp64);
+    if (m_emulated != exec::PrecisionMode::F32) {
+        dump.info.precision = std::string(exec::precisionName(m_emulated));
+    }
     dump.info.extra["training"] = { { "step", g.step }, { "dp_rank", g.dpRank }, { "dp", g.dp },
         { "sequences", g.batch->sequences.size() }, { "step_loss", g.stepLoss },
         { "replica_loss", g.replicaLoss } };

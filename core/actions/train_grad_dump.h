@@ -5,6 +5,7 @@
 // exec::gradientDump), so that `day0 compare` and the Training view's heatmap take them.
 
 #include "base/result.h"
+#include "exec/precision.h"
 #include "history/run_record.h"
 #include "model/model_spec.h"
 #include "numerics/tensor.h"
@@ -64,10 +65,13 @@ std::string gradDumpName(std::int64_t step, int dpRank, int dp);
 class TrainGradientDumps {
 public:
     /// `parameters` are the trained ones in the flat layout's order; the other weights the
-    /// backward needs (e_score_correction_bias) are read from `checkpoint`. Creates `dir`.
+    /// backward needs (e_score_correction_bias) are read from `checkpoint`. `precision` is the
+    /// run's: a bf16-mixed step's pass is the emulated bf16 one on the bf16 copy the step
+    /// computed on, as `day0 run --grad --precision bf16`. Creates `dir`.
     static Result<std::unique_ptr<TrainGradientDumps>> open(const model::ModelSpec& spec,
         const std::vector<train::ParameterSpec>& parameters,
-        const std::filesystem::path& checkpoint, const std::filesystem::path& dir, bool fp64);
+        const std::filesystem::path& checkpoint, const std::filesystem::path& dir,
+        train::TrainPrecision precision);
     ~TrainGradientDumps();
     TrainGradientDumps(const TrainGradientDumps&) = delete;
     TrainGradientDumps& operator=(const TrainGradientDumps&) = delete;
@@ -87,6 +91,7 @@ private:
     std::filesystem::path m_dir;
     std::filesystem::path m_staging;
     bool m_fp64 = true;
+    exec::PrecisionMode m_emulated = exec::PrecisionMode::F32; ///< BF16 for a bf16-mixed run
     std::mutex m_mutex;
     std::vector<GradDumpRef> m_staged; ///< guarded by m_mutex; paths inside m_staging
 };

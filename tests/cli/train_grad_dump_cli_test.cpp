@@ -141,6 +141,46 @@ TEST(TrainGradDumpCli, DumpsTheStepsGradientsForDay0CompareAndDay0RunGradAgrees)
     EXPECT_EQ(artifacts, 2) << record["artifacts"].dump();
 }
 
+TEST(TrainGradDumpCli, ABf16MixedRunDumpsItsEmulatedPassAsDay0RunGradInBf16)
+{
+    // The step computes in emulated bf16 on the bf16 copy of its fp32 masters: its dump is that
+    // pass (an fp32 pass on the masters gave another loss, and the run failed at its check).
+    const std::string dir = scratchDir("train_grad_dump_bf16");
+    const auto shrunk = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "--layers",
+        "2", "--hidden", "64", "--vocab", "256", "-q", "--no-record", "--force" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    const auto train = runDay0({ "train", dir + "/llama", "--steps", "3", "--batch", "2", "--seq",
+        "12", "--precision", "bf16-mixed", "--grad-dump", dir + "/bf16", "--grad-steps", "0,2",
+        "--json", "-q", "--no-record" });
+    ASSERT_EQ(train.exitCode, 0) << train.err;
+    ASSERT_EQ(train.json()["grad_dumps"].size(), 2u) << train.out;
+    const auto info = dumpJson(dir + "/bf16/step-0");
+    EXPECT_EQ(info["precision"], "bf16");
+    EXPECT_EQ(info["extra"]["training"]["sequences"], 2);
+    EXPECT_NEAR(info["extra"]["training"]["replica_loss"].get<double>(),
+        info["extra"]["loss"].get<double>(), 1e-12)
+        << "the dump's pass is the step's own emulated pass";
+    EXPECT_TRUE(std::filesystem::exists(dir + "/bf16/step-2/tensors.safetensors"));
+    // Against the fp32 run of the same seed, the first step's parameter gradients differ by
+    // bf16's rounding, not by nothing.
+    const auto f32 = runDay0({ "train", dir + "/llama", "--steps", "1", "--batch", "2", "--seq",
+        "12", "--precision", "f32", "--grad-dump", dir + "/f32", "--grad-steps", "0", "--json",
+        "-q", "--no-record" });
+    ASSERT_EQ(f32.exitCode, 0) << f32.err;
+    const auto c = runDay0(
+        { "compare", dir + "/f32/step-0", dir + "/bf16/step-0", "--json", "-q", "--no-record" });
+    ASSERT_TRUE(c.exitCode == 0 || c.exitCode == 1) << c.err;
+    double largest = 0.0;
+    const auto cmp = c.json();
+    for (const auto& row : cmp["captures"]) {
+        if (row["metrics"]["rel_l2"].is_number()) {
+            largest = std::max(largest, row["metrics"]["rel_l2"].get<double>());
+        }
+    }
+    EXPECT_GT(largest, 1e-3);
+    EXPECT_LT(largest, 0.2);
+}
+
 TEST(TrainGradDumpCli, DataParallelReplicasEachWriteTheirOwnAndBadRequestsAreRefused)
 {
     const std::string dir = scratchDir("train_grad_dump_cli_dp");
