@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <ctime>
+#include <thread>
 
 namespace day0::serve {
 
@@ -71,6 +73,12 @@ struct OpenAiServer::Impl {
     ServerOptions options;
     httplib::Server http;
     std::atomic<std::int64_t> nextId { 0 };
+    // serve() and stop() on two threads: httplib's stop() does nothing until listen has begun
+    // (is_running), so a stop between serve()'s call and then would be lost and serve() would
+    // accept for ever (seen as a hang in a test stopping a server just started).
+    std::atomic<bool> entered { false }; ///< serve() was called
+    std::atomic<bool> returned { false }; ///< serve() returned
+    std::atomic<bool> stopRequested { false };
 
     Impl(Scheduler& s, ServedModel m, ServerOptions o)
         : scheduler(s)
@@ -201,9 +209,27 @@ Result<int> OpenAiServer::bind()
     return o.port;
 }
 
-void OpenAiServer::serve() { m_impl->http.listen_after_bind(); }
+void OpenAiServer::serve()
+{
+    m_impl->entered = true;
+    // Either this sees a stop already asked for, or stop() sees `entered` and waits for the
+    // listen it then ends (both atomics sequentially consistent).
+    if (!m_impl->stopRequested) {
+        m_impl->http.listen_after_bind();
+    }
+    m_impl->returned = true;
+}
 
-void OpenAiServer::stop() { m_impl->http.stop(); }
+void OpenAiServer::stop()
+{
+    m_impl->stopRequested = true;
+    while (m_impl->entered && !m_impl->returned) {
+        m_impl->http.stop(); // a no-op until the listen has begun: asked again until it returns
+        if (!m_impl->returned) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+}
 
 void OpenAiServer::Impl::completions(const httplib::Request& req, httplib::Response& res)
 {
