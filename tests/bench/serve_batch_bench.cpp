@@ -57,9 +57,6 @@ const std::string& checkpoint()
 std::int64_t outputTokens() { return quick() ? 8 : 32; }
 
 /// Tokens/s per concurrency, batched and one after another, one value per iteration.
-std::map<int, std::vector<double>> g_batched;
-std::map<int, std::vector<double>> g_sequential;
-std::map<int, std::vector<double>> g_ratios; ///< batched / sequential, per iteration
 
 /// Mean TTFT (seconds) per concurrency, prompts prefilled together or one per forward.
 std::map<int, std::vector<double>> g_ttftBatched;
@@ -150,68 +147,62 @@ std::pair<std::int64_t, double> level(day0::serve::Scheduler& scheduler, int con
     return { tokens, std::chrono::duration<double>(Clock::now() - start).count() };
 }
 
+/// Tokens/s of each iteration's level, one sequence per step and batched, and their ratio.
+struct Rates {
+    std::vector<double> sequential;
+    std::vector<double> batched;
+    std::vector<double> ratios; ///< batched / sequential, per iteration
+};
+
 /// Each iteration runs the level one after another, then batched, so that both see the same
-/// machine load (the figure is the batched time).
+/// machine load (the figure is the batched time); which goes first alternates, so neither
+/// always follows the other's cache footprint.
+void alternateLevels(benchmark::State& state, day0::serve::Scheduler& sequential,
+    day0::serve::Scheduler& batched, int concurrency, Rates& out)
+{
+    level(sequential, concurrency); // warm-up
+    level(batched, concurrency);
+    bool batchedFirst = false;
+    for (auto _ : state) {
+        std::pair<std::int64_t, double> a;
+        std::pair<std::int64_t, double> b;
+        if (batchedFirst) {
+            b = level(batched, concurrency);
+            a = level(sequential, concurrency);
+        } else {
+            a = level(sequential, concurrency);
+            b = level(batched, concurrency);
+        }
+        batchedFirst = !batchedFirst;
+        out.sequential.push_back(double(a.first) / a.second);
+        out.batched.push_back(double(b.first) / b.second);
+        out.ratios.push_back((double(b.first) / b.second) / (double(a.first) / a.second));
+        state.SetIterationTime(b.second);
+    }
+}
+
+std::map<int, Rates> g_rates; ///< by concurrency
+
 void BM_Decode(benchmark::State& state)
 {
     const int concurrency = int(state.range(0));
     auto sequential = makeScheduler(concurrency, false);
     auto batched = makeScheduler(concurrency, true);
-    level(*sequential, concurrency); // warm-up
-    level(*batched, concurrency);
-    bool batchedFirst = false;
-    for (auto _ : state) {
-        // Alternate which goes first, so neither always follows the other's cache footprint.
-        std::pair<std::int64_t, double> a;
-        std::pair<std::int64_t, double> b;
-        if (batchedFirst) {
-            b = level(*batched, concurrency);
-            a = level(*sequential, concurrency);
-        } else {
-            a = level(*sequential, concurrency);
-            b = level(*batched, concurrency);
-        }
-        batchedFirst = !batchedFirst;
-        g_sequential[concurrency].push_back(double(a.first) / a.second);
-        g_batched[concurrency].push_back(double(b.first) / b.second);
-        g_ratios[concurrency].push_back(
-            (double(b.first) / b.second) / (double(a.first) / a.second));
-        state.SetIterationTime(b.second);
-    }
+    alternateLevels(state, *sequential, *batched, concurrency, g_rates[concurrency]);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(4)->Arg(8)->UseManualTime()->Iterations(3)->Unit(
     benchmark::kMillisecond);
 
 /// Tokens/s at concurrency 8 over tp=2 ranks, batched steps and one sequence per step.
-std::vector<double> g_planBatched;
-std::vector<double> g_planSequential;
-std::vector<double> g_planRatios;
+Rates g_planRates;
 
-/// The same level over a plan's ranks (tp=2), alternating as BM_Decode.
+/// The same level over a plan's ranks (tp=2).
 void BM_PlanDecode(benchmark::State& state)
 {
     const int concurrency = int(state.range(0));
     auto sequential = makePlanScheduler(concurrency, false, "tp=2");
     auto batched = makePlanScheduler(concurrency, true, "tp=2");
-    level(*sequential, concurrency); // warm-up
-    level(*batched, concurrency);
-    bool batchedFirst = false;
-    for (auto _ : state) {
-        std::pair<std::int64_t, double> a;
-        std::pair<std::int64_t, double> b;
-        if (batchedFirst) {
-            b = level(*batched, concurrency);
-            a = level(*sequential, concurrency);
-        } else {
-            a = level(*sequential, concurrency);
-            b = level(*batched, concurrency);
-        }
-        batchedFirst = !batchedFirst;
-        g_planSequential.push_back(double(a.first) / a.second);
-        g_planBatched.push_back(double(b.first) / b.second);
-        g_planRatios.push_back((double(b.first) / b.second) / (double(a.first) / a.second));
-        state.SetIterationTime(b.second);
-    }
+    alternateLevels(state, *sequential, *batched, concurrency, g_planRates);
     if (batched->metrics().decodeBatches == 0) {
         day0::bench::fail("serve_batch_bench", "no batched step ran over the ranks");
     }
@@ -303,20 +294,22 @@ double median(std::vector<double> v)
 void printSummary(const day0::bench::BenchTimes&)
 {
     for (const int c : { 1, 4, 8 }) {
-        const double unbatched = median(g_sequential[c]);
-        const double batched = median(g_batched[c]);
+        const double unbatched = median(g_rates[c].sequential);
+        const double batched = median(g_rates[c].batched);
         fmt::print("concurrency {}: batched decode {:.1f} tokens/s, one after another {:.1f} "
                    "tokens/s (medians): {:.2f}x; median of the per-iteration ratios {:.2f}x{}\n",
-            c, batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0, median(g_ratios[c]),
+            c, batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0,
+            median(g_rates[c].ratios),
             c == 1 ? " (one sequence runs the same path both ways: this line is the noise)" : "");
     }
     {
-        const double unbatched = median(g_planSequential);
-        const double batched = median(g_planBatched);
+        const double unbatched = median(g_planRates.sequential);
+        const double batched = median(g_planRates.batched);
         fmt::print("concurrency 8 over --plan tp=2: batched steps over the ranks {:.1f} tokens/s, "
                    "one sequence per step {:.1f} tokens/s (medians): {:.2f}x; median of the "
                    "per-iteration ratios {:.2f}x\n",
-            batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0, median(g_planRatios));
+            batched, unbatched, unbatched > 0 ? batched / unbatched : 0.0,
+            median(g_planRates.ratios));
     }
     for (const int key : { 4, 8, -8 }) {
         const double one = median(g_ttftSequential[key]);
