@@ -4,6 +4,8 @@
 #include "checkpoint/shrink_gemma4.h"
 #include "checkpoint/shrink_kimi.h"
 #include "checkpoint/shrink_nemotron_h.h"
+#include "checkpoint/shrink_sparse.h"
+#include "checkpoint/shrink_util.h"
 #include "model/config_reader.h"
 
 #include <fmt/format.h>
@@ -20,23 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::int64_t roundUp(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
-
-bool has(const Json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-
-std::int64_t intOf(const Json& j, const char* key, std::int64_t fallback)
-{
-    return has(j, key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : fallback;
-}
-
-/// Scales `v` by hidden'/hidden, rounded up to a multiple of `multiple`, at least `minimum`.
-std::int64_t scaled(
-    std::int64_t v, std::int64_t h, std::int64_t h2, std::int64_t multiple, std::int64_t minimum)
-{
-    const double r = double(v) * double(h2) / double(std::max<std::int64_t>(h, 1));
-    return std::max(minimum, roundUp(std::int64_t(std::ceil(r)), multiple));
-}
+using namespace detail; // the JSON helpers and the families' steps
 
 /// Maps layer indices of a `depth`-deep stack onto a `depth2`-deep one, keeping them distinct.
 std::vector<std::int64_t> remapIndices(const Json& list, std::int64_t depth, std::int64_t depth2)
@@ -91,35 +77,6 @@ Json rescaleSections(const Json& sections, std::int64_t half)
     return out;
 }
 
-bool isPerLayerList(const std::string& key, const Json& value, std::int64_t layers)
-{
-    return value.is_array() && std::int64_t(value.size()) == layers && key != "mrope_section";
-}
-
-bool isDeepseekV4(const Json& t)
-{
-    return t.contains("model_type") && t["model_type"] == "deepseek_v4";
-}
-
-/// DeepSeek-V4's layer kinds: `compress_ratios` lists one ratio per block, the MTP blocks after
-/// the main ones (so it is not a per-layer list), and the first `num_hash_layers` route by
-/// token id (model.py Gate).
-void deepseekV4Signatures(const Json& t, std::int64_t layers, std::vector<std::string>& signature)
-{
-    if (!isDeepseekV4(t)) {
-        return;
-    }
-    const std::int64_t hashLayers = intOf(t, "num_hash_layers", 0);
-    const bool ratios = has(t, "compress_ratios") && t["compress_ratios"].is_array()
-        && std::int64_t(t["compress_ratios"].size()) >= layers;
-    for (std::int64_t i = 0; i < layers; ++i) {
-        if (ratios) {
-            signature[std::size_t(i)] += dumpJson(t["compress_ratios"][std::size_t(i)]) + "|";
-        }
-        signature[std::size_t(i)] += i < hashLayers ? "hash|" : "|";
-    }
-}
-
 /// The layers a shrunk model keeps (indices into the original, ascending): the first of each
 /// distinct combination of per-layer list entries (layer_types, moe_layer_freq, ...), so that
 /// every kind of layer survives, then the following layers up to `depth`.
@@ -154,106 +111,6 @@ Result<std::vector<std::int64_t>> keptLayers(const Json& t, std::int64_t layers,
     }
     std::sort(kept.begin(), kept.end());
     return kept;
-}
-
-/// DeepSeek-V4's own sizes (family_deepseek_v4.cpp reads them): the compressed attention's
-/// ranks and groups, the indexer, the kept blocks' compress ratios (a ratio other than 4 scaled
-/// to kShrunkHcaRatio so that a short prompt fills its windows) and the hash-routed prefix.
-void shrinkDeepseekV4(
-    Json& t, const std::vector<std::int64_t>& kept, std::int64_t layers, std::int64_t heads2)
-{
-    t["q_lora_rank"] = 32;
-    t["qk_rope_head_dim"] = 8;
-    t["o_groups"] = 2;
-    t["o_lora_rank"] = 16;
-    if (heads2 % 2 != 0) {
-        t["o_groups"] = 1;
-    }
-    // Enough heads that an entry's score is seldom an exact 0 (every head's ReLU at zero), whose
-    // ties torch's top-k orders as it likes.
-    t["index_n_heads"] = 16;
-    t["index_head_dim"] = 16;
-    t["index_topk"] = std::min<std::int64_t>(intOf(t, "index_topk", 2), 2);
-    const std::int64_t hashLayers = intOf(t, "num_hash_layers", 0);
-    if (has(t, "num_hash_layers")) {
-        t["num_hash_layers"] = std::count_if(
-            kept.begin(), kept.end(), [&](std::int64_t i) { return i < hashLayers; });
-    }
-    if (has(t, "compress_ratios") && t["compress_ratios"].is_array()
-        && std::int64_t(t["compress_ratios"].size()) >= layers) {
-        const Json& all = t["compress_ratios"];
-        const auto scaledRatio = [](const Json& r) {
-            return r.is_number_integer() && r.get<std::int64_t>() > kShrunkHcaRatio
-                    && r.get<std::int64_t>() != 4
-                ? Json(kShrunkHcaRatio)
-                : r;
-        };
-        Json cut = Json::array();
-        for (const auto i : kept) {
-            cut.push_back(scaledRatio(all[std::size_t(i)]));
-        }
-        for (std::size_t j = std::size_t(layers); j < all.size(); ++j) { // the MTP blocks
-            cut.push_back(scaledRatio(all[j]));
-        }
-        t["compress_ratios"] = cut;
-    }
-    // The clamp of the experts' SwiGLU must bite at the shrunk activations' scale.
-    if (has(t, "swiglu_limit")) {
-        t["swiglu_limit"] = kShrunkSwigluLimit;
-    }
-}
-
-/// MiniMax-M3: the per-layer lists of sparse_attention_config follow the kept layers, blocks and
-/// top-k shrink (kShrunkSparseBlockSize, kShrunkSparseTopKBlocks), the index heads follow the KV
-/// heads (one index head per KV group) and are head_dim wide; first_k_dense_replace (a summary
-/// of moe_layer_freq) is recounted from the cut list, the dense and shared widths scale, and the
-/// expert width copy moe_intermediate_size follows intermediate_size.
-void shrinkMiniMaxM3(Json& t, const std::vector<std::int64_t>& kept, std::int64_t layers,
-    std::int64_t layers2, std::int64_t headDim2, std::int64_t kv2, std::int64_t hidden,
-    std::int64_t hidden2)
-{
-    if (has(t, "sparse_attention_config") && t["sparse_attention_config"].is_object()) {
-        Json& sparse = t["sparse_attention_config"];
-        for (auto& [key, value] : sparse.items()) {
-            if (isPerLayerList(key, value, layers)) {
-                Json cut = Json::array();
-                for (const auto i : kept) {
-                    cut.push_back(value[std::size_t(i)]);
-                }
-                while (std::int64_t(cut.size()) < layers2) {
-                    cut.push_back(cut.back());
-                }
-                value = cut;
-            }
-        }
-        sparse["sparse_block_size"] = std::min(
-            intOf(sparse, "sparse_block_size", kShrunkSparseBlockSize), kShrunkSparseBlockSize);
-        sparse["sparse_topk_blocks"] = std::min(
-            intOf(sparse, "sparse_topk_blocks", kShrunkSparseTopKBlocks), kShrunkSparseTopKBlocks);
-        sparse["sparse_index_dim"] = headDim2;
-        sparse["sparse_num_index_heads"] = kv2;
-    }
-    if (has(t, "moe_layer_freq") && t["moe_layer_freq"].is_array()
-        && has(t, "first_k_dense_replace")) {
-        std::int64_t dense = 0;
-        while (dense < std::int64_t(t["moe_layer_freq"].size())
-            && t["moe_layer_freq"][std::size_t(dense)] == 0) {
-            ++dense;
-        }
-        t["first_k_dense_replace"] = dense;
-    }
-    for (const char* key : { "dense_intermediate_size", "shared_intermediate_size" }) {
-        if (has(t, key) && t[key].is_number_integer() && t[key].get<std::int64_t>() > 0) {
-            t[key] = scaled(t[key].get<std::int64_t>(), hidden, hidden2, 16, 32);
-        }
-    }
-    if (has(t, "moe_intermediate_size") && has(t, "intermediate_size")) {
-        t["moe_intermediate_size"] = t["intermediate_size"];
-    }
-    // swigluoai's clamp: as gpt-oss's, the published 7 never bites at the shrunk scale.
-    if (has(t, "swiglu_limit")) {
-        t["swiglu_limit"] = kShrunkSwigluLimit;
-    }
 }
 
 /// Shrinks the text model (top level or text_config) in place; returns the new hidden size.
