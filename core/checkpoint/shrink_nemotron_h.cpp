@@ -5,6 +5,8 @@
 // chunk_size, moe_latent_size, moe_shared_expert_intermediate_size).
 #include "checkpoint/shrink_nemotron_h.h"
 
+#include "checkpoint/shrink_util.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,19 +15,6 @@
 #include <vector>
 
 namespace day0::checkpoint::detail {
-
-namespace {
-
-using Json = nlohmann::ordered_json;
-
-bool has(const Json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-
-std::int64_t intOf(const Json& j, const char* key, std::int64_t fallback)
-{
-    return has(j, key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : fallback;
-}
-
-} // namespace
 
 bool isNemotronH(const Json& config)
 {
