@@ -35,6 +35,29 @@ std::set<std::string> captureNames(const std::string& dump)
     return names;
 }
 
+/// `day0 run CKPT --grad --precision P --ids IDS --dump OUT --json`.
+day0::test::CliResult gradPass(const std::string& checkpoint, const std::string& precision,
+    const std::string& ids, const std::string& out)
+{
+    return runDay0({ "run", checkpoint, "--grad", "--precision", precision, "--ids", ids, "--dump",
+        out, "--json", "--no-record", "-q" });
+}
+
+/// A bf16 pass beside the fp64 one of the same ids: both ran, the bf16 one says so, its loss is
+/// within 1% of fp64's but not equal, and its dump holds the same captures.
+void expectBf16BesideFp64(const day0::test::CliResult& wide, const std::string& wideDump,
+    const day0::test::CliResult& bf16, const std::string& bf16Dump)
+{
+    ASSERT_EQ(wide.exitCode, 0) << wide.err;
+    ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
+    EXPECT_EQ(bf16.json()["precision"], "bf16");
+    const double l64 = wide.json()["loss"].get<double>();
+    const double l16 = bf16.json()["loss"].get<double>();
+    EXPECT_NE(l16, l64);
+    EXPECT_NEAR(l16, l64, 1e-2 * l64);
+    EXPECT_EQ(captureNames(bf16Dump), captureNames(wideDump));
+}
+
 } // namespace
 
 TEST(CliGrad, GradientDumpOfAShrunkLlamaLinesUpWithTorchAutograd)
@@ -152,20 +175,12 @@ TEST(CliGrad, Bf16GradientsCompareWithTheFp64OnesInDay0Compare)
         = runDay0({ "shrink", "llama-3.1-8b", "--out", dir + "/llama", "-q", "--no-record" });
     ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
     const std::string ids = "3,17,42,99,7,250,128,64";
-    const auto pass = [&](const std::string& precision) {
-        return runDay0({ "run", dir + "/llama", "--grad", "--precision", precision, "--ids", ids,
-            "--dump", dir + "/" + precision, "--json", "--no-record", "-q" });
-    };
-    const auto wide = pass("fp64");
-    const auto bf16 = pass("bf16");
-    ASSERT_EQ(wide.exitCode, 0) << wide.err;
-    ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
-    EXPECT_EQ(bf16.json()["precision"], "bf16");
-    const double l64 = wide.json()["loss"].get<double>();
-    const double l16 = bf16.json()["loss"].get<double>();
-    EXPECT_NE(l16, l64);
-    EXPECT_NEAR(l16, l64, 1e-2 * l64);
-    EXPECT_EQ(captureNames(dir + "/bf16"), captureNames(dir + "/fp64"));
+    const auto wide = gradPass(dir + "/llama", "fp64", ids, dir + "/fp64");
+    const auto bf16 = gradPass(dir + "/llama", "bf16", ids, dir + "/bf16");
+    expectBf16BesideFp64(wide, dir + "/fp64", bf16, dir + "/bf16");
+    if (HasFatalFailure()) {
+        return;
+    }
 
     // day0 compare lines the gradients up by name; each parameter's gradient is off by what
     // bf16 rounding explains.
@@ -232,22 +247,14 @@ TEST(CliGrad, Bf16GradientsOfMultiHeadLatentAttentionModels)
         const std::string ckpt = dir + "/" + model;
         const auto shrunk = runDay0({ "shrink", model, "--out", ckpt, "-q", "--no-record" });
         ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
-        const auto pass = [&](const std::string& precision) {
-            return runDay0({ "run", ckpt, "--grad", "--precision", precision, "--ids", ids,
-                "--dump", ckpt + "-" + precision, "--json", "--no-record", "-q" });
-        };
-        const auto wide = pass("fp64");
-        const auto fp32 = pass("fp32");
-        const auto bf16 = pass("bf16");
-        ASSERT_EQ(wide.exitCode, 0) << wide.err;
+        const auto wide = gradPass(ckpt, "fp64", ids, ckpt + "-fp64");
+        const auto fp32 = gradPass(ckpt, "fp32", ids, ckpt + "-fp32");
+        const auto bf16 = gradPass(ckpt, "bf16", ids, ckpt + "-bf16");
         ASSERT_EQ(fp32.exitCode, 0) << fp32.err;
-        ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
-        EXPECT_EQ(bf16.json()["precision"], "bf16");
-        const double l64 = wide.json()["loss"].get<double>();
-        const double l16 = bf16.json()["loss"].get<double>();
-        EXPECT_NE(l16, l64);
-        EXPECT_NEAR(l16, l64, 1e-2 * l64);
-        EXPECT_EQ(captureNames(ckpt + "-bf16"), captureNames(ckpt + "-fp64"));
+        expectBf16BesideFp64(wide, ckpt + "-fp64", bf16, ckpt + "-bf16");
+        if (HasFatalFailure()) {
+            return;
+        }
         auto toWide = parameterErrors(ckpt + "-fp64", ckpt + "-bf16");
         auto toFp32 = parameterErrors(ckpt + "-fp32", ckpt + "-bf16");
         auto fp32ToWide = parameterErrors(ckpt + "-fp64", ckpt + "-fp32");
@@ -261,8 +268,8 @@ TEST(CliGrad, Bf16GradientsOfMultiHeadLatentAttentionModels)
                     "%.2e), %lld idle; against fp32 %.2e..%.2e; fp32 against fp64 at most %.2e; "
                     "loss fp64 %.6f bf16 %.6f\n",
             model.c_str(), toWide.size(), toWide.front(), toWide.back(), toWide[toWide.size() / 2],
-            static_cast<long long>(idle), toFp32.front(), toFp32.back(), fp32ToWide.back(), l64,
-            l16);
+            static_cast<long long>(idle), toFp32.front(), toFp32.back(), fp32ToWide.back(),
+            wide.json()["loss"].get<double>(), bf16.json()["loss"].get<double>());
         EXPECT_GE(toWide.front(), 1e-4);
         EXPECT_GE(toWide[toWide.size() / 2], 1e-3);
         EXPECT_LE(toWide.back(), 5e-2);
