@@ -35,14 +35,28 @@ namespace {
 /// threshold to its size, after which those transients come from the heaps (one per loading
 /// thread) and stay resident once freed. Measured on llama-3.1-8b shrunk to 6x768 (197 MB of
 /// fp32 weights), RssAnon after the load: over tp=2 337 MB, on one rank 248 MB; with a fixed
-/// threshold 208 MB and 200 MB. A decode step's buffers stay below it and keep reusing the
-/// heap; a full-size model's prefill activations above it are mapped afresh each step, a cost
-/// far below the step's matrix products.
+/// threshold 208 MB and 200 MB. Only while loading: see reuseLargeBlocks.
 void keepLargeBlocksReturnable()
 {
 #if defined(__GLIBC__)
     constexpr int kLargeBlock = 1 << 20;
     mallopt(M_MMAP_THRESHOLD, kLargeBlock);
+#endif
+}
+
+/// After the load: blocks up to glibc's largest dynamic threshold (32 MiB on 64-bit) come from
+/// the heaps again, so the steps' activations reuse freed memory instead of mapping and
+/// faulting in fresh pages each step. With the load's 1 MiB threshold kept, a 128-token
+/// prompt's TTFT through `day0 serve` was 1.68-1.86x `day0 run`'s prefill (serve_client_bench,
+/// goal <= 1.1x); with these, 0.92x.
+void reuseLargeBlocks()
+{
+#if defined(__GLIBC__)
+    // A set threshold also stops glibc raising the trim threshold with it (to twice the mapping
+    // one), which would give the freed top of a heap back after every step: raised here by hand.
+    constexpr int kServingThreshold = 32 << 20;
+    mallopt(M_MMAP_THRESHOLD, kServingThreshold);
+    mallopt(M_TRIM_THRESHOLD, 2 * kServingThreshold);
 #endif
 }
 
@@ -255,6 +269,7 @@ Result<std::unique_ptr<LocalServer>> LocalServer::start(
         }
         impl->scheduler.emplace(std::move(*impl->loaded.engine), so);
     }
+    reuseLargeBlocks();
     auto& model = impl->model;
     model.name = options.servedName.empty() ? impl->loaded.name : options.servedName;
     model.vocabSize = impl->scheduler->spec().vocabSize;
