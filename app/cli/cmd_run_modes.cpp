@@ -183,12 +183,12 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
     const auto& r = ran->result;
     const auto runId = recordResult(ran->record);
     if (global.json) {
-        nlohmann::json j
-            = { { "model", ran->spec.name }, { "fingerprint", exec::modelFingerprint(ran->spec) },
-                  { "precision", a.precision }, { "ids", request.ids }, { "targets", ran->targets },
-                  { "loss", r.loss }, { "counted", r.counted },
-                  { "parameters", r.parameters.size() }, { "activations", r.activations.size() },
-                  { "grad_norm", ran->gradNorm }, { "seconds", ran->seconds } };
+        nlohmann::json j = { { "model", ran->spec.name },
+            { "fingerprint", exec::modelFingerprint(ran->spec) }, { "precision", a.precision },
+            { "ids", request.ids }, { "targets", ran->targets }, { "loss", r.loss },
+            { "counted", r.counted }, { "parameters", ran->checkpointParameters },
+            { "activations", r.activations.size() }, { "grad_norm", ran->gradNorm },
+            { "seconds", ran->seconds } };
         if (!a.dump.empty()) {
             j["dump"] = a.dump;
         }
@@ -200,7 +200,7 @@ int runGradients(const RunArgs& a, const GlobalOptions& global)
     fmt::print("{} ({}): loss {:.10g} over {} positions\n", ran->spec.name, a.precision, r.loss,
         r.counted);
     fmt::print("  {} parameter gradients (global norm {:.6g}), {} anchor gradients, {:.3f} s\n",
-        r.parameters.size(), ran->gradNorm, r.activations.size(), ran->seconds);
+        ran->checkpointParameters, ran->gradNorm, r.activations.size(), ran->seconds);
     if (!a.dump.empty()) {
         fmt::print("dump: {}{}\n", a.dump,
             a.injectFrom.empty()

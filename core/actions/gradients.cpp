@@ -114,6 +114,7 @@ Result<GradientOutcome> checkpointGradients(
         }
     }
     out.gradNorm = std::sqrt(sum);
+    out.checkpointParameters = exec::checkpointGradients(out.spec, out.result.parameters).size();
     if (!request.dump.empty()) {
         numerics::Dump dump
             = exec::gradientDump(out.spec, out.result, request.ids, out.targets, request.fp64);
@@ -139,7 +140,7 @@ Result<GradientOutcome> checkpointGradients(
     r.setProperty("prompt_ids", fmt::format("{}", fmt::join(request.ids, ",")));
     r.addMetric("loss", out.result.loss, "nat");
     r.addMetric("counted_positions", double(out.result.counted));
-    r.addMetric("parameters", double(out.result.parameters.size()));
+    r.addMetric("parameters", double(out.checkpointParameters));
     r.addMetric("grad_norm", out.gradNorm);
     r.addMetric("gradients_s", out.seconds, "s");
     r.info.message = fmt::format("loss {:.6g} over {} positions, gradient norm {:.6g}",

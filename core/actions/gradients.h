@@ -43,6 +43,9 @@ struct GradientOutcome {
     exec::GradientResult result;
     std::vector<std::int64_t> targets; ///< the targets used
     double gradNorm = 0.0; ///< the global L2 norm over every parameter gradient
+    /// Parameter gradients under the checkpoint's names, as the dump holds them
+    /// (exec::checkpointGradients: gpt-oss's per-expert gradients fused into its packed tensors).
+    std::size_t checkpointParameters = 0;
     double seconds = 0.0; ///< the pass, weights loaded
     /// The run (kind run, property gradients=true): checkpoint, ids, loss, counted positions,
     /// parameter count, global gradient norm, time; the dump folder as an artifact.

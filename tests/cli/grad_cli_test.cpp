@@ -166,6 +166,15 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
             "model.layers.0.self_attn.o_proj.bias#grad" }) {
         EXPECT_TRUE(names.contains(name)) << name;
     }
+    // The summary counts the parameters as the dump names them (the fused experts once each,
+    // not the engine's per-expert pieces).
+    const auto summary = runDay0({ "run", dir + "/gpt-oss", "--grad", "--ids", "1,2,3,4,5,6",
+        "--json", "--no-record", "-q" });
+    ASSERT_EQ(summary.exitCode, 0) << summary.err;
+    // The dump holds the logits, every anchor's gradient and every parameter's gradient.
+    const auto j = summary.json();
+    EXPECT_EQ(
+        j["parameters"].get<std::size_t>() + j["activations"].get<std::size_t>() + 1, names.size());
 }
 
 TEST(CliGrad, Bf16GradientsCompareWithTheFp64OnesInDay0Compare)
