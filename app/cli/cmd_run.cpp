@@ -526,7 +526,7 @@ const bool registered = registerCommand({ "run",
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
             "needs more is refused); the peak RSS is reported; with --plan, all the ranks on a "
             "node together (each holds its share: under mpirun, the node's budget / its "
-            "processes on the node, as OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS count them)");
+            "processes on the node, as MPI's shared-memory split counts them)");
         app.add_option("--memory-budget-per-rank", a->memoryBudgetPerRank,
             "with --stream --plan: bound each rank's resident weights by SIZE of its own, "
             "instead of sharing --memory-budget among a node's ranks");

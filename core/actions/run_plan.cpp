@@ -33,7 +33,7 @@ struct Loaded {
     }
 };
 
-Result<Loaded> load(const PlanRunRequest& r, int onlyRank)
+Result<Loaded> load(const PlanRunRequest& r, int onlyRank, std::optional<int> nodeProcesses)
 {
     Loaded out;
     out.started = std::chrono::steady_clock::now();
@@ -85,13 +85,14 @@ Result<Loaded> load(const PlanRunRequest& r, int onlyRank)
             o.stream.presliced = true;
         }
         // In-process the ranks share this node's budget; under MPI (onlyRank >= 0) this
-        // process takes its share of its node's.
+        // process takes its share of its node's, over the processes the communicator counts
+        // there.
         if (onlyRank < 0) {
             out.budget = parallel::inProcessShareOfBudget(
                 r.memoryBudget, r.layout.worldSize(), r.budgetPerRank);
         } else {
             auto share = parallel::processShareOfBudget(
-                r.memoryBudget, r.layout.worldSize(), r.budgetPerRank);
+                r.memoryBudget, r.layout.worldSize(), r.budgetPerRank, nodeProcesses);
             if (!share) {
                 return share.error();
             }
@@ -127,7 +128,7 @@ Result<PlanRunOutcome> runPlanInProcess(const PlanRunRequest& request, Progress&
     const std::vector<profile::CpuTracer*>& tracers)
 {
     progress.setStage("loading");
-    auto loaded = load(request, -1);
+    auto loaded = load(request, -1, std::nullopt);
     if (!loaded) {
         return loaded.error();
     }
@@ -153,7 +154,7 @@ Result<PlanRunOutcome> runPlanRank(comm::Communicator& world, const PlanRunReque
     Progress& progress, std::stop_token stop, profile::CpuTracer* tracer)
 {
     progress.setStage("loading");
-    auto loaded = load(request, world.rank());
+    auto loaded = load(request, world.rank(), world.processesOnThisNode());
     if (!loaded) {
         return loaded.error();
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,11 @@ public:
     /// A negative color returns nullptr (the rank joins no group). `name` labels the new group.
     virtual Result<std::shared_ptr<Communicator>> split(int color, int key, const std::string& name)
         = 0;
+
+    /// How many processes of this job run on this rank's node, as the transport knows it (MPI:
+    /// the size of MPI_COMM_TYPE_SHARED of the world); nullopt where it cannot tell (the
+    /// default).
+    [[nodiscard]] virtual std::optional<int> processesOnThisNode() const { return std::nullopt; }
 
     /// Asynchronous all-reduce; the default runs it at once and returns a finished request.
     virtual std::unique_ptr<Request> allReduceAsync(

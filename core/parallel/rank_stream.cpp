@@ -135,8 +135,8 @@ BudgetShare inProcessShareOfBudget(std::uint64_t budget, int ranks, bool perRank
     return share;
 }
 
-Result<BudgetShare> processShareOfBudget(
-    std::uint64_t budget, int worldSize, bool perRank, const EnvLookup& env)
+Result<BudgetShare> processShareOfBudget(std::uint64_t budget, int worldSize, bool perRank,
+    std::optional<int> nodeProcesses, const EnvLookup& env)
 {
     BudgetShare share;
     if (budget == 0) {
@@ -147,6 +147,22 @@ Result<BudgetShare> processShareOfBudget(
     if (perRank) {
         share.perRank = budget;
         share.basis = fmt::format("{} per process (--memory-budget-per-rank)", size);
+        return share;
+    }
+    const auto onThisNode = [&](int local, const std::string& source) {
+        share.perRank = rankShareOfBudget(budget, local);
+        share.sharers = local;
+        share.basis = fmt::format("{} per node / {} process{} on this node ({})", size, local,
+            local == 1 ? "" : "es", source);
+    };
+    if (nodeProcesses) {
+        if (*nodeProcesses < 1 || *nodeProcesses > std::max(1, worldSize)) {
+            return Error::internal(fmt::format("--memory-budget: the communicator counts {} "
+                                               "processes on this node, outside 1 to the "
+                                               "world's {}",
+                *nodeProcesses, worldSize));
+        }
+        onThisNode(*nodeProcesses, "MPI_COMM_TYPE_SHARED");
         return share;
     }
     for (const char* name : kLocalSizeVariables) {
@@ -163,10 +179,7 @@ Result<BudgetShare> processShareOfBudget(
                                                "processes on this node (1 to the world's {})",
                 name, text, worldSize));
         }
-        share.perRank = rankShareOfBudget(budget, local);
-        share.sharers = local;
-        share.basis = fmt::format("{} per node / {} process{} on this node ({})", size, local,
-            local == 1 ? "" : "es", name);
+        onThisNode(local, name);
         return share;
     }
     share.perRank = rankShareOfBudget(budget, worldSize);

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -71,14 +72,16 @@ using EnvLookup = std::function<const char*(const char* name)>;
 BudgetShare inProcessShareOfBudget(std::uint64_t budget, int ranks, bool perRank);
 
 /// One MPI process's share (one rank each) of a budget that is per node: budget / (processes on
-/// this node), counted by the launcher (kLocalSizeVariables); when no launcher variable is set,
-/// all `worldSize` processes are taken to share this node, which never exceeds the budget and
-/// says so in `basis`. With `perRank` the budget is each process's own. A count that is not a
-/// whole number from 1 to worldSize is refused, naming the variable and its value.
+/// this node), as the communicator counted them (`nodeProcesses`: comm::Communicator::
+/// processesOnThisNode, MPI's shared-memory split), else as the launcher counts them
+/// (kLocalSizeVariables); when neither says, all `worldSize` processes are taken to share this
+/// node, which never exceeds the budget and says so in `basis`. With `perRank` the budget is each
+/// process's own. A count that is not a whole number from 1 to worldSize is refused, naming where
+/// it came from and its value.
 Result<BudgetShare> processShareOfBudget(
-    std::uint64_t budget, int worldSize, bool perRank, const EnvLookup& env = [](const char* name) {
-        return static_cast<const char*>(std::getenv(name));
-    });
+    std::uint64_t budget, int worldSize, bool perRank, std::optional<int> nodeProcesses,
+    const EnvLookup& env
+    = [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
 
 namespace detail {
 

@@ -68,6 +68,7 @@ struct Shared {
     comm::ObserverSlot observer;
     MpiOptions options;
     int worldRank = 0;
+    int nodeProcesses = 0; ///< the world's processes on this node (MPI_COMM_TYPE_SHARED)
 };
 
 class MpiCommunicator final : public comm::Communicator {
@@ -98,6 +99,11 @@ public:
     }
 
     int rank() const override { return m_rank; }
+    std::optional<int> processesOnThisNode() const override
+    {
+        return m_shared->nodeProcesses > 0 ? std::optional<int>(m_shared->nodeProcesses)
+                                           : std::nullopt;
+    }
     int size() const override { return m_size; }
     std::string name() const override { return m_name; }
 
@@ -436,6 +442,17 @@ Result<std::shared_ptr<comm::Communicator>> createMpiWorld(const MpiOptions& opt
     auto shared = std::make_shared<Shared>();
     shared->options = options;
     MPI_Comm_rank(MPI_COMM_WORLD, &shared->worldRank);
+    // The processes that share this node's memory, counted once while every process is here
+    // (collective over the world, like MPI_Init).
+    MPI_Comm node = MPI_COMM_NULL;
+    if (const int code
+        = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        code != MPI_SUCCESS) {
+        return Error::internal(fmt::format(
+            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed: {}", mpiErrorText(code)));
+    }
+    MPI_Comm_size(node, &shared->nodeProcesses);
+    MPI_Comm_free(&node);
     return std::shared_ptr<comm::Communicator>(
         std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", std::move(shared), false));
 }
