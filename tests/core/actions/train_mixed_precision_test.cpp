@@ -81,6 +81,66 @@ double relativeL2(const std::vector<double>& a, const std::vector<double>& b)
     return std::sqrt(diff / norm);
 }
 
+/// tp=2 bf16-mixed training of `checkpoint` against one rank's bf16-mixed run of the same steps.
+void expectTwoRanksFollowOne(const std::filesystem::path& checkpoint)
+{
+    // tp=2 bf16-mixed against one rank's bf16-mixed run of the same steps. Not bit-equal:
+    // under tp each rank's row-parallel projection (o_proj, down_proj) rounds its partial sum to
+    // bf16 before the group adds the partials and rounds again (as Megatron's bf16 all-reduce
+    // does), where one rank rounds the whole fp32-accumulated sum once; the column-parallel
+    // backward's input gradients are summed the same way. That is bf16 rounding noise of the
+    // size of the bf16-mixed run's own gap to fp64, so the tolerance is that gap's.
+    auto m = actions::CheckpointTrainable::load(checkpoint);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const FixedSequences corpus(int(m->spec().vocabSize));
+    const std::int64_t steps = 12;
+    auto wide = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::F64));
+    auto one = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::MixedBf16));
+    auto o = run(steps, train::TrainPrecision::MixedBf16);
+    o.tp = 2;
+    auto two = train::runTraining(*m, corpus, o);
+    ASSERT_TRUE(wide.ok()) << wide.error().message;
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    ASSERT_TRUE(two.ok()) << two.error().message;
+    ASSERT_EQ(two->buffersPerRank.size(), 2u); // two ranks ran, each on its shard
+    ASSERT_EQ(one->history.size(), std::size_t(steps));
+    ASSERT_EQ(two->history.size(), std::size_t(steps));
+    double tpGap = 0.0;
+    double oneToWide = 0.0;
+    double twoToWide = 0.0;
+    for (std::size_t i = 0; i < std::size_t(steps); ++i) {
+        const double l64 = wide->history[i].loss;
+        const double l1 = one->history[i].loss;
+        const double l2 = two->history[i].loss;
+        tpGap = std::max(tpGap, std::abs(l2 - l1));
+        oneToWide = std::max(oneToWide, std::abs(l1 - l64));
+        twoToWide = std::max(twoToWide, std::abs(l2 - l64));
+        std::printf("step %2zu: loss fp64 %.6f bf16-mixed tp=1 %.6f tp=2 %.6f (tp gap %.2e)\n", i,
+            l64, l1, l2, std::abs(l2 - l1));
+    }
+    std::printf("bf16-mixed over %lld steps: largest loss gap tp=2 vs tp=1 %.3g nats; to fp64: "
+                "tp=1 %.3g, tp=2 %.3g\n",
+        static_cast<long long>(steps), tpGap, oneToWide, twoToWide);
+    EXPECT_GT(wide->history.front().loss - wide->history.back().loss, 1.0); // it trains
+    // Step 0 computes on the same bf16 weights: only the forward's rounding of the partials
+    // differs, under one bf16 unit of a token's loss (2^-8 x 5.5 = 0.02) averaged over the
+    // 96 tokens (/ sqrt 96): 2e-3. Measured on shrunk Llama: 7.3e-6 at step 0, 9.7e-4 at most
+    // over the 12 steps, where one rank's bf16-mixed curve is up to 3.9e-3 from the fp64 one;
+    // on shrunk DeepSeek-V3 2.7e-5 at step 0, 1.4e-3 at most, one rank up to 2.4e-3 from fp64.
+    EXPECT_LE(std::abs(two->history[0].loss - one->history[0].loss), 2e-3);
+    // The documented tolerance: within the bf16-mixed run's own budget against fp64 (0.02
+    // nats, train_mixed_precision's tolerance above) and no more than twice one rank's
+    // measured gap to fp64 (two bf16 runs each that far from fp64 are at most twice that apart).
+    EXPECT_LE(tpGap, 0.02);
+    EXPECT_LE(tpGap, 2.0 * oneToWide);
+    // bf16 is applied under tp, too: the curve is not the fp64 one.
+    EXPECT_GE(twoToWide, 5e-4);
+    // fp32 masters on every rank: the shards put together are fp32 values.
+    const auto& w = two->finalWeights;
+    ASSERT_EQ(w.size(), one->finalWeights.size());
+    EXPECT_TRUE(std::all_of(w.begin(), w.end(), [](double v) { return double(float(v)) == v; }));
+}
+
 } // namespace
 
 TEST(TrainMixedPrecision, ShrunkLlamaBf16GradientsCarryBf16SizedErrors)
@@ -174,60 +234,15 @@ TEST(TrainMixedPrecision, TheTrainActionRunsBf16MixedOnACheckpointAndComparesIts
 
 TEST(TrainMixedPrecision, ShrunkLlamaBf16MixedUnderTensorParallelismFollowsOneRanksCurve)
 {
-    // tp=2 bf16-mixed against one rank's bf16-mixed run of the same steps. Not bit-equal:
-    // under tp each rank's row-parallel projection (o_proj, down_proj) rounds its partial sum to
-    // bf16 before the group adds the partials and rounds again (as Megatron's bf16 all-reduce
-    // does), where one rank rounds the whole fp32-accumulated sum once; the column-parallel
-    // backward's input gradients are summed the same way. That is bf16 rounding noise of the
-    // size of the bf16-mixed run's own gap to fp64, so the tolerance is that gap's.
-    auto m = actions::CheckpointTrainable::load(actions::test::shrunkGqaLlama("llama-bf16-tp"));
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    const FixedSequences corpus(int(m->spec().vocabSize));
-    const std::int64_t steps = 12;
-    auto wide = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::F64));
-    auto one = train::runTraining(*m, corpus, run(steps, train::TrainPrecision::MixedBf16));
-    auto o = run(steps, train::TrainPrecision::MixedBf16);
-    o.tp = 2;
-    auto two = train::runTraining(*m, corpus, o);
-    ASSERT_TRUE(wide.ok()) << wide.error().message;
-    ASSERT_TRUE(one.ok()) << one.error().message;
-    ASSERT_TRUE(two.ok()) << two.error().message;
-    ASSERT_EQ(two->buffersPerRank.size(), 2u); // two ranks ran, each on its shard
-    ASSERT_EQ(one->history.size(), std::size_t(steps));
-    ASSERT_EQ(two->history.size(), std::size_t(steps));
-    double tpGap = 0.0;
-    double oneToWide = 0.0;
-    double twoToWide = 0.0;
-    for (std::size_t i = 0; i < std::size_t(steps); ++i) {
-        const double l64 = wide->history[i].loss;
-        const double l1 = one->history[i].loss;
-        const double l2 = two->history[i].loss;
-        tpGap = std::max(tpGap, std::abs(l2 - l1));
-        oneToWide = std::max(oneToWide, std::abs(l1 - l64));
-        twoToWide = std::max(twoToWide, std::abs(l2 - l64));
-        std::printf("step %2zu: loss fp64 %.6f bf16-mixed tp=1 %.6f tp=2 %.6f (tp gap %.2e)\n", i,
-            l64, l1, l2, std::abs(l2 - l1));
-    }
-    std::printf("bf16-mixed over %lld steps: largest loss gap tp=2 vs tp=1 %.3g nats; to fp64: "
-                "tp=1 %.3g, tp=2 %.3g\n",
-        static_cast<long long>(steps), tpGap, oneToWide, twoToWide);
-    EXPECT_GT(wide->history.front().loss - wide->history.back().loss, 1.0); // it trains
-    // Step 0 computes on the same bf16 weights: only the forward's rounding of the partials
-    // differs, under one bf16 unit of a token's loss (2^-8 x 5.5 = 0.02) averaged over the
-    // 96 tokens (/ sqrt 96): 2e-3. Measured: 7.3e-6 at step 0, 9.7e-4 at most over the 12
-    // steps, where one rank's bf16-mixed curve is up to 3.9e-3 from the fp64 one.
-    EXPECT_LE(std::abs(two->history[0].loss - one->history[0].loss), 2e-3);
-    // The documented tolerance: within the bf16-mixed run's own budget against fp64 (0.02
-    // nats, train_mixed_precision's tolerance above) and no more than twice one rank's
-    // measured gap to fp64 (two bf16 runs each that far from fp64 are at most twice that apart).
-    EXPECT_LE(tpGap, 0.02);
-    EXPECT_LE(tpGap, 2.0 * oneToWide);
-    // bf16 is applied under tp, too: the curve is not the fp64 one.
-    EXPECT_GE(twoToWide, 5e-4);
-    // fp32 masters on every rank: the shards put together are fp32 values.
-    const auto& w = two->finalWeights;
-    ASSERT_EQ(w.size(), one->finalWeights.size());
-    EXPECT_TRUE(std::all_of(w.begin(), w.end(), [](double v) { return double(float(v)) == v; }));
+    expectTwoRanksFollowOne(actions::test::shrunkGqaLlama("llama-bf16-tp"));
+}
+
+TEST(TrainMixedPrecision, ShrunkDeepSeekV3Bf16MixedUnderTensorParallelismFollowsOneRanksCurve)
+{
+    // MLA under tp=2: each rank's heads (q_b_proj and kv_b_proj by rows, o_proj by columns),
+    // the head-split blocks' input gradients and the shared rope key's summed over the group
+    // in the emulated backward; the experts' widths split.
+    expectTwoRanksFollowOne(actions::test::shrunk("deepseek-v3", "deepseek"));
 }
 
 // Multi-head latent attention (shrunk DeepSeek-V3: MLA with q_a/kv_a low-rank projections, a
