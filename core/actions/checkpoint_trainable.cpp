@@ -50,15 +50,14 @@ Result<CheckpointTrainable> CheckpointTrainable::load(const std::filesystem::pat
             return Error::badInput(
                 fmt::format("{}: weight '{}' is missing", weights.describe(), req.name));
         }
-        auto t = weights.read(req.name);
+        // As the engine reads it (and `day0 run --grad` trains it): block-scaled FP8 times its
+        // `_scale_inv` blocks. The raw FP8 codes of DeepSeek-V3's and Kimi-K2's releases are
+        // the weights up to 448 × the block's scale: a model trained on them is not the
+        // checkpoint's (its attention saturates).
+        bool exactFp8 = false;
+        auto t = exec::detail::loadForwardWeight(weights, req, m.m_spec, DType::F64, exactFp8);
         if (!t) {
             return t.error();
-        }
-        if (t->shape() != numerics::Shape(req.shape.begin(), req.shape.end())) {
-            return Error::badInput(fmt::format("{}: weight '{}' has shape [{}], the model needs "
-                                               "[{}]",
-                weights.describe(), req.name, fmt::join(t->shape(), ", "),
-                fmt::join(req.shape, ", ")));
         }
         if (untrainable(req.name)) {
             m.m_fixed.emplace(req.name, t->contiguous());

@@ -17,13 +17,13 @@ namespace day0::actions {
 /// A loaded checkpoint as the trainer's TrainableModel (`day0 train CKPT`): the parameters are
 /// every weight the CPU reference's backward (exec/backward.h) trains, in the order
 /// exec::detail::requiredWeights lists them, under their HF names; the initial values are the
-/// checkpoint's own (the seed is not used). The loss is the mean next-token cross-entropy over
-/// every predicted position of the batch (HF labels = input_ids), computed sequence by sequence
-/// by exec::lossAndGradients in fp64, fp32 or emulated bf16/fp16 (GradientOptions::emulated:
-/// Megatron's bf16 recipe on the weights given, which bf16-mixed training rounds from its fp32
-/// masters); the gradient is that mean's, in fp32 below fp64. Tensors no gradient
-/// reaches (DeepSeek's e_score_correction_bias) stay fixed at the checkpoint's values. Thread-safe
-/// (read-only once loaded).
+/// checkpoint's own as the engine reads them (block FP8 dequantised; the seed is not used). The
+/// loss is the mean next-token cross-entropy over every predicted position of the batch (HF labels
+/// = input_ids), computed sequence by sequence by exec::lossAndGradients in fp64, fp32 or emulated
+/// bf16/fp16 (GradientOptions::emulated: Megatron's bf16 recipe on the weights given, which
+/// bf16-mixed training rounds from its fp32 masters); the gradient is that mean's, in fp32 below
+/// fp64. Tensors no gradient reaches (DeepSeek's e_score_correction_bias) stay fixed at the
+/// checkpoint's values. Thread-safe (read-only once loaded).
 class CheckpointTrainable final : public train::TrainableModel {
 public:
     /// Opens `checkpoint` and reads its weights; Unsupported naming what the backward lacks for
@@ -33,7 +33,8 @@ public:
     [[nodiscard]] std::vector<train::ParameterSpec> parameters() const override;
     /// The checkpoint's weights as doubles, whatever `seed`.
     [[nodiscard]] std::vector<double> initialValues(std::uint64_t seed) const override;
-    /// F64, F32, and BF16 / F16 emulated (not MLA: the backward refuses it in those by name).
+    /// F64, F32, and BF16 / F16 emulated (what exec::emulatedBackwardUnsupported admits, MLA
+    /// included).
     Result<double> lossAndGradients(std::span<const double> flat, const train::Batch& batch,
         DType compute, std::span<double> grad) const override;
     /// The same, with the bytes the backward kept for the batch's largest sequence

@@ -77,21 +77,6 @@ Result<TrainTask> taskOf(const TrainRequest& request, const train::TrainOptions&
                                                   "{}; use --precision f64 or f32",
                 request.model, fmt::join(missing, "; ")));
         }
-        // TODO(#25): on shrunk DeepSeek-V3 (random weights whose attention saturates: fp64 q
-        // gradients of 1e-19 and 0) one batch's bf16 gradient is 1e5 off fp64's in relative L2
-        // (fp32: 2.6e-6). Not the attention backward's rounding: with fp32 probabilities in
-        // the backward, or with none of MLA's backward roundings, the figure stays 9.3e4; the
-        // bf16 forward of the saturated scores is the suspect, not confirmed: `run --grad
-        // --precision bf16` on the same sequences gives gradient norms of 2.8-3.6. Refused by
-        // name until settled.
-        if (model->spec().attention == model::AttentionKind::MLA) {
-            return Error::unsupported(fmt::format("train {}: bf16-mixed training of multi-head "
-                                                  "latent attention is refused: its gradients "
-                                                  "are not yet trusted (on a shrunk DeepSeek-V3 "
-                                                  "batch they come out 1e5 off fp64's, cause "
-                                                  "open); use --precision f64 or f32",
-                request.model));
-        }
     }
     const std::int64_t vocab = model->spec().vocabSize;
     if (!request.data.empty()) {

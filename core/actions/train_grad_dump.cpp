@@ -157,11 +157,13 @@ Result<std::unique_ptr<TrainGradientDumps>> TrainGradientDumps::open(const model
         if (trained.contains(req.name) || !(*weights)->has(req.name)) {
             continue;
         }
-        auto t = (*weights)->read(req.name);
+        // Read as CheckpointTrainable reads its fixed tensors (block FP8 dequantised).
+        bool exactFp8 = false;
+        auto t = exec::detail::loadForwardWeight(**weights, req, spec, DType::F64, exactFp8);
         if (!t) {
             return t.error();
         }
-        d->m_fixed.emplace(req.name, t->contiguous());
+        d->m_fixed.emplace(req.name, std::move(*t));
     }
     std::error_code ec;
     fs::create_directories(dir, ec);

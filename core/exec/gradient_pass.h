@@ -69,6 +69,28 @@ public:
     Result<GradientResult> run(
         std::span<const std::int64_t> ids, std::span<const std::int64_t> targets);
 
+    /// Layer `l`'s multi-head latent attention alone, for the tests of its emulated rounding
+    /// (backward_precision_test): its forward on a.xn1 ([n, h], positions 0..n-1) into `out`,
+    /// keeping its state in `a`, then its backward from `dout`: dxn1 accumulated, the weight
+    /// gradients in gradient(). After init().
+    Result<void> mlaBlock(int l, LayerActivations<T>& a, T* out, const T* dout, T* dxn1)
+    {
+        const auto n = std::int64_t(a.xn1.size()) / m_spec.hiddenSize;
+        m_positions.resize(std::size_t(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+            m_positions[std::size_t(i)] = i;
+        }
+        mlaForward(l, a, out);
+        return mlaBackward(l, a, dout, dxn1);
+    }
+    /// The weight `name` as the pass computes with it (rounded when emulated); null if absent.
+    [[nodiscard]] const T* weight(const std::string& name) const { return m_p.value(name); }
+    /// The gradient accumulated for parameter `name`.
+    [[nodiscard]] const std::vector<T>& gradient(const std::string& name) const
+    {
+        return m_p.grads.at(name);
+    }
+
 private:
     /// lm_head.weight, or the embedding table it is tied to.
     std::string headWeight() const
