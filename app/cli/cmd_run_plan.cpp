@@ -313,20 +313,12 @@ int runPlanned(const PlanRunArgs& a, const GlobalOptions& global)
     request.ranksMode = a.ranks;
     request.communicator = communicatorOf(a);
     request.stream = a.stream;
-    if (!a.memoryBudget.empty() && !a.memoryBudgetPerRank.empty()) {
-        return reportError(Error::badInput("--memory-budget and --memory-budget-per-rank are two "
-                                           "meanings of one bound: give one"));
+    const auto budget = exec::parseMemoryBudget(a.memoryBudget, a.memoryBudgetPerRank);
+    if (!budget) {
+        return reportError(budget.error());
     }
-    request.budgetPerRank = !a.memoryBudgetPerRank.empty();
-    if (const auto& size = request.budgetPerRank ? a.memoryBudgetPerRank : a.memoryBudget;
-        !size.empty()) {
-        auto budget = exec::parseMemorySize(size);
-        if (!budget) {
-            return reportError(budget.error().withContext(
-                request.budgetPerRank ? "--memory-budget-per-rank" : "--memory-budget"));
-        }
-        request.memoryBudget = *budget;
-    }
+    request.memoryBudget = budget->bytes;
+    request.budgetPerRank = budget->perRank;
     // Said before the progress bar starts: what each rank may hold, and why (rank 0 only under
     // mpirun; every process works its own share out).
     bool sayBudget = !global.quiet;

@@ -31,6 +31,7 @@ struct ValidateArgs {
     std::string report;
     std::string jsonOut;
     std::string memoryBudget; ///< --memory-budget SIZE (with --stream)
+    std::string memoryBudgetPerRank; ///< --memory-budget-per-rank SIZE (with --stream)
 };
 
 std::string statusMark(pipeline::StepStatus status)
@@ -59,13 +60,12 @@ int runValidate(ValidateArgs a, const GlobalOptions& global)
                                            "skips it: give one of them"));
     }
     a.options.work = a.work;
-    if (!a.memoryBudget.empty()) {
-        auto budget = exec::parseMemorySize(a.memoryBudget);
-        if (!budget) {
-            return reportError(budget.error());
-        }
-        a.options.streamOptions.memoryBudget = *budget;
+    const auto budget = exec::parseMemoryBudget(a.memoryBudget, a.memoryBudgetPerRank);
+    if (!budget) {
+        return reportError(budget.error());
     }
+    a.options.streamOptions.memoryBudget = budget->bytes;
+    a.options.budgetPerRank = budget->perRank;
     extend::PluginRegistry registry;
     auto backend = extend::openRunBackend(registry, a.backend, a.device);
     if (!backend) {
@@ -192,6 +192,10 @@ const bool registered = registerCommand({ "validate",
             "with --stream: bound the resident weights, e.g. 512M or 8G (a layer that alone "
             "needs more is refused; the multi-rank step's W in-process ranks get budget / W "
             "each); the peak RSS is reported by the performance step");
+        app.add_option("--memory-budget-per-rank", a->memoryBudgetPerRank,
+            "with --stream: bound each rank's resident weights by SIZE of its own: every "
+            "single-rank step's and each of the multi-rank step's ranks' (instead of sharing "
+            "--memory-budget among them)");
         app.add_option("--seed", a->options.seed, "seed of a shrunk checkpoint")
             ->capture_default_str();
         app.add_option("--work", a->work,

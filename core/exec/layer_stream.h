@@ -80,6 +80,17 @@ Result<checkpoint::Checkpoint> openStreamedCheckpoint(const std::filesystem::pat
 /// the error names the text.
 Result<std::uint64_t> parseMemorySize(std::string_view text);
 
+/// A streamed run's bound as the command line gives it: --memory-budget SIZE (a node's, shared
+/// by its ranks) or --memory-budget-per-rank SIZE (each rank's own).
+struct MemoryBudget {
+    std::uint64_t bytes = 0; ///< 0: unbounded
+    bool perRank = false;
+};
+
+/// The two flags' texts (empty: not given) → the bound; both given is refused (two meanings of
+/// one bound), and a size that does not parse names its flag.
+Result<MemoryBudget> parseMemoryBudget(std::string_view budget, std::string_view perRank);
+
 /// The peak resident set (VmHWM) of this process in bytes; 0 where /proc cannot be read.
 std::uint64_t peakResidentBytes();
 

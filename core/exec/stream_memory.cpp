@@ -14,11 +14,13 @@
 
 namespace day0::exec {
 
-Result<std::uint64_t> parseMemorySize(std::string_view text)
+namespace {
+
+Result<std::uint64_t> parseSizeOf(std::string_view text, std::string_view flag)
 {
     const auto bad = [&] {
-        return Error::badInput(fmt::format(
-            "--memory-budget: '{}' is not a size (e.g. 512M, 2G, 1.5GiB, 4096 bytes)", text));
+        return Error::badInput(
+            fmt::format("{}: '{}' is not a size (e.g. 512M, 2G, 1.5GiB, 4096 bytes)", flag, text));
     };
     double value = 0.0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -48,6 +50,32 @@ Result<std::uint64_t> parseMemorySize(std::string_view text)
         return bad();
     }
     return std::uint64_t(std::llround(value * scale));
+}
+
+} // namespace
+
+Result<std::uint64_t> parseMemorySize(std::string_view text)
+{
+    return parseSizeOf(text, "--memory-budget");
+}
+
+Result<MemoryBudget> parseMemoryBudget(std::string_view budget, std::string_view perRank)
+{
+    if (!budget.empty() && !perRank.empty()) {
+        return Error::badInput("--memory-budget and --memory-budget-per-rank are two meanings of "
+                               "one bound: give one");
+    }
+    MemoryBudget out;
+    out.perRank = !perRank.empty();
+    if (const auto text = out.perRank ? perRank : budget; !text.empty()) {
+        auto bytes
+            = parseSizeOf(text, out.perRank ? "--memory-budget-per-rank" : "--memory-budget");
+        if (!bytes) {
+            return bytes.error();
+        }
+        out.bytes = *bytes;
+    }
+    return out;
 }
 
 std::uint64_t peakResidentBytes()

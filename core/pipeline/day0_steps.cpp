@@ -81,7 +81,8 @@ Result<void> refuseUnstreamed(const ValidateOptions& options, const exec::Precis
 {
     if (!options.stream) {
         if (options.streamOptions.memoryBudget > 0) {
-            return Error::badInput("--memory-budget bounds a streamed validation; add --stream");
+            return Error::badInput(fmt::format("{} bounds a streamed validation; add --stream",
+                options.budgetPerRank ? "--memory-budget-per-rank" : "--memory-budget"));
         }
         return success();
     }

@@ -59,6 +59,10 @@ struct ValidateOptions {
     /// (streamed runs compute on the CPU) and for models the stream cannot run, before any step.
     bool stream = false;
     exec::StreamOptions streamOptions; ///< with `stream`: the memory budget
+    /// streamOptions.memoryBudget is each rank's own (--memory-budget-per-rank): every
+    /// single-rank step's, and each of the multi-rank step's ranks' whole instead of budget /
+    /// ranks.
+    bool budgetPerRank = false;
     std::vector<int> serveConcurrency { 1, 4 };
     int serveRequests = 8;
 };
@@ -82,9 +86,11 @@ struct MultiRankRequest {
     std::vector<std::int64_t> promptIds;
     std::int64_t newTokens = 1;
     /// Each rank streams its rank file a layer at a time, the ranks together within
-    /// streamOptions.memoryBudget (each rank budget / ranks; 0: unbounded).
+    /// streamOptions.memoryBudget (each rank budget / ranks, or the whole budget with
+    /// budgetPerRank; 0: unbounded).
     bool stream = false;
     exec::StreamOptions streamOptions;
+    bool budgetPerRank = false;
 };
 
 /// What rank 0 saw of a multi-rank run.
@@ -97,6 +103,8 @@ struct MultiRankOutput {
     /// Streamed: the mapped bytes the ranks read, and the most one rank held at once.
     std::int64_t streamBytesRead = 0;
     std::int64_t streamRankPeakBytes = 0;
+    std::uint64_t streamRankBudget = 0; ///< what each rank was allowed (0: unbounded)
+    std::string streamBudgetBasis; ///< how that was worked out ("64 MiB / 2 in-process ranks")
 };
 
 /// Runs a model over the ranks of a plan (sharded execution), to be compared with one rank.

@@ -161,6 +161,7 @@ Step multiRankStep(ValidationState& s)
             request.newTokens = s.options.tokens;
             request.stream = s.options.stream;
             request.streamOptions = s.options.streamOptions;
+            request.budgetPerRank = s.options.budgetPerRank;
             auto multi = runner(request, ctx.progress, ctx.stop);
             if (!multi) {
                 return multi.error();
@@ -220,14 +221,17 @@ Step multiRankStep(ValidationState& s)
             }
             std::string streamed;
             if (s.options.stream) {
-                const auto budget = s.options.streamOptions.memoryBudget;
                 report.metrics["stream_bytes_read"] = double(multi->streamBytesRead);
                 report.metrics["stream_rank_peak_bytes"] = double(multi->streamRankPeakBytes);
+                if (multi->streamRankBudget > 0) {
+                    report.metrics["stream_rank_budget_bytes"] = double(multi->streamRankBudget);
+                }
                 streamed = fmt::format("; each rank streamed its rank file, holding at most {}{}",
                     formatBytes(Bytes(multi->streamRankPeakBytes)),
-                    budget > 0 ? fmt::format(" (budget {} / {} ranks)",
-                        formatBytes(Bytes(std::int64_t(budget))), multi->ranks)
-                               : std::string());
+                    multi->streamRankBudget > 0 ? fmt::format(" (each rank within {}: {})",
+                        formatBytes(Bytes(std::int64_t(multi->streamRankBudget))),
+                        multi->streamBudgetBasis)
+                                                : std::string());
             }
             report.summary = fmt::format("{} on {} ranks ({}, {}): same {} tokens, logits rel L2 "
                                          "{:.3g}{}",
@@ -528,6 +532,7 @@ MultiRankRunner inProcessMultiRankRunner()
         plan.prompts = { request.promptIds };
         plan.stream = request.stream;
         plan.memoryBudget = request.streamOptions.memoryBudget;
+        plan.budgetPerRank = request.budgetPerRank;
         auto ran = actions::runPlanInProcess(plan, progress, stop);
         if (!ran) {
             return ran.error();
@@ -547,6 +552,8 @@ MultiRankRunner inProcessMultiRankRunner()
                 out.streamBytesRead += rank.streamBytesRead;
                 out.streamRankPeakBytes = std::max(out.streamRankPeakBytes, rank.weightBytes);
             }
+            out.streamRankBudget = ran->budget.perRank;
+            out.streamBudgetBasis = ran->budget.basis;
         }
         return out;
     };

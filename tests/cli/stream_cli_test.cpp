@@ -95,8 +95,7 @@ TEST(StreamCliRefusals, OptionsThatNeedTheWholeModelAreRefusedByName)
     const std::string model = dir + "/m";
     ASSERT_EQ(runDay0({ "shrink", "qwen3-0.6b", "--out", model, "-q" }).exitCode, 0);
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases {
-        { { "--inject" }, "--inject" },
-        { { "--backend", "cuda" }, "--backend" },
+        { { "--inject" }, "--inject" }, { { "--backend", "cuda" }, "--backend" },
         // (--plan streams each rank's slice: RunPlanCli.StreamedRanksGiveTheSameTokens...)
     };
     for (const auto& [extra, named] : cases) {
@@ -132,3 +131,54 @@ TEST(StreamCliRefusals, OptionsThatNeedTheWholeModelAreRefusedByName)
 }
 
 } // namespace
+
+// `day0 validate --stream --memory-budget-per-rank SIZE`: the multi-rank step's ranks each get
+// SIZE whole (not SIZE / ranks) and say so; the flag is refused beside --memory-budget, without
+// --stream, and with a size that does not parse, each naming the flag.
+TEST(StreamCliValidate, PerRankBudgetBoundsEachRankOfTheMultiRankStep)
+{
+    const std::string dir = scratchDir("stream_validate_per_rank");
+    const std::string model = dir + "/m";
+    const auto shrunk = runDay0({ "shrink", "llama-3.1-8b", "--out", model, "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    const std::vector<std::string> common { "validate", model, "--plan", "tp=2", "--no-serve",
+        "--tokens", "2", "--eval-sequences", "1", "--eval-length", "4", "--work", dir + "/work",
+        "--json", "-q", "--no-record" };
+    const auto with = [&](std::vector<std::string> extra) {
+        auto args = common;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return runDay0(args);
+    };
+    auto r = with({ "--stream", "--memory-budget", "64M", "--memory-budget-per-rank", "32M" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("two meanings of one bound"), std::string::npos) << r.err;
+    r = with({ "--memory-budget-per-rank", "32M" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("--memory-budget-per-rank bounds a streamed validation; add --stream"),
+        std::string::npos)
+        << r.err;
+    r = with({ "--stream", "--memory-budget-per-rank", "lots" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("--memory-budget-per-rank: 'lots' is not a size"), std::string::npos)
+        << r.err;
+
+    r = with({ "--stream", "--memory-budget-per-rank", "64M" });
+    ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
+    bool seen = false;
+    const auto j = r.json();
+    for (const auto& step : j["steps"]) {
+        if (step["id"] != "multi_rank") {
+            continue;
+        }
+        seen = true;
+        EXPECT_EQ(step["status"], "passed") << step.dump();
+        const auto summary = step["summary"].get<std::string>();
+        EXPECT_NE(summary.find("(each rank within 64.0 MiB: 64.0 MiB per rank "
+                               "(--memory-budget-per-rank))"),
+            std::string::npos)
+            << summary;
+        EXPECT_EQ(step["metrics"]["stream_rank_budget_bytes"].get<double>(), 64.0 * (1 << 20));
+        EXPECT_LE(step["metrics"]["stream_rank_peak_bytes"].get<double>(), 64.0 * (1 << 20));
+    }
+    EXPECT_TRUE(seen) << r.out;
+}
