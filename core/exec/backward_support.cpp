@@ -3,10 +3,10 @@
 // with its sigmoid group-limited router and shared experts, and gpt-oss (learned attention
 // sinks, its alternating sliding-window / full layers, biased q/k/v/o, the clamped SwiGLU,
 // packed biased experts behind a biased router with a softmax over the chosen experts) and
-// Gemma-4's dense text model (backward_gemma4.cpp: scaled embeddings, q/k/v norms, sliding and
-// full layers with a RoPE per layer type and the full layers' global_head_dim,
-// attention_k_eq_v, the sandwich norms, the layer scalar, the gelu-tanh GLU, final logit
-// soft-capping). Anything else is named.
+// Gemma-4's text model (backward_gemma4.cpp: scaled embeddings, q/k/v norms, sliding and full
+// layers with a RoPE per layer type and the full layers' global_head_dim, attention_k_eq_v, the
+// sandwich norms, the layer scalar, the gelu-tanh GLU, the MoE block beside the dense MLP, final
+// logit soft-capping). Anything else is named.
 #include "exec/backward.h"
 
 #include <fmt/format.h>
@@ -131,7 +131,8 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::Gemma4) {
         out.emplace_back("Gemma-4 (scaled embeddings, q/k/v norms, sliding and full layers of "
                          "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
-                         "the gelu-tanh GLU, soft-capped logits; fp64 or fp32 only)");
+                         "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
+                         "logits; fp64 or fp32 only)");
     }
     return out;
 }
