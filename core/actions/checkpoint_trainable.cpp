@@ -14,8 +14,8 @@ namespace day0::actions {
 
 namespace {
 
-/// Tensors no gradient reaches by construction (as exec/backward.cpp): they only rank experts.
-bool untrainable(const std::string& name) { return name.ends_with("e_score_correction_bias"); }
+/// Tensors no gradient reaches by construction (exec::untrainableParameter).
+bool untrainable(const std::string& name) { return exec::untrainableParameter(name); }
 
 } // namespace
 

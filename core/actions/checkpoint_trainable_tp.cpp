@@ -239,6 +239,14 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "experts) is not modelled; train it with tp=1",
             tp, m_spec.name));
     }
+    if (m_spec.family == model::Family::Gemma4) {
+        // Its full layers' own head widths and KV heads, k = v and the router's learned scales
+        // are not cut by heads or widths here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(Gemma-4: layers of their own head widths and KV "
+                                              "heads, k = v) is not modelled; train it with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

@@ -69,6 +69,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
             m_p.grads[req.name].assign(std::size_t(t.numel()), T(0));
         }
     }
+    if (gemma4()) {
+        return gemma4Init();
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     const std::int64_t rotary = mla
         ? m_spec.mla.qkRopeHeadDim
@@ -109,6 +112,13 @@ Result<GradientResult> GradientPass<T>::run(
     // Forward, keeping each layer's activations.
     std::vector<T> hidden(std::size_t(n * h));
     DAY0_TRY(embed(ids, hidden));
+    // Gemma's scaled embedding (Gemma4TextScaledWordEmbedding): the rows times sqrt(h).
+    const T embedScale = gemma4() ? T(std::sqrt(double(h))) : T(1);
+    if (gemma4()) {
+        for (T& x : hidden) {
+            x *= embedScale;
+        }
+    }
     round(hidden);
     m_layers.assign(std::size_t(m_spec.numLayers), {});
     if (m_progress != nullptr) {
@@ -119,7 +129,7 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(layerForward(l, hidden));
+        DAY0_TRY(gemma4() ? gemma4LayerForward(l, hidden) : layerForward(l, hidden));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
@@ -130,6 +140,14 @@ Result<GradientResult> GradientPass<T>::run(
     const std::string head = headWeight();
     std::vector<T> logits(std::size_t(n * vocab));
     project(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
+    // Final logit soft-capping (Gemma): cap · tanh(z / cap); `logits` keeps the capped values,
+    // from which the backward's tanh' = 1 − (capped / cap)² follows.
+    const double cap = m_spec.finalLogitSoftcap;
+    if (cap > 0.0) {
+        for (T& z : logits) {
+            z = T(std::tanh(double(z) / cap) * cap);
+        }
+    }
 
     GradientResult result;
     result.keptBytes = keptBytes(finalIn.size() + xf.size() + logits.size());
@@ -145,6 +163,12 @@ Result<GradientResult> GradientPass<T>::run(
 
     // Backward.
     DAY0_TRY(m_acts.recordAndInject("lm_head", dlogits.data(), { n, vocab }));
+    if (cap > 0.0) {
+        for (std::size_t i = 0; i < dlogits.size(); ++i) {
+            const double t = double(logits[i]) / cap;
+            dlogits[i] = T(double(dlogits[i]) * (1.0 - t * t));
+        }
+    }
     std::vector<T> dxf(std::size_t(n * h));
     linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(), m_p.grad(head),
         nullptr, n, h, vocab, false);
@@ -164,12 +188,17 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(layerBackward(l, dh));
+        DAY0_TRY(gemma4() ? gemma4LayerBackward(l, dh) : layerBackward(l, dh));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
     DAY0_TRY(m_acts.recordAndInject("model.embed_tokens", dh.data(), { n, h }));
+    if (gemma4()) {
+        for (T& x : dh) {
+            x *= embedScale;
+        }
+    }
     embedBackward(ids, dh);
     DAY0_TRY(sumHeadNormGradients());
     for (auto& [name, grad] : m_p.grads) {
@@ -255,6 +284,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
         return Error::unsupported(fmt::format("gradients of {} ({}): the backward pass does not "
                                               "cover {}",
             spec.name, model::familyName(spec.family), fmt::join(missing, "; ")));
+    }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::Gemma4) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of Gemma-4 "
+                                              "(layers of their own head widths and KV heads, "
+                                              "k = v) is not modelled",
+            spec.name));
     }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "

@@ -12,12 +12,13 @@
 //  - a parameter (an HF parameter name, "model.layers.3.self_attn.q_proj.weight"): the
 //    gradient with respect to that weight, shaped as the weight.
 // A parameter name ends in ".weight" or ".bias" (gpt-oss adds "self_attn.sinks" and its fused
-// "experts.gate_up_proj[_bias]" / "experts.down_proj[_bias]"), which no anchor does
+// "experts.gate_up_proj[_bias]" / "experts.down_proj[_bias]", Gemma-4 its fused experts and
+// "router.scale" / "router.per_expert_scale"), which no anchor does
 // (numerics/gradient_anchor.h). With tied embeddings there is no lm_head.weight: the head's
 // gradient joins model.embed_tokens.weight's.
 // Routed experts that receive no token have a zero gradient, present, not missing. Tensors that
 // no gradient reaches by construction (DeepSeek's e_score_correction_bias, which only ranks the
-// experts and is a buffer in HF) have none.
+// experts, and Gemma-4's layer_scalar, both buffers in HF) have none.
 
 #include "base/progress.h"
 #include "base/result.h"
@@ -155,6 +156,11 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec);
 /// covers everything backwardUnsupported() admits, MLA included).
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec);
 
+/// Tensors no gradient reaches by construction, which a gradient pass and a trainer hold fixed:
+/// DeepSeek's e_score_correction_bias (it only ranks the experts) and Gemma-4's layer_scalar
+/// (both buffers in HF, not parameters).
+bool untrainableParameter(const std::string& name);
+
 /// HF's causal-LM labels: position i predicts ids[i + 1]; the last position has no target (−1).
 std::vector<std::int64_t> nextTokenTargets(std::span<const std::int64_t> ids);
 
@@ -178,7 +184,9 @@ Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const st
 /// "...down_proj.weight" [H, I], ...), gathered into HF's fused parameters
 /// "model.layers.L.mlp.experts.gate_up_proj" [E, H, 2I] (gate at even, up at odd columns),
 /// "...gate_up_proj_bias" [E, 2I], "...down_proj" [E, I, H] and "...down_proj_bias" [E, H]
-/// (an expert that received no token is a zero slice); every other gradient as it is.
+/// (an expert that received no token is a zero slice); Gemma-4's experts likewise into
+/// "model.layers.L.experts.gate_up_proj" [E, 2I, H] (gate the first I rows) and
+/// "...experts.down_proj" [E, H, I]; every other gradient as it is.
 std::map<std::string, numerics::Tensor> checkpointGradients(
     const model::ModelSpec& spec, const std::map<std::string, numerics::Tensor>& parameters);
 

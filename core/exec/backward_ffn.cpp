@@ -1,8 +1,8 @@
-// The gradient pass's feed-forward blocks (gradient_pass.h): gated MLPs (SwiGLU, gpt-oss's
-// clamped SwiGLU with biased experts) and mixture-of-experts with the router's backward through
-// its softmax or sigmoid scores and the top-k normalisation (gpt-oss's softmax over the chosen
-// logits is the renormalised top-k of the full softmax); experts that receive no token keep a
-// zero gradient.
+// The gradient pass's feed-forward blocks (gradient_pass.h): gated MLPs (SwiGLU, Gemma-4's
+// gelu-tanh GLU, gpt-oss's clamped SwiGLU with biased experts) and mixture-of-experts with the
+// router's backward through its softmax or sigmoid scores and the top-k normalisation (gpt-oss's
+// softmax over the chosen logits is the renormalised top-k of the full softmax); experts that
+// receive no token keep a zero gradient.
 #include "exec/backward_ops.h"
 #include "exec/forward.h"
 #include "exec/gradient_pass.h"
@@ -30,9 +30,9 @@ void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int
     } else {
         act = g;
         if constexpr (std::is_same_v<T, float>) {
-            emulatedGatedActivation(act.data(), u.data(), rows * inter, Activation::Silu, m_mode);
+            emulatedGatedActivation(act.data(), u.data(), rows * inter, m_activation, m_mode);
         } else {
-            gatedActivate(act.data(), u.data(), rows * inter, Activation::Silu);
+            gatedActivate(act.data(), u.data(), rows * inter, m_activation);
         }
     }
     project(act.data(), m_p.value(module + ".down_proj.weight"),
@@ -55,6 +55,8 @@ void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::in
     if (m_spec.swigluLimit > 0.0) {
         clampedSwigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(),
             rows * inter, m_spec.swigluLimit, m_spec.swigluAlpha);
+    } else if (m_activation == Activation::GeluTanh) {
+        geluTanhGluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
     } else {
         swigluBackward<T>(g.data(), u.data(), dact.data(), dg.data(), du.data(), rows * inter);
     }

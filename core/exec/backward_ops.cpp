@@ -90,6 +90,21 @@ void rmsNormBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, std::int
 }
 
 template <typename T>
+void geluTanhGluBackward(const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n)
+{
+    const T c = T(0.79788456080286535588); // sqrt(2/pi), as ops.cpp's forward
+    for (std::int64_t i = 0; i < n; ++i) {
+        const T x = g[i];
+        const T t = std::tanh(c * (x + T(0.044715) * x * x * x));
+        const T gelu = T(0.5) * x * (T(1) + t);
+        const T slope = T(0.5) * (T(1) + t)
+            + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3 * 0.044715) * x * x);
+        dg[i] = da[i] * u[i] * slope;
+        du[i] = da[i] * gelu;
+    }
+}
+
+template <typename T>
 void swigluBackward(const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n)
 {
     for (std::int64_t i = 0; i < n; ++i) {
@@ -304,6 +319,7 @@ double crossEntropy(const T* logits, std::span<const std::int64_t> targets, std:
     template void rmsNormBackward<T>(                                                              \
         const T*, const T*, const T*, T*, T*, std::int64_t, std::int64_t, double);                 \
     template void swigluBackward<T>(const T*, const T*, const T*, T*, T*, std::int64_t);           \
+    template void geluTanhGluBackward<T>(const T*, const T*, const T*, T*, T*, std::int64_t);      \
     template void ropeBackward<T>(                                                                 \
         T*, std::int64_t, std::int64_t, std::int64_t, std::span<const std::int64_t>, const Rope&); \
     template void clampedSwiglu<T>(const T*, const T*, T*, std::int64_t, double, double);          \

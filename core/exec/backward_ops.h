@@ -37,6 +37,12 @@ void rmsNormBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, std::int
 template <typename T>
 void swigluBackward(const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n);
 
+/// Backward of the gelu-tanh GLU a ← gelu_tanh(g) · u (Gemma's gelu_pytorch_tanh): dg = da · u
+/// · gelu_tanh'(g), du = da · gelu_tanh(g), gelu_tanh(x) = ½x(1 + tanh(c(x + 0.044715x³))),
+/// c = √(2/π).
+template <typename T>
+void geluTanhGluBackward(const T* g, const T* u, const T* da, T* dg, T* du, std::int64_t n);
+
 /// The rotation's transpose: applyRope at the negated angles (cos kept, sin negated), in place
 /// on the gradient of the rotated x[tokens, heads, headDim].
 template <typename T>

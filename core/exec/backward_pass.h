@@ -43,6 +43,17 @@ template <typename T> struct LayerActivations {
     };
     std::vector<Expert> experts;
     std::vector<T> sharedG, sharedU, sharedAct;
+    // Gemma-4 (backward_gemma4.cpp).
+    std::vector<T> vPre; ///< the values before v_norm (k_proj's output with attention_k_eq_v)
+    std::vector<T> attnOut; ///< self_attn's output, post_attention_layernorm's input
+    std::vector<T> ffnOut; ///< the dense MLP's output, post_feedforward_layernorm's input
+    std::vector<T> unscaled; ///< the layer's output before layer_scalar
+    // Gemma-4's MoE block beside the dense MLP (routing, scores, experts above).
+    std::vector<T> routerIn; ///< the router's proj input: norm(mid) · scale · h^-½
+    std::vector<T>
+        expertsOut; ///< the experts' combined output, post_feedforward_layernorm_2's input
+    std::vector<T>
+        ffnSum; ///< post_ffn_1(mlp) + post_ffn_2(experts): post_feedforward_layernorm's input
 };
 
 /// Parameters (read-only, in the compute type) and their gradients (zero-initialised for every

@@ -2,8 +2,11 @@
 // (Llama, Mistral, Qwen2 biases, Qwen3 QK-norm), Qwen3-MoE's softmax router, DeepSeek-V3's MLA
 // with its sigmoid group-limited router and shared experts, and gpt-oss (learned attention
 // sinks, its alternating sliding-window / full layers, biased q/k/v/o, the clamped SwiGLU,
-// packed biased experts behind a biased router with a softmax over the chosen experts). Anything
-// else is named.
+// packed biased experts behind a biased router with a softmax over the chosen experts) and
+// Gemma-4's text model (backward_gemma4.cpp: scaled embeddings, q/k/v norms, sliding and full
+// layers with a RoPE per layer type and the full layers' global_head_dim, attention_k_eq_v, the
+// sandwich norms, the layer scalar, the gelu-tanh GLU, the MoE block beside the dense MLP, final
+// logit soft-capping). Anything else is named.
 #include "exec/backward.h"
 
 #include <fmt/format.h>
@@ -16,9 +19,13 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const auto family = spec.family;
     // gpt-oss's own features are covered for gpt-oss only; each stays refused elsewhere.
     const bool gptOss = family == model::Family::GptOss;
+    // So are Gemma-4's (its sliding layers, per-layer head widths, k = v, the gelu-tanh GLU,
+    // the soft-capped logits) for Gemma-4.
+    const bool gemma4 = family == model::Family::Gemma4;
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
-        || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss;
+        || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
+        || gemma4;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -31,7 +38,10 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.vision.has_value(), "the vision tower");
     // gpt-oss's experts: (clamp(up) + 1) · ĝ·σ(α·ĝ), ĝ = min(gate, swiglu_limit).
     const bool clampedSwiglu = gptOss && spec.hiddenAct == "swiglu_oai" && spec.swigluLimit > 0.0;
-    refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish" && !clampedSwiglu,
+    const bool geluTanhGlu = gemma4
+        && (spec.hiddenAct == "gelu_pytorch_tanh" || spec.hiddenAct == "gelu_new"
+            || spec.hiddenAct == "gelu_fast");
+    refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish" && !clampedSwiglu && !geluTanhGlu,
         "MLP activations other than silu (SwiGLU)");
     refuse(spec.swigluLimit > 0.0 && !clampedSwiglu, "the clamped SwiGLU");
     refuse(spec.attentionOutputGate, "the attention output gate");
@@ -39,7 +49,12 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.attentionSinks && !gptOss, "attention sinks");
     refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
     refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
-    refuse(spec.finalLogitSoftcap > 0.0, "logit soft-capping");
+    refuse(spec.finalLogitSoftcap > 0.0 && !gemma4, "logit soft-capping");
+    if (gemma4) {
+        refuse(spec.perLayerInputSize > 0, "Gemma-4's per-layer input embeddings");
+        refuse(spec.kvSharedLayers > 0, "Gemma-4's KV-shared layers");
+        refuse(spec.bidirectionalText, "Gemma-4's bidirectional text attention");
+    }
     refuse(!spec.ropeScaling.mropeSection.empty(), "M-RoPE");
     if (spec.attention == model::AttentionKind::MLA) {
         const auto& m = spec.mla;
@@ -51,7 +66,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     }
     for (const auto& layer : spec.layers) {
         // gpt-oss's sliding layers: causal attention over the last sliding_window keys.
-        const bool window = gptOss && layer.mixer == model::MixerKind::Sliding
+        // Gemma-4's likewise.
+        const bool window = (gptOss || gemma4) && layer.mixer == model::MixerKind::Sliding
             && layer.slidingWindow > 0 && layer.attentionChunk == 0;
         if (layer.mixer != model::MixerKind::Attention && !window) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
@@ -66,8 +82,14 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
             out.emplace_back("feed-forward layers other than a gated MLP or MoE");
             break;
         }
-        if (layer.numHeads != 0 || layer.headDim != 0 || layer.sharedKv || layer.topK != 0
-            || layer.expertWidth != 0 || layer.sharedWidth >= 0 || layer.hashRouted) {
+        // Gemma-4's full layers have heads of their own width (global_head_dim), KV heads of
+        // their own and, with attention_k_eq_v, keys that double as values.
+        if ((layer.numHeads != 0 || layer.headDim != 0 || layer.sharedKv) && !gemma4) {
+            out.emplace_back("per-layer head, expert or routing overrides");
+            break;
+        }
+        if (layer.topK != 0 || layer.expertWidth != 0 || layer.sharedWidth >= 0
+            || layer.hashRouted) {
             out.emplace_back("per-layer head, expert or routing overrides");
             break;
         }
@@ -81,13 +103,18 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse((moe.expertBias || moe.routerBias) && !gptOss, "biased experts or routers");
         refuse(moe.latentSize > 0, "latent MoE");
         refuse(!moe.gatedExperts, "ungated experts");
-        refuse(moe.packedExperts && !gptOss, "packed (fused 3-D) experts");
-        refuse(moe.denseBeside, "a dense MLP beside the experts");
+        refuse(moe.packedExperts && !gptOss && !gemma4, "packed (fused 3-D) experts");
+        refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3,
             "shared experts outside DeepSeek-V3");
     }
     return out;
+}
+
+bool untrainableParameter(const std::string& name)
+{
+    return name.ends_with("e_score_correction_bias") || name.ends_with(".layer_scalar");
 }
 
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec)
@@ -100,6 +127,12 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::GptOss) {
         out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
                          "biased packed experts; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::Gemma4) {
+        out.emplace_back("Gemma-4 (scaled embeddings, q/k/v norms, sliding and full layers of "
+                         "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
+                         "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
+                         "logits; fp64 or fp32 only)");
     }
     return out;
 }

@@ -132,13 +132,65 @@ void packExperts(
     put("down_proj_bias", { e, h }, downBias);
 }
 
+/// Layer `l`'s per-expert gradients gathered into Gemma-4's fused tensors (Gemma4TextExperts,
+/// each expert as a Linear stores it): gate_up_proj [E, 2I, H] (gate the first I rows) and
+/// down_proj [E, H, I], the per-expert entries taken out of `grads`; nothing when one is
+/// missing.
+void packGemma4Experts(
+    const model::ModelSpec& spec, int l, std::map<std::string, numerics::Tensor>& grads)
+{
+    const std::int64_t e = spec.moe->numExperts;
+    const std::int64_t h = spec.hiddenSize;
+    const std::int64_t inter = spec.moe->expertIntermediate;
+    const std::string base = fmt::format("model.layers.{}.experts", l);
+    std::vector<std::string> names;
+    DType dtype = DType::F64;
+    for (std::int64_t x = 0; x < e; ++x) {
+        for (const char* leaf : { "gate_proj.weight", "up_proj.weight", "down_proj.weight" }) {
+            names.push_back(fmt::format("{}.{}.{}", base, x, leaf));
+            const auto it = grads.find(names.back());
+            if (it == grads.end()) {
+                return;
+            }
+            dtype = it->second.dtype();
+        }
+    }
+    std::vector<double> gateUp;
+    std::vector<double> down;
+    gateUp.reserve(std::size_t(e * 2 * inter * h));
+    down.reserve(std::size_t(e * h * inter));
+    for (std::int64_t x = 0; x < e; ++x) {
+        for (int part = 0; part < 2; ++part) { // gate [I, H], then up [I, H]
+            const auto v = grads.at(names[std::size_t(x * 3 + part)]).toDoubles();
+            gateUp.insert(gateUp.end(), v.begin(), v.end());
+        }
+        const auto v = grads.at(names[std::size_t(x * 3 + 2)]).toDoubles(); // [H, I]
+        down.insert(down.end(), v.begin(), v.end());
+    }
+    for (const auto& name : names) {
+        grads.erase(name);
+    }
+    grads.emplace(base + ".gate_up_proj",
+        numerics::Tensor::fromDoubles({ e, 2 * inter, h }, gateUp).to(dtype));
+    grads.emplace(
+        base + ".down_proj", numerics::Tensor::fromDoubles({ e, h, inter }, down).to(dtype));
+}
+
 } // namespace
 
 std::map<std::string, numerics::Tensor> checkpointGradients(
     const model::ModelSpec& spec, const std::map<std::string, numerics::Tensor>& parameters)
 {
     std::map<std::string, numerics::Tensor> out = parameters;
-    // Only gpt-oss's packed experts (interleaved gate/up, [in, out], biased) reach the backward.
+    if (spec.family == model::Family::Gemma4 && spec.moe) {
+        for (int l = 0; l < int(spec.numLayers); ++l) {
+            if (spec.layers[std::size_t(l)].moe()) {
+                packGemma4Experts(spec, l, out);
+            }
+        }
+        return out;
+    }
+    // Of the others only gpt-oss's packed experts (interleaved gate/up, [in, out], biased).
     if (spec.family != model::Family::GptOss || !spec.moe || !spec.moe->packedExperts) {
         return out;
     }

@@ -35,11 +35,8 @@ template <typename T> constexpr DType computeType()
     return std::is_same_v<T, double> ? DType::F64 : DType::F32;
 }
 
-/// Tensors no gradient reaches by construction: they only rank the experts (a buffer in HF).
-inline bool untrainable(const std::string& name)
-{
-    return name.ends_with("e_score_correction_bias");
-}
+/// Tensors no gradient reaches by construction (backward.h untrainableParameter).
+inline bool untrainable(const std::string& name) { return untrainableParameter(name); }
 
 /// One gradient pass in T (double: fp64, float: fp32): a forward that keeps each op's inputs,
 /// the cross-entropy, and the backward of every layer in reverse, op by op (backward_ops.h).
@@ -231,6 +228,22 @@ private:
     /// gradients and dxn1 come out whole and the same on every rank.
     Result<void> mlaBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
 
+    // --- Gemma-4's decoder layer and attention (backward_gemma4.cpp) ---
+
+    /// The RoPEs of Gemma-4's full and sliding layers and its attention scale (1).
+    Result<void> gemma4Init();
+    Result<void> gemma4LayerForward(int l, std::vector<T>& hidden);
+    Result<void> gemma4LayerBackward(int l, std::vector<T>& dh);
+    void gemma4AttentionForward(int l, LayerActivations<T>& a, T* out);
+    void gemma4AttentionBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+    /// The MoE block beside the dense MLP, fed the residual `a.mid`: its router and experts into
+    /// `out` = post_feedforward_layernorm_2(experts).
+    void gemma4MoeForward(int l, LayerActivations<T>& a, T* out);
+    /// Its backward from `dexperts` (the experts' combined output's gradient): dmid accumulated
+    /// through pre_feedforward_layernorm_2 and the router's weightless norm.
+    void gemma4MoeBackward(int l, const LayerActivations<T>& a, const T* dexperts, T* dmid);
+    [[nodiscard]] bool gemma4() const { return m_spec.family == model::Family::Gemma4; }
+
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 
     void mlpForward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,
@@ -255,6 +268,8 @@ private:
     std::vector<LayerActivations<T>> m_layers;
     std::vector<std::int64_t> m_positions;
     Rope m_rope;
+    Rope m_slidingRope; ///< Gemma-4's sliding layers' (m_rope: its full layers')
+    Activation m_activation = Activation::Silu; ///< the gated MLPs' (gpt-oss: its own clamp)
     double m_scale = 1.0;
     RouterConfig m_router;
     std::set<int> m_rounded;

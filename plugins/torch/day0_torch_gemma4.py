@@ -300,7 +300,8 @@ class Gemma4TextDecoderLayer(nn.Module):
         for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                      "post_feedforward_layernorm"):
             setattr(self, name, Gemma4RMSNorm(h, eps))
-        self.layer_scalar = nn.Parameter(torch.ones(1))
+        # A buffer in HF (Gemma4TextDecoderLayer), not a parameter: no gradient reaches it.
+        self.register_buffer("layer_scalar", torch.ones(1))
         self.moe = bool(c.get("enable_moe_block"))
         if self.moe:
             self.top_k = c["top_k_experts"]

@@ -350,3 +350,68 @@ TEST(CliGrad, InjectModeGradientsSeparateEachLayersOwnErrorInDay0Compare)
     EXPECT_EQ(noGrad.exitCode, 2);
     EXPECT_NE(noGrad.err.find("add --grad"), std::string::npos) << noGrad.err;
 }
+
+TEST(CliGrad, Gemma4TextModelRunsAndTrainsTheRestIsRefusedByName)
+{
+    const std::string dir = scratchDir("grad_cli_gemma4");
+    // A Gemma-4 release as shipped (Gemma4ForConditionalGeneration) has a vision tower: refused
+    // by name, by --grad and by train.
+    const auto full = runDay0({ "shrink", "gemma-4-26b-a4b", "--out", dir + "/multimodal",
+        "--layers", "2", "-q", "--no-record" });
+    ASSERT_EQ(full.exitCode, 0) << full.err;
+    auto r
+        = runDay0({ "run", dir + "/multimodal", "--grad", "--ids", "1,2,3", "--no-record", "-q" });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("does not cover the vision tower"), std::string::npos) << r.err;
+    {
+        std::ofstream out(dir + "/ids.txt");
+        out << "1 4 9 16 25 36 49 64 81 99\n2 3 5 7 11 13 17 19 23 29\n";
+    }
+    r = runDay0({ "train", dir + "/multimodal", "--data", dir + "/ids.txt", "--steps", "2",
+        "--batch", "1", "--seq", "8", "--quiet", "--no-record" });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("does not cover the vision tower"), std::string::npos) << r.err;
+    // Its text model on its own (Gemma4ForCausalLM): the gradients of every parameter under the
+    // checkpoint's names, the fused experts and the router's scales included, layer_scalar
+    // (a buffer) without one.
+    {
+        std::ifstream in(std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+            / "frontier" / "google--gemma-4-26B-A4B.json");
+        const auto source = nlohmann::ordered_json::parse(in);
+        auto text = source.at("text_config");
+        text["architectures"] = { "Gemma4ForCausalLM" };
+        text["tie_word_embeddings"] = true;
+        std::filesystem::create_directories(dir + "/text-config");
+        std::ofstream(dir + "/text-config/config.json") << text.dump(2);
+    }
+    const auto shrunk = runDay0({ "shrink", dir + "/text-config/config.json", "--out",
+        dir + "/text", "--layers", "2", "-q", "--no-record" });
+    ASSERT_EQ(shrunk.exitCode, 0) << shrunk.err;
+    r = runDay0({ "run", dir + "/text", "--grad", "--ids", "1,2,3,4,5,6", "--dump",
+        dir + "/text-grad", "--no-record", "-q" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto names = captureNames(dir + "/text-grad");
+    for (const char* name :
+        { "model.layers.0.experts.gate_up_proj#grad", "model.layers.0.experts.down_proj#grad",
+            "model.layers.0.router.scale#grad", "model.layers.0.router.per_expert_scale#grad",
+            "model.layers.1.self_attn.k_proj.weight#grad",
+            "model.layers.0.post_feedforward_layernorm_2.weight#grad", "model.layers.0.router#grad",
+            "model.layers.0.experts#grad" }) {
+        EXPECT_TRUE(names.contains(name)) << name;
+    }
+    EXPECT_FALSE(names.contains("model.layers.0.layer_scalar#grad"));
+    // The emulated bf16 backward and tensor-parallel training are refused by name.
+    r = runDay0({ "run", dir + "/text", "--grad", "--precision", "bf16", "--ids", "1,2,3",
+        "--no-record", "-q" });
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("the emulated backward does not cover Gemma-4"), std::string::npos)
+        << r.err;
+    r = runDay0({ "train", dir + "/text", "--data", dir + "/ids.txt", "--steps", "2", "--batch",
+        "1", "--seq", "8", "--json", "--quiet", "--no-record" });
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.json()["loss"].size(), 2u);
+    r = runDay0({ "train", dir + "/text", "--data", dir + "/ids.txt", "--steps", "2", "--batch",
+        "1", "--seq", "8", "--plan", "tp=2", "--quiet", "--no-record" });
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.err.find("tensor-parallel training of"), std::string::npos) << r.err;
+}
