@@ -1,11 +1,10 @@
 #pragma once
 
-// A reference run over weights streamed layer by layer from a safetensors
-// checkpoint (`day0 run CKPT --stream`): the forward visits its layers in order; each layer's
-// tensors are read from their files a chunk at a time (piece_reader.h: pread, the memory map is
-// never faulted in) and converted into reused buffers only while that layer runs, and the next
-// layer's pages are prefetched into the page cache (MADV_WILLNEED) while this one computes.
-// Logits and dumps are those of a normal run.
+// A reference run over weights streamed layer by layer from a safetensors checkpoint (`day0 run
+// CKPT --stream`): the forward visits its layers in order; each layer's tensors are read from
+// their files a chunk at a time (piece_reader.h) into reused buffers only while that layer runs,
+// and the next layer's pages are prefetched (MADV_WILLNEED) into the page cache while this one
+// computes. Logits and dumps are those of a normal run.
 
 #include "base/progress.h"
 #include "base/result.h"
