@@ -7,9 +7,8 @@
 #include "exec/backend.h"
 #include "exec/forward.h"
 #include "exec/layout_weights.h"
+#include "exec/piece_reader.h"
 #include "exec/streamed_sequence.h"
-#include "numerics/dtype_convert.h"
-#include "numerics/widen_fp8.h"
 
 #include <fmt/format.h>
 #include <malloc.h>
@@ -31,20 +30,7 @@ namespace {
 using numerics::Shape;
 using numerics::Tensor;
 
-/// One tensor of a phase: where its bytes are mapped and how they become the compute type.
-struct Piece {
-    std::string name; ///< the forward's name (the checkpoint's)
-    Shape shape;
-    DType stored = DType::F32;
-    std::span<const std::byte> bytes; ///< in the checkpoint's memory map
-    /// Block-scaled FP8: the per-block scales, their dtype and the block size.
-    std::span<const std::byte> scaleBytes;
-    DType scaleDtype = DType::F32;
-    std::int64_t blockRows = 128;
-    std::int64_t blockCols = 128;
-    bool exactFp8 = false; ///< the values are on the fp8 grid (block scaled or not)
-    int expert = -1; ///< a routed expert's index in its MoE layer; -1: read whenever it runs
-};
+using Piece = detail::StreamPiece;
 
 /// The weights one module of the forward reads, loaded together.
 struct Phase {
@@ -54,10 +40,12 @@ struct Phase {
     /// An emulated precision's rounded copies of the phase's matrices (Forward's gemmWeight),
     /// held while the phase runs.
     std::uint64_t roundedBytes = 0;
-    std::uint64_t storedBytes = 0; ///< mapped bytes read (scales included)
-    std::uint64_t largestStored = 0; ///< the largest piece's mapped bytes
+    std::uint64_t storedBytes = 0; ///< stored bytes read (scales included)
+    /// The largest piece's stored bytes (scales included): bounds its read (the reader's
+    /// buffer and the scales' mapped pages).
+    std::uint64_t largestStored = 0;
     /// A MoE layer: its router's anchor ("model.layers.3.mlp.gate"), the pieces of each routed
-    /// expert (indices into `pieces`) and their mapped bytes; empty router: a dense phase.
+    /// expert (indices into `pieces`) and their stored bytes; empty router: a dense phase.
     std::string router;
     std::map<int, std::vector<std::size_t>> experts;
     std::uint64_t expertStored = 0;
@@ -151,47 +139,6 @@ bool roundsWeights(const PrecisionPlan& plan)
         rounds = rounds || mode != PrecisionMode::F32;
     }
     return rounds;
-}
-
-/// Converts `p` into `out` (its shape, the compute type) exactly as Engine::create's loader
-/// does: widening is exact, and a block-scaled FP8 value is v · scale in double, rounded once.
-Result<void> convertPiece(const Piece& p, Tensor& out, DType compute)
-{
-    const auto count = std::size_t(out.numel());
-    const std::span<std::byte> dst(out.rawData(), std::size_t(out.byteSize()));
-    if (p.scaleBytes.empty()) {
-        return numerics::convertElements(p.bytes, p.stored, dst, compute, count);
-    }
-    const std::int64_t rows = p.shape[0];
-    const std::int64_t cols = p.shape.size() > 1 ? p.shape[1] : 1;
-    const std::int64_t gridRows = (rows + p.blockRows - 1) / p.blockRows;
-    const std::int64_t gridCols = (cols + p.blockCols - 1) / p.blockCols;
-    std::vector<double> scales(std::size_t(gridRows * gridCols));
-    for (std::size_t i = 0; i < scales.size(); ++i) {
-        scales[i] = numerics::loadAsDouble(p.scaleBytes, p.scaleDtype, i);
-    }
-    if (compute == DType::F32 && (p.stored == DType::F8E4M3 || p.stored == DType::F8E5M2)
-        && std::uint64_t(rows * cols) == count && p.bytes.size() >= count) {
-        // Each block's 256 codes scaled once, then looked up: the same values in one pass.
-        numerics::detail::widenFp8BlockScaledToF32(p.bytes.data(), p.stored, scales.data(), rows,
-            cols, p.blockRows, p.blockCols, out.data<float>());
-        return success();
-    }
-    // The FP8 values widened (exactly) into the output first, then scaled in place.
-    DAY0_TRY(numerics::convertElements(p.bytes, p.stored, dst, compute, count));
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const double* scaleRow = scales.data() + (r / p.blockRows) * gridCols;
-        for (std::int64_t c = 0; c < cols; ++c) {
-            if (compute == DType::F64) {
-                double& v = out.data<double>()[r * cols + c];
-                v *= scaleRow[c / p.blockCols];
-            } else {
-                float& v = out.data<float>()[r * cols + c];
-                v = float(double(v) * scaleRow[c / p.blockCols]);
-            }
-        }
-    }
-    return success();
 }
 
 /// glibc raises its mmap threshold (up to 32 MiB) each time a large mapped block is freed, so
@@ -321,7 +268,8 @@ public:
                 [&](const Phase& p) { return p.label == m_stats.largestPhase; });
             return Error::badInput(fmt::format(
                 "--memory-budget {}: {} alone needs {} bytes ({}: {} of weights in {}{} and {} "
-                "of its largest tensor's mapped pages); raise the budget to at least that",
+                "of its largest tensor as stored, the most its read holds); raise the budget to "
+                "at least that",
                 formatBytes(Bytes(std::int64_t(budget))), ph.label, m_stats.largestPhaseBytes,
                 formatBytes(Bytes(std::int64_t(m_stats.largestPhaseBytes))),
                 formatBytes(Bytes(std::int64_t(ph.convertedBytes))), dtypeName(m_compute),
@@ -444,6 +392,8 @@ private:
             return bytes.error();
         }
         p.bytes = *bytes;
+        p.file = (m_ckpt.root() / t->file).string();
+        p.offset = t->offset;
         const bool fp8 = p.stored == DType::F8E4M3 || p.stored == DType::F8E5M2;
         p.exactFp8 = fp8;
         const std::string scaleName = req.name + "_scale_inv";
@@ -559,15 +509,12 @@ private:
         // A stopped run still gets every tensor (the layer under way reads them) but no more
         // conversion; the forward returns at the next layer.
         if (!m_abort.stop_requested()) {
-            // No prefault (MADV_POPULATE_READ) first: the conversion's threads fault the pages in
-            // side by side, each fault mapping a batch around it, which checkpoint_bench measures
-            // faster than one thread populating the whole range before the conversion starts
-            // (the read-ahead advice of the previous layer brought them into the page cache).
-            if (auto converted = convertPiece(p, slot, m_compute); !converted) {
+            // Read from the file a chunk at a time (the read-ahead advice of the previous layer
+            // brought it into the page cache), so its mapped pages never enter this process.
+            if (auto converted = m_reader.read(p, slot, m_compute); !converted) {
                 fail(converted.error().withContext(p.name));
             }
-            // Converted: its mapped pages leave this process (the page cache keeps them).
-            releaseResidentPages(p.bytes);
+            // The scales were read through the map: their pages leave this process.
             releaseResidentPages(p.scaleBytes);
             const auto read = p.bytes.size() + p.scaleBytes.size();
             m_stats.bytesRead += read;
@@ -607,6 +554,7 @@ private:
     std::map<std::string, int> m_next; ///< anchor finished → phase that follows
     detail::WeightTable m_table;
     std::multimap<std::uint64_t, Tensor> m_free; ///< released buffers, by byte size
+    detail::PieceReader m_reader;
     int m_step = 0;
     std::optional<Error> m_stepError;
     StreamStats m_stats;

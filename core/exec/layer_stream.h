@@ -1,10 +1,10 @@
 #pragma once
 
-// A reference run over weights streamed layer by layer from a memory-mapped safetensors
-// checkpoint (`day0 run CKPT --stream`): the forward visits its layers in order; each layer's
-// tensors are converted into reused buffers only while that layer runs, their mapped pages are
-// released (MADV_DONTNEED) once converted, and the next layer's pages are prefetched
-// (MADV_WILLNEED) while this one computes. Logits and dumps are those of a normal run.
+// A reference run over weights streamed layer by layer from a safetensors checkpoint (`day0 run
+// CKPT --stream`): the forward visits its layers in order; each layer's tensors are read from
+// their files a chunk at a time (piece_reader.h) into reused buffers only while that layer runs,
+// and the next layer's pages are prefetched (MADV_WILLNEED) into the page cache while this one
+// computes. Logits and dumps are those of a normal run.
 
 #include "base/progress.h"
 #include "base/result.h"
@@ -27,7 +27,7 @@ namespace day0::exec {
 
 /// How a streamed run holds its weights.
 struct StreamOptions {
-    /// Bytes of weights resident at once (converted buffers and the mapped pages being read);
+    /// Bytes of weights resident at once (converted buffers and the read of one tensor);
     /// 0: unbounded, which still holds one layer at a time. A layer that alone needs more is
     /// refused before the run, by name.
     std::uint64_t memoryBudget = 0;
@@ -42,11 +42,11 @@ struct StreamStats {
     double readSeconds = 0.0; ///< spent reading and converting them
     std::int64_t phasesLoaded = 0; ///< layer loads (embedding, layers, norm, head; per step)
     std::string largestPhase; ///< the layer that needs the most memory ("model.layers.3")
-    std::uint64_t largestPhaseBytes = 0; ///< what it needs (converted + largest mapped tensor)
+    std::uint64_t largestPhaseBytes = 0; ///< what it needs (converted + largest stored tensor)
     std::uint64_t residentPeakBytes = 0; ///< converted weight buffers held at once, at most
     std::uint64_t peakRssBytes = 0; ///< the process's peak resident set (VmHWM) after the run
     std::uint64_t memoryBudget = 0; ///< the budget the run honoured (0: none)
-    /// Routed experts' mapped bytes never read because no token of the step chose them.
+    /// Routed experts' stored bytes never read because no token of the step chose them.
     std::uint64_t expertBytesSkipped = 0;
 };
 

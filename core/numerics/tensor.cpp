@@ -3,9 +3,12 @@
 #include "numerics/float_formats.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -17,10 +20,36 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 
+// From this size on, a new buffer's pages are mapped in one call before they are zeroed.
+constexpr std::size_t kPopulateBytes = std::size_t(1) << 20;
+
+/// Maps the whole pages inside [p, p + size) writable (MADV_POPULATE_WRITE, Linux 5.14), so the
+/// memset that follows takes no page fault: one fault per 4 KiB page costs about 40 µs on a
+/// virtual machine that shadows the page tables (a streamed run's first layer allocated its
+/// 50 MiB of buffers in 0.3-0.6 s there), the one call about 2 µs a page. Best effort: where
+/// the advice is unknown the memset faults the pages in as before.
+void populatePages(std::byte* p, std::size_t size)
+{
+#if defined(MADV_POPULATE_WRITE)
+    static const auto page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + size) & ~(page - 1);
+    if (end > begin) {
+        ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+    }
+#else
+    (void)p;
+    (void)size;
+#endif
+}
+
 std::shared_ptr<std::byte> allocate(std::int64_t bytes)
 {
     const auto size = std::size_t(std::max<std::int64_t>(bytes, 1));
     auto* p = static_cast<std::byte*>(::operator new(size, std::align_val_t(kAlignment)));
+    if (size >= kPopulateBytes) {
+        populatePages(p, size);
+    }
     std::memset(p, 0, size);
     return std::shared_ptr<std::byte>(
         p, [](std::byte* q) { ::operator delete(q, std::align_val_t(kAlignment)); });

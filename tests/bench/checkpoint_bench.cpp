@@ -3,22 +3,26 @@
 //    `openssl dgst -sha256` over the same files, the SHA-NI-accelerated tool a user would pick
 //    (goal: ≥ 0.95× per core, scaling with cores); skipped, saying so, without openssl;
 //  - loading: opening a safetensors file (map, validate) and converting its BF16 tensor to F32
-//    as the streamed loader does (the conversion's threads fault the pages in; also with a
-//    prefault first), and its FP8 (E4M3) tensor to F32, plain and with 128x128 block scales
-//    (F32, as DeepSeek-V3 publishes them), each against a plain memcpy of the same source bytes
-//    (goal: >= 0.5x), and the BF16 conversion alone from a file already open. The conversions
-//    are the loader's: SSE2 widening with streaming stores (BF16); for FP8 the AVX2 kernel
-//    (codes decoded arithmetically, eight per streaming store, the block's scale multiplied in)
-//    beside the table lookups it replaced (four per SSE2 streaming store, block-scaled through
-//    each block's scaled table) as the "before", the two outputs compared bit for bit; the same
-//    FP8 figures again interleaved (each round times memcpy and every conversion once, best
-//    round kept), which a shared machine's passing load skews less; and FP4 (E2M1 codes, two a
-//    byte) to F32 with NVFP4's and MXFP4's group scales, against a memcpy of the codes. All
-//    split over up to 8 threads for large tensors (the memcpy baseline is glibc's, one thread);
+//    from the memory map (the conversion's threads fault the pages in; also with a prefault
+//    first; the streamed run reads by pread instead, exec/piece_reader.h), and its FP8 (E4M3)
+//    tensor to F32, plain and with 128x128 block scales (F32, as DeepSeek-V3 publishes them), each
+//    against a plain memcpy of the same source bytes (goal: >= 0.5x), and the BF16 conversion alone
+//    from a file already open. The conversions are the loader's: SSE2 widening with streaming
+//    stores (BF16); for FP8 the AVX2 kernel (codes decoded arithmetically, eight per streaming
+//    store, the block's scale multiplied in) beside the table lookups it replaced (four per SSE2
+//    streaming store, block-scaled through each block's scaled table) as the "before", the two
+//    outputs compared bit for bit; the same FP8 figures again interleaved (each round times memcpy
+//    and every conversion once, best round kept), which a shared machine's passing load skews less;
+//    and FP4 (E2M1 codes, two a byte) to F32 with NVFP4's and MXFP4's group scales, against a
+//    memcpy of the codes. All split over up to 8 threads for large tensors (the memcpy baseline is
+//    glibc's, one thread);
 //  - streaming: `day0 run --stream`'s read rate (exec::runStreamed over a BF16 Llama checkpoint,
 //    one token, the bytes it read over its wall time) against a plain sequential read() of the
 //    same file, each with the file's pages dropped from the page cache first (posix_fadvise
-//    DONTNEED, which needs no privilege for clean pages) (goal: ≥ 0.8×).
+//    DONTNEED, which needs no privilege for clean pages) (goal: ≥ 0.8×); beside it the time
+//    inside the stream's loads, and the CPU time the run took on its own thread, which bounds
+//    it from below whatever the disk does (the ratio it could reach with that thread never
+//    waiting).
 // DAY0_BENCH_QUICK=1 (CTest) uses small files; run by hand for real figures.
 
 #include "base/progress.h"
@@ -38,6 +42,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__SSE2__)
@@ -159,8 +164,8 @@ using day0::numerics::detail::Fp8Kernel;
 bool g_fp8SameBits = false;
 bool g_fp8Compared = false;
 
-/// Opens the FP8 file and converts its tensor into the fixture's output as the streamed loader
-/// does (no prefault), with `kernel`, plain or block-scaled.
+/// Opens the FP8 file and converts its tensor into the fixture's output from the memory map (no
+/// prefault), with `kernel`, plain or block-scaled.
 void convertFp8File(Fp8Kernel kernel, bool scaled)
 {
     auto& f = fixture();
@@ -319,7 +324,7 @@ void loadFp8ToF32(benchmark::State& state)
     for (auto _ : state) {
         auto file = ck::SafetensorsFile::open(f.fp8File);
         const auto& t = file->tensors()[0];
-        // As the streamed loader: no prefault, the conversion's threads fault the pages in.
+        // No prefault: the conversion's threads fault the pages in.
         auto r = day0::numerics::convertElements(file->data(t), day0::DType::F8E4M3,
             std::as_writable_bytes(std::span(f.out)), day0::DType::F32, std::size_t(t.numel()));
         benchmark::DoNotOptimize(r.ok());
@@ -360,6 +365,15 @@ void sequentialRead(benchmark::State& state)
 }
 
 double g_streamLoadSeconds = 0.0; ///< streamedRun's seconds per run inside its loads
+double g_streamThreadCpu = 0.0; ///< streamedRun's CPU seconds per run on the calling thread
+
+/// CPU seconds the calling thread has run.
+double threadCpuSeconds()
+{
+    timespec ts {};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 void streamedRun(benchmark::State& state)
 {
@@ -374,12 +388,15 @@ void streamedRun(benchmark::State& state)
     options.newTokens = 1;
     std::uint64_t bytes = 0;
     double reading = 0.0;
+    double cpu = 0.0;
     for (auto _ : state) {
         state.PauseTiming();
         dropCache(f.streamDir / "model.safetensors");
         state.ResumeTiming();
         day0::Progress progress;
+        const double cpuBefore = threadCpuSeconds();
         auto r = day0::exec::runStreamed(f.streamDir, *spec, options, {}, progress, {});
+        cpu += threadCpuSeconds() - cpuBefore;
         if (!r) {
             state.SkipWithError(r.error().message.c_str());
             break;
@@ -390,6 +407,7 @@ void streamedRun(benchmark::State& state)
     state.SetBytesProcessed(std::int64_t(bytes));
     // The time inside the stream's loads (read, convert), the rest being the forward's compute.
     g_streamLoadSeconds = reading / double(std::max<std::int64_t>(1, state.iterations()));
+    g_streamThreadCpu = cpu / double(std::max<std::int64_t>(1, state.iterations()));
 }
 
 void convertOpenFile(benchmark::State& state)
@@ -453,8 +471,8 @@ void printSummary(const day0::bench::BenchTimes& times)
                    "on {} cores\n",
             kCores, tool / all, one / all, kCores);
     }
-    // The headline is the path the streamed loader takes (the conversion threads fault the
-    // pages in); the prefaulted variant beside it.
+    // The headline is the conversion over the memory map with the conversion threads faulting
+    // the pages in; the prefaulted variant beside it.
     if (copy > 0 && faulting > 0) {
         fmt::print("load + BF16->F32 of {} MiB: {:.2f}x memcpy of the same bytes (goal >= 0.5x)\n",
             f.tensorBytes >> 20, copy / faulting);
@@ -527,6 +545,14 @@ void printSummary(const day0::bench::BenchTimes& times)
         fmt::print("  its loads alone (read + BF16->F32, compute excluded): {:.0f} MiB/s, {:.2f}x "
                    "the sequential read\n",
             double(f.streamBytes) / loading / 1048576.0, sequential / loading);
+    }
+    if (sequential > 0 && streamed > 0 && g_streamThreadCpu > 0) {
+        // The run cannot end before its own thread has run this long: its floor where the
+        // disk is never waited for and no other process takes the core.
+        fmt::print("  its CPU time on the calling thread (reading, converting, its share of the "
+                   "forward): {:.0f} ms a run of its {:.0f} ms; with that thread never waiting it "
+                   "would reach at most {:.2f}x the sequential read\n",
+            1e3 * g_streamThreadCpu, 1e3 * streamed, sequential / g_streamThreadCpu);
     }
 }
 
