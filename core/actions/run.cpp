@@ -123,6 +123,11 @@ std::vector<std::string> notRunParts(const model::ModelSpec& spec)
             spec.numMtpLayers, spec.numMtpLayers == 1 ? "" : "s", spec.numMtpLayers,
             spec.numMtpLayers == 1 ? "its" : "their"));
     }
+    if (const auto tower = exec::visionTowerNotRun(spec)) {
+        out.push_back(fmt::format("the {}: the text model runs without it; its weights are not "
+                                  "read",
+            *tower));
+    }
     return out;
 }
 

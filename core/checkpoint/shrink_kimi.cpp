@@ -57,6 +57,13 @@ Result<void> shrinkKimiLinearAttention(
         t["routed_expert_hidden_size"]
             = std::max<std::int64_t>(16, t["hidden_size"].get<std::int64_t>() / 2);
     }
+    // Kimi-K3's Block Attention Residuals: blocks of half the shrunk depth (K3: 12 of 93), so
+    // that the shrunk model seals more than one block (the embedding and each block's layers)
+    // and its last layers mix over them.
+    if (t.contains("attn_res_block_size") && t["attn_res_block_size"].is_number_integer()) {
+        t["attn_res_block_size"] = std::clamp<std::int64_t>(layers2 / 2, 1,
+            std::max<std::int64_t>(1, t["attn_res_block_size"].get<std::int64_t>()));
+    }
     if (!t.contains("linear_attn_config") || !t["linear_attn_config"].is_object()) {
         return success();
     }

@@ -213,6 +213,11 @@ Result<RunResult> Engine::run(const RunOptions& options, Progress& progress, std
                                               "reference engine (a text prompt runs)",
             m_impl->spec.modelType));
     }
+    if (const auto tower = visionTowerNotRun(m_impl->spec); options.image && tower) {
+        return Error::unsupported(fmt::format("the {}, is not run by the CPU reference engine "
+                                              "(a text prompt runs)",
+            *tower));
+    }
     if (options.image && m_impl->spec.family == model::Family::Gemma4
         && m_impl->spec.perLayerInputSize > 0) {
         // HF embeds the image rows' per-layer inputs from the pad token and projects the

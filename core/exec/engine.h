@@ -135,4 +135,8 @@ private:
 /// ("vision tower of qwen2_vl (patch embedding, ViT blocks, merger)"); empty when supported.
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec);
 
+/// A vision tower the engine does not run while the text model runs without it (Kimi-K3's
+/// MoonViT-3): what it would need, or nullopt. A run with an image is refused for it.
+std::optional<std::string> visionTowerNotRun(const model::ModelSpec& spec);
+
 } // namespace day0::exec

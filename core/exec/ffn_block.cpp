@@ -1,6 +1,8 @@
 // The feed-forward sub-blocks of Forward: gated MLPs and mixture-of-experts.
 #include "exec/emulated_ops.h"
 #include "exec/forward.h"
+#include "exec/kimi_k3_ops.h"
+#include "exec/ops.h"
 
 #include <fmt/format.h>
 
@@ -34,7 +36,15 @@ void Forward<T>::mlp(const std::string& module, const std::string& gate, const s
         }
         roundAct(u.data(), n * inter, mode);
     }
-    if constexpr (std::is_same_v<T, float>) {
+    if (m_situ) {
+        // Kimi-K3 SituAndMul, in fp32 in the official code (its inputs cast up, the product
+        // cast back: rounded here).
+        if constexpr (std::is_same_v<T, float>) {
+            m_ops.hostOnly("Kimi-K3 SiTU-GLU activation");
+        }
+        situGlu(g.data(), u.data(), n * inter, m_spec.situBeta, m_spec.situLinearBeta);
+        roundAct(g.data(), n * inter, mode);
+    } else if constexpr (std::is_same_v<T, float>) {
         m_ops.gatedActivation(g.data(), u.data(), n * inter, m_activation, mode);
     } else {
         gatedActivate(g.data(), u.data(), n * inter, m_activation);

@@ -200,6 +200,18 @@ std::vector<WeightRequirement> requiredWeights(const model::ModelSpec& spec)
         }
     }
     add("model.norm.weight", { h });
+    if (spec.attnResBlockSize > 0) {
+        // Kimi-K3's Block Attention Residuals: two mixes a layer and one before the final norm.
+        for (int l = 0; l < int(spec.numLayers); ++l) {
+            for (const char* part : { "self_attention", "mlp" }) {
+                const std::string p = fmt::format("model.layers.{}.{}", l, part);
+                add(p + "_res_norm.weight", { h });
+                add(p + "_res_proj.weight", { 1, h });
+            }
+        }
+        add("model.output_attn_res_norm.weight", { h });
+        add("model.output_attn_res_proj.weight", { 1, h });
+    }
     w.push_back({ "lm_head.weight", { spec.vocabSize, h }, spec.tieEmbeddings });
     // Qwen3.5's vision tower is not computed (Engine::run refuses an image for it by name).
     if (spec.vision && !isQwenNext(spec)) {
@@ -236,6 +248,8 @@ template <typename T> Result<void> Forward<T>::init()
         // (unsupportedFeatures refuses another) g·σ(α·g) is the quick GELU.
         m_activation = Activation::QuickGelu;
         m_swigluLimit = m_spec.swigluLimit;
+    } else if (m_spec.family == model::Family::KimiLinear && m_spec.hiddenAct == "situ") {
+        m_situ = true; // Kimi-K3 SituAndMul (mlp in ffn_block.cpp)
     } else {
         auto act = parseActivation(m_spec.hiddenAct);
         if (!act) {
@@ -455,7 +469,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     const bool sliced = m_sliceFirst >= 0;
     if (sliced
         && (m_spec.family == model::Family::NemotronH || m_spec.family == model::Family::DeepseekV4
-            || m_spec.family == model::Family::Gemma4 || mm != nullptr)) {
+            || m_spec.family == model::Family::Gemma4 || m_spec.attnResBlockSize > 0
+            || mm != nullptr)) {
         return Error::unsupported(fmt::format("a slice of the layers of {}{} is not run (its "
                                               "layers read more than the residual stream)",
             m_spec.modelType, mm != nullptr ? " with an image" : ""));
@@ -557,6 +572,8 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     if (!sliced) {
         taps.record("model.embed_tokens", hidden.data(), { n, h });
     }
+    // Kimi-K3's Block Attention Residuals: the step's sealed block sums (kimi_attn_res.cpp).
+    std::vector<std::vector<T>> attnResBlocks;
     const int firstLayer = sliced ? m_sliceFirst : 0;
     const int endLayer = sliced ? m_sliceLast + 1 : int(m_spec.numLayers);
     for (int l = firstLayer; l < endLayer; ++l) {
@@ -577,6 +594,14 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
             deepstackAfter(l - 1);
         }
         taps.record(names.prefix + "#in0", hidden.data(), { n, h });
+        if (m_spec.attnResBlockSize > 0) {
+            kimiAttnResLayer(l, hidden.data(), attnResBlocks, n, start, taps);
+            taps.record(names.prefix, hidden.data(), { n, h });
+            if (m_ops.error()) {
+                return *m_ops.error();
+            }
+            continue;
+        }
         if (m_spec.family == model::Family::Gemma4) {
             gemma4Layer(l, hidden.data(), n, start, taps);
             if (m_ops.error()) {
@@ -667,6 +692,10 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
     if (m_spec.numLayers > 0) {
         taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);
         deepstackAfter(int(m_spec.numLayers) - 1);
+    }
+    if (m_spec.attnResBlockSize > 0) {
+        // The last mix, before the final norm (KimiLinearModel.forward's output_attn_res).
+        attnResMix("model.output_attn", attnResBlocks, hidden.data(), hidden.data(), n, -1);
     }
     rmsNormOp("model.norm", hidden.data(), x.data(), n, h, -1);
     taps.record("model.norm", x.data(), { n, h });

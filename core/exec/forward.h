@@ -262,6 +262,14 @@ private:
     // the q, k and v conv windows one after the other.
     void kimiDeltaInit();
     void kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, Taps<T>& taps);
+    // Kimi-K3's Block Attention Residuals (kimi_attn_res.cpp): `blocks` holds the step's sealed
+    // block sums, each [n, hidden]; `hidden` is the running partial sum, in and out.
+    void kimiAttnResLayer(int layer, T* hidden, std::vector<std::vector<T>>& blocks, std::int64_t n,
+        std::int64_t start, Taps<T>& taps);
+    /// out[n, hidden] = the softmax mix of (blocks, partial) scored with `<module>_res_norm` and
+    /// `<module>_res_proj`; `out` may be `partial`.
+    void attnResMix(const std::string& module, const std::vector<std::vector<T>>& blocks,
+        const T* partial, T* out, std::int64_t n, int layer);
     // DeepSeek-V4 (deepseek_v4_block.cpp, deepseek_v4_forward.cpp).
     Result<void> deepseekV4Init();
     Result<std::vector<T>> deepseekV4Step(
@@ -319,6 +327,7 @@ private:
     Rope m_visionRope;
     double m_visionRopeTheta = 100.0; ///< Gemma-4 vision rope_theta (read with the image rules)
     Activation m_activation = Activation::Silu;
+    bool m_situ = false; ///< Kimi-K3 SiTU-GLU instead of m_activation (spec situBeta, ...)
     double m_swigluLimit = 0; ///< gpt-oss clamped SwiGLU: |up| and gate's top; 0: no clamp
     std::vector<std::vector<float>> m_sinks; ///< attention sinks per layer [heads]; empty: none
     Rope m_indexerRope; ///< DSA indexer: qk_rope_head_dim rotated lanes, its own pairing

@@ -9,7 +9,8 @@
 // - q and k L2-normalised per head (use_qk_l2norm_in_kernel, FLA's l2norm eps 1e-6); q scaled by
 //   head_dim^-1/2 (chunk_kda's default scale).
 // - The forget gate per key channel: g = −exp(A_log[h]) · softplus(f_b_proj(f_a_proj(x)) +
-//   dt_bias) (kda_gate_ref: A_log one value per head, dt_bias one per channel; torch softplus
+//   dt_bias) (kda_gate_ref: A_log one value per head, also when Kimi-K3 stores it padded to
+//   head_dim (addKimiDeltaWeights), dt_bias one per channel; torch softplus
 //   with threshold 20); with linear_attn_config.gate_lower_bound (Kimi-K3's safe gate, FLA's
 //   fused_kda_gate lower_bound) g = lower_bound · σ(exp(A_log[h]) · (f_b_proj(f_a_proj(x)) +
 //   dt_bias)), in (lower_bound, 0).
@@ -211,7 +212,17 @@ void addKimiDeltaWeights(const model::ModelSpec& spec, int layer, std::vector<We
     }
     add(p + ".f_a_proj.weight", { d, h });
     add(p + ".f_b_proj.weight", { width, d });
-    add(p + ".A_log", { 1, 1, la.valueHeads, 1 });
+    if (la.paddedALog) {
+        // Kimi-K3 stores A_log as [head_dim]: the heads' values, then zeros (the real shard: 96
+        // of 128). The official layer hands it to FLA's chunk_kda / fused_recurrent_kda, whose
+        // gate kernels load A_log at the head index, so head h reads A_log[h], the first
+        // num_heads values. (A numpy oracle of K3's ops reads a [head_dim] A_log per key channel
+        // instead; the official kernels' indexing, which MLX, vLLM-Ascend and llama.cpp ports of
+        // K3 follow, is what is computed here.)
+        add(p + ".A_log", { d });
+    } else {
+        add(p + ".A_log", { 1, 1, la.valueHeads, 1 });
+    }
     add(p + ".dt_bias", { width });
     add(p + ".b_proj.weight", { la.valueHeads, h });
     if (la.fullRankGate) { // Kimi-K3 use_full_rank_gate: one g_proj for the output gate
@@ -305,7 +316,7 @@ void Forward<T>::kimiDeltaBlock(int layer, const T* x, T* out, std::int64_t n, T
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t c = 0; c < width; ++c) {
             T& gc = g[std::size_t(t * width + c)];
-            const T rate = std::exp(aLog[c / d]);
+            const T rate = std::exp(aLog[c / d]); // A_log of head c / d
             gc = la.gateLowerBound != 0.0 ? T(la.gateLowerBound) * sigmoid(rate * (gc + dtBias[c]))
                                           : -rate * softplus(gc + dtBias[c]);
         }

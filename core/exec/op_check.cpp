@@ -32,8 +32,10 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     const bool clamped = spec.hiddenAct == "swiglu_oai" || spec.hiddenAct == "swigluoai";
     // Nemotron-H: relu2, not gated (relu2Op below); its layers have no RoPE.
     const bool nemotronH = spec.family == model::Family::NemotronH;
-    auto act = clamped || nemotronH ? Result<Activation>(Activation::QuickGelu)
-                                    : parseActivation(spec.hiddenAct);
+    // Kimi-K3's SiTU-GLU has a row of its own (situGluOp).
+    const bool situ = spec.family == model::Family::KimiLinear && spec.hiddenAct == "situ";
+    auto act = clamped || nemotronH || situ ? Result<Activation>(Activation::QuickGelu)
+                                            : parseActivation(spec.hiddenAct);
     if (!act) {
         return act.error();
     }
@@ -241,6 +243,11 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
     if (spec.linearAttention && spec.family == model::Family::KimiLinear) {
         c.kimiDeltaOps(*spec.linearAttention);
     }
+    if (spec.attnResBlockSize > 0) {
+        // The output mix: one sealed block per attn_res_block_size layers, the embedding first
+        // (kimi_attn_res.cpp; Kimi-K3: 8).
+        c.attnResOp(1 + (spec.numLayers - 1) / spec.attnResBlockSize);
+    }
     DAY0_TRY(step());
     if (v4) {
         c.deepseekV4Ops();
@@ -248,6 +255,8 @@ Result<OpCheckReport> runOpCheck(const model::ModelSpec& spec, const OpCheckOpti
         c.relu2Op(spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize,
             "relu2 activation (relu(x)², not gated)");
         c.mamba2Ops();
+    } else if (situ) {
+        c.situGluOp(spec.intermediateSize);
     } else if (clamped) {
         c.clampedSwiglu(
             spec.moe ? spec.moe->expertIntermediate : spec.intermediateSize, spec.swigluLimit);

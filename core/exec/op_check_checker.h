@@ -113,6 +113,12 @@ public:
     /// Kimi-Linear's KDA operators (op_check_kda.cpp): the per-channel delta rule in both forms
     /// and the sigmoid-gated o_norm (the conv and L2 norm are Gated DeltaNet's rows).
     void kimiDeltaOps(const model::LinearAttentionSpec& la);
+    /// Kimi-K3's SiTU-GLU (op_check_kda.cpp), on gates and ups spread past β and β_lin so that
+    /// the tanh bounds bend them.
+    void situGluOp(std::int64_t inter);
+    /// Kimi-K3's attention-residual mix (op_check_kda.cpp) over `blocks` sealed blocks and the
+    /// partial sum, as the engine's stream rounds them.
+    void attnResOp(std::int64_t blocks);
     /// Nemotron-H's Mamba-2 operators (mamba2.h; op_check_mamba2.cpp): the conv1d + SiLU with
     /// its carried state, dt's softplus, the SSD scan in its chunked and recurrent forms (each
     /// against the fp64 recurrence) and the gated group RMSNorm; and the relu2 activation.

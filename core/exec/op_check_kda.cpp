@@ -2,8 +2,10 @@
 // chunked and recurrent forms (kimi_delta.h) and the sigmoid-gated o_norm, in the target (inputs
 // and output rounded as the engine's emulation rounds them, the arithmetic in fp32) against fp64.
 // The short convolutions and the q/k L2 norm are Gated DeltaNet's operators (gated_delta_net.h).
+// And Kimi-K3's SiTU-GLU and attention-residual mix (kimi_k3_ops.h).
 #include "exec/emulated_ops.h"
 #include "exec/kimi_delta.h"
+#include "exec/kimi_k3_ops.h"
 #include "exec/op_check_checker.h"
 #include "exec/ops.h"
 
@@ -104,6 +106,66 @@ void OpChecker::kimiDeltaOps(const model::LinearAttentionSpec& la)
         add("kda o_norm (norm · w · sigmoid(gate), per head)",
             fmt::format("[{}, {}, {}]", n, heads, d), OpKind::Norm, nm, "native", out, tgt);
     }
+}
+
+void OpChecker::situGluOp(std::int64_t inter)
+{
+    const std::int64_t n = m_options.tokens * inter;
+    const double beta = m_spec.situBeta;
+    const double linear = m_spec.situLinearBeta;
+    const auto g = random(n, 2.0 * beta);
+    const auto u = random(n, linear > 0.0 ? 2.0 * linear : 4.0);
+    std::vector<double> ref = g;
+    situGlu(ref.data(), u.data(), n, beta, linear);
+    const PrecisionMode m = mode(OpKind::Mlp);
+    auto gf = toFloat(g);
+    auto uf = toFloat(u);
+    roundActivations(gf, m);
+    roundActivations(uf, m);
+    situGlu(gf.data(), uf.data(), n, beta, linear);
+    roundActivations(gf, m);
+    add(fmt::format("SiTU-GLU (beta {}, linear_beta {})", beta,
+            linear > 0.0 ? fmt::format("{}", linear) : std::string("none")),
+        fmt::format("[{}, {}]", m_options.tokens, inter), OpKind::Mlp, m,
+        "native (fp32, on the host)", ref, gf);
+}
+
+void OpChecker::attnResOp(std::int64_t blocks)
+{
+    const std::int64_t n = m_options.tokens;
+    const std::int64_t h = m_spec.hiddenSize;
+    const PrecisionMode m = mode(OpKind::DecoderLayer);
+    std::vector<std::vector<double>> values;
+    for (std::int64_t j = 0; j < blocks + 1; ++j) {
+        values.push_back(random(n * h, 1.0 + double(j)));
+    }
+    const auto w = random(h, 0.1, 1.0);
+    const auto r = random(h, 0.05);
+    std::vector<double> score(static_cast<std::size_t>(h));
+    std::vector<float> scoreF(static_cast<std::size_t>(h));
+    for (std::int64_t c = 0; c < h; ++c) {
+        score[std::size_t(c)] = w[std::size_t(c)] * r[std::size_t(c)];
+        scoreF[std::size_t(c)] = float(w[std::size_t(c)]) * float(r[std::size_t(c)]);
+    }
+    std::vector<const double*> pointers;
+    std::vector<std::vector<float>> valuesF;
+    for (const auto& v : values) {
+        pointers.push_back(v.data());
+        valuesF.push_back(toFloat(v));
+        roundActivations(valuesF.back(), m);
+    }
+    std::vector<const float*> pointersF;
+    for (const auto& v : valuesF) {
+        pointersF.push_back(v.data());
+    }
+    std::vector<double> ref(std::size_t(n * h));
+    std::vector<float> tgt(ref.size());
+    attnResMix<double>(pointers, n, h, score.data(), m_spec.normEps, ref.data());
+    attnResMix<float>(pointersF, n, h, scoreF.data(), m_spec.normEps, tgt.data());
+    roundActivations(tgt, m);
+    add(fmt::format("attention-residual mix (softmax over {} blocks + the partial sum)", blocks),
+        fmt::format("[{}, {}, {}]", n, blocks + 1, h), OpKind::DecoderLayer, m,
+        "native (fp32, on the host)", ref, tgt);
 }
 
 } // namespace day0::exec::detail

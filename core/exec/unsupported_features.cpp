@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace day0::exec {
 
@@ -42,12 +43,12 @@ void gemma4Unsupported(const model::ModelSpec& spec, std::vector<std::string>& o
 }
 
 // What of Kimi-Linear / Kimi-K3 the engine (kimi_delta.cpp, the MLA without RoPE, the
-// DeepSeek-style sigmoid MoE) does not compute: Kimi-K3's additions (family_kimi.cpp cites where
-// each is defined), each by its config key.
+// DeepSeek-style sigmoid MoE, Kimi-K3's SiTU-GLU in ffn_block.cpp and Block Attention Residuals
+// in kimi_attn_res.cpp) does not compute, each by its config key.
 void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
 {
     const std::string type = spec.modelType;
-    if (spec.hiddenAct != "silu") {
+    if (spec.hiddenAct != "silu" && spec.hiddenAct != "situ") {
         out.push_back(fmt::format("the '{}' activation of {} (hidden_act; SiTU's "
                                   "activation_situ_beta / activation_situ_linear_beta)",
             spec.hiddenAct, type));
@@ -56,10 +57,6 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
         // Kimi's MLA with RoPE (mla_use_nope false) is not checked against Kimi's code.
         out.push_back(fmt::format("the rotary MLA of {} (mla_use_nope false)", type));
     }
-    if (spec.attnResBlockSize > 0) {
-        out.push_back(fmt::format("Block Attention Residuals of {} (attn_res_block_size {})", type,
-            spec.attnResBlockSize));
-    }
     if (spec.linearAttention) {
         const auto& la = *spec.linearAttention;
         if (la.gateLowerBound > 0.0) {
@@ -67,8 +64,11 @@ void kimiUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out
                                       "bounds a log decay from below, so it must be negative)",
                 type, la.gateLowerBound));
         }
-        if (la.paddedALog) {
-            out.push_back(fmt::format("the KDA A_log padded to head_dim of {}", type));
+        if (la.paddedALog && la.valueHeads > la.valueHeadDim) {
+            // Head h reads A_log[h] of the [head_dim] tensor (addKimiDeltaWeights).
+            out.push_back(fmt::format("the KDA A_log padded to head_dim of {} with more heads ({}) "
+                                      "than head_dim ({})",
+                type, la.valueHeads, la.valueHeadDim));
         }
         if (la.keyHeads != la.valueHeads || la.keyHeadDim != la.valueHeadDim) {
             out.push_back(
@@ -174,7 +174,27 @@ void nemotronHUnsupported(const model::ModelSpec& spec, std::vector<std::string>
     }
 }
 
+// What a MoonViT / MoonViT-3 run would need that the engine lacks, by config key.
+std::string moonVitMissing(const model::ModelSpec& spec)
+{
+    return fmt::format("vision tower of {} ({}: the pos_emb_type 'divided_fixed' learned 2-D "
+                       "position table bilinearly resized to the patch grid plus the fixed time "
+                       "embedding, the 2-D rotary of its blocks, merge_type 'sd2_tpool' (2x2 "
+                       "spatial merge with temporal pooling) and the mm_projector_type '{}' "
+                       "projector; the engine implements the Qwen2/2.5/3-VL and Gemma-4 towers)",
+        spec.modelType.empty() ? std::string("this model") : spec.modelType, spec.vision->kind,
+        spec.vision->projector.empty() ? std::string("patchmerger") : spec.vision->projector);
+}
+
 } // namespace
+
+std::optional<std::string> visionTowerNotRun(const model::ModelSpec& spec)
+{
+    if (spec.vision && spec.vision->kind == "moonvit3") {
+        return moonVitMissing(spec);
+    }
+    return std::nullopt;
+}
 
 std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
 {
@@ -182,18 +202,13 @@ std::vector<std::string> unsupportedFeatures(const model::ModelSpec& spec)
     const std::string family = spec.modelType.empty() ? std::string("this model") : spec.modelType;
     // Gemma-4's vision tower runs (vision_gemma4.cpp); its audio tower is reached only by an
     // audio input, which the engine does not take.
-    if (spec.vision && (spec.vision->kind == "moonvit" || spec.vision->kind == "moonvit3")) {
-        // What a MoonViT run would need that the engine lacks, by config key.
-        out.push_back(fmt::format("vision tower of {} ({}: the pos_emb_type 'divided_fixed' "
-                                  "learned 2-D position table bilinearly resized to the patch "
-                                  "grid plus the fixed time embedding, the 2-D rotary of its "
-                                  "blocks, merge_type 'sd2_tpool' (2x2 spatial merge with "
-                                  "temporal pooling) and the mm_projector_type '{}' projector; "
-                                  "the engine implements the Qwen2/2.5/3-VL and Gemma-4 towers)",
-            family, spec.vision->kind,
-            spec.vision->projector.empty() ? std::string("patchmerger") : spec.vision->projector));
+    // Kimi-K3's MoonViT-3 tower is not run either, but its text model runs without it: a run
+    // names the tower as not run (visionTowerNotRun), and an image is refused.
+    if (spec.vision && spec.vision->kind == "moonvit") {
+        out.push_back(moonVitMissing(spec));
     } else if (spec.vision && spec.vision->kind != "qwen3_vl" && spec.vision->kind != "qwen2_vl"
-        && spec.vision->kind != "qwen2_5_vl" && spec.vision->kind != "gemma4") {
+        && spec.vision->kind != "qwen2_5_vl" && spec.vision->kind != "gemma4"
+        && spec.vision->kind != "moonvit3") {
         out.push_back(fmt::format("vision tower of {} ({}: patch embedding, ViT blocks, patch "
                                   "merger; the engine implements the Qwen2/2.5/3-VL and Gemma-4 "
                                   "towers)",

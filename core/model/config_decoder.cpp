@@ -293,7 +293,8 @@ std::vector<std::string> familyInertKeys(Family family)
         return { "qkv_bias", "use_qk_norm" };
     case Family::KimiLinear:
         // SiTU's two constants (β 4, β_lin 25) shape the activation, not its gate/up/down
-        // tensors (Kimi-K3 SituAndMul). Kimi-Linear's model_max_length is a serving context
+        // tensors (Kimi-K3 SituAndMul); readKimiText reads them when hidden_act is "situ", and
+        // with "silu" they change nothing. Kimi-Linear's model_max_length is a serving context
         // limit beside max_position_embeddings: no weight depends on it.
         return { "activation_situ_beta", "activation_situ_linear_beta", "model_max_length" };
     case Family::Gemma4:

@@ -47,7 +47,18 @@ Result<void> readKimiText(const Section& text, ModelSpec& spec)
     spec.mla.noRope = r.boolOr("mla_use_nope", false);
     spec.mla.outputGate = r.boolOr("mla_use_output_gate", false);
     // SiTU and SiLU are both gated: gate/up/down everywhere (Kimi-K3 SituAndMul).
-    (void)stringOneOf(r, "hidden_act", { "situ", "silu" }, "silu");
+    const std::string act = stringOneOf(r, "hidden_act", { "situ", "silu" }, "silu");
+    if (act == "situ") {
+        // _get_situ_activation_params: `beta or 1.0`, linear_beta only when set.
+        spec.situBeta = r.numberOr("activation_situ_beta", 1.0);
+        spec.situLinearBeta = r.numberOr("activation_situ_linear_beta", 0.0);
+        if (r.ok() && spec.situBeta <= 0.0) {
+            r.fail("activation_situ_beta", "must be positive (SiTU divides the gate by it)");
+        }
+        if (r.ok() && spec.situLinearBeta < 0.0) {
+            r.fail("activation_situ_linear_beta", "must be positive (SiTU divides up by it)");
+        }
+    }
     if (r.ok() && spec.attentionBias) {
         r.fail("attention_bias", "is true, but Kimi's KDA and MLA projections have no biases");
     }

@@ -441,6 +441,11 @@ struct ModelSpec {
     std::optional<HyperConnectionSpec> hyperConnections; ///< DeepSeek-V4
     std::optional<BlockSparseSpec> blockSparse; ///< MiniMax-M3
     std::int64_t attnResBlockSize = 0; ///< Kimi-K3 attention-residual block size, 0: none
+    /// Kimi-K3 SiTU-GLU (hidden_act "situ"): β·tanh(gate/β)·σ(gate) · up, with
+    /// `activation_situ_beta` β (absent: 1) and, when `activation_situ_linear_beta` β_lin is set
+    /// (> 0), up replaced by β_lin·tanh(up/β_lin). Unused for other activations.
+    double situBeta = 1.0;
+    double situLinearBeta = 0.0; ///< 0: absent, up enters unclipped
     /// Gemma-4 per-layer input embeddings: width per layer and their vocabulary, 0: none.
     std::int64_t perLayerInputSize = 0;
     std::int64_t perLayerInputVocab = 0;

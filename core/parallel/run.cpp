@@ -389,6 +389,16 @@ Result<void> checkExecutorCovers(const model::ModelSpec& spec, bool onBackend)
             fmt::format("sharded runs of the linear-attention (Kimi Delta Attention) layers of {}",
                 spec.modelType));
     }
+    // Kimi-K3's additions run on the single-rank engine only (ffn_block.cpp, kimi_attn_res.cpp).
+    if (spec.hiddenAct == "situ") {
+        missing.push_back(
+            fmt::format("sharded runs of the SiTU-GLU activation of {}", spec.modelType));
+    }
+    if (spec.attnResBlockSize > 0) {
+        missing.push_back(fmt::format("sharded runs of the Block Attention Residuals of {} "
+                                      "(attn_res_block_size {})",
+            spec.modelType, spec.attnResBlockSize));
+    }
     if (!missing.empty()) {
         return Error::unsupported(
             fmt::format("the parallel executor lacks: {}", fmt::join(missing, "; ")));

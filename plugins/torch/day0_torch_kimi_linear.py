@@ -46,6 +46,27 @@ routed_expert_up_proj; the shared experts run on x.
 
 Kimi-K3's mla_use_output_gate (vLLM models/kimi_linear.py, g_proj): the MLA's attention output
 times sigmoid(g_proj(x)), one gate per value channel, before o_proj.
+
+Kimi-K3 whole (model_type kimi_k3: the text model under language_model, its MoonViT-3 tower and
+projector not computed, their tensors not read), from Moonshot's modeling_kimi_linear.py as public
+transcriptions of it give it:
+- SiTU-GLU (hidden_act "situ"; SituAndMul) in the dense MLP, the shared and the routed experts:
+  beta * tanh(gate / beta) * sigmoid(gate) * up, up replaced by lb * tanh(up / lb) when
+  activation_situ_linear_beta lb is set; beta is activation_situ_beta or 1 (switch situ: SwiGLU).
+- Block Attention Residuals (attn_res_block_size B; _forward_attn_residual, _apply_attn_res): the
+  stream is the sealed block sums and a partial sum p (the embedding first). Layer l reads
+  x = mix(blocks, p) with self_attention_res_* when a block is sealed (else p); when l % B == 0 p
+  is sealed as a block and restarts empty; p <- p + self_attn(input_layernorm(x)); the MLP reads
+  post_attention_layernorm(mix(blocks, p)) with mlp_res_*; p <- p + mlp; the layer outputs p.
+  After the last layer output_attn_res_* mixes once more before the final norm. mix scores each
+  value v by sum(v / rms(v) * res_norm.weight * res_proj.weight) and returns the softmax-weighted
+  sum of the values themselves, in float32 (or float64) (switch attn_res: the plain residual
+  stream, the AttnRes tensors unused).
+- A_log stored as [head_dim], the heads' values then zeros (the real shard: 96 of 128): the
+  official code passes it to fla's chunk_kda, whose gate kernel loads A_log at the head index, so
+  head h reads A_log[h] (switch a_log_channels: each key channel c reads A_log[c] instead, as a
+  per-channel reading of the same tensor would).
+- The MLA's q LoRA (q_lora_rank: q_b_proj(q_a_layernorm(q_a_proj(x)))).
 """
 
 import glob
@@ -57,9 +78,9 @@ import torch.nn.functional as F
 from torch import nn
 
 SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope",
-            "mla_gate", "safe_gate", "latent_norm"}
+            "mla_gate", "safe_gate", "latent_norm", "situ", "attn_res", "a_log_channels"}
 
-MODEL_TYPES = ("kimi_linear",)
+MODEL_TYPES = ("kimi_linear", "kimi_k3")
 
 WITHOUT = set()
 
@@ -148,7 +169,9 @@ class KimiDeltaAttention(nn.Module):
             setattr(self, f"{name}_conv1d", nn.Conv1d(width, width, self.kernel, groups=width, bias=False))
         self.f_a_proj = nn.Linear(h, self.d, bias=False)
         self.f_b_proj = nn.Linear(self.d, width, bias=False)
-        self.A_log = nn.Parameter(torch.zeros(1, 1, self.heads, 1))
+        # Kimi-K3 pads A_log to head_dim (c["day0_padded_a_log"], set by load for kimi_k3).
+        self.padded_a_log = c.get("day0_padded_a_log", False)
+        self.A_log = nn.Parameter(torch.zeros(self.d) if self.padded_a_log else torch.zeros(1, 1, self.heads, 1))
         self.dt_bias = nn.Parameter(torch.zeros(width))
         self.b_proj = nn.Linear(h, self.heads, bias=False)
         if la.get("use_full_rank_gate"):  # Kimi-K3: one full-rank output gate projection
@@ -172,7 +195,12 @@ class KimiDeltaAttention(nn.Module):
         projected = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
         convs = [self.q_conv1d, self.k_conv1d, self.v_conv1d]
         raw_g = self.f_b_proj(self.f_a_proj(x)).view(t, self.heads, self.d)
-        rate = self.A_log.view(self.heads, 1).exp()
+        if not self.padded_a_log:
+            rate = self.A_log.view(self.heads, 1).exp()
+        elif _off("a_log_channels"):
+            rate = self.A_log.view(1, self.d).exp()
+        else:
+            rate = self.A_log[: self.heads].view(self.heads, 1).exp()
         biased = raw_g + self.dt_bias.view(self.heads, self.d)
         if self.lower_bound and not _off("safe_gate"):
             g_all = self.lower_bound * torch.sigmoid(rate * biased)
@@ -228,9 +256,13 @@ class NopeMLA(nn.Module):
         h, self.heads = c["hidden_size"], c["num_attention_heads"]
         self.nope, self.rope, self.v_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
         self.kv_lora = c["kv_lora_rank"]
-        if c.get("q_lora_rank"):
-            raise NotImplementedError("kimi_linear twin: q_lora_rank (Kimi-Linear has none)")
-        self.q_proj = nn.Linear(h, self.heads * (self.nope + self.rope), bias=False)
+        self.q_lora = c.get("q_lora_rank")
+        if self.q_lora:  # Kimi-K3
+            self.q_a_proj = nn.Linear(h, self.q_lora, bias=False)
+            self.q_a_layernorm = RMSNorm(self.q_lora, c["rms_norm_eps"])
+            self.q_b_proj = nn.Linear(self.q_lora, self.heads * (self.nope + self.rope), bias=False)
+        else:
+            self.q_proj = nn.Linear(h, self.heads * (self.nope + self.rope), bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(h, self.kv_lora + self.rope, bias=False)
         self.kv_a_layernorm = RMSNorm(self.kv_lora, c["rms_norm_eps"])
         self.kv_b_proj = nn.Linear(self.kv_lora, self.heads * (self.nope + self.v_dim), bias=False)
@@ -251,7 +283,8 @@ class NopeMLA(nn.Module):
 
     def forward(self, x):
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.heads, self.nope + self.rope)
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x))) if self.q_lora else self.q_proj(x)
+        q = q.view(t, self.heads, self.nope + self.rope)
         q_nope, q_pe = torch.split(q, [self.nope, self.rope], dim=-1)
         latent, k_pe = torch.split(self.kv_a_proj_with_mqa(x), [self.kv_lora, self.rope], dim=-1)
         kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(t, self.heads, self.nope + self.v_dim)
@@ -271,16 +304,32 @@ class NopeMLA(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, h, inter, names=("gate_proj", "up_proj", "down_proj")):
+    """gate/up/down with SiLU, or with Kimi-K3's SiTU (act: (beta, linear_beta))."""
+
+    def __init__(self, h, inter, names=("gate_proj", "up_proj", "down_proj"), act=None):
         super().__init__()
         self.names = names
+        self.act = act
         setattr(self, names[0], nn.Linear(h, inter, bias=False))
         setattr(self, names[1], nn.Linear(h, inter, bias=False))
         setattr(self, names[2], nn.Linear(inter, h, bias=False))
 
     def forward(self, x):
         gate, up, down = (getattr(self, n) for n in self.names)
-        return down(F.silu(gate(x)) * up(x))
+        if self.act is None or _off("situ"):
+            return down(F.silu(gate(x)) * up(x))
+        beta, linear_beta = self.act
+        g, u = gate(x), up(x)
+        if linear_beta is not None:
+            u = linear_beta * torch.tanh(u / linear_beta)
+        return down(beta * torch.tanh(g / beta) * torch.sigmoid(g) * u)
+
+
+def situ_params(c):
+    """(beta, linear_beta) of SiTU, or None for SiLU."""
+    if c.get("hidden_act", "silu") != "situ":
+        return None
+    return c.get("activation_situ_beta") or 1.0, c.get("activation_situ_linear_beta")
 
 
 class Router(nn.Module):
@@ -305,10 +354,12 @@ class SparseMoe(nn.Module):
             if c.get("latent_moe_use_norm"):
                 self.routed_expert_norm = RMSNorm(latent, c["rms_norm_eps"])
             self.routed_expert_up_proj = nn.Linear(latent, h, bias=False)
-        self.experts = nn.ModuleList(SwiGLU(width, c["moe_intermediate_size"], ("w1", "w3", "w2")) for _ in range(e))
+        act = situ_params(c)
+        self.experts = nn.ModuleList(SwiGLU(width, c["moe_intermediate_size"], ("w1", "w3", "w2"), act)
+                                     for _ in range(e))
         shared = c.get("num_shared_experts") or 0
         if shared:
-            self.shared_experts = SwiGLU(h, c["moe_intermediate_size"] * shared)
+            self.shared_experts = SwiGLU(h, c["moe_intermediate_size"] * shared, act=act)
 
     def forward(self, x):
         c = self.c
@@ -359,25 +410,64 @@ class DecoderLayer(nn.Module):
         if self.moe:
             self.block_sparse_moe = SparseMoe(c)
         else:
-            self.mlp = SwiGLU(h, c["intermediate_size"])
+            self.mlp = SwiGLU(h, c["intermediate_size"], act=situ_params(c))
+        self.index = index
+        self.block = c.get("attn_res_block_size")
+        if self.block:
+            for part in ("self_attention", "mlp"):
+                setattr(self, part + "_res_norm", RMSNorm(h, eps))
+                setattr(self, part + "_res_proj", nn.Linear(h, 1, bias=False))
+        self.blocks = None  # the sealed block sums, a list shared with Body
 
     def forward(self, x):
-        x = x + self.self_attn(self.input_layernorm(x))
         ffn = self.block_sparse_moe if self.moe else self.mlp
-        return x + ffn(self.post_attention_layernorm(x))
+        if not self.block or _off("attn_res"):
+            x = x + self.self_attn(self.input_layernorm(x))
+            return x + ffn(self.post_attention_layernorm(x))
+        blocks = self.blocks
+        partial = x
+        if blocks:
+            x = attn_res_mix(blocks, partial, self.self_attention_res_norm, self.self_attention_res_proj)
+        if self.index % self.block == 0:
+            blocks.append(partial)
+            partial = None
+        attn = self.self_attn(self.input_layernorm(x))
+        partial = attn if partial is None else partial + attn
+        mixed = attn_res_mix(blocks, partial, self.mlp_res_norm, self.mlp_res_proj)
+        return partial + ffn(self.post_attention_layernorm(mixed))
+
+
+def attn_res_mix(blocks, partial, norm, proj):
+    """The softmax mix of the values (blocks..., partial) [T, h] each, scored by
+    sum(v / rms(v) * norm.weight * proj.weight), computed in float32 at least."""
+    values = torch.stack(list(blocks) + [partial], dim=1)  # [T, m + 1, h]
+    wide = values.to(torch.promote_types(values.dtype, torch.float32))
+    unit = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + norm.eps)
+    weight = norm.weight.to(wide.dtype) * proj.weight[0].to(wide.dtype)
+    probs = (unit * weight).sum(-1).softmax(-1)  # [T, m + 1]
+    return torch.einsum("tm,tmh->th", probs, wide).to(values.dtype)
 
 
 class Body(nn.Module):
     def __init__(self, c, steps):
         super().__init__()
-        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        h = c["hidden_size"]
+        self.embed_tokens = nn.Embedding(c["vocab_size"], h)
         self.layers = nn.ModuleList(DecoderLayer(c, i, steps) for i in range(c["num_hidden_layers"]))
-        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.norm = RMSNorm(h, c["rms_norm_eps"])
+        self.attn_res = bool(c.get("attn_res_block_size"))
+        if self.attn_res:
+            self.output_attn_res_norm = RMSNorm(h, c["rms_norm_eps"])
+            self.output_attn_res_proj = nn.Linear(h, 1, bias=False)
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
+        blocks = []
         for layer in self.layers:
+            layer.blocks = blocks
             x = layer(x)
+        if self.attn_res and not _off("attn_res"):
+            x = attn_res_mix(blocks, x, self.output_attn_res_norm, self.output_attn_res_proj)
         return self.norm(x)
 
 
@@ -401,11 +491,8 @@ class KimiLinearForCausalLM(nn.Module):
 def check_config(c):
     """What this twin does not compute, refused by name."""
     refused = []
-    if c.get("hidden_act", "silu") != "silu":
+    if c.get("hidden_act", "silu") not in ("silu", "situ"):
         refused.append(f"hidden_act {c['hidden_act']}")
-    for key in ("attn_res_block_size",):
-        if c.get(key):
-            refused.append(key)
     if c.get("moe_router_activation_func", "sigmoid") != "sigmoid":
         refused.append("moe_router_activation_func " + c["moe_router_activation_func"])
     if refused:
@@ -416,12 +503,20 @@ def load(folder, config, dtype, without, read_safetensors):
     WITHOUT.clear()
     WITHOUT.update(without & SWITCHES)
     c = dict(config.get("text_config") or config)
+    k3 = config.get("model_type") == "kimi_k3"
+    if k3:
+        # The wrapper's fingerprint; the [head_dim] A_log of its KDA layers.
+        c.update(model_type="kimi_k3", day0_padded_a_log=True)
     check_config(c)
     model = KimiLinearForCausalLM(c)
     tensors = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         part, _ = read_safetensors(path)
         tensors.update(part)
+    if k3:
+        # The text model lives under language_model; the MoonViT-3 tower and its projector are
+        # not computed (a text prompt never reaches them).
+        tensors = {n[len("language_model."):]: t for n, t in tensors.items() if n.startswith("language_model.")}
     if c.get("tie_word_embeddings") and "lm_head.weight" not in tensors:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in tensors.items()}
