@@ -202,7 +202,8 @@ void Forward<T>::mlaBlock(
         std::vector<T> qa(std::size_t(n * m.qLoraRank));
         linear(
             attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank, OpKind::Linear, layer, taps, true);
-        rmsNormOp(attn + ".q_a_layernorm", qa.data(), qa.data(), n, m.qLoraRank, layer);
+        rmsNormOp(
+            attn + ".q_a_layernorm", qa.data(), qa.data(), n, m.qLoraRank, layer, m.latentNormEps);
         taps.record(attn + ".q_a_layernorm", qa.data(), { n, m.qLoraRank });
         linear(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk, OpKind::Linear,
             layer, taps, true);
@@ -222,7 +223,8 @@ void Forward<T>::mlaBlock(
         std::copy_n(ckv.begin() + t * ckvWidth, m.kvLoraRank, latent.begin() + t * m.kvLoraRank);
         std::copy_n(ckv.begin() + t * ckvWidth + m.kvLoraRank, rope, kPe.begin() + t * rope);
     }
-    rmsNormOp(attn + ".kv_a_layernorm", latent.data(), latent.data(), n, m.kvLoraRank, layer);
+    rmsNormOp(attn + ".kv_a_layernorm", latent.data(), latent.data(), n, m.kvLoraRank, layer,
+        m.latentNormEps);
     taps.record(attn + ".kv_a_layernorm", latent.data(), { n, m.kvLoraRank });
     std::vector<T> kv(std::size_t(n * heads * (nope + vd)));
     linear(attn + ".kv_b_proj", latent.data(), kv.data(), n, m.kvLoraRank, heads * (nope + vd),

@@ -47,8 +47,8 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
         a.qaNormed.resize(a.qa.size());
         project(a.xn1.data(), m_p.value(p + ".q_a_proj.weight"), nullptr, a.qa.data(), n, h,
             m.qLoraRank);
-        norm(
-            a.qa.data(), m_p.value(p + ".q_a_layernorm.weight"), a.qaNormed.data(), n, m.qLoraRank);
+        norm(a.qa.data(), m_p.value(p + ".q_a_layernorm.weight"), a.qaNormed.data(), n, m.qLoraRank,
+            m.latentNormEps);
         project(a.qaNormed.data(), m_p.value(p + ".q_b_proj.weight"), nullptr, a.q.data(), n,
             m.qLoraRank, heads * qk);
     } else {
@@ -66,7 +66,8 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
         std::copy_n(a.ckv.begin() + t * ckvWidth + kvr, rd, kPe.begin() + t * rd);
     }
     a.latentNormed.resize(latent.size());
-    norm(latent.data(), m_p.value(p + ".kv_a_layernorm.weight"), a.latentNormed.data(), n, kvr);
+    norm(latent.data(), m_p.value(p + ".kv_a_layernorm.weight"), a.latentNormed.data(), n, kvr,
+        m.latentNormEps);
     a.kv.resize(std::size_t(n * heads * (nope + vd)));
     project(a.latentNormed.data(), m_p.value(p + ".kv_b_proj.weight"), nullptr, a.kv.data(), n, kvr,
         heads * (nope + vd));
@@ -162,7 +163,7 @@ Result<void> GradientPass<T>::mlaBackward(
     }
     std::vector<T> dLatent(latent.size(), T(0));
     rmsNormBackward<T>(latent.data(), m_p.value(p + ".kv_a_layernorm.weight"), dLatentNormed.data(),
-        dLatent.data(), m_p.grad(p + ".kv_a_layernorm.weight"), n, kvr, m_spec.normEps);
+        dLatent.data(), m_p.grad(p + ".kv_a_layernorm.weight"), n, kvr, m.latentNormEps);
     round(dLatent);
     std::vector<T> dckv(a.ckv.size());
     for (std::int64_t t = 0; t < n; ++t) {
@@ -182,7 +183,7 @@ Result<void> GradientPass<T>::mlaBackward(
         round(dqaNormed);
         std::vector<T> dqa(a.qa.size(), T(0));
         rmsNormBackward<T>(a.qa.data(), m_p.value(p + ".q_a_layernorm.weight"), dqaNormed.data(),
-            dqa.data(), m_p.grad(p + ".q_a_layernorm.weight"), n, m.qLoraRank, m_spec.normEps);
+            dqa.data(), m_p.grad(p + ".q_a_layernorm.weight"), n, m.qLoraRank, m.latentNormEps);
         round(dqa);
         linearBackward<T>(a.xn1.data(), m_p.value(p + ".q_a_proj.weight"), dqa.data(), dxn1,
             m_p.grad(p + ".q_a_proj.weight"), nullptr, n, h, m.qLoraRank, true);

@@ -449,12 +449,12 @@ void Forward<T>::linear(const std::string& module, const T* x, T* y, std::int64_
 }
 
 template <typename T>
-void Forward<T>::rmsNormOp(
-    const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim, int layer)
+void Forward<T>::rmsNormOp(const std::string& module, const T* x, T* y, std::int64_t n,
+    std::int64_t dim, int layer, std::optional<double> ownEps)
 {
     const PrecisionMode mode = m_plan.modeFor(OpKind::Norm, layer);
     const T* w = weight(module + ".weight");
-    const double eps = m_spec.normEps;
+    const double eps = ownEps.value_or(m_spec.normEps);
     if constexpr (std::is_same_v<T, float>) {
         m_ops.rmsNorm(x, w, y, n, dim, eps, mode);
         return;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <stop_token>
@@ -206,8 +207,9 @@ private:
     /// y[n, out] = x[n, in] · W[out, in]ᵀ (+ bias), emulating `kind`'s precision in `layer`.
     void linear(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t in,
         std::int64_t out, numerics::OpKind kind, int layer, Taps<T>& taps, bool capture);
-    void rmsNormOp(
-        const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim, int layer);
+    /// `eps`: the norm's own (the MLA latents'), else the spec's rms_norm_eps.
+    void rmsNormOp(const std::string& module, const T* x, T* y, std::int64_t n, std::int64_t dim,
+        int layer, std::optional<double> eps = std::nullopt);
     /// Rotates x[tokens, heads, headDim] at the step's positions (M-RoPE when it has them) and
     /// rounds it to `mode`.
     void rotate(T* x, std::int64_t tokens, std::int64_t heads, std::int64_t headDim,

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <stop_token>
@@ -134,13 +135,15 @@ private:
         }
     }
 
-    /// RMSNorm over rows of `dim`, emulated as the engine's forward emulates it.
-    void norm(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t dim) const
+    /// RMSNorm over rows of `dim`, emulated as the engine's forward emulates it; `eps` the
+    /// norm's own (the MLA latents'), else rms_norm_eps.
+    void norm(const T* x, const T* w, T* y, std::int64_t rows, std::int64_t dim,
+        std::optional<double> eps = std::nullopt) const
     {
         if constexpr (std::is_same_v<T, float>) {
-            emulatedRmsNorm(x, w, y, rows, dim, m_spec.normEps, m_mode);
+            emulatedRmsNorm(x, w, y, rows, dim, eps.value_or(m_spec.normEps), m_mode);
         } else {
-            rmsNorm<T>(x, w, y, rows, dim, m_spec.normEps);
+            rmsNorm<T>(x, w, y, rows, dim, eps.value_or(m_spec.normEps));
         }
     }
 

@@ -23,7 +23,8 @@ namespace day0::exec {
 /// aliases: float32, bfloat16, ...); the error names the value and the choices.
 Result<PrecisionMode> parseStateDtype(std::string_view text);
 
-/// Whether `spec` has layers that carry a recurrent state (Gated DeltaNet, Mamba-2, Kimi Delta Attention).
+/// Whether `spec` has layers that carry a recurrent state (Gated DeltaNet, Mamba-2, Kimi Delta
+/// Attention).
 bool hasRecurrentState(const model::ModelSpec& spec);
 
 /// Refuses, naming the option, a state dtype or a state capture the run cannot honour: a model

@@ -125,6 +125,11 @@ struct MlaSpec {
     /// as DeepSeek's reference does; false rotates halves (HF rotate_half).
     bool ropeInterleave = true;
     bool outputGate = false; ///< Kimi-K3 `mla_use_output_gate`: a sigmoid gate on the output
+    /// The eps of q_a_layernorm and kv_a_layernorm. HF builds both with its RMSNorm's default,
+    /// 1e-6, not rms_norm_eps (DeepseekV3Attention, the remote modeling_deepseek.py of Kimi-K2.x,
+    /// GlmMoeDsaAttention, Kimi-Linear/K3's KimiMLAAttention), so a config whose rms_norm_eps is
+    /// 1e-5 (Kimi-K2.5/K2.6, GLM-5, Kimi-Linear, Kimi-K3) still normalises the latents with 1e-6.
+    double latentNormEps = 1e-6;
 };
 
 /// Linear-attention dimensions (Gated DeltaNet, Kimi Delta Attention).

@@ -570,7 +570,7 @@ Result<void> ParallelForward::mla(int layer, const float* x, float* out, std::in
         std::vector<float> qa(std::size_t(n * m.qLoraRank));
         DAY0_TRY(linearOp(attn + ".q_a_proj", x, qa.data(), n, h, m.qLoraRank));
         m_ops.rmsNorm(qa.data(), weight(attn + ".q_a_layernorm.weight"), qa.data(), n, m.qLoraRank,
-            m_spec.normEps, exec::PrecisionMode::F32);
+            m.latentNormEps, exec::PrecisionMode::F32);
         DAY0_TRY(linearOp(attn + ".q_b_proj", qa.data(), q.data(), n, m.qLoraRank, heads * qk));
     } else {
         DAY0_TRY(linearOp(attn + ".q_proj", x, q.data(), n, h, heads * qk));
@@ -585,7 +585,7 @@ Result<void> ParallelForward::mla(int layer, const float* x, float* out, std::in
         std::copy_n(ckv.begin() + t * ckvWidth + m.kvLoraRank, rope, kPe.begin() + t * rope);
     }
     m_ops.rmsNorm(latent.data(), weight(attn + ".kv_a_layernorm.weight"), latent.data(), n,
-        m.kvLoraRank, m_spec.normEps, exec::PrecisionMode::F32);
+        m.kvLoraRank, m.latentNormEps, exec::PrecisionMode::F32);
     std::vector<float> kv(std::size_t(n * heads * (nope + vd)));
     DAY0_TRY(linearOp(
         attn + ".kv_b_proj", latent.data(), kv.data(), n, m.kvLoraRank, heads * (nope + vd)));

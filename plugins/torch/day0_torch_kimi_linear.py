@@ -78,7 +78,8 @@ import torch.nn.functional as F
 from torch import nn
 
 SWITCHES = {"conv", "l2norm", "decay", "channel_decay", "beta", "state", "output_gate", "nope",
-            "mla_gate", "safe_gate", "latent_norm", "situ", "attn_res", "a_log_channels"}
+            "mla_gate", "safe_gate", "latent_norm", "situ", "attn_res", "a_log_channels",
+            "latent_eps"}
 
 MODEL_TYPES = ("kimi_linear", "kimi_k3")
 
@@ -257,14 +258,16 @@ class NopeMLA(nn.Module):
         self.nope, self.rope, self.v_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
         self.kv_lora = c["kv_lora_rank"]
         self.q_lora = c.get("q_lora_rank")
+        # KimiMLAAttention builds its latent norms with KimiRMSNorm's default eps, 1e-6.
+        latent_eps = c["rms_norm_eps"] if _off("latent_eps") else 1e-6
         if self.q_lora:  # Kimi-K3
             self.q_a_proj = nn.Linear(h, self.q_lora, bias=False)
-            self.q_a_layernorm = RMSNorm(self.q_lora, c["rms_norm_eps"])
+            self.q_a_layernorm = RMSNorm(self.q_lora, latent_eps)
             self.q_b_proj = nn.Linear(self.q_lora, self.heads * (self.nope + self.rope), bias=False)
         else:
             self.q_proj = nn.Linear(h, self.heads * (self.nope + self.rope), bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(h, self.kv_lora + self.rope, bias=False)
-        self.kv_a_layernorm = RMSNorm(self.kv_lora, c["rms_norm_eps"])
+        self.kv_a_layernorm = RMSNorm(self.kv_lora, latent_eps)
         self.kv_b_proj = nn.Linear(self.kv_lora, self.heads * (self.nope + self.v_dim), bias=False)
         self.o_proj = nn.Linear(self.heads * self.v_dim, h, bias=False)
         self.theta = float(c.get("rope_theta", 10000.0))

@@ -184,14 +184,16 @@ class MLAttention(nn.Module):
         self.nope, self.rope, self.v_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
         self.kv_lora = c["kv_lora_rank"]
         qk = self.nope + self.rope
+        # HF builds the latent norms with its RMSNorm's default eps (1e-6), not rms_norm_eps.
+        latent_eps = c["rms_norm_eps"] if "latent_eps" in WITHOUT else 1e-6
         if c.get("q_lora_rank"):
             self.q_a_proj = nn.Linear(h, c["q_lora_rank"], bias=False)
-            self.q_a_layernorm = RMSNorm(c["q_lora_rank"], c["rms_norm_eps"])
+            self.q_a_layernorm = RMSNorm(c["q_lora_rank"], latent_eps)
             self.q_b_proj = nn.Linear(c["q_lora_rank"], self.heads * qk, bias=False)
         else:
             self.q_proj = nn.Linear(h, self.heads * qk, bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(h, self.kv_lora + self.rope, bias=False)
-        self.kv_a_layernorm = RMSNorm(self.kv_lora, c["rms_norm_eps"])
+        self.kv_a_layernorm = RMSNorm(self.kv_lora, latent_eps)
         self.kv_b_proj = nn.Linear(self.kv_lora, self.heads * (self.nope + self.v_dim), bias=False)
         self.o_proj = nn.Linear(self.heads * self.v_dim, h, bias=False)
         self.inv_freq, self.rope_scale = rope_parameters(c, self.rope)
@@ -448,7 +450,8 @@ def llama4_moe_layers(c):
 # Test switch: DAY0_TWIN_WITHOUT=sinks,window,... computes gpt-oss WITHOUT those features, so that
 # a test can show its agreement with the engine depends on each of them (an engine lacking one
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
-# router_bias, interleave (gpt-oss); qk_norm, partial_rotary, score_bias (MiniMax-M2);
+# router_bias, interleave (gpt-oss); latent_eps (MLA's latent norms with rms_norm_eps); qk_norm,
+# partial_rotary, score_bias (MiniMax-M2);
 # ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's,
 # MiniMax-M3's and Nemotron-H's are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES,
 # day0_torch_qwen3next.SWITCHES, day0_torch_deepseek_v4.SWITCHES, day0_torch_minimax_m3.SWITCHES and
@@ -456,7 +459,7 @@ def llama4_moe_layers(c):
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
-                    "ntk_alpha", "norm_after_rope"} | day0_torch_dsa.SWITCHES
+                    "ntk_alpha", "norm_after_rope", "latent_eps"} | day0_torch_dsa.SWITCHES
                    | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES
                    | day0_torch_deepseek_v4.SWITCHES | day0_torch_minimax_m3.SWITCHES
                    | day0_torch_nemotron_h.SWITCHES | day0_torch_kimi_linear.SWITCHES)

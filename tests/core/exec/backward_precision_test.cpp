@@ -347,7 +347,7 @@ std::map<std::string, std::vector<double>> mlaBackwardReference(const model::Mod
     const auto wkvNorm = weight(".kv_a_layernorm.weight", kvr);
     std::vector<double> dLatent(latent.size(), 0.0);
     rmsNormBackward<double>(latent.data(), wkvNorm.data(), dLatentNormed.data(), dLatent.data(),
-        grad(".kv_a_layernorm.weight", kvr), n, kvr, spec.normEps);
+        grad(".kv_a_layernorm.weight", kvr), n, kvr, spec.mla.latentNormEps);
     round(dLatent);
     std::vector<double> dckv(std::size_t(n * (kvr + rd)));
     for (std::int64_t t = 0; t < n; ++t) {
@@ -368,7 +368,7 @@ std::map<std::string, std::vector<double>> mlaBackwardReference(const model::Mod
     const auto wqNorm = weight(".q_a_layernorm.weight", qr);
     std::vector<double> dqa(std::size_t(n * qr), 0.0);
     rmsNormBackward<double>(wide(a.qa).data(), wqNorm.data(), dqaNormed.data(), dqa.data(),
-        grad(".q_a_layernorm.weight", qr), n, qr, spec.normEps);
+        grad(".q_a_layernorm.weight", qr), n, qr, spec.mla.latentNormEps);
     round(dqa);
     const auto wqa = weight(".q_a_proj.weight", qr * h);
     linearBackward<double>(xn1.data(), wqa.data(), dqa.data(), dxn1.data(),

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -312,6 +313,39 @@ TEST(TorchBridge, ShrunkBundledModelsAgreeWithPyTorch)
         EXPECT_EQ(theirs->info.generatedIds, ours->dump.info.generatedIds);
         std::filesystem::remove_all(dir);
     }
+}
+
+// MLA's latent norms (q_a_layernorm, kv_a_layernorm) take HF's RMSNorm default eps, 1e-6, not
+// rms_norm_eps (which Kimi-K2.5/K2.6, GLM-5 and Kimi-K3 set to 1e-5). With rms_norm_eps raised to
+// 0.5 in a shrunk DeepSeek-V3's config the decoder's norms use 0.5 and the latents still 1e-6 in
+// the engine and the twin alike; the twin with rms_norm_eps in its latent norms must then miss.
+TEST(TorchBridge, MlaLatentNormsTakeHfsDefaultEpsNotRmsNormEps)
+{
+    if (!torchAvailable()) {
+        GTEST_SKIP() << kPython
+                     << " has no torch/numpy (apt-get install python3-torch python3-numpy)";
+    }
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const auto dir = std::filesystem::temp_directory_path() / "day0_torch_mla_latent_eps";
+    ASSERT_TRUE(test::shrinkForTwin("deepseek-v3", dir).ok());
+    const auto config = dir / "ckpt" / "config.json";
+    {
+        std::ifstream in(config);
+        auto j = nlohmann::ordered_json::parse(in);
+        j["rms_norm_eps"] = 0.5;
+        std::ofstream(config) << j.dump(2);
+    }
+    const auto spec = exec::loadCheckpointModel(dir / "ckpt");
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(spec->normEps, 0.5);
+    EXPECT_EQ(spec->mla.latentNormEps, 1e-6);
+    const std::vector<std::int64_t> prompt { 5, 17, 42, 99, 7, 3, 11, 23 };
+    const Agreement a = test::checkpointAgainstTorch(dir, "", prompt);
+    std::printf(
+        "deepseek-v3 with rms_norm_eps 0.5: logits max|d|/max %.2e\n", a.logitsMaxAbsOverMax);
+    EXPECT_LE(a.logitsMaxAbsOverMax, 1e-4);
+    test::expectEachFeatureMatters(dir, { "latent_eps" }, prompt);
+    std::filesystem::remove_all(dir);
 }
 
 namespace {
