@@ -183,10 +183,26 @@ Result<void> GradientPass<T>::moeBackward(
         DAY0_TRY(m_tpSum(dweight.data(), std::int64_t(dweight.size()), DType::F64));
         DAY0_TRY(tpSum(dxn2, n * h));
     }
+    const bool sigmoid = m_router.scoring == model::RouterScoring::Sigmoid;
+    std::vector<T> dlogits = routerLogitsBackward(a, dweight, n, sigmoid);
+    if (!sigmoid) {
+        round(dlogits); // the gradient of the router's logits, in the model's dtype
+    }
+    m_acts.record(names.router, dlogits.data(), { n, e });
+    linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(), dxn2,
+        m_p.grad(names.router + ".weight"), m_p.grad(names.router + ".bias"), n, h, e, true);
+    return success();
+}
+
+template <typename T>
+std::vector<T> GradientPass<T>::routerLogitsBackward(const LayerActivations<T>& a,
+    const std::vector<double>& dweight, std::int64_t n, bool sigmoid) const
+{
+    const std::int64_t e = m_spec.moe->numExperts;
+    const std::int64_t k = a.routing.k;
     // Weights w_j = r·s_j / D over the chosen j (D = Σ s + ε with norm_topk_prob, else 1):
     // ∂L/∂s_j = r·(dw_j / D − Σ_i dw_i·s_i / D²); then through the softmax or the sigmoid.
     const double r = m_router.routedScalingFactor;
-    const bool sigmoid = m_router.scoring == model::RouterScoring::Sigmoid;
     std::vector<T> dlogits(std::size_t(n * e), T(0));
     std::vector<double> ds(static_cast<std::size_t>(e));
     for (std::int64_t t = 0; t < n; ++t) {
@@ -216,13 +232,7 @@ Result<void> GradientPass<T>::moeBackward(
             dlogits[std::size_t(t * e + j)] = T(dl);
         }
     }
-    if (!sigmoid) {
-        round(dlogits); // the gradient of the router's logits, in the model's dtype
-    }
-    m_acts.record(names.router, dlogits.data(), { n, e });
-    linearBackward<T>(a.xn2.data(), m_p.value(names.router + ".weight"), dlogits.data(), dxn2,
-        m_p.grad(names.router + ".weight"), m_p.grad(names.router + ".bias"), n, h, e, true);
-    return success();
+    return dlogits;
 }
 
 #define DAY0_GRADIENT_FFN(T)                                                                       \
@@ -233,7 +243,9 @@ Result<void> GradientPass<T>::moeBackward(
         const T*, T*);                                                                             \
     template void GradientPass<T>::moeForward(int, LayerActivations<T>&, T*);                      \
     template Result<void> GradientPass<T>::moeBackward(                                            \
-        int, const LayerActivations<T>&, const T*, T*);
+        int, const LayerActivations<T>&, const T*, T*);                                            \
+    template std::vector<T> GradientPass<T>::routerLogitsBackward(                                 \
+        const LayerActivations<T>&, const std::vector<double>&, std::int64_t, bool) const;
 
 DAY0_GRADIENT_FFN(float)
 DAY0_GRADIENT_FFN(double)

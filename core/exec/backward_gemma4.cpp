@@ -363,35 +363,8 @@ void GradientPass<T>::gemma4MoeBackward(
     const std::string pre2 = p + ".pre_feedforward_layernorm_2.weight";
     rmsNormBackward<T>(
         a.mid.data(), m_p.value(pre2), dxe.data(), dmid, m_p.grad(pre2), n, h, m_spec.normEps);
-    // w_j = r · s_j / Σ_chosen s (s the softmax over every expert): ∂L/∂s_j = r · (dw_j / D −
-    // Σ_i dw_i · s_i / D²) over the chosen, then through the softmax.
-    const double r = m_router.routedScalingFactor;
-    std::vector<T> dlogits(std::size_t(n * e), T(0));
-    std::vector<double> ds(static_cast<std::size_t>(e));
-    for (std::int64_t t = 0; t < n; ++t) {
-        const double* s = a.scores.data() + t * e;
-        std::fill(ds.begin(), ds.end(), 0.0);
-        double sum = 0.0;
-        double weighted = 0.0;
-        for (std::int64_t j = 0; j < k; ++j) {
-            const auto ex = a.routing.experts[std::size_t(t * k + j)];
-            sum += s[ex];
-            weighted += dweight[std::size_t(t * k + j)] * s[ex];
-        }
-        for (std::int64_t j = 0; j < k; ++j) {
-            const auto ex = a.routing.experts[std::size_t(t * k + j)];
-            const double dw = dweight[std::size_t(t * k + j)];
-            ds[std::size_t(ex)]
-                = m_router.normTopkProb ? r * (dw / sum - weighted / (sum * sum)) : r * dw;
-        }
-        double dot = 0.0;
-        for (std::int64_t j = 0; j < e; ++j) {
-            dot += s[j] * ds[std::size_t(j)];
-        }
-        for (std::int64_t j = 0; j < e; ++j) {
-            dlogits[std::size_t(t * e + j)] = T(s[j] * (ds[std::size_t(j)] - dot));
-        }
-    }
+    // w_j = r · s_j / Σ_chosen s, s the softmax over every expert.
+    const std::vector<T> dlogits = routerLogitsBackward(a, dweight, n, false);
     m_acts.record(p + ".router", dlogits.data(), { n, e });
     std::vector<T> dRouterIn(std::size_t(n * h), T(0));
     linearBackward<T>(a.routerIn.data(), m_p.value(p + ".router.proj.weight"), dlogits.data(),

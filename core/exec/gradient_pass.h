@@ -260,6 +260,11 @@ private:
     /// weights' gradients and the experts' input gradients, which are summed before the
     /// router's (replicated) share joins dxn2.
     Result<void> moeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+    /// The router logits' gradient [n, experts] from the combine weights' (`dweight` [n, k]):
+    /// w_j = r·s_j / D over the chosen j (D = Σ s (+ ε for the sigmoid) with norm_topk_prob, else
+    /// 1), ∂L/∂s_j = r·(dw_j / D − Σ_i dw_i·s_i / D²), then through the softmax or the sigmoid.
+    std::vector<T> routerLogitsBackward(const LayerActivations<T>& a,
+        const std::vector<double>& dweight, std::int64_t n, bool sigmoid) const;
 
     const model::ModelSpec& m_spec;
     std::stop_token m_stop;
