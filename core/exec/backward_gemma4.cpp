@@ -24,21 +24,13 @@ bool fullLayer(const model::LayerSpec& layer) { return layer.mixer != model::Mix
 
 template <typename T> Result<void> GradientPass<T>::gemma4Init()
 {
-    auto act = parseActivation(m_spec.hiddenAct);
-    if (!act) {
-        return act.error();
+    auto tables = gemma4Tables(m_spec);
+    if (!tables) {
+        return tables.error();
     }
-    m_activation = *act;
-    auto full = gemma4Rope(m_spec, true);
-    if (!full) {
-        return full.error();
-    }
-    m_rope = std::move(*full);
-    auto sliding = gemma4Rope(m_spec, false);
-    if (!sliding) {
-        return sliding.error();
-    }
-    m_slidingRope = std::move(*sliding);
+    m_activation = tables->activation;
+    m_rope = std::move(tables->full);
+    m_slidingRope = std::move(tables->sliding);
     m_scale = 1.0; // Gemma4TextAttention.scaling: q_norm and k_norm stand for 1/sqrt(d)
     if (m_spec.moe) {
         m_router = routerConfig(*m_spec.moe); // softmax, top-k, renormalised (as the engine's)

@@ -71,6 +71,14 @@ std::vector<WeightRequirement> nemotronHWeights(const model::ModelSpec& spec);
 /// int(partial · d // 2) rotate-half pairs turn, the others keep frequency 0) or of its sliding
 /// layers (head_dim wide). Unsupported, naming it, for another RoPE type.
 Result<Rope> gemma4Rope(const model::ModelSpec& spec, bool full);
+/// What a Gemma-4 pass (the forward's and the gradient pass's) sets up once: its MLPs'
+/// activation and the full and sliding layers' RoPE tables.
+struct Gemma4Tables {
+    Activation activation = Activation::Silu;
+    Rope full;
+    Rope sliding;
+};
+Result<Gemma4Tables> gemma4Tables(const model::ModelSpec& spec);
 /// Qwen3-Next, Qwen3.5, Qwen3.5-MoE (gated_delta_net.cpp).
 bool isQwenNext(const model::ModelSpec& spec);
 /// Whether `weightName` is a zero-centred RMSNorm weight, y = x̂·(1 + w), which the engine loads

@@ -199,23 +199,36 @@ Result<Rope> gemma4Rope(const model::ModelSpec& spec, bool full)
         fullDim, spec.ropeTheta, spec.ropeScaling, spec.partialRotaryFactor, "full_attention");
 }
 
-template <typename T> Result<void> Forward<T>::gemma4Init()
+Result<Gemma4Tables> gemma4Tables(const model::ModelSpec& spec)
 {
-    auto act = parseActivation(m_spec.hiddenAct);
+    Gemma4Tables t;
+    auto act = parseActivation(spec.hiddenAct);
     if (!act) {
         return act.error();
     }
-    m_activation = *act;
-    auto full = gemma4Rope(m_spec, true);
+    t.activation = *act;
+    auto full = gemma4Rope(spec, true);
     if (!full) {
         return full.error();
     }
-    m_rope = std::move(*full);
-    auto sliding = gemma4Rope(m_spec, false);
+    t.full = std::move(*full);
+    auto sliding = gemma4Rope(spec, false);
     if (!sliding) {
         return sliding.error();
     }
-    m_slidingRope = std::move(*sliding);
+    t.sliding = std::move(*sliding);
+    return t;
+}
+
+template <typename T> Result<void> Forward<T>::gemma4Init()
+{
+    auto tables = gemma4Tables(m_spec);
+    if (!tables) {
+        return tables.error();
+    }
+    m_activation = tables->activation;
+    m_rope = std::move(tables->full);
+    m_slidingRope = std::move(tables->sliding);
     if (m_spec.moe) {
         m_router = routerConfig(*m_spec.moe);
     }
