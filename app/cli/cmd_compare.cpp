@@ -145,6 +145,17 @@ std::string renderComparison(const numerics::DumpComparison& c, bool allRows)
             out += fmt::format("routing flips {}: {}\n", r.name, r.verdict.reason);
         }
     }
+    // Gradient rows that a flipped layer's backward reaches: how each was judged instead.
+    std::size_t afterFlips = 0;
+    for (const auto& r : c.rows) {
+        if (r.afterFlips && afterFlips++ < 12) {
+            out += fmt::format("after routing flips {}: {}\n", r.name, r.verdict.reason);
+        }
+    }
+    if (afterFlips > 12) {
+        out += fmt::format(
+            "after routing flips: and {} more rows (--json has each)\n", afterFlips - 12);
+    }
     if (!c.onlyInReference.empty()) {
         out += fmt::format("only in the reference ({}): {}\n", c.onlyInReference.size(),
             fmt::join(c.onlyInReference, ", "));

@@ -121,6 +121,7 @@ Result<GradientResult> GradientPass<T>::run(
     }
     round(hidden);
     m_layers.assign(std::size_t(m_spec.numLayers), {});
+    m_routing.clear();
     if (m_progress != nullptr) {
         m_progress->setTotal(2 * m_spec.numLayers);
         m_progress->setStage("forward");
@@ -209,6 +210,7 @@ Result<GradientResult> GradientPass<T>::run(
     // In the backward's order, so that a comparison's first divergence follows the
     // gradient from the loss down.
     result.activations = std::move(m_acts.list);
+    result.routing = std::move(m_routing);
     return result;
 }
 

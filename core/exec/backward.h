@@ -145,6 +145,11 @@ struct GradientResult {
     /// "<anchor>#grad" → ∂loss/∂(module output), with options.activations, in the order the
     /// backward reaches them: from "lm_head#grad" down to "model.embed_tokens#grad".
     std::vector<std::pair<std::string, numerics::Tensor>> activations;
+    /// The forward's routing of each MoE layer as a forward dump names it: `<router>` (its
+    /// logits [tokens, experts]), `<router>#score` (a sigmoid router's σ(logit) + bias) and
+    /// `<router>#topk` (the chosen experts [tokens, k], I64), so that a comparison of gradient
+    /// dumps finds the tokens whose experts flipped (numerics/gradient_compare.h).
+    std::vector<std::pair<std::string, numerics::Tensor>> routing;
 };
 
 /// What the backward lacks for `spec`, one line each naming the family or operator; empty when

@@ -93,7 +93,7 @@ template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T
     if (const T* b = m_p.value(names.scoreBias); b != nullptr && moe.expertScoreBias) {
         bias.assign(b, b + e);
     }
-    a.routing = route(wide.data(), n, m_router, bias.empty() ? nullptr : bias.data());
+    a.routing = routeAndKeep(names.router, wide, n, bias.empty() ? nullptr : bias.data());
     a.scores = selectionScores(wide.data(), n, m_router, nullptr);
     a.experts.assign(std::size_t(e), {});
     for (std::int64_t t = 0; t < n; ++t) {
@@ -131,6 +131,23 @@ template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T
             a.sharedAct, shared.data());
         addInPlace(out, shared.data(), n * h);
     }
+}
+
+template <typename T>
+Routing GradientPass<T>::routeAndKeep(const std::string& router, const std::vector<double>& logits,
+    std::int64_t n, const double* bias)
+{
+    const std::int64_t e = std::int64_t(logits.size()) / n;
+    Routing routing = route(logits.data(), n, m_router, bias);
+    using numerics::Tensor;
+    m_routing.emplace_back(router, Tensor::fromDoubles({ n, e }, logits).to(computeType<T>()));
+    if (m_router.scoring == model::RouterScoring::Sigmoid) {
+        m_routing.emplace_back(router + "#score",
+            Tensor::fromDoubles({ n, e }, selectionScores(logits.data(), n, m_router, bias))
+                .to(computeType<T>()));
+    }
+    m_routing.emplace_back(router + "#topk", Tensor::fromInts({ n, routing.k }, routing.experts));
+    return routing;
 }
 
 template <typename T>

@@ -266,7 +266,7 @@ template <typename T> void GradientPass<T>::gemma4MoeForward(int l, LayerActivat
     // Softmax over every expert, top-k, renormalised, routed in double as the engine routes;
     // per_expert_scale joins at the combine (the routing keeps the renormalised weights).
     const std::vector<double> wide(logits.begin(), logits.end());
-    a.routing = route(wide.data(), n, m_router, nullptr);
+    a.routing = routeAndKeep(p + ".router", wide, n, nullptr);
     a.scores = selectionScores(wide.data(), n, m_router, nullptr);
     std::vector<T> xe(a.mid.size());
     norm(a.mid.data(), m_p.value(p + ".pre_feedforward_layernorm_2.weight"), xe.data(), n, h);

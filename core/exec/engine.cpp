@@ -155,6 +155,18 @@ std::string modelFingerprint(const model::ModelSpec& spec)
     return s;
 }
 
+void recordRouterInfo(const model::ModelSpec& spec, numerics::DumpInfo& info)
+{
+    if (!spec.moe) {
+        return;
+    }
+    const RouterConfig router = routerConfig(*spec.moe);
+    info.extra["router"]
+        = { { "scoring", router.scoring == model::RouterScoring::Sigmoid ? "sigmoid" : "softmax" },
+              { "top_k", router.topK }, { "n_group", router.numGroups },
+              { "topk_group", router.topkGroup } };
+}
+
 Result<Engine> Engine::create(const model::ModelSpec& spec, const WeightSource& checkpoint,
     bool fp64, Progress& progress, std::stop_token stop)
 {
@@ -521,15 +533,7 @@ Result<RunResult> Engine::Impl::run(const RunOptions& options, Progress& progres
         info.extra["layers"] = { { "first", slice->first }, { "last", slice->last },
             { "input", slice->inputCapture } };
     }
-    if (spec.moe) {
-        // What the routers rank by, for the margins of flipped expert choices (routing_flips.h).
-        const RouterConfig router = routerConfig(*spec.moe);
-        info.extra["router"] = {
-            { "scoring", router.scoring == model::RouterScoring::Sigmoid ? "sigmoid" : "softmax" },
-            { "top_k", router.topK }, { "n_group", router.numGroups },
-            { "topk_group", router.topkGroup }
-        };
-    }
+    recordRouterInfo(spec, info);
     return result;
 }
 

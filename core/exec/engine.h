@@ -99,6 +99,11 @@ struct RunResult {
 /// from config.json alone (plugins/torch/day0_dump.py writes the same string).
 std::string modelFingerprint(const model::ModelSpec& spec);
 
+/// Records in `dump`'s extra info what a MoE model's routers rank by ("router": scoring, top_k,
+/// n_group, topk_group), for the margins of flipped expert choices (numerics/routing_flips.h);
+/// nothing for a dense model.
+void recordRouterInfo(const model::ModelSpec& spec, numerics::DumpInfo& info);
+
 /// The CPU reference engine for one model: weights loaded once (fp64 or fp32 as the plan's base
 /// needs; block-FP8 weights dequantised), then any number of runs. Thread-compatible: one run at
 /// a time per Engine.

@@ -223,6 +223,15 @@ numerics::Dump gradientDump(const model::ModelSpec& spec, const GradientResult& 
     for (const auto& [name, t] : checkpointGradients(spec, result.parameters)) {
         dump.add(name + std::string(kGradSuffix), t, true);
     }
+    // The forward's routing, named as a forward dump names it: the comparison of two gradient
+    // dumps needs the tokens whose experts flipped to judge the gradients they reach.
+    for (const auto& [name, t] : result.routing) {
+        const char* op = name.ends_with("#topk") ? "router_selection"
+            : name.ends_with("#score")           ? "router_score"
+                                                 : "router";
+        dump.add(name, t, true, op);
+    }
+    recordRouterInfo(spec, dump.info);
     return dump;
 }
 

@@ -255,6 +255,12 @@ private:
         const std::vector<T>& g, const std::vector<T>& u, const std::vector<T>& act, const T* dout,
         T* dx);
     void moeForward(int l, LayerActivations<T>& a, T* out);
+    /// Routes `router`'s logits [n, experts] as the engine routes (router.h, in double, `bias`
+    /// added for the choice where the router has one) and keeps what a forward dump records of
+    /// the choice (GradientResult::routing): the logits as `<router>`, a sigmoid router's
+    /// σ(logit) + bias as `<router>#score`, the chosen experts as `<router>#topk`.
+    Routing routeAndKeep(const std::string& router, const std::vector<double>& logits,
+        std::int64_t n, const double* bias);
     /// Under tensor parallelism every rank routes the same way (replicated router) and runs its
     /// slice of each expert: the experts' outputs `x.y` are partial sums, so are the combine
     /// weights' gradients and the experts' input gradients, which are summed before the
@@ -274,6 +280,7 @@ private:
     std::map<std::string, numerics::Tensor> m_converted;
     ActivationGrads<T> m_acts;
     std::vector<LayerActivations<T>> m_layers;
+    std::vector<std::pair<std::string, numerics::Tensor>> m_routing; ///< routeAndKeep's
     std::vector<std::int64_t> m_positions;
     Rope m_rope;
     Rope m_slidingRope; ///< Gemma-4's sliding layers' (m_rope: its full layers')

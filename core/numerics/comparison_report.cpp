@@ -127,6 +127,14 @@ nlohmann::json comparisonToJson(const DumpComparison& c)
                 row["routing_flips"]["unflipped_cosine"] = num(rf.unflipped->cosine);
             }
         }
+        if (r.afterFlips) {
+            const auto& g = *r.afterFlips;
+            row["after_routing_flips"] = { { "layers", g.layers }, { "tokens", g.tokens },
+                { "near_ties", g.nearTies }, { "judged_from_token", g.judgedFrom } };
+            if (g.unaffected) {
+                row["after_routing_flips"]["judged_rel_l2"] = num(g.unaffected->relL2);
+            }
+        }
         rows.push_back(std::move(row));
     }
     nlohmann::json divergence;

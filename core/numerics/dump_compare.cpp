@@ -1,6 +1,8 @@
 #include "numerics/dump_compare.h"
 
 #include "numerics/gradient_anchor.h"
+#include "numerics/gradient_compare.h"
+#include "numerics/gradient_routing.h"
 
 #include <fmt/format.h>
 
@@ -128,37 +130,19 @@ Result<void> analyseRoutingFlips(CaptureComparison& row, const Tensor& reference
 {
     const bool own = row.own.has_value();
     const Dump& judged = own ? *options.local : target;
-    const Tensor* rs = referenceDump.tensor(selection);
-    const Tensor* ts = judged.tensor(selection);
     const Tensor* out = judged.tensor(row.name);
-    if (rs == nullptr || ts == nullptr || out == nullptr || rs->shape() != ts->shape()
-        || rs->rank() != 2 || reference.rank() < 1 || reference.dim(0) != rs->dim(0)) {
+    if (out == nullptr || reference.rank() < 1) {
         return success();
     }
-    RoutingFlips flips;
-    flips.selection = selection;
-    flips.basis = own || judged.info.mode == "inject" ? "own" : "accumulated";
-    flips.tokens = rs->dim(0);
-    const std::string logitsName = selection.substr(0, selection.rfind('#'));
-    ReferenceRouterScores scores;
-    scores.logits = referenceDump.tensor(logitsName);
-    scores.selection = referenceDump.tensor(logitsName + "#score");
-    scores.scale = routerScaleFromJson(referenceDump.info.extra);
-    scores.targetLogits = judged.tensor(logitsName);
-    if (scores.selection != nullptr && scores.scale && scores.scale->sigmoid) {
-        flips.scores = logitsName + "#score";
-    } else if (scores.logits != nullptr) {
-        flips.scores = logitsName;
-    }
-    flips.sigmoid = scores.scale && scores.scale->sigmoid;
-    auto found = findTokenFlips(*rs, *ts, scores, dtype);
+    auto found = layerRoutingFlips(referenceDump, judged, selection, dtype);
     if (!found) {
-        return found.error().withContext(selection);
+        return found.error();
     }
-    flips.flips = std::move(*found);
-    if (flips.flips.empty()) {
+    if (!*found || (*found)->flips.empty() || reference.dim(0) != (*found)->tokens) {
         return success();
     }
+    RoutingFlips flips = std::move(**found);
+    flips.basis = own || judged.info.mode == "inject" ? "own" : "accumulated";
     if (std::int64_t(flips.flips.size()) < flips.tokens) {
         auto m
             = compareExcludingTokens(reference, *out, flips.tokens, flips.flips, options.metrics);
@@ -209,13 +193,7 @@ void judgeRoutingFlips(CaptureComparison& row, const DumpComparison& cmp,
     const CompareOptions& options, const JudgeInput& input)
 {
     const RoutingFlips& rf = *row.routing;
-    std::string flipped;
-    for (std::size_t i = 0; i < rf.flips.size() && i < 8; ++i) {
-        flipped += (i == 0 ? "" : "; ") + describeFlip(rf.flips[i], cmp.precision, rf.sigmoid);
-    }
-    if (rf.flips.size() > 8) {
-        flipped += fmt::format("; and {} more", rf.flips.size() - 8);
-    }
+    const std::string flipped = describeFlips(rf, cmp.precision);
     const Verdict full = row.verdict;
     const std::string fullText = fmt::format("all tokens: rel L2 {:.2e}", full.value);
     if (!rf.allNearTies()) {
@@ -346,6 +324,50 @@ std::optional<DType> precisionDType(const std::string& precision)
     return parseToleranceDType(p);
 }
 
+std::string describeFlips(const RoutingFlips& rf, DType dtype)
+{
+    std::string flipped;
+    for (std::size_t i = 0; i < rf.flips.size() && i < 8; ++i) {
+        flipped += (i == 0 ? "" : "; ") + describeFlip(rf.flips[i], dtype, rf.sigmoid);
+    }
+    if (rf.flips.size() > 8) {
+        flipped += fmt::format("; and {} more", rf.flips.size() - 8);
+    }
+    return flipped;
+}
+
+Result<std::optional<RoutingFlips>> layerRoutingFlips(
+    const Dump& reference, const Dump& judged, const std::string& selection, DType dtype)
+{
+    const Tensor* rs = reference.tensor(selection);
+    const Tensor* ts = judged.tensor(selection);
+    if (rs == nullptr || ts == nullptr || rs->shape() != ts->shape() || rs->rank() != 2) {
+        return std::optional<RoutingFlips>();
+    }
+    RoutingFlips flips;
+    flips.selection = selection;
+    flips.basis = judged.info.mode == "inject" ? "own" : "accumulated";
+    flips.tokens = rs->dim(0);
+    const std::string logitsName = selection.substr(0, selection.rfind('#'));
+    ReferenceRouterScores scores;
+    scores.logits = reference.tensor(logitsName);
+    scores.selection = reference.tensor(logitsName + "#score");
+    scores.scale = routerScaleFromJson(reference.info.extra);
+    scores.targetLogits = judged.tensor(logitsName);
+    if (scores.selection != nullptr && scores.scale && scores.scale->sigmoid) {
+        flips.scores = logitsName + "#score";
+    } else if (scores.logits != nullptr) {
+        flips.scores = logitsName;
+    }
+    flips.sigmoid = scores.scale && scores.scale->sigmoid;
+    auto found = findTokenFlips(*rs, *ts, scores, dtype);
+    if (!found) {
+        return found.error().withContext(selection);
+    }
+    flips.flips = std::move(*found);
+    return std::optional<RoutingFlips>(std::move(flips));
+}
+
 Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     const CompareOptions& options, Progress& progress, std::stop_token stop)
 {
@@ -401,6 +423,11 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
         row.name = rc.name;
         const auto overridden = parseOpKind(!rc.op.empty() ? rc.op : tc->op);
         row.kind = overridden ? *overridden : opKindForAnchor(rc.name);
+        // The embedding's output gradient is layer 0's input gradient, what the backward of
+        // every layer accumulates: judged as a decoder layer's, not as the forward's exact lookup.
+        if (row.kind == OpKind::Embedding && isActivationGradient(rc.name)) {
+            row.kind = OpKind::DecoderLayer;
+        }
         row.layer = layerOfAnchor(rc.name);
         row.shape = rc.shape;
         row.targetShape = tc->shape;
@@ -418,8 +445,9 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
                     }
                 }
                 const auto sel = selections.find(row.layer);
+                // A gradient row's flips are judged with the whole backward in view, below.
                 if ((row.kind == OpKind::Moe || row.kind == OpKind::DecoderLayer)
-                    && sel != selections.end()) {
+                    && sel != selections.end() && !row.name.ends_with(kGradientSuffix)) {
                     DAY0_TRY(analyseRoutingFlips(
                         row, *rt, reference, target, sel->second, options, cmp.precision));
                 }
@@ -453,6 +481,9 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
             cmp.onlyInTarget.push_back(tc.name);
         }
     }
+    if (isGradientComparison(cmp)) {
+        DAY0_TRY(judgeGradientRoutingFlips(cmp, reference, target, options));
+    }
     cmp.divergenceBasis = options.local != nullptr ? "own" : "accumulated";
     for (std::size_t i = 0; i < cmp.rows.size(); ++i) {
         if (cmp.rows[i].verdict.status == VerdictStatus::Fail) {
@@ -465,6 +496,13 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
 
 int captureDepth(const CaptureComparison& row, std::int64_t numLayers)
 {
+    if (row.name.ends_with(kGradientSuffix)) {
+        // A gradient carries the error of the whole forward (the loss reads every layer) and of
+        // the backward from the loss down to it: layer L's, N + (N − 1 − L) layers' worth; the
+        // embedding's 2N; the head's and the final norm's N.
+        const int at = gradientDepth(row.name, numLayers);
+        return int(numLayers) + std::max(0, int(numLayers) - 1 - at);
+    }
     if (row.layer >= 0) {
         return row.layer;
     }

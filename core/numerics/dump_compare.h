@@ -39,6 +39,20 @@ struct CompareOptions {
     std::function<void(const DumpComparison& sofar)> partial;
 };
 
+/// A gradient row the backward reaches after a MoE layer whose expert choice flipped
+/// (judgeGradientRoutingFlips): a flipped token's gradient takes another expert's path, so the
+/// row differs by more than the precision explains wherever that token's gradient flows.
+struct GradientFlips {
+    std::vector<int> layers; ///< the flipped MoE layers whose backward reaches the row
+    std::vector<std::int64_t> tokens; ///< the tokens that flipped there
+    bool nearTies = false; ///< every one of those flips is a near-tie
+    /// Activation gradients: judged over the tokens after the last flipped one (the gradient of a
+    /// token flows to itself and, through causal attention, to the tokens before it), from this
+    /// token on; -1 when none is left or for a parameter gradient (a sum over every token).
+    std::int64_t judgedFrom = -1;
+    std::optional<ErrorMetrics> unaffected; ///< the error over those tokens
+};
+
 /// Relative differences of summary statistics, for statistics-only captures.
 struct StatsDelta {
     double meanDiff = 0.0; ///< |mean_t - mean_r| / rms_r
@@ -66,6 +80,9 @@ struct CaptureComparison {
     /// flips, their reference margins, and the error over the other tokens (which the verdict then
     /// judges).
     std::optional<RoutingFlips> routing;
+    /// A gradient row that the backward of a MoE layer whose routing flipped reaches
+    /// (gradient_routing.h): what it was judged on instead.
+    std::optional<GradientFlips> afterFlips;
     Verdict verdict;
 };
 
@@ -90,13 +107,26 @@ struct DumpComparison {
     [[nodiscard]] std::string status() const;
 };
 
+/// Each flip of `rf` (the first eight, then how many more) with its reference margin against
+/// what `dtype` resolves: "token 19 (reference margin 4.2e-04 <= bf16 resolution …, logit); …".
+std::string describeFlips(const RoutingFlips& rf, DType dtype);
+
+/// The tokens whose experts differ between `reference` and `judged` in one MoE layer's router
+/// selection capture (`selection`, "...#topk"), with their margins in the reference's router
+/// scores (RoutingFlips without `unflipped`); nullopt when either dump lacks it or its shapes
+/// differ.
+Result<std::optional<RoutingFlips>> layerRoutingFlips(
+    const Dump& reference, const Dump& judged, const std::string& selection, DType dtype);
+
 /// Aligns two dumps by capture name and compares every common capture. Errors: no table,
 /// different models (fingerprints) or inputs (unless allowMismatch), a cancelled stop token.
 Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     const CompareOptions& options, Progress& progress, std::stop_token stop);
 
 /// Layers before a capture, as depth growth counts them: its layer index, or all layers for the
-/// final norm and the logits, else 0.
+/// final norm and the logits, else 0. A gradient ("...#grad") comes after the whole forward and
+/// the backward of the layers above it: N + (N − 1 − L) for layer L's, 2N for the embedding's,
+/// N for the head's and the final norm's.
 int captureDepth(const CaptureComparison& row, std::int64_t numLayers);
 
 /// The precision spelled in a dump ("bf16", "fp8", "int8", "fp32") as a DType.
