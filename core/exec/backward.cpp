@@ -297,6 +297,14 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "is not modelled",
             spec.name));
     }
+    if ((options.tpSum || options.vocabTotal > 0)
+        && (spec.family == model::Family::Glm4Moe || spec.family == model::Family::GlmMoeDsa
+            || spec.family == model::Family::MiniMaxM2)) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of {} (partial "
+                                              "rotary, the DSA indexer, q/k norms across heads) "
+                                              "is not modelled",
+            spec.name, model::familyName(spec.family)));
+    }
     if (ids.empty()) {
         return Error::badInput("gradients: no token ids");
     }
