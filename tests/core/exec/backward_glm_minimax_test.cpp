@@ -253,6 +253,27 @@ TEST(BackwardGlm, ShrunkGlm5MatchesTorchAutogradThroughItsIndexersSelection)
     expectTensorParallelRefused(s, kIds);
 }
 
+TEST(BackwardGlm, ShrunkGlm52SharedLayersReuseTheSelectionInTheBackward)
+{
+    if (!test::torchAvailable()) {
+        GTEST_SKIP() << test::kPython << " has no torch/numpy";
+    }
+    // GLM-5.2's indexer_types: shrunk, layers full, full, shared, full; the shared layer has no
+    // indexer and attends over layer 1's selection (its weights: none to train).
+    const auto dir = std::filesystem::temp_directory_path() / "day0_backward_glm52";
+    checkpoint::ShrinkOptions bf16;
+    bf16.unquantized = true;
+    const auto s = shrunkGradients((std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs"
+                                       / "frontier-sizes" / "zai-org--GLM-5.2.json")
+                                       .string(),
+        dir, kIds, bf16);
+    ASSERT_EQ(s.spec.family, model::Family::GlmMoeDsa);
+    ASSERT_EQ(s.spec.layers[2].mixer, model::MixerKind::Attention);
+    ASSERT_EQ(s.spec.layers[1].mixer, model::MixerKind::SparseMla);
+    ASSERT_LT(s.spec.mla.indexerTopK, std::int64_t(kIds.size()));
+    expectTwinAgrees(s, dir, kIds, { "indexer_shared", "indexer" });
+}
+
 TEST(BackwardMiniMax, ShrunkMiniMaxM2MatchesTorchAutogradForEveryParameter)
 {
     if (!test::torchAvailable()) {
