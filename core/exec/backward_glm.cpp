@@ -9,9 +9,12 @@
 //   selection is an integer top-k: in autograd (HF's GlmMoeDsaIndexer, the twin
 //   plugins/torch/day0_torch_dsa.py) the mask built from it carries no gradient back, so the
 //   indexer's weights get zero gradients, and the attention's backward over the kept keys is
-//   that of its probabilities (zero where dropped).
+//   that of its probabilities (zero where dropped). Emulated bf16/fp16 rounds the indexer as
+//   the engine's emulated forward does (its projections, k_norm's output, its RoPE), so that
+//   both select the same keys.
 #include "exec/backward_ops.h"
 #include "exec/dsa_indexer.h"
+#include "exec/emulated_ops.h"
 #include "exec/forward.h"
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
@@ -82,10 +85,16 @@ template <typename T> void GradientPass<T>::dsaSelect(int l, LayerActivations<T>
     project(a.xn1.data(), m_p.value(ix + ".wk.weight"), nullptr, k.data(), n, h, d);
     layerNorm<T>(k.data(), m_p.value(ix + ".k_norm.weight"), m_p.value(ix + ".k_norm.bias"),
         k.data(), n, d, 1e-6);
+    round(k); // the engine's layerNormOp rounds its output when emulated
     Rope rope = m_rope;
     rope.layout = m.indexerRopeInterleave ? RopeLayout::Interleaved : RopeLayout::RotateHalf;
-    applyRope<T>(q.data(), n, heads, d, m_positions, rope);
-    applyRope<T>(k.data(), n, 1, d, m_positions, rope);
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedRope(q.data(), n, heads, d, m_positions, rope, {}, m_mode);
+        emulatedRope(k.data(), n, 1, d, m_positions, rope, {}, m_mode);
+    } else {
+        applyRope<T>(q.data(), n, heads, d, m_positions, rope);
+        applyRope<T>(k.data(), n, 1, d, m_positions, rope);
+    }
     std::vector<T> w(std::size_t(n * heads));
     project(a.xn1.data(), m_p.value(ix + ".weights_proj.weight"), nullptr, w.data(), n, h, heads);
     const T scale = T(1.0 / std::sqrt(double(heads)) / std::sqrt(double(d)));

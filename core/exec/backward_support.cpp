@@ -147,10 +147,6 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
                          "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
                          "logits; fp64 or fp32 only)");
     }
-    if (spec.family == model::Family::GlmMoeDsa) {
-        out.emplace_back("GLM-5 (the DSA indexer's selection in emulated precision; fp64 or fp32 "
-                         "only)");
-    }
     return out;
 }
 

@@ -1,7 +1,7 @@
 // day0 run --grad and day0 train end to end on shrunk GLM-4.5, GLM-5 and MiniMax-M2 checkpoints
 // (the backward of exec/backward_glm.cpp; its agreement with PyTorch autograd is
-// tests/core/exec/backward_glm_minimax_test.cpp's), and what they refuse by name: tensor
-// parallelism of the three, GLM-5's emulated bf16.
+// tests/core/exec/backward_glm_minimax_test.cpp's), GLM-5's in emulated bf16 too, and what
+// they refuse by name: tensor parallelism of the three.
 #include "cli_runner.h"
 
 #include <gtest/gtest.h>
@@ -54,14 +54,26 @@ TEST(CliGradGlm, Glm45RunsGradAndTrains)
     expectGradAndTrain(config, scratchDir("grad_glm45_cli") + "/ckpt");
 }
 
-TEST(CliGradGlm, Glm5RunsGradAndTrainsAndRefusesBf16ByName)
+TEST(CliGradGlm, Glm5RunsGradAndTrainsInFp64AndBf16)
 {
     const std::string dir = scratchDir("grad_glm5_cli") + "/ckpt";
     expectGradAndTrain("glm-5", dir);
-    const auto bf16 = runDay0(
-        { "run", dir, "--grad", "--precision", "bf16", "--ids", "5,17,42", "--no-record", "-q" });
-    EXPECT_NE(bf16.exitCode, 0);
-    EXPECT_NE(bf16.err.find("GLM-5"), std::string::npos) << bf16.err;
+    // Emulated bf16 through the indexer and MLA: within 1% of fp64's loss, not equal to it.
+    const std::string ids = "5,17,42,99,7,3,11,23,64,8,250,128";
+    const auto wide = runDay0({ "run", dir, "--grad", "--precision", "fp64", "--ids", ids, "--json",
+        "--no-record", "-q" });
+    const auto bf16 = runDay0({ "run", dir, "--grad", "--precision", "bf16", "--ids", ids, "--json",
+        "--no-record", "-q" });
+    ASSERT_EQ(wide.exitCode, 0) << wide.err;
+    ASSERT_EQ(bf16.exitCode, 0) << bf16.err;
+    const double l64 = wide.json()["loss"].get<double>();
+    const double l16 = bf16.json()["loss"].get<double>();
+    EXPECT_NE(l16, l64);
+    EXPECT_NEAR(l16, l64, 1e-2 * l64);
+    const auto mixed = runDay0({ "train", dir, "--steps", "2", "--batch", "2", "--seq", "12",
+        "--precision", "bf16-mixed", "--json", "--no-record", "-q" });
+    ASSERT_EQ(mixed.exitCode, 0) << mixed.err;
+    EXPECT_EQ(mixed.json()["loss"].size(), 2u);
 }
 
 TEST(CliGradMiniMax, MiniMaxM2RunsGradAndTrains)
