@@ -136,8 +136,12 @@ void expectNarrowerAgree(const Shrunk& s, const std::filesystem::path& dir,
     }
     ASSERT_TRUE(emulated.ok()) << emulated.error().message;
     std::vector<double> errors;
+    std::string worstName;
     for (const auto& [name, g] : s.ours.parameters) {
         errors.push_back(relativeL2(g, emulated->parameters.at(name)));
+        if (errors.back() >= *std::max_element(errors.begin(), errors.end())) {
+            worstName = name;
+        }
     }
     std::sort(errors.begin(), errors.end());
     // The engine's own emulated bf16 forward of the checkpoint.
@@ -155,10 +159,10 @@ void expectNarrowerAgree(const Shrunk& s, const std::filesystem::path& dir,
     const double toEngine = relativeL2(*r->dump.tensor("lm_head"), emulated->logits);
     const double fp32ToEngine = relativeL2(*r->dump.tensor("lm_head"), narrow->logits);
     std::printf("%s emulated bf16 against fp64: per-parameter relative L2 median %.1e, largest "
-                "%.1e; loss %.6f vs %.6f; logits against the engine's bf16 run %.2e (fp32 "
+                "%.1e (%s); loss %.6f vs %.6f; logits against the engine's bf16 run %.2e (fp32 "
                 "pass's %.2e)\n",
-        s.spec.modelType.c_str(), errors[errors.size() / 2], errors.back(), emulated->loss,
-        s.ours.loss, toEngine, fp32ToEngine);
+        s.spec.modelType.c_str(), errors[errors.size() / 2], errors.back(), worstName.c_str(),
+        emulated->loss, s.ours.loss, toEngine, fp32ToEngine);
     EXPECT_LT(toEngine, 1e-3);
     EXPECT_GT(fp32ToEngine, 1e-3);
     EXPECT_GE(errors[errors.size() / 2], 1e-3);
