@@ -568,16 +568,16 @@ Result<ShrinkSummary> shrinkModel(const std::string& modelArg, const fs::path& o
     }
     const bool mxfp4
         = spec->quantization && spec->quantization->scheme == model::QuantScheme::Mxfp4;
-    // MiniMax-M2/M3, Nemotron-H: a zero selection bias would leave its sigmoid router's bias
-    // untested; M3's (1 + w) norms around one too: a uniform per-head norm would commute with the
-    // RoPE.
+    // MiniMax-M2/M3, Nemotron-H, GLM-4.5: a zero selection bias would leave its sigmoid router's
+    // bias untested (GLM-4.5's q/k/v biases likewise); M3's (1 + w) norms around one too: a uniform
+    // per-head norm would commute with the RoPE.
     const bool deepseekV4 = spec->family == model::Family::DeepseekV4;
     // Kimi-Linear: its sigmoid router's bias and the KDA's o_norm weight live too.
     const bool kimi = spec->family == model::Family::KimiLinear;
     Init init { options.seed, stddev,
         spec->family == model::Family::GptOss || spec->family == model::Family::MiniMaxM2
             || spec->family == model::Family::MiniMaxM3 || spec->family == model::Family::NemotronH
-            || deepseekV4 || kimi,
+            || spec->family == model::Family::Glm4Moe || deepseekV4 || kimi,
         spec->family == model::Family::Gemma4 || spec->family == model::Family::Hunyuan
             || spec->family == model::Family::Qwen3Next || spec->family == model::Family::Qwen35
             || spec->family == model::Family::Qwen35Moe || spec->family == model::Family::MiniMaxM3

@@ -8,20 +8,40 @@
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
 
+#include <array>
+#include <string>
+
 namespace day0::exec::detail {
+
+namespace {
+
+/// The gate, up and down projections' names in `module`: gate_proj / up_proj / down_proj, or
+/// Mixtral's w1 / w3 / w2 for the experts of the families that keep them (MiniMax-M2).
+std::array<std::string, 3> mlpLeaves(const model::ModelSpec& spec, const std::string& module)
+{
+    if (module.find(".experts.") != std::string::npos) {
+        const LayerNames names = layerNames(spec, 0);
+        return { names.expertGate, names.expertUp, names.expertDown };
+    }
+    return { "gate_proj", "up_proj", "down_proj" };
+}
+
+} // namespace
 
 template <typename T>
 void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int64_t rows,
     std::int64_t inter, std::vector<T>& g, std::vector<T>& u, std::vector<T>& act, T* out)
 {
     const std::int64_t h = m_spec.hiddenSize;
+    const auto [gate, up, down] = mlpLeaves(m_spec, module);
+    const std::string gp = module + "." + gate;
+    const std::string upp = module + "." + up;
+    const std::string dp = module + "." + down;
     g.resize(std::size_t(rows * inter));
     u.resize(std::size_t(rows * inter));
     // gpt-oss's experts carry biases (null elsewhere).
-    project(x, m_p.value(module + ".gate_proj.weight"), m_p.value(module + ".gate_proj.bias"),
-        g.data(), rows, h, inter);
-    project(x, m_p.value(module + ".up_proj.weight"), m_p.value(module + ".up_proj.bias"), u.data(),
-        rows, h, inter);
+    project(x, m_p.value(gp + ".weight"), m_p.value(gp + ".bias"), g.data(), rows, h, inter);
+    project(x, m_p.value(upp + ".weight"), m_p.value(upp + ".bias"), u.data(), rows, h, inter);
     if (m_spec.swigluLimit > 0.0) {
         // gpt-oss: g and u stay as projected (before the clamps), which the backward masks by.
         act.resize(g.size());
@@ -35,8 +55,7 @@ void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int
             gatedActivate(act.data(), u.data(), rows * inter, m_activation);
         }
     }
-    project(act.data(), m_p.value(module + ".down_proj.weight"),
-        m_p.value(module + ".down_proj.bias"), out, rows, inter, h);
+    project(act.data(), m_p.value(dp + ".weight"), m_p.value(dp + ".bias"), out, rows, inter, h);
 }
 
 template <typename T>
@@ -45,10 +64,13 @@ void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::in
     const T* dout, T* dx)
 {
     const std::int64_t h = m_spec.hiddenSize;
+    const auto [gate, up, down] = mlpLeaves(m_spec, module);
+    const std::string gp = module + "." + gate;
+    const std::string upp = module + "." + up;
+    const std::string dp = module + "." + down;
     std::vector<T> dact(act.size());
-    linearBackward<T>(act.data(), m_p.value(module + ".down_proj.weight"), dout, dact.data(),
-        m_p.grad(module + ".down_proj.weight"), m_p.grad(module + ".down_proj.bias"), rows, inter,
-        h, false);
+    linearBackward<T>(act.data(), m_p.value(dp + ".weight"), dout, dact.data(),
+        m_p.grad(dp + ".weight"), m_p.grad(dp + ".bias"), rows, inter, h, false);
     round(dact);
     std::vector<T> dg(act.size());
     std::vector<T> du(act.size());
@@ -62,12 +84,10 @@ void GradientPass<T>::mlpBackward(const std::string& module, const T* x, std::in
     }
     round(dg);
     round(du);
-    linearBackward<T>(x, m_p.value(module + ".gate_proj.weight"), dg.data(), dx,
-        m_p.grad(module + ".gate_proj.weight"), m_p.grad(module + ".gate_proj.bias"), rows, h,
-        inter, true);
-    linearBackward<T>(x, m_p.value(module + ".up_proj.weight"), du.data(), dx,
-        m_p.grad(module + ".up_proj.weight"), m_p.grad(module + ".up_proj.bias"), rows, h, inter,
-        true);
+    linearBackward<T>(x, m_p.value(gp + ".weight"), dg.data(), dx, m_p.grad(gp + ".weight"),
+        m_p.grad(gp + ".bias"), rows, h, inter, true);
+    linearBackward<T>(x, m_p.value(upp + ".weight"), du.data(), dx, m_p.grad(upp + ".weight"),
+        m_p.grad(upp + ".bias"), rows, h, inter, true);
 }
 
 template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T>& a, T* out)

@@ -114,7 +114,8 @@ template <typename T> std::int64_t GradientPass<T>::keptBytes(std::size_t extra)
                  &a.attnOut, &a.ffnOut, &a.unscaled, &a.routerIn, &a.expertsOut, &a.ffnSum }) {
             elements += v->size();
         }
-        others += a.scores.size() + a.routing.experts.size() + a.routing.weights.size();
+        others += a.scores.size() + a.routing.experts.size() + a.routing.weights.size()
+            + a.selection.size();
         for (const auto& e : a.experts) {
             elements += e.x.size() + e.g.size() + e.u.size() + e.act.size() + e.y.size();
             others += e.token.size() + e.slot.size();
@@ -140,6 +141,9 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
         a.k.data(), n, h, kvHeads * d);
     project(a.xn1.data(), m_p.value(p + ".v_proj.weight"), m_p.value(p + ".v_proj.bias"),
         a.v.data(), n, h, kvHeads * d);
+    if (m_spec.qkNormAcrossHeads) {
+        acrossHeadsNormForward(l, a); // MiniMax-M2
+    }
     if (m_spec.qkNorm) {
         const LayerNames names = layerNames(m_spec, l);
         a.qPre = a.q;
@@ -200,6 +204,9 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
         dk = std::move(dkPre);
         round(dq);
         round(dk);
+    }
+    if (m_spec.qkNormAcrossHeads) {
+        acrossHeadsNormBackward(l, a, dq, dk);
     }
     const auto inputGradient
         = [&](const std::string& proj, const std::vector<T>& dy, std::int64_t width) {

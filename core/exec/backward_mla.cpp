@@ -93,8 +93,14 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
         }
     }
     a.ctx.resize(std::size_t(n * heads * vd));
+    // GLM-5's DSA: only the keys the indexer selects (backward_glm.cpp); the backward reads the
+    // probabilities, zero where a key was dropped.
+    dsaSelect(l, a);
+    AttentionMask<T> mask;
+    mask.selected = a.selection;
+    mask.selectedPerQuery = a.selection.empty() ? 0 : m.indexerTopK;
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
-        heads, qk, vd, m_scale, attentionRounding());
+        heads, qk, vd, m_scale, attentionRounding(), mask);
     round(a.ctx);
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"), nullptr, out, n, heads * vd, h);
 }

@@ -192,6 +192,22 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
                 }
                 p[j] = s * T(scale);
             }
+            if (!mask.selected.empty()) {
+                // DSA: a key the row's selection leaves out scores −∞ (probability 0).
+                std::vector<bool> kept(std::size_t(i + 1), false);
+                const auto row = mask.selected.subspan(
+                    std::size_t(i * mask.selectedPerQuery), std::size_t(mask.selectedPerQuery));
+                for (const std::int64_t j : row) {
+                    if (j >= 0 && j <= i) {
+                        kept[std::size_t(j)] = true;
+                    }
+                }
+                for (std::int64_t j = first; j <= i; ++j) {
+                    if (!kept[std::size_t(j)]) {
+                        p[j] = -std::numeric_limits<T>::infinity();
+                    }
+                }
+            }
             if (round) {
                 round(p + first, seen);
             }

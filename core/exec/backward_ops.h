@@ -57,6 +57,10 @@ template <typename T> struct AttentionMask {
     /// One logit per query head [heads] that joins each row's softmax (its maximum and its
     /// denominator) with no value (gpt-oss `self_attn.sinks`); null: none.
     const T* sinks = nullptr;
+    /// DSA (GLM-5): the keys each query keeps [n, selectedPerQuery] (−1 padded); the others get
+    /// no probability. Empty: every key the window allows.
+    std::span<const std::int64_t> selected;
+    std::int64_t selectedPerQuery = 0;
 };
 
 /// Causal softmax attention of `n` tokens over themselves (query i sees keys ≤ i, within

@@ -6,7 +6,11 @@
 // Gemma-4's text model (backward_gemma4.cpp: scaled embeddings, q/k/v norms, sliding and full
 // layers with a RoPE per layer type and the full layers' global_head_dim, attention_k_eq_v, the
 // sandwich norms, the layer scalar, the gelu-tanh GLU, the MoE block beside the dense MLP, final
-// logit soft-capping). Anything else is named.
+// logit soft-capping), GLM-4.5 (partial rotary, biased q/k/v, optional q/k norm, the sigmoid router
+// with shared experts after first_k_dense_replace dense layers), GLM-5 (MLA restricted to the keys
+// its DSA indexer selects; no gradient reaches the indexer through its discrete top-k, so its
+// weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
+// the sigmoid router with its correction bias; backward_glm.cpp). Anything else is named.
 #include "exec/backward.h"
 
 #include <fmt/format.h>
@@ -22,10 +26,14 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // So are Gemma-4's (its sliding layers, per-layer head widths, k = v, the gelu-tanh GLU,
     // the soft-capped logits) for Gemma-4.
     const bool gemma4 = family == model::Family::Gemma4;
+    // GLM-4.5, GLM-5 and MiniMax-M2 (backward_glm.cpp).
+    const bool glm45 = family == model::Family::Glm4Moe;
+    const bool glm5 = family == model::Family::GlmMoeDsa;
+    const bool minimax = family == model::Family::MiniMaxM2;
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4;
+        || gemma4 || glm45 || glm5 || minimax;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -45,7 +53,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         "MLP activations other than silu (SwiGLU)");
     refuse(spec.swigluLimit > 0.0 && !clampedSwiglu, "the clamped SwiGLU");
     refuse(spec.attentionOutputGate, "the attention output gate");
-    refuse(spec.qkNormAcrossHeads, "q/k norms across heads");
+    refuse(spec.qkNormAcrossHeads && !minimax, "q/k norms across heads");
     refuse(spec.attentionSinks && !gptOss, "attention sinks");
     refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
     refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
@@ -58,7 +66,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(!spec.ropeScaling.mropeSection.empty(), "M-RoPE");
     if (spec.attention == model::AttentionKind::MLA) {
         const auto& m = spec.mla;
-        refuse(m.indexerHeads > 0, "the DSA indexer (sparse MLA)");
+        refuse(m.indexerHeads > 0 && !glm5, "the DSA indexer (sparse MLA)");
+        refuse(glm5 && m.indexerHeads > 0 && m.qLoraRank <= 0,
+            "the DSA indexer without a query latent (q_lora_rank)");
         refuse(m.outputGate, "the MLA output gate");
         refuse(m.noRope, "MLA without RoPE");
     } else {
@@ -69,7 +79,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // Gemma-4's likewise.
         const bool window = (gptOss || gemma4) && layer.mixer == model::MixerKind::Sliding
             && layer.slidingWindow > 0 && layer.attentionChunk == 0;
-        if (layer.mixer != model::MixerKind::Attention && !window) {
+        // GLM-5's MLA over the keys its indexer selects.
+        const bool sparseMla = glm5 && layer.mixer == model::MixerKind::SparseMla;
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
@@ -106,8 +118,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.packedExperts && !gptOss && !gemma4, "packed (fused 3-D) experts");
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
-        refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3,
-            "shared experts outside DeepSeek-V3");
+        refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
+                && !glm5,
+            "shared experts outside DeepSeek-V3, GLM-4.5 and GLM-5");
     }
     return out;
 }

@@ -247,6 +247,20 @@ private:
     void gemma4MoeBackward(int l, const LayerActivations<T>& a, const T* dexperts, T* dmid);
     [[nodiscard]] bool gemma4() const { return m_spec.family == model::Family::Gemma4; }
 
+    // --- GLM-5's DSA indexer and MiniMax-M2's q/k norms across heads (backward_glm.cpp) ---
+
+    /// MiniMax-M2: a.q / a.k ← RMSNorm over each token's whole q (k) projection; a.qPre / a.kPre
+    /// keep the projections.
+    void acrossHeadsNormForward(int l, LayerActivations<T>& a);
+    /// Its backward: dq / dk (of the normed q and k) become the projections' gradients; the
+    /// norms' weight gradients accumulated.
+    void acrossHeadsNormBackward(
+        int l, const LayerActivations<T>& a, std::vector<T>& dq, std::vector<T>& dk);
+    /// a.selection ← the keys layer `l`'s indexer keeps for each query (from a.xn1 and
+    /// a.qaNormed), the previous layer's for a layer without its own indexer, none without DSA.
+    /// No gradient flows back through the discrete choice.
+    void dsaSelect(int l, LayerActivations<T>& a);
+
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 
     void mlpForward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,

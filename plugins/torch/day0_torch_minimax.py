@@ -69,7 +69,9 @@ class MiniMaxM2Router(nn.Module):
         self.weight = nn.Parameter(torch.zeros(c["num_local_experts"], c["hidden_size"]))
 
     def forward(self, x):
-        return F.linear(x.float(), self.weight.float())
+        # HF's F32 router; float64 itself in the float64 gradient reference (base.EXACT).
+        wide = base._wide(x.dtype)
+        return F.linear(x.to(wide), self.weight.to(wide))
 
 
 class MiniMaxM2MoE(nn.Module):

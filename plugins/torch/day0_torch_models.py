@@ -6,7 +6,9 @@ of the same checkpoint (a shrunk one, typically) without `transformers`, which D
 package. `load(folder, dtype)` reads config.json and *.safetensors and returns (model, config).
 
 Families: llama, mistral, qwen2, qwen3 (QK-norm), mixtral, qwen3_moe, deepseek_v3 / kimi_k2
-(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), llama4
+(MLA, YaRN, sigmoid group-limited routing with e_score_correction_bias, shared experts), glm4_moe
+(GLM-4.5: biased q/k/v, optional per-head QK-norm, partial rotate-half RoPE, DeepSeek-V3's router
+and shared experts after first_k_dense_replace dense layers), llama4
 (text tower: chunked attention with complex RoPE and weightless QK-norm, NoPE layers with attention
 temperature tuning, top-k sigmoid MoE with fused 3-D experts and a shared expert), gpt_oss
 (attention sinks, alternating sliding-window / full layers, YaRN without truncation, biased top-k
@@ -148,27 +150,42 @@ class Attention(nn.Module):
         h, self.heads = c["hidden_size"], c["num_attention_heads"]
         self.kv_heads = c.get("num_key_value_heads") or self.heads
         self.head_dim = c.get("head_dim") or h // self.heads
+        glm = c["model_type"] == "glm4_moe"
         bias = c.get("attention_bias", False) or c["model_type"] == "qwen2"
         self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=c.get("attention_bias", False))
-        if c["model_type"] in ("qwen3", "qwen3_moe"):
+        # Glm4MoeAttention: q/k/v take attention_bias, o_proj never has a bias.
+        self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=c.get("attention_bias", False) and not glm)
+        if c["model_type"] in ("qwen3", "qwen3_moe") or (glm and c.get("use_qk_norm", False)):
             self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
             self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
-        self.inv_freq, self.rope_scale = rope_parameters(c, self.head_dim)
+        # GLM-4.5 rotates the first head_dim * partial_rotary_factor lanes (rotate-half).
+        self.rotary = self.head_dim
+        if glm and "partial_rotary" not in WITHOUT:
+            self.rotary = int(self.head_dim * c.get("partial_rotary_factor", 1.0))
+        self.glm = glm
+        self.inv_freq, self.rope_scale = rope_parameters(c, self.rotary)
 
     def forward(self, x):
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.heads, self.head_dim)
-        k = self.k_proj(x).view(t, self.kv_heads, self.head_dim)
-        v = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
-        if hasattr(self, "q_norm"):
+        glm = self.glm
+        q = _linear(self.q_proj, x, "attention_bias") if glm else self.q_proj(x)
+        k = _linear(self.k_proj, x, "attention_bias") if glm else self.k_proj(x)
+        v = _linear(self.v_proj, x, "attention_bias") if glm else self.v_proj(x)
+        q = q.view(t, self.heads, self.head_dim)
+        k = k.view(t, self.kv_heads, self.head_dim)
+        v = v.view(t, self.kv_heads, self.head_dim)
+        if hasattr(self, "q_norm") and not (glm and "qk_norm" in WITHOUT):
             q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = rope_cos_sin(self.inv_freq, self.rope_scale, torch.arange(t))
         cos, sin = cos[:, None, :].to(q.dtype), sin[:, None, :].to(q.dtype)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+
+        def rotate(z):  # the first `rotary` lanes rotate (rotate-half), the rest pass through
+            r, rest = z[..., : self.rotary], z[..., self.rotary:]
+            return torch.cat((r * cos + rotate_half(r) * sin, rest), dim=-1)
+
+        q, k = rotate(q), rotate(k)
         rep = self.heads // self.kv_heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
@@ -306,6 +323,8 @@ class DeepseekMoE(nn.Module):
         c = self.c
         scores = self.gate(x).sigmoid()
         choice = scores + self.gate.e_score_correction_bias
+        if "score_bias" in WITHOUT and c["model_type"] == "glm4_moe":
+            choice = scores  # experts chosen by score alone
         e, groups = c["n_routed_experts"], c.get("n_group", 1)
         group_scores = choice.view(-1, groups, e // groups).topk(2, dim=-1)[0].sum(dim=-1)
         group_idx = torch.topk(group_scores, k=c.get("topk_group", 1), dim=-1, sorted=False)[1]
@@ -451,7 +470,8 @@ def llama4_moe_layers(c):
 # a test can show its agreement with the engine depends on each of them (an engine lacking one
 # would fail it). Names: sinks, window, clamp, yarn_truncate, expert_bias, attention_bias,
 # router_bias, interleave (gpt-oss); latent_eps (MLA's latent norms with rms_norm_eps); qk_norm,
-# partial_rotary, score_bias (MiniMax-M2);
+# partial_rotary, score_bias (MiniMax-M2; also GLM-4.5's, with attention_bias: q/k/v without their
+# biases);
 # ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's,
 # MiniMax-M3's and Nemotron-H's are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES,
 # day0_torch_qwen3next.SWITCHES, day0_torch_deepseek_v4.SWITCHES, day0_torch_minimax_m3.SWITCHES and
@@ -656,6 +676,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = norm(h, c["rms_norm_eps"])
         self.post_attention_layernorm = norm(h, c["rms_norm_eps"])
         deepseek = kind in ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
+        # GLM-4.5 (glm4_moe): standard attention, DeepSeek-V3's sigmoid-routed MoE with shared
+        # experts after first_k_dense_replace dense layers.
+        deepseek_moe = deepseek or kind == "glm4_moe"
         llama4 = kind in ("llama4", "llama4_text")
         if kind == "gpt_oss":
             self.self_attn = GptOssAttention(c, index)
@@ -676,7 +699,7 @@ class DecoderLayer(nn.Module):
             ffn = SoftmaxMoE(c, mixtral=True)
         elif kind == "qwen3_moe" and index not in c.get("mlp_only_layers", []):
             ffn = SoftmaxMoE(c, mixtral=False)
-        elif deepseek and index >= c.get("first_k_dense_replace", 0):
+        elif deepseek_moe and index >= c.get("first_k_dense_replace", 0):
             ffn = DeepseekMoE(c)
         else:
             ffn = MLP(h, c["intermediate_size"])
@@ -731,7 +754,7 @@ class CausalLM(nn.Module):
 
 
 SUPPORTED = (("nemotron-nas", "minimax_m2", "minimax_m3", "hunyuan", "llama", "mistral", "qwen2", "qwen3", "mixtral",
-             "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa",
+             "qwen3_moe", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe",
              "llama4", "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
              "gemma4", "gemma4_text", "deepseek_v4", "nemotron_h") + day0_torch_qwen3next.MODEL_TYPES
              + day0_torch_kimi_linear.MODEL_TYPES)
