@@ -130,12 +130,14 @@ def chunked_delta_rule(q, k, v, g, beta, state, chunk):
     g = g.cumsum(dim=-1)
     decay = (g[..., :, None] - g[..., None, :]).tril().exp().tril()  # exp(G_i - G_j), j <= i
     strict = torch.triu(torch.ones(chunk, chunk, dtype=torch.bool), diagonal=0)
-    # (I + strictly-lower beta_i exp(G_i - G_j) k_i.k_j)^-1 by forward substitution.
+    # (I + strictly-lower beta_i exp(G_i - G_j) k_i.k_j)^-1 by forward substitution, row after
+    # row into new tensors (no in-place update, so that autograd runs through it: --grad).
     a = -((k_beta @ k.transpose(-1, -2)) * decay).masked_fill(strict, 0)
+    rows = [a[..., 0, :]]
     for i in range(1, chunk):
-        row = a[..., i, :i].clone()
-        a[..., i, :i] = row + (row[..., None] * a[..., :i, :i]).sum(-2)
-    a = a + torch.eye(chunk, dtype=a.dtype)
+        row = a[..., i, :]
+        rows.append(row + (row[..., :i, None] * torch.stack(rows, dim=-2)).sum(-2))
+    a = torch.stack(rows, dim=-2) + torch.eye(chunk, dtype=a.dtype)
     u = a @ v_beta
     w = a @ (k_beta * g.exp()[..., None])
     out = torch.zeros_like(u)
