@@ -40,6 +40,7 @@ partial_rotary (every lane rotates), shared_expert_gate (the shared expert ungat
 import glob
 import os
 import re
+import sys
 
 import numpy as np
 import torch
@@ -285,8 +286,12 @@ class GatedAttention(nn.Module):
         q = self.q_norm(q)
         k = self.k_norm(self.k_proj(x).view(t, self.kv_heads, d))
         v = self.v_proj(x).view(t, self.kv_heads, d)
-        # HF's inverse frequencies are float32; the angles and cos/sin are evaluated wide here.
-        inv = 1.0 / (self.theta ** (torch.arange(0, self.rotary, 2, dtype=torch.int64).float() / self.rotary))
+        # HF's inverse frequencies are float32 (float64 in the exact gradient reference,
+        # day0_torch_models.EXACT, as day0's fp64 engine); the angles and cos/sin are evaluated
+        # wide here.
+        exact = getattr(sys.modules.get("day0_torch_models"), "EXACT", False) and q.dtype == torch.float64
+        steps = torch.arange(0, self.rotary, 2, dtype=torch.int64).to(torch.float64 if exact else torch.float32)
+        inv = 1.0 / (self.theta ** (steps / self.rotary))
         angles = torch.arange(t, dtype=torch.float64)[:, None] * inv.double()[None, :]
         angles = torch.cat((angles, angles), dim=-1)
         cos, sin = angles.cos()[:, None, :].to(q.dtype), angles.sin()[:, None, :].to(q.dtype)
