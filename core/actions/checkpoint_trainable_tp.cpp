@@ -247,6 +247,15 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "heads, k = v) is not modelled; train it with tp=1",
             tp, m_spec.name));
     }
+    if (exec::detail::isQwenNext(m_spec)) {
+        // The Gated DeltaNet's heads, the attention output gate and the gated shared expert are
+        // not cut by heads or widths here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "({}: the Gated DeltaNet, the attention output "
+                                              "gate, the gated shared expert) is not modelled; "
+                                              "train it with tp=1",
+            tp, m_spec.name, model::familyName(m_spec.family)));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

@@ -93,6 +93,7 @@ Result<GradientOutcome> checkpointGradients(
     options.roundedLayers = request.roundedLayers;
     options.roundedTo = request.roundedTo;
     options.emulated = request.emulated;
+    options.engineNorms = true; // the engine's weight table: zero-centred norms kept as 1 + w
     const std::string precision = request.emulated != exec::PrecisionMode::F32
         ? std::string(exec::precisionName(request.emulated))
         : (request.fp64 ? "fp64" : "fp32");

@@ -48,10 +48,18 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
                 req.name, fmt::join(t.shape(), ", "), fmt::join(req.shape, ", ")));
         }
         const T* data = nullptr;
-        if (t.dtype() == computeType<T>() && t.isContiguous() && !emulated()) {
+        // A zero-centred norm (Qwen3NextRMSNorm) scales by 1 + w: the pass computes with 1 + w.
+        const bool offset = !m_engineNorms && zeroCentredNorm(m_spec, req.name);
+        if (t.dtype() == computeType<T>() && t.isContiguous() && !emulated() && !offset) {
             data = t.template data<T>();
         } else {
             auto [slot, fresh] = m_converted.emplace(req.name, t.to(computeType<T>()));
+            if (offset) {
+                T* values = slot->second.template data<T>();
+                for (std::int64_t i = 0; i < t.numel(); ++i) {
+                    values[i] += T(1);
+                }
+            }
             if constexpr (std::is_same_v<T, float>) {
                 // The model's low-precision copy of its weights, as the engine's GEMM weights.
                 const std::int64_t cols = t.shape().empty() ? 1 : t.shape().back();
@@ -293,6 +301,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "k = v) is not modelled",
             spec.name));
     }
+    if ((options.tpSum || options.vocabTotal > 0) && detail::isQwenNext(spec)) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of {} (the "
+                                              "Gated DeltaNet's heads, the attention output "
+                                              "gate, the gated shared expert) is not modelled",
+            spec.name, model::familyName(spec.family)));
+    }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
                                               "(per-head attention sinks, packed biased experts) "
@@ -355,6 +369,7 @@ Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const st
     options.fp64 = engine.isF64();
     options.activations = activations;
     options.progress = progress;
+    options.engineNorms = true;
     return lossAndGradients(
         engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
 }

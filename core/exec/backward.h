@@ -128,6 +128,11 @@ struct GradientOptions {
     std::int64_t vocabStart = 0; ///< the first id of this rank's rows (with vocabTotal)
     /// The maximum in place over the TP group (the vocab-parallel cross-entropy's), as tpSum.
     std::function<Result<void>(void* data, std::int64_t count, DType type)> tpMax;
+    /// The zero-centred RMSNorms' weights (Qwen3-Next's and Qwen3.5's, whose HF norms scale by
+    /// 1 + w; exec/forward.h zeroCentredNorm) come as the engine keeps them, 1 + w
+    /// (Engine::weightTable()); false: as the checkpoint stores them, w, and the pass adds the
+    /// 1. The gradient is the same either way (∂(1 + w)/∂w = 1).
+    bool engineNorms = false;
 };
 
 /// The loss and its gradients for one sequence.

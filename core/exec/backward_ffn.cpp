@@ -149,6 +149,9 @@ template <typename T> void GradientPass<T>::moeForward(int l, LayerActivations<T
         std::vector<T> shared(std::size_t(n * h));
         mlpForward(names.shared, a.xn2.data(), n, moe.sharedIntermediate, a.sharedG, a.sharedU,
             a.sharedAct, shared.data());
+        if (moe.sharedExpertGate) {
+            sharedGateForward(l, a, shared); // Qwen3-Next: σ(shared_expert_gate(x)) · shared
+        }
         addInPlace(out, shared.data(), n * h);
     }
 }
@@ -181,9 +184,15 @@ Result<void> GradientPass<T>::moeBackward(
     const std::int64_t e = moe.numExperts;
     const std::int64_t k = a.routing.k;
     if (!names.shared.empty()) {
-        m_acts.record(names.shared, dout, { n, h });
+        // A gated shared expert's own output gradient is the block's times its gate.
+        std::vector<T> gated;
+        if (moe.sharedExpertGate) {
+            gated = sharedGateBackward(l, a, dout, dxn2);
+        }
+        const T* dshared = moe.sharedExpertGate ? gated.data() : dout;
+        m_acts.record(names.shared, dshared, { n, h });
         mlpBackward(names.shared, a.xn2.data(), n, moe.sharedIntermediate, a.sharedG, a.sharedU,
-            a.sharedAct, dout, dxn2);
+            a.sharedAct, dshared, dxn2);
     }
     // ∂L/∂(combine weight) of each (token, choice), and each expert's own backward.
     std::vector<double> dweight(std::size_t(n * k), 0.0);

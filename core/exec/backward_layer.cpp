@@ -21,6 +21,8 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
     if (m_spec.attention == model::AttentionKind::MLA) {
         mlaForward(l, a, branch.data());
         DAY0_TRY(tpSum(branch.data(), n * h)); // o_proj is row-parallel by heads
+    } else if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet) {
+        deltaNetForward(l, a, branch.data()); // no tensor parallelism (lossAndGradients)
     } else {
         attentionForward(l, a, branch.data());
         DAY0_TRY(tpSum(branch.data(), n * h));
@@ -86,10 +88,12 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
     // mid = in + attention(norm(in)): the attention's output gradient is dmid.
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     boundary(dh);
-    m_acts.record(attn(l), dh.data(), { n, h });
+    m_acts.record(mixerAnchor(l), dh.data(), { n, h });
     std::vector<T> dxn1(std::size_t(n * h), T(0));
     if (mla) {
         DAY0_TRY(mlaBackward(l, a, dh.data(), dxn1.data()));
+    } else if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet) {
+        deltaNetBackward(l, a, dh.data(), dxn1.data());
     } else {
         attentionBackward(l, a, dh.data(), dxn1.data());
         DAY0_TRY(tpSum(dxn1.data(), n * h));
@@ -120,6 +124,12 @@ template <typename T> std::int64_t GradientPass<T>::keptBytes(std::size_t extra)
             elements += e.x.size() + e.g.size() + e.u.size() + e.act.size() + e.y.size();
             others += e.token.size() + e.slot.size();
         }
+        // Qwen3-Next / Qwen3.5 (backward_qwen3next.cpp).
+        for (const auto* v :
+            { &a.outGate, &a.ungated, &a.sharedGate, &a.sharedOut, &a.mixed, &a.convPre, &a.qkUnit,
+                &a.z, &a.decayIn, &a.beta, &a.decay, &a.states, &a.core, &a.gatedCore }) {
+            elements += v->size();
+        }
     }
     return std::int64_t(elements * sizeof(T) + others * 8);
 }
@@ -135,8 +145,17 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
     a.q.resize(std::size_t(n * heads * d));
     a.k.resize(std::size_t(n * kvHeads * d));
     a.v.resize(std::size_t(n * kvHeads * d));
-    project(a.xn1.data(), m_p.value(p + ".q_proj.weight"), m_p.value(p + ".q_proj.bias"),
-        a.q.data(), n, h, heads * d);
+    // Qwen3-Next's q_proj emits each head's query, then its output gate.
+    const bool gated = m_spec.attentionOutputGate;
+    if (gated) {
+        std::vector<T> both(std::size_t(n * heads * 2 * d));
+        project(a.xn1.data(), m_p.value(p + ".q_proj.weight"), m_p.value(p + ".q_proj.bias"),
+            both.data(), n, h, heads * 2 * d);
+        splitQueryGate(both, a.q, a);
+    } else {
+        project(a.xn1.data(), m_p.value(p + ".q_proj.weight"), m_p.value(p + ".q_proj.bias"),
+            a.q.data(), n, h, heads * d);
+    }
     project(a.xn1.data(), m_p.value(p + ".k_proj.weight"), m_p.value(p + ".k_proj.bias"),
         a.k.data(), n, h, kvHeads * d);
     project(a.xn1.data(), m_p.value(p + ".v_proj.weight"), m_p.value(p + ".v_proj.bias"),
@@ -159,6 +178,9 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
         kvHeads, d, d, m_scale, attentionRounding(), attentionMask(l), &a.sinkProbs);
     round(a.ctx);
+    if (gated) {
+        applyOutputGate(a);
+    }
     // Under tensor parallelism `out` is a partial sum: the bias joins after the reduction.
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"),
         m_tpSum ? nullptr : m_p.value(p + ".o_proj.bias"), out, n, heads * d, h);
@@ -177,6 +199,10 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
     linearBackward<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), dout, dctx.data(),
         m_p.grad(p + ".o_proj.weight"), m_p.grad(p + ".o_proj.bias"), n, heads * d, h, false);
     round(dctx);
+    std::vector<T> dgate;
+    if (m_spec.attentionOutputGate) {
+        dgate = outputGateBackward(a, dctx);
+    }
     std::vector<T> dq(a.q.size());
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));
@@ -213,7 +239,11 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
               linearBackward<T>(a.xn1.data(), m_p.value(p + proj + ".weight"), dy.data(), dxn1,
                   m_p.grad(p + proj + ".weight"), m_p.grad(p + proj + ".bias"), n, h, width, true);
           };
-    inputGradient(".q_proj", dq, heads * d);
+    if (m_spec.attentionOutputGate) {
+        inputGradient(".q_proj", joinQueryGate(dq, dgate), heads * 2 * d);
+    } else {
+        inputGradient(".q_proj", dq, heads * d);
+    }
     inputGradient(".k_proj", dk, kvHeads * d);
     inputGradient(".v_proj", dv, kvHeads * d);
 }

@@ -56,6 +56,21 @@ template <typename T> struct LayerActivations {
         expertsOut; ///< the experts' combined output, post_feedforward_layernorm_2's input
     std::vector<T>
         ffnSum; ///< post_ffn_1(mlp) + post_ffn_2(experts): post_feedforward_layernorm's input
+    // Qwen3-Next / Qwen3.5 (backward_qwen3next.cpp): the attention output gate, the shared
+    // expert's sigmoid gate and the Gated DeltaNet.
+    std::vector<T> outGate; ///< the output gate's logits [n, heads·d] (q_proj's second half)
+    std::vector<T> ungated; ///< attention's context before the gate
+    std::vector<T> sharedGate; ///< σ(shared_expert_gate(x)) [n]
+    std::vector<T> sharedOut; ///< the shared expert's output before its gate [n, h]
+    std::vector<T> mixed; ///< the conv's input, q|k|v [n, convDim]
+    std::vector<T> convPre; ///< the conv's output before its SiLU [n, convDim]
+    std::vector<T> qkUnit; ///< q and k per key head after the L2 norm [n, 2·keyDim]
+    std::vector<T> z; ///< the gated norm's gate [n, valueDim]
+    std::vector<T> decayIn; ///< a + dt_bias, the softplus's input [n, nv]
+    std::vector<T> beta, decay; ///< β = σ(b) and g = −e^A_log · softplus(a + dt_bias) [n, nv]
+    std::vector<T> states; ///< the delta rule's state before each token [n, nv, dk, dv]
+    std::vector<T> core; ///< the rule's output, the gated norm's input [n, valueDim]
+    std::vector<T> gatedCore; ///< the gated norm's output, out_proj's input [n, valueDim]
 };
 
 /// Parameters (read-only, in the compute type) and their gradients (zero-initialised for every

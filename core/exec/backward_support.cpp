@@ -10,8 +10,11 @@
 // with shared experts after first_k_dense_replace dense layers), GLM-5 (MLA restricted to the keys
 // its DSA indexer selects; no gradient reaches the indexer through its discrete top-k, so its
 // weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
-// the sigmoid router with its correction bias; backward_glm.cpp). Anything else is named.
+// the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
+// Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
+// zero-centred norms, the gated shared expert). Anything else is named.
 #include "exec/backward.h"
+#include "exec/forward.h"
 
 #include <fmt/format.h>
 
@@ -30,10 +33,13 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool glm45 = family == model::Family::Glm4Moe;
     const bool glm5 = family == model::Family::GlmMoeDsa;
     const bool minimax = family == model::Family::MiniMaxM2;
+    // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
+    // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
+    const bool qwenNext = detail::isQwenNext(spec);
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -43,7 +49,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
             out.emplace_back(what);
         }
     };
-    refuse(spec.vision.has_value(), "the vision tower");
+    // Qwen3.5's vision tower is not part of its text model (no weight of it is read).
+    refuse(spec.vision.has_value() && !qwenNext, "the vision tower");
     // gpt-oss's experts: (clamp(up) + 1) · ĝ·σ(α·ĝ), ĝ = min(gate, swiglu_limit).
     const bool clampedSwiglu = gptOss && spec.hiddenAct == "swiglu_oai" && spec.swigluLimit > 0.0;
     const bool geluTanhGlu = gemma4
@@ -52,7 +59,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.hiddenAct != "silu" && spec.hiddenAct != "swish" && !clampedSwiglu && !geluTanhGlu,
         "MLP activations other than silu (SwiGLU)");
     refuse(spec.swigluLimit > 0.0 && !clampedSwiglu, "the clamped SwiGLU");
-    refuse(spec.attentionOutputGate, "the attention output gate");
+    refuse(spec.attentionOutputGate && !qwenNext, "the attention output gate");
     refuse(spec.qkNormAcrossHeads && !minimax, "q/k norms across heads");
     refuse(spec.attentionSinks && !gptOss, "attention sinks");
     refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
@@ -63,7 +70,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(spec.kvSharedLayers > 0, "Gemma-4's KV-shared layers");
         refuse(spec.bidirectionalText, "Gemma-4's bidirectional text attention");
     }
-    refuse(!spec.ropeScaling.mropeSection.empty(), "M-RoPE");
+    // Qwen3.5's M-RoPE on text positions (all three the token's) is the plain rotation.
+    refuse(!spec.ropeScaling.mropeSection.empty() && !qwenNext, "M-RoPE");
     if (spec.attention == model::AttentionKind::MLA) {
         const auto& m = spec.mla;
         refuse(m.indexerHeads > 0 && !glm5, "the DSA indexer (sparse MLA)");
@@ -81,7 +89,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
             && layer.slidingWindow > 0 && layer.attentionChunk == 0;
         // GLM-5's MLA over the keys its indexer selects.
         const bool sparseMla = glm5 && layer.mixer == model::MixerKind::SparseMla;
-        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla) {
+        const bool deltaNet = qwenNext && layer.mixer == model::MixerKind::GatedDeltaNet;
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
@@ -111,16 +120,16 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.scoring != model::RouterScoring::Softmax
                 && moe.scoring != model::RouterScoring::Sigmoid,
             "routers other than softmax or sigmoid");
-        refuse(moe.sharedExpertGate, "the shared-expert gate");
+        refuse(moe.sharedExpertGate && !qwenNext, "the shared-expert gate");
         refuse((moe.expertBias || moe.routerBias) && !gptOss, "biased experts or routers");
         refuse(moe.latentSize > 0, "latent MoE");
         refuse(!moe.gatedExperts, "ungated experts");
-        refuse(moe.packedExperts && !gptOss && !gemma4, "packed (fused 3-D) experts");
+        refuse(moe.packedExperts && !gptOss && !gemma4 && !qwenNext, "packed (fused 3-D) experts");
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5,
-            "shared experts outside DeepSeek-V3, GLM-4.5 and GLM-5");
+                && !glm5 && !qwenNext,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5 and Qwen3-Next");
     }
     return out;
 }
@@ -140,6 +149,11 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::GptOss) {
         out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
                          "biased packed experts; fp64 or fp32 only)");
+    }
+    if (detail::isQwenNext(spec)) {
+        out.emplace_back(fmt::format("{} (the Gated DeltaNet, the attention output gate, the gated "
+                                     "shared expert; fp64 or fp32 only)",
+            model::familyName(spec.family)));
     }
     if (spec.family == model::Family::Gemma4) {
         out.emplace_back("Gemma-4 (scaled embeddings, q/k/v norms, sliding and full layers of "

@@ -58,6 +58,7 @@ public:
         m_vocabTotal = options.vocabTotal;
         m_vocabStart = options.vocabStart;
         m_tpMax = options.tpMax;
+        m_engineNorms = options.engineNorms;
     }
 
     /// Reads (converting where needed) every weight the model needs and zeroes the gradients.
@@ -261,6 +262,38 @@ private:
     /// No gradient flows back through the discrete choice.
     void dsaSelect(int l, LayerActivations<T>& a);
 
+    // --- Qwen3-Next / Qwen3.5 (backward_qwen3next.cpp) ---
+
+    /// Layer `l`'s token mixer's anchor: "model.layers.L.linear_attn" for a Gated DeltaNet
+    /// layer, else "model.layers.L.self_attn".
+    [[nodiscard]] std::string mixerAnchor(int l) const;
+    /// The Gated DeltaNet's forward on a.xn1 into `out` [n, h]: the in-projections, the causal
+    /// depthwise conv1d + SiLU from a zero window, the L2-normed q/k, β and the decay g, the
+    /// gated delta rule token after token from a zero state (gatedDeltaRecurrent; the engine's
+    /// chunked form is the same rule), the gated RMSNorm with silu(z), out_proj; keeps in `a`
+    /// what the backward reads (the state before each token among it).
+    void deltaNetForward(int l, LayerActivations<T>& a, T* out);
+    /// Its backward, the rule in reverse token by token: `dout` [n, h] → dxn1 accumulated, the
+    /// weight gradients (in-projections, conv1d, A_log, dt_bias, norm, out_proj) accumulated.
+    void deltaNetBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+    /// A gated attention's q_proj output [n, heads, 2·d] (each head's query, then its output
+    /// gate) split into the queries `q` [n, heads, d] and a.outGate.
+    void splitQueryGate(const std::vector<T>& both, std::vector<T>& q, LayerActivations<T>& a);
+    /// a.ctx ← a.ctx · σ(a.outGate), the ungated context kept in a.ungated.
+    void applyOutputGate(LayerActivations<T>& a);
+    /// The gate's backward: `dctx` (the gated context's gradient) becomes the ungated
+    /// context's; returns the gate logits' gradient.
+    std::vector<T> outputGateBackward(const LayerActivations<T>& a, std::vector<T>& dctx) const;
+    /// [dq | dgate] per head: q_proj's output gradient of a gated attention.
+    [[nodiscard]] std::vector<T> joinQueryGate(
+        const std::vector<T>& dq, const std::vector<T>& dgate) const;
+    /// The shared expert's sigmoid gate (Qwen2-MoE's shared_expert_gate): `shared` [n, h] ←
+    /// σ(a.xn2 · wᵀ) · shared, the ungated output and the gate kept in `a`.
+    void sharedGateForward(int l, LayerActivations<T>& a, std::vector<T>& shared);
+    /// Its backward from the block's output gradient `dout`: returns the shared expert's own
+    /// output gradient; the gate's input gradient joins dxn2, its weight's gradient accumulated.
+    std::vector<T> sharedGateBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 
     void mlpForward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,
@@ -307,6 +340,7 @@ private:
     std::int64_t m_vocabTotal = 0; ///< GradientOptions::vocabTotal (0: the vocabulary whole)
     std::int64_t m_vocabStart = 0;
     std::function<Result<void>(void*, std::int64_t, DType)> m_tpMax;
+    bool m_engineNorms = false; ///< GradientOptions::engineNorms
 };
 
 } // namespace day0::exec::detail

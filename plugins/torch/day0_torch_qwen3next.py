@@ -40,6 +40,7 @@ partial_rotary (every lane rotates), shared_expert_gate (the shared expert ungat
 import glob
 import os
 import re
+import sys
 
 import numpy as np
 import torch
@@ -130,12 +131,14 @@ def chunked_delta_rule(q, k, v, g, beta, state, chunk):
     g = g.cumsum(dim=-1)
     decay = (g[..., :, None] - g[..., None, :]).tril().exp().tril()  # exp(G_i - G_j), j <= i
     strict = torch.triu(torch.ones(chunk, chunk, dtype=torch.bool), diagonal=0)
-    # (I + strictly-lower beta_i exp(G_i - G_j) k_i.k_j)^-1 by forward substitution.
+    # (I + strictly-lower beta_i exp(G_i - G_j) k_i.k_j)^-1 by forward substitution, row after
+    # row into new tensors (no in-place update, so that autograd runs through it: --grad).
     a = -((k_beta @ k.transpose(-1, -2)) * decay).masked_fill(strict, 0)
+    rows = [a[..., 0, :]]
     for i in range(1, chunk):
-        row = a[..., i, :i].clone()
-        a[..., i, :i] = row + (row[..., None] * a[..., :i, :i]).sum(-2)
-    a = a + torch.eye(chunk, dtype=a.dtype)
+        row = a[..., i, :]
+        rows.append(row + (row[..., :i, None] * torch.stack(rows, dim=-2)).sum(-2))
+    a = torch.stack(rows, dim=-2) + torch.eye(chunk, dtype=a.dtype)
     u = a @ v_beta
     w = a @ (k_beta * g.exp()[..., None])
     out = torch.zeros_like(u)
@@ -283,8 +286,12 @@ class GatedAttention(nn.Module):
         q = self.q_norm(q)
         k = self.k_norm(self.k_proj(x).view(t, self.kv_heads, d))
         v = self.v_proj(x).view(t, self.kv_heads, d)
-        # HF's inverse frequencies are float32; the angles and cos/sin are evaluated wide here.
-        inv = 1.0 / (self.theta ** (torch.arange(0, self.rotary, 2, dtype=torch.int64).float() / self.rotary))
+        # HF's inverse frequencies are float32 (float64 in the exact gradient reference,
+        # day0_torch_models.EXACT, as day0's fp64 engine); the angles and cos/sin are evaluated
+        # wide here.
+        exact = getattr(sys.modules.get("day0_torch_models"), "EXACT", False) and q.dtype == torch.float64
+        steps = torch.arange(0, self.rotary, 2, dtype=torch.int64).to(torch.float64 if exact else torch.float32)
+        inv = 1.0 / (self.theta ** (steps / self.rotary))
         angles = torch.arange(t, dtype=torch.float64)[:, None] * inv.double()[None, :]
         angles = torch.cat((angles, angles), dim=-1)
         cos, sin = angles.cos()[:, None, :].to(q.dtype), angles.sin()[:, None, :].to(q.dtype)
