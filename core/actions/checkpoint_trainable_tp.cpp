@@ -247,6 +247,15 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "heads, k = v) is not modelled; train it with tp=1",
             tp, m_spec.name));
     }
+    if (m_spec.family == model::Family::NemotronH) {
+        // Its Mamba-2 mixers (in_proj's z ‖ xBC ‖ dt, the conv channels, heads and groups) and
+        // its relu2 and latent experts are not cut here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(Nemotron-H: Mamba-2 heads and groups, relu2 "
+                                              "experts, the latent MoE) is not modelled; train it "
+                                              "with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

@@ -72,6 +72,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
     if (gemma4()) {
         return gemma4Init();
     }
+    if (nemotronH()) {
+        return nemotronHInit();
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     const std::int64_t rotary = mla
         ? m_spec.mla.qkRopeHeadDim
@@ -129,14 +132,17 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(gemma4() ? gemma4LayerForward(l, hidden) : layerForward(l, hidden));
+        DAY0_TRY(gemma4()     ? gemma4LayerForward(l, hidden)
+                : nemotronH() ? nemotronHLayerForward(l, hidden)
+                              : layerForward(l, hidden));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
     const std::vector<T>& finalIn = hidden;
     std::vector<T> xf(std::size_t(n * h));
-    norm(finalIn.data(), m_p.value("model.norm.weight"), xf.data(), n, h);
+    const std::string finalNorm = finalNormModule() + ".weight";
+    norm(finalIn.data(), m_p.value(finalNorm), xf.data(), n, h);
     const std::string head = headWeight();
     std::vector<T> logits(std::size_t(n * vocab));
     project(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
@@ -176,10 +182,10 @@ Result<GradientResult> GradientPass<T>::run(
         DAY0_TRY(tpSum(dxf.data(), n * h)); // each rank's share of the vocabulary's
     }
     round(dxf);
-    DAY0_TRY(m_acts.recordAndInject("model.norm", dxf.data(), { n, h }));
+    DAY0_TRY(m_acts.recordAndInject(finalNormModule(), dxf.data(), { n, h }));
     std::vector<T> dh(std::size_t(n * h), T(0));
-    rmsNormBackward<T>(finalIn.data(), m_p.value("model.norm.weight"), dxf.data(), dh.data(),
-        m_p.grad("model.norm.weight"), n, h, m_spec.normEps);
+    rmsNormBackward<T>(finalIn.data(), m_p.value(finalNorm), dxf.data(), dh.data(),
+        m_p.grad(finalNorm), n, h, m_spec.normEps);
     round(dh);
     if (m_progress != nullptr) {
         m_progress->setStage("backward");
@@ -188,12 +194,14 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(gemma4() ? gemma4LayerBackward(l, dh) : layerBackward(l, dh));
+        DAY0_TRY(gemma4()     ? gemma4LayerBackward(l, dh)
+                : nemotronH() ? nemotronHLayerBackward(l, dh)
+                              : layerBackward(l, dh));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
-    DAY0_TRY(m_acts.recordAndInject("model.embed_tokens", dh.data(), { n, h }));
+    DAY0_TRY(m_acts.recordAndInject(embedModule(), dh.data(), { n, h }));
     if (gemma4()) {
         for (T& x : dh) {
             x *= embedScale;
@@ -289,6 +297,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of Gemma-4 "
                                               "(layers of their own head widths and KV heads, "
                                               "k = v) is not modelled",
+            spec.name));
+    }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::NemotronH) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
+                                              "Nemotron-H (Mamba-2 heads and groups, relu2 "
+                                              "experts, the latent MoE) is not modelled",
             spec.name));
     }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
