@@ -67,6 +67,9 @@ template <typename T>
 void mamba2ScanBackward(const T* xbc, const T* dt, const T* aLog, const T* d, const T* dy, T* dxbc,
     T* ddt, T* daLog, T* dD, std::int64_t n, const Mamba2Shape& s)
 {
+    if (n == 0) {
+        return;
+    }
     const std::int64_t channels = s.convChannels();
     const std::int64_t p = s.headDim;
     const std::int64_t ns = s.state;
