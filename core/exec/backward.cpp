@@ -80,6 +80,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
     if (gemma4()) {
         return gemma4Init();
     }
+    if (nemotronH()) {
+        return nemotronHInit();
+    }
     const bool mla = m_spec.attention == model::AttentionKind::MLA;
     const std::int64_t rotary = mla
         ? m_spec.mla.qkRopeHeadDim
@@ -138,14 +141,17 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(gemma4() ? gemma4LayerForward(l, hidden) : layerForward(l, hidden));
+        DAY0_TRY(gemma4()     ? gemma4LayerForward(l, hidden)
+                : nemotronH() ? nemotronHLayerForward(l, hidden)
+                              : layerForward(l, hidden));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
     const std::vector<T>& finalIn = hidden;
     std::vector<T> xf(std::size_t(n * h));
-    norm(finalIn.data(), m_p.value("model.norm.weight"), xf.data(), n, h);
+    const std::string finalNorm = finalNormModule() + ".weight";
+    norm(finalIn.data(), m_p.value(finalNorm), xf.data(), n, h);
     const std::string head = headWeight();
     std::vector<T> logits(std::size_t(n * vocab));
     project(xf.data(), m_p.value(head), nullptr, logits.data(), n, h, vocab);
@@ -185,10 +191,10 @@ Result<GradientResult> GradientPass<T>::run(
         DAY0_TRY(tpSum(dxf.data(), n * h)); // each rank's share of the vocabulary's
     }
     round(dxf);
-    DAY0_TRY(m_acts.recordAndInject("model.norm", dxf.data(), { n, h }));
+    DAY0_TRY(m_acts.recordAndInject(finalNormModule(), dxf.data(), { n, h }));
     std::vector<T> dh(std::size_t(n * h), T(0));
-    rmsNormBackward<T>(finalIn.data(), m_p.value("model.norm.weight"), dxf.data(), dh.data(),
-        m_p.grad("model.norm.weight"), n, h, m_spec.normEps);
+    rmsNormBackward<T>(finalIn.data(), m_p.value(finalNorm), dxf.data(), dh.data(),
+        m_p.grad(finalNorm), n, h, m_spec.normEps);
     round(dh);
     if (m_progress != nullptr) {
         m_progress->setStage("backward");
@@ -197,12 +203,14 @@ Result<GradientResult> GradientPass<T>::run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        DAY0_TRY(gemma4() ? gemma4LayerBackward(l, dh) : layerBackward(l, dh));
+        DAY0_TRY(gemma4()     ? gemma4LayerBackward(l, dh)
+                : nemotronH() ? nemotronHLayerBackward(l, dh)
+                              : layerBackward(l, dh));
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
-    DAY0_TRY(m_acts.recordAndInject("model.embed_tokens", dh.data(), { n, h }));
+    DAY0_TRY(m_acts.recordAndInject(embedModule(), dh.data(), { n, h }));
     if (gemma4()) {
         for (T& x : dh) {
             x *= embedScale;
@@ -306,72 +314,79 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "Gated DeltaNet's heads, the attention output "
                                               "gate, the gated shared expert) is not modelled",
             spec.name, model::familyName(spec.family)));
-    }
-    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
-                                              "(per-head attention sinks, packed biased experts) "
-                                              "is not modelled",
-            spec.name));
-    }
-    // GLM-4.5, GLM-5 and MiniMax-M2 are checked against their twins on one rank only.
-    const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
-        : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
-        : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
-                                                  : nullptr;
-    if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
-        return Error::unsupported(fmt::format(
-            "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));
-    }
-    if (ids.empty()) {
-        return Error::badInput("gradients: no token ids");
-    }
-    if (targets.size() != ids.size()) {
-        return Error::badInput(fmt::format(
-            "gradients: {} targets for {} token ids (one per id)", targets.size(), ids.size()));
-    }
-    const std::int64_t vocab = options.vocabTotal > 0 ? options.vocabTotal : spec.vocabSize;
-    if (options.vocabTotal > 0) {
-        if (!options.tpSum || !options.tpMax || options.vocabStart < 0
-            || options.vocabStart + spec.vocabSize > options.vocabTotal) {
-            return Error::internal(fmt::format("gradients: the vocab-parallel rows [{}, {}) of {} "
-                                               "ids need a TP group's sum and maximum",
-                options.vocabStart, options.vocabStart + spec.vocabSize, options.vocabTotal));
+        if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::NemotronH) {
+            return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
+                                                  "Nemotron-H (Mamba-2 heads and groups, relu2 "
+                                                  "experts, the latent MoE) is not modelled",
+                spec.name));
         }
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            if (ids[i] < 0 || ids[i] >= vocab) {
-                return Error::badInput(fmt::format("gradients: token id {} at position {} is "
-                                                   "outside the vocabulary [0, {})",
-                    ids[i], i, vocab));
+        if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
+            return Error::unsupported(
+                fmt::format("gradients of {}: tensor parallelism of gpt-oss "
+                            "(per-head attention sinks, packed biased experts) "
+                            "is not modelled",
+                    spec.name));
+        }
+        // GLM-4.5, GLM-5 and MiniMax-M2 are checked against their twins on one rank only.
+        const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
+            : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
+            : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
+                                                      : nullptr;
+        if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
+            return Error::unsupported(fmt::format(
+                "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));
+        }
+        if (ids.empty()) {
+            return Error::badInput("gradients: no token ids");
+        }
+        if (targets.size() != ids.size()) {
+            return Error::badInput(fmt::format(
+                "gradients: {} targets for {} token ids (one per id)", targets.size(), ids.size()));
+        }
+        const std::int64_t vocab = options.vocabTotal > 0 ? options.vocabTotal : spec.vocabSize;
+        if (options.vocabTotal > 0) {
+            if (!options.tpSum || !options.tpMax || options.vocabStart < 0
+                || options.vocabStart + spec.vocabSize > options.vocabTotal) {
+                return Error::internal(fmt::format(
+                    "gradients: the vocab-parallel rows [{}, {}) of {} "
+                    "ids need a TP group's sum and maximum",
+                    options.vocabStart, options.vocabStart + spec.vocabSize, options.vocabTotal));
+            }
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+                if (ids[i] < 0 || ids[i] >= vocab) {
+                    return Error::badInput(fmt::format("gradients: token id {} at position {} is "
+                                                       "outside the vocabulary [0, {})",
+                        ids[i], i, vocab));
+                }
             }
         }
-    }
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] >= vocab) {
-            return Error::badInput(fmt::format("gradients: target {} at position {} is outside "
-                                               "the vocabulary [0, {})",
-                targets[i], i, vocab));
+        for (std::size_t i = 0; i < targets.size(); ++i) {
+            if (targets[i] >= vocab) {
+                return Error::badInput(fmt::format("gradients: target {} at position {} is outside "
+                                                   "the vocabulary [0, {})",
+                    targets[i], i, vocab));
+            }
         }
+        if (options.emulated != PrecisionMode::F32) {
+            DAY0_TRY(checkEmulated(spec, options));
+        }
+        if (options.fp64) {
+            return runPass<double>(spec, weights, ids, targets, options, std::move(stop));
+        }
+        return runPass<float>(spec, weights, ids, targets, options, std::move(stop));
     }
-    if (options.emulated != PrecisionMode::F32) {
-        DAY0_TRY(checkEmulated(spec, options));
-    }
-    if (options.fp64) {
-        return runPass<double>(spec, weights, ids, targets, options, std::move(stop));
-    }
-    return runPass<float>(spec, weights, ids, targets, options, std::move(stop));
-}
 
-Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const std::int64_t> ids,
-    std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
-    Progress* progress)
-{
-    GradientOptions options;
-    options.fp64 = engine.isF64();
-    options.activations = activations;
-    options.progress = progress;
-    options.engineNorms = true;
-    return lossAndGradients(
-        engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
-}
+    Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const std::int64_t> ids,
+        std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
+        Progress* progress)
+    {
+        GradientOptions options;
+        options.fp64 = engine.isF64();
+        options.activations = activations;
+        options.progress = progress;
+        options.engineNorms = true;
+        return lossAndGradients(
+            engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
+    }
 
 } // namespace day0::exec

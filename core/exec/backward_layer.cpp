@@ -115,7 +115,8 @@ template <typename T> std::int64_t GradientPass<T>::keptBytes(std::size_t extra)
         for (const auto* v : { &a.in, &a.xn1, &a.qPre, &a.kPre, &a.q, &a.k, &a.v, &a.probs,
                  &a.sinkProbs, &a.ctx, &a.mid, &a.xn2, &a.g, &a.u, &a.act, &a.qa, &a.qaNormed,
                  &a.ckv, &a.latentNormed, &a.kv, &a.sharedG, &a.sharedU, &a.sharedAct, &a.vPre,
-                 &a.attnOut, &a.ffnOut, &a.unscaled, &a.routerIn, &a.expertsOut, &a.ffnSum }) {
+                 &a.attnOut, &a.ffnOut, &a.unscaled, &a.routerIn, &a.expertsOut, &a.ffnSum, &a.proj,
+                 &a.convPre, &a.conv, &a.dt, &a.ssd, &a.gatedOut, &a.latentIn, &a.latentSum }) {
             elements += v->size();
         }
         others += a.scores.size() + a.routing.experts.size() + a.routing.weights.size()

@@ -71,6 +71,16 @@ template <typename T> struct LayerActivations {
     std::vector<T> states; ///< the delta rule's state before each token [n, nv, dk, dv]
     std::vector<T> core; ///< the rule's output, the gated norm's input [n, valueDim]
     std::vector<T> gatedCore; ///< the gated norm's output, out_proj's input [n, valueDim]
+    // Nemotron-H (backward_nemotron_h.cpp); its norm's output is xn1, a relu2 MLP's up
+    // projection u and relu(u)² act, a relu2 expert's likewise in Expert::u and ::act.
+    std::vector<T> proj; ///< the Mamba-2 in_proj output z ‖ xBC ‖ dt [n, width]
+    std::vector<T> convPre; ///< the conv's pre-activation [n, conv channels]
+    std::vector<T> conv; ///< SiLU of it: x ‖ B ‖ C as the scan reads them
+    std::vector<T> dt; ///< softplus(dt + dt_bias) [n, heads]
+    std::vector<T> ssd; ///< the scan's output y + D·x [n, inner]
+    std::vector<T> gatedOut; ///< the gated group norm's output, out_proj's input [n, inner]
+    std::vector<T> latentIn; ///< the latent MoE's fc1_latent_proj output [n, latent]
+    std::vector<T> latentSum; ///< its experts' combined output, fc2_latent_proj's input
 };
 
 /// Parameters (read-only, in the compute type) and their gradients (zero-initialised for every

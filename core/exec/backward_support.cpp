@@ -12,13 +12,42 @@
 // weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
 // the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
 // Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
-// zero-centred norms, the gated shared expert). Anything else is named.
+// zero-centred norms, the gated shared expert) and Nemotron-H (backward_nemotron_h.cpp: Mamba-2,
+// attention without RoPE, the relu2 MLP, Nemotron-3's MoE with its latent projections). Anything
+// else is named.
 #include "exec/backward.h"
 #include "exec/forward.h"
 
 #include <fmt/format.h>
 
 namespace day0::exec {
+
+namespace {
+
+// Nemotron-H (Nemotron-H, Nemotron 3 Nano / Super): Mamba-2, attention without RoPE, the relu2
+// MLP and the MoE (sigmoid router with its selection bias, relu2 experts, the latent MoE, the
+// shared expert), as the engine's forward runs them (nemotron_h_block.cpp).
+void nemotronHBackwardUnsupported(const model::ModelSpec& spec, std::vector<std::string>& out)
+{
+    for (const auto& layer : spec.layers) {
+        const bool known = layer.mixer == model::MixerKind::Mamba2
+            || layer.mixer == model::MixerKind::Attention
+            || (layer.mixer == model::MixerKind::None
+                && (layer.ffn == model::FfnKind::Dense || layer.ffn == model::FfnKind::Moe));
+        if (!known) {
+            out.emplace_back("Nemotron-H layers other than Mamba-2, attention, MLP or MoE");
+            break;
+        }
+    }
+    if (spec.moe) {
+        // The engine refuses group-limited routing of nemotron_h (unsupportedFeatures).
+        if (spec.moe->scoring != model::RouterScoring::Sigmoid || spec.moe->numGroups > 1) {
+            out.emplace_back("Nemotron-H routers other than the ungrouped sigmoid router");
+        }
+    }
+}
+
+} // namespace
 
 std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
 {
@@ -36,6 +65,11 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
+    // Nemotron-H's layers are its own (backward_nemotron_h.cpp), checked on their own.
+    if (family == model::Family::NemotronH) {
+        nemotronHBackwardUnsupported(spec, out);
+        return out;
+    }
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
@@ -160,6 +194,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
                          "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
                          "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
                          "logits; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::NemotronH) {
+        out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "
+                         "experts, the latent MoE; fp64 or fp32 only)");
     }
     return out;
 }

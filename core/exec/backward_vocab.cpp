@@ -16,7 +16,7 @@ template <typename T>
 Result<void> GradientPass<T>::embed(std::span<const std::int64_t> ids, std::vector<T>& hidden)
 {
     const std::int64_t h = m_spec.hiddenSize;
-    const T* table = m_p.value("model.embed_tokens.weight");
+    const T* table = m_p.value(embedModule() + ".weight");
     if (m_vocabTotal == 0) {
         return embedding<T>(ids, table, m_spec.vocabSize, h, hidden.data());
     }
@@ -36,7 +36,7 @@ template <typename T>
 void GradientPass<T>::embedBackward(std::span<const std::int64_t> ids, const std::vector<T>& dh)
 {
     const std::int64_t h = m_spec.hiddenSize;
-    T* dEmbed = m_p.grad("model.embed_tokens.weight");
+    T* dEmbed = m_p.grad(embedModule() + ".weight");
     for (std::size_t i = 0; i < ids.size(); ++i) {
         // Vocab-parallel: only the rows this rank holds (dh is whole on every rank).
         const std::int64_t row = ids[i] - m_vocabStart;

@@ -94,11 +94,27 @@ private:
     /// lm_head.weight, or the embedding table it is tied to.
     std::string headWeight() const
     {
-        return m_p.values.contains("lm_head.weight") ? "lm_head.weight"
-                                                     : "model.embed_tokens.weight";
+        return m_p.values.contains("lm_head.weight") ? "lm_head.weight" : embedModule() + ".weight";
     }
 
-    std::string attn(int l) const { return fmt::format("model.layers.{}.self_attn", l); }
+    /// Layer `l`'s attention module (Nemotron-H's: its mixer).
+    std::string attn(int l) const
+    {
+        return nemotronH() ? fmt::format("{}.layers.{}.mixer", m_spec.layout.textPrefix, l)
+                           : fmt::format("model.layers.{}.self_attn", l);
+    }
+
+    /// The embedding's module: "model.embed_tokens", Nemotron-H's "backbone.embeddings".
+    std::string embedModule() const
+    {
+        return nemotronH() ? m_spec.layout.textPrefix + ".embeddings" : "model.embed_tokens";
+    }
+
+    /// The final norm's module: "model.norm", Nemotron-H's "backbone.norm_f".
+    std::string finalNormModule() const
+    {
+        return nemotronH() ? m_spec.layout.textPrefix + ".norm_f" : "model.norm";
+    }
 
     /// Rounds a gradient to the emulated format of GradientOptions::roundedLayers.
     void roundTo(std::vector<T>& values) const
@@ -293,6 +309,31 @@ private:
     /// Its backward from the block's output gradient `dout`: returns the shared expert's own
     /// output gradient; the gate's input gradient joins dxn2, its weight's gradient accumulated.
     std::vector<T> sharedGateBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+
+    // --- Nemotron-H's layers (backward_nemotron_h.cpp) ---
+
+    /// Its attention scale (head_dim^-½, no RoPE) and its sigmoid router.
+    Result<void> nemotronHInit();
+    /// One block: hidden + mixer(norm(hidden)), the mixer Mamba-2, attention (attentionForward
+    /// under the mixer's name), the relu2 MLP or the MoE.
+    Result<void> nemotronHLayerForward(int l, std::vector<T>& hidden);
+    Result<void> nemotronHLayerBackward(int l, std::vector<T>& dh);
+    /// The Mamba-2 mixer on a.xn1 into `out` [n, h], from zero conv and SSM states.
+    void mamba2Forward(int l, LayerActivations<T>& a, T* out);
+    /// Its backward from `dout`: dxn1 accumulated, the weight gradients accumulated.
+    void mamba2Backward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+    /// The ungated MLP down(relu(up(x))²) of `module` over `rows` rows of width `in`: `u` the up
+    /// projection, `act` relu(u)².
+    void relu2Forward(const std::string& module, const T* x, std::int64_t rows, std::int64_t in,
+        std::int64_t inter, std::vector<T>& u, std::vector<T>& act, T* out);
+    void relu2Backward(const std::string& module, const T* x, std::int64_t rows, std::int64_t in,
+        std::int64_t inter, const std::vector<T>& u, const std::vector<T>& act, const T* dout,
+        T* dx);
+    /// Nemotron-3's MoE on a.xn1: the sigmoid router with its selection bias, relu2 experts (with
+    /// moe_latent_size between fc1_latent_proj and fc2_latent_proj) and the shared expert.
+    void nemotronHMoeForward(int l, LayerActivations<T>& a, T* out);
+    void nemotronHMoeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
+    [[nodiscard]] bool nemotronH() const { return m_spec.family == model::Family::NemotronH; }
 
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 

@@ -13,11 +13,10 @@ namespace {
 
 double silu(double v) { return v * sigmoid(v); }
 
-} // namespace
-
+/// The convolution of mamba2Conv, its SiLU applied when `activate` (else the pre-activation).
 template <typename T>
-void mamba2Conv(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel, const T* w,
-    const T* bias, T* state)
+void convolve(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel, const T* w,
+    const T* bias, T* state, bool activate)
 {
     const std::int64_t past = kernel - 1;
     // The window: the carried inputs, then this step's.
@@ -30,10 +29,26 @@ void mamba2Conv(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kern
             for (std::int64_t k = 0; k < kernel; ++k) {
                 acc += double(w[c * kernel + k]) * double(in[std::size_t((t + k) * channels + c)]);
             }
-            xbc[t * channels + c] = T(silu(acc));
+            xbc[t * channels + c] = T(activate ? silu(acc) : acc);
         }
     }
     std::copy_n(in.begin() + n * channels, past * channels, state);
+}
+
+} // namespace
+
+template <typename T>
+void mamba2Conv(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel, const T* w,
+    const T* bias, T* state)
+{
+    convolve(xbc, n, channels, kernel, w, bias, state, true);
+}
+
+template <typename T>
+void mamba2ConvPreActivation(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel,
+    const T* w, const T* bias, T* state)
+{
+    convolve(xbc, n, channels, kernel, w, bias, state, false);
 }
 
 template <typename T> void mamba2Dt(T* dt, std::int64_t n, std::int64_t heads, const T* dtBias)
@@ -164,6 +179,10 @@ void gatedGroupRmsNorm(T* y, const T* z, std::int64_t zStride, const T* w, std::
 template void mamba2Conv<float>(
     float*, std::int64_t, std::int64_t, std::int64_t, const float*, const float*, float*);
 template void mamba2Conv<double>(
+    double*, std::int64_t, std::int64_t, std::int64_t, const double*, const double*, double*);
+template void mamba2ConvPreActivation<float>(
+    float*, std::int64_t, std::int64_t, std::int64_t, const float*, const float*, float*);
+template void mamba2ConvPreActivation<double>(
     double*, std::int64_t, std::int64_t, std::int64_t, const double*, const double*, double*);
 template void mamba2Dt<float>(float*, std::int64_t, std::int64_t, const float*);
 template void mamba2Dt<double>(double*, std::int64_t, std::int64_t, const double*);

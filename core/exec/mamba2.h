@@ -32,6 +32,12 @@ template <typename T>
 void mamba2Conv(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel, const T* w,
     const T* bias, T* state);
 
+/// mamba2Conv without its SiLU: row t becomes bias + Σ_k w[c, k] · in[t − (kernel − 1) + k],
+/// the pre-activation the gradient pass keeps for SiLU's backward; `state` as mamba2Conv's.
+template <typename T>
+void mamba2ConvPreActivation(T* xbc, std::int64_t n, std::int64_t channels, std::int64_t kernel,
+    const T* w, const T* bias, T* state);
+
 /// dt[n, heads] ← softplus(dt + dt_bias) (torch's softplus: the identity above 20).
 template <typename T> void mamba2Dt(T* dt, std::int64_t n, std::int64_t heads, const T* dtBias);
 

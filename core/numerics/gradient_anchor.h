@@ -15,7 +15,8 @@ inline constexpr std::string_view kGradientSuffix = "#grad";
 /// Whether `capture` is the gradient of a parameter ("...q_proj.weight#grad"; gpt-oss's
 /// "...self_attn.sinks#grad" and fused "...experts.gate_up_proj#grad", "...experts.down_proj_bias
 /// #grad", Gemma-4's "...router.scale#grad" and "...router.per_expert_scale#grad", the Gated
-/// DeltaNet's "...linear_attn.A_log#grad" and "...linear_attn.dt_bias#grad", which no anchor's
+/// DeltaNet's "...linear_attn.A_log#grad" and "...linear_attn.dt_bias#grad", Mamba-2's
+/// "...mixer.A_log#grad", "...mixer.D#grad" and "...mixer.dt_bias#grad", which no anchor's
 /// name ends with: a dense MLP's "mlp.down_proj" anchor has no ".experts" before it).
 inline bool isParameterGradient(std::string_view capture)
 {
@@ -27,7 +28,7 @@ inline bool isParameterGradient(std::string_view capture)
         || name.ends_with(".experts.gate_up_proj") || name.ends_with(".experts.gate_up_proj_bias")
         || name.ends_with(".experts.down_proj") || name.ends_with(".experts.down_proj_bias")
         || name.ends_with(".router.scale") || name.ends_with(".router.per_expert_scale")
-        || name.ends_with(".linear_attn.A_log") || name.ends_with(".linear_attn.dt_bias");
+        || name.ends_with(".A_log") || name.ends_with(".D") || name.ends_with(".dt_bias");
 }
 
 /// Whether `capture` is the gradient of a module's output ("model.layers.3.self_attn#grad").
