@@ -532,8 +532,9 @@ const bool registered = registerCommand({ "run",
             "instead of sharing --memory-budget among a node's ranks");
         app.add_flag("--grad", a->grad,
             "instead of generating, compute the next-token cross-entropy of --ids and its "
-            "gradients (fp64/fp32, or bf16/fp16 emulated: Megatron's bf16 recipe; not "
-            "MLA): --dump writes <anchor>#grad and <parameter>#grad");
+            "gradients (fp64/fp32, or bf16/fp16 emulated: Megatron's bf16 recipe, refused by "
+            "name for the families it does not round): --dump writes <anchor>#grad, "
+            "<parameter>#grad and the forward's router choices");
         app.add_option("--inject-from", a->injectFrom,
             "with --grad: inject mode, own versus inherited error of each layer's backward: this "
             "reference gradient dump (same model, ids, targets) replaces the gradient at every "

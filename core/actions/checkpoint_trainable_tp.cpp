@@ -255,24 +255,24 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "gate, the gated shared expert) is not modelled; "
                                               "train it with tp=1",
             tp, m_spec.name, model::familyName(m_spec.family)));
-        if (m_spec.family == model::Family::NemotronH) {
-            // Its Mamba-2 mixers (in_proj's z ‖ xBC ‖ dt, the conv channels, heads and groups) and
-            // its relu2 and latent experts are not cut here.
-            return Error::unsupported(
-                fmt::format("--plan tp={}: tensor-parallel training of {} "
-                            "(Nemotron-H: Mamba-2 heads and groups, relu2 "
-                            "experts, the latent MoE) is not modelled; train it "
-                            "with tp=1",
-                    tp, m_spec.name));
-        }
-        auto local = localSpec(m_spec, tp);
-        if (!local) {
-            return local.error();
-        }
-        // The fixed tensors (DeepSeek's e_score_correction_bias) only rank experts: replicated.
-        auto shard = std::make_unique<CheckpointShard>(std::move(*local), m_fixed, rank, group);
-        DAY0_TRY(shard->cut(m_spec, m_parameters, m_initial, tp));
-        return std::unique_ptr<train::TensorParallelShard>(std::move(shard));
     }
+    if (m_spec.family == model::Family::NemotronH) {
+        // Its Mamba-2 mixers (in_proj's z ‖ xBC ‖ dt, the conv channels, heads and groups) and
+        // its relu2 and latent experts are not cut here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(Nemotron-H: Mamba-2 heads and groups, relu2 "
+                                              "experts, the latent MoE) is not modelled; train it "
+                                              "with tp=1",
+            tp, m_spec.name));
+    }
+    auto local = localSpec(m_spec, tp);
+    if (!local) {
+        return local.error();
+    }
+    // The fixed tensors (DeepSeek's e_score_correction_bias) only rank experts: replicated.
+    auto shard = std::make_unique<CheckpointShard>(std::move(*local), m_fixed, rank, group);
+    DAY0_TRY(shard->cut(m_spec, m_parameters, m_initial, tp));
+    return std::unique_ptr<train::TensorParallelShard>(std::move(shard));
+}
 
 } // namespace day0::actions

@@ -314,79 +314,78 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "Gated DeltaNet's heads, the attention output "
                                               "gate, the gated shared expert) is not modelled",
             spec.name, model::familyName(spec.family)));
-        if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::NemotronH) {
-            return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
-                                                  "Nemotron-H (Mamba-2 heads and groups, relu2 "
-                                                  "experts, the latent MoE) is not modelled",
-                spec.name));
-        }
-        if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
-            return Error::unsupported(
-                fmt::format("gradients of {}: tensor parallelism of gpt-oss "
-                            "(per-head attention sinks, packed biased experts) "
-                            "is not modelled",
-                    spec.name));
-        }
-        // GLM-4.5, GLM-5 and MiniMax-M2 are checked against their twins on one rank only.
-        const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
-            : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
-            : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
-                                                      : nullptr;
-        if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
-            return Error::unsupported(fmt::format(
-                "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));
-        }
-        if (ids.empty()) {
-            return Error::badInput("gradients: no token ids");
-        }
-        if (targets.size() != ids.size()) {
-            return Error::badInput(fmt::format(
-                "gradients: {} targets for {} token ids (one per id)", targets.size(), ids.size()));
-        }
-        const std::int64_t vocab = options.vocabTotal > 0 ? options.vocabTotal : spec.vocabSize;
-        if (options.vocabTotal > 0) {
-            if (!options.tpSum || !options.tpMax || options.vocabStart < 0
-                || options.vocabStart + spec.vocabSize > options.vocabTotal) {
-                return Error::internal(fmt::format(
-                    "gradients: the vocab-parallel rows [{}, {}) of {} "
-                    "ids need a TP group's sum and maximum",
-                    options.vocabStart, options.vocabStart + spec.vocabSize, options.vocabTotal));
-            }
-            for (std::size_t i = 0; i < ids.size(); ++i) {
-                if (ids[i] < 0 || ids[i] >= vocab) {
-                    return Error::badInput(fmt::format("gradients: token id {} at position {} is "
-                                                       "outside the vocabulary [0, {})",
-                        ids[i], i, vocab));
-                }
-            }
-        }
-        for (std::size_t i = 0; i < targets.size(); ++i) {
-            if (targets[i] >= vocab) {
-                return Error::badInput(fmt::format("gradients: target {} at position {} is outside "
-                                                   "the vocabulary [0, {})",
-                    targets[i], i, vocab));
-            }
-        }
-        if (options.emulated != PrecisionMode::F32) {
-            DAY0_TRY(checkEmulated(spec, options));
-        }
-        if (options.fp64) {
-            return runPass<double>(spec, weights, ids, targets, options, std::move(stop));
-        }
-        return runPass<float>(spec, weights, ids, targets, options, std::move(stop));
     }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::NemotronH) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
+                                              "Nemotron-H (Mamba-2 heads and groups, relu2 "
+                                              "experts, the latent MoE) is not modelled",
+            spec.name));
+    }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
+                                              "(per-head attention sinks, packed biased experts) "
+                                              "is not modelled",
+            spec.name));
+    }
+    // GLM-4.5, GLM-5 and MiniMax-M2 are checked against their twins on one rank only.
+    const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
+        : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
+        : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
+                                                  : nullptr;
+    if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
+        return Error::unsupported(fmt::format(
+            "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));
+    }
+    if (ids.empty()) {
+        return Error::badInput("gradients: no token ids");
+    }
+    if (targets.size() != ids.size()) {
+        return Error::badInput(fmt::format(
+            "gradients: {} targets for {} token ids (one per id)", targets.size(), ids.size()));
+    }
+    const std::int64_t vocab = options.vocabTotal > 0 ? options.vocabTotal : spec.vocabSize;
+    if (options.vocabTotal > 0) {
+        if (!options.tpSum || !options.tpMax || options.vocabStart < 0
+            || options.vocabStart + spec.vocabSize > options.vocabTotal) {
+            return Error::internal(fmt::format("gradients: the vocab-parallel rows [{}, {}) of {} "
+                                               "ids need a TP group's sum and maximum",
+                options.vocabStart, options.vocabStart + spec.vocabSize, options.vocabTotal));
+        }
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (ids[i] < 0 || ids[i] >= vocab) {
+                return Error::badInput(fmt::format("gradients: token id {} at position {} is "
+                                                   "outside the vocabulary [0, {})",
+                    ids[i], i, vocab));
+            }
+        }
+    }
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] >= vocab) {
+            return Error::badInput(fmt::format("gradients: target {} at position {} is outside "
+                                               "the vocabulary [0, {})",
+                targets[i], i, vocab));
+        }
+    }
+    if (options.emulated != PrecisionMode::F32) {
+        DAY0_TRY(checkEmulated(spec, options));
+    }
+    if (options.fp64) {
+        return runPass<double>(spec, weights, ids, targets, options, std::move(stop));
+    }
+    return runPass<float>(spec, weights, ids, targets, options, std::move(stop));
+}
 
-    Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const std::int64_t> ids,
-        std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
-        Progress* progress)
-    {
-        GradientOptions options;
-        options.fp64 = engine.isF64();
-        options.activations = activations;
-        options.progress = progress;
-        options.engineNorms = true;
-        return lossAndGradients(
-            engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
-    }
+Result<GradientResult> lossAndGradients(const Engine& engine, std::span<const std::int64_t> ids,
+    std::span<const std::int64_t> targets, bool activations, std::stop_token stop,
+    Progress* progress)
+{
+    GradientOptions options;
+    options.fp64 = engine.isF64();
+    options.activations = activations;
+    options.progress = progress;
+    options.engineNorms = true;
+    return lossAndGradients(
+        engine.spec(), engine.weightTable().tensors, ids, targets, options, std::move(stop));
+}
 
 } // namespace day0::exec

@@ -74,7 +74,7 @@ template <typename T> struct LayerActivations {
     // Nemotron-H (backward_nemotron_h.cpp); its norm's output is xn1, a relu2 MLP's up
     // projection u and relu(u)² act, a relu2 expert's likewise in Expert::u and ::act.
     std::vector<T> proj; ///< the Mamba-2 in_proj output z ‖ xBC ‖ dt [n, width]
-    std::vector<T> convPre; ///< the conv's pre-activation [n, conv channels]
+    // convPre (above): the conv's pre-activation [n, conv channels]
     std::vector<T> conv; ///< SiLU of it: x ‖ B ‖ C as the scan reads them
     std::vector<T> dt; ///< softplus(dt + dt_bias) [n, heads]
     std::vector<T> ssd; ///< the scan's output y + D·x [n, inner]
