@@ -1,6 +1,7 @@
 // exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
-// progress counted in bytes read with the rate in its stage, cancellation, emulated precisions
-// and inject mode, the streamed sequence of a sampled corpus, and the memory-size parser of
+// progress counted in bytes read with the rate in its stage, cancellation, the next layer read
+// ahead within the budget, emulated precisions and inject mode, the streamed sequence of a sampled
+// corpus, and the memory-size parser of
 // --memory-budget.
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
@@ -91,6 +92,49 @@ void expectSameLogits(const exec::RunResult& a, const exec::RunResult& b)
     ASSERT_TRUE(x != nullptr && y != nullptr);
     ASSERT_EQ(x->byteSize(), y->byteSize());
     EXPECT_EQ(std::memcmp(x->rawData(), y->rawData(), std::size_t(x->byteSize())), 0);
+}
+
+// The next layer is read and converted on the loader thread while this one computes, only where
+// the two fit the budget together: unbounded, every load after the run's first is read ahead;
+// with a budget of the largest layer alone no second layer is, and the weights resident stay
+// within it.
+// The logits are the same bytes either way.
+TEST(LayerStream, TheNextLayerIsReadAheadOnlyWhereItFitsTheBudget)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    Progress progress;
+    auto unbounded = exec::runStreamed(kTiny, *spec, options(), {}, progress, {});
+    ASSERT_TRUE(unbounded) << unbounded.error().message;
+    const auto& ahead = unbounded->stats;
+    // Three steps: the embedding of the first is read on the run's thread; every other load
+    // (the next step's embedding during the head) is read ahead.
+    EXPECT_EQ(ahead.phasesReadAhead, ahead.phasesLoaded - 1);
+    EXPECT_GT(ahead.largestPairBytes, ahead.largestPhaseBytes);
+    EXPECT_LE(ahead.residentPeakBytes, ahead.largestPairBytes);
+    EXPECT_GT(ahead.readAheadSeconds, 0.0);
+
+    exec::StreamOptions tight;
+    tight.memoryBudget = ahead.largestPhaseBytes;
+    auto bounded = exec::runStreamed(kTiny, *spec, options(), tight, progress, {});
+    ASSERT_TRUE(bounded) << bounded.error().message;
+    // Two decoder layers do not fit it (unbounded, the run held more); a small phase (the
+    // final norm) still fits beside a layer.
+    EXPECT_GT(ahead.residentPeakBytes, tight.memoryBudget);
+    EXPECT_LT(bounded->stats.phasesReadAhead, ahead.phasesReadAhead);
+    EXPECT_EQ(bounded->stats.phasesLoaded, ahead.phasesLoaded);
+    EXPECT_LE(bounded->stats.residentPeakBytes, tight.memoryBudget);
+    EXPECT_EQ(bounded->stats.bytesRead, ahead.bytesRead);
+    expectSameLogits(bounded->run, unbounded->run);
+
+    // A budget every pair fits reads as much ahead as none.
+    exec::StreamOptions roomy;
+    roomy.memoryBudget = ahead.largestPairBytes;
+    auto fits = exec::runStreamed(kTiny, *spec, options(), roomy, progress, {});
+    ASSERT_TRUE(fits) << fits.error().message;
+    EXPECT_EQ(fits->stats.phasesReadAhead, ahead.phasesReadAhead);
+    EXPECT_LE(fits->stats.residentPeakBytes, roomy.memoryBudget);
+    expectSameLogits(fits->run, unbounded->run);
 }
 
 TEST(LayerStream, EmulatedPrecisionsStreamBitForBit)
