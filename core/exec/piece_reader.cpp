@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -57,6 +59,7 @@ std::int64_t rowsPerChunk(const StreamPiece& p, const Grid& g)
 
 PieceReader::~PieceReader()
 {
+    m_pool.reset(); // the helpers stop before the buffers and files go
     for (const auto& [path, fd] : m_files) {
         ::close(fd);
     }
@@ -74,9 +77,95 @@ std::uint64_t PieceReader::readBufferBytes(const StreamPiece& p)
     return std::min(stored, std::max(element, kChunkBytes / element * element));
 }
 
+/// Helper threads started once and woken for each piece (starting threads for every tensor
+/// cost more than a tensor of a few chunks gains from them on a virtual machine).
+class PieceReader::Helpers {
+public:
+    explicit Helpers(std::size_t count)
+    {
+        m_threads.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+            m_threads.emplace_back([this, i] { serve(i + 1); });
+        }
+    }
+    ~Helpers()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_quit = true;
+        }
+        m_wake.notify_all();
+        m_threads.clear(); // joins
+    }
+    Helpers(const Helpers&) = delete;
+    Helpers& operator=(const Helpers&) = delete;
+
+    /// Runs `job(w)` on helpers w = 1..`helpers` and job(0) on the caller; returns when all
+    /// are done.
+    void run(std::size_t helpers, const std::function<void(std::size_t)>& job)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_job = &job;
+            m_participants = helpers;
+            m_pending = helpers;
+            ++m_generation;
+        }
+        m_wake.notify_all();
+        job(0);
+        std::unique_lock lock(m_mutex);
+        m_done.wait(lock, [&] { return m_pending == 0; });
+        m_job = nullptr;
+    }
+
+private:
+    void serve(std::size_t w)
+    {
+        std::uint64_t seen = 0;
+        std::unique_lock lock(m_mutex);
+        for (;;) {
+            m_wake.wait(lock, [&] { return m_quit || m_generation != seen; });
+            if (m_quit) {
+                return;
+            }
+            seen = m_generation;
+            if (w > m_participants) {
+                continue;
+            }
+            const auto* job = m_job;
+            lock.unlock();
+            (*job)(w);
+            lock.lock();
+            if (--m_pending == 0) {
+                m_done.notify_one();
+            }
+        }
+    }
+
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::condition_variable m_done;
+    const std::function<void(std::size_t)>* m_job = nullptr;
+    std::size_t m_participants = 0;
+    std::size_t m_pending = 0;
+    std::uint64_t m_generation = 0;
+    bool m_quit = false;
+    std::vector<std::jthread> m_threads;
+};
+
+PieceReader::PieceReader() = default;
+
 void PieceReader::setWorkers(std::size_t workers)
 {
-    m_buffers.resize(std::max<std::size_t>(1, workers));
+    const std::size_t count = std::max<std::size_t>(1, workers);
+    if (count == m_buffers.size()) {
+        return;
+    }
+    m_pool.reset();
+    m_buffers.resize(count);
+    if (count > 1) {
+        m_pool = std::make_unique<Helpers>(count - 1);
+    }
 }
 
 Result<int> PieceReader::fileOf(const std::string& file)
@@ -148,14 +237,12 @@ Result<void> PieceReader::forEachChunk(int fd, const StreamPiece& p, std::size_t
         }
     };
     const std::size_t workers = std::min(m_buffers.size(), chunks);
-    {
-        std::vector<std::jthread> helpers;
-        helpers.reserve(workers > 0 ? workers - 1 : 0);
-        for (std::size_t w = 1; w < workers; ++w) {
-            helpers.emplace_back([&, w] { work(m_buffers[w]); });
-        }
+    if (workers <= 1) {
         work(m_buffers[0]);
-    } // joined: every chunk is converted (or the read failed or stopped)
+    } else {
+        m_pool->run(workers - 1, [&](std::size_t w) { work(m_buffers[w]); });
+    }
+    // Every chunk is converted (or the read failed or stopped).
     if (error) {
         return *error;
     }

@@ -47,13 +47,14 @@ struct StreamPiece {
 /// thread-safe: one caller at a time (it starts and joins its own workers).
 class PieceReader {
 public:
-    PieceReader() = default;
+    PieceReader();
     ~PieceReader();
     PieceReader(const PieceReader&) = delete;
     PieceReader& operator=(const PieceReader&) = delete;
 
     /// Threads a piece of several chunks is read and converted on, the caller's included
-    /// (at least 1; 1 until set). Its buffers then hold up to `workers` chunks at once.
+    /// (at least 1; 1 until set): workers - 1 helper threads are started and kept until the
+    /// reader goes. Its buffers then hold up to `workers` chunks at once.
     void setWorkers(std::size_t workers);
     [[nodiscard]] std::size_t workers() const { return m_buffers.size(); }
 
@@ -85,8 +86,11 @@ private:
     Result<void> forEachChunk(int fd, const StreamPiece& p, std::size_t chunks, Where where,
         Convert convert, const std::stop_token& stop);
 
+    class Helpers;
+
     std::map<std::string, int> m_files; ///< open descriptors, by path
     std::vector<Buffer> m_buffers = std::vector<Buffer>(1); ///< one per worker
+    std::unique_ptr<Helpers> m_pool; ///< the workers after the caller's; none for one
 };
 
 } // namespace day0::exec::detail
