@@ -630,7 +630,7 @@ private:
             const auto started = std::chrono::steady_clock::now();
             // The disk reads the phase after it while this one is read and converted: a run
             // whose layers compute in a few ms (one token) is otherwise a chain of loads, each
-            // waiting on its own reads (advised at its end: 0.28x the sequential read).
+            // waiting on its own reads.
             advisePages(m_phases[(next + 1) % m_phases.size()]);
             Loading into { m_ahead.table, m_ahead.held };
             fill(m_phases[next], into);
