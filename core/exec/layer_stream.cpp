@@ -396,6 +396,7 @@ public:
             }
         }
         finish(into);
+        notePeak(); // the experts beside the rest of the layer and the next one read ahead
         m_progress.setTotal(m_progressTotal);
         m_stats.readSeconds
             += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
