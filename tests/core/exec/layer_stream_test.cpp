@@ -1,6 +1,7 @@
 // exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
 // progress counted in bytes read with the rate in its stage, cancellation, the next layer read
-// ahead within the budget, emulated precisions and inject mode, the streamed sequence of a sampled
+// ahead within the budget, routed experts in the resident peak, emulated precisions and inject
+// mode, the streamed sequence of a sampled
 // corpus, and the memory-size parser of
 // --memory-budget.
 #include "exec/checkpoint_weights.h"
@@ -8,10 +9,13 @@
 #include "exec/layer_stream.h"
 #include "exec/sequence_decoder.h"
 #include "exec/streamed_sequence.h"
+#include "tiny_models.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -135,6 +139,43 @@ TEST(LayerStream, TheNextLayerIsReadAheadOnlyWhereItFitsTheBudget)
     EXPECT_EQ(fits->stats.phasesReadAhead, ahead.phasesReadAhead);
     EXPECT_LE(fits->stats.residentPeakBytes, roomy.memoryBudget);
     expectSameLogits(fits->run, unbounded->run);
+}
+
+// A MoE layer's routed experts, read once its router has chosen, count in the weights resident
+// at most: with a budget that leaves no room for reading a second layer ahead, the peak holds
+// the layer's other tensors and the top-2 experts its tokens chose at least.
+TEST(LayerStream, RoutedExpertsCountInTheResidentPeak)
+{
+    const auto moe = test::tinyQwen3Moe();
+    const auto dir = std::filesystem::temp_directory_path()
+        / ("day0_stream_moe_" + std::to_string(::getpid()));
+    test::writeCheckpoint(moe, dir);
+    std::uint64_t others = 0;
+    std::uint64_t oneExpert = 0;
+    for (const auto& [name, t] : moe.weights) {
+        if (!name.starts_with("model.layers.0.")) {
+            continue;
+        }
+        if (name.find(".experts.0.") != std::string::npos) {
+            oneExpert += std::uint64_t(t.numel()) * 4;
+        } else if (name.find(".experts.") == std::string::npos) {
+            others += std::uint64_t(t.numel()) * 4;
+        }
+    }
+    auto spec = exec::loadCheckpointModel(dir);
+    ASSERT_TRUE(spec) << spec.error().message;
+    Progress progress;
+    auto unbounded = exec::runStreamed(dir, *spec, options(), {}, progress, {});
+    ASSERT_TRUE(unbounded) << unbounded.error().message;
+    exec::StreamOptions tight;
+    tight.memoryBudget = unbounded->stats.largestPhaseBytes;
+    auto r = exec::runStreamed(dir, *spec, options(), tight, progress, {});
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_GT(r->stats.expertBytesSkipped, 0u);
+    EXPECT_GE(r->stats.residentPeakBytes, others + 2 * oneExpert);
+    EXPECT_LE(r->stats.residentPeakBytes, tight.memoryBudget);
+    expectSameLogits(r->run, unbounded->run);
 }
 
 TEST(LayerStream, EmulatedPrecisionsStreamBitForBit)
