@@ -1,9 +1,8 @@
-// exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
-// progress counted in bytes read with the rate in its stage, cancellation, the next layer read
-// ahead within the budget, routed experts in the resident peak, emulated precisions and inject
-// mode, the streamed sequence of a sampled
-// corpus, and the memory-size parser of
-// --memory-budget.
+// exec::runStreamed (issue #22) on the tiny Llama checkpoint (and a tiny Qwen3-MoE): the same
+// result as Engine::run, progress counted in bytes read with the rate in its stage,
+// cancellation, the next layer read ahead within the budget, routed experts in the resident
+// peak, emulated precisions and inject mode, the streamed sequence of a sampled corpus, and the
+// memory-size parser of --memory-budget.
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/layer_stream.h"
