@@ -40,8 +40,10 @@ nlohmann::json streamJson(const exec::StreamStats& s)
 {
     return { { "bytes_read", s.bytesRead }, { "read_seconds", s.readSeconds },
         { "read_bytes_per_second", s.readSeconds > 0 ? double(s.bytesRead) / s.readSeconds : 0.0 },
-        { "layer_loads", s.phasesLoaded }, { "largest_layer", s.largestPhase },
+        { "layer_loads", s.phasesLoaded }, { "layer_loads_read_ahead", s.phasesReadAhead },
+        { "read_ahead_seconds", s.readAheadSeconds }, { "largest_layer", s.largestPhase },
         { "largest_layer_bytes", s.largestPhaseBytes },
+        { "largest_two_layers_bytes", s.largestPairBytes },
         { "resident_weights_peak_bytes", s.residentPeakBytes },
         { "peak_rss_bytes", s.peakRssBytes }, { "memory_budget", s.memoryBudget },
         { "expert_bytes_skipped", s.expertBytesSkipped } };
@@ -413,13 +415,15 @@ int runRun(const RunArgs& a, const GlobalOptions& global)
                                        result->injected ? " and its inject-mode run" : ""));
     }
     if (const auto& s = ran->stream) {
-        fmt::print("streamed: {} read in {} ({}/s), {} layer loads; weights resident at most {} "
+        fmt::print("streamed: {} read, the run {} in loads ({}/s), {} layer loads ({} read ahead "
+                   "while the layer before computed); weights resident at most {} "
                    "(largest layer {}: {}); peak RSS {}{}{}\n",
             formatBytes(Bytes(std::int64_t(s->bytesRead))), formatDuration(Seconds(s->readSeconds)),
             formatBytes(Bytes(
                 std::int64_t(s->readSeconds > 0 ? double(s->bytesRead) / s->readSeconds : 0.0))),
-            s->phasesLoaded, formatBytes(Bytes(std::int64_t(s->residentPeakBytes))),
-            s->largestPhase, formatBytes(Bytes(std::int64_t(s->largestPhaseBytes))),
+            s->phasesLoaded, s->phasesReadAhead,
+            formatBytes(Bytes(std::int64_t(s->residentPeakBytes))), s->largestPhase,
+            formatBytes(Bytes(std::int64_t(s->largestPhaseBytes))),
             formatBytes(Bytes(std::int64_t(s->peakRssBytes))),
             s->memoryBudget > 0
                 ? fmt::format(", budget {}", formatBytes(Bytes(std::int64_t(s->memoryBudget))))

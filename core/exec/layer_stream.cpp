@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace day0::exec {
 
@@ -49,7 +50,12 @@ struct Phase {
     std::string router;
     std::map<int, std::vector<std::size_t>> experts;
     std::uint64_t expertStored = 0;
+    std::uint64_t expertConverted = 0; ///< the routed experts' share of convertedBytes
 };
+
+/// Threads one tensor is read and converted on at most: the copies out of the page cache and
+/// the conversions scale with cores until memory bandwidth is drawn.
+constexpr std::size_t kMaxReadWorkers = 8;
 
 /// The routed expert `name` belongs to in the MoE block `ffn` ("<ffn>.experts.<E>.…" → E); -1
 /// for any other weight.
@@ -171,6 +177,17 @@ public:
         returnFreedLargeBuffers();
     }
 
+    /// A run that ends (done, failed or cancelled) stops and joins its loader first.
+    ~CheckpointStream() override
+    {
+        m_abort.request_stop();
+        if (m_loader.joinable()) {
+            m_loader.join();
+        }
+    }
+    CheckpointStream(const CheckpointStream&) = delete;
+    CheckpointStream& operator=(const CheckpointStream&) = delete;
+
     /// Maps every weight the forward reads to its phase and checks names, shapes, dtypes and
     /// scales, and the budget against the largest phase, before anything runs.
     Result<void> plan(const model::ModelSpec& spec, const LayerSlice* slice)
@@ -250,10 +267,13 @@ public:
             if ((*piece)->expert >= 0) {
                 ph.experts[(*piece)->expert].push_back(ph.pieces.size());
                 ph.expertStored += stored;
+                ph.expertConverted += converted;
             }
             ph.pieces.push_back(std::move(**piece));
         }
         std::uint64_t total = 0;
+        std::uint64_t largestStored = 0;
+        std::uint64_t largestChunk = 0;
         for (const auto& ph : m_phases) {
             const std::uint64_t need = ph.convertedBytes + ph.roundedBytes + ph.largestStored;
             if (need > m_stats.largestPhaseBytes) {
@@ -261,6 +281,23 @@ public:
                 m_stats.largestPhase = ph.label;
             }
             total += ph.storedBytes;
+            largestStored = std::max(largestStored, ph.largestStored);
+            for (const Piece& p : ph.pieces) {
+                largestChunk = std::max(largestChunk, detail::PieceReader::readBufferBytes(p));
+            }
+        }
+        // Each worker holds a chunk: together never more than the largest tensor as stored.
+        const std::size_t workers = std::min<std::size_t>(
+            { std::max(1u, std::thread::hardware_concurrency()), kMaxReadWorkers,
+                std::max<std::uint64_t>(
+                    1, largestStored / std::max<std::uint64_t>(1, largestChunk)) });
+        m_reader.setWorkers(workers);
+        m_readHold = std::uint64_t(workers) * largestChunk;
+        for (std::size_t i = 0; i < m_phases.size(); ++i) {
+            const std::size_t next = (i + 1) % m_phases.size();
+            if (readsAhead(next)) {
+                m_stats.largestPairBytes = std::max(m_stats.largestPairBytes, pairNeed(i, next));
+            }
         }
         const std::uint64_t budget = m_stats.memoryBudget;
         if (budget > 0 && m_stats.largestPhaseBytes > budget) {
@@ -292,6 +329,7 @@ public:
         m_stepError.reset();
         ++m_step;
         if (m_sliced) {
+            settle();
             release(); // the slice's first layer loads when the forward enters it
             return success();
         }
@@ -311,7 +349,9 @@ public:
             return;
         }
         if (it->second == kReleaseOnly) {
+            settle();
             release();
+            dropAhead();
             m_free.clear();
             return;
         }
@@ -320,8 +360,10 @@ public:
 
     Result<void> endStep() override
     {
+        settle();
         release();
         if (m_stepError) {
+            dropAhead();
             return *m_stepError;
         }
         return success();
@@ -336,7 +378,10 @@ public:
         if (ph.router.empty() || ph.router != router) {
             return; // not this layer's router (an indexer's selection, a dense layer)
         }
+        // The reader and the free buffers are the loader's until it has read the next phase.
+        settle();
         const auto started = std::chrono::steady_clock::now();
+        Loading into { m_table, m_held };
         for (const std::int64_t e : std::set<std::int64_t>(experts.begin(), experts.end())) {
             const auto it = ph.experts.find(int(e));
             if (it == ph.experts.end() || !m_loadedExperts.insert(int(e)).second) {
@@ -344,12 +389,14 @@ public:
             }
             for (const std::size_t i : it->second) {
                 const Piece& p = ph.pieces[i];
-                loadPiece(p);
+                loadPiece(p, into);
                 const auto stored = p.bytes.size() + p.scaleBytes.size();
                 m_stats.expertBytesSkipped -= stored;
                 m_progressTotal += std::int64_t(stored);
             }
         }
+        finish(into);
+        notePeak(); // the experts beside the rest of the layer and the next one read ahead
         m_progress.setTotal(m_progressTotal);
         m_stats.readSeconds
             += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -430,7 +477,26 @@ private:
         m_abort.request_stop();
     }
 
-    /// Moves the current phase's buffers to the free pool.
+    /// Where a phase's tensors are being read to: the table, the converted bytes it holds, and
+    /// what reading them cost.
+    struct Loading {
+        detail::WeightTable& table;
+        std::uint64_t& held;
+        std::uint64_t bytesRead = 0;
+        std::optional<Error> error;
+    };
+
+    /// A phase read ahead on the loader thread while the one before it computes.
+    struct Ahead {
+        int index = -1; ///< the phase; -1: none
+        detail::WeightTable table;
+        std::uint64_t held = 0;
+        std::uint64_t bytesRead = 0;
+        double seconds = 0.0; ///< the loader's time reading it
+        std::optional<Error> error;
+    };
+
+    /// Moves the current phase's buffers to the free pool. The loader must be idle (settle()).
     void release()
     {
         for (auto& [name, t] : m_table.tensors) {
@@ -441,33 +507,93 @@ private:
         m_current = -1;
     }
 
-    /// Releases the current phase, loads phase `index` into reused buffers (a free buffer of the
-    /// same size, else a new one; free buffers this phase does not reuse are dropped first, so
-    /// at most one phase is held) and prefetches the next phase's pages. A MoE layer's routed
-    /// experts wait for its router (routed()), unless every expert is asked for.
+    /// A phase read ahead but not entered: its buffers go to the free pool.
+    void dropAhead()
+    {
+        for (auto& [name, t] : m_ahead.table.tensors) {
+            m_free.emplace(std::uint64_t(t.byteSize()), std::move(t));
+        }
+        m_ahead.table.tensors.clear();
+        m_ahead.table.exactFp8.clear();
+        m_ahead.index = -1;
+        m_ahead.held = 0;
+    }
+
+    /// Waits for the loader's phase (the time waited is the run's time in loads) and takes in
+    /// what it read, its failure included. The reader and the free pool are then this thread's.
+    void settle()
+    {
+        if (!m_loader.joinable()) {
+            return;
+        }
+        const auto started = std::chrono::steady_clock::now();
+        m_loader.join();
+        m_stats.readSeconds
+            += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        m_stats.bytesRead += m_ahead.bytesRead;
+        m_stats.readAheadSeconds += m_ahead.seconds;
+        ++m_stats.phasesReadAhead;
+        notePeak();
+        if (m_ahead.error) {
+            fail(*std::exchange(m_ahead.error, std::nullopt));
+        }
+    }
+
+    void notePeak()
+    {
+        m_stats.residentPeakBytes
+            = std::max(m_stats.residentPeakBytes, m_held + (m_ahead.index >= 0 ? m_ahead.held : 0));
+    }
+
+    /// The converted bytes a load of `ph` reads (its routed experts wait for the router).
+    [[nodiscard]] std::uint64_t loadedBytes(const Phase& ph) const
+    {
+        return ph.convertedBytes - (m_routedOnly ? ph.expertConverted : 0);
+    }
+
+    /// Whether phase `index` is read by a load (not a phase outside the slice).
+    [[nodiscard]] bool readsAhead(std::size_t index) const
+    {
+        const Phase& ph = m_phases[index];
+        return std::any_of(ph.pieces.begin(), ph.pieces.end(),
+            [&](const Piece& p) { return !m_routedOnly || p.expert < 0; });
+    }
+
+    /// What phase `current` (all its experts and rounded copies) and phase `next` read ahead
+    /// beside it hold at once, with the reader's buffers.
+    [[nodiscard]] std::uint64_t pairNeed(std::size_t current, std::size_t next) const
+    {
+        const Phase& ph = m_phases[current];
+        return ph.convertedBytes + ph.roundedBytes + loadedBytes(m_phases[next]) + m_readHold;
+    }
+
+    /// Releases the current phase, makes phase `index` current (read ahead already, else read
+    /// now into reused buffers: a free buffer of the same size, else a new one; free buffers it
+    /// does not reuse are dropped first) and starts reading the next phase ahead. A MoE layer's
+    /// routed experts wait for its router (routed()), unless every expert is asked for.
     void load(int index)
     {
+        settle();
         release();
         m_current = index;
         m_loadedExperts.clear();
         const Phase& ph = m_phases[std::size_t(index)];
-        std::multimap<std::uint64_t, Tensor> keep;
-        for (const Piece& p : ph.pieces) {
-            const auto it = m_free.find(bytesOf(p));
-            if (it != m_free.end()) {
-                keep.insert(m_free.extract(it));
-            }
-        }
-        m_free = std::move(keep);
         const auto started = std::chrono::steady_clock::now();
         const std::string step
             = m_step <= 1 ? "prefill" : fmt::format("decode step {}", m_step - 1);
         m_progress.setStage(fmt::format("{}: {}{}", step, ph.label, rateText()));
-        m_held = 0;
-        for (const Piece& p : ph.pieces) {
-            if (!m_routedOnly || p.expert < 0) {
-                loadPiece(p);
-            }
+        if (m_ahead.index == index) {
+            m_table = std::move(m_ahead.table);
+            m_held = m_ahead.held;
+            m_ahead.table = {};
+            m_ahead.index = -1;
+            m_ahead.held = 0;
+        } else {
+            dropAhead();
+            m_held = 0;
+            Loading into { m_table, m_held };
+            fill(ph, into);
+            finish(into);
         }
         if (m_routedOnly && ph.expertStored > 0) {
             // Counted as skipped until the router asks for them.
@@ -478,14 +604,89 @@ private:
         m_stats.readSeconds
             += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         ++m_stats.phasesLoaded;
-        // The next phase's pages are read ahead while this one computes (after the head: the
-        // embedding of the next step); its routed experts only once its router has chosen.
-        const Phase& next = m_phases[(std::size_t(index) + 1) % m_phases.size()];
-        for (const Piece& p : next.pieces) {
+        notePeak();
+        readAhead(std::size_t(index));
+    }
+
+    /// Starts reading the phase after `index` on the loader thread, while `index` computes
+    /// (after the head: the embedding of the next step, none after the last step), where the
+    /// two fit the budget together; else only its pages are read ahead (MADV_WILLNEED) and it
+    /// loads when the forward enters it.
+    void readAhead(std::size_t index)
+    {
+        const std::size_t next = (index + 1) % m_phases.size();
+        if (m_abort.stop_requested() || !readsAhead(next) || (next == 0 && m_step >= m_steps)) {
+            return;
+        }
+        const std::uint64_t budget = m_stats.memoryBudget;
+        if (budget > 0 && pairNeed(index, next) > budget) {
+            advisePages(m_phases[next]);
+            return;
+        }
+        m_ahead.index = int(next);
+        m_ahead.held = 0;
+        m_ahead.bytesRead = 0;
+        m_ahead.seconds = 0.0;
+        m_loader = std::jthread([this, next] {
+            const auto started = std::chrono::steady_clock::now();
+            // The disk reads the phase after it while this one is read and converted: a run
+            // whose layers compute in a few ms (one token) is otherwise a chain of loads, each
+            // waiting on its own reads.
+            advisePages(m_phases[(next + 1) % m_phases.size()]);
+            Loading into { m_ahead.table, m_ahead.held };
+            fill(m_phases[next], into);
+            m_ahead.bytesRead = into.bytesRead;
+            if (into.error) {
+                m_ahead.error = std::move(into.error);
+                m_abort.request_stop();
+            }
+            m_ahead.seconds
+                = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        });
+    }
+
+    /// Reads `ph`'s pages ahead into the page cache (MADV_WILLNEED); its routed experts only
+    /// once its router has chosen.
+    void advisePages(const Phase& ph) const
+    {
+        for (const Piece& p : ph.pieces) {
             if (!m_routedOnly || p.expert < 0) {
                 prefetchPages(p.bytes);
                 prefetchPages(p.scaleBytes);
             }
+        }
+    }
+
+    /// Reads `ph`'s tensors (its routed experts only if every expert is asked for) into
+    /// `into`, after dropping the free buffers it does not reuse (so at most the current phase
+    /// and this one are held). On the loader thread or, with the loader idle, on the run's.
+    void fill(const Phase& ph, Loading& into)
+    {
+        std::multimap<std::uint64_t, Tensor> keep;
+        for (const Piece& p : ph.pieces) {
+            if (m_routedOnly && p.expert >= 0) {
+                continue;
+            }
+            const auto it = m_free.find(bytesOf(p));
+            if (it != m_free.end()) {
+                keep.insert(m_free.extract(it));
+            }
+        }
+        m_free = std::move(keep);
+        for (const Piece& p : ph.pieces) {
+            if (!m_routedOnly || p.expert < 0) {
+                loadPiece(p, into);
+            }
+        }
+    }
+
+    /// A load on the run's thread: its bytes and failure taken in.
+    void finish(Loading& into)
+    {
+        m_stats.bytesRead += into.bytesRead;
+        into.bytesRead = 0;
+        if (into.error) {
+            fail(*std::exchange(into.error, std::nullopt));
         }
     }
 
@@ -495,7 +696,7 @@ private:
     }
 
     /// Converts `p` into a free buffer of its size (else a new one) and puts it in the table.
-    void loadPiece(const Piece& p)
+    void loadPiece(const Piece& p, Loading& into)
     {
         Tensor slot;
         if (const auto it = m_free.find(bytesOf(p)); it != m_free.end()) {
@@ -504,26 +705,29 @@ private:
         } else {
             slot = Tensor::zeros(p.shape, m_compute);
         }
-        m_held += std::uint64_t(slot.byteSize());
-        m_stats.residentPeakBytes = std::max(m_stats.residentPeakBytes, m_held);
+        into.held += std::uint64_t(slot.byteSize());
         // A stopped run still gets every tensor (the layer under way reads them) but no more
         // conversion; the forward returns at the next layer.
         if (!m_abort.stop_requested()) {
-            // Read from the file a chunk at a time (the read-ahead advice of the previous layer
-            // brought it into the page cache), so its mapped pages never enter this process.
-            if (auto converted = m_reader.read(p, slot, m_compute); !converted) {
-                fail(converted.error().withContext(p.name));
+            // Read from the file a chunk at a time (the read-ahead advice brought it into the
+            // page cache), so its mapped pages never enter this process.
+            if (auto converted = m_reader.read(p, slot, m_compute, m_abort.get_token());
+                !converted) {
+                if (!into.error) {
+                    into.error = converted.error().withContext(p.name);
+                }
+                m_abort.request_stop();
             }
             // The scales were read through the map: their pages leave this process.
             releaseResidentPages(p.scaleBytes);
             const auto read = p.bytes.size() + p.scaleBytes.size();
-            m_stats.bytesRead += read;
+            into.bytesRead += read;
             m_progress.advance(std::int64_t(read));
         }
         if (p.exactFp8) {
-            m_table.exactFp8.insert(p.name);
+            into.table.exactFp8.insert(p.name);
         }
-        m_table.tensors[p.name] = std::move(slot);
+        into.table.tensors[p.name] = std::move(slot);
     }
 
     [[nodiscard]] std::string rateText() const
@@ -555,9 +759,12 @@ private:
     detail::WeightTable m_table;
     std::multimap<std::uint64_t, Tensor> m_free; ///< released buffers, by byte size
     detail::PieceReader m_reader;
+    std::uint64_t m_readHold = 0; ///< the reader's buffers, at most
     int m_step = 0;
     std::optional<Error> m_stepError;
     StreamStats m_stats;
+    Ahead m_ahead; ///< the loader's while it runs
+    std::jthread m_loader; ///< reads m_ahead; joined by settle() and the destructor
 };
 
 } // namespace

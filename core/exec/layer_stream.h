@@ -2,9 +2,11 @@
 
 // A reference run over weights streamed layer by layer from a safetensors checkpoint (`day0 run
 // CKPT --stream`): the forward visits its layers in order; each layer's tensors are read from
-// their files a chunk at a time (piece_reader.h) into reused buffers only while that layer runs,
-// and the next layer's pages are prefetched (MADV_WILLNEED) into the page cache while this one
-// computes. Logits and dumps are those of a normal run.
+// their files a chunk at a time, a tensor's chunks spread over worker threads (piece_reader.h),
+// into reused buffers. While a layer computes, a loader thread reads and converts the next one
+// where the two fit the memory budget together (else only the next layer's pages are read into
+// the page cache, MADV_WILLNEED, and it loads when the forward enters it). Logits and dumps are
+// those of a normal run.
 
 #include "base/progress.h"
 #include "base/result.h"
@@ -28,8 +30,9 @@ namespace day0::exec {
 /// How a streamed run holds its weights.
 struct StreamOptions {
     /// Bytes of weights resident at once (converted buffers and the read of one tensor);
-    /// 0: unbounded, which still holds one layer at a time. A layer that alone needs more is
-    /// refused before the run, by name.
+    /// 0: unbounded, which holds the running layer and the next one read ahead. A layer that
+    /// alone needs more is refused before the run, by name; the next layer is read ahead only
+    /// where it fits beside the running one.
     std::uint64_t memoryBudget = 0;
     /// MoE layers: convert every routed expert, not only those the router chose for the step's
     /// tokens (the results are the same; only the bytes read differ).
@@ -39,8 +42,15 @@ struct StreamOptions {
 /// What streaming the weights cost, over every step of the run.
 struct StreamStats {
     std::uint64_t bytesRead = 0; ///< checkpoint bytes read and converted
-    double readSeconds = 0.0; ///< spent reading and converting them
+    /// The run's time in loads: reading and converting on its own thread, and waiting for a
+    /// layer read ahead (the rest of a read ahead overlapped the compute).
+    double readSeconds = 0.0;
     std::int64_t phasesLoaded = 0; ///< layer loads (embedding, layers, norm, head; per step)
+    std::int64_t phasesReadAhead = 0; ///< of them, read by the loader thread ahead of time
+    double readAheadSeconds = 0.0; ///< the loader thread's time reading them
+    /// What a layer and the next one read ahead beside it hold at once, at most (converted
+    /// buffers, the running layer's rounded copies, the reads); 0: nothing is read ahead.
+    std::uint64_t largestPairBytes = 0;
     std::string largestPhase; ///< the layer that needs the most memory ("model.layers.3")
     std::uint64_t largestPhaseBytes = 0; ///< what it needs (converted + largest stored tensor)
     std::uint64_t residentPeakBytes = 0; ///< converted weight buffers held at once, at most
@@ -106,7 +116,8 @@ Result<RunResult> runOverStream(const model::ModelSpec& spec, bool fp64, const R
     LayerStream& stream, Progress& progress, const LayerSlice* slice = nullptr);
 
 /// The weights of a checkpoint, one layer ("phase": the embedding, each decoder layer, the final
-/// norm, the head) at a time. Single-threaded: one run at a time.
+/// norm, the head) at a time. Called from one thread, one run at a time (it may read ahead on
+/// threads of its own, joined before it returns from a call that needs them).
 class LayerStream {
 public:
     virtual ~LayerStream() = default;

@@ -6,7 +6,9 @@
 // the first touch of a page costs 30-40 µs on a virtual machine that shadows the page tables,
 // and faulting every page of every layer in, then dropping it (MADV_DONTNEED), took 0.75-1.0 s
 // of CPU per GiB of BF16 converted to F32 in checkpoint_bench's streamed run, against
-// 0.35-0.40 s read this way (the copy out of the page cache included).
+// 0.35-0.40 s read this way (the copy out of the page cache included). A tensor of several chunks
+// is spread over worker threads, each taking the next chunk in file order into a buffer of its
+// own, so the file is still read front to back while the copies and conversions share the cores.
 
 #include "base/dtype.h"
 #include "base/result.h"
@@ -17,7 +19,9 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
+#include <vector>
 
 namespace day0::exec::detail {
 
@@ -39,33 +43,54 @@ struct StreamPiece {
 };
 
 /// Reads stream pieces from their files into their compute-type tensors. Keeps each file open
-/// and one read buffer (at most readBufferBytes() of the largest piece). Not thread-safe: one
-/// stream, one reader.
+/// and one read buffer per worker (each at most readBufferBytes() of the largest piece). Not
+/// thread-safe: one caller at a time (it starts and joins its own workers).
 class PieceReader {
 public:
-    PieceReader() = default;
+    PieceReader();
     ~PieceReader();
     PieceReader(const PieceReader&) = delete;
     PieceReader& operator=(const PieceReader&) = delete;
 
+    /// Threads a piece of several chunks is read and converted on, the caller's included
+    /// (at least 1; 1 until set): workers - 1 helper threads are started and kept until the
+    /// reader goes. Its buffers then hold up to `workers` chunks at once.
+    void setWorkers(std::size_t workers);
+    [[nodiscard]] std::size_t workers() const { return m_buffers.size(); }
+
     /// Converts `p` into `out` (its shape, type `compute`) exactly as Engine::create's loader
     /// does: widening is exact, and a block-scaled FP8 value is v · scale in double, rounded
-    /// once. The error names the file; the caller adds the tensor.
-    Result<void> read(const StreamPiece& p, numerics::Tensor& out, DType compute);
+    /// once (the same bits whatever the number of workers). The error names the file; the
+    /// caller adds the tensor. A stop requested through `stop` ends the read between chunks,
+    /// leaving `out` partly converted (the caller's run is over).
+    Result<void> read(
+        const StreamPiece& p, numerics::Tensor& out, DType compute, std::stop_token stop = {});
 
     /// The read buffer `p` needs: a chunk of its stored bytes (whole 128-row blocks of a
     /// block-scaled tensor), never more than the tensor.
     static std::uint64_t readBufferBytes(const StreamPiece& p);
 
 private:
+    /// One worker's read buffer.
+    struct Buffer {
+        std::unique_ptr<std::byte[]> data;
+        std::size_t capacity = 0;
+    };
     Result<int> fileOf(const std::string& file);
-    /// Reads `size` bytes of `p` from `at` (past its offset) into the buffer.
-    Result<std::span<const std::byte>> readChunk(
-        const StreamPiece& p, std::uint64_t at, std::size_t size);
+    /// Reads `size` bytes of `p` (open as `fd`) from `at` (past its offset) into `into`.
+    static Result<std::span<const std::byte>> readChunk(
+        int fd, const StreamPiece& p, std::uint64_t at, std::size_t size, Buffer& into);
+    /// Reads chunk k of `chunks` (`where(k)`: its first stored byte and its size) and hands it
+    /// to `convert(k, bytes)`, the chunks taken in order by up to workers() threads.
+    template <class Where, class Convert>
+    Result<void> forEachChunk(int fd, const StreamPiece& p, std::size_t chunks, Where where,
+        Convert convert, const std::stop_token& stop);
+
+    class Helpers;
 
     std::map<std::string, int> m_files; ///< open descriptors, by path
-    std::unique_ptr<std::byte[]> m_buffer;
-    std::size_t m_capacity = 0;
+    std::vector<Buffer> m_buffers = std::vector<Buffer>(1); ///< one per worker
+    std::unique_ptr<Helpers> m_pool; ///< the workers after the caller's; none for one
 };
 
 } // namespace day0::exec::detail

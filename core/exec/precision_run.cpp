@@ -73,6 +73,9 @@ Result<PrecisionRunResult> runWithReference(const model::ModelSpec& spec,
         sum.bytesRead += r->stats.bytesRead;
         sum.readSeconds += r->stats.readSeconds;
         sum.phasesLoaded += r->stats.phasesLoaded;
+        sum.phasesReadAhead += r->stats.phasesReadAhead;
+        sum.readAheadSeconds += r->stats.readAheadSeconds;
+        sum.largestPairBytes = std::max(sum.largestPairBytes, r->stats.largestPairBytes);
         sum.expertBytesSkipped += r->stats.expertBytesSkipped;
         if (r->stats.largestPhaseBytes >= sum.largestPhaseBytes) {
             sum.largestPhase = r->stats.largestPhase;

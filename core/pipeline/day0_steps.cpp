@@ -191,6 +191,9 @@ void addStreamStats(ValidationState& s, const exec::StreamStats& stats)
     sum.bytesRead += stats.bytesRead;
     sum.readSeconds += stats.readSeconds;
     sum.phasesLoaded += stats.phasesLoaded;
+    sum.phasesReadAhead += stats.phasesReadAhead;
+    sum.readAheadSeconds += stats.readAheadSeconds;
+    sum.largestPairBytes = std::max(sum.largestPairBytes, stats.largestPairBytes);
     if (stats.largestPhaseBytes >= sum.largestPhaseBytes) {
         sum.largestPhase = stats.largestPhase;
         sum.largestPhaseBytes = stats.largestPhaseBytes;

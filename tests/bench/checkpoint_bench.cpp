@@ -19,10 +19,12 @@
 //  - streaming: `day0 run --stream`'s read rate (exec::runStreamed over a BF16 Llama checkpoint,
 //    one token, the bytes it read over its wall time) against a plain sequential read() of the
 //    same file, each with the file's pages dropped from the page cache first (posix_fadvise
-//    DONTNEED, which needs no privilege for clean pages) (goal: ≥ 0.8×); beside it the time
-//    inside the stream's loads, and the CPU time the run took on its own thread, which bounds
-//    it from below whatever the disk does (the ratio it could reach with that thread never
-//    waiting).
+//    DONTNEED, which needs no privilege for clean pages) (goal: ≥ 0.8×); beside it the time the
+//    run spent in the stream's loads (reading on its own thread and waiting for a layer its
+//    loader thread read ahead), the loader's time reading ahead, and the CPU time the run took
+//    on its own thread and on all the process's threads (the tensor's read split over worker
+//    threads, the loader), which bound it from below whatever the disk does: the ratio it
+//    could reach with its own thread never waiting, and with every core of the machine its.
 // DAY0_BENCH_QUICK=1 (CTest) uses small files; run by hand for real figures.
 
 #include "base/progress.h"
@@ -366,12 +368,24 @@ void sequentialRead(benchmark::State& state)
 
 double g_streamLoadSeconds = 0.0; ///< streamedRun's seconds per run inside its loads
 double g_streamThreadCpu = 0.0; ///< streamedRun's CPU seconds per run on the calling thread
+double g_streamProcessCpu = 0.0; ///< streamedRun's CPU seconds per run on all the threads
+double g_streamAheadSeconds = 0.0; ///< streamedRun's loader seconds per run reading ahead
+std::int64_t g_streamLoads = 0; ///< streamedRun's layer loads per run
+std::int64_t g_streamLoadsAhead = 0; ///< of them, read ahead by the loader
 
 /// CPU seconds the calling thread has run.
 double threadCpuSeconds()
 {
     timespec ts {};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// CPU seconds every thread of this process has run.
+double processCpuSeconds()
+{
+    timespec ts {};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
@@ -389,25 +403,40 @@ void streamedRun(benchmark::State& state)
     std::uint64_t bytes = 0;
     double reading = 0.0;
     double cpu = 0.0;
+    double processCpu = 0.0;
+    double ahead = 0.0;
+    std::int64_t loads = 0;
+    std::int64_t loadsAhead = 0;
     for (auto _ : state) {
         state.PauseTiming();
         dropCache(f.streamDir / "model.safetensors");
         state.ResumeTiming();
         day0::Progress progress;
         const double cpuBefore = threadCpuSeconds();
+        const double processBefore = processCpuSeconds();
         auto r = day0::exec::runStreamed(f.streamDir, *spec, options, {}, progress, {});
         cpu += threadCpuSeconds() - cpuBefore;
+        processCpu += processCpuSeconds() - processBefore;
         if (!r) {
             state.SkipWithError(r.error().message.c_str());
             break;
         }
         bytes += r->stats.bytesRead;
         reading += r->stats.readSeconds;
+        ahead += r->stats.readAheadSeconds;
+        loads = r->stats.phasesLoaded;
+        loadsAhead = r->stats.phasesReadAhead;
     }
     state.SetBytesProcessed(std::int64_t(bytes));
-    // The time inside the stream's loads (read, convert), the rest being the forward's compute.
-    g_streamLoadSeconds = reading / double(std::max<std::int64_t>(1, state.iterations()));
-    g_streamThreadCpu = cpu / double(std::max<std::int64_t>(1, state.iterations()));
+    // The run's time in the stream's loads (reading on its thread, waiting for the loader), the
+    // rest being the forward's compute.
+    const double runs = double(std::max<std::int64_t>(1, state.iterations()));
+    g_streamLoadSeconds = reading / runs;
+    g_streamThreadCpu = cpu / runs;
+    g_streamProcessCpu = processCpu / runs;
+    g_streamAheadSeconds = ahead / runs;
+    g_streamLoads = loads;
+    g_streamLoadsAhead = loadsAhead;
 }
 
 void convertOpenFile(benchmark::State& state)
@@ -542,17 +571,26 @@ void printSummary(const day0::bench::BenchTimes& times)
             double(f.streamBytes) / sequential / 1048576.0, sequential / streamed);
     }
     if (sequential > 0 && loading > 0) {
-        fmt::print("  its loads alone (read + BF16->F32, compute excluded): {:.0f} MiB/s, {:.2f}x "
-                   "the sequential read\n",
-            double(f.streamBytes) / loading / 1048576.0, sequential / loading);
+        fmt::print("  the run's time in its loads (read + BF16->F32 on its thread, waiting for "
+                   "the layer read ahead; compute excluded): {:.0f} ms, {:.0f} MiB/s of it, "
+                   "{:.2f}x the sequential read; {} of its {} layer loads read ahead by the "
+                   "loader thread, in {:.0f} ms beside the compute\n",
+            1e3 * loading, double(f.streamBytes) / loading / 1048576.0, sequential / loading,
+            g_streamLoadsAhead, g_streamLoads, 1e3 * g_streamAheadSeconds);
     }
-    if (sequential > 0 && streamed > 0 && g_streamThreadCpu > 0) {
-        // The run cannot end before its own thread has run this long: its floor where the
-        // disk is never waited for and no other process takes the core.
-        fmt::print("  its CPU time on the calling thread (reading, converting, its share of the "
-                   "forward): {:.0f} ms a run of its {:.0f} ms; with that thread never waiting it "
-                   "would reach at most {:.2f}x the sequential read\n",
-            1e3 * g_streamThreadCpu, 1e3 * streamed, sequential / g_streamThreadCpu);
+    if (sequential > 0 && streamed > 0 && g_streamThreadCpu > 0 && g_streamProcessCpu > 0) {
+        // The run cannot end before its own thread has run this long, nor before the cores
+        // have run all its threads' work: its floors where the disk is never waited for and no
+        // other process takes a core.
+        const double allCores = g_streamProcessCpu / double(kCores);
+        fmt::print("  its CPU time: {:.0f} ms on the calling thread (the forward, the loads it "
+                   "did not hand off), {:.0f} ms on all its threads (the workers and the loader "
+                   "reading and converting), a run of {:.0f} ms; with the calling thread never "
+                   "waiting it would reach at most {:.2f}x the sequential read, with the {} "
+                   "cores all its own {:.2f}x\n",
+            1e3 * g_streamThreadCpu, 1e3 * g_streamProcessCpu, 1e3 * streamed,
+            sequential / g_streamThreadCpu, kCores,
+            sequential / std::max(g_streamThreadCpu, allCores));
     }
 }
 

@@ -54,15 +54,17 @@ TEST_P(StreamCli, StreamedRunIsBitIdenticalToANormalRun)
         ASSERT_GT(normalTensors.size(), 1000u);
         EXPECT_TRUE(normalTensors == readAll(fs::path(dir) / "streamed" / "tensors.safetensors"))
             << "the streamed dump's tensors differ from the normal run's";
-        // One layer at a time: each of the 3 steps loads the embedding, every layer, the norm
-        // and the head, and never holds more than the largest of them converted.
+        // One layer at a time and the next one read ahead beside it: each of the 3 steps loads
+        // the embedding, every layer, the norm and the head, all but the first load read ahead
+        // by the loader thread, never holding more than the largest two together converted.
         const auto& st = s["stream"];
         const auto fingerprint = s["fingerprint"].get<std::string>(); // "llama/h64/l2/..."
         const int layers = std::stoi(fingerprint.substr(fingerprint.find("/l") + 2));
         EXPECT_EQ(st["layer_loads"].get<int>(), 3 * (layers + 3));
         EXPECT_GT(st["bytes_read"].get<std::uint64_t>(), 0u);
+        EXPECT_EQ(st["layer_loads_read_ahead"].get<int>(), 3 * (layers + 3) - 1);
         EXPECT_LE(st["resident_weights_peak_bytes"].get<std::uint64_t>(),
-            st["largest_layer_bytes"].get<std::uint64_t>());
+            st["largest_two_layers_bytes"].get<std::uint64_t>());
         EXPECT_GT(st["peak_rss_bytes"].get<std::uint64_t>(), 0u);
         // MoE layers read only the experts their router chose: one decode token picks top-k of
         // the experts, so some are never read (0 if every expert were always converted).

@@ -1,16 +1,20 @@
-// exec::runStreamed (issue #22) on the tiny Llama checkpoint: the same result as Engine::run,
-// progress counted in bytes read with the rate in its stage, cancellation, emulated precisions
-// and inject mode, the streamed sequence of a sampled corpus, and the memory-size parser of
-// --memory-budget.
+// exec::runStreamed (issue #22) on the tiny Llama checkpoint (and a tiny Qwen3-MoE): the same
+// result as Engine::run, progress counted in bytes read with the rate in its stage,
+// cancellation, the next layer read ahead within the budget, routed experts in the resident
+// peak, emulated precisions and inject mode, the streamed sequence of a sampled corpus, and the
+// memory-size parser of --memory-budget.
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/layer_stream.h"
 #include "exec/sequence_decoder.h"
 #include "exec/streamed_sequence.h"
+#include "tiny_models.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -91,6 +95,86 @@ void expectSameLogits(const exec::RunResult& a, const exec::RunResult& b)
     ASSERT_TRUE(x != nullptr && y != nullptr);
     ASSERT_EQ(x->byteSize(), y->byteSize());
     EXPECT_EQ(std::memcmp(x->rawData(), y->rawData(), std::size_t(x->byteSize())), 0);
+}
+
+// The next layer is read and converted on the loader thread while this one computes, only where
+// the two fit the budget together: unbounded, every load after the run's first is read ahead;
+// with a budget of the largest layer alone no second layer is, and the weights resident stay
+// within it.
+// The logits are the same bytes either way.
+TEST(LayerStream, TheNextLayerIsReadAheadOnlyWhereItFitsTheBudget)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    Progress progress;
+    auto unbounded = exec::runStreamed(kTiny, *spec, options(), {}, progress, {});
+    ASSERT_TRUE(unbounded) << unbounded.error().message;
+    const auto& ahead = unbounded->stats;
+    // Three steps: the embedding of the first is read on the run's thread; every other load
+    // (the next step's embedding during the head) is read ahead.
+    EXPECT_EQ(ahead.phasesReadAhead, ahead.phasesLoaded - 1);
+    EXPECT_GT(ahead.largestPairBytes, ahead.largestPhaseBytes);
+    EXPECT_LE(ahead.residentPeakBytes, ahead.largestPairBytes);
+    EXPECT_GT(ahead.readAheadSeconds, 0.0);
+
+    exec::StreamOptions tight;
+    tight.memoryBudget = ahead.largestPhaseBytes;
+    auto bounded = exec::runStreamed(kTiny, *spec, options(), tight, progress, {});
+    ASSERT_TRUE(bounded) << bounded.error().message;
+    // Two decoder layers do not fit it (unbounded, the run held more); a small phase (the
+    // final norm) still fits beside a layer.
+    EXPECT_GT(ahead.residentPeakBytes, tight.memoryBudget);
+    EXPECT_LT(bounded->stats.phasesReadAhead, ahead.phasesReadAhead);
+    EXPECT_EQ(bounded->stats.phasesLoaded, ahead.phasesLoaded);
+    EXPECT_LE(bounded->stats.residentPeakBytes, tight.memoryBudget);
+    EXPECT_EQ(bounded->stats.bytesRead, ahead.bytesRead);
+    expectSameLogits(bounded->run, unbounded->run);
+
+    // A budget every pair fits reads as much ahead as none.
+    exec::StreamOptions roomy;
+    roomy.memoryBudget = ahead.largestPairBytes;
+    auto fits = exec::runStreamed(kTiny, *spec, options(), roomy, progress, {});
+    ASSERT_TRUE(fits) << fits.error().message;
+    EXPECT_EQ(fits->stats.phasesReadAhead, ahead.phasesReadAhead);
+    EXPECT_LE(fits->stats.residentPeakBytes, roomy.memoryBudget);
+    expectSameLogits(fits->run, unbounded->run);
+}
+
+// A MoE layer's routed experts, read once its router has chosen, count in the weights resident
+// at most: with a budget that leaves no room for reading a second layer ahead, the peak holds
+// the layer's other tensors and the top-2 experts its tokens chose at least.
+TEST(LayerStream, RoutedExpertsCountInTheResidentPeak)
+{
+    const auto moe = test::tinyQwen3Moe();
+    const auto dir = std::filesystem::temp_directory_path()
+        / ("day0_stream_moe_" + std::to_string(::getpid()));
+    test::writeCheckpoint(moe, dir);
+    std::uint64_t others = 0;
+    std::uint64_t oneExpert = 0;
+    for (const auto& [name, t] : moe.weights) {
+        if (!name.starts_with("model.layers.0.")) {
+            continue;
+        }
+        if (name.find(".experts.0.") != std::string::npos) {
+            oneExpert += std::uint64_t(t.numel()) * 4;
+        } else if (name.find(".experts.") == std::string::npos) {
+            others += std::uint64_t(t.numel()) * 4;
+        }
+    }
+    auto spec = exec::loadCheckpointModel(dir);
+    ASSERT_TRUE(spec) << spec.error().message;
+    Progress progress;
+    auto unbounded = exec::runStreamed(dir, *spec, options(), {}, progress, {});
+    ASSERT_TRUE(unbounded) << unbounded.error().message;
+    exec::StreamOptions tight;
+    tight.memoryBudget = unbounded->stats.largestPhaseBytes;
+    auto r = exec::runStreamed(dir, *spec, options(), tight, progress, {});
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_GT(r->stats.expertBytesSkipped, 0u);
+    EXPECT_GE(r->stats.residentPeakBytes, others + 2 * oneExpert);
+    EXPECT_LE(r->stats.residentPeakBytes, tight.memoryBudget);
+    expectSameLogits(r->run, unbounded->run);
 }
 
 TEST(LayerStream, EmulatedPrecisionsStreamBitForBit)

@@ -1,10 +1,12 @@
 // exec::detail::PieceReader (issue #22): a streamed run's tensors read from their files a chunk
-// at a time (pread into one buffer) give the bits of converting the whole tensor at once, over
-// several chunks with a partial last one, at an unaligned offset, widened and block-scaled; a
-// file that ends too soon or cannot be opened is an error naming it.
+// at a time (pread into a buffer per worker) give the bits of converting the whole tensor at
+// once, over several chunks with a partial last one, at an unaligned offset, widened and
+// block-scaled, on one worker or spread over several; a file that ends too soon or cannot be
+// opened is an error naming it, the first failing chunk's whichever worker meets it.
 #include "exec/piece_reader.h"
 #include "numerics/dtype_convert.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -77,13 +79,18 @@ TEST(PieceReader, ChunkedReadsGiveTheBitsOfTheWholeConversion)
     const auto piece = pieceOf(file, prefix, data, { n }, DType::BF16);
     EXPECT_LT(exec::detail::PieceReader::readBufferBytes(piece), data.size());
     exec::detail::PieceReader reader;
-    for (const DType compute : { DType::F32, DType::F64 }) {
-        auto out = numerics::Tensor::zeros({ n }, compute);
-        auto read = reader.read(piece, out, compute);
-        ASSERT_TRUE(read) << read.error().message;
-        std::vector<std::byte> whole(std::size_t(out.byteSize()));
-        ASSERT_TRUE(numerics::convertElements(data, DType::BF16, whole, compute, std::size_t(n)));
-        EXPECT_EQ(std::memcmp(whole.data(), out.rawData(), whole.size()), 0) << dtypeName(compute);
+    for (const std::size_t workers : { 1, 2, 5 }) {
+        reader.setWorkers(workers);
+        for (const DType compute : { DType::F32, DType::F64 }) {
+            auto out = numerics::Tensor::zeros({ n }, compute);
+            auto read = reader.read(piece, out, compute);
+            ASSERT_TRUE(read) << read.error().message;
+            std::vector<std::byte> whole(std::size_t(out.byteSize()));
+            ASSERT_TRUE(
+                numerics::convertElements(data, DType::BF16, whole, compute, std::size_t(n)));
+            EXPECT_EQ(std::memcmp(whole.data(), out.rawData(), whole.size()), 0)
+                << dtypeName(compute) << ", " << workers << " workers";
+        }
     }
 }
 
@@ -106,26 +113,32 @@ TEST(PieceReader, BlockScaledFp8ReadsWholeRowBlocksAChunk)
     piece.scaleBytes = std::as_bytes(std::span(scales));
     piece.scaleDtype = DType::F32;
     EXPECT_EQ(exec::detail::PieceReader::readBufferBytes(piece), std::uint64_t(256 * cols));
-    exec::detail::PieceReader reader;
-    auto f32 = numerics::Tensor::zeros({ rows, cols }, DType::F32);
-    auto f64 = numerics::Tensor::zeros({ rows, cols }, DType::F64);
-    auto read = reader.read(piece, f32, DType::F32);
-    ASSERT_TRUE(read) << read.error().message;
-    read = reader.read(piece, f64, DType::F64);
-    ASSERT_TRUE(read) << read.error().message;
-    // v · scale in double, rounded once to F32 (or kept in F64): element by element.
-    std::int64_t wrong32 = 0;
-    std::int64_t wrong64 = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t c = 0; c < cols; ++c) {
-            const double v = numerics::loadAsDouble(data, DType::F8E4M3, std::size_t(r * cols + c));
-            const double product = v * double(scales[std::size_t((r / 128) * gridCols + c / 128)]);
-            wrong32 += f32.data<float>()[r * cols + c] != float(product) ? 1 : 0;
-            wrong64 += f64.data<double>()[r * cols + c] != product ? 1 : 0;
+    for (const std::size_t workers : { 1, 2, 3 }) {
+        SCOPED_TRACE(std::to_string(workers) + " workers");
+        exec::detail::PieceReader reader;
+        reader.setWorkers(workers);
+        auto f32 = numerics::Tensor::zeros({ rows, cols }, DType::F32);
+        auto f64 = numerics::Tensor::zeros({ rows, cols }, DType::F64);
+        auto read = reader.read(piece, f32, DType::F32);
+        ASSERT_TRUE(read) << read.error().message;
+        read = reader.read(piece, f64, DType::F64);
+        ASSERT_TRUE(read) << read.error().message;
+        // v · scale in double, rounded once to F32 (or kept in F64): element by element.
+        std::int64_t wrong32 = 0;
+        std::int64_t wrong64 = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const double v
+                    = numerics::loadAsDouble(data, DType::F8E4M3, std::size_t(r * cols + c));
+                const double product
+                    = v * double(scales[std::size_t((r / 128) * gridCols + c / 128)]);
+                wrong32 += f32.data<float>()[r * cols + c] != float(product) ? 1 : 0;
+                wrong64 += f64.data<double>()[r * cols + c] != product ? 1 : 0;
+            }
         }
+        EXPECT_EQ(wrong32, 0);
+        EXPECT_EQ(wrong64, 0);
     }
-    EXPECT_EQ(wrong32, 0);
-    EXPECT_EQ(wrong64, 0);
 }
 
 TEST(PieceReader, AFileThatEndsTooSoonOrIsMissingIsNamed)
@@ -148,6 +161,27 @@ TEST(PieceReader, AFileThatEndsTooSoonOrIsMissingIsNamed)
     read = reader.read(missing, out, DType::F32);
     ASSERT_FALSE(read);
     EXPECT_NE(read.error().message.find(missing.file + ": cannot open"), std::string::npos)
+        << read.error().message;
+}
+
+TEST(PieceReader, SpreadOverWorkersTheFirstFailingChunkIsNamed)
+{
+    // 2.5 MiB on disk, the piece claims 6 MiB: chunks 0-1 read, chunk 2 is cut short at 2.5 MiB
+    // and chunks 3-5 start past the end; the error names chunk 2's byte whichever worker fails
+    // first.
+    const auto data = randomBytes((std::size_t(5) << 19), false);
+    PieceFile file(data, 0);
+    const auto longer = randomBytes(std::size_t(6) << 20, false);
+    const auto piece = pieceOf(file, 0, longer, { std::int64_t(longer.size() / 2) }, DType::BF16);
+    exec::detail::PieceReader reader;
+    reader.setWorkers(4);
+    auto out = numerics::Tensor::zeros(piece.shape, DType::F32);
+    auto read = reader.read(piece, out, DType::F32);
+    ASSERT_FALSE(read);
+    EXPECT_NE(read.error().message.find(fmt::format("{}: reading {} bytes at byte {}: the file "
+                                                    "ends there",
+                  file.path.string(), std::size_t(1) << 19, std::size_t(5) << 19)),
+        std::string::npos)
         << read.error().message;
 }
 
