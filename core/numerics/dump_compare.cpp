@@ -315,6 +315,24 @@ std::string DumpComparison::status() const
     return warnCount > 0 ? "warn" : "pass";
 }
 
+void DumpComparison::count(VerdictStatus status)
+{
+    switch (status) {
+    case VerdictStatus::Pass:
+        ++passCount;
+        break;
+    case VerdictStatus::Warn:
+        ++warnCount;
+        break;
+    case VerdictStatus::Fail:
+        ++failCount;
+        break;
+    case VerdictStatus::NotJudged:
+        ++notJudgedCount;
+        break;
+    }
+}
+
 std::optional<DType> precisionDType(const std::string& precision)
 {
     std::string p = precision;
@@ -457,20 +475,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
             }
         }
         judgeRow(row, cmp, options, floorIsLocal);
-        switch (row.verdict.status) {
-        case VerdictStatus::Pass:
-            ++cmp.passCount;
-            break;
-        case VerdictStatus::Warn:
-            ++cmp.warnCount;
-            break;
-        case VerdictStatus::Fail:
-            ++cmp.failCount;
-            break;
-        case VerdictStatus::NotJudged:
-            ++cmp.notJudgedCount;
-            break;
-        }
+        cmp.count(row.verdict.status);
         cmp.rows.push_back(std::move(row));
         if (options.partial && ++visited % every == 0) {
             options.partial(cmp);

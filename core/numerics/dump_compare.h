@@ -105,6 +105,8 @@ struct DumpComparison {
 
     /// "fail" if any row failed, else "warn" if any warned, else "pass".
     [[nodiscard]] std::string status() const;
+    /// Adds one row's verdict to the counts.
+    void count(VerdictStatus status);
 };
 
 /// Each flip of `rf` (the first eight, then how many more) with its reference margin against

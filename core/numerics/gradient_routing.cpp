@@ -206,20 +206,7 @@ Result<void> judgeGradientRoutingFlips(
     }
     cmp.passCount = cmp.warnCount = cmp.failCount = cmp.notJudgedCount = 0;
     for (const auto& row : cmp.rows) {
-        switch (row.verdict.status) {
-        case VerdictStatus::Pass:
-            ++cmp.passCount;
-            break;
-        case VerdictStatus::Warn:
-            ++cmp.warnCount;
-            break;
-        case VerdictStatus::Fail:
-            ++cmp.failCount;
-            break;
-        case VerdictStatus::NotJudged:
-            ++cmp.notJudgedCount;
-            break;
-        }
+        cmp.count(row.verdict.status);
     }
     return success();
 }

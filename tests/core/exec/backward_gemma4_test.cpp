@@ -34,11 +34,7 @@ using test::refusals;
 /// (default RoPE over head_dim), one full (proportional RoPE over global_head_dim, k = v), the
 /// shrunk logits bent by the soft-cap. Its fp64 engine's gradients on `ids`, the weights it
 /// read, and the checkpoint in `dir / "ckpt"`.
-struct Gemma4Gradients {
-    model::ModelSpec spec;
-    std::map<std::string, Tensor> weights;
-    exec::GradientResult ours;
-};
+using Gemma4Gradients = test::ShrunkGradients;
 
 Gemma4Gradients gemma4Gradients(const std::string& config, const std::filesystem::path& dir,
     const std::vector<std::int64_t>& ids)
@@ -56,28 +52,8 @@ Gemma4Gradients gemma4Gradients(const std::string& config, const std::filesystem
     }
     checkpoint::ShrinkOptions options;
     options.layers = 6;
-    const auto spec
-        = test::shrinkForTwin((std::filesystem::path(text) / "config.json").string(), dir, options);
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    if (!spec.ok()) {
-        return g;
-    }
-    g.spec = *spec;
-    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
-    EXPECT_TRUE(weights.ok()) << weights.error().message;
-    Progress p;
-    auto engine = exec::Engine::create(g.spec, **weights, true, p, {});
-    EXPECT_TRUE(engine.ok()) << engine.error().message;
-    if (!engine.ok()) {
-        return g;
-    }
-    g.weights = engine->weightTable().tensors;
-    const auto ours = exec::lossAndGradients(*engine, ids, exec::nextTokenTargets(ids), true, {});
-    EXPECT_TRUE(ours.ok()) << ours.error().message;
-    if (ours.ok()) {
-        g.ours = *ours;
-    }
-    return g;
+    return test::shrunkGradients(
+        (std::filesystem::path(text) / "config.json").string(), dir, ids, options);
 }
 
 /// The dense Gemma-4 31B's text model (no MoE block; attention_k_eq_v with 4 global KV heads).

@@ -35,40 +35,8 @@ using test::refusals;
 /// the indexer's mask drops keys of the later queries.
 const std::vector<std::int64_t> kIds { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8, 250, 128 };
 
-/// A shrunk checkpoint of `model` (a bundled name or a config path) in `dir / "ckpt"`: its spec,
-/// the weights its fp64 engine read and its fp64 gradients on `ids`.
-struct Shrunk {
-    model::ModelSpec spec;
-    std::map<std::string, Tensor> weights;
-    exec::GradientResult ours;
-};
-
-Shrunk shrunkGradients(const std::string& model, const std::filesystem::path& dir,
-    const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options = {})
-{
-    Shrunk s;
-    const auto spec = test::shrinkForTwin(model, dir, options);
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    if (!spec.ok()) {
-        return s;
-    }
-    s.spec = *spec;
-    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
-    EXPECT_TRUE(weights.ok()) << weights.error().message;
-    Progress p;
-    auto engine = exec::Engine::create(s.spec, **weights, true, p, {});
-    EXPECT_TRUE(engine.ok()) << engine.error().message;
-    if (!engine.ok()) {
-        return s;
-    }
-    s.weights = engine->weightTable().tensors;
-    const auto ours = exec::lossAndGradients(*engine, ids, exec::nextTokenTargets(ids), true, {});
-    EXPECT_TRUE(ours.ok()) << ours.error().message;
-    if (ours.ok()) {
-        s.ours = *ours;
-    }
-    return s;
-}
+using Shrunk = test::ShrunkGradients;
+using test::shrunkGradients;
 
 /// Every parameter and anchor gradient of `s` within 1e-6 of the twin's (and the loss within
 /// 1e-12); then each of `features`, switched off in the twin, moves some parameter gradient

@@ -36,11 +36,7 @@ const std::vector<std::int64_t> kIds { 5, 17, 42, 99, 7, 3, 11, 23, 64, 8 };
 
 /// A shrunk Nemotron-H checkpoint in `dir / "ckpt"`, its fp64 engine's gradients on kIds and the
 /// weights it read.
-struct NemotronHGradients {
-    model::ModelSpec spec;
-    std::map<std::string, Tensor> weights;
-    exec::GradientResult ours;
-};
+using NemotronHGradients = test::ShrunkGradients;
 
 /// The bundled config `bundled` without its quantisation, with `edit` applied, shrunk by
 /// `options` into `dir`, and its fp64 gradients.
@@ -67,27 +63,7 @@ NemotronHGradients nemotronHGradients(const std::string& bundled, const fs::path
         edit(config);
         std::ofstream(configDir / "config.json") << dumpPythonJson(config, 2);
     }
-    const auto spec = test::shrinkForTwin((configDir / "config.json").string(), dir, options);
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    if (!spec.ok()) {
-        return g;
-    }
-    g.spec = *spec;
-    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
-    EXPECT_TRUE(weights.ok()) << weights.error().message;
-    Progress p;
-    auto engine = exec::Engine::create(g.spec, **weights, true, p, {});
-    EXPECT_TRUE(engine.ok()) << engine.error().message;
-    if (!engine.ok()) {
-        return g;
-    }
-    g.weights = engine->weightTable().tensors;
-    const auto ours = exec::lossAndGradients(*engine, kIds, exec::nextTokenTargets(kIds), true, {});
-    EXPECT_TRUE(ours.ok()) << ours.error().message;
-    if (ours.ok()) {
-        g.ours = *ours;
-    }
-    return g;
+    return test::shrunkGradients((configDir / "config.json").string(), dir, kIds, options);
 }
 
 /// A config edit: the layers of `pattern` (hybrid_override_pattern).

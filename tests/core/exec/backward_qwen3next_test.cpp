@@ -46,24 +46,15 @@ QwenNextGradients qwenNextGradients(const std::string& model, const std::filesys
 {
     setResourceDir(DAY0_RESOURCE_DIR);
     QwenNextGradients g;
-    const auto spec = test::shrinkForTwin(model, dir);
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    if (!spec.ok()) {
-        return g;
-    }
-    g.spec = *spec;
+    auto shrunk = test::shrunkGradients(model, dir, kIds);
+    g.spec = std::move(shrunk.spec);
+    g.engineWeights = std::move(shrunk.weights);
+    g.ours = std::move(shrunk.ours);
     const auto weights = exec::openCheckpointWeights(dir / "ckpt");
     EXPECT_TRUE(weights.ok()) << weights.error().message;
     if (!weights.ok()) {
         return g;
     }
-    Progress p;
-    auto engine = exec::Engine::create(g.spec, **weights, true, p, {});
-    EXPECT_TRUE(engine.ok()) << engine.error().message;
-    if (!engine.ok()) {
-        return g;
-    }
-    g.engineWeights = engine->weightTable().tensors;
     const exec::detail::LayoutWeights mapped(**weights, g.spec);
     const exec::WeightSource& source = exec::detail::needsLayoutMapping(g.spec)
         ? static_cast<const exec::WeightSource&>(mapped)
@@ -78,11 +69,6 @@ QwenNextGradients qwenNextGradients(const std::string& model, const std::filesys
         if (t.ok()) {
             g.storedWeights.emplace(req.name, std::move(*t));
         }
-    }
-    const auto ours = exec::lossAndGradients(*engine, kIds, exec::nextTokenTargets(kIds), true, {});
-    EXPECT_TRUE(ours.ok()) << ours.error().message;
-    if (ours.ok()) {
-        g.ours = *ours;
     }
     return g;
 }

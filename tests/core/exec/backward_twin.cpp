@@ -1,6 +1,11 @@
 #include "backward_twin.h"
 
+#include "base/progress.h"
+#include "base/resources.h"
 #include "checkpoint/tensor_file.h"
+#include "exec/checkpoint_weights.h"
+#include "exec/engine.h"
+#include "exec/forward.h"
 #include "numerics/gradient_anchor.h"
 #include "torch_twin.h"
 
@@ -123,6 +128,37 @@ TwinAgreement againstTwin(const std::filesystem::path& dir, const model::ModelSp
 }
 
 /// backwardUnsupported's lines for `spec`, joined.
+ShrunkGradients shrunkGradients(const std::string& config, const std::filesystem::path& dir,
+    const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options)
+{
+    setResourceDir(DAY0_RESOURCE_DIR);
+    ShrunkGradients g;
+    const auto spec = shrinkForTwin(config, dir, options);
+    EXPECT_TRUE(spec.ok()) << spec.error().message;
+    if (!spec.ok()) {
+        return g;
+    }
+    g.spec = *spec;
+    const auto weights = exec::openCheckpointWeights(dir / "ckpt");
+    EXPECT_TRUE(weights.ok()) << weights.error().message;
+    if (!weights.ok()) {
+        return g;
+    }
+    Progress p;
+    auto engine = exec::Engine::create(g.spec, **weights, true, p, {});
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    if (!engine.ok()) {
+        return g;
+    }
+    g.weights = engine->weightTable().tensors;
+    const auto ours = exec::lossAndGradients(*engine, ids, exec::nextTokenTargets(ids), true, {});
+    EXPECT_TRUE(ours.ok()) << ours.error().message;
+    if (ours.ok()) {
+        g.ours = *ours;
+    }
+    return g;
+}
+
 std::string refusals(const model::ModelSpec& spec)
 {
     return fmt::format("{}", fmt::join(exec::backwardUnsupported(spec), "; "));

@@ -2,6 +2,7 @@
 // gradients of a checkpoint against the float64 twin's (plugins/torch, day0_dump.py --grad).
 #pragma once
 
+#include "checkpoint/shrink.h"
 #include "exec/backward.h"
 #include "model/model_spec.h"
 #include "numerics/tensor.h"
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,18 @@ std::size_t zeroExpertsIn(const std::string& name, const numerics::Tensor& grad)
 TwinAgreement againstTwin(const std::filesystem::path& dir, const model::ModelSpec& spec,
     const exec::GradientResult& ours, const std::vector<std::int64_t>& ids,
     double forwardBound = 1e-12, const std::string& twinEnv = "");
+
+/// A shrunk checkpoint of `config` (a bundled name or a config path, written to `dir / "ckpt"` by
+/// shrinkForTwin with `options`): its spec, the weights its fp64 engine read and our fp64
+/// gradients (activations too) of the next-token loss on `ids`. A step that fails is a test
+/// failure and leaves the later fields empty.
+struct ShrunkGradients {
+    model::ModelSpec spec;
+    std::map<std::string, numerics::Tensor> weights;
+    exec::GradientResult ours;
+};
+ShrunkGradients shrunkGradients(const std::string& config, const std::filesystem::path& dir,
+    const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options = {});
 
 /// backwardUnsupported's lines for `spec`, joined.
 std::string refusals(const model::ModelSpec& spec);
