@@ -31,7 +31,9 @@ forward over the ids with autograd, the mean next-token cross-entropy (position 
 i + 1, as HF's labels=input_ids; --targets gives them explicitly, -1 skips one), and its
 backward; the dump holds the logits as `lm_head`, each anchor's output gradient as
 `<anchor>#grad` and each parameter's gradient as `<parameter>#grad` (an expert that received no
-token: zeros; tied embeddings: one model.embed_tokens.weight). In float64 the models then keep
+token: zeros; tied embeddings: one model.embed_tokens.weight) and, as a forward dump names
+them, each MoE router's logits and choices (`<router>#topk`, a sigmoid router's `#score`). In
+float64 the models then keep
 every HF float32 island (norms, softmaxes, RoPE tables) in float64, as day0's fp64 engine does.
 """
 
@@ -236,6 +238,10 @@ def gradients(model, config, ids, targets):
     if config.get("tie_word_embeddings") and hasattr(model, "lm_head"):
         model.lm_head.weight = model.model.embed_tokens.weight  # one parameter, as HF ties them
     recorder = GradRecorder(model)
+    # The forward's routing (each MoE router's logits and choices, a sigmoid router's selection
+    # scores), named as a forward dump names them: day0's gradient dumps carry it too, so that a
+    # comparison finds the tokens whose experts flipped.
+    routing = DumpRecorder(model, config)
     model.zero_grad(set_to_none=True)
     logits = model(torch.tensor([ids]))[0]
     target = torch.tensor(targets)
@@ -243,6 +249,7 @@ def gradients(model, config, ids, targets):
     loss = F.cross_entropy(logits[counted], target[counted])
     loss.backward()
     recorder.close()
+    routing.close()
     captures = [("lm_head", _as_rows(logits))]
     for name in reversed(recorder.order):  # the backward's order, from the loss down, as day0's
         out = recorder.outputs[name]
@@ -253,7 +260,10 @@ def gradients(model, config, ids, targets):
             continue  # ranks the experts only (a buffer in HF): no gradient reaches it
         grad = param.grad if param.grad is not None else torch.zeros_like(param)
         captures.append((name + "#grad", grad.detach().cpu().numpy()))
-    return logits, float(loss), captures
+    for name in routing.order:
+        if name.endswith(("#topk", "#score")) or name + "#topk" in routing.captures:
+            captures.append((name, np.concatenate(routing.captures[name], axis=0)))
+    return logits, float(loss), captures, routing.router
 
 
 def write_captures(folder, config, captures, input_ids, precision, model_name, extra):
@@ -309,10 +319,12 @@ def main(argv=None):
         targets = [int(x) for x in args.targets.split(",") if x] if args.targets else ids[1:] + [-1]
         if len(targets) != len(ids):
             parser.error(f"--targets needs {len(ids)} ids, one per input id")
-        _, loss, captures = gradients(model, config, ids, targets)
+        _, loss, captures, router = gradients(model, config, ids, targets)
+        extra = {"torch": torch.__version__, "gradients": True, "loss": loss, "targets": targets}
+        if router is not None:
+            extra["router"] = router
         write_captures(args.out, config, captures, ids, names[args.dtype],
-                       os.path.basename(os.path.normpath(args.checkpoint)),
-                       {"torch": torch.__version__, "gradients": True, "loss": loss, "targets": targets})
+                       os.path.basename(os.path.normpath(args.checkpoint)), extra)
         print(json.dumps({"dump": args.out, "loss": loss, "captures": len(captures)}))
         return 0
     model, config = day0_torch_models.load(args.checkpoint, dtype)

@@ -171,10 +171,22 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
     const auto summary = runDay0({ "run", dir + "/gpt-oss", "--grad", "--ids", "1,2,3,4,5,6",
         "--json", "--no-record", "-q" });
     ASSERT_EQ(summary.exitCode, 0) << summary.err;
-    // The dump holds the logits, every anchor's gradient and every parameter's gradient.
+    // The dump holds the logits, every anchor's gradient, every parameter's gradient and each
+    // MoE layer's routing as a forward dump names it (the softmax router's logits and choices).
     const auto j = summary.json();
+    std::size_t routing = 0;
+    for (const auto& name : names) {
+        routing += name.starts_with("model.layers.") && !name.ends_with("#grad") ? 1 : 0;
+    }
+    EXPECT_TRUE(names.contains("model.layers.0.mlp.router"));
+    EXPECT_TRUE(names.contains("model.layers.0.mlp.router#topk"));
     EXPECT_EQ(
-        j["parameters"].get<std::size_t>() + j["activations"].get<std::size_t>() + 1, names.size());
+        j["parameters"].get<std::size_t>() + j["activations"].get<std::size_t>() + 1 + routing,
+        names.size());
+    const auto choices = std::count_if(
+        names.begin(), names.end(), [](const std::string& n) { return n.ends_with("#topk"); });
+    EXPECT_GT(choices, 0);
+    EXPECT_EQ(routing, 2 * std::size_t(choices));
 }
 
 TEST(CliGrad, Bf16GradientsCompareWithTheFp64OnesInDay0Compare)
