@@ -327,11 +327,14 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "is not modelled",
             spec.name));
     }
-    // GLM-4.5, GLM-5 and MiniMax-M2 are checked against their twins on one rank only.
+    // GLM-4.5, GLM-5, MiniMax-M2 and DeepSeek-V3.2's DSA are checked against their twins on one
+    // rank only.
     const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
         : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
         : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
-                                                  : nullptr;
+        : spec.family == model::Family::DeepseekV3 && spec.mla.indexerHeads > 0
+        ? "DeepSeek-V3.2 (the DSA indexer beside MLA's heads)"
+        : nullptr;
     if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
         return Error::unsupported(fmt::format(
             "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));

@@ -7,9 +7,9 @@
 // layers with a RoPE per layer type and the full layers' global_head_dim, attention_k_eq_v, the
 // sandwich norms, the layer scalar, the gelu-tanh GLU, the MoE block beside the dense MLP, final
 // logit soft-capping), GLM-4.5 (partial rotary, biased q/k/v, optional q/k norm, the sigmoid router
-// with shared experts after first_k_dense_replace dense layers), GLM-5 (MLA restricted to the keys
-// its DSA indexer selects; no gradient reaches the indexer through its discrete top-k, so its
-// weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
+// with shared experts after first_k_dense_replace dense layers), GLM-5 and DeepSeek-V3.2 (MLA
+// restricted to the keys its DSA indexer selects; no gradient reaches the indexer through its
+// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
 // the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
 // Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
 // zero-centred norms, the gated shared expert) and Nemotron-H (backward_nemotron_h.cpp: Mamba-2,
@@ -61,6 +61,10 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // GLM-4.5, GLM-5 and MiniMax-M2 (backward_glm.cpp).
     const bool glm45 = family == model::Family::Glm4Moe;
     const bool glm5 = family == model::Family::GlmMoeDsa;
+    // DeepSeek-V3.2's DSA is GLM-5's (the indexer's top-k keys under MLA).
+    const bool dsa = glm5
+        || (family == model::Family::DeepseekV3 && spec.attention == model::AttentionKind::MLA
+            && spec.mla.indexerHeads > 0);
     const bool minimax = family == model::Family::MiniMaxM2;
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
@@ -108,8 +112,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(!spec.ropeScaling.mropeSection.empty() && !qwenNext, "M-RoPE");
     if (spec.attention == model::AttentionKind::MLA) {
         const auto& m = spec.mla;
-        refuse(m.indexerHeads > 0 && !glm5, "the DSA indexer (sparse MLA)");
-        refuse(glm5 && m.indexerHeads > 0 && m.qLoraRank <= 0,
+        refuse(m.indexerHeads > 0 && !dsa, "the DSA indexer (sparse MLA)");
+        refuse(dsa && m.indexerHeads > 0 && m.qLoraRank <= 0,
             "the DSA indexer without a query latent (q_lora_rank)");
         refuse(m.outputGate, "the MLA output gate");
         refuse(m.noRope, "MLA without RoPE");
@@ -122,7 +126,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         const bool window = (gptOss || gemma4) && layer.mixer == model::MixerKind::Sliding
             && layer.slidingWindow > 0 && layer.attentionChunk == 0;
         // GLM-5's MLA over the keys its indexer selects.
-        const bool sparseMla = glm5 && layer.mixer == model::MixerKind::SparseMla;
+        const bool sparseMla = dsa && layer.mixer == model::MixerKind::SparseMla;
         const bool deltaNet = qwenNext && layer.mixer == model::MixerKind::GatedDeltaNet;
         if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "

@@ -226,6 +226,24 @@ TEST(BackwardGlm, ShrunkGlm5MatchesTorchAutogradThroughItsIndexersSelection)
     expectTensorParallelRefused(s, kIds);
 }
 
+TEST(BackwardGlm, ShrunkDeepseekV32MatchesTorchAutogradThroughItsIndexersSelection)
+{
+    if (!test::torchAvailable()) {
+        GTEST_SKIP() << test::kPython << " has no torch/numpy";
+    }
+    // DeepSeek-V3.2: GLM-5's DSA under DeepSeek-V3's MLA and group-limited router.
+    const auto dir = std::filesystem::temp_directory_path() / "day0_backward_deepseek_v32";
+    checkpoint::ShrinkOptions bf16;
+    bf16.unquantized = true;
+    const auto s = shrunkGradients("deepseek-v3.2", dir, kIds, bf16);
+    ASSERT_EQ(s.spec.family, model::Family::DeepseekV3);
+    ASSERT_GT(s.spec.mla.indexerHeads, 0);
+    ASSERT_LT(s.spec.mla.indexerTopK, std::int64_t(kIds.size()));
+    expectTwinAgrees(s, dir, kIds, { "indexer", "indexer_rope", "indexer_k_norm" });
+    expectIdleExpertsZero(s, dir);
+    expectTensorParallelRefused(s, kIds);
+}
+
 TEST(BackwardGlm, ShrunkGlm52SharedLayersReuseTheSelectionInTheBackward)
 {
     if (!test::torchAvailable()) {
@@ -275,10 +293,10 @@ TEST(BackwardGlm, TheirOperatorsStayRefusedElsewhere)
     const auto minimax = model::loadModel("minimax-m2.5");
     ASSERT_TRUE(minimax.ok()) << minimax.error().message;
     EXPECT_EQ(refusals(*minimax), "");
-    // DeepSeek-V3.2's indexer and q/k norms across heads in another family stay named.
+    // DeepSeek-V3.2's indexer is GLM-5's; q/k norms across heads in another family stay named.
     const auto v32 = model::loadModel("deepseek-v3.2");
     ASSERT_TRUE(v32.ok()) << v32.error().message;
-    EXPECT_NE(refusals(*v32).find("the DSA indexer"), std::string::npos) << refusals(*v32);
+    EXPECT_EQ(refusals(*v32), "");
     auto across = test::tinyLlama().spec;
     across.qkNormAcrossHeads = true;
     EXPECT_EQ(refusals(across), "q/k norms across heads");

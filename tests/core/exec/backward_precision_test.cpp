@@ -469,7 +469,7 @@ TEST(BackwardBf16, RefusesWhatItDoesNotModelByName)
               EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
               EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
           };
-    refusedMla("the DSA indexer (sparse MLA)", [](auto& s) { s.mla.indexerHeads = 4; });
+    // (The DSA indexer is covered since GLM-5 and DeepSeek-V3.2: backward_glm_minimax_test.)
     refusedMla("the MLA output gate", [](auto& s) { s.mla.outputGate = true; });
     refusedMla("MLA without RoPE", [](auto& s) { s.mla.noRope = true; });
     o.emulated = PrecisionMode::F8E4M3;
