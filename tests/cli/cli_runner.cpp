@@ -1,29 +1,30 @@
 #include "cli_runner.h"
 
+#include <fmt/format.h>
+#include <sys/wait.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
 
 namespace day0::test {
 
 namespace {
 
-    std::string shellQuote(const std::string& s)
-    {
-        std::string out = "'";
-        for (const char c : s) {
-            if (c == '\'') {
-                out += "'\\''";
-            } else {
-                out += c;
-            }
+std::string shellQuote(const std::string& s)
+{
+    std::string out = "'";
+    for (const char c : s) {
+        if (c == '\'') {
+            out += "'\\''";
+        } else {
+            out += c;
         }
-        return out + "'";
     }
+    return out + "'";
+}
 
 } // namespace
 
@@ -66,6 +67,26 @@ CliResult runDay0(const std::vector<std::string>& args)
     result.err = ss.str();
     std::filesystem::remove(errFile);
     return result;
+}
+
+std::set<std::string> captureNames(const std::string& dump)
+{
+    std::ifstream in(dump + "/dump.json");
+    const auto j = nlohmann::json::parse(in);
+    std::set<std::string> names;
+    for (const auto& c : j["captures"]) {
+        names.insert(c["name"].get<std::string>());
+    }
+    return names;
+}
+
+std::size_t routingCaptures(const std::set<std::string>& names)
+{
+    std::size_t routing = 0;
+    for (const auto& name : names) {
+        routing += name.starts_with("model.layers.") && !name.ends_with("#grad") ? 1 : 0;
+    }
+    return routing;
 }
 
 } // namespace day0::test

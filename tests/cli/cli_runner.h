@@ -1,6 +1,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,5 +23,12 @@ CliResult runDay0(const std::vector<std::string>& args);
 
 /// A fresh scratch folder for one test (removed and recreated).
 std::string scratchDir(const std::string& name);
+
+/// The capture names of the dump in folder `dump` (its dump.json).
+std::set<std::string> captureNames(const std::string& dump);
+
+/// Of a gradient dump's captures, those of the forward's routing (a MoE layer's router logits,
+/// choices and selection scores: "model.layers.…" names without "#grad").
+std::size_t routingCaptures(const std::set<std::string>& names);
 
 } // namespace day0::test

@@ -17,23 +17,13 @@
 #include <string>
 #include <vector>
 
+using day0::test::captureNames;
 using day0::test::runDay0;
 using day0::test::scratchDir;
 
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
-
-std::set<std::string> captureNames(const std::string& dump)
-{
-    std::ifstream in(dump + "/dump.json");
-    const auto j = nlohmann::json::parse(in);
-    std::set<std::string> names;
-    for (const auto& c : j["captures"]) {
-        names.insert(c["name"].get<std::string>());
-    }
-    return names;
-}
 
 /// `day0 run CKPT --grad --precision P --ids IDS --dump OUT --json`.
 day0::test::CliResult gradPass(const std::string& checkpoint, const std::string& precision,
@@ -174,10 +164,7 @@ TEST(CliGrad, RefusesWhatHasNoBackwardByName)
     // The dump holds the logits, every anchor's gradient, every parameter's gradient and each
     // MoE layer's routing as a forward dump names it (the softmax router's logits and choices).
     const auto j = summary.json();
-    std::size_t routing = 0;
-    for (const auto& name : names) {
-        routing += name.starts_with("model.layers.") && !name.ends_with("#grad") ? 1 : 0;
-    }
+    const std::size_t routing = day0::test::routingCaptures(names);
     EXPECT_TRUE(names.contains("model.layers.0.mlp.router"));
     EXPECT_TRUE(names.contains("model.layers.0.mlp.router#topk"));
     EXPECT_EQ(

@@ -14,23 +14,13 @@
 #include <set>
 #include <string>
 
+using day0::test::captureNames;
 using day0::test::runDay0;
 using day0::test::scratchDir;
 
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
-
-std::set<std::string> captureNames(const std::string& dump)
-{
-    std::ifstream in(dump + "/dump.json");
-    const auto j = nlohmann::json::parse(in);
-    std::set<std::string> names;
-    for (const auto& c : j["captures"]) {
-        names.insert(c["name"].get<std::string>());
-    }
-    return names;
-}
 
 } // namespace
 
@@ -58,10 +48,7 @@ TEST(CliGradQwen3Next, GradientsLineUpWithTorchAutogradAndTrainingRuns)
         EXPECT_TRUE(names.contains(name)) << name;
     }
     // Beside the logits and the gradients, each MoE layer's routing as a forward dump names it.
-    std::size_t routing = 0;
-    for (const auto& name : names) {
-        routing += name.starts_with("model.layers.") && !name.ends_with("#grad") ? 1 : 0;
-    }
+    const std::size_t routing = day0::test::routingCaptures(names);
     EXPECT_TRUE(names.contains("model.layers.0.mlp.gate#topk"));
     EXPECT_EQ(names.size(),
         std::size_t(1 + j["activations"].get<int>() + j["parameters"].get<int>()) + routing);
