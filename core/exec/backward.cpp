@@ -327,17 +327,13 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "is not modelled",
             spec.name));
     }
-    // GLM-4.5, GLM-5, MiniMax-M2 and DeepSeek-V3.2's DSA are checked against their twins on one
-    // rank only.
-    const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
-        : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
-        : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
-        : spec.family == model::Family::DeepseekV3 && spec.mla.indexerHeads > 0
-        ? "DeepSeek-V3.2 (the DSA indexer beside MLA's heads)"
-        : nullptr;
-    if ((options.tpSum || options.vocabTotal > 0) && unsplit != nullptr) {
-        return Error::unsupported(fmt::format(
-            "gradients of {}: tensor parallelism of {} is not modelled", spec.name, unsplit));
+    // GLM-4.5's biased q/k/v are cut with their heads and GLM-5's / DeepSeek-V3.2's DSA indexer
+    // is replicated (every rank selects the same keys): their ranks are the other families'.
+    // MiniMax-M2's q/k norms span every head, of which a rank holds a share.
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::MiniMaxM2) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of MiniMax-M2 "
+                                              "(q/k norms across all heads) is not modelled",
+            spec.name));
     }
     if (ids.empty()) {
         return Error::badInput("gradients: no token ids");

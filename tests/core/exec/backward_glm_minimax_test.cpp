@@ -154,7 +154,9 @@ void expectIdleExpertsZero(const Shrunk& s, const std::filesystem::path& dir)
     EXPECT_GT(idle.zeroExperts, std::size_t(0));
 }
 
-/// Tensor parallelism of the family is refused by name.
+/// Tensor parallelism of the family is refused by name (MiniMax-M2: its q/k norms span every
+/// head, which a rank holds a share of; GLM-4.5, GLM-5 and DeepSeek-V3.2 train under tp:
+/// tests/cli/grad_glm_minimax_cli_test.cpp).
 void expectTensorParallelRefused(const Shrunk& s, const std::vector<std::int64_t>& ids)
 {
     exec::GradientOptions tp;
@@ -191,7 +193,6 @@ TEST(BackwardGlm, ShrunkGlm45MatchesTorchAutogradForEveryParameter)
     expectTwinAgrees(s, dir, kIds, { "partial_rotary", "qk_norm", "attention_bias", "score_bias" });
     expectIdleExpertsZero(s, dir);
     expectNarrowerAgree(s, dir, kIds, true);
-    expectTensorParallelRefused(s, kIds);
 }
 
 TEST(BackwardGlm, ShrunkGlm5MatchesTorchAutogradThroughItsIndexersSelection)
@@ -223,7 +224,6 @@ TEST(BackwardGlm, ShrunkGlm5MatchesTorchAutogradThroughItsIndexersSelection)
     EXPECT_EQ(indexerWeights, std::size_t(5 * s.spec.numLayers));
     expectIdleExpertsZero(s, dir);
     expectNarrowerAgree(s, dir, kIds, true);
-    expectTensorParallelRefused(s, kIds);
 }
 
 TEST(BackwardGlm, ShrunkDeepseekV32MatchesTorchAutogradThroughItsIndexersSelection)
@@ -241,7 +241,6 @@ TEST(BackwardGlm, ShrunkDeepseekV32MatchesTorchAutogradThroughItsIndexersSelecti
     ASSERT_LT(s.spec.mla.indexerTopK, std::int64_t(kIds.size()));
     expectTwinAgrees(s, dir, kIds, { "indexer", "indexer_rope", "indexer_k_norm" });
     expectIdleExpertsZero(s, dir);
-    expectTensorParallelRefused(s, kIds);
 }
 
 TEST(BackwardGlm, ShrunkGlm52SharedLayersReuseTheSelectionInTheBackward)
