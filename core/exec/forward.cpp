@@ -483,6 +483,10 @@ Result<std::vector<T>> Forward<T>::step(std::span<const std::int64_t> ids, std::
         taps.inject(fmt::format("model.layers.{}", m_sliceLast), hidden.data(), n, h);
         return std::vector<T>();
     }
+    if (stop.stop_requested()) {
+        // Before a layer stream loads the final norm's and the head's weights for nothing.
+        return Error::cancelled();
+    }
     if (m_spec.numLayers > 0) {
         taps.inject(fmt::format("model.layers.{}", m_spec.numLayers - 1), hidden.data(), n, h);
         deepstackAfter(int(m_spec.numLayers) - 1);

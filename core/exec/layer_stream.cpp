@@ -285,6 +285,9 @@ void CheckpointStream::loadPiece(const Piece& p, Loading& into)
     into.held += std::uint64_t(slot.byteSize());
     // A stopped run still gets every tensor (the layer under way reads them) but no more
     // conversion; the forward returns at the next layer.
+    if (m_beforeRead) {
+        m_beforeRead(p.name, &into.table == &m_ahead.table);
+    }
     if (!m_abort.stop_requested()) {
         // Read from the file a chunk at a time (the read-ahead advice brought it into the
         // page cache), so its mapped pages never enter this process.

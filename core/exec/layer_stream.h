@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -37,6 +38,11 @@ struct StreamOptions {
     /// MoE layers: convert every routed expert, not only those the router chose for the step's
     /// tokens (the results are the same; only the bytes read differ).
     bool allExperts = false;
+    /// Called on the reading thread just before each tensor is read, with the tensor's name and
+    /// whether the loader thread reads it ahead (true) or the run's own thread does (false):
+    /// for tests that make a read fail or stop a run at a chosen tensor and thread. May be
+    /// empty; must not call into the stream.
+    std::function<void(const std::string& tensor, bool readAhead)> beforeRead;
 };
 
 /// What streaming the weights cost, over every step of the run.

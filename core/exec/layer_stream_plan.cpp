@@ -51,6 +51,7 @@ CheckpointStream::CheckpointStream(checkpoint::Checkpoint ckpt, DType compute, b
 {
     m_stats.memoryBudget = options.memoryBudget;
     m_routedOnly = !options.allExperts;
+    m_beforeRead = options.beforeRead;
     returnFreedLargeBuffers();
 }
 

@@ -182,6 +182,7 @@ private:
     bool m_rounds = false;
     bool m_sliced = false;
     bool m_routedOnly = true; ///< MoE layers: only the experts their router chose
+    std::function<void(const std::string&, bool)> m_beforeRead; ///< StreamOptions::beforeRead
     int m_current = -1; ///< the phase in the table
     std::set<int> m_loadedExperts; ///< of the current phase
     std::uint64_t m_held = 0; ///< converted bytes in the table

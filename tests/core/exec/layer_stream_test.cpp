@@ -3,6 +3,7 @@
 // cancellation, the next layer read ahead within the budget, routed experts in the resident
 // peak, emulated precisions and inject mode, the streamed sequence of a sampled corpus, and the
 // memory-size parser of --memory-budget.
+#include "checkpoint/safetensors.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/engine.h"
 #include "exec/layer_stream.h"
@@ -138,6 +139,83 @@ TEST(LayerStream, TheNextLayerIsReadAheadOnlyWhereItFitsTheBudget)
     EXPECT_EQ(fits->stats.phasesReadAhead, ahead.phasesReadAhead);
     EXPECT_LE(fits->stats.residentPeakBytes, roomy.memoryBudget);
     expectSameLogits(fits->run, unbounded->run);
+}
+
+/// A copy of the tiny Llama in a scratch folder of its own (its file may be cut short).
+std::filesystem::path copyOfTiny(const std::string& name)
+{
+    const auto dir = std::filesystem::temp_directory_path() / name;
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (const char* file : { "config.json", "model.safetensors" }) {
+        std::filesystem::copy_file(std::filesystem::path(kTiny) / file, dir / file);
+    }
+    return dir;
+}
+
+// The file cut short while the run is under way, just as the loader thread starts reading layer
+// 1 ahead: the run fails naming the file, the byte and the tensor, instead of crashing or
+// hanging, and the loader thread is joined (the test returns).
+TEST(LayerStream, AReadFailingOnTheLoaderThreadFailsTheRunByName)
+{
+    const auto dir = copyOfTiny("day0_stream_read_error");
+    auto spec = exec::loadCheckpointModel(dir);
+    ASSERT_TRUE(spec) << spec.error().message;
+    auto file = checkpoint::SafetensorsFile::open(dir / "model.safetensors");
+    ASSERT_TRUE(file) << file.error().message;
+    const auto* first = file->find("model.layers.1.input_layernorm.weight");
+    ASSERT_NE(first, nullptr);
+    const auto cut = file->header().dataOffset + first->begin; // layer 1 onwards is gone
+    exec::StreamOptions o;
+    std::string failedOn;
+    bool cutOnLoader = false;
+    o.beforeRead = [&](const std::string& tensor, bool readAhead) {
+        if (failedOn.empty() && tensor.starts_with("model.layers.1.")) {
+            failedOn = tensor;
+            cutOnLoader = readAhead;
+            std::filesystem::resize_file(dir / "model.safetensors", cut);
+        }
+    };
+    Progress progress;
+    auto r = exec::runStreamed(dir, *spec, options(), o, progress, {});
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(cutOnLoader) << "layer 1 was read on the run's thread, not ahead";
+    EXPECT_EQ(r.error().code, ErrorCode::BadInput) << r.error().message;
+    EXPECT_NE(r.error().message.find("model.safetensors"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("the file ends there"), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find(failedOn), std::string::npos) << r.error().message;
+    std::filesystem::remove_all(dir);
+}
+
+// A stop requested while the loader thread reads a layer ahead ends the run as cancelled; the
+// loader is joined and nothing after that layer is read.
+TEST(LayerStream, CancelWhileTheLoaderReadsAheadStopsTheRun)
+{
+    auto spec = exec::loadCheckpointModel(kTiny);
+    ASSERT_TRUE(spec);
+    std::stop_source stop;
+    exec::StreamOptions o;
+    bool onLoader = false;
+    int readsAfterStop = 0;
+    o.beforeRead = [&](const std::string& tensor, bool readAhead) {
+        if (stop.stop_requested()) {
+            ++readsAfterStop;
+            EXPECT_TRUE(tensor.starts_with("model.layers.1.")) << tensor << " read after the stop";
+        } else if (tensor.starts_with("model.layers.1.")) {
+            onLoader = readAhead;
+            stop.request_stop();
+        }
+    };
+    Progress progress;
+    auto r = exec::runStreamed(kTiny, *spec, options(), o, progress, stop.get_token());
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(onLoader);
+    EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
+    // The layer under way gets its tensors (not converted); no later phase is loaded (the
+    // forward stops before the final norm's and the head's weights).
+    EXPECT_LT(readsAfterStop, 9);
+    EXPECT_LT(progress.done(), progress.total());
 }
 
 // A MoE layer's routed experts, read once its router has chosen, count in the weights resident
