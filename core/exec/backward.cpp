@@ -77,6 +77,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
             m_p.grads[req.name].assign(std::size_t(t.numel()), T(0));
         }
     }
+    if (deepseekV4()) {
+        return deepseekV4Init(weights);
+    }
     if (gemma4()) {
         return gemma4Init();
     }
@@ -113,6 +116,9 @@ template <typename T>
 Result<GradientResult> GradientPass<T>::run(
     std::span<const std::int64_t> ids, std::span<const std::int64_t> targets)
 {
+    if (deepseekV4()) {
+        return deepseekV4Run(ids, targets);
+    }
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
@@ -325,6 +331,13 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
                                               "(per-head attention sinks, packed biased experts) "
                                               "is not modelled",
+            spec.name));
+    }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::DeepseekV4) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
+                                              "DeepSeek-V4 (hyper-connection streams, the one "
+                                              "K=V head and its compressors, grouped wo_a) is "
+                                              "not modelled",
             spec.name));
     }
     // GLM-4.5, GLM-5, MiniMax-M2 and DeepSeek-V3.2's DSA are checked against their twins on one
