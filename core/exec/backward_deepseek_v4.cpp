@@ -18,9 +18,9 @@
 // compressors' entries, the indexer's choice and the routing, so the choices are the engine's.
 // Parameters keep the native checkpoint names the engine reads (layers.3.attn.wq_a.weight);
 // checkpointGradients renames them to the twin's HF names (deepseekV4HfName).
+#include "exec/backward_deepseek_v4.h"
+
 #include "exec/backward_ops.h"
-#include "exec/deepseek_v4.h"
-#include "exec/forward.h"
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
 
@@ -29,301 +29,21 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace day0::exec::detail {
-
-/// What DeepSeek-V4's pass reads beside the parameters: the weights as the forward's helpers
-/// take them and the two RoPEs.
-struct DeepseekV4Context {
-    WeightTable table;
-    Rope mainRope;
-    Rope compressRope;
-};
 
 namespace {
 
 constexpr std::int64_t kCsaRatio = 4;
 
-double sigmoidOf(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-/// One hyper-connection's forward as its backward reads it (its input streams kept apart).
-template <typename T> struct HyperSaved {
-    std::vector<T> normed; ///< rms(streams) [n, S·h]
-    std::vector<T> mixes; ///< [n, mix]
-    HyperMaps maps; ///< pre, post, comb
-    std::vector<double> soft; ///< softmax(comb logits) [n, S, S] (before + hc_eps)
-    std::vector<double> stages; ///< each Sinkhorn step's input [steps, n, S, S]
-    std::int64_t steps = 0;
-};
-
-/// Whether Sinkhorn step `i` normalises rows (else columns): columns, then rows and columns.
-bool sinkhornRows(std::int64_t i) { return i % 2 == 1; }
-
-/// Divides each line (rows or columns) of the S×S matrix c by its sum + eps.
-void normaliseLines(double* c, std::int64_t s, bool rows, double eps)
-{
-    for (std::int64_t a = 0; a < s; ++a) {
-        double sum = 0.0;
-        for (std::int64_t b = 0; b < s; ++b) {
-            sum += rows ? c[a * s + b] : c[b * s + a];
-        }
-        for (std::int64_t b = 0; b < s; ++b) {
-            (rows ? c[a * s + b] : c[b * s + a]) /= sum + eps;
-        }
-    }
-}
-
-/// Its backward: `dc` (the output's gradient) becomes the input's, from the input `c`.
-void normaliseLinesBackward(const double* c, double* dc, std::int64_t s, bool rows, double eps)
-{
-    for (std::int64_t a = 0; a < s; ++a) {
-        double sum = 0.0;
-        double dot = 0.0;
-        for (std::int64_t b = 0; b < s; ++b) {
-            const std::int64_t i = rows ? a * s + b : b * s + a;
-            sum += c[i];
-        }
-        const double denom = sum + eps;
-        for (std::int64_t b = 0; b < s; ++b) {
-            const std::int64_t i = rows ? a * s + b : b * s + a;
-            dot += dc[i] * c[i];
-        }
-        for (std::int64_t b = 0; b < s; ++b) {
-            const std::int64_t i = rows ? a * s + b : b * s + a;
-            dc[i] = dc[i] / denom - dot / (denom * denom);
-        }
-    }
-}
-
-/// The maps of hyper-connection `p` (deepseekV4HyperMaps' arithmetic) with what the backward
-/// needs. `head`: hc_head (pre only).
-template <typename T>
-HyperSaved<T> hyperForward(const ParameterSet<T>& params, const std::string& p, const T* streams,
-    std::int64_t n, const model::ModelSpec& spec, bool head)
-{
-    const auto& hc = *spec.hyperConnections;
-    const std::int64_t s = hc.streams;
-    const std::int64_t h = spec.hiddenSize;
-    const std::int64_t mix = head ? s : (2 + s) * s;
-    const T* fn = params.value(p + "_fn");
-    const T* base = params.value(p + "_base");
-    const T* scale = params.value(p + "_scale");
-    HyperSaved<T> m;
-    m.normed.resize(std::size_t(n * s * h));
-    rmsNorm<T>(streams, nullptr, m.normed.data(), n, s * h, spec.normEps);
-    m.mixes.resize(std::size_t(n * mix));
-    linear<T>(m.normed.data(), fn, nullptr, m.mixes.data(), n, s * h, mix);
-    m.maps.pre.resize(std::size_t(n * s));
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t j = 0; j < s; ++j) {
-            m.maps.pre[std::size_t(t * s + j)]
-                = sigmoidOf(double(m.mixes[std::size_t(t * mix + j)]) * double(scale[0])
-                      + double(base[j]))
-                + hc.eps;
-        }
-    }
-    if (head) {
-        return m;
-    }
-    m.steps = 2 * std::max<std::int64_t>(hc.sinkhornIters, 1) - 1;
-    m.maps.post.resize(std::size_t(n * s));
-    m.maps.comb.resize(std::size_t(n * s * s));
-    m.soft.resize(std::size_t(n * s * s));
-    m.stages.resize(std::size_t(m.steps * n * s * s));
-    for (std::int64_t t = 0; t < n; ++t) {
-        const T* row = m.mixes.data() + t * mix;
-        for (std::int64_t j = 0; j < s; ++j) {
-            m.maps.post[std::size_t(t * s + j)]
-                = 2.0 * sigmoidOf(double(row[s + j]) * double(scale[1]) + double(base[s + j]));
-        }
-        double* soft = m.soft.data() + t * s * s;
-        double* c = m.maps.comb.data() + t * s * s;
-        for (std::int64_t j = 0; j < s; ++j) {
-            double top = -std::numeric_limits<double>::infinity();
-            for (std::int64_t k = 0; k < s; ++k) {
-                const std::int64_t i = 2 * s + j * s + k;
-                soft[j * s + k] = double(row[i]) * double(scale[2]) + double(base[i]);
-                top = std::max(top, soft[j * s + k]);
-            }
-            double sum = 0.0;
-            for (std::int64_t k = 0; k < s; ++k) {
-                soft[j * s + k] = std::exp(soft[j * s + k] - top);
-                sum += soft[j * s + k];
-            }
-            for (std::int64_t k = 0; k < s; ++k) {
-                soft[j * s + k] /= sum;
-                c[j * s + k] = soft[j * s + k] + hc.eps;
-            }
-        }
-        for (std::int64_t i = 0; i < m.steps; ++i) {
-            std::copy_n(c, s * s, m.stages.data() + (i * n + t) * s * s);
-            normaliseLines(c, s, sinkhornRows(i), hc.eps);
-        }
-    }
-    return m;
-}
-
-/// The backward of hyperForward from the maps' gradients (dpost, dcomb empty for the head):
-/// the gradients of fn, base and scale accumulated, the streams' (through the RMS) added to
-/// `dstreams`.
-template <typename T>
-void hyperBackward(ParameterSet<T>& params, const std::string& p, const HyperSaved<T>& m,
-    const T* streams, std::int64_t n, const model::ModelSpec& spec, const std::vector<double>& dpre,
-    const std::vector<double>& dpost, std::vector<double> dcomb, T* dstreams)
-{
-    const auto& hc = *spec.hyperConnections;
-    const std::int64_t s = hc.streams;
-    const std::int64_t h = spec.hiddenSize;
-    const bool head = dpost.empty();
-    const std::int64_t mix = head ? s : (2 + s) * s;
-    const T* scale = params.value(p + "_scale");
-    T* dbase = params.grad(p + "_base");
-    T* dscale = params.grad(p + "_scale");
-    std::vector<T> dmix(std::size_t(n * mix), T(0));
-    for (std::int64_t t = 0; t < n; ++t) {
-        const T* row = m.mixes.data() + t * mix;
-        T* drow = dmix.data() + t * mix;
-        for (std::int64_t j = 0; j < s; ++j) {
-            // pre = σ(z) + eps, z = mix·scale₀ + base.
-            const double sg = m.maps.pre[std::size_t(t * s + j)] - hc.eps;
-            const double dz = dpre[std::size_t(t * s + j)] * sg * (1.0 - sg);
-            drow[j] = T(dz * double(scale[0]));
-            dscale[0] += T(dz * double(row[j]));
-            dbase[j] += T(dz);
-        }
-        if (head) {
-            continue;
-        }
-        for (std::int64_t j = 0; j < s; ++j) {
-            // post = 2σ(z).
-            const double sg = m.maps.post[std::size_t(t * s + j)] / 2.0;
-            const double dz = dpost[std::size_t(t * s + j)] * 2.0 * sg * (1.0 - sg);
-            drow[s + j] = T(dz * double(scale[1]));
-            dscale[1] += T(dz * double(row[s + j]));
-            dbase[s + j] += T(dz);
-        }
-        double* dc = dcomb.data() + t * s * s;
-        for (std::int64_t i = m.steps - 1; i >= 0; --i) {
-            normaliseLinesBackward(
-                m.stages.data() + (i * n + t) * s * s, dc, s, sinkhornRows(i), hc.eps);
-        }
-        // comb₀ = softmax over k of z + eps.
-        const double* soft = m.soft.data() + t * s * s;
-        for (std::int64_t j = 0; j < s; ++j) {
-            double dot = 0.0;
-            for (std::int64_t k = 0; k < s; ++k) {
-                dot += soft[j * s + k] * dc[j * s + k];
-            }
-            for (std::int64_t k = 0; k < s; ++k) {
-                const std::int64_t i = 2 * s + j * s + k;
-                const double dz = soft[j * s + k] * (dc[j * s + k] - dot);
-                drow[i] = T(dz * double(scale[2]));
-                dscale[2] += T(dz * double(row[i]));
-                dbase[i] += T(dz);
-            }
-        }
-    }
-    std::vector<T> dnormed(std::size_t(n * s * h));
-    linearBackward<T>(m.normed.data(), params.value(p + "_fn"), dmix.data(), dnormed.data(),
-        params.grad(p + "_fn"), nullptr, n, s * h, mix, false);
-    rmsNormBackward<T>(streams, nullptr, dnormed.data(), dstreams, nullptr, n, s * h, spec.normEps);
-}
-
-/// The collapse's backward (out[t] = Σ_j pre[t, j] · streams[t, j]): dpre from `dout`, and
-/// pre · dout added to `dstreams`.
-template <typename T>
-std::vector<double> collapseBackward(const HyperMaps& m, const T* streams, const T* dout,
-    std::int64_t n, std::int64_t s, std::int64_t h, T* dstreams)
-{
-    std::vector<double> dpre(std::size_t(n * s), 0.0);
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t j = 0; j < s; ++j) {
-            const T* st = streams + (t * s + j) * h;
-            T* dst = dstreams + (t * s + j) * h;
-            const double pre = m.pre[std::size_t(t * s + j)];
-            double dot = 0.0;
-            for (std::int64_t c = 0; c < h; ++c) {
-                dot += double(dout[t * h + c]) * double(st[c]);
-                dst[c] += T(pre * double(dout[t * h + c]));
-            }
-            dpre[std::size_t(t * s + j)] = dot;
-        }
-    }
-    return dpre;
-}
-
-/// What one decoder layer's forward keeps.
-template <typename T> struct V4Layer {
-    std::vector<T> streamsIn; ///< the streams before the attention's hyper-connection
-    std::vector<T> streamsMid; ///< before the MoE's
-    HyperSaved<T> attnHc, ffnHc;
-    std::vector<T> x1, xn1, x2, xn2; ///< the collapsed inputs and their norms
-    std::vector<T> attnOut, moeOut;
-    // Attention.
-    std::vector<T> qa, qan, qb, q; ///< q latent, its norm, wq_b's output, q roped [n, H·d]
-    std::vector<T> kvp; ///< wkv's output [n, d]
-    std::vector<T> keys; ///< K=V roped [n, d], then the compressor's entries [m, d]
-    std::int64_t entries = 0;
-    typename DeepseekV4Cache<T>::Compressor compressor;
-    std::vector<std::int64_t> keyStart; ///< [n + 1]: query t's keys keyIdx[keyStart[t]...)
-    std::vector<std::int64_t> keyIdx;
-    std::vector<double> probs; ///< [Σ_t heads · keys of t]
-    std::vector<double> sinkProbs; ///< [n, heads]
-    std::vector<T> attn; ///< the output rotated back, wo_a's input [n, H·d]
-    std::vector<T> low; ///< wo_a's output, wo_b's input [n, groups · rank]
-    // MoE.
-    std::vector<std::int64_t> chosen; ///< [n, k]
-    std::vector<double> weights; ///< [n, k]
-    std::vector<double> logits; ///< the router's [n, experts]
-    std::vector<T> g, u, act, y; ///< each (token, choice)'s expert: [n·k, I] and y [n·k, h]
-    std::vector<T> sharedG, sharedU, sharedAct;
-
-    [[nodiscard]] std::int64_t bytes() const
-    {
-        std::size_t count = streamsIn.size() + streamsMid.size() + x1.size() + xn1.size()
-            + x2.size() + xn2.size() + attnOut.size() + moeOut.size() + qa.size() + qan.size()
-            + qb.size() + q.size() + kvp.size() + keys.size() + compressor.kv.size()
-            + compressor.gate.size() + attn.size() + low.size() + g.size() + u.size() + act.size()
-            + y.size() + sharedG.size() + sharedU.size() + sharedAct.size();
-        for (const auto* hc : { &attnHc, &ffnHc }) {
-            count += hc->normed.size() + hc->mixes.size();
-        }
-        std::size_t wide = probs.size() + sinkProbs.size() + weights.size() + logits.size();
-        for (const auto* hc : { &attnHc, &ffnHc }) {
-            wide += hc->maps.pre.size() + hc->maps.post.size() + hc->maps.comb.size()
-                + hc->soft.size() + hc->stages.size();
-        }
-        return std::int64_t(count * sizeof(T) + wide * sizeof(double)
-            + (keyIdx.size() + chosen.size()) * sizeof(std::int64_t));
-    }
-};
-
-/// What the layer functions read: the spec, parameters, the forward's weight table and RoPEs.
-template <typename T> struct V4Step {
-    const model::ModelSpec& spec;
-    ParameterSet<T>& p;
-    const DeepseekV4Context& ctx;
-    std::int64_t n = 0;
-    int layer = 0;
-
-    [[nodiscard]] std::string name(const std::string& leaf) const
-    {
-        return fmt::format("layers.{}{}", layer, leaf);
-    }
-    [[nodiscard]] const T* w(const std::string& leaf) const { return p.value(name(leaf)); }
-    [[nodiscard]] T* dw(const std::string& leaf) const { return p.grad(name(leaf)); }
-    [[nodiscard]] const Rope& rope() const
-    {
-        return spec.layers[std::size_t(layer)].compressRatio > 0 ? ctx.compressRope : ctx.mainRope;
-    }
-};
-
 // --- attention ---------------------------------------------------------------------------
 
 /// The keys of query t (deepseek_v4_forward.cpp keysOf): its window of K=V, then the entries
-/// it may see (ratio 4: those chosen), as rows of V4Layer::keys.
+/// it may see (ratio 4: those chosen), as rows of DeepseekV4Saved::keys.
 template <typename T>
-void collectKeys(const V4Step<T>& st, V4Layer<T>& a, const std::vector<std::int64_t>& selected)
+void collectKeys(
+    const DeepseekV4Step<T>& st, DeepseekV4Saved<T>& a, const std::vector<std::int64_t>& selected)
 {
     const auto& layer = st.spec.layers[std::size_t(st.layer)];
     const std::int64_t k = st.spec.compressedAttention->indexerTopK;
@@ -351,7 +71,7 @@ void collectKeys(const V4Step<T>& st, V4Layer<T>& a, const std::vector<std::int6
 
 /// Softmax attention of each query over its keys with the head's sink (attendQuery), the
 /// probabilities kept; the output's rope lanes rotated back into a.attn.
-template <typename T> void attend(const V4Step<T>& st, V4Layer<T>& a)
+template <typename T> void attend(const DeepseekV4Step<T>& st, DeepseekV4Saved<T>& a)
 {
     const std::int64_t heads = st.spec.numHeads;
     const std::int64_t d = st.spec.headDim;
@@ -402,7 +122,7 @@ template <typename T> void attend(const V4Step<T>& st, V4Layer<T>& a)
 
 /// The attention's forward on a.xn1 into a.attnOut (deepseek_v4_forward.cpp attentionStep).
 template <typename T>
-void v4AttentionForward(const V4Step<T>& st, V4Layer<T>& a,
+void v4AttentionForward(const DeepseekV4Step<T>& st, DeepseekV4Saved<T>& a,
     std::vector<std::pair<std::string, numerics::Tensor>>& routing)
 {
     const auto& spec = st.spec;
@@ -491,7 +211,8 @@ void v4AttentionForward(const V4Step<T>& st, V4Layer<T>& a,
 /// the softmax pooling, recomputed from the kept projections): wkv's, wgate's, ape's and the
 /// norm's gradients accumulated, the input's added to `dxn1`.
 template <typename T>
-void compressorBackward(const V4Step<T>& st, const V4Layer<T>& a, std::vector<T> dentries, T* dxn1)
+void compressorBackward(
+    const DeepseekV4Step<T>& st, const DeepseekV4Saved<T>& a, std::vector<T> dentries, T* dxn1)
 {
     const auto& c = a.compressor;
     const std::int64_t r = c.ratio;
@@ -572,7 +293,8 @@ void compressorBackward(const V4Step<T>& st, const V4Layer<T>& a, std::vector<T>
 /// The attention's backward from `dout` [n, h]: every weight's gradient accumulated (the
 /// indexer's stay zero), the input's added to `dxn1`.
 template <typename T>
-void v4AttentionBackward(const V4Step<T>& st, const V4Layer<T>& a, const T* dout, T* dxn1)
+void v4AttentionBackward(
+    const DeepseekV4Step<T>& st, const DeepseekV4Saved<T>& a, const T* dout, T* dxn1)
 {
     const auto& spec = st.spec;
     const auto& ca = *spec.compressedAttention;
@@ -679,219 +401,6 @@ void v4AttentionBackward(const V4Step<T>& st, const V4Layer<T>& a, const T* dout
         }
         compressorBackward(st, a, std::move(dentries), dxn1);
     }
-}
-
-// --- MoE ---------------------------------------------------------------------------------
-
-/// The clamped SwiGLU `m` (deepseekV4ClampedMlp) on `rows` rows of x, keeping g and u as
-/// projected and act = silu(min(g, L)) · clamp(u, −L, L).
-template <typename T>
-void clampedMlpForward(const V4Step<T>& st, const std::string& m, const T* x, std::int64_t rows,
-    std::int64_t width, T* g, T* u, T* act, T* out)
-{
-    const std::int64_t h = st.spec.hiddenSize;
-    const double limit = st.spec.swigluLimit;
-    linear<T>(x, st.w(m + ".w1.weight"), nullptr, g, rows, h, width);
-    linear<T>(x, st.w(m + ".w3.weight"), nullptr, u, rows, h, width);
-    for (std::int64_t i = 0; i < rows * width; ++i) {
-        T gi = g[i];
-        T ui = u[i];
-        if (limit > 0) {
-            gi = std::min(gi, T(limit));
-            ui = std::clamp(ui, T(-limit), T(limit));
-        }
-        act[i] = gi / (T(1) + std::exp(-gi)) * ui;
-    }
-    linear<T>(act, st.w(m + ".w2.weight"), nullptr, out, rows, width, h);
-}
-
-/// Its backward from `dout`: SwiGLU's on the clamped values (swigluBackward), no gradient where
-/// a clamp bites (torch.clamp passes it at the bound), the weights' gradients accumulated and
-/// the input's added to `dx`.
-template <typename T>
-void clampedMlpBackward(const V4Step<T>& st, const std::string& m, const T* x, std::int64_t rows,
-    std::int64_t width, const T* g, const T* u, const T* act, const T* dout, T* dx)
-{
-    const std::int64_t h = st.spec.hiddenSize;
-    const double limit = st.spec.swigluLimit;
-    const std::size_t count = std::size_t(rows * width);
-    std::vector<T> dact(count);
-    linearBackward<T>(act, st.w(m + ".w2.weight"), dout, dact.data(), st.dw(m + ".w2.weight"),
-        nullptr, rows, width, h, false);
-    std::vector<T> gc(g, g + count);
-    std::vector<T> uc(u, u + count);
-    if (limit > 0) {
-        for (std::size_t i = 0; i < count; ++i) {
-            gc[i] = std::min(gc[i], T(limit));
-            uc[i] = std::clamp(uc[i], T(-limit), T(limit));
-        }
-    }
-    std::vector<T> dg(count);
-    std::vector<T> du(count);
-    swigluBackward<T>(gc.data(), uc.data(), dact.data(), dg.data(), du.data(), std::int64_t(count));
-    if (limit > 0) {
-        for (std::size_t i = 0; i < count; ++i) {
-            dg[i] = g[i] > T(limit) ? T(0) : dg[i];
-            du[i] = u[i] < T(-limit) || u[i] > T(limit) ? T(0) : du[i];
-        }
-    }
-    linearBackward<T>(x, st.w(m + ".w1.weight"), dg.data(), dx, st.dw(m + ".w1.weight"), nullptr,
-        rows, h, width, true);
-    linearBackward<T>(x, st.w(m + ".w3.weight"), du.data(), dx, st.dw(m + ".w3.weight"), nullptr,
-        rows, h, width, true);
-}
-
-/// The MoE on a.xn2 into a.moeOut (mixtureOfExperts): the forward's routing (deepseekV4Route),
-/// each chosen expert weighted, plus the shared expert.
-template <typename T>
-void v4MoeForward(const V4Step<T>& st, V4Layer<T>& a, std::span<const std::int64_t> ids,
-    std::vector<std::pair<std::string, numerics::Tensor>>& routing)
-{
-    const auto& moe = *st.spec.moe;
-    const std::int64_t n = st.n;
-    const std::int64_t h = st.spec.hiddenSize;
-    const std::int64_t e = moe.numExperts;
-    const std::int64_t k = moe.topK;
-    const std::int64_t width = moe.expertIntermediate;
-    deepseekV4Route<T>(st.ctx.table, st.spec, st.layer, ids, a.xn2.data(), n, a.chosen, a.weights);
-    std::vector<T> logits(std::size_t(n * e));
-    linear<T>(a.xn2.data(), st.w(".ffn.gate.weight"), nullptr, logits.data(), n, h, e);
-    a.logits.assign(logits.begin(), logits.end());
-    routing.emplace_back(fmt::format("model.layers.{}.mlp.gate#topk", st.layer),
-        numerics::Tensor::fromInts({ n, k }, a.chosen));
-    a.g.resize(std::size_t(n * k * width));
-    a.u.resize(a.g.size());
-    a.act.resize(a.g.size());
-    a.y.resize(std::size_t(n * k * h));
-    std::vector<double> acc(std::size_t(n * h), 0.0);
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t j = 0; j < k; ++j) {
-            const std::int64_t row = t * k + j;
-            clampedMlpForward(st, fmt::format(".ffn.experts.{}", a.chosen[std::size_t(row)]),
-                a.xn2.data() + t * h, 1, width, a.g.data() + row * width, a.u.data() + row * width,
-                a.act.data() + row * width, a.y.data() + row * h);
-            for (std::int64_t c = 0; c < h; ++c) {
-                acc[std::size_t(t * h + c)]
-                    += a.weights[std::size_t(row)] * double(a.y[std::size_t(row * h + c)]);
-            }
-        }
-    }
-    const std::int64_t shared = moe.sharedIntermediate;
-    a.sharedG.resize(std::size_t(n * shared));
-    a.sharedU.resize(a.sharedG.size());
-    a.sharedAct.resize(a.sharedG.size());
-    a.moeOut.resize(std::size_t(n * h));
-    clampedMlpForward(st, ".ffn.shared_experts", a.xn2.data(), n, shared, a.sharedG.data(),
-        a.sharedU.data(), a.sharedAct.data(), a.moeOut.data());
-    for (std::int64_t i = 0; i < n * h; ++i) {
-        a.moeOut[std::size_t(i)] = T(acc[std::size_t(i)] + double(a.moeOut[std::size_t(i)]));
-    }
-}
-
-/// The MoE's backward from `dout`: the experts' and the shared expert's, the combine weights'
-/// gradients through the renormalised sqrtsoftplus scores to the router's logits and weight;
-/// the input's added to `dxn2`.
-template <typename T>
-void v4MoeBackward(const V4Step<T>& st, const V4Layer<T>& a, const T* dout, T* dxn2)
-{
-    const auto& moe = *st.spec.moe;
-    const std::int64_t n = st.n;
-    const std::int64_t h = st.spec.hiddenSize;
-    const std::int64_t e = moe.numExperts;
-    const std::int64_t k = moe.topK;
-    const std::int64_t width = moe.expertIntermediate;
-    clampedMlpBackward(st, ".ffn.shared_experts", a.xn2.data(), n, moe.sharedIntermediate,
-        a.sharedG.data(), a.sharedU.data(), a.sharedAct.data(), dout, dxn2);
-    std::vector<double> dweight(std::size_t(n * k), 0.0);
-    std::vector<T> dy(static_cast<std::size_t>(h));
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t j = 0; j < k; ++j) {
-            const std::int64_t row = t * k + j;
-            double dot = 0.0;
-            for (std::int64_t c = 0; c < h; ++c) {
-                dy[std::size_t(c)] = T(a.weights[std::size_t(row)] * double(dout[t * h + c]));
-                dot += double(dout[t * h + c]) * double(a.y[std::size_t(row * h + c)]);
-            }
-            dweight[std::size_t(row)] = dot;
-            clampedMlpBackward(st, fmt::format(".ffn.experts.{}", a.chosen[std::size_t(row)]),
-                a.xn2.data() + t * h, 1, width, a.g.data() + row * width, a.u.data() + row * width,
-                a.act.data() + row * width, dy.data(), dxn2 + t * h);
-        }
-    }
-    // w_j = r · s_j / (Σ_i s_i + 1e-20) over the chosen (a hash table may name an expert twice:
-    // each choice adds its share), s = sqrt(softplus(z)), ∂s/∂z = σ(z) / (2s).
-    const double r = moe.routedScalingFactor;
-    std::vector<T> dlogits(std::size_t(n * e), T(0));
-    std::vector<double> ds(static_cast<std::size_t>(e));
-    std::vector<double> score(static_cast<std::size_t>(e));
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t i = 0; i < e; ++i) {
-            score[std::size_t(i)] = std::sqrt(softplus(a.logits[std::size_t(t * e + i)]));
-        }
-        std::fill(ds.begin(), ds.end(), 0.0);
-        double sum = 0.0;
-        double weighted = 0.0;
-        for (std::int64_t j = 0; j < k; ++j) {
-            const auto ex = std::size_t(a.chosen[std::size_t(t * k + j)]);
-            sum += score[ex];
-            weighted += dweight[std::size_t(t * k + j)] * score[ex];
-        }
-        const double denom = sum + 1e-20;
-        for (std::int64_t j = 0; j < k; ++j) {
-            const auto ex = std::size_t(a.chosen[std::size_t(t * k + j)]);
-            const double dw = dweight[std::size_t(t * k + j)];
-            ds[ex] += moe.normTopkProb ? r * (dw / denom - weighted / (denom * denom)) : r * dw;
-        }
-        for (std::int64_t i = 0; i < e; ++i) {
-            const double s = score[std::size_t(i)];
-            if (ds[std::size_t(i)] != 0.0 && s > 0.0) {
-                // softplus' (torch's threshold 20: the identity above it, slope 1).
-                const double z = a.logits[std::size_t(t * e + i)];
-                const double slope = z > 20.0 ? 1.0 : sigmoidOf(z);
-                dlogits[std::size_t(t * e + i)] = T(ds[std::size_t(i)] * slope / (2.0 * s));
-            }
-        }
-    }
-    linearBackward<T>(a.xn2.data(), st.w(".ffn.gate.weight"), dlogits.data(), dxn2,
-        st.dw(".ffn.gate.weight"), nullptr, n, h, e, true);
-}
-
-/// The expansion's backward (streams'[k] = post[k] · out + Σ_j comb[j, k] · streams[j]): from
-/// the new streams' gradient `dnext`, the block output's gradient, dpost, dcomb and the old
-/// streams' gradient (overwriting `dprev`).
-template <typename T>
-std::vector<T> expandBackward(const HyperMaps& m, const T* prev, const T* out, const T* dnext,
-    std::int64_t n, std::int64_t s, std::int64_t h, std::vector<double>& dpost,
-    std::vector<double>& dcomb, std::vector<T>& dprev)
-{
-    std::vector<T> dout(std::size_t(n * h), T(0));
-    dpost.assign(std::size_t(n * s), 0.0);
-    dcomb.assign(std::size_t(n * s * s), 0.0);
-    dprev.assign(std::size_t(n * s * h), T(0));
-    for (std::int64_t t = 0; t < n; ++t) {
-        const double* c = m.comb.data() + t * s * s;
-        for (std::int64_t k = 0; k < s; ++k) {
-            const T* dk = dnext + (t * s + k) * h;
-            const double post = m.post[std::size_t(t * s + k)];
-            double dp = 0.0;
-            for (std::int64_t ch = 0; ch < h; ++ch) {
-                dp += double(dk[ch]) * double(out[t * h + ch]);
-                dout[std::size_t(t * h + ch)] += T(post * double(dk[ch]));
-            }
-            dpost[std::size_t(t * s + k)] = dp;
-            for (std::int64_t j = 0; j < s; ++j) {
-                const T* pj = prev + (t * s + j) * h;
-                T* dj = dprev.data() + (t * s + j) * h;
-                double dc = 0.0;
-                for (std::int64_t ch = 0; ch < h; ++ch) {
-                    dc += double(dk[ch]) * double(pj[ch]);
-                    dj[ch] += T(c[j * s + k] * double(dk[ch]));
-                }
-                dcomb[std::size_t(t * s * s + j * s + k)] = dc;
-            }
-        }
-    }
-    return dout;
 }
 
 } // namespace
@@ -1004,7 +513,7 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
             std::copy_n(x.data() + t * h, h, streams.data() + (t * s + j) * h);
         }
     }
-    std::vector<V4Layer<T>> saved(static_cast<std::size_t>(layers));
+    std::vector<DeepseekV4Saved<T>> saved(static_cast<std::size_t>(layers));
     m_routing.clear();
     if (m_progress != nullptr) {
         m_progress->setTotal(2 * m_spec.numLayers);
@@ -1014,10 +523,11 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        V4Step<T> st { m_spec, m_p, *m_v4, n, l };
+        DeepseekV4Step<T> st { m_spec, m_p, *m_v4, n, l };
         auto& a = saved[std::size_t(l)];
         a.streamsIn = streams;
-        a.attnHc = hyperForward(m_p, st.name(".hc_attn"), streams.data(), n, m_spec, false);
+        a.attnHc
+            = deepseekV4HyperForward(m_p, st.name(".hc_attn"), streams.data(), n, m_spec, false);
         a.x1.resize(std::size_t(n * h));
         deepseekV4Collapse(a.attnHc.maps, streams.data(), n, s, h, a.x1.data());
         a.xn1.resize(a.x1.size());
@@ -1025,19 +535,20 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
         v4AttentionForward(st, a, m_routing);
         deepseekV4Expand(a.attnHc.maps, streams.data(), a.attnOut.data(), n, s, h);
         a.streamsMid = streams;
-        a.ffnHc = hyperForward(m_p, st.name(".hc_ffn"), streams.data(), n, m_spec, false);
+        a.ffnHc = deepseekV4HyperForward(m_p, st.name(".hc_ffn"), streams.data(), n, m_spec, false);
         a.x2.resize(std::size_t(n * h));
         deepseekV4Collapse(a.ffnHc.maps, streams.data(), n, s, h, a.x2.data());
         a.xn2.resize(a.x2.size());
         rmsNorm<T>(a.x2.data(), st.w(".ffn_norm.weight"), a.xn2.data(), n, h, m_spec.normEps);
-        v4MoeForward(st, a, ids, m_routing);
+        deepseekV4MoeForward(st, a, ids, m_routing);
         deepseekV4Expand(a.ffnHc.maps, streams.data(), a.moeOut.data(), n, s, h);
         if (m_progress != nullptr) {
             m_progress->advance();
         }
     }
     // The head: hc_head collapses the streams, then norm and head.
-    const auto headHc = hyperForward(m_p, std::string("hc_head"), streams.data(), n, m_spec, true);
+    const auto headHc
+        = deepseekV4HyperForward(m_p, std::string("hc_head"), streams.data(), n, m_spec, true);
     std::vector<T> finalIn(std::size_t(n * h));
     deepseekV4Collapse(headHc.maps, streams.data(), n, s, h, finalIn.data());
     std::vector<T> xf(finalIn.size());
@@ -1071,10 +582,10 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
     rmsNormBackward<T>(finalIn.data(), m_p.value("norm.weight"), dxf.data(), dfinal.data(),
         m_p.grad("norm.weight"), n, h, m_spec.normEps);
     std::vector<T> dstreams(streams.size(), T(0));
-    const auto dpreHead
-        = collapseBackward(headHc.maps, streams.data(), dfinal.data(), n, s, h, dstreams.data());
-    hyperBackward(m_p, std::string("hc_head"), headHc, streams.data(), n, m_spec, dpreHead, {}, {},
-        dstreams.data());
+    const auto dpreHead = deepseekV4CollapseBackward(
+        headHc.maps, streams.data(), dfinal.data(), n, s, h, dstreams.data());
+    deepseekV4HyperBackward(m_p, std::string("hc_head"), headHc, streams.data(), n, m_spec,
+        dpreHead, {}, {}, dstreams.data());
     if (m_progress != nullptr) {
         m_progress->setStage("backward");
     }
@@ -1085,28 +596,28 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
         if (m_stop.stop_requested()) {
             return Error::cancelled();
         }
-        V4Step<T> st { m_spec, m_p, *m_v4, n, l };
+        DeepseekV4Step<T> st { m_spec, m_p, *m_v4, n, l };
         const auto& a = saved[std::size_t(l)];
         const std::string anchor = fmt::format("model.layers.{}", l);
         DAY0_TRY(m_acts.recordAndInject(anchor, dstreams.data(), { n, s, h }));
         // The MoE's hyper-connection and block.
-        auto dmoe = expandBackward(a.ffnHc.maps, a.streamsMid.data(), a.moeOut.data(),
+        auto dmoe = deepseekV4ExpandBackward(a.ffnHc.maps, a.streamsMid.data(), a.moeOut.data(),
             dstreams.data(), n, s, h, dpost, dcomb, dprev);
         m_acts.record(anchor + ".mlp", dmoe.data(), { n, h });
         m_acts.record(anchor + ".mlp.shared_experts", dmoe.data(), { n, h });
         std::vector<T> dxn(std::size_t(n * h), T(0));
-        v4MoeBackward(st, a, dmoe.data(), dxn.data());
+        deepseekV4MoeBackward(st, a, dmoe.data(), dxn.data());
         m_acts.record(anchor + ".post_attention_layernorm", dxn.data(), { n, h });
         std::vector<T> dx(std::size_t(n * h), T(0));
         rmsNormBackward<T>(a.x2.data(), st.w(".ffn_norm.weight"), dxn.data(), dx.data(),
             st.dw(".ffn_norm.weight"), n, h, m_spec.normEps);
-        auto dpre
-            = collapseBackward(a.ffnHc.maps, a.streamsMid.data(), dx.data(), n, s, h, dprev.data());
-        hyperBackward(m_p, st.name(".hc_ffn"), a.ffnHc, a.streamsMid.data(), n, m_spec, dpre, dpost,
-            dcomb, dprev.data());
+        auto dpre = deepseekV4CollapseBackward(
+            a.ffnHc.maps, a.streamsMid.data(), dx.data(), n, s, h, dprev.data());
+        deepseekV4HyperBackward(m_p, st.name(".hc_ffn"), a.ffnHc, a.streamsMid.data(), n, m_spec,
+            dpre, dpost, dcomb, dprev.data());
         dstreams.swap(dprev);
         // The attention's.
-        auto dattn = expandBackward(a.attnHc.maps, a.streamsIn.data(), a.attnOut.data(),
+        auto dattn = deepseekV4ExpandBackward(a.attnHc.maps, a.streamsIn.data(), a.attnOut.data(),
             dstreams.data(), n, s, h, dpost, dcomb, dprev);
         m_acts.record(anchor + ".self_attn", dattn.data(), { n, h });
         std::fill(dxn.begin(), dxn.end(), T(0));
@@ -1115,10 +626,10 @@ Result<GradientResult> GradientPass<T>::deepseekV4Run(
         std::fill(dx.begin(), dx.end(), T(0));
         rmsNormBackward<T>(a.x1.data(), st.w(".attn_norm.weight"), dxn.data(), dx.data(),
             st.dw(".attn_norm.weight"), n, h, m_spec.normEps);
-        dpre
-            = collapseBackward(a.attnHc.maps, a.streamsIn.data(), dx.data(), n, s, h, dprev.data());
-        hyperBackward(m_p, st.name(".hc_attn"), a.attnHc, a.streamsIn.data(), n, m_spec, dpre,
-            dpost, dcomb, dprev.data());
+        dpre = deepseekV4CollapseBackward(
+            a.attnHc.maps, a.streamsIn.data(), dx.data(), n, s, h, dprev.data());
+        deepseekV4HyperBackward(m_p, st.name(".hc_attn"), a.attnHc, a.streamsIn.data(), n, m_spec,
+            dpre, dpost, dcomb, dprev.data());
         dstreams.swap(dprev);
         if (m_progress != nullptr) {
             m_progress->advance();
