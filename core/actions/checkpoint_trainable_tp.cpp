@@ -265,6 +265,15 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "with tp=1",
             tp, m_spec.name));
     }
+    if (m_spec.family == model::Family::DeepseekV4) {
+        // Its hyper-connection streams, the one K=V head with its compressors and the grouped
+        // wo_a are not cut by heads here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(DeepSeek-V4: hyper-connection streams, the one K=V "
+                                              "head and its compressors, grouped wo_a) is not "
+                                              "modelled; train it with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

@@ -77,6 +77,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
             m_p.grads[req.name].assign(std::size_t(t.numel()), T(0));
         }
     }
+    if (deepseekV4()) {
+        return deepseekV4Init(weights);
+    }
     if (gemma4()) {
         return gemma4Init();
     }
@@ -113,6 +116,9 @@ template <typename T>
 Result<GradientResult> GradientPass<T>::run(
     std::span<const std::int64_t> ids, std::span<const std::int64_t> targets)
 {
+    if (deepseekV4()) {
+        return deepseekV4Run(ids, targets);
+    }
     const std::int64_t n = std::int64_t(ids.size());
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t vocab = m_spec.vocabSize;
@@ -292,6 +298,34 @@ Result<GradientResult> runPass(const model::ModelSpec& spec,
     return pass.run(ids, targets);
 }
 
+/// The family whose tensor-parallel backward is not modelled, and why, by name; empty where
+/// its ranks are the other families' (GLM-4.5's biased q/k/v are cut with their heads, GLM-5's
+/// and DeepSeek-V3.2's DSA indexer is replicated, so every rank selects the same keys).
+std::string tensorParallelGap(const model::ModelSpec& spec)
+{
+    using F = model::Family;
+    if (detail::isQwenNext(spec)) {
+        return fmt::format("{} (the Gated DeltaNet's heads, the attention output gate, the gated "
+                           "shared expert)",
+            model::familyName(spec.family));
+    }
+    switch (spec.family) {
+    case F::Gemma4:
+        return "Gemma-4 (layers of their own head widths and KV heads, k = v)";
+    case F::NemotronH:
+        return "Nemotron-H (Mamba-2 heads and groups, relu2 experts, the latent MoE)";
+    case F::GptOss:
+        return "gpt-oss (per-head attention sinks, packed biased experts)";
+    case F::MiniMaxM2:
+        return "MiniMax-M2 (q/k norms across all heads, of which a rank holds a share)";
+    case F::DeepseekV4:
+        return "DeepSeek-V4 (hyper-connection streams, the one K=V head and its compressors, "
+               "grouped wo_a)";
+    default:
+        return {};
+    }
+}
+
 } // namespace
 
 Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
@@ -303,37 +337,11 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "cover {}",
             spec.name, model::familyName(spec.family), fmt::join(missing, "; ")));
     }
-    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::Gemma4) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of Gemma-4 "
-                                              "(layers of their own head widths and KV heads, "
-                                              "k = v) is not modelled",
-            spec.name));
-    }
-    if ((options.tpSum || options.vocabTotal > 0) && detail::isQwenNext(spec)) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of {} (the "
-                                              "Gated DeltaNet's heads, the attention output "
-                                              "gate, the gated shared expert) is not modelled",
-            spec.name, model::familyName(spec.family)));
-    }
-    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::NemotronH) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
-                                              "Nemotron-H (Mamba-2 heads and groups, relu2 "
-                                              "experts, the latent MoE) is not modelled",
-            spec.name));
-    }
-    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
-                                              "(per-head attention sinks, packed biased experts) "
-                                              "is not modelled",
-            spec.name));
-    }
-    // GLM-4.5's biased q/k/v are cut with their heads and GLM-5's / DeepSeek-V3.2's DSA indexer
-    // is replicated (every rank selects the same keys): their ranks are the other families'.
-    // MiniMax-M2's q/k norms span every head, of which a rank holds a share.
-    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::MiniMaxM2) {
-        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of MiniMax-M2 "
-                                              "(q/k norms across all heads) is not modelled",
-            spec.name));
+    if (options.tpSum || options.vocabTotal > 0) {
+        if (const auto gap = tensorParallelGap(spec); !gap.empty()) {
+            return Error::unsupported(fmt::format(
+                "gradients of {}: tensor parallelism of {} is not modelled", spec.name, gap));
+        }
     }
     if (ids.empty()) {
         return Error::badInput("gradients: no token ids");

@@ -9,13 +9,17 @@
 // logit soft-capping), GLM-4.5 (partial rotary, biased q/k/v, optional q/k norm, the sigmoid router
 // with shared experts after first_k_dense_replace dense layers), GLM-5 and DeepSeek-V3.2 (MLA
 // restricted to the keys its DSA indexer selects; no gradient reaches the indexer through its
-// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
-// the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
-// Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
-// zero-centred norms, the gated shared expert) and Nemotron-H (backward_nemotron_h.cpp: Mamba-2,
-// attention without RoPE, the relu2 MLP, Nemotron-3's MoE with its latent projections). Anything
-// else is named.
+// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all
+// heads, partial rotary, the sigmoid router with its correction bias; backward_glm.cpp), the
+// Qwen3-Next hybrid and Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the
+// attention output gate, zero-centred norms, the gated shared expert) and Nemotron-H
+// (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
+// its latent projections) and DeepSeek-V4 (backward_deepseek_v4.cpp: hyper-connections, the
+// compressed attention with its window, sinks and compressors, no gradient through the Lightning
+// indexer's top-k, the sqrtsoftplus and hash-routed MoE with the clamped SwiGLU). Anything else is
+// named.
 #include "exec/backward.h"
+#include "exec/deepseek_v4.h"
 #include "exec/forward.h"
 
 #include <fmt/format.h>
@@ -69,6 +73,13 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
+    // DeepSeek-V4's blocks are its own (backward_deepseek_v4.cpp): what its forward computes.
+    if (family == model::Family::DeepseekV4) {
+        for (const auto& missing : detail::deepseekV4Unsupported(spec)) {
+            out.push_back(missing);
+        }
+        return out;
+    }
     // Nemotron-H's layers are its own (backward_nemotron_h.cpp), checked on their own.
     if (family == model::Family::NemotronH) {
         nemotronHBackwardUnsupported(spec, out);
@@ -174,7 +185,10 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
 
 bool untrainableParameter(const std::string& name)
 {
-    return name.ends_with("e_score_correction_bias") || name.ends_with(".layer_scalar");
+    // DeepSeek-V4's native names: its selection bias (gate.bias) and the hash layers' tid2eid
+    // (an integer table).
+    return name.ends_with("e_score_correction_bias") || name.ends_with(".layer_scalar")
+        || name.ends_with(".ffn.gate.bias") || name.ends_with(".gate.tid2eid");
 }
 
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec)
@@ -198,6 +212,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
                          "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
                          "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
                          "logits; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::DeepseekV4) {
+        out.emplace_back("DeepSeek-V4 (hyper-connections, the compressors' pooling, the sinks, "
+                         "the sqrtsoftplus router and the clamped SwiGLU; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "

@@ -43,6 +43,10 @@ template <typename T> struct DeepseekV4Cache {
     Rope compressRope; ///< compressed layers and their entries: compress_rope_theta with YaRN
 };
 
+/// The twin's (HF) parameter name of a native DeepSeek-V4 tensor ("layers.3.attn.wq_a.weight" →
+/// "model.layers.3.self_attn.q_a_proj.weight"; plugins/torch/day0_torch_deepseek_v4.py hf_name).
+std::string deepseekV4HfName(const std::string& native);
+
 /// The sliding layers' RoPE (rope_theta, unscaled) and the compressed layers' (compress_rope_theta
 /// with rope_scaling's YaRN, cos and sin unscaled), both interleaved on the trailing lanes.
 Result<std::pair<Rope, Rope>> deepseekV4Ropes(const model::ModelSpec& spec);

@@ -4,6 +4,7 @@
 // like a forward dump.
 #include "exec/backward.h"
 #include "exec/backward_pass.h"
+#include "exec/deepseek_v4.h"
 #include "exec/engine.h"
 #include "exec/forward.h"
 
@@ -182,6 +183,14 @@ std::map<std::string, numerics::Tensor> checkpointGradients(
     const model::ModelSpec& spec, const std::map<std::string, numerics::Tensor>& parameters)
 {
     std::map<std::string, numerics::Tensor> out = parameters;
+    if (spec.family == model::Family::DeepseekV4) {
+        // The pass trains the native names the engine reads; the twin's are HF's.
+        out.clear();
+        for (const auto& [name, t] : parameters) {
+            out.emplace(detail::deepseekV4HfName(name), t);
+        }
+        return out;
+    }
     if (spec.family == model::Family::Gemma4 && spec.moe) {
         for (int l = 0; l < int(spec.numLayers); ++l) {
             if (spec.layers[std::size_t(l)].moe()) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -29,6 +30,9 @@
 #include <vector>
 
 namespace day0::exec::detail {
+
+/// DeepSeek-V4's weight table and RoPEs for its pass (backward_deepseek_v4.cpp).
+struct DeepseekV4Context;
 
 /// The tensor dtype of the compute type T (F64 for double, F32 for float).
 template <typename T> constexpr DType computeType()
@@ -335,6 +339,16 @@ private:
     void nemotronHMoeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
     [[nodiscard]] bool nemotronH() const { return m_spec.family == model::Family::NemotronH; }
 
+    // --- DeepSeek-V4 (backward_deepseek_v4.cpp) ---
+
+    [[nodiscard]] bool deepseekV4() const { return m_spec.family == model::Family::DeepseekV4; }
+    /// Its RoPEs and the weights as its forward's helpers read them (after the weights are read).
+    Result<void> deepseekV4Init(const std::map<std::string, numerics::Tensor>& weights);
+    /// Its whole pass: the hyper-connection streams through every block and hc_head, the loss,
+    /// and back.
+    Result<GradientResult> deepseekV4Run(
+        std::span<const std::int64_t> ids, std::span<const std::int64_t> targets);
+
     // --- gated MLPs and mixture-of-experts (backward_ffn.cpp) ---
 
     void mlpForward(const std::string& module, const T* x, std::int64_t rows, std::int64_t inter,
@@ -382,6 +396,7 @@ private:
     std::int64_t m_vocabStart = 0;
     std::function<Result<void>(void*, std::int64_t, DType)> m_tpMax;
     bool m_engineNorms = false; ///< GradientOptions::engineNorms
+    std::shared_ptr<const DeepseekV4Context> m_v4; ///< DeepSeek-V4's (deepseekV4Init)
 };
 
 } // namespace day0::exec::detail

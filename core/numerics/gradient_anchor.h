@@ -28,7 +28,12 @@ inline bool isParameterGradient(std::string_view capture)
         || name.ends_with(".experts.gate_up_proj") || name.ends_with(".experts.gate_up_proj_bias")
         || name.ends_with(".experts.down_proj") || name.ends_with(".experts.down_proj_bias")
         || name.ends_with(".router.scale") || name.ends_with(".router.per_expert_scale")
-        || name.ends_with(".A_log") || name.ends_with(".D") || name.ends_with(".dt_bias");
+        || name.ends_with(".A_log") || name.ends_with(".D")
+        || name.ends_with(".dt_bias")
+        // DeepSeek-V4's hyper-connections and compressors.
+        || name.ends_with("_hc.fn") || name.ends_with("_hc.base") || name.ends_with("_hc.scale")
+        || name.ends_with(".hc_fn") || name.ends_with(".hc_base") || name.ends_with(".hc_scale")
+        || name.ends_with(".position_bias");
 }
 
 /// Whether `capture` is the gradient of a module's output ("model.layers.3.self_attn#grad").
