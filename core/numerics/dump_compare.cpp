@@ -500,7 +500,7 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     if (forwardJudged > 0) {
         cmp.warnings.push_back(fmt::format(
             "{} gradient rows judged by forward rules: {} has no gradient rules for {} (gradients "
-            "are noisier than the forward; derive them with `day0 tolerances derive --grad`)",
+            "are noisier than the forward: a table's 'gradient_rules' judge them)",
             forwardJudged, options.table->label(), dtypeName(cmp.precision)));
     }
     cmp.divergenceBasis = options.local != nullptr ? "own" : "accumulated";
