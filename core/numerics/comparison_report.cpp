@@ -27,10 +27,14 @@ nlohmann::json metricsJson(const ErrorMetrics& m)
 
 nlohmann::json verdictJson(const Verdict& v)
 {
-    return { { "status", std::string(verdictStatusName(v.status)) }, { "table", v.table },
-        { "rule", v.rule }, { "basis", v.basis }, { "value", num(v.value) },
+    nlohmann::json j = { { "status", std::string(verdictStatusName(v.status)) },
+        { "table", v.table }, { "rule", v.rule }, { "basis", v.basis }, { "value", num(v.value) },
         { "limit", num(v.limit) }, { "floor", num(v.floor) }, { "floor_source", v.floorSource },
         { "floor_ratio", num(v.floorRatio) }, { "reason", v.reason } };
+    if (!v.note.empty()) {
+        j["note"] = v.note; // a gradient judged by a forward rule
+    }
+    return j;
 }
 
 nlohmann::json infoJson(const DumpInfo& i)

@@ -261,6 +261,7 @@ void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOp
     }
     JudgeInput in;
     in.depth = captureDepth(row, cmp.reference.numLayers);
+    in.gradient = gradientKeyOf(row.name, row.kind);
     if (row.own) {
         in.relL2 = row.own->relL2;
         in.accumulated = false;
@@ -277,8 +278,11 @@ void judgeRow(CaptureComparison& row, const DumpComparison& cmp, const CompareOp
     } else if (row.stats) {
         // Statistics only: the rms difference is a lower bound of the relative L2 error, so it
         // can prove a failure but never a pass.
-        const Verdict lower = judge(table, cmp.precision, row.kind,
-            { row.stats->rmsRel, true, in.depth, std::nullopt, 0, std::nullopt, std::nullopt });
+        JudgeInput bound;
+        bound.relL2 = row.stats->rmsRel;
+        bound.depth = in.depth;
+        bound.gradient = gradientKeyOf(row.name, row.kind);
+        const Verdict lower = judge(table, cmp.precision, row.kind, bound);
         row.verdict = lower;
         if (lower.status != VerdictStatus::Fail) {
             row.verdict.status = VerdictStatus::NotJudged;
@@ -488,6 +492,16 @@ Result<DumpComparison> compareDumps(const Dump& reference, const Dump& target,
     }
     if (isGradientComparison(cmp)) {
         DAY0_TRY(judgeGradientRoutingFlips(cmp, reference, target, options));
+    }
+    int forwardJudged = 0;
+    for (const auto& row : cmp.rows) {
+        forwardJudged += row.verdict.note.empty() ? 0 : 1;
+    }
+    if (forwardJudged > 0) {
+        cmp.warnings.push_back(fmt::format(
+            "{} gradient rows judged by forward rules: {} has no gradient rules for {} (gradients "
+            "are noisier than the forward: a table's 'gradient_rules' judge them)",
+            forwardJudged, options.table->label(), dtypeName(cmp.precision)));
     }
     cmp.divergenceBasis = options.local != nullptr ? "own" : "accumulated";
     for (std::size_t i = 0; i < cmp.rows.size(); ++i) {

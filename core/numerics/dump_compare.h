@@ -33,6 +33,10 @@ struct CompareOptions {
     MetricOptions metrics;
     /// Compare even when fingerprints or input ids differ (a warning instead of an error).
     bool allowMismatch = false;
+    /// Gradient comparisons: treat every gradient row a routing flip reaches as after the flips
+    /// (judged on the tokens after them, or not judged), not only the rows that fail without
+    /// that; the tolerance derivation learns from what such a comparison judges.
+    bool everyFlipReach = false;
     /// Called on the comparing thread with the comparison so far (its rows judged, its counts)
     /// after about every tenth of the captures: a viewer can show a long comparison as it
     /// grows. The first divergence and the captures found on one side only come at the end.

@@ -114,7 +114,8 @@ Result<void> judgeGradientRoutingFlips(
     }
     const std::int64_t numLayers = cmp.reference.numLayers;
     for (auto& row : cmp.rows) {
-        if (!row.name.ends_with(kGradientSuffix) || row.verdict.status != VerdictStatus::Fail
+        if (!row.name.ends_with(kGradientSuffix)
+            || (row.verdict.status != VerdictStatus::Fail && !options.everyFlipReach)
             || (!row.metrics && !row.own)) {
             continue;
         }
@@ -175,6 +176,7 @@ Result<void> judgeGradientRoutingFlips(
             in.relL2 = m->relL2;
             in.accumulated = !isOwn;
             in.nonFiniteMismatch = m->nonFiniteMismatch;
+            in.gradient = gradientKeyOf(row.name, row.kind);
             const Verdict rest = judge(*options.table, cmp.precision, row.kind, in);
             const std::string restText = fmt::format(
                 "tokens {}..{}: rel L2 {:.2e} (limit {:.2e})", from, n - 1, rest.value, rest.limit);

@@ -3,6 +3,7 @@
 #include "base/json_util.h"
 #include "base/resources.h"
 #include "numerics/float_formats.h"
+#include "numerics/gradient_anchor.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -96,9 +97,10 @@ Result<std::vector<EndToEndRule>> parseEndToEndRules(
 }
 
 Result<ToleranceRule> parseRule(
-    const nlohmann::json& j, const std::string& origin, std::size_t index)
+    const nlohmann::json& j, const std::string& origin, std::size_t index, bool gradient)
 {
-    const std::string where = fmt::format("{}: rules[{}]", origin, index);
+    const std::string where
+        = fmt::format("{}: {}[{}]", origin, gradient ? "gradient_rules" : "rules", index);
     if (!j.is_object()) {
         return Error::badInput(where + ": must be an object");
     }
@@ -122,6 +124,19 @@ Result<ToleranceRule> parseRule(
         if (!rule.op) {
             r.fail("op", fmt::format("'{}' is not an op kind", op));
         }
+    }
+    if (gradient) {
+        rule.isGradientRule = true;
+        const std::string of = r.stringOr("gradient", "");
+        if (of != "*") {
+            rule.gradient = parseGradientOf(of);
+            if (!rule.gradient) {
+                r.fail(
+                    "gradient", fmt::format("'{}' must be 'activation', 'parameter' or '*'", of));
+            }
+        }
+    } else if (r.has("gradient")) {
+        r.fail("gradient", "belongs to a rule of 'gradient_rules', not of 'rules'");
     }
     rule.maxRelL2 = r.numberOr("max_rel_l2", -1.0);
     if (rule.maxRelL2 <= 0.0) {
@@ -152,7 +167,188 @@ Result<ToleranceRule> parseRule(
     return rule;
 }
 
+Result<std::vector<ToleranceRule>> parseRules(
+    const nlohmann::json& json, const std::string& origin, bool gradient)
+{
+    const char* key = gradient ? "gradient_rules" : "rules";
+    std::vector<ToleranceRule> out;
+    for (std::size_t i = 0; i < json.size(); ++i) {
+        auto rule = parseRule(json[i], origin, i, gradient);
+        if (!rule) {
+            return rule.error();
+        }
+        for (const auto& existing : out) {
+            if (existing.id == rule->id) {
+                return Error::badInput(
+                    fmt::format("{}: {}[{}]: duplicate rule id '{}'", origin, key, i, rule->id));
+            }
+            if (existing.dtype == rule->dtype && existing.op == rule->op
+                && existing.gradient == rule->gradient) {
+                return Error::badInput(
+                    fmt::format("{}: {}[{}] '{}' covers the same dtype{} and op as '{}'", origin,
+                        key, i, rule->id, gradient ? ", gradient kind" : "", existing.id));
+            }
+        }
+        out.push_back(std::move(*rule));
+    }
+    return out;
+}
+
 } // namespace
+
+std::string_view gradientOfName(GradientOf of)
+{
+    return of == GradientOf::Parameter ? "parameter" : "activation";
+}
+
+std::optional<GradientOf> parseGradientOf(std::string_view name)
+{
+    if (name == "activation") {
+        return GradientOf::Activation;
+    }
+    if (name == "parameter") {
+        return GradientOf::Parameter;
+    }
+    return std::nullopt;
+}
+
+std::optional<GradientKey> gradientKeyOf(std::string_view capture, OpKind rowKind)
+{
+    if (!capture.ends_with(kGradientSuffix)) {
+        return std::nullopt;
+    }
+    if (!isParameterGradient(capture)) {
+        return GradientKey { GradientOf::Activation, rowKind };
+    }
+    // A parameter is keyed by the module that holds it: "...mlp.gate.weight" by the router,
+    // "...self_attn.sinks" by the attention; a fused "...experts.gate_up_proj" names its op.
+    std::string_view name = capture.substr(0, capture.size() - kGradientSuffix.size());
+    for (const std::string_view leaf : { std::string_view(".weight"), std::string_view(".bias") }) {
+        if (name.ends_with(leaf)) {
+            return GradientKey { GradientOf::Parameter,
+                opKindForAnchor(name.substr(0, name.size() - leaf.size())) };
+        }
+    }
+    OpKind op = opKindForAnchor(name);
+    if (op == OpKind::Other) {
+        const auto dot = name.rfind('.');
+        op = dot == std::string_view::npos ? op : opKindForAnchor(name.substr(0, dot));
+    }
+    return GradientKey { GradientOf::Parameter, op };
+}
+
+std::string toleranceDTypeName(DType d)
+{
+    switch (d) {
+    case DType::F64:
+        return "fp64";
+    case DType::F32:
+        return "fp32";
+    case DType::BF16:
+        return "bf16";
+    case DType::F16:
+        return "fp16";
+    case DType::F8E4M3:
+        return "fp8";
+    case DType::F8E5M2:
+        return "fp8_e5m2";
+    case DType::I8:
+        return "int8";
+    case DType::F4E2M1:
+        return "fp4";
+    case DType::I4:
+        return "int4";
+    default:
+        return std::string(dtypeName(d));
+    }
+}
+
+nlohmann::json toleranceRuleToJson(const ToleranceRule& rule)
+{
+    nlohmann::json j;
+    j["id"] = rule.id;
+    j["dtype"] = rule.dtype ? toleranceDTypeName(*rule.dtype) : "*";
+    if (rule.isGradientRule) {
+        j["gradient"] = rule.gradient ? std::string(gradientOfName(*rule.gradient)) : "*";
+    }
+    j["op"] = rule.op ? std::string(opKindName(*rule.op)) : "*";
+    j["max_rel_l2"] = rule.maxRelL2;
+    j["floor_units"] = rule.floorUnits;
+    j["max_floor_ratio"] = rule.maxFloorRatio;
+    if (rule.maxKl) {
+        j["max_kl"] = *rule.maxKl;
+    }
+    if (rule.minTop1) {
+        j["min_top1"] = *rule.minTop1;
+    }
+    if (!rule.looserBecause.empty()) {
+        j["looser_because"] = rule.looserBecause;
+    }
+    if (!rule.note.empty()) {
+        j["note"] = rule.note;
+    }
+    return j;
+}
+
+nlohmann::json endToEndRuleToJson(const EndToEndRule& rule)
+{
+    nlohmann::json j;
+    j["id"] = rule.id;
+    j["dtype"] = toleranceDTypeName(rule.dtype);
+    j["max_kl_mean"] = rule.maxKlMean;
+    j["max_kl_p99"] = rule.maxKlP99;
+    j["max_kl_position"] = rule.maxKlPosition;
+    j["min_same_top"] = rule.minSameTop;
+    if (!rule.note.empty()) {
+        j["note"] = rule.note;
+    }
+    return j;
+}
+
+nlohmann::json toleranceTableToJson(const ToleranceTable& table)
+{
+    nlohmann::json j;
+    j["name"] = table.name;
+    j["version"] = table.version;
+    const bool gradients
+        = !table.gradientRules.empty() || !table.gradientDerivationRecord.is_null();
+    if (gradients || table.format > 1) {
+        j["format"] = std::max(table.format, gradients ? 2 : 1);
+    }
+    if (!table.description.empty()) {
+        j["description"] = table.description;
+    }
+    j["accumulated_growth"] = table.accumulatedGrowth == DepthGrowth::Linear
+        ? "linear"
+        : (table.accumulatedGrowth == DepthGrowth::None ? "none" : "sqrt");
+    if (!table.derivationRecord.is_null()) {
+        j["derivation"] = table.derivationRecord;
+    } else if (!table.derivation.empty()) {
+        j["derivation"] = { { "summary", table.derivation } };
+    }
+    j["rules"] = nlohmann::json::array();
+    for (const auto& r : table.rules) {
+        j["rules"].push_back(toleranceRuleToJson(r));
+    }
+    if (!table.endToEnd.empty()) {
+        j["end_to_end"] = nlohmann::json::array();
+        for (const auto& r : table.endToEnd) {
+            j["end_to_end"].push_back(endToEndRuleToJson(r));
+        }
+    }
+    if (!table.gradientDerivationRecord.is_null()) {
+        j["gradient_derivation"] = table.gradientDerivationRecord;
+    } else if (!table.gradientDerivation.empty()) {
+        j["gradient_derivation"] = { { "summary", table.gradientDerivation } };
+    }
+    if (!table.gradientRules.empty()) {
+        j["gradient_rules"] = nlohmann::json::array();
+        for (const auto& r : table.gradientRules) {
+            j["gradient_rules"].push_back(toleranceRuleToJson(r));
+        }
+    }
+    return j;
+}
 
 std::optional<DType> parseToleranceDType(std::string_view name)
 {
@@ -308,6 +504,24 @@ const ToleranceRule* ToleranceTable::match(DType dtype, OpKind op) const
     return best;
 }
 
+const ToleranceRule* ToleranceTable::matchGradient(DType dtype, const GradientKey& key) const
+{
+    const ToleranceRule* best = nullptr;
+    int bestScore = -1;
+    for (const auto& rule : gradientRules) {
+        if ((rule.dtype && *rule.dtype != dtype) || (rule.gradient && *rule.gradient != key.of)
+            || (rule.op && *rule.op != key.op)) {
+            continue;
+        }
+        const int score = (rule.dtype ? 4 : 0) + (rule.gradient ? 2 : 0) + (rule.op ? 1 : 0);
+        if (score > bestScore) {
+            best = &rule;
+            bestScore = score;
+        }
+    }
+    return best;
+}
+
 const EndToEndRule* ToleranceTable::matchEndToEnd(DType dtype) const
 {
     for (const auto& rule : endToEnd) {
@@ -337,12 +551,20 @@ Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std
         r.fail("version", "must be a positive integer");
     }
     table.description = r.stringOr("description", "");
+    table.format = int(r.intOr("format", 1));
+    if (table.format < 1 || table.format > kToleranceFormat) {
+        r.fail("format",
+            fmt::format("{} is not a table format this build reads (1 to {}); a newer day0 wrote "
+                        "it?",
+                table.format, kToleranceFormat));
+    }
     if (json.contains("derivation")) {
         const auto& d = json["derivation"];
         if (!d.is_object() || !d.contains("summary") || !d["summary"].is_string()) {
             r.fail("derivation", "must be an object with a 'summary' string");
         } else {
             table.derivation = d["summary"].get<std::string>();
+            table.derivationRecord = d;
         }
     }
     const std::string growth = r.stringOr("accumulated_growth", "sqrt");
@@ -361,23 +583,34 @@ Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std
     if (!json.contains("rules") || !json["rules"].is_array() || json["rules"].empty()) {
         return Error::badInput(origin + ": 'rules' must be a non-empty array");
     }
-    for (std::size_t i = 0; i < json["rules"].size(); ++i) {
-        auto rule = parseRule(json["rules"][i], origin, i);
-        if (!rule) {
-            return rule.error();
+    auto forward = parseRules(json["rules"], origin, false);
+    if (!forward) {
+        return forward.error();
+    }
+    table.rules = std::move(*forward);
+    if (json.contains("gradient_rules")) {
+        if (table.format < 2) {
+            return Error::badInput(
+                fmt::format("{}: 'gradient_rules' need \"format\": 2 (this table says format {})",
+                    origin, table.format));
         }
-        for (const auto& existing : table.rules) {
-            if (existing.id == rule->id) {
-                return Error::badInput(
-                    fmt::format("{}: rules[{}]: duplicate rule id '{}'", origin, i, rule->id));
-            }
-            if (existing.dtype == rule->dtype && existing.op == rule->op) {
-                return Error::badInput(
-                    fmt::format("{}: rules[{}] '{}' covers the same dtype and op as '{}'", origin,
-                        i, rule->id, existing.id));
-            }
+        if (!json["gradient_rules"].is_array()) {
+            return Error::badInput(origin + ": 'gradient_rules' must be an array of rules");
         }
-        table.rules.push_back(std::move(*rule));
+        auto gradient = parseRules(json["gradient_rules"], origin, true);
+        if (!gradient) {
+            return gradient.error();
+        }
+        table.gradientRules = std::move(*gradient);
+    }
+    if (json.contains("gradient_derivation")) {
+        const auto& d = json["gradient_derivation"];
+        if (!d.is_object() || !d.contains("summary") || !d["summary"].is_string()) {
+            return Error::badInput(
+                origin + ": 'gradient_derivation' must be an object with a 'summary' string");
+        }
+        table.gradientDerivation = d["summary"].get<std::string>();
+        table.gradientDerivationRecord = d;
     }
     if (json.contains("end_to_end")) {
         auto rules = parseEndToEndRules(json["end_to_end"], origin);
@@ -474,7 +707,21 @@ Verdict judge(const ToleranceTable& table, DType dtype, OpKind kind, const Judge
     v.table = table.label();
     v.basis = input.accumulated ? "accumulated" : "own";
     v.value = input.relL2;
-    const ToleranceRule* rule = table.match(dtype, kind);
+    const ToleranceRule* rule = nullptr;
+    if (input.gradient) {
+        rule = table.matchGradient(dtype, *input.gradient);
+        if (rule == nullptr) {
+            // Gradients are noisier than the forward (a router's logit gradient is a difference
+            // of expert outputs): a forward rule may fail a healthy backward, so say it judged.
+            v.note = fmt::format("{} has no gradient rule for {} {} gradients ({}): judged by "
+                                 "its forward rule",
+                v.table, dtypeName(dtype), gradientOfName(input.gradient->of),
+                opKindName(input.gradient->op));
+        }
+    }
+    if (rule == nullptr) {
+        rule = table.match(dtype, kind);
+    }
     if (rule == nullptr) {
         v.reason
             = fmt::format("no rule for {} × {} in {}", dtypeName(dtype), opKindName(kind), v.table);
@@ -496,7 +743,8 @@ Verdict judge(const ToleranceTable& table, DType dtype, OpKind kind, const Judge
     } else {
         v.floorRatio = v.value > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
     }
-    const std::string where = fmt::format("{} error; rule {} of {}", v.basis, v.rule, v.table);
+    const std::string where = fmt::format("{} error; rule {} of {}{}", v.basis, v.rule, v.table,
+        v.note.empty() ? std::string() : "; " + v.note);
     const std::string floorText
         = fmt::format("{} ({})", formatFloorRatio(v.floorRatio), v.floorSource);
     if (input.nonFiniteMismatch > 0) {

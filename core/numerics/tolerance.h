@@ -3,7 +3,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <optional>
@@ -43,6 +43,32 @@ int layerOfAnchor(std::string_view capture);
 /// F4E2M1; "int4", "int4-g32" -> I4), which no tensor is stored in and parseDTypeLoose
 /// therefore refuses.
 std::optional<DType> parseToleranceDType(std::string_view name);
+/// A dtype as a table spells it ("bf16", "fp8", "fp4", "int4"; parseToleranceDType reads it).
+std::string toleranceDTypeName(DType dtype);
+
+/// What a gradient capture is the gradient of (gradient_anchor.h): a module's output
+/// ("<anchor>#grad") or a parameter ("<parameter>#grad"). Gradient rules are keyed by it.
+enum class GradientOf {
+    Activation,
+    Parameter,
+};
+
+/// "activation", "parameter" (the spelling used in tolerance tables).
+std::string_view gradientOfName(GradientOf of);
+/// Parses gradientOfName's spelling.
+std::optional<GradientOf> parseGradientOf(std::string_view name);
+
+/// How a gradient capture is looked up among a table's gradient rules.
+struct GradientKey {
+    GradientOf of = GradientOf::Activation;
+    /// An activation gradient: its anchor's kind (`rowKind`); a parameter gradient: the kind of
+    /// the module that holds the parameter ("...mlp.gate.weight#grad" -> Router).
+    OpKind op = OpKind::Other;
+};
+
+/// The gradient key of `capture`, nullopt when it is no gradient ("#grad") capture. `rowKind` is
+/// the kind the comparison gave the capture's row (an activation gradient keeps it).
+std::optional<GradientKey> gradientKeyOf(std::string_view capture, OpKind rowKind);
 
 /// How the allowed accumulated error grows with depth.
 enum class DepthGrowth {
@@ -70,6 +96,10 @@ struct ToleranceRule {
     std::optional<double> minTop1; ///< logits only: least share of agreeing argmaxes
     std::string looserBecause; ///< why the rule exceeds the policy limits (fp16 1e-3, int8 1e-2)
     std::string note;
+    /// Gradient rules only (a table's "gradient_rules"): which gradients the rule judges; nullopt
+    /// there means both ("*"). Always nullopt in a forward rule.
+    std::optional<GradientOf> gradient;
+    bool isGradientRule = false; ///< read from "gradient_rules"
 };
 
 /// End-to-end limits of one target dtype over a corpus (`day0 eval`, validate's precision
@@ -87,6 +117,10 @@ struct EndToEndRule {
     std::string note; ///< where the limits come from
 };
 
+/// The newest table file format this build reads: 1 = forward rules (and end_to_end); 2 adds
+/// "gradient_rules" and "gradient_derivation". A file without "format" is format 1.
+inline constexpr int kToleranceFormat = 2;
+
 /// A versioned set of rules (resources/tolerances/<name>-v<version>.json).
 struct ToleranceTable {
     std::string name; ///< "day0-default"
@@ -100,12 +134,26 @@ struct ToleranceTable {
     std::string derivation;
     /// The "end_to_end" rules, one per target dtype (none in tables before day0-default v4).
     std::vector<EndToEndRule> endToEnd;
+    int format = 1; ///< the file's "format" (1 when absent)
+    /// The "gradient_rules": limits on gradient captures ("#grad") per target dtype, gradient
+    /// kind and op kind, derived from healthy backward runs (none before day0-default v5). A
+    /// table without them judges gradients by its forward rules and says so in each verdict.
+    std::vector<ToleranceRule> gradientRules;
+    /// How the gradient rules were derived ("gradient_derivation"'s summary), when recorded.
+    std::string gradientDerivation;
+    /// The "derivation" and "gradient_derivation" objects as read (null when absent), so that a
+    /// table derived from this one keeps them whole.
+    nlohmann::json derivationRecord;
+    nlohmann::json gradientDerivationRecord;
 
     /// The end-to-end rule of `dtype`, nullptr if none.
     [[nodiscard]] const EndToEndRule* matchEndToEnd(DType dtype) const;
     /// The most specific rule for (dtype, op): exact dtype and op, then dtype with any op, then
     /// any dtype with the op, then the catch-all; nullptr if none matches.
     [[nodiscard]] const ToleranceRule* match(DType dtype, OpKind op) const;
+    /// The most specific gradient rule for (dtype, key): a rule naming the dtype beats one for
+    /// any dtype, then one naming the gradient kind, then one naming the op; nullptr if none.
+    [[nodiscard]] const ToleranceRule* matchGradient(DType dtype, const GradientKey& key) const;
     /// "day0-default v1".
     [[nodiscard]] std::string label() const;
 };
@@ -113,6 +161,12 @@ struct ToleranceTable {
 /// Parses a table; `origin` names the file. Rejects rules looser than the policy limits
 /// (relative L2 1e-3 for F16, 1e-2 for I8) unless they say why in "looser_because".
 Result<ToleranceTable> parseToleranceTable(const nlohmann::json& json, const std::string& origin);
+/// The table as its file spells it (parseToleranceTable reads it back unchanged).
+nlohmann::json toleranceTableToJson(const ToleranceTable& table);
+/// A rule as a table file spells it (a gradient rule with its "gradient").
+nlohmann::json toleranceRuleToJson(const ToleranceRule& rule);
+/// An end-to-end rule as a table file spells it.
+nlohmann::json endToEndRuleToJson(const EndToEndRule& rule);
 /// Reads a table file.
 Result<ToleranceTable> loadToleranceTable(const std::filesystem::path& path);
 /// A table by file path or bundled name ("day0-default" picks its highest version,
@@ -147,6 +201,9 @@ struct Verdict {
     std::string floorSource; ///< "measured" or "analytic"
     double floorRatio = 0.0; ///< value / floor
     std::string reason; ///< one line for tables and hover text
+    /// A gradient judged by a forward rule because the table has no gradient rule for it: says
+    /// so (also at the end of `reason`). Empty otherwise.
+    std::string note;
 };
 
 /// What judge() looks at.
@@ -158,6 +215,9 @@ struct JudgeInput {
     std::int64_t nonFiniteMismatch = 0;
     std::optional<double> klMean; ///< logits
     std::optional<double> top1Agreement; ///< logits
+    /// A gradient capture: judged by the table's gradient rules (gradientKeyOf), or by its
+    /// forward rules, noted, when it has none for it.
+    std::optional<GradientKey> gradient;
 };
 
 /// Judges one capture of a target computed in `dtype` against `table`.

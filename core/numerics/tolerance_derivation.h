@@ -25,6 +25,11 @@ struct HealthyRun {
     DType dtype = DType::BF16;
     DumpComparison propagated; ///< compared without the inject-mode dump
     std::optional<DumpComparison> local; ///< compared with it
+    /// Gradient dumps (`day0 run --grad`): the run gives gradient rules from its "#grad" rows
+    /// (the forward's routing captures it also holds are not learnt from); else forward rules
+    /// from its other rows. Compare them with CompareOptions::everyFlipReach, so that each row
+    /// a routing flip reaches is learnt from the tokens a comparison would judge it on.
+    bool gradients = false;
 };
 
 struct DerivationOptions {
@@ -41,15 +46,17 @@ struct DerivationOptions {
     std::string command; ///< the command line that produced the runs, recorded
 };
 
-/// The table as JSON (parseToleranceTable reads it back). Dtypes the runs cover get rules per op
-/// kind they measured plus one for any other op; other dtypes keep `base`'s rules. The table's
-/// "derivation" names the models, dtypes, runs, prompts, percentile, margin and the growth
-/// evidence; every derived rule's note names its largest healthy value and where it was seen.
-/// BadInput when there are no runs or a run holds no judged capture.
+/// The table as JSON (parseToleranceTable reads it back). Dtypes the forward runs cover get
+/// rules per op kind they measured plus one for any other op; dtypes the gradient runs cover get
+/// gradient rules per gradient kind (activation, parameter) and op kind plus one for any other op
+/// of each kind; other dtypes, and what no run of a kind covers, keep `base`'s rules (its forward
+/// rules, growth and derivation whole when there are only gradient runs; its end-to-end rules
+/// always). The table's "derivation" (forward) and "gradient_derivation" name the models,
+/// dtypes, runs, prompts, percentile, margin and the growth evidence; every derived rule's note
+/// names its largest healthy value and where it was seen. With only gradient runs the depth
+/// growth is the base's (one law judges both kinds of row) unless pinned. BadInput when there
+/// are no runs or a run holds no judged capture.
 Result<nlohmann::json> deriveToleranceTable(
     const std::vector<HealthyRun>& runs, const ToleranceTable& base, const DerivationOptions& o);
-
-/// A rule as a table file spells it.
-nlohmann::json toleranceRuleToJson(const ToleranceRule& rule);
 
 } // namespace day0::numerics

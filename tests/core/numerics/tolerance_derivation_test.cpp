@@ -3,6 +3,7 @@
 // and the table reads back; no runs, non-finite errors and bad options are refused.
 #include "numerics/tolerance_derivation.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,99 @@ TEST(ToleranceDerivation, APinnedGrowthLawIsUsedAndRecordedBesideTheEvidence)
     j = deriveToleranceTable(runs, baseTable(), o);
     ASSERT_TRUE(j) << j.error().message;
     EXPECT_EQ((*j)["accumulated_growth"], "sqrt");
+}
+
+/// A gradient run over a 2-layer model: the router's logit gradient and a q_proj weight's
+/// gradient of each layer, plus the router logits a gradient dump also holds (forward rows, not
+/// learnt from). Accumulated errors `acc` × linear growth at each row's backward depth, own `own`.
+HealthyRun syntheticGradientRun(double acc, double own)
+{
+    HealthyRun run;
+    run.model = "synthetic-moe";
+    run.prompt = "q";
+    run.dtype = DType::BF16;
+    run.gradients = true;
+    run.propagated.reference.numLayers = 2;
+    DumpComparison local;
+    for (int layer = 1; layer >= 0; --layer) {
+        for (const auto& [name, kind] :
+            { std::pair { fmt::format("model.layers.{}.mlp.gate#grad", layer), OpKind::Router },
+                std::pair { fmt::format("model.layers.{}.self_attn.q_proj.weight#grad", layer),
+                    OpKind::Other },
+                std::pair { fmt::format("model.layers.{}.mlp.gate", layer), OpKind::Router } }) {
+            CaptureComparison row;
+            row.name = name;
+            row.kind = kind;
+            row.layer = layer;
+            row.metrics = ErrorMetrics {};
+            // Depth N + (N − 1 − L): 3 for layer 0, 2 for layer 1.
+            row.metrics->relL2 = acc * growthFactor(DepthGrowth::Linear, 2 + (1 - layer));
+            if (!name.ends_with("#grad")) {
+                row.metrics->relL2 = 0.5; // a forward row of the gradient dump: not learnt from
+            }
+            run.propagated.rows.push_back(row);
+            row.own = ErrorMetrics {};
+            row.own->relL2 = own;
+            local.rows.push_back(row);
+        }
+    }
+    run.local = local;
+    return run;
+}
+
+const nlohmann::json* gradientRuleOf(const nlohmann::json& table, const std::string& id)
+{
+    for (const auto& r : table["gradient_rules"]) {
+        if (r["id"] == id) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+TEST(ToleranceDerivation, GradientRunsGiveGradientRulesAndKeepTheBasesForwardRules)
+{
+    auto base = baseTable();
+    base.accumulatedGrowth = DepthGrowth::Linear;
+    DerivationOptions o;
+    o.name = "derived";
+    o.version = 5;
+    o.margin = 2.0;
+    o.command = "day0 tolerances derive --grad synthetic-moe";
+    auto j = deriveToleranceTable(
+        { syntheticGradientRun(0.004, 0.012), syntheticGradientRun(0.005, 0.01) }, base, o);
+    ASSERT_TRUE(j) << j.error().message;
+    EXPECT_EQ((*j)["format"], 2);
+    EXPECT_EQ((*j)["accumulated_growth"], "linear") << "the base's law, which its rules use";
+    EXPECT_FALSE(j->contains("derivation")) << "no forward runs: the base's record, none here";
+    ASSERT_NE(ruleOf(*j, "bf16.any"), nullptr);
+    EXPECT_EQ((*ruleOf(*j, "bf16.any"))["max_rel_l2"], 0.016) << "forward rules kept";
+    const auto* router = gradientRuleOf(*j, "bf16.grad.activation.router");
+    const auto* weight = gradientRuleOf(*j, "bf16.grad.parameter.linear");
+    ASSERT_NE(router, nullptr);
+    ASSERT_NE(weight, nullptr);
+    EXPECT_NE(gradientRuleOf(*j, "bf16.grad.activation.any"), nullptr);
+    EXPECT_NE(gradientRuleOf(*j, "bf16.grad.parameter.any"), nullptr);
+    // The largest own error 0.012 × 2; the forward router rows' 0.5 is not learnt from.
+    EXPECT_NEAR((*router)["max_rel_l2"].get<double>(), 0.024, 1e-12);
+    EXPECT_EQ((*router)["gradient"], "activation");
+    const auto& d = (*j)["gradient_derivation"];
+    EXPECT_EQ(d["runs"], 2);
+    EXPECT_EQ(d["command"], o.command);
+    EXPECT_EQ(d["models"], nlohmann::json::array({ "synthetic-moe" }));
+    EXPECT_TRUE(d["growth_spread"].contains("sqrt") && d["growth_spread"].contains("linear"));
+    EXPECT_NE(d["summary"].get<std::string>().find("2 healthy gradient runs (2 bf16)"),
+        std::string::npos);
+    auto back = parseToleranceTable(*j, "derived");
+    ASSERT_TRUE(back) << back.error().message;
+    JudgeInput in { 0.02, false, 3 };
+    in.gradient = GradientKey { GradientOf::Activation, OpKind::Router };
+    EXPECT_EQ(judge(*back, DType::BF16, OpKind::Router, in).status, VerdictStatus::Pass);
+    in.relL2 = 0.03;
+    EXPECT_EQ(judge(*back, DType::BF16, OpKind::Router, in).status, VerdictStatus::Fail);
+    // Pinning another growth law than the base's forward rules use is refused.
+    o.growth = DepthGrowth::Sqrt;
+    EXPECT_FALSE(deriveToleranceTable({ syntheticGradientRun(0.004, 0.012) }, base, o));
 }
 
 } // namespace

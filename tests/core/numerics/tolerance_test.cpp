@@ -186,3 +186,134 @@ TEST(Tolerance, BundledTableLoadsAndHonoursPolicy)
     ASSERT_FALSE(missing.ok());
     EXPECT_NE(missing.error().message.find("day0-default-v1"), std::string::npos);
 }
+
+namespace {
+
+/// smallTable with gradient rules (format 2).
+nlohmann::json gradientTable()
+{
+    auto j = smallTable();
+    j["format"] = 2;
+    j["gradient_rules"] = nlohmann::json::parse(R"([
+        { "id": "bf16.grad.activation.router", "dtype": "bf16", "gradient": "activation", "op": "router", "max_rel_l2": 0.03 },
+        { "id": "bf16.grad.parameter.router", "dtype": "bf16", "gradient": "parameter", "op": "router", "max_rel_l2": 0.04 },
+        { "id": "bf16.grad.activation.any", "dtype": "bf16", "gradient": "activation", "op": "*", "max_rel_l2": 0.05 },
+        { "id": "bf16.grad.parameter.any", "dtype": "bf16", "gradient": "parameter", "op": "*", "max_rel_l2": 0.06 }
+    ])");
+    j["gradient_derivation"]
+        = { { "summary", "derived from 2 healthy gradient runs" }, { "runs", 2 } };
+    return j;
+}
+
+} // namespace
+
+TEST(Tolerance, GradientKeysFollowTheAnchorOrTheParametersModule)
+{
+    EXPECT_FALSE(gradientKeyOf("model.layers.1.mlp.gate", OpKind::Router));
+    const auto act = gradientKeyOf("model.layers.1.mlp.gate#grad", OpKind::Router);
+    ASSERT_TRUE(act);
+    EXPECT_EQ(act->of, GradientOf::Activation);
+    EXPECT_EQ(act->op, OpKind::Router);
+    const auto router = gradientKeyOf("model.layers.1.mlp.gate.weight#grad", OpKind::Other);
+    ASSERT_TRUE(router);
+    EXPECT_EQ(router->of, GradientOf::Parameter);
+    EXPECT_EQ(router->op, OpKind::Router);
+    EXPECT_EQ(
+        gradientKeyOf("model.layers.1.mlp.experts.3.down_proj.weight#grad", OpKind::Other)->op,
+        OpKind::Linear);
+    EXPECT_EQ(
+        gradientKeyOf("model.layers.1.post_attention_layernorm.weight#grad", OpKind::Other)->op,
+        OpKind::Norm);
+    EXPECT_EQ(
+        gradientKeyOf("model.embed_tokens.weight#grad", OpKind::Other)->op, OpKind::Embedding);
+    EXPECT_EQ(gradientKeyOf("lm_head.weight#grad", OpKind::Other)->op, OpKind::Logits);
+    EXPECT_EQ(
+        gradientKeyOf("model.layers.0.self_attn.sinks#grad", OpKind::Other)->op, OpKind::Attention);
+    EXPECT_EQ(gradientKeyOf("model.layers.0.mlp.experts.gate_up_proj#grad", OpKind::Other)->op,
+        OpKind::Linear);
+}
+
+TEST(Tolerance, GradientRulesJudgeGradientsAndReadBackFromTheirJson)
+{
+    const auto table = parseToleranceTable(gradientTable(), "grad.json");
+    ASSERT_TRUE(table.ok()) << table.error().message;
+    EXPECT_EQ(table->format, 2);
+    ASSERT_EQ(table->gradientRules.size(), 4U);
+    EXPECT_EQ(table->gradientDerivation, "derived from 2 healthy gradient runs");
+    const GradientKey routerAct { GradientOf::Activation, OpKind::Router };
+    const GradientKey linearParam { GradientOf::Parameter, OpKind::Linear };
+    EXPECT_EQ(table->matchGradient(DType::BF16, routerAct)->id, "bf16.grad.activation.router");
+    EXPECT_EQ(table->matchGradient(DType::BF16, linearParam)->id, "bf16.grad.parameter.any");
+    EXPECT_EQ(table->matchGradient(DType::F16, linearParam), nullptr);
+    // A router logit gradient 2.5e-2 off: beyond the forward rule (bf16.any 1e-2), within the
+    // gradient rule (3e-2), judged by it and with no fallback note.
+    JudgeInput in { 0.025, false, 2 };
+    EXPECT_EQ(judge(*table, DType::BF16, OpKind::Router, in).status, VerdictStatus::Fail);
+    in.gradient = routerAct;
+    const auto v = judge(*table, DType::BF16, OpKind::Router, in);
+    EXPECT_EQ(v.rule, "bf16.grad.activation.router");
+    EXPECT_NE(v.status, VerdictStatus::Fail) << v.reason;
+    EXPECT_TRUE(v.note.empty());
+    in.relL2 = 0.031;
+    EXPECT_EQ(judge(*table, DType::BF16, OpKind::Router, in).status, VerdictStatus::Fail);
+    // Written and read back unchanged.
+    const auto written = toleranceTableToJson(*table);
+    EXPECT_EQ(written["format"], 2);
+    const auto back = parseToleranceTable(written, "written");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(toleranceTableToJson(*back), written);
+    ASSERT_EQ(back->gradientRules.size(), 4U);
+    EXPECT_EQ(back->gradientRules[1].gradient, GradientOf::Parameter);
+    EXPECT_EQ(back->gradientDerivationRecord["runs"], 2);
+}
+
+TEST(Tolerance, ATableWithoutGradientRulesJudgesGradientsByItsForwardRulesAndSaysSo)
+{
+    const auto table = parseToleranceTable(smallTable(), "test.json");
+    ASSERT_TRUE(table.ok()) << table.error().message;
+    EXPECT_EQ(table->format, 1);
+    EXPECT_TRUE(table->gradientRules.empty());
+    JudgeInput in { 0.015, true, 0 };
+    in.gradient = GradientKey { GradientOf::Parameter, OpKind::Linear };
+    const auto v = judge(*table, DType::BF16, OpKind::Other, in);
+    EXPECT_EQ(v.rule, "bf16.any");
+    EXPECT_EQ(v.status, VerdictStatus::Fail);
+    EXPECT_NE(v.note.find("no gradient rule for"), std::string::npos) << v.note;
+    EXPECT_NE(v.reason.find("judged by its forward rule"), std::string::npos) << v.reason;
+    // So does a table with gradient rules for other dtypes only.
+    const auto grad = parseToleranceTable(gradientTable(), "grad.json");
+    ASSERT_TRUE(grad.ok());
+    EXPECT_FALSE(judge(*grad, DType::F16, OpKind::Other, in).note.empty());
+    // A table written without gradient rules stays format 1.
+    EXPECT_FALSE(toleranceTableToJson(*table).contains("format"));
+}
+
+TEST(Tolerance, MalformedGradientRulesAreRefusedByName)
+{
+    auto j = gradientTable();
+    j.erase("format");
+    auto t = parseToleranceTable(j, "old.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("\"format\": 2"), std::string::npos) << t.error().message;
+    j = gradientTable();
+    j["format"] = 3;
+    t = parseToleranceTable(j, "new.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("format"), std::string::npos) << t.error().message;
+    j = gradientTable();
+    j["gradient_rules"][0]["gradient"] = "weights";
+    t = parseToleranceTable(j, "bad.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("gradient_rules[0]"), std::string::npos) << t.error().message;
+    j = gradientTable();
+    j["gradient_rules"][1]["gradient"] = "activation";
+    t = parseToleranceTable(j, "dup.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("same dtype, gradient kind and op"), std::string::npos)
+        << t.error().message;
+    j = smallTable();
+    j["rules"][0]["gradient"] = "activation";
+    t = parseToleranceTable(j, "fwd.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("gradient_rules"), std::string::npos) << t.error().message;
+}
