@@ -332,6 +332,8 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
     const char* unsplit = spec.family == model::Family::Glm4Moe ? "GLM-4.5 (biased q/k/v heads)"
         : spec.family == model::Family::GlmMoeDsa ? "GLM-5 (the DSA indexer beside MLA's heads)"
         : spec.family == model::Family::MiniMaxM2 ? "MiniMax-M2 (q/k norms across all heads)"
+        : spec.family == model::Family::MiniMaxM3
+        ? "MiniMax-M3 (the MSA index branch, replicated beside the split heads)"
         : spec.family == model::Family::DeepseekV3 && spec.mla.indexerHeads > 0
         ? "DeepSeek-V3.2 (the DSA indexer beside MLA's heads)"
         : nullptr;
