@@ -265,6 +265,14 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "with tp=1",
             tp, m_spec.name));
     }
+    if (m_spec.family == model::Family::MiniMaxM3) {
+        // Its MSA index branch (replicated beside the heads it selects for) and its checkpoint's
+        // language_model names are not cut here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(MiniMax-M3: the MSA index branch beside the split "
+                                              "heads) is not modelled; train it with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();
