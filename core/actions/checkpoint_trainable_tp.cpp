@@ -227,52 +227,51 @@ private:
     std::vector<double> m_initial;
 };
 
+/// What a TP rank's share of `spec` would need and this cut does not model, by name; empty
+/// where the sharded forward's slicing rules and the backward's TP sums cover the family.
+std::string trainingGap(const model::ModelSpec& spec)
+{
+    using F = model::Family;
+    if (exec::detail::isQwenNext(spec)) {
+        // The Gated DeltaNet's heads, the attention output gate and the gated shared expert are
+        // not cut by heads or widths here.
+        return fmt::format("{}: the Gated DeltaNet, the attention output gate, the gated shared "
+                           "expert",
+            model::familyName(spec.family));
+    }
+    switch (spec.family) {
+    case F::GptOss:
+        // Its sinks would be cut by heads and its fused biased experts by width.
+        return "gpt-oss: per-head attention sinks, packed biased experts";
+    case F::Gemma4:
+        // Its full layers' own head widths and KV heads, k = v and the router's learned scales.
+        return "Gemma-4: layers of their own head widths and KV heads, k = v";
+    case F::NemotronH:
+        // Its Mamba-2 mixers (in_proj's z | xBC | dt, the conv channels, heads and groups) and
+        // its relu2 and latent experts.
+        return "Nemotron-H: Mamba-2 heads and groups, relu2 experts, the latent MoE";
+    case F::DeepseekV4:
+        // Its hyper-connection streams, the one K=V head with its compressors, grouped wo_a.
+        return "DeepSeek-V4: hyper-connection streams, the one K=V head and its compressors, "
+               "grouped wo_a";
+    case F::MiniMaxM3:
+        // Its MSA index branch (replicated beside the heads it selects for) and its
+        // checkpoint's language_model names.
+        return "MiniMax-M3: the MSA index branch beside the split heads";
+    default:
+        return {};
+    }
+}
+
 } // namespace
 
 Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorParallel(
     int tp, int rank, comm::Communicator& group) const
 {
-    if (m_spec.family == model::Family::GptOss) {
-        // Its sinks would be cut by heads and its fused biased experts by width: not modelled.
-        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
-                                              "(gpt-oss: per-head attention sinks, packed biased "
-                                              "experts) is not modelled; train it with tp=1",
-            tp, m_spec.name));
-    }
-    if (m_spec.family == model::Family::Gemma4) {
-        // Its full layers' own head widths and KV heads, k = v and the router's learned scales
-        // are not cut by heads or widths here.
-        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
-                                              "(Gemma-4: layers of their own head widths and KV "
-                                              "heads, k = v) is not modelled; train it with tp=1",
-            tp, m_spec.name));
-    }
-    if (exec::detail::isQwenNext(m_spec)) {
-        // The Gated DeltaNet's heads, the attention output gate and the gated shared expert are
-        // not cut by heads or widths here.
-        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
-                                              "({}: the Gated DeltaNet, the attention output "
-                                              "gate, the gated shared expert) is not modelled; "
-                                              "train it with tp=1",
-            tp, m_spec.name, model::familyName(m_spec.family)));
-    }
-    if (m_spec.family == model::Family::NemotronH) {
-        // Its Mamba-2 mixers (in_proj's z ‖ xBC ‖ dt, the conv channels, heads and groups) and
-        // its relu2 and latent experts are not cut here.
-        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
-                                              "(Nemotron-H: Mamba-2 heads and groups, relu2 "
-                                              "experts, the latent MoE) is not modelled; train it "
-                                              "with tp=1",
-            tp, m_spec.name));
-    }
-    if (m_spec.family == model::Family::DeepseekV4) {
-        // Its hyper-connection streams, the one K=V head with its compressors and the grouped
-        // wo_a are not cut by heads here.
-        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
-                                              "(DeepSeek-V4: hyper-connection streams, the one K=V "
-                                              "head and its compressors, grouped wo_a) is not "
-                                              "modelled; train it with tp=1",
-            tp, m_spec.name));
+    if (const auto gap = trainingGap(m_spec); !gap.empty()) {
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} ({}) "
+                                              "is not modelled; train it with tp=1",
+            tp, m_spec.name, gap));
     }
     auto local = localSpec(m_spec, tp);
     if (!local) {

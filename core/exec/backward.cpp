@@ -321,6 +321,8 @@ std::string tensorParallelGap(const model::ModelSpec& spec)
     case F::DeepseekV4:
         return "DeepSeek-V4 (hyper-connection streams, the one K=V head and its compressors, "
                "grouped wo_a)";
+    case F::MiniMaxM3:
+        return "MiniMax-M3 (the MSA index branch, replicated beside the split heads)";
     default:
         return {};
     }

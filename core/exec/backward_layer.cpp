@@ -176,8 +176,12 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
         rotate(a.k.data(), kvHeads, d);
     }
     a.ctx.resize(std::size_t(n * heads * d));
+    AttentionMask<T> mask = attentionMask(l);
+    if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::BlockSparse) {
+        msaSelect(l, a, mask); // MiniMax-M3
+    }
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
-        kvHeads, d, d, m_scale, attentionRounding(), attentionMask(l), &a.sinkProbs);
+        kvHeads, d, d, m_scale, attentionRounding(), mask, &a.sinkProbs);
     round(a.ctx);
     if (gated) {
         applyOutputGate(a);

@@ -193,10 +193,12 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
                 p[j] = s * T(scale);
             }
             if (!mask.selected.empty()) {
-                // DSA: a key the row's selection leaves out scores −∞ (probability 0).
+                // DSA / MSA: a key the row's selection leaves out scores −∞ (probability 0).
                 std::vector<bool> kept(std::size_t(i + 1), false);
-                const auto row = mask.selected.subspan(
-                    std::size_t(i * mask.selectedPerQuery), std::size_t(mask.selectedPerQuery));
+                const std::int64_t rowIndex = mask.selectedPerKvHead ? kvh * n + i : i;
+                const auto row
+                    = mask.selected.subspan(std::size_t(rowIndex * mask.selectedPerQuery),
+                        std::size_t(mask.selectedPerQuery));
                 for (const std::int64_t j : row) {
                     if (j >= 0 && j <= i) {
                         kept[std::size_t(j)] = true;

@@ -61,6 +61,10 @@ template <typename T> struct AttentionMask {
     /// no probability. Empty: every key the window allows.
     std::span<const std::int64_t> selected;
     std::int64_t selectedPerQuery = 0;
+    /// MiniMax-M3's MSA: `selected` holds one selection per KV head, [kvHeads, n,
+    /// selectedPerQuery], each serving the query heads of its group (keys past the query are
+    /// left to the causal mask).
+    bool selectedPerKvHead = false;
 };
 
 /// Causal softmax attention of `n` tokens over themselves (query i sees keys ≤ i, within

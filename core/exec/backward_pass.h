@@ -33,7 +33,8 @@ template <typename T> struct LayerActivations {
     std::vector<T> g, u, act;
     // MLA (backward_mla.cpp).
     std::vector<T> qa, qaNormed, ckv, latentNormed, kv;
-    /// GLM-5's DSA: the keys each query attends to [n, index_topk] (−1 padded); empty: all.
+    /// GLM-5's DSA: the keys each query attends to [n, index_topk] (−1 padded); MiniMax-M3's
+    /// MSA: those of each KV group's kept blocks [kvHeads, n, topK · blockSize]; empty: all.
     std::vector<std::int64_t> selection;
     // MoE.
     std::vector<double> scores; ///< softmax probabilities or sigmoid scores [n, experts]

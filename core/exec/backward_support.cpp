@@ -14,10 +14,11 @@
 // Qwen3-Next hybrid and Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the
 // attention output gate, zero-centred norms, the gated shared expert) and Nemotron-H
 // (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
-// its latent projections) and DeepSeek-V4 (backward_deepseek_v4.cpp: hyper-connections, the
+// its latent projections), DeepSeek-V4 (backward_deepseek_v4.cpp: hyper-connections, the
 // compressed attention with its window, sinks and compressors, no gradient through the Lightning
-// indexer's top-k, the sqrtsoftplus and hash-routed MoE with the clamped SwiGLU). Anything else is
-// named.
+// indexer's top-k, the sqrtsoftplus and hash-routed MoE with the clamped SwiGLU) and MiniMax-M3's
+// text decoder (backward_minimax_m3.cpp: MSA's block selection, (1 + w) norms, swigluoai).
+// Anything else is named.
 #include "exec/backward.h"
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
@@ -70,6 +71,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         || (family == model::Family::DeepseekV3 && spec.attention == model::AttentionKind::MLA
             && spec.mla.indexerHeads > 0);
     const bool minimax = family == model::Family::MiniMaxM2;
+    // MiniMax-M3's text decoder (backward_minimax_m3.cpp): MSA's block selection on its sparse
+    // layers, (1 + w) norms, swigluoai, the sigmoid router with a shared expert.
+    const bool minimaxM3 = family == model::Family::MiniMaxM3;
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
@@ -88,7 +92,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || minimaxM3;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -101,7 +105,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // Qwen3.5's vision tower is not part of its text model (no weight of it is read).
     refuse(spec.vision.has_value() && !qwenNext, "the vision tower");
     // gpt-oss's experts: (clamp(up) + 1) · ĝ·σ(α·ĝ), ĝ = min(gate, swiglu_limit).
-    const bool clampedSwiglu = gptOss && spec.hiddenAct == "swiglu_oai" && spec.swigluLimit > 0.0;
+    // MiniMax-M3's swigluoai is the same form on every MLP (its limit > 0: the clamps).
+    const bool clampedSwiglu = (gptOss && spec.hiddenAct == "swiglu_oai" && spec.swigluLimit > 0.0)
+        || (minimaxM3 && spec.hiddenAct == "swigluoai" && spec.swigluLimit > 0.0);
     const bool geluTanhGlu = gemma4
         && (spec.hiddenAct == "gelu_pytorch_tanh" || spec.hiddenAct == "gelu_new"
             || spec.hiddenAct == "gelu_fast");
@@ -114,6 +120,19 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
     refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
     refuse(spec.finalLogitSoftcap > 0.0 && !gemma4, "logit soft-capping");
+    refuse(minimaxM3 && spec.hiddenAct == "swigluoai" && spec.swigluLimit <= 0.0,
+        "MiniMax-M3's swigluoai without swiglu_limit (unclamped)");
+    if (minimaxM3 && spec.blockSparse) {
+        // As the engine's forward (blockSparseInit, unsupportedFeatures) and the twin select.
+        const auto& bs = *spec.blockSparse;
+        refuse(bs.indexHeads != spec.numKvHeads,
+            "MiniMax-M3 sparse attention with index heads other than the KV heads");
+        refuse(bs.indexDim < std::int64_t(double(spec.headDim) * spec.partialRotaryFactor),
+            "MiniMax-M3 sparse attention with sparse_index_dim below the rotary width");
+        refuse(bs.localBlocks > 1 || bs.initBlocks > 0,
+            "MiniMax-M3 sparse attention with sparse_local_block > 1 or sparse_init_block > 0");
+        refuse(bs.scoreType != "max", "MiniMax-M3 sparse attention scored other than by max");
+    }
     if (gemma4) {
         refuse(spec.perLayerInputSize > 0, "Gemma-4's per-layer input embeddings");
         refuse(spec.kvSharedLayers > 0, "Gemma-4's KV-shared layers");
@@ -139,7 +158,11 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // GLM-5's MLA over the keys its indexer selects.
         const bool sparseMla = dsa && layer.mixer == model::MixerKind::SparseMla;
         const bool deltaNet = qwenNext && layer.mixer == model::MixerKind::GatedDeltaNet;
-        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet) {
+        // MiniMax-M3's MSA: causal attention over each KV group's kept key blocks.
+        const bool msa = minimaxM3 && layer.mixer == model::MixerKind::BlockSparse
+            && spec.blockSparse.has_value();
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet
+            && !msa) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
@@ -177,8 +200,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5 and Qwen3-Next");
+                && !glm5 && !qwenNext && !minimaxM3,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next and MiniMax-M3");
     }
     return out;
 }
@@ -216,6 +239,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::DeepseekV4) {
         out.emplace_back("DeepSeek-V4 (hyper-connections, the compressors' pooling, the sinks, "
                          "the sqrtsoftplus router and the clamped SwiGLU; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::MiniMaxM3) {
+        out.emplace_back("MiniMax-M3 (MSA's index branch and block selection, swigluoai's clamps; "
+                         "fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "

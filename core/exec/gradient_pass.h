@@ -282,6 +282,15 @@ private:
     /// No gradient flows back through the discrete choice.
     void dsaSelect(int l, LayerActivations<T>& a);
 
+    // --- MiniMax-M3's sparse attention (backward_minimax_m3.cpp) ---
+
+    /// On an MSA layer: a.selection ← the keys of the blocks each query keeps, per KV group
+    /// [kvHeads, n, topK · blockSize] (the index branch on a.xn1 and selectKeyBlocks, as
+    /// Forward::blockSparseAttention), the kept blocks kept as `<attn>.indexer#topk` with the
+    /// routing; `mask` then restricts each group's heads to them. No gradient flows back through
+    /// the discrete choice: the index branch's weights keep their zero gradients.
+    void msaSelect(int l, LayerActivations<T>& a, AttentionMask<T>& mask);
+
     // --- Qwen3-Next / Qwen3.5 (backward_qwen3next.cpp) ---
 
     /// Layer `l`'s token mixer's anchor: "model.layers.L.linear_attn" for a Gated DeltaNet
