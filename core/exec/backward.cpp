@@ -87,8 +87,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
     const std::int64_t rotary = mla
         ? m_spec.mla.qkRopeHeadDim
         : std::int64_t(double(m_spec.headDim) * m_spec.partialRotaryFactor);
+    // Llama-4 rotates (even, odd) lane pairs, as the engine's forward.
     auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
-        mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+        mla || llama4() ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -319,6 +320,13 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
                                               "Nemotron-H (Mamba-2 heads and groups, relu2 "
                                               "experts, the latent MoE) is not modelled",
+            spec.name));
+    }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::Llama4) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of Llama-4 "
+                                              "(chunked and NoPE attention, the weightless q/k "
+                                              "norm, experts fed their score-scaled input) is "
+                                              "not modelled",
             spec.name));
     }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {

@@ -9,12 +9,15 @@
 // logit soft-capping), GLM-4.5 (partial rotary, biased q/k/v, optional q/k norm, the sigmoid router
 // with shared experts after first_k_dense_replace dense layers), GLM-5 and DeepSeek-V3.2 (MLA
 // restricted to the keys its DSA indexer selects; no gradient reaches the indexer through its
-// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
-// the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
-// Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
-// zero-centred norms, the gated shared expert) and Nemotron-H (backward_nemotron_h.cpp: Mamba-2,
-// attention without RoPE, the relu2 MLP, Nemotron-3's MoE with its latent projections). Anything
-// else is named.
+// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all
+// heads, partial rotary, the sigmoid router with its correction bias; backward_glm.cpp), the
+// Qwen3-Next hybrid and Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the
+// attention output gate, zero-centred norms, the gated shared expert) and Nemotron-H
+// (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
+// its latent projections) and Llama-4's text model (backward_llama4.cpp: chunked RoPE layers with
+// the weightless q/k norm, NoPE layers with attention temperature tuning, the MoE whose sigmoid
+// score scales the expert's input, its shared expert and packed experts, dense layers between).
+// Anything else is named.
 #include "exec/backward.h"
 #include "exec/forward.h"
 
@@ -66,6 +69,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         || (family == model::Family::DeepseekV3 && spec.attention == model::AttentionKind::MLA
             && spec.mla.indexerHeads > 0);
     const bool minimax = family == model::Family::MiniMaxM2;
+    // Llama-4's text model (backward_llama4.cpp).
+    const bool llama4 = family == model::Family::Llama4;
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
@@ -77,7 +82,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || llama4;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -100,8 +105,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.attentionOutputGate && !qwenNext, "the attention output gate");
     refuse(spec.qkNormAcrossHeads && !minimax, "q/k norms across heads");
     refuse(spec.attentionSinks && !gptOss, "attention sinks");
-    refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
-    refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
+    refuse(spec.qkL2Norm && !llama4, "the weightless q/k L2 norm");
+    refuse(spec.attnTemperatureScale > 0.0 && !llama4, "attention temperature tuning");
     refuse(spec.finalLogitSoftcap > 0.0 && !gemma4, "logit soft-capping");
     if (gemma4) {
         refuse(spec.perLayerInputSize > 0, "Gemma-4's per-layer input embeddings");
@@ -128,12 +133,16 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // GLM-5's MLA over the keys its indexer selects.
         const bool sparseMla = dsa && layer.mixer == model::MixerKind::SparseMla;
         const bool deltaNet = qwenNext && layer.mixer == model::MixerKind::GatedDeltaNet;
-        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet) {
+        // Llama-4's RoPE layers: causal attention within their attention_chunk_size chunk.
+        const bool chunked = llama4 && layer.mixer == model::MixerKind::Chunked
+            && layer.attentionChunk > 0 && layer.slidingWindow == 0;
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet
+            && !chunked) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
         }
-        if ((layer.slidingWindow > 0 && !window) || layer.attentionChunk > 0) {
+        if ((layer.slidingWindow > 0 && !window) || (layer.attentionChunk > 0 && !chunked)) {
             out.emplace_back("sliding-window or chunked attention");
             break;
         }
@@ -162,12 +171,13 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse((moe.expertBias || moe.routerBias) && !gptOss, "biased experts or routers");
         refuse(moe.latentSize > 0, "latent MoE");
         refuse(!moe.gatedExperts, "ungated experts");
-        refuse(moe.packedExperts && !gptOss && !gemma4 && !qwenNext, "packed (fused 3-D) experts");
+        refuse(moe.packedExperts && !gptOss && !gemma4 && !qwenNext && !llama4,
+            "packed (fused 3-D) experts");
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5 and Qwen3-Next");
+                && !glm5 && !qwenNext && !llama4,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next and Llama-4");
     }
     return out;
 }
@@ -198,6 +208,11 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
                          "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
                          "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
                          "logits; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::Llama4) {
+        out.emplace_back("Llama-4 (chunked and NoPE attention with the weightless q/k norm and "
+                         "attention temperature, the experts fed their score-scaled input; fp64 "
+                         "or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "
