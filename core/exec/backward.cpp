@@ -329,6 +329,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "not modelled",
             spec.name));
     }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::Hunyuan) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of Hunyuan "
+                                              "(q/k norms after RoPE, the fp32 router) is not "
+                                              "modelled",
+            spec.name));
+    }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
                                               "(per-head attention sinks, packed biased experts) "

@@ -16,8 +16,10 @@
 // (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
 // its latent projections) and Llama-4's text model (backward_llama4.cpp: chunked RoPE layers with
 // the weightless q/k norm, NoPE layers with attention temperature tuning, the MoE whose sigmoid
-// score scales the expert's input, its shared expert and packed experts, dense layers between).
-// Anything else is named.
+// score scales the expert's input, its shared expert and packed experts, dense layers between)
+// and Hunyuan-A13B (the standard layer with its q/k norms after RoPE, the NTK-alpha RoPE base, the
+// softmax router renormalised over its top-k, the shared mixed MLP, tied embeddings). Anything
+// else is named.
 #include "exec/backward.h"
 #include "exec/forward.h"
 
@@ -71,6 +73,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool minimax = family == model::Family::MiniMaxM2;
     // Llama-4's text model (backward_llama4.cpp).
     const bool llama4 = family == model::Family::Llama4;
+    // Hunyuan-A13B: q/k norms after RoPE (the standard layer), the NTK-alpha RoPE base, the
+    // softmax router with its shared mixed MLP.
+    const bool hunyuan = family == model::Family::Hunyuan;
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
@@ -82,7 +87,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext || llama4;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || llama4 || hunyuan;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -176,8 +181,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext && !llama4,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next and Llama-4");
+                && !glm5 && !qwenNext && !llama4 && !hunyuan,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next, Llama-4 and "
+            "Hunyuan");
     }
     return out;
 }
@@ -213,6 +219,9 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
         out.emplace_back("Llama-4 (chunked and NoPE attention with the weightless q/k norm and "
                          "attention temperature, the experts fed their score-scaled input; fp64 "
                          "or fp32 only)");
+    }
+    if (spec.family == model::Family::Hunyuan) {
+        out.emplace_back("Hunyuan (q/k norms after RoPE, the fp32 router; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "
