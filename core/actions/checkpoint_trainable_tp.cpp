@@ -273,6 +273,15 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "is not modelled; train it with tp=1",
             tp, m_spec.name, gap));
     }
+    if (m_spec.family == model::Family::Llama4) {
+        // Its packed experts fed their score-scaled input, its chunked and NoPE attention and
+        // its text tower under language_model are not cut here (nor in the backward).
+        return Error::unsupported(fmt::format("--plan tp={}: tensor parallelism of {} (Llama-4: "
+                                              "chunked and NoPE attention, packed experts fed "
+                                              "their score-scaled input) is not modelled; train "
+                                              "it with tp=1",
+            tp, m_spec.name));
+    }
     auto local = localSpec(m_spec, tp);
     if (!local) {
         return local.error();

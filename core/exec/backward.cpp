@@ -90,8 +90,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
     const std::int64_t rotary = mla
         ? m_spec.mla.qkRopeHeadDim
         : std::int64_t(double(m_spec.headDim) * m_spec.partialRotaryFactor);
+    // Llama-4 rotates (even, odd) lane pairs, as the engine's forward.
     auto rope = makeRope(rotary, m_spec.ropeTheta, m_spec.ropeScaling,
-        mla ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
+        mla || llama4() ? RopeLayout::Interleaved : RopeLayout::RotateHalf);
     if (!rope) {
         return rope.error();
     }
@@ -323,6 +324,11 @@ std::string tensorParallelGap(const model::ModelSpec& spec)
                "grouped wo_a)";
     case F::MiniMaxM3:
         return "MiniMax-M3 (the MSA index branch, replicated beside the split heads)";
+    case F::Llama4:
+        return "Llama-4 (chunked and NoPE attention, the weightless q/k norm, experts fed their "
+               "score-scaled input)";
+    case F::Hunyuan:
+        return "Hunyuan (q/k norms after RoPE, the fp32 router)";
     default:
         return {};
     }

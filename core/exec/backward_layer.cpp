@@ -39,7 +39,9 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
     a.xn2.resize(hidden.size());
     norm(a.mid.data(), m_p.value(names.prefix + ".post_attention_layernorm.weight"), a.xn2.data(),
         n, h);
-    if (m_spec.layers[std::size_t(l)].moe()) {
+    if (m_spec.layers[std::size_t(l)].moe() && llama4()) {
+        llama4MoeForward(l, a, branch.data()); // no tensor parallelism (lossAndGradients)
+    } else if (m_spec.layers[std::size_t(l)].moe()) {
         moeForward(l, a, branch.data());
     } else {
         const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
@@ -73,7 +75,9 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
     // hidden = mid + ffn(norm(mid)): the ffn's output gradient is dh itself.
     m_acts.record(names.ffn, dh.data(), { n, h });
     std::vector<T> dxn2(std::size_t(n * h), T(0));
-    if (m_spec.layers[std::size_t(l)].moe()) {
+    if (m_spec.layers[std::size_t(l)].moe() && llama4()) {
+        llama4MoeBackward(l, a, dh.data(), dxn2.data());
+    } else if (m_spec.layers[std::size_t(l)].moe()) {
         DAY0_TRY(moeBackward(l, a, dh.data(), dxn2.data()));
     } else {
         const std::int64_t inter = m_spec.ffnWidthOf(m_spec.layers[std::size_t(l)]);
@@ -164,16 +168,26 @@ template <typename T> void GradientPass<T>::attentionForward(int l, LayerActivat
     if (m_spec.qkNormAcrossHeads) {
         acrossHeadsNormForward(l, a); // MiniMax-M2
     }
-    if (m_spec.qkNorm) {
+    // Qwen3 normalises each head before RoPE, Hunyuan after it.
+    const bool normAfterRope = m_spec.family == model::Family::Hunyuan;
+    const auto headNorms = [&] {
         const LayerNames names = layerNames(m_spec, l);
         a.qPre = a.q;
         a.kPre = a.k;
         norm(a.qPre.data(), m_p.value(names.qNorm + ".weight"), a.q.data(), n * heads, d);
         norm(a.kPre.data(), m_p.value(names.kNorm + ".weight"), a.k.data(), n * kvHeads, d);
+    };
+    if (m_spec.qkNorm && !normAfterRope) {
+        headNorms();
     }
-    if (m_spec.layers[std::size_t(l)].rope) {
+    if (llama4()) {
+        llama4QueryKeyForward(l, a); // RoPE and the L2 norm, or the temperature
+    } else if (m_spec.layers[std::size_t(l)].rope) {
         rotate(a.q.data(), heads, d);
         rotate(a.k.data(), kvHeads, d);
+    }
+    if (m_spec.qkNorm && normAfterRope) {
+        headNorms();
     }
     a.ctx.resize(std::size_t(n * heads * d));
     AttentionMask<T> mask = attentionMask(l);
@@ -217,13 +231,8 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
     for (auto* g : { &dq, &dk, &dv }) {
         round(*g);
     }
-    if (m_spec.layers[std::size_t(l)].rope) {
-        ropeBackward<T>(dq.data(), n, heads, d, m_positions, m_rope);
-        ropeBackward<T>(dk.data(), n, kvHeads, d, m_positions, m_rope);
-        round(dq);
-        round(dk);
-    }
-    if (m_spec.qkNorm) {
+    const bool normAfterRope = m_spec.family == model::Family::Hunyuan;
+    const auto headNormsBackward = [&] {
         const LayerNames names = layerNames(m_spec, l);
         std::vector<T> dqPre(dq.size(), T(0));
         std::vector<T> dkPre(dk.size(), T(0));
@@ -235,6 +244,20 @@ void GradientPass<T>::attentionBackward(int l, const LayerActivations<T>& a, con
         dk = std::move(dkPre);
         round(dq);
         round(dk);
+    };
+    if (m_spec.qkNorm && normAfterRope) {
+        headNormsBackward();
+    }
+    if (llama4()) {
+        llama4QueryKeyBackward(l, a, dq, dk);
+    } else if (m_spec.layers[std::size_t(l)].rope) {
+        ropeBackward<T>(dq.data(), n, heads, d, m_positions, m_rope);
+        ropeBackward<T>(dk.data(), n, kvHeads, d, m_positions, m_rope);
+        round(dq);
+        round(dk);
+    }
+    if (m_spec.qkNorm && !normAfterRope) {
+        headNormsBackward();
     }
     if (m_spec.qkNormAcrossHeads) {
         acrossHeadsNormBackward(l, a, dq, dk);

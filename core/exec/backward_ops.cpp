@@ -156,10 +156,11 @@ void clampedSwigluBackward(
 
 namespace {
 
-/// The first key query i sees under `window` (0: all keys ≤ i).
-std::int64_t firstKey(std::int64_t i, std::int64_t window)
+/// The first key query i sees under `window` and `chunk` (0: all keys ≤ i).
+std::int64_t firstKey(std::int64_t i, std::int64_t window, std::int64_t chunk)
 {
-    return window > 0 ? std::max<std::int64_t>(0, i + 1 - window) : 0;
+    const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, i + 1 - window) : 0;
+    return chunk > 0 ? std::max(first, i / chunk * chunk) : first;
 }
 
 } // namespace
@@ -179,7 +180,7 @@ void causalAttentionForward(const T* q, const T* k, const T* v, T* out, std::vec
     for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t kvh = h / group;
         for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t first = firstKey(i, mask.window);
+            const std::int64_t first = firstKey(i, mask.window, mask.chunk);
             const std::int64_t seen = i + 1 - first;
             const T* qi = q + (i * heads + h) * d;
             T* p = probs.data() + (h * n + i) * n;
@@ -259,7 +260,7 @@ void causalAttentionBackward(const T* q, const T* k, const T* v, const std::vect
     for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t kvh = h / group;
         for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t first = firstKey(i, mask.window);
+            const std::int64_t first = firstKey(i, mask.window, mask.chunk);
             const T* p = probs.data() + (h * n + i) * n;
             const T* doi = dout + (i * heads + h) * vd;
             // dP_ij = dO_i · V_j; dS_ij = P_ij (dP_ij − Σ_j' P_ij' dP_ij') over the keys the row

@@ -54,6 +54,9 @@ template <typename T> struct AttentionMask {
     /// Query i sees keys (i − window, i] (HF's sliding_window, the exec attention's
     /// firstVisibleKey); 0: every key ≤ i.
     std::int64_t window = 0;
+    /// Llama-4's chunked attention: query i sees keys ≥ ⌊i / chunk⌋ · chunk only (its own
+    /// chunk, the exec attention's firstVisibleKey); 0: no chunking.
+    std::int64_t chunk = 0;
     /// One logit per query head [heads] that joins each row's softmax (its maximum and its
     /// denominator) with no value (gpt-oss `self_attn.sinks`); null: none.
     const T* sinks = nullptr;

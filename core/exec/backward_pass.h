@@ -117,4 +117,10 @@ template <typename T> struct ActivationGrads {
     Result<void> recordAndInject(const std::string& anchor, T* data, const numerics::Shape& shape);
 };
 
+/// Layer `l`'s per-expert gradients gathered into Llama-4's fused tensors (Llama4TextExperts:
+/// gate_up_proj [E, H, 2I], gate the first I columns, and down_proj [E, I, H]), the per-expert
+/// entries taken out of `grads`; nothing when one is missing (backward_llama4.cpp).
+void packLlama4Experts(
+    const model::ModelSpec& spec, int l, std::map<std::string, numerics::Tensor>& grads);
+
 } // namespace day0::exec::detail

@@ -16,9 +16,13 @@
 // (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
 // its latent projections), DeepSeek-V4 (backward_deepseek_v4.cpp: hyper-connections, the
 // compressed attention with its window, sinks and compressors, no gradient through the Lightning
-// indexer's top-k, the sqrtsoftplus and hash-routed MoE with the clamped SwiGLU) and MiniMax-M3's
-// text decoder (backward_minimax_m3.cpp: MSA's block selection, (1 + w) norms, swigluoai).
-// Anything else is named.
+// indexer's top-k, the sqrtsoftplus and hash-routed MoE with the clamped SwiGLU), MiniMax-M3's
+// text decoder (backward_minimax_m3.cpp: MSA's block selection, (1 + w) norms, swigluoai),
+// Llama-4's text model (backward_llama4.cpp: chunked RoPE layers with the weightless q/k norm,
+// NoPE layers with attention temperature tuning, the MoE whose sigmoid score scales the expert's
+// input, its shared expert and packed experts, dense layers between) and Hunyuan-A13B (the
+// standard layer with its q/k norms after RoPE, the NTK-alpha RoPE base, the softmax router
+// renormalised over its top-k, the shared mixed MLP, tied embeddings). Anything else is named.
 #include "exec/backward.h"
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
@@ -74,6 +78,11 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // MiniMax-M3's text decoder (backward_minimax_m3.cpp): MSA's block selection on its sparse
     // layers, (1 + w) norms, swigluoai, the sigmoid router with a shared expert.
     const bool minimaxM3 = family == model::Family::MiniMaxM3;
+    // Llama-4's text model (backward_llama4.cpp).
+    const bool llama4 = family == model::Family::Llama4;
+    // Hunyuan-A13B: q/k norms after RoPE (the standard layer), the NTK-alpha RoPE base, the
+    // softmax router with its shared mixed MLP.
+    const bool hunyuan = family == model::Family::Hunyuan;
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
@@ -92,7 +101,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext || minimaxM3;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || minimaxM3 || llama4 || hunyuan;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -117,8 +126,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     refuse(spec.attentionOutputGate && !qwenNext, "the attention output gate");
     refuse(spec.qkNormAcrossHeads && !minimax, "q/k norms across heads");
     refuse(spec.attentionSinks && !gptOss, "attention sinks");
-    refuse(spec.qkL2Norm, "the weightless q/k L2 norm");
-    refuse(spec.attnTemperatureScale > 0.0, "attention temperature tuning");
+    refuse(spec.qkL2Norm && !llama4, "the weightless q/k L2 norm");
+    refuse(spec.attnTemperatureScale > 0.0 && !llama4, "attention temperature tuning");
     refuse(spec.finalLogitSoftcap > 0.0 && !gemma4, "logit soft-capping");
     refuse(minimaxM3 && spec.hiddenAct == "swigluoai" && spec.swigluLimit <= 0.0,
         "MiniMax-M3's swigluoai without swiglu_limit (unclamped)");
@@ -161,13 +170,16 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // MiniMax-M3's MSA: causal attention over each KV group's kept key blocks.
         const bool msa = minimaxM3 && layer.mixer == model::MixerKind::BlockSparse
             && spec.blockSparse.has_value();
-        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet
-            && !msa) {
+        // Llama-4's RoPE layers: causal attention within their attention_chunk_size chunk.
+        const bool chunked = llama4 && layer.mixer == model::MixerKind::Chunked
+            && layer.attentionChunk > 0 && layer.slidingWindow == 0;
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet && !msa
+            && !chunked) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
         }
-        if ((layer.slidingWindow > 0 && !window) || layer.attentionChunk > 0) {
+        if ((layer.slidingWindow > 0 && !window) || (layer.attentionChunk > 0 && !chunked)) {
             out.emplace_back("sliding-window or chunked attention");
             break;
         }
@@ -196,12 +208,14 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse((moe.expertBias || moe.routerBias) && !gptOss, "biased experts or routers");
         refuse(moe.latentSize > 0, "latent MoE");
         refuse(!moe.gatedExperts, "ungated experts");
-        refuse(moe.packedExperts && !gptOss && !gemma4 && !qwenNext, "packed (fused 3-D) experts");
+        refuse(moe.packedExperts && !gptOss && !gemma4 && !qwenNext && !llama4,
+            "packed (fused 3-D) experts");
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext && !minimaxM3,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next and MiniMax-M3");
+                && !glm5 && !qwenNext && !minimaxM3 && !llama4 && !hunyuan,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next, MiniMax-M3, Llama-4 "
+            "and Hunyuan");
     }
     return out;
 }
@@ -243,6 +257,14 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::MiniMaxM3) {
         out.emplace_back("MiniMax-M3 (MSA's index branch and block selection, swigluoai's clamps; "
                          "fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::Llama4) {
+        out.emplace_back("Llama-4 (chunked and NoPE attention with the weightless q/k norm and "
+                         "attention temperature, the experts fed their score-scaled input; fp64 "
+                         "or fp32 only)");
+    }
+    if (spec.family == model::Family::Hunyuan) {
+        out.emplace_back("Hunyuan (q/k norms after RoPE, the fp32 router; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "

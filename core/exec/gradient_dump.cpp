@@ -199,6 +199,14 @@ std::map<std::string, numerics::Tensor> checkpointGradients(
         }
         return out;
     }
+    if (spec.family == model::Family::Llama4 && spec.moe) {
+        for (int l = 0; l < int(spec.numLayers); ++l) {
+            if (spec.layers[std::size_t(l)].moe()) {
+                detail::packLlama4Experts(spec, l, out);
+            }
+        }
+        return out;
+    }
     // Of the others only gpt-oss's packed experts (interleaved gate/up, [in, out], biased).
     if (spec.family != model::Family::GptOss || !spec.moe || !spec.moe->packedExperts) {
         return out;

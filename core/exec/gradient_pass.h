@@ -190,11 +190,13 @@ private:
     }
 
     /// Layer `l`'s attention mask beyond causality: its sliding window (gpt-oss's sliding
-    /// layers) and its learned sinks (`self_attn.sinks`), when it has them.
+    /// layers), its attention chunk (Llama-4's RoPE layers) and its learned sinks
+    /// (`self_attn.sinks`), when it has them.
     [[nodiscard]] AttentionMask<T> attentionMask(int l) const
     {
         AttentionMask<T> mask;
         mask.window = m_spec.layers[std::size_t(l)].slidingWindow;
+        mask.chunk = m_spec.layers[std::size_t(l)].attentionChunk; // Llama-4's RoPE layers
         mask.sinks = m_p.value(attn(l) + ".sinks");
         return mask;
     }
@@ -322,6 +324,22 @@ private:
     /// Its backward from the block's output gradient `dout`: returns the shared expert's own
     /// output gradient; the gate's input gradient joins dxn2, its weight's gradient accumulated.
     std::vector<T> sharedGateBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+
+    // --- Llama-4's text model (backward_llama4.cpp) ---
+
+    /// After q/k/v's projections: a RoPE layer's rotation of q and k, then (use_qk_norm) their
+    /// weightless per-head RMS norm, the rotated values kept in a.qPre / a.kPre; a NoPE layer's
+    /// attention temperature on the queries (attn_temperature_tuning).
+    void llama4QueryKeyForward(int l, LayerActivations<T>& a);
+    /// Its backward: dq / dk (of what attention read) become the projections' gradients.
+    void llama4QueryKeyBackward(
+        int l, const LayerActivations<T>& a, std::vector<T>& dq, std::vector<T>& dk);
+    /// Llama4TextMoe on a.xn2: the top-k of the router's raw logits, each chosen expert run on
+    /// the token's row times σ(logit) (the score scales the expert's input), plus the shared
+    /// expert.
+    void llama4MoeForward(int l, LayerActivations<T>& a, T* out);
+    void llama4MoeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
+    [[nodiscard]] bool llama4() const { return m_spec.family == model::Family::Llama4; }
 
     // --- Nemotron-H's layers (backward_nemotron_h.cpp) ---
 

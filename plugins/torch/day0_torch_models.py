@@ -384,10 +384,11 @@ class Llama4Attention(nn.Module):
         self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
         self.use_rope = llama4_uses_rope(c, index)
-        self.chunk = c.get("attention_chunk_size", 8192) if self.use_rope else 0
-        self.qk_norm = self.use_rope and c.get("use_qk_norm", True)
+        self.chunk = c.get("attention_chunk_size", 8192) if self.use_rope and "chunk" not in WITHOUT else 0
+        self.qk_norm = self.use_rope and c.get("use_qk_norm", True) and "qk_norm" not in WITHOUT
         self.eps = c["rms_norm_eps"]
-        self.tuning = bool(c.get("attn_temperature_tuning", True)) and not self.use_rope
+        self.tuning = (bool(c.get("attn_temperature_tuning", True)) and not self.use_rope
+                       and "temperature" not in WITHOUT)
         self.floor_scale, self.attn_scale = c.get("floor_scale", 8192), c.get("attn_scale", 0.1)
         self.inv_freq, _ = rope_parameters(c, self.head_dim)
 
@@ -455,7 +456,10 @@ class Llama4MoE(nn.Module):
         top, selected = torch.topk(logits, self.top_k, dim=-1)
         scores = torch.full_like(logits, float("-inf")).scatter_(1, selected, top).sigmoid()
         self.day0_selected = selected
-        routed = self.experts(x[None, :, :] * scores.t()[:, :, None]).sum(dim=0)
+        if "input_scale" in WITHOUT:  # the score scaling the expert's output instead
+            routed = (self.experts(x[None, :, :].expand(scores.shape[1], -1, -1)) * scores.t()[:, :, None]).sum(dim=0)
+        else:
+            routed = self.experts(x[None, :, :] * scores.t()[:, :, None]).sum(dim=0)
         return self.shared_expert(x) + routed
 
 
@@ -472,14 +476,17 @@ def llama4_moe_layers(c):
 # router_bias, interleave (gpt-oss); latent_eps (MLA's latent norms with rms_norm_eps); qk_norm,
 # partial_rotary, score_bias (MiniMax-M2; also GLM-4.5's, with attention_bias: q/k/v without their
 # biases);
-# ntk_alpha, norm_after_rope (Hunyuan); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's,
+# ntk_alpha, norm_after_rope (Hunyuan); chunk, temperature, input_scale, qk_norm (Llama-4: full
+# attention on its RoPE layers, no attention temperature on its NoPE layers, the router score
+# scaling each expert's output, no weightless q/k norm); the DSA indexer's, Gemma-4's, Qwen3-Next's, DeepSeek-V4's,
 # MiniMax-M3's and Nemotron-H's are listed in day0_torch_dsa.SWITCHES, day0_torch_gemma4.SWITCHES,
 # day0_torch_qwen3next.SWITCHES, day0_torch_deepseek_v4.SWITCHES, day0_torch_minimax_m3.SWITCHES and
 # day0_torch_nemotron_h.SWITCHES, day0_torch_kimi_linear.SWITCHES. Unset in every real use.
 WITHOUT = {f for f in os.environ.get("DAY0_TWIN_WITHOUT", "").split(",") if f}
 _KNOWN_SWITCHES = ({"sinks", "window", "clamp", "yarn_truncate", "expert_bias", "attention_bias",
                     "router_bias", "interleave", "qk_norm", "partial_rotary", "score_bias",
-                    "ntk_alpha", "norm_after_rope", "latent_eps"} | day0_torch_dsa.SWITCHES
+                    "ntk_alpha", "norm_after_rope", "latent_eps", "chunk", "temperature",
+                    "input_scale"} | day0_torch_dsa.SWITCHES
                    | day0_torch_gemma4.SWITCHES | day0_torch_qwen3next.SWITCHES
                    | day0_torch_deepseek_v4.SWITCHES | day0_torch_minimax_m3.SWITCHES
                    | day0_torch_nemotron_h.SWITCHES | day0_torch_kimi_linear.SWITCHES)
