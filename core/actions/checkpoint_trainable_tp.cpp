@@ -258,6 +258,10 @@ std::string trainingGap(const model::ModelSpec& spec)
         // Its MSA index branch (replicated beside the heads it selects for) and its
         // checkpoint's language_model names.
         return "MiniMax-M3: the MSA index branch beside the split heads";
+    case F::Llama4:
+        // Its packed experts fed their score-scaled input, its chunked and NoPE attention and
+        // its text tower under language_model are not cut here (nor in the backward).
+        return "Llama-4: chunked and NoPE attention, packed experts fed their score-scaled input";
     default:
         return {};
     }
@@ -272,15 +276,6 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
         return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} ({}) "
                                               "is not modelled; train it with tp=1",
             tp, m_spec.name, gap));
-    }
-    if (m_spec.family == model::Family::Llama4) {
-        // Its packed experts fed their score-scaled input, its chunked and NoPE attention and
-        // its text tower under language_model are not cut here (nor in the backward).
-        return Error::unsupported(fmt::format("--plan tp={}: tensor parallelism of {} (Llama-4: "
-                                              "chunked and NoPE attention, packed experts fed "
-                                              "their score-scaled input) is not modelled; train "
-                                              "it with tp=1",
-            tp, m_spec.name));
     }
     auto local = localSpec(m_spec, tp);
     if (!local) {

@@ -60,7 +60,7 @@ TEST(CliGradLlama4, Llama4RunsGradAndTrainsAndRefusesWhatItDoesNotModel)
     const auto tp = runDay0({ "train", dir, "--steps", "1", "--batch", "2", "--seq", "12", "--plan",
         "dp=1,tp=2", "--no-record", "-q" });
     EXPECT_EQ(tp.exitCode, 2) << tp.err;
-    EXPECT_NE(tp.err.find("tensor parallelism of"), std::string::npos) << tp.err;
+    EXPECT_NE(tp.err.find("tensor-parallel training of"), std::string::npos) << tp.err;
     EXPECT_NE(tp.err.find("Llama-4"), std::string::npos) << tp.err;
     const auto bf16 = runDay0(
         { "run", dir, "--grad", "--precision", "bf16", "--ids", ids, "--no-record", "-q" });
