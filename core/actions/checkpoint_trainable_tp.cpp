@@ -256,6 +256,15 @@ Result<std::unique_ptr<train::TensorParallelShard>> CheckpointTrainable::tensorP
                                               "train it with tp=1",
             tp, m_spec.name, model::familyName(m_spec.family)));
     }
+    if (m_spec.family == model::Family::KimiLinear) {
+        // Its KDA layers (the q/k/v convs, the low-rank decay and output gates, the state) are
+        // not cut by heads here.
+        return Error::unsupported(fmt::format("--plan tp={}: tensor-parallel training of {} "
+                                              "(Kimi-Linear: Kimi Delta Attention's heads, convs "
+                                              "and low-rank gates) is not modelled; train it with "
+                                              "tp=1",
+            tp, m_spec.name));
+    }
     if (m_spec.family == model::Family::NemotronH) {
         // Its Mamba-2 mixers (in_proj's z ‖ xBC ‖ dt, the conv channels, heads and groups) and
         // its relu2 and latent experts are not cut here.

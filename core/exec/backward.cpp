@@ -321,6 +321,12 @@ Result<GradientResult> lossAndGradients(const model::ModelSpec& spec,
                                               "experts, the latent MoE) is not modelled",
             spec.name));
     }
+    if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::KimiLinear) {
+        return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of "
+                                              "Kimi-Linear (Kimi Delta Attention's heads, convs "
+                                              "and low-rank gates) is not modelled",
+            spec.name));
+    }
     if ((options.tpSum || options.vocabTotal > 0) && spec.family == model::Family::GptOss) {
         return Error::unsupported(fmt::format("gradients of {}: tensor parallelism of gpt-oss "
                                               "(per-head attention sinks, packed biased experts) "

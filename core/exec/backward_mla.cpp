@@ -75,8 +75,10 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(a.q.begin() + i * qk + nope, rd, qPe.begin() + i * rd);
     }
-    rotate(qPe.data(), heads, rd);
-    rotate(kPe.data(), 1, rd);
+    if (!m.noRope) { // Kimi-Linear's mla_use_nope: the rope lanes are not rotated
+        rotate(qPe.data(), heads, rd);
+        rotate(kPe.data(), 1, rd);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rd, rd, a.q.begin() + i * qk + nope);
     }
@@ -144,14 +146,18 @@ Result<void> GradientPass<T>::mlaBackward(
     // all heads is rounded once (the broadcast's gradient, fp32-accumulated).
     DAY0_TRY(sum(dkPe));
     round(dkPe);
-    ropeBackward<T>(dkPe.data(), n, 1, rd, m_positions, m_rope);
-    round(dkPe);
+    if (!m.noRope) {
+        ropeBackward<T>(dkPe.data(), n, 1, rd, m_positions, m_rope);
+        round(dkPe);
+    }
     std::vector<T> dqPe(std::size_t(n * heads * rd));
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(dq.begin() + i * qk + nope, rd, dqPe.begin() + i * rd);
     }
-    ropeBackward<T>(dqPe.data(), n, heads, rd, m_positions, m_rope);
-    round(dqPe);
+    if (!m.noRope) {
+        ropeBackward<T>(dqPe.data(), n, heads, rd, m_positions, m_rope);
+        round(dqPe);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(dqPe.begin() + i * rd, rd, dq.begin() + i * qk + nope);
     }

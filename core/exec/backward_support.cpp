@@ -9,12 +9,14 @@
 // logit soft-capping), GLM-4.5 (partial rotary, biased q/k/v, optional q/k norm, the sigmoid router
 // with shared experts after first_k_dense_replace dense layers), GLM-5 and DeepSeek-V3.2 (MLA
 // restricted to the keys its DSA indexer selects; no gradient reaches the indexer through its
-// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all heads, partial rotary,
-// the sigmoid router with its correction bias; backward_glm.cpp), the Qwen3-Next hybrid and
-// Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the attention output gate,
-// zero-centred norms, the gated shared expert) and Nemotron-H (backward_nemotron_h.cpp: Mamba-2,
-// attention without RoPE, the relu2 MLP, Nemotron-3's MoE with its latent projections). Anything
-// else is named.
+// discrete top-k, so its weights get zeros, as in autograd) and MiniMax-M2 (q/k RMSNorm across all
+// heads, partial rotary, the sigmoid router with its correction bias; backward_glm.cpp), the
+// Qwen3-Next hybrid and Qwen3.5's text model (backward_qwen3next.cpp: Gated DeltaNet layers, the
+// attention output gate, zero-centred norms, the gated shared expert) and Nemotron-H
+// (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
+// its latent projections) and Kimi-Linear (backward_kimi.cpp: Kimi Delta Attention with its
+// per-channel decay, MLA without RoPE, the sigmoid router with its selection bias and shared
+// experts after a dense first layer; Kimi-K3's additions are named). Anything else is named.
 #include "exec/backward.h"
 #include "exec/forward.h"
 
@@ -69,6 +71,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     // And the Qwen3-Next hybrid's (Gated DeltaNet layers, the attention output gate, the gated
     // shared expert) for Qwen3-Next, Qwen3.5 and Qwen3.5-MoE.
     const bool qwenNext = detail::isQwenNext(spec);
+    // Kimi-Linear's KDA layers and its MLA without RoPE (backward_kimi.cpp).
+    const bool kimi = family == model::Family::KimiLinear;
     // Nemotron-H's layers are its own (backward_nemotron_h.cpp), checked on their own.
     if (family == model::Family::NemotronH) {
         nemotronHBackwardUnsupported(spec, out);
@@ -77,7 +81,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || kimi;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -116,7 +120,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(dsa && m.indexerHeads > 0 && m.qLoraRank <= 0,
             "the DSA indexer without a query latent (q_lora_rank)");
         refuse(m.outputGate, "the MLA output gate");
-        refuse(m.noRope, "MLA without RoPE");
+        refuse(m.noRope && !kimi, "MLA without RoPE");
     } else {
         refuse(spec.family == model::Family::DeepseekV3, "DeepSeek-V3 without MLA");
     }
@@ -128,7 +132,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // GLM-5's MLA over the keys its indexer selects.
         const bool sparseMla = dsa && layer.mixer == model::MixerKind::SparseMla;
         const bool deltaNet = qwenNext && layer.mixer == model::MixerKind::GatedDeltaNet;
-        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet) {
+        const bool kda = kimi && layer.mixer == model::MixerKind::KimiDelta;
+        if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet
+            && !kda) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
@@ -153,6 +159,16 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
             break;
         }
     }
+    if (kimi) {
+        // Kimi-K3's additions to Kimi-Linear, each by name until the backward models it.
+        if (spec.linearAttention) {
+            const auto& la = *spec.linearAttention;
+            refuse(la.gateLowerBound != 0.0, "Kimi-K3's safe KDA gate (gate_lower_bound)");
+            refuse(la.fullRankGate, "Kimi-K3's full-rank KDA output gate (use_full_rank_gate)");
+            refuse(la.paddedALog, "Kimi-K3's A_log padded to head_dim");
+        }
+        refuse(spec.attnResBlockSize > 0, "Kimi-K3's Block Attention Residuals");
+    }
     if (spec.moe) {
         const auto& moe = *spec.moe;
         refuse(moe.scoring != model::RouterScoring::Softmax
@@ -166,8 +182,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5 and Qwen3-Next");
+                && !glm5 && !qwenNext && !kimi,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next and Kimi-Linear");
     }
     return out;
 }
@@ -198,6 +214,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
                          "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
                          "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
                          "logits; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::KimiLinear) {
+        out.emplace_back("Kimi-Linear (Kimi Delta Attention's convs, per-channel decay, rule and "
+                         "gated o_norm; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "

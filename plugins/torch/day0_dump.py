@@ -57,6 +57,7 @@ DEFAULT_ANCHORS = re.compile(
     r"self_attn\.compressor\.indexer|mlp|"
     r"block_sparse_moe|"
     r"mlp\.gate|mlp\.gate\.wg|mlp\.router|block_sparse_moe\.gate|mlp\.shared_experts|mlp\.shared_expert|"
+    r"block_sparse_moe\.shared_experts|"
     r"mlp\.shared_mlp|"
     r"feed_forward|feed_forward\.router|feed_forward\.shared_expert|"
     r"pre_feedforward_layernorm|post_feedforward_layernorm|router|experts))?|"
