@@ -141,12 +141,16 @@ template <typename T> void GradientPass<T>::kimiDeltaForward(int l, LayerActivat
         d.width);
     const T* aLog = m_p.value(p + ".A_log");
     const T* dtBias = m_p.value(p + ".dt_bias");
+    // Kimi-K3's safe gate (gate_lower_bound lb): g = lb · σ(e^A_log[head] · (f + dt_bias)).
+    const T lowerBound = T(m_spec.linearAttention->gateLowerBound);
     a.decay.resize(a.decayIn.size());
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t c = 0; c < d.width; ++c) {
             const std::size_t i = std::size_t(t * d.width + c);
             a.decayIn[i] += dtBias[c];
-            a.decay[i] = -std::exp(aLog[c / d.d]) * softplus(a.decayIn[i]);
+            const T rate = std::exp(aLog[c / d.d]);
+            a.decay[i] = lowerBound != T(0) ? lowerBound * sigmoid(rate * a.decayIn[i])
+                                            : -rate * softplus(a.decayIn[i]);
         }
     }
     a.beta.resize(std::size_t(n * d.heads));
@@ -166,12 +170,18 @@ template <typename T> void GradientPass<T>::kimiDeltaForward(int l, LayerActivat
         kimiDeltaRecurrent(q.data() + at, k.data() + at, v.data() + at, a.decay.data() + at,
             a.beta.data() + t * d.heads, state.data(), a.core.data() + at, one);
     }
-    // o_norm: RMS norm over each head · w · σ(g_b(g_a(x))), then o_proj.
-    a.gateLow.resize(std::size_t(n * d.d));
+    // o_norm: RMS norm over each head · w · σ(g_b(g_a(x))) (Kimi-K3's use_full_rank_gate:
+    // σ(g_proj(x))), then o_proj.
     a.z.resize(std::size_t(n * d.width));
-    project(a.xn1.data(), m_p.value(p + ".g_a_proj.weight"), nullptr, a.gateLow.data(), n, h, d.d);
-    project(
-        a.gateLow.data(), m_p.value(p + ".g_b_proj.weight"), nullptr, a.z.data(), n, d.d, d.width);
+    if (m_spec.linearAttention->fullRankGate) {
+        project(a.xn1.data(), m_p.value(p + ".g_proj.weight"), nullptr, a.z.data(), n, h, d.width);
+    } else {
+        a.gateLow.resize(std::size_t(n * d.d));
+        project(
+            a.xn1.data(), m_p.value(p + ".g_a_proj.weight"), nullptr, a.gateLow.data(), n, h, d.d);
+        project(a.gateLow.data(), m_p.value(p + ".g_b_proj.weight"), nullptr, a.z.data(), n, d.d,
+            d.width);
+    }
     a.gatedCore = a.core;
     gatedHeadNorm(a.gatedCore.data(), a.z.data(), m_p.value(p + ".o_norm.weight"), n * d.heads, d.d,
         m_spec.normEps, HeadGate::Sigmoid, [](T*, std::int64_t) {});
@@ -216,11 +226,15 @@ void GradientPass<T>::kimiDeltaBackward(int l, const LayerActivations<T>& a, con
     std::vector<T> dcore(a.core.size(), T(0));
     rmsNormBackward<T>(a.core.data(), normW, dnormed.data(), dcore.data(),
         m_p.grad(p + ".o_norm.weight"), n * d.heads, d.d, m_spec.normEps);
-    // The output gate's low-rank pair.
-    std::vector<T> dgateLow(a.gateLow.size(), T(0));
-    linearBackward<T>(a.gateLow.data(), m_p.value(p + ".g_b_proj.weight"), dz.data(),
-        dgateLow.data(), m_p.grad(p + ".g_b_proj.weight"), nullptr, n, d.d, d.width, false);
-    inputGradient(".g_a_proj", dgateLow, d.d);
+    // The output gate: its low-rank pair, or Kimi-K3's full-rank g_proj.
+    if (m_spec.linearAttention->fullRankGate) {
+        inputGradient(".g_proj", dz, d.width);
+    } else {
+        std::vector<T> dgateLow(a.gateLow.size(), T(0));
+        linearBackward<T>(a.gateLow.data(), m_p.value(p + ".g_b_proj.weight"), dz.data(),
+            dgateLow.data(), m_p.grad(p + ".g_b_proj.weight"), nullptr, n, d.d, d.width, false);
+        inputGradient(".g_a_proj", dgateLow, d.d);
+    }
 
     // The rule in reverse, head by head, on q, k, v, g and β gathered from what the forward kept.
     const T scale = T(1.0 / std::sqrt(double(d.d)));
@@ -313,8 +327,9 @@ void GradientPass<T>::kimiDeltaBackward(int l, const LayerActivations<T>& a, con
         }
         inputGradient(name + "proj", dprojected, d.width);
     }
-    // β = σ(b); g = −e^A_log[head] · softplus(f_b(f_a(x)) + dt_bias) (softplus' = σ, 1 above
-    // torch's threshold 20), so ∂g/∂A_log = g.
+    // β = σ(b); g = −e^A_log[head] · softplus(x), x = f_b(f_a(x)) + dt_bias (softplus' = σ, 1
+    // above torch's threshold 20), so ∂g/∂A_log = g; the safe gate g = lb · σ(e^A · x) has
+    // ∂g/∂x = lb · σ'(e^A · x) · e^A and ∂g/∂A_log = ∂g/∂x · x.
     std::vector<T> db2(a.beta.size());
     for (std::size_t i = 0; i < db2.size(); ++i) {
         db2[i] = dbeta[i] * a.beta[i] * (T(1) - a.beta[i]);
@@ -323,13 +338,21 @@ void GradientPass<T>::kimiDeltaBackward(int l, const LayerActivations<T>& a, con
     const T* aLog = m_p.value(p + ".A_log");
     T* daLog = m_p.grad(p + ".A_log");
     T* ddt = m_p.grad(p + ".dt_bias");
+    const T lowerBound = T(m_spec.linearAttention->gateLowerBound);
     std::vector<T> draw(a.decay.size());
     for (std::int64_t t = 0; t < n; ++t) {
         for (std::int64_t c = 0; c < d.width; ++c) {
             const std::size_t i = std::size_t(t * d.width + c);
-            daLog[c / d.d] += ddecay[i] * a.decay[i];
             const T x = a.decayIn[i];
-            draw[i] = ddecay[i] * -std::exp(aLog[c / d.d]) * (x > T(20) ? T(1) : sigmoid(x));
+            const T rate = std::exp(aLog[c / d.d]);
+            if (lowerBound != T(0)) {
+                const T s = sigmoid(rate * x);
+                draw[i] = ddecay[i] * lowerBound * s * (T(1) - s) * rate;
+                daLog[c / d.d] += draw[i] * x;
+            } else {
+                daLog[c / d.d] += ddecay[i] * a.decay[i];
+                draw[i] = ddecay[i] * -rate * (x > T(20) ? T(1) : sigmoid(x));
+            }
             ddt[c] += draw[i];
         }
     }

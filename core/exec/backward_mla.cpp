@@ -104,6 +104,14 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
         heads, qk, vd, m_scale, attentionRounding(), mask);
     round(a.ctx);
+    if (m.outputGate) {
+        // Kimi-K3's mla_use_output_gate: the context times σ(g_proj(x)), one gate per value
+        // channel, before o_proj (a.ungated keeps it ungated).
+        a.outGate.resize(a.ctx.size());
+        project(a.xn1.data(), m_p.value(p + ".g_proj.weight"), nullptr, a.outGate.data(), n, h,
+            heads * vd);
+        applyOutputGate(a);
+    }
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"), nullptr, out, n, heads * vd, h);
 }
 
@@ -120,6 +128,11 @@ Result<void> GradientPass<T>::mlaBackward(
     linearBackward<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), dout, dctx.data(),
         m_p.grad(p + ".o_proj.weight"), nullptr, n, heads * vd, h, false);
     round(dctx);
+    if (m.outputGate) {
+        const std::vector<T> dgate = outputGateBackward(a, dctx);
+        linearBackward<T>(a.xn1.data(), m_p.value(p + ".g_proj.weight"), dgate.data(), dxn1,
+            m_p.grad(p + ".g_proj.weight"), nullptr, n, h, heads * vd, true);
+    }
     std::vector<T> dq(a.q.size());
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));

@@ -16,7 +16,8 @@
 // (backward_nemotron_h.cpp: Mamba-2, attention without RoPE, the relu2 MLP, Nemotron-3's MoE with
 // its latent projections) and Kimi-Linear (backward_kimi.cpp: Kimi Delta Attention with its
 // per-channel decay, MLA without RoPE, the sigmoid router with its selection bias and shared
-// experts after a dense first layer; Kimi-K3's additions are named). Anything else is named.
+// experts after a dense first layer; of Kimi-K3's additions its safe and full-rank KDA gates and
+// the MLA output gate, the others named). Anything else is named.
 #include "exec/backward.h"
 #include "exec/forward.h"
 
@@ -119,7 +120,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(m.indexerHeads > 0 && !dsa, "the DSA indexer (sparse MLA)");
         refuse(dsa && m.indexerHeads > 0 && m.qLoraRank <= 0,
             "the DSA indexer without a query latent (q_lora_rank)");
-        refuse(m.outputGate, "the MLA output gate");
+        refuse(m.outputGate && !kimi, "the MLA output gate");
         refuse(m.noRope && !kimi, "MLA without RoPE");
     } else {
         refuse(spec.family == model::Family::DeepseekV3, "DeepSeek-V3 without MLA");
@@ -163,8 +164,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // Kimi-K3's additions to Kimi-Linear, each by name until the backward models it.
         if (spec.linearAttention) {
             const auto& la = *spec.linearAttention;
-            refuse(la.gateLowerBound != 0.0, "Kimi-K3's safe KDA gate (gate_lower_bound)");
-            refuse(la.fullRankGate, "Kimi-K3's full-rank KDA output gate (use_full_rank_gate)");
+            // Its safe and full-rank KDA gates and the MLA output gate are covered.
             refuse(la.paddedALog, "Kimi-K3's A_log padded to head_dim");
         }
         refuse(spec.attnResBlockSize > 0, "Kimi-K3's Block Attention Residuals");

@@ -318,7 +318,8 @@ private:
     /// by head_dim^-½, the per-channel decay −e^A_log · softplus(f_b(f_a(x)) + dt_bias),
     /// β = σ(b_proj(x)), the rule token after token from a zero state (kimiDeltaRecurrent; the
     /// engine's chunked prefill is the same rule), o_norm times σ(g_b(g_a(x))), o_proj; keeps in
-    /// `a` what the backward reads.
+    /// `a` what the backward reads. Kimi-K3's safe gate (gate_lower_bound lb: g = lb ·
+    /// σ(e^A_log · (f + dt_bias))) and full-rank output gate (σ(g_proj(x))) when set.
     void kimiDeltaForward(int l, LayerActivations<T>& a, T* out);
     /// Its backward, the rule in reverse (delta_rule_backward.h, per-channel decay): `dout`
     /// [n, h] → dxn1 accumulated, every KDA weight's gradient accumulated.

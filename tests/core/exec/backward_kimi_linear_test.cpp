@@ -12,10 +12,13 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
 namespace day0 {
 namespace {
@@ -105,6 +108,59 @@ TEST(BackwardKimiLinear, ShrunkKimiLinearMatchesTorchAutogradForEveryParameter)
     std::filesystem::remove_all(dir);
 }
 
+TEST(BackwardKimiLinear, KimiK3GatesMatchTorchAutogradAndEachMatters)
+{
+    // Kimi-K3's MLA output gate, safe KDA gate (its published lower bound −5) and full-rank KDA
+    // output gate, each set in Kimi-Linear's config, against the twin with it and without it.
+    if (!test::torchAvailable()) {
+        GTEST_SKIP() << test::kPython << " has no torch/numpy";
+    }
+    setResourceDir(DAY0_RESOURCE_DIR);
+    struct Addition {
+        const char* name;
+        std::function<void(nlohmann::ordered_json&)> patch;
+        const char* feature; ///< the twin's switch that drops it
+    };
+    const Addition additions[] = {
+        { "mla_use_output_gate", [](auto& c) { c["mla_use_output_gate"] = true; }, "mla_gate" },
+        { "gate_lower_bound", [](auto& c) { c["linear_attn_config"]["gate_lower_bound"] = -5.0; },
+            "safe_gate" },
+        { "use_full_rank_gate",
+            [](auto& c) { c["linear_attn_config"]["use_full_rank_gate"] = true; }, "output_gate" },
+    };
+    for (const auto& addition : additions) {
+        SCOPED_TRACE(addition.name);
+        const auto dir = std::filesystem::temp_directory_path()
+            / (std::string("day0_backward_kimi_") + addition.name);
+        // Beside the folder, which the shrink empties.
+        const auto configPath = std::filesystem::temp_directory_path()
+            / (std::string("day0_backward_kimi_") + addition.name + ".json");
+        {
+            std::ifstream in(kimiLinearConfig());
+            auto config = nlohmann::ordered_json::parse(in);
+            addition.patch(config);
+            std::ofstream(configPath) << config.dump(2);
+        }
+        const auto g = test::shrunkGradients(configPath.string(), dir, kIds);
+        ASSERT_FALSE(g.ours.parameters.empty());
+        const auto a = againstTwin(dir, g.spec, g.ours, kIds);
+        std::printf("kimi-linear + %s: %zu parameters max rel %.2e (%s), %zu anchors %.2e\n",
+            addition.name, a.paramsCompared, a.params, a.worstParam.c_str(), a.activationsCompared,
+            a.activations);
+        EXPECT_LE(a.params, 1e-6) << a.worstParam;
+        EXPECT_LE(a.activations, 1e-6) << a.worstActivation;
+        EXPECT_EQ(a.paramsCompared, g.ours.parameters.size());
+        EXPECT_EQ(a.activationsCompared, g.ours.activations.size());
+        const auto off = againstTwin(dir, g.spec, g.ours, kIds, 1e-12,
+            fmt::format("DAY0_TWIN_WITHOUT={}", addition.feature));
+        std::printf("  twin without %-12s parameters max rel %.2e (%s)\n", addition.feature,
+            off.params, off.worstParam.c_str());
+        EXPECT_GT(off.params, 1e-3);
+        std::filesystem::remove_all(dir);
+        std::filesystem::remove(configPath);
+    }
+}
+
 TEST(BackwardKimiLinear, Fp32AgreesWithFp64)
 {
     setResourceDir(DAY0_RESOURCE_DIR);
@@ -169,14 +225,13 @@ TEST(BackwardKimiLinear, RefusesWhatItLacksByName)
         change(s);
         return test::refusals(s);
     };
-    EXPECT_EQ(with([](auto& s) { s.linearAttention->gateLowerBound = -5.0; }),
-        "Kimi-K3's safe KDA gate (gate_lower_bound)");
-    EXPECT_EQ(with([](auto& s) { s.linearAttention->fullRankGate = true; }),
-        "Kimi-K3's full-rank KDA output gate (use_full_rank_gate)");
+    // (Its safe and full-rank KDA gates and the MLA output gate are covered, below.)
+    EXPECT_EQ(with([](auto& s) { s.linearAttention->gateLowerBound = -5.0; }), "");
+    EXPECT_EQ(with([](auto& s) { s.linearAttention->fullRankGate = true; }), "");
+    EXPECT_EQ(with([](auto& s) { s.mla.outputGate = true; }), "");
     EXPECT_EQ(with([](auto& s) { s.linearAttention->paddedALog = true; }),
         "Kimi-K3's A_log padded to head_dim");
     EXPECT_EQ(with([](auto& s) { s.attnResBlockSize = 6; }), "Kimi-K3's Block Attention Residuals");
-    EXPECT_EQ(with([](auto& s) { s.mla.outputGate = true; }), "the MLA output gate");
     EXPECT_EQ(with([](auto& s) { s.moe->latentSize = 64; }), "latent MoE");
     EXPECT_EQ(
         with([](auto& s) { s.hiddenAct = "situ"; }), "MLP activations other than silu (SwiGLU)");
@@ -184,8 +239,8 @@ TEST(BackwardKimiLinear, RefusesWhatItLacksByName)
     const auto k3 = model::loadModel("kimi-k3");
     ASSERT_TRUE(k3.ok()) << k3.error().message;
     const std::string lines = test::refusals(*k3);
-    for (const char* name : { "the MLA output gate", "latent MoE",
-             "MLP activations other than silu", "Kimi-K3's Block Attention Residuals" }) {
+    for (const char* name : { "latent MoE", "MLP activations other than silu",
+             "Kimi-K3's Block Attention Residuals", "Kimi-K3's A_log padded to head_dim" }) {
         EXPECT_NE(lines.find(name), std::string::npos) << name << " in: " << lines;
     }
     // KDA and MLA without RoPE stay refused in the other families.
