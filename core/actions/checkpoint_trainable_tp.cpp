@@ -258,6 +258,10 @@ std::string trainingGap(const model::ModelSpec& spec)
         // Its MSA index branch (replicated beside the heads it selects for) and its
         // checkpoint's language_model names.
         return "MiniMax-M3: the MSA index branch beside the split heads";
+    case F::KimiLinear:
+        // Its KDA layers (the q/k/v convs, the low-rank decay and output gates, the state) are
+        // not cut by heads here.
+        return "Kimi-Linear: Kimi Delta Attention's heads, convs and low-rank gates";
     case F::Llama4:
         // Its packed experts fed their score-scaled input, its chunked and NoPE attention and
         // its text tower under language_model are not cut here (nor in the backward).

@@ -329,6 +329,8 @@ std::string tensorParallelGap(const model::ModelSpec& spec)
                "score-scaled input)";
     case F::Hunyuan:
         return "Hunyuan (q/k norms after RoPE, the fp32 router)";
+    case F::KimiLinear:
+        return "Kimi-Linear (Kimi Delta Attention's heads, convs and low-rank gates)";
     default:
         return {};
     }

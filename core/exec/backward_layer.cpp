@@ -18,7 +18,9 @@ template <typename T> Result<void> GradientPass<T>::layerForward(int l, std::vec
     a.xn1.resize(hidden.size());
     norm(a.in.data(), m_p.value(names.prefix + ".input_layernorm.weight"), a.xn1.data(), n, h);
     std::vector<T> branch(hidden.size());
-    if (m_spec.attention == model::AttentionKind::MLA) {
+    if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::KimiDelta) {
+        kimiDeltaForward(l, a, branch.data()); // no tensor parallelism (lossAndGradients)
+    } else if (m_spec.attention == model::AttentionKind::MLA) {
         mlaForward(l, a, branch.data());
         DAY0_TRY(tpSum(branch.data(), n * h)); // o_proj is row-parallel by heads
     } else if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet) {
@@ -94,7 +96,9 @@ template <typename T> Result<void> GradientPass<T>::layerBackward(int l, std::ve
     boundary(dh);
     m_acts.record(mixerAnchor(l), dh.data(), { n, h });
     std::vector<T> dxn1(std::size_t(n * h), T(0));
-    if (mla) {
+    if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::KimiDelta) {
+        kimiDeltaBackward(l, a, dh.data(), dxn1.data());
+    } else if (mla) {
         DAY0_TRY(mlaBackward(l, a, dh.data(), dxn1.data()));
     } else if (m_spec.layers[std::size_t(l)].mixer == model::MixerKind::GatedDeltaNet) {
         deltaNetBackward(l, a, dh.data(), dxn1.data());
@@ -135,6 +139,7 @@ template <typename T> std::int64_t GradientPass<T>::keptBytes(std::size_t extra)
                 &a.z, &a.decayIn, &a.beta, &a.decay, &a.states, &a.core, &a.gatedCore }) {
             elements += v->size();
         }
+        elements += a.decayLow.size() + a.gateLow.size(); // Kimi-Linear (backward_kimi.cpp)
     }
     return std::int64_t(elements * sizeof(T) + others * 8);
 }

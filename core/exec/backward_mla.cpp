@@ -75,8 +75,10 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(a.q.begin() + i * qk + nope, rd, qPe.begin() + i * rd);
     }
-    rotate(qPe.data(), heads, rd);
-    rotate(kPe.data(), 1, rd);
+    if (!m.noRope) { // Kimi-Linear's mla_use_nope: the rope lanes are not rotated
+        rotate(qPe.data(), heads, rd);
+        rotate(kPe.data(), 1, rd);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(qPe.begin() + i * rd, rd, a.q.begin() + i * qk + nope);
     }
@@ -102,6 +104,14 @@ template <typename T> void GradientPass<T>::mlaForward(int l, LayerActivations<T
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
         heads, qk, vd, m_scale, attentionRounding(), mask);
     round(a.ctx);
+    if (m.outputGate) {
+        // Kimi-K3's mla_use_output_gate: the context times σ(g_proj(x)), one gate per value
+        // channel, before o_proj (a.ungated keeps it ungated).
+        a.outGate.resize(a.ctx.size());
+        project(a.xn1.data(), m_p.value(p + ".g_proj.weight"), nullptr, a.outGate.data(), n, h,
+            heads * vd);
+        applyOutputGate(a);
+    }
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"), nullptr, out, n, heads * vd, h);
 }
 
@@ -118,6 +128,11 @@ Result<void> GradientPass<T>::mlaBackward(
     linearBackward<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), dout, dctx.data(),
         m_p.grad(p + ".o_proj.weight"), nullptr, n, heads * vd, h, false);
     round(dctx);
+    if (m.outputGate) {
+        const std::vector<T> dgate = outputGateBackward(a, dctx);
+        linearBackward<T>(a.xn1.data(), m_p.value(p + ".g_proj.weight"), dgate.data(), dxn1,
+            m_p.grad(p + ".g_proj.weight"), nullptr, n, h, heads * vd, true);
+    }
     std::vector<T> dq(a.q.size());
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));
@@ -144,14 +159,18 @@ Result<void> GradientPass<T>::mlaBackward(
     // all heads is rounded once (the broadcast's gradient, fp32-accumulated).
     DAY0_TRY(sum(dkPe));
     round(dkPe);
-    ropeBackward<T>(dkPe.data(), n, 1, rd, m_positions, m_rope);
-    round(dkPe);
+    if (!m.noRope) {
+        ropeBackward<T>(dkPe.data(), n, 1, rd, m_positions, m_rope);
+        round(dkPe);
+    }
     std::vector<T> dqPe(std::size_t(n * heads * rd));
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(dq.begin() + i * qk + nope, rd, dqPe.begin() + i * rd);
     }
-    ropeBackward<T>(dqPe.data(), n, heads, rd, m_positions, m_rope);
-    round(dqPe);
+    if (!m.noRope) {
+        ropeBackward<T>(dqPe.data(), n, heads, rd, m_positions, m_rope);
+        round(dqPe);
+    }
     for (std::int64_t i = 0; i < n * heads; ++i) {
         std::copy_n(dqPe.begin() + i * rd, rd, dq.begin() + i * qk + nope);
     }

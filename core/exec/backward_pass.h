@@ -72,6 +72,11 @@ template <typename T> struct LayerActivations {
     std::vector<T> states; ///< the delta rule's state before each token [n, nv, dk, dv]
     std::vector<T> core; ///< the rule's output, the gated norm's input [n, valueDim]
     std::vector<T> gatedCore; ///< the gated norm's output, out_proj's input [n, valueDim]
+    // Kimi-Linear's KDA layers (backward_kimi.cpp) keep mixed (q|k|v projections), convPre,
+    // qkUnit, decayIn (f_b(f_a(x)) + dt_bias), decay (the per-channel g), beta, states, core,
+    // z (the output gate's logits) and gatedCore above, with the low-rank projections here.
+    std::vector<T> decayLow; ///< f_a_proj's output [n, head_dim]
+    std::vector<T> gateLow; ///< g_a_proj's output [n, head_dim]
     // Nemotron-H (backward_nemotron_h.cpp); its norm's output is xn1, a relu2 MLP's up
     // projection u and relu(u)² act, a relu2 expert's likewise in Expert::u and ::act.
     std::vector<T> proj; ///< the Mamba-2 in_proj output z ‖ xBC ‖ dt [n, width]

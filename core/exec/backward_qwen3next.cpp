@@ -8,12 +8,10 @@
 //
 // The delta rule runs in its recurrent form, one token after the other from a zero state (the
 // engine's chunked prefill is the same rule, gated_delta_net.h), and keeps the state before each
-// token; its backward walks the tokens in reverse:
-//   Ŝ = e^g S_{t−1}; u = Ŝᵀk; δ = β(v − u); S_t = Ŝ + k δᵀ; o = S_tᵀq
-// with dS the gradient of S_t (from o and from every later token):
-//   dS += q doᵀ, dq = S_t do; dk = dS δ, dδ = dSᵀk; dv = β dδ, dβ = dδ·(v − u), du = −β dδ;
-//   dŜ = dS + k duᵀ, dk += Ŝ du; dg = Σ dŜ ∘ Ŝ; dS_{t−1} = e^g dŜ.
+// token; its backward walks the tokens in reverse (delta_rule_backward.h, with one decay per
+// head: Ŝ = e^g S_{t−1}).
 #include "exec/backward_ops.h"
+#include "exec/delta_rule_backward.h"
 #include "exec/forward.h"
 #include "exec/gated_delta_net.h"
 #include "exec/gated_head_norm.h"
@@ -209,98 +207,63 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
     rmsNormBackward<T>(a.core.data(), normW, dnormed.data(), dcore.data(),
         m_p.grad(p + ".norm.weight"), n * d.nv, d.dv, m_spec.normEps);
 
-    // The rule in reverse (the file's comment), recomputing q, k, v from what the forward kept.
+    // The rule in reverse (delta_rule_backward.h), value head by value head, on q, k, v, g and
+    // β gathered from what the forward kept.
     const T scale = T(1.0 / std::sqrt(double(d.dk)));
     const std::int64_t stateSize = d.dk * d.dv;
     std::vector<T> dqUnit(a.qkUnit.size(), T(0)); // q and k per key head, after the L2 norm
     std::vector<T> dconv(std::size_t(n * d.convDim), T(0));
     std::vector<T> dbeta(a.beta.size(), T(0));
     std::vector<T> ddecay(a.decay.size(), T(0));
-    std::vector<T> dS(static_cast<std::size_t>(stateSize));
-    std::vector<T> hat(static_cast<std::size_t>(stateSize));
-    std::vector<T> sNew(static_cast<std::size_t>(stateSize));
-    std::vector<T> u(static_cast<std::size_t>(d.dv));
-    std::vector<T> delta(static_cast<std::size_t>(d.dv));
-    std::vector<T> ddelta(static_cast<std::size_t>(d.dv));
-    std::vector<T> q(static_cast<std::size_t>(d.dk));
-    for (std::int64_t j = 0; j < d.nv; ++j) {
-        std::fill(dS.begin(), dS.end(), T(0));
-        const std::int64_t kh = j / d.r;
-        for (std::int64_t t = n - 1; t >= 0; --t) {
-            const std::size_t hv = std::size_t(t * d.nv + j);
-            const T* qk = a.qkUnit.data() + t * 2 * d.keyDim;
-            const T* k = qk + d.keyDim + kh * d.dk;
-            for (std::int64_t i = 0; i < d.dk; ++i) {
-                q[std::size_t(i)] = qk[kh * d.dk + i] * scale;
-            }
-            const T* pre = a.convPre.data() + t * d.convDim + 2 * d.keyDim + j * d.dv;
-            const T* prev = a.states.data() + (t * d.nv + j) * stateSize;
-            const T e = std::exp(a.decay[hv]);
-            const T b = a.beta[hv];
-            std::fill(u.begin(), u.end(), T(0));
-            for (std::int64_t i = 0; i < stateSize; ++i) {
-                hat[std::size_t(i)] = e * prev[i];
-            }
-            for (std::int64_t i = 0; i < d.dk; ++i) {
-                for (std::int64_t c = 0; c < d.dv; ++c) {
-                    u[std::size_t(c)] += hat[std::size_t(i * d.dv + c)] * k[i];
+    {
+        std::vector<T> q(std::size_t(n * d.dk));
+        std::vector<T> k(q.size());
+        std::vector<T> v(std::size_t(n * d.dv));
+        std::vector<T> g(static_cast<std::size_t>(n));
+        std::vector<T> beta(g.size());
+        std::vector<T> dO(v.size());
+        std::vector<T> dq(q.size());
+        std::vector<T> dk(q.size());
+        std::vector<T> dv(v.size());
+        std::vector<T> dg(g.size());
+        std::vector<T> db(g.size());
+        for (std::int64_t j = 0; j < d.nv; ++j) {
+            const std::int64_t kh = j / d.r;
+            for (std::int64_t t = 0; t < n; ++t) {
+                const std::size_t hv = std::size_t(t * d.nv + j);
+                const T* qk = a.qkUnit.data() + t * 2 * d.keyDim;
+                for (std::int64_t i = 0; i < d.dk; ++i) {
+                    q[std::size_t(t * d.dk + i)] = qk[kh * d.dk + i] * scale;
+                    k[std::size_t(t * d.dk + i)] = qk[d.keyDim + kh * d.dk + i];
                 }
-            }
-            for (std::int64_t c = 0; c < d.dv; ++c) {
-                const T vc = pre[c] * sigmoid(pre[c]);
-                delta[std::size_t(c)] = b * (vc - u[std::size_t(c)]);
-            }
-            for (std::int64_t i = 0; i < d.dk; ++i) {
+                const T* pre = a.convPre.data() + t * d.convDim + 2 * d.keyDim + j * d.dv;
                 for (std::int64_t c = 0; c < d.dv; ++c) {
-                    sNew[std::size_t(i * d.dv + c)]
-                        = hat[std::size_t(i * d.dv + c)] + k[i] * delta[std::size_t(c)];
+                    v[std::size_t(t * d.dv + c)] = pre[c] * sigmoid(pre[c]);
                 }
+                std::copy_n(dcore.data() + t * d.valueDim + j * d.dv, d.dv, dO.begin() + t * d.dv);
+                g[std::size_t(t)] = a.decay[hv];
+                beta[std::size_t(t)] = a.beta[hv];
             }
-            // o = S_tᵀq.
-            const T* dO = dcore.data() + t * d.valueDim + j * d.dv;
-            T* dq = dqUnit.data() + t * 2 * d.keyDim + kh * d.dk;
-            T* dk = dq + d.keyDim;
-            for (std::int64_t i = 0; i < d.dk; ++i) {
-                T acc = T(0);
-                for (std::int64_t c = 0; c < d.dv; ++c) {
-                    dS[std::size_t(i * d.dv + c)] += q[std::size_t(i)] * dO[c];
-                    acc += sNew[std::size_t(i * d.dv + c)] * dO[c];
+            for (auto* x : { &dq, &dk, &dv, &dg, &db }) {
+                std::fill(x->begin(), x->end(), T(0));
+            }
+            const DeltaHeadTrace<T> trace { n, d.dk, d.dv, q.data(), k.data(), v.data(), g.data(),
+                false, beta.data(), a.states.data() + j * stateSize, d.nv * stateSize };
+            deltaRuleBackward(
+                trace, dO.data(), { dq.data(), dk.data(), dv.data(), dg.data(), db.data() });
+            for (std::int64_t t = 0; t < n; ++t) {
+                const std::size_t hv = std::size_t(t * d.nv + j);
+                T* dqRow = dqUnit.data() + t * 2 * d.keyDim + kh * d.dk;
+                T* dkRow = dqRow + d.keyDim;
+                for (std::int64_t i = 0; i < d.dk; ++i) {
+                    dqRow[i] += dq[std::size_t(t * d.dk + i)] * scale;
+                    dkRow[i] += dk[std::size_t(t * d.dk + i)];
                 }
-                dq[i] += acc * scale;
+                std::copy_n(dv.begin() + t * d.dv, d.dv,
+                    dconv.begin() + t * d.convDim + 2 * d.keyDim + j * d.dv);
+                ddecay[hv] = dg[std::size_t(t)];
+                dbeta[hv] = db[std::size_t(t)];
             }
-            // S_t = Ŝ + k δᵀ, δ = β(v − u).
-            std::fill(ddelta.begin(), ddelta.end(), T(0));
-            for (std::int64_t i = 0; i < d.dk; ++i) {
-                T acc = T(0);
-                for (std::int64_t c = 0; c < d.dv; ++c) {
-                    acc += dS[std::size_t(i * d.dv + c)] * delta[std::size_t(c)];
-                    ddelta[std::size_t(c)] += dS[std::size_t(i * d.dv + c)] * k[i];
-                }
-                dk[i] += acc;
-            }
-            T* dv = dconv.data() + t * d.convDim + 2 * d.keyDim + j * d.dv;
-            T dbSum = T(0);
-            for (std::int64_t c = 0; c < d.dv; ++c) {
-                const T vc = pre[c] * sigmoid(pre[c]);
-                dv[c] += b * ddelta[std::size_t(c)];
-                dbSum += ddelta[std::size_t(c)] * (vc - u[std::size_t(c)]);
-            }
-            dbeta[hv] = dbSum;
-            // u = Ŝᵀk: dŜ = dS + k duᵀ (du = −β dδ), dk += Ŝ du; then Ŝ = e^g S_{t−1}.
-            T dg = T(0);
-            for (std::int64_t i = 0; i < d.dk; ++i) {
-                T acc = T(0);
-                for (std::int64_t c = 0; c < d.dv; ++c) {
-                    const T du = -b * ddelta[std::size_t(c)];
-                    T& ds = dS[std::size_t(i * d.dv + c)];
-                    ds += k[i] * du;
-                    acc += hat[std::size_t(i * d.dv + c)] * du;
-                    dg += ds * hat[std::size_t(i * d.dv + c)];
-                    ds *= e;
-                }
-                dk[i] += acc;
-            }
-            ddecay[hv] = dg;
         }
     }
     // The L2 norm x / sqrt(Σx² + ε) is the RMSNorm of ε / dk, divided by √dk.

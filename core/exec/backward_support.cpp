@@ -20,9 +20,13 @@
 // text decoder (backward_minimax_m3.cpp: MSA's block selection, (1 + w) norms, swigluoai),
 // Llama-4's text model (backward_llama4.cpp: chunked RoPE layers with the weightless q/k norm,
 // NoPE layers with attention temperature tuning, the MoE whose sigmoid score scales the expert's
-// input, its shared expert and packed experts, dense layers between) and Hunyuan-A13B (the
+// input, its shared expert and packed experts, dense layers between), Hunyuan-A13B (the
 // standard layer with its q/k norms after RoPE, the NTK-alpha RoPE base, the softmax router
-// renormalised over its top-k, the shared mixed MLP, tied embeddings). Anything else is named.
+// renormalised over its top-k, the shared mixed MLP, tied embeddings) and Kimi-Linear
+// (backward_kimi.cpp: Kimi Delta Attention with its per-channel decay, MLA without RoPE, the
+// sigmoid router with its selection bias and shared experts after a dense first layer; of
+// Kimi-K3's additions its safe and full-rank KDA gates and the MLA output gate, the others
+// named). Anything else is named.
 #include "exec/backward.h"
 #include "exec/deepseek_v4.h"
 #include "exec/forward.h"
@@ -93,6 +97,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         }
         return out;
     }
+    // Kimi-Linear's KDA layers and its MLA without RoPE (backward_kimi.cpp).
+    const bool kimi = family == model::Family::KimiLinear;
     // Nemotron-H's layers are its own (backward_nemotron_h.cpp), checked on their own.
     if (family == model::Family::NemotronH) {
         nemotronHBackwardUnsupported(spec, out);
@@ -101,7 +107,7 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
     const bool covered = family == model::Family::Llama || family == model::Family::Mistral
         || family == model::Family::Qwen2 || family == model::Family::Qwen3
         || family == model::Family::Qwen3Moe || family == model::Family::DeepseekV3 || gptOss
-        || gemma4 || glm45 || glm5 || minimax || qwenNext || minimaxM3 || llama4 || hunyuan;
+        || gemma4 || glm45 || glm5 || minimax || qwenNext || minimaxM3 || llama4 || hunyuan || kimi;
     if (!covered) {
         out.push_back(fmt::format("the {} family", model::familyName(family)));
         return out;
@@ -154,8 +160,8 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(m.indexerHeads > 0 && !dsa, "the DSA indexer (sparse MLA)");
         refuse(dsa && m.indexerHeads > 0 && m.qLoraRank <= 0,
             "the DSA indexer without a query latent (q_lora_rank)");
-        refuse(m.outputGate, "the MLA output gate");
-        refuse(m.noRope, "MLA without RoPE");
+        refuse(m.outputGate && !kimi, "the MLA output gate");
+        refuse(m.noRope && !kimi, "MLA without RoPE");
     } else {
         refuse(spec.family == model::Family::DeepseekV3, "DeepSeek-V3 without MLA");
     }
@@ -173,8 +179,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         // Llama-4's RoPE layers: causal attention within their attention_chunk_size chunk.
         const bool chunked = llama4 && layer.mixer == model::MixerKind::Chunked
             && layer.attentionChunk > 0 && layer.slidingWindow == 0;
+        const bool kda = kimi && layer.mixer == model::MixerKind::KimiDelta;
         if (layer.mixer != model::MixerKind::Attention && !window && !sparseMla && !deltaNet && !msa
-            && !chunked) {
+            && !chunked && !kda) {
             out.emplace_back("token mixers other than full causal attention (sliding, chunked, "
                              "sparse, linear, recurrent)");
             break;
@@ -199,6 +206,15 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
             break;
         }
     }
+    if (kimi) {
+        // Kimi-K3's additions to Kimi-Linear, each by name until the backward models it.
+        if (spec.linearAttention) {
+            const auto& la = *spec.linearAttention;
+            // Its safe and full-rank KDA gates and the MLA output gate are covered.
+            refuse(la.paddedALog, "Kimi-K3's A_log padded to head_dim");
+        }
+        refuse(spec.attnResBlockSize > 0, "Kimi-K3's Block Attention Residuals");
+    }
     if (spec.moe) {
         const auto& moe = *spec.moe;
         refuse(moe.scoring != model::RouterScoring::Softmax
@@ -213,9 +229,9 @@ std::vector<std::string> backwardUnsupported(const model::ModelSpec& spec)
         refuse(moe.denseBeside && !gemma4, "a dense MLP beside the experts");
         refuse(moe.numHashLayers > 0, "hash-routed layers");
         refuse(moe.sharedIntermediate > 0 && spec.family != model::Family::DeepseekV3 && !glm45
-                && !glm5 && !qwenNext && !minimaxM3 && !llama4 && !hunyuan,
-            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next, MiniMax-M3, Llama-4 "
-            "and Hunyuan");
+                && !glm5 && !qwenNext && !minimaxM3 && !llama4 && !hunyuan && !kimi,
+            "shared experts outside DeepSeek-V3, GLM-4.5, GLM-5, Qwen3-Next, MiniMax-M3, Llama-4, "
+            "Hunyuan and Kimi-Linear");
     }
     return out;
 }
@@ -265,6 +281,10 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     }
     if (spec.family == model::Family::Hunyuan) {
         out.emplace_back("Hunyuan (q/k norms after RoPE, the fp32 router; fp64 or fp32 only)");
+    }
+    if (spec.family == model::Family::KimiLinear) {
+        out.emplace_back("Kimi-Linear (Kimi Delta Attention's convs, per-channel decay, rule and "
+                         "gated o_norm; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::NemotronH) {
         out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "

@@ -4,7 +4,8 @@
 // members live by concern: backward.cpp (reading the weights, the pass from the embedding to
 // the loss and back, the public entry points), backward_layer.cpp (a decoder layer's forward
 // and backward, standard attention), backward_mla.cpp (DeepSeek's multi-head latent
-// attention), backward_ffn.cpp (gated MLPs and mixture-of-experts).
+// attention), backward_ffn.cpp (gated MLPs and mixture-of-experts),
+// backward_kimi.cpp (Kimi-Linear's KDA layers).
 
 #include "exec/backward.h"
 #include "exec/backward_ops.h"
@@ -340,6 +341,20 @@ private:
     void llama4MoeForward(int l, LayerActivations<T>& a, T* out);
     void llama4MoeBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn2);
     [[nodiscard]] bool llama4() const { return m_spec.family == model::Family::Llama4; }
+
+    // --- Kimi-Linear's Kimi Delta Attention (backward_kimi.cpp) ---
+
+    /// The KDA layer's forward on a.xn1 into `out` [n, h] (kimi_delta.cpp's): q/k/v projections,
+    /// each its own causal depthwise conv1d + SiLU from a zero window, L2-normed q/k, q scaled
+    /// by head_dim^-½, the per-channel decay −e^A_log · softplus(f_b(f_a(x)) + dt_bias),
+    /// β = σ(b_proj(x)), the rule token after token from a zero state (kimiDeltaRecurrent; the
+    /// engine's chunked prefill is the same rule), o_norm times σ(g_b(g_a(x))), o_proj; keeps in
+    /// `a` what the backward reads. Kimi-K3's safe gate (gate_lower_bound lb: g = lb ·
+    /// σ(e^A_log · (f + dt_bias))) and full-rank output gate (σ(g_proj(x))) when set.
+    void kimiDeltaForward(int l, LayerActivations<T>& a, T* out);
+    /// Its backward, the rule in reverse (delta_rule_backward.h, per-channel decay): `dout`
+    /// [n, h] → dxn1 accumulated, every KDA weight's gradient accumulated.
+    void kimiDeltaBackward(int l, const LayerActivations<T>& a, const T* dout, T* dxn1);
 
     // --- Nemotron-H's layers (backward_nemotron_h.cpp) ---
 

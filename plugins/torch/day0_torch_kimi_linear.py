@@ -341,6 +341,10 @@ class Router(nn.Module):
         self.weight = nn.Parameter(torch.zeros(experts, h))
         self.e_score_correction_bias = nn.Parameter(torch.zeros(experts))
 
+    def forward(self, x):
+        """The router's logits (its module output: the `gate` anchor of the dumps)."""
+        return F.linear(x, self.weight)
+
 
 class SparseMoe(nn.Module):
     """KimiSparseMoeBlock: sigmoid router (noaux_tc), experts w1/w3/w2, shared experts."""
@@ -370,7 +374,7 @@ class SparseMoe(nn.Module):
         groups = c.get("num_expert_group", 1) if c.get("use_grouped_topk", False) else 1
         topk_group = c.get("topk_group", 1) if c.get("use_grouped_topk", False) else 1
         top_k = c["num_experts_per_token"]
-        scores = F.linear(x, self.gate.weight).sigmoid()
+        scores = self.gate(x).sigmoid()
         choice = scores + self.gate.e_score_correction_bias
         group_scores = choice.view(-1, groups, e // groups).topk(min(2, e // groups), dim=-1)[0].sum(dim=-1)
         group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
