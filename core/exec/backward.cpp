@@ -34,6 +34,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
         }
     }
     for (const auto& req : requiredWeights(m_spec)) {
+        if (emulatedAsStored(m_spec, req.name)) {
+            fp32Weights.insert(req.name);
+        }
         const auto it = weights.find(req.name);
         if (it == weights.end()) {
             if (req.optional) {
