@@ -127,8 +127,9 @@ Result<GradientResult> GradientPass<T>::run(
     std::vector<T> hidden(std::size_t(n * h));
     DAY0_TRY(embed(ids, hidden));
     // Gemma's scaled embedding (Gemma4TextScaledWordEmbedding): the rows times sqrt(h).
-    const T embedScale = gemma4() ? T(std::sqrt(double(h))) : T(1);
+    T embedScale = gemma4() ? T(std::sqrt(double(h))) : T(1);
     if (gemma4()) {
+        round(&embedScale, 1); // cast to the weights' dtype first (as the engine's)
         for (T& x : hidden) {
             x *= embedScale;
         }
@@ -165,6 +166,7 @@ Result<GradientResult> GradientPass<T>::run(
         for (T& z : logits) {
             z = T(std::tanh(double(z) / cap) * cap);
         }
+        round(logits);
     }
 
     GradientResult result;
@@ -186,6 +188,7 @@ Result<GradientResult> GradientPass<T>::run(
             const double t = double(logits[i]) / cap;
             dlogits[i] = T(double(dlogits[i]) * (1.0 - t * t));
         }
+        round(dlogits); // the uncapped logits' gradient, in the model's dtype
     }
     std::vector<T> dxf(std::size_t(n * h));
     linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(), m_p.grad(head),
@@ -218,6 +221,7 @@ Result<GradientResult> GradientPass<T>::run(
         for (T& x : dh) {
             x *= embedScale;
         }
+        round(dh); // the looked-up rows' gradient, in the model's dtype
     }
     embedBackward(ids, dh);
     DAY0_TRY(sumHeadNormGradients());

@@ -74,6 +74,10 @@ bool emulatedAsStored(const model::ModelSpec& spec, const std::string& name)
         return endsWithAny({ ".mixer.conv1d.weight", ".mixer.conv1d.bias", ".mixer.A_log",
             ".mixer.D", ".mixer.dt_bias", ".mixer.norm.weight" });
     }
+    if (spec.family == model::Family::Gemma4) {
+        // gemma4_block.cpp: the router's scales and the layer scalar.
+        return endsWithAny({ ".router.scale", ".router.per_expert_scale", ".layer_scalar" });
+    }
     return false;
 }
 

@@ -181,19 +181,13 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
 {
     // Every op the fp64/fp32 backward covers has its emulated rounding (gradient_pass.h, the
     // MLA's in backward_mla.cpp, the Gated DeltaNet's and the Qwen3-Next gates' in
-    // backward_qwen3next.cpp, Mamba-2's in backward_nemotron_h.cpp), except those of the
-    // families named here; what neither models (the DSA indexer, the MLA output gate, MLA
-    // without RoPE, ...) is backwardUnsupported()'s to name.
+    // backward_qwen3next.cpp, Mamba-2's in backward_nemotron_h.cpp, Gemma-4's in
+    // backward_gemma4.cpp), except those of the families named here; what neither models (the DSA
+    // indexer, the MLA output gate, MLA without RoPE, ...) is backwardUnsupported()'s to name.
     std::vector<std::string> out;
     if (spec.family == model::Family::GptOss) {
         out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
                          "biased packed experts; fp64 or fp32 only)");
-    }
-    if (spec.family == model::Family::Gemma4) {
-        out.emplace_back("Gemma-4 (scaled embeddings, q/k/v norms, sliding and full layers of "
-                         "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
-                         "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
-                         "logits; fp64 or fp32 only)");
     }
     return out;
 }

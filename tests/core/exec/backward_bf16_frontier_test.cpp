@@ -1,10 +1,11 @@
 // The backward pass in emulated bf16 (exec/backward.h GradientOptions::emulated) of the families
-// whose own operators it covered last: the Qwen3-Next hybrid and Qwen3.5 (the Gated DeltaNet, the
-// attention output gate, the gated shared expert; backward_qwen3next.cpp) and Nemotron-H (Mamba-2,
-// the relu2 MLPs and experts; backward_nemotron_h.cpp). For each: its forward is the engine's
-// emulated bf16 forward bit for bit, its gradients are a bf16-sized distance from the fp64 ones,
-// and each projection's output gradient is a bf16 tensor, as in a bf16 framework (which fails
-// when one of the backward's own roundings is removed).
+// whose own operators it covered last: the Qwen3-Next hybrid and Qwen3.5 (the Gated DeltaNet,
+// the attention output gate, the gated shared expert; backward_qwen3next.cpp), Nemotron-H
+// (Mamba-2, the relu2 MLPs and experts; backward_nemotron_h.cpp) and Gemma-4's text model
+// (backward_gemma4.cpp). For each: its forward is the engine's emulated bf16 forward bit for
+// bit, its gradients are a bf16-sized distance from the fp64 ones, and each projection's output
+// gradient is a bf16 tensor, as in a bf16 framework (which fails when one of the backward's own
+// roundings is removed).
 #include "backward_twin.h"
 #include "checkpoint/shrink.h"
 #include "exec/backward.h"
@@ -16,11 +17,13 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -415,6 +418,72 @@ TEST(BackwardBf16Frontier, NemotronHProjectionGradientsAreBf16)
             { { "mixer.in_proj", false }, { "mixer.q_proj", false }, { "mixer.k_proj", false },
                 { "mixer.v_proj", false }, { "mixer.up_proj", false },
                 { "mixer.shared_experts.up_proj", false } });
+        std::filesystem::remove_all(dir);
+    }
+}
+
+/// Gemma-4's text model (Gemma4ForCausalLM) from the bundled test config `config` (under
+/// tests/data/model/configs): its text_config alone, shrunk to six layers, five sliding and one
+/// full (k = v), the logits soft-capped.
+test::ShrunkGradients gemma4Text(const std::string& config, const std::filesystem::path& dir)
+{
+    const auto text = dir.string() + "_config";
+    std::filesystem::create_directories(text);
+    {
+        std::ifstream in(std::filesystem::path(DAY0_TEST_DATA_DIR) / "model" / "configs" / config);
+        const auto full = nlohmann::ordered_json::parse(in);
+        auto json = full.at("text_config");
+        json["architectures"] = { "Gemma4ForCausalLM" };
+        json["tie_word_embeddings"] = full.value("tie_word_embeddings", true);
+        std::ofstream(std::filesystem::path(text) / "config.json") << json.dump(2);
+    }
+    checkpoint::ShrinkOptions options;
+    options.layers = 6;
+    return test::shrunkGradients(
+        (std::filesystem::path(text) / "config.json").string(), dir, kIds, options);
+}
+
+/// The dense 31B's and the 26B-A4B's (MoE block beside the MLP) text models, and the bounds on
+/// their bf16 gradients. Measured against fp64 (parameters median / largest, anchors median /
+/// largest): dense 1.2e-1 / 7.3e-1 (a full layer's k_norm weight), 1.2e-1 / 1.9e-1; MoE 4.1e-1 /
+/// 2.5, 3.9e-1 / 1.1 (5 token-layer routings differ from fp64's). Emulated fp16 gives medians
+/// 1.9e-2 and 4.7e-2 (one routing differs): the format's errors, amplified by these random
+/// weights and grown where the routing differs. The bounds leave about twice.
+struct Gemma4Case {
+    const char* kind;
+    const char* config;
+    Bounds bounds;
+};
+const std::vector<Gemma4Case> kGemma4Configs {
+    { "dense", "frontier-sizes/nvidia--Gemma-4-31B-IT-NVFP4.json", { 0.25, 1.5, 0.4 } },
+    { "moe", "frontier/google--gemma-4-26B-A4B.json", { 0.8, 5.0, 2.2 } },
+};
+
+TEST(BackwardBf16Frontier, Gemma4FollowsTheEnginesBf16Forward)
+{
+    for (const auto& [kind, config, bounds] : kGemma4Configs) {
+        SCOPED_TRACE(kind);
+        const auto dir = std::filesystem::temp_directory_path() / "day0_bf16_frontier_gemma4";
+        const auto s = gemma4Text(config, dir);
+        ASSERT_EQ(s.spec.family, model::Family::Gemma4);
+        ASSERT_TRUE(exec::emulatedBackwardUnsupported(s.spec).empty());
+        expectBf16Pass(s, dir, bounds);
+        std::filesystem::remove_all(dir);
+    }
+}
+
+TEST(BackwardBf16Frontier, Gemma4ProjectionGradientsAreBf16)
+{
+    // q/k/v (through the q/k norms, the weightless v norm, RoPE, attention; k = v on the full
+    // layer), the GLU's gate and up, the experts' router (fed the router's own input).
+    for (const auto& [kind, config, bounds] : kGemma4Configs) {
+        SCOPED_TRACE(kind);
+        const auto dir = std::filesystem::temp_directory_path() / "day0_bf16_frontier_gemma4_grid";
+        const auto s = gemma4Text(config, dir);
+        expectProjectionGradientsOnTheGrid(s, "model",
+            { { "self_attn.q_proj", false }, { "self_attn.k_proj", false },
+                { "self_attn.v_proj", false }, { "mlp.gate_proj", true },
+                { "mlp.up_proj", true } });
         std::filesystem::remove_all(dir);
     }
 }
