@@ -182,13 +182,11 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     // Every op the fp64/fp32 backward covers has its emulated rounding (gradient_pass.h, the
     // MLA's in backward_mla.cpp, the Gated DeltaNet's and the Qwen3-Next gates' in
     // backward_qwen3next.cpp, Mamba-2's in backward_nemotron_h.cpp, Gemma-4's in
-    // backward_gemma4.cpp), except those of the families named here; what neither models (the DSA
-    // indexer, the MLA output gate, MLA without RoPE, ...) is backwardUnsupported()'s to name.
+    // backward_gemma4.cpp, gpt-oss's clamped SwiGLU in backward_ffn.cpp), except those of the
+    // families named here (none at present); what neither models (the DSA indexer, the MLA
+    // output gate, MLA without RoPE, ...) is backwardUnsupported()'s to name.
     std::vector<std::string> out;
-    if (spec.family == model::Family::GptOss) {
-        out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
-                         "biased packed experts; fp64 or fp32 only)");
-    }
+    (void)spec;
     return out;
 }
 

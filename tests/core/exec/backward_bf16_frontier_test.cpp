@@ -1,11 +1,11 @@
 // The backward pass in emulated bf16 (exec/backward.h GradientOptions::emulated) of the families
 // whose own operators it covered last: the Qwen3-Next hybrid and Qwen3.5 (the Gated DeltaNet,
 // the attention output gate, the gated shared expert; backward_qwen3next.cpp), Nemotron-H
-// (Mamba-2, the relu2 MLPs and experts; backward_nemotron_h.cpp) and Gemma-4's text model
-// (backward_gemma4.cpp). For each: its forward is the engine's emulated bf16 forward bit for
-// bit, its gradients are a bf16-sized distance from the fp64 ones, and each projection's output
-// gradient is a bf16 tensor, as in a bf16 framework (which fails when one of the backward's own
-// roundings is removed).
+// (Mamba-2, the relu2 MLPs and experts; backward_nemotron_h.cpp), Gemma-4's text model
+// (backward_gemma4.cpp) and gpt-oss (its clamped SwiGLU; backward_ffn.cpp). For each: its
+// forward is the engine's emulated bf16 forward bit for bit, its gradients are a bf16-sized
+// distance from the fp64 ones, and each projection's output gradient is a bf16 tensor, as in a
+// bf16 framework (which fails when one of the backward's own roundings is removed).
 #include "backward_twin.h"
 #include "checkpoint/shrink.h"
 #include "exec/backward.h"
@@ -486,6 +486,36 @@ TEST(BackwardBf16Frontier, Gemma4ProjectionGradientsAreBf16)
                 { "mlp.up_proj", true } });
         std::filesystem::remove_all(dir);
     }
+}
+
+/// gpt-oss-20b shrunk to two layers (a sliding one, a full one): attention sinks, biased
+/// q/k/v/o, the clamped SwiGLU of its packed biased experts, the biased router.
+TEST(BackwardBf16Frontier, GptOssFollowsTheEnginesBf16Forward)
+{
+    const auto dir = std::filesystem::temp_directory_path() / "day0_bf16_frontier_gpt_oss";
+    checkpoint::ShrinkOptions options;
+    options.layers = 2;
+    const auto s = test::shrunkGradients("gpt-oss-20b", dir, kIds, options);
+    ASSERT_EQ(s.spec.family, model::Family::GptOss);
+    ASSERT_TRUE(exec::emulatedBackwardUnsupported(s.spec).empty());
+    // Measured against fp64 (parameters median / largest, anchors median / largest): 1.5e-2 /
+    // 2.0e-1 (an expert few tokens reach), 1.3e-2 / 8.4e-2; no routing differs. The bounds leave
+    // about twice.
+    expectBf16Pass(s, dir, { 0.03, 0.4, 0.17 });
+    std::filesystem::remove_all(dir);
+}
+
+TEST(BackwardBf16Frontier, GptOssProjectionGradientsAreBf16)
+{
+    // q/k/v through the sinks' attention, the router's logits.
+    const auto dir = std::filesystem::temp_directory_path() / "day0_bf16_frontier_gpt_oss_grid";
+    checkpoint::ShrinkOptions options;
+    options.layers = 2;
+    const auto s = test::shrunkGradients("gpt-oss-20b", dir, kIds, options);
+    expectProjectionGradientsOnTheGrid(s, "model",
+        { { "self_attn.q_proj", false }, { "self_attn.k_proj", false },
+            { "self_attn.v_proj", false }, { "mlp.router", true } });
+    std::filesystem::remove_all(dir);
 }
 
 } // namespace
