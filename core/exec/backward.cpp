@@ -34,6 +34,9 @@ Result<void> GradientPass<T>::init(const std::map<std::string, Tensor>& weights)
         }
     }
     for (const auto& req : requiredWeights(m_spec)) {
+        if (emulatedAsStored(m_spec, req.name)) {
+            fp32Weights.insert(req.name);
+        }
         const auto it = weights.find(req.name);
         if (it == weights.end()) {
             if (req.optional) {
@@ -131,8 +134,9 @@ Result<GradientResult> GradientPass<T>::run(
     std::vector<T> hidden(std::size_t(n * h));
     DAY0_TRY(embed(ids, hidden));
     // Gemma's scaled embedding (Gemma4TextScaledWordEmbedding): the rows times sqrt(h).
-    const T embedScale = gemma4() ? T(std::sqrt(double(h))) : T(1);
+    T embedScale = gemma4() ? T(std::sqrt(double(h))) : T(1);
     if (gemma4()) {
+        round(&embedScale, 1); // cast to the weights' dtype first (as the engine's)
         for (T& x : hidden) {
             x *= embedScale;
         }
@@ -169,6 +173,7 @@ Result<GradientResult> GradientPass<T>::run(
         for (T& z : logits) {
             z = T(std::tanh(double(z) / cap) * cap);
         }
+        round(logits);
     }
 
     GradientResult result;
@@ -190,6 +195,7 @@ Result<GradientResult> GradientPass<T>::run(
             const double t = double(logits[i]) / cap;
             dlogits[i] = T(double(dlogits[i]) * (1.0 - t * t));
         }
+        round(dlogits); // the uncapped logits' gradient, in the model's dtype
     }
     std::vector<T> dxf(std::size_t(n * h));
     linearBackward<T>(xf.data(), m_p.value(head), dlogits.data(), dxf.data(), m_p.grad(head),
@@ -222,6 +228,7 @@ Result<GradientResult> GradientPass<T>::run(
         for (T& x : dh) {
             x *= embedScale;
         }
+        round(dh); // the looked-up rows' gradient, in the model's dtype
     }
     embedBackward(ids, dh);
     DAY0_TRY(sumHeadNormGradients());

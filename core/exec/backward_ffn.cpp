@@ -8,6 +8,7 @@
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -42,7 +43,22 @@ void GradientPass<T>::mlpForward(const std::string& module, const T* x, std::int
     // gpt-oss's experts carry biases (null elsewhere).
     project(x, m_p.value(gp + ".weight"), m_p.value(gp + ".bias"), g.data(), rows, h, inter);
     project(x, m_p.value(upp + ".weight"), m_p.value(upp + ".bias"), u.data(), rows, h, inter);
-    if (m_spec.swigluLimit > 0.0) {
+    if (m_spec.swigluLimit > 0.0 && emulated()) {
+        // gpt-oss emulated as the engine's (ffn_block.cpp): the clamped gate, the clamped and
+        // shifted up rounded, then the quick GELU's gated product with its roundings.
+        const T limit = T(m_spec.swigluLimit);
+        act.resize(g.size());
+        std::vector<T> up(u.size());
+        for (std::size_t j = 0; j < g.size(); ++j) {
+            act[j] = std::min(g[j], limit);
+            up[j] = std::clamp(u[j], -limit, limit) + T(1);
+        }
+        round(up);
+        if constexpr (std::is_same_v<T, float>) {
+            emulatedGatedActivation(
+                act.data(), up.data(), rows * inter, Activation::QuickGelu, m_mode);
+        }
+    } else if (m_spec.swigluLimit > 0.0) {
         // gpt-oss: g and u stay as projected (before the clamps), which the backward masks by.
         act.resize(g.size());
         clampedSwiglu<T>(

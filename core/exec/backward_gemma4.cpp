@@ -14,6 +14,8 @@
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
 
+#include <type_traits>
+
 namespace day0::exec::detail {
 
 namespace {
@@ -55,6 +57,7 @@ Result<void> GradientPass<T>::gemma4LayerForward(int l, std::vector<T>& hidden)
     norm(a.attnOut.data(), m_p.value(p + ".post_attention_layernorm.weight"), branch.data(), n, h);
     a.mid = a.in;
     addInPlace(a.mid.data(), branch.data(), n * h);
+    round(a.mid); // emulated: the residual adds round as the engine's (gemma4_block.cpp)
     a.xn2.resize(hidden.size());
     norm(a.mid.data(), m_p.value(p + ".pre_feedforward_layernorm.weight"), a.xn2.data(), n, h);
     a.ffnOut.resize(hidden.size());
@@ -68,15 +71,18 @@ Result<void> GradientPass<T>::gemma4LayerForward(int l, std::vector<T>& hidden)
         norm(a.ffnOut.data(), m_p.value(p + ".post_feedforward_layernorm_1.weight"),
             a.ffnSum.data(), n, h);
         addInPlace(a.ffnSum.data(), branch.data(), n * h);
+        round(a.ffnSum);
         ffnIn = a.ffnSum.data();
     }
     norm(ffnIn, m_p.value(p + ".post_feedforward_layernorm.weight"), branch.data(), n, h);
     a.unscaled = a.mid;
     addInPlace(a.unscaled.data(), branch.data(), n * h);
+    round(a.unscaled);
     const T scalar = *m_p.value(p + ".layer_scalar");
     for (std::size_t i = 0; i < hidden.size(); ++i) {
         hidden[i] = a.unscaled[i] * scalar;
     }
+    round(hidden);
     return success();
 }
 
@@ -92,6 +98,8 @@ template <typename T> Result<void> GradientPass<T>::gemma4LayerBackward(int l, s
     const auto boundary = [&](std::vector<T>& g) {
         if (rounded) {
             roundTo(g);
+        } else {
+            round(g);
         }
     };
     // out = s · (mid + post_ffn(ffn)): the residual and the post-norm's output both get s · dh.
@@ -100,6 +108,7 @@ template <typename T> Result<void> GradientPass<T>::gemma4LayerBackward(int l, s
     for (std::size_t i = 0; i < dh.size(); ++i) {
         dmid[i] = dh[i] * scalar;
     }
+    boundary(dmid);
     m_acts.record(p + ".post_feedforward_layernorm", dmid.data(), { n, h });
     std::vector<T> dffn(dh.size(), T(0));
     const std::string postFfn = p + ".post_feedforward_layernorm.weight";
@@ -182,14 +191,22 @@ void GradientPass<T>::gemma4AttentionForward(int l, LayerActivations<T>& a, T* o
     a.v.resize(a.vPre.size());
     norm(a.qPre.data(), m_p.value(p + ".q_norm.weight"), a.q.data(), n * heads, d);
     norm(a.kPre.data(), m_p.value(p + ".k_norm.weight"), a.k.data(), n * kvHeads, d);
-    rmsNorm<T>(a.vPre.data(), nullptr, a.v.data(), n * kvHeads, d, m_spec.normEps); // v_norm
-    applyRope<T>(a.q.data(), n, heads, d, m_positions, rope);
-    applyRope<T>(a.k.data(), n, kvHeads, d, m_positions, rope);
+    a.v = a.vPre; // v_norm (with_scale=False), as the engine's
+    unitRmsNorm(a.v.data(), n * kvHeads, d, m_spec.normEps);
+    round(a.v);
+    if constexpr (std::is_same_v<T, float>) {
+        emulatedRope(a.q.data(), n, heads, d, m_positions, rope, {}, m_mode);
+        emulatedRope(a.k.data(), n, kvHeads, d, m_positions, rope, {}, m_mode);
+    } else {
+        applyRope<T>(a.q.data(), n, heads, d, m_positions, rope);
+        applyRope<T>(a.k.data(), n, kvHeads, d, m_positions, rope);
+    }
     a.ctx.resize(std::size_t(n * heads * d));
     AttentionMask<T> mask;
     mask.window = fullLayer(layer) ? 0 : layer.slidingWindow;
     causalAttentionForward<T>(a.q.data(), a.k.data(), a.v.data(), a.ctx.data(), a.probs, n, heads,
-        kvHeads, d, d, m_scale, {}, mask);
+        kvHeads, d, d, m_scale, attentionRounding(), mask);
+    round(a.ctx);
     project(a.ctx.data(), m_p.value(p + ".o_proj.weight"), m_p.value(p + ".o_proj.bias"), out, n,
         heads * d, h);
 }
@@ -209,6 +226,7 @@ void GradientPass<T>::gemma4AttentionBackward(
     std::vector<T> dctx(a.ctx.size());
     linearBackward<T>(a.ctx.data(), m_p.value(p + ".o_proj.weight"), dout, dctx.data(),
         m_p.grad(p + ".o_proj.weight"), m_p.grad(p + ".o_proj.bias"), n, heads * d, h, false);
+    round(dctx);
     std::vector<T> dq(a.q.size());
     std::vector<T> dk(a.k.size(), T(0));
     std::vector<T> dv(a.v.size(), T(0));
@@ -216,8 +234,14 @@ void GradientPass<T>::gemma4AttentionBackward(
     mask.window = fullLayer(layer) ? 0 : layer.slidingWindow;
     causalAttentionBackward<T>(a.q.data(), a.k.data(), a.v.data(), a.probs, dctx.data(), dq.data(),
         dk.data(), dv.data(), n, heads, kvHeads, d, d, m_scale, mask);
+    // Emulated: each op's input gradient in the model's dtype (as the standard attention's).
+    for (auto* g : { &dq, &dk, &dv }) {
+        round(*g);
+    }
     ropeBackward<T>(dq.data(), n, heads, d, m_positions, rope);
     ropeBackward<T>(dk.data(), n, kvHeads, d, m_positions, rope);
+    round(dq);
+    round(dk);
     std::vector<T> dqPre(dq.size(), T(0));
     std::vector<T> dkPre(dk.size(), T(0));
     std::vector<T> dvPre(dv.size(), T(0));
@@ -227,8 +251,12 @@ void GradientPass<T>::gemma4AttentionBackward(
         m_p.grad(p + ".k_norm.weight"), n * kvHeads, d, m_spec.normEps);
     rmsNormBackward<T>(
         a.vPre.data(), nullptr, dv.data(), dvPre.data(), nullptr, n * kvHeads, d, m_spec.normEps);
+    round(dqPre);
+    round(dkPre);
+    round(dvPre);
     if (layer.sharedKv) {
         addInPlace(dkPre.data(), dvPre.data(), std::int64_t(dkPre.size())); // k_proj feeds both
+        round(dkPre);
     }
     const auto inputGradient
         = [&](const std::string& proj, const std::vector<T>& dy, std::int64_t width) {
@@ -250,8 +278,8 @@ template <typename T> void GradientPass<T>::gemma4MoeForward(int l, LayerActivat
     const std::int64_t h = m_spec.hiddenSize;
     const std::int64_t e = moe.numExperts;
     // Gemma4TextRouter: the weightless RMS norm of the residual, times scale and h^-½, projected.
-    a.routerIn.resize(a.mid.size());
-    rmsNorm<T>(a.mid.data(), nullptr, a.routerIn.data(), n, h, m_spec.normEps);
+    a.routerIn = a.mid;
+    unitRmsNorm(a.routerIn.data(), n, h, m_spec.normEps); // as the engine's
     const T* scale = m_p.value(p + ".router.scale");
     const T root = T(1.0 / std::sqrt(double(h)));
     for (std::int64_t t = 0; t < n; ++t) {
@@ -260,6 +288,7 @@ template <typename T> void GradientPass<T>::gemma4MoeForward(int l, LayerActivat
                 = a.routerIn[std::size_t(t * h + c)] * scale[c] * root;
         }
     }
+    round(a.routerIn);
     std::vector<T> logits(std::size_t(n * e));
     project(
         a.routerIn.data(), m_p.value(p + ".router.proj.weight"), nullptr, logits.data(), n, h, e);
@@ -302,6 +331,7 @@ template <typename T> void GradientPass<T>::gemma4MoeForward(int l, LayerActivat
             }
         }
     }
+    round(a.expertsOut);
     norm(a.expertsOut.data(), m_p.value(p + ".post_feedforward_layernorm_2.weight"), out, n, h);
 }
 
@@ -342,6 +372,7 @@ void GradientPass<T>::gemma4MoeBackward(
             dweight[choice] = dot * double(perExpert[ex]);
             dPerExpert[ex] += T(dot * w);
         }
+        round(dy); // emulated: each expert's output gradient, in the model's dtype
         std::vector<T> dx(std::size_t(m * h), T(0));
         mlpBackward(fmt::format("{}.experts.{}", p, ex), x.x.data(), m, moe.expertIntermediate, x.g,
             x.u, x.act, dy.data(), dx.data());
@@ -352,15 +383,18 @@ void GradientPass<T>::gemma4MoeBackward(
             }
         }
     }
+    round(dxe); // the normed experts' input's gradient, summed over the experts
     const std::string pre2 = p + ".pre_feedforward_layernorm_2.weight";
     rmsNormBackward<T>(
         a.mid.data(), m_p.value(pre2), dxe.data(), dmid, m_p.grad(pre2), n, h, m_spec.normEps);
     // w_j = r · s_j / Σ_chosen s, s the softmax over every expert.
-    const std::vector<T> dlogits = routerLogitsBackward(a, dweight, n, false);
+    std::vector<T> dlogits = routerLogitsBackward(a, dweight, n, false);
+    round(dlogits); // the router's logits are in the model's dtype
     m_acts.record(p + ".router", dlogits.data(), { n, e });
     std::vector<T> dRouterIn(std::size_t(n * h), T(0));
     linearBackward<T>(a.routerIn.data(), m_p.value(p + ".router.proj.weight"), dlogits.data(),
         dRouterIn.data(), m_p.grad(p + ".router.proj.weight"), nullptr, n, h, e, false);
+    round(dRouterIn);
     // routerIn = norm(mid) · scale · root: scale's gradient from norm(mid) = routerIn / scale
     // would divide by a learned value; recomputed from mid instead.
     std::vector<T> normed(std::size_t(n * h));
@@ -375,6 +409,7 @@ void GradientPass<T>::gemma4MoeBackward(
             dRouterIn[i] *= scale[c] * root;
         }
     }
+    round(dRouterIn);
     rmsNormBackward<T>(
         a.mid.data(), nullptr, dRouterIn.data(), dmid, nullptr, n, h, m_spec.normEps);
 }

@@ -144,15 +144,18 @@ template <typename T> void GradientPass<T>::mamba2Forward(int l, LayerActivation
     mamba2Conv(a.conv.data(), n, channels, s.kernel, convW, convB, window.data());
     std::fill(window.begin(), window.end(), T(0));
     mamba2ConvPreActivation(a.convPre.data(), n, channels, s.kernel, convW, convB, window.data());
+    round(a.conv); // emulated: the engine rounds the conv's output, the scan's and the norm's
     mamba2Dt(a.dt.data(), n, s.heads, m_p.value(m + ".dt_bias"));
     std::vector<T> ssm(std::size_t(s.heads * s.headDim * s.state), T(0));
     a.ssd.resize(std::size_t(n * s.inner()));
     // As the engine's prefill: the chunked form over more than one token.
     mamba2Scan(a.conv.data(), a.dt.data(), m_p.value(m + ".A_log"), m_p.value(m + ".D"), ssm.data(),
         a.ssd.data(), n, s, n > 1);
+    round(a.ssd);
     a.gatedOut = a.ssd;
     gatedGroupRmsNorm(a.gatedOut.data(), a.proj.data(), width, m_p.value(m + ".norm.weight"), n,
         s.inner(), s.groups, m_spec.normEps);
+    round(a.gatedOut);
     project(a.gatedOut.data(), m_p.value(m + ".out_proj.weight"), m_p.value(m + ".out_proj.bias"),
         out, n, s.inner(), h);
 }
@@ -169,6 +172,7 @@ void GradientPass<T>::mamba2Backward(int l, const LayerActivations<T>& a, const 
     std::vector<T> dnorm(a.gatedOut.size());
     linearBackward<T>(a.gatedOut.data(), m_p.value(m + ".out_proj.weight"), dout, dnorm.data(),
         m_p.grad(m + ".out_proj.weight"), m_p.grad(m + ".out_proj.bias"), n, s.inner(), h, false);
+    round(dnorm);
     m_acts.record(m + ".norm", dnorm.data(), { n, s.inner() });
     // dproj gathers z's gradient (the gate), xBC's (through the conv) and dt's.
     std::vector<T> dproj(a.proj.size(), T(0));
@@ -176,10 +180,15 @@ void GradientPass<T>::mamba2Backward(int l, const LayerActivations<T>& a, const 
     gatedGroupRmsNormBackward<T>(a.ssd.data(), a.proj.data(), width, m_p.value(m + ".norm.weight"),
         dnorm.data(), dssd.data(), dproj.data(), m_p.grad(m + ".norm.weight"), n, s.inner(),
         s.groups, m_spec.normEps);
+    // Emulated: the gradients of the rounded scan output and (below) of the rounded conv output
+    // and of in_proj's output, each in the model's dtype; dt stays fp32 (softplus's output is
+    // not rounded in the forward).
+    round(dssd);
     std::vector<T> dconv(a.conv.size(), T(0));
     std::vector<T> ddt(a.dt.size(), T(0));
     mamba2ScanBackward<T>(a.conv.data(), a.dt.data(), m_p.value(m + ".A_log"), m_p.value(m + ".D"),
         dssd.data(), dconv.data(), ddt.data(), m_p.grad(m + ".A_log"), m_p.grad(m + ".D"), n, s);
+    round(dconv);
     const std::int64_t dtAt = s.inner() + channels;
     mamba2DtBackward<T>(a.proj.data() + dtAt, width, m_p.value(m + ".dt_bias"), ddt.data(),
         dproj.data() + dtAt, m_p.grad(m + ".dt_bias"), n, s.heads);
@@ -194,6 +203,7 @@ void GradientPass<T>::mamba2Backward(int l, const LayerActivations<T>& a, const 
     for (std::int64_t t = 0; t < n; ++t) {
         std::copy_n(dxbcIn.begin() + t * channels, channels, dproj.begin() + t * width + s.inner());
     }
+    round(dproj);
     linearBackward<T>(a.xn1.data(), m_p.value(m + ".in_proj.weight"), dproj.data(), dxn1,
         m_p.grad(m + ".in_proj.weight"), m_p.grad(m + ".in_proj.bias"), n, h, width, true);
 }
@@ -223,6 +233,7 @@ void GradientPass<T>::relu2Backward(const std::string& module, const T* x, std::
     linearBackward<T>(act.data(), m_p.value(module + ".down_proj.weight"), dout, du.data(),
         m_p.grad(module + ".down_proj.weight"), m_p.grad(module + ".down_proj.bias"), rows, inter,
         in, false);
+    round(du); // the gradient of the rounded relu(u)²
     for (std::size_t i = 0; i < du.size(); ++i) {
         du[i] = u[i] > T(0) ? du[i] * T(2) * u[i] : T(0); // d relu(u)² = 2·relu(u)
     }

@@ -18,7 +18,9 @@
 #include "exec/gradient_pass.h"
 #include "exec/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 namespace day0::exec::detail {
 
@@ -52,6 +54,30 @@ template <typename T> T siluDerivative(T x)
 }
 
 } // namespace
+
+bool emulatedAsStored(const model::ModelSpec& spec, const std::string& name)
+{
+    const auto endsWithAny = [&](std::initializer_list<const char*> leaves) {
+        return std::any_of(
+            leaves.begin(), leaves.end(), [&](const char* leaf) { return name.ends_with(leaf); });
+    };
+    if (isQwenNext(spec)) {
+        // gated_delta_net.cpp: the conv, A_log, dt_bias and the gated norm's weight.
+        return name.find(".linear_attn.") != std::string::npos
+            && endsWithAny({ ".conv1d.weight", ".A_log", ".dt_bias", ".norm.weight" });
+    }
+    if (spec.family == model::Family::NemotronH) {
+        // nemotron_h_block.cpp: Mamba-2's conv with its bias, A_log, D, dt_bias, the gated group
+        // norm's weight (the block's own norm is ".norm.weight" outside the mixer).
+        return endsWithAny({ ".mixer.conv1d.weight", ".mixer.conv1d.bias", ".mixer.A_log",
+            ".mixer.D", ".mixer.dt_bias", ".mixer.norm.weight" });
+    }
+    if (spec.family == model::Family::Gemma4) {
+        // gemma4_block.cpp: the router's scales and the layer scalar.
+        return endsWithAny({ ".router.scale", ".router.per_expert_scale", ".layer_scalar" });
+    }
+    return false;
+}
 
 template <typename T> std::string GradientPass<T>::mixerAnchor(int l) const
 {
@@ -116,20 +142,23 @@ template <typename T> void GradientPass<T>::deltaNetForward(int l, LayerActivati
             }
         }
     }
+    // Its SiLU output, rounded where the engine rounds it (emulated): the L2 norm's input and v.
+    a.conv.resize(a.convPre.size());
+    for (std::size_t i = 0; i < a.convPre.size(); ++i) {
+        const T x = a.convPre[i];
+        a.conv[i] = x * sigmoid(x);
+    }
+    round(a.conv);
     a.qkUnit.resize(std::size_t(n * 2 * d.keyDim));
     std::vector<T> v(std::size_t(n * d.valueDim));
     for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t c = 0; c < d.convDim; ++c) {
-            const T x = a.convPre[std::size_t(t * d.convDim + c)];
-            const T y = x * sigmoid(x);
-            if (c < 2 * d.keyDim) {
-                a.qkUnit[std::size_t(t * 2 * d.keyDim + c)] = y;
-            } else {
-                v[std::size_t(t * d.valueDim + c - 2 * d.keyDim)] = y;
-            }
-        }
+        std::copy_n(
+            a.conv.begin() + t * d.convDim, 2 * d.keyDim, a.qkUnit.begin() + t * 2 * d.keyDim);
+        std::copy_n(
+            a.conv.begin() + t * d.convDim + 2 * d.keyDim, d.valueDim, v.begin() + t * d.valueDim);
     }
     l2NormalizeRows(a.qkUnit.data(), n * 2 * d.nk, d.dk, 1e-6);
+    round(a.qkUnit);
     // Value head j reads key head j / r; q scaled by dk^-½.
     const T scale = T(1.0 / std::sqrt(double(d.dk)));
     std::vector<T> q(std::size_t(n * d.nv * d.dk));
@@ -155,6 +184,7 @@ template <typename T> void GradientPass<T>::deltaNetForward(int l, LayerActivati
             a.decay[i] = -std::exp(aLog[j]) * softplus(a.decayIn[i]);
         }
     }
+    round(a.beta); // β is in the model's dtype, the decay g in fp32 (transformers)
     // The rule token after token, keeping the state before each.
     const std::int64_t stateSize = d.nv * d.dk * d.dv;
     std::vector<T> state(std::size_t(stateSize), T(0));
@@ -167,10 +197,20 @@ template <typename T> void GradientPass<T>::deltaNetForward(int l, LayerActivati
             v.data() + t * d.valueDim, a.decay.data() + t * d.nv, a.beta.data() + t * d.nv,
             state.data(), a.core.data() + t * d.valueDim, one);
     }
-    // The gated RMSNorm over each value head (the engine's), then out_proj.
+    if (emulated() && n > 1) {
+        // The engine's prefill runs the chunked form: the same rule, summed in another order,
+        // so its output (rounded next) is taken from the same kernel. The backward reads the
+        // states the recurrent form kept, which differ from the chunked form's by fp32
+        // arithmetic only.
+        std::fill(state.begin(), state.end(), T(0));
+        gatedDeltaChunked(q.data(), k.data(), v.data(), a.decay.data(), a.beta.data(), state.data(),
+            a.core.data(), { n, d.nv, d.dk, d.dv }, kDeltaRuleChunk);
+    }
+    round(a.core);
+    // The gated RMSNorm over each value head (the engine's, with its roundings), then out_proj.
     a.gatedCore = a.core;
     gatedHeadNorm(a.gatedCore.data(), a.z.data(), m_p.value(p + ".norm.weight"), n * d.nv, d.dv,
-        m_spec.normEps, HeadGate::Silu, [](T*, std::int64_t) {});
+        m_spec.normEps, HeadGate::Silu, [this](T* x, std::int64_t count) { round(x, count); });
     project(a.gatedCore.data(), m_p.value(p + ".out_proj.weight"), nullptr, out, n, d.valueDim, h);
 }
 
@@ -186,6 +226,7 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
     std::vector<T> dgated(a.gatedCore.size());
     linearBackward<T>(a.gatedCore.data(), m_p.value(p + ".out_proj.weight"), dout, dgated.data(),
         m_p.grad(p + ".out_proj.weight"), nullptr, n, d.valueDim, h, false);
+    round(dgated);
     const T* normW = m_p.value(p + ".norm.weight");
     std::vector<T> dz(a.z.size());
     std::vector<T> dnormed(a.z.size());
@@ -203,9 +244,13 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
             dnormed[at] = dgated[at] * zi * sigmoid(zi);
         }
     }
+    // Emulated: the gradients of the gate's input z and of the rounded norm(o)·w, then o's.
+    round(dz);
+    round(dnormed);
     std::vector<T> dcore(a.core.size(), T(0));
     rmsNormBackward<T>(a.core.data(), normW, dnormed.data(), dcore.data(),
         m_p.grad(p + ".norm.weight"), n * d.nv, d.dv, m_spec.normEps);
+    round(dcore);
 
     // The rule in reverse (delta_rule_backward.h), value head by value head, on q, k, v, g and
     // β gathered from what the forward kept.
@@ -236,10 +281,9 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
                     q[std::size_t(t * d.dk + i)] = qk[kh * d.dk + i] * scale;
                     k[std::size_t(t * d.dk + i)] = qk[d.keyDim + kh * d.dk + i];
                 }
-                const T* pre = a.convPre.data() + t * d.convDim + 2 * d.keyDim + j * d.dv;
-                for (std::int64_t c = 0; c < d.dv; ++c) {
-                    v[std::size_t(t * d.dv + c)] = pre[c] * sigmoid(pre[c]);
-                }
+                // v as the rule read it: SiLU of the conv (rounded where the forward rounds).
+                std::copy_n(a.conv.data() + t * d.convDim + 2 * d.keyDim + j * d.dv, d.dv,
+                    v.begin() + t * d.dv);
                 std::copy_n(dcore.data() + t * d.valueDim + j * d.dv, d.dv, dO.begin() + t * d.dv);
                 g[std::size_t(t)] = a.decay[hv];
                 beta[std::size_t(t)] = a.beta[hv];
@@ -266,20 +310,22 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
             }
         }
     }
+    // Emulated: the rule's input gradients, in its inputs' dtype (q, k, v and β; g is fp32).
+    round(dqUnit);
+    round(dconv);
+    round(dbeta);
     // The L2 norm x / sqrt(Σx² + ε) is the RMSNorm of ε / dk, divided by √dk.
     for (T& g : dqUnit) {
         g *= scale;
     }
     std::vector<T> conv(std::size_t(n * 2 * d.keyDim));
     for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t c = 0; c < 2 * d.keyDim; ++c) {
-            const T x = a.convPre[std::size_t(t * d.convDim + c)];
-            conv[std::size_t(t * 2 * d.keyDim + c)] = x * sigmoid(x);
-        }
+        std::copy_n(a.conv.begin() + t * d.convDim, 2 * d.keyDim, conv.begin() + t * 2 * d.keyDim);
     }
     std::vector<T> dqk(conv.size(), T(0));
     rmsNormBackward<T>(conv.data(), nullptr, dqUnit.data(), dqk.data(), nullptr, n * 2 * d.nk, d.dk,
         1e-6 / double(d.dk));
+    round(dqk);
     // The conv's SiLU, then its taps over zeros ++ mixed.
     const T* w = m_p.value(p + ".conv1d.weight");
     T* dw = m_p.grad(p + ".conv1d.weight");
@@ -302,6 +348,7 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
             }
         }
     }
+    round(dmixed); // the conv's input gradient
     // β = σ(b); g = −e^A · softplus(a + dt_bias) (softplus' = σ, 1 above torch's threshold 20).
     const T* aLog = m_p.value(p + ".A_log");
     T* daLog = m_p.grad(p + ".A_log");
@@ -318,6 +365,8 @@ void GradientPass<T>::deltaNetBackward(int l, const LayerActivations<T>& a, cons
             ddt[j] += da[i];
         }
     }
+    round(db); // the gradients of b and a, in_proj outputs in the model's dtype
+    round(da);
     // The in-projections' input gradients into dxn1.
     const auto inputGradient
         = [&](const std::string& proj, const std::vector<T>& dy, std::int64_t width) {
@@ -371,6 +420,7 @@ template <typename T> void GradientPass<T>::applyOutputGate(LayerActivations<T>&
     for (std::size_t i = 0; i < a.ctx.size(); ++i) {
         a.ctx[i] *= sigmoid(a.outGate[i]);
     }
+    round(a.ctx); // the engine's emulated forward rounds the gated context
 }
 
 template <typename T>
@@ -383,6 +433,9 @@ std::vector<T> GradientPass<T>::outputGateBackward(
         dgate[i] = dctx[i] * a.ungated[i] * s * (T(1) - s);
         dctx[i] *= s;
     }
+    // Emulated: both are gradients of tensors in the model's dtype.
+    round(dgate);
+    round(dctx);
     return dgate;
 }
 
@@ -437,6 +490,9 @@ std::vector<T> GradientPass<T>::sharedGateBackward(
         }
         dlogit[std::size_t(t)] = dot * s * (T(1) - s);
     }
+    // Emulated: the shared expert's output and the gate's logit are in the model's dtype.
+    round(dshared);
+    round(dlogit);
     linearBackward<T>(
         a.xn2.data(), m_p.value(gate), dlogit.data(), dxn2, m_p.grad(gate), nullptr, n, h, 1, true);
     return dshared;

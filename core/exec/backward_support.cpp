@@ -247,31 +247,18 @@ bool untrainableParameter(const std::string& name)
 std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spec)
 {
     // Every op the fp64/fp32 backward covers has its emulated rounding (gradient_pass.h, the
-    // MLA's in backward_mla.cpp), except gpt-oss's, named here until they have one; what neither
-    // models (the DSA indexer, the MLA output gate, MLA without RoPE, ...) is
-    // backwardUnsupported()'s to name.
+    // MLA's in backward_mla.cpp, the Gated DeltaNet's and the Qwen3-Next gates' in
+    // backward_qwen3next.cpp, Mamba-2's in backward_nemotron_h.cpp, Gemma-4's in
+    // backward_gemma4.cpp, gpt-oss's clamped SwiGLU in backward_ffn.cpp), except those of the
+    // families named here; what neither models (the DSA indexer, the MLA
+    // output gate, MLA without RoPE, ...) is backwardUnsupported()'s to name.
     std::vector<std::string> out;
-    if (spec.family == model::Family::GptOss) {
-        out.emplace_back("gpt-oss (attention sinks, sliding windows, the clamped SwiGLU and its "
-                         "biased packed experts; fp64 or fp32 only)");
-    }
-    if (detail::isQwenNext(spec)) {
-        out.emplace_back(fmt::format("{} (the Gated DeltaNet, the attention output gate, the gated "
-                                     "shared expert; fp64 or fp32 only)",
-            model::familyName(spec.family)));
-    }
-    if (spec.family == model::Family::Gemma4) {
-        out.emplace_back("Gemma-4 (scaled embeddings, q/k/v norms, sliding and full layers of "
-                         "their own RoPE and head width, k = v, sandwich norms, the layer scalar, "
-                         "the gelu-tanh GLU, the MoE block beside the dense MLP, soft-capped "
-                         "logits; fp64 or fp32 only)");
-    }
     if (spec.family == model::Family::DeepseekV4) {
         out.emplace_back("DeepSeek-V4 (hyper-connections, the compressors' pooling, the sinks, "
                          "the sqrtsoftplus router and the clamped SwiGLU; fp64 or fp32 only)");
     }
     if (spec.family == model::Family::MiniMaxM3) {
-        out.emplace_back("MiniMax-M3 (MSA's index branch and block selection, swigluoai's clamps; "
+        out.emplace_back("MiniMax-M3 (MSA's index branch and block selection; "
                          "fp64 or fp32 only)");
     }
     if (spec.family == model::Family::Llama4) {
@@ -285,10 +272,6 @@ std::vector<std::string> emulatedBackwardUnsupported(const model::ModelSpec& spe
     if (spec.family == model::Family::KimiLinear) {
         out.emplace_back("Kimi-Linear (Kimi Delta Attention's convs, per-channel decay, rule and "
                          "gated o_norm; fp64 or fp32 only)");
-    }
-    if (spec.family == model::Family::NemotronH) {
-        out.emplace_back("Nemotron-H (the Mamba-2 conv, scan and gated norm, the relu2 MLPs and "
-                         "experts, the latent MoE; fp64 or fp32 only)");
     }
     return out;
 }

@@ -44,6 +44,11 @@ template <typename T> constexpr DType computeType()
 /// Tensors no gradient reaches by construction (backward.h untrainableParameter).
 inline bool untrainable(const std::string& name) { return untrainableParameter(name); }
 
+/// True for the weights an emulated engine forward reads as stored, unrounded: the Gated
+/// DeltaNet's (Qwen3-Next, Qwen3.5) and Mamba-2's (Nemotron-H) conv, decay, skip and gated-norm
+/// weights, which only GEMMs and RMSNorms would round (backward_qwen3next.cpp).
+bool emulatedAsStored(const model::ModelSpec& spec, const std::string& name);
+
 /// One gradient pass in T (double: fp64, float: fp32): a forward that keeps each op's inputs,
 /// the cross-entropy, and the backward of every layer in reverse, op by op (backward_ops.h).
 /// Used once, by one thread.
@@ -86,6 +91,30 @@ public:
         }
         mlaForward(l, a, out);
         return mlaBackward(l, a, dout, dxn1);
+    }
+    /// Layer `l` alone, for the tests of its emulated rounding (backward_bf16_frontier_test):
+    /// its forward from `hidden` ([n, h], positions 0..n-1; replaced by the layer's output),
+    /// then its backward from `dh` (replaced by the gradient of the layer's input); the weight
+    /// gradients in gradient(), what the forward kept in activations(l). After init().
+    Result<void> layerBlock(int l, std::vector<T>& hidden, std::vector<T>& dh)
+    {
+        const auto n = std::int64_t(hidden.size()) / m_spec.hiddenSize;
+        m_positions.resize(std::size_t(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+            m_positions[std::size_t(i)] = i;
+        }
+        m_layers.resize(std::size_t(m_spec.numLayers));
+        DAY0_TRY(gemma4()     ? gemma4LayerForward(l, hidden)
+                : nemotronH() ? nemotronHLayerForward(l, hidden)
+                              : layerForward(l, hidden));
+        return gemma4()   ? gemma4LayerBackward(l, dh)
+            : nemotronH() ? nemotronHLayerBackward(l, dh)
+                          : layerBackward(l, dh);
+    }
+    /// What layer `l`'s forward kept (after layerBlock or run).
+    [[nodiscard]] const LayerActivations<T>& activations(int l) const
+    {
+        return m_layers.at(std::size_t(l));
     }
     /// The weight `name` as the pass computes with it (rounded when emulated); null if absent.
     [[nodiscard]] const T* weight(const std::string& name) const { return m_p.value(name); }

@@ -1,6 +1,7 @@
 #include "backward_twin.h"
 
 #include "base/progress.h"
+#include "base/python_json.h"
 #include "base/resources.h"
 #include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
@@ -15,6 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 namespace day0::test {
 
@@ -157,6 +160,32 @@ ShrunkGradients shrunkGradients(const std::string& config, const std::filesystem
         g.ours = *ours;
     }
     return g;
+}
+
+ShrunkGradients shrunkEditedGradients(const std::string& bundled, const std::filesystem::path& dir,
+    const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options,
+    const std::function<void(nlohmann::ordered_json&)>& edit)
+{
+    setResourceDir(DAY0_RESOURCE_DIR);
+    const std::filesystem::path configDir = dir.string() + "_config";
+    std::filesystem::create_directories(configDir);
+    {
+        std::ifstream in(
+            std::filesystem::path(DAY0_RESOURCE_DIR) / "configs" / (bundled + ".json"));
+        const std::string text(
+            (std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // Nemotron 3 Super's time_step_limit holds Infinity, as Python writes it.
+        auto parsed = parsePythonJsonOrdered(text, bundled);
+        EXPECT_TRUE(parsed.ok()) << parsed.error().message;
+        if (!parsed.ok()) {
+            return {};
+        }
+        auto config = parsed->value;
+        config.erase("quantization_config");
+        edit(config);
+        std::ofstream(configDir / "config.json") << dumpPythonJson(config, 2);
+    }
+    return shrunkGradients((configDir / "config.json").string(), dir, ids, options);
 }
 
 std::string refusals(const model::ModelSpec& spec)

@@ -7,9 +7,12 @@
 #include "model/model_spec.h"
 #include "numerics/tensor.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +58,13 @@ struct ShrunkGradients {
 };
 ShrunkGradients shrunkGradients(const std::string& config, const std::filesystem::path& dir,
     const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options = {});
+
+/// shrunkGradients of the bundled config `bundled` (resources/configs) without its
+/// quantization_config, with `edit` applied to its JSON first (the edited config written beside
+/// `dir`, in `dir` + "_config").
+ShrunkGradients shrunkEditedGradients(const std::string& bundled, const std::filesystem::path& dir,
+    const std::vector<std::int64_t>& ids, const checkpoint::ShrinkOptions& options,
+    const std::function<void(nlohmann::ordered_json&)>& edit);
 
 /// backwardUnsupported's lines for `spec`, joined.
 std::string refusals(const model::ModelSpec& spec);
