@@ -32,6 +32,7 @@ struct TolerancesArgs {
     int version = 1;
     std::string out;
     std::string table; ///< show: a bundled name or a file
+    bool gradients = false; ///< derive: gradient rules from `run --grad` passes
 };
 
 void printRules(const numerics::ToleranceTable& table)
@@ -39,12 +40,22 @@ void printRules(const numerics::ToleranceTable& table)
     Table t({ "rule", "dtype", "op", "max_rel_l2", "max_kl", "min_top1", "how" },
         { Table::Align::Left, Table::Align::Left, Table::Align::Left, Table::Align::Right,
             Table::Align::Right, Table::Align::Right, Table::Align::Left });
-    for (const auto& r : table.rules) {
-        t.addRow({ r.id, r.dtype ? std::string(dtypeName(*r.dtype)) : "*",
-            r.op ? std::string(numerics::opKindName(*r.op)) : "*",
+    const auto add = [&](const numerics::ToleranceRule& r) {
+        std::string op = r.op ? std::string(numerics::opKindName(*r.op)) : "*";
+        if (r.isGradientRule) {
+            op = fmt::format("{} grad: {}",
+                r.gradient ? std::string(numerics::gradientOfName(*r.gradient)) : "*", op);
+        }
+        t.addRow({ r.id, r.dtype ? std::string(dtypeName(*r.dtype)) : "*", op,
             fmt::format("{:.3g}", r.maxRelL2), r.maxKl ? fmt::format("{:.3g}", *r.maxKl) : "-",
             r.minTop1 ? fmt::format("{:.0f}%", 100.0 * *r.minTop1) : "-",
             !r.looserBecause.empty() ? r.looserBecause : r.note });
+    };
+    for (const auto& r : table.rules) {
+        add(r);
+    }
+    for (const auto& r : table.gradientRules) {
+        add(r);
     }
     fmt::print("{}", t.render());
 }
@@ -57,9 +68,10 @@ int runDerive(const TolerancesArgs& args, const GlobalOptions& global)
         const std::filesystem::path p(c);
         line += " " + (p.filename().empty() ? p.parent_path().filename() : p.filename()).string();
     }
-    line += fmt::format(" --precision {} --runs {} --tokens {} --seed {} --percentile {:g} "
+    line += fmt::format("{} --precision {} --runs {} --tokens {} --seed {} --percentile {:g} "
                         "--margin {:g}",
-        args.precisions, args.runs, args.tokens, args.seed, args.percentile, args.margin);
+        args.gradients ? " --grad" : "", args.precisions, args.runs, args.tokens, args.seed,
+        args.percentile, args.margin);
     actions::DeriveTolerancesRequest request;
     if (args.growth == "sqrt") {
         request.derivation.growth = numerics::DepthGrowth::Sqrt;
@@ -93,6 +105,7 @@ int runDerive(const TolerancesArgs& args, const GlobalOptions& global)
         }
         request.precisions.push_back(*p);
     }
+    request.gradients = args.gradients;
     request.runs = args.runs;
     request.tokens = args.tokens;
     request.seed = args.seed;
@@ -121,7 +134,7 @@ int runDerive(const TolerancesArgs& args, const GlobalOptions& global)
         return reportError(table.error());
     }
     printRules(*table);
-    fmt::print("{}\n", table->derivation);
+    fmt::print("{}\n", args.gradients ? table->gradientDerivation : table->derivation);
     if (!args.out.empty()) {
         fmt::print("wrote {} ({}); use it with --tolerances {}\n", displayPath(args.out),
             table->label(), displayPath(args.out));
@@ -144,6 +157,11 @@ int runShow(const TolerancesArgs& args, const GlobalOptions& global)
         for (const auto& r : table->rules) {
             j["rules"].push_back(numerics::toleranceRuleToJson(r));
         }
+        j["gradient_derivation"] = table->gradientDerivation;
+        j["gradient_rules"] = nlohmann::json::array();
+        for (const auto& r : table->gradientRules) {
+            j["gradient_rules"].push_back(numerics::toleranceRuleToJson(r));
+        }
         fmt::print("{}\n", dumpJson(j, 2));
         return 0;
     }
@@ -156,6 +174,12 @@ int runShow(const TolerancesArgs& args, const GlobalOptions& global)
     printRules(*table);
     fmt::print(
         "{}\n", table->derivation.empty() ? "how it was derived: not recorded" : table->derivation);
+    fmt::print("gradients: {}\n",
+        !table->gradientRules.empty()
+            ? (table->gradientDerivation.empty()
+                    ? "how the gradient rules were derived: not recorded"
+                    : table->gradientDerivation)
+            : "no gradient rules: gradient captures are judged by the forward rules");
     return 0;
 }
 
@@ -173,6 +197,10 @@ std::function<int()> setupTolerances(CLI::App& app, const GlobalOptions& global)
             "target precisions, comma-separated: bf16, fp16, fp8, fp8-e5m2, int8, nvfp4, mxfp4, "
             "int4, int4-g32")
         ->capture_default_str();
+    derive->add_flag("--grad", args->gradients,
+        "gradient rules: per prompt an fp64 gradient pass (run --grad) is the reference, each "
+        "precision (bf16, fp16, fp32) runs propagated and in inject mode; the base's forward "
+        "rules are kept");
     derive->add_option("--runs", args->runs, "prompts per checkpoint and precision")
         ->capture_default_str();
     derive->add_option("--tokens", args->tokens, "prompt length (the model's own greedy text)")

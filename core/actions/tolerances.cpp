@@ -1,12 +1,16 @@
 #include "actions/tolerances.h"
 
+#include "actions/gradients.h"
 #include "base/file_util.h"
 #include "base/json_util.h"
+#include "checkpoint/tensor_file.h"
 #include "exec/checkpoint_weights.h"
 #include "exec/precision_run.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <chrono>
 
 namespace day0::actions {
 
@@ -54,6 +58,96 @@ std::vector<std::int64_t> startTokens(
     return start;
 }
 
+/// Removes a scratch folder when it goes out of scope.
+struct ScratchFolder {
+    fs::path path;
+    ~ScratchFolder()
+    {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+/// One gradient pass of `checkpoint` over `ids` into `dump` (inject mode when `inject` is set).
+Result<void> gradientPass(const fs::path& checkpoint, const std::vector<std::int64_t>& ids,
+    std::optional<exec::PrecisionMode> precision, const fs::path& dump, const fs::path& inject,
+    const std::string& where, std::stop_token stop)
+{
+    GradientRequest r;
+    r.checkpoint = checkpoint.string();
+    r.ids = ids;
+    r.dump = dump;
+    r.inject = inject;
+    if (precision) {
+        r.fp64 = false;
+        r.emulated = *precision;
+    }
+    Progress quiet;
+    auto done = checkpointGradients(r, quiet, stop);
+    if (!done) {
+        return done.error().withContext(where);
+    }
+    return success();
+}
+
+/// The healthy gradient runs of one prompt: an fp64 reference pass, then per precision the
+/// propagated and the inject-mode pass, each compared with the reference.
+Result<void> gradientRuns(const DeriveTolerancesRequest& request, const fs::path& checkpoint,
+    const std::string& model, const HealthyPrompt& prompt, int r,
+    const numerics::ToleranceTable& base, const fs::path& scratch,
+    std::vector<numerics::HealthyRun>& out, Progress& progress, std::stop_token stop)
+{
+    const fs::path reference = scratch / "fp64";
+    DAY0_TRY(gradientPass(checkpoint, prompt.ids, std::nullopt, reference, {},
+        fmt::format("{} fp64 gradient pass, prompt {}", model, r), stop));
+    auto ref = checkpoint::readDump(reference);
+    if (!ref) {
+        return ref.error();
+    }
+    for (const auto precision : request.precisions) {
+        if (stop.stop_requested()) {
+            return Error::cancelled();
+        }
+        const std::string name(exec::precisionName(precision));
+        progress.setStage(
+            fmt::format("{} {} gradients, run {} of {}", model, name, r + 1, request.runs));
+        const fs::path target = scratch / name;
+        const fs::path inject = scratch / (name + "-inject");
+        const std::string where = fmt::format("{} {} gradient pass, prompt {}", model, name, r);
+        DAY0_TRY(gradientPass(checkpoint, prompt.ids, precision, target, {}, where, stop));
+        DAY0_TRY(gradientPass(
+            checkpoint, prompt.ids, precision, inject, reference, where + " (inject mode)", stop));
+        auto t = checkpoint::readDump(target);
+        auto l = t ? checkpoint::readDump(inject) : Result<numerics::Dump>(t.error());
+        if (!l) {
+            return l.error();
+        }
+        numerics::CompareOptions compare;
+        compare.table = &base;
+        compare.everyFlipReach = true;
+        Progress inner;
+        numerics::HealthyRun run;
+        run.model = model;
+        run.prompt = prompt.label;
+        run.dtype = exec::precisionDType(precision);
+        run.gradients = true;
+        auto propagated = numerics::compareDumps(*ref, *t, compare, inner, stop);
+        if (!propagated) {
+            return propagated.error().withContext(where);
+        }
+        compare.local = &*l;
+        auto local = numerics::compareDumps(*ref, *t, compare, inner, stop);
+        if (!local) {
+            return local.error().withContext(where);
+        }
+        run.propagated = std::move(*propagated);
+        run.local = std::move(*local);
+        out.push_back(std::move(run));
+        progress.advance();
+    }
+    return success();
+}
+
 } // namespace
 
 Result<HealthyPrompt> healthyPrompt(const fs::path& checkpoint, exec::Engine& fp32,
@@ -91,6 +185,17 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
                 request.tokens));
     }
     for (const auto p : request.precisions) {
+        if (request.gradients) {
+            // The gradient pass emulates these (exec::GradientOptions::emulated) against fp64.
+            if (p != exec::PrecisionMode::BF16 && p != exec::PrecisionMode::F16
+                && p != exec::PrecisionMode::F32) {
+                return Error::badInput(fmt::format(
+                    "--precision {} with --grad: the gradient pass runs bf16, fp16 or fp32 "
+                    "against its fp64 reference",
+                    exec::precisionName(p)));
+            }
+            continue;
+        }
         if (p == exec::PrecisionMode::F32 || p == exec::PrecisionMode::F64) {
             return Error::badInput(fmt::format(
                 "--precision {}: a reference precision; derive limits for the emulated ones "
@@ -103,6 +208,22 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
         return base.error();
     }
     DeriveTolerancesOutcome out;
+    ScratchFolder scratch;
+    if (request.gradients) {
+        std::error_code ec;
+        const fs::path root
+            = request.scratch.empty() ? fs::temp_directory_path(ec) : request.scratch;
+        scratch.path = root
+            / fmt::format("day0-derive-gradients-{}",
+                std::chrono::steady_clock::now().time_since_epoch().count());
+        fs::create_directories(scratch.path, ec);
+        if (ec) {
+            return Error::badInput(
+                fmt::format("{}: cannot create the scratch folder for the gradient "
+                            "dumps: {}",
+                    scratch.path.string(), ec.message()));
+        }
+    }
     progress.setTotal(
         std::int64_t(request.checkpoints.size() * request.precisions.size()) * request.runs);
     for (const auto& checkpoint : request.checkpoints) {
@@ -125,6 +246,11 @@ Result<DeriveTolerancesOutcome> deriveTolerances(
                 checkpoint, *fp32, spec->vocabSize, r, request.tokens, request.seed, quiet, stop);
             if (!prompt) {
                 return prompt.error().withContext(fmt::format("{}, prompt {}", model, r));
+            }
+            if (request.gradients) {
+                DAY0_TRY(gradientRuns(request, checkpoint, model, *prompt, r, *base, scratch.path,
+                    out.runs, progress, stop));
+                continue;
             }
             for (const auto precision : request.precisions) {
                 if (stop.stop_requested()) {

@@ -31,6 +31,13 @@ struct DeriveTolerancesRequest {
     numerics::DerivationOptions derivation;
     /// Writes the table here (atomically) when set.
     std::filesystem::path out;
+    /// Gradient rules instead (`--grad`): per prompt an fp64 gradient pass (`day0 run --grad`)
+    /// is the reference, and each precision (bf16, fp16 or fp32) runs the pass propagated and in
+    /// inject mode against it; the table keeps `base`'s forward rules. `reference` is unused.
+    bool gradients = false;
+    /// Gradient runs: where the dumps are written while a run is compared (removed after);
+    /// empty: the system's temporary folder.
+    std::filesystem::path scratch;
 };
 
 struct DeriveTolerancesOutcome {
@@ -39,11 +46,11 @@ struct DeriveTolerancesOutcome {
 };
 
 /// Runs the reference, the target and the inject-mode target of every (checkpoint, precision,
-/// prompt), then derives the table (numerics::deriveToleranceTable) and writes it when asked.
-/// Prompt r of a checkpoint is its BOS token (config.json `bos_token_id`, when it has one)
-/// followed by a token picked by the seed (none for r = 0), continued by the fp32 model to
-/// `tokens` tokens: text the model itself finds likely, as a trained model's healthy input is.
-/// Cancellable; errors name the checkpoint and the run.
+/// prompt) (forward passes, or gradient passes with `gradients`), then derives the table
+/// (numerics::deriveToleranceTable) and writes it when asked. Prompt r of a checkpoint is its BOS
+/// token (config.json `bos_token_id`, when it has one) followed by a token picked by the seed (none
+/// for r = 0), continued by the fp32 model to `tokens` tokens: text the model itself finds likely,
+/// as a trained model's healthy input is. Cancellable; errors name the checkpoint and the run.
 Result<DeriveTolerancesOutcome> deriveTolerances(
     const DeriveTolerancesRequest& request, Progress& progress, std::stop_token stop);
 

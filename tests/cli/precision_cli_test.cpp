@@ -45,7 +45,7 @@ TEST(PrecisionCli, RunWritesDumpsAndComparesAgainstTheReference)
     EXPECT_EQ(j["reference"]["generated"], j["target"]["generated"]);
     EXPECT_EQ(j["comparison"]["status"], "pass");
     EXPECT_TRUE(j["comparison"]["first_divergence"].is_null());
-    EXPECT_EQ(j["comparison"]["table"], "day0-default v4");
+    EXPECT_EQ(j["comparison"]["table"], "day0-default v5");
     EXPECT_EQ(j["fingerprint"], "llama/h64/l2/a4/kv2/v256");
     // The run says what its precision rounds where.
     const std::string recipe = j["target"]["precision_recipe"];
