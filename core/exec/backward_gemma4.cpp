@@ -300,14 +300,7 @@ template <typename T> void GradientPass<T>::gemma4MoeForward(int l, LayerActivat
     std::vector<T> xe(a.mid.size());
     norm(a.mid.data(), m_p.value(p + ".pre_feedforward_layernorm_2.weight"), xe.data(), n, h);
     const T* perExpert = m_p.value(p + ".router.per_expert_scale");
-    a.experts.assign(std::size_t(e), {});
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t s = 0; s < a.routing.k; ++s) {
-            auto& ex = a.experts[std::size_t(a.routing.experts[std::size_t(t * a.routing.k + s)])];
-            ex.token.push_back(t);
-            ex.slot.push_back(s);
-        }
-    }
+    a.groupByExpert(n, e);
     a.expertsOut.assign(a.mid.size(), T(0));
     for (std::int64_t ex = 0; ex < e; ++ex) {
         auto& x = a.experts[std::size_t(ex)];

@@ -100,14 +100,7 @@ template <typename T> void GradientPass<T>::llama4MoeForward(int l, LayerActivat
     const std::vector<double> wide(logits.begin(), logits.end());
     a.routing = routeAndKeep(names.router, wide, n, nullptr);
     a.scores = selectionScores(wide.data(), n, m_router, nullptr);
-    a.experts.assign(std::size_t(e), {});
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t s = 0; s < a.routing.k; ++s) {
-            auto& ex = a.experts[std::size_t(a.routing.experts[std::size_t(t * a.routing.k + s)])];
-            ex.token.push_back(t);
-            ex.slot.push_back(s);
-        }
-    }
+    a.groupByExpert(n, e);
     std::fill_n(out, n * h, T(0));
     for (std::int64_t ex = 0; ex < e; ++ex) {
         auto& x = a.experts[std::size_t(ex)];

@@ -269,14 +269,7 @@ void GradientPass<T>::nemotronHMoeForward(int l, LayerActivations<T>& a, T* out)
             m_p.value(m + ".fc1_latent_proj.bias"), a.latentIn.data(), n, h, width);
         input = a.latentIn.data();
     }
-    a.experts.assign(std::size_t(e), {});
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t j = 0; j < a.routing.k; ++j) {
-            auto& ex = a.experts[std::size_t(a.routing.experts[std::size_t(t * a.routing.k + j)])];
-            ex.token.push_back(t);
-            ex.slot.push_back(j);
-        }
-    }
+    a.groupByExpert(n, e);
     std::vector<T> acc(std::size_t(n * width), T(0));
     for (std::int64_t ex = 0; ex < e; ++ex) {
         auto& x = a.experts[std::size_t(ex)];

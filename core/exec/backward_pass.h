@@ -45,6 +45,19 @@ template <typename T> struct LayerActivations {
         std::vector<T> x, g, u, act, y;
     };
     std::vector<Expert> experts;
+    /// Fills `experts` from `routing`: each expert's rows are the tokens that chose it, in token
+    /// order, with their choice index (an expert no token chose has none).
+    void groupByExpert(std::int64_t n, std::int64_t numExperts)
+    {
+        experts.assign(std::size_t(numExperts), {});
+        for (std::int64_t t = 0; t < n; ++t) {
+            for (std::int64_t s = 0; s < routing.k; ++s) {
+                auto& ex = experts[std::size_t(routing.experts[std::size_t(t * routing.k + s)])];
+                ex.token.push_back(t);
+                ex.slot.push_back(s);
+            }
+        }
+    }
     std::vector<T> sharedG, sharedU, sharedAct;
     // Gemma-4 (backward_gemma4.cpp).
     std::vector<T> vPre; ///< the values before v_norm (k_proj's output with attention_k_eq_v)
