@@ -334,8 +334,6 @@ std::string tensorParallelGap(const model::ModelSpec& spec)
     case F::Llama4:
         return "Llama-4 (chunked and NoPE attention, the weightless q/k norm, experts fed their "
                "score-scaled input)";
-    case F::Hunyuan:
-        return "Hunyuan (q/k norms after RoPE, the fp32 router)";
     case F::KimiLinear:
         return "Kimi-Linear (Kimi Delta Attention's heads, convs and low-rank gates)";
     default:
