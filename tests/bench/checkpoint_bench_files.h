@@ -1,6 +1,7 @@
 // The files checkpoint_bench reads, written once per run into a temporary folder (removed at
 // exit): shard files for the hashes, one BF16, one FP8 and one FP4 tensor for the conversions,
-// and a BF16 Llama checkpoint for the streamed run. Included by checkpoint_bench.cpp only.
+// and a BF16 Llama checkpoint for the streamed run. Included by checkpoint_bench.cpp (and its
+// checkpoint_bench_stream.h) only.
 #pragma once
 
 #include "checkpoint/safetensors_writer.h"
